@@ -1,0 +1,391 @@
+package bitmap
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Outcome is what Mark did with one (message, uid).
+type Outcome uint8
+
+// Outcomes of Mark. Only OutcomeNew obliges the caller to publish a delta
+// and then Ack (or Release on failure).
+const (
+	// OutcomeMissing: the message is not in Redis; restore it and retry.
+	OutcomeMissing Outcome = iota
+	// OutcomeNew: the read bit was set now, or an earlier attempt's lease
+	// expired before its delta was acknowledged.
+	OutcomeNew
+	// OutcomeDuplicate: already read and its delta acknowledged.
+	OutcomeDuplicate
+	// OutcomeInFlight: already read; another attempt holds the lease and
+	// owns the delta.
+	OutcomeInFlight
+	// OutcomeNotRecipient: the uid is not a recipient of the message.
+	OutcomeNotRecipient
+	// OutcomeOtherApp: the message was sent by another agent.
+	OutcomeOtherApp
+)
+
+// String returns the outcome's name.
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeMissing:
+		return "missing"
+	case OutcomeNew:
+		return "new"
+	case OutcomeDuplicate:
+		return "duplicate"
+	case OutcomeInFlight:
+		return "in_flight"
+	case OutcomeNotRecipient:
+		return "not_recipient"
+	case OutcomeOtherApp:
+		return "other_app"
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Target names uids of one message. AgentID, when not zero, must be the
+// message's agent (a card event of another app never marks it).
+type Target struct {
+	CorpID  string
+	MsgID   string
+	AgentID int64
+	UIDs    []uint32
+}
+
+// markScript is step 1 of the read path (see the package doc). The reply
+// is 0 (message missing), -1 (other app) or one code per uid.
+var markScript = redis.NewScript(`
+-- KEYS: rcpt, read, pend, meta; ARGV: ttl_ms, lease_ms, agent_id or '', uid...
+local rcpt, read, pend, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if redis.call('EXISTS', rcpt) == 0 then
+  return 0
+end
+if ARGV[3] ~= '' and redis.call('HGET', meta, 'agent_id') ~= ARGV[3] then
+  return -1
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = string.format('%d', now + tonumber(ARGV[2]))
+local out = {}
+local touched = false
+for i = 4, #ARGV do
+  local uid = ARGV[i]
+  local r
+  if redis.call('GETBIT', rcpt, uid) == 0 then
+    r = 4
+  elseif redis.call('SETBIT', read, uid, 1) == 0 then
+    redis.call('HSET', pend, uid, lease)
+    r = 1
+    touched = true
+  else
+    local d = redis.call('HGET', pend, uid)
+    if not d then
+      r = 2
+    elseif tonumber(d) <= now then
+      redis.call('HSET', pend, uid, lease)
+      r = 1
+      touched = true
+    else
+      r = 3
+    end
+  end
+  out[#out + 1] = r
+end
+if touched then
+  for _, k in ipairs({rcpt, read, pend, meta}) do
+    redis.call('PEXPIRE', k, ARGV[1])
+  end
+end
+return out
+`)
+
+// ackScript deletes pending entries once Kafka acknowledged their deltas.
+var ackScript = redis.NewScript(`
+-- KEYS: pend; ARGV: uid...
+for i = 1, #ARGV do
+  redis.call('HDEL', KEYS[1], ARGV[i])
+end
+return 1
+`)
+
+// releaseScript expires the leases of an attempt that failed to publish,
+// so a WeCom retry re-emits at once instead of waiting for the lease.
+var releaseScript = redis.NewScript(`
+-- KEYS: pend; ARGV: uid...
+for i = 1, #ARGV do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
+    redis.call('HSET', KEYS[1], ARGV[i], '0')
+  end
+end
+return 1
+`)
+
+func uidArgs(prefix []any, uids []uint32) []any {
+	args := make([]any, 0, len(prefix)+len(uids))
+	args = append(args, prefix...)
+	for _, u := range uids {
+		args = append(args, u)
+	}
+	return args
+}
+
+// Mark sets the read bits of targets in one pipelined round trip shared
+// with concurrent callers. out[i][j] is the outcome of targets[i].UIDs[j].
+// Every OutcomeNew must be published and then passed to Ack, or to Release
+// when publishing failed.
+func (s *Store) Mark(ctx context.Context, targets []Target) ([][]Outcome, error) {
+	calls := make([]call, len(targets))
+	lease := s.opts.Lease.Milliseconds()
+	for i, t := range targets {
+		agent := ""
+		if t.AgentID != 0 {
+			agent = strconv.FormatInt(t.AgentID, 10)
+		}
+		calls[i] = call{
+			script: markScript,
+			keys: []string{
+				s.msgKey(t.CorpID, t.MsgID, "rcpt"), s.msgKey(t.CorpID, t.MsgID, "read"),
+				s.msgKey(t.CorpID, t.MsgID, "pend"), s.msgKey(t.CorpID, t.MsgID, "meta"),
+			},
+			args: uidArgs([]any{s.ttlMillis(), lease, agent}, t.UIDs),
+		}
+	}
+	if err := s.do(ctx, calls); err != nil {
+		return nil, fmt.Errorf("bitmap: mark: %w", err)
+	}
+	out := make([][]Outcome, len(targets))
+	for i, t := range targets {
+		o, err := parseMark(calls[i].cmd.Val(), len(t.UIDs))
+		if err != nil {
+			return nil, fmt.Errorf("bitmap: mark %s/%s: %w", t.CorpID, t.MsgID, err)
+		}
+		out[i] = o
+	}
+	return out, nil
+}
+
+func parseMark(v any, n int) ([]Outcome, error) {
+	out := make([]Outcome, n)
+	switch v := v.(type) {
+	case int64:
+		all := OutcomeMissing
+		if v == -1 {
+			all = OutcomeOtherApp
+		} else if v != 0 {
+			return nil, fmt.Errorf("unexpected reply %d", v)
+		}
+		for j := range out {
+			out[j] = all
+		}
+		return out, nil
+	case []any:
+		if len(v) != n {
+			return nil, fmt.Errorf("%d replies for %d uids", len(v), n)
+		}
+		for j, x := range v {
+			c, ok := x.(int64)
+			if !ok || c < int64(OutcomeNew) || c > int64(OutcomeNotRecipient) {
+				return nil, fmt.Errorf("unexpected reply %v", x)
+			}
+			out[j] = Outcome(c)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unexpected reply %T", v)
+}
+
+// Ack clears the pending entries of reads whose deltas Kafka acknowledged.
+func (s *Store) Ack(ctx context.Context, targets []Target) error {
+	return s.pendingOp(ctx, "ack", ackScript, targets)
+}
+
+// Release gives up the leases of reads whose deltas could not be
+// published, so the next attempt re-emits them without waiting.
+func (s *Store) Release(ctx context.Context, targets []Target) error {
+	return s.pendingOp(ctx, "release", releaseScript, targets)
+}
+
+func (s *Store) pendingOp(ctx context.Context, what string, script *redis.Script, targets []Target) error {
+	calls := make([]call, 0, len(targets))
+	for _, t := range targets {
+		if len(t.UIDs) == 0 {
+			continue
+		}
+		calls = append(calls, call{
+			script: script,
+			keys:   []string{s.msgKey(t.CorpID, t.MsgID, "pend")},
+			args:   uidArgs(nil, t.UIDs),
+		})
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	if err := s.do(ctx, calls); err != nil {
+		return fmt.Errorf("bitmap: %s: %w", what, err)
+	}
+	return nil
+}
+
+// call is one script invocation; cmd holds its reply after the request
+// is done.
+type call struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+	cmd    *redis.Cmd
+}
+
+// request is one caller's calls, sent together in one pipeline.
+type request struct {
+	ctx   context.Context
+	calls []call
+	done  chan error // buffered: the loop never blocks on a gone caller
+}
+
+// do queues calls and waits for their replies or ctx.
+func (s *Store) do(ctx context.Context, calls []call) error {
+	r := &request{ctx: ctx, calls: calls, done: make(chan error, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case s.queue <- r:
+	default:
+		s.mu.RUnlock()
+		s.m.queueFull.Inc()
+		return ErrQueueFull
+	}
+	s.mu.RUnlock()
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		// The calls may still run: a mark whose caller left keeps its
+		// lease, which expires and lets the retry re-emit.
+		return ctx.Err()
+	}
+}
+
+// loop collects requests into pipelines until the queue is closed and empty.
+func (s *Store) loop() {
+	defer s.wg.Done()
+	var batch []*request
+	var timer *time.Timer
+	for {
+		r, ok := <-s.queue
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], r)
+		n := len(r.calls)
+		var linger <-chan time.Time
+		if s.opts.Linger > 0 {
+			if timer == nil {
+				timer = time.NewTimer(s.opts.Linger)
+			} else {
+				timer.Reset(s.opts.Linger)
+			}
+			linger = timer.C
+		}
+	collect:
+		for n < s.opts.MaxBatch {
+			select {
+			case r, ok := <-s.queue:
+				if !ok {
+					break collect
+				}
+				batch = append(batch, r)
+				n += len(r.calls)
+				continue
+			default:
+			}
+			if linger == nil {
+				break collect // queue empty, no linger: send now
+			}
+			select {
+			case r, ok := <-s.queue:
+				if !ok {
+					break collect
+				}
+				batch = append(batch, r)
+				n += len(r.calls)
+			case <-linger:
+				linger = nil
+				break collect
+			}
+		}
+		if timer != nil && linger != nil {
+			timer.Stop()
+		}
+		s.run(batch)
+		clear(batch)
+	}
+}
+
+// run sends the batch as one pipeline of EVALSHA, retrying with EVAL the
+// calls Redis answered NOSCRIPT (a restarted or failed-over server).
+func (s *Store) run(batch []*request) {
+	live := batch[:0:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- err // the caller is gone or going: do not mark for it
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RoundTripTimeout)
+	defer cancel()
+	start := time.Now()
+	p := s.rdb.Pipeline()
+	n := 0
+	for _, r := range live {
+		for i := range r.calls {
+			c := &r.calls[i]
+			c.cmd = c.script.EvalSha(ctx, p, c.keys, c.args...)
+			n++
+		}
+	}
+	_, _ = p.Exec(ctx) // errors are read per command below
+	var retry []*call
+	for _, r := range live {
+		for i := range r.calls {
+			if err := r.calls[i].cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				retry = append(retry, &r.calls[i])
+			}
+		}
+	}
+	if len(retry) > 0 {
+		p := s.rdb.Pipeline()
+		for _, c := range retry {
+			c.cmd = c.script.Eval(ctx, p, c.keys, c.args...)
+		}
+		_, _ = p.Exec(ctx)
+	}
+	s.m.roundTrip.Observe(time.Since(start).Seconds())
+	s.m.batchCalls.Observe(float64(n))
+	for _, r := range live {
+		var err error
+		for i := range r.calls {
+			if err = r.calls[i].cmd.Err(); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			s.m.redisErrors.Inc()
+			s.logErr.Do(func() { s.log.Warn("redis pipeline failed", "err", err, "calls", n) })
+		}
+		r.done <- err
+	}
+}

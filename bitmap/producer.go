@@ -1,0 +1,144 @@
+package bitmap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/yidu-io/yidu/bitmap/delta"
+)
+
+// ProducerOptions configures a Producer. Zero fields take the defaults.
+type ProducerOptions struct {
+	// Linger lets concurrent callbacks' records share a produce batch
+	// (default 1 ms: a callback's latency budget is seconds, its Redis
+	// step well under one millisecond).
+	Linger time.Duration
+	// DeliveryTimeout fails a record Kafka has not acknowledged in time
+	// (default 2 s, below the receiver's 3 s deadline, so the caller
+	// learns of the failure and answers 503 itself).
+	DeliveryTimeout time.Duration
+	Logger          *slog.Logger
+	// Extra kgo options (TLS, SASL) appended last.
+	Extra []kgo.Opt
+}
+
+// Producer publishes deltas to the deltas topic and waits for their acks.
+type Producer struct {
+	cl    *kgo.Client
+	topic string
+	log   *slog.Logger
+}
+
+// NewProducer returns an idempotent, acks=all producer for topic.
+func NewProducer(brokers []string, topic string, opts ProducerOptions) (*Producer, error) {
+	if topic == "" || len(brokers) == 0 {
+		return nil, errors.New("bitmap: producer: brokers and topic are required")
+	}
+	if opts.Linger <= 0 {
+		opts.Linger = time.Millisecond
+	}
+	if opts.DeliveryTimeout <= 0 {
+		opts.DeliveryTimeout = 2 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	kopts := []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.DefaultProduceTopic(topic),
+		// Idempotence is kgo's default and needs acks=all; say both so a
+		// later edit cannot weaken durability silently.
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(opts.Linger),
+		kgo.RecordDeliveryTimeout(opts.DeliveryTimeout),
+	}
+	kopts = append(kopts, opts.Extra...)
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("bitmap: producer: %w", err)
+	}
+	return &Producer{cl: cl, topic: topic, log: opts.Logger.With("component", "bitmap.producer")}, nil
+}
+
+// Publish produces every delta (key delta.Key, value delta.Marshal) and
+// returns when Kafka acknowledged all of them, at the first failure, or
+// when ctx is done. After an error some deltas may still be written; the
+// read path's re-emission makes that harmless.
+func (p *Producer) Publish(ctx context.Context, ds []delta.Delta) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	errc := make(chan error, 1)
+	var left atomic.Int64
+	left.Store(int64(len(ds)))
+	// The promise runs in kgo's delivery goroutine: it must never block
+	// (franz-go documents a deadlock otherwise), so it only does
+	// non-blocking sends and closes done.
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			select {
+			case errc <- err:
+			default:
+			}
+		}
+		if left.Add(-1) == 0 {
+			close(done)
+		}
+	}
+	for _, d := range ds {
+		p.cl.Produce(ctx, &kgo.Record{
+			Topic: p.topic,
+			Key:   delta.Key(d.CorpID, d.MsgID),
+			Value: delta.Marshal(d),
+		}, promise)
+	}
+	select {
+	case <-done:
+		select {
+		case err := <-errc:
+			return fmt.Errorf("bitmap: publish: %w", err)
+		default:
+			return nil
+		}
+	case err := <-errc:
+		return fmt.Errorf("bitmap: publish: %w", err)
+	case <-ctx.Done():
+		return fmt.Errorf("bitmap: publish: %w", ctx.Err())
+	}
+}
+
+// Ping reports whether a broker answers and the topic exists: the
+// receiver's readiness, since without Kafka every read would be a 503.
+func (p *Producer) Ping(ctx context.Context) error {
+	td, err := kadm.NewClient(p.cl).ListTopics(ctx, p.topic)
+	if err != nil {
+		return fmt.Errorf("bitmap: kafka ping: %w", err)
+	}
+	d, ok := td[p.topic]
+	if !ok {
+		return fmt.Errorf("bitmap: kafka ping: topic %q not in metadata", p.topic)
+	}
+	if d.Err != nil {
+		return fmt.Errorf("bitmap: kafka ping: topic %q: %w", p.topic, d.Err)
+	}
+	return nil
+}
+
+// Close flushes what is buffered (bounded by 5 s) and closes the client.
+// Stop the receiver first: Publish after Close fails.
+func (p *Producer) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.cl.Flush(ctx); err != nil {
+		p.log.Warn("flush on close", "err", err)
+	}
+	p.cl.Close()
+}

@@ -1,0 +1,68 @@
+package bitmap
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+func TestProducerPublish(t *testing.T) {
+	const topic = "yidu.reads"
+	p, brokers := mustProducer(t, topic)
+	ctx := context.Background()
+	testenv.Check(t, "Ping", p.Ping(ctx))
+	want := []delta.Delta{
+		{CorpID: testCorp, MsgID: "a", UID: 1, ReadTime: 1_700_000_000, Source: delta.SourceCard},
+		{CorpID: testCorp, MsgID: "b", UID: 2, ReadTime: 1_700_000_001, Source: delta.SourceEnterAgent},
+		{CorpID: testCorp, MsgID: "a", UID: 3, ReadTime: 1_700_000_002, Source: delta.SourceCard},
+	}
+	testenv.Check(t, "Publish", p.Publish(ctx, want))
+	testenv.Check(t, "Publish none", p.Publish(ctx, nil))
+	got := consumeAll(t, brokers, topic)
+	// Partitions interleave; order matters only within a message.
+	sortDeltas(got)
+	sortDeltas(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("consumed %+v; want %+v", got, want)
+	}
+}
+
+func sortDeltas(ds []delta.Delta) {
+	slices.SortFunc(ds, func(a, b delta.Delta) int {
+		return cmp.Or(cmp.Compare(a.MsgID, b.MsgID), cmp.Compare(a.UID, b.UID), cmp.Compare(a.Source, b.Source))
+	})
+}
+
+func TestProducerErrors(t *testing.T) {
+	p, _ := mustProducer(t, "yidu.reads")
+	t.Run("ctx done", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := p.Publish(ctx, []delta.Delta{{CorpID: testCorp, MsgID: "a", UID: 1}})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Publish(cancelled) = %v; want context.Canceled", err)
+		}
+	})
+	t.Run("missing topic", func(t *testing.T) {
+		_, brokers := testenv.Kafka(t, "other", 1)
+		q, err := NewProducer(brokers, "yidu.missing", ProducerOptions{})
+		testenv.Check(t, "NewProducer", err)
+		defer q.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := q.Ping(ctx); err == nil {
+			t.Errorf("Ping(missing topic) = nil; want an error")
+		}
+	})
+	t.Run("no brokers", func(t *testing.T) {
+		if _, err := NewProducer(nil, "t", ProducerOptions{}); err == nil {
+			t.Errorf("NewProducer(no brokers) = nil error")
+		}
+	})
+}

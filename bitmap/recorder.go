@@ -1,0 +1,271 @@
+package bitmap
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/yidu-io/yidu/bitmap/delta"
+)
+
+// UIDLookup maps a WeCom UserID to its dense uid; idmap.Mapper provides it.
+// Declared here because the Recorder only reads, never assigns: an unknown
+// member is not a recipient of anything.
+type UIDLookup interface {
+	Lookup(ctx context.Context, corpID, userID string) (uid uint32, ok bool, err error)
+}
+
+// Publisher makes deltas durable; Producer provides it. Declared here so
+// tests can fail it.
+type Publisher interface {
+	Publish(ctx context.Context, ds []delta.Delta) error
+}
+
+// MessageLoader reads messages from MySQL when Redis lacks them;
+// tracker.Registry provides it. Declared here because bitmap must not
+// depend on tracker (tracker writes into bitmap).
+type MessageLoader interface {
+	LoadMessage(ctx context.Context, corpID, msgID string) (m Message, recipients, read *roaring.Bitmap, found bool, err error)
+	ActiveMessages(ctx context.Context, corpID string, agentID int64, since time.Time) ([]Message, error)
+}
+
+// RecorderOptions configures a Recorder.
+type RecorderOptions struct {
+	// CursorSlack re-examines messages sent this long before a member's
+	// enter_agent cursor (default 2 min), so a message indexed after an
+	// enter_agent that already covered its send time is still counted.
+	// Re-marking is idempotent; the cost is a few duplicate marks.
+	CursorSlack time.Duration
+	// AckTimeout bounds Ack/Release, which run after the caller's deadline
+	// may have passed (default 1 s).
+	AckTimeout time.Duration
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// Recorder is the receiver's read path (callback.ReadRecorder): it returns
+// only when every new read of a signal has its bit set in Redis and its
+// delta acknowledged by Kafka. See the package doc for the order of steps.
+type Recorder struct {
+	store  *Store
+	ids    UIDLookup
+	pub    Publisher
+	loader MessageLoader
+	opts   RecorderOptions
+	log    *slog.Logger
+	m      *recorderMetrics
+}
+
+// NewRecorder returns a Recorder writing to store and pub.
+func NewRecorder(store *Store, ids UIDLookup, pub Publisher, loader MessageLoader, opts RecorderOptions) *Recorder {
+	if opts.CursorSlack <= 0 {
+		opts.CursorSlack = 2 * time.Minute
+	}
+	if opts.AckTimeout <= 0 {
+		opts.AckTimeout = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Recorder{
+		store: store, ids: ids, pub: pub, loader: loader, opts: opts,
+		log: opts.Logger.With("component", "bitmap.recorder"),
+		m:   newRecorderMetrics(opts.Registerer),
+	}
+}
+
+// CardRead records that userID pressed a button of the card sent as
+// taskID. Unknown member, unknown message or non-recipient → (0, nil).
+func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (int, error) {
+	uid, ok, err := r.ids.Lookup(ctx, corpID, userID)
+	if err != nil {
+		return 0, fmt.Errorf("bitmap: card read: lookup: %w", err)
+	}
+	if !ok {
+		r.count(delta.SourceCard, outcomeLabelUnknownUser, 1)
+		return 0, nil
+	}
+	// One message is sent as many cards, one per batch of 1000 members, each
+	// with its own task_id "<msgid>@<batch>": WeCom refuses a reused task_id
+	// (42014, path 90236). The msgid is what precedes the first '@'.
+	msgID, _, _ := strings.Cut(taskID, "@")
+	if !ValidMsgID(msgID) {
+		// Hostile or foreign input: touch neither Redis nor MySQL.
+		r.count(delta.SourceCard, outcomeLabelUnknownMsgID, 1)
+		return 0, nil
+	}
+	return r.record(ctx, delta.SourceCard, corpID, agentID, uid, []string{msgID}, at)
+}
+
+// EnterAgent records that userID opened the app at at: every tracked
+// message the app sent them at or before at was on screen
+// (enter_agent, paths 90376/90240). The member's cursor moves to at only after
+// the deltas are acknowledged: moved first, a failed attempt's retry would
+// start after at and skip the reads it failed to publish.
+func (r *Recorder) EnterAgent(ctx context.Context, corpID string, agentID int64, userID string, at time.Time) (int, error) {
+	uid, ok, err := r.ids.Lookup(ctx, corpID, userID)
+	if err != nil {
+		return 0, fmt.Errorf("bitmap: enter agent: lookup: %w", err)
+	}
+	if !ok {
+		r.count(delta.SourceEnterAgent, outcomeLabelUnknownUser, 1)
+		return 0, nil
+	}
+	ids, complete, err := r.store.MessagesSinceCursor(ctx, corpID, agentID, uid, at, r.opts.CursorSlack)
+	if err != nil {
+		return 0, err
+	}
+	if !complete {
+		// Redis lost the app index (or it expired): rebuild it from MySQL.
+		since := time.Now().Add(-r.store.TTL())
+		msgs, err := r.loader.ActiveMessages(ctx, corpID, agentID, since)
+		if err != nil {
+			return 0, fmt.Errorf("bitmap: enter agent: active messages: %w", err)
+		}
+		if err := r.store.IndexApp(ctx, corpID, agentID, msgs, true); err != nil {
+			return 0, err
+		}
+		if ids, _, err = r.store.MessagesSinceCursor(ctx, corpID, agentID, uid, at, r.opts.CursorSlack); err != nil {
+			return 0, err
+		}
+	}
+	n := 0
+	if len(ids) > 0 {
+		if n, err = r.record(ctx, delta.SourceEnterAgent, corpID, agentID, uid, ids, at); err != nil {
+			return 0, err
+		}
+	}
+	if err := r.store.AdvanceCursor(ctx, corpID, agentID, uid, at); err != nil {
+		// The deltas are durable; a cursor left behind only re-marks
+		// duplicates next time. Still an error: the receiver retries.
+		return n, err
+	}
+	return n, nil
+}
+
+// record marks uid as a reader of msgIDs and publishes the new reads.
+func (r *Recorder) record(ctx context.Context, src delta.Source, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (int, error) {
+	targets := make([]Target, len(msgIDs))
+	for i, id := range msgIDs {
+		targets[i] = Target{CorpID: corpID, MsgID: id, AgentID: agentID, UIDs: []uint32{uid}}
+	}
+	outs, err := r.store.Mark(ctx, targets)
+	if err != nil {
+		return 0, err
+	}
+	var retry []int
+	for i, o := range outs {
+		if o[0] == OutcomeMissing {
+			found, err := r.restore(ctx, corpID, msgIDs[i])
+			if err != nil {
+				return 0, err
+			}
+			if found {
+				retry = append(retry, i)
+			}
+		}
+	}
+	if len(retry) > 0 {
+		again := make([]Target, len(retry))
+		for j, i := range retry {
+			again[j] = targets[i]
+		}
+		outs2, err := r.store.Mark(ctx, again)
+		if err != nil {
+			return 0, err
+		}
+		for j, i := range retry {
+			if outs2[j][0] == OutcomeMissing {
+				return 0, fmt.Errorf("bitmap: %s/%s missing right after restore (Redis evicting?)", corpID, msgIDs[i])
+			}
+			outs[i] = outs2[j]
+		}
+	}
+	var fresh []Target
+	var ds []delta.Delta
+	for i, o := range outs {
+		switch o[0] {
+		case OutcomeNew:
+			fresh = append(fresh, targets[i])
+			ds = append(ds, delta.Delta{CorpID: corpID, MsgID: msgIDs[i], UID: uid, ReadTime: at.Unix(), Source: src})
+		case OutcomeDuplicate:
+			r.count(src, outcomeLabelDuplicate, 1)
+		case OutcomeInFlight:
+			r.count(src, outcomeLabelInFlight, 1)
+		case OutcomeNotRecipient:
+			r.count(src, outcomeLabelNotRecipient, 1)
+		case OutcomeMissing, OutcomeOtherApp:
+			r.count(src, outcomeLabelUnknownMsgID, 1)
+		}
+	}
+	if len(ds) == 0 {
+		return 0, nil
+	}
+	start := time.Now()
+	err = r.pub.Publish(ctx, ds)
+	r.m.publish.Observe(time.Since(start).Seconds())
+	// Ack and Release must run even when ctx is done: they only make a
+	// retry cheaper or a re-emit less likely, and are bounded themselves.
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.AckTimeout)
+	defer cancel()
+	if err != nil {
+		r.m.publishErrors.Inc()
+		if rerr := r.store.Release(bg, fresh); rerr != nil {
+			r.log.Warn("release leases", "err", rerr)
+		}
+		return 0, err
+	}
+	r.count(src, outcomeLabelNew, len(ds))
+	if err := r.store.Ack(bg, fresh); err != nil {
+		// The deltas are durable; the leases only cause one harmless
+		// re-emit later.
+		r.m.ackErrors.Inc()
+		r.log.Warn("ack pending reads", "err", err)
+	}
+	return len(ds), nil
+}
+
+// restore loads a message Redis lacks from MySQL; found=false: unknown.
+func (r *Recorder) restore(ctx context.Context, corpID, msgID string) (bool, error) {
+	m, rcpt, read, found, err := r.loader.LoadMessage(ctx, corpID, msgID)
+	if err != nil {
+		r.m.restores.WithLabelValues("error").Inc()
+		return false, fmt.Errorf("bitmap: load %s/%s: %w", corpID, msgID, err)
+	}
+	if !found {
+		r.m.restores.WithLabelValues("not_found").Inc()
+		return false, nil
+	}
+	if err := r.store.RestoreMessage(ctx, m, rcpt, read); err != nil {
+		r.m.restores.WithLabelValues("error").Inc()
+		return false, err
+	}
+	r.m.restores.WithLabelValues("restored").Inc()
+	return true, nil
+}
+
+// ValidMsgID reports whether id can be a msgid: a template card task_id,
+// [0-9A-Za-z_\-@]{1,128} (message/send, path 90236).
+func ValidMsgID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-', c == '@':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Recorder) count(src delta.Source, outcome string, n int) {
+	r.m.reads.WithLabelValues(src.String(), outcome).Add(float64(n))
+}

@@ -1,0 +1,357 @@
+package bitmap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+const testTopic = "yidu.reads"
+
+type recEnv struct {
+	s       *Store
+	rdb     *redis.Client
+	rec     *Recorder
+	loader  *fakeLoader
+	pub     *flakyPublisher
+	brokers []string
+}
+
+func newRecEnv(tb testing.TB, opts Options) *recEnv {
+	tb.Helper()
+	s, rdb := mustStore(tb, opts)
+	p, brokers := mustProducer(tb, testTopic)
+	e := &recEnv{s: s, rdb: rdb, loader: newFakeLoader(), pub: &flakyPublisher{pub: p}, brokers: brokers}
+	e.rec = NewRecorder(s, fakeIDs{}, e.pub, e.loader, RecorderOptions{Registerer: prometheus.NewRegistry()})
+	return e
+}
+
+// register stores a message in "MySQL" and Redis, as tracker does.
+func (e *recEnv) register(tb testing.TB, m Message, rcpt *roaring.Bitmap) {
+	tb.Helper()
+	e.loader.add(m, rcpt, roaring.New())
+	testenv.Check(tb, "PutMessage", e.s.PutMessage(context.Background(), m, rcpt))
+}
+
+func (e *recEnv) reads(tb testing.TB, src delta.Source, outcome string) float64 {
+	tb.Helper()
+	return counterValue(tb, e.rec.m.reads.WithLabelValues(src.String(), outcome))
+}
+
+func TestCardRead(t *testing.T) {
+	e := newRecEnv(t, Options{})
+	ctx := context.Background()
+	at := time.Unix(1_700_000_100, 0)
+	e.register(t, testMessage("task-1", 7, at.Add(-time.Hour)), uids(1, 2, 3, 4, 5))
+
+	steps := []struct {
+		name     string
+		agent    int64
+		user     string
+		task     string
+		want     int
+		wantErr  error
+		outcome  string // metric that must grow by one
+		failKafk bool
+	}{
+		{name: "recipient", agent: 7, user: "u1", task: "task-1", want: 1, outcome: outcomeLabelNew},
+		{name: "duplicate", agent: 7, user: "u1", task: "task-1", want: 0, outcome: outcomeLabelDuplicate},
+		{name: "non-recipient", agent: 7, user: "u9", task: "task-1", want: 0, outcome: outcomeLabelNotRecipient},
+		{name: "unknown user", agent: 7, user: "bob", task: "task-1", want: 0, outcome: outcomeLabelUnknownUser},
+		{name: "unknown msgid", agent: 7, user: "u1", task: "no-such-task", want: 0, outcome: outcomeLabelUnknownMsgID},
+		{name: "malformed task id", agent: 7, user: "u1", task: "task-1}{x", want: 0, outcome: outcomeLabelUnknownMsgID},
+		{name: "other app's card", agent: 8, user: "u3", task: "task-1", want: 0, outcome: outcomeLabelUnknownMsgID},
+		{name: "kafka fails", agent: 7, user: "u2", task: "task-1", wantErr: errKafkaDown, failKafk: true},
+		{name: "retry re-emits", agent: 7, user: "u2", task: "task-1", want: 1, outcome: outcomeLabelNew},
+		{name: "retry after success", agent: 7, user: "u2", task: "task-1", want: 0, outcome: outcomeLabelDuplicate},
+	}
+	for _, st := range steps {
+		var before float64
+		if st.outcome != "" {
+			before = e.reads(t, delta.SourceCard, st.outcome)
+		}
+		if st.failKafk {
+			e.pub.fails = 1
+		}
+		n, err := e.rec.CardRead(ctx, testCorp, st.agent, st.user, st.task, at)
+		if !errors.Is(err, st.wantErr) || n != st.want {
+			t.Errorf("%s: CardRead = %d, %v; want %d, %v", st.name, n, err, st.want, st.wantErr)
+		}
+		if st.outcome != "" {
+			if got := e.reads(t, delta.SourceCard, st.outcome) - before; got != 1 {
+				t.Errorf("%s: reads_total{outcome=%s} grew by %v; want 1", st.name, st.outcome, got)
+			}
+		}
+		if st.failKafk {
+			// The bit is set, and its pending entry keeps it from hiding.
+			rd, _, _ := e.s.ReadBitmap(ctx, testCorp, "task-1")
+			p, _ := e.s.PendingUIDs(ctx, testCorp, "task-1")
+			if !rd.Contains(2) || !slices.Equal(p, []uint32{2}) {
+				t.Errorf("%s: read=%v pending=%v; want uid 2 in both", st.name, rd.ToArray(), p)
+			}
+		}
+	}
+	if p, _ := e.s.PendingUIDs(ctx, testCorp, "task-1"); len(p) != 0 {
+		t.Errorf("PendingUIDs at the end = %v; want none", p)
+	}
+	if _, rd, _, _ := e.s.Counts(ctx, testCorp, "task-1"); rd != 2 {
+		t.Errorf("read count = %d; want 2", rd)
+	}
+	got := consumeAll(t, e.brokers, testTopic)
+	want := []delta.Delta{
+		{CorpID: testCorp, MsgID: "task-1", UID: 1, ReadTime: at.Unix(), Source: delta.SourceCard},
+		{CorpID: testCorp, MsgID: "task-1", UID: 2, ReadTime: at.Unix(), Source: delta.SourceCard},
+	}
+	sortDeltas(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("deltas on the topic = %+v; want exactly the new reads %+v", got, want)
+	}
+}
+
+func TestCardReadAfterCrashedAttempt(t *testing.T) {
+	// An attempt set the bit and died before publishing (no Release): a
+	// retry inside the lease leaves the delta to it, a retry after the
+	// lease (WeCom's comes after 5 s) re-emits.
+	e := newRecEnv(t, Options{Lease: 80 * time.Millisecond})
+	ctx := context.Background()
+	at := time.Unix(1_700_000_100, 0)
+	e.register(t, testMessage("task-1", 7, at), uids(3))
+	_, err := e.s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "task-1", UIDs: []uint32{3}}})
+	testenv.Check(t, "Mark", err)
+	if n, err := e.rec.CardRead(ctx, testCorp, 7, "u3", "task-1", at); n != 0 || err != nil {
+		t.Errorf("CardRead during the lease = %d, %v; want 0, nil", n, err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if n, err := e.rec.CardRead(ctx, testCorp, 7, "u3", "task-1", at); n != 1 || err != nil {
+		t.Errorf("CardRead after the lease = %d, %v; want 1, nil", n, err)
+	}
+	if got := consumeAll(t, e.brokers, testTopic); len(got) != 1 || got[0].UID != 3 {
+		t.Errorf("deltas = %+v; want one for uid 3", got)
+	}
+}
+
+func TestEnterAgent(t *testing.T) {
+	e := newRecEnv(t, Options{})
+	ctx := context.Background()
+	T := time.Now().Truncate(time.Second)
+	e.register(t, testMessage("old", 7, T.Add(-100*time.Second)), uids(1, 2))
+	e.register(t, testMessage("mid", 7, T.Add(-10*time.Second)), uids(1))
+	e.register(t, testMessage("at-T", 7, T), uids(1))
+	e.register(t, testMessage("sub-second-late", 7, T.Add(300*time.Millisecond)), uids(1))
+	e.register(t, testMessage("later", 7, T.Add(50*time.Second)), uids(1))
+	e.register(t, testMessage("not-for-u1", 7, T.Add(-20*time.Second)), uids(2))
+	e.register(t, testMessage("other-app", 8, T.Add(-5*time.Second)), uids(1))
+
+	cursor := func() int64 {
+		t.Helper()
+		c, err := e.s.Cursor(ctx, testCorp, 7, 1)
+		testenv.Check(t, "Cursor", err)
+		if c.IsZero() {
+			return 0
+		}
+		return c.Unix()
+	}
+	steps := []struct {
+		name       string
+		at         time.Time
+		failKafka  bool
+		register   *Message
+		want       int
+		wantErr    bool
+		wantCursor int64
+	}{
+		{name: "kafka fails: no cursor move", at: T, failKafka: true, wantErr: true, wantCursor: 0},
+		{name: "sent at or before T", at: T, want: 3, wantCursor: T.Unix()},
+		{name: "older event: cursor stays", at: T.Add(-30 * time.Second), want: 0, wantCursor: T.Unix()},
+		{name: "message indexed late", at: T.Add(5 * time.Second), want: 2, wantCursor: T.Add(5 * time.Second).Unix(),
+			register: new(testMessage("indexed-late", 7, T.Add(-30*time.Second)))},
+		{name: "later message", at: T.Add(60 * time.Second), want: 1, wantCursor: T.Add(60 * time.Second).Unix()},
+		{name: "again", at: T.Add(61 * time.Second), want: 0, wantCursor: T.Add(61 * time.Second).Unix()},
+	}
+	for _, st := range steps {
+		if st.register != nil {
+			e.register(t, *st.register, uids(1))
+		}
+		if st.failKafka {
+			e.pub.fails = 1
+		}
+		n, err := e.rec.EnterAgent(ctx, testCorp, 7, "u1", st.at)
+		if (err != nil) != st.wantErr || n != st.want {
+			t.Errorf("%s: EnterAgent = %d, %v; want %d, err %v", st.name, n, err, st.want, st.wantErr)
+		}
+		if c := cursor(); c != st.wantCursor {
+			t.Errorf("%s: cursor = %d; want %d", st.name, c, st.wantCursor)
+		}
+	}
+	if e.loader.actives != 1 {
+		t.Errorf("ActiveMessages called %d times; want once (index rebuilt, then complete)", e.loader.actives)
+	}
+	got := consumeAll(t, e.brokers, testTopic)
+	var ids []string
+	for _, d := range got {
+		if d.UID != 1 || d.Source != delta.SourceEnterAgent {
+			t.Errorf("delta %+v; want uid 1 from enter_agent", d)
+		}
+		ids = append(ids, d.MsgID)
+	}
+	slices.Sort(ids)
+	// "sub-second-late" was sent 0.3 s after T's whole second began: it is
+	// counted by the enter at T+5, not by the one at T.
+	want := []string{"at-T", "indexed-late", "later", "mid", "old", "sub-second-late"}
+	if !slices.Equal(ids, want) {
+		t.Errorf("enter_agent deltas for %v; want %v", ids, want)
+	}
+}
+
+func TestRedisDataLoss(t *testing.T) {
+	e := newRecEnv(t, Options{})
+	ctx := context.Background()
+	T := time.Now().Truncate(time.Second)
+	m := testMessage("task-1", 7, T.Add(-time.Minute))
+	e.register(t, m, uids(1, 2, 3))
+	if n, err := e.rec.CardRead(ctx, testCorp, 7, "u1", "task-1", T); n != 1 || err != nil {
+		t.Fatalf("CardRead = %d, %v", n, err)
+	}
+	// flushd wrote u1's read to MySQL; then Redis restarts empty.
+	e.loader.add(m, uids(1, 2, 3), uids(1))
+	wipe(t, e.rdb, e.s)
+
+	t.Run("card read restores from MySQL", func(t *testing.T) {
+		if n, err := e.rec.CardRead(ctx, testCorp, 7, "u1", "task-1", T); n != 0 || err != nil {
+			t.Errorf("CardRead(u1, read in MySQL) = %d, %v; want 0, nil", n, err)
+		}
+		if n, err := e.rec.CardRead(ctx, testCorp, 7, "u2", "task-1", T); n != 1 || err != nil {
+			t.Errorf("CardRead(u2) = %d, %v; want 1, nil", n, err)
+		}
+		if rc, rd, found, _ := e.s.Counts(ctx, testCorp, "task-1"); !found || rc != 3 || rd != 2 {
+			t.Errorf("Counts after restore = %d, %d, %v; want 3, 2, true", rc, rd, found)
+		}
+	})
+	t.Run("enter_agent rebuilds the app index", func(t *testing.T) {
+		wipe(t, e.rdb, e.s) // MySQL still knows only u1's read: u2's delta is in Kafka
+		if n, err := e.rec.EnterAgent(ctx, testCorp, 7, "u3", T); n != 1 || err != nil {
+			t.Errorf("EnterAgent(u3) = %d, %v; want 1, nil", n, err)
+		}
+		// u2's read is re-emitted rather than hidden: flushd ignores it
+		// (WHERE is_read = 0) if the first delta already landed.
+		if n, err := e.rec.CardRead(ctx, testCorp, 7, "u2", "task-1", T); n != 1 || err != nil {
+			t.Errorf("CardRead(u2) after a second loss = %d, %v; want 1 (re-emitted), nil", n, err)
+		}
+	})
+	if e.loader.loads < 2 {
+		t.Errorf("LoadMessage called %d times; want ≥ 2", e.loader.loads)
+	}
+}
+
+func TestRecorderConcurrent(t *testing.T) {
+	// 64 callbacks at once on overlapping (member, message) pairs: each
+	// read is new exactly once and on the topic exactly once.
+	e := newRecEnv(t, Options{})
+	ctx := context.Background()
+	const members = 300
+	at := time.Unix(1_700_000_100, 0)
+	e.register(t, testMessage("a", 7, at), rangeBitmap(0, members))
+	e.register(t, testMessage("b", 7, at), rangeBitmap(0, members/2)) // half are not recipients
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			for i := range 40 {
+				u := (g*7 + i*13) % members
+				task := []string{"a", "b"}[i%2]
+				n, err := e.rec.CardRead(ctx, testCorp, 7, fmt.Sprintf("u%d", u), task, at)
+				if err != nil {
+					t.Errorf("CardRead: %v", err)
+					return
+				}
+				total.Add(int64(n))
+			}
+		})
+	}
+	wg.Wait()
+	var want int64
+	for _, id := range []string{"a", "b"} {
+		_, rd, _, err := e.s.Counts(ctx, testCorp, id)
+		testenv.Check(t, "Counts", err)
+		want += rd
+	}
+	if total.Load() != want || want == 0 {
+		t.Errorf("new reads reported %d; read bits %d", total.Load(), want)
+	}
+	got := consumeAll(t, e.brokers, testTopic)
+	seen := map[string]bool{}
+	for _, d := range got {
+		k := fmt.Sprintf("%s/%d", d.MsgID, d.UID)
+		if seen[k] {
+			t.Errorf("delta %s twice", k)
+		}
+		seen[k] = true
+	}
+	if int64(len(got)) != want {
+		t.Errorf("%d deltas on the topic; want %d", len(got), want)
+	}
+}
+
+// BenchmarkRecorderCardRead is the whole read path of one card callback:
+// lookup, Mark (shared pipeline), Publish to kfake and wait for the ack,
+// Ack. Parallelism models many concurrent WeCom callbacks.
+func BenchmarkRecorderCardRead(b *testing.B) {
+	e := newRecEnv(b, Options{})
+	ctx := context.Background()
+	const members = 1 << 20
+	at := time.Unix(1_700_000_100, 0)
+	e.register(b, testMessage("bench", 7, at), rangeBitmap(0, members))
+	users := make([]string, 1<<16)
+	for i := range users {
+		users[i] = fmt.Sprintf("u%d", i*16)
+	}
+	var next atomic.Uint32
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			u := users[next.Add(1)%uint32(len(users))]
+			if _, err := e.rec.CardRead(ctx, testCorp, 7, u, "bench", at); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "callbacks/s")
+	b.ReportMetric(meanObserved(b, e.s.m.batchCalls), "calls/pipeline")
+}
+
+func TestValidMsgID(t *testing.T) {
+	tests := []struct {
+		id   string
+		want bool
+	}{
+		{"task-1", true},
+		{"A_b-c@9", true},
+		{strings.Repeat("x", 128), true},
+		{strings.Repeat("x", 129), false},
+		{"", false},
+		{"a/b", false},
+		{"a}b", false},
+		{"通知", false},
+		{"a b", false},
+	}
+	for _, tt := range tests {
+		if got := ValidMsgID(tt.id); got != tt.want {
+			t.Errorf("ValidMsgID(%q) = %v; want %v", tt.id, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,431 @@
+package bitmap
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+)
+
+// Message is a tracked message as the read path needs it.
+type Message struct {
+	CorpID  string
+	MsgID   string
+	App     string
+	AgentID int64
+	Title   string
+	SentAt  time.Time
+	// Recipients is the audience size recorded at registration.
+	Recipients int64
+}
+
+// Options configures a Store. Zero fields take the documented defaults.
+type Options struct {
+	// Prefix starts every key (default "yidu"); no '{' or '}'.
+	Prefix string
+	// TTL keeps a message's keys this long after its last activity
+	// (default 30 days).
+	TTL time.Duration
+	// Lease is how long a new read's pending entry belongs to the attempt
+	// that marked it (default 3 s). It must stay below WeCom's 5 s retry
+	// interval so a retry after a crash re-emits the delta.
+	Lease time.Duration
+	// QueueSize bounds the mark/ack requests waiting for Redis (default 4096).
+	QueueSize int
+	// MaxBatch is the most script calls in one pipeline (default 256).
+	MaxBatch int
+	// Linger is how long a loop waits for more requests once the queue is
+	// empty (default 0: send at once; batches form while a pipeline is in
+	// flight).
+	Linger time.Duration
+	// Loops is the number of queue loop goroutines (default 2).
+	Loops int
+	// RoundTripTimeout bounds one pipeline (default 2 s).
+	RoundTripTimeout time.Duration
+	Logger           *slog.Logger
+	Registerer       prometheus.Registerer
+}
+
+func (o *Options) setDefaults() {
+	if o.Prefix == "" {
+		o.Prefix = "yidu"
+	}
+	if o.TTL <= 0 {
+		o.TTL = 30 * 24 * time.Hour
+	}
+	if o.Lease <= 0 {
+		o.Lease = 3 * time.Second
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = 4096
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	if o.Loops <= 0 {
+		o.Loops = 2
+	}
+	if o.RoundTripTimeout <= 0 {
+		o.RoundTripTimeout = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// ErrQueueFull is returned when the mark/ack queue is full; the receiver
+// answers 503 so WeCom retries.
+var ErrQueueFull = errors.New("bitmap: redis queue full")
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("bitmap: store closed")
+
+// Store keeps per-message bitmaps in Redis (see the package doc for keys).
+type Store struct {
+	rdb    redis.UniversalClient
+	opts   Options
+	log    *slog.Logger
+	m      *storeMetrics
+	logErr rate.Sometimes
+
+	mu     sync.RWMutex // guards closed against sends on queue
+	closed bool
+	queue  chan *request
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New returns a Store on rdb (a Client or ClusterClient) and starts its
+// queue loops; Close stops them.
+func New(rdb redis.UniversalClient, opts Options) *Store {
+	s := newStore(rdb, opts)
+	s.start()
+	return s
+}
+
+func newStore(rdb redis.UniversalClient, opts Options) *Store {
+	opts.setDefaults()
+	return &Store{
+		rdb:    rdb,
+		opts:   opts,
+		log:    opts.Logger.With("component", "bitmap"),
+		m:      newStoreMetrics(opts.Registerer),
+		logErr: rate.Sometimes{Interval: 10 * time.Second},
+		queue:  make(chan *request, opts.QueueSize),
+	}
+}
+
+func (s *Store) start() {
+	for range s.opts.Loops {
+		s.wg.Add(1)
+		go s.loop()
+	}
+}
+
+// Close stops accepting requests, sends what is queued and waits for the
+// loops; each remaining pipeline is bounded by RoundTripTimeout.
+func (s *Store) Close() {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		close(s.queue)
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+}
+
+// TTL returns how long keys live after their last activity.
+func (s *Store) TTL() time.Duration { return s.opts.TTL }
+
+func (s *Store) msgKey(corpID, msgID, kind string) string {
+	return s.opts.Prefix + ":m:{" + corpID + "/" + msgID + "}:" + kind
+}
+
+func (s *Store) appKey(corpID string, agentID int64, kind string) string {
+	return s.opts.Prefix + ":a:{" + corpID + "/" + strconv.FormatInt(agentID, 10) + "}:" + kind
+}
+
+func (s *Store) ttlMillis() int64 { return s.opts.TTL.Milliseconds() }
+
+// restoreScript ORs recipients and reads into a message's bitmaps (a read
+// bit is never cleared), writes its meta and refreshes every key's TTL.
+// A message without recipients still gets a one-byte recipients key so
+// Mark can tell "no recipients" from "missing".
+var restoreScript = redis.NewScript(`
+-- KEYS: rcpt, read, pend, meta, tmp; ARGV: ttl_ms, rcpt bytes, read bytes, meta field/value...
+local rcpt, read, pend, meta, tmp = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+if #ARGV[2] > 0 then
+  redis.call('SET', tmp, ARGV[2])
+  redis.call('BITOP', 'OR', rcpt, rcpt, tmp)
+end
+if #ARGV[3] > 0 then
+  redis.call('SET', tmp, ARGV[3])
+  redis.call('BITOP', 'OR', read, read, tmp)
+end
+redis.call('DEL', tmp)
+if redis.call('EXISTS', rcpt) == 0 then
+  redis.call('SET', rcpt, '\0')
+end
+for i = 4, #ARGV, 2 do
+  redis.call('HSET', meta, ARGV[i], ARGV[i+1])
+end
+for _, k in ipairs({rcpt, read, pend, meta}) do
+  redis.call('PEXPIRE', k, ARGV[1])
+end
+return 1
+`)
+
+// PutMessage stores a newly registered message: meta, recipients bitmap
+// and its entry in the app's index. Recipients are ORed in, so a
+// registration written in several batches may call it once per batch.
+func (s *Store) PutMessage(ctx context.Context, m Message, recipients *roaring.Bitmap) error {
+	return s.RestoreMessage(ctx, m, recipients, nil)
+}
+
+// RestoreMessage rebuilds a message from MySQL after Redis lost it: like
+// PutMessage, and read is ORed into the read bitmap (a read bit is never
+// cleared, so a stale MySQL view cannot make a read unread).
+func (s *Store) RestoreMessage(ctx context.Context, m Message, recipients, read *roaring.Bitmap) error {
+	keys := []string{
+		s.msgKey(m.CorpID, m.MsgID, "rcpt"), s.msgKey(m.CorpID, m.MsgID, "read"),
+		s.msgKey(m.CorpID, m.MsgID, "pend"), s.msgKey(m.CorpID, m.MsgID, "meta"),
+		s.msgKey(m.CorpID, m.MsgID, "tmp"),
+	}
+	args := []any{s.ttlMillis(), ToRedis(recipients), ToRedis(read),
+		"app", m.App, "agent_id", m.AgentID, "title", m.Title,
+		"sent_at_ms", m.SentAt.UnixMilli(), "recipients", m.Recipients}
+	if err := restoreScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+		return fmt.Errorf("bitmap: put message %s/%s: %w", m.CorpID, m.MsgID, err)
+	}
+	if err := s.IndexApp(ctx, m.CorpID, m.AgentID, []Message{m}, false); err != nil {
+		return err
+	}
+	return nil
+}
+
+// indexSentinel is the app index member that says the index holds every
+// active message of the app: after Redis lost data, a PutMessage alone
+// must not make the index look complete.
+const indexSentinel = ""
+
+// sentScore is the app index score of a message: its send time rounded up
+// to the second, so an enter_agent at CreateTime T (whole seconds) never
+// claims a message sent later within that second.
+func sentScore(t time.Time) int64 { return (t.UnixMilli() + 999) / 1000 }
+
+// IndexApp adds msgs to the index of app (corpID, agentID) and drops
+// entries older than TTL. complete says msgs are all the app's active
+// messages (a rebuild from MySQL), which marks the index complete.
+func (s *Store) IndexApp(ctx context.Context, corpID string, agentID int64, msgs []Message, complete bool) error {
+	key := s.appKey(corpID, agentID, "msgs")
+	members := make([]redis.Z, 0, len(msgs)+1)
+	for _, m := range msgs {
+		members = append(members, redis.Z{Score: float64(sentScore(m.SentAt)), Member: m.MsgID})
+	}
+	if complete {
+		members = append(members, redis.Z{Score: 0, Member: indexSentinel})
+	}
+	horizon := time.Now().Add(-s.opts.TTL).Unix()
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if len(members) > 0 {
+			p.ZAdd(ctx, key, members...)
+		}
+		p.ZRemRangeByScore(ctx, key, "(0", strconv.FormatInt(horizon, 10))
+		p.PExpire(ctx, key, s.opts.TTL)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("bitmap: index app %s/%d: %w", corpID, agentID, err)
+	}
+	return nil
+}
+
+// sinceScript returns whether the app index is complete, then the msgids
+// sent in (cursor - slack, at] for the member.
+var sinceScript = redis.NewScript(`
+-- KEYS: app index, cursor hash; ARGV: uid, at (unix s), slack (s)
+if not redis.call('ZSCORE', KEYS[1], '') then
+  return {0}
+end
+local c = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+local from = c - tonumber(ARGV[3])
+if from < 0 then from = 0 end
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%d', from), ARGV[2])
+table.insert(ids, 1, 1)
+return ids
+`)
+
+// MessagesSinceCursor returns the app's messages sent after the member's
+// cursor (less slack, for messages indexed late) and at or before at.
+// complete=false means the app index is not known to be complete (Redis
+// lost it): rebuild it with IndexApp(..., true) and ask again.
+func (s *Store) MessagesSinceCursor(ctx context.Context, corpID string, agentID int64, uid uint32, at time.Time, slack time.Duration) (msgIDs []string, complete bool, err error) {
+	keys := []string{s.appKey(corpID, agentID, "msgs"), s.appKey(corpID, agentID, "cur")}
+	v, err := sinceScript.Run(ctx, s.rdb, keys, uid, at.Unix(), int64(slack/time.Second)).Slice()
+	if err != nil {
+		return nil, false, fmt.Errorf("bitmap: messages since cursor %s/%d: %w", corpID, agentID, err)
+	}
+	if len(v) == 0 || v[0] != int64(1) {
+		return nil, false, nil
+	}
+	msgIDs = make([]string, 0, len(v)-1)
+	for _, x := range v[1:] {
+		if id, ok := x.(string); ok && id != indexSentinel {
+			msgIDs = append(msgIDs, id)
+		}
+	}
+	return msgIDs, true, nil
+}
+
+// advanceScript moves a member's cursor forward only and refreshes the TTL.
+var advanceScript = redis.NewScript(`
+-- KEYS: cursor hash; ARGV: uid, at (unix s), ttl_ms
+local c = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if tonumber(ARGV[2]) > c then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return c
+`)
+
+// AdvanceCursor moves the member's enter_agent cursor to at unless it is
+// already later.
+func (s *Store) AdvanceCursor(ctx context.Context, corpID string, agentID int64, uid uint32, at time.Time) error {
+	keys := []string{s.appKey(corpID, agentID, "cur")}
+	if err := advanceScript.Run(ctx, s.rdb, keys, uid, at.Unix(), s.ttlMillis()).Err(); err != nil {
+		return fmt.Errorf("bitmap: advance cursor %s/%d: %w", corpID, agentID, err)
+	}
+	return nil
+}
+
+// Cursor returns the member's enter_agent cursor (zero time when unset).
+func (s *Store) Cursor(ctx context.Context, corpID string, agentID int64, uid uint32) (time.Time, error) {
+	v, err := s.rdb.HGet(ctx, s.appKey(corpID, agentID, "cur"), strconv.FormatUint(uint64(uid), 10)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("bitmap: cursor %s/%d: %w", corpID, agentID, err)
+	}
+	return time.Unix(v, 0), nil
+}
+
+// Counts returns the message's recipient and read counts (BITCOUNT).
+func (s *Store) Counts(ctx context.Context, corpID, msgID string) (recipients, read int64, found bool, err error) {
+	var ex *redis.IntCmd
+	var rc, rd *redis.IntCmd
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		ex = p.Exists(ctx, s.msgKey(corpID, msgID, "rcpt"))
+		rc = p.BitCount(ctx, s.msgKey(corpID, msgID, "rcpt"), nil)
+		rd = p.BitCount(ctx, s.msgKey(corpID, msgID, "read"), nil)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("bitmap: counts %s/%s: %w", corpID, msgID, err)
+	}
+	if ex.Val() == 0 {
+		return 0, 0, false, nil
+	}
+	return rc.Val(), rd.Val(), true, nil
+}
+
+func (s *Store) bitmap(ctx context.Context, key string) (*roaring.Bitmap, bool, error) {
+	b, err := s.rdb.Get(ctx, key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("bitmap: get %s: %w", key, err)
+	}
+	return FromRedis(b), true, nil
+}
+
+// ReadBitmap returns the uids that read the message. found=false when the
+// message has no read yet or is not in Redis (check RecipientBitmap).
+func (s *Store) ReadBitmap(ctx context.Context, corpID, msgID string) (*roaring.Bitmap, bool, error) {
+	return s.bitmap(ctx, s.msgKey(corpID, msgID, "read"))
+}
+
+// RecipientBitmap returns the message's recipients; found=false when the
+// message is not in Redis.
+func (s *Store) RecipientBitmap(ctx context.Context, corpID, msgID string) (*roaring.Bitmap, bool, error) {
+	return s.bitmap(ctx, s.msgKey(corpID, msgID, "rcpt"))
+}
+
+// MessageMeta returns the message's meta; found=false when not in Redis.
+func (s *Store) MessageMeta(ctx context.Context, corpID, msgID string) (Message, bool, error) {
+	h, err := s.rdb.HGetAll(ctx, s.msgKey(corpID, msgID, "meta")).Result()
+	if err != nil {
+		return Message{}, false, fmt.Errorf("bitmap: meta %s/%s: %w", corpID, msgID, err)
+	}
+	if len(h) == 0 {
+		return Message{}, false, nil
+	}
+	m := Message{CorpID: corpID, MsgID: msgID, App: h["app"], Title: h["title"]}
+	var perr error
+	num := func(f string) int64 {
+		v, err := strconv.ParseInt(h[f], 10, 64)
+		if err != nil && perr == nil {
+			perr = fmt.Errorf("bitmap: meta %s/%s: field %s: %w", corpID, msgID, f, err)
+		}
+		return v
+	}
+	m.AgentID = num("agent_id")
+	m.SentAt = time.UnixMilli(num("sent_at_ms"))
+	m.Recipients = num("recipients")
+	if perr != nil {
+		return Message{}, false, perr
+	}
+	return m, true, nil
+}
+
+// PendingUIDs returns the uids of the message whose delta is not known to
+// be acknowledged, for a reconcile job.
+func (s *Store) PendingUIDs(ctx context.Context, corpID, msgID string) ([]uint32, error) {
+	fs, err := s.rdb.HKeys(ctx, s.msgKey(corpID, msgID, "pend")).Result()
+	if err != nil {
+		return nil, fmt.Errorf("bitmap: pending %s/%s: %w", corpID, msgID, err)
+	}
+	uids := make([]uint32, 0, len(fs))
+	for _, f := range fs {
+		v, err := strconv.ParseUint(f, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("bitmap: pending %s/%s: field %q: %w", corpID, msgID, f, err)
+		}
+		uids = append(uids, uint32(v))
+	}
+	return uids, nil
+}
+
+func (s *Store) dedupKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return s.opts.Prefix + ":dd:" + hex.EncodeToString(sum[:16])
+}
+
+// Seen reports whether key was remembered and has not expired. Keys are
+// hashed, so callers may use any string (FromUserName + CreateTime).
+func (s *Store) Seen(ctx context.Context, key string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, s.dedupKey(key)).Result()
+	if err != nil {
+		return false, fmt.Errorf("bitmap: seen: %w", err)
+	}
+	return n > 0, nil
+}
+
+// Remember records key for ttl (SET NX: the first remember wins).
+func (s *Store) Remember(ctx context.Context, key string, ttl time.Duration) error {
+	if err := s.rdb.SetNX(ctx, s.dedupKey(key), 1, ttl).Err(); err != nil {
+		return fmt.Errorf("bitmap: remember: %w", err)
+	}
+	return nil
+}

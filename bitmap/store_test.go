@@ -1,0 +1,318 @@
+package bitmap
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+func testMessage(msgID string, agentID int64, sentAt time.Time) Message {
+	return Message{CorpID: testCorp, MsgID: msgID, App: "hr", AgentID: agentID,
+		Title: "通知 " + msgID, SentAt: sentAt, Recipients: 0}
+}
+
+func TestPutMessageAndRead(t *testing.T) {
+	s, rdb := mustStore(t, Options{})
+	ctx := context.Background()
+	sent := time.UnixMilli(1_700_000_000_123)
+	m := testMessage("m-1", 1000002, sent)
+	m.Recipients = 4
+	testenv.Check(t, "PutMessage", s.PutMessage(ctx, m, uids(1, 5, 9, 100_000)))
+
+	rc, rd, found, err := s.Counts(ctx, testCorp, "m-1")
+	if err != nil || !found || rc != 4 || rd != 0 {
+		t.Errorf("Counts = %d, %d, %v, %v; want 4, 0, true, nil", rc, rd, found, err)
+	}
+	got, found, err := s.MessageMeta(ctx, testCorp, "m-1")
+	if err != nil || !found || got.App != m.App || got.AgentID != m.AgentID || got.Title != m.Title ||
+		!got.SentAt.Equal(sent) || got.Recipients != 4 {
+		t.Errorf("MessageMeta = %+v, %v, %v; want %+v", got, found, err, m)
+	}
+	rb, found, err := s.RecipientBitmap(ctx, testCorp, "m-1")
+	if err != nil || !found || !rb.Equals(uids(1, 5, 9, 100_000)) {
+		t.Errorf("RecipientBitmap = %v, %v, %v", rb, found, err)
+	}
+	if _, found, err := s.ReadBitmap(ctx, testCorp, "m-1"); err != nil || found {
+		t.Errorf("ReadBitmap before any read: found=%v err=%v; want false, nil", found, err)
+	}
+	if _, rd, found, _ := s.Counts(ctx, testCorp, "nope"); found || rd != 0 {
+		t.Errorf("Counts(unknown) found=%v", found)
+	}
+	if _, found, _ := s.MessageMeta(ctx, testCorp, "nope"); found {
+		t.Errorf("MessageMeta(unknown) found")
+	}
+	// A second batch of recipients ORs in.
+	testenv.Check(t, "PutMessage 2", s.PutMessage(ctx, m, uids(2)))
+	if rc, _, _, _ := s.Counts(ctx, testCorp, "m-1"); rc != 5 {
+		t.Errorf("Counts after second batch = %d; want 5", rc)
+	}
+	// Keys carry the TTL and the message's hash tag.
+	ttl, err := rdb.PTTL(ctx, s.msgKey(testCorp, "m-1", "rcpt")).Result()
+	if err != nil || ttl < 29*24*time.Hour {
+		t.Errorf("PTTL rcpt = %v, %v; want about 30 days", ttl, err)
+	}
+	if k := s.msgKey(testCorp, "m-1", "read"); k != s.opts.Prefix+":m:{wwcorp/m-1}:read" {
+		t.Errorf("msgKey = %q", k)
+	}
+}
+
+func TestZeroRecipientsIsNotMissing(t *testing.T) {
+	s, _ := mustStore(t, Options{})
+	ctx := context.Background()
+	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("empty", 1, time.Now()), uids()))
+	out, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "empty", UIDs: []uint32{0, 3}}})
+	testenv.Check(t, "Mark", err)
+	if want := []Outcome{OutcomeNotRecipient, OutcomeNotRecipient}; !slices.Equal(out[0], want) {
+		t.Errorf("Mark on empty audience = %v; want %v", out[0], want)
+	}
+}
+
+func TestMarkOutcomes(t *testing.T) {
+	s, _ := mustStore(t, Options{})
+	ctx := context.Background()
+	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), uids(1, 2, 3)))
+	mark := func(agent int64, us ...uint32) []Outcome {
+		t.Helper()
+		out, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "m", AgentID: agent, UIDs: us}})
+		testenv.Check(t, "Mark", err)
+		return out[0]
+	}
+	steps := []struct {
+		name string
+		do   func() []Outcome
+		want []Outcome
+	}{
+		{"first read is new, non-recipient rejected", func() []Outcome { return mark(7, 1, 4) },
+			[]Outcome{OutcomeNew, OutcomeNotRecipient}},
+		{"before ack another attempt is in flight", func() []Outcome { return mark(7, 1) },
+			[]Outcome{OutcomeInFlight}},
+		{"after ack it is a duplicate", func() []Outcome {
+			testenv.Check(t, "Ack", s.Ack(ctx, []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{1}}}))
+			return mark(0, 1)
+		}, []Outcome{OutcomeDuplicate}},
+		{"released lease is re-emitted at once", func() []Outcome {
+			mark(7, 2)
+			testenv.Check(t, "Release", s.Release(ctx, []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{2}}}))
+			return mark(7, 2)
+		}, []Outcome{OutcomeNew}},
+		{"other app's card does not mark", func() []Outcome { return mark(8, 3) },
+			[]Outcome{OutcomeOtherApp}},
+		{"missing message", func() []Outcome {
+			out, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "gone", UIDs: []uint32{1, 2}}})
+			testenv.Check(t, "Mark", err)
+			return out[0]
+		}, []Outcome{OutcomeMissing, OutcomeMissing}},
+	}
+	for _, st := range steps {
+		if got := st.do(); !slices.Equal(got, st.want) {
+			t.Errorf("%s: Mark = %v; want %v", st.name, got, st.want)
+		}
+	}
+	if rd, found, _ := s.ReadBitmap(ctx, testCorp, "m"); !found || !rd.Equals(uids(1, 2)) {
+		t.Errorf("ReadBitmap = %v; want [1 2] (uid 3 was marked by another app)", rd)
+	}
+	if p, _ := s.PendingUIDs(ctx, testCorp, "m"); !slices.Equal(p, []uint32{2}) {
+		t.Errorf("PendingUIDs = %v; want [2] (uid 2 not acked)", p)
+	}
+}
+
+func TestMarkExpiredLeaseIsNewAgain(t *testing.T) {
+	// An attempt that set the bit and died (no Ack, no Release): once its
+	// lease is over, the next signal re-emits the delta.
+	s, _ := mustStore(t, Options{Lease: 50 * time.Millisecond})
+	ctx := context.Background()
+	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), uids(1)))
+	tg := []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{1}}}
+	want := []Outcome{OutcomeNew, OutcomeInFlight}
+	for _, w := range want {
+		out, err := s.Mark(ctx, tg)
+		testenv.Check(t, "Mark", err)
+		if out[0][0] != w {
+			t.Fatalf("Mark = %v; want %v", out[0][0], w)
+		}
+	}
+	time.Sleep(120 * time.Millisecond) // the lease lives in Redis TIME, not a fake clock
+	out, err := s.Mark(ctx, tg)
+	testenv.Check(t, "Mark", err)
+	if out[0][0] != OutcomeNew {
+		t.Errorf("Mark after lease = %v; want new", out[0][0])
+	}
+}
+
+func TestRestoreNeverClearsRead(t *testing.T) {
+	s, _ := mustStore(t, Options{})
+	ctx := context.Background()
+	m := testMessage("m", 7, time.Now())
+	testenv.Check(t, "PutMessage", s.PutMessage(ctx, m, uids(1, 2, 3, 4)))
+	_, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{1, 2}}})
+	testenv.Check(t, "Mark", err)
+	// MySQL lags behind: it knows only uid 3 as read.
+	testenv.Check(t, "RestoreMessage", s.RestoreMessage(ctx, m, uids(1, 2, 3, 4), uids(3)))
+	rd, _, err := s.ReadBitmap(ctx, testCorp, "m")
+	testenv.Check(t, "ReadBitmap", err)
+	if !rd.Equals(uids(1, 2, 3)) {
+		t.Errorf("ReadBitmap after restore = %v; want [1 2 3]", rd.ToArray())
+	}
+	if _, n, _, _ := s.Counts(ctx, testCorp, "m"); n != 3 {
+		t.Errorf("read count = %d; want 3", n)
+	}
+}
+
+func TestDeduper(t *testing.T) {
+	s, _ := mustStore(t, Options{})
+	ctx := context.Background()
+	key := "zhangsan:1700000000:enter_agent"
+	if seen, err := s.Seen(ctx, key); err != nil || seen {
+		t.Fatalf("Seen before Remember = %v, %v", seen, err)
+	}
+	testenv.Check(t, "Remember", s.Remember(ctx, key, time.Minute))
+	if seen, err := s.Seen(ctx, key); err != nil || !seen {
+		t.Errorf("Seen after Remember = %v, %v; want true", seen, err)
+	}
+	if seen, _ := s.Seen(ctx, key+"x"); seen {
+		t.Errorf("Seen(other key) = true")
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	reg := prometheus.NewRegistry()
+	s := newStore(rdb, Options{Prefix: prefix, QueueSize: 1, Registerer: reg})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), uids(1, 2)))
+	tg := func(u uint32) []Target { return []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{u}}} }
+
+	// No loop runs yet: the first request fills the queue.
+	first := make(chan error, 1)
+	go func() { _, err := s.Mark(ctx, tg(1)); first <- err }()
+	for len(s.queue) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := s.Mark(ctx, tg(2)); !errors.Is(err, ErrQueueFull) {
+		t.Errorf("Mark on a full queue = %v; want ErrQueueFull", err)
+	}
+	if n := counterValue(t, s.m.queueFull); n != 1 {
+		t.Errorf("queue_full_total = %v; want 1", n)
+	}
+	s.start()
+	if err := <-first; err != nil {
+		t.Errorf("queued Mark = %v; want it served once the loop runs", err)
+	}
+	s.Close()
+	if _, err := s.Mark(ctx, tg(2)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Mark after Close = %v; want ErrClosed", err)
+	}
+}
+
+func TestMarkCtxDone(t *testing.T) {
+	s, _ := mustStore(t, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{1}}})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Mark with a cancelled ctx = %v; want context.Canceled", err)
+	}
+}
+
+func TestMarkConcurrentExactlyOnce(t *testing.T) {
+	// 64 goroutines mark overlapping uids, each acking its new reads: every
+	// read is new exactly once.
+	s, _ := mustStore(t, Options{Loops: 2, MaxBatch: 64})
+	ctx := context.Background()
+	const members = 2000
+	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), rangeBitmap(0, members)))
+	var news [members]atomic.Int32
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			for i := range 200 {
+				u := uint32((g*37 + i*11) % members)
+				tg := []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{u, (u + 1) % members}}}
+				out, err := s.Mark(ctx, tg)
+				if err != nil {
+					t.Errorf("Mark: %v", err)
+					return
+				}
+				var fresh []uint32
+				for j, o := range out[0] {
+					if o == OutcomeNew {
+						news[tg[0].UIDs[j]].Add(1)
+						fresh = append(fresh, tg[0].UIDs[j])
+					}
+				}
+				if len(fresh) > 0 {
+					if err := s.Ack(ctx, []Target{{CorpID: testCorp, MsgID: "m", UIDs: fresh}}); err != nil {
+						t.Errorf("Ack: %v", err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rd, _, err := s.ReadBitmap(ctx, testCorp, "m")
+	testenv.Check(t, "ReadBitmap", err)
+	for u := range members {
+		want := int32(0)
+		if rd.Contains(uint32(u)) {
+			want = 1
+		}
+		if got := news[u].Load(); got != want {
+			t.Fatalf("uid %d new %d times; want %d", u, got, want)
+		}
+	}
+	if rd.GetCardinality() == 0 {
+		t.Fatal("nothing marked")
+	}
+	if p, _ := s.PendingUIDs(ctx, testCorp, "m"); len(p) != 0 {
+		t.Errorf("PendingUIDs after all acks = %v; want none", p)
+	}
+}
+
+func TestCursorForwardOnly(t *testing.T) {
+	s, _ := mustStore(t, Options{})
+	ctx := context.Background()
+	steps := []struct {
+		at, want int64
+	}{{100, 100}, {50, 100}, {100, 100}, {250, 250}}
+	for _, st := range steps {
+		testenv.Check(t, "AdvanceCursor", s.AdvanceCursor(ctx, testCorp, 7, 42, time.Unix(st.at, 0)))
+		got, err := s.Cursor(ctx, testCorp, 7, 42)
+		testenv.Check(t, "Cursor", err)
+		if got.Unix() != st.want {
+			t.Errorf("AdvanceCursor(%d): cursor = %d; want %d", st.at, got.Unix(), st.want)
+		}
+	}
+}
+
+// BenchmarkMark is the Redis step of the read path: concurrent callers
+// marking single reads through the shared pipeline queue.
+func BenchmarkMark(b *testing.B) {
+	s, _ := mustStore(b, Options{})
+	ctx := context.Background()
+	const members = 1 << 20
+	testenv.Check(b, "PutMessage", s.PutMessage(ctx, testMessage("bench", 7, time.Now()), rangeBitmap(0, members)))
+	var next atomic.Uint32
+	b.SetParallelism(32) // 32 × GOMAXPROCS concurrent callbacks
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			u := next.Add(1) % members
+			tg := []Target{{CorpID: testCorp, MsgID: "bench", AgentID: 7, UIDs: []uint32{u}}}
+			if _, err := s.Mark(ctx, tg); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reads/s")
+	b.ReportMetric(meanObserved(b, s.m.batchCalls), "calls/pipeline")
+}

@@ -1,0 +1,237 @@
+// Package callback is yidu's WeCom callback receiver: it answers WeCom's URL
+// verification, verifies, decrypts and parses event callbacks, and turns
+// read signals (template_card_event, enter_agent) into ReadRecorder calls
+// and change_contact into ContactApplier calls.
+//
+// The promise to WeCom (doc path 90238): a callback is answered 200 only
+// when its effect is durable, was already applied (dedup), or the event is
+// deliberately ignored; a failing or slow downstream is answered 503 so
+// WeCom retries. Request outcomes are sentinel errors mapped to HTTP status,
+// WeCom error code and metric label in one table (outcome.go).
+package callback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
+
+	"github.com/yidu-io/yidu/callback/wxcrypt"
+	"github.com/yidu-io/yidu/config"
+)
+
+// ReadRecorder turns read signals into reads; bitmap.Recorder implements it.
+// It returns only when every new read of the signal is durable (bit set in
+// Redis AND delta acknowledged by Kafka), so any error is answered 503 and
+// WeCom retries. Unknown userid, non-recipient or unknown msgid → (0, nil).
+// It must honour ctx: the receiver answers 503 at the per-callback deadline.
+type ReadRecorder interface {
+	CardRead(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (newReads int, err error)
+	EnterAgent(ctx context.Context, corpID string, agentID int64, userID string, at time.Time) (newReads int, err error)
+}
+
+// ContactApplier applies change_contact callbacks to the directory;
+// idmap.Mapper implements it.
+type ContactApplier interface {
+	ContactChanged(ctx context.Context, corpID, changeType, userID, newUserID string, departments []int64) error
+}
+
+// Deduper remembers callbacks already applied, because WeCom redelivers
+// (doc path 90238). Redis-backed in production (bitmap.Store implements it).
+type Deduper interface {
+	Seen(ctx context.Context, key string) (bool, error)
+	Remember(ctx context.Context, key string, ttl time.Duration) error
+}
+
+// Defaults for zero Options fields.
+const (
+	DefaultTimestampWindow = 10 * time.Minute
+	DefaultMaxBody         = 64 << 10
+	DefaultTimeout         = 3 * time.Second // well inside WeCom's 5 s (doc path 90238)
+	DefaultDedupTTL        = 10 * time.Minute
+	DefaultMaxMembers      = 100_000
+	DefaultReadyTimeout    = 2 * time.Second
+)
+
+// Options configure a Receiver. Apps and Reads are required.
+type Options struct {
+	// Apps are the WeCom apps whose callbacks arrive at /wecom/callback/{name}.
+	Apps []config.App
+	// Reads records read signals.
+	Reads ReadRecorder
+	// Contacts applies change_contact; nil ignores those events.
+	Contacts ContactApplier
+	// Dedup skips redeliveries already applied; nil applies every delivery
+	// (the read path is idempotent, dedup saves work).
+	Dedup Deduper
+	// DedupTTL is how long an applied callback is remembered (default 10 min,
+	// longer than WeCom's retries).
+	DedupTTL time.Duration
+	// Ready are the readiness checks of /readyz by name (redis, kafka,
+	// mysql): ready only when every one returns nil within ReadyTimeout.
+	Ready map[string]func(context.Context) error
+	// ReadyTimeout bounds all readiness checks together (default 2 s).
+	ReadyTimeout time.Duration
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// Registerer receives the metrics; nil keeps them in a private registry.
+	Registerer prometheus.Registerer
+	// Gatherer is served at /metrics; nil serves no /metrics.
+	Gatherer prometheus.Gatherer
+	// Now is the clock the timestamp window and rate limit use (default time.Now).
+	Now func() time.Time
+	// TimestampWindow bounds |Now - timestamp| of a callback (default 10 min).
+	TimestampWindow time.Duration
+	// MaxBody is the largest POST body accepted (default 64 KiB); larger → 413.
+	MaxBody int64
+	// Timeout bounds the downstream work of one callback (default 3 s).
+	Timeout time.Duration
+	// MemberRate and MemberBurst are a token bucket per corp+UserID for read
+	// signals; events beyond it are answered 200 and counted, not processed.
+	// MemberRate 0 disables the limit.
+	MemberRate  float64
+	MemberBurst int
+	// MaxMembers bounds the members with a live token bucket; the least
+	// recently seen is forgotten first (default 100 000).
+	MaxMembers int
+}
+
+// Receiver serves WeCom callbacks. Build it with New.
+type Receiver struct {
+	apps     map[string]*app
+	unknown  *appMetrics // for requests naming no configured app
+	reads    ReadRecorder
+	contacts ContactApplier
+	dedup    Deduper
+	dedupTTL time.Duration
+	ready    map[string]func(context.Context) error
+	readyTO  time.Duration
+	log      *slog.Logger
+	gatherer prometheus.Gatherer
+	now      func() time.Time
+	window   time.Duration
+	maxBody  int64
+	timeout  time.Duration
+	limit    *limiter // nil: no rate limit
+	m        *metrics
+}
+
+// app is one configured WeCom app with its crypto and metric handles.
+type app struct {
+	cfg   config.App
+	crypt *wxcrypt.Crypter
+	m     *appMetrics
+}
+
+// New checks the options and builds a Receiver.
+func New(opts Options) (*Receiver, error) {
+	if opts.Reads == nil {
+		return nil, errors.New("callback: Options.Reads is required")
+	}
+	if len(opts.Apps) == 0 {
+		return nil, errors.New("callback: no apps configured")
+	}
+	rc := &Receiver{
+		apps:     make(map[string]*app, len(opts.Apps)),
+		reads:    opts.Reads,
+		contacts: opts.Contacts,
+		dedup:    opts.Dedup,
+		dedupTTL: orDefault(opts.DedupTTL, DefaultDedupTTL),
+		ready:    opts.Ready,
+		readyTO:  orDefault(opts.ReadyTimeout, DefaultReadyTimeout),
+		log:      opts.Logger,
+		gatherer: opts.Gatherer,
+		now:      opts.Now,
+		window:   orDefault(opts.TimestampWindow, DefaultTimestampWindow),
+		maxBody:  orDefault(opts.MaxBody, DefaultMaxBody),
+		timeout:  orDefault(opts.Timeout, DefaultTimeout),
+	}
+	if rc.log == nil {
+		rc.log = slog.New(slog.DiscardHandler)
+	}
+	rc.log = rc.log.With("component", "callback")
+	if rc.now == nil {
+		rc.now = time.Now
+	}
+	if opts.MemberRate < 0 || opts.MemberBurst < 0 {
+		return nil, errors.New("callback: negative member rate or burst")
+	}
+	if opts.MemberRate > 0 {
+		burst := max(opts.MemberBurst, 1)
+		rc.limit = newLimiter(rate.Limit(opts.MemberRate), burst, orDefault(opts.MaxMembers, DefaultMaxMembers))
+	}
+	reg := opts.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	rc.m = m
+	rc.unknown = m.forApp(unknownApp)
+	for _, a := range opts.Apps {
+		if _, dup := rc.apps[a.Name]; dup {
+			return nil, fmt.Errorf("callback: duplicate app %q", a.Name)
+		}
+		c, err := wxcrypt.New(a.Token, a.EncodingAESKey, a.CorpID)
+		if err != nil {
+			return nil, fmt.Errorf("callback: app %q: %w", a.Name, err)
+		}
+		rc.apps[a.Name] = &app{cfg: a, crypt: c, m: m.forApp(a.Name)}
+	}
+	return rc, nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Routes returns the receiver's HTTP handler:
+//
+//	GET  /wecom/callback/{app}  URL verification (echostr)
+//	POST /wecom/callback/{app}  event callbacks
+//	GET  /healthz               the process is up
+//	GET  /readyz                every readiness check passes
+//	GET  /metrics               Options.Gatherer, when set
+func (rc *Receiver) Routes() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/wecom/callback/{app}", rc.handleVerify)
+	r.Post("/wecom/callback/{app}", rc.handleEvent)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	r.Get("/readyz", rc.handleReady)
+	if rc.gatherer != nil {
+		r.Handle("/metrics", promhttp.HandlerFor(rc.gatherer, promhttp.HandlerOpts{}))
+	}
+	return r
+}
+
+// NewServer returns an http.Server for h with timeouts that bound slow
+// clients (slow-loris) yet leave room for a callback's Timeout: headers in
+// 5 s, the whole request in 10 s, the answer written within 15 s, idle
+// keep-alive connections closed after 60 s, headers at most 16 KiB.
+func NewServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+}

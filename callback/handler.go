@@ -1,0 +1,407 @@
+package callback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// bufs holds request bodies and decrypted messages: each callback needs two
+// buffers of about the body's size, reused so the hot path does not
+// allocate them.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+func getBuf() *[]byte { return bufs.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= 256<<10 {
+		*b = (*b)[:0]
+		bufs.Put(b)
+	}
+}
+
+// handleVerify answers WeCom's URL verification (doc path 91144): check the
+// signature over the (URL-decoded) echostr, decrypt it, answer the
+// plaintext alone.
+func (rc *Receiver) handleVerify(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	a, ok := rc.apps[chi.URLParam(r, "app")]
+	if !ok {
+		rc.finish(w, r, rc.unknown, start, ErrUnknownApp)
+		return
+	}
+	raw := r.URL.RawQuery
+	echo := queryValue(raw, "echostr") // URL-decoded: its base64 carries %2B, %2F, %3D
+	ts := queryValue(raw, "timestamp")
+	if err := a.crypt.Verify(queryValue(raw, "msg_signature"), ts, queryValue(raw, "nonce"), echo); err != nil {
+		rc.finish(w, r, a.m, start, err)
+		return
+	}
+	if err := rc.checkTimestamp(ts); err != nil {
+		rc.finish(w, r, a.m, start, err)
+		return
+	}
+	buf := getBuf()
+	defer putBuf(buf)
+	msg, err := a.crypt.Open(*buf, echo)
+	if err != nil {
+		rc.finish(w, r, a.m, start, err)
+		return
+	}
+	// The plaintext alone: no quotes, BOM or newline.
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write(msg)
+	rc.done(a.m, start, outVerified)
+}
+
+// handleEvent receives an event callback: verify, decrypt, parse, dedup,
+// apply, answer.
+func (rc *Receiver) handleEvent(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	a, ok := rc.apps[chi.URLParam(r, "app")]
+	if !ok {
+		rc.finish(w, r, rc.unknown, start, ErrUnknownApp)
+		return
+	}
+	body, dec := getBuf(), getBuf()
+	defer putBuf(body)
+	defer putBuf(dec)
+	var err error
+	if *body, err = readBody(r, *body, rc.maxBody); err != nil {
+		rc.finish(w, r, a.m, start, err)
+		return
+	}
+	raw := r.URL.RawQuery
+	ev, err := rc.open(a, queryValue(raw, "msg_signature"), queryValue(raw, "timestamp"), queryValue(raw, "nonce"), *body, dec)
+	if err != nil {
+		rc.finish(w, r, a.m, start, err)
+		return
+	}
+	o, err := rc.dispatch(r.Context(), a, &ev)
+	if err != nil {
+		rc.finish(w, r, a.m, start, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK) // empty body (doc path 90238)
+	rc.done(a.m, start, o)
+}
+
+// queryValue returns the first value of key in the raw query, decoded as
+// url.Values.Get would, without building the whole map: the hot path needs
+// three or four keys. A value that does not decode is returned empty.
+func queryValue(raw, key string) string {
+	for raw != "" {
+		var kv string
+		kv, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		if k != key {
+			// Keys are plain ASCII; an escaped key is compared decoded.
+			if !strings.ContainsAny(k, "%+") {
+				continue
+			}
+			if dk, err := url.QueryUnescape(k); err != nil || dk != key {
+				continue
+			}
+		}
+		if !strings.ContainsAny(v, "%+") {
+			return v
+		}
+		dv, err := url.QueryUnescape(v)
+		if err != nil {
+			return ""
+		}
+		return dv
+	}
+	return ""
+}
+
+// readBody reads the body into buf, failing with ErrTooLarge past max.
+func readBody(r *http.Request, buf []byte, max int64) ([]byte, error) {
+	if r.ContentLength > max {
+		return nil, fmt.Errorf("%w: Content-Length %d > %d", ErrTooLarge, r.ContentLength, max)
+	}
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(cap(buf)+1, int(max)+1))
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > max {
+			return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)
+		}
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+	}
+}
+
+// open verifies, decrypts and parses one POST callback. dec is scratch for
+// the decrypted message; the Event does not share memory with it or body.
+func (rc *Receiver) open(a *app, sig, timestamp, nonce string, body []byte, dec *[]byte) (Event, error) {
+	var env fields
+	if err := parseFlat(string(body), &env); err != nil {
+		return Event{}, err
+	}
+	encrypt := env.v[fEncrypt]
+	if encrypt == "" {
+		return Event{}, fmt.Errorf("%w: no Encrypt", ErrBadXML)
+	}
+	if err := a.crypt.Verify(sig, timestamp, nonce, encrypt); err != nil {
+		return Event{}, err
+	}
+	if err := rc.checkTimestamp(timestamp); err != nil {
+		return Event{}, err
+	}
+	// The envelope's AgentID is outside the signature: check it anyway so
+	// that a misrouted callback fails loudly instead of counting elsewhere.
+	if err := a.checkAgentID(env.v[fAgentID]); err != nil {
+		return Event{}, err
+	}
+	msg, err := a.crypt.Open(*dec, encrypt)
+	if err != nil {
+		return Event{}, err
+	}
+	ev, err := ParseEvent(string(msg))
+	if err != nil {
+		return Event{}, err
+	}
+	if a.cfg.AgentID != 0 && ev.AgentID != 0 && ev.AgentID != a.cfg.AgentID {
+		return Event{}, fmt.Errorf("%w: message AgentID %d, app %d", ErrAgentID, ev.AgentID, a.cfg.AgentID)
+	}
+	return ev, nil
+}
+
+// checkAgentID checks an envelope AgentID; an app configured without
+// agent_id, or an envelope without one, is not checked.
+func (a *app) checkAgentID(s string) error {
+	s = strings.TrimSpace(s)
+	if a.cfg.AgentID == 0 || s == "" {
+		return nil
+	}
+	if id, err := strconv.ParseInt(s, 10, 64); err != nil || id != a.cfg.AgentID {
+		return fmt.Errorf("%w: envelope AgentID %q, app %d", ErrAgentID, s, a.cfg.AgentID)
+	}
+	return nil
+}
+
+// checkTimestamp rejects a missing timestamp or one outside the window
+// around now: a captured callback cannot be replayed later.
+func (rc *Receiver) checkTimestamp(s string) error {
+	ts, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %q is not a timestamp", ErrTimestamp, s)
+	}
+	d := rc.now().Unix() - ts
+	if d > int64(rc.window/time.Second) || -d > int64(rc.window/time.Second) {
+		return fmt.Errorf("%w: %d s from now", ErrTimestamp, -d)
+	}
+	return nil
+}
+
+// dispatch applies a verified event and returns the 200 outcome, or the
+// error that makes WeCom retry.
+func (rc *Receiver) dispatch(ctx context.Context, a *app, ev *Event) (outcome, error) {
+	a.m.events[ev.Kind].Inc()
+	switch ev.Kind {
+	case KindTemplateCard:
+		if a.cfg.ReadButtonKey != "" && ev.EventKey != a.cfg.ReadButtonKey {
+			return rc.ignore(a, ignoreOtherButton), nil
+		}
+	case KindEnterAgent:
+	case KindChangeContact:
+		switch ev.ChangeType {
+		case "create_user", "update_user", "delete_user":
+		default:
+			return rc.ignore(a, ignoreContact), nil
+		}
+		if rc.contacts == nil || ev.UserID == "" {
+			return rc.ignore(a, ignoreContact), nil
+		}
+	case KindView, KindClick:
+		// The hook for tracked links: a view of a tracked URL will become
+		// a read (delta.SourceLink). Until then menu events carry no signal.
+		return rc.ignore(a, ignoreMenu), nil
+	case KindMessage:
+		return rc.ignore(a, ignoreMessage), nil
+	default:
+		return rc.ignore(a, ignoreUnknown), nil
+	}
+
+	if ev.Kind != KindChangeContact && rc.limit != nil && !rc.limit.allow(a.cfg.CorpID, ev.FromUserName, rc.now()) {
+		a.m.rateLimited.Inc()
+		return outRateLimited, nil
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, rc.timeout)
+	defer cancel()
+	var key string
+	if rc.dedup != nil {
+		key = dedupKey(a.cfg.Name, ev)
+		seen, err := rc.dedup.Seen(ctx, key)
+		switch {
+		case err != nil:
+			// Proceed: applying twice is harmless, losing a read is not.
+			a.m.dedupSeenErr.Inc()
+			rc.log.Warn("dedup seen failed; processing anyway", "app", a.cfg.Name, "err", err)
+		case seen:
+			a.m.dedupHits.Inc()
+			return outDuplicate, nil
+		}
+	}
+	if err := rc.apply(ctx, a, ev); err != nil {
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("%w: %s: %w", ErrTimeout, ev.Kind, err)
+		}
+		return 0, fmt.Errorf("%w: %s: %w", ErrDownstream, ev.Kind, err)
+	}
+	if rc.dedup != nil {
+		// Only after the effect is durable, so a failed attempt is retried
+		// for real. A failure here costs at most a harmless second apply.
+		if err := rc.dedup.Remember(ctx, key, rc.dedupTTL); err != nil {
+			a.m.dedupRememberErr.Inc()
+			rc.log.Warn("dedup remember failed", "app", a.cfg.Name, "err", err)
+		}
+	}
+	return outOK, nil
+}
+
+// apply performs the effect of an event that passed dispatch's filters.
+func (rc *Receiver) apply(ctx context.Context, a *app, ev *Event) error {
+	agentID := a.cfg.AgentID
+	if agentID == 0 {
+		agentID = ev.AgentID
+	}
+	at := time.Unix(ev.CreateTime, 0)
+	switch ev.Kind {
+	case KindTemplateCard:
+		n, err := rc.reads.CardRead(ctx, a.cfg.CorpID, agentID, ev.FromUserName, ev.TaskID, at)
+		a.m.cardReads.Add(float64(max(n, 0)))
+		return err
+	case KindEnterAgent:
+		n, err := rc.reads.EnterAgent(ctx, a.cfg.CorpID, agentID, ev.FromUserName, at)
+		a.m.enterReads.Add(float64(max(n, 0)))
+		return err
+	case KindChangeContact:
+		return rc.contacts.ContactChanged(ctx, a.cfg.CorpID, ev.ChangeType, ev.UserID, ev.NewUserID, ev.Department)
+	}
+	return fmt.Errorf("callback: apply %s: not an action", ev.Kind)
+}
+
+func (rc *Receiver) ignore(a *app, reason string) outcome {
+	a.m.ignored[reason].Inc()
+	return outIgnored
+}
+
+// dedupKey identifies one delivery of an event (doc path 90238: events by
+// FromUserName + CreateTime, made precise with the event's own fields).
+// Every part but the last is free of '|' (UserIDs, task_ids, change types),
+// so keys cannot collide; EventKey, free text, comes last.
+func dedupKey(app string, ev *Event) string {
+	var b strings.Builder
+	b.Grow(len(app) + len(ev.FromUserName) + len(ev.Event) + len(ev.TaskID) + len(ev.ChangeType) + len(ev.UserID) + len(ev.EventKey) + 32)
+	b.WriteString(app)
+	b.WriteByte('|')
+	b.WriteString(ev.FromUserName)
+	b.WriteByte('|')
+	b.WriteString(strconv.FormatInt(ev.CreateTime, 10))
+	b.WriteByte('|')
+	b.WriteString(ev.Event)
+	b.WriteByte('|')
+	b.WriteString(ev.TaskID)
+	b.WriteByte('|')
+	b.WriteString(ev.ChangeType)
+	b.WriteByte('|')
+	b.WriteString(ev.UserID)
+	b.WriteByte('|')
+	b.WriteString(ev.EventKey)
+	return b.String()
+}
+
+// done counts a 200.
+func (rc *Receiver) done(m *appMetrics, start time.Time, o outcome) {
+	m.outcome[o].Inc()
+	m.latency.Observe(time.Since(start).Seconds())
+}
+
+// finish answers a failed request from the outcomes table. Only 5xx is
+// logged at error level: 4xx is the client's (or an attacker's) problem.
+func (rc *Receiver) finish(w http.ResponseWriter, r *http.Request, m *appMetrics, start time.Time, err error) {
+	o := errorOutcome(err)
+	oc := outcomes[o]
+	m.outcome[o].Inc()
+	m.latency.Observe(time.Since(start).Seconds())
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(oc.status)
+	if oc.status >= 500 {
+		rc.log.Error("callback failed", "app", chi.URLParam(r, "app"), "outcome", oc.label, "err", err)
+		// No error text: it may name internal hosts.
+		fmt.Fprintf(w, "%s\n", oc.label)
+		return
+	}
+	if rc.log.Enabled(r.Context(), slog.LevelDebug) {
+		rc.log.Debug("callback rejected", "outcome", oc.label, "status", oc.status, "err", err)
+	}
+	fmt.Fprintf(w, "%s (%d): %v\n", oc.label, oc.code, err)
+}
+
+// handleReady answers 200 when every readiness check passes within
+// ReadyTimeout, else 503 naming the failing checks.
+func (rc *Receiver) handleReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), rc.readyTO)
+	defer cancel()
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, len(rc.ready))
+	for name, check := range rc.ready {
+		go func() { results <- result{name, check(ctx)} }()
+	}
+	pending := make(map[string]bool, len(rc.ready))
+	for name := range rc.ready {
+		pending[name] = true
+	}
+	var failed []string
+wait:
+	for len(pending) > 0 {
+		select {
+		case res := <-results:
+			delete(pending, res.name)
+			if res.err != nil {
+				failed = append(failed, res.name)
+				rc.log.Warn("readiness check failed", "check", res.name, "err", res.err)
+			}
+		case <-ctx.Done():
+			// Checks that ignore ctx: whoever has not answered failed.
+			for name := range pending {
+				failed = append(failed, name+" (timeout)")
+			}
+			break wait
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if len(failed) > 0 {
+		sort.Strings(failed)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: %s\n", strings.Join(failed, ", "))
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}

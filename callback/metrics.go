@@ -1,0 +1,118 @@
+package callback
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// unknownApp labels requests for an app that is not configured; it cannot
+// be an app name (config requires [a-z0-9] first), and keeps label values
+// bounded whatever path a client sends.
+const unknownApp = "_unknown"
+
+// Reasons a verified callback is answered 200 without an effect.
+const (
+	ignoreMessage     = "message"       // a member's message: not a read signal
+	ignoreMenu        = "menu"          // view/click: no read signal yet
+	ignoreUnknown     = "unknown_event" // an event the receiver does not handle
+	ignoreOtherButton = "other_button"  // a card button other than ReadButtonKey
+	ignoreContact     = "contact"       // party/tag change, or no ContactApplier
+)
+
+var ignoreReasons = []string{ignoreMessage, ignoreMenu, ignoreUnknown, ignoreOtherButton, ignoreContact}
+
+// metrics are the receiver's Prometheus series.
+type metrics struct {
+	requests    *prometheus.CounterVec
+	events      *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	rateLimited *prometheus.CounterVec
+	dedupHits   *prometheus.CounterVec
+	dedupErrors *prometheus.CounterVec
+	ignored     *prometheus.CounterVec
+	newReads    *prometheus.CounterVec
+}
+
+// appMetrics are one app's series, resolved once so that a request does no
+// label lookups.
+type appMetrics struct {
+	outcome          [nOutcomes]prometheus.Counter
+	events           [len(kindNames)]prometheus.Counter
+	latency          prometheus.Observer
+	rateLimited      prometheus.Counter
+	dedupHits        prometheus.Counter
+	dedupSeenErr     prometheus.Counter
+	dedupRememberErr prometheus.Counter
+	ignored          map[string]prometheus.Counter
+	cardReads        prometheus.Counter
+	enterReads       prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "yidu_callback_requests_total",
+			Help: "WeCom callbacks answered, by app, outcome and WeCom error code (0: none).",
+		}, []string{"app", "outcome", "code"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "yidu_callback_events_total",
+			Help: "Verified, decrypted callbacks by app and event type.",
+		}, []string{"app", "type"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "yidu_callback_duration_seconds",
+			Help:    "Time to answer a WeCom callback.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"app"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "yidu_callback_rate_limited_total",
+			Help: "Read signals answered 200 but not processed: over the member's token bucket.",
+		}, []string{"app"}),
+		dedupHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "yidu_callback_dedup_hits_total",
+			Help: "Redeliveries skipped because they were already applied.",
+		}, []string{"app"}),
+		dedupErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "yidu_callback_dedup_errors_total",
+			Help: "Deduper failures (the callback is processed anyway), by operation.",
+		}, []string{"app", "op"}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "yidu_callback_ignored_total",
+			Help: "Verified callbacks answered 200 without an effect, by reason.",
+		}, []string{"app", "reason"}),
+		newReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "yidu_callback_new_reads_total",
+			Help: "New reads reported by the ReadRecorder, by signal.",
+		}, []string{"app", "signal"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.events, m.latency, m.rateLimited, m.dedupHits, m.dedupErrors, m.ignored, m.newReads} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// forApp resolves (and so sets to 0) every series of app.
+func (m *metrics) forApp(app string) *appMetrics {
+	am := &appMetrics{
+		latency:          m.latency.WithLabelValues(app),
+		rateLimited:      m.rateLimited.WithLabelValues(app),
+		dedupHits:        m.dedupHits.WithLabelValues(app),
+		dedupSeenErr:     m.dedupErrors.WithLabelValues(app, "seen"),
+		dedupRememberErr: m.dedupErrors.WithLabelValues(app, "remember"),
+		ignored:          make(map[string]prometheus.Counter, len(ignoreReasons)),
+		cardReads:        m.newReads.WithLabelValues(app, KindTemplateCard.String()),
+		enterReads:       m.newReads.WithLabelValues(app, KindEnterAgent.String()),
+	}
+	for o := range nOutcomes {
+		am.outcome[o] = m.requests.WithLabelValues(app, outcomes[o].label, strconv.Itoa(outcomes[o].code))
+	}
+	for k := range am.events {
+		am.events[k] = m.events.WithLabelValues(app, Kind(k).String())
+	}
+	for _, r := range ignoreReasons {
+		am.ignored[r] = m.ignored.WithLabelValues(app, r)
+	}
+	return am
+}

@@ -1,0 +1,211 @@
+package yidu
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu/callback/wxcrypt"
+	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+const (
+	testToken  = "QDG6eK"
+	testAESKey = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
+	testCorp   = "wx5823bf96d3bd56c7"
+	testAgent  = 218
+	apiToken   = "e2e-api-token-0123456789"
+)
+
+// MustRunMain starts every role against the real MariaDB and Redis and an
+// in-process kfake cluster, on :0 addresses, and closes it at the end.
+func MustRunMain(tb testing.TB) (*Main, config.Config) {
+	tb.Helper()
+	cfg := config.Default()
+	cfg.MySQL.DSN = testenv.MySQLDSN(tb)
+	_, prefix := testenv.Redis(tb)
+	cfg.Redis.Addr = testenv.RedisAddr(tb)
+	cfg.Redis.Prefix = prefix
+	_, brokers := testenv.Kafka(tb, "yidu.reads", 4)
+	cfg.Kafka.Brokers = brokers
+	cfg.Flushd.Interval = config.Duration(200 * time.Millisecond)
+	cfg.Receiver.Listen = "127.0.0.1:0"
+	cfg.Dashboard.Listen = "127.0.0.1:0"
+	cfg.Dashboard.Tokens = []config.Token{{Name: "e2e", Token: apiToken, Corps: []string{testCorp}}}
+	cfg.Apps = []config.App{{Name: "hr", CorpID: testCorp, AgentID: testAgent, Token: testToken, EncodingAESKey: testAESKey, ReadButtonKey: "yidu_read"}}
+	if err := cfg.Validate(); err != nil {
+		tb.Fatalf("config: %v", err)
+	}
+	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := m.Run(context.Background(), All); err != nil {
+		m.Close()
+		tb.Fatalf("Run: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+	})
+	return m, cfg
+}
+
+func api(tb testing.TB, m *Main, method, path string, body any, out any) int {
+	tb.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://"+m.DashboardAddr+"/api/v1"+path, rd)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(b, out); err != nil {
+			tb.Fatalf("%s %s: decode %s: %v", method, path, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// deliver posts one signed, encrypted callback with plaintext xml.
+func deliver(tb testing.TB, m *Main, xml string) int {
+	tb.Helper()
+	c, err := wxcrypt.New(testToken, testAESKey, testCorp)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	q, body, err := c.Post([]byte(xml), testAgent, strconv.FormatInt(time.Now().Unix(), 10), "n0nce")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := http.Post("http://"+m.ReceiverAddr+"/wecom/callback/hr?"+q.Encode(), "text/xml", bytes.NewReader(body))
+	if err != nil {
+		tb.Fatalf("post callback: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func cardEvent(user, taskID string, at int64) string {
+	return fmt.Sprintf(`<xml><ToUserName><![CDATA[%s]]></ToUserName><FromUserName><![CDATA[%s]]></FromUserName><CreateTime>%d</CreateTime><MsgType><![CDATA[event]]></MsgType><Event><![CDATA[template_card_event]]></Event><EventKey><![CDATA[yidu_read]]></EventKey><TaskId><![CDATA[%s]]></TaskId><CardType><![CDATA[button_interaction]]></CardType><ResponseCode><![CDATA[rc]]></ResponseCode><AgentID>%d</AgentID></xml>`,
+		testCorp, user, at, taskID, testAgent)
+}
+
+func enterAgent(user string, at int64) string {
+	return fmt.Sprintf(`<xml><ToUserName><![CDATA[%s]]></ToUserName><FromUserName><![CDATA[%s]]></FromUserName><CreateTime>%d</CreateTime><MsgType><![CDATA[event]]></MsgType><Event><![CDATA[enter_agent]]></Event><EventKey><![CDATA[]]></EventKey><AgentID>%d</AgentID></xml>`,
+		testCorp, user, at, testAgent)
+}
+
+type progress struct {
+	Recipients int64 `json:"recipients"`
+	Read       int64 `json:"read"`
+	Unread     int64 `json:"unread"`
+}
+
+// TestServeEndToEnd drives the whole pipeline as WeCom and HR would:
+// register a notice through the API, deliver callbacks (including a
+// duplicate, a non-recipient, a forged one and an enter_agent), and see
+// exact numbers on the dashboard at once and in MySQL after one interval.
+func TestServeEndToEnd(t *testing.T) {
+	m, _ := MustRunMain(t)
+	sentAt := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	reg := map[string]any{
+		"msgid": "notice-e2e", "app": "hr", "title": "年度政策 / policy",
+		"sent_at":  sentAt,
+		"audience": map[string]any{"userids": []string{"zhangsan", "lisi", "wangwu", "Alice"}},
+	}
+	if code := api(t, m, "POST", "/messages", reg, nil); code != http.StatusCreated {
+		t.Fatalf("register = %d; want 201", code)
+	}
+	if code := api(t, m, "POST", "/messages", reg, nil); code != http.StatusOK {
+		t.Errorf("re-register = %d; want 200 (idempotent)", code)
+	}
+	conflict := map[string]any{"msgid": "notice-e2e", "app": "hr", "title": "other", "sent_at": sentAt,
+		"audience": map[string]any{"userids": []string{"zhangsan"}}}
+	if code := api(t, m, "POST", "/messages", conflict, nil); code != http.StatusConflict {
+		t.Errorf("conflicting register = %d; want 409", code)
+	}
+
+	readAt := sentAt.Add(10 * time.Second).Unix()
+	steps := []struct {
+		name string
+		xml  string
+		want int
+	}{
+		{"card zhangsan", cardEvent("zhangsan", "notice-e2e@0", readAt), 200},
+		{"card lisi", cardEvent("lisi", "notice-e2e@0", readAt+1), 200},
+		{"duplicate zhangsan", cardEvent("zhangsan", "notice-e2e@0", readAt+5), 200},
+		{"non-recipient", cardEvent("mallory", "notice-e2e@0", readAt), 200},
+		{"unknown msgid", cardEvent("wangwu", "nosuch@0", readAt), 200},
+		{"enter_agent Alice", enterAgent("Alice", readAt+2), 200},
+		{"enter_agent before send", enterAgent("wangwu", sentAt.Unix()-30), 200},
+	}
+	for _, s := range steps {
+		if got := deliver(t, m, s.xml); got != s.want {
+			t.Errorf("%s: status %d; want %d", s.name, got, s.want)
+		}
+	}
+	// A forged callback: signed with another token.
+	forged, _ := wxcrypt.New("not-the-token", testAESKey, testCorp)
+	q, body, _ := forged.Post([]byte(cardEvent("wangwu", "notice-e2e@0", readAt)), testAgent, strconv.FormatInt(time.Now().Unix(), 10), "n")
+	resp, err := http.Post("http://"+m.ReceiverAddr+"/wecom/callback/hr?"+q.Encode(), "text/xml", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("forged callback = %d; want 401", resp.StatusCode)
+	}
+
+	var p progress
+	if code := api(t, m, "GET", "/messages/notice-e2e/progress", nil, &p); code != 200 {
+		t.Fatalf("progress = %d", code)
+	}
+	if p.Recipients != 4 || p.Read != 3 || p.Unread != 1 {
+		t.Errorf("progress = %+v; want 4 recipients, 3 read, 1 unread", p)
+	}
+
+	// MySQL holds exactly the same reads, with their own read times, after
+	// one flush interval.
+	want := map[string]int64{"zhangsan": readAt, "lisi": readAt + 1, "Alice": readAt + 2}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got := map[string]int64{}
+		rows, err := m.DB.Query(`SELECT u.userid, UNIX_TIMESTAMP(r.read_time) FROM message_read_record r
+			JOIN users u ON u.corp_id = r.corp_id AND u.uid = r.uid
+			WHERE r.corp_id = ? AND r.msgid = ? AND r.is_read = 1`, testCorp, "notice-e2e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var u string
+			var ts float64
+			if err := rows.Scan(&u, &ts); err != nil {
+				t.Fatal(err)
+			}
+			got[u] = int64(ts)
+		}
+		rows.Close()
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("MySQL reads = %v; want %v", got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

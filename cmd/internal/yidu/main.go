@@ -1,0 +1,373 @@
+// Package yidu builds yidu's parts from a configuration and runs them: the
+// receiver, the dashboard and flushd, alone or together. cmd/yidu (the
+// production binary) and cmd/yidu-demo share it; it never starts an
+// embedded server itself.
+//
+// Shape (benbjohnson/wtf): NewMain, Run(ctx) that starts and returns, Close
+// that stops in dependency order: HTTP servers first (with a fresh timeout
+// context, so in-flight callbacks finish), then the read path they feed,
+// then flushd (which drains and commits), then the connections.
+package yidu
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/silenceper/wechat/v2/util"
+
+	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/callback"
+	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/dashboard"
+	"github.com/yidu-io/yidu/flushd"
+	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/tracker"
+)
+
+// Roles says which parts Run starts.
+type Roles struct {
+	Receiver  bool
+	Dashboard bool
+	Flushd    bool
+}
+
+// All is every role: `yidu serve`.
+var All = Roles{Receiver: true, Dashboard: true, Flushd: true}
+
+// Main is one running yidu process.
+type Main struct {
+	Config config.Config
+	Logger *slog.Logger
+	// Registry collects every metric; /metrics serves it.
+	Registry *prometheus.Registry
+	// Sender overrides the WeCom sender (tests and the demo's fake WeCom);
+	// nil builds one from the apps' secrets.
+	Sender tracker.Sender
+
+	// Set by Run.
+	DB        *sql.DB
+	Redis     redis.UniversalClient
+	Store     *bitmap.Store
+	Producer  *bitmap.Producer
+	Recorder  *bitmap.Recorder
+	Mapper    *idmap.Mapper
+	Tracker   *tracker.Registry
+	Flusher   *flushd.Flusher
+	Receiver  *callback.Receiver
+	Dashboard *dashboard.Server
+
+	// ReceiverAddr and DashboardAddr are the bound addresses (":0" resolved).
+	ReceiverAddr  string
+	DashboardAddr string
+
+	servers     []*http.Server
+	flushCancel context.CancelFunc
+	flushDone   chan struct{}
+	flushErr    error
+	closeOnce   sync.Once
+	closeErr    error
+}
+
+// NewMain returns a Main for cfg logging to logger.
+func NewMain(cfg config.Config, logger *slog.Logger) *Main {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return &Main{Config: cfg, Logger: logger, Registry: reg}
+}
+
+// OpenDB opens the MySQL pool for dsn with the settings yidu relies on:
+// parseTime, UTC, and no multi-statements.
+func OpenDB(dsn string) (*sql.DB, error) {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: parse dsn: %w", err)
+	}
+	c.ParseTime = true
+	c.Loc = time.UTC
+	c.MultiStatements = false
+	if c.Params == nil {
+		c.Params = map[string]string{}
+	}
+	c.Params["time_zone"] = "'+00:00'"
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		return nil, fmt.Errorf("mysql: open: %w", err)
+	}
+	db.SetMaxOpenConns(64)
+	db.SetMaxIdleConns(64)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	return db, nil
+}
+
+// CreateDatabase creates the DSN's database when it does not exist, so a
+// first `yidu migrate up` works on an empty server.
+func CreateDatabase(ctx context.Context, dsn string) error {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("mysql: parse dsn: %w", err)
+	}
+	name := c.DBName
+	if name == "" {
+		return errors.New("mysql: dsn names no database")
+	}
+	c.DBName = ""
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("mysql: open: %w", err)
+	}
+	defer db.Close()
+	q := "CREATE DATABASE IF NOT EXISTS `" + strings.ReplaceAll(name, "`", "``") + "` CHARACTER SET utf8mb4"
+	if _, err := db.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("mysql: create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// NewRedis returns a client for addr; a comma-separated list means Redis
+// Cluster.
+func NewRedis(c config.Redis) redis.UniversalClient {
+	return redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:        strings.Split(c.Addr, ","),
+		Password:     c.Password,
+		DB:           c.DB,
+		PoolSize:     64,
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  2 * time.Second,
+		WriteTimeout: 2 * time.Second,
+	})
+}
+
+// Open connects MySQL and Redis and builds the parts every role shares.
+func (m *Main) Open(ctx context.Context) error {
+	cfg := m.Config
+	db, err := OpenDB(cfg.MySQL.DSN)
+	if err != nil {
+		return err
+	}
+	m.DB = db
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		return fmt.Errorf("mysql: ping: %w", err)
+	}
+	m.Redis = NewRedis(cfg.Redis)
+	if err := m.Redis.Ping(pctx).Err(); err != nil {
+		return fmt.Errorf("redis: ping %s: %w", cfg.Redis.Addr, err)
+	}
+	log := m.Logger
+	if base := cfg.WeCom.APIBase; base != "" && base != config.DefaultWeComAPI {
+		// silenceper/wechat/v2 has WeCom's host built in; this process talks
+		// to another (a fake WeCom in the demo and tests). Process-wide, which
+		// is why only cmd sets it.
+		util.SetURIModifier(func(uri string) string {
+			if rest, ok := strings.CutPrefix(uri, config.DefaultWeComAPI); ok {
+				return base + rest
+			}
+			return uri
+		})
+	}
+	m.Store = bitmap.New(m.Redis, bitmap.Options{
+		Prefix:     cfg.Redis.Prefix,
+		TTL:        cfg.Redis.TTL.D(),
+		Logger:     log,
+		Registerer: m.Registry,
+	})
+	m.Mapper = idmap.New(db, log, m.Registry)
+	sender := m.Sender
+	if sender == nil {
+		sender = tracker.NewWeCom(cfg.Apps, tracker.WeComOptions{})
+	}
+	m.Tracker = tracker.New(db, m.Mapper, m.Store, tracker.Options{
+		Logger:        log,
+		Registerer:    m.Registry,
+		Sender:        sender,
+		OrphanApplier: orphanApplier{db},
+		Apps:          cfg.Apps,
+	})
+	return nil
+}
+
+// orphanApplier adapts flushd.ApplyOrphans to tracker.OrphanApplier.
+type orphanApplier struct{ db *sql.DB }
+
+func (o orphanApplier) ApplyOrphans(ctx context.Context, corpID, msgID string) (int, error) {
+	return flushd.ApplyOrphans(ctx, o.db, corpID, msgID)
+}
+
+// Run opens the connections and starts the roles; it returns once they
+// are listening. Close stops them.
+func (m *Main) Run(ctx context.Context, roles Roles) error {
+	if err := m.Open(ctx); err != nil {
+		return err
+	}
+	cfg := m.Config
+	log := m.Logger
+	if roles.Receiver {
+		p, err := bitmap.NewProducer(cfg.Kafka.Brokers, cfg.Kafka.Topic, bitmap.ProducerOptions{Logger: log})
+		if err != nil {
+			return fmt.Errorf("kafka producer: %w", err)
+		}
+		m.Producer = p
+		m.Recorder = bitmap.NewRecorder(m.Store, m.Mapper, p, m.Tracker, bitmap.RecorderOptions{Logger: log, Registerer: m.Registry})
+		rcv, err := callback.New(callback.Options{
+			Apps:            cfg.Apps,
+			Reads:           m.Recorder,
+			Contacts:        m.Mapper,
+			Dedup:           m.Store,
+			Ready:           m.readiness(),
+			Logger:          log,
+			Registerer:      m.Registry,
+			Gatherer:        m.Registry,
+			TimestampWindow: cfg.Receiver.TimestampWindow.D(),
+			MaxBody:         cfg.Receiver.MaxBody,
+			Timeout:         cfg.Receiver.Timeout.D(),
+			MemberRate:      cfg.Receiver.MemberRate,
+			MemberBurst:     cfg.Receiver.MemberBurst,
+		})
+		if err != nil {
+			return fmt.Errorf("receiver: %w", err)
+		}
+		m.Receiver = rcv
+		addr, err := m.serve(cfg.Receiver.Listen, rcv.Routes())
+		if err != nil {
+			return fmt.Errorf("receiver: %w", err)
+		}
+		m.ReceiverAddr = addr
+		log.Info("receiver listening", "addr", addr)
+	}
+	if roles.Dashboard {
+		d, err := dashboard.New(dashboard.Options{
+			Messages:   m.Tracker,
+			Bitmaps:    m.Store,
+			Directory:  m.Mapper,
+			Config:     cfg.Dashboard,
+			Apps:       cfg.Apps,
+			Logger:     log,
+			Registerer: m.Registry,
+		})
+		if err != nil {
+			return fmt.Errorf("dashboard: %w", err)
+		}
+		m.Dashboard = d
+		addr, err := m.serve(cfg.Dashboard.Listen, d.Routes())
+		if err != nil {
+			return fmt.Errorf("dashboard: %w", err)
+		}
+		m.DashboardAddr = addr
+		log.Info("dashboard listening", "addr", addr)
+	}
+	if roles.Flushd {
+		f, err := flushd.New(m.DB, flushd.Options{
+			Brokers:      cfg.Kafka.Brokers,
+			Topic:        cfg.Kafka.Topic,
+			Group:        cfg.Kafka.Group,
+			Interval:     cfg.Flushd.Interval.D(),
+			BatchSize:    cfg.Flushd.BatchSize,
+			MaxPending:   cfg.Flushd.MaxPending,
+			DrainTimeout: cfg.Flushd.DrainTimeout.D(),
+			Logger:       log,
+			Registerer:   m.Registry,
+		})
+		if err != nil {
+			return fmt.Errorf("flushd: %w", err)
+		}
+		m.Flusher = f
+		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		m.flushCancel = cancel
+		m.flushDone = make(chan struct{})
+		go func() {
+			defer close(m.flushDone)
+			m.flushErr = f.Run(fctx)
+		}()
+		log.Info("flushd consuming", "topic", cfg.Kafka.Topic, "group", cfg.Kafka.Group)
+	}
+	return nil
+}
+
+// FlushdDone is closed when flushd's Run returns (nil without the flushd
+// role); FlushdErr then says why. cmd watches it: flushd stopping on its
+// own is a failure.
+func (m *Main) FlushdDone() <-chan struct{} { return m.flushDone }
+
+// FlushdErr is what flushd's Run returned, once FlushdDone is closed.
+func (m *Main) FlushdErr() error { return m.flushErr }
+
+func (m *Main) readiness() map[string]func(context.Context) error {
+	return map[string]func(context.Context) error{
+		"mysql": func(ctx context.Context) error { return m.DB.PingContext(ctx) },
+		"redis": func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() },
+		"kafka": func(ctx context.Context) error {
+			if m.Producer == nil {
+				return errors.New("no producer")
+			}
+			return m.Producer.Ping(ctx)
+		},
+	}
+}
+
+func (m *Main) serve(addr string, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("listen %s: %w", addr, err)
+	}
+	srv := callback.NewServer(addr, h)
+	m.servers = append(m.servers, srv)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.Logger.Error("http server stopped", "addr", addr, "err", err)
+		}
+	}()
+	return ln.Addr().String(), nil
+}
+
+// Close stops everything Run started, in dependency order, within about
+// the flush drain timeout plus ten seconds.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() { m.closeErr = m.close() })
+	return m.closeErr
+}
+
+func (m *Main) close() error {
+	var errs []error
+	// A fresh context: the signal context is already cancelled, and
+	// in-flight callbacks must finish (STYLE anti-pattern 1).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range m.servers {
+		if err := s.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+	}
+	if m.Store != nil {
+		m.Store.Close()
+	}
+	if m.Producer != nil {
+		m.Producer.Close()
+	}
+	if m.flushCancel != nil {
+		m.flushCancel()
+		<-m.flushDone
+		if err := m.flushErr; err != nil {
+			errs = append(errs, fmt.Errorf("flushd: %w", err))
+		}
+	}
+	if m.Redis != nil {
+		m.Redis.Close()
+	}
+	if m.DB != nil {
+		m.DB.Close()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/cmd/internal/yidu"
+	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/idmap/wecomdir"
+	"github.com/yidu-io/yidu/migrations"
+	"github.com/yidu-io/yidu/reconcile"
+)
+
+// migrate runs `yidu migrate up|status|down`.
+func migrate(ctx context.Context, cfg config.Config, args []string, out io.Writer) error {
+	if len(args) != 1 {
+		return errors.New("usage: yidu migrate up|status|down")
+	}
+	if args[0] == "up" {
+		if err := yidu.CreateDatabase(ctx, cfg.MySQL.DSN); err != nil {
+			return err
+		}
+	}
+	db, err := yidu.OpenDB(cfg.MySQL.DSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	p, err := migrations.NewProvider(db)
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "up":
+		res, err := p.Up(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		for _, r := range res {
+			fmt.Fprintf(out, "applied %d %s (%s)\n", r.Source.Version, r.Source.Path, r.Duration.Round(time.Millisecond))
+		}
+		v, err := p.GetDBVersion(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate: version: %w", err)
+		}
+		fmt.Fprintf(out, "schema at version %d\n", v)
+	case "down":
+		r, err := p.Down(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate down: %w", err)
+		}
+		fmt.Fprintf(out, "rolled back %d %s\n", r.Source.Version, r.Source.Path)
+	case "status":
+		st, err := p.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate status: %w", err)
+		}
+		for _, s := range st {
+			at := "pending"
+			if !s.AppliedAt.IsZero() {
+				at = "applied " + s.AppliedAt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(out, "%5d  %-28s %s\n", s.Source.Version, s.Source.Path, at)
+		}
+	default:
+		return fmt.Errorf("migrate: unknown step %q (up, status, down)", args[0])
+	}
+	return nil
+}
+
+// syncDirectory runs `yidu directory sync --app NAME`.
+func syncDirectory(ctx context.Context, cfg config.Config, appName string, logger *slog.Logger, out io.Writer) error {
+	app, ok := cfg.App(appName)
+	if !ok {
+		return fmt.Errorf("directory sync: no app %q in the configuration", appName)
+	}
+	if app.Secret == "" {
+		return fmt.Errorf("directory sync: app %q has no secret (%s)", appName, config.EnvName(appName, "secret"))
+	}
+	db, err := yidu.OpenDB(cfg.MySQL.DSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	m := idmap.New(db, logger, nil)
+	dir := wecomdir.New(app.CorpID, app.Secret, cfg.WeCom.APIBase, nil)
+	s := idmap.NewSyncer(m, map[string]idmap.Directory{app.CorpID: dir}, logger, nil)
+	rep, err := s.Sync(ctx, app.CorpID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "synced %s: departments=%d users=%d created=%d updated=%d left=%d memberships=%d\n",
+		app.CorpID, rep.Departments, rep.Users, rep.Created, rep.Updated, rep.Left, rep.Memberships)
+	return nil
+}
+
+// runReconcile runs `yidu reconcile --msgid M | --all-active`.
+func runReconcile(ctx context.Context, cfg config.Config, logger *slog.Logger, msgID, app string, all bool, out io.Writer) error {
+	m := yidu.NewMain(cfg, logger)
+	defer m.Close()
+	if err := m.Open(ctx); err != nil {
+		return err
+	}
+	p, err := bitmap.NewProducer(cfg.Kafka.Brokers, cfg.Kafka.Topic, bitmap.ProducerOptions{Logger: logger, DeliveryTimeout: 30 * time.Second})
+	if err != nil {
+		return fmt.Errorf("kafka producer: %w", err)
+	}
+	defer p.Close()
+	rec := reconcile.New(m.Tracker, m.Store, p, logger, nil)
+
+	var targets []bitmap.Message
+	if msgID != "" {
+		var corps []string
+		if a, ok := cfg.App(app); ok {
+			corps = []string{a.CorpID}
+		} else if app != "" {
+			corps = []string{app}
+		}
+		msg, found, err := m.Tracker.GetMessage(ctx, corps, msgID)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("reconcile: message %q not found", msgID)
+		}
+		targets = append(targets, msg)
+	} else {
+		since := time.Now().Add(-cfg.Redis.TTL.D())
+		cursor := ""
+		for {
+			page, next, err := m.Tracker.ListMessages(ctx, nil, cursor, 200)
+			if err != nil {
+				return err
+			}
+			done := next == ""
+			for _, msg := range page {
+				if msg.SentAt.Before(since) {
+					done = true
+					break
+				}
+				targets = append(targets, msg)
+			}
+			if done {
+				break
+			}
+			cursor = next
+		}
+	}
+	var failed error
+	for _, msg := range targets {
+		rep, err := rec.Message(ctx, msg.CorpID, msg.MsgID)
+		if err != nil {
+			failed = errors.Join(failed, err)
+			fmt.Fprintf(out, "%s/%s: error: %v\n", msg.CorpID, msg.MsgID, err)
+			continue
+		}
+		fmt.Fprintln(out, rep)
+	}
+	fmt.Fprintf(out, "reconciled %d message(s)\n", len(targets))
+	return failed
+}

@@ -1,0 +1,299 @@
+// Package config is yidu's configuration: one YAML file (docs/configuration.md)
+// with environment overrides for secrets and addresses. It reads no
+// environment itself: cmd passes os.Getenv in.
+package config
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Receiver  Receiver  `yaml:"receiver"`
+	Dashboard Dashboard `yaml:"dashboard"`
+	Redis     Redis     `yaml:"redis"`
+	MySQL     MySQL     `yaml:"mysql"`
+	Kafka     Kafka     `yaml:"kafka"`
+	Flushd    Flushd    `yaml:"flushd"`
+	WeCom     WeCom     `yaml:"wecom"`
+	Apps      []App     `yaml:"apps"`
+}
+
+// WeCom configures the WeCom server API yidu calls (sending, directory).
+type WeCom struct {
+	// APIBase is the API origin; tests and the demo point it at a fake.
+	APIBase string `yaml:"api_base"`
+}
+
+// DefaultWeComAPI is WeCom's server API origin.
+const DefaultWeComAPI = "https://qyapi.weixin.qq.com"
+
+// Receiver configures the WeCom callback receiver.
+type Receiver struct {
+	Listen string `yaml:"listen"`
+	// TimestampWindow bounds |now - timestamp| of a callback's query.
+	TimestampWindow Duration `yaml:"timestamp_window"`
+	// MaxBody is the largest callback body accepted, in bytes.
+	MaxBody int64 `yaml:"max_body"`
+	// Timeout bounds the work for one callback, well inside WeCom's 5 s.
+	Timeout Duration `yaml:"timeout"`
+	// MemberRate and MemberBurst are the per-member token bucket: reads
+	// beyond it are answered 200 but not processed.
+	MemberRate  float64 `yaml:"member_rate"`
+	MemberBurst int     `yaml:"member_burst"`
+}
+
+// Dashboard configures the dashboard and the /api/v1 API.
+type Dashboard struct {
+	Listen string `yaml:"listen"`
+	// Tokens are the API bearer tokens.
+	Tokens []Token `yaml:"tokens"`
+	// Users may sign in to the page.
+	Users      []User   `yaml:"users"`
+	SessionTTL Duration `yaml:"session_ttl"`
+	// RemindInterval is the least time between two reminders of a message.
+	RemindInterval Duration `yaml:"remind_interval"`
+}
+
+// Token is an API bearer token and the corps it may see ("*" for all).
+type Token struct {
+	Name  string   `yaml:"name"`
+	Token string   `yaml:"token"`
+	Corps []string `yaml:"corps"`
+}
+
+// User is a person who may sign in to the dashboard.
+type User struct {
+	Name string `yaml:"name"`
+	// PasswordHash is a bcrypt hash (yidu hash-password prints one).
+	PasswordHash string   `yaml:"password_hash"`
+	Corps        []string `yaml:"corps"`
+}
+
+// Redis configures the bitmap store.
+type Redis struct {
+	Addr     string `yaml:"addr"`
+	Password string `yaml:"password"`
+	DB       int    `yaml:"db"`
+	// Prefix starts every key yidu writes.
+	Prefix string `yaml:"prefix"`
+	// TTL keeps a message's keys this long after its last activity.
+	TTL Duration `yaml:"ttl"`
+}
+
+// MySQL configures the archive.
+type MySQL struct {
+	DSN string `yaml:"dsn"`
+}
+
+// Kafka configures the deltas topic.
+type Kafka struct {
+	Brokers []string `yaml:"brokers"`
+	Topic   string   `yaml:"topic"`
+	Group   string   `yaml:"group"`
+}
+
+// Flushd configures the Kafka → MySQL micro-batcher.
+type Flushd struct {
+	// Interval flushes a message's pending reads at least this often.
+	Interval Duration `yaml:"interval"`
+	// BatchSize is the most uids in one UPDATE … IN (…) statement.
+	BatchSize int `yaml:"batch_size"`
+	// MaxPending stops fetching while this many reads await a flush.
+	MaxPending int `yaml:"max_pending"`
+	// DrainTimeout bounds the final flush on shutdown.
+	DrainTimeout Duration `yaml:"drain_timeout"`
+}
+
+// App is one WeCom application whose callbacks yidu receives.
+type App struct {
+	Name           string `yaml:"name"`
+	CorpID         string `yaml:"corp_id"`
+	AgentID        int64  `yaml:"agent_id"`
+	Token          string `yaml:"token"`
+	EncodingAESKey string `yaml:"encoding_aes_key"`
+	Secret         string `yaml:"secret"`
+	// ReadButtonKey is the template card button key that means "read";
+	// empty accepts any button of a tracked card.
+	ReadButtonKey string `yaml:"read_button_key"`
+}
+
+// Duration is a time.Duration written as "10m", "1s" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", n.Value, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Default returns the configuration used for anything the file leaves out.
+func Default() Config {
+	return Config{
+		Receiver: Receiver{
+			Listen:          "127.0.0.1:8080",
+			TimestampWindow: Duration(10 * time.Minute),
+			MaxBody:         64 << 10,
+			Timeout:         Duration(3 * time.Second),
+			MemberRate:      20,
+			MemberBurst:     100,
+		},
+		Dashboard: Dashboard{
+			Listen:         "127.0.0.1:8081",
+			SessionTTL:     Duration(12 * time.Hour),
+			RemindInterval: Duration(time.Hour),
+		},
+		Redis: Redis{Addr: "127.0.0.1:6379", Prefix: "yidu", TTL: Duration(30 * 24 * time.Hour)},
+		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/yidu"},
+		WeCom: WeCom{APIBase: DefaultWeComAPI},
+		Kafka: Kafka{Brokers: []string{"127.0.0.1:9092"}, Topic: "yidu.reads", Group: "yidu-flushd"},
+		Flushd: Flushd{
+			Interval:     Duration(time.Minute),
+			BatchSize:    5000,
+			MaxPending:   1_000_000,
+			DrainTimeout: Duration(20 * time.Second),
+		},
+	}
+}
+
+// Load reads the file at path (empty: defaults only), applies environment
+// overrides through getenv and validates the result.
+func Load(path string, getenv func(string) string) (Config, error) {
+	cfg := Default()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("config: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+			return cfg, fmt.Errorf("config: %s: %w", path, err)
+		}
+	}
+	if getenv != nil {
+		applyEnv(&cfg, getenv)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// EnvName returns the environment variable that overrides field of app,
+// e.g. EnvName("hr", "token") = "YIDU_APP_HR_TOKEN".
+func EnvName(app, field string) string {
+	up := strings.ToUpper(nonAlnum.ReplaceAllString(app, "_"))
+	return "YIDU_APP_" + up + "_" + strings.ToUpper(field)
+}
+
+var nonAlnum = regexp.MustCompile(`[^A-Za-z0-9]`)
+
+func applyEnv(cfg *Config, getenv func(string) string) {
+	set := func(dst *string, name string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	set(&cfg.Receiver.Listen, "YIDU_RECEIVER_LISTEN")
+	set(&cfg.Dashboard.Listen, "YIDU_DASHBOARD_LISTEN")
+	set(&cfg.Redis.Addr, "YIDU_REDIS_ADDR")
+	set(&cfg.Redis.Password, "YIDU_REDIS_PASSWORD")
+	set(&cfg.MySQL.DSN, "YIDU_MYSQL_DSN")
+	set(&cfg.Kafka.Topic, "YIDU_KAFKA_TOPIC")
+	set(&cfg.WeCom.APIBase, "YIDU_WECOM_API_BASE")
+	if v := getenv("YIDU_KAFKA_BROKERS"); v != "" {
+		cfg.Kafka.Brokers = strings.Split(v, ",")
+	}
+	if v := getenv("YIDU_API_TOKEN"); v != "" {
+		cfg.Dashboard.Tokens = append(cfg.Dashboard.Tokens, Token{Name: "env", Token: v, Corps: []string{"*"}})
+	}
+	for i := range cfg.Apps {
+		a := &cfg.Apps[i]
+		set(&a.Token, EnvName(a.Name, "token"))
+		set(&a.EncodingAESKey, EnvName(a.Name, "encoding_aes_key"))
+		set(&a.Secret, EnvName(a.Name, "secret"))
+	}
+}
+
+var appName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// Validate reports the first problem that would make yidu misbehave.
+func (c Config) Validate() error {
+	seen := map[string]bool{}
+	for i, a := range c.Apps {
+		switch {
+		case !appName.MatchString(a.Name):
+			return fmt.Errorf("config: apps[%d]: name %q must match %s", i, a.Name, appName)
+		case seen[a.Name]:
+			return fmt.Errorf("config: apps[%d]: duplicate name %q", i, a.Name)
+		case a.CorpID == "":
+			return fmt.Errorf("config: app %q: corp_id is required", a.Name)
+		case a.Token == "":
+			return fmt.Errorf("config: app %q: token is required (or %s)", a.Name, EnvName(a.Name, "token"))
+		}
+		if err := checkAESKey(a.EncodingAESKey); err != nil {
+			return fmt.Errorf("config: app %q: encoding_aes_key (or %s): %w", a.Name, EnvName(a.Name, "encoding_aes_key"), err)
+		}
+		seen[a.Name] = true
+	}
+	if c.Receiver.MaxBody <= 0 {
+		return errors.New("config: receiver.max_body must be positive")
+	}
+	if c.Flushd.BatchSize <= 0 || c.Flushd.BatchSize > 65000 {
+		return fmt.Errorf("config: flushd.batch_size %d must be in 1..65000", c.Flushd.BatchSize)
+	}
+	if c.Flushd.Interval <= 0 {
+		return errors.New("config: flushd.interval must be positive")
+	}
+	if c.Kafka.Topic == "" || len(c.Kafka.Brokers) == 0 {
+		return errors.New("config: kafka.brokers and kafka.topic are required")
+	}
+	for i, t := range c.Dashboard.Tokens {
+		if len(t.Token) < 16 {
+			return fmt.Errorf("config: dashboard.tokens[%d] (%s): token must be at least 16 characters", i, t.Name)
+		}
+	}
+	return nil
+}
+
+func checkAESKey(k string) error {
+	if len(k) != 43 {
+		return fmt.Errorf("must be 43 characters, got %d", len(k))
+	}
+	b, err := base64.StdEncoding.DecodeString(k + "=")
+	if err != nil || len(b) != 32 {
+		return errors.New("is not base64 of 32 bytes")
+	}
+	return nil
+}
+
+// App returns the app named name.
+func (c Config) App(name string) (App, bool) {
+	for _, a := range c.Apps {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return App{}, false
+}

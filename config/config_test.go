@@ -1,0 +1,71 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadExample(t *testing.T) {
+	env := map[string]string{
+		"YIDU_APP_HR_SECRET": "from-env",
+		"YIDU_REDIS_ADDR":    "10.0.0.1:6379",
+		"YIDU_KAFKA_BROKERS": "a:9092,b:9092",
+	}
+	cfg, err := Load(filepath.Join("..", "deploy", "yidu.example.yaml"), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("Load(example) error %v", err)
+	}
+	hr, ok := cfg.App("hr")
+	if !ok {
+		t.Fatalf("App(hr) missing")
+	}
+	if hr.Secret != "from-env" || hr.AgentID != 1000002 || hr.ReadButtonKey != "yidu_read" {
+		t.Errorf("app hr = %+v; want secret from env, agent 1000002, key yidu_read", hr)
+	}
+	if cfg.Redis.Addr != "10.0.0.1:6379" {
+		t.Errorf("redis addr = %q; want env override", cfg.Redis.Addr)
+	}
+	if strings.Join(cfg.Kafka.Brokers, ",") != "a:9092,b:9092" {
+		t.Errorf("brokers = %v", cfg.Kafka.Brokers)
+	}
+	if cfg.Receiver.TimestampWindow.D() != 10*time.Minute || cfg.Flushd.Interval.D() != time.Minute {
+		t.Errorf("durations = %v, %v", cfg.Receiver.TimestampWindow.D(), cfg.Flushd.Interval.D())
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	const key = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", "receiver: {listn: x}", "listn"},
+		{"bad app name", "apps: [{name: 'Bad Name', corp_id: c, token: t, encoding_aes_key: " + key + "}]", "name"},
+		{"duplicate app", "apps: [{name: a, corp_id: c, token: t, encoding_aes_key: " + key + "}, {name: a, corp_id: c, token: t, encoding_aes_key: " + key + "}]", "duplicate"},
+		{"missing token", "apps: [{name: a, corp_id: c, encoding_aes_key: " + key + "}]", "YIDU_APP_A_TOKEN"},
+		{"short aes key", "apps: [{name: a, corp_id: c, token: t, encoding_aes_key: abc}]", "43 characters"},
+		{"bad duration", "flushd: {interval: soon}", "duration"},
+		{"zero batch", "flushd: {batch_size: 0}", "batch_size"},
+		{"short api token", "dashboard: {tokens: [{name: x, token: short}]}", "16 characters"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "yidu.yaml")
+			if err := os.WriteFile(p, []byte(tt.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(p, nil)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Load(%q) error = %v; want it to mention %q", tt.yaml, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDefaultsValid(t *testing.T) {
+	if _, err := Load("", nil); err != nil {
+		t.Errorf("Load(\"\") = %v; want defaults to validate", err)
+	}
+}

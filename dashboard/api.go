@@ -1,0 +1,435 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/yidu-io/yidu/tracker"
+)
+
+// messageJSON is a message with its live counts (docs/api.md, "Message").
+type messageJSON struct {
+	MsgID      string    `json:"msgid"`
+	CorpID     string    `json:"corp_id"`
+	App        string    `json:"app"`
+	AgentID    int64     `json:"agent_id"`
+	Title      string    `json:"title"`
+	SentAt     time.Time `json:"sent_at"`
+	Recipients int64     `json:"recipients"`
+	// Read, Unread and Percent are null when Live is false: the list does
+	// not rebuild expired keys, the detail endpoints do.
+	Read    *int64   `json:"read"`
+	Unread  *int64   `json:"unread"`
+	Percent *float64 `json:"percent"`
+	Live    bool     `json:"live"`
+}
+
+func toJSON(m Message) messageJSON {
+	return messageJSON{MsgID: m.MsgID, CorpID: m.CorpID, App: m.App, AgentID: m.AgentID,
+		Title: m.Title, SentAt: m.SentAt.UTC(), Recipients: m.Recipients}
+}
+
+func (j *messageJSON) setCounts(recipients, read int64) {
+	unread, pct := recipients-read, percent(read, recipients)
+	j.Recipients, j.Read, j.Unread, j.Percent, j.Live = recipients, &read, &unread, &pct, true
+}
+
+// percent is read/recipients in percent, one decimal, rounded down so 99.96%
+// never shows as 100 before everyone has read.
+func percent(read, recipients int64) float64 {
+	if recipients <= 0 {
+		return 0
+	}
+	return math.Floor(float64(read)*1000/float64(recipients)) / 10
+}
+
+// message finds the {msgid} of the route within the caller's corps. Another
+// corp's message is errNotFound, exactly like a missing one.
+func (s *Server) message(r *http.Request) (Message, error) {
+	id, err := parseMsgID(chi.URLParam(r, "msgid"))
+	if err != nil {
+		return Message{}, err
+	}
+	p := principalFrom(r.Context())
+	if p == nil || (p.corps != nil && len(p.corps) == 0) {
+		return Message{}, errNotFound
+	}
+	m, ok, err := s.msgs.GetMessage(r.Context(), p.corps, id)
+	if err != nil {
+		return Message{}, fmt.Errorf("dashboard: get message: %w", err)
+	}
+	if !ok || !p.allows(m.CorpID) {
+		return Message{}, errNotFound
+	}
+	return m, nil
+}
+
+// restore rebuilds a message's Redis keys from MySQL; concurrent requests
+// for one message share one rebuild.
+func (s *Server) restore(ctx context.Context, m Message) error {
+	key := m.CorpID + "\x00" + m.MsgID
+	_, err, _ := s.restoring.Do(key, func() (any, error) {
+		lm, rec, read, ok, err := s.msgs.LoadMessage(context.WithoutCancel(ctx), m.CorpID, m.MsgID)
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: load message: %w", err)
+		}
+		if !ok {
+			return nil, errNotFound
+		}
+		if read == nil {
+			read = roaring.New()
+		}
+		if err := s.bms.RestoreMessage(context.WithoutCancel(ctx), lm, rec, read); err != nil {
+			return nil, fmt.Errorf("dashboard: restore message: %w", err)
+		}
+		s.log.InfoContext(ctx, "restored message keys from MySQL", "corp", m.CorpID, "msgid", m.MsgID)
+		return nil, nil
+	})
+	return err
+}
+
+// counts is BITCOUNT of the live bitmaps, rebuilding them once if gone.
+func (s *Server) counts(ctx context.Context, m Message) (recipients, read int64, err error) {
+	for attempt := 0; ; attempt++ {
+		recipients, read, found, err := s.bms.Counts(ctx, m.CorpID, m.MsgID)
+		if err != nil {
+			return 0, 0, fmt.Errorf("dashboard: counts: %w", err)
+		}
+		if found {
+			return recipients, read, nil
+		}
+		if attempt == 1 {
+			return 0, 0, fmt.Errorf("dashboard: counts of %s still missing after restore: %w", m.MsgID, errUnavailable)
+		}
+		if err := s.restore(ctx, m); err != nil {
+			return 0, 0, err
+		}
+	}
+}
+
+// bitmaps returns the recipients and the read recipients (read ∩
+// recipients, so a stray bit can never count).
+func (s *Server) bitmaps(ctx context.Context, m Message) (rec, readRec *roaring.Bitmap, err error) {
+	for attempt := 0; ; attempt++ {
+		rec, found, err := s.bms.RecipientBitmap(ctx, m.CorpID, m.MsgID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dashboard: recipient bitmap: %w", err)
+		}
+		if found {
+			read, _, err := s.bms.ReadBitmap(ctx, m.CorpID, m.MsgID)
+			if err != nil {
+				return nil, nil, fmt.Errorf("dashboard: read bitmap: %w", err)
+			}
+			if read == nil { // nobody has read yet: the key may not exist
+				read = roaring.New()
+			}
+			return rec, roaring.And(read, rec), nil
+		}
+		if attempt == 1 {
+			return nil, nil, fmt.Errorf("dashboard: bitmaps of %s still missing after restore: %w", m.MsgID, errUnavailable)
+		}
+		if err := s.restore(ctx, m); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+type listJSON struct {
+	Messages   []messageJSON `json:"messages"`
+	NextCursor string        `json:"next_cursor"`
+}
+
+const (
+	defaultListLimit = 50
+	maxListLimit     = 200
+)
+
+func parseListLimit(s string) (int, error) {
+	if s == "" {
+		return defaultListLimit, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxListLimit {
+		return 0, badParam("limit must be an integer in 1..%d", maxListLimit)
+	}
+	return n, nil
+}
+
+// parseListCursor accepts the tracker's opaque cursor: printable ASCII.
+func parseListCursor(s string) (string, error) {
+	if len(s) > 512 {
+		return "", badParam("cursor is not valid")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return "", badParam("cursor is not valid")
+		}
+	}
+	return s, nil
+}
+
+// listMessages is one page of the caller's messages with live counts where
+// the keys exist (no rebuild: a list must stay cheap).
+func (s *Server) listMessages(ctx context.Context, p *principal, cursor string, limit int) (listJSON, error) {
+	out := listJSON{Messages: []messageJSON{}}
+	if p.corps != nil && len(p.corps) == 0 {
+		return out, nil
+	}
+	msgs, next, err := s.msgs.ListMessages(ctx, p.corps, cursor, limit)
+	if err != nil {
+		return out, fmt.Errorf("dashboard: list messages: %w", err)
+	}
+	for _, m := range msgs {
+		if !p.allows(m.CorpID) {
+			continue
+		}
+		j := toJSON(m)
+		rec, read, found, err := s.bms.Counts(ctx, m.CorpID, m.MsgID)
+		if err != nil {
+			return out, fmt.Errorf("dashboard: counts: %w", err)
+		}
+		if found {
+			j.setCounts(rec, read)
+		}
+		out.Messages = append(out.Messages, j)
+	}
+	out.NextCursor = next
+	return out, nil
+}
+
+func (s *Server) handleListMessages(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := parseListLimit(q.Get("limit"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	cursor, err := parseListCursor(q.Get("cursor"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.listMessages(r.Context(), principalFrom(r.Context()), cursor, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request) {
+	m, err := s.message(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rec, read, err := s.counts(r.Context(), m)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	j := toJSON(m)
+	j.setCounts(rec, read)
+	writeJSON(w, http.StatusOK, j)
+}
+
+func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
+	p := principalFrom(r.Context())
+	reg, err := decodeRegistration(http.MaxBytesReader(w, r.Body, maxRegisterBody))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	app, ok := s.apps[reg.App]
+	if !ok || !p.allows(app.CorpID) {
+		s.fail(w, r, badParam("unknown app %q", reg.App))
+		return
+	}
+	if reg.SentAt.IsZero() {
+		reg.SentAt = s.now().UTC()
+	}
+	m, created, err := s.msgs.Register(r.Context(), Registration{
+		MsgID: reg.MsgID, App: app, Title: reg.Title, SentAt: reg.SentAt, Send: reg.Send,
+		Audience: tracker.Audience{UserIDs: reg.UserIDs, Departments: reg.Departments, All: reg.All},
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+		s.log.InfoContext(r.Context(), "message registered", "corp", m.CorpID, "msgid", m.MsgID,
+			"recipients", m.Recipients, "by", p.name)
+	}
+	w.Header().Set("Location", "/api/v1/messages/"+m.MsgID)
+	writeJSON(w, code, toJSON(m))
+}
+
+type remindJSON struct {
+	Reminded      int       `json:"reminded"`
+	NextAllowedAt time.Time `json:"next_allowed_at"`
+}
+
+// handleRemind sends a reminder to the current non-readers, at most once
+// per message per RemindInterval (persisted by the tracker; the in-flight
+// set closes the window between two quick clicks).
+func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request) {
+	m, err := s.message(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	key := m.CorpID + "\x00" + m.MsgID
+	s.remindMu.Lock()
+	busy := s.remindInFlight[key]
+	s.remindInFlight[key] = true
+	s.remindMu.Unlock()
+	if busy {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusTooManyRequests, "a reminder for this message is being sent")
+		return
+	}
+	defer func() {
+		s.remindMu.Lock()
+		delete(s.remindInFlight, key)
+		s.remindMu.Unlock()
+	}()
+
+	interval := s.cfg.RemindInterval.D()
+	last, ok, err := s.msgs.LastReminder(r.Context(), m.CorpID, m.MsgID)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("dashboard: last reminder: %w", err))
+		return
+	}
+	if now := s.now(); ok && now.Before(last.Add(interval)) {
+		wait := last.Add(interval).Sub(now)
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{
+			"error": "this message was reminded recently", "next_allowed_at": last.Add(interval).UTC(),
+		})
+		return
+	}
+	// The reminder outlives an impatient client: half-sent batches are worse.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Minute)
+	defer cancel()
+	rec, readRec, err := s.bitmaps(ctx, m)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	unread := roaring.AndNot(rec, readRec)
+	var userIDs []string
+	err = s.forEachUserChunk(ctx, m.CorpID, unread, nil, chunkSize, nil, func(_ []uint32, users map[uint32]User) error {
+		for _, u := range users {
+			if u.Status != UserLeft && u.UserID != "" {
+				userIDs = append(userIDs, u.UserID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := remindJSON{NextAllowedAt: s.now().Add(interval).UTC()}
+	if len(userIDs) > 0 {
+		rep, err := s.msgs.Remind(ctx, m, userIDs)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("dashboard: remind: %w", err))
+			return
+		}
+		out.Reminded = rep.Reminded
+	} else {
+		out.NextAllowedAt = s.now().UTC()
+	}
+	s.met.reminded.Add(float64(out.Reminded))
+	s.log.InfoContext(r.Context(), "reminder sent", "corp", m.CorpID, "msgid", m.MsgID,
+		"reminded", out.Reminded, "by", principalFrom(r.Context()).name)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// chunkSize is how many uids go to the directory at once: big enough to
+// amortise the query, small enough that export memory stays flat.
+const chunkSize = 1000
+
+// forEachUserChunk walks set in uid order from start (nil: the beginning),
+// handing each chunk and its users to fn. fn returning errStop ends early.
+func (s *Server) forEachUserChunk(ctx context.Context, corp string, set *roaring.Bitmap, start *uint32, size int, tree *deptTree, fn func(uids []uint32, users map[uint32]User) error) error {
+	it := set.Iterator()
+	if start != nil {
+		it.AdvanceIfNeeded(*start)
+	}
+	buf := make([]uint32, 0, size)
+	for it.HasNext() {
+		buf = buf[:0]
+		for len(buf) < size && it.HasNext() {
+			buf = append(buf, it.Next())
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		users, err := s.users(ctx, corp, buf, tree)
+		if err != nil {
+			return err
+		}
+		if err := fn(buf, users); err != nil {
+			if errors.Is(err, errStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+var errStop = errors.New("stop")
+
+// users looks uids up in the directory. A Directory without Users (idmap
+// today) gives UserIDs only; departments then come from the tree's direct
+// member sets, one small intersection per department and chunk. tree nil:
+// departments are not needed.
+func (s *Server) users(ctx context.Context, corp string, uids []uint32, tree *deptTree) (map[uint32]User, error) {
+	if ud, ok := s.dir.(UserDirectory); ok {
+		users, err := ud.Users(ctx, corp, uids)
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: users: %w", err)
+		}
+		return users, nil
+	}
+	ids, err := s.dir.UserIDs(ctx, corp, uids)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: user ids: %w", err)
+	}
+	users := make(map[uint32]User, len(ids))
+	for uid, id := range ids {
+		users[uid] = User{UID: uid, UserID: id}
+	}
+	if tree == nil || len(uids) == 0 {
+		return users, nil
+	}
+	chunk := roaring.BitmapOf(uids...)
+	for i := range tree.order {
+		d := &tree.order[i]
+		if d.Direct == nil || !d.Direct.Intersects(chunk) {
+			continue
+		}
+		it := roaring.And(d.Direct, chunk).Iterator()
+		for it.HasNext() {
+			uid := it.Next()
+			if u, ok := users[uid]; ok {
+				u.Departments = append(u.Departments, d.ID)
+				users[uid] = u
+			}
+		}
+	}
+	return users, nil
+}

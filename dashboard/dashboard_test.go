@@ -1,0 +1,836 @@
+package dashboard
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+func decode[T any](tb testing.TB, w *httptest.ResponseRecorder) T {
+	tb.Helper()
+	var v T
+	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
+		tb.Fatalf("decode %T: %v: %s", v, err, w.Body)
+	}
+	return v
+}
+
+var apiRoutes = []struct{ method, path string }{
+	{"GET", "/api/v1/messages"},
+	{"POST", "/api/v1/messages"},
+	{"GET", "/api/v1/messages/hello"},
+	{"GET", "/api/v1/messages/hello/progress"},
+	{"GET", "/api/v1/messages/hello/departments"},
+	{"GET", "/api/v1/messages/hello/recipients"},
+	{"GET", "/api/v1/messages/hello/export.csv"},
+	{"POST", "/api/v1/messages/hello/remind"},
+	{"GET", "/api/v1/messages/hello/events"},
+}
+
+func TestAuthRequired(t *testing.T) {
+	f := newFixture(t)
+	for _, rt := range apiRoutes {
+		for _, tok := range []string{"", "wrong-token-0123456789", acmeToken + "x"} {
+			w := f.do(t, rt.method, rt.path, tok, nil)
+			if w.Code != http.StatusUnauthorized {
+				t.Errorf("%s %s with token %q = %d; want 401", rt.method, rt.path, tok, w.Code)
+			}
+			if w.Header().Get("WWW-Authenticate") == "" {
+				t.Errorf("%s %s: no WWW-Authenticate", rt.method, rt.path)
+			}
+		}
+	}
+	for _, p := range []string{"/", "/m/hello"} {
+		w := f.do(t, "GET", p, "", nil)
+		if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/login" {
+			t.Errorf("GET %s without session = %d %q; want 303 to /login", p, w.Code, w.Header().Get("Location"))
+		}
+	}
+	// A bearer token is for the API, not the page.
+	if w := f.do(t, "GET", "/", acmeToken, nil); w.Code != http.StatusSeeOther {
+		t.Errorf("GET / with bearer only = %d; want 303", w.Code)
+	}
+}
+
+func TestCrossCorpIsNotFound(t *testing.T) {
+	f := newFixture(t)
+	for _, rt := range apiRoutes[2:] {
+		target := strings.Replace(rt.path, "hello", "secret", 1)
+		if w := f.do(t, rt.method, target, acmeToken, nil); w.Code != http.StatusNotFound {
+			t.Errorf("acme %s %s = %d; want 404", rt.method, target, w.Code)
+		}
+		missing := strings.Replace(rt.path, "hello", "nosuchmsg", 1)
+		if w := f.do(t, rt.method, missing, acmeToken, nil); w.Code != http.StatusNotFound {
+			t.Errorf("acme %s %s = %d; want 404", rt.method, missing, w.Code)
+		}
+	}
+	if w := f.do(t, "GET", "/api/v1/messages/secret", otherToken, nil); w.Code != http.StatusOK {
+		t.Errorf("other GET secret = %d; want 200", w.Code)
+	}
+	if w := f.do(t, "GET", "/api/v1/messages/secret", adminToken, nil); w.Code != http.StatusOK {
+		t.Errorf("admin (*) GET secret = %d; want 200", w.Code)
+	}
+	// The list shows only the granted corps.
+	l := decode[listJSON](t, f.do(t, "GET", "/api/v1/messages", acmeToken, nil))
+	if len(l.Messages) != 1 || l.Messages[0].MsgID != "hello" {
+		t.Errorf("acme list = %+v; want only hello", l.Messages)
+	}
+	// A session of an acme user cannot see other's page either.
+	c, _ := f.login(t)
+	r := httptest.NewRequest("GET", "/m/secret", nil)
+	r.AddCookie(c)
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	if w.Code != http.StatusNotFound || strings.Contains(w.Body.String(), "Secret") {
+		t.Errorf("GET /m/secret as alice = %d; want 404 without the title", w.Code)
+	}
+}
+
+func TestGetMessage(t *testing.T) {
+	f := newFixture(t)
+	w := f.do(t, "GET", "/api/v1/messages/hello", acmeToken, nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	m := decode[messageJSON](t, w)
+	if m.Recipients != 10 || *m.Read != 4 || *m.Unread != 6 || *m.Percent != 40 || m.Title != f.hello.Title || !m.Live {
+		t.Errorf("GET hello = %+v; want 10 recipients, 4 read, 40%%", m)
+	}
+
+	t.Run("keys gone are restored", func(t *testing.T) {
+		f.bms.drop(f.hello)
+		loads := f.msgs.loads
+		m := decode[messageJSON](t, f.do(t, "GET", "/api/v1/messages/hello", acmeToken, nil))
+		if *m.Read != 4 || m.Recipients != 10 {
+			t.Errorf("after restore = %+v; want 4/10", m)
+		}
+		if f.msgs.loads != loads+1 {
+			t.Errorf("LoadMessage called %d times; want 1", f.msgs.loads-loads)
+		}
+		if _, _, found, _ := f.bms.Counts(context.Background(), "acme", "hello"); !found {
+			t.Error("keys were not put back")
+		}
+	})
+
+	t.Run("bad msgid", func(t *testing.T) {
+		if w := f.do(t, "GET", "/api/v1/messages/bad%20id", acmeToken, nil); w.Code != http.StatusBadRequest {
+			t.Errorf("bad msgid = %d; want 400", w.Code)
+		}
+	})
+}
+
+func TestListMessages(t *testing.T) {
+	f := newFixture(t)
+	for i := range 5 {
+		m := Message{CorpID: "acme", MsgID: "m" + string(rune('a'+i)), App: "hr", Title: "T", SentAt: t0.Add(time.Duration(i) * time.Minute), Recipients: 2}
+		f.msgs.add(&stored{m: m, rec: roaring.BitmapOf(1, 2), read: roaring.BitmapOf(1)})
+		if i != 2 {
+			f.bms.put(m, roaring.BitmapOf(1, 2), roaring.BitmapOf(1))
+		}
+	}
+	var got []string
+	cursor := ""
+	for range 10 {
+		w := f.do(t, "GET", "/api/v1/messages?limit=2&cursor="+url.QueryEscape(cursor), acmeToken, nil)
+		if w.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+		l := decode[listJSON](t, w)
+		for _, m := range l.Messages {
+			got = append(got, m.MsgID)
+			if m.MsgID == "mc" && (m.Live || m.Read != nil) {
+				t.Errorf("cold message mc = %+v; want live=false, read=null", m)
+			}
+			if m.MsgID == "md" && (!m.Live || *m.Read != 1 || *m.Percent != 50) {
+				t.Errorf("md = %+v; want 1 read, 50%%", m)
+			}
+		}
+		if cursor = l.NextCursor; cursor == "" {
+			break
+		}
+	}
+	want := []string{"me", "md", "mc", "mb", "ma", "hello"}
+	if !slices.Equal(got, want) {
+		t.Errorf("pages = %v; want %v", got, want)
+	}
+	for _, q := range []string{"limit=0", "limit=201", "limit=x", "cursor=%00", "cursor=a%20b"} {
+		if w := f.do(t, "GET", "/api/v1/messages?"+q, acmeToken, nil); w.Code != http.StatusBadRequest {
+			t.Errorf("list ?%s = %d; want 400", q, w.Code)
+		}
+	}
+}
+
+func TestRegister(t *testing.T) {
+	f := newFixture(t)
+	body := `{"msgid":"notice1","app":"hr","title":"年会通知","audience":{"userids":["zhangsan","lisi"]}}`
+	w := f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(body))
+	if w.Code != http.StatusCreated {
+		t.Fatalf("first register = %d; want 201: %s", w.Code, w.Body)
+	}
+	if m := decode[messageJSON](t, w); m.MsgID != "notice1" || m.CorpID != "acme" || m.Recipients != 2 || !m.SentAt.Equal(f.clock.Now()) {
+		t.Errorf("registered = %+v", m)
+	}
+	if w := f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(body)); w.Code != http.StatusOK {
+		t.Errorf("same again = %d; want 200", w.Code)
+	}
+	conflict := strings.Replace(body, "lisi", "wangwu", 1)
+	if w := f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(conflict)); w.Code != http.StatusConflict {
+		t.Errorf("conflicting = %d; want 409", w.Code)
+	}
+	noID := `{"app":"hr","title":"x","audience":{"all":true},"sent_at":"2026-03-01T08:00:00+08:00"}`
+	w = f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(noID))
+	if m := decode[messageJSON](t, w); w.Code != http.StatusCreated || !msgIDPattern.MatchString(m.MsgID) || !m.SentAt.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("register without msgid = %d %+v; want 201 with a generated msgid", w.Code, m)
+	}
+
+	bad := []struct{ name, body, token string }{
+		{"not json", `{`, acmeToken},
+		{"unknown field", `{"app":"hr","title":"x","audience":{"all":true},"evil":1}`, acmeToken},
+		{"no app", `{"title":"x","audience":{"all":true}}`, acmeToken},
+		{"unknown app", `{"app":"nope","title":"x","audience":{"all":true}}`, acmeToken},
+		{"app of another corp", `{"app":"ops","title":"x","audience":{"all":true}}`, acmeToken},
+		{"no title", `{"app":"hr","audience":{"all":true}}`, acmeToken},
+		{"two audiences", `{"app":"hr","title":"x","audience":{"all":true,"departments":[2]}}`, acmeToken},
+		{"no audience", `{"app":"hr","title":"x","audience":{}}`, acmeToken},
+		{"bad userid", `{"app":"hr","title":"x","audience":{"userids":["a b"]}}`, acmeToken},
+		{"bad msgid", `{"msgid":"a@1","app":"hr","title":"x","audience":{"all":true}}`, acmeToken},
+		{"tracker says invalid", `{"app":"hr","title":"x","audience":{"userids":["nobody"]}}`, acmeToken},
+		{"trailing data", `{"app":"hr","title":"x","audience":{"all":true}} {}`, acmeToken},
+	}
+	for _, tc := range bad {
+		if w := f.do(t, "POST", "/api/v1/messages", tc.token, strings.NewReader(tc.body)); w.Code != http.StatusBadRequest {
+			t.Errorf("%s: = %d; want 400: %s", tc.name, w.Code, w.Body)
+		}
+	}
+}
+
+func TestLoginAndSession(t *testing.T) {
+	f := newFixture(t)
+	c, csrfTok := f.login(t)
+	if !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Secure || c.Path != "/" {
+		t.Errorf("cookie = %+v; want HttpOnly, SameSite=Lax, not Secure on plain HTTP", c)
+	}
+	get := func(c *http.Cookie, target string) int {
+		r := httptest.NewRequest("GET", target, nil)
+		r.AddCookie(c)
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := get(c, "/api/v1/messages/hello"); code != http.StatusOK {
+		t.Errorf("API with session = %d; want 200", code)
+	}
+	if code := get(&http.Cookie{Name: sessionCookie, Value: "forged"}, "/api/v1/messages/hello"); code != http.StatusUnauthorized {
+		t.Errorf("API with forged session = %d; want 401", code)
+	}
+
+	t.Run("tls sets Secure", func(t *testing.T) {
+		form := url.Values{"username": {"alice"}, "password": {password}}
+		r := httptest.NewRequest("POST", "https://dash.example/login", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		if cs := w.Result().Cookies(); len(cs) != 1 || !cs[0].Secure {
+			t.Errorf("TLS login cookies = %+v; want one Secure cookie", cs)
+		}
+	})
+
+	t.Run("logout ends the session", func(t *testing.T) {
+		c2, tok2 := f.login(t)
+		form := url.Values{csrfField: {tok2}}
+		r := httptest.NewRequest("POST", "/logout", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.AddCookie(c2)
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		if w.Code != http.StatusSeeOther {
+			t.Fatalf("logout = %d", w.Code)
+		}
+		if code := get(c2, "/api/v1/messages"); code != http.StatusUnauthorized {
+			t.Errorf("after logout = %d; want 401", code)
+		}
+	})
+
+	t.Run("session expires", func(t *testing.T) {
+		f.clock.Add(time.Hour + time.Second)
+		if code := get(c, "/api/v1/messages"); code != http.StatusUnauthorized {
+			t.Errorf("after SessionTTL = %d; want 401", code)
+		}
+	})
+	_ = csrfTok
+}
+
+func TestLoginRefusals(t *testing.T) {
+	f := newFixture(t)
+	post := func(user, pass string) *httptest.ResponseRecorder {
+		form := url.Values{"username": {user}, "password": {pass}}
+		r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		return w
+	}
+	for _, tc := range []struct{ user, pass string }{{"alice", "wrong"}, {"mallory", password}, {"", ""}} {
+		if w := post(tc.user, tc.pass); w.Code != http.StatusUnauthorized || len(w.Result().Cookies()) != 0 {
+			t.Errorf("login %q/%q = %d; want 401 without cookie", tc.user, tc.pass, w.Code)
+		}
+	}
+	// 5 attempts per IP burst: the 3 above plus 2 more, then refused, even
+	// with the right password.
+	post("alice", "wrong")
+	post("alice", "wrong")
+	w := post("alice", password)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+		t.Errorf("6th attempt = %d; want 429 with Retry-After", w.Code)
+	}
+	f.clock.Add(time.Minute)
+	if w := post("alice", password); w.Code != http.StatusSeeOther {
+		t.Errorf("after waiting = %d; want 303", w.Code)
+	}
+	// Cross-site login form posts are refused.
+	form := url.Values{"username": {"alice"}, "password": {password}}
+	r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Sec-Fetch-Site", "cross-site")
+	w = httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	if w.Code != http.StatusForbidden {
+		t.Errorf("cross-site login = %d; want 403", w.Code)
+	}
+}
+
+func TestCSRF(t *testing.T) {
+	f := newFixture(t)
+	c, tok := f.login(t)
+	post := func(target string, hdr map[string]string) int {
+		r := httptest.NewRequest("POST", target, strings.NewReader(`{"app":"hr","title":"x","audience":{"all":true}}`))
+		r.AddCookie(c)
+		for k, v := range hdr {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		return w.Code
+	}
+	tests := []struct {
+		name   string
+		target string
+		hdr    map[string]string
+		want   int
+	}{
+		{"remind without token", "/api/v1/messages/hello/remind", nil, http.StatusForbidden},
+		{"remind wrong token", "/api/v1/messages/hello/remind", map[string]string{csrfHeader: tok + "x"}, http.StatusForbidden},
+		{"register without token", "/api/v1/messages", nil, http.StatusForbidden},
+		{"cross-site with token", "/api/v1/messages/hello/remind", map[string]string{csrfHeader: tok, "Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"foreign origin with token", "/api/v1/messages/hello/remind", map[string]string{csrfHeader: tok, "Origin": "https://evil.example"}, http.StatusForbidden},
+		{"logout without token", "/logout", nil, http.StatusForbidden},
+		{"remind with token", "/api/v1/messages/hello/remind", map[string]string{csrfHeader: tok, "Sec-Fetch-Site": "same-origin"}, http.StatusOK},
+		{"register with token", "/api/v1/messages", map[string]string{csrfHeader: tok}, http.StatusCreated},
+	}
+	for _, tc := range tests {
+		if got := post(tc.target, tc.hdr); got != tc.want {
+			t.Errorf("%s: = %d; want %d", tc.name, got, tc.want)
+		}
+	}
+	// Bearer requests need no CSRF token.
+	if w := f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(`{"app":"hr","title":"y","audience":{"all":true}}`)); w.Code != http.StatusCreated {
+		t.Errorf("bearer POST = %d; want 201", w.Code)
+	}
+}
+
+func TestRemind(t *testing.T) {
+	f := newFixture(t)
+	w := f.do(t, "POST", "/api/v1/messages/hello/remind", acmeToken, nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("remind = %d: %s", w.Code, w.Body)
+	}
+	got := decode[remindJSON](t, w)
+	// Unread: 2 3 5 7 8 10; dave (8) has left.
+	want := []string{"bob", "carol", "frank", "lisi", "wangwu"}
+	sent := slices.Sorted(slices.Values(f.msgs.remindTo[0]))
+	if got.Reminded != 5 || !slices.Equal(sent, want) {
+		t.Errorf("reminded %d %v; want 5 %v", got.Reminded, sent, want)
+	}
+	f.clock.Add(10 * time.Minute)
+	w = f.do(t, "POST", "/api/v1/messages/hello/remind", acmeToken, nil)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "3000" {
+		t.Errorf("second remind = %d Retry-After %q; want 429, 3000", w.Code, w.Header().Get("Retry-After"))
+	}
+	f.clock.Add(50 * time.Minute)
+	f.bms.markRead(f.hello, 2, 3)
+	w = f.do(t, "POST", "/api/v1/messages/hello/remind", acmeToken, nil)
+	if got := decode[remindJSON](t, w); w.Code != http.StatusOK || got.Reminded != 3 {
+		t.Errorf("after the interval = %d %+v; want 200, 3 reminded", w.Code, got)
+	}
+}
+
+func TestDepartments(t *testing.T) {
+	f := newFixture(t)
+	w := f.do(t, "GET", "/api/v1/messages/hello/departments", acmeToken, nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	var out struct{ Departments []deptJSON }
+	if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]deptJSON{}
+	for _, d := range out.Departments {
+		got[d.ID] = d
+	}
+	// Brute force: a department's people are those in it or below it.
+	sub := map[int64][]int64{1: {1, 2, 3, 4}, 2: {2, 4}, 3: {3}, 4: {4}}
+	rec, _, _ := f.bms.RecipientBitmap(context.Background(), "acme", "hello")
+	read, _, _ := f.bms.ReadBitmap(context.Background(), "acme", "hello")
+	for id, tree := range sub {
+		var wantRec, wantRead uint64
+		for _, u := range f.dir.users["acme"] {
+			if !rec.Contains(u.UID) || !slices.ContainsFunc(u.Departments, func(d int64) bool { return slices.Contains(tree, d) }) {
+				continue
+			}
+			wantRec++
+			if read.Contains(u.UID) {
+				wantRead++
+			}
+		}
+		d := got[id]
+		if d.Recipients != wantRec || d.Read != wantRead || d.Unread != wantRec-wantRead {
+			t.Errorf("department %d = %+v; want %d recipients, %d read", id, d, wantRec, wantRead)
+		}
+	}
+	// Alice (4) is in R&D and North, Erin (9) in Sales and R&D: the root
+	// counts each once, so it equals all 10 recipients.
+	if got[1].Recipients != 10 || got[1].Read != 4 {
+		t.Errorf("root = %+v; want 10 recipients, 4 read", got[1])
+	}
+	if out.Departments[0].ID != 1 || out.Departments[0].Depth != 0 || got[4].Depth != 2 {
+		t.Errorf("order/depth = %+v", out.Departments)
+	}
+}
+
+func TestBuildDeptTreeCycle(t *testing.T) {
+	depts := []Department{{ID: 5, ParentID: 6}, {ID: 6, ParentID: 5}, {ID: 7, ParentID: 7}}
+	tr := buildDeptTree(depts, map[int64]*roaring.Bitmap{5: roaring.BitmapOf(1), 6: roaring.BitmapOf(2), 7: roaring.BitmapOf(3)})
+	if len(tr.order) != 3 {
+		t.Fatalf("nodes = %d; want 3", len(tr.order))
+	}
+	if n := tr.byID[7].Members.GetCardinality(); n != 1 {
+		t.Errorf("self-parent 7 has %d members; want 1", n)
+	}
+}
+
+func TestRecipients(t *testing.T) {
+	f := newFixture(t)
+	list := func(q string) recipientsJSON {
+		t.Helper()
+		w := f.do(t, "GET", "/api/v1/messages/hello/recipients?"+q, acmeToken, nil)
+		if w.Code != http.StatusOK {
+			t.Fatalf("?%s = %d: %s", q, w.Code, w.Body)
+		}
+		return decode[recipientsJSON](t, w)
+	}
+	tests := []struct {
+		query string
+		want  []uint32
+	}{
+		{"", []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{"state=read", []uint32{1, 4, 6, 9}},
+		{"state=unread", []uint32{2, 3, 5, 7, 8, 10}},
+		{"state=unread&department=2", []uint32{2, 8}},
+		{"department=2", []uint32{1, 2, 4, 6, 8, 9}},
+		{"department=4&state=read", []uint32{4}},
+		{"q=ALICE", []uint32{4}},
+		{"q=%E6%9D%8E", []uint32{2}}, // 李
+		{"q=smith", []uint32{4}},
+		{"q=a&state=unread", []uint32{3, 5, 7, 8, 10}}, // wangwu, bob ("alert"), carol, dave, frank
+		{"q=nobody", nil},
+	}
+	for _, tc := range tests {
+		got := list(tc.query)
+		if uids := sortedUIDs(got.Items); !slices.Equal(uids, tc.want) {
+			t.Errorf("?%s = %v; want %v", tc.query, uids, tc.want)
+		}
+	}
+	one := list("state=read&limit=10")
+	if one.Items[0].ReadTime == nil || !one.Items[0].ReadTime.Equal(t0.Add(time.Minute)) || one.Items[2].ReadTime != nil || !one.Items[2].Read {
+		t.Errorf("read items = %+v; want read_time for flushed reads only", one.Items)
+	}
+	if d := one.Items[1].Departments; len(d) != 2 || d[0].Name != "R&D 研发部" {
+		t.Errorf("alice departments = %+v", d)
+	}
+	if l := list("state=unread"); !l.Items[4].Left || l.Total != 6 {
+		t.Errorf("unread = %+v; want dave marked left, total 6", l)
+	}
+
+	t.Run("paging covers every recipient once", func(t *testing.T) {
+		var seen []uint32
+		cursor := ""
+		for range 20 {
+			p := list("limit=3&cursor=" + cursor)
+			if len(p.Items) > 3 {
+				t.Fatalf("page of %d > limit", len(p.Items))
+			}
+			seen = append(seen, sortedUIDs(p.Items)...)
+			if cursor = p.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if want := []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; !slices.Equal(seen, want) {
+			t.Errorf("pages = %v; want %v", seen, want)
+		}
+		if p := list("limit=10"); p.NextCursor != "" {
+			t.Errorf("exactly-full last page has next_cursor %q; want none", p.NextCursor)
+		}
+		if p := list("cursor=4294967295"); len(p.Items) != 0 {
+			t.Errorf("cursor at max uid = %v", p.Items)
+		}
+	})
+
+	for _, q := range []string{"state=maybe", "limit=0", "limit=1001", "limit=-1", "cursor=-1", "cursor=x",
+		"cursor=4294967296", "department=0", "department=abc", "department=99", "q=" + strings.Repeat("x", 65), "q=%ff"} {
+		if w := f.do(t, "GET", "/api/v1/messages/hello/recipients?"+q, acmeToken, nil); w.Code != http.StatusBadRequest {
+			t.Errorf("?%s = %d; want 400", q, w.Code)
+		}
+	}
+}
+
+func TestExport(t *testing.T) {
+	f := newFixture(t)
+	w := f.do(t, "GET", "/api/v1/messages/hello/export.csv?state=all", acmeToken, nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "text/csv; charset=utf-8" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+	if cd := w.Header().Get("Content-Disposition"); cd != `attachment; filename="hello-all.csv"` {
+		t.Errorf("Content-Disposition = %q", cd)
+	}
+	body := w.Body.Bytes()
+	if !bytes.HasPrefix(body, []byte("\xef\xbb\xbf")) {
+		t.Fatalf("no UTF-8 BOM: %q", body[:min(10, len(body))])
+	}
+	rows, err := csv.NewReader(bytes.NewReader(body[3:])).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 11 || !slices.Equal(rows[0], []string{"userid", "name", "departments", "state", "read_time"}) {
+		t.Fatalf("rows = %d (%v); want header + 10", len(rows), rows[0])
+	}
+	byID := map[string][]string{}
+	for _, r := range rows[1:] {
+		byID[r[0]] = r
+	}
+	if r := byID["evil"]; r[1] != `'=HYPERLINK("http://x","y")` {
+		t.Errorf("formula cell = %q; want neutralised with a leading '", r[1])
+	}
+	if r := byID["zhangsan"]; r[1] != "张三" || r[2] != "Sales 销售部" || r[3] != "read" || r[4] != "2026-03-02T09:01:00Z" {
+		t.Errorf("zhangsan row = %q", r)
+	}
+	if r := byID["erin"]; r[3] != "read" || r[4] != "" {
+		t.Errorf("erin (read, not flushed) = %q", r)
+	}
+	if r := byID["Alice"]; r[2] != "R&D 研发部; North 北区" {
+		t.Errorf("alice departments = %q", r[2])
+	}
+	if got := metricValue(t, f.srv.met.exportRows); got != 10 {
+		t.Errorf("export rows metric = %v; want 10", got)
+	}
+	w = f.do(t, "GET", "/api/v1/messages/hello/export.csv?state=unread&department=3", acmeToken, nil)
+	rows, _ = csv.NewReader(bytes.NewReader(w.Body.Bytes()[3:])).ReadAll()
+	var ids []string
+	for _, r := range rows[1:] {
+		ids = append(ids, r[0])
+	}
+	if !slices.Equal(ids, []string{"wangwu", "bob", "frank"}) {
+		t.Errorf("unread in R&D = %v; want wangwu bob frank", ids)
+	}
+	if w := f.do(t, "GET", "/api/v1/messages/hello/export.csv?state=bad", acmeToken, nil); w.Code != http.StatusBadRequest {
+		t.Errorf("bad state = %d; want 400", w.Code)
+	}
+}
+
+func TestNeutralise(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""}, {"张三", "张三"}, {"=1+1", "'=1+1"}, {"+1", "'+1"}, {"-1", "'-1"}, {"@SUM(A1)", "'@SUM(A1)"},
+		{"\tx", "'\tx"}, {"\rx", "'\rx"}, {"a=b", "a=b"}, {"'x", "'x"},
+	}
+	for _, tc := range tests {
+		if got := neutralise(tc.in); got != tc.want {
+			t.Errorf("neutralise(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestPageEscapes(t *testing.T) {
+	f := newFixture(t)
+	xss := Message{CorpID: "acme", MsgID: "xss", App: "hr", Title: "<script>alert(1)</script>", SentAt: t0, Recipients: 1}
+	f.msgs.add(&stored{m: xss, rec: roaring.BitmapOf(5), read: roaring.New()})
+	f.bms.put(xss, roaring.BitmapOf(5), nil)
+	c, _ := f.login(t)
+	for _, p := range []string{"/", "/m/xss"} {
+		r := httptest.NewRequest("GET", p, nil)
+		r.AddCookie(c)
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		body := w.Body.String()
+		if w.Code != http.StatusOK || strings.Contains(body, "<script>alert(1)") || !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+			t.Errorf("GET %s = %d; the title is not escaped:\n%s", p, w.Code, body)
+		}
+		h := w.Header()
+		if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("CSP = %q", csp)
+		}
+		if h.Get("X-Frame-Options") != "DENY" || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("security headers = %v", h)
+		}
+		if strings.Contains(body, "<script>") || strings.Contains(body, "style=") {
+			t.Errorf("GET %s has an inline script or style", p)
+		}
+	}
+	// A name with markup reaches the page only through JSON (which escapes <)
+	// and app.js, which never uses innerHTML.
+	w := f.do(t, "GET", "/api/v1/messages/xss/recipients", acmeToken, nil)
+	if strings.Contains(w.Body.String(), "<script>") {
+		t.Errorf("JSON carries raw <script>: %s", w.Body)
+	}
+	js, err := os.ReadFile("web/static/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
+		if bytes.Contains(js, []byte(bad)) {
+			t.Errorf("app.js uses %s", bad)
+		}
+	}
+	// The page has the ids the browser test drives.
+	r := httptest.NewRequest("GET", "/m/hello", nil)
+	r.AddCookie(c)
+	rw := httptest.NewRecorder()
+	f.h.ServeHTTP(rw, r)
+	for _, id := range []string{`id="progress-bar"`, `id="read-count"`, `id="recipient-count"`, `id="percent"`, `id="departments"`, `id="recipients"`, `id="export"`, `id="remind"`, `id="curve"`} {
+		if !strings.Contains(rw.Body.String(), id) {
+			t.Errorf("message page lacks %s", id)
+		}
+	}
+	// Static assets are served without a session (the login page needs them).
+	if w := f.do(t, "GET", "/static/app.css", "", nil); w.Code != http.StatusOK {
+		t.Errorf("GET /static/app.css = %d", w.Code)
+	}
+}
+
+func TestProgress(t *testing.T) {
+	f := newFixture(t)
+	w := f.do(t, "GET", "/api/v1/messages/hello/progress", acmeToken, nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	p := decode[progressJSON](t, w)
+	if p.Read != 4 || p.Recipients != 10 || p.Percent != 40 || len(p.Curve) != 2 || p.BucketMinutes != 1 {
+		t.Errorf("progress = %+v", p)
+	}
+	// 30 min after sending, 2 reads flushed in minutes 1-2, 4 read now: the
+	// last 5 minutes saw 2 reads → 0.4/min; 90% = 9 reads → 5 more → 12.5 min.
+	if p.RatePerMinute == nil || *p.RatePerMinute < 0.39 || *p.RatePerMinute > 0.41 || p.ETA90 == nil || p.ETA90.Seconds != 750 {
+		t.Errorf("estimate = rate %v eta90 %+v; want 0.4/min, 750 s", p.RatePerMinute, p.ETA90)
+	}
+}
+
+func TestEstimate(t *testing.T) {
+	mins := func(reads ...int64) []MinuteCount {
+		var out []MinuteCount
+		for i, r := range reads {
+			out = append(out, MinuteCount{Minute: t0.Add(time.Duration(i) * time.Minute), Reads: r})
+		}
+		return out
+	}
+	tests := []struct {
+		name             string
+		now              time.Duration // since t0 (= sent_at)
+		recipients, read int64
+		curve            []MinuteCount
+		rate             float64 // -1: null
+		eta90, eta100    float64 // -1: null
+	}{
+		{"just sent", 30 * time.Second, 100, 10, nil, -1, -1, -1},
+		{"nothing yet", 10 * time.Minute, 100, 0, nil, 0, -1, -1},
+		{"all read", 10 * time.Minute, 100, 100, mins(100), 0, 0, 0},
+		{"90 reached", 10 * time.Minute, 100, 95, mins(95), 0, 0, -1},
+		{"steady 10/min", 10 * time.Minute, 1000, 100, mins(10, 10, 10, 10, 10, 10, 10, 10, 10, 10), 10, 80 * 60, 90 * 60},
+		{"young message uses its age", 2 * time.Minute, 100, 20, mins(10), 10, 420, 480},
+		{"no recipients", 10 * time.Minute, 0, 0, nil, -1, 0, 0},
+	}
+	for _, tc := range tests {
+		rate, e90, e100 := estimate(t0.Add(tc.now), t0, tc.recipients, tc.read, tc.curve)
+		gotRate := -1.0
+		if rate != nil {
+			gotRate = *rate
+		}
+		sec := func(e *eta) float64 {
+			if e == nil {
+				return -1
+			}
+			return e.Seconds
+		}
+		if gotRate != tc.rate || sec(e90) != tc.eta90 || sec(e100) != tc.eta100 {
+			t.Errorf("%s: estimate = %v, %v, %v; want %v, %v, %v", tc.name, gotRate, sec(e90), sec(e100), tc.rate, tc.eta90, tc.eta100)
+		}
+	}
+}
+
+func TestBucketCurve(t *testing.T) {
+	var curve []MinuteCount
+	var total int64
+	for i := range 3000 {
+		curve = append(curve, MinuteCount{Minute: t0.Add(time.Duration(i) * time.Minute), Reads: int64(i % 7)})
+		total += int64(i % 7)
+	}
+	pts, width := bucketCurve(curve, t0)
+	if len(pts) > maxCurvePoints || width != 5 {
+		t.Errorf("%d points of width %d; want ≤ %d of 5", len(pts), width, maxCurvePoints)
+	}
+	if curveTotal(pts) != total {
+		t.Errorf("bucketed total %d; want %d", curveTotal(pts), total)
+	}
+}
+
+func TestEvents(t *testing.T) {
+	f := newFixture(t)
+	f.srv.sseInterval = 20 * time.Millisecond
+	ts, client := f.client(t)
+	open := func() (*http.Response, *bufio.Reader) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", ts.URL+"/api/v1/messages/hello/events", nil)
+		req.Header.Set("Authorization", "Bearer "+acmeToken)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, bufio.NewReader(resp.Body)
+	}
+	next := func(br *bufio.Reader) progressJSON {
+		t.Helper()
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("read event: %v", err)
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				var p progressJSON
+				if err := json.Unmarshal([]byte(data), &p); err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+		}
+	}
+	resp, br := open()
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("events = %d %q", resp.StatusCode, ct)
+	}
+	if p := next(br); p.Read != 4 {
+		t.Errorf("first event read = %d; want 4", p.Read)
+	}
+	f.bms.markRead(f.hello, 2, 3)
+	if p := next(br); p.Read != 6 || p.Percent != 60 {
+		t.Errorf("second event = %+v; want 6 read, 60%%", p)
+	}
+	if g := metricValue(t, f.srv.met.streams); g != 1 {
+		t.Errorf("streams gauge = %v; want 1", g)
+	}
+
+	t.Run("bounded", func(t *testing.T) {
+		for range cap(f.srv.streams) - 1 {
+			f.srv.streams <- struct{}{}
+		}
+		defer func() {
+			for range cap(f.srv.streams) - 1 {
+				<-f.srv.streams
+			}
+		}()
+		w := f.do(t, "GET", "/api/v1/messages/hello/events", acmeToken, nil)
+		if w.Code != http.StatusServiceUnavailable {
+			t.Errorf("stream beyond the bound = %d; want 503", w.Code)
+		}
+	})
+
+	t.Run("close ends streams", func(t *testing.T) {
+		f.srv.Close()
+		done := make(chan error, 1)
+		go func() { _, err := io.Copy(io.Discard, br); done <- err }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("stream still open after Close")
+		}
+	})
+}
+
+func TestMetrics(t *testing.T) {
+	f := newFixture(t)
+	f.do(t, "GET", "/api/v1/messages/hello", acmeToken, nil)
+	f.do(t, "GET", "/api/v1/messages/hello", "", nil)
+	if n := metricValue(t, f.srv.met.requests.WithLabelValues("/api/v1/messages/{msgid}", "200")); n != 1 {
+		t.Errorf("requests{route=message,status=200} = %v; want 1", n)
+	}
+	if n := metricValue(t, f.srv.met.requests.WithLabelValues("/api/v1/*", "401")); n != 1 {
+		t.Errorf("requests{status=401} = %v; want 1", n)
+	}
+	if _, err := f.reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metricValue reads a counter or gauge.
+func metricValue(tb testing.TB, m prometheus.Metric) float64 {
+	tb.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		tb.Fatal(err)
+	}
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.Gauge.GetValue()
+}
+
+// TestDirectoryWithoutUsers: with idmap's UserIDs only, the lists carry
+// UserIDs and departments (from the member sets) and no names; Dave, who
+// left, has no active membership.
+func TestDirectoryWithoutUsers(t *testing.T) {
+	f := newFixtureWith(t, true)
+	w := f.do(t, "GET", "/api/v1/messages/hello/recipients?state=read", acmeToken, nil)
+	got := decode[recipientsJSON](t, w)
+	if len(got.Items) != 4 {
+		t.Fatalf("items = %+v", got.Items)
+	}
+	alice := got.Items[1]
+	if alice.UserID != "Alice" || alice.Name != "" || len(alice.Departments) != 2 {
+		t.Errorf("alice = %+v; want UserID and 2 departments, no name", alice)
+	}
+	w = f.do(t, "GET", "/api/v1/messages/hello/export.csv?state=read", acmeToken, nil)
+	rows, err := csv.NewReader(bytes.NewReader(w.Body.Bytes()[3:])).ReadAll()
+	if err != nil || len(rows) != 5 || rows[2][2] != "R&D 研发部; North 北区" && rows[2][2] != "North 北区; R&D 研发部" {
+		t.Errorf("export = %q, %v", rows, err)
+	}
+	w = f.do(t, "POST", "/api/v1/messages/hello/remind", acmeToken, nil)
+	if got := decode[remindJSON](t, w); got.Reminded != 6 {
+		t.Errorf("reminded %d; want all 6 non-readers (status unknown)", got.Reminded)
+	}
+}

@@ -1,0 +1,180 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"golang.org/x/sync/singleflight"
+)
+
+// deptTree is a corp's departments with their recursive member sets: a
+// department's set is the union of its direct members and its whole
+// subtree, so a person in two sub-departments counts once in the parent.
+type deptTree struct {
+	order []deptNode // depth-first, parents before children
+	byID  map[int64]*deptNode
+}
+
+type deptNode struct {
+	ID, ParentID int64
+	Name         string
+	Depth        int
+	Members      *roaring.Bitmap // recursive
+	Direct       *roaring.Bitmap // nil when none
+}
+
+// buildDeptTree computes the recursive sets bottom-up. Departments whose
+// parent is unknown are roots; a cycle (corrupt directory) is cut where it
+// is met instead of looping.
+func buildDeptTree(depts []Department, direct map[int64]*roaring.Bitmap) *deptTree {
+	t := &deptTree{byID: make(map[int64]*deptNode, len(depts))}
+	known := make(map[int64]Department, len(depts))
+	for _, d := range depts {
+		known[d.ID] = d
+	}
+	children := map[int64][]int64{}
+	var roots []int64
+	for _, d := range depts {
+		if _, ok := known[d.ParentID]; ok && d.ParentID != d.ID {
+			children[d.ParentID] = append(children[d.ParentID], d.ID)
+		} else {
+			roots = append(roots, d.ID)
+		}
+	}
+	visited := map[int64]bool{}
+	var walk func(id int64, depth int) *roaring.Bitmap
+	walk = func(id int64, depth int) *roaring.Bitmap {
+		visited[id] = true
+		d := known[id]
+		t.order = append(t.order, deptNode{ID: id, ParentID: d.ParentID, Name: d.Name, Depth: depth})
+		idx := len(t.order) - 1
+		sets := []*roaring.Bitmap{}
+		if m := direct[id]; m != nil {
+			sets = append(sets, m)
+		}
+		for _, c := range children[id] {
+			if !visited[c] {
+				sets = append(sets, walk(c, depth+1))
+			}
+		}
+		set := roaring.FastOr(sets...)
+		t.order[idx].Members = set
+		t.order[idx].Direct = direct[id]
+		return set
+	}
+	for _, r := range roots {
+		if !visited[r] {
+			walk(r, 0)
+		}
+	}
+	for _, d := range depts { // members of a pure cycle: still listed
+		if !visited[d.ID] {
+			walk(d.ID, 0)
+		}
+	}
+	for i := range t.order {
+		t.byID[t.order[i].ID] = &t.order[i]
+	}
+	return t
+}
+
+// deptCache keeps each corp's tree for ttl: the directory changes rarely
+// and rebuilding 500 unions on every poll would dominate the request.
+type deptCache struct {
+	dir Directory
+	now func() time.Time
+	ttl time.Duration
+
+	mu    sync.Mutex
+	trees map[string]deptCacheEntry
+	load  singleflight.Group
+}
+
+type deptCacheEntry struct {
+	tree    *deptTree
+	expires time.Time
+}
+
+func newDeptCache(dir Directory, now func() time.Time, ttl time.Duration) *deptCache {
+	return &deptCache{dir: dir, now: now, ttl: ttl, trees: map[string]deptCacheEntry{}}
+}
+
+func (c *deptCache) get(ctx context.Context, corp string) (*deptTree, error) {
+	c.mu.Lock()
+	e, ok := c.trees[corp]
+	c.mu.Unlock()
+	if ok && c.now().Before(e.expires) {
+		return e.tree, nil
+	}
+	v, err, _ := c.load.Do(corp, func() (any, error) {
+		ctx := context.WithoutCancel(ctx)
+		depts, err := c.dir.Departments(ctx, corp)
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: departments: %w", err)
+		}
+		direct, err := c.dir.DepartmentMemberSets(ctx, corp)
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: department members: %w", err)
+		}
+		t := buildDeptTree(depts, direct)
+		c.mu.Lock()
+		c.trees[corp] = deptCacheEntry{tree: t, expires: c.now().Add(c.ttl)}
+		c.mu.Unlock()
+		return t, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*deptTree), nil
+}
+
+type deptJSON struct {
+	ID         int64   `json:"id"`
+	ParentID   int64   `json:"parent_id"`
+	Name       string  `json:"name"`
+	Depth      int     `json:"depth"`
+	Recipients uint64  `json:"recipients"`
+	Read       uint64  `json:"read"`
+	Unread     uint64  `json:"unread"`
+	Percent    float64 `json:"percent"`
+}
+
+// breakdown intersects every department set with the recipients and the
+// read recipients; departments without recipients are left out.
+func breakdown(t *deptTree, rec, readRec *roaring.Bitmap) []deptJSON {
+	out := []deptJSON{}
+	for i := range t.order {
+		d := &t.order[i]
+		n := rec.AndCardinality(d.Members)
+		if n == 0 {
+			continue
+		}
+		read := readRec.AndCardinality(d.Members)
+		out = append(out, deptJSON{ID: d.ID, ParentID: d.ParentID, Name: d.Name, Depth: d.Depth,
+			Recipients: n, Read: read, Unread: n - read, Percent: percent(int64(read), int64(n))})
+	}
+	return out
+}
+
+func (s *Server) handleDepartments(w http.ResponseWriter, r *http.Request) {
+	m, err := s.message(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rec, readRec, err := s.bitmaps(r.Context(), m)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := s.depts.get(r.Context(), m.CorpID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"msgid": m.MsgID, "departments": breakdown(t, rec, readRec)})
+}

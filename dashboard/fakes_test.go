@@ -1,0 +1,498 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/tracker"
+)
+
+// In-memory stand-ins for tracker, bitmap and idmap, following
+// docs/contracts.md. The integration test runs the real ones.
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func key(corp, msg string) string { return corp + "/" + msg }
+
+type fakeBitmaps struct {
+	mu   sync.Mutex
+	rec  map[string]*roaring.Bitmap
+	read map[string]*roaring.Bitmap
+}
+
+func newFakeBitmaps() *fakeBitmaps {
+	return &fakeBitmaps{rec: map[string]*roaring.Bitmap{}, read: map[string]*roaring.Bitmap{}}
+}
+
+func (f *fakeBitmaps) Counts(_ context.Context, corp, msg string) (int64, int64, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.rec[key(corp, msg)]
+	if !ok {
+		return 0, 0, false, nil
+	}
+	var n int64
+	if rd := f.read[key(corp, msg)]; rd != nil {
+		n = int64(rd.GetCardinality())
+	}
+	return int64(r.GetCardinality()), n, true, nil
+}
+
+func (f *fakeBitmaps) ReadBitmap(_ context.Context, corp, msg string) (*roaring.Bitmap, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.read[key(corp, msg)]
+	if !ok {
+		return nil, false, nil
+	}
+	return b.Clone(), true, nil
+}
+
+func (f *fakeBitmaps) RecipientBitmap(_ context.Context, corp, msg string) (*roaring.Bitmap, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.rec[key(corp, msg)]
+	if !ok {
+		return nil, false, nil
+	}
+	return b.Clone(), true, nil
+}
+
+func (f *fakeBitmaps) RestoreMessage(_ context.Context, m Message, rec, read *roaring.Bitmap) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := key(m.CorpID, m.MsgID)
+	f.rec[k] = rec.Clone()
+	if old := f.read[k]; old != nil {
+		read = roaring.Or(old, read)
+	}
+	f.read[k] = read.Clone()
+	return nil
+}
+
+func (f *fakeBitmaps) put(m Message, rec, read *roaring.Bitmap) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rec[key(m.CorpID, m.MsgID)] = rec
+	if read != nil {
+		f.read[key(m.CorpID, m.MsgID)] = read
+	}
+}
+
+func (f *fakeBitmaps) markRead(m Message, uids ...uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := key(m.CorpID, m.MsgID)
+	if f.read[k] == nil {
+		f.read[k] = roaring.New()
+	}
+	f.read[k].AddMany(uids)
+}
+
+func (f *fakeBitmaps) drop(m Message) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.rec, key(m.CorpID, m.MsgID))
+	delete(f.read, key(m.CorpID, m.MsgID))
+}
+
+type stored struct {
+	m         Message
+	rec, read *roaring.Bitmap
+	times     map[uint32]time.Time
+	curve     []MinuteCount
+	audience  string
+}
+
+type fakeMessages struct {
+	mu        sync.Mutex
+	msgs      map[string]*stored
+	order     []string // newest first
+	loads     int
+	reminders []Message
+	remindTo  [][]string
+	lastRem   map[string]time.Time
+	now       func() time.Time
+}
+
+func newFakeMessages(now func() time.Time) *fakeMessages {
+	return &fakeMessages{msgs: map[string]*stored{}, lastRem: map[string]time.Time{}, now: now}
+}
+
+func (f *fakeMessages) add(s *stored) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := key(s.m.CorpID, s.m.MsgID)
+	f.msgs[k] = s
+	f.order = append([]string{k}, f.order...)
+}
+
+func allowed(corps []string, c string) bool { return corps == nil || slices.Contains(corps, c) }
+
+func (f *fakeMessages) ListMessages(_ context.Context, corps []string, cursor string, limit int) ([]Message, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Message
+	started := cursor == ""
+	for _, k := range f.order {
+		if !started {
+			started = k == cursor
+			continue
+		}
+		s := f.msgs[k]
+		if !allowed(corps, s.m.CorpID) {
+			continue
+		}
+		if len(out) == limit {
+			return out, key(out[len(out)-1].CorpID, out[len(out)-1].MsgID), nil
+		}
+		out = append(out, s.m)
+	}
+	return out, "", nil
+}
+
+func (f *fakeMessages) GetMessage(_ context.Context, corps []string, id string) (Message, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, k := range f.order {
+		if s := f.msgs[k]; s.m.MsgID == id && allowed(corps, s.m.CorpID) {
+			return s.m, true, nil
+		}
+	}
+	return Message{}, false, nil
+}
+
+func (f *fakeMessages) LoadMessage(_ context.Context, corp, id string) (Message, *roaring.Bitmap, *roaring.Bitmap, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.loads++
+	s, ok := f.msgs[key(corp, id)]
+	if !ok {
+		return Message{}, nil, nil, false, nil
+	}
+	return s.m, s.rec.Clone(), s.read.Clone(), true, nil
+}
+
+func (f *fakeMessages) ReadTimes(_ context.Context, corp, id string, uids []uint32) (map[uint32]time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[uint32]time.Time{}
+	if s, ok := f.msgs[key(corp, id)]; ok {
+		for _, u := range uids {
+			if t, ok := s.times[u]; ok {
+				out[u] = t
+			}
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeMessages) ReadsPerMinute(_ context.Context, corp, id string) ([]MinuteCount, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.msgs[key(corp, id)]; ok {
+		return slices.Clone(s.curve), nil
+	}
+	return nil, nil
+}
+
+func (f *fakeMessages) Register(_ context.Context, reg Registration) (Message, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	aud := strings.Join(reg.Audience.UserIDs, ",") + "|" + reg.Title
+	if reg.MsgID == "" {
+		reg.MsgID = tracker.NewMsgID()
+	}
+	k := key(reg.App.CorpID, reg.MsgID)
+	if s, ok := f.msgs[k]; ok {
+		if s.audience != aud {
+			return Message{}, false, tracker.ErrConflict
+		}
+		return s.m, false, nil
+	}
+	if slices.Contains(reg.Audience.UserIDs, "nobody") {
+		return Message{}, false, errors.Join(tracker.ErrInvalid, errors.New("unknown userid"))
+	}
+	m := Message{CorpID: reg.App.CorpID, MsgID: reg.MsgID, App: reg.App.Name, Title: reg.Title, SentAt: reg.SentAt, Recipients: int64(len(reg.Audience.UserIDs))}
+	f.msgs[k] = &stored{m: m, rec: roaring.New(), read: roaring.New(), audience: aud}
+	f.order = append([]string{k}, f.order...)
+	return m, true, nil
+}
+
+func (f *fakeMessages) Remind(_ context.Context, m Message, userIDs []string) (RemindReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reminders = append(f.reminders, m)
+	f.remindTo = append(f.remindTo, slices.Clone(userIDs))
+	f.lastRem[key(m.CorpID, m.MsgID)] = f.now()
+	return RemindReport{Reminded: len(userIDs)}, nil
+}
+
+func (f *fakeMessages) LastReminder(_ context.Context, corp, id string) (time.Time, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.lastRem[key(corp, id)]
+	return t, ok, nil
+}
+
+type fakeDirectory struct {
+	mu      sync.Mutex
+	users   map[string]map[uint32]User
+	depts   map[string][]Department
+	queries int
+}
+
+func (f *fakeDirectory) Users(_ context.Context, corp string, uids []uint32) (map[uint32]User, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries++
+	out := make(map[uint32]User, len(uids))
+	for _, u := range uids {
+		if x, ok := f.users[corp][u]; ok {
+			out[u] = x
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeDirectory) UserIDs(ctx context.Context, corp string, uids []uint32) (map[uint32]string, error) {
+	users, _ := f.Users(ctx, corp, uids)
+	out := map[uint32]string{}
+	for uid, u := range users {
+		out[uid] = u.UserID
+	}
+	return out, nil
+}
+
+// idsOnly hides Users, as idmap.Mapper does today.
+type idsOnly struct{ d *fakeDirectory }
+
+func (o idsOnly) UserIDs(ctx context.Context, corp string, uids []uint32) (map[uint32]string, error) {
+	return o.d.UserIDs(ctx, corp, uids)
+}
+func (o idsOnly) Departments(ctx context.Context, corp string) ([]Department, error) {
+	return o.d.Departments(ctx, corp)
+}
+func (o idsOnly) DepartmentMemberSets(ctx context.Context, corp string) (map[int64]*roaring.Bitmap, error) {
+	return o.d.DepartmentMemberSets(ctx, corp)
+}
+
+func (f *fakeDirectory) Departments(_ context.Context, corp string) ([]Department, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.depts[corp]), nil
+}
+
+func (f *fakeDirectory) DepartmentMemberSets(_ context.Context, corp string) (map[int64]*roaring.Bitmap, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[int64]*roaring.Bitmap{}
+	for uid, u := range f.users[corp] {
+		for _, d := range u.Departments {
+			if out[d] == nil {
+				out[d] = roaring.New()
+			}
+			out[d].Add(uid)
+		}
+	}
+	return out, nil
+}
+
+// Test fixture: corp "acme" with a small department tree
+//
+//	1 Acme 公司
+//	├── 2 Sales 销售部
+//	│   └── 4 North 北区
+//	└── 3 R&D 研发部
+//
+// and corp "other" with one message nobody from acme may see.
+const (
+	acmeToken  = "acme-token-0123456789"
+	otherToken = "other-token-0123456789"
+	adminToken = "admin-token-0123456789"
+	password   = "correct horse battery"
+)
+
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	srv    *Server
+	h      http.Handler
+	clock  *clock
+	msgs   *fakeMessages
+	bms    *fakeBitmaps
+	dir    *fakeDirectory
+	reg    *prometheus.Registry
+	hello  Message // acme, 10 recipients, 4 read
+	secret Message // other corp
+}
+
+func newFixture(tb testing.TB) *fixture { return newFixtureWith(tb, false) }
+
+// newFixtureWith builds the fixture; idsOnlyDir hides the directory's Users.
+func newFixtureWith(tb testing.TB, idsOnlyDir bool) *fixture {
+	tb.Helper()
+	c := &clock{t: t0.Add(30 * time.Minute)}
+	f := &fixture{clock: c, msgs: newFakeMessages(c.Now), bms: newFakeBitmaps(), reg: prometheus.NewRegistry()}
+	f.dir = &fakeDirectory{
+		users: map[string]map[uint32]User{"acme": {}, "other": {}},
+		depts: map[string][]Department{"acme": {
+			{ID: 1, ParentID: 0, Name: "Acme 公司"}, {ID: 2, ParentID: 1, Name: "Sales 销售部"},
+			{ID: 3, ParentID: 1, Name: "R&D 研发部"}, {ID: 4, ParentID: 2, Name: "North 北区"},
+		}},
+	}
+	people := []User{
+		{UID: 1, UserID: "zhangsan", Name: "张三", Departments: []int64{2}},
+		{UID: 2, UserID: "lisi", Name: "李四", Departments: []int64{4}},
+		{UID: 3, UserID: "wangwu", Name: "王五", Departments: []int64{3}},
+		{UID: 4, UserID: "Alice", Name: "Alice Smith", Departments: []int64{3, 4}},
+		{UID: 5, UserID: "bob", Name: "<script>alert(1)</script>", Departments: []int64{3}},
+		{UID: 6, UserID: "evil", Name: "=HYPERLINK(\"http://x\",\"y\")", Departments: []int64{2}},
+		{UID: 7, UserID: "carol", Name: "Carol", Departments: []int64{1}},
+		{UID: 8, UserID: "dave", Name: "Dave", Departments: []int64{4}, Status: UserLeft},
+		{UID: 9, UserID: "erin", Name: "Erin", Departments: []int64{2, 3}},
+		{UID: 10, UserID: "frank", Name: "Frank", Departments: []int64{3}},
+		{UID: 11, UserID: "notrecipient", Name: "Not A Recipient", Departments: []int64{3}},
+	}
+	for _, u := range people {
+		f.dir.users["acme"][u.UID] = u
+	}
+	f.dir.users["other"][1] = User{UID: 1, UserID: "spy", Name: "Spy"}
+
+	f.hello = Message{CorpID: "acme", MsgID: "hello", App: "hr", Title: "Holiday notice 放假通知", SentAt: t0, Recipients: 10}
+	rec := roaring.BitmapOf(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+	read := roaring.BitmapOf(1, 4, 6, 9)
+	f.msgs.add(&stored{m: f.hello, rec: rec.Clone(), read: read.Clone(),
+		times: map[uint32]time.Time{1: t0.Add(time.Minute), 4: t0.Add(2 * time.Minute)},
+		curve: []MinuteCount{{Minute: t0.Add(time.Minute), Reads: 1}, {Minute: t0.Add(2 * time.Minute), Reads: 1}},
+	})
+	f.bms.put(f.hello, rec, read)
+	f.secret = Message{CorpID: "other", MsgID: "secret", App: "ops", Title: "Secret", SentAt: t0, Recipients: 1}
+	f.msgs.add(&stored{m: f.secret, rec: roaring.BitmapOf(1), read: roaring.New()})
+	f.bms.put(f.secret, roaring.BitmapOf(1), nil)
+
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var dir Directory = f.dir
+	if idsOnlyDir {
+		dir = idsOnly{f.dir}
+	}
+	srv, err := New(Options{
+		Messages: f.msgs, Bitmaps: f.bms, Directory: dir, Registerer: f.reg, Now: c.Now,
+		Apps: []config.App{{Name: "hr", CorpID: "acme"}, {Name: "ops", CorpID: "other"}},
+		Config: config.Dashboard{
+			Tokens: []config.Token{
+				{Name: "acme", Token: acmeToken, Corps: []string{"acme"}},
+				{Name: "other", Token: otherToken, Corps: []string{"other"}},
+				{Name: "admin", Token: adminToken, Corps: []string{"*"}},
+			},
+			Users: []config.User{
+				{Name: "alice", PasswordHash: string(hash), Corps: []string{"acme"}},
+			},
+			SessionTTL:     config.Duration(time.Hour),
+			RemindInterval: config.Duration(time.Hour),
+		},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(srv.Close)
+	f.srv, f.h = srv, srv.Routes()
+	return f
+}
+
+// do sends a request with a bearer token ("" for none).
+func (f *fixture) do(tb testing.TB, method, target, token string, body io.Reader) *httptest.ResponseRecorder {
+	tb.Helper()
+	r := httptest.NewRequest(method, target, body)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	return w
+}
+
+var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`)
+
+// login signs alice in through the form and returns her session cookie and
+// the CSRF token from the page.
+func (f *fixture) login(tb testing.TB) (*http.Cookie, string) {
+	tb.Helper()
+	form := url.Values{"username": {"alice"}, "password": {password}}
+	r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	if w.Code != http.StatusSeeOther {
+		tb.Fatalf("login: status %d: %s", w.Code, w.Body)
+	}
+	var c *http.Cookie
+	for _, x := range w.Result().Cookies() {
+		if x.Name == sessionCookie {
+			c = x
+		}
+	}
+	if c == nil {
+		tb.Fatal("login: no session cookie")
+	}
+	r = httptest.NewRequest("GET", "/", nil)
+	r.AddCookie(c)
+	w = httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	m := csrfMeta.FindStringSubmatch(w.Body.String())
+	if m == nil || m[1] == "" {
+		tb.Fatalf("no csrf token on the page: %s", w.Body)
+	}
+	return c, m[1]
+}
+
+// client returns an HTTP client against a real listener, for SSE.
+func (f *fixture) client(tb testing.TB) (*httptest.Server, *http.Client) {
+	tb.Helper()
+	ts := httptest.NewServer(f.h)
+	tb.Cleanup(ts.Close)
+	jar, _ := cookiejar.New(nil)
+	return ts, &http.Client{Jar: jar}
+}
+
+func sortedUIDs(items []recipientJSON) []uint32 {
+	var out []uint32
+	for _, it := range items {
+		out = append(out, it.UID)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

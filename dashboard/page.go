@@ -1,0 +1,120 @@
+package dashboard
+
+import (
+	"bytes"
+	"errors"
+	"html/template"
+	"net/http"
+	"time"
+)
+
+// The page is server-rendered html/template (every value escaped by
+// context) plus one script file, static/app.js, which fills in live data
+// with textContent only. The CSP forbids inline scripts and styles.
+
+var templateFuncs = template.FuncMap{
+	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
+	"deref": func(p any) any {
+		switch v := p.(type) {
+		case *int64:
+			if v != nil {
+				return *v
+			}
+		case *float64:
+			if v != nil {
+				return *v
+			}
+		}
+		return nil
+	},
+}
+
+type pageData struct {
+	Title    string
+	User     string
+	CSRF     string
+	Error    string
+	Messages []messageJSON
+	Next     string
+	Msg      messageJSON
+}
+
+func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData) {
+	var buf bytes.Buffer
+	if err := s.pages.ExecuteTemplate(&buf, name, d); err != nil {
+		s.log.Error("render page", "page", name, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (s *Server) renderLogin(w http.ResponseWriter, code int, msg string) {
+	s.render(w, code, "login.html", pageData{Title: "Sign in / 登录", Error: msg})
+}
+
+func (s *Server) handleLoginPage(w http.ResponseWriter, r *http.Request) {
+	if _, _, ok := s.sessionFrom(r); ok {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	s.renderLogin(w, http.StatusOK, "")
+}
+
+func pageFor(r *http.Request, title string) pageData {
+	p := principalFrom(r.Context())
+	d := pageData{Title: title, User: p.name}
+	if p.session != nil {
+		d.CSRF = p.session.csrf
+	}
+	return d
+}
+
+func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
+	d := pageFor(r, "Messages / 消息")
+	cursor, err := parseListCursor(r.URL.Query().Get("cursor"))
+	if err != nil {
+		d.Error = "Bad cursor"
+		s.render(w, http.StatusBadRequest, "list.html", d)
+		return
+	}
+	list, err := s.listMessages(r.Context(), principalFrom(r.Context()), cursor, defaultListLimit)
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "list page", "err", err)
+		d.Error = "The message list is unavailable, try again shortly."
+		s.render(w, http.StatusServiceUnavailable, "list.html", d)
+		return
+	}
+	d.Messages, d.Next = list.Messages, list.NextCursor
+	s.render(w, http.StatusOK, "list.html", d)
+}
+
+func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
+	d := pageFor(r, "Message / 消息")
+	m, err := s.message(r)
+	if err == nil {
+		var rec, read int64
+		if rec, read, err = s.counts(r.Context(), m); err == nil {
+			d.Msg = toJSON(m)
+			d.Msg.setCounts(rec, read)
+			d.Title = m.Title
+			s.render(w, http.StatusOK, "message.html", d)
+			return
+		}
+	}
+	code, _ := httpStatus(err)
+	if errors.Is(err, errBadParam) {
+		code = http.StatusNotFound
+	}
+	if code >= 500 {
+		s.log.ErrorContext(r.Context(), "message page", "err", err)
+	}
+	d.Error = "Message not found / 未找到消息"
+	if code != http.StatusNotFound {
+		d.Error = "The message is unavailable, try again shortly."
+	}
+	s.render(w, code, "message.html", d)
+}

@@ -1,0 +1,291 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// estimateWindow is how far back the read rate is measured: long enough to
+// smooth out bursts, short enough to follow a notice as it slows down.
+const estimateWindow = 5 * time.Minute
+
+// maxCurvePoints bounds the curve sent to the page: older messages get
+// their minutes merged into wider buckets.
+const maxCurvePoints = 720
+
+// eta is an estimated time to reach a share of the recipients.
+type eta struct {
+	Seconds float64   `json:"seconds"`
+	At      time.Time `json:"at"`
+}
+
+type curvePoint struct {
+	At    time.Time `json:"at"`
+	Reads int64     `json:"reads"`
+}
+
+type progressJSON struct {
+	MsgID      string    `json:"msgid"`
+	SentAt     time.Time `json:"sent_at"`
+	AsOf       time.Time `json:"as_of"`
+	Recipients int64     `json:"recipients"`
+	Read       int64     `json:"read"`
+	Unread     int64     `json:"unread"`
+	Percent    float64   `json:"percent"`
+	// RatePerMinute is the read rate over the last estimateWindow; null
+	// when it cannot be estimated.
+	RatePerMinute *float64 `json:"rate_per_minute"`
+	ETA90         *eta     `json:"eta_90"`
+	ETA100        *eta     `json:"eta_100"`
+	// BucketMinutes is the width of each curve point (1 unless merged).
+	BucketMinutes int          `json:"bucket_minutes"`
+	Curve         []curvePoint `json:"curve"`
+}
+
+// estimate derives the read rate and the times to 90% and 100%.
+//
+// The rate is (reads now − reads at the window start) / window, where the
+// window is the last 5 minutes (or the time since sending, if shorter; under
+// a minute is too little to say anything). "Reads now" is the exact live
+// BITCOUNT; "reads at the window start" sums the per-minute curve (MySQL,
+// flushed reads) over the minutes that ended before the window began —
+// flushd writes every interval (1 minute by default), well inside the
+// window, so those minutes are complete. A rate of zero gives null ETAs
+// unless the target is already reached (ETA 0).
+func estimate(now, sentAt time.Time, recipients, read int64, curve []MinuteCount) (rate *float64, eta90, eta100 *eta) {
+	reached := func(target int64) *eta {
+		if read >= target {
+			return &eta{Seconds: 0, At: now.UTC()}
+		}
+		return nil
+	}
+	target90 := int64(math.Ceil(0.9 * float64(recipients)))
+	eta90, eta100 = reached(target90), reached(recipients)
+	window := min(estimateWindow, now.Sub(sentAt))
+	if window < time.Minute || recipients <= 0 {
+		return nil, eta90, eta100
+	}
+	start := now.Add(-window)
+	var before int64
+	for _, c := range curve {
+		if !c.Minute.Add(time.Minute).After(start) {
+			before += c.Reads
+		}
+	}
+	perSecond := float64(read-before) / window.Seconds()
+	if perSecond < 0 {
+		perSecond = 0
+	}
+	perMinute := perSecond * 60
+	rate = &perMinute
+	at := func(target int64, done *eta) *eta {
+		if done != nil || perSecond <= 0 {
+			return done
+		}
+		secs := math.Ceil(float64(target-read) / perSecond)
+		return &eta{Seconds: secs, At: now.Add(time.Duration(secs) * time.Second).UTC()}
+	}
+	return rate, at(target90, eta90), at(recipients, eta100)
+}
+
+// bucketCurve merges minutes into buckets so at most maxCurvePoints remain.
+func bucketCurve(curve []MinuteCount, sentAt time.Time) ([]curvePoint, int) {
+	out := []curvePoint{}
+	if len(curve) == 0 {
+		return out, 1
+	}
+	first := sentAt.Truncate(time.Minute)
+	if curve[0].Minute.Before(first) {
+		first = curve[0].Minute
+	}
+	span := int(curve[len(curve)-1].Minute.Sub(first)/time.Minute) + 1
+	width := max(1, (span+maxCurvePoints-1)/maxCurvePoints)
+	bucket := time.Duration(width) * time.Minute
+	for _, c := range curve {
+		at := first.Add(c.Minute.Sub(first) / bucket * bucket).UTC()
+		if n := len(out); n > 0 && out[n-1].At.Equal(at) {
+			out[n-1].Reads += c.Reads
+			continue
+		}
+		out = append(out, curvePoint{At: at, Reads: c.Reads})
+	}
+	return out, width
+}
+
+// curveCache keeps each message's per-minute curve for ttl, so a page
+// polling every second (or many SSE streams) costs MySQL one GROUP BY per
+// ttl per message.
+type curveCache struct {
+	src ReadHistory
+	now func() time.Time
+	ttl time.Duration
+
+	mu      sync.Mutex
+	entries map[string]curveEntry
+	load    singleflight.Group
+}
+
+type curveEntry struct {
+	curve   []MinuteCount
+	expires time.Time
+}
+
+const maxCurveEntries = 4096
+
+func newCurveCache(src ReadHistory, now func() time.Time, ttl time.Duration) *curveCache {
+	return &curveCache{src: src, now: now, ttl: ttl, entries: map[string]curveEntry{}}
+}
+
+func (c *curveCache) get(ctx context.Context, corp, msgID string) ([]MinuteCount, error) {
+	key := corp + "\x00" + msgID
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if ok && c.now().Before(e.expires) {
+		return e.curve, nil
+	}
+	v, err, _ := c.load.Do(key, func() (any, error) {
+		curve, err := c.src.ReadsPerMinute(context.WithoutCancel(ctx), corp, msgID)
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: reads per minute: %w", err)
+		}
+		c.mu.Lock()
+		if len(c.entries) >= maxCurveEntries {
+			clear(c.entries)
+		}
+		c.entries[key] = curveEntry{curve: curve, expires: c.now().Add(c.ttl)}
+		c.mu.Unlock()
+		return curve, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]MinuteCount), nil
+}
+
+func (s *Server) progress(ctx context.Context, m Message) (progressJSON, error) {
+	rec, read, err := s.counts(ctx, m)
+	if err != nil {
+		return progressJSON{}, err
+	}
+	curve, err := s.curves.get(ctx, m.CorpID, m.MsgID)
+	if err != nil {
+		return progressJSON{}, err
+	}
+	now := s.now()
+	p := progressJSON{MsgID: m.MsgID, SentAt: m.SentAt.UTC(), AsOf: now.UTC(),
+		Recipients: rec, Read: read, Unread: rec - read, Percent: percent(read, rec)}
+	p.RatePerMinute, p.ETA90, p.ETA100 = estimate(now, m.SentAt, rec, read, curve)
+	p.Curve, p.BucketMinutes = bucketCurve(curve, m.SentAt)
+	return p, nil
+}
+
+func (s *Server) handleProgress(w http.ResponseWriter, r *http.Request) {
+	m, err := s.message(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p, err := s.progress(r.Context(), m)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// keepAlive is how often an idle stream sends a comment, so proxies and
+// browsers do not time it out.
+const keepAlive = 15 * time.Second
+
+// handleEvents streams progress as Server-Sent Events: one "progress" event
+// at once, then at most one per sseInterval while the numbers change. The
+// number of streams is bounded (503 beyond); a stream ends when the client
+// goes away or the Server is closed.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	m, err := s.message(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	select {
+	case s.streams <- struct{}{}:
+		defer func() { <-s.streams }()
+	default:
+		w.Header().Set("Retry-After", "10")
+		writeError(w, http.StatusServiceUnavailable, "too many live streams")
+		return
+	}
+	s.met.streams.Inc()
+	defer s.met.streams.Dec()
+
+	ctx := r.Context()
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's WriteTimeout
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+
+	tick := time.NewTicker(s.sseInterval)
+	defer tick.Stop()
+	var last [3]int64
+	sent := false
+	idle := time.Duration(0)
+	for {
+		p, err := s.progress(ctx, m)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.WarnContext(ctx, "events: progress", "msgid", m.MsgID, "err", err)
+			}
+		} else {
+			// Changed means new counts or new flushed minutes; the ETAs'
+			// drift with the clock alone and are not worth an event.
+			key := [3]int64{p.Recipients, p.Read, curveTotal(p.Curve)}
+			if !sent || key != last {
+				sent, last = true, key
+				b, _ := json.Marshal(p)
+				if _, err := fmt.Fprintf(w, "event: progress\ndata: %s\n\n", b); err != nil {
+					return
+				}
+				if err := rc.Flush(); err != nil {
+					return
+				}
+				idle = 0
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+		if idle += s.sseInterval; idle >= keepAlive {
+			idle = 0
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func curveTotal(c []curvePoint) int64 {
+	var n int64
+	for _, p := range c {
+		n += p.Reads
+	}
+	return n
+}

@@ -1,0 +1,403 @@
+package flushd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/time/rate"
+
+	"github.com/yidu-io/yidu/bitmap/delta"
+)
+
+// Options configure a Flusher. Zero values take the defaults noted.
+type Options struct {
+	// Brokers, Topic and Group name the deltas topic and the consumer
+	// group; flushd instances sharing Group split the partitions.
+	Brokers []string
+	Topic   string
+	Group   string
+	// Interval flushes a message's pending reads at least this often
+	// (default 1 minute).
+	Interval time.Duration
+	// BatchSize is the most uids per UPDATE (default 5000, at most
+	// MaxBatchSize). A message with this many dirty uids is flushed at once.
+	BatchSize int
+	// MaxPending is the most reads held unwritten; at the limit the
+	// Flusher stops fetching and flushes everything (default 1,000,000).
+	MaxPending int
+	// DrainTimeout bounds the final flush on shutdown and the flush of
+	// revoked partitions (default 20 s).
+	DrainTimeout time.Duration
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
+	// KafkaOpts are added to the client's options (TLS, SASL, tuning).
+	KafkaOpts []kgo.Opt
+}
+
+// Flusher consumes deltas and writes them to MySQL; see the package doc.
+type Flusher struct {
+	cl           *kgo.Client
+	w            *Writer
+	topic        string
+	interval     time.Duration
+	batchSize    int
+	maxPending   int
+	drainTimeout time.Duration
+	logger       *slog.Logger
+	m            *metrics
+	backoff      backoff
+	logMalformed rate.Sometimes
+
+	// mu guards the fields below. The poll loop holds the poll (see
+	// kgo.BlockRebalanceOnPoll) while it works, but the revoke and lost
+	// callbacks may still run while it sleeps under backpressure.
+	mu       sync.Mutex
+	p        *pending
+	failures int
+	retryAt  time.Time
+
+	paused    bool // poll loop only
+	closeOnce sync.Once
+	// skipCommit makes commits no-ops: tests use it to crash between
+	// writing rows and committing offsets.
+	skipCommit atomic.Bool
+}
+
+// New returns a Flusher writing through db and consuming as a member of
+// opts.Group. It creates its own Kafka client because the rebalance
+// callbacks must be installed when the client is built. Call Run once.
+func New(db DB, opts Options) (*Flusher, error) {
+	if len(opts.Brokers) == 0 || opts.Topic == "" || opts.Group == "" {
+		return nil, errors.New("flushd: brokers, topic and group are required")
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Minute
+	}
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = 1_000_000
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 20 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	logger := opts.Logger.With("component", "flushd")
+	m := newMetrics(opts.Registerer)
+	w, err := newWriter(db, opts.BatchSize, logger, m)
+	if err != nil {
+		return nil, err
+	}
+	f := &Flusher{
+		w:            w,
+		topic:        opts.Topic,
+		interval:     opts.Interval,
+		batchSize:    w.batchSize,
+		maxPending:   opts.MaxPending,
+		drainTimeout: opts.DrainTimeout,
+		logger:       logger,
+		m:            m,
+		backoff:      defaultBackoff,
+		logMalformed: rate.Sometimes{Interval: 10 * time.Second},
+		p:            newPending(),
+	}
+	kopts := append([]kgo.Opt{
+		kgo.SeedBrokers(opts.Brokers...),
+		kgo.ConsumeTopics(opts.Topic),
+		kgo.ConsumerGroup(opts.Group),
+		kgo.DisableAutoCommit(),
+		// Rebalance callbacks run only between polls, never while a
+		// fetch is half added to pending.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(f.revoked),
+		kgo.OnPartitionsLost(f.lost),
+	}, opts.KafkaOpts...)
+	f.cl, err = kgo.NewClient(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("flushd: kafka client: %w", err)
+	}
+	return f, nil
+}
+
+// Close leaves the group and closes the Kafka client; Run calls it on
+// return. It is for a Flusher whose Run never started.
+func (f *Flusher) Close() {
+	f.closeOnce.Do(f.cl.CloseAllowingRebalance)
+}
+
+// Run consumes until ctx is cancelled, then stops fetching, flushes what is
+// pending within DrainTimeout, commits and returns nil; or an error when
+// the drain could not write everything (the rest is replayed by the next
+// owner) or the client closed.
+func (f *Flusher) Run(ctx context.Context) error {
+	defer f.Close()
+	for {
+		if ctx.Err() != nil {
+			return f.drain(ctx)
+		}
+		f.mu.Lock()
+		wait := f.waitLocked(time.Now())
+		room := f.maxPending - f.p.uids
+		f.mu.Unlock()
+
+		polled := false
+		if room <= 0 {
+			// Backpressure: stop fetching until a flush makes room.
+			if !f.paused {
+				f.cl.PauseFetchTopics(f.topic)
+				f.paused = true
+				f.logger.Warn("pending reads at max_pending, fetching paused", "pending", f.maxPending)
+			}
+			sleep(ctx, wait)
+		} else {
+			if f.paused {
+				f.cl.ResumeFetchTopics(f.topic)
+				f.paused = false
+			}
+			pctx, cancel := context.WithTimeout(ctx, wait)
+			fetches := f.cl.PollRecords(pctx, room)
+			cancel()
+			polled = true
+			if fetches.IsClientClosed() {
+				return errors.New("flushd: kafka client closed")
+			}
+			fetches.EachError(func(topic string, part int32, err error) {
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+					f.logger.Error("fetch", "topic", topic, "partition", part, "err", err)
+				}
+			})
+			f.mu.Lock()
+			f.take(fetches, time.Now())
+			f.mu.Unlock()
+		}
+		if ctx.Err() != nil {
+			return f.drain(ctx)
+		}
+		f.flushDue(ctx)
+		if polled {
+			f.cl.AllowRebalance()
+		}
+	}
+}
+
+// waitLocked returns how long the loop may wait for records before a flush
+// is due (or a failed flush may be retried).
+func (f *Flusher) waitLocked(now time.Time) time.Duration {
+	next, ok := f.p.nextDue(f.interval)
+	if !ok {
+		next = now.Add(f.interval)
+	}
+	if f.retryAt.After(next) {
+		next = f.retryAt
+	}
+	return max(next.Sub(now), time.Millisecond)
+}
+
+// take adds the fetched deltas to pending.
+func (f *Flusher) take(fetches kgo.Fetches, now time.Time) {
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) == 0 {
+			return
+		}
+		for _, r := range p.Records {
+			off := kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset}
+			d, err := decode(r.Value)
+			if err != nil {
+				f.m.malformed.Inc()
+				f.logMalformed.Do(func() {
+					f.logger.Warn("skipping malformed delta (logged at most every 10s)",
+						"partition", p.Partition, "offset", r.Offset, "err", err)
+				})
+				f.p.skip(p.Partition, off)
+				continue
+			}
+			f.p.add(p.Partition, off, d, now)
+		}
+		last := p.Records[len(p.Records)-1].Offset
+		f.m.lag.WithLabelValues(strconv.Itoa(int(p.Partition))).Set(float64(max(p.HighWatermark-last-1, 0)))
+	})
+	f.m.pending.Set(float64(f.p.uids))
+}
+
+// decode returns the delta in a record value, or an error when the record
+// can never be written.
+func decode(value []byte) (delta.Delta, error) {
+	d, err := delta.Unmarshal(value)
+	if err != nil {
+		return d, err
+	}
+	return d, checkDelta(d)
+}
+
+// flushDue writes the batches that are due, unless a failed flush is
+// still backing off, and commits what is written.
+func (f *Flusher) flushDue(ctx context.Context) {
+	f.mu.Lock()
+	now := time.Now()
+	if now.Before(f.retryAt) {
+		f.mu.Unlock()
+		return
+	}
+	all := f.p.uids >= f.maxPending
+	err := f.flushLocked(ctx, f.p.due(now, f.interval, f.batchSize, all))
+	switch {
+	case err == nil:
+		f.failures = 0
+	case ctx.Err() == nil:
+		f.failures++
+		f.retryAt = now.Add(f.backoff.delay(f.failures))
+		f.onRetry(err)
+	}
+	points := f.p.commitPoints(nil)
+	f.mu.Unlock()
+	if err := f.commit(ctx, points); err != nil && ctx.Err() == nil {
+		f.logger.Error("commit offsets; retrying with the next flush", "err", err)
+	}
+}
+
+func (f *Flusher) onRetry(err error) {
+	f.m.retries.Inc()
+	f.logger.Error("flush failed; retrying with backoff", "err", err, "failures", f.failures)
+}
+
+// flushLocked writes batches, dropping each from pending once written. It
+// stops at the first failure: the rest stay pending.
+func (f *Flusher) flushLocked(ctx context.Context, batches []dueBatch) error {
+	defer func() { f.m.pending.Set(float64(f.p.uids)) }()
+	for _, db := range batches {
+		_, _, err := f.w.Write(ctx, db.key.corpID, db.key.msgID, db.b.reads())
+		if errors.Is(err, ErrInvalid) {
+			// checkDelta let through something MySQL cannot hold:
+			// retrying would stop the partition forever.
+			f.m.malformed.Add(float64(db.b.uids.GetCardinality()))
+			f.logger.Error("dropping unwritable batch", "partition", db.part, "err", err)
+		} else if err != nil {
+			return err
+		}
+		f.p.written(db.part, db.key)
+	}
+	return nil
+}
+
+// commit commits points of f.topic and records the partitions that
+// succeeded.
+func (f *Flusher) commit(ctx context.Context, points map[int32]kgo.EpochOffset) error {
+	if len(points) == 0 || f.skipCommit.Load() {
+		return nil
+	}
+	var errs []error
+	f.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{f.topic: points},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				errs = append(errs, err)
+				clear(points)
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						errs = append(errs, fmt.Errorf("partition %d: %w", p.Partition, err))
+						delete(points, p.Partition)
+					}
+				}
+			}
+		})
+	if len(points) > 0 {
+		f.m.commits.Inc()
+		f.mu.Lock()
+		f.p.committed(points)
+		f.mu.Unlock()
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("flushd: commit: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// drain is the shutdown path: the caller's ctx is already cancelled, so it
+// works under a fresh DrainTimeout context.
+func (f *Flusher) drain(parent context.Context) error {
+	f.cl.PauseFetchTopics(f.topic)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), f.drainTimeout)
+	defer cancel()
+	f.mu.Lock()
+	err := retry(ctx, f.backoff, func() error {
+		return f.flushLocked(ctx, f.p.due(time.Time{}, 0, 0, true))
+	}, f.onRetry)
+	points := f.p.commitPoints(nil)
+	left := f.p.uids
+	f.mu.Unlock()
+	cerr := f.commit(ctx, points)
+
+	// Whatever is left is replayed by the next owner; forgetting it here
+	// keeps the revoke callback of Close from waiting a second timeout.
+	f.mu.Lock()
+	all := make([]int32, 0, len(f.p.parts))
+	for n := range f.p.parts {
+		all = append(all, n)
+	}
+	f.p.drop(all)
+	f.mu.Unlock()
+
+	if err != nil {
+		return fmt.Errorf("flushd: drain: %d reads left unwritten for replay: %w", left, err)
+	}
+	return cerr
+}
+
+// revoked flushes and commits the revoked partitions before they go to
+// another member. What cannot be written within DrainTimeout is left
+// uncommitted for the new owner to replay.
+func (f *Flusher) revoked(_ context.Context, _ *kgo.Client, tps map[string][]int32) {
+	parts := tps[f.topic]
+	if len(parts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
+	defer cancel()
+	f.mu.Lock()
+	err := retry(ctx, f.backoff, func() error {
+		return f.flushLocked(ctx, f.p.of(parts))
+	}, f.onRetry)
+	points := f.p.commitPoints(parts)
+	f.mu.Unlock()
+	if err != nil {
+		f.logger.Error("revoked partitions keep unwritten reads; their new owner replays them",
+			"partitions", parts, "err", err)
+	}
+	if err := f.commit(ctx, points); err != nil {
+		f.logger.Error("commit revoked partitions; their new owner replays them", "partitions", parts, "err", err)
+	}
+	f.forget(parts)
+}
+
+// lost drops the lost partitions' pending reads without committing: the
+// group has moved on and the new owner replays them.
+func (f *Flusher) lost(_ context.Context, _ *kgo.Client, tps map[string][]int32) {
+	parts := tps[f.topic]
+	if len(parts) == 0 {
+		return
+	}
+	f.logger.Warn("partitions lost; their pending reads are left to the new owner", "partitions", parts)
+	f.forget(parts)
+}
+
+func (f *Flusher) forget(parts []int32) {
+	f.mu.Lock()
+	f.p.drop(parts)
+	f.m.pending.Set(float64(f.p.uids))
+	f.mu.Unlock()
+	for _, n := range parts {
+		f.m.lag.DeleteLabelValues(strconv.Itoa(int(n)))
+	}
+}

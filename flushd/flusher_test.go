@@ -1,0 +1,429 @@
+package flushd
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// kafkaEnv is a kfake cluster with the deltas topic and a MySQL database.
+type kafkaEnv struct {
+	db      *sql.DB
+	spy     *spyDB
+	brokers []string
+	topic   string
+	group   string
+	parts   int32
+	prod    *kgo.Client
+	adm     *kadm.Client
+}
+
+func newKafkaEnv(t *testing.T, partitions int32) *kafkaEnv {
+	t.Helper()
+	e := &kafkaEnv{topic: "yidu.reads", group: "flushd-test", parts: partitions}
+	e.db = testenv.MySQL(t)
+	e.spy = &spyDB{DB: e.db}
+	_, e.brokers = testenv.Kafka(t, e.topic, partitions)
+	var err error
+	e.prod, err = kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.DefaultProduceTopic(e.topic))
+	testenv.Check(t, "producer", err)
+	t.Cleanup(e.prod.Close)
+	e.adm = kadm.NewClient(e.prod)
+	return e
+}
+
+// produce writes deltas keyed like the read path does.
+func (e *kafkaEnv) produce(t *testing.T, ds ...delta.Delta) {
+	t.Helper()
+	rs := make([]*kgo.Record, len(ds))
+	for i, d := range ds {
+		rs[i] = &kgo.Record{Key: delta.Key(d.CorpID, d.MsgID), Value: delta.Marshal(d)}
+	}
+	testenv.Check(t, "produce", e.prod.ProduceSync(context.Background(), rs...).FirstErr())
+}
+
+func (e *kafkaEnv) produceRaw(t *testing.T, key string, values ...[]byte) {
+	t.Helper()
+	for _, v := range values {
+		testenv.Check(t, "produce", e.prod.ProduceSync(context.Background(), &kgo.Record{Key: []byte(key), Value: v}).FirstErr())
+	}
+}
+
+// running is a Flusher whose Run is in a goroutine.
+type running struct {
+	*Flusher
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// stop cancels Run and returns its result.
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+		return nil
+	}
+}
+
+func (e *kafkaEnv) start(t *testing.T, opts Options, setup func(*Flusher)) *running {
+	t.Helper()
+	opts.Brokers, opts.Topic, opts.Group = e.brokers, e.topic, e.group
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	opts.KafkaOpts = append(opts.KafkaOpts,
+		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.HeartbeatInterval(100*time.Millisecond),
+	)
+	f, err := New(e.spy, opts)
+	testenv.Check(t, "New", err)
+	f.backoff = backoff{min: 10 * time.Millisecond, max: 100 * time.Millisecond}
+	if setup != nil {
+		setup(f)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{Flusher: f, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- f.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-r.done
+	})
+	return r
+}
+
+// committed returns the group's committed offset per partition (-1: none).
+func (e *kafkaEnv) committed(t *testing.T) map[int32]int64 {
+	t.Helper()
+	resp, err := e.adm.FetchOffsets(context.Background(), e.group)
+	testenv.Check(t, "fetch offsets", err)
+	out := map[int32]int64{}
+	for p := range e.parts {
+		out[p] = -1
+		if o, ok := resp.Lookup(e.topic, p); ok && o.Err == nil {
+			out[p] = o.At
+		}
+	}
+	return out
+}
+
+// ends returns each partition's end offset.
+func (e *kafkaEnv) ends(t *testing.T) map[int32]int64 {
+	t.Helper()
+	resp, err := e.adm.ListEndOffsets(context.Background(), e.topic)
+	testenv.Check(t, "end offsets", err)
+	out := map[int32]int64{}
+	for p := range e.parts {
+		o, _ := resp.Lookup(e.topic, p)
+		out[p] = o.Offset
+	}
+	return out
+}
+
+func (e *kafkaEnv) waitCommittedToEnd(t *testing.T) {
+	t.Helper()
+	ends := e.ends(t)
+	waitFor(t, 20*time.Second, "offsets committed to the end", func() bool {
+		c := e.committed(t)
+		for p, end := range ends {
+			if c[p] != end {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// reads builds deltas for uids [0, n) of messages, read at base+uid.
+func reads(messages, n int) []delta.Delta {
+	var out []delta.Delta
+	for m := range messages {
+		for uid := range uint32(n) {
+			out = append(out, delta.Delta{CorpID: "corp", MsgID: msgName(m), UID: uid, ReadTime: base + int64(uid), Source: delta.SourceCard})
+		}
+	}
+	return out
+}
+
+// checkRows asserts every uid [0, n) of each message is read at base+uid.
+func checkRows(t *testing.T, db *sql.DB, messages, n int) {
+	t.Helper()
+	for m := range messages {
+		rows := readRows(t, db, "corp", msgName(m))
+		for uid := range uint32(n) {
+			if want := (row{read: true, at: base + int64(uid), source: 1}); rows[uid] != want {
+				t.Fatalf("%s row %d = %+v; want %+v", msgName(m), uid, rows[uid], want)
+			}
+		}
+	}
+}
+
+func TestFlusherWritesDeltas(t *testing.T) {
+	e := newKafkaEnv(t, 2)
+	const messages, n = 3, 200
+	for m := range messages {
+		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
+	}
+	f := e.start(t, Options{Interval: 200 * time.Millisecond}, nil)
+	ds := reads(messages, n)
+	// A second, later read of some uids: the first read_time stays.
+	for uid := range uint32(10) {
+		ds = append(ds, delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: uid, ReadTime: base + 3600, Source: delta.SourceLink})
+	}
+	// Reads of uids without a row yet are parked, not lost.
+	ds = append(ds, delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: n, ReadTime: base + 7, Source: delta.SourceLink},
+		delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: n + 1, ReadTime: base + 8, Source: delta.SourceLink})
+	e.produce(t, ds...)
+	waitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
+	e.waitCommittedToEnd(t)
+	checkRows(t, e.db, messages, n)
+	if got := value(t, f.m.orphans); got != 2 {
+		t.Errorf("orphans_total = %v; want 2", got)
+	}
+	if err := f.stop(t); err != nil {
+		t.Errorf("Run = %v; want nil", err)
+	}
+
+	insertRecipients(t, e.db, "corp", msgName(0), n, n+2)
+	if applied, err := ApplyOrphans(context.Background(), e.db, "corp", msgName(0)); err != nil || applied != 2 {
+		t.Fatalf("ApplyOrphans = %d, %v; want 2, nil", applied, err)
+	}
+	rows := readRows(t, e.db, "corp", msgName(0))
+	if got, want := rows[n+1], (row{read: true, at: base + 8, source: 3}); got != want {
+		t.Errorf("orphan row %d = %+v; want %+v", n+1, got, want)
+	}
+}
+
+// TestFlusherBatchSize: a message with more dirty uids than BatchSize is
+// written in statements of at most BatchSize uids, full ones first.
+func TestFlusherBatchSize(t *testing.T) {
+	e := newKafkaEnv(t, 1)
+	const n = 12000
+	insertRecipients(t, e.db, "corp", msgName(0), 0, n)
+	e.produce(t, reads(1, n)...)
+	f := e.start(t, Options{Interval: time.Hour}, nil) // only the size trigger and the drain flush
+	waitFor(t, 20*time.Second, "the size-triggered flushes", func() bool { return countRead(t, e.db) >= 10000 })
+	if err := f.stop(t); err != nil {
+		t.Fatalf("Run = %v; want nil", err)
+	}
+	checkRows(t, e.db, 1, n)
+	total, full := 0, 0
+	for _, b := range e.spy.batches() {
+		if b > DefaultBatchSize {
+			t.Errorf("statement of %d uids; want at most %d", b, DefaultBatchSize)
+		}
+		total += b
+		if b == DefaultBatchSize {
+			full++
+		}
+	}
+	if total != n || full < 2 {
+		t.Errorf("statements %v: %d uids, %d full; want %d uids, at least 2 full", e.spy.batches(), total, full, n)
+	}
+	if got := value(t, f.m.batches); got != float64(len(e.spy.batches())) {
+		t.Errorf("batches_total = %v; want %d", got, len(e.spy.batches()))
+	}
+}
+
+// TestFlusherCrashReplay: a Flusher dies after writing rows but before
+// committing; the next one replays every delta and changes nothing.
+func TestFlusherCrashReplay(t *testing.T) {
+	e := newKafkaEnv(t, 2)
+	const messages, n = 2, 300
+	for m := range messages {
+		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
+	}
+	e.produce(t, reads(messages, n)...)
+	first := e.start(t, Options{Interval: 100 * time.Millisecond}, func(f *Flusher) { f.skipCommit.Store(true) })
+	waitFor(t, 20*time.Second, "rows written", func() bool { return countRead(t, e.db) == messages*n })
+	if err := first.stop(t); err != nil {
+		t.Fatalf("first Run = %v; want nil", err)
+	}
+	for p, o := range e.committed(t) {
+		if o != -1 {
+			t.Fatalf("partition %d committed at %d by a Flusher that crashed before committing", p, o)
+		}
+	}
+	// Later reads of the same uids arrive meanwhile: the first read_time stays.
+	var later []delta.Delta
+	for _, d := range reads(messages, n) {
+		d.ReadTime += 600
+		d.Source = delta.SourceReconcile
+		later = append(later, d)
+	}
+	e.produce(t, later...)
+
+	second := e.start(t, Options{Interval: 100 * time.Millisecond}, nil)
+	e.waitCommittedToEnd(t)
+	if err := second.stop(t); err != nil {
+		t.Fatalf("second Run = %v; want nil", err)
+	}
+	checkRows(t, e.db, messages, n)
+	if got := value(t, second.m.updated); got != 0 {
+		t.Errorf("replay updated %v rows; want 0", got)
+	}
+	if got := value(t, second.m.orphans); got != 0 {
+		t.Errorf("replay parked %v orphans; want 0", got)
+	}
+}
+
+// TestFlusherMySQLDown: while every statement fails the Flusher retries,
+// consumes up to MaxPending, pauses, and commits nothing; once MySQL is
+// back every read is written and committed.
+func TestFlusherMySQLDown(t *testing.T) {
+	e := newKafkaEnv(t, 2)
+	const messages, n, maxPending = 4, 100, 150
+	for m := range messages {
+		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
+	}
+	e.spy.fail.Store(true)
+	f := e.start(t, Options{Interval: 50 * time.Millisecond, MaxPending: maxPending}, nil)
+	e.produce(t, reads(messages, n)...)
+	waitFor(t, 20*time.Second, "pending reads at MaxPending", func() bool { return value(t, f.m.pending) == maxPending })
+	waitFor(t, 20*time.Second, "retries", func() bool { return value(t, f.m.retries) >= 3 })
+	if got := value(t, f.m.pending); got > maxPending {
+		t.Errorf("pending = %v; want at most MaxPending %d", got, maxPending)
+	}
+	if got := countRead(t, e.db); got != 0 {
+		t.Fatalf("%d rows read while MySQL fails", got)
+	}
+	for p, o := range e.committed(t) {
+		if o != -1 {
+			t.Fatalf("partition %d committed at %d while nothing was written", p, o)
+		}
+	}
+
+	e.spy.fail.Store(false)
+	waitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
+	e.waitCommittedToEnd(t)
+	checkRows(t, e.db, messages, n)
+	if err := f.stop(t); err != nil {
+		t.Errorf("Run = %v; want nil", err)
+	}
+}
+
+// TestFlusherTwoInstances: two members split 4 partitions; the second
+// joins while the first is consuming. Every read lands, every partition is
+// committed to its end.
+func TestFlusherTwoInstances(t *testing.T) {
+	e := newKafkaEnv(t, 4)
+	const messages, n = 16, 50
+	for m := range messages {
+		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
+	}
+	all := reads(messages, n)
+	half := len(all) / 2
+	a := e.start(t, Options{Interval: 100 * time.Millisecond}, nil)
+	e.produce(t, all[:half]...)
+	waitFor(t, 20*time.Second, "first member writing", func() bool { return countRead(t, e.db) > 0 })
+	b := e.start(t, Options{Interval: 100 * time.Millisecond}, nil)
+	waitFor(t, 20*time.Second, "second member assigned", func() bool {
+		var assigned bool
+		b.cl.PauseFetchPartitions(nil) // no-op: just a cheap call proving the client is alive
+		groups, err := e.adm.DescribeGroups(context.Background(), e.group)
+		if err != nil {
+			return false
+		}
+		g := groups[e.group]
+		assigned = len(g.Members) == 2 && g.State == "Stable"
+		if assigned {
+			for _, m := range g.Members {
+				if c, ok := m.Assigned.AsConsumer(); !ok || len(c.Topics) == 0 || len(c.Topics[0].Partitions) == 0 {
+					assigned = false
+				}
+			}
+		}
+		return assigned
+	})
+	e.produce(t, all[half:]...)
+	waitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
+	e.waitCommittedToEnd(t)
+	checkRows(t, e.db, messages, n)
+	if value(t, b.m.batches) == 0 {
+		t.Errorf("second member wrote nothing; want a share of the partitions")
+	}
+	var wg sync.WaitGroup
+	for _, r := range []*running{a, b} {
+		wg.Go(func() {
+			if err := r.stop(t); err != nil {
+				t.Errorf("Run = %v; want nil", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestFlusherDrain: on cancel the Flusher writes what is pending although
+// no flush is due yet, commits past malformed records, and returns nil.
+func TestFlusherDrain(t *testing.T) {
+	e := newKafkaEnv(t, 1)
+	const messages, n = 2, 100
+	for m := range messages {
+		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
+	}
+	f := e.start(t, Options{Interval: time.Hour}, nil)
+	e.produceRaw(t, "corp/x", []byte("not a delta"), nil,
+		delta.Marshal(delta.Delta{CorpID: "corp", MsgID: "bad id", UID: 1, ReadTime: base}),
+		delta.Marshal(delta.Delta{CorpID: "corp", MsgID: "m", UID: 1, ReadTime: 0}))
+	e.produce(t, reads(messages, n)...)
+	waitFor(t, 20*time.Second, "reads consumed", func() bool { return value(t, f.m.pending) == messages*n })
+	if got := countRead(t, e.db); got != 0 {
+		t.Fatalf("%d rows read before the interval or the drain", got)
+	}
+	if err := f.stop(t); err != nil {
+		t.Fatalf("Run = %v; want nil", err)
+	}
+	checkRows(t, e.db, messages, n)
+	if got := value(t, f.m.malformed); got != 4 {
+		t.Errorf("malformed_total = %v; want 4", got)
+	}
+	ends, committed := e.ends(t), e.committed(t)
+	if committed[0] != ends[0] {
+		t.Errorf("committed %d; want the end offset %d", committed[0], ends[0])
+	}
+}
+
+func TestNewOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no brokers", Options{Topic: "t", Group: "g"}, "brokers"},
+		{"no topic", Options{Brokers: []string{"127.0.0.1:1"}, Group: "g"}, "topic"},
+		{"no group", Options{Brokers: []string{"127.0.0.1:1"}, Topic: "t"}, "group"},
+		{"batch too big", Options{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Group: "g", BatchSize: MaxBatchSize + 1}, "batch size"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(&spyDB{}, tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New(%+v) = %v; want an error about %s", tt.opts, err, tt.want)
+			}
+		})
+	}
+}
+
+// testWriter sends log lines to t.Log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+var _ = errors.New

@@ -1,0 +1,42 @@
+package flushd
+
+import (
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu/bitmap/delta"
+)
+
+// FuzzDecode feeds arbitrary record values through what the Flusher does
+// with them: a value is either rejected (counted as malformed) or yields a
+// delta that pending accepts and the Writer can bind without error.
+func FuzzDecode(f *testing.F) {
+	f.Add(delta.Marshal(delta.Delta{CorpID: "ww1", MsgID: "task-1", UID: 7, ReadTime: base, Source: delta.SourceCard}))
+	f.Add(delta.Marshal(delta.Delta{CorpID: "ww1", MsgID: "bad id", UID: 7, ReadTime: base}))
+	f.Add(delta.Marshal(delta.Delta{CorpID: "ww1", MsgID: "t", UID: 1<<32 - 1, ReadTime: -1}))
+	f.Add([]byte{})
+	f.Add([]byte{1, 1, 0x80})
+	f.Fuzz(func(t *testing.T, value []byte) {
+		d, err := decode(value)
+		if err != nil {
+			return
+		}
+		if err := checkDelta(d); err != nil {
+			t.Fatalf("decode accepted %+v that checkDelta rejects: %v", d, err)
+		}
+		back, err := delta.Unmarshal(delta.Marshal(d))
+		if err != nil || back != d {
+			t.Fatalf("round trip of %+v = %+v, %v", d, back, err)
+		}
+		p := newPending()
+		p.add(0, at(0), d, time.Now())
+		reads := p.parts[0].batches[msgKey{d.CorpID, d.MsgID}].reads()
+		q, args := updateStatement(d.CorpID, d.MsgID, reads)
+		if len(args) != 7 || len(q) == 0 {
+			t.Fatalf("updateStatement of one read: %d args; want 7", len(args))
+		}
+		if args[1] != datetime(d.ReadTime) || len(datetime(d.ReadTime)) != len(time.DateTime) {
+			t.Fatalf("read_time %d bound as %v", d.ReadTime, args[1])
+		}
+	})
+}

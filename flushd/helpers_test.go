@@ -1,0 +1,148 @@
+package flushd
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// spyDB counts batch UPDATEs (and their uids) and fails every statement
+// while fail is set, standing in for an unreachable MySQL.
+type spyDB struct {
+	DB
+	fail atomic.Bool
+
+	mu      sync.Mutex
+	updates []int // uids per batch UPDATE, in order
+}
+
+var errDown = errors.New("test: mysql is down")
+
+func (s *spyDB) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if s.fail.Load() {
+		return nil, errDown
+	}
+	if strings.HasPrefix(q, "UPDATE message_read_record SET") {
+		s.mu.Lock()
+		s.updates = append(s.updates, (len(args)-2)/5)
+		s.mu.Unlock()
+	}
+	return s.DB.ExecContext(ctx, q, args...)
+}
+
+func (s *spyDB) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if s.fail.Load() {
+		return nil, errDown
+	}
+	return s.DB.QueryContext(ctx, q, args...)
+}
+
+func (s *spyDB) batches() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.updates...)
+}
+
+// insertRecipients writes unread recipient rows for uids [from, to) of a
+// message, 5000 rows per INSERT.
+func insertRecipients(tb testing.TB, db *sql.DB, corpID, msgID string, from, to uint32) {
+	tb.Helper()
+	for lo := from; lo < to; lo += 5000 {
+		hi := min(lo+5000, to)
+		var b strings.Builder
+		args := make([]any, 0, 3*(hi-lo))
+		b.WriteString("INSERT INTO message_read_record (corp_id, msgid, uid) VALUES ")
+		for uid := lo; uid < hi; uid++ {
+			if uid > lo {
+				b.WriteByte(',')
+			}
+			b.WriteString("(?,?,?)")
+			args = append(args, corpID, msgID, uid)
+		}
+		_, err := db.ExecContext(context.Background(), b.String(), args...)
+		testenv.Check(tb, "insert recipients", err)
+	}
+}
+
+// row is a message_read_record row as tests compare it.
+type row struct {
+	read   bool
+	at     int64 // unix seconds, 0 when NULL
+	source uint8
+}
+
+// readRows returns the message's rows by uid.
+func readRows(tb testing.TB, db *sql.DB, corpID, msgID string) map[uint32]row {
+	tb.Helper()
+	rs, err := db.QueryContext(context.Background(),
+		"SELECT uid, is_read, read_time, source FROM message_read_record WHERE corp_id = ? AND msgid = ?", corpID, msgID)
+	testenv.Check(tb, "select rows", err)
+	defer rs.Close()
+	out := map[uint32]row{}
+	for rs.Next() {
+		var (
+			uid uint32
+			r   row
+			at  sql.NullTime
+		)
+		testenv.Check(tb, "scan", rs.Scan(&uid, &r.read, &at, &r.source))
+		if at.Valid {
+			r.at = at.Time.Unix()
+		}
+		out[uid] = r
+	}
+	testenv.Check(tb, "rows", rs.Err())
+	return out
+}
+
+// countRead returns how many rows of the database are read.
+func countRead(tb testing.TB, db *sql.DB) int {
+	tb.Helper()
+	var n int
+	testenv.Check(tb, "count read", db.QueryRow("SELECT COUNT(*) FROM message_read_record WHERE is_read = 1").Scan(&n))
+	return n
+}
+
+// waitFor polls cond until it holds, failing tb after timeout. It waits on
+// outside systems (Kafka, MySQL), it does not measure time.
+func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// base is a read_time all tests build on: 2025-01-01T00:00:00Z.
+const base = 1735689600
+
+func msgName(i int) string { return fmt.Sprintf("task-%03d", i) }
+
+// value returns a counter's or gauge's current value.
+func value(tb testing.TB, m prometheus.Metric) float64 {
+	tb.Helper()
+	var d dto.Metric
+	testenv.Check(tb, "read metric", m.Write(&d))
+	switch {
+	case d.Counter != nil:
+		return d.Counter.GetValue()
+	case d.Gauge != nil:
+		return d.Gauge.GetValue()
+	}
+	tb.Fatalf("metric %v is neither counter nor gauge", m.Desc())
+	return 0
+}

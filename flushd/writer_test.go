@@ -1,0 +1,242 @@
+package flushd
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+
+
+	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+func newTestWriter(tb testing.TB) (*Writer, *spyDB, *sql.DB) {
+	tb.Helper()
+	db := testenv.MySQL(tb)
+	spy := &spyDB{DB: db}
+	w, err := NewWriter(spy, 0, nil, nil)
+	testenv.Check(tb, "NewWriter", err)
+	return w, spy, db
+}
+
+func TestWriteBatches(t *testing.T) {
+	w, spy, db := newTestWriter(t)
+	tests := []struct {
+		name       string
+		uids       int
+		statements int
+	}{
+		{"one", 1, 1},
+		{"just under", 4999, 1},
+		{"exactly one batch", 5000, 1},
+		{"one over", 5001, 2},
+		{"several", 12000, 3},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msgID := msgName(i)
+			insertRecipients(t, db, "corp", msgID, 0, uint32(tt.uids))
+			reads := make([]Read, tt.uids)
+			for u := range reads {
+				reads[u] = Read{UID: uint32(u), At: base + int64(u%600), Source: delta.Source(1 + u%4)}
+			}
+			before := len(spy.batches())
+			updated, orphaned, err := w.Write(context.Background(), "corp", msgID, reads)
+			if err != nil || updated != tt.uids || orphaned != 0 {
+				t.Fatalf("Write(%d reads) = %d, %d, %v; want %d, 0, nil", tt.uids, updated, orphaned, err, tt.uids)
+			}
+			got := spy.batches()[before:]
+			if len(got) != tt.statements {
+				t.Errorf("Write(%d reads) ran %d statements %v; want %d", tt.uids, len(got), got, tt.statements)
+			}
+			for _, n := range got {
+				if n > DefaultBatchSize {
+					t.Errorf("statement of %d uids; want at most %d", n, DefaultBatchSize)
+				}
+			}
+			rows := readRows(t, db, "corp", msgID)
+			for _, r := range reads {
+				want := row{read: true, at: r.At, source: uint8(r.Source)}
+				if rows[r.UID] != want {
+					t.Fatalf("row %d = %+v; want %+v", r.UID, rows[r.UID], want)
+				}
+			}
+		})
+	}
+	if got := value(t, w.m.batches); got != 8 {
+		t.Errorf("yidu_flushd_batches_total = %v; want 8", got)
+	}
+}
+
+func TestWriteFirstReadWins(t *testing.T) {
+	w, _, db := newTestWriter(t)
+	ctx := context.Background()
+	insertRecipients(t, db, "corp", "m1", 0, 4)
+	// Unsorted, with uid 2 twice: the earlier read wins within a batch.
+	reads := []Read{
+		{UID: 2, At: base + 50, Source: delta.SourceEnterAgent},
+		{UID: 1, At: base + 10, Source: delta.SourceCard},
+		{UID: 2, At: base + 20, Source: delta.SourceCard},
+	}
+	if u, o, err := w.Write(ctx, "corp", "m1", reads); err != nil || u != 2 || o != 0 {
+		t.Fatalf("Write = %d, %d, %v; want 2, 0, nil", u, o, err)
+	}
+	// A later write (a replay, or a second signal) never changes a read row.
+	again := []Read{{UID: 1, At: base + 5, Source: delta.SourceLink}, {UID: 3, At: base + 30, Source: delta.SourceLink}}
+	if u, o, err := w.Write(ctx, "corp", "m1", again); err != nil || u != 1 || o != 0 {
+		t.Fatalf("second Write = %d, %d, %v; want 1, 0, nil", u, o, err)
+	}
+	want := map[uint32]row{
+		0: {},
+		1: {read: true, at: base + 10, source: 1},
+		2: {read: true, at: base + 20, source: 1},
+		3: {read: true, at: base + 30, source: 3},
+	}
+	got := readRows(t, db, "corp", "m1")
+	for uid, w := range want {
+		if got[uid] != w {
+			t.Errorf("row %d = %+v; want %+v", uid, got[uid], w)
+		}
+	}
+}
+
+func TestWriteOrphans(t *testing.T) {
+	w, _, db := newTestWriter(t)
+	ctx := context.Background()
+	insertRecipients(t, db, "corp", "m1", 0, 5) // uids 5..7 not registered yet
+	var reads []Read
+	for uid := range uint32(8) {
+		reads = append(reads, Read{UID: uid, At: base + int64(uid), Source: delta.SourceCard})
+	}
+	if u, o, err := w.Write(ctx, "corp", "m1", reads); err != nil || u != 5 || o != 3 {
+		t.Fatalf("Write = %d, %d, %v; want 5, 3, nil", u, o, err)
+	}
+	if got := value(t, w.m.orphans); got != 3 {
+		t.Errorf("yidu_flushd_orphans_total = %v; want 3", got)
+	}
+	// A replay keeps the first parked read_time.
+	replay := []Read{{UID: 6, At: base + 100, Source: delta.SourceLink}}
+	if _, o, err := w.Write(ctx, "corp", "m1", replay); err != nil || o != 1 {
+		t.Fatalf("replay Write orphaned %d, %v; want 1, nil", o, err)
+	}
+	if n := orphanCount(t, db); n != 3 {
+		t.Fatalf("read_orphans has %d rows; want 3", n)
+	}
+	if n, err := w.ApplyOrphans(ctx, "corp", "m1"); err != nil || n != 0 {
+		t.Fatalf("ApplyOrphans before registration = %d, %v; want 0, nil", n, err)
+	}
+	if n := orphanCount(t, db); n != 3 {
+		t.Fatalf("ApplyOrphans without rows deleted orphans: %d left; want 3", n)
+	}
+
+	// Registration writes the rows, then applies the orphans.
+	insertRecipients(t, db, "corp", "m1", 5, 8)
+	if n, err := ApplyOrphans(ctx, db, "corp", "m1"); err != nil || n != 3 {
+		t.Fatalf("ApplyOrphans = %d, %v; want 3, nil", n, err)
+	}
+	got := readRows(t, db, "corp", "m1")
+	for _, r := range reads {
+		if want := (row{read: true, at: r.At, source: 1}); got[r.UID] != want {
+			t.Errorf("row %d = %+v; want %+v", r.UID, got[r.UID], want)
+		}
+	}
+	if n := orphanCount(t, db); n != 0 {
+		t.Errorf("read_orphans has %d rows after ApplyOrphans; want 0", n)
+	}
+	if n, err := ApplyOrphans(ctx, db, "corp", "m1"); err != nil || n != 0 {
+		t.Errorf("second ApplyOrphans = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// TestApplyOrphansRace: the rows appear between the Writer's SELECT and its
+// INSERT; registration's ApplyOrphans runs before the orphan is parked.
+// The orphan must survive registration's DELETE and be applied later.
+func TestApplyOrphansRace(t *testing.T) {
+	db := testenv.MySQL(t)
+	ctx := context.Background()
+	insertRecipients(t, db, "corp", "m1", 0, 2)
+	if _, err := db.ExecContext(ctx, "UPDATE message_read_record SET is_read = 1, read_time = FROM_UNIXTIME(?) WHERE uid = 0", base); err != nil {
+		t.Fatal(err)
+	}
+	// Registration ran ApplyOrphans already; now the orphans are parked:
+	// uid 1 unread (must be applied), uid 0 already read (just deleted).
+	if _, err := db.ExecContext(ctx, "INSERT INTO read_orphans (corp_id, msgid, uid, read_time, source) VALUES ('corp','m1',0,?,1),('corp','m1',1,?,2)",
+		datetime(base+7), datetime(base+9)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ApplyOrphans(ctx, db, "corp", "m1"); err != nil || n != 1 {
+		t.Fatalf("ApplyOrphans = %d, %v; want 1, nil", n, err)
+	}
+	got := readRows(t, db, "corp", "m1")
+	want := map[uint32]row{0: {read: true, at: base}, 1: {read: true, at: base + 9, source: 2}}
+	for uid, w := range want {
+		if got[uid] != w {
+			t.Errorf("row %d = %+v; want %+v", uid, got[uid], w)
+		}
+	}
+	if n := orphanCount(t, db); n != 0 {
+		t.Errorf("read_orphans has %d rows; want 0", n)
+	}
+}
+
+func TestWriteInvalid(t *testing.T) {
+	spy := &spyDB{DB: nil} // never reached: invalid input writes nothing
+	spy.fail.Store(true)
+	w, err := NewWriter(spy, 0, nil, nil)
+	testenv.Check(t, "NewWriter", err)
+	long := make([]byte, 129)
+	for i := range long {
+		long[i] = 'a'
+	}
+	tests := []struct {
+		name          string
+		corpID, msgID string
+		at            int64
+	}{
+		{"empty corp", "", "m1", base},
+		{"corp with space", "ww 1", "m1", base},
+		{"corp too long", string(long[:65]), "m1", base},
+		{"empty msgid", "corp", "", base},
+		{"msgid too long", "corp", string(long), base},
+		{"msgid quote", "corp", "m'1", base},
+		{"msgid non-ascii", "corp", "m\u00e91", base},
+		{"read_time zero", "corp", "m1", 0},
+		{"read_time year 10000", "corp", "m1", maxReadTime + 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := w.Write(context.Background(), tt.corpID, tt.msgID, []Read{{UID: 1, At: tt.at}})
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("Write(%q, %q, at %d) = %v; want ErrInvalid", tt.corpID, tt.msgID, tt.at, err)
+			}
+		})
+	}
+	if _, err := NewWriter(spy, MaxBatchSize+1, nil, nil); err == nil {
+		t.Errorf("NewWriter(batch %d) = nil error; want the placeholder limit", MaxBatchSize+1)
+	}
+}
+
+func TestUpdateStatementPlaceholders(t *testing.T) {
+	reads := make([]Read, MaxBatchSize)
+	for i := range reads {
+		reads[i] = Read{UID: uint32(i), At: base}
+	}
+	q, args := updateStatement("corp", "m1", reads)
+	var marks int
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			marks++
+		}
+	}
+	if marks != len(args) || marks > 65535 {
+		t.Errorf("updateStatement(%d reads): %d placeholders, %d args; want equal and ≤ 65535", len(reads), marks, len(args))
+	}
+}
+
+func orphanCount(tb testing.TB, db *sql.DB) int {
+	tb.Helper()
+	var n int
+	testenv.Check(tb, "count orphans", db.QueryRow("SELECT COUNT(*) FROM read_orphans").Scan(&n))
+	return n
+}

@@ -1,0 +1,56 @@
+package idmap_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// BenchmarkLookupHit: parallel cached lookups over 100k UserIDs.
+func BenchmarkLookupHit(b *testing.B) {
+	db := testenv.MySQL(b)
+	m, _ := newMapper(b, db)
+	const n = 100_000
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("user%06d", i)
+	}
+	for start := 0; start < n; start += 10_000 {
+		mustAssign(b, m, "corp", ids[start:start+10_000]...)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, ok, err := m.Lookup(ctx, "corp", ids[i%n]); !ok || err != nil {
+				b.Errorf("Lookup: %v, %v", ok, err)
+				return
+			}
+			i += 7919
+		}
+	})
+}
+
+// BenchmarkAssign1000New: one Assign of 1000 UserIDs never seen before (one
+// transaction) per iteration.
+func BenchmarkAssign1000New(b *testing.B) {
+	db := testenv.MySQL(b)
+	m, _ := newMapper(b, db)
+	ctx := context.Background()
+	batch := make([]string, 1000)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		for j := range batch {
+			batch[j] = fmt.Sprintf("b%d-u%d", i, j)
+		}
+		b.StartTimer()
+		if _, err := m.Assign(ctx, "corp", batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

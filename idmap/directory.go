@@ -1,0 +1,210 @@
+package idmap
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+// Department is one WeCom department as last synced.
+type Department struct {
+	ID       int64
+	ParentID int64 // 0 for a root
+	Name     string
+	// Order sorts siblings; WeCom shows larger values first
+	// (document/path/90208).
+	Order int64
+}
+
+// UserIDs returns the UserIDs of uids; uids without a user are left out.
+// Used to address WeCom (reminders) and to show names, so it reads MySQL.
+func (m *Mapper) UserIDs(ctx context.Context, corpID string, uids []uint32) (map[uint32]string, error) {
+	out := make(map[uint32]string, len(uids))
+	for start := 0; start < len(uids); start += chunkSize {
+		chunk := uids[start:min(start+chunkSize, len(uids))]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, corpID)
+		for _, u := range chunk {
+			args = append(args, u)
+		}
+		m.metrics.query(opRead)
+		rows, err := m.db.QueryContext(ctx,
+			"SELECT uid, userid FROM users WHERE corp_id = ? AND uid IN ("+placeholders(len(chunk))+")", args...)
+		if err != nil {
+			return nil, fmt.Errorf("idmap: userids: %w", err)
+		}
+		for rows.Next() {
+			var uid uint32
+			var id string
+			if err := rows.Scan(&uid, &id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("idmap: userids: %w", err)
+			}
+			out[uid] = id
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("idmap: userids: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// AllMembers returns the uids of every active member of the corp.
+func (m *Mapper) AllMembers(ctx context.Context, corpID string) (*roaring.Bitmap, error) {
+	m.metrics.query(opRead)
+	rows, err := m.db.QueryContext(ctx, "SELECT uid FROM users WHERE corp_id = ? AND status = 1", corpID)
+	if err != nil {
+		return nil, fmt.Errorf("idmap: all members: %w", err)
+	}
+	defer rows.Close()
+	bm := roaring.New()
+	for rows.Next() {
+		var uid uint32
+		if err := rows.Scan(&uid); err != nil {
+			return nil, fmt.Errorf("idmap: all members: %w", err)
+		}
+		bm.Add(uid)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("idmap: all members: %w", err)
+	}
+	return bm, nil
+}
+
+// Departments returns the corp's departments ordered by parent, then Order
+// descending (WeCom's display order), then id.
+func (m *Mapper) Departments(ctx context.Context, corpID string) ([]Department, error) {
+	m.metrics.query(opRead)
+	rows, err := m.db.QueryContext(ctx,
+		`SELECT dept_id, parent_id, name, sort_order FROM departments
+		 WHERE corp_id = ? ORDER BY parent_id, sort_order DESC, dept_id`, corpID)
+	if err != nil {
+		return nil, fmt.Errorf("idmap: departments: %w", err)
+	}
+	defer rows.Close()
+	var out []Department
+	for rows.Next() {
+		var d Department
+		if err := rows.Scan(&d.ID, &d.ParentID, &d.Name, &d.Order); err != nil {
+			return nil, fmt.Errorf("idmap: departments: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("idmap: departments: %w", err)
+	}
+	return out, nil
+}
+
+// DepartmentMemberSets returns the active direct members of every department
+// that has any; the dashboard derives recursive sets from Departments.
+func (m *Mapper) DepartmentMemberSets(ctx context.Context, corpID string) (map[int64]*roaring.Bitmap, error) {
+	m.metrics.query(opRead)
+	rows, err := m.db.QueryContext(ctx,
+		`SELECT ud.dept_id, ud.uid FROM user_departments ud
+		 JOIN users u ON u.corp_id = ud.corp_id AND u.uid = ud.uid
+		 WHERE ud.corp_id = ? AND u.status = 1`, corpID)
+	if err != nil {
+		return nil, fmt.Errorf("idmap: department members: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]*roaring.Bitmap{}
+	for rows.Next() {
+		var dept int64
+		var uid uint32
+		if err := rows.Scan(&dept, &uid); err != nil {
+			return nil, fmt.Errorf("idmap: department members: %w", err)
+		}
+		bm := out[dept]
+		if bm == nil {
+			bm = roaring.New()
+			out[dept] = bm
+		}
+		bm.Add(uid)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("idmap: department members: %w", err)
+	}
+	return out, nil
+}
+
+// DepartmentMembers returns the active members of deptIDs; with recursive,
+// of their sub-departments too (from departments.parent_id, cycle-safe).
+// Unknown department ids add nobody.
+func (m *Mapper) DepartmentMembers(ctx context.Context, corpID string, deptIDs []int64, recursive bool) (*roaring.Bitmap, error) {
+	want := make(map[int64]struct{}, len(deptIDs))
+	for _, d := range deptIDs {
+		want[d] = struct{}{}
+	}
+	if recursive && len(want) > 0 {
+		depts, err := m.Departments(ctx, corpID)
+		if err != nil {
+			return nil, err
+		}
+		children := make(map[int64][]int64, len(depts))
+		for _, d := range depts {
+			children[d.ParentID] = append(children[d.ParentID], d.ID)
+		}
+		queue := make([]int64, 0, len(want))
+		for d := range want {
+			queue = append(queue, d)
+		}
+		for len(queue) > 0 {
+			d := queue[len(queue)-1]
+			queue = queue[:len(queue)-1]
+			for _, c := range children[d] {
+				if _, ok := want[c]; !ok {
+					want[c] = struct{}{}
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	ids := make([]int64, 0, len(want))
+	for d := range want {
+		ids = append(ids, d)
+	}
+	bm := roaring.New()
+	for start := 0; start < len(ids); start += chunkSize {
+		chunk := ids[start:min(start+chunkSize, len(ids))]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, corpID)
+		for _, d := range chunk {
+			args = append(args, d)
+		}
+		m.metrics.query(opRead)
+		rows, err := m.db.QueryContext(ctx,
+			`SELECT DISTINCT ud.uid FROM user_departments ud
+			 JOIN users u ON u.corp_id = ud.corp_id AND u.uid = ud.uid
+			 WHERE ud.corp_id = ? AND u.status = 1 AND ud.dept_id IN (`+placeholders(len(chunk))+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("idmap: department members: %w", err)
+		}
+		for rows.Next() {
+			var uid uint32
+			if err := rows.Scan(&uid); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("idmap: department members: %w", err)
+			}
+			bm.Add(uid)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("idmap: department members: %w", err)
+		}
+	}
+	return bm, nil
+}
+
+// placeholders returns "?,?,…" with n marks.
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat("?,", n-1) + "?"
+}

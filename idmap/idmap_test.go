@@ -1,0 +1,340 @@
+package idmap_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// newMapper returns a Mapper on db with its own registry.
+func newMapper(tb testing.TB, db *sql.DB) (*idmap.Mapper, *prometheus.Registry) {
+	tb.Helper()
+	reg := prometheus.NewRegistry()
+	return idmap.New(db, nil, reg), reg
+}
+
+// metric sums every series of the named family in reg, filtered by label
+// values given as name=value pairs.
+func metric(tb testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
+	tb.Helper()
+	fams, err := reg.Gather()
+	testenv.Check(tb, "gather", err)
+	var sum float64
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				ok := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+						ok = true
+					}
+				}
+				if !ok {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func queries(tb testing.TB, reg *prometheus.Registry) float64 {
+	tb.Helper()
+	return metric(tb, reg, "yidu_idmap_db_queries_total")
+}
+
+func mustAssign(tb testing.TB, m *idmap.Mapper, corp string, ids ...string) map[string]uint32 {
+	tb.Helper()
+	got, err := m.Assign(context.Background(), corp, ids)
+	testenv.Check(tb, "Assign", err)
+	return got
+}
+
+// density returns users, max(uid)+1 and uid_seq.next_uid of corp.
+func density(tb testing.TB, db *sql.DB, corp string) (users, span, next int) {
+	tb.Helper()
+	err := db.QueryRow("SELECT COUNT(*), COALESCE(MAX(uid)+1, 0) FROM users WHERE corp_id = ?", corp).Scan(&users, &span)
+	testenv.Check(tb, "count users", err)
+	err = db.QueryRow("SELECT next_uid FROM uid_seq WHERE corp_id = ?", corp).Scan(&next)
+	testenv.Check(tb, "read uid_seq", err)
+	return users, span, next
+}
+
+func TestAssignDenseFromZero(t *testing.T) {
+	db := testenv.MySQL(t)
+	m, _ := newMapper(t, db)
+	ctx := context.Background()
+
+	got := mustAssign(t, m, "corpA", "a", "b", "c", "b")
+	want := map[string]uint32{"a": 0, "b": 1, "c": 2}
+	for id, uid := range want {
+		if got[id] != uid {
+			t.Errorf("Assign(%q) = %d; want %d", id, got[id], uid)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("Assign returned %d ids; want 3", len(got))
+	}
+	got = mustAssign(t, m, "corpA", "b", "d")
+	if got["b"] != 1 || got["d"] != 3 {
+		t.Errorf("second Assign = %v; want b=1 d=3", got)
+	}
+	// Corps are independent: each starts at 0.
+	if got := mustAssign(t, m, "corpB", "a"); got["a"] != 0 {
+		t.Errorf("corpB Assign(a) = %d; want 0", got["a"])
+	}
+	// A second Mapper (another instance) sees the same mapping.
+	m2, _ := newMapper(t, db)
+	for id, uid := range map[string]uint32{"a": 0, "b": 1, "c": 2, "d": 3} {
+		got, ok, err := m2.Lookup(ctx, "corpA", id)
+		if err != nil || !ok || got != uid {
+			t.Errorf("Lookup(%q) = %d, %v, %v; want %d, true, nil", id, got, ok, err, uid)
+		}
+	}
+	if _, ok, err := m2.Lookup(ctx, "corpA", "nobody"); ok || err != nil {
+		t.Errorf("Lookup(nobody) = ok %v, err %v; want false, nil", ok, err)
+	}
+	if users, span, next := density(t, db, "corpA"); users != 4 || span != 4 || next != 4 {
+		t.Errorf("users %d, max uid+1 %d, next_uid %d; want 4, 4, 4", users, span, next)
+	}
+}
+
+func TestAssignInvalid(t *testing.T) {
+	db := testenv.MySQL(t)
+	m, reg := newMapper(t, db)
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		corp   string
+		userID string
+		want   error
+	}{
+		{"empty userid", "corp", "", idmap.ErrInvalidUserID},
+		{"65 bytes", "corp", strings.Repeat("x", 65), idmap.ErrInvalidUserID},
+		{"invalid utf-8", "corp", "a\xffb", idmap.ErrInvalidUserID},
+		{"trailing space (PAD SPACE collation)", "corp", "alice ", idmap.ErrInvalidUserID},
+		{"empty corp", "", "a", idmap.ErrInvalidCorpID},
+		{"corp with space", "co rp", "a", idmap.ErrInvalidCorpID},
+		{"corp non-ascii", "公司", "a", idmap.ErrInvalidCorpID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := queries(t, reg)
+			if _, err := m.Assign(ctx, tt.corp, []string{"fine", tt.userID}); !errors.Is(err, tt.want) {
+				t.Errorf("Assign(%q, %q) error = %v; want %v", tt.corp, tt.userID, err, tt.want)
+			}
+			uid, ok, err := m.Lookup(ctx, tt.corp, tt.userID)
+			if uid != 0 || ok || err != nil {
+				t.Errorf("Lookup(%q, %q) = %d, %v, %v; want 0, false, nil", tt.corp, tt.userID, uid, ok, err)
+			}
+			if q := queries(t, reg) - before; q != 0 {
+				t.Errorf("invalid input sent %v statements; want 0", q)
+			}
+		})
+	}
+	var n int
+	testenv.Check(t, "count", db.QueryRow("SELECT COUNT(*) FROM users").Scan(&n))
+	if n != 0 {
+		t.Errorf("%d users written by rejected batches; want 0", n)
+	}
+	// 64 bytes of 4-byte characters is the longest valid UserID.
+	long := strings.Repeat("😀", 16)
+	if got := mustAssign(t, m, "corp", long); got[long] != 0 {
+		t.Errorf("Assign(64-byte id) = %v", got)
+	}
+}
+
+func TestCaseSensitive(t *testing.T) {
+	db := testenv.MySQL(t)
+	m, _ := newMapper(t, db)
+	ids := []string{"Alice", "alice", "ALICE", " alice", "alicé"}
+	got := mustAssign(t, m, "corp", ids...)
+	seen := map[uint32]string{}
+	for _, id := range ids {
+		if other, dup := seen[got[id]]; dup {
+			t.Errorf("%q and %q share uid %d", id, other, got[id])
+		}
+		seen[got[id]] = id
+	}
+	m2, _ := newMapper(t, db) // cold cache: answers come from MySQL
+	for _, id := range ids {
+		uid, ok, err := m2.Lookup(context.Background(), "corp", id)
+		if err != nil || !ok || uid != got[id] {
+			t.Errorf("Lookup(%q) = %d, %v, %v; want %d", id, uid, ok, err, got[id])
+		}
+	}
+}
+
+func TestCacheHitNeverQueries(t *testing.T) {
+	db := testenv.MySQL(t)
+	m, _ := newMapper(t, db)
+	ctx := context.Background()
+	mustAssign(t, m, "corp", "a", "b")
+
+	cold, reg := newMapper(t, db)
+	before := queries(t, reg)
+	if _, ok, err := cold.Lookup(ctx, "corp", "a"); !ok || err != nil {
+		t.Fatalf("Lookup(a) = %v, %v", ok, err)
+	}
+	if q := queries(t, reg) - before; q != 1 {
+		t.Errorf("a miss sent %v statements; want 1", q)
+	}
+	before = queries(t, reg)
+	for range 100 {
+		if uid, ok, err := cold.Lookup(ctx, "corp", "a"); uid != 0 || !ok || err != nil {
+			t.Fatalf("Lookup(a) = %d, %v, %v", uid, ok, err)
+		}
+	}
+	if got, err := cold.Assign(ctx, "corp", []string{"a"}); err != nil || got["a"] != 0 {
+		t.Fatalf("Assign(a) = %v, %v", got, err)
+	}
+	if q := queries(t, reg) - before; q != 0 {
+		t.Errorf("cache hits sent %v statements; want 0", q)
+	}
+	if h := metric(t, reg, "yidu_idmap_lookups_total", "result", "hit"); h != 100 {
+		t.Errorf("hits = %v; want 100", h)
+	}
+}
+
+func TestLookupMissesCollapse(t *testing.T) {
+	db := testenv.MySQL(t)
+	m, _ := newMapper(t, db)
+	mustAssign(t, m, "corp", "a")
+	cold, reg := newMapper(t, db)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if uid, ok, err := cold.Lookup(context.Background(), "corp", "a"); uid != 0 || !ok || err != nil {
+				t.Errorf("Lookup(a) = %d, %v, %v", uid, ok, err)
+			}
+		})
+	}
+	wg.Wait()
+	if q := metric(t, reg, "yidu_idmap_db_queries_total", "op", "lookup"); q != 1 {
+		t.Errorf("50 concurrent misses sent %v lookups; want 1", q)
+	}
+}
+
+// TestConcurrentInstances runs two Mappers, each on its own pool (two
+// instances), 8 goroutines each, assigning overlapping ranges of 2000 new
+// UserIDs in shuffled batches. Every answer must agree and uids stay dense.
+func TestConcurrentInstances(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	var mappers []*idmap.Mapper
+	for range 2 {
+		db, err := sql.Open("mysql", dsn)
+		testenv.Check(t, "open", err)
+		db.SetMaxOpenConns(16)
+		t.Cleanup(func() { db.Close() })
+		m, _ := newMapper(t, db)
+		mappers = append(mappers, m)
+	}
+	const universe, perWorker, batch = 2000, 750, 50
+	var mu sync.Mutex
+	answers := map[string]uint32{}
+	var wg sync.WaitGroup
+	for mi, m := range mappers {
+		for g := range 8 {
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(mi), uint64(g)))
+				ids := make([]string, perWorker)
+				for i := range ids {
+					ids[i] = fmt.Sprintf("user-%04d", (g*250+i)%universe)
+				}
+				r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+				for start := 0; start < len(ids); start += batch {
+					got, err := m.Assign(context.Background(), "corp", ids[start:start+batch])
+					if err != nil {
+						t.Errorf("Assign: %v", err)
+						return
+					}
+					mu.Lock()
+					for id, uid := range got {
+						if prev, ok := answers[id]; ok && prev != uid {
+							t.Errorf("%s got uid %d and %d", id, prev, uid)
+						}
+						answers[id] = uid
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	check, err := sql.Open("mysql", dsn)
+	testenv.Check(t, "open", err)
+	defer check.Close()
+	users, span, next := density(t, check, "corp")
+	t.Logf("density: %d users over uids [0,%d): %.1f%%, next_uid %d", users, span, 100*float64(users)/float64(span), next)
+	if users != universe || span != universe || next != universe {
+		t.Errorf("users %d, max uid+1 %d, next_uid %d; want all %d (exactly dense)", users, span, next, universe)
+	}
+	if len(answers) != universe {
+		t.Errorf("%d ids answered; want %d", len(answers), universe)
+	}
+	rows, err := check.Query("SELECT userid, uid FROM users WHERE corp_id = 'corp'")
+	testenv.Check(t, "read users", err)
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var uid uint32
+		testenv.Check(t, "scan", rows.Scan(&id, &uid))
+		if answers[id] != uid {
+			t.Errorf("MySQL has %s = %d; Assign answered %d", id, uid, answers[id])
+		}
+	}
+}
+
+func TestWarm(t *testing.T) {
+	db := testenv.MySQL(t)
+	m, _ := newMapper(t, db)
+	mustAssign(t, m, "corp", "a", "b", "c")
+	cold, reg := newMapper(t, db)
+	n, err := cold.Warm(context.Background(), "corp")
+	if err != nil || n != 3 {
+		t.Fatalf("Warm = %d, %v; want 3, nil", n, err)
+	}
+	before := queries(t, reg)
+	if uid, ok, _ := cold.Lookup(context.Background(), "corp", "c"); !ok || uid != 2 {
+		t.Errorf("Lookup(c) = %d, %v; want 2, true", uid, ok)
+	}
+	if q := queries(t, reg) - before; q != 0 {
+		t.Errorf("Lookup after Warm sent %v statements; want 0", q)
+	}
+	if e := metric(t, reg, "yidu_idmap_cache_entries"); e != 3 {
+		t.Errorf("cache entries = %v; want 3", e)
+	}
+}
+
+// TestSeqStartsAfterExistingUsers: users loaded without uid_seq (e.g. by
+// hand) must not be overwritten by fresh uids.
+func TestSeqStartsAfterExistingUsers(t *testing.T) {
+	db := testenv.MySQL(t)
+	_, err := db.Exec("INSERT INTO users (corp_id, uid, userid) VALUES ('corp', 0, 'x'), ('corp', 5, 'y')")
+	testenv.Check(t, "seed", err)
+	m, _ := newMapper(t, db)
+	got := mustAssign(t, m, "corp", "x", "z")
+	if got["x"] != 0 || got["z"] != 6 {
+		t.Errorf("Assign = %v; want x=0 z=6", got)
+	}
+}

@@ -1,0 +1,260 @@
+package tracker
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/yidu-io/yidu/bitmap"
+)
+
+// MessageSummary is a listed message (docs/contracts.md): counts come from
+// Redis, not from here.
+type MessageSummary = bitmap.Message
+
+// MinuteCount is the number of flushed reads whose read_time falls in one
+// UTC minute.
+type MinuteCount struct {
+	Minute time.Time
+	Reads  int64
+}
+
+// Listing bounds.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+	// maxReadTimesUIDs bounds one ReadTimes call (one page of people).
+	maxReadTimesUIDs = 100_000
+)
+
+// LoadMessage returns an active message and its recipient and read bitmaps
+// from MySQL, for bitmap.Recorder and the dashboard when Redis lacks the
+// message. found=false: no such active message (a registration still writing
+// its rows does not count).
+func (r *Registry) LoadMessage(ctx context.Context, corpID, msgID string) (bitmap.Message, *roaring.Bitmap, *roaring.Bitmap, bool, error) {
+	if !ValidMsgID(msgID) {
+		return bitmap.Message{}, nil, nil, false, nil
+	}
+	row, ok, err := r.messageRow(ctx, corpID, msgID)
+	if err != nil || !ok || row.state != stateActive {
+		return bitmap.Message{}, nil, nil, false, err
+	}
+	recipients, read, err := r.loadRows(ctx, corpID, msgID)
+	if err != nil {
+		return bitmap.Message{}, nil, nil, false, err
+	}
+	return row.m, recipients, read, true, nil
+}
+
+// ActiveMessages returns the active messages of one app sent at or after
+// since, oldest first: the messages an enter_agent event may have shown.
+func (r *Registry) ActiveMessages(ctx context.Context, corpID string, agentID int64, since time.Time) ([]bitmap.Message, error) {
+	rows, err := r.db.QueryContext(ctx, "SELECT "+messageCols+
+		" FROM messages WHERE corp_id = ? AND sent_at >= ? AND agent_id = ? AND state = 1 ORDER BY sent_at, msgid",
+		corpID, since.UTC(), agentID)
+	if err != nil {
+		return nil, fmt.Errorf("tracker: active messages: %w", err)
+	}
+	defer rows.Close()
+	var out []bitmap.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, fmt.Errorf("tracker: active messages: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tracker: active messages: %w", err)
+	}
+	return out, nil
+}
+
+// cursor is the position after the last message of a page, newest first.
+type cursor struct {
+	sentAt time.Time
+	corpID string
+	msgID  string
+}
+
+func (c cursor) String() string {
+	s := strconv.FormatInt(c.sentAt.UnixMilli(), 10) + "|" + c.corpID + "|" + c.msgID
+	return base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+func parseCursor(s string) (cursor, error) {
+	var c cursor
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) > 256 {
+		return c, invalid("bad cursor")
+	}
+	parts := strings.Split(string(b), "|")
+	if len(parts) != 3 || !validCorpID(parts[1]) || !ValidMsgID(parts[2]) {
+		return c, invalid("bad cursor")
+	}
+	ms, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil {
+		return c, invalid("bad cursor")
+	}
+	return cursor{time.UnixMilli(ms).UTC(), parts[1], parts[2]}, nil
+}
+
+// corpFilter returns " AND corp_id IN (?,…)" for corps (nil: every corp),
+// or ok=false when corps is empty but not nil (no corp granted).
+func corpFilter(corps []string, args []any) (string, []any, bool) {
+	if corps == nil {
+		return "", args, true
+	}
+	if len(corps) == 0 {
+		return "", args, false
+	}
+	for _, c := range corps {
+		args = append(args, c)
+	}
+	return " AND corp_id IN (?" + strings.Repeat(",?", len(corps)-1) + ")", args, true
+}
+
+// ListMessages lists active messages of corps (nil: all corps) newest first,
+// limit per page (≤0: DefaultListLimit; at most MaxListLimit). next is the
+// opaque cursor of the following page, empty after the last page.
+func (r *Registry) ListMessages(ctx context.Context, corps []string, cur string, limit int) ([]bitmap.Message, string, error) {
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	where, args, ok := corpFilter(corps, nil)
+	if !ok {
+		return nil, "", nil
+	}
+	if cur != "" {
+		c, err := parseCursor(cur)
+		if err != nil {
+			return nil, "", err
+		}
+		where += " AND (sent_at < ? OR sent_at = ? AND (corp_id < ? OR corp_id = ? AND msgid < ?))"
+		args = append(args, c.sentAt, c.sentAt, c.corpID, c.corpID, c.msgID)
+	}
+	args = append(args, limit+1)
+	rows, err := r.db.QueryContext(ctx, "SELECT "+messageCols+" FROM messages WHERE state = 1"+where+
+		" ORDER BY sent_at DESC, corp_id DESC, msgid DESC LIMIT ?", args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("tracker: list messages: %w", err)
+	}
+	defer rows.Close()
+	var out []bitmap.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("tracker: list messages: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("tracker: list messages: %w", err)
+	}
+	var next string
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[limit-1]
+		next = cursor{last.SentAt, last.CorpID, last.MsgID}.String()
+	}
+	return out, next, nil
+}
+
+// GetMessage returns the active message msgID within corps (nil: any corp).
+// Should two granted corps use one msgid, the newest is returned.
+func (r *Registry) GetMessage(ctx context.Context, corps []string, msgID string) (bitmap.Message, bool, error) {
+	if !ValidMsgID(msgID) {
+		return bitmap.Message{}, false, nil
+	}
+	where, args, ok := corpFilter(corps, []any{msgID})
+	if !ok {
+		return bitmap.Message{}, false, nil
+	}
+	rows, err := r.db.QueryContext(ctx, "SELECT "+messageCols+
+		" FROM messages WHERE msgid = ? AND state = 1"+where+" ORDER BY sent_at DESC LIMIT 1", args...)
+	if err != nil {
+		return bitmap.Message{}, false, fmt.Errorf("tracker: get message: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return bitmap.Message{}, false, rows.Err()
+	}
+	m, err := scanMessage(rows)
+	if err != nil {
+		return bitmap.Message{}, false, fmt.Errorf("tracker: get message: %w", err)
+	}
+	return m, true, nil
+}
+
+// ReadTimes returns the read_time of each of uids that has a flushed read
+// (reads still on their way through Kafka are not there yet).
+func (r *Registry) ReadTimes(ctx context.Context, corpID, msgID string, uids []uint32) (map[uint32]time.Time, error) {
+	if len(uids) > maxReadTimesUIDs {
+		return nil, invalid("at most %d uids", maxReadTimesUIDs)
+	}
+	out := make(map[uint32]time.Time, len(uids))
+	for len(uids) > 0 {
+		n := min(len(uids), InsertBatch)
+		args := make([]any, 0, n+2)
+		args = append(args, corpID, msgID)
+		for _, u := range uids[:n] {
+			args = append(args, u)
+		}
+		if err := r.readTimes(ctx, out, n, args); err != nil {
+			return nil, err
+		}
+		uids = uids[n:]
+	}
+	return out, nil
+}
+
+func (r *Registry) readTimes(ctx context.Context, out map[uint32]time.Time, n int, args []any) error {
+	rows, err := r.db.QueryContext(ctx, "SELECT uid, read_time FROM message_read_record"+
+		" WHERE corp_id = ? AND msgid = ? AND is_read = 1 AND read_time IS NOT NULL AND uid IN (?"+
+		strings.Repeat(",?", n-1)+")", args...)
+	if err != nil {
+		return fmt.Errorf("tracker: read times: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var uid uint32
+		var t time.Time
+		if err := rows.Scan(&uid, &t); err != nil {
+			return fmt.Errorf("tracker: read times: %w", err)
+		}
+		out[uid] = t.UTC()
+	}
+	return rows.Err()
+}
+
+// ReadsPerMinute counts a message's flushed reads per UTC minute of
+// read_time, oldest first, in one GROUP BY query. TIMESTAMPDIFF keeps the
+// session time zone out of it (read_time is DATETIME in UTC).
+func (r *Registry) ReadsPerMinute(ctx context.Context, corpID, msgID string) ([]MinuteCount, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT TIMESTAMPDIFF(MINUTE, '1970-01-01 00:00:00', read_time) AS m, COUNT(*)
+		FROM message_read_record
+		WHERE corp_id = ? AND msgid = ? AND is_read = 1 AND read_time IS NOT NULL
+		GROUP BY m ORDER BY m`, corpID, msgID)
+	if err != nil {
+		return nil, fmt.Errorf("tracker: reads per minute: %w", err)
+	}
+	defer rows.Close()
+	var out []MinuteCount
+	for rows.Next() {
+		var minute, n int64
+		if err := rows.Scan(&minute, &n); err != nil {
+			return nil, fmt.Errorf("tracker: reads per minute: %w", err)
+		}
+		out = append(out, MinuteCount{Minute: time.Unix(minute*60, 0).UTC(), Reads: n})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tracker: reads per minute: %w", err)
+	}
+	return out, nil
+}

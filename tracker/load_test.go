@@ -1,0 +1,192 @@
+package tracker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// markRead flips rows as flushd would.
+func (e *env) markRead(tb testing.TB, msgID string, uid uint32, at time.Time) {
+	tb.Helper()
+	_, err := e.db.Exec("UPDATE message_read_record SET is_read = 1, read_time = ?, source = 1"+
+		" WHERE corp_id = ? AND msgid = ? AND uid = ?", at.UTC(), e.app.CorpID, msgID, uid)
+	testenv.Check(tb, "mark read", err)
+}
+
+func TestLoadMessage(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	m, _, err := e.reg.Register(ctx, e.registration("load-me", Audience{UserIDs: []string{"amy", "bo", "cy", "di"}}))
+	testenv.Check(t, "register", err)
+	uids := e.rows(t, "load-me")
+	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	e.markRead(t, "load-me", uids[1], at)
+	e.markRead(t, "load-me", uids[3], at)
+
+	got, recipients, read, found, err := e.reg.LoadMessage(ctx, e.app.CorpID, "load-me")
+	if err != nil || !found {
+		t.Fatalf("LoadMessage = %v, %v", found, err)
+	}
+	if got != m {
+		t.Errorf("message = %+v; want %+v", got, m)
+	}
+	if !slices.Equal(recipients.ToArray(), uids) {
+		t.Errorf("recipients = %v; want %v", recipients.ToArray(), uids)
+	}
+	if want := []uint32{uids[1], uids[3]}; !slices.Equal(read.ToArray(), want) {
+		t.Errorf("read = %v; want %v", read.ToArray(), want)
+	}
+	for _, id := range []string{"nope", "bad'id", ""} {
+		if _, _, _, found, err := e.reg.LoadMessage(ctx, e.app.CorpID, id); found || err != nil {
+			t.Errorf("LoadMessage(%q) = %v, %v; want not found", id, found, err)
+		}
+	}
+	if _, _, _, found, _ := e.reg.LoadMessage(ctx, "othercorp", "load-me"); found {
+		t.Error("LoadMessage found a message of another corp")
+	}
+}
+
+func TestActiveMessages(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	base := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	for i, app := range []int64{e.app.AgentID, e.app.AgentID, 9, e.app.AgentID} {
+		r := e.registration(fmt.Sprintf("act-%d", i), Audience{UserIDs: []string{"amy"}})
+		r.App.AgentID = app
+		r.SentAt = base.Add(time.Duration(i) * time.Hour)
+		_, _, err := e.reg.Register(ctx, r)
+		testenv.Check(t, "register", err)
+	}
+	_, err := e.db.Exec("UPDATE messages SET state = 0 WHERE msgid = 'act-3'")
+	testenv.Check(t, "unfinish", err)
+	msgs, err := e.reg.ActiveMessages(ctx, e.app.CorpID, e.app.AgentID, base.Add(30*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].MsgID != "act-1" || !msgs[0].SentAt.Equal(base.Add(time.Hour)) {
+		t.Errorf("ActiveMessages = %+v; want act-1 only", msgs)
+	}
+}
+
+func TestReadModel(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	base := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	other := e.app
+	other.CorpID = testenv.RandomName("corp")
+	var want []string // newest first
+	for i := range 7 {
+		r := e.registration(fmt.Sprintf("list-%d", i), Audience{UserIDs: []string{"amy", "bo"}})
+		if i%3 == 1 {
+			r.App = other
+		}
+		// Two messages share a send time: the cursor must still split them.
+		r.SentAt = base.Add(time.Duration(min(i, 5)) * time.Minute)
+		_, _, err := e.reg.Register(ctx, r)
+		testenv.Check(t, "register", err)
+		want = append([]string{r.MsgID}, want...)
+	}
+	// Same sent_at: msgid descending breaks the tie.
+	want[0], want[1] = "list-6", "list-5"
+
+	t.Run("paging", func(t *testing.T) {
+		var got []string
+		cur := ""
+		for page := 0; ; page++ {
+			msgs, next, err := e.reg.ListMessages(ctx, nil, cur, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				got = append(got, m.MsgID)
+			}
+			if next == "" {
+				break
+			}
+			if page > 5 {
+				t.Fatal("paging does not end")
+			}
+			cur = next
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("pages = %v; want %v", got, want)
+		}
+	})
+	t.Run("corp filter", func(t *testing.T) {
+		msgs, next, err := e.reg.ListMessages(ctx, []string{other.CorpID}, "", 0)
+		if err != nil || next != "" {
+			t.Fatal(err, next)
+		}
+		var got []string
+		for _, m := range msgs {
+			got = append(got, m.MsgID)
+		}
+		if !slices.Equal(got, []string{"list-4", "list-1"}) {
+			t.Errorf("other corp = %v", got)
+		}
+		if msgs, _, _ := e.reg.ListMessages(ctx, []string{}, "", 0); len(msgs) != 0 {
+			t.Errorf("no granted corp listed %d messages", len(msgs))
+		}
+	})
+	t.Run("bad cursor", func(t *testing.T) {
+		for _, c := range []string{"!!", "bm90IGEgY3Vyc29y", "MXwnOyBEUk9QfHg"} {
+			if _, _, err := e.reg.ListMessages(ctx, nil, c, 10); !errors.Is(err, ErrInvalid) {
+				t.Errorf("ListMessages(cursor %q) = %v; want ErrInvalid", c, err)
+			}
+		}
+	})
+	t.Run("get", func(t *testing.T) {
+		tests := []struct {
+			corps []string
+			msgID string
+			found bool
+		}{
+			{nil, "list-1", true},
+			{[]string{other.CorpID}, "list-1", true},
+			{[]string{e.app.CorpID}, "list-1", false},
+			{[]string{e.app.CorpID, other.CorpID}, "list-2", true},
+			{[]string{}, "list-1", false},
+			{nil, "missing", false},
+			{nil, "x' OR '1'='1", false},
+		}
+		for _, tt := range tests {
+			m, found, err := e.reg.GetMessage(ctx, tt.corps, tt.msgID)
+			if err != nil || found != tt.found || found && m.MsgID != tt.msgID {
+				t.Errorf("GetMessage(%v, %q) = %+v, %v, %v; want found %v", tt.corps, tt.msgID, m, found, err, tt.found)
+			}
+		}
+	})
+	t.Run("read times and per minute", func(t *testing.T) {
+		r := e.registration("reads", Audience{UserIDs: []string{"amy", "bo", "cy", "di"}})
+		_, _, err := e.reg.Register(ctx, r)
+		testenv.Check(t, "register", err)
+		uids := e.rows(t, "reads")
+		times := []time.Time{base.Add(10 * time.Second), base.Add(50 * time.Second), base.Add(3*time.Minute + 5*time.Second)}
+		for i, at := range times {
+			e.markRead(t, "reads", uids[i], at)
+		}
+		got, err := e.reg.ReadTimes(ctx, e.app.CorpID, "reads", uids)
+		if err != nil || len(got) != 3 {
+			t.Fatalf("ReadTimes = %v, %v", got, err)
+		}
+		for i, at := range times {
+			if !got[uids[i]].Equal(at) {
+				t.Errorf("read time of %d = %v; want %v", uids[i], got[uids[i]], at)
+			}
+		}
+		pm, err := e.reg.ReadsPerMinute(ctx, e.app.CorpID, "reads")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantPM := []MinuteCount{{base, 2}, {base.Add(3 * time.Minute), 1}}
+		if !slices.Equal(pm, wantPM) {
+			t.Errorf("ReadsPerMinute = %v; want %v", pm, wantPM)
+		}
+	})
+}

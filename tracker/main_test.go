@@ -1,0 +1,202 @@
+package tracker
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/silenceper/wechat/v2/util"
+
+	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/flushd"
+	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/fakewecom"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// The fake WeCom serves every test of the binary (util.SetURIModifier is
+// process-wide); tests use their own corp ids and msgids so they never see
+// each other's calls.
+var (
+	fake   = fakewecom.New()
+	faults sync.Map // msgid → fault
+)
+
+// fault may answer a message/send call itself (returning true) instead of
+// the fake; body is the request body.
+type fault func(w http.ResponseWriter, r *http.Request, body []byte) bool
+
+func TestMain(m *testing.M) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/cgi-bin/message/send" {
+			body, _ := io.ReadAll(r.Body)
+			var req struct {
+				TemplateCard struct {
+					TaskID string `json:"task_id"`
+				} `json:"template_card"`
+			}
+			_ = json.Unmarshal(body, &req)
+			if f, ok := faults.Load(MsgIDFromTaskID(req.TemplateCard.TaskID)); ok && f.(fault)(w, r, body) {
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	util.SetURIModifier(fakewecom.URIModifier(srv.URL))
+	code := m.Run()
+	srv.Close()
+	os.Exit(code)
+}
+
+// env is one test's tracker on real MariaDB and Redis with the real idmap
+// and bitmap packages.
+type env struct {
+	db    *sql.DB
+	ids   *idmap.Mapper
+	store *bitmap.Store
+	reg   *Registry
+	prom  *prometheus.Registry
+	app   config.App
+	now   time.Time
+}
+
+type envOption func(*Options, *env)
+
+func newEnv(tb testing.TB, opts ...envOption) *env {
+	tb.Helper()
+	db := testenv.MySQL(tb)
+	rdb, prefix := testenv.Redis(tb)
+	e := &env{
+		db:   db,
+		ids:  idmap.New(db, slog.New(slog.DiscardHandler), prometheus.NewRegistry()),
+		prom: prometheus.NewRegistry(),
+		app: config.App{
+			Name: "hr", CorpID: testenv.RandomName("corp"), AgentID: 1000002,
+			Secret: "secret", ReadButtonKey: "read_ok",
+		},
+	}
+	e.store = bitmap.New(rdb, bitmap.Options{Prefix: prefix, Registerer: prometheus.NewRegistry()})
+	tb.Cleanup(e.store.Close)
+	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Secret: e.app.Secret})
+	o := Options{
+		Registerer: e.prom,
+		Sender:     NewWeCom([]config.App{e.app}, WeComOptions{Rate: 1000, Burst: 100}),
+		Apps:       []config.App{e.app},
+		Retry:      Retry{Attempts: 3, Initial: time.Millisecond, Max: 5 * time.Millisecond},
+	}
+	for _, opt := range opts {
+		opt(&o, e)
+	}
+	e.reg = New(db, e.ids, e.store, o)
+	return e
+}
+
+func (e *env) registration(msgID string, au Audience) Registration {
+	return Registration{MsgID: msgID, App: e.app, Title: "Quarterly <safety> & \"you\"", Audience: au}
+}
+
+// rows returns the uids of a message's rows and how many are read.
+func (e *env) rows(tb testing.TB, msgID string) []uint32 {
+	tb.Helper()
+	rows, err := e.db.Query("SELECT uid FROM message_read_record WHERE corp_id = ? AND msgid = ? ORDER BY uid",
+		e.app.CorpID, msgID)
+	testenv.Check(tb, "select rows", err)
+	defer rows.Close()
+	var out []uint32
+	for rows.Next() {
+		var u uint32
+		testenv.Check(tb, "scan", rows.Scan(&u))
+		out = append(out, u)
+	}
+	return out
+}
+
+func (e *env) count(tb testing.TB, query string, args ...any) int {
+	tb.Helper()
+	var n int
+	testenv.Check(tb, query, e.db.QueryRow(query, args...).Scan(&n))
+	return n
+}
+
+// users creates active members with departments through idmap's
+// change_contact path and returns their uids.
+func (e *env) users(tb testing.TB, depts map[string][]int64) map[string]uint32 {
+	tb.Helper()
+	ctx := context.Background()
+	ids := make([]string, 0, len(depts))
+	for id := range depts {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		testenv.Check(tb, "create user", e.ids.ContactChanged(ctx, e.app.CorpID, idmap.ChangeCreateUser, id, "", depts[id]))
+	}
+	uids, err := e.ids.Assign(ctx, e.app.CorpID, ids)
+	testenv.Check(tb, "assign", err)
+	return uids
+}
+
+// departments writes a department tree (id → parent).
+func (e *env) departments(tb testing.TB, parents map[int64]int64) {
+	tb.Helper()
+	for id, p := range parents {
+		_, err := e.db.Exec("INSERT INTO departments (corp_id, dept_id, parent_id, name) VALUES (?, ?, ?, ?)",
+			e.app.CorpID, id, p, "d")
+		testenv.Check(tb, "insert department", err)
+	}
+}
+
+func bm(uids ...uint32) *roaring.Bitmap { return roaring.BitmapOf(uids...) }
+
+// failingStore is a bitmap store whose writes fail, as when Redis is down.
+type failingStore struct{ Store }
+
+func (failingStore) PutMessage(context.Context, bitmap.Message, *roaring.Bitmap) error {
+	return errRedisDown
+}
+
+func (failingStore) RestoreMessage(context.Context, bitmap.Message, *roaring.Bitmap, *roaring.Bitmap) error {
+	return errRedisDown
+}
+
+var errRedisDown = errors.New("redis: connection refused")
+
+// counterValue reads a counter.
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// The real providers satisfy the interfaces tracker declares.
+var (
+	_ Directory     = (*idmap.Mapper)(nil)
+	_ Store         = (*bitmap.Store)(nil)
+	_ OrphanApplier = (*flushd.Writer)(nil)
+	_ Sender        = (*WeCom)(nil)
+)
+
+// orphanFunc adapts flushd.ApplyOrphans (the function) to OrphanApplier.
+type orphanFunc func(ctx context.Context, corpID, msgID string) (int, error)
+
+func (f orphanFunc) ApplyOrphans(ctx context.Context, corpID, msgID string) (int, error) {
+	return f(ctx, corpID, msgID)
+}

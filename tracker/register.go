@@ -1,0 +1,508 @@
+package tracker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/config"
+)
+
+// Bounds on what one registration may ask for. They keep a single request
+// from holding MySQL for minutes; 200,000 UserIDs is 200 message/send calls.
+const (
+	MaxMsgID       = 100 // docs/contracts.md: room for "@<batch>" in WeCom's 128-byte task_id
+	MaxTitle       = 512 // runes; messages.title is VARCHAR(512)
+	MaxUserIDs     = 200_000
+	MaxDepartments = 1_000
+	MaxRecipients  = 1_000_000
+	// InsertBatch is the most rows in one INSERT IGNORE statement
+	// (3 placeholders each: 15,000, well under MySQL's 65,535).
+	InsertBatch = 5000
+)
+
+// Registration is one tracked message to register.
+type Registration struct {
+	// MsgID is the template card task_id base; empty generates one.
+	MsgID string
+	// App is the WeCom application the message is (or was) sent from.
+	App   config.App
+	Title string
+	// SentAt defaults to now.
+	SentAt   time.Time
+	Audience Audience
+	// Send sends the card through WeCom after the registration succeeded.
+	Send bool
+}
+
+// Audience is who receives a message: the union of UserIDs, every member of
+// Departments and their sub-departments, and (All) every active member. It
+// is snapshotted at registration: later directory changes do not move it.
+type Audience struct {
+	UserIDs     []string
+	Departments []int64
+	All         bool
+}
+
+// ValidMsgID reports whether id may be a msgid: [0-9A-Za-z_-]{1,100}. The
+// '@' WeCom allows in a task_id is reserved for the batch suffix
+// (docs/contracts.md, "WeCom task_id per send batch").
+func ValidMsgID(id string) bool {
+	if len(id) == 0 || len(id) > MaxMsgID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if !idByte(id[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func idByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-'
+}
+
+// ValidUserID reports whether id is a WeCom UserID: 1-64 bytes of letters,
+// digits and "_-@.", starting with a letter or digit (path 90195).
+func ValidUserID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if i == 0 && !alnum || !alnum && c != '_' && c != '-' && c != '@' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// MsgIDFromTaskID returns the msgid a template card's TaskId belongs to: the
+// part before the first '@' (send batch N carries "<msgid>@<N>").
+func MsgIDFromTaskID(taskID string) string {
+	if i := strings.IndexByte(taskID, '@'); i >= 0 {
+		return taskID[:i]
+	}
+	return taskID
+}
+
+const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-"
+
+// NewMsgID returns a random 20-character msgid (120 bits).
+func NewMsgID() string {
+	var b [20]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	for i := range b {
+		b[i] = idAlphabet[b[i]&63]
+	}
+	return string(b[:])
+}
+
+// canonical is a validated registration's audience in canonical form.
+type canonical struct {
+	userIDs []string // sorted, unique
+	depts   []int64  // sorted, unique
+	all     bool
+	hash    string // hex sha256 of the canonical form
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// validCorpID accepts WeCom CorpIDs (ASCII letters and digits, ≤64 bytes)
+// with the msgid alphabet, so they are safe in cursors and logs.
+func validCorpID(s string) bool { return ValidMsgID(s) && len(s) <= 64 }
+
+// validate checks reg, fills its defaults and returns the canonical audience.
+func validate(reg *Registration, now time.Time) (canonical, error) {
+	var c canonical
+	if reg.MsgID == "" {
+		reg.MsgID = NewMsgID()
+	}
+	if !ValidMsgID(reg.MsgID) {
+		return c, invalid("msgid must match [0-9A-Za-z_-]{1,%d}", MaxMsgID)
+	}
+	a := reg.App
+	switch {
+	case !validCorpID(a.CorpID):
+		return c, invalid("app corp_id must match [0-9A-Za-z_-]{1,64}")
+	case a.Name == "" || len(a.Name) > 64 || !ValidMsgID(a.Name):
+		return c, invalid("app name must match [0-9A-Za-z_-]{1,64}")
+	case a.AgentID <= 0:
+		return c, invalid("app agent_id must be positive")
+	}
+	t := reg.Title
+	if t == "" || !utf8.ValidString(t) || utf8.RuneCountInString(t) > MaxTitle {
+		return c, invalid("title must be 1-%d characters of UTF-8", MaxTitle)
+	}
+	if strings.IndexFunc(t, unicode.IsControl) >= 0 {
+		return c, invalid("title must not contain control characters")
+	}
+	if reg.SentAt.IsZero() {
+		reg.SentAt = now
+	}
+	reg.SentAt = reg.SentAt.UTC().Truncate(time.Millisecond) // DATETIME(3)
+	if y := reg.SentAt.Year(); y < 2000 || y > 9999 {
+		return c, invalid("sent_at out of range")
+	}
+
+	au := reg.Audience
+	if len(au.UserIDs) == 0 && len(au.Departments) == 0 && !au.All {
+		return c, invalid("audience needs userids, departments or all")
+	}
+	if len(au.UserIDs) > MaxUserIDs || len(au.Departments) > MaxDepartments {
+		return c, invalid("audience too large (at most %d userids, %d departments)", MaxUserIDs, MaxDepartments)
+	}
+	for _, u := range au.UserIDs {
+		if !ValidUserID(u) {
+			return c, invalid("userid %q is not a WeCom UserID", truncate(u, 70))
+		}
+	}
+	for _, d := range au.Departments {
+		if d <= 0 {
+			return c, invalid("department id %d must be positive", d)
+		}
+	}
+	c.userIDs = slices.Compact(slices.Sorted(slices.Values(au.UserIDs)))
+	c.depts = slices.Compact(slices.Sorted(slices.Values(au.Departments)))
+	c.all = au.All
+
+	h := sha256.New()
+	fmt.Fprintf(h, "yidu-audience-v1\nall=%t\n", c.all)
+	for _, d := range c.depts {
+		fmt.Fprintf(h, "d=%d\n", d)
+	}
+	for _, u := range c.userIDs {
+		fmt.Fprintf(h, "u=%s\n", u)
+	}
+	c.hash = hex.EncodeToString(h.Sum(nil))
+	return c, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Register registers a tracked message: it snapshots the audience, writes
+// the messages row and one message_read_record row per recipient to MySQL,
+// marks the message active, puts it in Redis, applies orphaned reads and,
+// with reg.Send, sends the card (synchronously: see Send).
+//
+// Registering the same msgid again with the same audience, title and app
+// returns the existing message with created=false and finishes whatever an
+// interrupted earlier attempt left undone (rows, Redis, sending); any other
+// difference is ErrConflict. Invalid input is ErrInvalid and writes nothing.
+//
+// UserIDs the directory does not know yet get a uid (idmap.Assign): the
+// directory sync lags WeCom (new hires, a missed change_contact), WeCom itself
+// is the judge of who exists, and refusing would make the sender's
+// registration fail for yidu's lag. An id that really does not exist costs one
+// reserved uid and an unread row; a send reports it as invaliduser.
+func (r *Registry) Register(ctx context.Context, reg Registration) (bitmap.Message, bool, error) {
+	start := time.Now()
+	c, err := validate(&reg, r.now())
+	if err != nil {
+		r.met.registrations.WithLabelValues("invalid").Inc()
+		return bitmap.Message{}, false, err
+	}
+	m, recipients, result, err := r.register(ctx, reg, c)
+	r.met.registrations.WithLabelValues(result).Inc()
+	if err != nil {
+		if result == "error" {
+			r.log.Error("register", "corp", reg.App.CorpID, "msgid", reg.MsgID, "err", err)
+		}
+		return m, false, err
+	}
+	r.met.registerSeconds.Observe(time.Since(start).Seconds())
+	if r.orphans != nil {
+		if _, err := r.orphans.ApplyOrphans(ctx, m.CorpID, m.MsgID); err != nil {
+			r.met.orphanErrors.Inc()
+			return m, result == "created", fmt.Errorf("tracker: apply orphans of %s: %w", m.MsgID, err)
+		}
+	}
+	if reg.Send {
+		if _, err := r.send(ctx, reg.App, m, recipients); err != nil {
+			return m, result == "created", err
+		}
+	}
+	return m, result == "created", nil
+}
+
+// messageRow is a messages row.
+type messageRow struct {
+	m     bitmap.Message
+	hash  string
+	state int
+}
+
+const messageCols = "corp_id, msgid, app, agent_id, title, sent_at, recipient_count"
+
+func scanMessage(s interface{ Scan(...any) error }, extra ...any) (bitmap.Message, error) {
+	var m bitmap.Message
+	dst := append([]any{&m.CorpID, &m.MsgID, &m.App, &m.AgentID, &m.Title, &m.SentAt, &m.Recipients}, extra...)
+	err := s.Scan(dst...)
+	m.SentAt = m.SentAt.UTC()
+	return m, err
+}
+
+func (r *Registry) messageRow(ctx context.Context, corpID, msgID string) (messageRow, bool, error) {
+	var row messageRow
+	var err error
+	row.m, err = scanMessage(r.db.QueryRowContext(ctx,
+		"SELECT "+messageCols+", audience_hash, state FROM messages WHERE corp_id = ? AND msgid = ?",
+		corpID, msgID), &row.hash, &row.state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return row, false, nil
+	}
+	if err != nil {
+		return row, false, fmt.Errorf("tracker: read message %s: %w", msgID, err)
+	}
+	return row, true, nil
+}
+
+// register does the MySQL and Redis work; result is the metric label.
+func (r *Registry) register(ctx context.Context, reg Registration, c canonical) (bitmap.Message, *roaring.Bitmap, string, error) {
+	corp := reg.App.CorpID
+	for attempt := 0; ; attempt++ {
+		row, ok, err := r.messageRow(ctx, corp, reg.MsgID)
+		if err != nil {
+			return bitmap.Message{}, nil, "error", err
+		}
+		if ok {
+			m := row.m
+			if row.hash != c.hash || m.Title != reg.Title || m.App != reg.App.Name || m.AgentID != reg.App.AgentID {
+				return m, nil, "conflict", fmt.Errorf("%w: msgid %s", ErrConflict, reg.MsgID)
+			}
+			if row.state == stateActive {
+				recipients, err := r.ensureRedis(ctx, m)
+				return m, recipients, "existing", err
+			}
+			// An earlier attempt stopped while writing rows: finish it.
+			m, recipients, err := r.complete(ctx, m, c, true)
+			return m, recipients, "resumed", err
+		}
+		if attempt > 0 {
+			return bitmap.Message{}, nil, "error", fmt.Errorf("tracker: message %s vanished during registration", reg.MsgID)
+		}
+		recipients, err := r.expand(ctx, corp, c)
+		if err != nil {
+			return bitmap.Message{}, nil, resultOf(err), err
+		}
+		m := bitmap.Message{
+			CorpID: corp, MsgID: reg.MsgID, App: reg.App.Name, AgentID: reg.App.AgentID,
+			Title: reg.Title, SentAt: reg.SentAt, Recipients: int64(recipients.GetCardinality()),
+		}
+		res, err := r.db.ExecContext(ctx, `INSERT INTO messages
+			(corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)
+			ON DUPLICATE KEY UPDATE corp_id = corp_id`,
+			corp, m.MsgID, m.App, m.AgentID, m.Title, m.SentAt, m.Recipients, c.hash)
+		if err != nil {
+			return m, nil, "error", fmt.Errorf("tracker: insert message %s: %w", m.MsgID, err)
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			continue // registered concurrently: treat as a re-registration
+		}
+		m, recipients, err = r.completeWith(ctx, m, recipients, false)
+		return m, recipients, "created", err
+	}
+}
+
+func resultOf(err error) string {
+	if errors.Is(err, ErrInvalid) {
+		return "invalid"
+	}
+	return "error"
+}
+
+// stateActive is messages.state once every recipient row is written (0:
+// still registering; such a message is invisible to readers).
+const stateActive = 1
+
+// complete finishes a state-0 registration found in MySQL: the audience is
+// expanded again and its rows inserted (INSERT IGNORE keeps what is there),
+// and the recipients become whatever rows exist, so MySQL and Redis agree even
+// if the directory moved between the two attempts.
+func (r *Registry) complete(ctx context.Context, m bitmap.Message, c canonical, resumed bool) (bitmap.Message, *roaring.Bitmap, error) {
+	recipients, err := r.expand(ctx, m.CorpID, c)
+	switch {
+	case errors.Is(err, ErrInvalid) && recipients != nil && recipients.IsEmpty():
+		// The audience emptied since the first attempt: keep its rows.
+	case err != nil:
+		return m, nil, err
+	}
+	return r.completeWith(ctx, m, recipients, resumed)
+}
+
+func (r *Registry) completeWith(ctx context.Context, m bitmap.Message, recipients *roaring.Bitmap, resumed bool) (bitmap.Message, *roaring.Bitmap, error) {
+	if err := r.insertRows(ctx, m.CorpID, m.MsgID, recipients); err != nil {
+		return m, nil, err
+	}
+	if resumed {
+		rows, _, err := r.loadRows(ctx, m.CorpID, m.MsgID)
+		if err != nil {
+			return m, nil, err
+		}
+		recipients = rows
+		m.Recipients = int64(rows.GetCardinality())
+	}
+	if _, err := r.db.ExecContext(ctx,
+		"UPDATE messages SET state = 1, recipient_count = ? WHERE corp_id = ? AND msgid = ? AND state = 0",
+		m.Recipients, m.CorpID, m.MsgID); err != nil {
+		return m, nil, fmt.Errorf("tracker: activate message %s: %w", m.MsgID, err)
+	}
+	if err := r.store.PutMessage(ctx, m, recipients); err != nil {
+		return m, nil, fmt.Errorf("tracker: put message %s in redis (mysql is complete; register again or let the recorder restore it): %w", m.MsgID, err)
+	}
+	return m, recipients, nil
+}
+
+// ensureRedis puts an active message back in Redis when an earlier attempt
+// failed there (or the keys expired), from MySQL so no read is lost.
+func (r *Registry) ensureRedis(ctx context.Context, m bitmap.Message) (*roaring.Bitmap, error) {
+	if _, found, err := r.store.MessageMeta(ctx, m.CorpID, m.MsgID); err != nil {
+		return nil, fmt.Errorf("tracker: redis meta of %s: %w", m.MsgID, err)
+	} else if found {
+		return nil, nil // recipients loaded lazily by send when needed
+	}
+	recipients, read, err := r.loadRows(ctx, m.CorpID, m.MsgID)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.store.RestoreMessage(ctx, m, recipients, read); err != nil {
+		return nil, fmt.Errorf("tracker: restore message %s in redis: %w", m.MsgID, err)
+	}
+	return recipients, nil
+}
+
+// expand snapshots the audience as uids.
+func (r *Registry) expand(ctx context.Context, corpID string, c canonical) (*roaring.Bitmap, error) {
+	set := roaring.New()
+	if c.all {
+		all, err := r.ids.AllMembers(ctx, corpID)
+		if err != nil {
+			return nil, fmt.Errorf("tracker: all members: %w", err)
+		}
+		set.Or(all)
+	}
+	if len(c.depts) > 0 {
+		members, err := r.ids.DepartmentMembers(ctx, corpID, c.depts, true)
+		if err != nil {
+			return nil, fmt.Errorf("tracker: department members: %w", err)
+		}
+		set.Or(members)
+	}
+	if len(c.userIDs) > 0 {
+		uids, err := r.ids.Assign(ctx, corpID, c.userIDs)
+		if err != nil {
+			return nil, fmt.Errorf("tracker: assign uids: %w", err)
+		}
+		for _, u := range c.userIDs {
+			uid, ok := uids[u]
+			if !ok {
+				return nil, fmt.Errorf("tracker: assign returned no uid for a userid")
+			}
+			set.Add(uid)
+		}
+	}
+	switch n := set.GetCardinality(); {
+	case n == 0:
+		return set, invalid("audience has no members")
+	case n > MaxRecipients:
+		return set, invalid("audience has %d members, at most %d", n, MaxRecipients)
+	}
+	return set, nil
+}
+
+// insertRows writes one unread row per recipient with multi-row INSERT
+// IGNORE statements of up to InsertBatch rows (IGNORE: a repeated attempt
+// keeps rows, and reads, that are already there).
+func (r *Registry) insertRows(ctx context.Context, corpID, msgID string, recipients *roaring.Bitmap) error {
+	uids := recipients.ToArray()
+	var full string // the statement for a full batch, built once
+	args := make([]any, 0, 3*min(len(uids), InsertBatch))
+	for len(uids) > 0 {
+		n := min(len(uids), InsertBatch)
+		var query string
+		if n == InsertBatch && full != "" {
+			query = full
+		} else {
+			query = insertRowsSQL(n)
+			if n == InsertBatch {
+				full = query
+			}
+		}
+		args = args[:0]
+		for _, uid := range uids[:n] {
+			args = append(args, corpID, msgID, uid)
+		}
+		res, err := r.db.ExecContext(ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("tracker: insert recipients of %s: %w", msgID, err)
+		}
+		r.met.insertStatements.Inc()
+		if k, err := res.RowsAffected(); err == nil {
+			r.met.insertedRows.Add(float64(k))
+		}
+		uids = uids[n:]
+	}
+	return nil
+}
+
+func insertRowsSQL(n int) string {
+	var b strings.Builder
+	const head = "INSERT IGNORE INTO message_read_record (corp_id, msgid, uid) VALUES "
+	b.Grow(len(head) + n*8)
+	b.WriteString(head)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?)")
+	}
+	return b.String()
+}
+
+// loadRows streams a message's rows into recipient and read bitmaps.
+func (r *Registry) loadRows(ctx context.Context, corpID, msgID string) (recipients, read *roaring.Bitmap, err error) {
+	rows, err := r.db.QueryContext(ctx,
+		"SELECT uid, is_read FROM message_read_record WHERE corp_id = ? AND msgid = ?", corpID, msgID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tracker: load rows of %s: %w", msgID, err)
+	}
+	defer rows.Close()
+	recipients, read = roaring.New(), roaring.New()
+	var uid uint32
+	var isRead bool
+	for rows.Next() {
+		if err := rows.Scan(&uid, &isRead); err != nil {
+			return nil, nil, fmt.Errorf("tracker: scan row of %s: %w", msgID, err)
+		}
+		recipients.Add(uid)
+		if isRead {
+			read.Add(uid)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("tracker: load rows of %s: %w", msgID, err)
+	}
+	return recipients, read, nil
+}
