@@ -26,9 +26,10 @@ import (
 
 // The real providers satisfy the dashboard's interfaces.
 var (
-	_ Messages  = (*tracker.Registry)(nil)
-	_ Bitmaps   = (*bitmap.Store)(nil)
-	_ Directory = (*idmap.Mapper)(nil)
+	_ Messages      = (*tracker.Registry)(nil)
+	_ Bitmaps       = (*bitmap.Store)(nil)
+	_ Directory     = (*idmap.Mapper)(nil)
+	_ UserDirectory = (*idmap.Mapper)(nil)
 )
 
 // synthCorp is a synthetic directory: root 1, ten departments under it

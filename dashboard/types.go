@@ -31,13 +31,7 @@ type RemindReport = tracker.RemindReport
 type Department = idmap.Department
 
 // User is a directory entry with what the page shows of a person.
-type User struct {
-	UID         uint32
-	UserID      string
-	Name        string
-	Departments []int64
-	Status      int
-}
+type User = idmap.User
 
 // UserLeft is User.Status of someone deleted in WeCom (users.status = 2).
 const UserLeft = idmap.StatusLeft

@@ -53,6 +53,67 @@ func (m *Mapper) UserIDs(ctx context.Context, corpID string, uids []uint32) (map
 	return out, nil
 }
 
+// User is a member as the directory last saw them: what the dashboard shows
+// of a person and what reminders need to skip members who left.
+type User struct {
+	UID    uint32
+	UserID string
+	// Name is WeCom's display name; "" until a sync could read names
+	// (user/simplelist may be refused to the app).
+	Name string
+	// Departments are the member's departments in WeCom's order.
+	Departments []int64
+	// Status is StatusActive or StatusLeft.
+	Status int
+}
+
+// Users returns the users of uids (any status); uids without a user are left
+// out. One query per chunkSize uids keeps statements and packets bounded
+// whatever the caller asks for.
+func (m *Mapper) Users(ctx context.Context, corpID string, uids []uint32) (map[uint32]User, error) {
+	out := make(map[uint32]User, len(uids))
+	bad := 0
+	for start := 0; start < len(uids); start += chunkSize {
+		chunk := uids[start:min(start+chunkSize, len(uids))]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, corpID)
+		for _, u := range chunk {
+			args = append(args, u)
+		}
+		m.metrics.query(opRead)
+		rows, err := m.db.QueryContext(ctx,
+			"SELECT uid, userid, name, departments, status FROM users WHERE corp_id = ? AND uid IN ("+placeholders(len(chunk))+")", args...)
+		if err != nil {
+			return nil, fmt.Errorf("idmap: users: %w", err)
+		}
+		for rows.Next() {
+			var u User
+			var depts string
+			if err := rows.Scan(&u.UID, &u.UserID, &u.Name, &depts, &u.Status); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("idmap: users: %w", err)
+			}
+			// The column is only written through FormatDepartments; a value
+			// that does not parse costs that member's departments, not the
+			// whole page.
+			if u.Departments, err = ParseDepartments(depts); err != nil {
+				u.Departments = nil
+				bad++
+			}
+			out[u.UID] = u
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("idmap: users: %w", err)
+		}
+	}
+	if bad > 0 {
+		m.log.Warn("users.departments not parseable; departments left out", "corp", corpID, "users", bad)
+	}
+	return out, nil
+}
+
 // AllMembers returns the uids of every active member of the corp.
 func (m *Mapper) AllMembers(ctx context.Context, corpID string) (*roaring.Bitmap, error) {
 	m.metrics.query(opRead)

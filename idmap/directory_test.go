@@ -2,6 +2,8 @@ package idmap_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -97,4 +99,85 @@ func TestDirectoryReads(t *testing.T) {
 	if len(names) != 3 || names[0] != "u0" || names[3] != "u3" || names[6] != "u6" {
 		t.Errorf("UserIDs = %v; want 0:u0 3:u3 6:u6", names)
 	}
+}
+
+func TestUsers(t *testing.T) {
+	db := testenv.MySQL(t)
+	m, reg := newMapper(t, db)
+	ctx := context.Background()
+	const corp = "corp"
+	ids := make([]string, 1200)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("u%04d", i)
+	}
+	mustAssign(t, m, corp, ids...)     // uids 0..1199
+	mustAssign(t, m, "other", "u0000") // same uid 0 in another corp
+	testenv.Check(t, "departments", m.ContactChanged(ctx, corp, idmap.ChangeUpdateUser, "u0001", "", []int64{3, 1}))
+	testenv.Check(t, "leave", m.ContactChanged(ctx, corp, idmap.ChangeDeleteUser, "u0002", "", nil))
+	_, err := db.Exec(`UPDATE users SET name = CASE userid WHEN 'u0001' THEN '张三' WHEN 'u1100' THEN 'Zoë 李' ELSE name END,
+		departments = IF(userid = 'u0003', 'garbage', departments) WHERE corp_id = ?`, corp)
+	testenv.Check(t, "seed names", err)
+	_, err = db.Exec("UPDATE users SET name = 'not ours' WHERE corp_id = 'other'")
+	testenv.Check(t, "seed other corp", err)
+
+	tests := []struct {
+		name    string
+		uids    []uint32
+		queries float64
+		want    map[uint32]idmap.User // checked entries; len(got) must be wantLen
+		wantLen int
+	}{
+		{"none", nil, 0, nil, 0},
+		{"unknown only", []uint32{5000, 5001}, 1, nil, 0},
+		{"names, departments, status", []uint32{0, 1, 2, 3, 1100, 9999}, 1, map[uint32]idmap.User{
+			0:    {UID: 0, UserID: "u0000", Departments: []int64{}, Status: idmap.StatusActive},
+			1:    {UID: 1, UserID: "u0001", Name: "张三", Departments: []int64{3, 1}, Status: idmap.StatusActive},
+			2:    {UID: 2, UserID: "u0002", Departments: []int64{}, Status: idmap.StatusLeft},
+			3:    {UID: 3, UserID: "u0003", Status: idmap.StatusActive}, // unparseable departments: left out
+			1100: {UID: 1100, UserID: "u1100", Name: "Zoë 李", Departments: []int64{}, Status: idmap.StatusActive},
+		}, 5},
+		// 2500 uids are three statements of ≤ 1000; 1200 exist.
+		{"chunked", seq(2500), 3, map[uint32]idmap.User{
+			999:  {UID: 999, UserID: "u0999", Departments: []int64{}, Status: idmap.StatusActive},
+			1000: {UID: 1000, UserID: "u1000", Departments: []int64{}, Status: idmap.StatusActive},
+			1199: {UID: 1199, UserID: "u1199", Departments: []int64{}, Status: idmap.StatusActive},
+		}, 1200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := metric(t, reg, "yidu_idmap_db_queries_total", "op", "read")
+			got, err := m.Users(ctx, corp, tt.uids)
+			testenv.Check(t, "Users", err)
+			if q := metric(t, reg, "yidu_idmap_db_queries_total", "op", "read") - before; q != tt.queries {
+				t.Errorf("Users(%d uids) sent %v queries; want %v", len(tt.uids), q, tt.queries)
+			}
+			if len(got) != tt.wantLen {
+				t.Errorf("Users(%d uids) returned %d users; want %d", len(tt.uids), len(got), tt.wantLen)
+			}
+			for uid, w := range tt.want {
+				g, ok := got[uid]
+				if !ok || g.UID != w.UID || g.UserID != w.UserID || g.Name != w.Name || g.Status != w.Status ||
+					!slices.Equal(g.Departments, w.Departments) || (g.Departments == nil) != (w.Departments == nil) {
+					t.Errorf("Users()[%d] = %+v, %v; want %+v", uid, g, ok, w)
+				}
+			}
+		})
+	}
+
+	t.Run("cancelled", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := m.Users(cctx, corp, []uint32{0}); !errors.Is(err, context.Canceled) {
+			t.Errorf("Users with a cancelled context = %v; want context.Canceled", err)
+		}
+	})
+}
+
+// seq returns 0, 1, …, n-1.
+func seq(n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32(i)
+	}
+	return out
 }

@@ -104,9 +104,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
+	// `yidu migrate up --config F` and `yidu directory sync --app A`: the
+	// step comes first, flags after it (the flag package stops at it).
+	var positional []string
+	if (cmd == "migrate" || cmd == "directory") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		positional, args = args[:1], args[1:]
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	positional = append(positional, fs.Args()...)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
@@ -119,9 +126,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 	switch cmd {
 	case "migrate":
-		return migrate(ctx, cfg, fs.Args(), stdout)
+		return migrate(ctx, cfg, positional, stdout)
 	case "directory":
-		if fs.Arg(0) != "sync" || *app == "" {
+		if len(positional) != 1 || positional[0] != "sync" || *app == "" {
 			return errors.New("usage: yidu directory sync --app NAME")
 		}
 		return syncDirectory(ctx, cfg, *app, logger, stdout)

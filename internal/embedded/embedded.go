@@ -15,6 +15,7 @@ import (
 	"github.com/dolthub/go-mysql-server/memory"
 	"github.com/dolthub/go-mysql-server/server"
 	"github.com/dolthub/go-mysql-server/sql"
+	vmysql "github.com/dolthub/vitess/go/mysql"
 	"github.com/go-sql-driver/mysql"
 	"github.com/sirupsen/logrus"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -40,7 +41,15 @@ type Options struct {
 	// KafkaPartitions is the seeded topic's partition count (default
 	// DefaultPartitions).
 	KafkaPartitions int32
+	// LockWait bounds how long a MySQL statement waits while another
+	// connection holds the server (default DefaultLockWait); see the
+	// package doc on serialization.
+	LockWait time.Duration
 }
+
+// DefaultLockWait is the default Options.LockWait, shorter than InnoDB's
+// 50 s so a client that deadlocks itself fails while a test still runs.
+const DefaultLockWait = 10 * time.Second
 
 // Servers are the running embedded servers. Close stops them all.
 type Servers struct {
@@ -75,6 +84,9 @@ func Start(ctx context.Context, opts Options) (*Servers, error) {
 	if opts.KafkaTopic == "" {
 		opts.KafkaTopic = DefaultTopic
 	}
+	if opts.LockWait <= 0 {
+		opts.LockWait = DefaultLockWait
+	}
 	if opts.KafkaPartitions <= 0 {
 		opts.KafkaPartitions = DefaultPartitions
 	}
@@ -92,7 +104,7 @@ func Start(ctx context.Context, opts Options) (*Servers, error) {
 	}
 	s.Redis, s.RedisAddr = mr, mr.Addr()
 
-	if err := s.startMySQL(ctx); err != nil {
+	if err := s.startMySQL(ctx, opts.LockWait); err != nil {
 		return nil, err
 	}
 
@@ -112,7 +124,7 @@ func Start(ctx context.Context, opts Options) (*Servers, error) {
 // secure_file_priv on start), to errors.
 var quietLogrus sync.Once
 
-func (s *Servers) startMySQL(ctx context.Context) error {
+func (s *Servers) startMySQL(ctx context.Context, lockWait time.Duration) error {
 	quietLogrus.Do(func() { logrus.SetLevel(logrus.ErrorLevel) })
 
 	db := memory.NewDatabase(Database)
@@ -125,7 +137,8 @@ func (s *Servers) startMySQL(ctx context.Context) error {
 		return fmt.Errorf("embedded: listen mysql: %w", err)
 	}
 	cfg := server.Config{Protocol: "tcp", Address: ln.Addr().String(), Listener: ln}
-	srv, err := server.NewServer(cfg, engine, sql.NewContext, memory.NewSessionBuilder(pro), nil)
+	serial := func(h vmysql.Handler) (vmysql.Handler, error) { return newSerialHandler(h, lockWait), nil }
+	srv, err := server.NewServerWithHandler(cfg, engine, sql.NewContext, memory.NewSessionBuilder(pro), nil, serial)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("embedded: mysql server: %w", err)

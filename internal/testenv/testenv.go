@@ -180,4 +180,3 @@ func Check(tb testing.TB, what string, err error) {
 
 // Quote returns s with backquotes escaped, for identifiers in test SQL.
 func Quote(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
-

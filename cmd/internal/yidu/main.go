@@ -33,7 +33,26 @@ import (
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/reconcile"
 	"github.com/yidu-io/yidu/tracker"
+)
+
+// The providers satisfy the interfaces their consumers declare; checked
+// here so that no provider imports a consumer.
+var (
+	_ callback.ReadRecorder   = (*bitmap.Recorder)(nil)
+	_ callback.Deduper        = (*bitmap.Store)(nil)
+	_ callback.ContactApplier = (*idmap.Mapper)(nil)
+	_ bitmap.UIDLookup        = (*idmap.Mapper)(nil)
+	_ bitmap.MessageLoader    = (*tracker.Registry)(nil)
+	_ bitmap.Publisher        = (*bitmap.Producer)(nil)
+	_ tracker.Directory       = (*idmap.Mapper)(nil)
+	_ tracker.Store           = (*bitmap.Store)(nil)
+	_ dashboard.Messages      = (*tracker.Registry)(nil)
+	_ dashboard.Bitmaps       = (*bitmap.Store)(nil)
+	_ dashboard.Directory     = (*idmap.Mapper)(nil)
+	_ reconcile.Archive       = (*tracker.Registry)(nil)
+	_ reconcile.Bitmaps       = (*bitmap.Store)(nil)
 )
 
 // Roles says which parts Run starts.
@@ -345,6 +364,10 @@ func (m *Main) close() error {
 	// in-flight callbacks must finish (STYLE anti-pattern 1).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if m.Dashboard != nil {
+		// Ends the SSE streams, which Shutdown would otherwise wait for.
+		m.Dashboard.Close()
+	}
 	for _, s := range m.servers {
 		if err := s.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))

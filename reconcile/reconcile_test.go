@@ -1,0 +1,191 @@
+package reconcile_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/reconcile"
+	"github.com/yidu-io/yidu/tracker"
+)
+
+const corp = "wwreconcile"
+
+type fixture struct {
+	db       *sql.DB
+	rdb      *redis.Client
+	prefix   string
+	store    *bitmap.Store
+	registry *tracker.Registry
+	producer *bitmap.Producer
+	brokers  []string
+	rec      *reconcile.Reconciler
+	now      time.Time
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	db := testenv.MySQL(t)
+	rdb, prefix := testenv.Redis(t)
+	_, brokers := testenv.Kafka(t, "yidu.reads", 1)
+	store := bitmap.New(rdb, bitmap.Options{Prefix: prefix})
+	t.Cleanup(store.Close)
+	reg := tracker.New(db, idmap.New(db, nil, nil), store, tracker.Options{})
+	p, err := bitmap.NewProducer(brokers, "yidu.reads", bitmap.ProducerOptions{})
+	testenv.Check(t, "producer", err)
+	t.Cleanup(p.Close)
+	now := time.Date(2026, 11, 29, 9, 30, 0, 0, time.UTC)
+	return &fixture{db: db, rdb: rdb, prefix: prefix, store: store, registry: reg, producer: p, brokers: brokers, now: now,
+		rec: reconcile.New(reg, store, p, nil, func() time.Time { return now })}
+}
+
+// register registers msgID to n members user0..user{n-1} (uids 0..n-1).
+func (f *fixture) register(t *testing.T, msgID string, n int) bitmap.Message {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("user%d", i)
+	}
+	m, _, err := f.registry.Register(context.Background(), tracker.Registration{
+		MsgID: msgID, Title: "t", SentAt: f.now.Add(-time.Hour),
+		App:      config.App{Name: "hr", CorpID: corp, AgentID: 1000002},
+		Audience: tracker.Audience{UserIDs: ids},
+	})
+	testenv.Check(t, "register", err)
+	return m
+}
+
+func (f *fixture) consume(t *testing.T, want int) []delta.Delta {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.ConsumeTopics("yidu.reads"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	testenv.Check(t, "consumer", err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []delta.Delta
+	for len(out) < want && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			d, err := delta.Unmarshal(r.Value)
+			testenv.Check(t, "unmarshal", err)
+			out = append(out, d)
+		})
+	}
+	return out
+}
+
+func TestRebuildsLostRedisFromMySQL(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	m := f.register(t, "rebuild-1", 100)
+	// MySQL has 10 reads (as flushd would have written them); Redis is then
+	// emptied, as after a restart without persistence.
+	mysqlRead := roaring.New()
+	for u := uint32(0); u < 100; u += 10 {
+		mysqlRead.Add(u)
+	}
+	_, rcpt, _, _, err := f.registry.LoadMessage(ctx, corp, m.MsgID)
+	testenv.Check(t, "load", err)
+	if err := f.store.RestoreMessage(ctx, m, rcpt, roaring.New()); err != nil {
+		t.Fatal(err)
+	}
+	markMySQL(t, f, m.MsgID, mysqlRead)
+	deleteRedis(t, f, m)
+
+	rep, err := f.rec.Message(ctx, corp, m.MsgID)
+	testenv.Check(t, "reconcile", err)
+	if !rep.Found || !rep.RedisMissing || rep.RestoredBits != 10 || rep.EmittedDeltas != 0 {
+		t.Errorf("report = %+v; want found, redis rebuilt, 10 restored, 0 emitted", rep)
+	}
+	recipients, read, found, err := f.store.Counts(ctx, corp, m.MsgID)
+	testenv.Check(t, "counts", err)
+	if !found || recipients != 100 || read != 10 {
+		t.Errorf("after rebuild Counts = %d recipients, %d read, found %t; want 100, 10, true", recipients, read, found)
+	}
+	got, _, err := f.store.ReadBitmap(ctx, corp, m.MsgID)
+	testenv.Check(t, "read bitmap", err)
+	if !got.Equals(mysqlRead) {
+		t.Errorf("read bitmap = %v; want %v", got.ToArray(), mysqlRead.ToArray())
+	}
+	// A second run finds nothing to do.
+	rep, err = f.rec.Message(ctx, corp, m.MsgID)
+	testenv.Check(t, "reconcile again", err)
+	if rep.RedisMissing || rep.RestoredBits != 0 || rep.EmittedDeltas != 0 {
+		t.Errorf("second report = %+v; want no changes", rep)
+	}
+}
+
+func TestEmitsDeltasMySQLLacks(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	m := f.register(t, "behind-1", 50)
+	_, rcpt, _, _, err := f.registry.LoadMessage(ctx, corp, m.MsgID)
+	testenv.Check(t, "load", err)
+	// Redis shows uids 1..5 read; MySQL has only 1 and 2.
+	redisRead := roaring.BitmapOf(1, 2, 3, 4, 5)
+	testenv.Check(t, "restore", f.store.RestoreMessage(ctx, m, rcpt, redisRead))
+	markMySQL(t, f, m.MsgID, roaring.BitmapOf(1, 2))
+
+	rep, err := f.rec.Message(ctx, corp, m.MsgID)
+	testenv.Check(t, "reconcile", err)
+	if rep.EmittedDeltas != 3 || rep.RestoredBits != 0 || rep.RedisRead != 5 || rep.MySQLRead != 2 {
+		t.Errorf("report = %+v; want 3 emitted, 0 restored, redis 5, mysql 2", rep)
+	}
+	ds := f.consume(t, 3)
+	got := roaring.New()
+	for _, d := range ds {
+		if d.CorpID != corp || d.MsgID != m.MsgID || d.Source != delta.SourceReconcile || d.ReadTime != f.now.Unix() {
+			t.Errorf("delta %+v; want corp %s msg %s source reconcile at %d", d, corp, m.MsgID, f.now.Unix())
+		}
+		got.Add(d.UID)
+	}
+	if !got.Equals(roaring.BitmapOf(3, 4, 5)) || len(ds) != 3 {
+		t.Errorf("emitted uids %v (%d deltas); want [3 4 5]", got.ToArray(), len(ds))
+	}
+}
+
+func TestUnknownMessage(t *testing.T) {
+	f := newFixture(t)
+	rep, err := f.rec.Message(context.Background(), corp, "nosuch")
+	testenv.Check(t, "reconcile", err)
+	if rep.Found {
+		t.Errorf("report = %+v; want not found", rep)
+	}
+}
+
+func markMySQL(t *testing.T, f *fixture, msgID string, uids *roaring.Bitmap) {
+	t.Helper()
+	db := f.db
+	for _, u := range uids.ToArray() {
+		if _, err := db.Exec(`UPDATE message_read_record SET is_read = 1, read_time = ?, source = 1 WHERE corp_id = ? AND msgid = ? AND uid = ?`,
+			f.now.Add(-30*time.Minute), corp, msgID, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func deleteRedis(t *testing.T, f *fixture, m bitmap.Message) {
+	t.Helper()
+	// Every key of the test's namespace goes, as when Redis restarts empty.
+	ctx := context.Background()
+	keys, err := f.rdb.Keys(ctx, f.prefix+"*").Result()
+	testenv.Check(t, "keys", err)
+	if len(keys) == 0 {
+		t.Fatalf("no keys under %s", f.prefix)
+	}
+	testenv.Check(t, "del", f.rdb.Del(ctx, keys...).Err())
+	if _, _, found, _ := f.store.Counts(context.Background(), m.CorpID, m.MsgID); found {
+		t.Fatalf("message still in Redis after ForgetMessage")
+	}
+}
