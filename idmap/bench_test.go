@@ -54,3 +54,25 @@ func BenchmarkAssign1000New(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUsers1000: the dashboard's page/export chunk, 1000 uids with
+// names and departments (one query) per iteration.
+func BenchmarkUsers1000(b *testing.B) {
+	db := testenv.MySQL(b)
+	m, _ := newMapper(b, db)
+	ctx := context.Background()
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("u%d", i)
+	}
+	mustAssign(b, m, "corp", ids...)
+	_, err := db.Exec("UPDATE users SET name = CONCAT('员工', uid), departments = '1,2,3' WHERE corp_id = 'corp'")
+	testenv.Check(b, "seed", err)
+	uids := seq(1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if got, err := m.Users(ctx, "corp", uids); err != nil || len(got) != 1000 {
+			b.Fatalf("Users = %d, %v", len(got), err)
+		}
+	}
+}

@@ -5,15 +5,31 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http/httptest"
+	"os"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/silenceper/wechat/v2/util"
 
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/idmap/wecomdir"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
+
+// wecom serves every corp of this test binary: wecomdir goes through
+// silenceper, whose URI modifier is process-wide, so it is pointed here once
+// and tests using it must not run in parallel.
+var wecom = fakewecom.New()
+
+func TestMain(m *testing.M) {
+	srv := httptest.NewServer(wecom)
+	util.SetURIModifier(fakewecom.URIModifier(srv.URL))
+	code := m.Run()
+	srv.Close()
+	os.Exit(code)
+}
 
 // bigCorp has 12000 members in 5 departments, every tenth also in a second
 // one: 13200 user/list_id rows, two pages of 10000.
@@ -64,10 +80,11 @@ func count(tb testing.TB, db *sql.DB, query string, args ...any) int {
 func TestSync(t *testing.T) {
 	const corp = "wwsync"
 	db := testenv.MySQL(t)
-	fake := fakewecom.New(bigCorp(corp))
-	url := fakewecom.Start(t, fake)
+	fake := wecom
+	fake.SetCorp(bigCorp(corp))
+	listCalls := fake.Calls("/cgi-bin/user/list_id")
 	m, _ := newMapper(t, db)
-	dir := wecomdir.New(corp, "s3cret", url, nil)
+	dir := wecomdir.New(corp, "s3cret")
 	s := idmap.NewSyncer(m, map[string]idmap.Directory{corp: dir}, nil, prometheus.NewRegistry())
 	ctx := context.Background()
 
@@ -80,7 +97,7 @@ func TestSync(t *testing.T) {
 	if rep != want {
 		t.Errorf("Sync report = %+v; want %+v", rep, want)
 	}
-	if n := fake.Calls("/cgi-bin/user/list_id"); n != 2 {
+	if n := fake.Calls("/cgi-bin/user/list_id") - listCalls; n != 2 {
 		t.Errorf("user/list_id called %d times; want 2 pages", n)
 	}
 	if users, span, next := density(t, db, corp); users != 12000 || span != 12000 || next != 12000 {
@@ -117,8 +134,13 @@ func TestSync(t *testing.T) {
 		c.Users[0].Departments = []int{4}             // emp00000 moved
 		c.NoDepartmentList = true                     // names must survive
 		fake.SetCorp(c)
+		fake.RevokeTokens() // the cached token expired meanwhile
+		tokens := fake.Calls("/cgi-bin/gettoken")
 		rep, err := s.Sync(ctx, corp)
 		testenv.Check(t, "Sync", err)
+		if n := fake.Calls("/cgi-bin/gettoken") - tokens; n != 1 {
+			t.Errorf("gettoken called %d times after the token expired; want 1", n)
+		}
 		want := idmap.Report{Departments: 5, Users: 11999, Updated: 1, Left: 1, Memberships: 13198, Names: true}
 		if rep != want {
 			t.Errorf("re-Sync report = %+v; want %+v", rep, want)
@@ -163,7 +185,7 @@ func TestSync(t *testing.T) {
 		if _, err := s.Sync(ctx, "unknown-corp"); err == nil {
 			t.Error("Sync of a corp without a directory succeeded")
 		}
-		bad := idmap.NewSyncer(m, map[string]idmap.Directory{corp: wecomdir.New(corp, "wrong", url, nil)}, nil, nil)
+		bad := idmap.NewSyncer(m, map[string]idmap.Directory{corp: wecomdir.New(corp, "wrong")}, nil, nil)
 		_, err := bad.Sync(ctx, corp)
 		var apiErr *idmap.APIError
 		if !errors.As(err, &apiErr) || apiErr.Code != fakewecom.ErrInvalidCredential {

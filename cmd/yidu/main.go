@@ -9,6 +9,7 @@
 //	yidu directory  --config yidu.yaml sync --app hr
 //	yidu reconcile  --config yidu.yaml --msgid M | --all-active
 //	yidu hash-password                   # reads a password on stdin
+//	yidu healthcheck http://127.0.0.1:8080/readyz
 //
 // It reads flags and the environment, builds the parts (cmd/internal/yidu)
 // and exits non-zero on failure. SIGINT/SIGTERM stop it cleanly.
@@ -44,6 +45,7 @@ commands:
   directory    sync --app NAME      (pull the WeCom directory)
   reconcile    --msgid M | --all-active   (repair Redis/MySQL drift)
   hash-password  print a bcrypt hash of the password on stdin
+  healthcheck URL  exit 0 when URL answers 200 (container probes)
 `
 
 func main() {
@@ -96,6 +98,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		fmt.Fprintln(stdout, string(h))
 		return nil
+	case "healthcheck":
+		// For container health checks in an image with no shell or curl.
+		if len(args) != 1 {
+			return errors.New("usage: yidu healthcheck URL")
+		}
+		return healthcheck(ctx, args[0], stdout)
 	case "serve", "receiver", "flushd", "dashboard", "migrate":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
@@ -145,6 +153,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"flushd":    {Flushd: true},
 		"dashboard": {Dashboard: true},
 	}[cmd]
+	if roles.Receiver {
+		if err := cfg.ValidateReceiver(); err != nil {
+			return err
+		}
+	}
 	m := yidu.NewMain(cfg, logger.With("process", cmd))
 	if err := m.Run(ctx, roles); err != nil {
 		m.Close()

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"net/http"
+	"net/http/httptest"
+
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -93,5 +96,20 @@ func TestUsageErrors(t *testing.T) {
 				t.Errorf("yidu %v error = %v; want it to mention %q", tt.args, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer ok.Close()
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	if _, _, err := runCmd(t, nil, "", "healthcheck", ok.URL); err != nil {
+		t.Errorf("healthcheck(200) = %v; want nil", err)
+	}
+	if _, _, err := runCmd(t, nil, "", "healthcheck", down.URL); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("healthcheck(503) = %v; want an error naming 503", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/yidu-io/yidu/bitmap"
@@ -88,8 +89,9 @@ func syncDirectory(ctx context.Context, cfg config.Config, appName string, logge
 		return err
 	}
 	defer db.Close()
+	yidu.PointWeCom(cfg.WeCom)
 	m := idmap.New(db, logger, nil)
-	dir := wecomdir.New(app.CorpID, app.Secret, cfg.WeCom.APIBase, nil)
+	dir := wecomdir.New(app.CorpID, app.Secret)
 	s := idmap.NewSyncer(m, map[string]idmap.Directory{app.CorpID: dir}, logger, nil)
 	rep, err := s.Sync(ctx, app.CorpID)
 	if err != nil {
@@ -164,4 +166,24 @@ func runReconcile(ctx context.Context, cfg config.Config, logger *slog.Logger, m
 	}
 	fmt.Fprintf(out, "reconciled %d message(s)\n", len(targets))
 	return failed
+}
+
+// healthcheck GETs url and succeeds on 200.
+func healthcheck(ctx context.Context, url string, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s answered %s", url, resp.Status)
+	}
+	fmt.Fprintln(out, "ok")
+	return nil
 }

@@ -1,39 +1,50 @@
-// Package wecomdir reads a corp's WeCom address list over HTTP for
-// idmap.Syncer: gettoken, department/simplelist, department/list,
-// user/list_id and user/simplelist (shared/wecom-protocol.md, Directory).
+// Package wecomdir reads a corp's WeCom address list for idmap.Syncer
+// through silenceper/wechat/v2's work client (work/addresslist):
+// department/simplelist, department/list, user/list_id and user/simplelist
+// (shared/wecom-protocol.md, Directory).
 //
-// It stands in for silenceper/wechat/v2's work/addresslist client, which
-// cannot be built from this module's go.sum (its cache package needs
-// gomemcache and go-redis/v8). Unlike silenceper it takes a context per call,
-// a base URL per client (tests point it at internal/fakewecom without the
-// process-wide util.SetURIModifier) and never puts the secret or token in
-// its errors.
+// silenceper's process-wide settings, which this package never changes
+// (library code keeps no globals; cmd owns them):
+//   - URLs are fixed to https://qyapi.weixin.qq.com. To talk to another
+//     origin (a fake WeCom in tests and the demo) the process sets
+//     util.SetURIModifier once; cmd does so from config wecom.api_base, tests
+//     with fakewecom.URIModifier in TestMain.
+//   - Requests go through util.DefaultHTTPClient, which is http.DefaultClient
+//     (no timeout) unless the process replaces it.
+//
+// silenceper takes no context.Context. Client checks ctx before every request
+// and fetches the access_token with ctx (gettoken is the one call silenceper
+// lets us pass a context to); a request already sent runs to its end, bounded
+// only by util.DefaultHTTPClient's timeout.
+//
+// The corp secret and access_token travel in URL queries, and silenceper puts
+// URLs in its errors: every error leaving this package is rewritten without
+// them.
 package wecomdir
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
-	"time"
+
+	"github.com/silenceper/wechat/v2/cache"
+	"github.com/silenceper/wechat/v2/credential"
+	"github.com/silenceper/wechat/v2/util"
+	"github.com/silenceper/wechat/v2/work"
+	"github.com/silenceper/wechat/v2/work/addresslist"
+	workconfig "github.com/silenceper/wechat/v2/work/config"
 
 	"github.com/yidu-io/yidu/idmap"
 )
 
-// DefaultBaseURL is WeCom's server API origin.
-const DefaultBaseURL = "https://qyapi.weixin.qq.com"
-
-// maxBody bounds one answer; user/list_id's 10000 pairs are well under it.
-const maxBody = 32 << 20
-
 // WeCom errcodes meaning the access_token must be fetched again
-// (document/path/90313): 40014 invalid, 42001 expired.
+// (document/path/90313): 40014 invalid, 42001 expired. silenceper caches the
+// token for expires_in-1500 s and never drops it on these.
 const (
 	errInvalidToken = 40014
 	errExpiredToken = 42001
@@ -41,211 +52,210 @@ const (
 
 // Client reads one app's view of one corp's directory. Safe for concurrent use.
 type Client struct {
-	base   string
 	corpID string
 	secret string
-	hc     *http.Client
 
-	mu      sync.Mutex
-	token   string
-	expires time.Time
+	mu  sync.Mutex
+	cur *session
+}
+
+// session is one silenceper work client with its own token cache. A token
+// WeCom rejects is dropped by replacing the whole session: silenceper's
+// cache key is its business, and a fresh cache cannot hold a stale token.
+// The cache is private to the session because cache.Memory reads its map
+// without a lock; silenceper's token handle serialises every access to it.
+type session struct {
+	token credential.AccessTokenContextHandle // nil if silenceper's handle takes no ctx
+	dir   *addresslist.Client
 }
 
 var _ idmap.Directory = (*Client)(nil)
 
-// New returns a Client for the app with corpSecret. baseURL "" is WeCom;
-// hc nil is a client with a 30 s timeout.
-func New(corpID, corpSecret, baseURL string, hc *http.Client) *Client {
-	if baseURL == "" {
-		baseURL = DefaultBaseURL
-	}
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	return &Client{base: baseURL, corpID: corpID, secret: corpSecret, hc: hc}
+// New returns a Client for the app whose secret is corpSecret. It talks to
+// WeCom's origin, or wherever the process's util.SetURIModifier points it.
+func New(corpID, corpSecret string) *Client {
+	return &Client{corpID: corpID, secret: corpSecret}
 }
 
-// accessToken returns a cached token, fetching one when none is valid.
-// WeCom's tokens last expires_in (7200) seconds (document/path/91039); the
-// token is renewed five minutes early.
-func (c *Client) accessToken(ctx context.Context, refresh bool) (string, error) {
+// session returns the current session, replacing it first if it is stale
+// (its token was rejected). Concurrent callers rejected on one session
+// replace it once.
+func (c *Client) session(stale *session) *session {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !refresh && c.token != "" && time.Now().Before(c.expires) {
-		return c.token, nil
+	if c.cur == nil || c.cur == stale {
+		// work.NewWork rather than wechat.NewWechat().GetWork: the root
+		// package does not build from this module's go.sum (it pulls in
+		// pay/notify) and its init reconfigures logrus process-wide.
+		wk := work.NewWork(&workconfig.Config{CorpID: c.corpID, CorpSecret: c.secret, Cache: cache.NewMemory()})
+		wctx := wk.GetContext()
+		s := &session{dir: wk.GetAddressList()}
+		s.token, _ = wctx.AccessTokenHandle.(credential.AccessTokenContextHandle)
+		c.cur = s
 	}
-	var out struct {
-		Errcode     int64  `json:"errcode"`
-		Errmsg      string `json:"errmsg"`
-		AccessToken string `json:"access_token"`
-		ExpiresIn   int64  `json:"expires_in"`
-	}
-	q := url.Values{"corpid": {c.corpID}, "corpsecret": {c.secret}}
-	if err := c.do(ctx, "gettoken", http.MethodGet, "/cgi-bin/gettoken?"+q.Encode(), nil, &out); err != nil {
-		return "", err
-	}
-	if out.Errcode != 0 {
-		return "", &idmap.APIError{API: "gettoken", Code: out.Errcode, Msg: out.Errmsg}
-	}
-	if out.AccessToken == "" {
-		return "", errors.New("wecomdir: gettoken: empty access_token")
-	}
-	c.token = out.AccessToken
-	c.expires = time.Now().Add(time.Duration(max(out.ExpiresIn-300, 60)) * time.Second)
-	return c.token, nil
+	return c.cur
 }
 
-// call sends one authenticated request and decodes the answer into out,
-// which must embed status. A rejected token is fetched again once.
-func (c *Client) call(ctx context.Context, api, method, path string, q url.Values, body any, out interface{ apiStatus() *status }) error {
+// call runs fn with a valid token. A token WeCom rejects is fetched again,
+// once.
+func call[T any](ctx context.Context, c *Client, api string, fn func(*addresslist.Client) (T, error)) (T, error) {
+	var zero T
+	var stale *session
 	for attempt := 0; ; attempt++ {
-		tok, err := c.accessToken(ctx, attempt > 0)
-		if err != nil {
-			return err
+		if err := ctx.Err(); err != nil {
+			return zero, err
 		}
-		qq := url.Values{"access_token": {tok}}
-		for k, v := range q {
-			qq[k] = v
+		s := c.session(stale)
+		if s.token != nil {
+			// Fetched here with ctx; fn's own GetAccessToken then hits the cache.
+			if _, err := s.token.GetAccessTokenContext(ctx); err != nil {
+				if ctxErr := ctx.Err(); ctxErr != nil {
+					return zero, ctxErr
+				}
+				return zero, c.wrap("gettoken", err)
+			}
+			if err := ctx.Err(); err != nil {
+				return zero, err
+			}
 		}
-		if err := c.do(ctx, api, method, path+"?"+qq.Encode(), body, out); err != nil {
-			return err
+		v, err := fn(s.dir)
+		if err == nil {
+			return v, nil
 		}
-		st := out.apiStatus()
-		if (st.Errcode == errInvalidToken || st.Errcode == errExpiredToken) && attempt == 0 {
-			*st = status{}
+		var ce *util.CommonError
+		if attempt == 0 && errors.As(err, &ce) && (ce.ErrCode == errInvalidToken || ce.ErrCode == errExpiredToken) {
+			stale = s
 			continue
 		}
-		if st.Errcode != 0 {
-			return &idmap.APIError{API: api, Code: st.Errcode, Msg: st.Errmsg}
-		}
-		return nil
+		return zero, c.wrap(api, err)
 	}
 }
 
-// do performs the HTTP exchange. Errors name the API, never the URL: its
-// query holds the secret or the token.
-func (c *Client) do(ctx context.Context, api, method, pathQuery string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
+// tokenErr matches silenceper's gettoken failure, a plain fmt error
+// (credential.GetTokenFromServerContext).
+var tokenErr = regexp.MustCompile(`(?s)get access_token error : errcode=(-?\d+) , errormsg=(.*)$`)
+
+// wrap turns silenceper's errors into ours: errcode answers become
+// *idmap.APIError (the Syncer tells refusals from failures by it), anything
+// else is wrapped with its URLs and credentials removed.
+func (c *Client) wrap(api string, err error) error {
+	var ce *util.CommonError
+	if errors.As(err, &ce) {
+		return &idmap.APIError{API: api, Code: ce.ErrCode, Msg: c.scrub(ce.ErrMsg)}
+	}
+	if m := tokenErr.FindStringSubmatch(err.Error()); m != nil {
+		code, perr := strconv.ParseInt(m[1], 10, 64)
+		if perr == nil {
+			return &idmap.APIError{API: "gettoken", Code: code, Msg: c.scrub(m[2])}
+		}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // the URL holds the token or the secret
+	}
+	if s := c.scrub(err.Error()); s != err.Error() {
+		err = errors.New(s)
+	}
+	return fmt.Errorf("wecomdir: %s: %w", api, err)
+}
+
+var (
+	urlPattern   = regexp.MustCompile(`https?://[^\s"'<>]+`)
+	paramPattern = regexp.MustCompile(`(?i)(access_token|corpsecret)=[^&\s"']*`)
+)
+
+// scrub removes from s every URL's query (silenceper writes "uri=…" with the
+// token or secret in it), any stray credential parameter and the secret.
+func (c *Client) scrub(s string) string {
+	s = urlPattern.ReplaceAllStringFunc(s, func(raw string) string {
+		u, err := url.Parse(raw)
 		if err != nil {
-			return fmt.Errorf("wecomdir: %s: %w", api, err)
+			return "<url>"
 		}
-		rd = bytes.NewReader(b)
+		return u.Scheme + "://" + u.Host + u.Path
+	})
+	s = paramPattern.ReplaceAllString(s, "<redacted>")
+	if c.secret != "" {
+		s = strings.ReplaceAll(s, c.secret, "<redacted>")
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+pathQuery, rd)
-	if err != nil {
-		return fmt.Errorf("wecomdir: %s: bad request", api)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // drop the URL
-		}
-		return fmt.Errorf("wecomdir: %s: %w", api, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("wecomdir: %s: http status %d", api, resp.StatusCode)
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(out); err != nil {
-		return fmt.Errorf("wecomdir: %s: decode: %w", api, err)
-	}
-	return nil
+	return s
 }
 
-type status struct {
-	Errcode int64  `json:"errcode"`
-	Errmsg  string `json:"errmsg"`
-}
-
-func (s *status) apiStatus() *status { return s }
-
-// Departments lists department/simplelist (document/path/95350); without an
-// id WeCom lists the whole visible tree.
+// Departments lists department/simplelist (document/path/95350), the whole
+// visible tree. silenceper always sends an id; we send 0 (no department)
+// where the document says to leave id out. fakewecom treats 0 as absent;
+// that real WeCom does too is not verified here.
 func (c *Client) Departments(ctx context.Context) ([]idmap.Department, error) {
-	var out struct {
-		status
-		DepartmentID []struct {
-			ID       int64 `json:"id"`
-			ParentID int64 `json:"parentid"`
-			Order    int64 `json:"order"`
-		} `json:"department_id"`
-	}
-	if err := c.call(ctx, "department/simplelist", http.MethodGet, "/cgi-bin/department/simplelist", nil, nil, &out); err != nil {
+	list, err := call(ctx, c, "department/simplelist", func(d *addresslist.Client) ([]*addresslist.DepartmentID, error) {
+		return d.DepartmentSimpleList(0)
+	})
+	if err != nil {
 		return nil, err
 	}
-	depts := make([]idmap.Department, 0, len(out.DepartmentID))
-	for _, d := range out.DepartmentID {
-		depts = append(depts, idmap.Department{ID: d.ID, ParentID: d.ParentID, Order: d.Order})
+	depts := make([]idmap.Department, 0, len(list))
+	for _, d := range list {
+		if d != nil {
+			depts = append(depts, idmap.Department{ID: int64(d.ID), ParentID: int64(d.ParentID), Order: int64(d.Order)})
+		}
 	}
 	return depts, nil
 }
 
 // DepartmentNames lists department/list (document/path/90208) as id → name.
+// Apps created recently are refused (an *idmap.APIError); the Syncer then
+// keeps the stored names.
 func (c *Client) DepartmentNames(ctx context.Context) (map[int64]string, error) {
-	var out struct {
-		status
-		Department []struct {
-			ID   int64  `json:"id"`
-			Name string `json:"name"`
-		} `json:"department"`
-	}
-	if err := c.call(ctx, "department/list", http.MethodGet, "/cgi-bin/department/list", nil, nil, &out); err != nil {
+	list, err := call(ctx, c, "department/list", func(d *addresslist.Client) ([]*addresslist.Department, error) {
+		return d.DepartmentList()
+	})
+	if err != nil {
 		return nil, err
 	}
-	names := make(map[int64]string, len(out.Department))
-	for _, d := range out.Department {
-		names[d.ID] = d.Name
+	names := make(map[int64]string, len(list))
+	for _, d := range list {
+		if d != nil {
+			names[int64(d.ID)] = d.Name
+		}
 	}
 	return names, nil
 }
 
-// UserIDs pages user/list_id (document/path/96067).
+// UserIDs pages user/list_id (document/path/96067): limit ≤ 10000 pairs from
+// cursor ("" to start).
 func (c *Client) UserIDs(ctx context.Context, cursor string, limit int) ([]idmap.DeptUser, string, error) {
-	var out struct {
-		status
-		NextCursor string `json:"next_cursor"`
-		DeptUser   []struct {
-			UserID     string `json:"userid"`
-			Department int64  `json:"department"`
-		} `json:"dept_user"`
-	}
-	req := struct {
-		Cursor string `json:"cursor,omitempty"`
-		Limit  int    `json:"limit"`
-	}{cursor, limit}
-	if err := c.call(ctx, "user/list_id", http.MethodPost, "/cgi-bin/user/list_id", nil, req, &out); err != nil {
+	resp, err := call(ctx, c, "user/list_id", func(d *addresslist.Client) (*addresslist.UserListIDResponse, error) {
+		return d.UserListID(&addresslist.UserListIDRequest{Cursor: cursor, Limit: limit})
+	})
+	if err != nil {
 		return nil, "", err
 	}
-	pairs := make([]idmap.DeptUser, 0, len(out.DeptUser))
-	for _, p := range out.DeptUser {
-		pairs = append(pairs, idmap.DeptUser{UserID: p.UserID, Department: p.Department})
+	pairs := make([]idmap.DeptUser, 0, len(resp.DeptUser))
+	for _, p := range resp.DeptUser {
+		if p != nil {
+			pairs = append(pairs, idmap.DeptUser{UserID: p.UserID, Department: int64(p.Department)})
+		}
 	}
-	return pairs, out.NextCursor, nil
+	return pairs, resp.NextCursor, nil
 }
 
 // DepartmentUsers lists user/simplelist (document/path/90200): direct
 // members of deptID with names.
 func (c *Client) DepartmentUsers(ctx context.Context, deptID int64) ([]idmap.NamedUser, error) {
-	var out struct {
-		status
-		UserList []struct {
-			UserID string `json:"userid"`
-			Name   string `json:"name"`
-		} `json:"userlist"`
+	id := int(deptID)
+	if int64(id) != deptID {
+		return nil, fmt.Errorf("wecomdir: user/simplelist: department %d out of range", deptID)
 	}
-	q := url.Values{"department_id": {strconv.FormatInt(deptID, 10)}}
-	if err := c.call(ctx, "user/simplelist", http.MethodGet, "/cgi-bin/user/simplelist", q, nil, &out); err != nil {
+	list, err := call(ctx, c, "user/simplelist", func(d *addresslist.Client) ([]*addresslist.UserList, error) {
+		return d.UserSimpleList(id)
+	})
+	if err != nil {
 		return nil, err
 	}
-	users := make([]idmap.NamedUser, 0, len(out.UserList))
-	for _, u := range out.UserList {
-		users = append(users, idmap.NamedUser{UserID: u.UserID, Name: u.Name})
+	users := make([]idmap.NamedUser, 0, len(list))
+	for _, u := range list {
+		if u != nil {
+			users = append(users, idmap.NamedUser{UserID: u.UserID, Name: u.Name})
+		}
 	}
 	return users, nil
 }

@@ -90,6 +90,8 @@ type Main struct {
 	// ReceiverAddr and DashboardAddr are the bound addresses (":0" resolved).
 	ReceiverAddr  string
 	DashboardAddr string
+	// FlushdAddr is flushd's probe and metrics address when it runs alone.
+	FlushdAddr string
 
 	servers     []*http.Server
 	flushCancel context.CancelFunc
@@ -104,6 +106,25 @@ func NewMain(cfg config.Config, logger *slog.Logger) *Main {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return &Main{Config: cfg, Logger: logger, Registry: reg}
+}
+
+// PointWeCom sets up silenceper/wechat/v2's process-wide HTTP settings:
+// a timeout (it has none by default, and a hung WeCom call must not hang a
+// directory sync or a send forever) and, when wecom.api_base is not WeCom's
+// own host, a URI rewrite to it (a fake WeCom in the demo and tests).
+// Process-wide, which is why only cmd calls it.
+func PointWeCom(c config.WeCom) {
+	util.DefaultHTTPClient = &http.Client{Timeout: 30 * time.Second}
+	base := strings.TrimRight(c.APIBase, "/")
+	if base == "" || base == config.DefaultWeComAPI {
+		return
+	}
+	util.SetURIModifier(func(uri string) string {
+		if rest, ok := strings.CutPrefix(uri, config.DefaultWeComAPI); ok {
+			return base + rest
+		}
+		return uri
+	})
 }
 
 // OpenDB opens the MySQL pool for dsn with the settings yidu relies on:
@@ -186,17 +207,7 @@ func (m *Main) Open(ctx context.Context) error {
 		return fmt.Errorf("redis: ping %s: %w", cfg.Redis.Addr, err)
 	}
 	log := m.Logger
-	if base := cfg.WeCom.APIBase; base != "" && base != config.DefaultWeComAPI {
-		// silenceper/wechat/v2 has WeCom's host built in; this process talks
-		// to another (a fake WeCom in the demo and tests). Process-wide, which
-		// is why only cmd sets it.
-		util.SetURIModifier(func(uri string) string {
-			if rest, ok := strings.CutPrefix(uri, config.DefaultWeComAPI); ok {
-				return base + rest
-			}
-			return uri
-		})
-	}
+	PointWeCom(cfg.WeCom)
 	m.Store = bitmap.New(m.Redis, bitmap.Options{
 		Prefix:     cfg.Redis.Prefix,
 		TTL:        cfg.Redis.TTL.D(),
@@ -275,6 +286,11 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			Apps:       cfg.Apps,
 			Logger:     log,
 			Registerer: m.Registry,
+			Gatherer:   m.Registry,
+			Ready: map[string]func(context.Context) error{
+				"mysql": func(ctx context.Context) error { return m.DB.PingContext(ctx) },
+				"redis": func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() },
+			},
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
@@ -311,6 +327,16 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			m.flushErr = f.Run(fctx)
 		}()
 		log.Info("flushd consuming", "topic", cfg.Kafka.Topic, "group", cfg.Kafka.Group)
+		if !roles.Receiver && !roles.Dashboard && cfg.Flushd.Listen != "" {
+			// flushd alone has no HTTP of its own: serve its probes and
+			// metrics (lag, pending, retries) for the orchestrator.
+			addr, err := m.serve(cfg.Flushd.Listen, opsRoutes(m.Registry, m.flushDone))
+			if err != nil {
+				return fmt.Errorf("flushd: %w", err)
+			}
+			m.FlushdAddr = addr
+			log.Info("flushd metrics listening", "addr", addr)
+		}
 	}
 	return nil
 }

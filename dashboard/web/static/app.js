@@ -60,11 +60,15 @@
     const W = 600, H = 160;
     let cum = 0;
     const coords = ["0," + H];
+    const xy = (t, n) => Math.max(0, Math.min(W, ((t - t0) / (t1 - t0)) * W)).toFixed(1) + "," +
+      Math.max(0, H - (n / p.recipients) * H).toFixed(1);
     for (const c of pts) {
+      // Flat until the minute the reads happened, then up across it: a
+      // straight line from the send time would invent reads that did not happen.
+      const start = new Date(c.at).getTime();
+      coords.push(xy(start, cum));
       cum += c.reads;
-      const x = ((new Date(c.at).getTime() + 60000 * p.bucket_minutes - t0) / (t1 - t0)) * W;
-      const y = H - (cum / p.recipients) * H;
-      coords.push(Math.max(0, Math.min(W, x)).toFixed(1) + "," + Math.max(0, y).toFixed(1));
+      coords.push(xy(start + 60000 * p.bucket_minutes, cum));
     }
     const line = document.createElementNS(svgNS, "polyline");
     line.setAttribute("points", coords.join(" "));
@@ -72,14 +76,18 @@
     svg.appendChild(line);
   }
 
-  let lastRefresh = 0;
+  // Departments are heavier: refreshed at most every 10 s, and always once
+  // after the last change, so the table never stays behind the numbers.
+  let lastRefresh = 0, refreshTimer = null;
   function onProgress(p) {
     showProgress(p);
-    const now = Date.now();
-    if (now - lastRefresh > 10000) { // departments are heavier: at most every 10 s
-      lastRefresh = now;
-      loadDepartments();
-    }
+    if (refreshTimer) return;
+    const wait = Math.max(0, lastRefresh + 10000 - Date.now());
+    refreshTimer = setTimeout(() => {
+      refreshTimer = null; lastRefresh = Date.now(); loadDepartments();
+      // The people list follows too, unless the user paged further down.
+      if (pages <= 1) { cursor = ""; loadRecipients(false); }
+    }, wait);
   }
 
   if (window.EventSource) {
@@ -144,7 +152,7 @@
   }
 
   // --- recipients -----------------------------------------------------
-  let department = "", cursor = "", seq = 0;
+  let department = "", cursor = "", seq = 0, pages = 0;
   function query(withCursor) {
     const q = new URLSearchParams();
     q.set("state", $("state").value);
@@ -161,6 +169,7 @@
     $("export").textContent = st === "unread" ? "Export unread / 导出未读" : st === "read" ? "Export read / 导出已读" : "Export all / 导出全部";
   }
   async function loadRecipients(append) {
+    pages = append ? pages + 1 : 1;
     const my = ++seq;
     const q = query(append);
     q.set("limit", "100");

@@ -1,0 +1,924 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/yidu-io/yidu/callback"
+	"github.com/yidu-io/yidu/cmd/internal/yidu"
+	"github.com/yidu-io/yidu/cmd/yidu-bench/naive"
+	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/migrations"
+)
+
+// The arms, in the order they run.
+const (
+	armCeiling = "ceiling"
+	armNaive   = "naive"
+	armYidu    = "yidu"
+)
+
+var allArms = []string{armCeiling, armNaive, armYidu}
+
+// Bench's fixed identities: the official sample's crypto parameters
+// (wecom-protocol.md) and a bearer token for the dashboard API.
+const (
+	benchToken  = "QDG6eK"
+	benchAESKey = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
+	benchCorp   = "wx5823bf96d3bd56c7"
+	benchAgent  = 218
+	apiToken    = "yidu-bench-api-token-0123456789"
+	callbackURL = "/wecom/callback/hr"
+)
+
+// Config is one bench invocation.
+type Config struct {
+	// MySQLDSN names the server (its database part is ignored): the bench
+	// creates a database of its own and drops it at the end.
+	MySQLDSN  string
+	RedisAddr string
+	// KafkaBrokers, when set, is used instead of starting yidu-kfake.
+	KafkaBrokers []string
+	// KfakeBin is the yidu-kfake binary; empty builds it with `go build`.
+	KfakeBin   string
+	Partitions int
+	// Recipients is R, the notice's audience.
+	Recipients int
+	// Conns is C, the generator's concurrent keep-alive connections.
+	Conns int
+	// Extra is the fraction of R sent again: half WeCom retries (identical
+	// deliveries), half duplicates (a second press).
+	Extra float64
+	// FlushInterval is flushd's interval for the yidu arm.
+	FlushInterval time.Duration
+	// Rate > 0 runs an open loop at this many callbacks/s instead of a
+	// closed loop.
+	Rate float64
+	Arms []string
+	// ArmTimeout bounds one arm's load phase.
+	ArmTimeout time.Duration
+	// CPUProfile, when set, receives a CPU profile of the yidu arm.
+	CPUProfile string
+	// Logger receives the yidu arm's logs.
+	Logger *slog.Logger
+	// Progress receives one line per step.
+	Progress io.Writer
+}
+
+// ArmResult is one arm's figures.
+type ArmResult struct {
+	Arm       string  `json:"arm"`
+	Requests  int     `json:"requests"`
+	Accepted  int     `json:"accepted"`
+	Errors    int     `json:"errors"`
+	Failed    int     `json:"failed"`
+	Status    any     `json:"status"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"accepted_per_second"`
+	P50ms     float64 `json:"p50_ms"`
+	P99ms     float64 `json:"p99_ms"`
+	P999ms    float64 `json:"p999_ms"`
+	MaxMs     float64 `json:"max_ms"`
+	// DashboardExactMs and MySQLExactMs are measured from the last 200
+	// (negative: exact before it, the last answers being retries). Nil:
+	// never exact, or not applicable (ceiling).
+	DashboardExactMs *float64 `json:"dashboard_exact_after_last_200_ms"`
+	MySQLExactMs     *float64 `json:"mysql_exact_after_last_200_ms"`
+	Exact            *bool    `json:"exact,omitempty"`
+	ExactDetail      string   `json:"exact_detail,omitempty"`
+	MySQLUpdates     int64    `json:"mysql_update_statements"`
+	MySQLTxs         int64    `json:"mysql_transactions,omitempty"`
+	RedisMsgBytes    int64    `json:"redis_message_bytes"`
+	RedisDedupKeys   int64    `json:"redis_dedup_keys"`
+	RedisDedupBytes  int64    `json:"redis_dedup_bytes_estimate"`
+	StartRSSMB       float64  `json:"rss_at_start_mb"`
+	PeakRSSMB        float64  `json:"peak_rss_mb"`
+	// CPUPer1000 is the bench process (generator + server) plus, for yidu,
+	// the yidu-kfake process, from the start to exactness, per 1000
+	// accepted callbacks (KafkaCPUPer1000 is the yidu-kfake part).
+	// MySQLdCPUPer1000 and RedisCPUPer1000 are the servers' over the same
+	// span (shared with whatever else runs on the machine).
+	CPUPer1000       float64    `json:"cpu_s_per_1000"`
+	KafkaCPUPer1000  float64    `json:"kafka_cpu_s_per_1000,omitempty"`
+	MySQLdCPUPer1000 float64    `json:"mysqld_cpu_s_per_1000"`
+	RedisCPUPer1000  float64    `json:"redis_cpu_s_per_1000"`
+	LoadAvg          [3]float64 `json:"loadavg_after"`
+	// Counters are the yidu arm's own metrics at the end (non-zero series
+	// of the read path and flushd): outcomes, dedup hits, errors.
+	Counters map[string]float64 `json:"counters,omitempty"`
+}
+
+// Report is the whole run.
+type Report struct {
+	When          time.Time          `json:"when"`
+	GoVersion     string             `json:"go_version"`
+	GOMAXPROCS    int                `json:"gomaxprocs"`
+	Recipients    int                `json:"recipients"`
+	Conns         int                `json:"conns"`
+	Extra         float64            `json:"extra"`
+	FlushInterval string             `json:"flush_interval"`
+	Rate          float64            `json:"rate"`
+	WorkloadBytes int64              `json:"workload_bytes"`
+	LoadAvgBefore [3]float64         `json:"loadavg_before"`
+	Arms          []ArmResult        `json:"arms"`
+	Ratios        map[string]float64 `json:"ratios"`
+}
+
+// ErrNotExact is returned (with the report) when naive or yidu did not end
+// with exactly R reads.
+var ErrNotExact = errors.New("yidu-bench: not exact")
+
+type bench struct {
+	cfg     Config
+	app     config.App
+	dsn     string
+	db      *sql.DB
+	rdb     *redis.Client
+	prefix  string
+	sentAt  time.Time
+	brokers []string
+	kfake   *exec.Cmd
+	mysqld  []int
+	redisd  []int
+	report  *Report
+}
+
+func (b *bench) logf(format string, args ...any) {
+	if b.cfg.Progress != nil {
+		fmt.Fprintf(b.cfg.Progress, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Run runs the selected arms and returns the report; it stops and removes
+// everything it started or created, also when ctx is cancelled.
+func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
+	if cfg.Recipients < 1 || cfg.Conns < 1 || cfg.Extra < 0 || cfg.Extra > 1 || cfg.FlushInterval <= 0 {
+		return nil, errors.New("yidu-bench: need -r ≥ 1, -c ≥ 1, 0 ≤ -extra ≤ 1, -flush-interval > 0")
+	}
+	for _, a := range cfg.Arms {
+		if !slices.Contains(allArms, a) {
+			return nil, fmt.Errorf("yidu-bench: unknown arm %q (want %s)", a, strings.Join(allArms, ","))
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = 4
+	}
+	b := &bench{
+		cfg: cfg,
+		app: config.App{Name: "hr", CorpID: benchCorp, AgentID: benchAgent, Token: benchToken,
+			EncodingAESKey: benchAESKey, ReadButtonKey: "yidu_read"},
+		prefix: "yidubench" + randomHex(6),
+		sentAt: time.Now().Add(-20 * time.Minute).UTC().Truncate(time.Second),
+		report: &Report{When: time.Now().UTC(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+			Recipients: cfg.Recipients, Conns: cfg.Conns, Extra: cfg.Extra, FlushInterval: cfg.FlushInterval.String(),
+			Rate: cfg.Rate, LoadAvgBefore: loadAvg(), Ratios: map[string]float64{}},
+	}
+	b.mysqld, b.redisd = procsNamed("mariadbd", "mysqld"), procsNamed("redis-server")
+	defer b.cleanup()
+	if err := b.setup(ctx); err != nil {
+		return nil, err
+	}
+	notExact := false
+	for _, name := range allArms {
+		if !slices.Contains(cfg.Arms, name) {
+			continue
+		}
+		var r ArmResult
+		var err error
+		switch name {
+		case armCeiling:
+			r, err = b.ceiling(ctx)
+		case armNaive:
+			r, err = b.naive(ctx)
+		case armYidu:
+			r, err = b.yidu(ctx)
+		}
+		if err != nil {
+			return b.report, fmt.Errorf("%s arm: %w", name, err)
+		}
+		if r.Exact != nil && !*r.Exact {
+			notExact = true
+		}
+		b.report.Arms = append(b.report.Arms, r)
+		b.logf("%s: %.0f callbacks/s, p99 %.1f ms, errors %d", name, r.PerSecond, r.P99ms, r.Errors)
+		runtime.GC()
+		debug.FreeOSMemory()
+	}
+	per := map[string]float64{}
+	for _, r := range b.report.Arms {
+		per[r.Arm] = r.PerSecond
+	}
+	if per[armYidu] > 0 && per[armCeiling] > 0 {
+		b.report.Ratios["yidu/ceiling"] = per[armYidu] / per[armCeiling]
+	}
+	if per[armYidu] > 0 && per[armNaive] > 0 {
+		b.report.Ratios["yidu/naive"] = per[armYidu] / per[armNaive]
+	}
+	if notExact {
+		return b.report, ErrNotExact
+	}
+	return b.report, nil
+}
+
+// setup creates the database and the R members, and starts Kafka.
+func (b *bench) setup(ctx context.Context) error {
+	c, err := mysql.ParseDSN(b.cfg.MySQLDSN)
+	if err != nil {
+		return fmt.Errorf("mysql dsn: %w", err)
+	}
+	c.DBName = "yidu_bench_" + randomHex(6)
+	b.dsn = c.FormatDSN()
+	if err := yidu.CreateDatabase(ctx, b.dsn); err != nil {
+		b.dsn = "" // nothing to drop
+		return err
+	}
+	b.logf("database %s", c.DBName)
+	if b.db, err = yidu.OpenDB(b.dsn); err != nil {
+		return err
+	}
+	if _, err := migrations.Up(ctx, b.db); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	b.rdb = redis.NewClient(&redis.Options{Addr: b.cfg.RedisAddr})
+	if err := b.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", b.cfg.RedisAddr, err)
+	}
+
+	start := time.Now()
+	ids := idmap.New(b.db, b.cfg.Logger, prometheus.NewRegistry())
+	const chunk = 10_000
+	users := make([]string, 0, chunk)
+	for i := 0; i < b.cfg.Recipients; i += chunk {
+		users = users[:0]
+		for j := i; j < min(i+chunk, b.cfg.Recipients); j++ {
+			users = append(users, userID(j))
+		}
+		if _, err := ids.Assign(ctx, b.app.CorpID, users); err != nil {
+			return fmt.Errorf("assign members: %w", err)
+		}
+	}
+	b.logf("%d members in %s", b.cfg.Recipients, time.Since(start).Round(time.Millisecond))
+
+	if slices.Contains(b.cfg.Arms, armYidu) {
+		if len(b.cfg.KafkaBrokers) > 0 {
+			b.brokers = b.cfg.KafkaBrokers
+		} else if err := b.startKfake(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startKfake starts yidu-kfake as a child process. Its stdin is a pipe
+// only this process holds: when the bench exits for any reason, the pipe
+// closes and the broker exits (-exit-on-eof).
+func (b *bench) startKfake(ctx context.Context) error {
+	bin := b.cfg.KfakeBin
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "yidu-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir) // the running binary stays open
+		bin = filepath.Join(dir, "yidu-kfake")
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/yidu-io/yidu/cmd/yidu-kfake")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build yidu-kfake (or pass -kfake-bin): %w: %s", err, out)
+		}
+	}
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-topic", "yidu.reads",
+		"-partitions", strconv.Itoa(b.cfg.Partitions), "-exit-on-eof")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start yidu-kfake: %w", err)
+	}
+	b.kfake = cmd
+	_ = stdin // closed by cleanup through cmd's pipes
+	line := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		if s.Scan() {
+			line <- strings.TrimSpace(s.Text())
+		}
+		close(line)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case addr, ok := <-line:
+		if !ok || addr == "" {
+			return errors.New("yidu-kfake printed no address")
+		}
+		b.brokers = []string{addr}
+		b.logf("yidu-kfake pid %d at %s", cmd.Process.Pid, addr)
+		return nil
+	case <-time.After(30 * time.Second):
+		return errors.New("yidu-kfake: no address within 30 s")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// cleanup stops the broker, deletes the Redis keys and drops the database.
+func (b *bench) cleanup() {
+	if b.kfake != nil {
+		_ = b.kfake.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = b.kfake.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = b.kfake.Process.Kill()
+			<-done
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if b.rdb != nil {
+		n := 0
+		iter := b.rdb.Scan(ctx, 0, b.prefix+"*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+			if len(keys) == 1000 {
+				n += len(keys)
+				b.rdb.Del(ctx, keys...)
+				keys = keys[:0]
+			}
+		}
+		if len(keys) > 0 {
+			n += len(keys)
+			b.rdb.Del(ctx, keys...)
+		}
+		b.rdb.Close()
+		b.logf("deleted %d redis keys under %s", n, b.prefix)
+	}
+	if b.db != nil {
+		b.db.Close()
+	}
+	if b.dsn != "" {
+		c, _ := mysql.ParseDSN(b.dsn)
+		name := c.DBName
+		c.DBName = ""
+		if db, err := sql.Open("mysql", c.FormatDSN()); err == nil {
+			if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
+				b.logf("drop database %s: %v", name, err)
+			} else {
+				b.logf("dropped database %s", name)
+			}
+			db.Close()
+		}
+	}
+}
+
+// serve starts h on a fresh loopback port with the receiver's server
+// settings (callback.NewServer).
+func serve(h http.Handler) (addr string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := callback.NewServer(ln.Addr().String(), h)
+	go func() { _ = srv.Serve(ln) }()
+	return ln.Addr().String(), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
+
+// ceiling answers 200 after reading the body: what the machine and the
+// generator can do at all through chi and the receiver's server settings.
+func (b *bench) ceiling(ctx context.Context) (ArmResult, error) {
+	r := chi.NewRouter()
+	r.Post("/wecom/callback/{app}", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	addr, stop, err := serve(r)
+	if err != nil {
+		return ArmResult{}, err
+	}
+	defer stop()
+	w, err := b.workload("storm-ceiling", 1)
+	if err != nil {
+		return ArmResult{}, err
+	}
+	return b.measure(ctx, arm{name: armCeiling, host: addr}, w)
+}
+
+// naive runs the design yidu replaces (package naive).
+func (b *bench) naive(ctx context.Context) (ArmResult, error) {
+	const msgID = "storm-naive"
+	n, err := naive.Setup(ctx, b.db, b.app, msgID, b.sentAt)
+	if err != nil {
+		return ArmResult{}, err
+	}
+	if n != int64(b.cfg.Recipients) {
+		return ArmResult{}, fmt.Errorf("naive setup: %d recipient rows; want %d", n, b.cfg.Recipients)
+	}
+	c, _ := mysql.ParseDSN(b.dsn)
+	c.InterpolateParams = true
+	db, err := yidu.OpenDB(c.FormatDSN())
+	if err != nil {
+		return ArmResult{}, err
+	}
+	defer db.Close()
+	ids := idmap.New(db, b.cfg.Logger, prometheus.NewRegistry())
+	if _, err := ids.Warm(ctx, b.app.CorpID); err != nil {
+		return ArmResult{}, err
+	}
+	srv, err := naive.New(naive.Options{App: b.app, DB: db, IDs: ids, Logger: b.cfg.Logger})
+	if err != nil {
+		return ArmResult{}, err
+	}
+	addr, stop, err := serve(srv.Routes())
+	if err != nil {
+		return ArmResult{}, err
+	}
+	defer stop()
+	w, err := b.workload(msgID, 2)
+	if err != nil {
+		return ArmResult{}, err
+	}
+	res, err := b.measure(ctx, arm{
+		name: armNaive, host: addr,
+		dashboard: func(ctx context.Context) (int64, error) { return naive.ReadCount(ctx, b.db, b.app.CorpID, msgID) },
+		mysql:     func(ctx context.Context) (int64, error) { return b.mysqlReads(ctx, msgID) },
+		statements: func() (int64, int64) {
+			s := srv.Stats()
+			return s.Updates, s.Transactions
+		},
+	}, w)
+	if err != nil {
+		return res, err
+	}
+	problems := b.verify(ctx, msgID)
+	if got, err := naive.ReadCount(ctx, b.db, b.app.CorpID, msgID); err != nil || got != int64(b.cfg.Recipients) {
+		problems = append(problems, fmt.Sprintf("read_count %d (err %v); want %d", got, err, b.cfg.Recipients))
+	}
+	setExact(&res, problems)
+	return res, nil
+}
+
+func setExact(r *ArmResult, problems []string) {
+	ok := len(problems) == 0 && r.Failed == 0
+	if r.Failed > 0 {
+		problems = append(problems, fmt.Sprintf("%d callbacks never answered 200", r.Failed))
+	}
+	r.Exact = &ok
+	r.ExactDetail = strings.Join(problems, "; ")
+	if ok {
+		r.ExactDetail = "R reads, each read_time one of the member's CreateTimes"
+	}
+}
+
+// yidu runs the real pipeline: receiver, dashboard and flushd in this
+// process (cmd/internal/yidu), Kafka in yidu-kfake.
+func (b *bench) yidu(ctx context.Context) (ArmResult, error) {
+	const msgID = "storm-yidu"
+	cfg := config.Default()
+	cfg.MySQL.DSN = b.dsn
+	cfg.Redis.Addr = b.cfg.RedisAddr
+	cfg.Redis.Prefix = b.prefix
+	cfg.Redis.TTL = config.Duration(time.Hour) // the bench deletes them; this bounds a crash
+	cfg.Kafka.Brokers = b.brokers
+	cfg.Kafka.Group = "yidu-bench-" + randomHex(4)
+	cfg.Flushd.Interval = config.Duration(b.cfg.FlushInterval)
+	cfg.Receiver.Listen = "127.0.0.1:0"
+	cfg.Dashboard.Listen = "127.0.0.1:0"
+	cfg.Dashboard.Tokens = []config.Token{{Name: "bench", Token: apiToken, Corps: []string{b.app.CorpID}}}
+	cfg.Apps = []config.App{b.app}
+	if err := cfg.Validate(); err != nil {
+		return ArmResult{}, err
+	}
+	m := yidu.NewMain(cfg, b.cfg.Logger)
+	if err := m.Run(ctx, yidu.All); err != nil {
+		m.Close()
+		return ArmResult{}, err
+	}
+	defer func() {
+		if err := m.Close(); err != nil {
+			b.logf("yidu close: %v", err)
+		}
+	}()
+	start := time.Now()
+	if err := b.register(ctx, m.DashboardAddr, msgID); err != nil {
+		return ArmResult{}, err
+	}
+	if _, err := m.Mapper.Warm(ctx, b.app.CorpID); err != nil {
+		return ArmResult{}, err
+	}
+	b.logf("registered %s for %d recipients in %s", msgID, b.cfg.Recipients, time.Since(start).Round(time.Millisecond))
+	w, err := b.workload(msgID, 3)
+	if err != nil {
+		return ArmResult{}, err
+	}
+	dash := &http.Client{Timeout: 5 * time.Second}
+	var pids []int
+	if b.kfake != nil {
+		pids = append(pids, b.kfake.Process.Pid)
+	}
+	res, err := b.measure(ctx, arm{
+		name: armYidu, host: m.ReceiverAddr, pids: pids, profile: b.cfg.CPUProfile,
+		dashboard: func(ctx context.Context) (int64, error) {
+			p, err := progress(ctx, dash, m.DashboardAddr, msgID)
+			if err != nil || p.Recipients != int64(b.cfg.Recipients) {
+				return -1, err
+			}
+			return p.Read, nil
+		},
+		mysql: func(ctx context.Context) (int64, error) { return b.mysqlReads(ctx, msgID) },
+		statements: func() (int64, int64) {
+			return int64(counter(m.Registry, "yidu_flushd_batches_total")), 0
+		},
+	}, w)
+	if err != nil {
+		return res, err
+	}
+	res.RedisMsgBytes, res.RedisDedupKeys, res.RedisDedupBytes = b.redisMemory(ctx, msgID)
+	res.Counters = counters(m.Registry, "yidu_callback_requests_total", "yidu_callback_dedup_hits_total",
+		"yidu_callback_dedup_errors_total", "yidu_callback_rate_limited_total", "yidu_bitmap_reads_total",
+		"yidu_bitmap_queue_full_total", "yidu_bitmap_redis_errors_total", "yidu_bitmap_publish_errors_total",
+		"yidu_bitmap_ack_errors_total", "yidu_flushd_batches_total", "yidu_flushd_rows_updated_total",
+		"yidu_flushd_retries_total", "yidu_idmap_db_queries_total")
+	problems := b.verify(ctx, msgID)
+	if p, err := progress(ctx, dash, m.DashboardAddr, msgID); err != nil || p.Read != int64(b.cfg.Recipients) || p.Recipients != int64(b.cfg.Recipients) {
+		problems = append(problems, fmt.Sprintf("dashboard %+v (err %v); want %d of %d", p, err, b.cfg.Recipients, b.cfg.Recipients))
+	}
+	setExact(&res, problems)
+	return res, nil
+}
+
+// register registers msgID through the dashboard API for every member.
+func (b *bench) register(ctx context.Context, dashAddr, msgID string) error {
+	body, _ := json.Marshal(map[string]any{
+		"msgid": msgID, "app": b.app.Name, "title": "9:00 storm", "sent_at": b.sentAt,
+		"audience": map[string]any{"all": true},
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+dashAddr+"/api/v1/messages", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
+	if err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("register: %s: %s", resp.Status, out)
+	}
+	var m struct {
+		Recipients int64 `json:"recipients"`
+	}
+	if err := json.Unmarshal(out, &m); err != nil || m.Recipients != int64(b.cfg.Recipients) {
+		return fmt.Errorf("register: %s; want %d recipients", out, b.cfg.Recipients)
+	}
+	return nil
+}
+
+type progressJSON struct {
+	Recipients int64 `json:"recipients"`
+	Read       int64 `json:"read"`
+}
+
+// progress reads the dashboard's progress of msgID, as HR's page does.
+func progress(ctx context.Context, c *http.Client, dashAddr, msgID string) (progressJSON, error) {
+	var p progressJSON
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+dashAddr+"/api/v1/messages/"+msgID+"/progress", nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := c.Do(req)
+	if err != nil {
+		return p, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return p, fmt.Errorf("progress: %s", resp.Status)
+	}
+	return p, json.NewDecoder(resp.Body).Decode(&p)
+}
+
+// counter sums a counter's series in g.
+func counter(g prometheus.Gatherer, name string) float64 {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0
+	}
+	var v float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				v += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return v
+}
+
+// counters returns the non-zero counter series of names in g, keyed
+// name{label="value",...}.
+func counters(g prometheus.Gatherer, names ...string) map[string]float64 {
+	mfs, err := g.Gather()
+	if err != nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if !slices.Contains(names, mf.GetName()) {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue()
+			if v == 0 {
+				continue
+			}
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+strconv.Quote(l.GetValue()))
+			}
+			k := mf.GetName()
+			if len(ls) > 0 {
+				k += "{" + strings.Join(ls, ",") + "}"
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// workload builds the storm on msgID, timed for the progress log.
+func (b *bench) workload(msgID string, seed uint64) (*workload, error) {
+	start := time.Now()
+	w, err := buildWorkload(b.app, msgID, b.cfg.Recipients, b.cfg.Extra, b.sentAt, seed)
+	if err != nil {
+		return nil, err
+	}
+	b.report.WorkloadBytes = w.bytes
+	b.logf("built %d callbacks (%d retries, %d duplicates, %.1f MB) in %s", len(w.reqs), w.retries, w.duplicates,
+		float64(w.bytes)/1e6, time.Since(start).Round(time.Millisecond))
+	return w, nil
+}
+
+func (b *bench) mysqlReads(ctx context.Context, msgID string) (int64, error) {
+	var n int64
+	err := b.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM message_read_record WHERE corp_id = ? AND msgid = ? AND is_read = 1",
+		b.app.CorpID, msgID).Scan(&n)
+	return n, err
+}
+
+// verify checks MySQL holds exactly R reads of msgID, one per member, each
+// with the CreateTime of one of the member's presses and source 1.
+func (b *bench) verify(ctx context.Context, msgID string) []string {
+	var problems []string
+	rows, err := b.db.QueryContext(ctx, `SELECT u.userid, r.is_read, COALESCE(UNIX_TIMESTAMP(r.read_time), 0), r.source
+		FROM message_read_record r JOIN users u ON u.corp_id = r.corp_id AND u.uid = r.uid
+		WHERE r.corp_id = ? AND r.msgid = ?`, b.app.CorpID, msgID)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	defer rows.Close()
+	var total, read, badTime, badSource int
+	for rows.Next() {
+		var id string
+		var isRead, source int
+		var at float64
+		if err := rows.Scan(&id, &isRead, &at, &source); err != nil {
+			return []string{err.Error()}
+		}
+		total++
+		if isRead != 1 {
+			continue
+		}
+		read++
+		i, ok := userIndex(id)
+		first, again := readTimes(b.sentAt, i)
+		if !ok || (int64(at) != first && int64(at) != again) {
+			badTime++
+		}
+		if source != 1 {
+			badSource++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return []string{err.Error()}
+	}
+	R := b.cfg.Recipients
+	if total != R {
+		problems = append(problems, fmt.Sprintf("%d recipient rows; want %d", total, R))
+	}
+	if read != R {
+		problems = append(problems, fmt.Sprintf("MySQL holds %d reads; want exactly %d", read, R))
+	}
+	if badTime > 0 {
+		problems = append(problems, fmt.Sprintf("%d reads with a read_time no press had", badTime))
+	}
+	if badSource > 0 {
+		problems = append(problems, fmt.Sprintf("%d reads with source ≠ 1", badSource))
+	}
+	return problems
+}
+
+// redisMemory returns MEMORY USAGE of the message's keys, the number of
+// dedup keys and their estimated memory (a sample of up to 1000 keys).
+func (b *bench) redisMemory(ctx context.Context, msgID string) (msgBytes, dedupKeys, dedupBytes int64) {
+	sum := func(keys []string) int64 {
+		p := b.rdb.Pipeline()
+		cmds := make([]*redis.IntCmd, len(keys))
+		for i, k := range keys {
+			cmds[i] = p.MemoryUsage(ctx, k)
+		}
+		_, _ = p.Exec(ctx)
+		var n int64
+		for _, c := range cmds {
+			n += c.Val()
+		}
+		return n
+	}
+	var keys []string
+	iter := b.rdb.Scan(ctx, 0, b.prefix+":m:{"+b.app.CorpID+"/"+msgID+"}:*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	msgBytes = sum(keys)
+	keys = keys[:0]
+	iter = b.rdb.Scan(ctx, 0, b.prefix+":dd:*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if len(keys) < 1000 {
+			keys = append(keys, iter.Val())
+		}
+		dedupKeys++
+	}
+	if len(keys) > 0 {
+		dedupBytes = sum(keys) * dedupKeys / int64(len(keys))
+	}
+	return msgBytes, dedupKeys, dedupBytes
+}
+
+// arm is what measure needs to know about one system under test.
+type arm struct {
+	name string
+	host string // the receiver
+	// dashboard and mysql return the reads shown and stored (nil: ceiling).
+	dashboard, mysql func(ctx context.Context) (int64, error)
+	statements       func() (updates, txs int64)
+	pids             []int  // child processes whose CPU counts (yidu-kfake)
+	profile          string // CPU profile file
+}
+
+// poll calls f every interval until it returns want, and returns when
+// that was first seen (zero when never).
+func poll(ctx context.Context, interval time.Duration, want int64, f func(context.Context) (int64, error)) time.Time {
+	var at time.Time
+	pprof.Do(ctx, pprof.Labels("role", "poller"), func(ctx context.Context) {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			n, err := f(qctx)
+			cancel()
+			if err == nil && n == want {
+				at = time.Now()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return at
+}
+
+// measure runs the storm against a and collects the figures.
+func (b *bench) measure(ctx context.Context, a arm, w *workload) (ArmResult, error) {
+	client := newClient(b.cfg.Conns)
+	defer client.CloseIdleConnections()
+	if err := warm(ctx, client, a.host, b.cfg.Conns); err != nil {
+		return ArmResult{}, fmt.Errorf("warm up: %w", err)
+	}
+	runtime.GC()
+	resetPeakRSS()
+	r := ArmResult{Arm: a.name, StartRSSMB: float64(memKB("VmRSS")) / 1024}
+	cpu0, ext0, my0, rd0 := selfCPU(), sumCPU(a.pids), sumCPU(b.mysqld), sumCPU(b.redisd)
+	var upd0, tx0 int64
+	if a.statements != nil {
+		upd0, tx0 = a.statements()
+	}
+	if a.profile != "" {
+		f, err := os.Create(a.profile)
+		if err != nil {
+			return r, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return r, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	want := int64(b.cfg.Recipients)
+	pctx, stopPolls := context.WithCancel(ctx)
+	defer stopPolls()
+	var dashAt, mysqlAt time.Time
+	var polls sync.WaitGroup
+	if a.dashboard != nil {
+		polls.Go(func() { dashAt = poll(pctx, 100*time.Millisecond, want, a.dashboard) })
+		polls.Go(func() { mysqlAt = poll(pctx, 100*time.Millisecond, want, a.mysql) })
+	}
+
+	b.logf("%s: storm of %d callbacks on %d connections", a.name, len(w.reqs), b.cfg.Conns)
+	lctx, cancel := context.WithTimeout(ctx, b.cfg.ArmTimeout)
+	lr := runLoad(lctx, client, a.host, callbackURL, w.reqs, b.cfg.Conns, b.cfg.Rate)
+	cancel()
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
+	// Wait for exactness: one flush interval plus a generous margin. CPU
+	// counts until then, so flushd's work is included.
+	if a.dashboard != nil {
+		deadline := time.AfterFunc(b.cfg.FlushInterval+30*time.Second, stopPolls)
+		polls.Wait()
+		deadline.Stop()
+	}
+	ext := sumCPU(a.pids) - ext0
+	cpu := selfCPU() - cpu0 + ext
+	my, rd := sumCPU(b.mysqld)-my0, sumCPU(b.redisd)-rd0
+
+	r.Requests, r.Accepted, r.Errors, r.Failed, r.Status = lr.Requests, lr.OK, lr.Errors, lr.Failed, lr.Status
+	r.Seconds = lr.Elapsed.Seconds()
+	if r.Seconds > 0 {
+		r.PerSecond = float64(lr.OK) / r.Seconds
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	r.P50ms, r.P99ms, r.P999ms = ms(percentile(lr.Lat, .50)), ms(percentile(lr.Lat, .99)), ms(percentile(lr.Lat, .999))
+	if len(lr.Lat) > 0 {
+		r.MaxMs = ms(lr.Lat[len(lr.Lat)-1])
+	}
+	after := func(t time.Time) *float64 {
+		if t.IsZero() {
+			return nil
+		}
+		v := ms(t.Sub(lr.LastOK))
+		return &v
+	}
+	r.DashboardExactMs, r.MySQLExactMs = after(dashAt), after(mysqlAt)
+	if a.statements != nil {
+		upd, tx := a.statements()
+		r.MySQLUpdates, r.MySQLTxs = upd-upd0, tx-tx0
+	}
+	r.PeakRSSMB = float64(memKB("VmHWM")) / 1024
+	if lr.OK > 0 {
+		r.CPUPer1000 = cpu.Seconds() * 1000 / float64(lr.OK)
+		r.KafkaCPUPer1000 = ext.Seconds() * 1000 / float64(lr.OK)
+		r.MySQLdCPUPer1000 = my.Seconds() * 1000 / float64(lr.OK)
+		r.RedisCPUPer1000 = rd.Seconds() * 1000 / float64(lr.OK)
+	}
+	r.LoadAvg = loadAvg()
+	return r, nil
+}

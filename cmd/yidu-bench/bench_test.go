@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// TestBenchEndsExact runs a small storm through all three arms and checks
+// that naive and yidu end with exactly R reads, that the generator saw
+// every callback answered, and that the report carries the figures.
+func TestBenchEndsExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts yidu-kfake and the whole pipeline")
+	}
+	// testenv skips (or fails with YIDU_TEST_REAL=1) without the servers;
+	// the bench makes its own database on the same server.
+	c, err := mysql.ParseDSN(testenv.MySQLDSN(t))
+	testenv.Check(t, "parse dsn", err)
+	c.DBName = ""
+	redisAddr := testenv.RedisAddr(t)
+
+	const R = 2000
+	var progress bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		MySQLDSN: c.FormatDSN(), RedisAddr: redisAddr,
+		Recipients: R, Conns: 8, Extra: 0.05, FlushInterval: 200 * time.Millisecond,
+		Arms: allArms, ArmTimeout: time.Minute, Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	if len(rep.Arms) != 3 {
+		t.Fatalf("report has %d arms; want 3", len(rep.Arms))
+	}
+	wantRequests := R + R*5/100
+	for _, r := range rep.Arms {
+		t.Run(r.Arm, func(t *testing.T) {
+			if r.Requests != wantRequests || r.Accepted != wantRequests || r.Failed != 0 {
+				t.Errorf("requests %d, accepted %d, failed %d; want %d accepted, 0 failed (status %v)",
+					r.Requests, r.Accepted, r.Failed, wantRequests, r.Status)
+			}
+			if r.PerSecond <= 0 || r.P50ms <= 0 || r.P99ms < r.P50ms || r.P999ms < r.P99ms {
+				t.Errorf("rate %.0f/s, p50 %.2f, p99 %.2f, p999 %.2f ms: not a measurement", r.PerSecond, r.P50ms, r.P99ms, r.P999ms)
+			}
+			if r.Arm == armCeiling {
+				if r.Exact != nil {
+					t.Errorf("ceiling has an exactness verdict")
+				}
+				return
+			}
+			if r.Exact == nil || !*r.Exact {
+				t.Errorf("not exact: %s", r.ExactDetail)
+			}
+			if r.DashboardExactMs == nil || r.MySQLExactMs == nil {
+				t.Errorf("dashboard exact %v, MySQL exact %v; want both seen", r.DashboardExactMs, r.MySQLExactMs)
+			}
+			if r.MySQLUpdates <= 0 {
+				t.Errorf("MySQL UPDATEs = %d; want > 0", r.MySQLUpdates)
+			}
+		})
+	}
+	naive, yidu := rep.Arms[1], rep.Arms[2]
+	// The naive design runs one UPDATE per callback plus one per new read;
+	// yidu one per flushed batch.
+	if want := int64(wantRequests + R); naive.MySQLUpdates != want {
+		t.Errorf("naive UPDATEs = %d; want %d", naive.MySQLUpdates, want)
+	}
+	if yidu.MySQLUpdates > 50 {
+		t.Errorf("yidu UPDATEs = %d; want a few batches", yidu.MySQLUpdates)
+	}
+	if yidu.RedisMsgBytes <= 0 || yidu.RedisDedupKeys != int64(wantRequests-R*5/100/2) {
+		t.Errorf("redis: message %d bytes, %d dedup keys; want > 0 and %d (one per distinct event)",
+			yidu.RedisMsgBytes, yidu.RedisDedupKeys, wantRequests-R*5/100/2)
+	}
+	var table bytes.Buffer
+	writeTable(&table, rep)
+	for _, want := range []string{"| ceiling |", "| naive |", "| yidu |", "yidu/naive"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if !strings.Contains(progress.String(), "dropped database") {
+		t.Errorf("the bench database was not dropped:\n%s", progress.String())
+	}
+}
+
+func TestBuildWorkload(t *testing.T) {
+	app := testApp()
+	sentAt := time.Now().Add(-time.Hour)
+	tests := []struct {
+		name       string
+		users      int
+		extra      float64
+		retries    int
+		duplicates int
+	}{
+		{"no extras", 10, 0, 0, 0},
+		{"5%", 1000, 0.05, 25, 25},
+		{"odd", 100, 0.03, 1, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := buildWorkload(app, "m1", tt.users, tt.extra, sentAt, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(w.reqs) != tt.users+tt.retries+tt.duplicates || w.retries != tt.retries || w.duplicates != tt.duplicates {
+				t.Fatalf("%d requests, %d retries, %d duplicates; want %d, %d, %d",
+					len(w.reqs), w.retries, w.duplicates, tt.users+tt.retries+tt.duplicates, tt.retries, tt.duplicates)
+			}
+			// Retries are byte-identical re-deliveries: as many distinct
+			// queries as originals plus duplicates.
+			seen := map[string]int{}
+			for _, r := range w.reqs {
+				seen[r.rawQuery]++
+			}
+			if len(seen) != tt.users+tt.duplicates {
+				t.Errorf("%d distinct deliveries; want %d", len(seen), tt.users+tt.duplicates)
+			}
+		})
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	lat := make([]time.Duration, 1000)
+	for i := range lat {
+		lat[i] = time.Duration(i+1) * time.Millisecond
+	}
+	tests := []struct {
+		q    float64
+		want time.Duration
+	}{
+		{0.5, 500 * time.Millisecond},
+		{0.99, 990 * time.Millisecond},
+		{0.999, 999 * time.Millisecond},
+		{1, 1000 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		if got := percentile(lat, tt.q); got != tt.want {
+			t.Errorf("percentile(%v) = %v; want %v", tt.q, got, tt.want)
+		}
+	}
+	if got := percentile(nil, 0.5); got != 0 {
+		t.Errorf("percentile(nil) = %v; want 0", got)
+	}
+}
+
+func testApp() config.App {
+	return config.App{Name: "hr", CorpID: benchCorp, AgentID: benchAgent, Token: benchToken, EncodingAESKey: benchAESKey, ReadButtonKey: "yidu_read"}
+}

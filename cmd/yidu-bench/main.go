@@ -1,0 +1,157 @@
+// Command yidu-bench measures the 9:00 storm: one notice to R recipients,
+// every recipient's template_card_event (plus WeCom retries and
+// duplicates) pre-encrypted and signed, delivered on C keep-alive
+// connections to three systems in turn, with the same generator:
+//
+//   - ceiling: the receiver's HTTP stack (chi, callback.NewServer)
+//     answering 200 after reading the body;
+//   - naive: verify, decrypt, parse, then one MySQL transaction per
+//     callback with a hot read_count row (package naive);
+//   - yidu: the real pipeline, receiver → Redis → Kafka (yidu-kfake, its
+//     own process) → flushd → MySQL, the dashboard polled throughout.
+//
+// It prints a markdown table (and -json FILE) and exits non-zero when naive
+// or yidu did not end with exactly R reads. See docs/benchmarks.md.
+//
+//	go run ./cmd/yidu-bench [-r 100000] [-c 64] [-extra 0.05] [-flush-interval 1s] [-json out.json] [-cpuprofile yidu.pprof]
+//
+// Everything runs on loopback against the MariaDB and Redis given; the
+// bench creates its own database and Redis key prefix and removes both,
+// and stops yidu-kfake, on every exit path including SIGINT.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "yidu-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// run is main without the process.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("yidu-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg Config
+	fs.StringVar(&cfg.MySQLDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL/MariaDB server DSN (the bench creates and drops its own database)")
+	fs.StringVar(&cfg.RedisAddr, "redis", "127.0.0.1:6379", "Redis address (the bench uses and deletes its own key prefix)")
+	kafka := fs.String("kafka", "", "Kafka brokers, comma-separated (default: start yidu-kfake as a child process)")
+	fs.StringVar(&cfg.KfakeBin, "kfake-bin", "", "yidu-kfake binary (default: go build it)")
+	fs.IntVar(&cfg.Partitions, "partitions", 4, "partitions of the deltas topic (yidu-kfake)")
+	fs.IntVar(&cfg.Recipients, "r", 100_000, "recipients R of the notice")
+	fs.IntVar(&cfg.Conns, "c", 64, "concurrent keep-alive connections C")
+	fs.Float64Var(&cfg.Extra, "extra", 0.05, "fraction of R delivered again: half WeCom retries, half duplicate presses")
+	fs.DurationVar(&cfg.FlushInterval, "flush-interval", time.Second, "flushd interval for the yidu arm (production default is 1m)")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop at this many callbacks/s (0: closed loop, each connection sends when answered)")
+	arms := fs.String("arms", strings.Join(allArms, ","), "arms to run, in order ceiling,naive,yidu")
+	fs.DurationVar(&cfg.ArmTimeout, "arm-timeout", 3*time.Minute, "bound on one arm's load phase")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the yidu arm here (generator goroutines carry the label role=generator)")
+	jsonOut := fs.String("json", "", "write the report as JSON here")
+	verbose := fs.Bool("v", false, "log the yidu arm's warnings")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *kafka != "" {
+		cfg.KafkaBrokers = strings.Split(*kafka, ",")
+	}
+	cfg.Arms = strings.Split(*arms, ",")
+	cfg.Progress = stderr
+	if *verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	rep, err := Run(ctx, cfg)
+	if rep != nil {
+		writeTable(stdout, rep)
+		if *jsonOut != "" {
+			b, _ := json.MarshalIndent(rep, "", "  ")
+			if werr := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); werr != nil {
+				return errors.Join(err, werr)
+			}
+		}
+	}
+	return err
+}
+
+// writeTable prints the report as markdown.
+func writeTable(w io.Writer, rep *Report) {
+	fmt.Fprintf(w, "\nR=%d C=%d extra=%.0f%% flush=%s rate=%s GOMAXPROCS=%d %s load avg before %.2f %.2f %.2f\n\n",
+		rep.Recipients, rep.Conns, rep.Extra*100, rep.FlushInterval, rateString(rep.Rate), rep.GOMAXPROCS, rep.GoVersion,
+		rep.LoadAvgBefore[0], rep.LoadAvgBefore[1], rep.LoadAvgBefore[2])
+	fmt.Fprintln(w, "| arm | accepted/s | p50 ms | p99 ms | p999 ms | errors | dashboard exact | MySQL exact | exact | MySQL UPDATEs | Redis msg / dedup | peak RSS MB | CPU s/1k: bench proc (kfake) / mysqld / redis | load avg |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---|---|")
+	for _, r := range rep.Arms {
+		exact := "n/a"
+		if r.Exact != nil {
+			exact = "yes"
+			if !*r.Exact {
+				exact = "NO: " + r.ExactDetail
+			}
+		}
+		redisCol := "–"
+		if r.RedisMsgBytes > 0 {
+			redisCol = fmt.Sprintf("%.1f KB / %.1f MB (%d keys)", float64(r.RedisMsgBytes)/1024, float64(r.RedisDedupBytes)/1e6, r.RedisDedupKeys)
+		}
+		upd := "–"
+		if r.Arm != armCeiling {
+			upd = fmt.Sprint(r.MySQLUpdates)
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.2f | %.2f | %.2f | %d | %s | %s | %s | %s | %s | %.0f | %s / %.3f / %.3f | %.2f |\n",
+			r.Arm, r.PerSecond, r.P50ms, r.P99ms, r.P999ms, r.Errors, after(r.DashboardExactMs, r.Arm), after(r.MySQLExactMs, r.Arm),
+			exact, upd, redisCol, r.PeakRSSMB, procCPUCell(r), r.MySQLdCPUPer1000, r.RedisCPUPer1000, r.LoadAvg[0])
+	}
+	if len(rep.Ratios) > 0 {
+		fmt.Fprintln(w)
+		for _, k := range []string{"yidu/ceiling", "yidu/naive"} {
+			if v, ok := rep.Ratios[k]; ok {
+				fmt.Fprintf(w, "%s accepted/s: %.2f×\n", k, v)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func procCPUCell(r ArmResult) string {
+	if r.KafkaCPUPer1000 > 0 {
+		return fmt.Sprintf("%.3f (%.3f)", r.CPUPer1000, r.KafkaCPUPer1000)
+	}
+	return fmt.Sprintf("%.3f", r.CPUPer1000)
+}
+
+func rateString(r float64) string {
+	if r <= 0 {
+		return "closed-loop"
+	}
+	return fmt.Sprintf("%.0f/s", r)
+}
+
+func after(ms *float64, arm string) string {
+	switch {
+	case arm == armCeiling:
+		return "–"
+	case ms == nil:
+		return "never"
+	}
+	return fmt.Sprintf("%+.0f ms", *ms)
+}

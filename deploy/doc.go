@@ -1,0 +1,8 @@
+// Package deploy holds yidu's deployment files: the Dockerfile, the Compose
+// stack (compose.yaml with yidu.compose.yaml) and the Kubernetes manifests
+// under k8s/. It has no code; its test keeps the files honest: every
+// manifest parses, every yidu configuration they carry loads with the
+// binary's own config.Load (unknown keys fail), every YIDU_* variable they
+// set is one the binary reads, and the workloads run as non-root with
+// probes and resource bounds.
+package deploy

@@ -1,0 +1,48 @@
+package wecomdir
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzScrub: whatever text silenceper or WeCom put in an error (errmsg is
+// outside input), scrubbing leaves no secret and no credential parameter.
+func FuzzScrub(f *testing.F) {
+	for _, s := range []string{
+		"http get error : uri=https://qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=ww&corpsecret=top-secret , statusCode=500",
+		"Get \"http://127.0.0.1:1/cgi-bin/user/list_id?access_token=tok\": EOF",
+		"invalid credential, hint: [x], from ip: 1.2.3.4, more info at https://open.work.weixin.qq.com/devtool/query?e=40001",
+		"http://h/a%3Faccess_token%3Dtok%26corpsecret%3Dtop-secret",
+		"ACCESS_TOKEN=x CorpSecret=top-secret",
+	} {
+		f.Add(s)
+	}
+	c := New("ww", "top-secret")
+	f.Fuzz(func(t *testing.T, s string) {
+		got := c.scrub(s)
+		if strings.Contains(got, "top-secret") {
+			t.Errorf("scrub(%q) = %q; contains the secret", s, got)
+		}
+		for _, param := range []string{"access_token=", "corpsecret="} {
+			if strings.Contains(strings.ToLower(got), param) {
+				t.Errorf("scrub(%q) = %q; contains %q", s, got, param)
+			}
+		}
+	})
+}
+
+func TestScrub(t *testing.T) {
+	c := New("ww", "top-secret")
+	tests := []struct{ in, want string }{
+		{"http get error : uri=https://qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=ww&corpsecret=top-secret , statusCode=500",
+			"http get error : uri=https://qyapi.weixin.qq.com/cgi-bin/gettoken , statusCode=500"},
+		{"errcode=60003 , errmsg=department not found", "errcode=60003 , errmsg=department not found"},
+		{"token access_token=abc&x=1", "token <redacted>&x=1"},
+		{"echo top-secret", "echo <redacted>"},
+	}
+	for _, tt := range tests {
+		if got := c.scrub(tt.in); got != tt.want {
+			t.Errorf("scrub(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+	}
+}

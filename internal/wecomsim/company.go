@@ -1,0 +1,44 @@
+package wecomsim
+
+import (
+	"fmt"
+
+	"github.com/yidu-io/yidu/internal/fakewecom"
+)
+
+// UserID returns the UserID of synthetic member i (0-based), as Company
+// names them.
+func UserID(i int) string { return fmt.Sprintf("u%06d", i) }
+
+var (
+	surnames = []string{"王", "李", "张", "刘", "陈", "杨", "黄", "赵", "吴", "周"}
+	given    = []string{"伟", "芳", "娜", "敏", "静", "磊", "洋", "勇", "艳", "杰", "Alice", "Bob", "Chen Wei", "Emma", "Liam"}
+)
+
+// Company returns a synthetic corp for the fake WeCom API: departments 1..n
+// in a tree (1 is the root, each next one under an earlier one) and users
+// members UserID(0..users-1), each in one department, some in two, with
+// Chinese and English names. It is deterministic.
+func Company(corpID, secret string, users, departments int) fakewecom.Corp {
+	departments = max(departments, 1)
+	c := fakewecom.Corp{CorpID: corpID, Secret: secret}
+	c.Departments = append(c.Departments, fakewecom.Department{ID: 1, Name: "总部", Order: 1})
+	for id := 2; id <= departments; id++ {
+		// Parent (id-2)/3+1 makes a tree of fan-out 3.
+		c.Departments = append(c.Departments, fakewecom.Department{
+			ID: id, ParentID: (id-2)/3 + 1, Name: fmt.Sprintf("部门%d Dept %d", id, id), Order: id,
+		})
+	}
+	for i := range users {
+		name := surnames[i%len(surnames)] + given[(i/len(surnames))%len(given)]
+		depts := []int{i%departments + 1}
+		if i%17 == 0 && departments > 1 {
+			depts = append(depts, (i/17)%departments+1)
+			if depts[1] == depts[0] {
+				depts = depts[:1]
+			}
+		}
+		c.Users = append(c.Users, fakewecom.User{UserID: UserID(i), Name: name, Departments: depts})
+	}
+	return c
+}
