@@ -88,7 +88,7 @@ func newRecorderMetrics(reg prometheus.Registerer) *recorderMetrics {
 			Help: "Pending leases not cleared after Kafka's ack (a later signal re-emits).",
 		}),
 	}
-	for _, s := range []delta.Source{delta.SourceCard, delta.SourceEnterAgent} {
+	for _, s := range []delta.Source{delta.SourceCard, delta.SourceEnterAgent, delta.SourceLink} {
 		for _, o := range []string{outcomeLabelNew, outcomeLabelDuplicate, outcomeLabelInFlight,
 			outcomeLabelNotRecipient, outcomeLabelUnknownMsgID, outcomeLabelUnknownUser} {
 			m.reads.WithLabelValues(s.String(), o)

@@ -2,6 +2,7 @@ package bitmap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -102,6 +103,28 @@ func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, u
 	return r.record(ctx, delta.SourceCard, corpID, agentID, uid, []string{msgID}, at)
 }
 
+// LinkRead records that userID opened the tracked link of message msgID
+// at at (the moment of the visit: a link has no event CreateTime). The
+// member was identified by WeCom OAuth2 (auth/getuserinfo, path 91023), so
+// the read is as certain as a card button press. Unknown member, unknown
+// or malformed msgid, another app's message or a non-recipient → (0, nil).
+func (r *Recorder) LinkRead(ctx context.Context, corpID string, agentID int64, userID, msgID string, at time.Time) (int, error) {
+	uid, ok, err := r.ids.Lookup(ctx, corpID, userID)
+	if err != nil {
+		return 0, fmt.Errorf("bitmap: link read: lookup: %w", err)
+	}
+	if !ok {
+		r.count(delta.SourceLink, outcomeLabelUnknownUser, 1)
+		return 0, nil
+	}
+	// A link names a message, never a send batch: no '@'.
+	if !ValidMsgID(msgID) || strings.Contains(msgID, "@") {
+		r.count(delta.SourceLink, outcomeLabelUnknownMsgID, 1)
+		return 0, nil
+	}
+	return r.record(ctx, delta.SourceLink, corpID, agentID, uid, []string{msgID}, at)
+}
+
 // EnterAgent records that userID opened the app at at: every tracked
 // message the app sent them at or before at was on screen
 // (enter_agent, paths 90376/90240). The member's cursor moves to at only after
@@ -149,21 +172,54 @@ func (r *Recorder) EnterAgent(ctx context.Context, corpID string, agentID int64,
 }
 
 // record marks uid as a reader of msgIDs and publishes the new reads.
+// ErrInFlight is returned when another attempt holds a read's lease until
+// the caller's deadline: that attempt may have died before Kafka
+// acknowledged the delta, so answering 200 could lose the read. The
+// receiver answers 503 and WeCom's retry, after the lease, re-emits it.
+var ErrInFlight = errors.New("bitmap: read in flight in another attempt")
+
+// inFlightPoll is how often record looks again at a read another attempt
+// holds, until that attempt acks it (duplicate) or its lease expires (new).
+const inFlightPoll = 50 * time.Millisecond
+
 func (r *Recorder) record(ctx context.Context, src delta.Source, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (int, error) {
+	total := 0
+	for {
+		n, inFlight, err := r.recordOnce(ctx, src, corpID, agentID, uid, msgIDs, at)
+		total += n
+		if err != nil || len(inFlight) == 0 {
+			return total, err
+		}
+		// Never answer 200 for a read whose delta only another attempt
+		// may publish: wait for it to settle, within the deadline.
+		msgIDs = inFlight
+		t := time.NewTimer(inFlightPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return total, fmt.Errorf("%w: %s", ErrInFlight, strings.Join(inFlight, ","))
+		case <-t.C:
+		}
+	}
+}
+
+// recordOnce marks, publishes and acks once; it returns the msgIDs whose
+// read another attempt holds in flight.
+func (r *Recorder) recordOnce(ctx context.Context, src delta.Source, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (int, []string, error) {
 	targets := make([]Target, len(msgIDs))
 	for i, id := range msgIDs {
 		targets[i] = Target{CorpID: corpID, MsgID: id, AgentID: agentID, UIDs: []uint32{uid}}
 	}
 	outs, err := r.store.Mark(ctx, targets)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var retry []int
 	for i, o := range outs {
 		if o[0] == OutcomeMissing {
 			found, err := r.restore(ctx, corpID, msgIDs[i])
 			if err != nil {
-				return 0, err
+				return 0, nil, err
 			}
 			if found {
 				retry = append(retry, i)
@@ -177,17 +233,18 @@ func (r *Recorder) record(ctx context.Context, src delta.Source, corpID string, 
 		}
 		outs2, err := r.store.Mark(ctx, again)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		for j, i := range retry {
 			if outs2[j][0] == OutcomeMissing {
-				return 0, fmt.Errorf("bitmap: %s/%s missing right after restore (Redis evicting?)", corpID, msgIDs[i])
+				return 0, nil, fmt.Errorf("bitmap: %s/%s missing right after restore (Redis evicting?)", corpID, msgIDs[i])
 			}
 			outs[i] = outs2[j]
 		}
 	}
 	var fresh []Target
 	var ds []delta.Delta
+	var inFlight []string
 	for i, o := range outs {
 		switch o[0] {
 		case OutcomeNew:
@@ -197,6 +254,7 @@ func (r *Recorder) record(ctx context.Context, src delta.Source, corpID string, 
 			r.count(src, outcomeLabelDuplicate, 1)
 		case OutcomeInFlight:
 			r.count(src, outcomeLabelInFlight, 1)
+			inFlight = append(inFlight, msgIDs[i])
 		case OutcomeNotRecipient:
 			r.count(src, outcomeLabelNotRecipient, 1)
 		case OutcomeMissing, OutcomeOtherApp:
@@ -204,7 +262,7 @@ func (r *Recorder) record(ctx context.Context, src delta.Source, corpID string, 
 		}
 	}
 	if len(ds) == 0 {
-		return 0, nil
+		return 0, inFlight, nil
 	}
 	start := time.Now()
 	err = r.pub.Publish(ctx, ds)
@@ -218,7 +276,7 @@ func (r *Recorder) record(ctx context.Context, src delta.Source, corpID string, 
 		if rerr := r.store.Release(bg, fresh); rerr != nil {
 			r.log.Warn("release leases", "err", rerr)
 		}
-		return 0, err
+		return 0, nil, err
 	}
 	r.count(src, outcomeLabelNew, len(ds))
 	if err := r.store.Ack(bg, fresh); err != nil {
@@ -227,7 +285,7 @@ func (r *Recorder) record(ctx context.Context, src delta.Source, corpID string, 
 		r.m.ackErrors.Inc()
 		r.log.Warn("ack pending reads", "err", err)
 	}
-	return len(ds), nil
+	return len(ds), inFlight, nil
 }
 
 // restore loads a message Redis lacks from MySQL; found=false: unknown.

@@ -122,21 +122,31 @@ func TestCardRead(t *testing.T) {
 }
 
 func TestCardReadAfterCrashedAttempt(t *testing.T) {
-	// An attempt set the bit and died before publishing (no Release): a
-	// retry inside the lease leaves the delta to it, a retry after the
-	// lease (WeCom's comes after 5 s) re-emits.
-	e := newRecEnv(t, Options{Lease: 80 * time.Millisecond})
+	// An attempt set the bit and died before publishing (no Release). A
+	// retry must never answer 200 while only that dead attempt could
+	// publish the delta: within its deadline it waits for the lease; if
+	// the lease outlives the deadline it fails (503, WeCom retries later);
+	// once the lease expires it takes the read over and re-emits it.
+	e := newRecEnv(t, Options{Lease: 300 * time.Millisecond})
 	ctx := context.Background()
 	at := time.Unix(1_700_000_100, 0)
 	e.register(t, testMessage("task-1", 7, at), uids(3))
 	_, err := e.s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "task-1", UIDs: []uint32{3}}})
 	testenv.Check(t, "Mark", err)
-	if n, err := e.rec.CardRead(ctx, testCorp, 7, "u3", "task-1", at); n != 0 || err != nil {
-		t.Errorf("CardRead during the lease = %d, %v; want 0, nil", n, err)
+
+	short, cancel := context.WithTimeout(ctx, 60*time.Millisecond)
+	n, err := e.rec.CardRead(short, testCorp, 7, "u3", "task-1", at)
+	cancel()
+	if n != 0 || !errors.Is(err, ErrInFlight) {
+		t.Errorf("CardRead with a deadline inside the lease = %d, %v; want 0, ErrInFlight", n, err)
 	}
-	time.Sleep(150 * time.Millisecond)
-	if n, err := e.rec.CardRead(ctx, testCorp, 7, "u3", "task-1", at); n != 1 || err != nil {
-		t.Errorf("CardRead after the lease = %d, %v; want 1, nil", n, err)
+	long, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if n, err := e.rec.CardRead(long, testCorp, 7, "u3", "task-1", at); n != 1 || err != nil {
+		t.Errorf("CardRead with a deadline past the lease = %d, %v; want 1, nil (taken over)", n, err)
+	}
+	if n, err := e.rec.CardRead(ctx, testCorp, 7, "u3", "task-1", at); n != 0 || err != nil {
+		t.Errorf("CardRead after the re-emit = %d, %v; want 0, nil (duplicate)", n, err)
 	}
 	if got := consumeAll(t, e.brokers, testTopic); len(got) != 1 || got[0].UID != 3 {
 		t.Errorf("deltas = %+v; want one for uid 3", got)

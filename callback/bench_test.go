@@ -39,6 +39,10 @@ func (nopReads) EnterAgent(context.Context, string, int64, string, time.Time) (i
 	return 1, nil
 }
 
+func (nopReads) LinkRead(context.Context, string, int64, string, string, time.Time) (int, error) {
+	return 1, nil
+}
+
 // BenchmarkHandler measures a template_card_event through the chi router
 // with a no-op recorder and no dedup (the request and recorder allocations
 // of httptest are included).

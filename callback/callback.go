@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -29,12 +30,15 @@ import (
 
 // ReadRecorder turns read signals into reads; bitmap.Recorder implements it.
 // It returns only when every new read of the signal is durable (bit set in
-// Redis AND delta acknowledged by Kafka), so any error is answered 503 and
-// WeCom retries. Unknown userid, non-recipient or unknown msgid → (0, nil).
-// It must honour ctx: the receiver answers 503 at the per-callback deadline.
+// Redis AND delta acknowledged by Kafka), so any error of a callback's
+// signal is answered 503 and WeCom retries. Unknown userid, non-recipient
+// or unknown msgid → (0, nil). It must honour ctx: the receiver answers 503
+// at the per-callback deadline. LinkRead records a tracked link's visit
+// (link.go); its error is logged and counted, the visitor still redirected.
 type ReadRecorder interface {
 	CardRead(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (newReads int, err error)
 	EnterAgent(ctx context.Context, corpID string, agentID int64, userID string, at time.Time) (newReads int, err error)
+	LinkRead(ctx context.Context, corpID string, agentID int64, userID, msgID string, at time.Time) (newReads int, err error)
 }
 
 // ContactApplier applies change_contact callbacks to the directory;
@@ -101,6 +105,17 @@ type Options struct {
 	// MaxMembers bounds the members with a live token bucket; the least
 	// recently seen is forgotten first (default 100 000).
 	MaxMembers int
+	// PublicURL is the receiver's origin as members' browsers reach it
+	// (config receiver.public_url), on which tracked links and their OAuth2
+	// redirect_uri are built; never derived from request headers. Empty
+	// disables tracked links (/r/ is not served).
+	PublicURL string
+	// OAuth exchanges tracked links' OAuth2 codes; required with PublicURL.
+	OAuth OAuth
+	// LinkExchangeRate bounds code exchanges per second (default
+	// DefaultLinkExchangeRate, burst twice that); landings beyond it
+	// redirect without recording and are counted.
+	LinkExchangeRate float64
 }
 
 // Receiver serves WeCom callbacks. Build it with New.
@@ -121,13 +136,20 @@ type Receiver struct {
 	timeout  time.Duration
 	limit    *limiter // nil: no rate limit
 	m        *metrics
+
+	// Tracked links; oauth nil: disabled.
+	publicURL string
+	oauth     OAuth
+	exchange  *rate.Limiter
+	linkWarn  *rate.Limiter // rate-limits exchange failure warnings
 }
 
 // app is one configured WeCom app with its crypto and metric handles.
 type app struct {
-	cfg   config.App
-	crypt *wxcrypt.Crypter
-	m     *appMetrics
+	cfg     config.App
+	crypt   *wxcrypt.Crypter
+	m       *appMetrics
+	linkKey []byte // nil: the app has no secret, no tracked link is valid
 }
 
 // New checks the options and builds a Receiver.
@@ -167,6 +189,22 @@ func New(opts Options) (*Receiver, error) {
 		burst := max(opts.MemberBurst, 1)
 		rc.limit = newLimiter(rate.Limit(opts.MemberRate), burst, orDefault(opts.MaxMembers, DefaultMaxMembers))
 	}
+	if opts.PublicURL != "" {
+		if opts.OAuth == nil {
+			return nil, errors.New("callback: Options.OAuth is required with PublicURL")
+		}
+		if err := checkPublicURL(opts.PublicURL); err != nil {
+			return nil, err
+		}
+		rc.publicURL = strings.TrimRight(opts.PublicURL, "/")
+		rc.oauth = opts.OAuth
+		r := opts.LinkExchangeRate
+		if r <= 0 {
+			r = DefaultLinkExchangeRate
+		}
+		rc.exchange = rate.NewLimiter(rate.Limit(r), max(1, int(2*r)))
+		rc.linkWarn = rate.NewLimiter(rate.Every(10*time.Second), 1)
+	}
 	reg := opts.Registerer
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -185,7 +223,7 @@ func New(opts Options) (*Receiver, error) {
 		if err != nil {
 			return nil, fmt.Errorf("callback: app %q: %w", a.Name, err)
 		}
-		rc.apps[a.Name] = &app{cfg: a, crypt: c, m: m.forApp(a.Name)}
+		rc.apps[a.Name] = &app{cfg: a, crypt: c, m: m.forApp(a.Name), linkKey: linkKey(a)}
 	}
 	return rc, nil
 }
@@ -205,10 +243,16 @@ func orDefault[T comparable](v, def T) T {
 //	GET  /healthz               the process is up
 //	GET  /readyz                every readiness check passes
 //	GET  /metrics               Options.Gatherer, when set
+//	GET  /r/{app}/{msgid}         tracked link → WeCom OAuth2, when PublicURL is set
+//	GET  /r/{app}/{msgid}/landing back from OAuth2: record the read, go to the target
 func (rc *Receiver) Routes() http.Handler {
 	r := chi.NewRouter()
 	r.Get("/wecom/callback/{app}", rc.handleVerify)
 	r.Post("/wecom/callback/{app}", rc.handleEvent)
+	if rc.oauth != nil {
+		r.Get("/r/{app}/{msgid}", rc.handleLink)
+		r.Get("/r/{app}/{msgid}/landing", rc.handleLanding)
+	}
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

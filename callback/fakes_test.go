@@ -48,6 +48,7 @@ type fakeReads struct {
 	mu     sync.Mutex
 	cards  []cardCall
 	enters []cardCall
+	links  []cardCall // TaskID holds the msgid
 	err    error
 	hang   bool
 }
@@ -81,6 +82,28 @@ func (f *fakeReads) EnterAgent(ctx context.Context, corpID string, agentID int64
 	defer f.mu.Unlock()
 	f.enters = append(f.enters, cardCall{corpID, agentID, userID, "", at})
 	return 3, nil
+}
+
+func (f *fakeReads) LinkRead(ctx context.Context, corpID string, agentID int64, userID, msgID string, at time.Time) (int, error) {
+	if err := f.wait(ctx); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.links {
+		if c.UserID == userID && c.TaskID == msgID {
+			f.links = append(f.links, cardCall{corpID, agentID, userID, msgID, at})
+			return 0, nil // opened before: no new read
+		}
+	}
+	f.links = append(f.links, cardCall{corpID, agentID, userID, msgID, at})
+	return 1, nil
+}
+
+func (f *fakeReads) linkCalls() []cardCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]cardCall(nil), f.links...)
 }
 
 func (f *fakeReads) set(err error, hang bool) {

@@ -234,8 +234,9 @@ func (rc *Receiver) dispatch(ctx context.Context, a *app, ev *Event) (outcome, e
 			return rc.ignore(a, ignoreContact), nil
 		}
 	case KindView, KindClick:
-		// The hook for tracked links: a view of a tracked URL will become
-		// a read (delta.SourceLink). Until then menu events carry no signal.
+		// Menu events name no message and no tracked link: tracked links
+		// are read through their OAuth2 landing (link.go), which also
+		// identifies the member.
 		return rc.ignore(a, ignoreMenu), nil
 	case KindMessage:
 		return rc.ignore(a, ignoreMessage), nil
@@ -250,8 +251,14 @@ func (rc *Receiver) dispatch(ctx context.Context, a *app, ev *Event) (outcome, e
 
 	ctx, cancel := context.WithTimeout(ctx, rc.timeout)
 	defer cancel()
+	// Read signals skip the dedup round trips: the read path is itself the
+	// dedup (a read already set is a duplicate, no delta), so a WeCom retry
+	// has no second effect either way, and a storm saves two Redis round
+	// trips per callback. change_contact, which is not idempotent in its
+	// side effects on other instances' caches, keeps them.
+	useDedup := rc.dedup != nil && ev.Kind == KindChangeContact
 	var key string
-	if rc.dedup != nil {
+	if useDedup {
 		key = dedupKey(a.cfg.Name, ev)
 		seen, err := rc.dedup.Seen(ctx, key)
 		switch {
@@ -270,7 +277,7 @@ func (rc *Receiver) dispatch(ctx context.Context, a *app, ev *Event) (outcome, e
 		}
 		return 0, fmt.Errorf("%w: %s: %w", ErrDownstream, ev.Kind, err)
 	}
-	if rc.dedup != nil {
+	if useDedup {
 		// Only after the effect is durable, so a failed attempt is retried
 		// for real. A failure here costs at most a harmless second apply.
 		if err := rc.dedup.Remember(ctx, key, rc.dedupTTL); err != nil {

@@ -205,14 +205,13 @@ func TestReadSignals(t *testing.T) {
 func TestDedup(t *testing.T) {
 	t.Run("second delivery has no second effect", func(t *testing.T) {
 		h := newHarness(t, nil)
-		msg := card("zhangsan", h.now.Unix(), "task-1", "k")
 		for i := range 2 {
-			if w := h.post(t, "hr", msg); w.Code != 200 {
+			if w := h.post(t, "hr", contactXML); w.Code != 200 {
 				t.Fatalf("delivery %d = %d", i, w.Code)
 			}
 		}
-		if cards, _ := h.reads.calls(); len(cards) != 1 {
-			t.Errorf("CardRead calls = %d; want 1", len(cards))
+		if len(h.contacts.calls) != 1 {
+			t.Errorf("ContactChanged calls = %d; want 1", len(h.contacts.calls))
 		}
 		if got := h.counter(t, "yidu_callback_dedup_hits_total", "app", "hr"); got != 1 {
 			t.Errorf("dedup hits = %v; want 1", got)
@@ -221,16 +220,27 @@ func TestDedup(t *testing.T) {
 			t.Errorf("duplicate outcomes = %v; want 1", got)
 		}
 		for k, ttl := range h.dedup.keys {
-			if want := "hr|zhangsan|1409659813|template_card_event|task-1|||k"; k != want || ttl != DefaultDedupTTL {
+			if want := "hr|sys|1409659813|change_contact||update_user|zhangsan|"; k != want || ttl != DefaultDedupTTL {
 				t.Errorf("dedup key %q ttl %v; want %q %v", k, ttl, want, DefaultDedupTTL)
 			}
 		}
-		// Another button press by the same member is another event.
-		if w := h.post(t, "hr", card("zhangsan", h.now.Unix()+1, "task-1", "k")); w.Code != 200 {
-			t.Fatal(w.Code)
+	})
+	t.Run("read redelivery goes to the idempotent read path", func(t *testing.T) {
+		// The read path is the dedup for reads (a read already set is a
+		// duplicate and emits nothing), so the receiver spends no Redis
+		// round trips on Seen/Remember for them.
+		h := newHarness(t, nil)
+		msg := card("zhangsan", h.now.Unix(), "task-1", "k")
+		for i := range 2 {
+			if w := h.post(t, "hr", msg); w.Code != 200 {
+				t.Fatalf("delivery %d = %d", i, w.Code)
+			}
 		}
 		if cards, _ := h.reads.calls(); len(cards) != 2 {
-			t.Errorf("CardRead calls = %d; want 2", len(cards))
+			t.Errorf("CardRead calls = %d; want 2 (the recorder dedups)", len(cards))
+		}
+		if n := h.dedup.len(); n != 0 {
+			t.Errorf("dedup keys = %d; want none for read signals", n)
 		}
 	})
 	t.Run("failed attempt is retried for real", func(t *testing.T) {
@@ -254,14 +264,14 @@ func TestDedup(t *testing.T) {
 			t.Errorf("downstream outcomes = %v; want 2", got)
 		}
 	})
-	t.Run("Seen error still records", func(t *testing.T) {
+	t.Run("Seen error still applies", func(t *testing.T) {
 		h := newHarness(t, nil)
 		h.dedup.seenErr = errors.New("redis down")
-		if w := h.post(t, "hr", enter("lisi", h.now.Unix())); w.Code != 200 {
+		if w := h.post(t, "hr", contactXML); w.Code != 200 {
 			t.Fatalf("= %d; want 200", w.Code)
 		}
-		if _, enters := h.reads.calls(); len(enters) != 1 {
-			t.Errorf("EnterAgent calls = %d; want 1", len(enters))
+		if len(h.contacts.calls) != 1 {
+			t.Errorf("ContactChanged calls = %d; want 1", len(h.contacts.calls))
 		}
 		if got := h.counter(t, "yidu_callback_dedup_errors_total", "app", "hr", "op", "seen"); got != 1 {
 			t.Errorf("dedup errors = %v; want 1", got)
@@ -270,8 +280,11 @@ func TestDedup(t *testing.T) {
 	t.Run("Remember error still answers 200", func(t *testing.T) {
 		h := newHarness(t, nil)
 		h.dedup.rememberErr = errors.New("redis down")
-		if w := h.post(t, "hr", enter("lisi", h.now.Unix())); w.Code != 200 {
+		if w := h.post(t, "hr", contactXML); w.Code != 200 {
 			t.Fatalf("= %d; want 200", w.Code)
+		}
+		if got := h.counter(t, "yidu_callback_dedup_errors_total", "app", "hr", "op", "remember"); got != 1 {
+			t.Errorf("dedup remember errors = %v; want 1", got)
 		}
 	})
 	t.Run("without a Deduper", func(t *testing.T) {

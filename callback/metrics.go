@@ -32,6 +32,7 @@ type metrics struct {
 	dedupErrors *prometheus.CounterVec
 	ignored     *prometheus.CounterVec
 	newReads    *prometheus.CounterVec
+	landings    *prometheus.CounterVec
 }
 
 // appMetrics are one app's series, resolved once so that a request does no
@@ -47,13 +48,15 @@ type appMetrics struct {
 	ignored          map[string]prometheus.Counter
 	cardReads        prometheus.Counter
 	enterReads       prometheus.Counter
+	linkReads        prometheus.Counter
+	landings         map[string]prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "yidu_callback_requests_total",
-			Help: "WeCom callbacks answered, by app, outcome and WeCom error code (0: none).",
+			Help: "WeCom callbacks and tracked link requests answered, by app, outcome and WeCom error code (0: none).",
 		}, []string{"app", "outcome", "code"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "yidu_callback_events_total",
@@ -84,8 +87,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "yidu_callback_new_reads_total",
 			Help: "New reads reported by the ReadRecorder, by signal.",
 		}, []string{"app", "signal"}),
+		landings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "yidu_callback_link_landings_total",
+			Help: "Tracked link visits back from WeCom OAuth2 (all redirected to the target), by result.",
+		}, []string{"app", "result"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.events, m.latency, m.rateLimited, m.dedupHits, m.dedupErrors, m.ignored, m.newReads} {
+	for _, c := range []prometheus.Collector{m.requests, m.events, m.latency, m.rateLimited, m.dedupHits, m.dedupErrors, m.ignored, m.newReads, m.landings} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -104,6 +111,11 @@ func (m *metrics) forApp(app string) *appMetrics {
 		ignored:          make(map[string]prometheus.Counter, len(ignoreReasons)),
 		cardReads:        m.newReads.WithLabelValues(app, KindTemplateCard.String()),
 		enterReads:       m.newReads.WithLabelValues(app, KindEnterAgent.String()),
+		linkReads:        m.newReads.WithLabelValues(app, "link"),
+		landings:         make(map[string]prometheus.Counter, len(landResults)),
+	}
+	for _, r := range landResults {
+		am.landings[r] = m.landings.WithLabelValues(app, r)
 	}
 	for o := range nOutcomes {
 		am.outcome[o] = m.requests.WithLabelValues(app, outcomes[o].label, strconv.Itoa(outcomes[o].code))

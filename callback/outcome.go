@@ -30,11 +30,13 @@ var (
 type outcome uint8
 
 const (
-	outOK          outcome = iota // effect applied
-	outVerified                   // URL verification answered
-	outDuplicate                  // already applied (dedup)
-	outRateLimited                // over the member's token bucket
-	outIgnored                    // nothing to do for this callback
+	outOK            outcome = iota // effect applied
+	outVerified                     // URL verification answered
+	outDuplicate                    // already applied (dedup)
+	outRateLimited                  // over the member's token bucket
+	outIgnored                      // nothing to do for this callback
+	outLinkAuthorize                // tracked link verified, sent to WeCom OAuth2
+	outLinkLanded                   // back from OAuth2, sent to the target
 	outBadSignature
 	outStaleTimestamp
 	outReceiveID
@@ -48,11 +50,14 @@ const (
 	outBadRequest
 	outTimeout
 	outDownstream
+	outBadLink
+	outLinkSignature
 	outInternal // an error missing from the table: a bug
 	nOutcomes
 )
 
-// outcomes is the one table from request outcome to HTTP status, WeCom
+// outcomes is the one table from request outcome (callbacks and tracked
+// links) to HTTP status, WeCom
 // error code (doc path 91144; 0 where WeCom has none) and metric label.
 // errorOutcome matches errors in this order. Codes we chose: a stale
 // timestamp fails like a bad signature (-40001); an AgentID mismatch is the
@@ -68,6 +73,8 @@ var outcomes = [nOutcomes]struct {
 	outDuplicate:      {nil, http.StatusOK, 0, "duplicate"},
 	outRateLimited:    {nil, http.StatusOK, 0, "rate_limited"},
 	outIgnored:        {nil, http.StatusOK, 0, "ignored"},
+	outLinkAuthorize:  {nil, http.StatusFound, 0, "link_authorize"},
+	outLinkLanded:     {nil, http.StatusFound, 0, "link_landed"},
 	outBadSignature:   {wxcrypt.ErrSignature, http.StatusUnauthorized, -40001, "bad_signature"},
 	outStaleTimestamp: {ErrTimestamp, http.StatusUnauthorized, -40001, "stale_timestamp"},
 	outReceiveID:      {wxcrypt.ErrReceiveID, http.StatusBadRequest, -40005, "receive_id"},
@@ -81,6 +88,8 @@ var outcomes = [nOutcomes]struct {
 	outBadRequest:     {ErrBadRequest, http.StatusBadRequest, 0, "bad_request"},
 	outTimeout:        {ErrTimeout, http.StatusServiceUnavailable, 0, "timeout"},
 	outDownstream:     {ErrDownstream, http.StatusServiceUnavailable, 0, "downstream"},
+	outBadLink:        {ErrBadLink, http.StatusBadRequest, 0, "bad_link"},
+	outLinkSignature:  {ErrLinkSignature, http.StatusForbidden, 0, "link_signature"},
 	outInternal:       {nil, http.StatusInternalServerError, 0, "internal"},
 }
 

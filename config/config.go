@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -51,6 +52,12 @@ type Receiver struct {
 	// beyond it are answered 200 but not processed.
 	MemberRate  float64 `yaml:"member_rate"`
 	MemberBurst int     `yaml:"member_burst"`
+	// PublicURL is the receiver's origin as members' browsers reach it
+	// (https://yidu.example.com, optionally with a path prefix): tracked
+	// links and their OAuth2 redirect_uri are built on it. Configured, never
+	// taken from Host or X-Forwarded-* headers, which a client controls.
+	// Empty disables tracked links.
+	PublicURL string `yaml:"public_url"`
 }
 
 // Dashboard configures the dashboard and the /api/v1 API.
@@ -220,6 +227,7 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 		}
 	}
 	set(&cfg.Receiver.Listen, "YIDU_RECEIVER_LISTEN")
+	set(&cfg.Receiver.PublicURL, "YIDU_RECEIVER_PUBLIC_URL")
 	set(&cfg.Dashboard.Listen, "YIDU_DASHBOARD_LISTEN")
 	set(&cfg.Flushd.Listen, "YIDU_FLUSHD_LISTEN")
 	set(&cfg.Redis.Addr, "YIDU_REDIS_ADDR")
@@ -262,6 +270,9 @@ func (c Config) Validate() error {
 		}
 		seen[a.Name] = true
 	}
+	if err := checkPublicURL(c.Receiver.PublicURL); err != nil {
+		return fmt.Errorf("config: receiver.public_url %q: %w", c.Receiver.PublicURL, err)
+	}
 	if c.Receiver.MaxBody <= 0 {
 		return errors.New("config: receiver.max_body must be positive")
 	}
@@ -278,6 +289,26 @@ func (c Config) Validate() error {
 		if len(t.Token) < 16 {
 			return fmt.Errorf("config: dashboard.tokens[%d] (%s): token must be at least 16 characters", i, t.Name)
 		}
+	}
+	return nil
+}
+
+// checkPublicURL accepts "" or an absolute http(s) URL without query,
+// fragment or credentials: links are built by appending "/r/..." to it.
+func checkPublicURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme != "https" && u.Scheme != "http":
+		return errors.New("must be an http(s) URL")
+	case u.Host == "":
+		return errors.New("has no host")
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "":
+		return errors.New("must not carry credentials, a query or a fragment")
 	}
 	return nil
 }

@@ -48,6 +48,9 @@ func TestLoadRejects(t *testing.T) {
 		{"bad duration", "flushd: {interval: soon}", "duration"},
 		{"zero batch", "flushd: {batch_size: 0}", "batch_size"},
 		{"short api token", "dashboard: {tokens: [{name: x, token: short}]}", "16 characters"},
+		{"public url not http", "receiver: {public_url: 'ftp://yidu.example.com'}", "public_url"},
+		{"public url relative", "receiver: {public_url: '/yidu'}", "public_url"},
+		{"public url with query", "receiver: {public_url: 'https://yidu.example.com/?x=1'}", "public_url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,5 +95,24 @@ func TestValidateReceiver(t *testing.T) {
 func TestDefaultsValid(t *testing.T) {
 	if _, err := Load("", nil); err != nil {
 		t.Errorf("Load(\"\") = %v; want defaults to validate", err)
+	}
+}
+
+func TestPublicURL(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "yidu.yaml")
+	if err := os.WriteFile(p, []byte("receiver: {public_url: 'https://yidu.example.com/wecom'}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(p, nil)
+	if err != nil || cfg.Receiver.PublicURL != "https://yidu.example.com/wecom" {
+		t.Errorf("Load = %q, %v; want the file's public_url", cfg.Receiver.PublicURL, err)
+	}
+	env := map[string]string{"YIDU_RECEIVER_PUBLIC_URL": "https://links.example.com"}
+	cfg, err = Load(p, func(k string) string { return env[k] })
+	if err != nil || cfg.Receiver.PublicURL != "https://links.example.com" {
+		t.Errorf("Load with env = %q, %v; want the override", cfg.Receiver.PublicURL, err)
+	}
+	if Default().Receiver.PublicURL != "" {
+		t.Error("default public_url is set; tracked links must be opt-in")
 	}
 }

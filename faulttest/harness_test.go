@@ -102,6 +102,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	cfg.MySQL.DSN = e.dsn
 	cfg.Kafka.Brokers = []string{e.kafka.addr()}
 	cfg.Kafka.Topic = topic
+	cfg.Flushd.Listen = "127.0.0.1:0" // several flushd per scenario, tests in parallel
 	cfg.Flushd.Interval = config.Duration(300 * time.Millisecond)
 	cfg.Flushd.BatchSize = o.BatchSize
 	cfg.Flushd.DrainTimeout = config.Duration(5 * time.Second)
@@ -158,6 +159,12 @@ func freePort(tb testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// freeAddr returns 127.0.0.1:<free port>.
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	return "127.0.0.1:" + strconv.Itoa(freePort(tb))
+}
+
 // kafkaCluster is kfake in the test process, on a fixed port and with its
 // log on disk, so it can be stopped and started again as the same broker
 // with the same records and committed offsets.
@@ -210,10 +217,10 @@ type proc struct {
 	addr string // the receiver's listen address, if any
 	// member is a flushd's consumer group member id (startMember).
 	member string
-	log  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	log    string
+	cmd    *exec.Cmd
+	done   chan struct{}
+	err    error
 }
 
 // start runs `yidu <args...> --config <file>` with extra environment
@@ -377,7 +384,7 @@ type message struct {
 // /api/v1/messages as HR's tooling would, and stops it again.
 func (e *env) register(msgs []message) {
 	e.t.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(e.t))
+	addr := freeAddr(e.t)
 	p := e.start("dashboard", []string{"YIDU_DASHBOARD_LISTEN=" + addr}, "dashboard")
 	e.waitHTTP(p, "http://"+addr+"/login") // the dashboard has no /healthz
 	for _, m := range msgs {

@@ -288,3 +288,19 @@ func (e *env) waitRowsMove(timeout time.Duration) bool {
 	}
 	return false
 }
+
+// waitFlushed waits up to 15 s until every read answered 200 is in MySQL.
+func (e *env) waitFlushed(res map[readKey]result) {
+	e.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := e.load(context.Background(), e.msgsOf(res))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(missing200(res, st)) == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -4,21 +4,26 @@ import (
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // TestReceiverKill9: the receiver process is killed with SIGKILL three
 // times while WeCom delivers a burst, and started again at once on the same
 // address. Requests in flight get a reset, WeCom retries them.
+//
+// It fails today: a retry that lands while the killed attempt's pending
+// lease is live is answered 200 without a delta (see
+// TestRetryWhileDeadAttemptHoldsLease and docs/reliability.md, Findings).
 func TestReceiverKill9(t *testing.T) {
 	start := time.Now()
 	e := newEnv(t, envOptions{})
 	msgs := messages(2, 1500)
 	e.register(msgs)
 	e.startFlushd("flushd", "")
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := freeAddr(t)
 	rcv := e.startReceiver("receiver-0", addr)
 
 	w := newWeCom(t, addr)
@@ -44,7 +49,7 @@ func TestFlushdKill9(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	msgs := messages(4, 800)
 	e.register(msgs)
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := freeAddr(t)
 	e.startReceiver("receiver", addr)
 	fl := e.startMember("flushd-0", "")
 
@@ -75,4 +80,252 @@ func TestFlushdKill9(t *testing.T) {
 	e.verify("2. flushd kill -9", w, start,
 		fmt.Sprintf("%d× kill -9 of flushd (%d right after an UPDATE landed; %d with rows written beyond the committed offsets), restarted at once",
 			kills, afterUpdate, uncommitted))
+}
+
+// TestKafkaUnavailable: the Kafka cluster stops for 10 s and comes back on
+// the same port with its log. Reads delivered meanwhile must be answered
+// 503 (their deltas cannot be acknowledged), never 200; after the restart
+// the receiver answers 200 again without a restart of its own, and flushd
+// resumes.
+func TestKafkaUnavailable(t *testing.T) {
+	t.Parallel() // mostly waiting out the outage
+	start := time.Now()
+	e := newEnv(t, envOptions{})
+	msgs := messages(2, 1200)
+	e.register(msgs)
+	addr := freeAddr(t)
+	e.startReceiver("receiver", addr)
+	e.startMember("flushd", "")
+
+	w := newWeCom(t, addr)
+	reads := readsOf(msgs)
+	before, outage, after := reads[:1000], reads[1000:1060], reads[1060:]
+	w.setPhase("before")
+	w.play(context.Background(), before, 16)
+
+	e.kafka.stop()
+	down := time.Now()
+	w.setPhase("outage")
+	// Each try waits out the producer's 2 s delivery timeout: 60 reads by
+	// 60 senders keep all three tries inside the outage.
+	w.play(context.Background(), outage, len(outage))
+	time.Sleep(time.Until(down.Add(10 * time.Second)))
+	e.kafka.start(t)
+	up := time.Now()
+
+	// WeCom does not wait for yidu: it sends at once; its retries carry
+	// the reads over the producer's reconnect.
+	w.setPhase("after")
+	w.play(context.Background(), after, 16)
+	recovered := time.Since(up)
+
+	res, statuses := w.snapshot()
+	var outage200, after200 int
+	for _, r := range res {
+		switch {
+		case r.During == "outage" && r.OK:
+			outage200++
+		case r.During == "after" && r.OK:
+			after200++
+		}
+	}
+	if outage200 != 0 {
+		t.Errorf("%d reads delivered while Kafka was down were answered 200; want 0 (503)", outage200)
+	}
+	if after200 != len(after) {
+		t.Errorf("after Kafka came back %d of %d reads were answered 200; want all", after200, len(after))
+	}
+	t.Logf("statuses %v; the after-phase took %s", statuses, recovered.Round(time.Millisecond))
+	e.verify("3. Kafka unavailable 10 s", w, start,
+		fmt.Sprintf("kfake stopped %.0f s and restarted on its port with its log; %d reads during the outage: %d answered 200 (want 0)",
+			up.Sub(down).Seconds(), len(outage), outage200))
+}
+
+// TestMySQLUnavailableAndSlow: flushd reaches MySQL through a TCP proxy.
+// First the proxy is cut for 10 s while WeCom keeps delivering (the
+// receiver keeps its own connection); flushd must retry, not drop or
+// skip. Then a
+// transaction holds row locks (SELECT … FOR UPDATE) on 200 recipients'
+// rows for 4 s while their reads arrive: flushd's UPDATE waits on the
+// lock and completes once it is released.
+func TestMySQLUnavailableAndSlow(t *testing.T) {
+	t.Parallel() // mostly waiting out the outage and the lock
+	start := time.Now()
+	e := newEnv(t, envOptions{})
+	msgs := messages(2, 1000)
+	e.register(msgs)
+	addr := freeAddr(t)
+	e.startReceiver("receiver", addr)
+	c, err := mysql.ParseDSN(e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, c.Addr)
+	c.Addr = px.addr
+	e.startMember("flushd", c.FormatDSN())
+
+	w := newWeCom(t, addr)
+	reads := readsOf(msgs)
+	// The reads of 200 members of notice-0 are kept for the lock phase.
+	locked := map[string]bool{}
+	for _, u := range msgs[0].Users[:200] {
+		locked[u] = true
+	}
+	var phase1, phase2 []readEvent
+	for _, r := range reads {
+		if r.MsgID == msgs[0].ID && locked[r.User] {
+			phase2 = append(phase2, r)
+		} else if len(phase1) < 1000 {
+			phase1 = append(phase1, r)
+		} else {
+			phase2 = append(phase2, r)
+		}
+	}
+
+	// Phase 1: MySQL gone for 10 s in the middle of a burst.
+	done := w.goPlay(context.Background(), phase1, 8)
+	w.waitSent(300, done)
+	px.cut()
+	down := time.Now()
+	rowsAtCut := e.readRows()
+	<-done
+	time.Sleep(time.Until(down.Add(10 * time.Second)))
+	rowsDuring := e.readRows() - rowsAtCut
+	px.restore()
+	if rowsDuring != 0 {
+		t.Errorf("%d rows changed while flushd's MySQL was cut; want 0 (is the proxy in the way?)", rowsDuring)
+	}
+
+	// Phase 2: a lock wait. The test's own connection, not the proxy.
+	tx, err := e.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.Query(`SELECT r.uid FROM message_read_record r JOIN users u ON u.corp_id = r.corp_id AND u.uid = r.uid
+		WHERE r.corp_id = ? AND r.msgid = ? AND u.userid BETWEEN ? AND ? FOR UPDATE`,
+		testCorp, msgs[0].ID, msgs[0].Users[0], msgs[0].Users[199])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nLocked := 0
+	for rows.Next() {
+		nLocked++
+	}
+	rows.Close()
+	lockedAt := time.Now()
+	w.play(context.Background(), phase2, 16)
+	time.Sleep(time.Until(lockedAt.Add(4 * time.Second)))
+	var readWhileLocked int
+	if err := e.db.QueryRow(`SELECT COUNT(*) FROM message_read_record r JOIN users u ON u.corp_id = r.corp_id AND u.uid = r.uid
+		WHERE r.corp_id = ? AND r.msgid = ? AND u.userid BETWEEN ? AND ? AND r.is_read = 1`,
+		testCorp, msgs[0].ID, msgs[0].Users[0], msgs[0].Users[199]).Scan(&readWhileLocked); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if readWhileLocked != 0 {
+		t.Errorf("%d locked rows read while the lock was held; want 0", readWhileLocked)
+	}
+	e.verify("4. MySQL unavailable 10 s, then lock wait 4 s", w, start,
+		fmt.Sprintf("proxy to MySQL cut %.0f s mid-burst (0 rows written meanwhile); %d rows held FOR UPDATE 4 s while their reads arrived",
+			10.0, nLocked))
+}
+
+// TestRedisDataLost: Redis "restarts empty" twice during the burst: every
+// key under the scenario's prefix is deleted (the shared Redis cannot be
+// restarted). The receiver rebuilds each message from MySQL on its next
+// read (the automatic restore); reads that were still in Kafka at that
+// moment are put back by `yidu reconcile --all-active` once flushd has
+// written them.
+func TestRedisDataLost(t *testing.T) {
+	start := time.Now()
+	e := newEnv(t, envOptions{})
+	msgs := messages(2, 1500)
+	e.register(msgs)
+	addr := freeAddr(t)
+	e.startReceiver("receiver", addr)
+	e.startMember("flushd", "")
+
+	w := newWeCom(t, addr)
+	reads := readsOf(msgs)
+	done := w.goPlay(context.Background(), reads, 16)
+	deleted := 0
+	for i := 1; i <= 2; i++ {
+		w.waitSent(int64(len(reads)*i/3), done)
+		deleted += e.wipeRedis()
+	}
+	<-done
+
+	// Before the repair: what the automatic restore alone achieved.
+	ctx := context.Background()
+	res, _ := w.snapshot()
+	e.waitFlushed(res)
+	st, err := e.load(ctx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onlyMySQL int
+	for k := range st.mysql {
+		if !st.redis[k] {
+			onlyMySQL++
+		}
+	}
+	t.Logf("before reconcile: MySQL %d reads, Redis %d, %d in MySQL only", len(st.mysql), len(st.redis), onlyMySQL)
+	e.verify("5. Redis data lost", w, start,
+		fmt.Sprintf("every key under the prefix deleted twice mid-burst (%d keys); %d reads were in MySQL only before reconcile", deleted, onlyMySQL))
+}
+
+// wipeRedis deletes every key under the scenario's prefix and returns how
+// many it deleted.
+func (e *env) wipeRedis() int {
+	e.t.Helper()
+	ctx := context.Background()
+	var keys []string
+	iter := e.rdb.Scan(ctx, 0, e.prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		if err := e.rdb.Del(ctx, keys...).Err(); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return len(keys)
+}
+
+// TestTwoOfEach: two receivers behind WeCom's retries (each try may go to
+// either) and two flushd in one consumer group over 4 partitions. Mid-burst
+// one flushd is killed with SIGKILL and a third joins: the partitions are
+// rebalanced while deltas flow, the dead member's unwritten reads are
+// replayed by their new owner.
+func TestTwoOfEach(t *testing.T) {
+	start := time.Now()
+	e := newEnv(t, envOptions{Partitions: 4})
+	msgs := messages(8, 400)
+	e.register(msgs)
+	a1 := freeAddr(t)
+	a2 := freeAddr(t)
+	e.startReceiver("receiver-a", a1)
+	e.startReceiver("receiver-b", a2)
+	fa := e.startMember("flushd-a", "")
+	e.startMember("flushd-b", "")
+
+	w := newWeCom(t, a1, a2)
+	reads := readsOf(msgs)
+	done := w.goPlay(context.Background(), reads, 8)
+	w.waitSent(int64(len(reads)/3), done)
+	e.waitRowsMove(5 * time.Second)
+	fa.kill9(t)
+	t.Logf("at the kill: %d of %d reads delivered, %d rows written, offsets committed for %d",
+		w.sent.Load(), len(reads), e.readRows(), e.committed())
+	e.expire(fa)
+	e.startMember("flushd-c", "")
+	<-done
+	e.verify("6. 2 receivers, 2 flushd, rebalance", w, start,
+		"2 receivers (tries spread over both), 2 flushd on 4 partitions; mid-burst kill -9 of one flushd and a third joins")
 }

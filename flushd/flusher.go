@@ -38,8 +38,10 @@ type Options struct {
 	// DrainTimeout bounds the final flush on shutdown and the flush of
 	// revoked partitions (default 20 s).
 	DrainTimeout time.Duration
-	Logger       *slog.Logger
-	Registerer   prometheus.Registerer
+	// Logger receives flushd's logs (nil: discarded).
+	Logger *slog.Logger
+	// Registerer receives flushd's metrics (nil: not registered).
+	Registerer prometheus.Registerer
 	// KafkaOpts are added to the client's options (TLS, SASL, tuning).
 	KafkaOpts []kgo.Opt
 }

@@ -32,8 +32,8 @@ func FuzzDecode(f *testing.F) {
 		p.add(0, at(0), d, time.Now())
 		reads := p.parts[0].batches[msgKey{d.CorpID, d.MsgID}].reads()
 		q, args := updateStatement(d.CorpID, d.MsgID, reads)
-		if len(args) != 7 || len(q) == 0 {
-			t.Fatalf("updateStatement of one read: %d args; want 7", len(args))
+		if len(args) != 5 || len(q) == 0 {
+			t.Fatalf("updateStatement of one read: %d args; want 5", len(args))
 		}
 		if args[1] != datetime(d.ReadTime) || len(datetime(d.ReadTime)) != len(time.DateTime) {
 			t.Fatalf("read_time %d bound as %v", d.ReadTime, args[1])

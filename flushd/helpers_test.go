@@ -33,9 +33,9 @@ func (s *spyDB) ExecContext(ctx context.Context, q string, args ...any) (sql.Res
 	if s.fail.Load() {
 		return nil, errDown
 	}
-	if strings.HasPrefix(q, "UPDATE message_read_record SET") {
+	if strings.HasPrefix(q, updatePrefix) {
 		s.mu.Lock()
-		s.updates = append(s.updates, (len(args)-2)/5)
+		s.updates = append(s.updates, (len(args)-2)/3)
 		s.mu.Unlock()
 	}
 	return s.DB.ExecContext(ctx, q, args...)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"testing"
 
-
 	"github.com/yidu-io/yidu/bitmap/delta"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -239,4 +238,27 @@ func orphanCount(tb testing.TB, db *sql.DB) int {
 	var n int
 	testenv.Check(tb, "count orphans", db.QueryRow("SELECT COUNT(*) FROM read_orphans").Scan(&n))
 	return n
+}
+
+// TestWriteMaxBatch runs the largest statements MySQL must accept: an
+// UPDATE of MaxBatchSize uids and the INSERT parking them all as orphans.
+func TestWriteMaxBatch(t *testing.T) {
+	db := testenv.MySQL(t)
+	w, err := NewWriter(db, MaxBatchSize, nil, nil)
+	testenv.Check(t, "NewWriter", err)
+	reads := make([]Read, MaxBatchSize)
+	for i := range reads {
+		reads[i] = Read{UID: uint32(i), At: base + int64(i), Source: delta.SourceCard}
+	}
+	ctx := context.Background()
+	if u, o, err := w.Write(ctx, "corp", "m1", reads); err != nil || u != 0 || o != MaxBatchSize {
+		t.Fatalf("Write(%d reads, no rows) = %d, %d, %v; want 0, %d, nil", MaxBatchSize, u, o, err, MaxBatchSize)
+	}
+	insertRecipients(t, db, "corp", "m1", 0, MaxBatchSize)
+	if n, err := w.ApplyOrphans(ctx, "corp", "m1"); err != nil || n != MaxBatchSize {
+		t.Fatalf("ApplyOrphans = %d, %v; want %d, nil", n, err, MaxBatchSize)
+	}
+	if n := countRead(t, db); n != MaxBatchSize {
+		t.Errorf("%d rows read; want %d", n, MaxBatchSize)
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -131,6 +132,9 @@ type ArmResult struct {
 	MySQLdCPUPer1000 float64    `json:"mysqld_cpu_s_per_1000"`
 	RedisCPUPer1000  float64    `json:"redis_cpu_s_per_1000"`
 	LoadAvg          [3]float64 `json:"loadavg_after"`
+	// Timeline samples, every second from the start of the storm, the
+	// reads the dashboard and MySQL showed: [ms, dashboard, mysql].
+	Timeline [][3]int64 `json:"timeline,omitempty"`
 	// Counters are the yidu arm's own metrics at the end (non-zero series
 	// of the read path and flushd): outcomes, dedup hits, errors.
 	Counters map[string]float64 `json:"counters,omitempty"`
@@ -586,7 +590,8 @@ func (b *bench) yidu(ctx context.Context) (ArmResult, error) {
 		"yidu_callback_dedup_errors_total", "yidu_callback_rate_limited_total", "yidu_bitmap_reads_total",
 		"yidu_bitmap_queue_full_total", "yidu_bitmap_redis_errors_total", "yidu_bitmap_publish_errors_total",
 		"yidu_bitmap_ack_errors_total", "yidu_flushd_batches_total", "yidu_flushd_rows_updated_total",
-		"yidu_flushd_retries_total", "yidu_idmap_db_queries_total")
+		"yidu_flushd_retries_total", "yidu_idmap_db_queries_total", "yidu_flushd_statement_seconds",
+		"yidu_bitmap_publish_seconds", "yidu_bitmap_redis_roundtrip_seconds", "yidu_callback_duration_seconds")
 	problems := b.verify(ctx, msgID)
 	if p, err := progress(ctx, dash, m.DashboardAddr, msgID); err != nil || p.Read != int64(b.cfg.Recipients) || p.Recipients != int64(b.cfg.Recipients) {
 		problems = append(problems, fmt.Sprintf("dashboard %+v (err %v); want %d of %d", p, err, b.cfg.Recipients, b.cfg.Recipients))
@@ -673,6 +678,14 @@ func counters(g prometheus.Gatherer, names ...string) map[string]float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if h := m.GetHistogram(); h != nil {
+				// A histogram gives its mean: where a callback's time goes.
+				if n := h.GetSampleCount(); n > 0 {
+					out[mf.GetName()+"_mean_ms"] = h.GetSampleSum() / float64(n) * 1000
+					out[mf.GetName()+"_count"] = float64(n)
+				}
+				continue
+			}
 			v := m.GetCounter().GetValue()
 			if v == 0 {
 				continue
@@ -812,7 +825,7 @@ type arm struct {
 
 // poll calls f every interval until it returns want, and returns when
 // that was first seen (zero when never).
-func poll(ctx context.Context, interval time.Duration, want int64, f func(context.Context) (int64, error)) time.Time {
+func poll(ctx context.Context, interval time.Duration, want int64, last *atomic.Int64, f func(context.Context) (int64, error)) time.Time {
 	var at time.Time
 	pprof.Do(ctx, pprof.Labels("role", "poller"), func(ctx context.Context) {
 		t := time.NewTicker(interval)
@@ -821,6 +834,9 @@ func poll(ctx context.Context, interval time.Duration, want int64, f func(contex
 			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			n, err := f(qctx)
 			cancel()
+			if err == nil {
+				last.Store(n)
+			}
 			if err == nil && n == want {
 				at = time.Now()
 				return
@@ -866,10 +882,28 @@ func (b *bench) measure(ctx context.Context, a arm, w *workload) (ArmResult, err
 	pctx, stopPolls := context.WithCancel(ctx)
 	defer stopPolls()
 	var dashAt, mysqlAt time.Time
+	var dashN, mysqlN atomic.Int64
 	var polls sync.WaitGroup
+	var timeline [][3]int64
+	var sampled chan struct{}
 	if a.dashboard != nil {
-		polls.Go(func() { dashAt = poll(pctx, 100*time.Millisecond, want, a.dashboard) })
-		polls.Go(func() { mysqlAt = poll(pctx, 100*time.Millisecond, want, a.mysql) })
+		polls.Go(func() { dashAt = poll(pctx, 100*time.Millisecond, want, &dashN, a.dashboard) })
+		polls.Go(func() { mysqlAt = poll(pctx, 100*time.Millisecond, want, &mysqlN, a.mysql) })
+		start := time.Now()
+		sampled = make(chan struct{})
+		go func() {
+			defer close(sampled)
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-pctx.Done():
+					return
+				case now := <-t.C:
+					timeline = append(timeline, [3]int64{now.Sub(start).Milliseconds(), dashN.Load(), mysqlN.Load()})
+				}
+			}
+		}()
 	}
 
 	b.logf("%s: storm of %d callbacks on %d connections", a.name, len(w.reqs), b.cfg.Conns)
@@ -885,6 +919,9 @@ func (b *bench) measure(ctx context.Context, a arm, w *workload) (ArmResult, err
 		deadline := time.AfterFunc(b.cfg.FlushInterval+30*time.Second, stopPolls)
 		polls.Wait()
 		deadline.Stop()
+		stopPolls()
+		<-sampled
+		r.Timeline = append(timeline, [3]int64{time.Since(lr.Start).Milliseconds(), dashN.Load(), mysqlN.Load()})
 	}
 	ext := sumCPU(a.pids) - ext0
 	cpu := selfCPU() - cpu0 + ext

@@ -65,6 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	arms := fs.String("arms", strings.Join(allArms, ","), "arms to run, in order ceiling,naive,yidu")
 	fs.DurationVar(&cfg.ArmTimeout, "arm-timeout", 3*time.Minute, "bound on one arm's load phase")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the yidu arm here (generator goroutines carry the label role=generator)")
+	total := fs.Duration("timeout", 5*time.Minute, "bound on the whole run (cleanup runs after it)")
 	jsonOut := fs.String("json", "", "write the report as JSON here")
 	verbose := fs.Bool("v", false, "log the yidu arm's warnings")
 	if err := fs.Parse(args); err != nil {
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	ctx, cancel := context.WithTimeout(ctx, *total)
+	defer cancel()
 	rep, err := Run(ctx, cfg)
 	if rep != nil {
 		writeTable(stdout, rep)

@@ -8,6 +8,7 @@
 //	yidu migrate    --config yidu.yaml up|status|down
 //	yidu directory  --config yidu.yaml sync --app hr
 //	yidu reconcile  --config yidu.yaml --msgid M | --all-active
+//	yidu link       --config yidu.yaml --app hr --msgid M --to URL
 //	yidu hash-password                   # reads a password on stdin
 //	yidu healthcheck http://127.0.0.1:8080/readyz
 //
@@ -44,6 +45,7 @@ commands:
   migrate      up | status | down   (schema migrations)
   directory    sync --app NAME      (pull the WeCom directory)
   reconcile    --msgid M | --all-active   (repair Redis/MySQL drift)
+  link         --app NAME --msgid M --to URL   (print a tracked link)
   hash-password  print a bcrypt hash of the password on stdin
   healthcheck URL  exit 0 when URL answers 200 (container probes)
 `
@@ -75,6 +77,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		app       *string
 		msgID     *string
 		allActive *bool
+		to        *string
 	)
 	switch cmd {
 	case "directory":
@@ -83,6 +86,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		msgID = fs.String("msgid", "", "message to reconcile")
 		allActive = fs.Bool("all-active", false, "reconcile every message within the Redis TTL")
 		app = fs.String("app", "", "with --msgid: the app (or corp) the message belongs to; optional")
+	case "link":
+		app = fs.String("app", "", "app name from the configuration")
+		msgID = fs.String("msgid", "", "the tracked message the link belongs to")
+		to = fs.String("to", "", "the page the link opens (http or https URL)")
 	case "hash-password":
 		pw, err := bufio.NewReader(stdin).ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -145,6 +152,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return errors.New("usage: yidu reconcile --msgid M | --all-active")
 		}
 		return runReconcile(ctx, cfg, logger, *msgID, *app, *allActive, stdout)
+	case "link":
+		if *app == "" || *msgID == "" || *to == "" {
+			return errors.New("usage: yidu link --app NAME --msgid M --to URL")
+		}
+		return printLink(cfg, *app, *msgID, *to, stdout)
 	}
 
 	roles := map[string]yidu.Roles{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/cmd/internal/yidu"
 	"github.com/yidu-io/yidu/config"
 	"github.com/yidu-io/yidu/idmap"
@@ -166,6 +167,28 @@ func runReconcile(ctx context.Context, cfg config.Config, logger *slog.Logger, m
 	}
 	fmt.Fprintf(out, "reconciled %d message(s)\n", len(targets))
 	return failed
+}
+
+// printLink runs `yidu link`: the tracked link of message msgID of app to
+// target, signed with a key derived from the app's secret (docs/api.md,
+// Tracked links).
+func printLink(cfg config.Config, appName, msgID, target string, out io.Writer) error {
+	app, ok := cfg.App(appName)
+	if !ok {
+		return fmt.Errorf("link: no app %q in the configuration", appName)
+	}
+	if cfg.Receiver.PublicURL == "" {
+		return errors.New("link: receiver.public_url is not configured (or YIDU_RECEIVER_PUBLIC_URL)")
+	}
+	if app.Secret == "" {
+		return fmt.Errorf("link: app %q has no secret (%s)", appName, config.EnvName(appName, "secret"))
+	}
+	u, err := callback.LinkURL(cfg.Receiver.PublicURL, app, msgID, target)
+	if err != nil {
+		return fmt.Errorf("link: %w", err)
+	}
+	fmt.Fprintln(out, u)
+	return nil
 }
 
 // healthcheck GETs url and succeeds on 200.

@@ -29,6 +29,7 @@ import (
 
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/callback"
+	"github.com/yidu-io/yidu/callback/wecomauth"
 	"github.com/yidu-io/yidu/config"
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/flushd"
@@ -43,6 +44,7 @@ var (
 	_ callback.ReadRecorder   = (*bitmap.Recorder)(nil)
 	_ callback.Deduper        = (*bitmap.Store)(nil)
 	_ callback.ContactApplier = (*idmap.Mapper)(nil)
+	_ callback.OAuth          = (*wecomauth.Exchanger)(nil)
 	_ bitmap.UIDLookup        = (*idmap.Mapper)(nil)
 	_ bitmap.MessageLoader    = (*tracker.Registry)(nil)
 	_ bitmap.Publisher        = (*bitmap.Producer)(nil)
@@ -251,6 +253,15 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		}
 		m.Producer = p
 		m.Recorder = bitmap.NewRecorder(m.Store, m.Mapper, p, m.Tracker, bitmap.RecorderOptions{Logger: log, Registerer: m.Registry})
+		var oauth callback.OAuth // tracked links: only with receiver.public_url
+		if cfg.Receiver.PublicURL != "" {
+			oauth = wecomauth.New(cfg.Apps)
+			for _, a := range cfg.Apps {
+				if a.Secret == "" {
+					log.Warn("tracked links of this app are refused: it has no secret", "app", a.Name)
+				}
+			}
+		}
 		rcv, err := callback.New(callback.Options{
 			Apps:            cfg.Apps,
 			Reads:           m.Recorder,
@@ -265,6 +276,8 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			Timeout:         cfg.Receiver.Timeout.D(),
 			MemberRate:      cfg.Receiver.MemberRate,
 			MemberBurst:     cfg.Receiver.MemberBurst,
+			PublicURL:       cfg.Receiver.PublicURL,
+			OAuth:           oauth,
 		})
 		if err != nil {
 			return fmt.Errorf("receiver: %w", err)

@@ -1,0 +1,177 @@
+package wecomauth_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/silenceper/wechat/v2/util"
+
+	"github.com/yidu-io/yidu/callback"
+	"github.com/yidu-io/yidu/callback/wecomauth"
+	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/internal/fakewecom"
+)
+
+var _ callback.OAuth = (*wecomauth.Exchanger)(nil)
+
+// silenceper's URI modifier is process-wide: one server for the whole test
+// binary, set up here; tests must not run in parallel. It answers as the
+// fake unless a test sets outage.
+var (
+	fake   = fakewecom.New()
+	outage atomic.Pointer[http.HandlerFunc]
+)
+
+func TestMain(m *testing.M) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := outage.Load(); h != nil {
+			(*h)(w, r)
+			return
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	util.SetURIModifier(fakewecom.URIModifier(srv.URL))
+	code := m.Run()
+	srv.Close()
+	os.Exit(code)
+}
+
+const secret = "top-secret-of-hr"
+
+var apps = []config.App{
+	{Name: "hr", CorpID: "wwauth", AgentID: 1000002, Secret: secret},
+	{Name: "nosecret", CorpID: "wwauth", AgentID: 1000003},
+}
+
+func TestUserID(t *testing.T) {
+	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Secret: secret, Codes: map[string]string{
+		"code-zhang": "zhangsan",
+		"code-guest": "", // a visitor who is not a member: no userid
+		"a&b=c d":    "odd",
+	}})
+	e := wecomauth.New(apps)
+	ctx := context.Background()
+	tests := []struct {
+		name     string
+		agent    int64
+		code     string
+		want     string
+		wantCode int64 // WeCom errcode in an *APIError; 0: none
+		wantErr  error
+	}{
+		{name: "member", agent: 1000002, code: "code-zhang", want: "zhangsan"},
+		{name: "not a member", agent: 1000002, code: "code-guest", want: ""},
+		{name: "escaped code", agent: 1000002, code: "a&b=c d", want: "odd"},
+		{name: "invalid code", agent: 1000002, code: "nope", wantCode: fakewecom.ErrInvalidCode},
+		{name: "app without secret", agent: 1000003, code: "code-zhang", wantErr: wecomauth.ErrNoApp},
+		{name: "unknown agent", agent: 1, code: "code-zhang", wantErr: wecomauth.ErrNoApp},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := e.UserID(ctx, "wwauth", tt.agent, tt.code)
+			var ae *wecomauth.APIError
+			switch {
+			case tt.wantCode != 0:
+				if !errors.As(err, &ae) || ae.Code != tt.wantCode {
+					t.Errorf("UserID(%q) = %q, %v; want errcode %d", tt.code, got, err, tt.wantCode)
+				}
+			case tt.wantErr != nil:
+				if !errors.Is(err, tt.wantErr) {
+					t.Errorf("UserID(%q) = %q, %v; want %v", tt.code, got, err, tt.wantErr)
+				}
+			case err != nil || got != tt.want:
+				t.Errorf("UserID(%q) = %q, %v; want %q", tt.code, got, err, tt.want)
+			}
+		})
+	}
+	if n := fake.Calls("/cgi-bin/gettoken"); n != 1 {
+		t.Errorf("gettoken calls = %d; want 1 (the token is cached)", n)
+	}
+}
+
+func TestUserIDRefetchesRejectedToken(t *testing.T) {
+	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Secret: secret, Codes: map[string]string{"c1": "lisi"}})
+	e := wecomauth.New(apps)
+	ctx := context.Background()
+	if got, err := e.UserID(ctx, "wwauth", 1000002, "c1"); err != nil || got != "lisi" {
+		t.Fatalf("UserID = %q, %v", got, err)
+	}
+	fake.RevokeTokens() // the token expired at WeCom: 40014 once, then a new one
+	before := fake.Calls("/cgi-bin/gettoken")
+	if got, err := e.UserID(ctx, "wwauth", 1000002, "c1"); err != nil || got != "lisi" {
+		t.Errorf("UserID after revocation = %q, %v; want lisi", got, err)
+	}
+	if n := fake.Calls("/cgi-bin/gettoken") - before; n != 1 {
+		t.Errorf("gettoken calls after revocation = %d; want 1", n)
+	}
+}
+
+func TestErrorsCarryNoCredentials(t *testing.T) {
+	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Secret: secret, Codes: map[string]string{"c1": "lisi"}})
+	ctx := context.Background()
+	check := func(t *testing.T, err error) {
+		t.Helper()
+		if err == nil {
+			t.Fatal("UserID succeeded; want an error")
+		}
+		for _, s := range []string{secret, "access_token=", "corpsecret=", "fake-token", "c1"} {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("error %q contains %q", err, s)
+			}
+		}
+	}
+	t.Run("gettoken answers 500", func(t *testing.T) {
+		setOutage(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
+		_, err := wecomauth.New(apps).UserID(ctx, "wwauth", 1000002, "c1")
+		check(t, err)
+	})
+	t.Run("getuserinfo answers 502", func(t *testing.T) {
+		e := wecomauth.New(apps)
+		if _, err := e.UserID(ctx, "wwauth", 1000002, "c1"); err != nil {
+			t.Fatal(err) // a token in the cache
+		}
+		setOutage(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+		_, err := e.UserID(ctx, "wwauth", 1000002, "c1")
+		check(t, err)
+	})
+	t.Run("wrong secret", func(t *testing.T) {
+		_, err := wecomauth.New([]config.App{{CorpID: "wwauth", AgentID: 1000002, Secret: "wrong"}}).UserID(ctx, "wwauth", 1000002, "c1")
+		check(t, err)
+	})
+}
+
+func TestUserIDHonoursContext(t *testing.T) {
+	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Secret: secret, Codes: map[string]string{"c1": "lisi"}})
+	e := wecomauth.New(apps)
+	if _, err := e.UserID(context.Background(), "wwauth", 1000002, "c1"); err != nil {
+		t.Fatal(err) // a token in the cache: the hung call is getuserinfo
+	}
+	release := make(chan struct{})
+	defer close(release)
+	setOutage(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	// A UserID deaf to ctx would block until release, after the test.
+	_, err := e.UserID(ctx, "wwauth", 1000002, "c1")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("UserID with a hung WeCom = %v; want context.DeadlineExceeded", err)
+	}
+}
+
+func setOutage(tb testing.TB, h http.HandlerFunc) {
+	tb.Helper()
+	outage.Store(&h)
+	tb.Cleanup(func() { outage.Store(nil) })
+}

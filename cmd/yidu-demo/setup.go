@@ -1,0 +1,357 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/yidu-io/yidu/cmd/internal/yidu"
+	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/idmap/wecomdir"
+	"github.com/yidu-io/yidu/internal/embedded"
+	"github.com/yidu-io/yidu/internal/fakewecom"
+	"github.com/yidu-io/yidu/internal/wecomsim"
+	"github.com/yidu-io/yidu/migrations"
+	"github.com/yidu-io/yidu/tracker"
+)
+
+// The demo's WeCom app and corp. Its secrets are random per run.
+const (
+	demoApp   = "hr"
+	demoCorp  = "wwyidudemo000001"
+	demoAgent = 1000002
+	demoUser  = "demo"
+	demoTitle = "新考勤制度 / New attendance policy"
+)
+
+// setUp starts the servers, yidu and the fake WeCom, seeds the company and
+// registers the notice.
+func (m *Main) setUp(ctx context.Context) error {
+	cfg, err := config.Load("", m.Getenv)
+	if err != nil {
+		return err
+	}
+	realRedis := m.Getenv("YIDU_REDIS_ADDR") != ""
+	realMySQL := m.Getenv("YIDU_MYSQL_DSN") != ""
+	realKafka := m.Getenv("YIDU_KAFKA_BROKERS") != ""
+	if !realRedis || !realMySQL || !realKafka {
+		s, err := embedded.Start(ctx, embedded.Options{Logger: m.Logger, KafkaTopic: cfg.Kafka.Topic})
+		if err != nil {
+			return err
+		}
+		m.Servers = s
+	}
+	var backends []string
+	if realRedis {
+		// A prefix of its own, and keys that do not outlive the demo by a month.
+		cfg.Redis.Prefix = "yidu-demo"
+		cfg.Redis.TTL = config.Duration(24 * time.Hour)
+		backends = append(backends, "Redis "+cfg.Redis.Addr)
+	} else {
+		cfg.Redis = config.Redis{Addr: m.Servers.RedisAddr, Prefix: "yidu", TTL: cfg.Redis.TTL}
+		backends = append(backends, "embedded Redis")
+	}
+	if realMySQL {
+		dsn, err := withDatabase(cfg.MySQL.DSN, m.MySQLDatabase)
+		if err != nil {
+			return err
+		}
+		if err := yidu.CreateDatabase(ctx, dsn); err != nil {
+			return err
+		}
+		cfg.MySQL.DSN = dsn
+		backends = append(backends, "MySQL database "+m.MySQLDatabase)
+	} else {
+		cfg.MySQL.DSN = m.Servers.MySQLDSN
+		// Long IN lists are slow on go-mysql-server (internal/embedded).
+		cfg.Flushd.BatchSize = 500
+		backends = append(backends, "embedded MySQL")
+	}
+	if realKafka {
+		backends = append(backends, "Kafka "+strings.Join(cfg.Kafka.Brokers, ","))
+	} else {
+		cfg.Kafka.Brokers = m.Servers.KafkaBrokers
+		backends = append(backends, "embedded Kafka")
+	}
+	m.Backends = strings.Join(backends, ", ")
+	cfg.Kafka.Group = "yidu-demo-flushd"
+	// Two seconds rather than a minute, so MySQL visibly follows the dashboard.
+	cfg.Flushd.Interval = config.Duration(2 * time.Second)
+
+	employees := m.Employees
+	if employees == 0 {
+		employees = defaultEmployeesEmbedded
+		if realMySQL {
+			employees = defaultEmployeesReal
+		}
+	}
+
+	secret, token, aesKey := randomHex(16), randomHex(8), randomAESKey()
+	company := wecomsim.Company(demoCorp, secret, employees, m.Departments)
+	if err := m.startFakeWeCom(company); err != nil {
+		return err
+	}
+	cfg.WeCom.APIBase = "http://" + m.fakeSrv.Addr
+	cfg.Apps = []config.App{{Name: demoApp, CorpID: demoCorp, AgentID: demoAgent, Token: token, EncodingAESKey: aesKey, Secret: secret}}
+
+	m.User, m.Password, m.APIToken = demoUser, randomPassword(), randomHex(20)
+	hash, err := bcrypt.GenerateFromPassword([]byte(m.Password), bcrypt.DefaultCost)
+	if err != nil {
+		return fmt.Errorf("hash password: %w", err)
+	}
+	cfg.Dashboard.Users = []config.User{{Name: m.User, PasswordHash: string(hash), Corps: []string{"*"}}}
+	cfg.Dashboard.Tokens = append(cfg.Dashboard.Tokens, config.Token{Name: "demo", Token: m.APIToken, Corps: []string{"*"}})
+	cfg.Dashboard.Listen = freeOrAny(m.ListenDashboard)
+	cfg.Receiver.Listen = m.ListenReceiver
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+
+	if err := migrate(ctx, cfg.MySQL.DSN); err != nil {
+		return err
+	}
+	m.App = yidu.NewMain(cfg, m.Logger)
+	if err := m.App.Run(ctx, yidu.All); err != nil {
+		return err
+	}
+	m.DashboardURL = "http://" + m.App.DashboardAddr + "/"
+
+	// The real directory sync, so names and departments land in MySQL as in
+	// production.
+	sync := idmap.NewSyncer(m.App.Mapper, map[string]idmap.Directory{demoCorp: wecomdir.New(demoCorp, secret)}, m.Logger, m.App.Registry)
+	rep, err := sync.Sync(ctx, demoCorp)
+	if err != nil {
+		return fmt.Errorf("directory sync: %w", err)
+	}
+	if rep.Users != employees {
+		return fmt.Errorf("directory sync listed %d members; want %d", rep.Users, employees)
+	}
+
+	if err := m.register(ctx, employees); err != nil {
+		return err
+	}
+	cards, err := m.cards(company)
+	if err != nil {
+		return err
+	}
+	m.plan = makePlan(company.Users, cards, m.Departments, m.Speed, m.Seed)
+
+	m.workers = 16
+	if employees > 5000 {
+		m.workers = 32
+	}
+	if m.front, err = startFront(m.App.ReceiverAddr, m.workers, m.Logger); err != nil {
+		return err
+	}
+	pusher, err := wecomsim.NewPusher(wecomsim.Options{
+		Target:      "http://" + m.front.addr + "/wecom/callback/" + demoApp,
+		App:         wecomsim.App{CorpID: demoCorp, AgentID: demoAgent, Token: token, EncodingAESKey: aesKey},
+		Concurrency: m.workers,
+		Logger:      m.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	m.player = &player{pusher: pusher, front: m.front, log: m.Logger.With("component", "demo.player")}
+	return nil
+}
+
+// withDatabase returns dsn naming database name instead of its own.
+func withDatabase(dsn, name string) (string, error) {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("YIDU_MYSQL_DSN: %w", err)
+	}
+	c.DBName = name
+	return c.FormatDSN(), nil
+}
+
+func migrate(ctx context.Context, dsn string) error {
+	db, err := yidu.OpenDB(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := migrations.Up(ctx, db); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (m *Main) startFakeWeCom(c fakewecom.Corp) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("fake wecom: %w", err)
+	}
+	m.Fake = fakewecom.New(c)
+	m.fakeSrv = &http.Server{Addr: ln.Addr().String(), Handler: m.Fake, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := m.fakeSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.Logger.Error("fake wecom stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// freeOrAny returns addr when it can be listened on now, else 127.0.0.1:0
+// (another demo or service holds 8081). The check races with other
+// processes; losing the race fails Run with a clear listen error.
+func freeOrAny(addr string) string {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	ln.Close()
+	return addr
+}
+
+// register posts the notice to everyone through the dashboard API, as HR's
+// tooling would, and checks that it reached every employee.
+func (m *Main) register(ctx context.Context, employees int) error {
+	m.MsgID = "demo-" + time.Now().UTC().Format("20060102-150405")
+	body := map[string]any{
+		"msgid": m.MsgID, "app": demoApp, "title": demoTitle,
+		// Whole seconds: an enter_agent's CreateTime (seconds) in the same
+		// second as the send must count as after it.
+		"sent_at":  time.Now().UTC().Truncate(time.Second),
+		"audience": map[string]any{"departments": []int{1}},
+		"send":     m.Send,
+	}
+	var out struct {
+		Recipients int64 `json:"recipients"`
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	code, err := m.api(rctx, http.MethodPost, "/messages", body, &out)
+	if err != nil {
+		return fmt.Errorf("register notice: %w", err)
+	}
+	if code != http.StatusCreated {
+		return fmt.Errorf("register notice: status %d", code)
+	}
+	if out.Recipients != int64(employees) {
+		return fmt.Errorf("register notice: %d recipients; want %d", out.Recipients, employees)
+	}
+	return nil
+}
+
+// api calls the dashboard API with the demo's token and decodes a 2xx answer
+// into out.
+func (m *Main) api(ctx context.Context, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+m.App.DashboardAddr+"/api/v1"+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+m.APIToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: decode: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// card is what a member's read press carries: the task_id of the card that
+// reached them and its button's key.
+type card struct {
+	TaskID, Key string
+}
+
+// cards returns each employee's card as the fake WeCom received it from the
+// tracker, or, without sending, as the tracker would have numbered them.
+func (m *Main) cards(c fakewecom.Corp) (map[string]card, error) {
+	out := make(map[string]card, len(c.Users))
+	if !m.Send {
+		for i, u := range c.Users {
+			out[u.UserID] = card{TaskID: wecomsim.TaskID(m.MsgID, i), Key: tracker.DefaultReadButtonKey}
+		}
+		return out, nil
+	}
+	for _, s := range m.Fake.Sent() {
+		var b struct {
+			ToUser       string `json:"touser"`
+			TemplateCard struct {
+				TaskID     string `json:"task_id"`
+				ButtonList []struct {
+					Key string `json:"key"`
+				} `json:"button_list"`
+			} `json:"template_card"`
+		}
+		if err := json.Unmarshal(s.Raw, &b); err != nil {
+			return nil, fmt.Errorf("fake wecom: sent body: %w", err)
+		}
+		tc := b.TemplateCard
+		if tracker.MsgIDFromTaskID(tc.TaskID) != m.MsgID || len(tc.ButtonList) == 0 {
+			continue
+		}
+		for _, u := range strings.Split(b.ToUser, "|") {
+			out[u] = card{TaskID: tc.TaskID, Key: tc.ButtonList[0].Key}
+		}
+	}
+	for _, u := range c.Users {
+		if _, ok := out[u.UserID]; !ok {
+			return nil, fmt.Errorf("fake wecom: no card was sent to %s", u.UserID)
+		}
+	}
+	return out, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// randomAESKey returns an EncodingAESKey: base64 of 32 bytes without its
+// trailing "=" (43 characters, shared/wecom-protocol.md).
+func randomAESKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return strings.TrimRight(base64.StdEncoding.EncodeToString(b), "=")
+}
+
+// randomPassword returns 12 easy-to-type characters (60 bits).
+func randomPassword() string {
+	const alphabet = "abcdefghijkmnpqrstuvwxyz23456789"
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}

@@ -1,0 +1,151 @@
+package flushd
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// benchRows is the message size of every benchmark: 10 full batches.
+const benchRows = 50_000
+
+func benchSetup(b *testing.B) (*sql.DB, []Read) {
+	b.Helper()
+	db := testenv.MySQL(b)
+	db.SetMaxOpenConns(64)
+	db.SetMaxIdleConns(64)
+	insertRecipients(b, db, "corp", "bench", 0, benchRows)
+	reads := make([]Read, benchRows)
+	for i := range reads {
+		reads[i] = Read{UID: uint32(i), At: base + int64(i%3600), Source: delta.SourceCard}
+	}
+	return db, reads
+}
+
+// benchLoop runs write b.N times on unread rows and reports rows/s; the
+// reset between iterations is outside the timer.
+func benchLoop(b *testing.B, db *sql.DB, write func(ctx context.Context) error) {
+	b.Helper()
+	ctx := context.Background()
+	var elapsed time.Duration
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		_, err := db.ExecContext(ctx, "UPDATE message_read_record SET is_read = 0, read_time = NULL, source = 0 WHERE corp_id = 'corp' AND msgid = 'bench'")
+		testenv.Check(b, "reset", err)
+		b.StartTimer()
+		start := time.Now()
+		testenv.Check(b, "write", write(ctx))
+		elapsed += time.Since(start)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(benchRows*b.N)/elapsed.Seconds(), "rows/s")
+	if n := countRead(b, db); n != benchRows {
+		b.Fatalf("%d rows read after the benchmark; want %d", n, benchRows)
+	}
+}
+
+// BenchmarkFlush is the Writer: one UPDATE … JOIN statement per 5000 uids.
+func BenchmarkFlush(b *testing.B) {
+	db, reads := benchSetup(b)
+	w, err := NewWriter(db, DefaultBatchSize, nil, nil)
+	testenv.Check(b, "NewWriter", err)
+	benchLoop(b, db, func(ctx context.Context) error {
+		_, _, err := w.Write(ctx, "corp", "bench", reads)
+		return err
+	})
+}
+
+// BenchmarkFlushCase is the statement the contract first named: CASE uid
+// WHEN ? THEN ? … END per column, uid IN (…), 5000 uids each.
+func BenchmarkFlushCase(b *testing.B) {
+	db, reads := benchSetup(b)
+	benchLoop(b, db, func(ctx context.Context) error {
+		for i := 0; i < len(reads); i += DefaultBatchSize {
+			chunk := reads[i:min(i+DefaultBatchSize, len(reads))]
+			var q strings.Builder
+			args := make([]any, 0, 5*len(chunk)+2)
+			q.WriteString("UPDATE message_read_record SET is_read = 1, read_time = CASE uid")
+			for _, rd := range chunk {
+				q.WriteString(" WHEN ? THEN ?")
+				args = append(args, rd.UID, datetime(rd.At))
+			}
+			q.WriteString(" END, source = CASE uid")
+			for _, rd := range chunk {
+				q.WriteString(" WHEN ? THEN ?")
+				args = append(args, rd.UID, uint8(rd.Source))
+			}
+			q.WriteString(" END WHERE corp_id = ? AND msgid = ? AND is_read = 0 AND uid IN (")
+			args = append(args, "corp", "bench")
+			for j, rd := range chunk {
+				if j > 0 {
+					q.WriteByte(',')
+				}
+				q.WriteByte('?')
+				args = append(args, rd.UID)
+			}
+			q.WriteByte(')')
+			if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// BenchmarkRawUpdateIn is the ceiling: the bare UPDATE … IN (5000 uids)
+// without per-uid read_time or source.
+func BenchmarkRawUpdateIn(b *testing.B) {
+	db, reads := benchSetup(b)
+	benchLoop(b, db, func(ctx context.Context) error {
+		for i := 0; i < len(reads); i += DefaultBatchSize {
+			chunk := reads[i:min(i+DefaultBatchSize, len(reads))]
+			var q strings.Builder
+			args := make([]any, 0, len(chunk)+2)
+			q.WriteString("UPDATE message_read_record SET is_read = 1 WHERE corp_id = ? AND msgid = ? AND is_read = 0 AND uid IN (")
+			args = append(args, "corp", "bench")
+			for j, rd := range chunk {
+				if j > 0 {
+					q.WriteByte(',')
+				}
+				q.WriteByte('?')
+				args = append(args, rd.UID)
+			}
+			q.WriteByte(')')
+			if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// BenchmarkPerRow is the naive baseline: one UPDATE per read over 64
+// connections.
+func BenchmarkPerRow(b *testing.B) {
+	db, reads := benchSetup(b)
+	benchLoop(b, db, func(ctx context.Context) error {
+		g, ctx := errgroup.WithContext(ctx)
+		const workers = 64
+		for w := range workers {
+			g.Go(func() error {
+				for i := w; i < len(reads); i += workers {
+					rd := reads[i]
+					if _, err := db.ExecContext(ctx, "UPDATE message_read_record SET is_read = 1, read_time = ?, source = ? WHERE corp_id = ? AND msgid = ? AND uid = ? AND is_read = 0",
+						datetime(rd.At), uint8(rd.Source), "corp", "bench", rd.UID); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		return g.Wait()
+	})
+}
