@@ -232,6 +232,7 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	set(&cfg.Flushd.Listen, "YIDU_FLUSHD_LISTEN")
 	set(&cfg.Redis.Addr, "YIDU_REDIS_ADDR")
 	set(&cfg.Redis.Password, "YIDU_REDIS_PASSWORD")
+	set(&cfg.Redis.Prefix, "YIDU_REDIS_PREFIX")
 	set(&cfg.MySQL.DSN, "YIDU_MYSQL_DSN")
 	set(&cfg.Kafka.Topic, "YIDU_KAFKA_TOPIC")
 	set(&cfg.WeCom.APIBase, "YIDU_WECOM_API_BASE")
