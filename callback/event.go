@@ -106,7 +106,7 @@ func ParseEvent(plaintext string) (Event, error) {
 	case "template_card_event":
 		ev.Kind = KindTemplateCard
 		if !validTaskID(ev.TaskID) {
-			return Event{}, fmt.Errorf("%w: template_card_event TaskId %q is not a task_id", ErrBadXML, ev.TaskID)
+			return Event{}, fmt.Errorf("%w: template_card_event TaskId %.64q is not a task_id", ErrBadXML, ev.TaskID)
 		}
 	case "enter_agent":
 		ev.Kind = KindEnterAgent
@@ -145,7 +145,7 @@ func parseInt(s, name string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s %q is not a number", ErrBadXML, name, s)
+		return 0, fmt.Errorf("%w: %s %.64q is not a number", ErrBadXML, name, s)
 	}
 	return n, nil
 }
@@ -175,7 +175,7 @@ func parseDepartments(s string) ([]int64, error) {
 	for part := range strings.SplitSeq(s, ",") {
 		n, err := strconv.ParseInt(strings.TrimSpace(part), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: Department %q", ErrBadXML, s)
+			return nil, fmt.Errorf("%w: Department %.64q", ErrBadXML, s)
 		}
 		out = append(out, n)
 	}

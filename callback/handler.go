@@ -355,6 +355,10 @@ func (rc *Receiver) finish(w http.ResponseWriter, r *http.Request, m *appMetrics
 	m.latency.Observe(time.Since(start).Seconds())
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if oc.status == http.StatusRequestEntityTooLarge {
+		// Do not wait for the rest of an oversized body: close instead.
+		w.Header().Set("Connection", "close")
+	}
 	w.WriteHeader(oc.status)
 	if oc.status >= 500 {
 		rc.log.Error("callback failed", "app", chi.URLParam(r, "app"), "outcome", oc.label, "err", err)

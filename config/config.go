@@ -108,6 +108,11 @@ type Kafka struct {
 	Brokers []string `yaml:"brokers"`
 	Topic   string   `yaml:"topic"`
 	Group   string   `yaml:"group"`
+	// SessionTimeout is how long flushd's consumer group waits for a
+	// member that went silent (killed, host lost) before giving its
+	// partitions to the others; the broker bounds it
+	// (group.min.session.timeout.ms, 6 s by default).
+	SessionTimeout Duration `yaml:"session_timeout"`
 }
 
 // Flushd configures the Kafka → MySQL micro-batcher.
@@ -123,6 +128,11 @@ type Flushd struct {
 	MaxPending int `yaml:"max_pending"`
 	// DrainTimeout bounds the final flush on shutdown.
 	DrainTimeout Duration `yaml:"drain_timeout"`
+	// InstanceID makes this flushd a static consumer group member: a
+	// restart with the same ID takes its partitions back at once. Each
+	// running flushd needs its own (a StatefulSet pod name); empty keeps
+	// dynamic membership.
+	InstanceID string `yaml:"instance_id"`
 }
 
 // App is one WeCom application whose callbacks yidu receives.
@@ -176,7 +186,12 @@ func Default() Config {
 		Redis: Redis{Addr: "127.0.0.1:6379", Prefix: "yidu", TTL: Duration(30 * 24 * time.Hour)},
 		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/yidu"},
 		WeCom: WeCom{APIBase: DefaultWeComAPI},
-		Kafka: Kafka{Brokers: []string{"127.0.0.1:9092"}, Topic: "yidu.reads", Group: "yidu-flushd"},
+		Kafka: Kafka{
+			Brokers:        []string{"127.0.0.1:9092"},
+			Topic:          "yidu.reads",
+			Group:          "yidu-flushd",
+			SessionTimeout: Duration(10 * time.Second),
+		},
 		Flushd: Flushd{
 			Listen:       "127.0.0.1:8082",
 			Interval:     Duration(time.Minute),
@@ -230,6 +245,7 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	set(&cfg.Receiver.PublicURL, "YIDU_RECEIVER_PUBLIC_URL")
 	set(&cfg.Dashboard.Listen, "YIDU_DASHBOARD_LISTEN")
 	set(&cfg.Flushd.Listen, "YIDU_FLUSHD_LISTEN")
+	set(&cfg.Flushd.InstanceID, "YIDU_FLUSHD_INSTANCE_ID")
 	set(&cfg.Redis.Addr, "YIDU_REDIS_ADDR")
 	set(&cfg.Redis.Password, "YIDU_REDIS_PASSWORD")
 	set(&cfg.Redis.Prefix, "YIDU_REDIS_PREFIX")
@@ -251,6 +267,16 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 }
 
 var appName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// maxFlushdBatchSize is flushd.MaxBatchSize (parking a batch's orphans
+// binds 5 placeholders per uid, MySQL allows 65535). It is repeated here so
+// config does not import flushd and its Kafka client; a test in flushd
+// keeps the two equal.
+const maxFlushdBatchSize = 13106
+
+// instanceID is what Kafka accepts as a group.instance.id (the rule for
+// topic names: [a-zA-Z0-9._-], at most 249 characters, not "." or "..").
+var instanceID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 
 // Validate reports the first problem that would make yidu misbehave.
 func (c Config) Validate() error {
@@ -277,8 +303,14 @@ func (c Config) Validate() error {
 	if c.Receiver.MaxBody <= 0 {
 		return errors.New("config: receiver.max_body must be positive")
 	}
-	if c.Flushd.BatchSize <= 0 || c.Flushd.BatchSize > 65000 {
-		return fmt.Errorf("config: flushd.batch_size %d must be in 1..65000", c.Flushd.BatchSize)
+	if c.Flushd.BatchSize <= 0 || c.Flushd.BatchSize > maxFlushdBatchSize {
+		return fmt.Errorf("config: flushd.batch_size %d must be in 1..%d", c.Flushd.BatchSize, maxFlushdBatchSize)
+	}
+	if id := c.Flushd.InstanceID; id != "" && (!instanceID.MatchString(id) || id == "." || id == "..") {
+		return fmt.Errorf("config: flushd.instance_id (or YIDU_FLUSHD_INSTANCE_ID) %q must match %s", c.Flushd.InstanceID, instanceID)
+	}
+	if c.Kafka.SessionTimeout <= 0 {
+		return errors.New("config: kafka.session_timeout must be positive")
 	}
 	if c.Flushd.Interval <= 0 {
 		return errors.New("config: flushd.interval must be positive")

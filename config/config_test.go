@@ -47,6 +47,11 @@ func TestLoadRejects(t *testing.T) {
 		{"short aes key", "apps: [{name: a, corp_id: c, token: t, encoding_aes_key: abc}]", "43 characters"},
 		{"bad duration", "flushd: {interval: soon}", "duration"},
 		{"zero batch", "flushd: {batch_size: 0}", "batch_size"},
+		{"batch over flushd.MaxBatchSize", "flushd: {batch_size: 13107}", "batch_size"},
+		{"zero session timeout", "kafka: {session_timeout: 0s}", "session_timeout"},
+		{"instance id with slash", "flushd: {instance_id: 'ns/flushd-0'}", "instance_id"},
+		{"instance id dot", "flushd: {instance_id: '.'}", "instance_id"},
+		{"instance id too long", "flushd: {instance_id: " + strings.Repeat("a", 250) + "}", "instance_id"},
 		{"short api token", "dashboard: {tokens: [{name: x, token: short}]}", "16 characters"},
 		{"public url not http", "receiver: {public_url: 'ftp://yidu.example.com'}", "public_url"},
 		{"public url relative", "receiver: {public_url: '/yidu'}", "public_url"},
@@ -114,5 +119,31 @@ func TestPublicURL(t *testing.T) {
 	}
 	if Default().Receiver.PublicURL != "" {
 		t.Error("default public_url is set; tracked links must be opt-in")
+	}
+}
+
+func TestFlushdMembership(t *testing.T) {
+	cfg, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Kafka.SessionTimeout.D() != 10*time.Second || cfg.Flushd.InstanceID != "" {
+		t.Errorf("defaults: session_timeout %v, instance_id %q; want 10s and none (dynamic membership)",
+			cfg.Kafka.SessionTimeout.D(), cfg.Flushd.InstanceID)
+	}
+	p := filepath.Join(t.TempDir(), "yidu.yaml")
+	yaml := "kafka: {session_timeout: 30s}\nflushd: {instance_id: flushd-a, batch_size: 13106}\n"
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = Load(p, nil)
+	if err != nil || cfg.Kafka.SessionTimeout.D() != 30*time.Second || cfg.Flushd.InstanceID != "flushd-a" {
+		t.Errorf("Load = %v, %q, %v; want the file's 30s, flushd-a", cfg.Kafka.SessionTimeout.D(), cfg.Flushd.InstanceID, err)
+	}
+	// A StatefulSet passes its pod name through the environment.
+	env := map[string]string{"YIDU_FLUSHD_INSTANCE_ID": "yidu-flushd-2"}
+	cfg, err = Load(p, func(k string) string { return env[k] })
+	if err != nil || cfg.Flushd.InstanceID != "yidu-flushd-2" {
+		t.Errorf("Load with env = %q, %v; want yidu-flushd-2", cfg.Flushd.InstanceID, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"mime"
 	"net/http"
 	"strconv"
 	"time"
@@ -243,6 +244,10 @@ func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	p := principalFrom(r.Context())
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+		return
+	}
 	reg, err := decodeRegistration(http.MaxBytesReader(w, r.Body, maxRegisterBody))
 	if err != nil {
 		s.fail(w, r, err)

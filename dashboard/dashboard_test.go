@@ -319,6 +319,7 @@ func TestCSRF(t *testing.T) {
 	c, tok := f.login(t)
 	post := func(target string, hdr map[string]string) int {
 		r := httptest.NewRequest("POST", target, strings.NewReader(`{"app":"hr","title":"x","audience":{"all":true}}`))
+		r.Header.Set("Content-Type", "application/json")
 		r.AddCookie(c)
 		for k, v := range hdr {
 			r.Header.Set(k, v)

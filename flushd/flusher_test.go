@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/config"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -20,6 +23,7 @@ import (
 type kafkaEnv struct {
 	db      *sql.DB
 	spy     *spyDB
+	cluster *kfake.Cluster
 	brokers []string
 	topic   string
 	group   string
@@ -28,13 +32,16 @@ type kafkaEnv struct {
 	adm     *kadm.Client
 }
 
-func newKafkaEnv(t *testing.T, partitions int32) *kafkaEnv {
+func newKafkaEnv(t *testing.T, partitions int32, opts ...kfake.Opt) *kafkaEnv {
 	t.Helper()
 	e := &kafkaEnv{topic: "yidu.reads", group: "flushd-test", parts: partitions}
 	e.db = testenv.MySQL(t)
 	e.spy = &spyDB{DB: e.db}
-	_, e.brokers = testenv.Kafka(t, e.topic, partitions)
 	var err error
+	e.cluster, err = kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, e.topic)}, opts...)...)
+	testenv.Check(t, "kfake", err)
+	t.Cleanup(e.cluster.Close)
+	e.brokers = e.cluster.ListenAddrs()
 	e.prod, err = kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.DefaultProduceTopic(e.topic))
 	testenv.Check(t, "producer", err)
 	t.Cleanup(e.prod.Close)
@@ -82,6 +89,12 @@ func (r *running) stop(t *testing.T) error {
 
 func (e *kafkaEnv) start(t *testing.T, opts Options, setup func(*Flusher)) *running {
 	t.Helper()
+	return e.startOn(t, e.spy, opts, setup)
+}
+
+// startOn starts a Flusher writing through db.
+func (e *kafkaEnv) startOn(t *testing.T, db DB, opts Options, setup func(*Flusher)) *running {
+	t.Helper()
 	opts.Brokers, opts.Topic, opts.Group = e.brokers, e.topic, e.group
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -90,7 +103,7 @@ func (e *kafkaEnv) start(t *testing.T, opts Options, setup func(*Flusher)) *runn
 		kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.HeartbeatInterval(100*time.Millisecond),
 	)
-	f, err := New(e.spy, opts)
+	f, err := New(db, opts)
 	testenv.Check(t, "New", err)
 	f.backoff = backoff{min: 10 * time.Millisecond, max: 100 * time.Millisecond}
 	if setup != nil {
@@ -468,6 +481,106 @@ func TestFlusherDrain(t *testing.T) {
 	ends, committed := e.ends(t), e.committed(t)
 	if committed[0] != ends[0] {
 		t.Errorf("committed %d; want the end offset %d", committed[0], ends[0])
+	}
+}
+
+// kill stops r as kill -9 would, as far as MySQL and the group can tell:
+// nothing more is written or committed, and it does not leave the group. A
+// dynamic member's LeaveGroup on close is answered by kfake without acting
+// on it; a static member sends none.
+func (e *kafkaEnv) kill(t *testing.T, r *running, db *spyDB) {
+	t.Helper()
+	db.fail.Store(true)
+	r.skipCommit.Store(true)
+	e.cluster.ControlKey(int16(kmsg.LeaveGroup), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.LeaveGroupRequest)
+		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+		for _, m := range req.Members {
+			rm := kmsg.NewLeaveGroupResponseMember()
+			rm.MemberID, rm.InstanceID = m.MemberID, m.InstanceID
+			resp.Members = append(resp.Members, rm)
+		}
+		return resp, nil, true
+	})
+	_ = r.stop(t) // the drain fails: MySQL is "gone" with the process
+}
+
+// takeover runs a member that is killed after writing a first set of reads,
+// then a replacement with opts, and returns how long the replacement took
+// to write reads produced after the kill.
+func takeover(t *testing.T, e *kafkaEnv, opts Options) time.Duration {
+	t.Helper()
+	const messages, n = 4, 100
+	for m := range messages {
+		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
+	}
+	all := reads(messages, n)
+	var first, second []delta.Delta
+	for _, d := range all {
+		if d.UID < n/2 {
+			first = append(first, d)
+		} else {
+			second = append(second, d)
+		}
+	}
+	opts.Interval, opts.DrainTimeout = 100*time.Millisecond, 200*time.Millisecond
+	dead := &spyDB{DB: e.db}
+	a := e.startOn(t, dead, opts, nil)
+	e.produce(t, first...)
+	waitFor(t, 20*time.Second, "first reads written", func() bool { return countRead(t, e.db) == len(first) })
+	e.waitCommittedToEnd(t)
+	e.kill(t, a, dead)
+
+	e.produce(t, second...)
+	start := time.Now()
+	b := e.start(t, opts, nil)
+	waitFor(t, 20*time.Second, "reads after the kill written", func() bool { return countRead(t, e.db) == len(all) })
+	took := time.Since(start)
+	e.waitCommittedToEnd(t)
+	checkRows(t, e.db, messages, n)
+	if err := b.stop(t); err != nil {
+		t.Errorf("replacement Run = %v; want nil", err)
+	}
+	return took
+}
+
+// TestFlusherSessionTimeout: a member killed without leaving holds its
+// partitions until its session times out; Options.SessionTimeout sets that
+// (franz-go's default would make the replacement wait 45 s).
+func TestFlusherSessionTimeout(t *testing.T) {
+	e := newKafkaEnv(t, 2, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	const session = 2 * time.Second
+	took := takeover(t, e, Options{SessionTimeout: session})
+	t.Logf("replacement wrote the reads %v after starting (session timeout %v)", took, session)
+	if took > 5*session {
+		t.Errorf("replacement took %v; want about the %v session timeout, not franz-go's 45 s", took, session)
+	}
+}
+
+// TestFlusherStaticMember: a replacement with the killed member's
+// InstanceID takes the partitions back at once, long before the killed
+// member's session would time out.
+func TestFlusherStaticMember(t *testing.T) {
+	e := newKafkaEnv(t, 2)
+	const session = 30 * time.Second
+	took := takeover(t, e, Options{SessionTimeout: session, InstanceID: "flushd-0"})
+	t.Logf("replacement with the same instance id wrote the reads %v after starting (session timeout %v)", took, session)
+	if took > session/3 {
+		t.Errorf("replacement took %v; want it well inside the %v session timeout", took, session)
+	}
+}
+
+// TestConfigBatchSizeCap: config repeats MaxBatchSize rather than import
+// flushd; the largest batch it accepts must be the largest New accepts.
+func TestConfigBatchSizeCap(t *testing.T) {
+	for _, size := range []int{MaxBatchSize, MaxBatchSize + 1} {
+		c := config.Default()
+		c.Flushd.BatchSize = size
+		cerr := c.Validate()
+		_, werr := NewWriter(&spyDB{}, size, nil, nil)
+		if (cerr == nil) != (werr == nil) {
+			t.Errorf("batch size %d: config.Validate = %v, NewWriter = %v; want both to accept or both to refuse", size, cerr, werr)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package flushd
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -34,8 +35,12 @@ func (s *spyDB) ExecContext(ctx context.Context, q string, args ...any) (sql.Res
 		return nil, errDown
 	}
 	if strings.HasPrefix(q, updatePrefix) {
+		var reads [][]any
+		if err := json.Unmarshal([]byte(args[0].(string)), &reads); err != nil {
+			return nil, fmt.Errorf("test: batch UPDATE with a bad JSON argument: %w", err)
+		}
 		s.mu.Lock()
-		s.updates = append(s.updates, (len(args)-2)/3)
+		s.updates = append(s.updates, len(reads))
 		s.mu.Unlock()
 	}
 	return s.DB.ExecContext(ctx, q, args...)

@@ -22,12 +22,12 @@ import (
 
 // The arrival curve at speed 1. Reads of a notice come in a burst after the
 // send and tail off: exponential delays with a mean of 40 s (slow
-// departments 2.5 times longer), none later than five minutes, and some
-// people never read.
+// departments twice as long), none later than three minutes (a demo's
+// patience, not WeCom's), and some people never read.
 const (
 	meanRead   = 40 * time.Second
-	slowFactor = 2.5
-	maxDelay   = 5 * time.Minute
+	slowFactor = 2
+	maxDelay   = 3 * time.Minute
 	// neverRead is the share of employees who never read.
 	neverRead = 0.08
 	// enterOnly is the share of readers who open the app (enter_agent, the

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -49,11 +50,13 @@ func (m *Main) setUp(ctx context.Context) error {
 	realMySQL := m.Getenv("YIDU_MYSQL_DSN") != ""
 	realKafka := m.Getenv("YIDU_KAFKA_BROKERS") != ""
 	if !realRedis || !realMySQL || !realKafka {
-		s, err := embedded.Start(ctx, embedded.Options{Logger: m.Logger, KafkaTopic: cfg.Kafka.Topic})
+		err := m.step("Starting the embedded servers", func() (err error) {
+			m.Servers, err = embedded.Start(ctx, embedded.Options{Logger: m.Logger, KafkaTopic: cfg.Kafka.Topic})
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		m.Servers = s
 	}
 	var backends []string
 	if realRedis {
@@ -121,27 +124,39 @@ func (m *Main) setUp(ctx context.Context) error {
 		return err
 	}
 
-	if err := migrate(ctx, cfg.MySQL.DSN); err != nil {
-		return err
-	}
-	m.App = yidu.NewMain(cfg, m.Logger)
-	if err := m.App.Run(ctx, yidu.All); err != nil {
+	err = m.step("Migrating MySQL and starting the receiver, flushd and the dashboard", func() error {
+		if err := migrate(ctx, cfg.MySQL.DSN); err != nil {
+			return err
+		}
+		m.App = yidu.NewMain(cfg, m.Logger)
+		return m.App.Run(ctx, yidu.All)
+	})
+	if err != nil {
 		return err
 	}
 	m.DashboardURL = "http://" + m.App.DashboardAddr + "/"
 
 	// The real directory sync, so names and departments land in MySQL as in
 	// production.
-	sync := idmap.NewSyncer(m.App.Mapper, map[string]idmap.Directory{demoCorp: wecomdir.New(demoCorp, secret)}, m.Logger, m.App.Registry)
-	rep, err := sync.Sync(ctx, demoCorp)
+	err = m.step(fmt.Sprintf("Syncing the directory from the fake WeCom (%d employees, %d departments)", employees, m.Departments), func() error {
+		sync := idmap.NewSyncer(m.App.Mapper, map[string]idmap.Directory{demoCorp: wecomdir.New(demoCorp, secret)}, m.Logger, m.App.Registry)
+		rep, err := sync.Sync(ctx, demoCorp)
+		if err != nil {
+			return fmt.Errorf("directory sync: %w", err)
+		}
+		if rep.Users != employees {
+			return fmt.Errorf("directory sync listed %d members; want %d", rep.Users, employees)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("directory sync: %w", err)
+		return err
 	}
-	if rep.Users != employees {
-		return fmt.Errorf("directory sync listed %d members; want %d", rep.Users, employees)
+	what := "Registering the notice to everyone"
+	if m.Send {
+		what += " and sending the cards"
 	}
-
-	if err := m.register(ctx, employees); err != nil {
+	if err := m.step(what, func() error { return m.register(ctx, employees) }); err != nil {
 		return err
 	}
 	cards, err := m.cards(company)
@@ -167,6 +182,19 @@ func (m *Main) setUp(ctx context.Context) error {
 		return err
 	}
 	m.player = &player{pusher: pusher, front: m.front, log: m.Logger.With("component", "demo.player")}
+	return nil
+}
+
+// step runs fn, telling the user what happens meanwhile: on the embedded
+// MySQL the setup takes half a minute.
+func (m *Main) step(what string, fn func() error) error {
+	fmt.Fprintf(m.Stdout, "%s… ", what)
+	start := time.Now()
+	if err := fn(); err != nil {
+		fmt.Fprintln(m.Stdout, "failed")
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "%.1fs\n", time.Since(start).Seconds())
 	return nil
 }
 
@@ -237,6 +265,14 @@ func (m *Main) register(ctx context.Context, employees int) error {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	code, err := m.api(rctx, http.MethodPost, "/messages", body, &out)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		// No answer: the dashboard's write timeout (15 s) can cut a long
+		// registration off on the embedded MySQL while the tracker goes on
+		// and finishes it. A second POST could race the first one's sends,
+		// so wait for the first to be done instead.
+		m.Logger.Warn("register notice: no answer; waiting for the registration to finish", "err", err)
+		return m.awaitRegistration(rctx, employees)
+	}
 	if err != nil {
 		return fmt.Errorf("register notice: %w", err)
 	}
@@ -247,6 +283,32 @@ func (m *Main) register(ctx context.Context, employees int) error {
 		return fmt.Errorf("register notice: %d recipients; want %d", out.Recipients, employees)
 	}
 	return nil
+}
+
+// awaitRegistration polls until the notice is registered to every employee
+// and, when sending, the fake WeCom has a card for each of them.
+func (m *Main) awaitRegistration(ctx context.Context, employees int) error {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var out struct {
+			Recipients int64 `json:"recipients"`
+		}
+		code, err := m.api(ctx, http.MethodGet, "/messages/"+m.MsgID, nil, &out)
+		if err == nil && code == http.StatusOK && out.Recipients == int64(employees) {
+			if !m.Send {
+				return nil
+			}
+			if n := len(m.sentCards()); n == employees {
+				return nil
+			}
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return fmt.Errorf("register notice: not done: %w (last: %v)", ctx.Err(), err)
+		}
+	}
 }
 
 // api calls the dashboard API with the demo's token and decodes a 2xx answer
@@ -302,6 +364,19 @@ func (m *Main) cards(c fakewecom.Corp) (map[string]card, error) {
 		}
 		return out, nil
 	}
+	out = m.sentCards()
+	for _, u := range c.Users {
+		if _, ok := out[u.UserID]; !ok {
+			return nil, fmt.Errorf("fake wecom: no card was sent to %s", u.UserID)
+		}
+	}
+	return out, nil
+}
+
+// sentCards returns the cards of the notice the fake WeCom received, by
+// UserID.
+func (m *Main) sentCards() map[string]card {
+	out := map[string]card{}
 	for _, s := range m.Fake.Sent() {
 		var b struct {
 			ToUser       string `json:"touser"`
@@ -312,23 +387,15 @@ func (m *Main) cards(c fakewecom.Corp) (map[string]card, error) {
 				} `json:"button_list"`
 			} `json:"template_card"`
 		}
-		if err := json.Unmarshal(s.Raw, &b); err != nil {
-			return nil, fmt.Errorf("fake wecom: sent body: %w", err)
-		}
-		tc := b.TemplateCard
-		if tracker.MsgIDFromTaskID(tc.TaskID) != m.MsgID || len(tc.ButtonList) == 0 {
+		tc := &b.TemplateCard
+		if json.Unmarshal(s.Raw, &b) != nil || tracker.MsgIDFromTaskID(tc.TaskID) != m.MsgID || len(tc.ButtonList) == 0 {
 			continue
 		}
 		for _, u := range strings.Split(b.ToUser, "|") {
 			out[u] = card{TaskID: tc.TaskID, Key: tc.ButtonList[0].Key}
 		}
 	}
-	for _, u := range c.Users {
-		if _, ok := out[u.UserID]; !ok {
-			return nil, fmt.Errorf("fake wecom: no card was sent to %s", u.UserID)
-		}
-	}
-	return out, nil
+	return out
 }
 
 func randomHex(n int) string {

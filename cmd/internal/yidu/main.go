@@ -318,15 +318,17 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 	}
 	if roles.Flushd {
 		f, err := flushd.New(m.DB, flushd.Options{
-			Brokers:      cfg.Kafka.Brokers,
-			Topic:        cfg.Kafka.Topic,
-			Group:        cfg.Kafka.Group,
-			Interval:     cfg.Flushd.Interval.D(),
-			BatchSize:    cfg.Flushd.BatchSize,
-			MaxPending:   cfg.Flushd.MaxPending,
-			DrainTimeout: cfg.Flushd.DrainTimeout.D(),
-			Logger:       log,
-			Registerer:   m.Registry,
+			Brokers:        cfg.Kafka.Brokers,
+			Topic:          cfg.Kafka.Topic,
+			Group:          cfg.Kafka.Group,
+			Interval:       cfg.Flushd.Interval.D(),
+			BatchSize:      cfg.Flushd.BatchSize,
+			MaxPending:     cfg.Flushd.MaxPending,
+			DrainTimeout:   cfg.Flushd.DrainTimeout.D(),
+			SessionTimeout: cfg.Kafka.SessionTimeout.D(),
+			InstanceID:     cfg.Flushd.InstanceID,
+			Logger:         log,
+			Registerer:     m.Registry,
 		})
 		if err != nil {
 			return fmt.Errorf("flushd: %w", err)

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu/internal/wecomsim"
+)
+
+// syncBuffer is a bytes.Buffer the progress goroutine and the test may
+// share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDemoExitWhenDone runs the demo as `yidu-demo -employees 200 -speed 50
+// -exit-when-done` on the embedded servers (whatever YIDU_* says) and
+// checks that every read, and only those, reached the dashboard and MySQL,
+// and that Close stops every server.
+func TestDemoExitWhenDone(t *testing.T) {
+	out := &syncBuffer{}
+	m := NewMain()
+	m.Stdout, m.Stderr = out, out
+	m.Getenv = func(string) string { return "" }
+	m.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	err := m.ParseFlags([]string{"-employees", "200", "-speed", "50", "-exit-when-done", "-timeout", "45s",
+		"-listen-dashboard", "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Second)
+	defer cancel()
+	closed := false
+	defer func() {
+		if !closed {
+			m.Close()
+		}
+		if t.Failed() {
+			t.Logf("demo output:\n%s", out)
+		}
+	}()
+	if err := m.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if err := m.Wait(ctx); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+
+	pl, st := m.plan, m.prog.last()
+	readers := readerSet(pl)
+	if len(readers) != pl.readers {
+		t.Fatalf("plan: %d distinct readers in its items; says %d", len(readers), pl.readers)
+	}
+	if pl.readers < 160 || pl.readers > 195 {
+		t.Errorf("plan: %d of 200 read; want about 92%%", pl.readers)
+	}
+	if !st.Exact() || st.Dashboard != int64(pl.readers) || st.MySQL != int64(pl.readers) || st.Recipients != 200 {
+		t.Errorf("final status %s; want dashboard = MySQL = %d of 200", st, pl.readers)
+	}
+	if st.Retries < int64(pl.flaky) || st.Duplicates != int64(pl.duplicates) || st.Failures != 0 || pl.flaky == 0 || pl.duplicates == 0 {
+		t.Errorf("WeCom played %s; want ≥ %d retries, %d duplicates, no failures", st, pl.flaky, pl.duplicates)
+	}
+
+	// MySQL holds exactly the planned readers, by name, with both sources.
+	rows, err := m.App.DB.QueryContext(ctx, `SELECT u.userid, r.source FROM message_read_record r
+		JOIN users u ON u.corp_id = r.corp_id AND u.uid = r.uid
+		WHERE r.corp_id = ? AND r.msgid = ? AND r.is_read = 1`, demoCorp, m.MsgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	sources := map[int]int{}
+	for rows.Next() {
+		var u string
+		var src int
+		if err := rows.Scan(&u, &src); err != nil {
+			t.Fatal(err)
+		}
+		got[u] = true
+		sources[src]++
+	}
+	rows.Close()
+	if !mapsEqual(got, readers) {
+		t.Errorf("MySQL readers (%d) differ from the planned readers (%d)", len(got), len(readers))
+	}
+	if sources[1] == 0 || sources[2] == 0 {
+		t.Errorf("MySQL reads by source = %v; want card (1) and enter_agent (2)", sources)
+	}
+	var name string
+	if err := m.App.DB.QueryRowContext(ctx, "SELECT name FROM users WHERE corp_id = ? AND userid = ?", demoCorp, wecomsim.UserID(0)).Scan(&name); err != nil || name != "王伟" {
+		t.Errorf("name of %s = %q, %v; want 王伟 from the directory sync", wecomsim.UserID(0), name, err)
+	}
+
+	// The printed login opens the dashboard page.
+	if !strings.Contains(out.String(), m.Password) || !strings.Contains(out.String(), m.DashboardURL) {
+		t.Errorf("output lacks the dashboard URL or the password:\n%s", out)
+	}
+	if code := login(t, m.DashboardURL, m.User, m.Password); code != http.StatusOK {
+		t.Errorf("GET / after login = %d; want 200", code)
+	}
+
+	addrs := []string{m.App.DashboardAddr, m.App.ReceiverAddr, m.Servers.RedisAddr, m.Servers.KafkaBrokers[0], m.fakeSrv.Addr, m.front.addr}
+	closed = true
+	if err := m.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	for _, a := range addrs {
+		if c, err := net.DialTimeout("tcp", a, time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s still listening after Close", a)
+		}
+	}
+}
+
+// login signs in through the form and returns the status of the page.
+func login(t *testing.T, base, user, password string) int {
+	t.Helper()
+	var session *http.Cookie
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.PostForm(base+"login", url.Values{"username": {user}, "password": {password}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == "yidu_session" {
+			session = c
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || session == nil {
+		t.Fatalf("POST /login = %d, session cookie %v; want 303 and a session", resp.StatusCode, session)
+	}
+	req, _ := http.NewRequest(http.MethodGet, base, nil)
+	req.AddCookie(session)
+	resp, err = noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !bytes.Contains(b, []byte(demoTitle)) {
+		t.Errorf("dashboard page does not list %q", demoTitle)
+	}
+	return resp.StatusCode
+}
+
+func readerSet(p plan) map[string]bool {
+	s := map[string]bool{}
+	for _, it := range p.items {
+		s[it.ev.UserID] = true
+	}
+	return s
+}
+
+func mapsEqual(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string // "" for none
+		check   func(*Main) bool
+	}{
+		{"defaults", nil, "", func(m *Main) bool {
+			return m.Employees == 0 && m.Departments == 60 && m.Speed == 1 && m.Send && !m.ExitWhenDone &&
+				m.ListenDashboard == "127.0.0.1:8081" && m.ListenReceiver == "127.0.0.1:0"
+		}},
+		{"test run", []string{"-employees", "200", "-speed", "50", "-exit-when-done", "-timeout", "45s"}, "", func(m *Main) bool {
+			return m.Employees == 200 && m.Speed == 50 && m.ExitWhenDone && m.Timeout == 45*time.Second
+		}},
+		{"no send", []string{"-send=false"}, "", func(m *Main) bool { return !m.Send }},
+		{"help", []string{"-h"}, "help requested", nil},
+		{"zero speed", []string{"-speed", "0"}, "-speed", nil},
+		{"negative employees", []string{"-employees", "-1"}, "-employees", nil},
+		{"no departments", []string{"-departments", "0"}, "-departments", nil},
+		{"negative timeout", []string{"-timeout", "-1s"}, "-timeout", nil},
+		{"stray argument", []string{"now"}, "unexpected arguments", nil},
+		{"unknown flag", []string{"-users", "5"}, "not defined", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewMain()
+			var stderr bytes.Buffer
+			m.Stderr = &stderr
+			err := m.ParseFlags(tt.args)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("ParseFlags(%q) = %v; want nil", tt.args, err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("ParseFlags(%q) = %v; want an error containing %q", tt.args, err, tt.wantErr)
+			case tt.check != nil && !tt.check(m):
+				t.Errorf("ParseFlags(%q) gave %+v", tt.args, m)
+			}
+			if tt.name == "help" && (!errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr.String(), "-exit-when-done")) {
+				t.Errorf("-h: err %v, usage %q; want flag.ErrHelp and the flags", err, stderr.String())
+			}
+		})
+	}
+}
+
+func TestMakePlan(t *testing.T) {
+	tests := []struct {
+		name      string
+		employees int
+		speed     float64
+	}{
+		{"tiny", 3, 1},
+		{"test run", 200, 50},
+		{"default", 2000, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			corp := wecomsim.Company("c", "", tt.employees, 60)
+			cards := map[string]card{}
+			for i, u := range corp.Users {
+				cards[u.UserID] = card{TaskID: wecomsim.TaskID("m", i), Key: "k"}
+			}
+			p := makePlan(corp.Users, cards, 60, tt.speed, 7)
+			again := makePlan(corp.Users, cards, 60, tt.speed, 7)
+			if fmt.Sprint(p) != fmt.Sprint(again) {
+				t.Error("makePlan is not deterministic for a seed")
+			}
+			if got := len(readerSet(p)); got != p.readers {
+				t.Errorf("distinct users in items = %d; readers = %d", got, p.readers)
+			}
+			if !slices.IsSortedFunc(p.items, func(a, b item) int { return int(a.at - b.at) }) {
+				t.Error("items are not in time order")
+			}
+			limit := time.Duration(float64(maxDelay+6*time.Second) / tt.speed)
+			seen := map[int]bool{}
+			var dups, lost, cards2 int
+			for _, it := range p.items {
+				if it.at < 0 || it.at > limit {
+					t.Errorf("item at %v; want within [0, %v]", it.at, limit)
+				}
+				if it.dup {
+					dups++
+					if !seen[it.id] {
+						t.Errorf("duplicate of callback %d comes before it", it.id)
+					}
+				}
+				seen[it.id] = true
+				if it.lost {
+					lost++
+				}
+				if it.ev.Kind == wecomsim.KindCard {
+					cards2++
+					if c := cards[it.ev.UserID]; it.ev.TaskID != c.TaskID || it.ev.EventKey != "k" {
+						t.Errorf("card of %s = %q/%q; want %q/k", it.ev.UserID, it.ev.TaskID, it.ev.EventKey, c.TaskID)
+					}
+				}
+			}
+			if p.callbacks > 0 && (dups != p.duplicates || dups < 1 || lost != p.flaky || lost < 1) {
+				t.Errorf("duplicates %d (plan %d), lost %d (plan %d); want at least one of each", dups, p.duplicates, lost, p.flaky)
+			}
+			if len(p.items) != p.callbacks+p.duplicates {
+				t.Errorf("%d items; want %d callbacks + %d duplicates", len(p.items), p.callbacks, p.duplicates)
+			}
+			if tt.employees >= 2000 {
+				share := float64(p.readers) / float64(tt.employees)
+				if share < 0.9 || share > 0.94 || p.enterOnly == 0 || cards2 == 0 {
+					t.Errorf("readers %.3f of employees, %d enter-only, %d cards; want about 0.92 and both kinds", share, p.enterOnly, cards2)
+				}
+			}
+		})
+	}
+}
+
+// TestFrontLosesFirstAnswer checks the simulated internet: a marked
+// callback's first answer is lost, alternately before and after the
+// receiver saw it, and the retry goes through.
+func TestFrontLosesFirstAnswer(t *testing.T) {
+	var hits atomic.Int64
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer rcv.Close()
+	f, err := startFront(strings.TrimPrefix(rcv.URL, "http://"), 2, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.close(context.Background())
+	post := func(u string) int {
+		resp, err := http.Post(u, "text/xml", strings.NewReader("<xml/>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	base := "http://" + f.addr + "/wecom/callback/hr?msg_signature="
+	f.loseFirstAnswer(base + "a")
+	f.loseFirstAnswer(base + "b")
+	steps := []struct {
+		url      string
+		wantCode int
+		wantHits int64
+	}{
+		{base + "a", http.StatusBadGateway, 0},     // lost before the receiver
+		{base + "a", http.StatusOK, 1},             // WeCom's retry
+		{base + "b", http.StatusGatewayTimeout, 2}, // lost after the receiver
+		{base + "b", http.StatusOK, 3},
+		{base + "c", http.StatusOK, 4}, // unmarked
+	}
+	for i, s := range steps {
+		if got := post(s.url); got != s.wantCode || hits.Load() != s.wantHits {
+			t.Errorf("step %d: status %d, receiver hits %d; want %d, %d", i, got, hits.Load(), s.wantCode, s.wantHits)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package embedded
+
+import (
+	"context"
+	"testing"
+
+	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/flushd"
+)
+
+// TestFlushdWriter runs flushd's own Writer, so its statements as they are
+// (UPDATE JSON_TABLE(?) STRAIGHT_JOIN … by primary key, the orphan SELECT …
+// IN, INSERT IGNORE into read_orphans, ApplyOrphans' UPDATE/DELETE … JOIN),
+// against go-mysql-server: the demo flushes through it.
+func TestFlushdWriter(t *testing.T) {
+	_, db := startDB(t)
+	ctx := context.Background()
+	// go-mysql-server's cost grows with table rows (see the package doc):
+	// a small message, with a batch that also has uids without rows.
+	insertRecipients(t, db, "c", "m", 0, 300, 300)
+	insertRecipients(t, db, "c", "other", 0, 10, 10)
+	w, err := flushd.NewWriter(db, 200, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = 1772355600 // 2026-03-01T09:00:00Z
+	var reads []flushd.Read
+	for uid := uint32(0); uid < 400; uid += 2 { // 150 with rows, 50 orphans
+		reads = append(reads, flushd.Read{UID: uid, At: base + int64(uid), Source: delta.Source(1 + uid%4/2)})
+	}
+	updated, orphaned, err := w.Write(ctx, "c", "m", reads)
+	if err != nil || updated != 150 || orphaned != 50 {
+		t.Fatalf("Write(200 reads, 150 rows) = %d, %d, %v; want 150, 50, nil", updated, orphaned, err)
+	}
+	// A replay with earlier times changes nothing: is_read = 0 guards it.
+	earlier := make([]flushd.Read, len(reads))
+	for i, r := range reads {
+		earlier[i] = flushd.Read{UID: r.UID, At: r.At - 3600, Source: delta.SourceReconcile}
+	}
+	if updated, _, err := w.Write(ctx, "c", "m", earlier[:150]); err != nil || updated != 0 {
+		t.Errorf("replayed Write = %d updated, %v; want 0, nil", updated, err)
+	}
+
+	rows, err := db.QueryContext(ctx, "SELECT uid, is_read, UNIX_TIMESTAMP(read_time), source FROM message_read_record WHERE corp_id='c' AND msgid='m'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	read := 0
+	for rows.Next() {
+		var uid, isRead, source int
+		var at *int64
+		if err := rows.Scan(&uid, &isRead, &at, &source); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case uid%2 == 1 && (isRead != 0 || at != nil || source != 0):
+			t.Errorf("uid %d (not read) = %d, %v, %d; want 0, NULL, 0", uid, isRead, at, source)
+		case uid%2 == 0 && (isRead != 1 || at == nil || *at != base+int64(uid) || source != 1+uid%4/2):
+			t.Errorf("uid %d = %d, %v, %d; want 1, %d, %d", uid, isRead, at, source, base+int64(uid), 1+uid%4/2)
+		case isRead == 1:
+			read++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if read != 150 {
+		t.Errorf("%d rows read; want 150", read)
+	}
+	if n := queryInt(t, db, "SELECT COUNT(*) FROM message_read_record WHERE msgid='other' AND is_read=1"); n != 0 {
+		t.Errorf("rows of another message flipped: %d", n)
+	}
+
+	// The orphans' rows appear; ApplyOrphans marks them and clears them.
+	insertRecipients(t, db, "c", "m", 300, 100, 100)
+	if n, err := w.ApplyOrphans(ctx, "c", "m"); err != nil || n != 50 {
+		t.Errorf("ApplyOrphans = %d, %v; want 50, nil", n, err)
+	}
+	if n := queryInt(t, db, "SELECT COUNT(*) FROM read_orphans"); n != 0 {
+		t.Errorf("read_orphans after apply = %d; want 0", n)
+	}
+	if n := queryInt(t, db, "SELECT COUNT(*) FROM message_read_record WHERE msgid='m' AND is_read=1"); n != 200 {
+		t.Errorf("rows read after apply = %d; want 200", n)
+	}
+}
