@@ -242,12 +242,19 @@ func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, j)
 }
 
+// registerTimeout bounds one POST /messages, sending included.
+const registerTimeout = 10 * time.Minute
+
 func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	p := principalFrom(r.Context())
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
 		return
 	}
+	// Registering 100,000 recipients and sending their cards (100 calls to
+	// message/send at WeCom's rate) outlasts the server's write timeout;
+	// this one request may take longer. Ignored where unsupported.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(registerTimeout))
 	reg, err := decodeRegistration(http.MaxBytesReader(w, r.Body, maxRegisterBody))
 	if err != nil {
 		s.fail(w, r, err)

@@ -3,6 +3,7 @@ package flushd
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,27 +120,30 @@ func BenchmarkRawUpdateInTimes(b *testing.B) {
 
 func rawUpdateIn(b *testing.B, set string) {
 	db, reads := benchSetup(b)
-	benchLoop(b, db, func(ctx context.Context) error {
-		for i := 0; i < len(reads); i += DefaultBatchSize {
-			chunk := reads[i:min(i+DefaultBatchSize, len(reads))]
-			var q strings.Builder
-			args := make([]any, 0, len(chunk)+2)
-			q.WriteString("UPDATE message_read_record SET " + set + " WHERE corp_id = ? AND msgid = ? AND is_read = 0 AND uid IN (")
-			args = append(args, "corp", "bench")
-			for j, rd := range chunk {
-				if j > 0 {
-					q.WriteByte(',')
-				}
-				q.WriteByte('?')
-				args = append(args, rd.UID)
+	benchLoop(b, db, func(ctx context.Context) error { return rawUpdateInAll(ctx, db, set, reads) })
+}
+
+// rawUpdateInAll runs UPDATE … SET set … IN (…) over reads' uids, 5000 a
+// statement.
+func rawUpdateInAll(ctx context.Context, db *sql.DB, set string, reads []Read) error {
+	for chunk := range slices.Chunk(reads, DefaultBatchSize) {
+		var q strings.Builder
+		args := make([]any, 0, len(chunk)+2)
+		q.WriteString("UPDATE message_read_record SET " + set + " WHERE corp_id = ? AND msgid = ? AND is_read = 0 AND uid IN (")
+		args = append(args, "corp", "bench")
+		for j, rd := range chunk {
+			if j > 0 {
+				q.WriteByte(',')
 			}
-			q.WriteByte(')')
-			if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
-				return err
-			}
+			q.WriteByte('?')
+			args = append(args, rd.UID)
 		}
-		return nil
-	})
+		q.WriteByte(')')
+		if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // BenchmarkPerRow is the naive baseline: one UPDATE per read over 64
@@ -163,4 +167,76 @@ func BenchmarkPerRow(b *testing.B) {
 		}
 		return g.Wait()
 	})
+}
+
+// BenchmarkFlushInterleaved runs the Writer, the two UPDATE … IN ceilings
+// and the previous statement (a join against 5000 "SELECT ?,?,? UNION ALL"
+// rows) one after the other in every iteration, so a shared machine's load
+// weighs on all four alike; it reports each one's rows/s and the Writer's
+// share of each ceiling.
+func BenchmarkFlushInterleaved(b *testing.B) {
+	db, reads := benchSetup(b)
+	w, err := NewWriter(db, DefaultBatchSize, nil, nil)
+	testenv.Check(b, "NewWriter", err)
+	ctx := context.Background()
+	forms := []struct {
+		name  string
+		write func() error
+	}{
+		{"flush", func() error { _, _, err := w.Write(ctx, "corp", "bench", reads); return err }},
+		{"raw", func() error { return rawUpdateInAll(ctx, db, "is_read = 1", reads) }},
+		{"rawtimes", func() error {
+			return rawUpdateInAll(ctx, db, "is_read = 1, read_time = '2025-01-01 00:00:00', source = 1", reads)
+		}},
+		{"union", func() error {
+			for chunk := range slices.Chunk(reads, DefaultBatchSize) {
+				q, args := unionStatement("corp", "bench", chunk)
+				if _, err := db.ExecContext(ctx, q, args...); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	}
+	elapsed := make([]time.Duration, len(forms))
+	b.ResetTimer()
+	for range b.N {
+		for i, f := range forms {
+			b.StopTimer()
+			_, err := db.ExecContext(ctx, "UPDATE message_read_record SET is_read = 0, read_time = NULL, source = 0 WHERE corp_id = 'corp' AND msgid = 'bench'")
+			testenv.Check(b, "reset", err)
+			b.StartTimer()
+			start := time.Now()
+			testenv.Check(b, f.name, f.write())
+			elapsed[i] += time.Since(start)
+			if n := countRead(b, db); n != benchRows {
+				b.Fatalf("%s: %d rows read; want %d", f.name, n, benchRows)
+			}
+		}
+	}
+	b.StopTimer()
+	for i, f := range forms {
+		b.ReportMetric(float64(benchRows*b.N)/elapsed[i].Seconds(), f.name+"-rows/s")
+	}
+	b.ReportMetric(100*elapsed[1].Seconds()/elapsed[0].Seconds(), "%raw")
+	b.ReportMetric(100*elapsed[2].Seconds()/elapsed[0].Seconds(), "%rawtimes")
+}
+
+// unionStatement is the Writer's previous batch UPDATE: a join against a
+// derived table of 3 placeholders per uid.
+func unionStatement(corpID, msgID string, reads []Read) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, len(reads)*3+2)
+	b.WriteString("UPDATE message_read_record r JOIN (")
+	for i, r := range reads {
+		if i == 0 {
+			b.WriteString("SELECT CAST(? AS UNSIGNED) AS uid, CAST(? AS DATETIME) AS read_time, CAST(? AS UNSIGNED) AS source")
+		} else {
+			b.WriteString(" UNION ALL SELECT ?,?,?")
+		}
+		args = append(args, r.UID, datetime(r.At), uint8(r.Source))
+	}
+	b.WriteString(") d ON d.uid = r.uid SET r.is_read = 1, r.read_time = d.read_time, r.source = d.source" +
+		" WHERE r.corp_id = ? AND r.msgid = ? AND r.is_read = 0")
+	return b.String(), append(args, corpID, msgID)
 }

@@ -150,7 +150,7 @@ func New(db DB, opts Options) (*Flusher, error) {
 		kgo.HeartbeatInterval(min(3*time.Second, opts.SessionTimeout/3)),
 	}, opts.KafkaOpts...)
 	if opts.InstanceID != "" {
-		_ = opts.InstanceID
+		kopts = append(kopts, kgo.InstanceID(opts.InstanceID))
 	}
 	f.cl, err = kgo.NewClient(kopts...)
 	if err != nil {

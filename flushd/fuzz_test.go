@@ -1,6 +1,8 @@
 package flushd
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,12 +33,13 @@ func FuzzDecode(f *testing.F) {
 		p := newPending()
 		p.add(0, at(0), d, time.Now())
 		reads := p.parts[0].batches[msgKey{d.CorpID, d.MsgID}].reads()
-		q, args := updateStatement(d.CorpID, d.MsgID, reads)
-		if len(args) != 5 || len(q) == 0 {
-			t.Fatalf("updateStatement of one read: %d args; want 5", len(args))
+		_, args := updateStatement(d.CorpID, d.MsgID, reads)
+		want := fmt.Sprintf(`[[%d,"%s",%d]]`, d.UID, datetime(d.ReadTime), d.Source)
+		if len(args) != 3 || args[0] != want || len(datetime(d.ReadTime)) != len(time.DateTime) {
+			t.Fatalf("updateStatement of %+v binds %v; want %s", d, args, want)
 		}
-		if args[1] != datetime(d.ReadTime) || len(datetime(d.ReadTime)) != len(time.DateTime) {
-			t.Fatalf("read_time %d bound as %v", d.ReadTime, args[1])
+		if !json.Valid([]byte(args[0].(string))) {
+			t.Fatalf("updateStatement of %+v binds invalid JSON %s", d, args[0])
 		}
 	})
 }

@@ -3,8 +3,14 @@ package flushd
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/yidu-io/yidu/bitmap/delta"
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -216,20 +222,31 @@ func TestWriteInvalid(t *testing.T) {
 	}
 }
 
-func TestUpdateStatementPlaceholders(t *testing.T) {
-	reads := make([]Read, MaxBatchSize)
-	for i := range reads {
-		reads[i] = Read{UID: uint32(i), At: base}
+// TestUpdateStatement: the batch UPDATE binds three values whatever the
+// batch size, and its JSON argument carries every read exactly, extremes
+// included.
+func TestUpdateStatement(t *testing.T) {
+	reads := []Read{
+		{UID: 0, At: minReadTime, Source: delta.SourceUnknown},
+		{UID: 7, At: base, Source: delta.SourceCard},
+		{UID: math.MaxUint32, At: maxReadTime, Source: delta.Source(math.MaxUint8)},
 	}
 	q, args := updateStatement("corp", "m1", reads)
-	var marks int
-	for i := 0; i < len(q); i++ {
-		if q[i] == '?' {
-			marks++
-		}
+	if marks := strings.Count(q, "?"); marks != 3 || len(args) != 3 || args[1] != "corp" || args[2] != "m1" {
+		t.Fatalf("updateStatement: %d placeholders, args %v; want 3: the reads, corp, m1", marks, args[1:])
 	}
-	if marks != len(args) || marks > 65535 {
-		t.Errorf("updateStatement(%d reads): %d placeholders, %d args; want equal and ≤ 65535", len(reads), marks, len(args))
+	var got [][]any
+	dec := json.NewDecoder(strings.NewReader(args[0].(string)))
+	dec.UseNumber()
+	testenv.Check(t, "decode the reads argument", dec.Decode(&got))
+	if len(got) != len(reads) {
+		t.Fatalf("JSON has %d reads; want %d", len(got), len(reads))
+	}
+	for i, r := range reads {
+		want := []any{json.Number(strconv.FormatUint(uint64(r.UID), 10)), time.Unix(r.At, 0).UTC().Format(time.DateTime), json.Number(strconv.Itoa(int(r.Source)))}
+		if !slices.Equal(got[i], want) {
+			t.Errorf("read %d in JSON = %v; want %v", i, got[i], want)
+		}
 	}
 }
 

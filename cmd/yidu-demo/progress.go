@@ -150,22 +150,31 @@ func (p *progress) check(s status) error {
 func (p *progress) poll(ctx context.Context) status {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	s := status{Elapsed: time.Since(p.start), Expected: p.expected, counts: p.player.counts()}
+	s := status{Elapsed: time.Since(p.start), Expected: p.expected}
+	s.Err = p.numbers(ctx, &s)
+	// Taken after the numbers, so the callbacks shown are at least those the
+	// numbers can reflect. Finished may then be newer than the numbers,
+	// which only delays Exact by a poll: a read set never shrinks.
+	s.counts = p.player.counts()
+	return s
+}
+
+// numbers fills in the dashboard's and MySQL's counts.
+func (p *progress) numbers(ctx context.Context, s *status) error {
 	var pr struct {
 		Recipients int64 `json:"recipients"`
 		Read       int64 `json:"read"`
 	}
 	if _, err := p.api(ctx, http.MethodGet, "/messages/"+p.msgID+"/progress", nil, &pr); err != nil {
-		s.Err = fmt.Errorf("dashboard: %w", err)
-		return s
+		return fmt.Errorf("dashboard: %w", err)
 	}
 	s.Recipients, s.Dashboard = pr.Recipients, pr.Read
 	err := p.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM message_read_record WHERE corp_id = ? AND msgid = ? AND is_read = 1",
 		demoCorp, p.msgID).Scan(&s.MySQL)
 	if err != nil {
-		s.Err = fmt.Errorf("mysql: %w", err)
+		return fmt.Errorf("mysql: %w", err)
 	}
-	return s
+	return nil
 }
 
 // stop ends the drawing (the process is shutting down); polling goes on

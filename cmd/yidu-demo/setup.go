@@ -80,7 +80,7 @@ func (m *Main) setUp(ctx context.Context) error {
 		backends = append(backends, "MySQL database "+m.MySQLDatabase)
 	} else {
 		cfg.MySQL.DSN = m.Servers.MySQLDSN
-		// Long IN lists are slow on go-mysql-server (internal/embedded).
+		// Big batches are slow on go-mysql-server (internal/embedded).
 		cfg.Flushd.BatchSize = 500
 		backends = append(backends, "embedded MySQL")
 	}
@@ -101,6 +101,10 @@ func (m *Main) setUp(ctx context.Context) error {
 		if realMySQL {
 			employees = defaultEmployeesReal
 		}
+	}
+
+	if !realMySQL && employees > 2*defaultEmployeesEmbedded {
+		fmt.Fprintf(m.Stdout, "Note: %d employees take minutes to seed on the embedded MySQL; set YIDU_MYSQL_DSN to use a real server.\n", employees)
 	}
 
 	secret, token, aesKey := randomHex(16), randomHex(8), randomAESKey()

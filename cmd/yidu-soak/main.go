@@ -1,0 +1,94 @@
+// Command yidu-soak runs the production binary for a bounded time at a
+// fixed fraction of the benchmark's maximum rate and checks that nothing
+// grows that should not: the yidu process's memory and goroutines stay
+// flat, flushd's lag stays bounded, every read answered 200 reaches MySQL
+// with its CreateTime, and SIGTERM stops the process cleanly.
+//
+//	go run ./cmd/yidu-soak [-duration 10m] [-max-rate 4000] [-load 0.5] [-flush-interval 1m]
+//
+// It builds cmd/yidu and cmd/yidu-kfake into a temporary directory, creates
+// its own MariaDB database and Redis key prefix, starts yidu-kfake and
+// `yidu serve` as child processes, registers notices through the dashboard
+// API with a bearer token (YIDU_API_TOKEN), and drives signed
+// template_card_event callbacks with the wecomsim Pusher, an open loop at
+// the rate given, retrying like WeCom. Every -sample it records yidu's RSS
+// (/proc/<pid>/status), its goroutines, heap and flushd lag (the receiver's
+// /metrics), the callbacks accepted and the window's p99, and MySQL's
+// is_read count. At the end it waits for MySQL to hold exactly the reads
+// answered 200, stops yidu with SIGTERM, prints the samples and a verdict
+// as markdown, removes what it created and exits 1 when a check failed.
+// See docs/reliability.md, "Soak".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "yidu-soak:", err)
+		os.Exit(1)
+	}
+}
+
+// run is main without the process.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("yidu-soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg Config
+	fs.StringVar(&cfg.MySQLDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL/MariaDB server DSN (the soak creates and drops its own database)")
+	fs.StringVar(&cfg.RedisAddr, "redis", "127.0.0.1:6379", "Redis address (the soak uses and deletes its own key prefix)")
+	fs.StringVar(&cfg.YiduBin, "yidu-bin", "", "yidu binary (default: go build ./cmd/yidu)")
+	fs.StringVar(&cfg.KfakeBin, "kfake-bin", "", "yidu-kfake binary (default: go build ./cmd/yidu-kfake)")
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Minute, "how long callbacks are sent")
+	fs.Float64Var(&cfg.MaxRate, "max-rate", 4000, "the benchmark's maximum rate, callbacks/s (docs/benchmarks.md: 4-8k/s)")
+	fs.Float64Var(&cfg.Load, "load", 0.5, "fraction of -max-rate to send")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "callbacks/s (overrides -max-rate × -load)")
+	fs.IntVar(&cfg.Recipients, "recipients", 100_000, "recipients of each notice (the API takes at most 100,000)")
+	fs.IntVar(&cfg.Messages, "messages", 0, "notices (0: enough that every callback is a new read)")
+	fs.IntVar(&cfg.Conns, "c", 256, "callbacks in flight at most (the Pusher's concurrency)")
+	fs.DurationVar(&cfg.FlushInterval, "flush-interval", time.Minute, "flushd interval (production default 1m)")
+	fs.DurationVar(&cfg.Sample, "sample", 10*time.Second, "sampling period")
+	fs.DurationVar(&cfg.Warmup, "warmup", time.Minute, "samples before this are the warm-up (goroutine level; left out of the memory thirds)")
+	total := fs.Duration("timeout", 0, "bound on the whole run (default -duration + 15m; cleanup runs after it)")
+	verbose := fs.Bool("v", false, "copy yidu's log to stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.Rate <= 0 {
+		cfg.Rate = cfg.MaxRate * cfg.Load
+	}
+	cfg.Progress = stderr
+	if *verbose {
+		cfg.YiduLog = stderr
+	}
+	if *total <= 0 {
+		*total = cfg.Duration + 15*time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, *total)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if rep != nil {
+		rep.WriteMarkdown(stdout)
+	}
+	if err == nil && !rep.Passed() {
+		err = ErrFailed
+	}
+	return err
+}
