@@ -25,7 +25,7 @@ import (
 )
 
 // In-memory stand-ins for tracker, bitmap and idmap, following
-// docs/contracts.md. The integration test runs the real ones.
+// the seams in types.go. The integration test runs the real ones.
 
 type clock struct {
 	mu sync.Mutex

@@ -23,7 +23,7 @@ func badParam(format string, args ...any) error {
 }
 
 // msgIDPattern is a tracked msgid: the task_id of the cards without the
-// "@<batch>" suffix (docs/contracts.md, "WeCom task_id per send batch").
+// "@<batch>" suffix (docs/architecture.md, "Why one TaskId per send batch").
 var msgIDPattern = regexp.MustCompile(`^[0-9A-Za-z_-]{1,100}$`)
 
 // userIDPattern bounds WeCom UserIDs: 1-64 bytes of letters, digits and

@@ -11,8 +11,8 @@ import (
 	"github.com/yidu-io/yidu/tracker"
 )
 
-// This file is the seam with tracker, bitmap and idmap (docs/contracts.md,
-// "tracker read model"). The dashboard declares what it needs here so the
+// This file is the seam with tracker, bitmap and idmap (the package table in
+// docs/architecture.md). The dashboard declares what it needs here so the
 // providers never import it; cmd wires the concrete types in.
 
 // Message is a tracked message (bitmap.Message).
@@ -87,7 +87,7 @@ type Directory interface {
 }
 
 // UserDirectory is implemented by a Directory that also knows names,
-// departments and status (docs/contracts.md: idmap Users). Without it the
+// departments and status (idmap.Mapper.Users). Without it the
 // dashboard shows UserIDs only and derives departments from the member
 // sets.
 type UserDirectory interface {

@@ -293,7 +293,7 @@ WHERE o.corp_id = ? AND o.msgid = ? AND r.is_read = 1`, corpID, msgID); err != n
 }
 
 // checkMessage rejects identifiers the schema cannot hold (corp_id ASCII
-// ≤64, msgid [0-9A-Za-z_\-@]{1,128} per docs/contracts.md): MySQL would
+// ≤64, msgid [0-9A-Za-z_\-@]{1,128} per docs/architecture.md): MySQL would
 // fail the statement on every retry.
 func checkMessage(corpID, msgID string) error {
 	if len(corpID) == 0 || len(corpID) > 64 {

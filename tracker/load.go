@@ -13,7 +13,7 @@ import (
 	"github.com/yidu-io/yidu/bitmap"
 )
 
-// MessageSummary is a listed message (docs/contracts.md): counts come from
+// MessageSummary is a listed message (docs/architecture.md): counts come from
 // Redis, not from here.
 type MessageSummary = bitmap.Message
 

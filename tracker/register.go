@@ -23,7 +23,7 @@ import (
 // Bounds on what one registration may ask for. They keep a single request
 // from holding MySQL for minutes; 200,000 UserIDs is 200 message/send calls.
 const (
-	MaxMsgID       = 100 // docs/contracts.md: room for "@<batch>" in WeCom's 128-byte task_id
+	MaxMsgID       = 100 // docs/architecture.md: room for "@<batch>" in WeCom's 128-byte task_id
 	MaxTitle       = 512 // runes; messages.title is VARCHAR(512)
 	MaxUserIDs     = 200_000
 	MaxDepartments = 1_000
@@ -58,7 +58,7 @@ type Audience struct {
 
 // ValidMsgID reports whether id may be a msgid: [0-9A-Za-z_-]{1,100}. The
 // '@' WeCom allows in a task_id is reserved for the batch suffix
-// (docs/contracts.md, "WeCom task_id per send batch").
+// (docs/architecture.md, "Why one TaskId per send batch").
 func ValidMsgID(id string) bool {
 	if len(id) == 0 || len(id) > MaxMsgID {
 		return false

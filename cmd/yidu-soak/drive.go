@@ -17,12 +17,14 @@ import (
 const chunkSeconds = 10
 
 // schedule is which read callback k (0 ≤ k < total) carries and when it
-// is due. The notices take turns (k mod M), so every notice gets reads for
-// the whole run; within a notice the recipients come in a scattered order
-// (j × stride mod users, stride coprime with users, a bijection), and every
-// callback is a member's first read of that notice. Callback k's CreateTime
-// is its due time, start + k/rate, so MySQL's read_time of every row is
-// known without keeping a list.
+// is due. The run goes in rounds of one read per recipient: in round r the
+// recipient at position p (scattered: p × stride mod users, stride coprime
+// with users, a bijection) reads notice (r + p) mod M. So every recipient
+// has been seen after the first round (the warm-up covers it: caches keyed
+// by member are full before memory is compared), every notice gets reads
+// for the whole run, and every callback is a member's first read of that
+// notice. Callback k's CreateTime is its due time, start + k/rate, so
+// MySQL's read_time of every row is known without keeping a list.
 type schedule struct {
 	msgs   []string
 	users  int
@@ -66,9 +68,8 @@ func modInverse(a, m int) (int, bool) {
 
 // at returns callback k's notice index, recipient index and CreateTime.
 func (s schedule) at(k int) (msg, user int, created time.Time) {
-	m := len(s.msgs)
-	j := k / m
-	return k % m, int(int64(j) * int64(s.stride) % int64(s.users)), s.due(k)
+	r, p := k/s.users, k%s.users
+	return (r + p) % len(s.msgs), int(int64(p) * int64(s.stride) % int64(s.users)), s.due(k)
 }
 
 // due is when callback k is sent; to the second it is its CreateTime.
@@ -79,8 +80,10 @@ func (s schedule) due(k int) time.Time {
 // index is at's inverse: the callback that carries recipient user's read
 // of notice msg, and whether the schedule sends it.
 func (s schedule) index(msg, user int) (int, bool) {
-	j := int(int64(user) * int64(s.inv) % int64(s.users))
-	k := j*len(s.msgs) + msg
+	m := len(s.msgs)
+	p := int(int64(user) * int64(s.inv) % int64(s.users))
+	r := ((msg-p)%m + m) % m
+	k := r*s.users + p
 	return k, k < s.total
 }
 

@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Conns, "c", 256, "callbacks in flight at most (the Pusher's concurrency)")
 	fs.DurationVar(&cfg.FlushInterval, "flush-interval", time.Minute, "flushd interval (production default 1m)")
 	fs.DurationVar(&cfg.Sample, "sample", 10*time.Second, "sampling period")
-	fs.DurationVar(&cfg.Warmup, "warmup", time.Minute, "samples before this are the warm-up (goroutine level; left out of the memory thirds)")
+	fs.DurationVar(&cfg.Warmup, "warmup", 0, "samples before this are the warm-up, left out of the thirds compared (default: every recipient read once + one sample, at least 1m)")
 	total := fs.Duration("timeout", 0, "bound on the whole run (default -duration + 15m; cleanup runs after it)")
 	verbose := fs.Bool("v", false, "copy yidu's log to stderr")
 	if err := fs.Parse(args); err != nil {

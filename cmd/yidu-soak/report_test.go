@@ -74,6 +74,14 @@ func TestEvaluate(t *testing.T) {
 				r.Samples[i].Goroutines = 200 + int64(i)*10
 			}
 		}, []string{"goroutines flat"}},
+		{"goroutines ramp up in the first third after the warm-up", func(r *Report) {
+			for i := 3; i < 9; i++ {
+				r.Samples[i].Goroutines = 200 + int64(i-2)*20 // up to 320
+			}
+			for i := 9; i < len(r.Samples); i++ {
+				r.Samples[i].Goroutines = 330
+			}
+		}, nil},
 		{"goroutines +40 at 200 (within +50)", func(r *Report) {
 			r.Samples[len(r.Samples)-1].Goroutines = 240
 		}, nil},

@@ -72,7 +72,8 @@ type Config struct {
 	Conns         int
 	FlushInterval time.Duration
 	// Sample is the sampling period; Warmup the time before the samples
-	// the memory and goroutine checks compare.
+	// the memory and goroutine checks compare (0: one round of every
+	// recipient plus a sample, at least a minute).
 	Sample, Warmup time.Duration
 	// Progress receives one line per step; YiduLog a copy of yidu's log.
 	Progress, YiduLog io.Writer
@@ -123,6 +124,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.Messages <= 0 {
 		cfg.Messages = (total + cfg.Recipients - 1) / cfg.Recipients
+	}
+	if cfg.Warmup <= 0 {
+		// One round (every recipient seen once) and a sample, at least 1 min.
+		round := time.Duration(float64(cfg.Recipients) / cfg.Rate * float64(time.Second))
+		cfg.Warmup = max(time.Minute, round+cfg.Sample)
 	}
 	if cfg.Messages*cfg.Recipients < total {
 		return nil, fmt.Errorf("yidu-soak: %d notices × %d recipients < %d callbacks: every callback must be a first read", cfg.Messages, cfg.Recipients, total)

@@ -29,14 +29,14 @@ func TestSoakShort(t *testing.T) {
 	c.DBName = ""
 	redisAddr := testenv.RedisAddr(t)
 
-	const rate, secs, recipients = 100, 20, 1000
+	const rate, secs, recipients = 100, 20, 500
 	var progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Config{
 		MySQLDSN: c.FormatDSN(), RedisAddr: redisAddr,
 		Duration: secs * time.Second, MaxRate: 2 * rate, Rate: rate, Recipients: recipients, Conns: 32,
-		FlushInterval: time.Second, Sample: 2 * time.Second, Warmup: 4 * time.Second, Progress: &progress,
+		FlushInterval: time.Second, Sample: 2 * time.Second, Warmup: 6 * time.Second, Progress: &progress,
 	})
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, progress.String())
@@ -47,8 +47,8 @@ func TestSoakShort(t *testing.T) {
 		t.Errorf("verdict FAIL\n%s\n%s", out.String(), progress.String())
 	}
 	const total = rate * secs
-	if rep.Messages != 2 || rep.Callbacks != total {
-		t.Errorf("%d notices, %d callbacks; want 2 (%d callbacks / %d recipients), %d", rep.Messages, rep.Callbacks, total, recipients, total)
+	if rep.Messages != 4 || rep.Callbacks != total {
+		t.Errorf("%d notices, %d callbacks; want 4 (%d callbacks / %d recipients), %d", rep.Messages, rep.Callbacks, total, recipients, total)
 	}
 	if rep.Push.OK != total || rep.MySQLFinal != total || rep.RowsChecked != total || rep.DashboardRead != total {
 		t.Errorf("200s %d, MySQL %d, rows checked %d, dashboard %d; want %d each", rep.Push.OK, rep.MySQLFinal, rep.RowsChecked, rep.DashboardRead, total)
@@ -127,9 +127,13 @@ func TestSchedule(t *testing.T) {
 				t.Errorf("stride 1: recipients come in order")
 			}
 			seen := map[[2]int]bool{}
+			firstRound := map[int]bool{}
 			var last time.Time
 			for k := range tt.total {
 				m, u, at := s.at(k)
+				if k < tt.users {
+					firstRound[u] = true
+				}
 				if seen[[2]int{m, u}] {
 					t.Fatalf("callback %d repeats notice %d recipient %d", k, m, u)
 				}
@@ -141,6 +145,9 @@ func TestSchedule(t *testing.T) {
 					t.Fatalf("callback %d due %v before callback %d's %v", k, at, k-1, last)
 				}
 				last = at
+			}
+			if want := min(tt.users, tt.total); len(firstRound) != want {
+				t.Errorf("%d recipients in the first round; want all %d", len(firstRound), want)
 			}
 			if want := s.start.Add(time.Duration(float64(tt.total-1) / tt.rate * float64(time.Second))); !last.Equal(want) {
 				t.Errorf("last due %v; want %v", last, want)

@@ -147,7 +147,7 @@ func (e Event) XML(corpID string, agentID int64) ([]byte, error) {
 }
 
 // SendBatch is how many UserIDs one message/send takes (doc path 90236);
-// the card of send batch N carries task_id "<msgid>@<N>" (docs/contracts.md).
+// the card of send batch N carries task_id "<msgid>@<N>" (docs/architecture.md).
 const SendBatch = 1000
 
 // TaskID returns the task_id of the card that reached member i of a message
