@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,10 +35,28 @@ const (
 // roles are the yidu subcommands a container may run, with the config
 // listen address whose port it serves ("" for none).
 var roles = map[string]string{
-	"receiver":  "receiver",
-	"dashboard": "dashboard",
-	"flushd":    "",
+	"receiver":  "receiver.listen",
+	"dashboard": "dashboard.listen",
+	"flushd":    "flushd.listen",
 	"migrate":   "",
+}
+
+// probePaths are each serving role's readiness and liveness paths
+// (callback.Routes, dashboard.Routes, cmd/internal/yidu opsRoutes).
+var probePaths = map[string][2]string{
+	"receiver":  {"/readyz", "/healthz"},
+	"dashboard": {"/readyz", "/healthz"},
+	"flushd":    {"/healthz", "/healthz"},
+}
+
+// secretUsers are the roles that may hold each app secret (least
+// privilege): only the receiver verifies and decrypts callbacks
+// (config.ValidateReceiver); the app secret sends cards and reminders
+// (dashboard) and exchanges tracked links' OAuth2 codes (receiver).
+var secretUsers = map[string][]string{
+	"token":            {"receiver"},
+	"encoding_aes_key": {"receiver"},
+	"secret":           {"receiver", "dashboard"},
 }
 
 // cmdEnv are the variables cmd/yidu reads itself, outside config.Load.
@@ -156,18 +175,45 @@ func checkConfig(tb testing.TB, where string, cfg config.Config, read map[string
 			tb.Errorf("%s: dashboard user %s: password_hash is not bcrypt: %v", where, u.Name, err)
 		}
 	}
-	for _, l := range []struct{ key, addr string }{
-		{"receiver.listen", cfg.Receiver.Listen},
-		{"dashboard.listen", cfg.Dashboard.Listen},
-	} {
-		host, _, err := net.SplitHostPort(l.addr)
+	for key, addr := range listenAddrs(cfg) {
+		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
-			tb.Errorf("%s: %s %q: %v", where, l.key, l.addr, err)
+			tb.Errorf("%s: %s %q: %v", where, key, addr, err)
 			continue
 		}
 		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
-			tb.Errorf("%s: %s %q is loopback: unreachable from outside the container", where, l.key, l.addr)
+			tb.Errorf("%s: %s %q is loopback: unreachable from outside the container", where, key, addr)
 		}
+	}
+}
+
+// listenAddrs are the configuration's listen addresses by key.
+func listenAddrs(cfg config.Config) map[string]string {
+	return map[string]string{
+		"receiver.listen":  cfg.Receiver.Listen,
+		"dashboard.listen": cfg.Dashboard.Listen,
+		"flushd.listen":    cfg.Flushd.Listen,
+	}
+}
+
+// checkRole asserts that the configuration role runs with (file and
+// environment together) starts it, and holds no secret role does not use.
+func checkRole(tb testing.TB, where, role string, cfg config.Config) {
+	tb.Helper()
+	if role == "receiver" {
+		if err := cfg.ValidateReceiver(); err != nil {
+			tb.Errorf("%s: the receiver would refuse to start: %v", where, err)
+		}
+	}
+	for _, a := range cfg.Apps {
+		for field, value := range map[string]string{"token": a.Token, "encoding_aes_key": a.EncodingAESKey, "secret": a.Secret} {
+			if value != "" && !slices.Contains(secretUsers[field], role) {
+				tb.Errorf("%s: %s holds app %s's %s (%s); only %v need it", where, role, a.Name, field, config.EnvName(a.Name, field), secretUsers[field])
+			}
+		}
+	}
+	if role != "dashboard" && len(cfg.Dashboard.Tokens) > 0 {
+		tb.Errorf("%s: %s holds %d API tokens; only the dashboard serves /api/v1", where, role, len(cfg.Dashboard.Tokens))
 	}
 }
 
@@ -187,7 +233,7 @@ func envDoc(cfg config.Config, name string) string {
 // listenPort returns the port of the listen address role serves.
 func listenPort(tb testing.TB, cfg config.Config, role string) int {
 	tb.Helper()
-	addr := map[string]string{"receiver": cfg.Receiver.Listen, "dashboard": cfg.Dashboard.Listen}[roles[role]]
+	addr := listenAddrs(cfg)[roles[role]]
 	_, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		tb.Fatalf("%s listen %q: %v", role, addr, err)
@@ -228,11 +274,17 @@ type object struct {
 	Resources  []string          `yaml:"resources"` // Kustomization
 	Spec       struct {
 		Replicas *int `yaml:"replicas"`
-		// Deployment, PDB: {matchLabels: …}; Service: the labels.
+		// Deployment, StatefulSet, PDB: {matchLabels: …}; Service: the labels.
 		Selector map[string]any `yaml:"selector"`
-		Template struct {
+		// StatefulSet.
+		ServiceName         string `yaml:"serviceName"`
+		PodManagementPolicy string `yaml:"podManagementPolicy"`
+		// Service.
+		ClusterIP string `yaml:"clusterIP"`
+		Template  struct {
 			Metadata struct {
-				Labels map[string]string `yaml:"labels"`
+				Labels      map[string]string `yaml:"labels"`
+				Annotations map[string]string `yaml:"annotations"`
 			} `yaml:"metadata"`
 			Spec podSpec `yaml:"spec"`
 		} `yaml:"template"`
@@ -301,6 +353,9 @@ type container struct {
 		ValueFrom *struct {
 			SecretKeyRef    *keyRef `yaml:"secretKeyRef"`
 			ConfigMapKeyRef *keyRef `yaml:"configMapKeyRef"`
+			FieldRef        *struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
 		} `yaml:"valueFrom"`
 	} `yaml:"env"`
 	EnvFrom []struct {
@@ -373,11 +428,14 @@ func loadCluster(tb testing.TB) *cluster {
 	return c
 }
 
-// workloads are the Deployments and Jobs.
+// podKinds are the kinds that run yidu pods.
+var podKinds = []string{"Deployment", "StatefulSet", "Job"}
+
+// workloads are the Deployments, StatefulSets and Jobs.
 func (c *cluster) workloads() []*object {
 	var ws []*object
 	for _, o := range c.objects {
-		if o.Kind == "Deployment" || o.Kind == "Job" {
+		if slices.Contains(podKinds, o.Kind) {
 			ws = append(ws, o)
 		}
 	}
@@ -400,8 +458,9 @@ func (c *cluster) secretValue(name, key string) (string, bool) {
 	return "", false
 }
 
-// env resolves a container's environment from the manifests.
-func (c *cluster) env(tb testing.TB, where string, ct container) map[string]string {
+// env resolves the environment of workload w's container ct from the
+// manifests.
+func (c *cluster) env(tb testing.TB, where string, w *object, ct container) map[string]string {
 	tb.Helper()
 	env := map[string]string{}
 	for _, ef := range ct.EnvFrom {
@@ -448,9 +507,29 @@ func (c *cluster) env(tb testing.TB, where string, ct container) map[string]stri
 				continue
 			}
 			env[e.Name] = cm.Data[r.Key]
+		case e.ValueFrom.FieldRef != nil:
+			switch f := e.ValueFrom.FieldRef.FieldPath; f {
+			case "metadata.name":
+				env[e.Name] = podName(w)
+			case "metadata.namespace":
+				env[e.Name] = w.Metadata.Namespace
+			default:
+				tb.Errorf("%s: %s takes field %s, which this test does not resolve", where, e.Name, f)
+			}
+		default:
+			tb.Errorf("%s: %s has a valueFrom this test does not resolve", where, e.Name)
 		}
 	}
 	return env
+}
+
+// podName returns the name of one of w's pods: a StatefulSet's are
+// <name>-<ordinal>; the others' carry a random suffix.
+func podName(w *object) string {
+	if w.Kind == "StatefulSet" {
+		return w.Metadata.Name + "-0"
+	}
+	return w.Metadata.Name + "-7d4b9c8f6-x2x9k"
 }
 
 // configFile writes the file a container finds at its --config path (a
@@ -507,8 +586,10 @@ func TestKubernetesKinds(t *testing.T) {
 		{"Namespace", []string{namespace}},
 		{"ConfigMap", []string{"yidu-config"}},
 		{"Secret", []string{"yidu-secrets"}},
-		{"Deployment", []string{"yidu-receiver", "yidu-flushd", "yidu-dashboard"}},
-		{"Service", []string{"yidu-receiver", "yidu-dashboard"}},
+		{"Deployment", []string{"yidu-receiver", "yidu-dashboard"}},
+		// flushd: stable pod names for static group membership.
+		{"StatefulSet", []string{"yidu-flushd"}},
+		{"Service", []string{"yidu-receiver", "yidu-dashboard", "yidu-flushd"}},
 		{"Job", []string{"yidu-migrate"}},
 		{"PodDisruptionBudget", []string{"yidu-receiver"}},
 		{"HorizontalPodAutoscaler", []string{"yidu-receiver"}},
@@ -543,7 +624,7 @@ func TestKubernetesKustomization(t *testing.T) {
 		}
 		listed[r] = true
 	}
-	// The migration Job is applied on its own, before the Deployments
+	// The migration Job is applied on its own, before the workloads
 	// (its pod template is immutable; see migrate-job.yaml).
 	for _, f := range yamlFiles(t, k8sDir) {
 		base := filepath.Base(f)
@@ -564,7 +645,7 @@ func TestKubernetesWorkloads(t *testing.T) {
 			if w.Kind == "Job" && ps.RestartPolicy != "Never" && ps.RestartPolicy != "OnFailure" {
 				t.Errorf("Job restartPolicy %q; want Never or OnFailure", ps.RestartPolicy)
 			}
-			if w.Kind == "Deployment" && !labelsMatch(w.Spec.Selector, w.Spec.Template.Metadata.Labels) {
+			if w.Kind != "Job" && !labelsMatch(w.Spec.Selector, w.Spec.Template.Metadata.Labels) {
 				t.Errorf("selector %v does not match the pod labels %v", w.Spec.Selector, w.Spec.Template.Metadata.Labels)
 			}
 			if len(ps.Containers) != 1 {
@@ -656,11 +737,32 @@ func TestKubernetesConfig(t *testing.T) {
 			}
 			ct := ps.Containers[0]
 			where := w.file + ": " + w.Metadata.Name
-			env := c.env(t, where, ct)
+			env := c.env(t, where, w, ct)
 			cfg, read := loadConfig(t, c.configFile(t, where, ps, ct), env)
 			checkConfig(t, where, cfg, read, env)
+			checkRole(t, where, ct.Args[0], cfg)
 			checkProbes(t, cfg, ct)
+			checkScrape(t, cfg, ct.Args[0], w.Spec.Template.Metadata.Annotations)
 		})
+	}
+}
+
+// checkScrape asserts that a serving role's pods ask Prometheus to scrape
+// /metrics on the port its configuration listens on.
+func checkScrape(tb testing.TB, cfg config.Config, role string, annotations map[string]string) {
+	tb.Helper()
+	if roles[role] == "" {
+		return
+	}
+	want := map[string]string{
+		"prometheus.io/scrape": "true",
+		"prometheus.io/port":   strconv.Itoa(listenPort(tb, cfg, role)),
+		"prometheus.io/path":   "/metrics",
+	}
+	for k, v := range want {
+		if annotations[k] != v {
+			tb.Errorf("%s pod annotation %s = %q; want %q", role, k, annotations[k], v)
+		}
 	}
 }
 
@@ -692,11 +794,8 @@ func checkProbes(tb testing.TB, cfg config.Config, ct container) {
 		}
 		return -1
 	}
-	want := map[string][2]string{
-		// readiness, liveness: an httpGet path, or "tcp".
-		"receiver":  {"/readyz", "/healthz"},
-		"dashboard": {"/login", "tcp"},
-	}[role]
+	// readiness, liveness: an httpGet path, or "tcp".
+	want := probePaths[role]
 	for i, p := range []*probe{ct.ReadinessProbe, ct.LivenessProbe} {
 		kind := [2]string{"readinessProbe", "livenessProbe"}[i]
 		switch {
@@ -722,13 +821,13 @@ func TestKubernetesReferences(t *testing.T) {
 	t.Run("services", func(t *testing.T) {
 		for _, s := range c.byKind["Service"] {
 			var target *object
-			for _, d := range deployments {
-				if labelsMatch(s.Spec.Selector, d.Spec.Template.Metadata.Labels) {
-					target = d
+			for _, w := range c.workloads() {
+				if w.Kind != "Job" && labelsMatch(s.Spec.Selector, w.Spec.Template.Metadata.Labels) {
+					target = w
 				}
 			}
 			if target == nil {
-				t.Errorf("Service %s selects no Deployment (selector %v)", s.Metadata.Name, s.Spec.Selector)
+				t.Errorf("Service %s selects no Deployment or StatefulSet (selector %v)", s.Metadata.Name, s.Spec.Selector)
 				continue
 			}
 			ct := target.Spec.Template.Spec.Containers[0]
@@ -738,10 +837,13 @@ func TestKubernetesReferences(t *testing.T) {
 					found = found || p.TargetPort == cp.Name || p.TargetPort == cp.ContainerPort
 				}
 				if !found {
-					t.Errorf("Service %s port %d: targetPort %v is no port of Deployment %s", s.Metadata.Name, p.Port, p.TargetPort, target.Metadata.Name)
+					t.Errorf("Service %s port %d: targetPort %v is no port of %s %s", s.Metadata.Name, p.Port, p.TargetPort, target.Kind, target.Metadata.Name)
 				}
 			}
 		}
+	})
+	t.Run("flushd", func(t *testing.T) {
+		checkFlushd(t, c)
 	})
 	receiver := deployments["yidu-receiver"]
 	if receiver == nil {
@@ -782,6 +884,70 @@ func TestKubernetesReferences(t *testing.T) {
 			t.Errorf("HPA CPU utilization needs the receiver's CPU request")
 		}
 	})
+}
+
+// partitionsFlag is the topic creation command config.yaml documents.
+var partitionsFlag = regexp.MustCompile(`--partitions\s+(\d+)`)
+
+// checkFlushd asserts that every flushd is a static group member with an
+// id of its own: a StatefulSet pod passing its stable name, governed by a
+// headless Service, started in parallel, with no more replicas than the
+// topic config.yaml tells operators to create has partitions.
+func checkFlushd(tb testing.TB, c *cluster) {
+	tb.Helper()
+	found := false
+	for _, w := range c.workloads() {
+		ct := w.Spec.Template.Spec.Containers
+		if len(ct) == 0 || len(ct[0].Args) == 0 || ct[0].Args[0] != "flushd" {
+			continue
+		}
+		found = true
+		where := w.Kind + " " + w.Metadata.Name
+		if w.Kind != "StatefulSet" {
+			tb.Errorf("%s runs flushd; want a StatefulSet (stable pod names as flushd.instance_id)", where)
+			continue
+		}
+		idFromName := false
+		for _, e := range ct[0].Env {
+			if e.Name == "YIDU_FLUSHD_INSTANCE_ID" {
+				idFromName = e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name"
+			}
+		}
+		if !idFromName {
+			tb.Errorf("%s: YIDU_FLUSHD_INSTANCE_ID is not the pod name (valueFrom.fieldRef metadata.name): pods would share an id or have none", where)
+		}
+		if w.Spec.PodManagementPolicy != "Parallel" {
+			tb.Errorf("%s: podManagementPolicy %q; want Parallel (no ordered state)", where, w.Spec.PodManagementPolicy)
+		}
+		svc := c.byKind["Service"][w.Spec.ServiceName]
+		switch {
+		case svc == nil:
+			tb.Errorf("%s: serviceName %q names no Service", where, w.Spec.ServiceName)
+		case svc.Spec.ClusterIP != "None":
+			tb.Errorf("%s: Service %s has clusterIP %q; a StatefulSet's governing Service is headless (None)", where, svc.Metadata.Name, svc.Spec.ClusterIP)
+		case !labelsMatch(svc.Spec.Selector, w.Spec.Template.Metadata.Labels):
+			tb.Errorf("%s: Service %s does not select its pods", where, svc.Metadata.Name)
+		}
+		cm := c.byKind["ConfigMap"]["yidu-config"]
+		if cm == nil {
+			tb.Fatal("no ConfigMap yidu-config")
+		}
+		m := partitionsFlag.FindStringSubmatch(cm.Data["yidu.yaml"])
+		if m == nil {
+			tb.Fatalf("ConfigMap yidu-config does not say how many partitions to create (--partitions N)")
+		}
+		parts, _ := strconv.Atoi(m[1])
+		replicas := 1 // the API's default
+		if w.Spec.Replicas != nil {
+			replicas = *w.Spec.Replicas
+		}
+		if replicas < 1 || replicas > parts {
+			tb.Errorf("%s: replicas %d; want 1..%d (the topic's partitions: more sit idle)", where, replicas, parts)
+		}
+	}
+	if !found {
+		tb.Errorf("no workload runs flushd")
+	}
 }
 
 // ---- Compose ----
@@ -915,12 +1081,16 @@ func TestComposeConfig(t *testing.T) {
 	}
 	for name, s := range services {
 		t.Run(name, func(t *testing.T) {
+			where := "compose service " + name
 			cfg, read := loadConfig(t, mountedConfig(t, name, s), s.Environment)
-			checkConfig(t, "compose service "+name, cfg, read, s.Environment)
+			checkConfig(t, where, cfg, read, s.Environment)
 			role := s.Command[0]
-			if roles[role] == "" {
+			checkRole(t, where, role, cfg)
+			checkHealthcheck(t, where, cfg, role, s)
+			// flushd publishes nothing: --scale would collide on a host port.
+			if roles[role] == "" || role == "flushd" {
 				if len(s.Ports) != 0 {
-					t.Errorf("%s serves no HTTP, yet publishes %v", role, s.Ports)
+					t.Errorf("%s publishes %v; want none", name, s.Ports)
 				}
 				return
 			}
@@ -944,6 +1114,42 @@ func TestComposeConfig(t *testing.T) {
 			t.Errorf("kafka-init --partitions %q; want several, so that flushd can scale", parts)
 		}
 	})
+}
+
+// checkHealthcheck asserts that a serving role's Compose service checks
+// itself with the image's own probe, `/yidu healthcheck URL` (no shell or
+// curl in distroless), on one of its probe paths and its listen port.
+func checkHealthcheck(tb testing.TB, where string, cfg config.Config, role string, s composeService) {
+	tb.Helper()
+	if roles[role] == "" {
+		if s.Healthcheck != nil {
+			tb.Errorf("%s: %s serves no HTTP, yet has a healthcheck", where, role)
+		}
+		return
+	}
+	if s.Healthcheck == nil {
+		tb.Errorf("%s: no healthcheck", where)
+		return
+	}
+	test := s.Healthcheck.Test
+	if len(test) != 4 || test[0] != "CMD" || test[1] != "/yidu" || test[2] != "healthcheck" {
+		tb.Errorf("%s: healthcheck %q; want [CMD /yidu healthcheck URL] (exec form: the image has no shell)", where, test)
+		return
+	}
+	u, err := url.Parse(test[3])
+	if err != nil {
+		tb.Errorf("%s: healthcheck URL %q: %v", where, test[3], err)
+		return
+	}
+	addr := listenAddrs(cfg)[roles[role]]
+	if host, _, _ := net.SplitHostPort(addr); host != "" && !net.ParseIP(host).IsUnspecified() {
+		tb.Errorf("%s: %s %q: 127.0.0.1 does not reach it; listen on 0.0.0.0", where, roles[role], addr)
+	}
+	port := strconv.Itoa(listenPort(tb, cfg, role))
+	paths := probePaths[role]
+	if u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Port() != port || !slices.Contains(paths[:], u.Path) {
+		tb.Errorf("%s: healthcheck GETs %s; want http://127.0.0.1:%s and one of %v", where, test[3], port, probePaths[role])
+	}
 }
 
 func flagValue(args []string, name string) string {
@@ -1104,11 +1310,11 @@ func TestDockerfile(t *testing.T) {
 
 	// The image must expose the ports the manifests use.
 	c := loadCluster(t)
-	for _, d := range c.byKind["Deployment"] {
-		for _, ct := range d.Spec.Template.Spec.Containers {
+	for _, w := range c.workloads() {
+		for _, ct := range w.Spec.Template.Spec.Containers {
 			for _, p := range ct.Ports {
 				if !slices.Contains(expose, strconv.Itoa(p.ContainerPort)) {
-					t.Errorf("Deployment %s uses port %d; the Dockerfile exposes %v", d.Metadata.Name, p.ContainerPort, expose)
+					t.Errorf("%s %s uses port %d; the Dockerfile exposes %v", w.Kind, w.Metadata.Name, p.ContainerPort, expose)
 				}
 			}
 		}
