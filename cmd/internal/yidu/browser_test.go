@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,39 +39,6 @@ const (
 	xssDept = `<script>window.__xss=1</script>市场部 Marketing`
 	xssName = `<img src=x onerror="window.__xss=2">Eve`
 )
-
-// mustRunMainWith is MustRunMain with edit applied to the configuration
-// before it is validated (the browser test adds a dashboard user).
-func mustRunMainWith(tb testing.TB, edit func(*config.Config)) *Main {
-	tb.Helper()
-	cfg := config.Default()
-	cfg.MySQL.DSN = testenv.MySQLDSN(tb)
-	_, prefix := testenv.Redis(tb)
-	cfg.Redis.Addr = testenv.RedisAddr(tb)
-	cfg.Redis.Prefix = prefix
-	_, brokers := testenv.Kafka(tb, "yidu.reads", 4)
-	cfg.Kafka.Brokers = brokers
-	cfg.Flushd.Interval = config.Duration(200 * time.Millisecond)
-	cfg.Receiver.Listen = "127.0.0.1:0"
-	cfg.Dashboard.Listen = "127.0.0.1:0"
-	cfg.Dashboard.Tokens = []config.Token{{Name: "e2e", Token: apiToken, Corps: []string{testCorp}}}
-	cfg.Apps = []config.App{{Name: "hr", CorpID: testCorp, AgentID: testAgent, Token: testToken, EncodingAESKey: testAESKey, ReadButtonKey: "yidu_read"}}
-	edit(&cfg)
-	if err := cfg.Validate(); err != nil {
-		tb.Fatalf("config: %v", err)
-	}
-	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := m.Run(context.Background(), All); err != nil {
-		m.Close()
-		tb.Fatalf("Run: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			tb.Errorf("Close: %v", err)
-		}
-	})
-	return m
-}
 
 // chromiumPath finds Debian's chromium; without it the test is skipped, or
 // fails under YIDU_TEST_REAL=1 (.ci/run installs it), like testenv's servers.

@@ -29,6 +29,15 @@ const (
 // in-process kfake cluster, on :0 addresses, and closes it at the end.
 func MustRunMain(tb testing.TB) (*Main, config.Config) {
 	tb.Helper()
+	m := mustRunMainWith(tb, nil)
+	return m, m.Config
+}
+
+// mustRunMainWith is MustRunMain with edit (may be nil) applied to the
+// configuration before it is validated (the browser test adds a dashboard
+// user, the hostile-input test a second corp).
+func mustRunMainWith(tb testing.TB, edit func(*config.Config)) *Main {
+	tb.Helper()
 	cfg := config.Default()
 	cfg.MySQL.DSN = testenv.MySQLDSN(tb)
 	_, prefix := testenv.Redis(tb)
@@ -41,6 +50,9 @@ func MustRunMain(tb testing.TB) (*Main, config.Config) {
 	cfg.Dashboard.Listen = "127.0.0.1:0"
 	cfg.Dashboard.Tokens = []config.Token{{Name: "e2e", Token: apiToken, Corps: []string{testCorp}}}
 	cfg.Apps = []config.App{{Name: "hr", CorpID: testCorp, AgentID: testAgent, Token: testToken, EncodingAESKey: testAESKey, ReadButtonKey: "yidu_read"}}
+	if edit != nil {
+		edit(&cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		tb.Fatalf("config: %v", err)
 	}
@@ -54,7 +66,7 @@ func MustRunMain(tb testing.TB) (*Main, config.Config) {
 			tb.Errorf("Close: %v", err)
 		}
 	})
-	return m, cfg
+	return m
 }
 
 func api(tb testing.TB, m *Main, method, path string, body any, out any) int {
