@@ -26,47 +26,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
-	"strconv"
-	"strings"
-	"sync"
 
-	"github.com/silenceper/wechat/v2/cache"
-	"github.com/silenceper/wechat/v2/credential"
 	"github.com/silenceper/wechat/v2/util"
-	"github.com/silenceper/wechat/v2/work"
 	"github.com/silenceper/wechat/v2/work/addresslist"
-	workconfig "github.com/silenceper/wechat/v2/work/config"
 
 	"github.com/yidu-io/yidu/idmap"
-)
-
-// WeCom errcodes meaning the access_token must be fetched again
-// (document/path/90313): 40014 invalid, 42001 expired. silenceper caches the
-// token for expires_in-1500 s and never drops it on these.
-const (
-	errInvalidToken = 40014
-	errExpiredToken = 42001
+	"github.com/yidu-io/yidu/internal/wecomapi"
 )
 
 // Client reads one app's view of one corp's directory. Safe for concurrent use.
 type Client struct {
-	corpID string
-	secret string
-
-	mu  sync.Mutex
-	cur *session
-}
-
-// session is one silenceper work client with its own token cache. A token
-// WeCom rejects is dropped by replacing the whole session: silenceper's
-// cache key is its business, and a fresh cache cannot hold a stale token.
-// The cache is private to the session because cache.Memory reads its map
-// without a lock; silenceper's token handle serialises every access to it.
-type session struct {
-	token credential.AccessTokenContextHandle // nil if silenceper's handle takes no ctx
-	dir   *addresslist.Client
+	creds *wecomapi.Credentials
 }
 
 var _ idmap.Directory = (*Client)(nil)
@@ -74,56 +44,34 @@ var _ idmap.Directory = (*Client)(nil)
 // New returns a Client for the app whose secret is corpSecret. It talks to
 // WeCom's origin, or wherever the process's util.SetURIModifier points it.
 func New(corpID, corpSecret string) *Client {
-	return &Client{corpID: corpID, secret: corpSecret}
-}
-
-// session returns the current session, replacing it first if it is stale
-// (its token was rejected). Concurrent callers rejected on one session
-// replace it once.
-func (c *Client) session(stale *session) *session {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cur == nil || c.cur == stale {
-		// work.NewWork rather than wechat.NewWechat().GetWork: the root
-		// package does not build from this module's go.sum (it pulls in
-		// pay/notify) and its init reconfigures logrus process-wide.
-		wk := work.NewWork(&workconfig.Config{CorpID: c.corpID, CorpSecret: c.secret, Cache: cache.NewMemory()})
-		wctx := wk.GetContext()
-		s := &session{dir: wk.GetAddressList()}
-		s.token, _ = wctx.AccessTokenHandle.(credential.AccessTokenContextHandle)
-		c.cur = s
-	}
-	return c.cur
+	return &Client{creds: wecomapi.New(corpID, corpSecret)}
 }
 
 // call runs fn with a valid token. A token WeCom rejects is fetched again,
 // once.
 func call[T any](ctx context.Context, c *Client, api string, fn func(*addresslist.Client) (T, error)) (T, error) {
 	var zero T
-	var stale *session
+	var stale *wecomapi.Session
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return zero, err
 		}
-		s := c.session(stale)
-		if s.token != nil {
-			// Fetched here with ctx; fn's own GetAccessToken then hits the cache.
-			if _, err := s.token.GetAccessTokenContext(ctx); err != nil {
-				if ctxErr := ctx.Err(); ctxErr != nil {
-					return zero, ctxErr
-				}
-				return zero, c.wrap("gettoken", err)
+		s := c.creds.Session(stale)
+		// Fetched here with ctx; fn's own GetAccessToken then hits the cache.
+		if _, err := s.Token.GetAccessTokenContext(ctx); err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return zero, ctxErr
 			}
-			if err := ctx.Err(); err != nil {
-				return zero, err
-			}
+			return zero, c.wrap("gettoken", err)
 		}
-		v, err := fn(s.dir)
+		if err := ctx.Err(); err != nil {
+			return zero, err
+		}
+		v, err := fn(s.Work.GetAddressList())
 		if err == nil {
 			return v, nil
 		}
-		var ce *util.CommonError
-		if attempt == 0 && errors.As(err, &ce) && (ce.ErrCode == errInvalidToken || ce.ErrCode == errExpiredToken) {
+		if attempt == 0 && wecomapi.StaleToken(err) {
 			stale = s
 			continue
 		}
@@ -131,54 +79,18 @@ func call[T any](ctx context.Context, c *Client, api string, fn func(*addresslis
 	}
 }
 
-// tokenErr matches silenceper's gettoken failure, a plain fmt error
-// (credential.GetTokenFromServerContext).
-var tokenErr = regexp.MustCompile(`(?s)get access_token error : errcode=(-?\d+) , errormsg=(.*)$`)
-
 // wrap turns silenceper's errors into ours: errcode answers become
 // *idmap.APIError (the Syncer tells refusals from failures by it), anything
 // else is wrapped with its URLs and credentials removed.
 func (c *Client) wrap(api string, err error) error {
 	var ce *util.CommonError
 	if errors.As(err, &ce) {
-		return &idmap.APIError{API: api, Code: ce.ErrCode, Msg: c.scrub(ce.ErrMsg)}
+		return &idmap.APIError{API: api, Code: ce.ErrCode, Msg: c.creds.Scrub(ce.ErrMsg)}
 	}
-	if m := tokenErr.FindStringSubmatch(err.Error()); m != nil {
-		code, perr := strconv.ParseInt(m[1], 10, 64)
-		if perr == nil {
-			return &idmap.APIError{API: "gettoken", Code: code, Msg: c.scrub(m[2])}
-		}
+	if code, msg, ok := c.creds.TokenError(err); ok {
+		return &idmap.APIError{API: "gettoken", Code: code, Msg: msg}
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err // the URL holds the token or the secret
-	}
-	if s := c.scrub(err.Error()); s != err.Error() {
-		err = errors.New(s)
-	}
-	return fmt.Errorf("wecomdir: %s: %w", api, err)
-}
-
-var (
-	urlPattern   = regexp.MustCompile(`https?://[^\s"'<>]+`)
-	paramPattern = regexp.MustCompile(`(?i)(access_token|corpsecret)=[^&\s"']*`)
-)
-
-// scrub removes from s every URL's query (silenceper writes "uri=…" with the
-// token or secret in it), any stray credential parameter and the secret.
-func (c *Client) scrub(s string) string {
-	s = urlPattern.ReplaceAllStringFunc(s, func(raw string) string {
-		u, err := url.Parse(raw)
-		if err != nil {
-			return "<url>"
-		}
-		return u.Scheme + "://" + u.Host + u.Path
-	})
-	s = paramPattern.ReplaceAllString(s, "<redacted>")
-	if c.secret != "" {
-		s = strings.ReplaceAll(s, c.secret, "<redacted>")
-	}
-	return s
+	return fmt.Errorf("wecomdir: %s: %w", api, c.creds.Clean(err))
 }
 
 // Departments lists department/simplelist (document/path/95350), the whole

@@ -1,4 +1,4 @@
-package wecomdir
+package wecomapi
 
 import (
 	"strings"
@@ -19,13 +19,13 @@ func FuzzScrub(f *testing.F) {
 	}
 	c := New("ww", "top-secret")
 	f.Fuzz(func(t *testing.T, s string) {
-		got := c.scrub(s)
+		got := c.Scrub(s)
 		if strings.Contains(got, "top-secret") {
-			t.Errorf("scrub(%q) = %q; contains the secret", s, got)
+			t.Errorf("Scrub(%q) = %q; contains the secret", s, got)
 		}
 		for _, param := range []string{"access_token=", "corpsecret="} {
 			if strings.Contains(strings.ToLower(got), param) {
-				t.Errorf("scrub(%q) = %q; contains %q", s, got, param)
+				t.Errorf("Scrub(%q) = %q; contains %q", s, got, param)
 			}
 		}
 	})
@@ -39,10 +39,12 @@ func TestScrub(t *testing.T) {
 		{"errcode=60003 , errmsg=department not found", "errcode=60003 , errmsg=department not found"},
 		{"token access_token=abc&x=1", "token <redacted>&x=1"},
 		{"echo top-secret", "echo <redacted>"},
+		// An OAuth code is a credential too; errcode is not one.
+		{"getuserinfo?x=1 code=abc&y=2 errcode=40029", "getuserinfo?x=1 <redacted>&y=2 errcode=40029"},
 	}
 	for _, tt := range tests {
-		if got := c.scrub(tt.in); got != tt.want {
-			t.Errorf("scrub(%q) = %q; want %q", tt.in, got, tt.want)
+		if got := c.Scrub(tt.in); got != tt.want {
+			t.Errorf("Scrub(%q) = %q; want %q", tt.in, got, tt.want)
 		}
 	}
 }
