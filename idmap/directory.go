@@ -19,36 +19,15 @@ type Department struct {
 }
 
 // UserIDs returns the UserIDs of uids; uids without a user are left out.
-// Used to address WeCom (reminders) and to show names, so it reads MySQL.
+// Used to address WeCom (reminders, sending), so it reads MySQL.
 func (m *Mapper) UserIDs(ctx context.Context, corpID string, uids []uint32) (map[uint32]string, error) {
-	out := make(map[uint32]string, len(uids))
-	for start := 0; start < len(uids); start += chunkSize {
-		chunk := uids[start:min(start+chunkSize, len(uids))]
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, corpID)
-		for _, u := range chunk {
-			args = append(args, u)
-		}
-		m.metrics.query(opRead)
-		rows, err := m.db.QueryContext(ctx,
-			"SELECT uid, userid FROM users WHERE corp_id = ? AND uid IN ("+placeholders(len(chunk))+")", args...)
-		if err != nil {
-			return nil, fmt.Errorf("idmap: userids: %w", err)
-		}
-		for rows.Next() {
-			var uid uint32
-			var id string
-			if err := rows.Scan(&uid, &id); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("idmap: userids: %w", err)
-			}
-			out[uid] = id
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("idmap: userids: %w", err)
-		}
+	users, err := m.Users(ctx, corpID, uids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uint32]string, len(users))
+	for uid, u := range users {
+		out[uid] = u.UserID
 	}
 	return out, nil
 }
