@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -37,6 +36,7 @@ import (
 	"github.com/yidu-io/yidu/cmd/yidu-bench/naive"
 	"github.com/yidu-io/yidu/config"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/kfakeproc"
 	"github.com/yidu-io/yidu/migrations"
 )
 
@@ -169,7 +169,7 @@ type bench struct {
 	prefix  string
 	sentAt  time.Time
 	brokers []string
-	kfake   *exec.Cmd
+	kfake   *kfakeproc.Proc
 	mysqld  []int
 	redisd  []int
 	report  *Report
@@ -327,58 +327,20 @@ func (b *bench) startKfake(ctx context.Context) error {
 			return fmt.Errorf("go build yidu-kfake (or pass -kfake-bin): %w: %s", err, out)
 		}
 	}
-	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-topic", "yidu.reads",
-		"-partitions", strconv.Itoa(b.cfg.Partitions), "-exit-on-eof")
-	stdin, err := cmd.StdinPipe()
+	p, err := kfakeproc.Start(ctx, bin, "yidu.reads", b.cfg.Partitions)
 	if err != nil {
 		return err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start yidu-kfake: %w", err)
-	}
-	b.kfake = cmd
-	_ = stdin // closed by cleanup through cmd's pipes
-	line := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		if s.Scan() {
-			line <- strings.TrimSpace(s.Text())
-		}
-		close(line)
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case addr, ok := <-line:
-		if !ok || addr == "" {
-			return errors.New("yidu-kfake printed no address")
-		}
-		b.brokers = []string{addr}
-		b.logf("yidu-kfake pid %d at %s", cmd.Process.Pid, addr)
-		return nil
-	case <-time.After(30 * time.Second):
-		return errors.New("yidu-kfake: no address within 30 s")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	b.kfake = p
+	b.brokers = []string{p.Addr}
+	b.logf("yidu-kfake pid %d at %s", p.Pid(), p.Addr)
+	return nil
 }
 
 // cleanup stops the broker, deletes the Redis keys and drops the database.
 func (b *bench) cleanup() {
 	if b.kfake != nil {
-		_ = b.kfake.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = b.kfake.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = b.kfake.Process.Kill()
-			<-done
-		}
+		b.kfake.Stop()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -566,7 +528,7 @@ func (b *bench) yidu(ctx context.Context) (ArmResult, error) {
 	dash := &http.Client{Timeout: 5 * time.Second}
 	var pids []int
 	if b.kfake != nil {
-		pids = append(pids, b.kfake.Process.Pid)
+		pids = append(pids, b.kfake.Pid())
 	}
 	res, err := b.measure(ctx, arm{
 		name: armYidu, host: m.ReceiverAddr, pids: pids, profile: b.cfg.CPUProfile,

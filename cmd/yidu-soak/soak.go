@@ -27,6 +27,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/internal/kfakeproc"
 	"github.com/yidu-io/yidu/internal/wecomsim"
 )
 
@@ -92,8 +93,7 @@ type soak struct {
 	cfgPath  string
 	yiduBin  string
 	kfakeBin string
-	kfake    *exec.Cmd
-	kfakeIn  io.WriteCloser
+	kfake    *kfakeproc.Proc
 	brokers  string
 	yidu     *child
 	sched    schedule
@@ -237,46 +237,15 @@ func (s *soak) binary(ctx context.Context, bin, name string) (string, error) {
 	return out, nil
 }
 
-// startKfake starts yidu-kfake with -exit-on-eof: the pipe on its stdin
-// closes when the soak exits in any way, and the broker with it.
+// startKfake starts yidu-kfake; it exits with the soak in any way.
 func (s *soak) startKfake(ctx context.Context) error {
-	cmd := exec.Command(s.kfakeBin, "-listen", "127.0.0.1:0", "-topic", topic,
-		"-partitions", strconv.Itoa(partitions), "-exit-on-eof")
-	in, err := cmd.StdinPipe()
+	p, err := kfakeproc.Start(ctx, s.kfakeBin, topic, partitions)
 	if err != nil {
 		return err
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start yidu-kfake: %w", err)
-	}
-	s.kfake, s.kfakeIn = cmd, in
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- strings.TrimSpace(sc.Text())
-		}
-		close(line)
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case addr, ok := <-line:
-		if !ok || addr == "" {
-			return errors.New("yidu-kfake printed no address")
-		}
-		s.brokers = addr
-		s.logf("yidu-kfake pid %d at %s", cmd.Process.Pid, addr)
-		return nil
-	case <-time.After(30 * time.Second):
-		return errors.New("yidu-kfake: no address within 30 s")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	s.kfake, s.brokers = p, p.Addr
+	s.logf("yidu-kfake pid %d at %s", p.Pid(), p.Addr)
+	return nil
 }
 
 // writeConfig writes yidu.yaml: everything but the addresses of the
@@ -488,15 +457,7 @@ func (s *soak) cleanup() {
 		<-s.yidu.done
 	}
 	if s.kfake != nil {
-		s.kfakeIn.Close() // -exit-on-eof
-		done := make(chan struct{})
-		go func() { _ = s.kfake.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = s.kfake.Process.Kill()
-			<-done
-		}
+		s.kfake.Stop()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
