@@ -15,6 +15,7 @@ import (
 
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/internal/wecomapi"
 )
 
 // SendBatch is the most UserIDs in one message/send call (path 90236:
@@ -56,7 +57,7 @@ const (
 // WeCom error codes that refuse a call before delivering it and may pass
 // (global error codes, path 90313): system busy, API frequency and
 // concurrency limits, stale access token.
-var retryableCodes = map[int64]bool{-1: true, 45009: true, 45033: true, errInvalidToken: true, errTokenExpired: true}
+var retryableCodes = map[int64]bool{-1: true, 45009: true, 45033: true, wecomapi.ErrInvalidToken: true, wecomapi.ErrExpiredToken: true}
 
 // SendReport says what a send or a reminder did.
 type SendReport struct {

@@ -8,14 +8,13 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/silenceper/wechat/v2/util"
 	"golang.org/x/time/rate"
 
 	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/internal/wecomapi"
 )
 
 // Sender posts one message/send request body (path 90236) for the app
@@ -41,13 +40,9 @@ type SendResult struct {
 	MsgID string
 }
 
-// WeCom API URLs (gettoken: path 91039; message/send: path 90236). They go
-// through silenceper/wechat/v2's util HTTP plumbing, so util.SetURIModifier
-// points them at a fake in tests.
-const (
-	tokenURL = "https://qyapi.weixin.qq.com/cgi-bin/gettoken"
-	sendURL  = "https://qyapi.weixin.qq.com/cgi-bin/message/send?access_token="
-)
+// sendURL is message/send (path 90236). It goes through silenceper/wechat/v2's
+// util HTTP plumbing, so util.SetURIModifier points it at a fake in tests.
+const sendURL = "https://qyapi.weixin.qq.com/cgi-bin/message/send?access_token="
 
 // WeComOptions configure WeCom.
 type WeComOptions struct {
@@ -58,28 +53,19 @@ type WeComOptions struct {
 	Burst int
 }
 
-// WeCom is the production Sender. It uses silenceper/wechat/v2's util HTTP
-// plumbing (util.HTTPGetContext/HTTPPostContext) with its own access-token
-// cache: silenceper's work client and credential packages import its cache
-// package, which needs gomemcache and go-redis/v8 that this module's go.sum
-// does not have.
+// WeCom is the production Sender. The access token comes from silenceper's
+// credential handle (internal/wecomapi); message/send itself is posted with
+// silenceper's util.HTTPPostContext rather than work/message's Send, which
+// takes no context and cannot tell a request never written (safe to send
+// again) from one whose answer was lost (never to be sent again).
 type WeCom struct {
 	limiter *rate.Limiter
-	apps    map[appKey]*appToken
+	apps    map[appKey]*wecomapi.Credentials
 }
 
 type appKey struct {
 	corpID  string
 	agentID int64
-}
-
-// appToken is one app's credentials and cached access token; mu also makes
-// concurrent senders fetch a token once.
-type appToken struct {
-	app     config.App
-	mu      sync.Mutex
-	token   string
-	expires time.Time
 }
 
 // NewWeCom returns a Sender for apps (their corp_id, agent_id and secret).
@@ -90,61 +76,16 @@ func NewWeCom(apps []config.App, opts WeComOptions) *WeCom {
 	if opts.Burst <= 0 {
 		opts.Burst = 10
 	}
-	w := &WeCom{limiter: rate.NewLimiter(opts.Rate, opts.Burst), apps: map[appKey]*appToken{}}
+	w := &WeCom{limiter: rate.NewLimiter(opts.Rate, opts.Burst), apps: map[appKey]*wecomapi.Credentials{}}
 	for _, a := range apps {
-		w.apps[appKey{a.CorpID, a.AgentID}] = &appToken{app: a}
+		w.apps[appKey{a.CorpID, a.AgentID}] = wecomapi.New(a.CorpID, a.Secret)
 	}
 	return w
 }
 
-// WeCom error codes that mean the access token was refused (global error
-// codes, path 90313): drop it and fetch another.
-const (
-	errInvalidToken = 40014
-	errTokenExpired = 42001
-)
-
 type wecomStatus struct {
 	ErrCode int64  `json:"errcode"`
 	ErrMsg  string `json:"errmsg"`
-}
-
-// accessToken returns the app's cached token or fetches one (gettoken,
-// path 91039). WeCom tokens live expires_in (7200) seconds; one is kept for
-// expires_in minus a margin.
-func (a *appToken) accessToken(ctx context.Context) (string, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.token != "" && time.Now().Before(a.expires) {
-		return a.token, nil
-	}
-	q := url.Values{"corpid": {a.app.CorpID}, "corpsecret": {a.app.Secret}}
-	raw, err := util.HTTPGetContext(ctx, tokenURL+"?"+q.Encode())
-	if err != nil {
-		return "", fmt.Errorf("gettoken: %s", scrub(err))
-	}
-	var resp struct {
-		wecomStatus
-		AccessToken string `json:"access_token"`
-		ExpiresIn   int64  `json:"expires_in"`
-	}
-	if err := json.Unmarshal(raw, &resp); err != nil {
-		return "", fmt.Errorf("gettoken: bad answer: %w", err)
-	}
-	if resp.ErrCode != 0 || resp.AccessToken == "" {
-		return "", fmt.Errorf("gettoken: errcode %d: %s", resp.ErrCode, resp.ErrMsg)
-	}
-	life := time.Duration(resp.ExpiresIn)*time.Second - 5*time.Minute
-	a.token, a.expires = resp.AccessToken, time.Now().Add(max(life, time.Minute))
-	return a.token, nil
-}
-
-func (a *appToken) drop(token string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.token == token {
-		a.token = ""
-	}
 }
 
 // SendMessage posts body to message/send. Failures are scrubbed of URLs:
@@ -157,9 +98,10 @@ func (w *WeCom) SendMessage(ctx context.Context, corpID string, agentID int64, b
 	if err := w.limiter.Wait(ctx); err != nil {
 		return SendResult{}, fmt.Errorf("%w: rate limiter: %w", ErrNotSent, err)
 	}
-	token, err := a.accessToken(ctx)
+	sess := a.Session(nil)
+	token, err := sess.Token.GetAccessTokenContext(ctx)
 	if err != nil {
-		return SendResult{}, fmt.Errorf("%w: %w", ErrNotSent, err)
+		return SendResult{}, fmt.Errorf("%w: gettoken: %s", ErrNotSent, scrub(a.Clean(err)))
 	}
 
 	// A request counts as sent once net/http wrote it; only a failure before
@@ -185,8 +127,8 @@ func (w *WeCom) SendMessage(ctx context.Context, corpID string, agentID int64, b
 	if err := json.Unmarshal(raw, &resp); err != nil {
 		return SendResult{}, fmt.Errorf("tracker: message/send outcome unknown: bad answer: %w", err)
 	}
-	if resp.ErrCode == errInvalidToken || resp.ErrCode == errTokenExpired {
-		a.drop(token) // the retry fetches a fresh one
+	if resp.ErrCode == wecomapi.ErrInvalidToken || resp.ErrCode == wecomapi.ErrExpiredToken {
+		a.Session(sess) // drops the refused token: the retry fetches a fresh one
 	}
 	res := SendResult{ErrCode: resp.ErrCode, ErrMsg: resp.ErrMsg, MsgID: resp.MsgID}
 	if resp.InvalidUser != "" {

@@ -1,8 +1,9 @@
 // Package wecomapi holds what every caller of WeCom's server API through
 // silenceper/wechat/v2 needs around it: one app's access token, replaced
 // whole when WeCom rejects it, and errors stripped of the credentials
-// silenceper puts in them. idmap/wecomdir (directory sync) and
-// callback/wecomauth (OAuth2 code exchange) use it.
+// silenceper puts in them. idmap/wecomdir (directory sync),
+// callback/wecomauth (OAuth2 code exchange) and tracker (message/send) use
+// it.
 package wecomapi
 
 import (
