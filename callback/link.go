@@ -208,18 +208,28 @@ func checkPublicURL(s string) error {
 	return nil
 }
 
-// handleLink verifies a tracked link and sends the member to WeCom's
-// OAuth2 page, which comes back to the landing with a code.
-func (rc *Receiver) handleLink(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	a, ok := rc.apps[chi.URLParam(r, "app")]
+// verifyLink finds the link's app and checks its signature; on failure it
+// has answered (404 unknown app, 400/403 bad link) and ok is false.
+func (rc *Receiver) verifyLink(w http.ResponseWriter, r *http.Request, start time.Time) (a *app, l link, ok bool) {
+	a, ok = rc.apps[chi.URLParam(r, "app")]
 	if !ok {
 		rc.finish(w, r, rc.unknown, start, ErrUnknownApp)
-		return
+		return nil, link{}, false
 	}
 	l, err := parseLink(a.linkKey, chi.URLParam(r, "msgid"), r.URL.RawQuery)
 	if err != nil {
 		rc.finish(w, r, a.m, start, err)
+		return nil, link{}, false
+	}
+	return a, l, true
+}
+
+// handleLink verifies a tracked link and sends the member to WeCom's
+// OAuth2 page, which comes back to the landing with a code.
+func (rc *Receiver) handleLink(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	a, l, ok := rc.verifyLink(w, r, start)
+	if !ok {
 		return
 	}
 	landing := linkPath(rc.publicURL, a.cfg.Name, l.msgID, "/landing") + "?to=" + url.QueryEscape(l.to) + "&sig=" + l.sig
@@ -242,14 +252,8 @@ func (rc *Receiver) handleLink(w http.ResponseWriter, r *http.Request) {
 // if possible, and always send the member on to the target.
 func (rc *Receiver) handleLanding(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	a, ok := rc.apps[chi.URLParam(r, "app")]
+	a, l, ok := rc.verifyLink(w, r, start)
 	if !ok {
-		rc.finish(w, r, rc.unknown, start, ErrUnknownApp)
-		return
-	}
-	l, err := parseLink(a.linkKey, chi.URLParam(r, "msgid"), r.URL.RawQuery)
-	if err != nil {
-		rc.finish(w, r, a.m, start, err)
 		return
 	}
 	res := rc.land(r.Context(), a, l, queryValue(r.URL.RawQuery, "code"))
