@@ -12,10 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -30,54 +29,10 @@ func mustStore(tb testing.TB, opts Options) (*Store, *redis.Client) {
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
-	s := New(rdb, opts)
+	s, err := New(rdb, opts)
+	testenv.Check(tb, "New", err)
 	tb.Cleanup(s.Close)
 	return s, rdb
-}
-
-// mustProducer returns a Producer on a fresh kfake cluster and the brokers.
-func mustProducer(tb testing.TB, topic string) (*Producer, []string) {
-	tb.Helper()
-	_, brokers := testenv.Kafka(tb, topic, 3)
-	p, err := NewProducer(brokers, topic, ProducerOptions{})
-	testenv.Check(tb, "NewProducer", err)
-	tb.Cleanup(p.Close)
-	return p, brokers
-}
-
-// consumeAll returns every delta on topic: the end offsets say how many
-// records there are, so the test knows there are no more.
-func consumeAll(tb testing.TB, brokers []string, topic string) []delta.Delta {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	testenv.Check(tb, "consumer", err)
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	testenv.Check(tb, "ListEndOffsets", err)
-	var want int64
-	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
-	var out []delta.Delta
-	for int64(len(out)) < want {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			tb.Fatalf("consumed %d of %d deltas: %v", len(out), want, err)
-		}
-		fs.EachError(func(t string, p int32, err error) { tb.Fatalf("fetch %s/%d: %v", t, p, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			d, err := delta.Unmarshal(r.Value)
-			if err != nil {
-				tb.Fatalf("Unmarshal: %v", err)
-			}
-			if got, want := string(r.Key), string(delta.Key(d.CorpID, d.MsgID)); got != want {
-				tb.Errorf("record key %q; want %q", got, want)
-			}
-			out = append(out, d)
-		})
-	}
-	return out
 }
 
 // fakeIDs maps "u<n>" to uid n; anything else is unknown.
@@ -103,34 +58,34 @@ type fakeLoader struct {
 }
 
 type loaded struct {
-	m          Message
+	m          yidu.Message
 	rcpt, read *roaring.Bitmap
 }
 
 func newFakeLoader() *fakeLoader { return &fakeLoader{msgs: map[string]loaded{}} }
 
-func (f *fakeLoader) add(m Message, rcpt, read *roaring.Bitmap) {
+func (f *fakeLoader) add(m yidu.Message, rcpt, read *roaring.Bitmap) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.msgs[m.CorpID+"/"+m.MsgID] = loaded{m, rcpt, read}
 }
 
-func (f *fakeLoader) LoadMessage(_ context.Context, corpID, msgID string) (Message, *roaring.Bitmap, *roaring.Bitmap, bool, error) {
+func (f *fakeLoader) LoadMessage(_ context.Context, corpID, msgID string) (yidu.Message, *roaring.Bitmap, *roaring.Bitmap, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.loads++
 	l, ok := f.msgs[corpID+"/"+msgID]
 	if !ok {
-		return Message{}, nil, nil, false, nil
+		return yidu.Message{}, nil, nil, false, nil
 	}
 	return l.m, l.rcpt.Clone(), l.read.Clone(), true, nil
 }
 
-func (f *fakeLoader) ActiveMessages(_ context.Context, corpID string, agentID int64, since time.Time) ([]Message, error) {
+func (f *fakeLoader) ActiveMessages(_ context.Context, corpID string, agentID int64, since time.Time) ([]yidu.Message, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.actives++
-	var out []Message
+	var out []yidu.Message
 	for _, l := range f.msgs {
 		if l.m.CorpID == corpID && l.m.AgentID == agentID && !l.m.SentAt.Before(since) {
 			out = append(out, l.m)
@@ -183,14 +138,6 @@ func wipe(tb testing.TB, rdb *redis.Client, s *Store) {
 	if len(keys) > 0 {
 		testenv.Check(tb, "DEL", rdb.Del(ctx, keys...).Err())
 	}
-}
-
-// counterValue reads a counter (testutil would need a module go.sum lacks).
-func counterValue(tb testing.TB, c prometheus.Counter) float64 {
-	tb.Helper()
-	var m dto.Metric
-	testenv.Check(tb, "metric Write", c.Write(&m))
-	return m.GetCounter().GetValue()
 }
 
 // meanObserved is a histogram's mean observation.

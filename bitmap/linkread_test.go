@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -64,8 +64,8 @@ func TestLinkRead(t *testing.T) {
 	if got := rd.ToArray(); !slices.Equal(got, []uint32{1, 2}) {
 		t.Errorf("read bitmap = %v; want [1 2]", got)
 	}
-	got := consumeAll(t, e.brokers, testTopic)
-	sortDeltas(got)
+	got := testenv.Deltas(t, e.brokers, testTopic)
+	testenv.SortDeltas(got)
 	want := []delta.Delta{
 		{CorpID: testCorp, MsgID: "notice-1", UID: 1, ReadTime: at.Unix(), Source: delta.SourceLink},
 		{CorpID: testCorp, MsgID: "notice-1", UID: 2, ReadTime: at.Unix(), Source: delta.SourceLink},

@@ -11,7 +11,8 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/delta"
 )
 
 // UIDLookup maps a WeCom UserID to its dense uid; idmap.Mapper provides it.
@@ -31,8 +32,8 @@ type Publisher interface {
 // tracker.Registry provides it. Declared here because bitmap must not
 // depend on tracker (tracker writes into bitmap).
 type MessageLoader interface {
-	LoadMessage(ctx context.Context, corpID, msgID string) (m Message, recipients, read *roaring.Bitmap, found bool, err error)
-	ActiveMessages(ctx context.Context, corpID string, agentID int64, since time.Time) ([]Message, error)
+	LoadMessage(ctx context.Context, corpID, msgID string) (m yidu.Message, recipients, read *roaring.Bitmap, found bool, err error)
+	ActiveMessages(ctx context.Context, corpID string, agentID int64, since time.Time) ([]yidu.Message, error)
 }
 
 // RecorderOptions configures a Recorder.
@@ -63,7 +64,10 @@ type Recorder struct {
 }
 
 // NewRecorder returns a Recorder writing to store and pub.
-func NewRecorder(store *Store, ids UIDLookup, pub Publisher, loader MessageLoader, opts RecorderOptions) *Recorder {
+func NewRecorder(store *Store, ids UIDLookup, pub Publisher, loader MessageLoader, opts RecorderOptions) (*Recorder, error) {
+	if store == nil || ids == nil || pub == nil || loader == nil {
+		return nil, errors.New("bitmap: recorder: store, ids, pub and loader are required")
+	}
 	if opts.CursorSlack <= 0 {
 		opts.CursorSlack = 2 * time.Minute
 	}
@@ -73,11 +77,15 @@ func NewRecorder(store *Store, ids UIDLookup, pub Publisher, loader MessageLoade
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	m, err := newRecorderMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	return &Recorder{
 		store: store, ids: ids, pub: pub, loader: loader, opts: opts,
 		log: opts.Logger.With("component", "bitmap.recorder"),
-		m:   newRecorderMetrics(opts.Registerer),
-	}
+		m:   m,
+	}, nil
 }
 
 // CardRead records that userID pressed a button of the card sent as
@@ -92,15 +100,14 @@ func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, u
 		return 0, nil
 	}
 	// One message is sent as many cards, one per batch of 1000 members, each
-	// with its own task_id "<msgid>@<batch>": WeCom refuses a reused task_id
-	// (42014, path 90236). The msgid is what precedes the first '@'.
-	msgID, _, _ := strings.Cut(taskID, "@")
-	if !ValidMsgID(msgID) {
+	// with its own task_id (yidu.TaskID).
+	msgID, ok := yidu.ParseTaskID(taskID)
+	if !ok {
 		// Hostile or foreign input: touch neither Redis nor MySQL.
 		r.count(delta.SourceCard, outcomeLabelUnknownMsgID, 1)
 		return 0, nil
 	}
-	return r.record(ctx, delta.SourceCard, corpID, agentID, uid, []string{msgID}, at)
+	return r.record(ctx, delta.SourceCard, corpID, agentID, uid, []string{string(msgID)}, at)
 }
 
 // LinkRead records that userID opened the tracked link of message msgID
@@ -117,8 +124,8 @@ func (r *Recorder) LinkRead(ctx context.Context, corpID string, agentID int64, u
 		r.count(delta.SourceLink, outcomeLabelUnknownUser, 1)
 		return 0, nil
 	}
-	// A link names a message, never a send batch: no '@'.
-	if !ValidMsgID(msgID) || strings.Contains(msgID, "@") {
+	// A link names a message, never a send batch.
+	if !yidu.MsgID(msgID).Valid() {
 		r.count(delta.SourceLink, outcomeLabelUnknownMsgID, 1)
 		return 0, nil
 	}
@@ -305,23 +312,6 @@ func (r *Recorder) restore(ctx context.Context, corpID, msgID string) (bool, err
 	}
 	r.m.restores.WithLabelValues("restored").Inc()
 	return true, nil
-}
-
-// ValidMsgID reports whether id can be a msgid: a template card task_id,
-// [0-9A-Za-z_\-@]{1,128} (message/send, path 90236).
-func ValidMsgID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-', c == '@':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 func (r *Recorder) count(src delta.Source, outcome string, n int) {

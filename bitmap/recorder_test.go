@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,9 +12,11 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -33,14 +34,16 @@ type recEnv struct {
 func newRecEnv(tb testing.TB, opts Options) *recEnv {
 	tb.Helper()
 	s, rdb := mustStore(tb, opts)
-	p, brokers := mustProducer(tb, testTopic)
+	p, brokers := testenv.Producer(tb, testTopic)
 	e := &recEnv{s: s, rdb: rdb, loader: newFakeLoader(), pub: &flakyPublisher{pub: p}, brokers: brokers}
-	e.rec = NewRecorder(s, fakeIDs{}, e.pub, e.loader, RecorderOptions{Registerer: prometheus.NewRegistry()})
+	rec, err := NewRecorder(s, fakeIDs{}, e.pub, e.loader, RecorderOptions{Registerer: prometheus.NewRegistry()})
+	testenv.Check(tb, "NewRecorder", err)
+	e.rec = rec
 	return e
 }
 
 // register stores a message in "MySQL" and Redis, as tracker does.
-func (e *recEnv) register(tb testing.TB, m Message, rcpt *roaring.Bitmap) {
+func (e *recEnv) register(tb testing.TB, m yidu.Message, rcpt *roaring.Bitmap) {
 	tb.Helper()
 	e.loader.add(m, rcpt, roaring.New())
 	testenv.Check(tb, "PutMessage", e.s.PutMessage(context.Background(), m, rcpt))
@@ -48,7 +51,7 @@ func (e *recEnv) register(tb testing.TB, m Message, rcpt *roaring.Bitmap) {
 
 func (e *recEnv) reads(tb testing.TB, src delta.Source, outcome string) float64 {
 	tb.Helper()
-	return counterValue(tb, e.rec.m.reads.WithLabelValues(src.String(), outcome))
+	return testutil.ToFloat64(e.rec.m.reads.WithLabelValues(src.String(), outcome))
 }
 
 func TestCardRead(t *testing.T) {
@@ -110,12 +113,12 @@ func TestCardRead(t *testing.T) {
 	if _, rd, _, _ := e.s.Counts(ctx, testCorp, "task-1"); rd != 2 {
 		t.Errorf("read count = %d; want 2", rd)
 	}
-	got := consumeAll(t, e.brokers, testTopic)
+	got := testenv.Deltas(t, e.brokers, testTopic)
 	want := []delta.Delta{
 		{CorpID: testCorp, MsgID: "task-1", UID: 1, ReadTime: at.Unix(), Source: delta.SourceCard},
 		{CorpID: testCorp, MsgID: "task-1", UID: 2, ReadTime: at.Unix(), Source: delta.SourceCard},
 	}
-	sortDeltas(got)
+	testenv.SortDeltas(got)
 	if !slices.Equal(got, want) {
 		t.Errorf("deltas on the topic = %+v; want exactly the new reads %+v", got, want)
 	}
@@ -148,7 +151,7 @@ func TestCardReadAfterCrashedAttempt(t *testing.T) {
 	if n, err := e.rec.CardRead(ctx, testCorp, 7, "u3", "task-1", at); n != 0 || err != nil {
 		t.Errorf("CardRead after the re-emit = %d, %v; want 0, nil (duplicate)", n, err)
 	}
-	if got := consumeAll(t, e.brokers, testTopic); len(got) != 1 || got[0].UID != 3 {
+	if got := testenv.Deltas(t, e.brokers, testTopic); len(got) != 1 || got[0].UID != 3 {
 		t.Errorf("deltas = %+v; want one for uid 3", got)
 	}
 }
@@ -178,7 +181,7 @@ func TestEnterAgent(t *testing.T) {
 		name       string
 		at         time.Time
 		failKafka  bool
-		register   *Message
+		register   *yidu.Message
 		want       int
 		wantErr    bool
 		wantCursor int64
@@ -209,7 +212,7 @@ func TestEnterAgent(t *testing.T) {
 	if e.loader.actives != 1 {
 		t.Errorf("ActiveMessages called %d times; want once (index rebuilt, then complete)", e.loader.actives)
 	}
-	got := consumeAll(t, e.brokers, testTopic)
+	got := testenv.Deltas(t, e.brokers, testTopic)
 	var ids []string
 	for _, d := range got {
 		if d.UID != 1 || d.Source != delta.SourceEnterAgent {
@@ -301,7 +304,7 @@ func TestRecorderConcurrent(t *testing.T) {
 	if total.Load() != want || want == 0 {
 		t.Errorf("new reads reported %d; read bits %d", total.Load(), want)
 	}
-	got := consumeAll(t, e.brokers, testTopic)
+	got := testenv.Deltas(t, e.brokers, testTopic)
 	seen := map[string]bool{}
 	for _, d := range got {
 		k := fmt.Sprintf("%s/%d", d.MsgID, d.UID)
@@ -342,26 +345,4 @@ func BenchmarkRecorderCardRead(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "callbacks/s")
 	b.ReportMetric(meanObserved(b, e.s.m.batchCalls), "calls/pipeline")
-}
-
-func TestValidMsgID(t *testing.T) {
-	tests := []struct {
-		id   string
-		want bool
-	}{
-		{"task-1", true},
-		{"A_b-c@9", true},
-		{strings.Repeat("x", 128), true},
-		{strings.Repeat("x", 129), false},
-		{"", false},
-		{"a/b", false},
-		{"a}b", false},
-		{"通知", false},
-		{"a b", false},
-	}
-	for _, tt := range tests {
-		if got := ValidMsgID(tt.id); got != tt.want {
-			t.Errorf("ValidMsgID(%q) = %v; want %v", tt.id, got, tt.want)
-		}
-	}
 }

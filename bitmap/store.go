@@ -2,32 +2,21 @@ package bitmap
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/yidu-io/yidu"
 	"golang.org/x/time/rate"
 )
-
-// Message is a tracked message as the read path needs it.
-type Message struct {
-	CorpID  string
-	MsgID   string
-	App     string
-	AgentID int64
-	Title   string
-	SentAt  time.Time
-	// Recipients is the audience size recorded at registration.
-	Recipients int64
-}
 
 // Options configures a Store. Zero fields take the documented defaults.
 type Options struct {
@@ -107,22 +96,35 @@ type Store struct {
 
 // New returns a Store on rdb (a Client or ClusterClient) and starts its
 // queue loops; Close stops them.
-func New(rdb redis.UniversalClient, opts Options) *Store {
-	s := newStore(rdb, opts)
+func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
+	s, err := newStore(rdb, opts)
+	if err != nil {
+		return nil, err
+	}
 	s.start()
-	return s
+	return s, nil
 }
 
-func newStore(rdb redis.UniversalClient, opts Options) *Store {
+func newStore(rdb redis.UniversalClient, opts Options) (*Store, error) {
+	if rdb == nil {
+		return nil, errors.New("bitmap: a Redis client is required")
+	}
 	opts.setDefaults()
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		return nil, fmt.Errorf("bitmap: prefix %q must not contain '{' or '}'", opts.Prefix)
+	}
+	m, err := newStoreMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	return &Store{
 		rdb:    rdb,
 		opts:   opts,
 		log:    opts.Logger.With("component", "bitmap"),
-		m:      newStoreMetrics(opts.Registerer),
+		m:      m,
 		logErr: rate.Sometimes{Interval: 10 * time.Second},
 		queue:  make(chan *request, opts.QueueSize),
-	}
+	}, nil
 }
 
 func (s *Store) start() {
@@ -188,14 +190,14 @@ return 1
 // PutMessage stores a newly registered message: meta, recipients bitmap
 // and its entry in the app's index. Recipients are ORed in, so a
 // registration written in several batches may call it once per batch.
-func (s *Store) PutMessage(ctx context.Context, m Message, recipients *roaring.Bitmap) error {
+func (s *Store) PutMessage(ctx context.Context, m yidu.Message, recipients *roaring.Bitmap) error {
 	return s.RestoreMessage(ctx, m, recipients, nil)
 }
 
 // RestoreMessage rebuilds a message from MySQL after Redis lost it: like
 // PutMessage, and read is ORed into the read bitmap (a read bit is never
 // cleared, so a stale MySQL view cannot make a read unread).
-func (s *Store) RestoreMessage(ctx context.Context, m Message, recipients, read *roaring.Bitmap) error {
+func (s *Store) RestoreMessage(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap) error {
 	keys := []string{
 		s.msgKey(m.CorpID, m.MsgID, "rcpt"), s.msgKey(m.CorpID, m.MsgID, "read"),
 		s.msgKey(m.CorpID, m.MsgID, "pend"), s.msgKey(m.CorpID, m.MsgID, "meta"),
@@ -207,7 +209,7 @@ func (s *Store) RestoreMessage(ctx context.Context, m Message, recipients, read 
 	if err := restoreScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("bitmap: put message %s/%s: %w", m.CorpID, m.MsgID, err)
 	}
-	if err := s.IndexApp(ctx, m.CorpID, m.AgentID, []Message{m}, false); err != nil {
+	if err := s.IndexApp(ctx, m.CorpID, m.AgentID, []yidu.Message{m}, false); err != nil {
 		return err
 	}
 	return nil
@@ -226,7 +228,7 @@ func sentScore(t time.Time) int64 { return (t.UnixMilli() + 999) / 1000 }
 // IndexApp adds msgs to the index of app (corpID, agentID) and drops
 // entries older than TTL. complete says msgs are all the app's active
 // messages (a rebuild from MySQL), which marks the index complete.
-func (s *Store) IndexApp(ctx context.Context, corpID string, agentID int64, msgs []Message, complete bool) error {
+func (s *Store) IndexApp(ctx context.Context, corpID string, agentID int64, msgs []yidu.Message, complete bool) error {
 	key := s.appKey(corpID, agentID, "msgs")
 	members := make([]redis.Z, 0, len(msgs)+1)
 	for _, m := range msgs {
@@ -363,15 +365,15 @@ func (s *Store) RecipientBitmap(ctx context.Context, corpID, msgID string) (*roa
 }
 
 // MessageMeta returns the message's meta; found=false when not in Redis.
-func (s *Store) MessageMeta(ctx context.Context, corpID, msgID string) (Message, bool, error) {
+func (s *Store) MessageMeta(ctx context.Context, corpID, msgID string) (yidu.Message, bool, error) {
 	h, err := s.rdb.HGetAll(ctx, s.msgKey(corpID, msgID, "meta")).Result()
 	if err != nil {
-		return Message{}, false, fmt.Errorf("bitmap: meta %s/%s: %w", corpID, msgID, err)
+		return yidu.Message{}, false, fmt.Errorf("bitmap: meta %s/%s: %w", corpID, msgID, err)
 	}
 	if len(h) == 0 {
-		return Message{}, false, nil
+		return yidu.Message{}, false, nil
 	}
-	m := Message{CorpID: corpID, MsgID: msgID, App: h["app"], Title: h["title"]}
+	m := yidu.Message{CorpID: corpID, MsgID: msgID, App: h["app"], Title: h["title"]}
 	var perr error
 	num := func(f string) int64 {
 		v, err := strconv.ParseInt(h[f], 10, 64)
@@ -384,7 +386,7 @@ func (s *Store) MessageMeta(ctx context.Context, corpID, msgID string) (Message,
 	m.SentAt = time.UnixMilli(num("sent_at_ms"))
 	m.Recipients = num("recipients")
 	if perr != nil {
-		return Message{}, false, perr
+		return yidu.Message{}, false, perr
 	}
 	return m, true, nil
 }
@@ -405,27 +407,4 @@ func (s *Store) PendingUIDs(ctx context.Context, corpID, msgID string) ([]uint32
 		uids = append(uids, uint32(v))
 	}
 	return uids, nil
-}
-
-func (s *Store) dedupKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return s.opts.Prefix + ":dd:" + hex.EncodeToString(sum[:16])
-}
-
-// Seen reports whether key was remembered and has not expired. Keys are
-// hashed, so callers may use any string (FromUserName + CreateTime).
-func (s *Store) Seen(ctx context.Context, key string) (bool, error) {
-	n, err := s.rdb.Exists(ctx, s.dedupKey(key)).Result()
-	if err != nil {
-		return false, fmt.Errorf("bitmap: seen: %w", err)
-	}
-	return n > 0, nil
-}
-
-// Remember records key for ttl (SET NX: the first remember wins).
-func (s *Store) Remember(ctx context.Context, key string, ttl time.Duration) error {
-	if err := s.rdb.SetNX(ctx, s.dedupKey(key), 1, ttl).Err(); err != nil {
-		return fmt.Errorf("bitmap: remember: %w", err)
-	}
-	return nil
 }

@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
-func testMessage(msgID string, agentID int64, sentAt time.Time) Message {
-	return Message{CorpID: testCorp, MsgID: msgID, App: "hr", AgentID: agentID,
+func testMessage(msgID string, agentID int64, sentAt time.Time) yidu.Message {
+	return yidu.Message{CorpID: testCorp, MsgID: msgID, App: "hr", AgentID: agentID,
 		Title: "通知 " + msgID, SentAt: sentAt, Recipients: 0}
 }
 
@@ -166,26 +168,11 @@ func TestRestoreNeverClearsRead(t *testing.T) {
 	}
 }
 
-func TestDeduper(t *testing.T) {
-	s, _ := mustStore(t, Options{})
-	ctx := context.Background()
-	key := "zhangsan:1700000000:enter_agent"
-	if seen, err := s.Seen(ctx, key); err != nil || seen {
-		t.Fatalf("Seen before Remember = %v, %v", seen, err)
-	}
-	testenv.Check(t, "Remember", s.Remember(ctx, key, time.Minute))
-	if seen, err := s.Seen(ctx, key); err != nil || !seen {
-		t.Errorf("Seen after Remember = %v, %v; want true", seen, err)
-	}
-	if seen, _ := s.Seen(ctx, key+"x"); seen {
-		t.Errorf("Seen(other key) = true")
-	}
-}
-
 func TestQueueFull(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	reg := prometheus.NewRegistry()
-	s := newStore(rdb, Options{Prefix: prefix, QueueSize: 1, Registerer: reg})
+	s, err := newStore(rdb, Options{Prefix: prefix, QueueSize: 1, Registerer: reg})
+	testenv.Check(t, "newStore", err)
 	t.Cleanup(s.Close)
 	ctx := context.Background()
 	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), uids(1, 2)))
@@ -200,7 +187,7 @@ func TestQueueFull(t *testing.T) {
 	if _, err := s.Mark(ctx, tg(2)); !errors.Is(err, ErrQueueFull) {
 		t.Errorf("Mark on a full queue = %v; want ErrQueueFull", err)
 	}
-	if n := counterValue(t, s.m.queueFull); n != 1 {
+	if n := testutil.ToFloat64(s.m.queueFull); n != 1 {
 		t.Errorf("queue_full_total = %v; want 1", n)
 	}
 	s.start()

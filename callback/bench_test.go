@@ -47,7 +47,7 @@ func (nopReads) LinkRead(context.Context, string, int64, string, string, time.Ti
 // with a no-op recorder and no dedup (the request and recorder allocations
 // of httptest are included).
 func BenchmarkHandler(b *testing.B) {
-	h := newHarness(b, func(o *Options) { o.Reads, o.Dedup = nopReads{}, nil })
+	h := newHarnessReads(b, nopReads{}, func(o *Options) { o.Dedup = nil })
 	q, body := signedPost(b, "hr", cardXML, h.now)
 	target := "/wecom/callback/hr?" + q.Encode()
 	b.SetBytes(int64(len(body)))

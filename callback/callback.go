@@ -21,11 +21,10 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/callback/wxcrypt"
-	"github.com/yidu-io/yidu/config"
 )
 
 // ReadRecorder turns read signals into reads; bitmap.Recorder implements it.
@@ -48,7 +47,7 @@ type ContactApplier interface {
 }
 
 // Deduper remembers callbacks already applied, because WeCom redelivers
-// (doc path 90238). Redis-backed in production (bitmap.Store implements it).
+// (doc path 90238). RedisDedup implements it.
 type Deduper interface {
 	Seen(ctx context.Context, key string) (bool, error)
 	Remember(ctx context.Context, key string, ttl time.Duration) error
@@ -61,15 +60,12 @@ const (
 	DefaultTimeout         = 3 * time.Second // well inside WeCom's 5 s (doc path 90238)
 	DefaultDedupTTL        = 10 * time.Minute
 	DefaultMaxMembers      = 100_000
-	DefaultReadyTimeout    = 2 * time.Second
 )
 
-// Options configure a Receiver. Apps and Reads are required.
+// Options configure a Receiver. Apps are required.
 type Options struct {
 	// Apps are the WeCom apps whose callbacks arrive at /wecom/callback/{name}.
-	Apps []config.App
-	// Reads records read signals.
-	Reads ReadRecorder
+	Apps []App
 	// Contacts applies change_contact; nil ignores those events.
 	Contacts ContactApplier
 	// Dedup skips redeliveries already applied; nil applies every delivery
@@ -78,17 +74,10 @@ type Options struct {
 	// DedupTTL is how long an applied callback is remembered (default 10 min,
 	// longer than WeCom's retries).
 	DedupTTL time.Duration
-	// Ready are the readiness checks of /readyz by name (redis, kafka,
-	// mysql): ready only when every one returns nil within ReadyTimeout.
-	Ready map[string]func(context.Context) error
-	// ReadyTimeout bounds all readiness checks together (default 2 s).
-	ReadyTimeout time.Duration
 	// Logger defaults to discarding.
 	Logger *slog.Logger
-	// Registerer receives the metrics; nil keeps them in a private registry.
+	// Registerer receives the metrics; nil registers them nowhere.
 	Registerer prometheus.Registerer
-	// Gatherer is served at /metrics; nil serves no /metrics.
-	Gatherer prometheus.Gatherer
 	// Now is the clock the timestamp window and rate limit use (default time.Now).
 	Now func() time.Time
 	// TimestampWindow bounds |Now - timestamp| of a callback (default 10 min).
@@ -126,10 +115,7 @@ type Receiver struct {
 	contacts ContactApplier
 	dedup    Deduper
 	dedupTTL time.Duration
-	ready    map[string]func(context.Context) error
-	readyTO  time.Duration
 	log      *slog.Logger
-	gatherer prometheus.Gatherer
 	now      func() time.Time
 	window   time.Duration
 	maxBody  int64
@@ -144,32 +130,42 @@ type Receiver struct {
 	linkWarn  *rate.Limiter // rate-limits exchange failure warnings
 }
 
-// app is one configured WeCom app with its crypto and metric handles.
-type app struct {
-	cfg     config.App
-	crypt   *wxcrypt.Crypter
-	m       *appMetrics
-	linkKey []byte // nil: the app has no secret, no tracked link is valid
+// App is one WeCom app as the receiver needs it: who it is, the callback
+// secrets WeCom signs and encrypts with (加解密方案, doc path 91144), and
+// the key its tracked links are signed with. The app secret itself never
+// reaches the receiver.
+type App struct {
+	yidu.App
+	Token          string
+	EncodingAESKey string
+	// LinkKey signs tracked links (LinkKey derives it from the app secret);
+	// nil: no tracked link of the app is valid.
+	LinkKey []byte
 }
 
-// New checks the options and builds a Receiver.
-func New(opts Options) (*Receiver, error) {
-	if opts.Reads == nil {
-		return nil, errors.New("callback: Options.Reads is required")
+// app is one configured WeCom app with its crypto and metric handles.
+type app struct {
+	cfg   App
+	crypt *wxcrypt.Crypter
+	m     *appMetrics
+}
+
+// New checks the options and builds a Receiver that records read signals
+// through reads.
+func New(reads ReadRecorder, opts Options) (*Receiver, error) {
+	if reads == nil {
+		return nil, errors.New("callback: a ReadRecorder is required")
 	}
 	if len(opts.Apps) == 0 {
 		return nil, errors.New("callback: no apps configured")
 	}
 	rc := &Receiver{
 		apps:     make(map[string]*app, len(opts.Apps)),
-		reads:    opts.Reads,
+		reads:    reads,
 		contacts: opts.Contacts,
 		dedup:    opts.Dedup,
 		dedupTTL: orDefault(opts.DedupTTL, DefaultDedupTTL),
-		ready:    opts.Ready,
-		readyTO:  orDefault(opts.ReadyTimeout, DefaultReadyTimeout),
 		log:      opts.Logger,
-		gatherer: opts.Gatherer,
 		now:      opts.Now,
 		window:   orDefault(opts.TimestampWindow, DefaultTimestampWindow),
 		maxBody:  orDefault(opts.MaxBody, DefaultMaxBody),
@@ -205,11 +201,7 @@ func New(opts Options) (*Receiver, error) {
 		rc.exchange = rate.NewLimiter(rate.Limit(r), max(1, int(2*r)))
 		rc.linkWarn = rate.NewLimiter(rate.Every(10*time.Second), 1)
 	}
-	reg := opts.Registerer
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
-	m, err := newMetrics(reg)
+	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +215,7 @@ func New(opts Options) (*Receiver, error) {
 		if err != nil {
 			return nil, fmt.Errorf("callback: app %q: %w", a.Name, err)
 		}
-		rc.apps[a.Name] = &app{cfg: a, crypt: c, m: m.forApp(a.Name), linkKey: linkKey(a)}
+		rc.apps[a.Name] = &app{cfg: a, crypt: c, m: m.forApp(a.Name)}
 	}
 	return rc, nil
 }
@@ -236,13 +228,11 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-// Routes returns the receiver's HTTP handler:
+// Routes returns the receiver's HTTP handler (cmd adds the probes,
+// internal/probe):
 //
-//	GET  /wecom/callback/{app}  URL verification (echostr)
-//	POST /wecom/callback/{app}  event callbacks
-//	GET  /healthz               the process is up
-//	GET  /readyz                every readiness check passes
-//	GET  /metrics               Options.Gatherer, when set
+//	GET  /wecom/callback/{app}    URL verification (echostr)
+//	POST /wecom/callback/{app}    event callbacks
 //	GET  /r/{app}/{msgid}         tracked link → WeCom OAuth2, when PublicURL is set
 //	GET  /r/{app}/{msgid}/landing back from OAuth2: record the read, go to the target
 func (rc *Receiver) Routes() http.Handler {
@@ -253,29 +243,5 @@ func (rc *Receiver) Routes() http.Handler {
 		r.Get("/r/{app}/{msgid}", rc.handleLink)
 		r.Get("/r/{app}/{msgid}/landing", rc.handleLanding)
 	}
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	r.Get("/readyz", rc.handleReady)
-	if rc.gatherer != nil {
-		r.Handle("/metrics", promhttp.HandlerFor(rc.gatherer, promhttp.HandlerOpts{}))
-	}
 	return r
-}
-
-// NewServer returns an http.Server for h with timeouts that bound slow
-// clients (slow-loris) yet leave room for a callback's Timeout: headers in
-// 5 s, the whole request in 10 s, the answer written within 15 s, idle
-// keep-alive connections closed after 60 s, headers at most 16 KiB.
-func NewServer(addr string, h http.Handler) *http.Server {
-	return &http.Server{
-		Addr:              addr,
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-	}
 }

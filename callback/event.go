@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/yidu-io/yidu"
 )
 
 // Kind is what a decrypted callback is, as far as the receiver cares.
@@ -105,7 +107,7 @@ func ParseEvent(plaintext string) (Event, error) {
 	switch ev.Event {
 	case "template_card_event":
 		ev.Kind = KindTemplateCard
-		if !validTaskID(ev.TaskID) {
+		if !yidu.ValidTaskID(ev.TaskID) {
 			return Event{}, fmt.Errorf("%w: template_card_event TaskId %.64q is not a task_id", ErrBadXML, ev.TaskID)
 		}
 	case "enter_agent":
@@ -148,21 +150,6 @@ func parseInt(s, name string) (int64, error) {
 		return 0, fmt.Errorf("%w: %s %.64q is not a number", ErrBadXML, name, s)
 	}
 	return n, nil
-}
-
-// validTaskID reports whether s can be a task_id: [0-9A-Za-z_\-@]{1,128}
-// (doc path 90236).
-func validTaskID(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-' || c == '@') {
-			return false
-		}
-	}
-	return true
 }
 
 // parseDepartments parses change_contact's Department, "1,2,3".

@@ -16,8 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/callback/wxcrypt"
-	"github.com/yidu-io/yidu/config"
 )
 
 // The official test vector (shared/wecom-protocol.md) is app "hr".
@@ -30,9 +30,9 @@ const (
 	opsKey = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"
 )
 
-var testApps = []config.App{
-	{Name: "hr", CorpID: vecCorpID, AgentID: vecAgent, Token: vecToken, EncodingAESKey: vecAESKey},
-	{Name: "ops", CorpID: "wwcorp2", AgentID: 1000002, Token: "opstoken", EncodingAESKey: opsKey, ReadButtonKey: "read"},
+var testApps = []App{
+	{App: yidu.App{Name: "hr", CorpID: vecCorpID, AgentID: vecAgent}, Token: vecToken, EncodingAESKey: vecAESKey},
+	{App: yidu.App{Name: "ops", CorpID: "wwcorp2", AgentID: 1000002, ReadButtonKey: "read"}, Token: "opstoken", EncodingAESKey: opsKey},
 }
 
 type cardCall struct {
@@ -186,6 +186,12 @@ type harness struct {
 
 func newHarness(tb testing.TB, mod func(*Options)) *harness {
 	tb.Helper()
+	return newHarnessReads(tb, nil, mod)
+}
+
+// newHarnessReads is newHarness recording through reads (nil: the fake).
+func newHarnessReads(tb testing.TB, reads ReadRecorder, mod func(*Options)) *harness {
+	tb.Helper()
 	h := &harness{
 		reads:    &fakeReads{},
 		contacts: &fakeContacts{},
@@ -195,18 +201,19 @@ func newHarness(tb testing.TB, mod func(*Options)) *harness {
 	}
 	opts := Options{
 		Apps:       testApps,
-		Reads:      h.reads,
 		Contacts:   h.contacts,
 		Dedup:      h.dedup,
 		Registerer: h.reg,
-		Gatherer:   h.reg,
 		Now:        func() time.Time { return h.now },
 		Timeout:    time.Second,
 	}
 	if mod != nil {
 		mod(&opts)
 	}
-	rc, err := New(opts)
+	if reads == nil {
+		reads = h.reads
+	}
+	rc, err := New(reads, opts)
 	if err != nil {
 		tb.Fatalf("New: %v", err)
 	}
@@ -327,4 +334,15 @@ func card(user string, ct int64, task, key string) string {
 func enter(user string, ct int64) string {
 	return fmt.Sprintf(`<xml><ToUserName><![CDATA[%s]]></ToUserName><FromUserName><![CDATA[%s]]></FromUserName><CreateTime>%d</CreateTime><MsgType><![CDATA[event]]></MsgType><Event><![CDATA[enter_agent]]></Event><EventKey><![CDATA[]]></EventKey><AgentID>%d</AgentID></xml>`,
 		vecCorpID, user, ct, vecAgent)
+}
+
+// dupRegistry returns a registry that already holds the receiver's
+// metrics, so a second New must fail (never panic).
+func dupRegistry(tb testing.TB) *prometheus.Registry {
+	tb.Helper()
+	reg := prometheus.NewRegistry()
+	if _, err := New(&fakeReads{}, Options{Apps: testApps, Registerer: reg}); err != nil {
+		tb.Fatalf("first New: %v", err)
+	}
+	return reg
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -370,49 +369,4 @@ func (rc *Receiver) finish(w http.ResponseWriter, r *http.Request, m *appMetrics
 		rc.log.Debug("callback rejected", "outcome", oc.label, "status", oc.status, "err", err)
 	}
 	fmt.Fprintf(w, "%s (%d): %v\n", oc.label, oc.code, err)
-}
-
-// handleReady answers 200 when every readiness check passes within
-// ReadyTimeout, else 503 naming the failing checks.
-func (rc *Receiver) handleReady(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), rc.readyTO)
-	defer cancel()
-	type result struct {
-		name string
-		err  error
-	}
-	results := make(chan result, len(rc.ready))
-	for name, check := range rc.ready {
-		go func() { results <- result{name, check(ctx)} }()
-	}
-	pending := make(map[string]bool, len(rc.ready))
-	for name := range rc.ready {
-		pending[name] = true
-	}
-	var failed []string
-wait:
-	for len(pending) > 0 {
-		select {
-		case res := <-results:
-			delete(pending, res.name)
-			if res.err != nil {
-				failed = append(failed, res.name)
-				rc.log.Warn("readiness check failed", "check", res.name, "err", res.err)
-			}
-		case <-ctx.Done():
-			// Checks that ignore ctx: whoever has not answered failed.
-			for name := range pending {
-				failed = append(failed, name+" (timeout)")
-			}
-			break wait
-		}
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if len(failed) > 0 {
-		sort.Strings(failed)
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready: %s\n", strings.Join(failed, ", "))
-		return
-	}
-	_, _ = w.Write([]byte("ready\n"))
 }

@@ -2,7 +2,6 @@ package callback
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/yidu-io/yidu/callback/wxcrypt"
-	"github.com/yidu-io/yidu/config"
 )
 
 // The official vector's requests (shared/wecom-protocol.md).
@@ -362,37 +361,11 @@ func TestLimiterBounded(t *testing.T) {
 	}
 }
 
-func TestReadyz(t *testing.T) {
-	ok := func(context.Context) error { return nil }
-	tests := []struct {
-		name   string
-		checks map[string]func(context.Context) error
-		status int
-		body   string
-	}{
-		{"no checks", nil, 200, "ready"},
-		{"all pass", map[string]func(context.Context) error{"redis": ok, "kafka": ok, "mysql": ok}, 200, "ready"},
-		{"one fails", map[string]func(context.Context) error{"redis": ok, "kafka": func(context.Context) error { return errors.New("no broker") }, "mysql": ok}, 503, "not ready: kafka"},
-		{"one hangs", map[string]func(context.Context) error{"redis": ok, "mysql": func(ctx context.Context) error { time.Sleep(time.Second); return nil }}, 503, "not ready: mysql (timeout)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, func(o *Options) { o.Ready = tt.checks; o.ReadyTimeout = 50 * time.Millisecond })
-			w := h.do(t, http.MethodGet, "/readyz", "")
-			if w.Code != tt.status || strings.TrimSpace(w.Body.String()) != tt.body {
-				t.Errorf("/readyz = %d %q; want %d %q", w.Code, w.Body, tt.status, tt.body)
-			}
-		})
-	}
-}
-
-func TestHealthzAndMetrics(t *testing.T) {
+func TestMetrics(t *testing.T) {
 	h := newHarness(t, nil)
-	if w := h.do(t, http.MethodGet, "/healthz", ""); w.Code != 200 {
-		t.Errorf("/healthz = %d", w.Code)
-	}
 	h.post(t, "hr", card("zhangsan", h.now.Unix(), "t", "k"))
-	w := h.do(t, http.MethodGet, "/metrics", "")
+	w := httptest.NewRecorder()
+	promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{}).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	body := w.Body.String()
 	for _, want := range []string{
 		`yidu_callback_requests_total{app="hr",code="0",outcome="ok"} 1`,
@@ -427,18 +400,20 @@ func TestNewErrors(t *testing.T) {
 	bad := testApps[0]
 	bad.EncodingAESKey = "short"
 	tests := []struct {
-		name string
-		opts Options
+		name  string
+		reads ReadRecorder
+		opts  Options
 	}{
-		{"no reads", Options{Apps: testApps}},
-		{"no apps", Options{Reads: &fakeReads{}}},
-		{"bad key", Options{Apps: []config.App{bad}, Reads: &fakeReads{}}},
-		{"duplicate app", Options{Apps: []config.App{testApps[0], testApps[0]}, Reads: &fakeReads{}}},
-		{"negative rate", Options{Apps: testApps, Reads: &fakeReads{}, MemberRate: -1}},
+		{"no reads", nil, Options{Apps: testApps}},
+		{"no apps", &fakeReads{}, Options{}},
+		{"bad key", &fakeReads{}, Options{Apps: []App{bad}}},
+		{"duplicate app", &fakeReads{}, Options{Apps: []App{testApps[0], testApps[0]}}},
+		{"negative rate", &fakeReads{}, Options{Apps: testApps, MemberRate: -1}},
+		{"metrics registered twice", &fakeReads{}, Options{Apps: testApps, Registerer: dupRegistry(t)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := New(tt.opts); err == nil {
+			if _, err := New(tt.reads, tt.opts); err == nil {
 				t.Errorf("New(%s) = nil error", tt.name)
 			}
 		})

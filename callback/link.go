@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-
-	"github.com/yidu-io/yidu/config"
 )
 
 // Tracked links (docs/api.md, "Tracked links"). A link in a message points
@@ -31,7 +29,7 @@ import (
 // chose (no open redirect) and nobody can mint links for other messages.
 
 // OAuth exchanges a WeCom OAuth2 code for the UserID of the member it was
-// issued to (auth/getuserinfo, doc path 91023); callback/wecomauth
+// issued to (auth/getuserinfo, doc path 91023); wecom.OAuth
 // implements it. Declared here so the receiver and its tests need no WeCom.
 // A visitor who is not a member of the corp (WeCom answers an openid) is
 // ("", nil). It must honour ctx.
@@ -83,19 +81,20 @@ const (
 var landResults = []string{landRead, landNoNewRead, landNoCode, landExchangeLimited, landExchangeFailed,
 	landNotMember, landRateLimited, landRecordFailed}
 
-// linkKey derives app a's link signing key from its secret: the secret is
-// what both ends of a link hold (the sender of messages, and the receiver,
-// which needs it for the code exchange anyway), and it has about 256 bits.
-// HMAC with a label keeps the key apart from the secret's WeCom use, and
-// the app name binds it to the app. nil when the app has no secret: no
-// link of it is valid.
-func linkKey(a config.App) []byte {
-	if a.Secret == "" {
+// LinkKey derives app's link signing key (App.LinkKey) from its secret:
+// the secret is what both ends of a link hold (the sender of messages, and
+// the receiver, which needs it for the code exchange anyway), and it has
+// about 256 bits. HMAC with a label keeps the key apart from the secret's
+// WeCom use, and the app name binds it to the app; the secret itself never
+// reaches the receiver. nil when the app has no secret: no link of it is
+// valid.
+func LinkKey(app, secret string) []byte {
+	if secret == "" {
 		return nil
 	}
-	m := hmac.New(sha256.New, []byte(a.Secret))
+	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte(linkKeyLabel))
-	m.Write([]byte(a.Name))
+	m.Write([]byte(app))
 	return m.Sum(nil)
 }
 
@@ -110,15 +109,15 @@ func linkSig(key []byte, msgID, target string) string {
 	return hex.EncodeToString(m.Sum(nil))[:linkSigLen]
 }
 
-// LinkURL returns the tracked link of message msgID of app a to target,
-// on the receiver's public URL (config receiver.public_url).
-func LinkURL(publicURL string, a config.App, msgID, target string) (string, error) {
+// LinkURL returns the tracked link of message msgID of app to target, on
+// the receiver's public URL (config receiver.public_url), signed with the
+// app's LinkKey.
+func LinkURL(publicURL, app string, key []byte, msgID, target string) (string, error) {
 	if err := checkPublicURL(publicURL); err != nil {
 		return "", err
 	}
-	key := linkKey(a)
 	if key == nil {
-		return "", fmt.Errorf("callback: app %q has no secret to sign links with", a.Name)
+		return "", fmt.Errorf("callback: app %q has no secret to sign links with", app)
 	}
 	if err := checkLinkMsgID(msgID); err != nil {
 		return "", err
@@ -126,7 +125,7 @@ func LinkURL(publicURL string, a config.App, msgID, target string) (string, erro
 	if err := checkLinkTarget(target); err != nil {
 		return "", err
 	}
-	return linkPath(strings.TrimRight(publicURL, "/"), a.Name, msgID, "") +
+	return linkPath(strings.TrimRight(publicURL, "/"), app, msgID, "") +
 		"?to=" + url.QueryEscape(target) + "&sig=" + linkSig(key, msgID, target), nil
 }
 
@@ -216,7 +215,7 @@ func (rc *Receiver) verifyLink(w http.ResponseWriter, r *http.Request, start tim
 		rc.finish(w, r, rc.unknown, start, ErrUnknownApp)
 		return nil, link{}, false
 	}
-	l, err := parseLink(a.linkKey, chi.URLParam(r, "msgid"), r.URL.RawQuery)
+	l, err := parseLink(a.cfg.LinkKey, chi.URLParam(r, "msgid"), r.URL.RawQuery)
 	if err != nil {
 		rc.finish(w, r, a.m, start, err)
 		return nil, link{}, false

@@ -15,7 +15,7 @@ import (
 // builds verifies, through the router too, and no other target does.
 func FuzzLinkParams(f *testing.F) {
 	hr := appNamed(f, "hr")
-	key := linkKey(hr)
+	key := hr.LinkKey
 	for _, s := range []struct{ msgID, to, raw string }{
 		{"notice-1", testTarget, "to=" + url.QueryEscape(testTarget) + "&sig=" + linkSig(key, "notice-1", testTarget)},
 		{"a", "http://h", "to=http://h&sig=" + linkSig(key, "a", "http://h")},
@@ -49,7 +49,7 @@ func FuzzLinkParams(f *testing.F) {
 		}
 
 		// 2. A link LinkURL builds: verifies, and no other target or msgid does.
-		link, err := LinkURL(testPublic, hr, msgID, to)
+		link, err := LinkURL(testPublic, hr.Name, hr.LinkKey, msgID, to)
 		if err != nil {
 			return
 		}
@@ -62,7 +62,7 @@ func FuzzLinkParams(f *testing.F) {
 		if _, err := parseLink(key, msgID, "to="+url.QueryEscape(to+"x")+"&sig="+l.sig); err == nil {
 			t.Fatalf("sig of %q also verifies %q", to, to+"x")
 		}
-		if _, err := parseLink(linkKey(appNamed(t, "ops")), msgID, query); err == nil {
+		if _, err := parseLink(appNamed(t, "ops").LinkKey, msgID, query); err == nil {
 			t.Fatalf("hr's link %q verifies for ops", link)
 		}
 		w := h.get(t, target)
@@ -83,7 +83,7 @@ func FuzzLinkParams(f *testing.F) {
 // BenchmarkLinkLanding measures a landing through the chi router: verify
 // the signature, exchange (fake, instant), LinkRead (no-op), redirect.
 func BenchmarkLinkLanding(b *testing.B) {
-	h := newLinkHarness(b, func(o *Options) { o.Reads, o.LinkExchangeRate = nopReads{}, 1e9 })
+	h := newLinkHarnessReads(b, nopReads{}, func(o *Options) { o.LinkExchangeRate = 1e9 })
 	landing := h.follow(b, mustLink(b, "hr", "notice-1", testTarget), "c-zhang")
 	b.ReportAllocs()
 	for b.Loop() {

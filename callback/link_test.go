@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu"
 )
 
 const (
@@ -23,14 +23,15 @@ const (
 )
 
 // linkApps are testApps with secrets, plus an app without one.
-var linkApps = []config.App{
+var linkApps = []App{
 	withSecret(testApps[0], "hr-secret-0123456789abcdefghijklmnopqrstuvw"),
 	withSecret(testApps[1], "ops-secret-0123456789abcdefghijklmnopqrstuv"),
-	{Name: "nosecret", CorpID: "wwcorp3", AgentID: 3, Token: "t3", EncodingAESKey: opsKey},
+	{App: yidu.App{Name: "nosecret", CorpID: "wwcorp3", AgentID: 3}, Token: "t3", EncodingAESKey: opsKey},
 }
 
-func withSecret(a config.App, secret string) config.App {
-	a.Secret = secret
+// withSecret gives a the link key cmd derives from the app secret.
+func withSecret(a App, secret string) App {
+	a.LinkKey = LinkKey(a.Name, secret)
 	return a
 }
 
@@ -86,11 +87,17 @@ func (s *syncBuffer) String() string {
 
 func newLinkHarness(tb testing.TB, mod func(*Options)) *linkHarness {
 	tb.Helper()
+	return newLinkHarnessReads(tb, nil, mod)
+}
+
+// newLinkHarnessReads is newLinkHarness recording through reads (nil: the fake).
+func newLinkHarnessReads(tb testing.TB, reads ReadRecorder, mod func(*Options)) *linkHarness {
+	tb.Helper()
 	lh := &linkHarness{
 		oauth: &fakeOAuth{codes: map[string]string{"c-zhang": "zhangsan", "c-li": "lisi", "c-guest": ""}},
 		logs:  &syncBuffer{},
 	}
-	lh.harness = newHarness(tb, func(o *Options) {
+	lh.harness = newHarnessReads(tb, reads, func(o *Options) {
 		o.Apps = linkApps
 		o.PublicURL = testPublic + "/" // the trailing slash is dropped
 		o.OAuth = lh.oauth
@@ -118,14 +125,14 @@ func (h *harness) get(tb testing.TB, target string, kv ...string) *httptest.Resp
 func mustLink(tb testing.TB, app, msgID, to string) string {
 	tb.Helper()
 	a := appNamed(tb, app)
-	u, err := LinkURL(testPublic, a, msgID, to)
+	u, err := LinkURL(testPublic, a.Name, a.LinkKey, msgID, to)
 	if err != nil {
 		tb.Fatalf("LinkURL(%s, %s, %q): %v", app, msgID, to, err)
 	}
 	return strings.TrimPrefix(u, testPublic)
 }
 
-func appNamed(tb testing.TB, name string) config.App {
+func appNamed(tb testing.TB, name string) App {
 	tb.Helper()
 	for _, a := range linkApps {
 		if a.Name == name {
@@ -133,16 +140,16 @@ func appNamed(tb testing.TB, name string) config.App {
 		}
 	}
 	tb.Fatalf("no app %q", name)
-	return config.App{}
+	return App{}
 }
 
 func TestLinkURL(t *testing.T) {
 	hr := appNamed(t, "hr")
-	got, err := LinkURL(testPublic+"/wecom/", hr, "notice-1", testTarget)
+	got, err := LinkURL(testPublic+"/wecom/", hr.Name, hr.LinkKey, "notice-1", testTarget)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig := linkSig(linkKey(hr), "notice-1", testTarget)
+	sig := linkSig(hr.LinkKey, "notice-1", testTarget)
 	want := testPublic + "/wecom/r/hr/notice-1?to=" + url.QueryEscape(testTarget) + "&sig=" + sig
 	if got != want {
 		t.Errorf("LinkURL = %q; want %q", got, want)
@@ -150,13 +157,13 @@ func TestLinkURL(t *testing.T) {
 	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(sig) {
 		t.Errorf("sig %q is not 32 lower-case hex characters", sig)
 	}
-	if linkSig(linkKey(hr), "notice-1", testTarget) != linkSig(linkKey(withSecret(hr, hr.Secret)), "notice-1", testTarget) {
+	if linkSig(hr.LinkKey, "notice-1", testTarget) != linkSig(withSecret(hr, "hr-secret-0123456789abcdefghijklmnopqrstuvw").LinkKey, "notice-1", testTarget) {
 		t.Error("the signature is not deterministic")
 	}
 	errs := []struct {
 		name              string
 		public, msgID, to string
-		app               config.App
+		app               App
 	}{
 		{"no public url", "", "notice-1", testTarget, hr},
 		{"relative public url", "/yidu", "notice-1", testTarget, hr},
@@ -169,7 +176,7 @@ func TestLinkURL(t *testing.T) {
 		{"target too long", testPublic, "notice-1", "https://a.example.com/" + strings.Repeat("a", maxLinkTarget), hr},
 	}
 	for _, tt := range errs {
-		if u, err := LinkURL(tt.public, tt.app, tt.msgID, tt.to); err == nil {
+		if u, err := LinkURL(tt.public, tt.app.Name, tt.app.LinkKey, tt.msgID, tt.to); err == nil {
 			t.Errorf("%s: LinkURL = %q; want an error", tt.name, u)
 		}
 	}
@@ -184,7 +191,7 @@ func TestLinkRejected(t *testing.T) {
 		return u.Query()
 	}(good)
 	sig := q.Get("sig")
-	hrKey := linkKey(appNamed(t, "hr"))
+	hrKey := appNamed(t, "hr").LinkKey
 	build := func(app, msgID, to, sig string) string {
 		v := url.Values{}
 		if to != "" {
@@ -290,7 +297,7 @@ func TestLinkFlow(t *testing.T) {
 		t.Errorf("query %q does not start appid=…&redirect_uri= (the document's order)", u.RawQuery)
 	}
 	q := u.Query()
-	wantLanding := testPublic + "/r/hr/notice-1/landing?to=" + url.QueryEscape(testTarget) + "&sig=" + linkSig(linkKey(appNamed(t, "hr")), "notice-1", testTarget)
+	wantLanding := testPublic + "/r/hr/notice-1/landing?to=" + url.QueryEscape(testTarget) + "&sig=" + linkSig(appNamed(t, "hr").LinkKey, "notice-1", testTarget)
 	for k, want := range map[string]string{"appid": vecCorpID, "redirect_uri": wantLanding, "response_type": "code", "scope": "snsapi_base", "agentid": "218"} {
 		if got := q.Get(k); got != want {
 			t.Errorf("authorize %s = %q; want %q", k, got, want)
@@ -419,12 +426,12 @@ func TestLinksDisabled(t *testing.T) {
 		t.Errorf("GET link without PublicURL = %d; want 404 (links disabled)", w.Code)
 	}
 	for name, opts := range map[string]Options{
-		"no OAuth":         {Apps: linkApps, Reads: &fakeReads{}, PublicURL: testPublic},
-		"relative URL":     {Apps: linkApps, Reads: &fakeReads{}, PublicURL: "yidu.example.com", OAuth: &fakeOAuth{}},
-		"public URL query": {Apps: linkApps, Reads: &fakeReads{}, PublicURL: testPublic + "/?a=b", OAuth: &fakeOAuth{}},
-		"not http(s)":      {Apps: linkApps, Reads: &fakeReads{}, PublicURL: "ftp://yidu.example.com", OAuth: &fakeOAuth{}},
+		"no OAuth":         {Apps: linkApps, PublicURL: testPublic},
+		"relative URL":     {Apps: linkApps, PublicURL: "yidu.example.com", OAuth: &fakeOAuth{}},
+		"public URL query": {Apps: linkApps, PublicURL: testPublic + "/?a=b", OAuth: &fakeOAuth{}},
+		"not http(s)":      {Apps: linkApps, PublicURL: "ftp://yidu.example.com", OAuth: &fakeOAuth{}},
 	} {
-		if _, err := New(opts); err == nil {
+		if _, err := New(&fakeReads{}, opts); err == nil {
 			t.Errorf("New(%s) = nil error", name)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/yidu-io/yidu/internal/metric"
 )
 
 // unknownApp labels requests for an app that is not configured; it cannot
@@ -53,51 +55,25 @@ type appMetrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	f := metric.New(reg)
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_callback_requests_total",
-			Help: "WeCom callbacks and tracked link requests answered, by app, outcome and WeCom error code (0: none).",
-		}, []string{"app", "outcome", "code"}),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_callback_events_total",
-			Help: "Verified, decrypted callbacks by app and event type.",
-		}, []string{"app", "type"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "yidu_callback_duration_seconds",
-			Help:    "Time to answer a WeCom callback.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-		}, []string{"app"}),
-		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_callback_rate_limited_total",
-			Help: "Read signals answered 200 but not processed: over the member's token bucket.",
-		}, []string{"app"}),
-		dedupHits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_callback_dedup_hits_total",
-			Help: "Redeliveries skipped because they were already applied.",
-		}, []string{"app"}),
-		dedupErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_callback_dedup_errors_total",
-			Help: "Deduper failures (the callback is processed anyway), by operation.",
-		}, []string{"app", "op"}),
-		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_callback_ignored_total",
-			Help: "Verified callbacks answered 200 without an effect, by reason.",
-		}, []string{"app", "reason"}),
-		newReads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_callback_new_reads_total",
-			Help: "New reads reported by the ReadRecorder, by signal.",
-		}, []string{"app", "signal"}),
-		landings: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_callback_link_landings_total",
-			Help: "Tracked link visits back from WeCom OAuth2 (all redirected to the target), by result.",
-		}, []string{"app", "result"}),
+		requests: f.CounterVec("yidu_callback_requests_total",
+			"WeCom callbacks and tracked link requests answered, by app, outcome and WeCom error code (0: none).",
+			"app", "outcome", "code"),
+		events: f.CounterVec("yidu_callback_events_total", "Verified, decrypted callbacks by app and event type.", "app", "type"),
+		latency: f.HistogramVec("yidu_callback_duration_seconds", "Time to answer a WeCom callback.",
+			[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}, "app"),
+		rateLimited: f.CounterVec("yidu_callback_rate_limited_total",
+			"Read signals answered 200 but not processed: over the member's token bucket.", "app"),
+		dedupHits: f.CounterVec("yidu_callback_dedup_hits_total", "Redeliveries skipped because they were already applied.", "app"),
+		dedupErrors: f.CounterVec("yidu_callback_dedup_errors_total",
+			"Deduper failures (the callback is processed anyway), by operation.", "app", "op"),
+		ignored:  f.CounterVec("yidu_callback_ignored_total", "Verified callbacks answered 200 without an effect, by reason.", "app", "reason"),
+		newReads: f.CounterVec("yidu_callback_new_reads_total", "New reads reported by the ReadRecorder, by signal.", "app", "signal"),
+		landings: f.CounterVec("yidu_callback_link_landings_total",
+			"Tracked link visits back from WeCom OAuth2 (all redirected to the target), by result.", "app", "result"),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.events, m.latency, m.rateLimited, m.dedupHits, m.dedupErrors, m.ignored, m.newReads, m.landings} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
+	return m, f.Err("callback")
 }
 
 // forApp resolves (and so sets to 0) every series of app.

@@ -13,7 +13,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/go-chi/chi/v5"
 
-	"github.com/yidu-io/yidu/tracker"
+	"github.com/yidu-io/yidu"
 )
 
 // messageJSON is a message with its live counts (docs/api.md, "Message").
@@ -33,7 +33,7 @@ type messageJSON struct {
 	Live    bool     `json:"live"`
 }
 
-func toJSON(m Message) messageJSON {
+func toJSON(m yidu.Message) messageJSON {
 	return messageJSON{MsgID: m.MsgID, CorpID: m.CorpID, App: m.App, AgentID: m.AgentID,
 		Title: m.Title, SentAt: m.SentAt.UTC(), Recipients: m.Recipients}
 }
@@ -54,28 +54,28 @@ func percent(read, recipients int64) float64 {
 
 // message finds the {msgid} of the route within the caller's corps. Another
 // corp's message is errNotFound, exactly like a missing one.
-func (s *Server) message(r *http.Request) (Message, error) {
+func (s *Server) message(r *http.Request) (yidu.Message, error) {
 	id, err := parseMsgID(chi.URLParam(r, "msgid"))
 	if err != nil {
-		return Message{}, err
+		return yidu.Message{}, err
 	}
 	p := principalFrom(r.Context())
 	if p == nil || (p.corps != nil && len(p.corps) == 0) {
-		return Message{}, errNotFound
+		return yidu.Message{}, errNotFound
 	}
 	m, ok, err := s.msgs.GetMessage(r.Context(), p.corps, id)
 	if err != nil {
-		return Message{}, fmt.Errorf("dashboard: get message: %w", err)
+		return yidu.Message{}, fmt.Errorf("dashboard: get message: %w", err)
 	}
 	if !ok || !p.allows(m.CorpID) {
-		return Message{}, errNotFound
+		return yidu.Message{}, errNotFound
 	}
 	return m, nil
 }
 
 // restore rebuilds a message's Redis keys from MySQL; concurrent requests
 // for one message share one rebuild.
-func (s *Server) restore(ctx context.Context, m Message) error {
+func (s *Server) restore(ctx context.Context, m yidu.Message) error {
 	key := m.CorpID + "\x00" + m.MsgID
 	_, err, _ := s.restoring.Do(key, func() (any, error) {
 		lm, rec, read, ok, err := s.msgs.LoadMessage(context.WithoutCancel(ctx), m.CorpID, m.MsgID)
@@ -98,7 +98,7 @@ func (s *Server) restore(ctx context.Context, m Message) error {
 }
 
 // counts is BITCOUNT of the live bitmaps, rebuilding them once if gone.
-func (s *Server) counts(ctx context.Context, m Message) (recipients, read int64, err error) {
+func (s *Server) counts(ctx context.Context, m yidu.Message) (recipients, read int64, err error) {
 	for attempt := 0; ; attempt++ {
 		recipients, read, found, err := s.bms.Counts(ctx, m.CorpID, m.MsgID)
 		if err != nil {
@@ -118,7 +118,7 @@ func (s *Server) counts(ctx context.Context, m Message) (recipients, read int64,
 
 // bitmaps returns the recipients and the read recipients (read ∩
 // recipients, so a stray bit can never count).
-func (s *Server) bitmaps(ctx context.Context, m Message) (rec, readRec *roaring.Bitmap, err error) {
+func (s *Server) bitmaps(ctx context.Context, m yidu.Message) (rec, readRec *roaring.Bitmap, err error) {
 	for attempt := 0; ; attempt++ {
 		rec, found, err := s.bms.RecipientBitmap(ctx, m.CorpID, m.MsgID)
 		if err != nil {
@@ -148,18 +148,13 @@ type listJSON struct {
 	NextCursor string        `json:"next_cursor"`
 }
 
-const (
-	defaultListLimit = 50
-	maxListLimit     = 200
-)
-
 func parseListLimit(s string) (int, error) {
 	if s == "" {
-		return defaultListLimit, nil
+		return yidu.DefaultListLimit, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > maxListLimit {
-		return 0, badParam("limit must be an integer in 1..%d", maxListLimit)
+	if err != nil || n < 1 || n > yidu.MaxListLimit {
+		return 0, badParam("limit must be an integer in 1..%d", yidu.MaxListLimit)
 	}
 	return n, nil
 }
@@ -262,16 +257,14 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	}
 	app, ok := s.apps[reg.App]
 	if !ok || !p.allows(app.CorpID) {
-		s.fail(w, r, badParam("unknown app %q", reg.App))
+		s.fail(w, r, badParam("unknown app %q", yidu.Truncate(reg.App, 64)))
 		return
 	}
+	reg.Registration.App = app
 	if reg.SentAt.IsZero() {
 		reg.SentAt = s.now().UTC()
 	}
-	m, created, err := s.msgs.Register(r.Context(), Registration{
-		MsgID: reg.MsgID, App: app, Title: reg.Title, SentAt: reg.SentAt, Send: reg.Send,
-		Audience: tracker.Audience{UserIDs: reg.UserIDs, Departments: reg.Departments, All: reg.All},
-	})
+	m, created, err := s.msgs.Register(r.Context(), reg.Registration)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -316,7 +309,7 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request) {
 		s.remindMu.Unlock()
 	}()
 
-	interval := s.cfg.RemindInterval.D()
+	interval := s.remindIv
 	last, ok, err := s.msgs.LastReminder(r.Context(), m.CorpID, m.MsgID)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("dashboard: last reminder: %w", err))
@@ -340,9 +333,9 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request) {
 	}
 	unread := roaring.AndNot(rec, readRec)
 	var userIDs []string
-	err = s.forEachUserChunk(ctx, m.CorpID, unread, nil, chunkSize, nil, func(_ []uint32, users map[uint32]User) error {
+	err = s.forEachUserChunk(ctx, m.CorpID, unread, nil, chunkSize, nil, func(_ []uint32, users map[uint32]yidu.User) error {
 		for _, u := range users {
-			if u.Status != UserLeft && u.UserID != "" {
+			if u.Status != yidu.StatusLeft && u.UserID != "" {
 				userIDs = append(userIDs, u.UserID)
 			}
 		}
@@ -375,7 +368,7 @@ const chunkSize = 1000
 
 // forEachUserChunk walks set in uid order from start (nil: the beginning),
 // handing each chunk and its users to fn. fn returning errStop ends early.
-func (s *Server) forEachUserChunk(ctx context.Context, corp string, set *roaring.Bitmap, start *uint32, size int, tree *deptTree, fn func(uids []uint32, users map[uint32]User) error) error {
+func (s *Server) forEachUserChunk(ctx context.Context, corp string, set *roaring.Bitmap, start *uint32, size int, tree *deptTree, fn func(uids []uint32, users map[uint32]yidu.User) error) error {
 	it := set.Iterator()
 	if start != nil {
 		it.AdvanceIfNeeded(*start)
@@ -409,7 +402,7 @@ var errStop = errors.New("stop")
 // today) gives UserIDs only; departments then come from the tree's direct
 // member sets, one small intersection per department and chunk. tree nil:
 // departments are not needed.
-func (s *Server) users(ctx context.Context, corp string, uids []uint32, tree *deptTree) (map[uint32]User, error) {
+func (s *Server) users(ctx context.Context, corp string, uids []uint32, tree *deptTree) (map[uint32]yidu.User, error) {
 	if ud, ok := s.dir.(UserDirectory); ok {
 		users, err := ud.Users(ctx, corp, uids)
 		if err != nil {
@@ -421,9 +414,9 @@ func (s *Server) users(ctx context.Context, corp string, uids []uint32, tree *de
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: user ids: %w", err)
 	}
-	users := make(map[uint32]User, len(ids))
+	users := make(map[uint32]yidu.User, len(ids))
 	for uid, id := range ids {
-		users[uid] = User{UID: uid, UserID: id}
+		users[uid] = yidu.User{UID: uid, UserID: id}
 	}
 	if tree == nil || len(uids) == 0 {
 		return users, nil

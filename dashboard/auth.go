@@ -17,8 +17,6 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/time/rate"
-
-	"github.com/yidu-io/yidu/config"
 )
 
 // Authentication: bearer tokens for programs, password sign-in for people.
@@ -93,18 +91,18 @@ type authenticator struct {
 	perIP    map[string]*rate.Limiter
 }
 
-func newAuthenticator(cfg config.Dashboard, now func() time.Time) (*authenticator, error) {
+func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func() time.Time) (*authenticator, error) {
 	a := &authenticator{
-		now: now, ttl: cfg.SessionTTL.D(), users: map[string]*userEntry{},
+		now: now, ttl: ttl, users: map[string]*userEntry{},
 		sessions: map[string]*session{}, perIP: map[string]*rate.Limiter{},
 	}
-	for i, t := range cfg.Tokens {
+	for i, t := range tokens {
 		if len(t.Token) < 16 {
 			return nil, fmt.Errorf("dashboard: tokens[%d] (%s) is shorter than 16 characters", i, t.Name)
 		}
 		a.tokens = append(a.tokens, tokenEntry{name: t.Name, sum: sha256.Sum256([]byte(t.Token)), corps: grantedCorps(t.Corps)})
 	}
-	for i, u := range cfg.Users {
+	for i, u := range users {
 		if _, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil {
 			return nil, fmt.Errorf("dashboard: users[%d] (%s): password_hash is not bcrypt: %w", i, u.Name, err)
 		}
@@ -326,7 +324,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	s.met.logins.WithLabelValues("ok").Inc()
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", Expires: sess.expires,
-		MaxAge: int(s.cfg.SessionTTL.D().Seconds()), HttpOnly: true,
+		MaxAge: int(s.auth.ttl.Seconds()), HttpOnly: true,
 		Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode,
 	})
 	http.Redirect(w, r, "/", http.StatusSeeOther)

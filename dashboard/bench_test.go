@@ -18,8 +18,8 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
-	"github.com/yidu-io/yidu/config"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -28,15 +28,15 @@ import (
 // UserIDs only, like idmap.Mapper today, so the export measures the path
 // production takes.
 type benchDirectory struct {
-	depts []Department
+	depts []yidu.Department
 	sets  map[int64]*roaring.Bitmap
 }
 
 func newBenchDirectory(n, depts int) *benchDirectory {
 	d := &benchDirectory{sets: map[int64]*roaring.Bitmap{}}
-	d.depts = append(d.depts, Department{ID: 1, Name: "Root 总部"})
+	d.depts = append(d.depts, yidu.Department{ID: 1, Name: "Root 总部"})
 	for i := 2; i <= depts; i++ {
-		d.depts = append(d.depts, Department{ID: int64(i), ParentID: 1, Name: fmt.Sprintf("部门 %d", i)})
+		d.depts = append(d.depts, yidu.Department{ID: int64(i), ParentID: 1, Name: fmt.Sprintf("部门 %d", i)})
 		d.sets[int64(i)] = roaring.New()
 	}
 	for uid := uint32(1); uid <= uint32(n); uid++ {
@@ -53,7 +53,7 @@ func (d *benchDirectory) UserIDs(_ context.Context, _ string, uids []uint32) (ma
 	return out, nil
 }
 
-func (d *benchDirectory) Departments(context.Context, string) ([]Department, error) {
+func (d *benchDirectory) Departments(context.Context, string) ([]yidu.Department, error) {
 	return slices.Clone(d.depts), nil
 }
 
@@ -75,10 +75,10 @@ func benchServer(b *testing.B, n, depts int, bms Bitmaps) (http.Handler, *Server
 			read.Add(uid)
 		}
 	}
-	m := Message{CorpID: "acme", MsgID: "big", App: "hr", Title: "Big", SentAt: t0, Recipients: int64(n)}
-	curve := make([]MinuteCount, 60)
+	m := yidu.Message{CorpID: "acme", MsgID: "big", App: "hr", Title: "Big", SentAt: t0, Recipients: int64(n)}
+	curve := make([]yidu.MinuteCount, 60)
 	for i := range curve {
-		curve[i] = MinuteCount{Minute: t0.Add(time.Duration(i) * time.Minute), Reads: int64(n) * 4 / 10 / 60}
+		curve[i] = yidu.MinuteCount{Minute: t0.Add(time.Duration(i) * time.Minute), Reads: int64(n) * 4 / 10 / 60}
 	}
 	msgs.add(&stored{m: m, rec: rec, read: read, times: map[uint32]time.Time{}, curve: curve})
 	if bms == nil {
@@ -88,9 +88,9 @@ func benchServer(b *testing.B, n, depts int, bms Bitmaps) (http.Handler, *Server
 	} else {
 		testenv.Check(b, "restore", bms.RestoreMessage(context.Background(), m, rec, read))
 	}
-	srv, err := New(Options{
-		Messages: msgs, Bitmaps: bms, Directory: newBenchDirectory(n, depts), Now: c.Now,
-		Config: config.Dashboard{Tokens: []config.Token{{Name: "b", Token: acmeToken, Corps: []string{"acme"}}}},
+	srv, err := New(msgs, bms, newBenchDirectory(n, depts), Options{
+		Now:    c.Now,
+		Tokens: []Token{{Name: "b", Token: acmeToken, Corps: []string{"acme"}}},
 	})
 	testenv.Check(b, "New", err)
 	b.Cleanup(srv.Close)
@@ -108,7 +108,8 @@ func get(b *testing.B, h http.Handler, w http.ResponseWriter, target string) {
 // Redis (BITCOUNT); tracker is a fake (its curve is cached anyway).
 func BenchmarkProgress(b *testing.B) {
 	rdb, prefix := testenv.Redis(b)
-	store := bitmap.New(rdb, bitmap.Options{Prefix: prefix, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+	store, err := bitmap.New(rdb, bitmap.Options{Prefix: prefix, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+	testenv.Check(b, "bitmap.New", err)
 	b.Cleanup(store.Close)
 	h, _ := benchServer(b, 1_000_000, 10, store)
 	lat := make([]time.Duration, 0, 1<<16)

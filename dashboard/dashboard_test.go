@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/yidu-io/yidu"
 )
 
 func decode[T any](tb testing.TB, w *httptest.ResponseRecorder) T {
@@ -137,7 +137,7 @@ func TestGetMessage(t *testing.T) {
 func TestListMessages(t *testing.T) {
 	f := newFixture(t)
 	for i := range 5 {
-		m := Message{CorpID: "acme", MsgID: "m" + string(rune('a'+i)), App: "hr", Title: "T", SentAt: t0.Add(time.Duration(i) * time.Minute), Recipients: 2}
+		m := yidu.Message{CorpID: "acme", MsgID: "m" + string(rune('a'+i)), App: "hr", Title: "T", SentAt: t0.Add(time.Duration(i) * time.Minute), Recipients: 2}
 		f.msgs.add(&stored{m: m, rec: roaring.BitmapOf(1, 2), read: roaring.BitmapOf(1)})
 		if i != 2 {
 			f.bms.put(m, roaring.BitmapOf(1, 2), roaring.BitmapOf(1))
@@ -194,7 +194,7 @@ func TestRegister(t *testing.T) {
 	}
 	noID := `{"app":"hr","title":"x","audience":{"all":true},"sent_at":"2026-03-01T08:00:00+08:00"}`
 	w = f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(noID))
-	if m := decode[messageJSON](t, w); w.Code != http.StatusCreated || !msgIDPattern.MatchString(m.MsgID) || !m.SentAt.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)) {
+	if m := decode[messageJSON](t, w); w.Code != http.StatusCreated || !yidu.MsgID(m.MsgID).Valid() || !m.SentAt.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("register without msgid = %d %+v; want 201 with a generated msgid", w.Code, m)
 	}
 
@@ -205,7 +205,7 @@ func TestRegister(t *testing.T) {
 		{"unknown app", `{"app":"nope","title":"x","audience":{"all":true}}`, acmeToken},
 		{"app of another corp", `{"app":"ops","title":"x","audience":{"all":true}}`, acmeToken},
 		{"no title", `{"app":"hr","audience":{"all":true}}`, acmeToken},
-		{"two audiences", `{"app":"hr","title":"x","audience":{"all":true,"departments":[2]}}`, acmeToken},
+		{"department 0", `{"app":"hr","title":"x","audience":{"departments":[0]}}`, acmeToken},
 		{"no audience", `{"app":"hr","title":"x","audience":{}}`, acmeToken},
 		{"bad userid", `{"app":"hr","title":"x","audience":{"userids":["a b"]}}`, acmeToken},
 		{"bad msgid", `{"msgid":"a@1","app":"hr","title":"x","audience":{"all":true}}`, acmeToken},
@@ -425,7 +425,7 @@ func TestDepartments(t *testing.T) {
 }
 
 func TestBuildDeptTreeCycle(t *testing.T) {
-	depts := []Department{{ID: 5, ParentID: 6}, {ID: 6, ParentID: 5}, {ID: 7, ParentID: 7}}
+	depts := []yidu.Department{{ID: 5, ParentID: 6}, {ID: 6, ParentID: 5}, {ID: 7, ParentID: 7}}
 	tr := buildDeptTree(depts, map[int64]*roaring.Bitmap{5: roaring.BitmapOf(1), 6: roaring.BitmapOf(2), 7: roaring.BitmapOf(3)})
 	if len(tr.order) != 3 {
 		t.Fatalf("nodes = %d; want 3", len(tr.order))
@@ -549,7 +549,7 @@ func TestExport(t *testing.T) {
 	if r := byID["Alice"]; r[2] != "R&D 研发部; North 北区" {
 		t.Errorf("alice departments = %q", r[2])
 	}
-	if got := metricValue(t, f.srv.met.exportRows); got != 10 {
+	if got := testutil.ToFloat64(f.srv.met.exportRows); got != 10 {
 		t.Errorf("export rows metric = %v; want 10", got)
 	}
 	w = f.do(t, "GET", "/api/v1/messages/hello/export.csv?state=unread&department=3", acmeToken, nil)
@@ -580,7 +580,7 @@ func TestNeutralise(t *testing.T) {
 
 func TestPageEscapes(t *testing.T) {
 	f := newFixture(t)
-	xss := Message{CorpID: "acme", MsgID: "xss", App: "hr", Title: "<script>alert(1)</script>", SentAt: t0, Recipients: 1}
+	xss := yidu.Message{CorpID: "acme", MsgID: "xss", App: "hr", Title: "<script>alert(1)</script>", SentAt: t0, Recipients: 1}
 	f.msgs.add(&stored{m: xss, rec: roaring.BitmapOf(5), read: roaring.New()})
 	f.bms.put(xss, roaring.BitmapOf(5), nil)
 	c, _ := f.login(t)
@@ -653,10 +653,10 @@ func TestProgress(t *testing.T) {
 }
 
 func TestEstimate(t *testing.T) {
-	mins := func(reads ...int64) []MinuteCount {
-		var out []MinuteCount
+	mins := func(reads ...int64) []yidu.MinuteCount {
+		var out []yidu.MinuteCount
 		for i, r := range reads {
-			out = append(out, MinuteCount{Minute: t0.Add(time.Duration(i) * time.Minute), Reads: r})
+			out = append(out, yidu.MinuteCount{Minute: t0.Add(time.Duration(i) * time.Minute), Reads: r})
 		}
 		return out
 	}
@@ -664,7 +664,7 @@ func TestEstimate(t *testing.T) {
 		name             string
 		now              time.Duration // since t0 (= sent_at)
 		recipients, read int64
-		curve            []MinuteCount
+		curve            []yidu.MinuteCount
 		rate             float64 // -1: null
 		eta90, eta100    float64 // -1: null
 	}{
@@ -695,10 +695,10 @@ func TestEstimate(t *testing.T) {
 }
 
 func TestBucketCurve(t *testing.T) {
-	var curve []MinuteCount
+	var curve []yidu.MinuteCount
 	var total int64
 	for i := range 3000 {
-		curve = append(curve, MinuteCount{Minute: t0.Add(time.Duration(i) * time.Minute), Reads: int64(i % 7)})
+		curve = append(curve, yidu.MinuteCount{Minute: t0.Add(time.Duration(i) * time.Minute), Reads: int64(i % 7)})
 		total += int64(i % 7)
 	}
 	pts, width := bucketCurve(curve, t0)
@@ -752,7 +752,7 @@ func TestEvents(t *testing.T) {
 	if p := next(br); p.Read != 6 || p.Percent != 60 {
 		t.Errorf("second event = %+v; want 6 read, 60%%", p)
 	}
-	if g := metricValue(t, f.srv.met.streams); g != 1 {
+	if g := testutil.ToFloat64(f.srv.met.streams); g != 1 {
 		t.Errorf("streams gauge = %v; want 1", g)
 	}
 
@@ -787,28 +787,15 @@ func TestMetrics(t *testing.T) {
 	f := newFixture(t)
 	f.do(t, "GET", "/api/v1/messages/hello", acmeToken, nil)
 	f.do(t, "GET", "/api/v1/messages/hello", "", nil)
-	if n := metricValue(t, f.srv.met.requests.WithLabelValues("/api/v1/messages/{msgid}", "200")); n != 1 {
+	if n := testutil.ToFloat64(f.srv.met.requests.WithLabelValues("/api/v1/messages/{msgid}", "200")); n != 1 {
 		t.Errorf("requests{route=message,status=200} = %v; want 1", n)
 	}
-	if n := metricValue(t, f.srv.met.requests.WithLabelValues("/api/v1/*", "401")); n != 1 {
+	if n := testutil.ToFloat64(f.srv.met.requests.WithLabelValues("/api/v1/*", "401")); n != 1 {
 		t.Errorf("requests{status=401} = %v; want 1", n)
 	}
 	if _, err := f.reg.Gather(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// metricValue reads a counter or gauge.
-func metricValue(tb testing.TB, m prometheus.Metric) float64 {
-	tb.Helper()
-	var d dto.Metric
-	if err := m.Write(&d); err != nil {
-		tb.Fatal(err)
-	}
-	if d.Counter != nil {
-		return d.Counter.GetValue()
-	}
-	return d.Gauge.GetValue()
 }
 
 // TestDirectoryWithoutUsers: with idmap's UserIDs only, the lists carry

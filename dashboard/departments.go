@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/yidu-io/yidu"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -30,9 +31,9 @@ type deptNode struct {
 // buildDeptTree computes the recursive sets bottom-up. Departments whose
 // parent is unknown are roots; a cycle (corrupt directory) is cut where it
 // is met instead of looping.
-func buildDeptTree(depts []Department, direct map[int64]*roaring.Bitmap) *deptTree {
+func buildDeptTree(depts []yidu.Department, direct map[int64]*roaring.Bitmap) *deptTree {
 	t := &deptTree{byID: make(map[int64]*deptNode, len(depts))}
-	known := make(map[int64]Department, len(depts))
+	known := make(map[int64]yidu.Department, len(depts))
 	for _, d := range depts {
 		known[d.ID] = d
 	}

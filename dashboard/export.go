@@ -7,7 +7,13 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/yidu-io/yidu"
 )
+
+// exportStall is how long one chunk of an export may take to reach a
+// client that stopped reading before the download is cut.
+const exportStall = 30 * time.Second
 
 // utf8BOM makes Excel read the file as UTF-8, so Chinese names survive.
 const utf8BOM = "\ufeff"
@@ -60,7 +66,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 	var rows int64
 	row := make([]string, 5)
 	names := make([]string, 0, 8)
-	err = s.forEachUserChunk(ctx, m.CorpID, set, nil, chunkSize, tree, func(uids []uint32, users map[uint32]User) error {
+	err = s.forEachUserChunk(ctx, m.CorpID, set, nil, chunkSize, tree, func(uids []uint32, users map[uint32]yidu.User) error {
 		var readUIDs []uint32
 		for _, uid := range uids {
 			if readRec.Contains(uid) {
@@ -102,6 +108,9 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 		if err := cw.Error(); err != nil {
 			return err
 		}
+		// The export lasts as long as the client keeps reading: each chunk
+		// gets exportStall to reach it, the whole has no limit.
+		_ = rc.SetWriteDeadline(time.Now().Add(exportStall))
 		if err := bw.Flush(); err != nil {
 			return err
 		}

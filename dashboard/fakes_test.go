@@ -18,10 +18,8 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/yidu-io/yidu"
 	"golang.org/x/crypto/bcrypt"
-
-	"github.com/yidu-io/yidu/config"
-	"github.com/yidu-io/yidu/tracker"
 )
 
 // In-memory stand-ins for tracker, bitmap and idmap, following
@@ -85,7 +83,7 @@ func (f *fakeBitmaps) RecipientBitmap(_ context.Context, corp, msg string) (*roa
 	return b.Clone(), true, nil
 }
 
-func (f *fakeBitmaps) RestoreMessage(_ context.Context, m Message, rec, read *roaring.Bitmap) error {
+func (f *fakeBitmaps) RestoreMessage(_ context.Context, m yidu.Message, rec, read *roaring.Bitmap) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := key(m.CorpID, m.MsgID)
@@ -97,7 +95,7 @@ func (f *fakeBitmaps) RestoreMessage(_ context.Context, m Message, rec, read *ro
 	return nil
 }
 
-func (f *fakeBitmaps) put(m Message, rec, read *roaring.Bitmap) {
+func (f *fakeBitmaps) put(m yidu.Message, rec, read *roaring.Bitmap) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rec[key(m.CorpID, m.MsgID)] = rec
@@ -106,7 +104,7 @@ func (f *fakeBitmaps) put(m Message, rec, read *roaring.Bitmap) {
 	}
 }
 
-func (f *fakeBitmaps) markRead(m Message, uids ...uint32) {
+func (f *fakeBitmaps) markRead(m yidu.Message, uids ...uint32) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := key(m.CorpID, m.MsgID)
@@ -116,7 +114,7 @@ func (f *fakeBitmaps) markRead(m Message, uids ...uint32) {
 	f.read[k].AddMany(uids)
 }
 
-func (f *fakeBitmaps) drop(m Message) {
+func (f *fakeBitmaps) drop(m yidu.Message) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.rec, key(m.CorpID, m.MsgID))
@@ -124,10 +122,10 @@ func (f *fakeBitmaps) drop(m Message) {
 }
 
 type stored struct {
-	m         Message
+	m         yidu.Message
 	rec, read *roaring.Bitmap
 	times     map[uint32]time.Time
-	curve     []MinuteCount
+	curve     []yidu.MinuteCount
 	audience  string
 }
 
@@ -136,7 +134,7 @@ type fakeMessages struct {
 	msgs      map[string]*stored
 	order     []string // newest first
 	loads     int
-	reminders []Message
+	reminders []yidu.Message
 	remindTo  [][]string
 	lastRem   map[string]time.Time
 	now       func() time.Time
@@ -156,10 +154,10 @@ func (f *fakeMessages) add(s *stored) {
 
 func allowed(corps []string, c string) bool { return corps == nil || slices.Contains(corps, c) }
 
-func (f *fakeMessages) ListMessages(_ context.Context, corps []string, cursor string, limit int) ([]Message, string, error) {
+func (f *fakeMessages) ListMessages(_ context.Context, corps []string, cursor string, limit int) ([]yidu.Message, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []Message
+	var out []yidu.Message
 	started := cursor == ""
 	for _, k := range f.order {
 		if !started {
@@ -178,7 +176,7 @@ func (f *fakeMessages) ListMessages(_ context.Context, corps []string, cursor st
 	return out, "", nil
 }
 
-func (f *fakeMessages) GetMessage(_ context.Context, corps []string, id string) (Message, bool, error) {
+func (f *fakeMessages) GetMessage(_ context.Context, corps []string, id string) (yidu.Message, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, k := range f.order {
@@ -186,16 +184,16 @@ func (f *fakeMessages) GetMessage(_ context.Context, corps []string, id string) 
 			return s.m, true, nil
 		}
 	}
-	return Message{}, false, nil
+	return yidu.Message{}, false, nil
 }
 
-func (f *fakeMessages) LoadMessage(_ context.Context, corp, id string) (Message, *roaring.Bitmap, *roaring.Bitmap, bool, error) {
+func (f *fakeMessages) LoadMessage(_ context.Context, corp, id string) (yidu.Message, *roaring.Bitmap, *roaring.Bitmap, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.loads++
 	s, ok := f.msgs[key(corp, id)]
 	if !ok {
-		return Message{}, nil, nil, false, nil
+		return yidu.Message{}, nil, nil, false, nil
 	}
 	return s.m, s.rec.Clone(), s.read.Clone(), true, nil
 }
@@ -214,7 +212,7 @@ func (f *fakeMessages) ReadTimes(_ context.Context, corp, id string, uids []uint
 	return out, nil
 }
 
-func (f *fakeMessages) ReadsPerMinute(_ context.Context, corp, id string) ([]MinuteCount, error) {
+func (f *fakeMessages) ReadsPerMinute(_ context.Context, corp, id string) ([]yidu.MinuteCount, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s, ok := f.msgs[key(corp, id)]; ok {
@@ -223,36 +221,37 @@ func (f *fakeMessages) ReadsPerMinute(_ context.Context, corp, id string) ([]Min
 	return nil, nil
 }
 
-func (f *fakeMessages) Register(_ context.Context, reg Registration) (Message, bool, error) {
+func (f *fakeMessages) Register(_ context.Context, reg yidu.Registration) (yidu.Message, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	aud := strings.Join(reg.Audience.UserIDs, ",") + "|" + reg.Title
-	if reg.MsgID == "" {
-		reg.MsgID = tracker.NewMsgID()
+	// The tracker validates with the domain's one rule; so does the fake.
+	if err := reg.Validate(f.now()); err != nil {
+		return yidu.Message{}, false, err
 	}
+	aud := strings.Join(reg.Audience.UserIDs, ",") + "|" + reg.Title
 	k := key(reg.App.CorpID, reg.MsgID)
 	if s, ok := f.msgs[k]; ok {
 		if s.audience != aud {
-			return Message{}, false, tracker.ErrConflict
+			return yidu.Message{}, false, yidu.ErrConflict
 		}
 		return s.m, false, nil
 	}
 	if slices.Contains(reg.Audience.UserIDs, "nobody") {
-		return Message{}, false, errors.Join(tracker.ErrInvalid, errors.New("unknown userid"))
+		return yidu.Message{}, false, errors.Join(yidu.ErrInvalid, errors.New("unknown userid"))
 	}
-	m := Message{CorpID: reg.App.CorpID, MsgID: reg.MsgID, App: reg.App.Name, Title: reg.Title, SentAt: reg.SentAt, Recipients: int64(len(reg.Audience.UserIDs))}
+	m := yidu.Message{CorpID: reg.App.CorpID, MsgID: reg.MsgID, App: reg.App.Name, Title: reg.Title, SentAt: reg.SentAt, Recipients: int64(len(reg.Audience.UserIDs))}
 	f.msgs[k] = &stored{m: m, rec: roaring.New(), read: roaring.New(), audience: aud}
 	f.order = append([]string{k}, f.order...)
 	return m, true, nil
 }
 
-func (f *fakeMessages) Remind(_ context.Context, m Message, userIDs []string) (RemindReport, error) {
+func (f *fakeMessages) Remind(_ context.Context, m yidu.Message, userIDs []string) (yidu.RemindReport, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reminders = append(f.reminders, m)
 	f.remindTo = append(f.remindTo, slices.Clone(userIDs))
 	f.lastRem[key(m.CorpID, m.MsgID)] = f.now()
-	return RemindReport{Reminded: len(userIDs)}, nil
+	return yidu.RemindReport{Reminded: len(userIDs)}, nil
 }
 
 func (f *fakeMessages) LastReminder(_ context.Context, corp, id string) (time.Time, bool, error) {
@@ -264,16 +263,16 @@ func (f *fakeMessages) LastReminder(_ context.Context, corp, id string) (time.Ti
 
 type fakeDirectory struct {
 	mu      sync.Mutex
-	users   map[string]map[uint32]User
-	depts   map[string][]Department
+	users   map[string]map[uint32]yidu.User
+	depts   map[string][]yidu.Department
 	queries int
 }
 
-func (f *fakeDirectory) Users(_ context.Context, corp string, uids []uint32) (map[uint32]User, error) {
+func (f *fakeDirectory) Users(_ context.Context, corp string, uids []uint32) (map[uint32]yidu.User, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queries++
-	out := make(map[uint32]User, len(uids))
+	out := make(map[uint32]yidu.User, len(uids))
 	for _, u := range uids {
 		if x, ok := f.users[corp][u]; ok {
 			out[u] = x
@@ -297,14 +296,14 @@ type idsOnly struct{ d *fakeDirectory }
 func (o idsOnly) UserIDs(ctx context.Context, corp string, uids []uint32) (map[uint32]string, error) {
 	return o.d.UserIDs(ctx, corp, uids)
 }
-func (o idsOnly) Departments(ctx context.Context, corp string) ([]Department, error) {
+func (o idsOnly) Departments(ctx context.Context, corp string) ([]yidu.Department, error) {
 	return o.d.Departments(ctx, corp)
 }
 func (o idsOnly) DepartmentMemberSets(ctx context.Context, corp string) (map[int64]*roaring.Bitmap, error) {
 	return o.d.DepartmentMemberSets(ctx, corp)
 }
 
-func (f *fakeDirectory) Departments(_ context.Context, corp string) ([]Department, error) {
+func (f *fakeDirectory) Departments(_ context.Context, corp string) ([]yidu.Department, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.depts[corp]), nil
@@ -350,8 +349,8 @@ type fixture struct {
 	bms    *fakeBitmaps
 	dir    *fakeDirectory
 	reg    *prometheus.Registry
-	hello  Message // acme, 10 recipients, 4 read
-	secret Message // other corp
+	hello  yidu.Message // acme, 10 recipients, 4 read
+	secret yidu.Message // other corp
 }
 
 func newFixture(tb testing.TB) *fixture { return newFixtureWith(tb, false) }
@@ -362,13 +361,13 @@ func newFixtureWith(tb testing.TB, idsOnlyDir bool) *fixture {
 	c := &clock{t: t0.Add(30 * time.Minute)}
 	f := &fixture{clock: c, msgs: newFakeMessages(c.Now), bms: newFakeBitmaps(), reg: prometheus.NewRegistry()}
 	f.dir = &fakeDirectory{
-		users: map[string]map[uint32]User{"acme": {}, "other": {}},
-		depts: map[string][]Department{"acme": {
+		users: map[string]map[uint32]yidu.User{"acme": {}, "other": {}},
+		depts: map[string][]yidu.Department{"acme": {
 			{ID: 1, ParentID: 0, Name: "Acme 公司"}, {ID: 2, ParentID: 1, Name: "Sales 销售部"},
 			{ID: 3, ParentID: 1, Name: "R&D 研发部"}, {ID: 4, ParentID: 2, Name: "North 北区"},
 		}},
 	}
-	people := []User{
+	people := []yidu.User{
 		{UID: 1, UserID: "zhangsan", Name: "张三", Departments: []int64{2}},
 		{UID: 2, UserID: "lisi", Name: "李四", Departments: []int64{4}},
 		{UID: 3, UserID: "wangwu", Name: "王五", Departments: []int64{3}},
@@ -376,7 +375,7 @@ func newFixtureWith(tb testing.TB, idsOnlyDir bool) *fixture {
 		{UID: 5, UserID: "bob", Name: "<script>alert(1)</script>", Departments: []int64{3}},
 		{UID: 6, UserID: "evil", Name: "=HYPERLINK(\"http://x\",\"y\")", Departments: []int64{2}},
 		{UID: 7, UserID: "carol", Name: "Carol", Departments: []int64{1}},
-		{UID: 8, UserID: "dave", Name: "Dave", Departments: []int64{4}, Status: UserLeft},
+		{UID: 8, UserID: "dave", Name: "Dave", Departments: []int64{4}, Status: yidu.StatusLeft},
 		{UID: 9, UserID: "erin", Name: "Erin", Departments: []int64{2, 3}},
 		{UID: 10, UserID: "frank", Name: "Frank", Departments: []int64{3}},
 		{UID: 11, UserID: "notrecipient", Name: "Not A Recipient", Departments: []int64{3}},
@@ -384,17 +383,17 @@ func newFixtureWith(tb testing.TB, idsOnlyDir bool) *fixture {
 	for _, u := range people {
 		f.dir.users["acme"][u.UID] = u
 	}
-	f.dir.users["other"][1] = User{UID: 1, UserID: "spy", Name: "Spy"}
+	f.dir.users["other"][1] = yidu.User{UID: 1, UserID: "spy", Name: "Spy"}
 
-	f.hello = Message{CorpID: "acme", MsgID: "hello", App: "hr", Title: "Holiday notice 放假通知", SentAt: t0, Recipients: 10}
+	f.hello = yidu.Message{CorpID: "acme", MsgID: "hello", App: "hr", Title: "Holiday notice 放假通知", SentAt: t0, Recipients: 10}
 	rec := roaring.BitmapOf(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 	read := roaring.BitmapOf(1, 4, 6, 9)
 	f.msgs.add(&stored{m: f.hello, rec: rec.Clone(), read: read.Clone(),
 		times: map[uint32]time.Time{1: t0.Add(time.Minute), 4: t0.Add(2 * time.Minute)},
-		curve: []MinuteCount{{Minute: t0.Add(time.Minute), Reads: 1}, {Minute: t0.Add(2 * time.Minute), Reads: 1}},
+		curve: []yidu.MinuteCount{{Minute: t0.Add(time.Minute), Reads: 1}, {Minute: t0.Add(2 * time.Minute), Reads: 1}},
 	})
 	f.bms.put(f.hello, rec, read)
-	f.secret = Message{CorpID: "other", MsgID: "secret", App: "ops", Title: "Secret", SentAt: t0, Recipients: 1}
+	f.secret = yidu.Message{CorpID: "other", MsgID: "secret", App: "ops", Title: "Secret", SentAt: t0, Recipients: 1}
 	f.msgs.add(&stored{m: f.secret, rec: roaring.BitmapOf(1), read: roaring.New()})
 	f.bms.put(f.secret, roaring.BitmapOf(1), nil)
 
@@ -406,21 +405,19 @@ func newFixtureWith(tb testing.TB, idsOnlyDir bool) *fixture {
 	if idsOnlyDir {
 		dir = idsOnly{f.dir}
 	}
-	srv, err := New(Options{
-		Messages: f.msgs, Bitmaps: f.bms, Directory: dir, Registerer: f.reg, Now: c.Now,
-		Apps: []config.App{{Name: "hr", CorpID: "acme"}, {Name: "ops", CorpID: "other"}},
-		Config: config.Dashboard{
-			Tokens: []config.Token{
-				{Name: "acme", Token: acmeToken, Corps: []string{"acme"}},
-				{Name: "other", Token: otherToken, Corps: []string{"other"}},
-				{Name: "admin", Token: adminToken, Corps: []string{"*"}},
-			},
-			Users: []config.User{
-				{Name: "alice", PasswordHash: string(hash), Corps: []string{"acme"}},
-			},
-			SessionTTL:     config.Duration(time.Hour),
-			RemindInterval: config.Duration(time.Hour),
+	srv, err := New(f.msgs, f.bms, dir, Options{
+		Registerer: f.reg, Now: c.Now,
+		Apps: []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}, {Name: "ops", CorpID: "other", AgentID: 1000003}},
+		Tokens: []Token{
+			{Name: "acme", Token: acmeToken, Corps: []string{"acme"}},
+			{Name: "other", Token: otherToken, Corps: []string{"other"}},
+			{Name: "admin", Token: adminToken, Corps: []string{"*"}},
 		},
+		Users: []User{
+			{Name: "alice", PasswordHash: string(hash), Corps: []string{"acme"}},
+		},
+		SessionTTL:     time.Hour,
+		RemindInterval: time.Hour,
 	})
 	if err != nil {
 		tb.Fatal(err)

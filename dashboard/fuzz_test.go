@@ -2,12 +2,16 @@ package dashboard
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/yidu-io/yidu"
 )
 
 // Fuzz targets for every parser of outside input. Seeds are inline; run
@@ -59,7 +63,7 @@ func FuzzParseLimit(f *testing.F) {
 			t.Fatalf("parseLimit(%q) = %d", s, n)
 		}
 		n, err = parseListLimit(s)
-		if err == nil && (n < 1 || n > maxListLimit) {
+		if err == nil && (n < 1 || n > yidu.MaxListLimit) {
 			t.Fatalf("parseListLimit(%q) = %d", s, n)
 		}
 	})
@@ -123,35 +127,41 @@ func FuzzDecodeRegistration(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	app := yidu.App{Name: "hr", CorpID: "acme", AgentID: 1000002}
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		reg, err := decodeRegistration(bytes.NewReader(b))
 		if err != nil {
+			if !errors.Is(err, errBadParam) {
+				t.Fatalf("decode error %v is not a bad parameter (400)", err)
+			}
 			return
 		}
-		kinds := 0
-		if len(reg.UserIDs) > 0 {
-			kinds++
+		if reg.App == "" {
+			t.Fatalf("accepted %q without an app", b)
 		}
-		if len(reg.Departments) > 0 {
-			kinds++
-		}
-		if reg.All {
-			kinds++
+		r := reg.Registration
+		r.App = app
+		if err := r.Validate(now); err != nil {
+			if !errors.Is(err, yidu.ErrInvalid) {
+				t.Fatalf("Validate error %v is not ErrInvalid (400)", err)
+			}
+			return
 		}
 		switch {
-		case kinds != 1:
-			t.Fatalf("accepted %q with %d audiences", b, kinds)
-		case reg.MsgID != "" && !msgIDPattern.MatchString(reg.MsgID):
-			t.Fatalf("accepted msgid %q", reg.MsgID)
-		case reg.Title == "" || !utf8.ValidString(reg.Title) || reg.App == "":
-			t.Fatalf("accepted title %q app %q", reg.Title, reg.App)
+		case len(r.Audience.UserIDs) == 0 && len(r.Audience.Departments) == 0 && !r.Audience.All:
+			t.Fatalf("accepted %q without an audience", b)
+		case !yidu.MsgID(r.MsgID).Valid():
+			t.Fatalf("accepted msgid %q", r.MsgID)
+		case r.Title == "" || !utf8.ValidString(r.Title):
+			t.Fatalf("accepted title %q", r.Title)
 		}
-		for _, u := range reg.UserIDs {
-			if !userIDPattern.MatchString(u) {
+		for _, u := range r.Audience.UserIDs {
+			if !yidu.UserID(u).Valid() {
 				t.Fatalf("accepted userid %q", u)
 			}
 		}
-		for _, d := range reg.Departments {
+		for _, d := range r.Audience.Departments {
 			if d < 1 {
 				t.Fatalf("accepted department %d", d)
 			}

@@ -15,10 +15,9 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
-	"github.com/yidu-io/yidu/config"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/tracker"
@@ -119,7 +118,7 @@ func TestIntegration(t *testing.T) {
 	db := testenv.MySQL(t)
 	rdb, prefix := testenv.Redis(t)
 	corp := testenv.RandomName("corp")
-	app := config.App{Name: "hr", CorpID: corp, AgentID: 1000002}
+	app := yidu.App{Name: "hr", CorpID: corp, AgentID: 1000002}
 	const n = 100_000
 	synth := newSynthCorp(n)
 	start := time.Now()
@@ -127,17 +126,20 @@ func TestIntegration(t *testing.T) {
 	t.Logf("directory loaded in %v", time.Since(start))
 
 	logger := slog.New(slog.DiscardHandler)
-	mapper := idmap.New(db, logger, prometheus.NewRegistry())
-	store := bitmap.New(rdb, bitmap.Options{Prefix: prefix, Registerer: prometheus.NewRegistry(), Logger: logger})
+	mapper, err := idmap.New(db, idmap.Options{Logger: logger})
+	testenv.Check(t, "idmap.New", err)
+	store, err := bitmap.New(rdb, bitmap.Options{Prefix: prefix, Logger: logger})
+	testenv.Check(t, "bitmap.New", err)
 	t.Cleanup(store.Close)
-	reg := tracker.New(db, mapper, store, tracker.Options{Registerer: prometheus.NewRegistry(), Logger: logger, Apps: []config.App{app}})
+	reg, err := tracker.New(db, mapper, store, tracker.Options{Logger: logger, Apps: []yidu.App{app}})
+	testenv.Check(t, "tracker.New", err)
 	const token = "integration-token-0123456789"
-	srv, err := New(Options{
-		Messages: reg, Bitmaps: store, Directory: mapper, Apps: []config.App{app}, Logger: logger,
-		Config: config.Dashboard{Tokens: []config.Token{
+	srv, err := New(reg, store, mapper, Options{
+		Apps: []yidu.App{app}, Logger: logger,
+		Tokens: []Token{
 			{Name: "it", Token: token, Corps: []string{corp}},
 			{Name: "other", Token: "other-corp-token-0123456789", Corps: []string{"someone-else"}},
-		}},
+		},
 	})
 	testenv.Check(t, "New", err)
 	t.Cleanup(srv.Close)
@@ -182,7 +184,7 @@ func TestIntegration(t *testing.T) {
 	testenv.Check(t, "flush reads", err)
 	rec := roaring.New()
 	rec.AddRange(1, n+1)
-	msg := Message{CorpID: corp, MsgID: "big", App: "hr", AgentID: app.AgentID, Title: m.Title, SentAt: m.SentAt, Recipients: n}
+	msg := yidu.Message{CorpID: corp, MsgID: "big", App: "hr", AgentID: app.AgentID, Title: m.Title, SentAt: m.SentAt, Recipients: n}
 	testenv.Check(t, "mark reads", store.RestoreMessage(ctx, msg, rec, read))
 	wantRead := int64(read.GetCardinality())
 

@@ -6,6 +6,8 @@ import (
 	"html/template"
 	"net/http"
 	"time"
+
+	"github.com/yidu-io/yidu"
 )
 
 // The page is server-rendered html/template (every value escaped by
@@ -81,7 +83,7 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusBadRequest, "list.html", d)
 		return
 	}
-	list, err := s.listMessages(r.Context(), principalFrom(r.Context()), cursor, defaultListLimit)
+	list, err := s.listMessages(r.Context(), principalFrom(r.Context()), cursor, yidu.DefaultListLimit)
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "list page", "err", err)
 		d.Error = "The message list is unavailable, try again shortly."

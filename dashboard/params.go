@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/yidu-io/yidu"
 )
 
 // Parsers of everything the API reads from a request. Each returns an error
@@ -22,18 +23,9 @@ func badParam(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errBadParam}, args...)...)
 }
 
-// msgIDPattern is a tracked msgid: the task_id of the cards without the
-// "@<batch>" suffix (docs/architecture.md, "Why one TaskId per send batch").
-var msgIDPattern = regexp.MustCompile(`^[0-9A-Za-z_-]{1,100}$`)
-
-// userIDPattern bounds WeCom UserIDs: 1-64 bytes of letters, digits and
-// "_-.@" (WeCom 通讯录管理/成员管理/创建成员, path /cgi-bin/user/create: userid
-// 1~64 bytes, 只能由数字、字母和“_-@.”四种字符组成).
-var userIDPattern = regexp.MustCompile(`^[0-9A-Za-z_\-.@]{1,64}$`)
-
 func parseMsgID(s string) (string, error) {
-	if !msgIDPattern.MatchString(s) {
-		return "", badParam("msgid must match %s", msgIDPattern)
+	if !yidu.MsgID(s).Valid() {
+		return "", badParam("msgid must match [0-9A-Za-z_-]{1,%d}", yidu.MaxMsgID)
 	}
 	return s, nil
 }
@@ -134,23 +126,20 @@ type registerBody struct {
 	Send bool `json:"send"`
 }
 
-const (
-	maxRegisterBody = 8 << 20 // 100,000 userids of 64 bytes fit with room
-	maxTitleRunes   = 512     // messages.title VARCHAR(512)
-	maxAudienceIDs  = 100_000
-)
+// maxRegisterBody bounds POST /messages: yidu.MaxUserIDs UserIDs of 64
+// bytes, quoted, fit with room.
+const maxRegisterBody = 8 << 20
 
-// registration is a validated POST /messages body.
+// registration is a decoded POST /messages body: the app by name, the
+// rest as the domain's Registration, which the tracker validates (one
+// rule, yidu.Registration.Validate).
 type registration struct {
-	MsgID, App, Title string
-	SentAt            time.Time
-	UserIDs           []string
-	Departments       []int64
-	All, Send         bool
+	App string
+	yidu.Registration
 }
 
-// decodeRegistration parses and validates the body. A missing msgid is
-// left empty (the tracker generates one).
+// decodeRegistration parses the body. Only the JSON shape is checked
+// here; the content is yidu.Registration.Validate's.
 func decodeRegistration(r io.Reader) (registration, error) {
 	var b registerBody
 	dec := json.NewDecoder(io.LimitReader(r, maxRegisterBody+1))
@@ -162,60 +151,19 @@ func decodeRegistration(r io.Reader) (registration, error) {
 	if n, _ := io.Copy(&rest, io.LimitReader(dec.Buffered(), 64)); n > 0 && strings.TrimSpace(rest.String()) != "" {
 		return registration{}, badParam("body: trailing data after the JSON object")
 	}
-	reg := registration{
-		MsgID: b.MsgID, App: b.App, Title: strings.TrimSpace(b.Title), Send: b.Send,
-		UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All,
-	}
-	if reg.MsgID != "" && !msgIDPattern.MatchString(reg.MsgID) {
-		return registration{}, badParam("msgid must match %s", msgIDPattern)
-	}
-	if reg.App == "" || len(reg.App) > 64 {
+	if b.App == "" || len(b.App) > 64 {
 		return registration{}, badParam("app is required")
 	}
-	if reg.Title == "" || !utf8.ValidString(reg.Title) || utf8.RuneCountInString(reg.Title) > maxTitleRunes {
-		return registration{}, badParam("title is required, UTF-8, at most %d characters", maxTitleRunes)
-	}
+	reg := registration{App: b.App, Registration: yidu.Registration{
+		MsgID: b.MsgID, Title: b.Title, Send: b.Send,
+		Audience: yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All},
+	}}
 	if b.SentAt != nil {
-		if b.SentAt.Year() < 2000 || b.SentAt.Year() > 9999 {
+		if b.SentAt.IsZero() {
+			// Explicitly year 1: not "absent" (which means now).
 			return registration{}, badParam("sent_at out of range")
 		}
-		reg.SentAt = b.SentAt.UTC()
-	}
-	kinds := 0
-	if len(reg.UserIDs) > 0 {
-		kinds++
-	}
-	if len(reg.Departments) > 0 {
-		kinds++
-	}
-	if reg.All {
-		kinds++
-	}
-	if kinds != 1 {
-		return registration{}, badParam("audience needs exactly one of userids, departments, all")
-	}
-	if len(reg.UserIDs) > maxAudienceIDs || len(reg.Departments) > maxAudienceIDs {
-		return registration{}, badParam("audience lists at most %d ids", maxAudienceIDs)
-	}
-	for _, u := range reg.UserIDs {
-		if !userIDPattern.MatchString(u) {
-			return registration{}, badParam("audience.userids: %q is not a WeCom UserID", truncate(u, 70))
-		}
-	}
-	for _, d := range reg.Departments {
-		if d < 1 {
-			return registration{}, badParam("audience.departments: %d is not a department id", d)
-		}
+		reg.SentAt = *b.SentAt
 	}
 	return reg, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

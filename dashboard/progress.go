@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/yidu-io/yidu"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -59,7 +60,7 @@ type progressJSON struct {
 // flushd writes every interval (1 minute by default), well inside the
 // window, so those minutes are complete. A rate of zero gives null ETAs
 // unless the target is already reached (ETA 0).
-func estimate(now, sentAt time.Time, recipients, read int64, curve []MinuteCount) (rate *float64, eta90, eta100 *eta) {
+func estimate(now, sentAt time.Time, recipients, read int64, curve []yidu.MinuteCount) (rate *float64, eta90, eta100 *eta) {
 	reached := func(target int64) *eta {
 		if read >= target {
 			return &eta{Seconds: 0, At: now.UTC()}
@@ -96,7 +97,7 @@ func estimate(now, sentAt time.Time, recipients, read int64, curve []MinuteCount
 }
 
 // bucketCurve merges minutes into buckets so at most maxCurvePoints remain.
-func bucketCurve(curve []MinuteCount, sentAt time.Time) ([]curvePoint, int) {
+func bucketCurve(curve []yidu.MinuteCount, sentAt time.Time) ([]curvePoint, int) {
 	out := []curvePoint{}
 	if len(curve) == 0 {
 		return out, 1
@@ -133,7 +134,7 @@ type curveCache struct {
 }
 
 type curveEntry struct {
-	curve   []MinuteCount
+	curve   []yidu.MinuteCount
 	expires time.Time
 }
 
@@ -143,7 +144,7 @@ func newCurveCache(src ReadHistory, now func() time.Time, ttl time.Duration) *cu
 	return &curveCache{src: src, now: now, ttl: ttl, entries: map[string]curveEntry{}}
 }
 
-func (c *curveCache) get(ctx context.Context, corp, msgID string) ([]MinuteCount, error) {
+func (c *curveCache) get(ctx context.Context, corp, msgID string) ([]yidu.MinuteCount, error) {
 	key := corp + "\x00" + msgID
 	c.mu.Lock()
 	e, ok := c.entries[key]
@@ -167,10 +168,10 @@ func (c *curveCache) get(ctx context.Context, corp, msgID string) ([]MinuteCount
 	if err != nil {
 		return nil, err
 	}
-	return v.([]MinuteCount), nil
+	return v.([]yidu.MinuteCount), nil
 }
 
-func (s *Server) progress(ctx context.Context, m Message) (progressJSON, error) {
+func (s *Server) progress(ctx context.Context, m yidu.Message) (progressJSON, error) {
 	rec, read, err := s.counts(ctx, m)
 	if err != nil {
 		return progressJSON{}, err

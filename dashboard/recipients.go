@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/yidu-io/yidu"
 )
 
 // maxScan bounds the uids one recipients request looks at when q filters:
@@ -51,7 +52,7 @@ func parseRecipientQuery(r *http.Request, withPaging bool) (recipientQuery, erro
 }
 
 // selection is the set of uids a recipients query or export walks.
-func (s *Server) selection(ctx context.Context, m Message, rq recipientQuery) (set, readRec *roaring.Bitmap, tree *deptTree, err error) {
+func (s *Server) selection(ctx context.Context, m yidu.Message, rq recipientQuery) (set, readRec *roaring.Bitmap, tree *deptTree, err error) {
 	rec, readRec, err := s.bitmaps(ctx, m)
 	if err != nil {
 		return nil, nil, nil, err
@@ -99,7 +100,7 @@ type recipientsJSON struct {
 	NextCursor string          `json:"next_cursor"`
 }
 
-func matches(u User, q string) bool {
+func matches(u yidu.User, q string) bool {
 	return q == "" || strings.Contains(strings.ToLower(u.UserID), q) || strings.Contains(strings.ToLower(u.Name), q)
 }
 
@@ -137,7 +138,7 @@ func (s *Server) handleRecipients(w http.ResponseWriter, r *http.Request) {
 // recipients pages through the selection by uid: next_cursor is the last
 // uid looked at, so a page filtered by q may hold fewer than limit items and
 // still have a next page. An empty next_cursor means the end.
-func (s *Server) recipients(ctx context.Context, m Message, rq recipientQuery) (recipientsJSON, error) {
+func (s *Server) recipients(ctx context.Context, m yidu.Message, rq recipientQuery) (recipientsJSON, error) {
 	set, readRec, tree, err := s.selection(ctx, m, rq)
 	if err != nil {
 		return recipientsJSON{}, err
@@ -157,7 +158,7 @@ func (s *Server) recipients(ctx context.Context, m Message, rq recipientQuery) (
 	if rq.q == "" {
 		size = rq.limit + 1 // one directory query per page; the extra uid says "more"
 	}
-	err = s.forEachUserChunk(ctx, m.CorpID, set, start, size, tree, func(uids []uint32, users map[uint32]User) error {
+	err = s.forEachUserChunk(ctx, m.CorpID, set, start, size, tree, func(uids []uint32, users map[uint32]yidu.User) error {
 		for _, uid := range uids {
 			if len(out.Items) == rq.limit || scanned == maxScan {
 				more = true
@@ -170,7 +171,7 @@ func (s *Server) recipients(ctx context.Context, m Message, rq recipientQuery) (
 				continue
 			}
 			out.Items = append(out.Items, recipientJSON{UID: uid, UserID: u.UserID, Name: u.Name,
-				Departments: deptRefs(tree, u.Departments), Read: readRec.Contains(uid), Left: u.Status == UserLeft})
+				Departments: deptRefs(tree, u.Departments), Read: readRec.Contains(uid), Left: u.Status == yidu.StatusLeft})
 		}
 		return nil
 	})
@@ -188,7 +189,7 @@ func (s *Server) recipients(ctx context.Context, m Message, rq recipientQuery) (
 
 // fillReadTimes adds read_time from MySQL; a read not yet flushed (flushd
 // batches every interval) keeps read=true with read_time null.
-func (s *Server) fillReadTimes(ctx context.Context, m Message, items []recipientJSON) error {
+func (s *Server) fillReadTimes(ctx context.Context, m yidu.Message, items []recipientJSON) error {
 	var uids []uint32
 	for _, it := range items {
 		if it.Read {

@@ -16,19 +16,16 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/yidu-io/yidu/config"
-	"github.com/yidu-io/yidu/tracker"
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/metric"
 )
 
 //go:embed web/templates/*.html web/static/*
@@ -36,36 +33,49 @@ var webFS embed.FS
 
 // Options configures a Server.
 type Options struct {
-	Messages  Messages
-	Bitmaps   Bitmaps
-	Directory Directory
-	Config    config.Dashboard
+	// Tokens are the API bearer tokens.
+	Tokens []Token
+	// Users may sign in to the page.
+	Users []User
+	// SessionTTL is how long a sign-in lasts (default 12 h).
+	SessionTTL time.Duration
+	// RemindInterval is the least time between two reminders of a message
+	// (default 1 h).
+	RemindInterval time.Duration
 	// Apps are the WeCom applications: POST /messages may register only for
 	// an app of a granted corp, and the tracker sends through it.
-	Apps       []config.App
+	Apps       []yidu.App
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// MaxStreams bounds concurrent /events streams; 0 means 256.
 	MaxStreams int
-	// Ready are the readiness checks of /readyz by name (mysql, redis):
-	// ready only when every one returns nil within two seconds.
-	Ready map[string]func(context.Context) error
-	// Gatherer is served at /metrics; nil serves no /metrics.
-	Gatherer prometheus.Gatherer
+}
+
+// Token is an API bearer token and the corps it may see ("*" for all).
+type Token struct {
+	Name  string
+	Token string
+	Corps []string
+}
+
+// User is a person who may sign in to the page.
+type User struct {
+	Name string
+	// PasswordHash is a bcrypt hash (yidu hash-password prints one).
+	PasswordHash string
+	Corps        []string
 }
 
 // Server is the dashboard. Build it with New, serve Routes, Close it to end
 // the live streams before shutting the HTTP server down.
 type Server struct {
-	ready    map[string]func(context.Context) error
-	gatherer prometheus.Gatherer
 	msgs     Messages
 	bms      Bitmaps
 	dir      Directory
-	cfg      config.Dashboard
-	apps     map[string]config.App
+	remindIv time.Duration
+	apps     map[string]yidu.App
 	log      *slog.Logger
 	met      *metrics
 	now      func() time.Time
@@ -85,16 +95,14 @@ type Server struct {
 	closeOnce   sync.Once
 }
 
-// New checks opts and builds a Server.
-func New(opts Options) (*Server, error) {
-	if opts.Messages == nil || opts.Bitmaps == nil || opts.Directory == nil {
-		return nil, errors.New("dashboard: Messages, Bitmaps and Directory are required")
+// New checks opts and builds a Server over the tracked messages, their
+// bitmaps and the directory.
+func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, error) {
+	if msgs == nil || bms == nil || dir == nil {
+		return nil, errors.New("dashboard: messages, bitmaps and directory are required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Registerer == nil {
-		opts.Registerer = prometheus.NewRegistry()
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -102,17 +110,17 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = 256
 	}
-	if opts.Config.SessionTTL <= 0 {
-		opts.Config.SessionTTL = config.Duration(12 * time.Hour)
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = 12 * time.Hour
 	}
-	if opts.Config.RemindInterval <= 0 {
-		opts.Config.RemindInterval = config.Duration(time.Hour)
+	if opts.RemindInterval <= 0 {
+		opts.RemindInterval = time.Hour
 	}
 	met, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	auth, err := newAuthenticator(opts.Config, opts.Now)
+	auth, err := newAuthenticator(opts.Tokens, opts.Users, opts.SessionTTL, opts.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -121,18 +129,16 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("dashboard: templates: %w", err)
 	}
 	s := &Server{
-		msgs: opts.Messages, bms: opts.Bitmaps, dir: opts.Directory,
-		cfg: opts.Config, apps: map[string]config.App{},
+		msgs: msgs, bms: bms, dir: dir,
+		remindIv: opts.RemindInterval, apps: map[string]yidu.App{},
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
 		pages: pages, auth: auth,
-		depts:          newDeptCache(opts.Directory, opts.Now, time.Minute),
-		curves:         newCurveCache(opts.Messages, opts.Now, 5*time.Second),
+		depts:          newDeptCache(dir, opts.Now, time.Minute),
+		curves:         newCurveCache(msgs, opts.Now, 5*time.Second),
 		remindInFlight: map[string]bool{},
 		streams:        make(chan struct{}, opts.MaxStreams),
 		sseInterval:    time.Second,
 		done:           make(chan struct{}),
-		ready:          opts.Ready,
-		gatherer:       opts.Gatherer,
 	}
 	for _, a := range opts.Apps {
 		s.apps[a.Name] = a
@@ -146,27 +152,8 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.done) })
 }
 
-// handleReady answers 200 when every readiness check passes, else 503
-// naming the failing ones (not their errors, which may carry addresses).
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	var failed []string
-	for name, check := range s.ready {
-		if err := check(ctx); err != nil {
-			failed = append(failed, name)
-			s.log.Warn("readiness check failed", "check", name, "err", err)
-		}
-	}
-	if len(failed) > 0 {
-		sort.Strings(failed)
-		http.Error(w, "not ready: "+strings.Join(failed, ", "), http.StatusServiceUnavailable)
-		return
-	}
-	w.Write([]byte("ready\n"))
-}
-
-// Routes returns the handler for the page, its assets and /api/v1.
+// Routes returns the handler for the page, its assets and /api/v1 (cmd adds
+// the probes, internal/probe).
 func (s *Server) Routes() http.Handler {
 	static, _ := fs.Sub(webFS, "web/static")
 	cop := http.NewCrossOriginProtection()
@@ -175,14 +162,8 @@ func (s *Server) Routes() http.Handler {
 	}))
 
 	r := chi.NewRouter()
-	r.Use(s.instrument, securityHeaders, cop.Handler)
+	r.Use(s.instrument, writeDeadline, securityHeaders, cop.Handler)
 	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
-	// Probes and metrics for the orchestrator: no employee data, no auth.
-	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
-	r.Get("/readyz", s.handleReady)
-	if s.gatherer != nil {
-		r.Handle("/metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
-	}
 	r.Get("/login", s.handleLoginPage)
 	r.Post("/login", s.handleLogin)
 	r.Group(func(r chi.Router) {
@@ -207,6 +188,21 @@ func (s *Server) Routes() http.Handler {
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound, "not found") })
 	return r
+}
+
+// DefaultWriteTimeout bounds writing one answer. The dashboard's server
+// has no WriteTimeout of its own (cmd builds it) because three routes
+// outlive any fixed one: the live stream, the CSV export (each chunk gets
+// exportStall) and a registration that sends (registerTimeout).
+const DefaultWriteTimeout = time.Minute
+
+// writeDeadline gives every request DefaultWriteTimeout to be answered;
+// the long routes set their own.
+func writeDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(DefaultWriteTimeout))
+		next.ServeHTTP(w, r)
+	})
 }
 
 // securityHeaders forbids framing, inline scripts and MIME sniffing.
@@ -242,40 +238,20 @@ var routeNames = []string{
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	f := metric.New(reg)
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_dashboard_requests_total", Help: "Dashboard HTTP requests by route pattern and status.",
-		}, []string{"route", "status"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "yidu_dashboard_request_seconds", Help: "Dashboard request time by route (SSE streams excluded).",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30},
-		}, []string{"route"}),
-		streams: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "yidu_dashboard_sse_streams", Help: "Open /events streams.",
-		}),
-		exportRows: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "yidu_dashboard_export_rows_total", Help: "CSV rows written by export.csv.",
-		}),
-		reminded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "yidu_dashboard_reminded_total", Help: "People sent a reminder.",
-		}),
-		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_dashboard_logins_total", Help: "Sign-in attempts by result.",
-		}, []string{"result"}),
+		requests: f.CounterVec("yidu_dashboard_requests_total", "Dashboard HTTP requests by route pattern and status.", "route", "status"),
+		duration: f.HistogramVec("yidu_dashboard_request_seconds", "Dashboard request time by route (SSE streams excluded).",
+			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}, "route"),
+		streams:    f.Gauge("yidu_dashboard_sse_streams", "Open /events streams."),
+		exportRows: f.Counter("yidu_dashboard_export_rows_total", "CSV rows written by export.csv."),
+		reminded:   f.Counter("yidu_dashboard_reminded_total", "People sent a reminder."),
+		logins:     f.CounterVec("yidu_dashboard_logins_total", "Sign-in attempts by result.", "result"),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.streams, m.exportRows, m.reminded, m.logins} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("dashboard: register metrics: %w", err)
-		}
-	}
-	for _, rt := range routeNames {
-		m.requests.WithLabelValues(rt, "200")
-		m.duration.WithLabelValues(rt)
-	}
-	for _, res := range []string{"ok", "bad_password", "rate_limited"} {
-		m.logins.WithLabelValues(res)
-	}
-	return m, nil
+	metric.Preset(m.requests.MetricVec, routeNames, []string{"200"})
+	metric.Preset(m.duration.MetricVec, routeNames)
+	metric.Preset(m.logins.MetricVec, []string{"ok", "bad_password", "rate_limited"})
+	return m, f.Err("dashboard")
 }
 
 // statusWriter records the status; Unwrap lets http.ResponseController
@@ -338,13 +314,13 @@ func httpStatus(err error) (int, string) {
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, errNotFound):
 		return http.StatusNotFound, "not found"
-	case errors.Is(err, tracker.ErrInvalid):
+	case errors.Is(err, yidu.ErrInvalid):
 		return http.StatusBadRequest, err.Error()
-	case errors.Is(err, tracker.ErrRateLimited):
+	case errors.Is(err, yidu.ErrRateLimited):
 		return http.StatusTooManyRequests, "WeCom's sending limit for this app is reached, try later"
-	case errors.Is(err, tracker.ErrNoSender):
+	case errors.Is(err, yidu.ErrNoSender):
 		return http.StatusServiceUnavailable, "sending through WeCom is not configured"
-	case errors.Is(err, tracker.ErrConflict):
+	case errors.Is(err, yidu.ErrConflict):
 		return http.StatusConflict, "msgid exists with a different audience or title"
 	case errors.Is(err, context.Canceled):
 		return 499, "client went away"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/delta"
 )
 
 // mysqlRead is one is_read row.

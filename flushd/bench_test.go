@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -57,7 +57,7 @@ func benchLoop(b *testing.B, db *sql.DB, write func(ctx context.Context) error) 
 // 5000 uids.
 func BenchmarkFlush(b *testing.B) {
 	db, reads := benchSetup(b)
-	w, err := NewWriter(db, DefaultBatchSize, nil, nil)
+	w, err := NewWriter(db, WriterOptions{BatchSize: DefaultBatchSize})
 	testenv.Check(b, "NewWriter", err)
 	benchLoop(b, db, func(ctx context.Context) error {
 		_, _, err := w.Write(ctx, "corp", "bench", reads)
@@ -176,7 +176,7 @@ func BenchmarkPerRow(b *testing.B) {
 // share of each ceiling.
 func BenchmarkFlushInterleaved(b *testing.B) {
 	db, reads := benchSetup(b)
-	w, err := NewWriter(db, DefaultBatchSize, nil, nil)
+	w, err := NewWriter(db, WriterOptions{BatchSize: DefaultBatchSize})
 	testenv.Check(b, "NewWriter", err)
 	ctx := context.Background()
 	forms := []struct {

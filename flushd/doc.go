@@ -1,4 +1,4 @@
-// Package flushd moves reads from the deltas topic (bitmap/delta) into MySQL
+// Package flushd moves reads from the deltas topic (package delta) into MySQL
 // in micro-batches: it is the only writer of message_read_record.is_read.
 //
 // # Batching

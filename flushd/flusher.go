@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/time/rate"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/delta"
 )
 
 // Options configure a Flusher. Zero values take the defaults noted.
@@ -53,7 +53,7 @@ type Options struct {
 	InstanceID string
 	// Logger receives flushd's logs (nil: discarded).
 	Logger *slog.Logger
-	// Registerer receives flushd's metrics (nil: not registered).
+	// Registerer receives flushd's metrics (nil: registered nowhere).
 	Registerer prometheus.Registerer
 	// KafkaOpts are added to the client's options (TLS, SASL, tuning).
 	KafkaOpts []kgo.Opt
@@ -116,7 +116,10 @@ func New(db DB, opts Options) (*Flusher, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	logger := opts.Logger.With("component", "flushd")
-	m := newMetrics(opts.Registerer)
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	w, err := newWriter(db, opts.BatchSize, logger, m)
 	if err != nil {
 		return nil, err

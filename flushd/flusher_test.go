@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -207,7 +207,7 @@ func TestFlusherWritesDeltas(t *testing.T) {
 	waitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
 	e.waitCommittedToEnd(t)
 	checkRows(t, e.db, messages, n)
-	if got := value(t, f.m.orphans); got != 2 {
+	if got := testutil.ToFloat64(f.m.orphans); got != 2 {
 		t.Errorf("orphans_total = %v; want 2", got)
 	}
 	if err := f.stop(t); err != nil {
@@ -250,7 +250,7 @@ func TestFlusherBatchSize(t *testing.T) {
 	if total != n || full < 1 {
 		t.Errorf("statements %v: %d uids, %d full; want %d uids, some full", e.spy.batches(), total, full, n)
 	}
-	if got := value(t, f.m.batches); got != float64(len(e.spy.batches())) {
+	if got := testutil.ToFloat64(f.m.batches); got != float64(len(e.spy.batches())) {
 		t.Errorf("batches_total = %v; want %d", got, len(e.spy.batches()))
 	}
 }
@@ -289,10 +289,10 @@ func TestFlusherCrashReplay(t *testing.T) {
 		t.Fatalf("second Run = %v; want nil", err)
 	}
 	checkRows(t, e.db, messages, n)
-	if got := value(t, second.m.updated); got != 0 {
+	if got := testutil.ToFloat64(second.m.updated); got != 0 {
 		t.Errorf("replay updated %v rows; want 0", got)
 	}
-	if got := value(t, second.m.orphans); got != 0 {
+	if got := testutil.ToFloat64(second.m.orphans); got != 0 {
 		t.Errorf("replay parked %v orphans; want 0", got)
 	}
 }
@@ -309,9 +309,9 @@ func TestFlusherMySQLDown(t *testing.T) {
 	e.spy.fail.Store(true)
 	f := e.start(t, Options{Interval: 50 * time.Millisecond, MaxPending: maxPending}, nil)
 	e.produce(t, reads(messages, n)...)
-	waitFor(t, 20*time.Second, "pending reads at MaxPending", func() bool { return value(t, f.m.pending) == maxPending })
-	waitFor(t, 20*time.Second, "retries", func() bool { return value(t, f.m.retries) >= 3 })
-	if got := value(t, f.m.pending); got > maxPending {
+	waitFor(t, 20*time.Second, "pending reads at MaxPending", func() bool { return testutil.ToFloat64(f.m.pending) == maxPending })
+	waitFor(t, 20*time.Second, "retries", func() bool { return testutil.ToFloat64(f.m.retries) >= 3 })
+	if got := testutil.ToFloat64(f.m.pending); got > maxPending {
 		t.Errorf("pending = %v; want at most MaxPending %d", got, maxPending)
 	}
 	if got := countRead(t, e.db); got != 0 {
@@ -368,7 +368,7 @@ func TestFlusherTwoInstances(t *testing.T) {
 	waitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
 	e.waitCommittedToEnd(t)
 	checkRows(t, e.db, messages, n)
-	if value(t, b.m.batches) == 0 {
+	if testutil.ToFloat64(b.m.batches) == 0 {
 		t.Errorf("second member wrote nothing; want a share of the partitions")
 	}
 	var wg sync.WaitGroup
@@ -420,7 +420,7 @@ func TestFlusherRevokeFlushes(t *testing.T) {
 	}
 	a := e.start(t, Options{Interval: time.Hour}, nil)
 	e.produce(t, reads(messages, n)...)
-	waitFor(t, 20*time.Second, "reads consumed", func() bool { return value(t, a.m.pending) == messages*n })
+	waitFor(t, 20*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(a.m.pending) == messages*n })
 	b := e.start(t, Options{Interval: time.Hour}, nil)
 	moved := e.assigned(t, b.Flusher, 2)
 	ends := e.ends(t)
@@ -440,7 +440,7 @@ func TestFlusherRevokeFlushes(t *testing.T) {
 	if got := countRead(t, e.db); got != want {
 		t.Errorf("%d rows read after the revoke; want %d (the revoked partitions' reads)", got, want)
 	}
-	if got := value(t, a.m.pending); got != float64(messages*n-want) {
+	if got := testutil.ToFloat64(a.m.pending); got != float64(messages*n-want) {
 		t.Errorf("first member still holds %v reads; want %d", got, messages*n-want)
 	}
 	for _, r := range []*running{a, b} {
@@ -449,7 +449,7 @@ func TestFlusherRevokeFlushes(t *testing.T) {
 		}
 	}
 	checkRows(t, e.db, messages, n)
-	if got := value(t, b.m.updated); got != 0 {
+	if got := testutil.ToFloat64(b.m.updated); got != 0 {
 		t.Errorf("newcomer updated %v rows; want 0 (all were written before the handover)", got)
 	}
 }
@@ -467,7 +467,7 @@ func TestFlusherDrain(t *testing.T) {
 		delta.Marshal(delta.Delta{CorpID: "corp", MsgID: "bad id", UID: 1, ReadTime: base}),
 		delta.Marshal(delta.Delta{CorpID: "corp", MsgID: "m", UID: 1, ReadTime: 0}))
 	e.produce(t, reads(messages, n)...)
-	waitFor(t, 20*time.Second, "reads consumed", func() bool { return value(t, f.m.pending) == messages*n })
+	waitFor(t, 20*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(f.m.pending) == messages*n })
 	if got := countRead(t, e.db); got != 0 {
 		t.Fatalf("%d rows read before the interval or the drain", got)
 	}
@@ -475,7 +475,7 @@ func TestFlusherDrain(t *testing.T) {
 		t.Fatalf("Run = %v; want nil", err)
 	}
 	checkRows(t, e.db, messages, n)
-	if got := value(t, f.m.malformed); got != 4 {
+	if got := testutil.ToFloat64(f.m.malformed); got != 4 {
 		t.Errorf("malformed_total = %v; want 4", got)
 	}
 	ends, committed := e.ends(t), e.committed(t)
@@ -567,20 +567,6 @@ func TestFlusherStaticMember(t *testing.T) {
 	t.Logf("replacement with the same instance id wrote the reads %v after starting (session timeout %v)", took, session)
 	if took > session/3 {
 		t.Errorf("replacement took %v; want it well inside the %v session timeout", took, session)
-	}
-}
-
-// TestConfigBatchSizeCap: config repeats MaxBatchSize rather than import
-// flushd; the largest batch it accepts must be the largest New accepts.
-func TestConfigBatchSizeCap(t *testing.T) {
-	for _, size := range []int{MaxBatchSize, MaxBatchSize + 1} {
-		c := config.Default()
-		c.Flushd.BatchSize = size
-		cerr := c.Validate()
-		_, werr := NewWriter(&spyDB{}, size, nil, nil)
-		if (cerr == nil) != (werr == nil) {
-			t.Errorf("batch size %d: config.Validate = %v, NewWriter = %v; want both to accept or both to refuse", size, cerr, werr)
-		}
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/delta"
 )
 
 // FuzzDecode feeds arbitrary record values through what the Flusher does

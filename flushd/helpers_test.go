@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -136,18 +133,3 @@ func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool
 const base = 1735689600
 
 func msgName(i int) string { return fmt.Sprintf("task-%03d", i) }
-
-// value returns a counter's or gauge's current value.
-func value(tb testing.TB, m prometheus.Metric) float64 {
-	tb.Helper()
-	var d dto.Metric
-	testenv.Check(tb, "read metric", m.Write(&d))
-	switch {
-	case d.Counter != nil:
-		return d.Counter.GetValue()
-	case d.Gauge != nil:
-		return d.Gauge.GetValue()
-	}
-	tb.Fatalf("metric %v is neither counter nor gauge", m.Desc())
-	return 0
-}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/delta"
 )
 
 func at(off int64) kgo.EpochOffset { return kgo.EpochOffset{Epoch: 0, Offset: off} }

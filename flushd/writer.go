@@ -14,7 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/delta"
 )
 
 // DB is what flushd needs from *sql.DB. It is an interface so tests can
@@ -59,13 +60,27 @@ type Writer struct {
 	m         *metrics
 }
 
-// NewWriter returns a Writer of batchSize uids per statement (0: the
-// default; at most MaxBatchSize) registering its metrics with reg.
-func NewWriter(db DB, batchSize int, logger *slog.Logger, reg prometheus.Registerer) (*Writer, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+// WriterOptions configure a Writer.
+type WriterOptions struct {
+	// BatchSize is the most uids per statement (0: DefaultBatchSize; at
+	// most MaxBatchSize).
+	BatchSize int
+	// Logger receives the Writer's logs (nil: discarded).
+	Logger *slog.Logger
+	// Registerer receives its metrics (nil: registered nowhere).
+	Registerer prometheus.Registerer
+}
+
+// NewWriter returns a Writer on db.
+func NewWriter(db DB, opts WriterOptions) (*Writer, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return newWriter(db, batchSize, logger.With("component", "flushd"), newMetrics(reg))
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return newWriter(db, opts.BatchSize, opts.Logger.With("component", "flushd"), m)
 }
 
 func newWriter(db DB, batchSize int, logger *slog.Logger, m *metrics) (*Writer, error) {
@@ -292,27 +307,15 @@ WHERE o.corp_id = ? AND o.msgid = ? AND r.is_read = 1`, corpID, msgID); err != n
 	return int(n), nil
 }
 
-// checkMessage rejects identifiers the schema cannot hold (corp_id ASCII
-// ≤64, msgid [0-9A-Za-z_\-@]{1,128} per docs/architecture.md): MySQL would
-// fail the statement on every retry.
+// checkMessage rejects identifiers that can name no message (yidu.CorpID
+// and yidu.MsgID: the rules registration enforces), so no row can match
+// and MySQL would only be asked in vain on every retry.
 func checkMessage(corpID, msgID string) error {
-	if len(corpID) == 0 || len(corpID) > 64 {
-		return fmt.Errorf("%w: corp_id length %d", ErrInvalid, len(corpID))
+	if !yidu.CorpID(corpID).Valid() {
+		return fmt.Errorf("%w: corp_id %q", ErrInvalid, yidu.Truncate(corpID, 70))
 	}
-	for i := 0; i < len(corpID); i++ {
-		if c := corpID[i]; c <= ' ' || c >= 0x7f {
-			return fmt.Errorf("%w: corp_id byte %#x", ErrInvalid, c)
-		}
-	}
-	if len(msgID) == 0 || len(msgID) > 128 {
-		return fmt.Errorf("%w: msgid length %d", ErrInvalid, len(msgID))
-	}
-	for i := 0; i < len(msgID); i++ {
-		c := msgID[i]
-		ok := c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_' || c == '-' || c == '@'
-		if !ok {
-			return fmt.Errorf("%w: msgid byte %#x", ErrInvalid, c)
-		}
+	if !yidu.MsgID(msgID).Valid() {
+		return fmt.Errorf("%w: msgid %q", ErrInvalid, yidu.Truncate(msgID, 130))
 	}
 	return nil
 }

@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -20,7 +21,7 @@ func newTestWriter(tb testing.TB) (*Writer, *spyDB, *sql.DB) {
 	tb.Helper()
 	db := testenv.MySQL(tb)
 	spy := &spyDB{DB: db}
-	w, err := NewWriter(spy, 0, nil, nil)
+	w, err := NewWriter(spy, WriterOptions{BatchSize: 0})
 	testenv.Check(tb, "NewWriter", err)
 	return w, spy, db
 }
@@ -69,7 +70,7 @@ func TestWriteBatches(t *testing.T) {
 			}
 		})
 	}
-	if got := value(t, w.m.batches); got != 8 {
+	if got := testutil.ToFloat64(w.m.batches); got != 8 {
 		t.Errorf("yidu_flushd_batches_total = %v; want 8", got)
 	}
 }
@@ -117,7 +118,7 @@ func TestWriteOrphans(t *testing.T) {
 	if u, o, err := w.Write(ctx, "corp", "m1", reads); err != nil || u != 5 || o != 3 {
 		t.Fatalf("Write = %d, %d, %v; want 5, 3, nil", u, o, err)
 	}
-	if got := value(t, w.m.orphans); got != 3 {
+	if got := testutil.ToFloat64(w.m.orphans); got != 3 {
 		t.Errorf("yidu_flushd_orphans_total = %v; want 3", got)
 	}
 	// A replay keeps the first parked read_time.
@@ -188,7 +189,7 @@ func TestApplyOrphansRace(t *testing.T) {
 func TestWriteInvalid(t *testing.T) {
 	spy := &spyDB{DB: nil} // never reached: invalid input writes nothing
 	spy.fail.Store(true)
-	w, err := NewWriter(spy, 0, nil, nil)
+	w, err := NewWriter(spy, WriterOptions{BatchSize: 0})
 	testenv.Check(t, "NewWriter", err)
 	long := make([]byte, 129)
 	for i := range long {
@@ -217,7 +218,7 @@ func TestWriteInvalid(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewWriter(spy, MaxBatchSize+1, nil, nil); err == nil {
+	if _, err := NewWriter(spy, WriterOptions{BatchSize: MaxBatchSize + 1}); err == nil {
 		t.Errorf("NewWriter(batch %d) = nil error; want the placeholder limit", MaxBatchSize+1)
 	}
 }
@@ -261,7 +262,7 @@ func orphanCount(tb testing.TB, db *sql.DB) int {
 // UPDATE of MaxBatchSize uids and the INSERT parking them all as orphans.
 func TestWriteMaxBatch(t *testing.T) {
 	db := testenv.MySQL(t)
-	w, err := NewWriter(db, MaxBatchSize, nil, nil)
+	w, err := NewWriter(db, WriterOptions{BatchSize: MaxBatchSize})
 	testenv.Check(t, "NewWriter", err)
 	reads := make([]Read, MaxBatchSize)
 	for i := range reads {

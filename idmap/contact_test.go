@@ -7,13 +7,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 type userRow struct {
 	uid    uint32
-	status int
+	status yidu.UserStatus
 	depts  string
 }
 
@@ -59,7 +60,7 @@ func TestContactChanged(t *testing.T) {
 			apply(t, idmap.ChangeCreateUser, "zhang", "", []int64{2, 3})
 		}
 		u, ok := readUser(t, db, corp, "zhang")
-		if !ok || u.uid != 1 || u.status != idmap.StatusActive || u.depts != "2,3" {
+		if !ok || u.uid != 1 || u.status != yidu.StatusActive || u.depts != "2,3" {
 			t.Errorf("zhang = %+v, %v; want uid 1, status 1, departments 2,3", u, ok)
 		}
 		if got := memberships(t, db, corp, 1); !slices.Equal(got, []int64{2, 3}) {
@@ -99,7 +100,7 @@ func TestContactChanged(t *testing.T) {
 		apply(t, idmap.ChangeUpdateUser, "li", "li.si", nil)
 		old, _ := readUser(t, db, corp, "li")
 		nw, _ := readUser(t, db, corp, "li.si")
-		if old.status != idmap.StatusLeft || nw.uid != 3 || nw.status != idmap.StatusActive {
+		if old.status != yidu.StatusLeft || nw.uid != 3 || nw.status != yidu.StatusActive {
 			t.Errorf("li = %+v, li.si = %+v; want li left, li.si uid 3 active", old, nw)
 		}
 	})
@@ -115,7 +116,7 @@ func TestContactChanged(t *testing.T) {
 			apply(t, idmap.ChangeDeleteUser, "wang", "", nil)
 		}
 		u, _ := readUser(t, db, corp, "wang")
-		if u.uid != 4 || u.status != idmap.StatusLeft {
+		if u.uid != 4 || u.status != yidu.StatusLeft {
 			t.Errorf("wang = %+v; want uid 4, status 2", u)
 		}
 		if got := memberships(t, db, corp, 4); len(got) != 0 {
@@ -128,7 +129,7 @@ func TestContactChanged(t *testing.T) {
 		}
 		// Re-created: the same uid comes back, active.
 		apply(t, idmap.ChangeCreateUser, "wang", "", nil)
-		if u, _ := readUser(t, db, corp, "wang"); u.uid != 4 || u.status != idmap.StatusActive {
+		if u, _ := readUser(t, db, corp, "wang"); u.uid != 4 || u.status != yidu.StatusActive {
 			t.Errorf("re-created wang = %+v; want uid 4 active", u)
 		}
 		apply(t, idmap.ChangeDeleteUser, "never-seen", "", nil)

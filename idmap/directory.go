@@ -6,17 +6,8 @@ import (
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/yidu-io/yidu"
 )
-
-// Department is one WeCom department as last synced.
-type Department struct {
-	ID       int64
-	ParentID int64 // 0 for a root
-	Name     string
-	// Order sorts siblings; WeCom shows larger values first
-	// (document/path/90208).
-	Order int64
-}
 
 // UserIDs returns the UserIDs of uids; uids without a user are left out.
 // Used to address WeCom (reminders, sending), so it reads MySQL.
@@ -32,25 +23,11 @@ func (m *Mapper) UserIDs(ctx context.Context, corpID string, uids []uint32) (map
 	return out, nil
 }
 
-// User is a member as the directory last saw them: what the dashboard shows
-// of a person and what reminders need to skip members who left.
-type User struct {
-	UID    uint32
-	UserID string
-	// Name is WeCom's display name; "" until a sync could read names
-	// (user/simplelist may be refused to the app).
-	Name string
-	// Departments are the member's departments in WeCom's order.
-	Departments []int64
-	// Status is StatusActive or StatusLeft.
-	Status int
-}
-
 // Users returns the users of uids (any status); uids without a user are left
 // out. One query per chunkSize uids keeps statements and packets bounded
 // whatever the caller asks for.
-func (m *Mapper) Users(ctx context.Context, corpID string, uids []uint32) (map[uint32]User, error) {
-	out := make(map[uint32]User, len(uids))
+func (m *Mapper) Users(ctx context.Context, corpID string, uids []uint32) (map[uint32]yidu.User, error) {
+	out := make(map[uint32]yidu.User, len(uids))
 	bad := 0
 	for start := 0; start < len(uids); start += chunkSize {
 		chunk := uids[start:min(start+chunkSize, len(uids))]
@@ -66,7 +43,7 @@ func (m *Mapper) Users(ctx context.Context, corpID string, uids []uint32) (map[u
 			return nil, fmt.Errorf("idmap: users: %w", err)
 		}
 		for rows.Next() {
-			var u User
+			var u yidu.User
 			var depts string
 			if err := rows.Scan(&u.UID, &u.UserID, &u.Name, &depts, &u.Status); err != nil {
 				rows.Close()
@@ -117,7 +94,7 @@ func (m *Mapper) AllMembers(ctx context.Context, corpID string) (*roaring.Bitmap
 
 // Departments returns the corp's departments ordered by parent, then Order
 // descending (WeCom's display order), then id.
-func (m *Mapper) Departments(ctx context.Context, corpID string) ([]Department, error) {
+func (m *Mapper) Departments(ctx context.Context, corpID string) ([]yidu.Department, error) {
 	m.metrics.query(opRead)
 	rows, err := m.db.QueryContext(ctx,
 		`SELECT dept_id, parent_id, name, sort_order FROM departments
@@ -126,9 +103,9 @@ func (m *Mapper) Departments(ctx context.Context, corpID string) ([]Department, 
 		return nil, fmt.Errorf("idmap: departments: %w", err)
 	}
 	defer rows.Close()
-	var out []Department
+	var out []yidu.Department
 	for rows.Next() {
-		var d Department
+		var d yidu.Department
 		if err := rows.Scan(&d.ID, &d.ParentID, &d.Name, &d.Order); err != nil {
 			return nil, fmt.Errorf("idmap: departments: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -78,7 +79,7 @@ func TestDirectoryReads(t *testing.T) {
 	if want := []int64{1, 5, 3, 2, 4, 7, 6}; !slices.Equal(ids, want) {
 		t.Errorf("Departments order = %v; want %v", ids, want)
 	}
-	if depts[2] != (idmap.Department{ID: 3, ParentID: 1, Name: "ops", Order: 20}) {
+	if depts[2] != (yidu.Department{ID: 3, ParentID: 1, Name: "ops", Order: 20}) {
 		t.Errorf("Departments[2] = %+v", depts[2])
 	}
 
@@ -124,23 +125,23 @@ func TestUsers(t *testing.T) {
 		name    string
 		uids    []uint32
 		queries float64
-		want    map[uint32]idmap.User // checked entries; len(got) must be wantLen
+		want    map[uint32]yidu.User // checked entries; len(got) must be wantLen
 		wantLen int
 	}{
 		{"none", nil, 0, nil, 0},
 		{"unknown only", []uint32{5000, 5001}, 1, nil, 0},
-		{"names, departments, status", []uint32{0, 1, 2, 3, 1100, 9999}, 1, map[uint32]idmap.User{
-			0:    {UID: 0, UserID: "u0000", Departments: []int64{}, Status: idmap.StatusActive},
-			1:    {UID: 1, UserID: "u0001", Name: "张三", Departments: []int64{3, 1}, Status: idmap.StatusActive},
-			2:    {UID: 2, UserID: "u0002", Departments: []int64{}, Status: idmap.StatusLeft},
-			3:    {UID: 3, UserID: "u0003", Status: idmap.StatusActive}, // unparseable departments: left out
-			1100: {UID: 1100, UserID: "u1100", Name: "Zoë 李", Departments: []int64{}, Status: idmap.StatusActive},
+		{"names, departments, status", []uint32{0, 1, 2, 3, 1100, 9999}, 1, map[uint32]yidu.User{
+			0:    {UID: 0, UserID: "u0000", Departments: []int64{}, Status: yidu.StatusActive},
+			1:    {UID: 1, UserID: "u0001", Name: "张三", Departments: []int64{3, 1}, Status: yidu.StatusActive},
+			2:    {UID: 2, UserID: "u0002", Departments: []int64{}, Status: yidu.StatusLeft},
+			3:    {UID: 3, UserID: "u0003", Status: yidu.StatusActive}, // unparseable departments: left out
+			1100: {UID: 1100, UserID: "u1100", Name: "Zoë 李", Departments: []int64{}, Status: yidu.StatusActive},
 		}, 5},
 		// 2500 uids are three statements of ≤ 1000; 1200 exist.
-		{"chunked", seq(2500), 3, map[uint32]idmap.User{
-			999:  {UID: 999, UserID: "u0999", Departments: []int64{}, Status: idmap.StatusActive},
-			1000: {UID: 1000, UserID: "u1000", Departments: []int64{}, Status: idmap.StatusActive},
-			1199: {UID: 1199, UserID: "u1199", Departments: []int64{}, Status: idmap.StatusActive},
+		{"chunked", seq(2500), 3, map[uint32]yidu.User{
+			999:  {UID: 999, UserID: "u0999", Departments: []int64{}, Status: yidu.StatusActive},
+			1000: {UID: 1000, UserID: "u1000", Departments: []int64{}, Status: yidu.StatusActive},
+			1199: {UID: 1199, UserID: "u1199", Departments: []int64{}, Status: yidu.StatusActive},
 		}, 1200},
 	}
 	for _, tt := range tests {

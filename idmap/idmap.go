@@ -26,6 +26,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/yidu-io/yidu/internal/metric"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -49,12 +50,6 @@ const chunkSize = 1000
 // detached from any single caller's context so one caller giving up does not
 // fail the others.
 const lookupTimeout = 5 * time.Second
-
-// Status values of users.status (migrations/00001_init.sql).
-const (
-	StatusActive = 1
-	StatusLeft   = 2
-)
 
 // Mapper maps UserIDs to uids for every corp. It is safe for concurrent use.
 type Mapper struct {
@@ -93,18 +88,31 @@ type call struct {
 	err  error
 }
 
-// New returns a Mapper over db (the migrated yidu schema). Metrics are
-// registered on reg; a nil reg registers nothing.
-func New(db *sql.DB, logger *slog.Logger, reg prometheus.Registerer) *Mapper {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+// Options configure a Mapper (and a Syncer).
+type Options struct {
+	Logger *slog.Logger
+	// Registerer receives the metrics; nil registers them nowhere.
+	Registerer prometheus.Registerer
+}
+
+// New returns a Mapper over db (the migrated yidu schema).
+func New(db *sql.DB, opts Options) (*Mapper, error) {
+	if db == nil {
+		return nil, errors.New("idmap: a database is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	met, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
 	}
 	return &Mapper{
 		db:      db,
-		log:     logger.With("component", "idmap"),
-		metrics: newMetrics(reg),
+		log:     opts.Logger.With("component", "idmap"),
+		metrics: met,
 		seed:    maphash.MakeSeed(),
-	}
+	}, nil
 }
 
 func (m *Mapper) corp(corpID string) *corpCache {
@@ -592,47 +600,24 @@ func (m *metrics) query(op int) { m.queries[op].Inc() }
 // contactResults are the label values of yidu_idmap_contact_changes_total.
 var contactResults = []string{"created", "updated", "renamed", "rename_conflict", "deleted", "ignored"}
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	queries := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "yidu_idmap_db_queries_total",
-		Help: "Statements sent to MySQL, by operation (cache hits send none).",
-	}, []string{"op"})
-	lookups := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "yidu_idmap_lookups_total",
-		Help: "Lookups by result: hit (cache), miss (found in MySQL), unknown, invalid.",
-	}, []string{"result"})
-	contact := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "yidu_idmap_contact_changes_total",
-		Help: "change_contact callbacks applied, by result.",
-	}, []string{"result"})
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	f := metric.New(reg)
+	queries := f.CounterVec("yidu_idmap_db_queries_total", "Statements sent to MySQL, by operation (cache hits send none).", "op")
+	lookups := f.CounterVec("yidu_idmap_lookups_total", "Lookups by result: hit (cache), miss (found in MySQL), unknown, invalid.", "result")
 	mt := &metrics{
 		lookupHit:     lookups.WithLabelValues("hit"),
 		lookupMiss:    lookups.WithLabelValues("miss"),
 		lookupUnknown: lookups.WithLabelValues("unknown"),
 		lookupInvalid: lookups.WithLabelValues("invalid"),
-		assigned: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "yidu_idmap_assigned_total",
-			Help: "New uids created.",
-		}),
-		assignSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "yidu_idmap_assign_seconds",
-			Help:    "Duration of one uid assignment transaction (≤1000 ids).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
-		}),
-		cacheEntries: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "yidu_idmap_cache_entries",
-			Help: "UserIDs held in the in-memory cache, all corps.",
-		}),
-		contact: contact,
+		assigned:      f.Counter("yidu_idmap_assigned_total", "New uids created."),
+		assignSeconds: f.Histogram("yidu_idmap_assign_seconds", "Duration of one uid assignment transaction (≤1000 ids).",
+			prometheus.ExponentialBuckets(0.0005, 2, 14)),
+		cacheEntries: f.Gauge("yidu_idmap_cache_entries", "UserIDs held in the in-memory cache, all corps."),
+		contact:      f.CounterVec("yidu_idmap_contact_changes_total", "change_contact callbacks applied, by result.", "result"),
 	}
 	for i, name := range opNames {
 		mt.queries[i] = queries.WithLabelValues(name)
 	}
-	for _, r := range contactResults {
-		contact.WithLabelValues(r)
-	}
-	if reg != nil {
-		reg.MustRegister(queries, lookups, contact, mt.assigned, mt.assignSeconds, mt.cacheEntries)
-	}
-	return mt
+	metric.Preset(mt.contact.MetricVec, contactResults)
+	return mt, f.Err("idmap")
 }

@@ -20,7 +20,9 @@ import (
 func newMapper(tb testing.TB, db *sql.DB) (*idmap.Mapper, *prometheus.Registry) {
 	tb.Helper()
 	reg := prometheus.NewRegistry()
-	return idmap.New(db, nil, reg), reg
+	m, err := idmap.New(db, idmap.Options{Registerer: reg})
+	testenv.Check(tb, "idmap.New", err)
+	return m, reg
 }
 
 // metric sums every series of the named family in reg, filtered by label

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/metric"
 )
 
 // Directory is what Syncer reads from WeCom's address list
@@ -17,7 +19,7 @@ import (
 type Directory interface {
 	// Departments lists department/simplelist: the whole visible tree,
 	// without names.
-	Departments(ctx context.Context) ([]Department, error)
+	Departments(ctx context.Context) ([]yidu.Department, error)
 	// DepartmentNames lists department/list's names by id; apps created
 	// recently may be refused (an *APIError), names are then kept as stored.
 	DepartmentNames(ctx context.Context) (map[int64]string, error)
@@ -85,30 +87,23 @@ type Report struct {
 }
 
 // NewSyncer returns a Syncer using dirs (by corp_id) to read WeCom.
-func NewSyncer(m *Mapper, dirs map[string]Directory, logger *slog.Logger, reg prometheus.Registerer) *Syncer {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+func NewSyncer(m *Mapper, dirs map[string]Directory, opts Options) (*Syncer, error) {
+	if m == nil {
+		return nil, errors.New("idmap: sync: a Mapper is required")
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := metric.New(opts.Registerer)
 	s := &Syncer{
-		m:    m,
-		dirs: dirs,
-		log:  logger.With("component", "idmap.sync"),
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_idmap_sync_total",
-			Help: "Directory syncs by result.",
-		}, []string{"result"}),
-		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "yidu_idmap_sync_seconds",
-			Help:    "Duration of a directory sync.",
-			Buckets: prometheus.ExponentialBuckets(0.1, 2, 12),
-		}),
+		m:       m,
+		dirs:    dirs,
+		log:     opts.Logger.With("component", "idmap.sync"),
+		runs:    f.CounterVec("yidu_idmap_sync_total", "Directory syncs by result.", "result"),
+		seconds: f.Histogram("yidu_idmap_sync_seconds", "Duration of a directory sync.", prometheus.ExponentialBuckets(0.1, 2, 12)),
 	}
-	s.runs.WithLabelValues("ok")
-	s.runs.WithLabelValues("error")
-	if reg != nil {
-		reg.MustRegister(s.runs, s.seconds)
-	}
-	return s
+	metric.Preset(s.runs.MetricVec, []string{"ok", "error"})
+	return s, f.Err("idmap: sync")
 }
 
 type member struct {
@@ -175,12 +170,12 @@ func (s *Syncer) sync(ctx context.Context, corpID string) (Report, error) {
 // departments lists the structure with department/simplelist and takes
 // names from department/list when the app may call it; otherwise names stay
 // as stored.
-func (s *Syncer) departments(ctx context.Context, dir Directory, rep *Report) ([]Department, error) {
+func (s *Syncer) departments(ctx context.Context, dir Directory, rep *Report) ([]yidu.Department, error) {
 	list, err := dir.Departments(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("idmap: sync: department/simplelist: %w", err)
 	}
-	out := make([]Department, 0, len(list))
+	out := make([]yidu.Department, 0, len(list))
 	for _, d := range list {
 		if d.ID >= 0 && d.ParentID >= 0 {
 			out = append(out, d)
@@ -239,7 +234,7 @@ func (s *Syncer) members(ctx context.Context, dir Directory) (map[string]*member
 
 // names fills member names from user/simplelist, one call per department.
 // An API refusal (no permission) skips names altogether: they are optional.
-func (s *Syncer) names(ctx context.Context, dir Directory, depts []Department, members map[string]*member) (bool, error) {
+func (s *Syncer) names(ctx context.Context, dir Directory, depts []yidu.Department, members map[string]*member) (bool, error) {
 	for _, d := range depts {
 		if err := ctx.Err(); err != nil {
 			return false, err
@@ -273,7 +268,7 @@ func containsInt(s []int64, v int64) bool {
 
 // writeDepartments replaces the corp's departments in one transaction. A
 // department listed without a name keeps the name stored before.
-func (m *Mapper) writeDepartments(ctx context.Context, corpID string, depts []Department) error {
+func (m *Mapper) writeDepartments(ctx context.Context, corpID string, depts []yidu.Department) error {
 	return retry(ctx, func() error {
 		m.metrics.query(opSync)
 		tx, err := m.db.BeginTx(ctx, nil)
@@ -329,7 +324,7 @@ func (m *Mapper) writeDepartments(ctx context.Context, corpID string, depts []De
 type storedUser struct {
 	uid    uint32
 	name   string
-	status int
+	status yidu.UserStatus
 	depts  string
 }
 
@@ -384,12 +379,12 @@ func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[st
 		}
 		u, known := stored[id]
 		if !known {
-			u = storedUser{uid: uids[id], status: StatusActive}
+			u = storedUser{uid: uids[id], status: yidu.StatusActive}
 		}
 		for _, d := range mb.depts {
 			memberships = append(memberships, [2]int64{d, int64(u.uid)})
 		}
-		if known && u.status == StatusActive && u.depts == deptString && (mb.name == "" || mb.name == u.name) {
+		if known && u.status == yidu.StatusActive && u.depts == deptString && (mb.name == "" || mb.name == u.name) {
 			continue
 		}
 		if known {
@@ -416,7 +411,7 @@ func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[st
 
 	var left []any
 	for id, u := range stored {
-		if _, listed := members[id]; !listed && u.status != StatusLeft {
+		if _, listed := members[id]; !listed && u.status != yidu.StatusLeft {
 			left = append(left, u.uid)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/silenceper/wechat/v2/util"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/idmap/wecomdir"
 	"github.com/yidu-io/yidu/internal/fakewecom"
@@ -85,7 +86,8 @@ func TestSync(t *testing.T) {
 	listCalls := fake.Calls("/cgi-bin/user/list_id")
 	m, _ := newMapper(t, db)
 	dir := wecomdir.New(corp, "s3cret")
-	s := idmap.NewSyncer(m, map[string]idmap.Directory{corp: dir}, nil, prometheus.NewRegistry())
+	s, err := idmap.NewSyncer(m, map[string]idmap.Directory{corp: dir}, idmap.Options{Registerer: prometheus.NewRegistry()})
+	testenv.Check(t, "NewSyncer", err)
 	ctx := context.Background()
 
 	// A member known before the first sync (e.g. from a callback) keeps uid 0.
@@ -117,7 +119,7 @@ func TestSync(t *testing.T) {
 	}
 	depts, err := m.Departments(ctx, corp)
 	testenv.Check(t, "Departments", err)
-	if len(depts) != 5 || depts[0] != (idmap.Department{ID: 1, Name: "公司", Order: 100}) {
+	if len(depts) != 5 || depts[0] != (yidu.Department{ID: 1, Name: "公司", Order: 100}) {
 		t.Errorf("Departments = %+v", depts)
 	}
 	eng, err := m.DepartmentMembers(ctx, corp, []int64{2}, true)
@@ -154,7 +156,7 @@ func TestSync(t *testing.T) {
 				t.Errorf("%s uid %d → %d", id, u.uid, second[id].uid)
 			}
 		}
-		if u := second["emp00005"]; u.status != idmap.StatusLeft {
+		if u := second["emp00005"]; u.status != yidu.StatusLeft {
 			t.Errorf("emp00005 status = %d; want 2", u.status)
 		}
 		if n := count(t, db, "SELECT COUNT(*) FROM user_departments WHERE corp_id = ? AND uid = ?", corp, second["emp00005"].uid); n != 0 {
@@ -185,8 +187,9 @@ func TestSync(t *testing.T) {
 		if _, err := s.Sync(ctx, "unknown-corp"); err == nil {
 			t.Error("Sync of a corp without a directory succeeded")
 		}
-		bad := idmap.NewSyncer(m, map[string]idmap.Directory{corp: wecomdir.New(corp, "wrong")}, nil, nil)
-		_, err := bad.Sync(ctx, corp)
+		bad, err := idmap.NewSyncer(m, map[string]idmap.Directory{corp: wecomdir.New(corp, "wrong")}, idmap.Options{})
+		testenv.Check(t, "NewSyncer", err)
+		_, err = bad.Sync(ctx, corp)
 		var apiErr *idmap.APIError
 		if !errors.As(err, &apiErr) || apiErr.Code != fakewecom.ErrInvalidCredential {
 			t.Errorf("Sync with a wrong secret = %v; want errcode %d", err, fakewecom.ErrInvalidCredential)

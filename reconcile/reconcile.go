@@ -16,28 +16,29 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
-	"github.com/yidu-io/yidu/bitmap"
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/delta"
 )
 
 // Archive reads a message back from MySQL; tracker.Registry provides it.
 type Archive interface {
-	LoadMessage(ctx context.Context, corpID, msgID string) (m bitmap.Message, recipients, read *roaring.Bitmap, found bool, err error)
+	LoadMessage(ctx context.Context, corpID, msgID string) (m yidu.Message, recipients, read *roaring.Bitmap, found bool, err error)
 }
 
 // Bitmaps is the Redis side; bitmap.Store provides it.
 type Bitmaps interface {
 	ReadBitmap(ctx context.Context, corpID, msgID string) (*roaring.Bitmap, bool, error)
-	RestoreMessage(ctx context.Context, m bitmap.Message, recipients, read *roaring.Bitmap) error
+	RestoreMessage(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap) error
 }
 
-// Publisher makes deltas durable; bitmap.Producer provides it.
+// Publisher makes deltas durable; delta.Producer provides it.
 type Publisher interface {
 	Publish(ctx context.Context, ds []delta.Delta) error
 }
@@ -51,15 +52,27 @@ type Reconciler struct {
 	now     func() time.Time
 }
 
-// New returns a Reconciler. now may be nil (time.Now).
-func New(a Archive, b Bitmaps, p Publisher, logger *slog.Logger, now func() time.Time) *Reconciler {
-	if now == nil {
-		now = time.Now
+// Options configure a Reconciler.
+type Options struct {
+	// Logger receives its logs (nil: discarded).
+	Logger *slog.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// New returns a Reconciler of a's archive and b's bitmaps, emitting
+// missing deltas through p.
+func New(a Archive, b Bitmaps, p Publisher, opts Options) (*Reconciler, error) {
+	if a == nil || b == nil || p == nil {
+		return nil, errors.New("reconcile: archive, bitmaps and publisher are required")
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
-	return &Reconciler{archive: a, bitmaps: b, pub: p, log: logger.With("component", "reconcile"), now: now}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Reconciler{archive: a, bitmaps: b, pub: p, log: opts.Logger.With("component", "reconcile"), now: opts.Now}, nil
 }
 
 // Report says what one message's reconciliation found and changed.

@@ -11,9 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
-	"github.com/yidu-io/yidu/bitmap/delta"
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/reconcile"
@@ -28,7 +28,7 @@ type fixture struct {
 	prefix   string
 	store    *bitmap.Store
 	registry *tracker.Registry
-	producer *bitmap.Producer
+	producer *delta.Producer
 	brokers  []string
 	rec      *reconcile.Reconciler
 	now      time.Time
@@ -39,28 +39,33 @@ func newFixture(t *testing.T) *fixture {
 	db := testenv.MySQL(t)
 	rdb, prefix := testenv.Redis(t)
 	_, brokers := testenv.Kafka(t, "yidu.reads", 1)
-	store := bitmap.New(rdb, bitmap.Options{Prefix: prefix})
+	store, err := bitmap.New(rdb, bitmap.Options{Prefix: prefix})
+	testenv.Check(t, "bitmap.New", err)
 	t.Cleanup(store.Close)
-	reg := tracker.New(db, idmap.New(db, nil, nil), store, tracker.Options{})
-	p, err := bitmap.NewProducer(brokers, "yidu.reads", bitmap.ProducerOptions{})
+	ids, err := idmap.New(db, idmap.Options{})
+	testenv.Check(t, "idmap.New", err)
+	reg, err := tracker.New(db, ids, store, tracker.Options{})
+	testenv.Check(t, "tracker.New", err)
+	p, err := delta.NewProducer(brokers, "yidu.reads", delta.ProducerOptions{})
 	testenv.Check(t, "producer", err)
 	t.Cleanup(p.Close)
 	now := time.Date(2026, 11, 29, 9, 30, 0, 0, time.UTC)
-	return &fixture{db: db, rdb: rdb, prefix: prefix, store: store, registry: reg, producer: p, brokers: brokers, now: now,
-		rec: reconcile.New(reg, store, p, nil, func() time.Time { return now })}
+	rec, err := reconcile.New(reg, store, p, reconcile.Options{Now: func() time.Time { return now }})
+	testenv.Check(t, "reconcile.New", err)
+	return &fixture{db: db, rdb: rdb, prefix: prefix, store: store, registry: reg, producer: p, brokers: brokers, now: now, rec: rec}
 }
 
 // register registers msgID to n members user0..user{n-1} (uids 0..n-1).
-func (f *fixture) register(t *testing.T, msgID string, n int) bitmap.Message {
+func (f *fixture) register(t *testing.T, msgID string, n int) yidu.Message {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("user%d", i)
 	}
-	m, _, err := f.registry.Register(context.Background(), tracker.Registration{
+	m, _, err := f.registry.Register(context.Background(), yidu.Registration{
 		MsgID: msgID, Title: "t", SentAt: f.now.Add(-time.Hour),
-		App:      config.App{Name: "hr", CorpID: corp, AgentID: 1000002},
-		Audience: tracker.Audience{UserIDs: ids},
+		App:      yidu.App{Name: "hr", CorpID: corp, AgentID: 1000002},
+		Audience: yidu.Audience{UserIDs: ids},
 	})
 	testenv.Check(t, "register", err)
 	return m
@@ -175,7 +180,7 @@ func markMySQL(t *testing.T, f *fixture, msgID string, uids *roaring.Bitmap) {
 	}
 }
 
-func deleteRedis(t *testing.T, f *fixture, m bitmap.Message) {
+func deleteRedis(t *testing.T, f *fixture, m yidu.Message) {
 	t.Helper()
 	// Every key of the test's namespace goes, as when Redis restarts empty.
 	ctx := context.Background()

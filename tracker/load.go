@@ -10,50 +10,34 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
-	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu"
 )
 
-// MessageSummary is a listed message (docs/architecture.md): counts come from
-// Redis, not from here.
-type MessageSummary = bitmap.Message
-
-// MinuteCount is the number of flushed reads whose read_time falls in one
-// UTC minute.
-type MinuteCount struct {
-	Minute time.Time
-	Reads  int64
-}
-
-// Listing bounds.
-const (
-	DefaultListLimit = 50
-	MaxListLimit     = 500
-	// maxReadTimesUIDs bounds one ReadTimes call (one page of people).
-	maxReadTimesUIDs = 100_000
-)
+// maxReadTimesUIDs bounds one ReadTimes call (one page of people).
+const maxReadTimesUIDs = 100_000
 
 // LoadMessage returns an active message and its recipient and read bitmaps
 // from MySQL, for bitmap.Recorder and the dashboard when Redis lacks the
 // message. found=false: no such active message (a registration still writing
 // its rows does not count).
-func (r *Registry) LoadMessage(ctx context.Context, corpID, msgID string) (bitmap.Message, *roaring.Bitmap, *roaring.Bitmap, bool, error) {
-	if !ValidMsgID(msgID) {
-		return bitmap.Message{}, nil, nil, false, nil
+func (r *Registry) LoadMessage(ctx context.Context, corpID, msgID string) (yidu.Message, *roaring.Bitmap, *roaring.Bitmap, bool, error) {
+	if !yidu.MsgID(msgID).Valid() {
+		return yidu.Message{}, nil, nil, false, nil
 	}
 	row, ok, err := r.messageRow(ctx, corpID, msgID)
 	if err != nil || !ok || row.state != stateActive {
-		return bitmap.Message{}, nil, nil, false, err
+		return yidu.Message{}, nil, nil, false, err
 	}
 	recipients, read, err := r.loadRows(ctx, corpID, msgID)
 	if err != nil {
-		return bitmap.Message{}, nil, nil, false, err
+		return yidu.Message{}, nil, nil, false, err
 	}
 	return row.m, recipients, read, true, nil
 }
 
 // ActiveMessages returns the active messages of one app sent at or after
 // since, oldest first: the messages an enter_agent event may have shown.
-func (r *Registry) ActiveMessages(ctx context.Context, corpID string, agentID int64, since time.Time) ([]bitmap.Message, error) {
+func (r *Registry) ActiveMessages(ctx context.Context, corpID string, agentID int64, since time.Time) ([]yidu.Message, error) {
 	rows, err := r.db.QueryContext(ctx, "SELECT "+messageCols+
 		" FROM messages WHERE corp_id = ? AND sent_at >= ? AND agent_id = ? AND state = 1 ORDER BY sent_at, msgid",
 		corpID, since.UTC(), agentID)
@@ -61,7 +45,7 @@ func (r *Registry) ActiveMessages(ctx context.Context, corpID string, agentID in
 		return nil, fmt.Errorf("tracker: active messages: %w", err)
 	}
 	defer rows.Close()
-	var out []bitmap.Message
+	var out []yidu.Message
 	for rows.Next() {
 		m, err := scanMessage(rows)
 		if err != nil {
@@ -91,15 +75,15 @@ func parseCursor(s string) (cursor, error) {
 	var c cursor
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(b) > 256 {
-		return c, invalid("bad cursor")
+		return c, yidu.Invalidf("bad cursor")
 	}
 	parts := strings.Split(string(b), "|")
-	if len(parts) != 3 || !validCorpID(parts[1]) || !ValidMsgID(parts[2]) {
-		return c, invalid("bad cursor")
+	if len(parts) != 3 || !yidu.CorpID(parts[1]).Valid() || !yidu.MsgID(parts[2]).Valid() {
+		return c, yidu.Invalidf("bad cursor")
 	}
 	ms, err := strconv.ParseInt(parts[0], 10, 64)
 	if err != nil {
-		return c, invalid("bad cursor")
+		return c, yidu.Invalidf("bad cursor")
 	}
 	return cursor{time.UnixMilli(ms).UTC(), parts[1], parts[2]}, nil
 }
@@ -120,13 +104,13 @@ func corpFilter(corps []string, args []any) (string, []any, bool) {
 }
 
 // ListMessages lists active messages of corps (nil: all corps) newest first,
-// limit per page (≤0: DefaultListLimit; at most MaxListLimit). next is the
+// limit per page (≤0: yidu.DefaultListLimit; at most yidu.MaxListLimit). next is the
 // opaque cursor of the following page, empty after the last page.
-func (r *Registry) ListMessages(ctx context.Context, corps []string, cur string, limit int) ([]bitmap.Message, string, error) {
+func (r *Registry) ListMessages(ctx context.Context, corps []string, cur string, limit int) ([]yidu.Message, string, error) {
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = yidu.DefaultListLimit
 	}
-	limit = min(limit, MaxListLimit)
+	limit = min(limit, yidu.MaxListLimit)
 	where, args, ok := corpFilter(corps, nil)
 	if !ok {
 		return nil, "", nil
@@ -146,7 +130,7 @@ func (r *Registry) ListMessages(ctx context.Context, corps []string, cur string,
 		return nil, "", fmt.Errorf("tracker: list messages: %w", err)
 	}
 	defer rows.Close()
-	var out []bitmap.Message
+	var out []yidu.Message
 	for rows.Next() {
 		m, err := scanMessage(rows)
 		if err != nil {
@@ -168,26 +152,26 @@ func (r *Registry) ListMessages(ctx context.Context, corps []string, cur string,
 
 // GetMessage returns the active message msgID within corps (nil: any corp).
 // Should two granted corps use one msgid, the newest is returned.
-func (r *Registry) GetMessage(ctx context.Context, corps []string, msgID string) (bitmap.Message, bool, error) {
-	if !ValidMsgID(msgID) {
-		return bitmap.Message{}, false, nil
+func (r *Registry) GetMessage(ctx context.Context, corps []string, msgID string) (yidu.Message, bool, error) {
+	if !yidu.MsgID(msgID).Valid() {
+		return yidu.Message{}, false, nil
 	}
 	where, args, ok := corpFilter(corps, []any{msgID})
 	if !ok {
-		return bitmap.Message{}, false, nil
+		return yidu.Message{}, false, nil
 	}
 	rows, err := r.db.QueryContext(ctx, "SELECT "+messageCols+
 		" FROM messages WHERE msgid = ? AND state = 1"+where+" ORDER BY sent_at DESC LIMIT 1", args...)
 	if err != nil {
-		return bitmap.Message{}, false, fmt.Errorf("tracker: get message: %w", err)
+		return yidu.Message{}, false, fmt.Errorf("tracker: get message: %w", err)
 	}
 	defer rows.Close()
 	if !rows.Next() {
-		return bitmap.Message{}, false, rows.Err()
+		return yidu.Message{}, false, rows.Err()
 	}
 	m, err := scanMessage(rows)
 	if err != nil {
-		return bitmap.Message{}, false, fmt.Errorf("tracker: get message: %w", err)
+		return yidu.Message{}, false, fmt.Errorf("tracker: get message: %w", err)
 	}
 	return m, true, nil
 }
@@ -196,7 +180,7 @@ func (r *Registry) GetMessage(ctx context.Context, corps []string, msgID string)
 // (reads still on their way through Kafka are not there yet).
 func (r *Registry) ReadTimes(ctx context.Context, corpID, msgID string, uids []uint32) (map[uint32]time.Time, error) {
 	if len(uids) > maxReadTimesUIDs {
-		return nil, invalid("at most %d uids", maxReadTimesUIDs)
+		return nil, yidu.Invalidf("at most %d uids", maxReadTimesUIDs)
 	}
 	out := make(map[uint32]time.Time, len(uids))
 	for len(uids) > 0 {
@@ -236,7 +220,7 @@ func (r *Registry) readTimes(ctx context.Context, out map[uint32]time.Time, n in
 // ReadsPerMinute counts a message's flushed reads per UTC minute of
 // read_time, oldest first, in one GROUP BY query. TIMESTAMPDIFF keeps the
 // session time zone out of it (read_time is DATETIME in UTC).
-func (r *Registry) ReadsPerMinute(ctx context.Context, corpID, msgID string) ([]MinuteCount, error) {
+func (r *Registry) ReadsPerMinute(ctx context.Context, corpID, msgID string) ([]yidu.MinuteCount, error) {
 	rows, err := r.db.QueryContext(ctx, `SELECT TIMESTAMPDIFF(MINUTE, '1970-01-01 00:00:00', read_time) AS m, COUNT(*)
 		FROM message_read_record
 		WHERE corp_id = ? AND msgid = ? AND is_read = 1 AND read_time IS NOT NULL
@@ -245,13 +229,13 @@ func (r *Registry) ReadsPerMinute(ctx context.Context, corpID, msgID string) ([]
 		return nil, fmt.Errorf("tracker: reads per minute: %w", err)
 	}
 	defer rows.Close()
-	var out []MinuteCount
+	var out []yidu.MinuteCount
 	for rows.Next() {
 		var minute, n int64
 		if err := rows.Scan(&minute, &n); err != nil {
 			return nil, fmt.Errorf("tracker: reads per minute: %w", err)
 		}
-		out = append(out, MinuteCount{Minute: time.Unix(minute*60, 0).UTC(), Reads: n})
+		out = append(out, yidu.MinuteCount{Minute: time.Unix(minute*60, 0).UTC(), Reads: n})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("tracker: reads per minute: %w", err)

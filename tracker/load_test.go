@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -22,7 +23,7 @@ func (e *env) markRead(tb testing.TB, msgID string, uid uint32, at time.Time) {
 func TestLoadMessage(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	m, _, err := e.reg.Register(ctx, e.registration("load-me", Audience{UserIDs: []string{"amy", "bo", "cy", "di"}}))
+	m, _, err := e.reg.Register(ctx, e.registration("load-me", yidu.Audience{UserIDs: []string{"amy", "bo", "cy", "di"}}))
 	testenv.Check(t, "register", err)
 	uids := e.rows(t, "load-me")
 	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
@@ -57,7 +58,7 @@ func TestActiveMessages(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	for i, app := range []int64{e.app.AgentID, e.app.AgentID, 9, e.app.AgentID} {
-		r := e.registration(fmt.Sprintf("act-%d", i), Audience{UserIDs: []string{"amy"}})
+		r := e.registration(fmt.Sprintf("act-%d", i), yidu.Audience{UserIDs: []string{"amy"}})
 		r.App.AgentID = app
 		r.SentAt = base.Add(time.Duration(i) * time.Hour)
 		_, _, err := e.reg.Register(ctx, r)
@@ -82,7 +83,7 @@ func TestReadModel(t *testing.T) {
 	other.CorpID = testenv.RandomName("corp")
 	var want []string // newest first
 	for i := range 7 {
-		r := e.registration(fmt.Sprintf("list-%d", i), Audience{UserIDs: []string{"amy", "bo"}})
+		r := e.registration(fmt.Sprintf("list-%d", i), yidu.Audience{UserIDs: []string{"amy", "bo"}})
 		if i%3 == 1 {
 			r.App = other
 		}
@@ -136,8 +137,8 @@ func TestReadModel(t *testing.T) {
 	})
 	t.Run("bad cursor", func(t *testing.T) {
 		for _, c := range []string{"!!", "bm90IGEgY3Vyc29y", "MXwnOyBEUk9QfHg"} {
-			if _, _, err := e.reg.ListMessages(ctx, nil, c, 10); !errors.Is(err, ErrInvalid) {
-				t.Errorf("ListMessages(cursor %q) = %v; want ErrInvalid", c, err)
+			if _, _, err := e.reg.ListMessages(ctx, nil, c, 10); !errors.Is(err, yidu.ErrInvalid) {
+				t.Errorf("ListMessages(cursor %q) = %v; want yidu.ErrInvalid", c, err)
 			}
 		}
 	})
@@ -163,7 +164,7 @@ func TestReadModel(t *testing.T) {
 		}
 	})
 	t.Run("read times and per minute", func(t *testing.T) {
-		r := e.registration("reads", Audience{UserIDs: []string{"amy", "bo", "cy", "di"}})
+		r := e.registration("reads", yidu.Audience{UserIDs: []string{"amy", "bo", "cy", "di"}})
 		_, _, err := e.reg.Register(ctx, r)
 		testenv.Check(t, "register", err)
 		uids := e.rows(t, "reads")
@@ -184,7 +185,7 @@ func TestReadModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantPM := []MinuteCount{{base, 2}, {base.Add(3 * time.Minute), 1}}
+		wantPM := []yidu.MinuteCount{{Minute: base, Reads: 2}, {Minute: base.Add(3 * time.Minute), Reads: 1}}
 		if !slices.Equal(pm, wantPM) {
 			t.Errorf("ReadsPerMinute = %v; want %v", pm, wantPM)
 		}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,15 +17,15 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/silenceper/wechat/v2/util"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
-	"github.com/yidu-io/yidu/config"
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/wecom"
 )
 
 // The fake WeCom serves every test of the binary (util.SetURIModifier is
@@ -51,7 +50,8 @@ func TestMain(m *testing.M) {
 				} `json:"template_card"`
 			}
 			_ = json.Unmarshal(body, &req)
-			if f, ok := faults.Load(MsgIDFromTaskID(req.TemplateCard.TaskID)); ok && f.(fault)(w, r, body) {
+			msgID, _ := yidu.ParseTaskID(req.TemplateCard.TaskID)
+			if f, ok := faults.Load(string(msgID)); ok && f.(fault)(w, r, body) {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -72,8 +72,10 @@ type env struct {
 	store *bitmap.Store
 	reg   *Registry
 	prom  *prometheus.Registry
-	app   config.App
-	now   time.Time
+	app   yidu.App
+	// secret is the app's secret, which only the WeCom client holds.
+	secret string
+	now    time.Time
 }
 
 type envOption func(*Options, *env)
@@ -84,31 +86,38 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	rdb, prefix := testenv.Redis(tb)
 	e := &env{
 		db:   db,
-		ids:  idmap.New(db, slog.New(slog.DiscardHandler), prometheus.NewRegistry()),
 		prom: prometheus.NewRegistry(),
-		app: config.App{
+		app: yidu.App{
 			Name: "hr", CorpID: testenv.RandomName("corp"), AgentID: 1000002,
-			Secret: "secret", ReadButtonKey: "read_ok",
+			ReadButtonKey: "read_ok",
 		},
+		secret: "secret",
 	}
-	e.store = bitmap.New(rdb, bitmap.Options{Prefix: prefix, Registerer: prometheus.NewRegistry()})
+	ids, err := idmap.New(db, idmap.Options{Registerer: prometheus.NewRegistry()})
+	testenv.Check(tb, "idmap.New", err)
+	e.ids = ids
+	store, err := bitmap.New(rdb, bitmap.Options{Prefix: prefix, Registerer: prometheus.NewRegistry()})
+	testenv.Check(tb, "bitmap.New", err)
+	e.store = store
 	tb.Cleanup(e.store.Close)
-	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Secret: e.app.Secret})
+	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Secret: e.secret})
 	o := Options{
 		Registerer: e.prom,
-		Sender:     NewWeCom([]config.App{e.app}, WeComOptions{Rate: 1000, Burst: 100}),
-		Apps:       []config.App{e.app},
+		Sender:     wecom.NewSender([]wecom.App{{CorpID: e.app.CorpID, AgentID: e.app.AgentID, Secret: e.secret}}, wecom.SenderOptions{Rate: 1000, Burst: 100}),
+		Apps:       []yidu.App{e.app},
 		Retry:      Retry{Attempts: 3, Initial: time.Millisecond, Max: 5 * time.Millisecond},
 	}
 	for _, opt := range opts {
 		opt(&o, e)
 	}
-	e.reg = New(db, e.ids, e.store, o)
+	reg, err := New(db, e.ids, e.store, o)
+	testenv.Check(tb, "New", err)
+	e.reg = reg
 	return e
 }
 
-func (e *env) registration(msgID string, au Audience) Registration {
-	return Registration{MsgID: msgID, App: e.app, Title: "Quarterly <safety> & \"you\"", Audience: au}
+func (e *env) registration(msgID string, au yidu.Audience) yidu.Registration {
+	return yidu.Registration{MsgID: msgID, App: e.app, Title: "Quarterly <safety> & \"you\"", Audience: au}
 }
 
 // rows returns the uids of a message's rows and how many are read.
@@ -167,31 +176,22 @@ func bm(uids ...uint32) *roaring.Bitmap { return roaring.BitmapOf(uids...) }
 // failingStore is a bitmap store whose writes fail, as when Redis is down.
 type failingStore struct{ Store }
 
-func (failingStore) PutMessage(context.Context, bitmap.Message, *roaring.Bitmap) error {
+func (failingStore) PutMessage(context.Context, yidu.Message, *roaring.Bitmap) error {
 	return errRedisDown
 }
 
-func (failingStore) RestoreMessage(context.Context, bitmap.Message, *roaring.Bitmap, *roaring.Bitmap) error {
+func (failingStore) RestoreMessage(context.Context, yidu.Message, *roaring.Bitmap, *roaring.Bitmap) error {
 	return errRedisDown
 }
 
 var errRedisDown = errors.New("redis: connection refused")
-
-// counterValue reads a counter.
-func counterValue(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		panic(err)
-	}
-	return m.GetCounter().GetValue()
-}
 
 // The real providers satisfy the interfaces tracker declares.
 var (
 	_ Directory     = (*idmap.Mapper)(nil)
 	_ Store         = (*bitmap.Store)(nil)
 	_ OrphanApplier = (*flushd.Writer)(nil)
-	_ Sender        = (*WeCom)(nil)
+	_ Sender        = (*wecom.Sender)(nil)
 )
 
 // orphanFunc adapts flushd.ApplyOrphans (the function) to OrphanApplier.
@@ -199,4 +199,12 @@ type orphanFunc func(ctx context.Context, corpID, msgID string) (int, error)
 
 func (f orphanFunc) ApplyOrphans(ctx context.Context, corpID, msgID string) (int, error) {
 	return f(ctx, corpID, msgID)
+}
+
+// mustNew is New that fails tb on error.
+func mustNew(tb testing.TB, db *sql.DB, ids Directory, store Store, opts Options) *Registry {
+	tb.Helper()
+	r, err := New(db, ids, store, opts)
+	testenv.Check(tb, "New", err)
+	return r
 }

@@ -2,115 +2,22 @@ package tracker
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
-	"github.com/yidu-io/yidu/bitmap"
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu"
 )
 
-// Bounds on what one registration may ask for. They keep a single request
-// from holding MySQL for minutes; 200,000 UserIDs is 200 message/send calls.
-const (
-	MaxMsgID       = 100 // docs/architecture.md: room for "@<batch>" in WeCom's 128-byte task_id
-	MaxTitle       = 512 // runes; messages.title is VARCHAR(512)
-	MaxUserIDs     = 200_000
-	MaxDepartments = 1_000
-	MaxRecipients  = 1_000_000
-	// InsertBatch is the most rows in one INSERT IGNORE statement
-	// (3 placeholders each: 15,000, well under MySQL's 65,535).
-	InsertBatch = 5000
-)
-
-// Registration is one tracked message to register.
-type Registration struct {
-	// MsgID is the template card task_id base; empty generates one.
-	MsgID string
-	// App is the WeCom application the message is (or was) sent from.
-	App   config.App
-	Title string
-	// SentAt defaults to now.
-	SentAt   time.Time
-	Audience Audience
-	// Send sends the card through WeCom after the registration succeeded.
-	Send bool
-}
-
-// Audience is who receives a message: the union of UserIDs, every member of
-// Departments and their sub-departments, and (All) every active member. It
-// is snapshotted at registration: later directory changes do not move it.
-type Audience struct {
-	UserIDs     []string
-	Departments []int64
-	All         bool
-}
-
-// ValidMsgID reports whether id may be a msgid: [0-9A-Za-z_-]{1,100}. The
-// '@' WeCom allows in a task_id is reserved for the batch suffix
-// (docs/architecture.md, "Why one TaskId per send batch").
-func ValidMsgID(id string) bool {
-	if len(id) == 0 || len(id) > MaxMsgID {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if !idByte(id[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func idByte(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-'
-}
-
-// ValidUserID reports whether id is a WeCom UserID: 1-64 bytes of letters,
-// digits and "_-@.", starting with a letter or digit (path 90195).
-func ValidUserID(id string) bool {
-	if len(id) == 0 || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-		if i == 0 && !alnum || !alnum && c != '_' && c != '-' && c != '@' && c != '.' {
-			return false
-		}
-	}
-	return true
-}
-
-// MsgIDFromTaskID returns the msgid a template card's TaskId belongs to: the
-// part before the first '@' (send batch N carries "<msgid>@<N>").
-func MsgIDFromTaskID(taskID string) string {
-	if i := strings.IndexByte(taskID, '@'); i >= 0 {
-		return taskID[:i]
-	}
-	return taskID
-}
-
-const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-"
-
-// NewMsgID returns a random 20-character msgid (120 bits).
-func NewMsgID() string {
-	var b [20]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	for i := range b {
-		b[i] = idAlphabet[b[i]&63]
-	}
-	return string(b[:])
-}
+// InsertBatch is the most rows in one INSERT IGNORE statement (3
+// placeholders each: 15,000, well under MySQL's 65,535).
+const InsertBatch = 5000
 
 // canonical is a validated registration's audience in canonical form.
 type canonical struct {
@@ -120,68 +27,14 @@ type canonical struct {
 	hash    string // hex sha256 of the canonical form
 }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
-}
-
-// validCorpID accepts WeCom CorpIDs (ASCII letters and digits, ≤64 bytes)
-// with the msgid alphabet, so they are safe in cursors and logs.
-func validCorpID(s string) bool { return ValidMsgID(s) && len(s) <= 64 }
-
-// validate checks reg, fills its defaults and returns the canonical audience.
-func validate(reg *Registration, now time.Time) (canonical, error) {
-	var c canonical
-	if reg.MsgID == "" {
-		reg.MsgID = NewMsgID()
+// canonicalize validates reg (yidu.Registration.Validate: the one rule)
+// and returns its audience in canonical form with its hash.
+func canonicalize(reg *yidu.Registration, now time.Time) (canonical, error) {
+	if err := reg.Validate(now); err != nil {
+		return canonical{}, err
 	}
-	if !ValidMsgID(reg.MsgID) {
-		return c, invalid("msgid must match [0-9A-Za-z_-]{1,%d}", MaxMsgID)
-	}
-	a := reg.App
-	switch {
-	case !validCorpID(a.CorpID):
-		return c, invalid("app corp_id must match [0-9A-Za-z_-]{1,64}")
-	case a.Name == "" || len(a.Name) > 64 || !ValidMsgID(a.Name):
-		return c, invalid("app name must match [0-9A-Za-z_-]{1,64}")
-	case a.AgentID <= 0:
-		return c, invalid("app agent_id must be positive")
-	}
-	t := reg.Title
-	if t == "" || !utf8.ValidString(t) || utf8.RuneCountInString(t) > MaxTitle {
-		return c, invalid("title must be 1-%d characters of UTF-8", MaxTitle)
-	}
-	if strings.IndexFunc(t, unicode.IsControl) >= 0 {
-		return c, invalid("title must not contain control characters")
-	}
-	if reg.SentAt.IsZero() {
-		reg.SentAt = now
-	}
-	reg.SentAt = reg.SentAt.UTC().Truncate(time.Millisecond) // DATETIME(3)
-	if y := reg.SentAt.Year(); y < 2000 || y > 9999 {
-		return c, invalid("sent_at out of range")
-	}
-
 	au := reg.Audience
-	if len(au.UserIDs) == 0 && len(au.Departments) == 0 && !au.All {
-		return c, invalid("audience needs userids, departments or all")
-	}
-	if len(au.UserIDs) > MaxUserIDs || len(au.Departments) > MaxDepartments {
-		return c, invalid("audience too large (at most %d userids, %d departments)", MaxUserIDs, MaxDepartments)
-	}
-	for _, u := range au.UserIDs {
-		if !ValidUserID(u) {
-			return c, invalid("userid %q is not a WeCom UserID", truncate(u, 70))
-		}
-	}
-	for _, d := range au.Departments {
-		if d <= 0 {
-			return c, invalid("department id %d must be positive", d)
-		}
-	}
-	c.userIDs = slices.Compact(slices.Sorted(slices.Values(au.UserIDs)))
-	c.depts = slices.Compact(slices.Sorted(slices.Values(au.Departments)))
-	c.all = au.All
-
+	c := canonical{userIDs: au.UserIDs, depts: au.Departments, all: au.All}
 	h := sha256.New()
 	fmt.Fprintf(h, "yidu-audience-v1\nall=%t\n", c.all)
 	for _, d := range c.depts {
@@ -194,13 +47,6 @@ func validate(reg *Registration, now time.Time) (canonical, error) {
 	return c, nil
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
 // Register registers a tracked message: it snapshots the audience, writes
 // the messages row and one message_read_record row per recipient to MySQL,
 // marks the message active, puts it in Redis, applies orphaned reads and,
@@ -209,19 +55,19 @@ func truncate(s string, n int) string {
 // Registering the same msgid again with the same audience, title and app
 // returns the existing message with created=false and finishes whatever an
 // interrupted earlier attempt left undone (rows, Redis, sending); any other
-// difference is ErrConflict. Invalid input is ErrInvalid and writes nothing.
+// difference is yidu.ErrConflict. Invalid input is yidu.ErrInvalid and writes nothing.
 //
 // UserIDs the directory does not know yet get a uid (idmap.Assign): the
 // directory sync lags WeCom (new hires, a missed change_contact), WeCom itself
 // is the judge of who exists, and refusing would make the sender's
 // registration fail for yidu's lag. An id that really does not exist costs one
 // reserved uid and an unread row; a send reports it as invaliduser.
-func (r *Registry) Register(ctx context.Context, reg Registration) (bitmap.Message, bool, error) {
+func (r *Registry) Register(ctx context.Context, reg yidu.Registration) (yidu.Message, bool, error) {
 	start := time.Now()
-	c, err := validate(&reg, r.now())
+	c, err := canonicalize(&reg, r.now())
 	if err != nil {
 		r.met.registrations.WithLabelValues("invalid").Inc()
-		return bitmap.Message{}, false, err
+		return yidu.Message{}, false, err
 	}
 	m, recipients, result, err := r.register(ctx, reg, c)
 	r.met.registrations.WithLabelValues(result).Inc()
@@ -248,15 +94,15 @@ func (r *Registry) Register(ctx context.Context, reg Registration) (bitmap.Messa
 
 // messageRow is a messages row.
 type messageRow struct {
-	m     bitmap.Message
+	m     yidu.Message
 	hash  string
 	state int
 }
 
 const messageCols = "corp_id, msgid, app, agent_id, title, sent_at, recipient_count"
 
-func scanMessage(s interface{ Scan(...any) error }, extra ...any) (bitmap.Message, error) {
-	var m bitmap.Message
+func scanMessage(s interface{ Scan(...any) error }, extra ...any) (yidu.Message, error) {
+	var m yidu.Message
 	dst := append([]any{&m.CorpID, &m.MsgID, &m.App, &m.AgentID, &m.Title, &m.SentAt, &m.Recipients}, extra...)
 	err := s.Scan(dst...)
 	m.SentAt = m.SentAt.UTC()
@@ -279,17 +125,17 @@ func (r *Registry) messageRow(ctx context.Context, corpID, msgID string) (messag
 }
 
 // register does the MySQL and Redis work; result is the metric label.
-func (r *Registry) register(ctx context.Context, reg Registration, c canonical) (bitmap.Message, *roaring.Bitmap, string, error) {
+func (r *Registry) register(ctx context.Context, reg yidu.Registration, c canonical) (yidu.Message, *roaring.Bitmap, string, error) {
 	corp := reg.App.CorpID
 	for attempt := 0; ; attempt++ {
 		row, ok, err := r.messageRow(ctx, corp, reg.MsgID)
 		if err != nil {
-			return bitmap.Message{}, nil, "error", err
+			return yidu.Message{}, nil, "error", err
 		}
 		if ok {
 			m := row.m
 			if row.hash != c.hash || m.Title != reg.Title || m.App != reg.App.Name || m.AgentID != reg.App.AgentID {
-				return m, nil, "conflict", fmt.Errorf("%w: msgid %s", ErrConflict, reg.MsgID)
+				return m, nil, "conflict", fmt.Errorf("%w: msgid %s", yidu.ErrConflict, reg.MsgID)
 			}
 			if row.state == stateActive {
 				recipients, err := r.ensureRedis(ctx, m)
@@ -300,13 +146,13 @@ func (r *Registry) register(ctx context.Context, reg Registration, c canonical) 
 			return m, recipients, "resumed", err
 		}
 		if attempt > 0 {
-			return bitmap.Message{}, nil, "error", fmt.Errorf("tracker: message %s vanished during registration", reg.MsgID)
+			return yidu.Message{}, nil, "error", fmt.Errorf("tracker: message %s vanished during registration", reg.MsgID)
 		}
 		recipients, err := r.expand(ctx, corp, c)
 		if err != nil {
-			return bitmap.Message{}, nil, resultOf(err), err
+			return yidu.Message{}, nil, resultOf(err), err
 		}
-		m := bitmap.Message{
+		m := yidu.Message{
 			CorpID: corp, MsgID: reg.MsgID, App: reg.App.Name, AgentID: reg.App.AgentID,
 			Title: reg.Title, SentAt: reg.SentAt, Recipients: int64(recipients.GetCardinality()),
 		}
@@ -327,7 +173,7 @@ func (r *Registry) register(ctx context.Context, reg Registration, c canonical) 
 }
 
 func resultOf(err error) string {
-	if errors.Is(err, ErrInvalid) {
+	if errors.Is(err, yidu.ErrInvalid) {
 		return "invalid"
 	}
 	return "error"
@@ -341,10 +187,10 @@ const stateActive = 1
 // expanded again and its rows inserted (INSERT IGNORE keeps what is there),
 // and the recipients become whatever rows exist, so MySQL and Redis agree even
 // if the directory moved between the two attempts.
-func (r *Registry) complete(ctx context.Context, m bitmap.Message, c canonical, resumed bool) (bitmap.Message, *roaring.Bitmap, error) {
+func (r *Registry) complete(ctx context.Context, m yidu.Message, c canonical, resumed bool) (yidu.Message, *roaring.Bitmap, error) {
 	recipients, err := r.expand(ctx, m.CorpID, c)
 	switch {
-	case errors.Is(err, ErrInvalid) && recipients != nil && recipients.IsEmpty():
+	case errors.Is(err, yidu.ErrInvalid) && recipients != nil && recipients.IsEmpty():
 		// The audience emptied since the first attempt: keep its rows.
 	case err != nil:
 		return m, nil, err
@@ -352,7 +198,7 @@ func (r *Registry) complete(ctx context.Context, m bitmap.Message, c canonical, 
 	return r.completeWith(ctx, m, recipients, resumed)
 }
 
-func (r *Registry) completeWith(ctx context.Context, m bitmap.Message, recipients *roaring.Bitmap, resumed bool) (bitmap.Message, *roaring.Bitmap, error) {
+func (r *Registry) completeWith(ctx context.Context, m yidu.Message, recipients *roaring.Bitmap, resumed bool) (yidu.Message, *roaring.Bitmap, error) {
 	if err := r.insertRows(ctx, m.CorpID, m.MsgID, recipients); err != nil {
 		return m, nil, err
 	}
@@ -377,7 +223,7 @@ func (r *Registry) completeWith(ctx context.Context, m bitmap.Message, recipient
 
 // ensureRedis puts an active message back in Redis when an earlier attempt
 // failed there (or the keys expired), from MySQL so no read is lost.
-func (r *Registry) ensureRedis(ctx context.Context, m bitmap.Message) (*roaring.Bitmap, error) {
+func (r *Registry) ensureRedis(ctx context.Context, m yidu.Message) (*roaring.Bitmap, error) {
 	if _, found, err := r.store.MessageMeta(ctx, m.CorpID, m.MsgID); err != nil {
 		return nil, fmt.Errorf("tracker: redis meta of %s: %w", m.MsgID, err)
 	} else if found {
@@ -425,9 +271,9 @@ func (r *Registry) expand(ctx context.Context, corpID string, c canonical) (*roa
 	}
 	switch n := set.GetCardinality(); {
 	case n == 0:
-		return set, invalid("audience has no members")
-	case n > MaxRecipients:
-		return set, invalid("audience has %d members, at most %d", n, MaxRecipients)
+		return set, yidu.Invalidf("audience has no members")
+	case n > yidu.MaxRecipients:
+		return set, yidu.Invalidf("audience has %d members, at most %d", n, yidu.MaxRecipients)
 	}
 	return set, nil
 }

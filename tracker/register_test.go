@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -39,16 +41,16 @@ func TestRegisterAudiences(t *testing.T) {
 	u := seedDirectory(t, e)
 	tests := []struct {
 		name string
-		au   Audience
+		au   yidu.Audience
 		want []string // userids; "zed" is unknown to the directory
 	}{
-		{"userids with duplicates and an unknown id", Audience{UserIDs: []string{"bob", "zed", "alice", "bob"}}, []string{"alice", "bob", "zed"}},
-		{"department subtree", Audience{Departments: []int64{2}}, []string{"alice", "bob"}},
-		{"root department recursive", Audience{Departments: []int64{1}}, []string{"alice", "bob", "carol", "erin"}},
+		{"userids with duplicates and an unknown id", yidu.Audience{UserIDs: []string{"bob", "zed", "alice", "bob"}}, []string{"alice", "bob", "zed"}},
+		{"department subtree", yidu.Audience{Departments: []int64{2}}, []string{"alice", "bob"}},
+		{"root department recursive", yidu.Audience{Departments: []int64{1}}, []string{"alice", "bob", "carol", "erin"}},
 		// zed has been assigned a uid by the first case: idmap.Assign makes
 		// it an active member until a directory sync says otherwise.
-		{"all active members", Audience{All: true}, []string{"alice", "bob", "carol", "dave", "erin", "zed"}},
-		{"union of departments and userids", Audience{Departments: []int64{5}, UserIDs: []string{"carol"}}, []string{"carol", "dave"}},
+		{"all active members", yidu.Audience{All: true}, []string{"alice", "bob", "carol", "dave", "erin", "zed"}},
+		{"union of departments and userids", yidu.Audience{Departments: []int64{5}, UserIDs: []string{"carol"}}, []string{"carol", "dave"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,7 +102,7 @@ func TestRegisterAudiences(t *testing.T) {
 
 func TestRegisterGeneratesMsgID(t *testing.T) {
 	e := newEnv(t)
-	m, created, err := e.reg.Register(context.Background(), e.registration("", Audience{UserIDs: []string{"amy"}}))
+	m, created, err := e.reg.Register(context.Background(), e.registration("", yidu.Audience{UserIDs: []string{"amy"}}))
 	if err != nil || !created {
 		t.Fatalf("Register = %v, %v", err, created)
 	}
@@ -115,14 +117,14 @@ func TestRegisterGeneratesMsgID(t *testing.T) {
 func TestRegisterIdempotentAndConflict(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	reg := e.registration("notice-1", Audience{UserIDs: []string{"amy", "bo", "cy"}})
+	reg := e.registration("notice-1", yidu.Audience{UserIDs: []string{"amy", "bo", "cy"}})
 	first, created, err := e.reg.Register(ctx, reg)
 	if err != nil || !created {
 		t.Fatalf("first Register = %v, %v", err, created)
 	}
 	// Same audience in another order, with a duplicate and another send time.
 	again := reg
-	again.Audience = Audience{UserIDs: []string{"cy", "amy", "bo", "amy"}}
+	again.Audience = yidu.Audience{UserIDs: []string{"cy", "amy", "bo", "amy"}}
 	again.SentAt = first.SentAt.Add(time.Hour)
 	m, created, err := e.reg.Register(ctx, again)
 	if err != nil || created || m != first {
@@ -132,23 +134,23 @@ func TestRegisterIdempotentAndConflict(t *testing.T) {
 		t.Errorf("rows after re-registration = %d; want 3", n)
 	}
 
-	conflicts := map[string]func(*Registration){
-		"audience": func(r *Registration) { r.Audience = Audience{UserIDs: []string{"amy", "bo"}} },
-		"all":      func(r *Registration) { r.Audience.All = true },
-		"title":    func(r *Registration) { r.Title = "another title" },
-		"app":      func(r *Registration) { r.App.Name = "finance" },
-		"agent":    func(r *Registration) { r.App.AgentID = 7 },
+	conflicts := map[string]func(*yidu.Registration){
+		"audience": func(r *yidu.Registration) { r.Audience = yidu.Audience{UserIDs: []string{"amy", "bo"}} },
+		"all":      func(r *yidu.Registration) { r.Audience.All = true },
+		"title":    func(r *yidu.Registration) { r.Title = "another title" },
+		"app":      func(r *yidu.Registration) { r.App.Name = "finance" },
+		"agent":    func(r *yidu.Registration) { r.App.AgentID = 7 },
 	}
 	for name, change := range conflicts {
 		t.Run(name, func(t *testing.T) {
 			r := reg
 			change(&r)
-			if _, _, err := e.reg.Register(ctx, r); !errors.Is(err, ErrConflict) {
-				t.Errorf("Register with another %s = %v; want ErrConflict", name, err)
+			if _, _, err := e.reg.Register(ctx, r); !errors.Is(err, yidu.ErrConflict) {
+				t.Errorf("Register with another %s = %v; want yidu.ErrConflict", name, err)
 			}
 		})
 	}
-	if got := counterValue(e.reg.met.registrations.WithLabelValues("conflict")); got != float64(len(conflicts)) {
+	if got := testutil.ToFloat64(e.reg.met.registrations.WithLabelValues("conflict")); got != float64(len(conflicts)) {
 		t.Errorf("conflict metric = %v; want %d", got, len(conflicts))
 	}
 }
@@ -156,42 +158,42 @@ func TestRegisterIdempotentAndConflict(t *testing.T) {
 func TestRegisterInvalid(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	ok := Audience{UserIDs: []string{"amy"}}
-	tooMany := make([]string, MaxUserIDs+1)
+	ok := yidu.Audience{UserIDs: []string{"amy"}}
+	tooMany := make([]string, yidu.MaxUserIDs+1)
 	for i := range tooMany {
 		tooMany[i] = fmt.Sprintf("u%d", i)
 	}
 	tests := []struct {
 		name   string
-		change func(*Registration)
+		change func(*yidu.Registration)
 	}{
-		{"quote", func(r *Registration) { r.MsgID = `abc'; DROP TABLE messages; --` }},
-		{"double quote", func(r *Registration) { r.MsgID = `a"b` }},
-		{"percent", func(r *Registration) { r.MsgID = "100%" }},
-		{"sql wildcard", func(r *Registration) { r.MsgID = "a_%" }},
-		{"html", func(r *Registration) { r.MsgID = "<script>alert(1)</script>" }},
-		{"at sign (batch suffix)", func(r *Registration) { r.MsgID = "abc@1" }},
-		{"space", func(r *Registration) { r.MsgID = "a b" }},
-		{"unicode", func(r *Registration) { r.MsgID = "通知" }},
-		{"101 chars", func(r *Registration) { r.MsgID = strings.Repeat("a", 101) }},
-		{"empty title", func(r *Registration) { r.Title = "" }},
-		{"control in title", func(r *Registration) { r.Title = "a\x00b" }},
-		{"long title", func(r *Registration) { r.Title = strings.Repeat("通", MaxTitle+1) }},
-		{"empty audience", func(r *Registration) { r.Audience = Audience{} }},
-		{"bad userid", func(r *Registration) { r.Audience = Audience{UserIDs: []string{"amy", "x' OR 1=1"}} }},
-		{"userid starting with dot", func(r *Registration) { r.Audience = Audience{UserIDs: []string{".amy"}} }},
-		{"negative department", func(r *Registration) { r.Audience = Audience{Departments: []int64{-1}} }},
-		{"too many userids", func(r *Registration) { r.Audience = Audience{UserIDs: tooMany} }},
-		{"unknown department (no members)", func(r *Registration) { r.Audience = Audience{Departments: []int64{999}} }},
-		{"bad corp", func(r *Registration) { r.App.CorpID = "ww'1" }},
-		{"no agent", func(r *Registration) { r.App.AgentID = 0 }},
+		{"quote", func(r *yidu.Registration) { r.MsgID = `abc'; DROP TABLE messages; --` }},
+		{"double quote", func(r *yidu.Registration) { r.MsgID = `a"b` }},
+		{"percent", func(r *yidu.Registration) { r.MsgID = "100%" }},
+		{"sql wildcard", func(r *yidu.Registration) { r.MsgID = "a_%" }},
+		{"html", func(r *yidu.Registration) { r.MsgID = "<script>alert(1)</script>" }},
+		{"at sign (batch suffix)", func(r *yidu.Registration) { r.MsgID = "abc@1" }},
+		{"space", func(r *yidu.Registration) { r.MsgID = "a b" }},
+		{"unicode", func(r *yidu.Registration) { r.MsgID = "通知" }},
+		{"101 chars", func(r *yidu.Registration) { r.MsgID = strings.Repeat("a", 101) }},
+		{"empty title", func(r *yidu.Registration) { r.Title = "" }},
+		{"control in title", func(r *yidu.Registration) { r.Title = "a\x00b" }},
+		{"long title", func(r *yidu.Registration) { r.Title = strings.Repeat("通", yidu.MaxTitle+1) }},
+		{"empty audience", func(r *yidu.Registration) { r.Audience = yidu.Audience{} }},
+		{"bad userid", func(r *yidu.Registration) { r.Audience = yidu.Audience{UserIDs: []string{"amy", "x' OR 1=1"}} }},
+		{"userid starting with dot", func(r *yidu.Registration) { r.Audience = yidu.Audience{UserIDs: []string{".amy"}} }},
+		{"negative department", func(r *yidu.Registration) { r.Audience = yidu.Audience{Departments: []int64{-1}} }},
+		{"too many userids", func(r *yidu.Registration) { r.Audience = yidu.Audience{UserIDs: tooMany} }},
+		{"unknown department (no members)", func(r *yidu.Registration) { r.Audience = yidu.Audience{Departments: []int64{999}} }},
+		{"bad corp", func(r *yidu.Registration) { r.App.CorpID = "ww'1" }},
+		{"no agent", func(r *yidu.Registration) { r.App.AgentID = 0 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := e.registration("valid-id", ok)
 			tt.change(&r)
-			if _, _, err := e.reg.Register(ctx, r); !errors.Is(err, ErrInvalid) {
-				t.Errorf("Register = %v; want ErrInvalid", err)
+			if _, _, err := e.reg.Register(ctx, r); !errors.Is(err, yidu.ErrInvalid) {
+				t.Errorf("Register = %v; want yidu.ErrInvalid", err)
 			}
 		})
 	}
@@ -205,8 +207,8 @@ func TestRegisterInvalid(t *testing.T) {
 func TestRegisterCompletesAfterRedisFailure(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	broken := New(e.db, e.ids, failingStore{e.store}, Options{Registerer: prometheus.NewRegistry()})
-	reg := e.registration("half-done", Audience{UserIDs: []string{"amy", "bo", "cy"}})
+	broken := mustNew(t, e.db, e.ids, failingStore{e.store}, Options{Registerer: prometheus.NewRegistry()})
+	reg := e.registration("half-done", yidu.Audience{UserIDs: []string{"amy", "bo", "cy"}})
 	if _, _, err := broken.Register(ctx, reg); !errors.Is(err, errRedisDown) {
 		t.Fatalf("Register with Redis down = %v; want the Redis error", err)
 	}
@@ -230,7 +232,7 @@ func TestRegisterCompletesAfterRedisFailure(t *testing.T) {
 func TestRegisterResumesInterruptedRows(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	reg := e.registration("cut-short", Audience{UserIDs: []string{"amy", "bo", "cy", "di"}})
+	reg := e.registration("cut-short", yidu.Audience{UserIDs: []string{"amy", "bo", "cy", "di"}})
 	if _, _, err := e.reg.Register(ctx, reg); err != nil {
 		t.Fatal(err)
 	}
@@ -278,13 +280,13 @@ func TestRegister100k(t *testing.T) {
 	e := newEnv(t)
 	seed100k(t, e)
 	start := time.Now()
-	m, created, err := e.reg.Register(context.Background(), e.registration("big", Audience{All: true}))
+	m, created, err := e.reg.Register(context.Background(), e.registration("big", yidu.Audience{All: true}))
 	took := time.Since(start)
 	if err != nil || !created || m.Recipients != 100_000 {
 		t.Fatalf("Register = %+v, %v, %v", m, created, err)
 	}
 	t.Logf("registered 100,000 recipients in %v", took)
-	if n := counterValue(e.reg.met.insertStatements); n > 20 {
+	if n := testutil.ToFloat64(e.reg.met.insertStatements); n > 20 {
 		t.Errorf("INSERT statements = %v; want ≤ 20 (5000 rows each)", n)
 	}
 	if n := e.count(t, "SELECT COUNT(*) FROM message_read_record WHERE msgid = 'big'"); n != 100_000 {
@@ -302,11 +304,11 @@ func BenchmarkRegister100k(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		if _, _, err := e.reg.Register(ctx, e.registration(fmt.Sprintf("bench-%d", i), Audience{All: true})); err != nil {
+		if _, _, err := e.reg.Register(ctx, e.registration(fmt.Sprintf("bench-%d", i), yidu.Audience{All: true})); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(counterValue(e.reg.met.insertStatements)/float64(i), "inserts/op")
+	b.ReportMetric(testutil.ToFloat64(e.reg.met.insertStatements)/float64(i), "inserts/op")
 }
 
 func TestRegisterAppliesOrphans(t *testing.T) {
@@ -328,7 +330,7 @@ func TestRegisterAppliesOrphans(t *testing.T) {
 	_, err = e.db.Exec("INSERT INTO read_orphans (corp_id, msgid, uid, read_time, source) VALUES (?, 'early', ?, ?, 1)",
 		e.app.CorpID, uids["bo"], at)
 	testenv.Check(t, "park orphan", err)
-	if _, _, err := e.reg.Register(ctx, e.registration("early", Audience{UserIDs: []string{"amy", "bo"}})); err != nil {
+	if _, _, err := e.reg.Register(ctx, e.registration("early", yidu.Audience{UserIDs: []string{"amy", "bo"}})); err != nil {
 		t.Fatal(err)
 	}
 	times, err := e.reg.ReadTimes(ctx, e.app.CorpID, "early", []uint32{uids["amy"], uids["bo"]})

@@ -13,9 +13,8 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
-	"github.com/yidu-io/yidu/bitmap"
-	"github.com/yidu-io/yidu/config"
-	"github.com/yidu-io/yidu/internal/wecomapi"
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/wecom"
 )
 
 // SendBatch is the most UserIDs in one message/send call (path 90236:
@@ -57,27 +56,7 @@ const (
 // WeCom error codes that refuse a call before delivering it and may pass
 // (global error codes, path 90313): system busy, API frequency and
 // concurrency limits, stale access token.
-var retryableCodes = map[int64]bool{-1: true, 45009: true, 45033: true, wecomapi.ErrInvalidToken: true, wecomapi.ErrExpiredToken: true}
-
-// SendReport says what a send or a reminder did.
-type SendReport struct {
-	// Batches is the number of message/send calls this call made.
-	Batches int
-	// Skipped counts batches an earlier attempt already sent (or whose
-	// outcome is unknown): they are never sent twice.
-	Skipped int
-	// Users counts, by outcome, the UserIDs of this call's batches.
-	Sent, Invalid, Refused, Unknown int
-	// Missing counts recipients without a UserID in the directory.
-	Missing int
-}
-
-// RemindReport says what Remind did.
-type RemindReport struct {
-	// Reminded is how many people WeCom accepted the reminder for.
-	Reminded int
-	SendReport
-}
+var retryableCodes = map[int64]bool{-1: true, 45009: true, 45033: true, wecom.ErrInvalidToken: true, wecom.ErrExpiredToken: true}
 
 type templateCardBody struct {
 	ToUser       string       `json:"touser"`
@@ -134,14 +113,14 @@ func cardBody(agentID int64, users []string, title, desc, taskID, key string) ([
 // in-memory queue can lose a send on shutdown. The caller's context must
 // allow batches/rate seconds (100,000 recipients: 100 calls, 5 s at the
 // default 20 calls/s).
-func (r *Registry) Send(ctx context.Context, app config.App, m bitmap.Message) (SendReport, error) {
+func (r *Registry) Send(ctx context.Context, app yidu.App, m yidu.Message) (yidu.SendReport, error) {
 	return r.send(ctx, app, m, nil)
 }
 
-func (r *Registry) send(ctx context.Context, app config.App, m bitmap.Message, recipients *roaring.Bitmap) (SendReport, error) {
-	var rep SendReport
+func (r *Registry) send(ctx context.Context, app yidu.App, m yidu.Message, recipients *roaring.Bitmap) (yidu.SendReport, error) {
+	var rep yidu.SendReport
 	if r.sender == nil {
-		return rep, ErrNoSender
+		return rep, yidu.ErrNoSender
 	}
 	if recipients == nil {
 		var err error
@@ -160,7 +139,7 @@ func (r *Registry) send(ctx context.Context, app config.App, m bitmap.Message, r
 		return rep, nil
 	}
 	if len(done) == 0 && !r.allowNotice(m.App) {
-		return rep, fmt.Errorf("%w: app %s", ErrRateLimited, m.App)
+		return rep, fmt.Errorf("%w: app %s", yidu.ErrRateLimited, m.App)
 	}
 	for n := range batches {
 		if done[n] {
@@ -175,7 +154,7 @@ func (r *Registry) send(ctx context.Context, app config.App, m bitmap.Message, r
 		if len(users) == 0 {
 			continue
 		}
-		body, err := cardBody(m.AgentID, users, m.Title, "", m.MsgID+"@"+strconv.Itoa(n), app.ReadButtonKey)
+		body, err := cardBody(m.AgentID, users, m.Title, "", yidu.TaskID(yidu.MsgID(m.MsgID), n), app.ReadButtonKey)
 		if err != nil {
 			return rep, fmt.Errorf("tracker: card body: %w", err)
 		}
@@ -189,7 +168,7 @@ func (r *Registry) send(ctx context.Context, app config.App, m bitmap.Message, r
 }
 
 // userIDs returns the UserIDs of uids in uid order.
-func (r *Registry) userIDs(ctx context.Context, corpID string, uids []uint32, rep *SendReport) ([]string, error) {
+func (r *Registry) userIDs(ctx context.Context, corpID string, uids []uint32, rep *yidu.SendReport) ([]string, error) {
 	names, err := r.ids.UserIDs(ctx, corpID, uids)
 	if err != nil {
 		return nil, fmt.Errorf("tracker: userids: %w", err)
@@ -228,7 +207,7 @@ func (r *Registry) doneBatches(ctx context.Context, corpID, msgID string) (map[i
 // batch sends one batch: the row first (unknown), then the call, retried
 // with capped backoff only while WeCom says nothing was delivered, then the
 // row's final status.
-func (r *Registry) batch(ctx context.Context, kind string, m bitmap.Message, n int, users []string, body []byte, rep *SendReport) error {
+func (r *Registry) batch(ctx context.Context, kind string, m yidu.Message, n int, users []string, body []byte, rep *yidu.SendReport) error {
 	at := r.now().UTC().Truncate(time.Millisecond)
 	if _, err := r.db.ExecContext(ctx, "INSERT INTO message_sends (corp_id, msgid, kind, batch, status, sent_at)"+
 		" VALUES (?, ?, ?, ?, ?, ?)", m.CorpID, m.MsgID, kind, n, statusUnknown, at); err != nil {
@@ -273,7 +252,7 @@ func (r *Registry) batch(ctx context.Context, kind string, m bitmap.Message, n i
 }
 
 // call posts body, retrying what WeCom did not deliver.
-func (r *Registry) call(ctx context.Context, m bitmap.Message, body []byte) (status string, code int64, invalid []string, err error) {
+func (r *Registry) call(ctx context.Context, m yidu.Message, body []byte) (status string, code int64, invalid []string, err error) {
 	delay := r.retry.Initial
 	for attempt := 1; ; attempt++ {
 		res, err := r.sender.SendMessage(ctx, m.CorpID, m.AgentID, body)
@@ -285,7 +264,7 @@ func (r *Registry) call(ctx context.Context, m bitmap.Message, body []byte) (sta
 			status, code, invalid = statusRefused, res.ErrCode, res.InvalidUsers
 			err = fmt.Errorf("errcode %d: %s", res.ErrCode, res.ErrMsg)
 			retry = retryableCodes[res.ErrCode]
-		case errors.Is(err, ErrNotSent):
+		case errors.Is(err, wecom.ErrNotSent):
 			status, code, invalid = statusUnsent, 0, nil
 			retry = true
 		default:
@@ -333,28 +312,31 @@ func (r *Registry) allowNotice(app string) bool {
 // "<msgid>@r<K>-<N>" so a press on it counts as a read of m. Every batch is
 // recorded in message_sends with kind "remind" (see LastReminder). The least
 // interval between reminders is the dashboard's to enforce.
-func (r *Registry) Remind(ctx context.Context, m bitmap.Message, userIDs []string) (RemindReport, error) {
-	var rep RemindReport
+func (r *Registry) Remind(ctx context.Context, m yidu.Message, userIDs []string) (yidu.RemindReport, error) {
+	var rep yidu.RemindReport
 	if r.sender == nil {
-		return rep, ErrNoSender
+		return rep, yidu.ErrNoSender
 	}
-	if !ValidMsgID(m.MsgID) || !validCorpID(m.CorpID) {
-		return rep, invalid("bad message")
+	if !yidu.MsgID(m.MsgID).Valid() || !yidu.CorpID(m.CorpID).Valid() {
+		return rep, yidu.Invalidf("bad message")
 	}
-	if len(userIDs) > MaxUserIDs {
-		return rep, invalid("at most %d userids", MaxUserIDs)
-	}
+	// A member whose UserID breaks WeCom's rule cannot be addressed (it
+	// would fail the whole batch): skipped and counted, never the others'
+	// reminder.
+	users := make([]string, 0, len(userIDs))
 	for _, u := range userIDs {
-		if !ValidUserID(u) {
-			return rep, invalid("userid %q is not a WeCom UserID", truncate(u, 70))
+		if yidu.UserID(u).Valid() {
+			users = append(users, u)
+		} else {
+			rep.BadUserIDs++
 		}
 	}
-	users := slices.Compact(slices.Sorted(slices.Values(userIDs)))
+	users = slices.Compact(slices.Sorted(slices.Values(users)))
 	if len(users) == 0 {
 		return rep, nil
 	}
 	if !r.allowNotice(m.App) {
-		return rep, fmt.Errorf("%w: app %s", ErrRateLimited, m.App)
+		return rep, fmt.Errorf("%w: app %s", yidu.ErrRateLimited, m.App)
 	}
 	var k int
 	if err := r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM message_sends"+

@@ -5,16 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/wecom"
 )
 
 // sentCards returns the cards the fake accepted for msgID, in order.
@@ -23,7 +23,7 @@ func sentCards(corpID, msgID string) []fakewecom.Sent {
 	for _, s := range fake.Sent() {
 		card, _ := s.Body["template_card"].(map[string]any)
 		task, _ := card["task_id"].(string)
-		if s.CorpID == corpID && MsgIDFromTaskID(task) == msgID {
+		if id, _ := yidu.ParseTaskID(task); s.CorpID == corpID && string(id) == msgID {
 			out = append(out, s)
 		}
 	}
@@ -67,8 +67,8 @@ func userIDs(n int) []string {
 func TestSend2500(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Secret: e.app.Secret, InvalidUsers: []string{"u0007", "u2001"}})
-	reg := e.registration("send-2500", Audience{UserIDs: userIDs(2500)})
+	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Secret: e.secret, InvalidUsers: []string{"u0007", "u2001"}})
+	reg := e.registration("send-2500", yidu.Audience{UserIDs: userIDs(2500)})
 	reg.Send = true
 	if _, created, err := e.reg.Register(ctx, reg); err != nil || !created {
 		t.Fatalf("Register = %v, %v", err, created)
@@ -145,7 +145,7 @@ func TestSendUnknownOutcomeNotResent(t *testing.T) {
 		return false
 	}))
 	t.Cleanup(func() { faults.Delete("unknown-1") })
-	reg := e.registration("unknown-1", Audience{UserIDs: userIDs(2500)})
+	reg := e.registration("unknown-1", yidu.Audience{UserIDs: userIDs(2500)})
 	reg.Send = true
 	if _, _, err := e.reg.Register(ctx, reg); err != nil {
 		t.Fatalf("Register = %v; an unknown outcome is recorded, not an error", err)
@@ -179,7 +179,7 @@ func TestSendRetriesRefusedBatches(t *testing.T) {
 		return false
 	}))
 	t.Cleanup(func() { faults.Delete("busy-1") })
-	reg := e.registration("busy-1", Audience{UserIDs: userIDs(10)})
+	reg := e.registration("busy-1", yidu.Audience{UserIDs: userIDs(10)})
 	reg.Send = true
 
 	// Refused more often than the retry allows (3 attempts): recorded as
@@ -210,43 +210,45 @@ func TestSendRetriesRefusedBatches(t *testing.T) {
 
 // scripted is a Sender answering from a list.
 type scripted struct {
-	answers []func() (SendResult, error)
+	answers []func() (wecom.SendResult, error)
 	calls   int
 }
 
-func (s *scripted) SendMessage(context.Context, string, int64, []byte) (SendResult, error) {
+func (s *scripted) SendMessage(context.Context, string, int64, []byte) (wecom.SendResult, error) {
 	s.calls++
 	return s.answers[min(s.calls, len(s.answers))-1]()
 }
 
 func TestCallClassification(t *testing.T) {
-	ok := func() (SendResult, error) { return SendResult{InvalidUsers: []string{"x"}}, nil }
-	code := func(c int64) func() (SendResult, error) {
-		return func() (SendResult, error) { return SendResult{ErrCode: c, ErrMsg: "no"}, nil }
+	ok := func() (wecom.SendResult, error) { return wecom.SendResult{InvalidUsers: []string{"x"}}, nil }
+	code := func(c int64) func() (wecom.SendResult, error) {
+		return func() (wecom.SendResult, error) { return wecom.SendResult{ErrCode: c, ErrMsg: "no"}, nil }
 	}
-	notSent := func() (SendResult, error) { return SendResult{}, fmt.Errorf("%w: dial: refused", ErrNotSent) }
-	lost := func() (SendResult, error) { return SendResult{}, errors.New("EOF after write") }
+	notSent := func() (wecom.SendResult, error) {
+		return wecom.SendResult{}, fmt.Errorf("%w: dial: refused", wecom.ErrNotSent)
+	}
+	lost := func() (wecom.SendResult, error) { return wecom.SendResult{}, errors.New("EOF after write") }
 	tests := []struct {
 		name    string
-		answers []func() (SendResult, error)
+		answers []func() (wecom.SendResult, error)
 		status  string
 		calls   int
 	}{
-		{"ok", []func() (SendResult, error){ok}, statusSent, 1},
-		{"busy then ok", []func() (SendResult, error){code(-1), code(45009), ok}, statusSent, 3},
-		{"rate limited throughout", []func() (SendResult, error){code(45009)}, statusRefused, 3},
-		{"stale token then ok", []func() (SendResult, error){code(42001), ok}, statusSent, 2},
-		{"task id reused: not retried", []func() (SendResult, error){code(42014)}, statusRefused, 1},
-		{"all users invalid: not retried", []func() (SendResult, error){code(81013)}, statusRefused, 1},
-		{"not sent then ok", []func() (SendResult, error){notSent, ok}, statusSent, 2},
-		{"never sent", []func() (SendResult, error){notSent}, statusUnsent, 3},
-		{"lost answer: never retried", []func() (SendResult, error){lost, ok}, statusUnknown, 1},
+		{"ok", []func() (wecom.SendResult, error){ok}, statusSent, 1},
+		{"busy then ok", []func() (wecom.SendResult, error){code(-1), code(45009), ok}, statusSent, 3},
+		{"rate limited throughout", []func() (wecom.SendResult, error){code(45009)}, statusRefused, 3},
+		{"stale token then ok", []func() (wecom.SendResult, error){code(42001), ok}, statusSent, 2},
+		{"task id reused: not retried", []func() (wecom.SendResult, error){code(42014)}, statusRefused, 1},
+		{"all users invalid: not retried", []func() (wecom.SendResult, error){code(81013)}, statusRefused, 1},
+		{"not sent then ok", []func() (wecom.SendResult, error){notSent, ok}, statusSent, 2},
+		{"never sent", []func() (wecom.SendResult, error){notSent}, statusUnsent, 3},
+		{"lost answer: never retried", []func() (wecom.SendResult, error){lost, ok}, statusUnknown, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &scripted{answers: tt.answers}
-			r := New(nil, nil, nil, Options{Sender: s, Retry: Retry{Attempts: 3, Initial: time.Microsecond, Max: time.Microsecond}})
-			status, _, _, _ := r.call(context.Background(), bitmap.Message{}, nil)
+			r := mustNew(t, nil, nil, nil, Options{Sender: s, Retry: Retry{Attempts: 3, Initial: time.Microsecond, Max: time.Microsecond}})
+			status, _, _, _ := r.call(context.Background(), yidu.Message{}, nil)
 			if status != tt.status || s.calls != tt.calls {
 				t.Errorf("call = %s after %d calls; want %s after %d", status, s.calls, tt.status, tt.calls)
 			}
@@ -257,13 +259,10 @@ func TestCallClassification(t *testing.T) {
 func TestRemind(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	m, _, err := e.reg.Register(ctx, e.registration("remind-1", Audience{UserIDs: userIDs(1500)}))
+	m, _, err := e.reg.Register(ctx, e.registration("remind-1", yidu.Audience{UserIDs: userIDs(1500)}))
 	testenv.Check(t, "register", err)
 	if _, ok, err := e.reg.LastReminder(ctx, e.app.CorpID, "remind-1"); ok || err != nil {
 		t.Fatalf("LastReminder before any = %v, %v", ok, err)
-	}
-	if _, err := e.reg.Remind(ctx, m, []string{"u0001", "bad id"}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("Remind with a bad userid = %v; want ErrInvalid", err)
 	}
 	rep, err := e.reg.Remind(ctx, m, userIDs(1200))
 	if err != nil || rep.Reminded != 1200 || rep.Batches != 2 {
@@ -289,9 +288,29 @@ func TestRemind(t *testing.T) {
 	}
 }
 
+// TestRemindSkipsBadUserIDs: one member whose UserID breaks WeCom's rule
+// is skipped and reported; the others are reminded.
+func TestRemindSkipsBadUserIDs(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	m, _, err := e.reg.Register(ctx, e.registration("remind-bad", yidu.Audience{UserIDs: userIDs(3)}))
+	testenv.Check(t, "register", err)
+	rep, err := e.reg.Remind(ctx, m, []string{"u0001", "-dash", "bad id", "u0002"})
+	if err != nil || rep.Reminded != 2 || rep.BadUserIDs != 2 || rep.Batches != 1 {
+		t.Fatalf("Remind = %+v, %v; want 2 reminded, 2 bad userids, 1 batch", rep, err)
+	}
+	cards := sentCards(e.app.CorpID, "remind-bad")
+	if len(cards) != 1 {
+		t.Fatalf("cards sent = %d; want 1", len(cards))
+	}
+	if to, _ := cards[0].Body["touser"].(string); to != "u0001|u0002" {
+		t.Errorf("touser = %q; want u0001|u0002", to)
+	}
+}
+
 func TestNoticeRateLimit(t *testing.T) {
 	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	r := New(nil, nil, nil, Options{Now: func() time.Time { return now }})
+	r := mustNew(t, nil, nil, nil, Options{Now: func() time.Time { return now }})
 	for i := range noticesPerMinute {
 		if !r.allowNotice("hr") {
 			t.Fatalf("notice %d refused", i)
@@ -318,24 +337,5 @@ func TestNoticeRateLimit(t *testing.T) {
 	now = now.Add(time.Hour)
 	if !r.allowNotice("hr") {
 		t.Error("notice refused an hour later")
-	}
-}
-
-func TestScrubHidesSecrets(t *testing.T) {
-	errs := []error{
-		&url.Error{Op: "Post", URL: "https://qyapi.weixin.qq.com/cgi-bin/message/send?access_token=SECRETTOKEN", Err: errors.New("dial tcp: connection refused")},
-		errors.New("http get error : uri=https://x/cgi-bin/gettoken?corpid=c&corpsecret=SECRETTOKEN , statusCode=502"),
-	}
-	for _, err := range errs {
-		if s := scrub(err); strings.Contains(s, "SECRETTOKEN") {
-			t.Errorf("scrub(%v) = %q leaks the secret", err, s)
-		}
-	}
-}
-
-func TestWeComUnknownAppNotSent(t *testing.T) {
-	w := NewWeCom(nil, WeComOptions{})
-	if _, err := w.SendMessage(context.Background(), "nocorp", 1, []byte("{}")); !errors.Is(err, ErrNotSent) {
-		t.Errorf("SendMessage for an unknown app = %v; want ErrNotSent", err)
 	}
 }

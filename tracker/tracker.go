@@ -16,7 +16,6 @@ package tracker
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -24,27 +23,20 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/yidu-io/yidu/bitmap"
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/metric"
+	"github.com/yidu-io/yidu/wecom"
 )
 
-// ErrInvalid is returned for input tracker refuses (bad msgid, empty or
-// oversized audience, bad cursor); the dashboard answers 400. Nothing is
-// written when it is returned.
-var ErrInvalid = errors.New("tracker: invalid")
-
-// ErrConflict is returned by Register when the msgid exists with another
-// audience, title or app; the dashboard answers 409.
-var ErrConflict = errors.New("tracker: message exists with different content")
-
-// ErrRateLimited is returned by Register (with Send) and Remind when sending
-// one more notice from the app would break WeCom's per-member limits
-// (path 90236: 30 a minute, 1000 an hour per app and member); the dashboard
-// answers 429. The registration itself is kept.
-var ErrRateLimited = errors.New("tracker: app notice rate limit reached")
-
-// ErrNoSender is returned when sending is asked for but Options.Sender is nil.
-var ErrNoSender = errors.New("tracker: no sender configured")
+// Sender posts one message/send request body (doc path 90236) for the app
+// (corpID, agentID); wecom.Sender implements it. An error wrapping
+// wecom.ErrNotSent means the request never left: it is safe to send again.
+// Any other error means the outcome is unknown (the request was written,
+// the answer was lost) and the batch must not be sent again, or members
+// would get the card twice.
+type Sender interface {
+	SendMessage(ctx context.Context, corpID string, agentID int64, body []byte) (wecom.SendResult, error)
+}
 
 // Directory is what tracker needs from idmap.Mapper: uids for UserIDs, the
 // member sets an audience expands to, and UserIDs back for sending.
@@ -58,9 +50,9 @@ type Directory interface {
 
 // Store is what tracker needs from bitmap.Store.
 type Store interface {
-	PutMessage(ctx context.Context, m bitmap.Message, recipients *roaring.Bitmap) error
-	RestoreMessage(ctx context.Context, m bitmap.Message, recipients, read *roaring.Bitmap) error
-	MessageMeta(ctx context.Context, corpID, msgID string) (bitmap.Message, bool, error)
+	PutMessage(ctx context.Context, m yidu.Message, recipients *roaring.Bitmap) error
+	RestoreMessage(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap) error
+	MessageMeta(ctx context.Context, corpID, msgID string) (yidu.Message, bool, error)
 }
 
 // OrphanApplier applies reads that flushd parked in read_orphans because
@@ -80,7 +72,7 @@ type Options struct {
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 	// Apps gives Remind each app's read_button_key.
-	Apps []config.App
+	Apps []yidu.App
 	// Retry bounds the backoff of batches WeCom refused before delivering
 	// (zero: DefaultRetry).
 	Retry Retry
@@ -116,12 +108,9 @@ type Registry struct {
 
 // New returns a Registry over db (the migrated yidu schema; the DSN must set
 // parseTime=true and loc=UTC), ids and store.
-func New(db *sql.DB, ids Directory, store Store, opts Options) *Registry {
+func New(db *sql.DB, ids Directory, store Store, opts Options) (*Registry, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Registerer == nil {
-		opts.Registerer = prometheus.NewRegistry()
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -133,6 +122,10 @@ func New(db *sql.DB, ids Directory, store Store, opts Options) *Registry {
 	for _, a := range opts.Apps {
 		keys[a.Name] = a.ReadButtonKey
 	}
+	met, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	return &Registry{
 		buttonKeys: keys,
 		db:         db,
@@ -141,11 +134,11 @@ func New(db *sql.DB, ids Directory, store Store, opts Options) *Registry {
 		sender:     opts.Sender,
 		orphans:    opts.OrphanApplier,
 		log:        opts.Logger.With("component", "tracker"),
-		met:        newMetrics(opts.Registerer),
+		met:        met,
 		now:        opts.Now,
 		retry:      opts.Retry,
 		notices:    map[string][]time.Time{},
-	}
+	}, nil
 }
 
 type metrics struct {
@@ -165,47 +158,19 @@ var (
 	sendStatuses    = []string{statusSent, statusRefused, statusUnsent, statusUnknown}
 )
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	f := metric.New(reg)
 	m := &metrics{
-		registrations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_tracker_registrations_total",
-			Help: "Register calls by result.",
-		}, []string{"result"}),
-		insertStatements: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "yidu_tracker_recipient_insert_statements_total",
-			Help: "Multi-row INSERT IGNORE statements into message_read_record.",
-		}),
-		insertedRows: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "yidu_tracker_recipient_rows_total",
-			Help: "Recipient rows written (new rows only).",
-		}),
-		registerSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "yidu_tracker_register_seconds",
-			Help:    "Time to register a message (MySQL + Redis, without sending).",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
-		}),
-		sendBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "yidu_tracker_send_batches_total",
-			Help: "message/send calls by kind (send, remind) and final status.",
-		}, []string{"kind", "status"}),
-		invalidUsers: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "yidu_tracker_send_invalid_users_total",
-			Help: "UserIDs WeCom reported as invaliduser.",
-		}),
-		orphanErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "yidu_tracker_orphan_apply_errors_total",
-			Help: "Failed OrphanApplier calls after a registration.",
-		}),
+		registrations:    f.CounterVec("yidu_tracker_registrations_total", "Register calls by result.", "result"),
+		insertStatements: f.Counter("yidu_tracker_recipient_insert_statements_total", "Multi-row INSERT IGNORE statements into message_read_record."),
+		insertedRows:     f.Counter("yidu_tracker_recipient_rows_total", "Recipient rows written (new rows only)."),
+		registerSeconds: f.Histogram("yidu_tracker_register_seconds", "Time to register a message (MySQL + Redis, without sending).",
+			prometheus.ExponentialBuckets(0.005, 2, 14)),
+		sendBatches:  f.CounterVec("yidu_tracker_send_batches_total", "message/send calls by kind (send, remind) and final status.", "kind", "status"),
+		invalidUsers: f.Counter("yidu_tracker_send_invalid_users_total", "UserIDs WeCom reported as invaliduser."),
+		orphanErrors: f.Counter("yidu_tracker_orphan_apply_errors_total", "Failed OrphanApplier calls after a registration."),
 	}
-	for _, r := range registerResults {
-		m.registrations.WithLabelValues(r)
-	}
-	for _, k := range sendKinds {
-		for _, s := range sendStatuses {
-			m.sendBatches.WithLabelValues(k, s)
-		}
-	}
-	reg.MustRegister(m.registrations, m.insertStatements, m.insertedRows, m.registerSeconds,
-		m.sendBatches, m.invalidUsers, m.orphanErrors)
-	return m
+	metric.Preset(m.registrations.MetricVec, registerResults)
+	metric.Preset(m.sendBatches.MetricVec, sendKinds, sendStatuses)
+	return m, f.Err("tracker")
 }

@@ -31,10 +31,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/yidu-io/yidu/callback"
-	"github.com/yidu-io/yidu/cmd/internal/yidu"
+	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/cmd/yidu-bench/naive"
-	"github.com/yidu-io/yidu/config"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/kfakeproc"
 	"github.com/yidu-io/yidu/migrations"
@@ -269,12 +268,12 @@ func (b *bench) setup(ctx context.Context) error {
 	}
 	c.DBName = "yidu_bench_" + randomHex(6)
 	b.dsn = c.FormatDSN()
-	if err := yidu.CreateDatabase(ctx, b.dsn); err != nil {
+	if err := process.CreateDatabase(ctx, b.dsn); err != nil {
 		b.dsn = "" // nothing to drop
 		return err
 	}
 	b.logf("database %s", c.DBName)
-	if b.db, err = yidu.OpenDB(b.dsn); err != nil {
+	if b.db, err = process.OpenDB(b.dsn); err != nil {
 		return err
 	}
 	if _, err := migrations.Up(ctx, b.db); err != nil {
@@ -286,7 +285,10 @@ func (b *bench) setup(ctx context.Context) error {
 	}
 
 	start := time.Now()
-	ids := idmap.New(b.db, b.cfg.Logger, prometheus.NewRegistry())
+	ids, err := idmap.New(b.db, idmap.Options{Logger: b.cfg.Logger})
+	if err != nil {
+		return err
+	}
 	const chunk = 10_000
 	users := make([]string, 0, chunk)
 	for i := 0; i < b.cfg.Recipients; i += chunk {
@@ -382,13 +384,14 @@ func (b *bench) cleanup() {
 }
 
 // serve starts h on a fresh loopback port with the receiver's server
-// settings (callback.NewServer).
+// settings (process.ReceiverServer).
 func serve(h http.Handler) (addr string, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
-	srv := callback.NewServer(ln.Addr().String(), h)
+	srv := process.ReceiverServer()
+	srv.Addr, srv.Handler = ln.Addr().String(), h
 	go func() { _ = srv.Serve(ln) }()
 	return ln.Addr().String(), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -430,12 +433,15 @@ func (b *bench) naive(ctx context.Context) (ArmResult, error) {
 	}
 	c, _ := mysql.ParseDSN(b.dsn)
 	c.InterpolateParams = true
-	db, err := yidu.OpenDB(c.FormatDSN())
+	db, err := process.OpenDB(c.FormatDSN())
 	if err != nil {
 		return ArmResult{}, err
 	}
 	defer db.Close()
-	ids := idmap.New(db, b.cfg.Logger, prometheus.NewRegistry())
+	ids, err := idmap.New(db, idmap.Options{Logger: b.cfg.Logger})
+	if err != nil {
+		return ArmResult{}, err
+	}
 	if _, err := ids.Warm(ctx, b.app.CorpID); err != nil {
 		return ArmResult{}, err
 	}
@@ -503,8 +509,8 @@ func (b *bench) yidu(ctx context.Context) (ArmResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return ArmResult{}, err
 	}
-	m := yidu.NewMain(cfg, b.cfg.Logger)
-	if err := m.Run(ctx, yidu.All); err != nil {
+	m := process.NewMain(cfg, b.cfg.Logger)
+	if err := m.Run(ctx, process.All); err != nil {
 		m.Close()
 		return ArmResult{}, err
 	}

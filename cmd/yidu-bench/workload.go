@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu/callback/wxcrypt"
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/cmd/internal/config"
 )
 
 // request is one pre-built callback delivery: the raw query

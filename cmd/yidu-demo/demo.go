@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/yidu-io/yidu/cmd/internal/yidu"
+	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/internal/embedded"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 )
@@ -59,7 +59,7 @@ type Main struct {
 	Logger *slog.Logger
 
 	// Set by Run.
-	App      *yidu.Main
+	App      *process.Main
 	Servers  *embedded.Servers // nil when every server is real
 	Fake     *fakewecom.Server
 	MsgID    string

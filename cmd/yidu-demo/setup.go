@@ -19,8 +19,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/yidu-io/yidu/cmd/internal/yidu"
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/idmap/wecomdir"
 	"github.com/yidu-io/yidu/internal/embedded"
@@ -73,7 +74,7 @@ func (m *Main) setUp(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := yidu.CreateDatabase(ctx, dsn); err != nil {
+		if err := process.CreateDatabase(ctx, dsn); err != nil {
 			return err
 		}
 		cfg.MySQL.DSN = dsn
@@ -132,8 +133,8 @@ func (m *Main) setUp(ctx context.Context) error {
 		if err := migrate(ctx, cfg.MySQL.DSN); err != nil {
 			return err
 		}
-		m.App = yidu.NewMain(cfg, m.Logger)
-		return m.App.Run(ctx, yidu.All)
+		m.App = process.NewMain(cfg, m.Logger)
+		return m.App.Run(ctx, process.All)
 	})
 	if err != nil {
 		return err
@@ -143,7 +144,11 @@ func (m *Main) setUp(ctx context.Context) error {
 	// The real directory sync, so names and departments land in MySQL as in
 	// production.
 	err = m.step(fmt.Sprintf("Syncing the directory from the fake WeCom (%d employees, %d departments)", employees, m.Departments), func() error {
-		sync := idmap.NewSyncer(m.App.Mapper, map[string]idmap.Directory{demoCorp: wecomdir.New(demoCorp, secret)}, m.Logger, m.App.Registry)
+		sync, err := idmap.NewSyncer(m.App.Mapper, map[string]idmap.Directory{demoCorp: wecomdir.New(demoCorp, secret)},
+			idmap.Options{Logger: m.Logger, Registerer: m.App.Registry})
+		if err != nil {
+			return err
+		}
 		rep, err := sync.Sync(ctx, demoCorp)
 		if err != nil {
 			return fmt.Errorf("directory sync: %w", err)
@@ -213,7 +218,7 @@ func withDatabase(dsn, name string) (string, error) {
 }
 
 func migrate(ctx context.Context, dsn string) error {
-	db, err := yidu.OpenDB(dsn)
+	db, err := process.OpenDB(dsn)
 	if err != nil {
 		return err
 	}
@@ -392,7 +397,7 @@ func (m *Main) sentCards() map[string]card {
 			} `json:"template_card"`
 		}
 		tc := &b.TemplateCard
-		if json.Unmarshal(s.Raw, &b) != nil || tracker.MsgIDFromTaskID(tc.TaskID) != m.MsgID || len(tc.ButtonList) == 0 {
+		if json.Unmarshal(s.Raw, &b) != nil || !sameMsg(tc.TaskID, m.MsgID) || len(tc.ButtonList) == 0 {
 			continue
 		}
 		for _, u := range strings.Split(b.ToUser, "|") {
@@ -425,4 +430,10 @@ func randomPassword() string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return string(b)
+}
+
+// sameMsg reports whether a card's task_id belongs to message msgID.
+func sameMsg(taskID, msgID string) bool {
+	id, ok := yidu.ParseTaskID(taskID)
+	return ok && string(id) == msgID
 }

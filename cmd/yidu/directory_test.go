@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/yidu-io/yidu/cmd/internal/yidu"
+	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -42,7 +42,7 @@ func TestDirectorySync(t *testing.T) {
 	if !strings.Contains(out, "departments=2 users=3 created=3") {
 		t.Errorf("directory sync printed %q; want departments=2 users=3 created=3", out)
 	}
-	db, err := yidu.OpenDB(dsn)
+	db, err := process.OpenDB(dsn)
 	testenv.Check(t, "open", err)
 	defer db.Close()
 	var name string

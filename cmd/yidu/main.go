@@ -31,8 +31,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/yidu-io/yidu/cmd/internal/yidu"
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/cmd/internal/process"
 )
 
 const usage = `usage: yidu <command> [--config FILE] [flags]
@@ -159,8 +159,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return printLink(cfg, *app, *msgID, *to, stdout)
 	}
 
-	roles := map[string]yidu.Roles{
-		"serve":     yidu.All,
+	roles := map[string]process.Roles{
+		"serve":     process.All,
 		"receiver":  {Receiver: true},
 		"flushd":    {Flushd: true},
 		"dashboard": {Dashboard: true},
@@ -170,7 +170,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return err
 		}
 	}
-	m := yidu.NewMain(cfg, logger.With("process", cmd))
+	m := process.NewMain(cfg, logger.With("process", cmd))
 	if err := m.Run(ctx, roles); err != nil {
 		m.Close()
 		return err

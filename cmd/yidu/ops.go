@@ -9,10 +9,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/callback"
-	"github.com/yidu-io/yidu/cmd/internal/yidu"
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/cmd/internal/process"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/idmap/wecomdir"
 	"github.com/yidu-io/yidu/migrations"
@@ -25,11 +26,11 @@ func migrate(ctx context.Context, cfg config.Config, args []string, out io.Write
 		return errors.New("usage: yidu migrate up|status|down")
 	}
 	if args[0] == "up" {
-		if err := yidu.CreateDatabase(ctx, cfg.MySQL.DSN); err != nil {
+		if err := process.CreateDatabase(ctx, cfg.MySQL.DSN); err != nil {
 			return err
 		}
 	}
-	db, err := yidu.OpenDB(cfg.MySQL.DSN)
+	db, err := process.OpenDB(cfg.MySQL.DSN)
 	if err != nil {
 		return err
 	}
@@ -85,15 +86,21 @@ func syncDirectory(ctx context.Context, cfg config.Config, appName string, logge
 	if app.Secret == "" {
 		return fmt.Errorf("directory sync: app %q has no secret (%s)", appName, config.EnvName(appName, "secret"))
 	}
-	db, err := yidu.OpenDB(cfg.MySQL.DSN)
+	db, err := process.OpenDB(cfg.MySQL.DSN)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	yidu.PointWeCom(cfg.WeCom)
-	m := idmap.New(db, logger, nil)
+	process.PointWeCom(cfg.WeCom)
+	m, err := idmap.New(db, idmap.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
 	dir := wecomdir.New(app.CorpID, app.Secret)
-	s := idmap.NewSyncer(m, map[string]idmap.Directory{app.CorpID: dir}, logger, nil)
+	s, err := idmap.NewSyncer(m, map[string]idmap.Directory{app.CorpID: dir}, idmap.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
 	rep, err := s.Sync(ctx, app.CorpID)
 	if err != nil {
 		return err
@@ -105,19 +112,22 @@ func syncDirectory(ctx context.Context, cfg config.Config, appName string, logge
 
 // runReconcile runs `yidu reconcile --msgid M | --all-active`.
 func runReconcile(ctx context.Context, cfg config.Config, logger *slog.Logger, msgID, app string, all bool, out io.Writer) error {
-	m := yidu.NewMain(cfg, logger)
+	m := process.NewMain(cfg, logger)
 	defer m.Close()
 	if err := m.Open(ctx); err != nil {
 		return err
 	}
-	p, err := bitmap.NewProducer(cfg.Kafka.Brokers, cfg.Kafka.Topic, bitmap.ProducerOptions{Logger: logger, DeliveryTimeout: 30 * time.Second})
+	p, err := delta.NewProducer(cfg.Kafka.Brokers, cfg.Kafka.Topic, delta.ProducerOptions{Logger: logger, DeliveryTimeout: 30 * time.Second})
 	if err != nil {
 		return fmt.Errorf("kafka producer: %w", err)
 	}
 	defer p.Close()
-	rec := reconcile.New(m.Tracker, m.Store, p, logger, nil)
+	rec, err := reconcile.New(m.Tracker, m.Store, p, reconcile.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
 
-	var targets []bitmap.Message
+	var targets []yidu.Message
 	if msgID != "" {
 		var corps []string
 		if a, ok := cfg.App(app); ok {
@@ -137,7 +147,7 @@ func runReconcile(ctx context.Context, cfg config.Config, logger *slog.Logger, m
 		since := time.Now().Add(-cfg.Redis.TTL.D())
 		cursor := ""
 		for {
-			page, next, err := m.Tracker.ListMessages(ctx, nil, cursor, 200)
+			page, next, err := m.Tracker.ListMessages(ctx, nil, cursor, yidu.MaxListLimit)
 			if err != nil {
 				return err
 			}
@@ -183,7 +193,7 @@ func printLink(cfg config.Config, appName, msgID, target string, out io.Writer) 
 	if app.Secret == "" {
 		return fmt.Errorf("link: app %q has no secret (%s)", appName, config.EnvName(appName, "secret"))
 	}
-	u, err := callback.LinkURL(cfg.Receiver.PublicURL, app, msgID, target)
+	u, err := callback.LinkURL(cfg.Receiver.PublicURL, app.Name, callback.LinkKey(app.Name, app.Secret), msgID, target)
 	if err != nil {
 		return fmt.Errorf("link: %w", err)
 	}

@@ -30,13 +30,14 @@ import (
 	"github.com/silenceper/wechat/v2/util"
 	"github.com/silenceper/wechat/v2/work/addresslist"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/idmap"
-	"github.com/yidu-io/yidu/internal/wecomapi"
+	"github.com/yidu-io/yidu/wecom"
 )
 
 // Client reads one app's view of one corp's directory. Safe for concurrent use.
 type Client struct {
-	creds *wecomapi.Credentials
+	creds *wecom.Credentials
 }
 
 var _ idmap.Directory = (*Client)(nil)
@@ -44,14 +45,14 @@ var _ idmap.Directory = (*Client)(nil)
 // New returns a Client for the app whose secret is corpSecret. It talks to
 // WeCom's origin, or wherever the process's util.SetURIModifier points it.
 func New(corpID, corpSecret string) *Client {
-	return &Client{creds: wecomapi.New(corpID, corpSecret)}
+	return &Client{creds: wecom.NewCredentials(corpID, corpSecret)}
 }
 
 // call runs fn with a valid token. A token WeCom rejects is fetched again,
 // once.
 func call[T any](ctx context.Context, c *Client, api string, fn func(*addresslist.Client) (T, error)) (T, error) {
 	var zero T
-	var stale *wecomapi.Session
+	var stale *wecom.Session
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return zero, err
@@ -71,7 +72,7 @@ func call[T any](ctx context.Context, c *Client, api string, fn func(*addresslis
 		if err == nil {
 			return v, nil
 		}
-		if attempt == 0 && wecomapi.StaleToken(err) {
+		if attempt == 0 && wecom.StaleToken(err) {
 			stale = s
 			continue
 		}
@@ -97,17 +98,17 @@ func (c *Client) wrap(api string, err error) error {
 // visible tree. silenceper always sends an id; we send 0 (no department)
 // where the document says to leave id out. fakewecom treats 0 as absent;
 // that real WeCom does too is not verified here.
-func (c *Client) Departments(ctx context.Context) ([]idmap.Department, error) {
+func (c *Client) Departments(ctx context.Context) ([]yidu.Department, error) {
 	list, err := call(ctx, c, "department/simplelist", func(d *addresslist.Client) ([]*addresslist.DepartmentID, error) {
 		return d.DepartmentSimpleList(0)
 	})
 	if err != nil {
 		return nil, err
 	}
-	depts := make([]idmap.Department, 0, len(list))
+	depts := make([]yidu.Department, 0, len(list))
 	for _, d := range list {
 		if d != nil {
-			depts = append(depts, idmap.Department{ID: int64(d.ID), ParentID: int64(d.ParentID), Order: int64(d.Order)})
+			depts = append(depts, yidu.Department{ID: int64(d.ID), ParentID: int64(d.ParentID), Order: int64(d.Order)})
 		}
 	}
 	return depts, nil

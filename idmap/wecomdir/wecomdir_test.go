@@ -14,6 +14,7 @@ import (
 
 	"github.com/silenceper/wechat/v2/util"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/idmap/wecomdir"
 	"github.com/yidu-io/yidu/internal/fakewecom"
@@ -69,7 +70,7 @@ func TestClient(t *testing.T) {
 	ctx := context.Background()
 
 	depts, err := c.Departments(ctx)
-	if err != nil || !slices.Equal(depts, []idmap.Department{{ID: 1}, {ID: 2, ParentID: 1, Order: 5}}) {
+	if err != nil || !slices.Equal(depts, []yidu.Department{{ID: 1}, {ID: 2, ParentID: 1, Order: 5}}) {
 		t.Errorf("Departments = %+v, %v", depts, err)
 	}
 	names, err := c.DepartmentNames(ctx)

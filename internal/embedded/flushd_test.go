@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/flushd"
 )
 
@@ -19,7 +19,7 @@ func TestFlushdWriter(t *testing.T) {
 	// a small message, with a batch that also has uids without rows.
 	insertRecipients(t, db, "c", "m", 0, 300, 300)
 	insertRecipients(t, db, "c", "other", 0, 10, 10)
-	w, err := flushd.NewWriter(db, 200, nil, nil)
+	w, err := flushd.NewWriter(db, flushd.WriterOptions{BatchSize: 200})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ import (
 
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/callback/wxcrypt"
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/cmd/internal/config"
 )
 
 // UIDLookup maps a UserID to its uid; idmap.Mapper (with its cache)

@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/yidu-io/yidu/callback/wxcrypt"
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -32,7 +30,8 @@ func card(user, key string, at int64) string {
 func TestServer(t *testing.T) {
 	db := testenv.MySQL(t)
 	ctx := context.Background()
-	ids := idmap.New(db, nil, prometheus.NewRegistry())
+	ids, err := idmap.New(db, idmap.Options{})
+	testenv.Check(t, "idmap.New", err)
 	if _, err := ids.Assign(ctx, app.CorpID, []string{"alice", "bob"}); err != nil {
 		t.Fatal(err)
 	}

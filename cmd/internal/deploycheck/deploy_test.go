@@ -1,10 +1,11 @@
-package deploy_test
+package deploycheck_test
 
 import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -20,10 +21,11 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/cmd/internal/config"
 )
 
-// The tests run in deploy/; every path is relative to it.
+// The tests run in deploy/ (TestMain moves there); every path is
+// relative to it.
 const (
 	k8sDir      = "k8s"
 	composeFile = "compose.yaml"
@@ -31,6 +33,14 @@ const (
 	configDoc   = "../docs/configuration.md"
 	namespace   = "yidu"
 )
+
+func TestMain(m *testing.M) {
+	if err := os.Chdir("../../../deploy"); err != nil {
+		fmt.Fprintln(os.Stderr, "deploycheck:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
 
 // roles are the yidu subcommands a container may run, with the config
 // listen address whose port it serves ("" for none).
@@ -42,7 +52,7 @@ var roles = map[string]string{
 }
 
 // probePaths are each serving role's readiness and liveness paths
-// (callback.Routes, dashboard.Routes, cmd/internal/yidu opsRoutes).
+// (internal/probe, mounted by cmd/internal/process for every role).
 var probePaths = map[string][2]string{
 	"receiver":  {"/readyz", "/healthz"},
 	"dashboard": {"/readyz", "/healthz"},

@@ -1,4 +1,4 @@
-// Package yidu builds yidu's parts from a configuration and runs them: the
+// Package process builds yidu's parts from a configuration and runs them: the
 // receiver, the dashboard and flushd, alone or together. cmd/yidu (the
 // production binary) and cmd/yidu-demo share it; it never starts an
 // embedded server itself.
@@ -7,7 +7,7 @@
 // that stops in dependency order: HTTP servers first (with a fresh timeout
 // context, so in-flight callbacks finish), then the read path they feed,
 // then flushd (which drains and commits), then the connections.
-package yidu
+package process
 
 import (
 	"context"
@@ -27,34 +27,39 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/silenceper/wechat/v2/util"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/callback"
-	"github.com/yidu-io/yidu/callback/wecomauth"
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/dashboard"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/probe"
 	"github.com/yidu-io/yidu/reconcile"
 	"github.com/yidu-io/yidu/tracker"
+	"github.com/yidu-io/yidu/wecom"
 )
 
 // The providers satisfy the interfaces their consumers declare; checked
 // here so that no provider imports a consumer.
 var (
 	_ callback.ReadRecorder   = (*bitmap.Recorder)(nil)
-	_ callback.Deduper        = (*bitmap.Store)(nil)
+	_ callback.Deduper        = (*callback.RedisDedup)(nil)
 	_ callback.ContactApplier = (*idmap.Mapper)(nil)
-	_ callback.OAuth          = (*wecomauth.Exchanger)(nil)
+	_ callback.OAuth          = (*wecom.OAuth)(nil)
 	_ bitmap.UIDLookup        = (*idmap.Mapper)(nil)
 	_ bitmap.MessageLoader    = (*tracker.Registry)(nil)
-	_ bitmap.Publisher        = (*bitmap.Producer)(nil)
+	_ bitmap.Publisher        = (*delta.Producer)(nil)
 	_ tracker.Directory       = (*idmap.Mapper)(nil)
 	_ tracker.Store           = (*bitmap.Store)(nil)
+	_ tracker.Sender          = (*wecom.Sender)(nil)
 	_ dashboard.Messages      = (*tracker.Registry)(nil)
 	_ dashboard.Bitmaps       = (*bitmap.Store)(nil)
 	_ dashboard.Directory     = (*idmap.Mapper)(nil)
 	_ reconcile.Archive       = (*tracker.Registry)(nil)
 	_ reconcile.Bitmaps       = (*bitmap.Store)(nil)
+	_ reconcile.Publisher     = (*delta.Producer)(nil)
 )
 
 // Roles says which parts Run starts.
@@ -81,7 +86,7 @@ type Main struct {
 	DB        *sql.DB
 	Redis     redis.UniversalClient
 	Store     *bitmap.Store
-	Producer  *bitmap.Producer
+	Producer  *delta.Producer
 	Recorder  *bitmap.Recorder
 	Mapper    *idmap.Mapper
 	Tracker   *tracker.Registry
@@ -210,25 +215,64 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	log := m.Logger
 	PointWeCom(cfg.WeCom)
-	m.Store = bitmap.New(m.Redis, bitmap.Options{
+	if m.Store, err = bitmap.New(m.Redis, bitmap.Options{
 		Prefix:     cfg.Redis.Prefix,
 		TTL:        cfg.Redis.TTL.D(),
 		Logger:     log,
 		Registerer: m.Registry,
-	})
-	m.Mapper = idmap.New(db, log, m.Registry)
+	}); err != nil {
+		return err
+	}
+	if m.Mapper, err = idmap.New(db, idmap.Options{Logger: log, Registerer: m.Registry}); err != nil {
+		return err
+	}
 	sender := m.Sender
 	if sender == nil {
-		sender = tracker.NewWeCom(cfg.Apps, tracker.WeComOptions{})
+		sender = wecom.NewSender(WeComApps(cfg.Apps), wecom.SenderOptions{})
 	}
-	m.Tracker = tracker.New(db, m.Mapper, m.Store, tracker.Options{
+	m.Tracker, err = tracker.New(db, m.Mapper, m.Store, tracker.Options{
 		Logger:        log,
 		Registerer:    m.Registry,
 		Sender:        sender,
 		OrphanApplier: orphanApplier{db},
-		Apps:          cfg.Apps,
+		Apps:          DomainApps(cfg.Apps),
 	})
-	return nil
+	return err
+}
+
+// DomainApps returns the apps as the domain sees them: no secrets.
+func DomainApps(apps []config.App) []yidu.App {
+	out := make([]yidu.App, len(apps))
+	for i, a := range apps {
+		out[i] = yidu.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, ReadButtonKey: a.ReadButtonKey}
+	}
+	return out
+}
+
+// WeComApps returns what the WeCom API clients need of the apps: their
+// secrets, which reach no other package.
+func WeComApps(apps []config.App) []wecom.App {
+	out := make([]wecom.App, len(apps))
+	for i, a := range apps {
+		out[i] = wecom.App{CorpID: a.CorpID, AgentID: a.AgentID, Secret: a.Secret}
+	}
+	return out
+}
+
+// CallbackApps returns what the receiver needs of the apps: the callback
+// Token and EncodingAESKey, and the tracked-link key derived from the
+// secret (never the secret itself).
+func CallbackApps(apps []config.App) []callback.App {
+	out := make([]callback.App, len(apps))
+	for i, a := range apps {
+		out[i] = callback.App{
+			App:            DomainApps([]config.App{a})[0],
+			Token:          a.Token,
+			EncodingAESKey: a.EncodingAESKey,
+			LinkKey:        callback.LinkKey(a.Name, a.Secret),
+		}
+	}
+	return out
 }
 
 // orphanApplier adapts flushd.ApplyOrphans to tracker.OrphanApplier.
@@ -247,30 +291,29 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 	cfg := m.Config
 	log := m.Logger
 	if roles.Receiver {
-		p, err := bitmap.NewProducer(cfg.Kafka.Brokers, cfg.Kafka.Topic, bitmap.ProducerOptions{Logger: log})
+		p, err := delta.NewProducer(cfg.Kafka.Brokers, cfg.Kafka.Topic, delta.ProducerOptions{Logger: log})
 		if err != nil {
 			return fmt.Errorf("kafka producer: %w", err)
 		}
 		m.Producer = p
-		m.Recorder = bitmap.NewRecorder(m.Store, m.Mapper, p, m.Tracker, bitmap.RecorderOptions{Logger: log, Registerer: m.Registry})
+		if m.Recorder, err = bitmap.NewRecorder(m.Store, m.Mapper, p, m.Tracker, bitmap.RecorderOptions{Logger: log, Registerer: m.Registry}); err != nil {
+			return err
+		}
 		var oauth callback.OAuth // tracked links: only with receiver.public_url
 		if cfg.Receiver.PublicURL != "" {
-			oauth = wecomauth.New(cfg.Apps)
+			oauth = wecom.NewOAuth(WeComApps(cfg.Apps))
 			for _, a := range cfg.Apps {
 				if a.Secret == "" {
 					log.Warn("tracked links of this app are refused: it has no secret", "app", a.Name)
 				}
 			}
 		}
-		rcv, err := callback.New(callback.Options{
-			Apps:            cfg.Apps,
-			Reads:           m.Recorder,
+		rcv, err := callback.New(m.Recorder, callback.Options{
+			Apps:            CallbackApps(cfg.Apps),
 			Contacts:        m.Mapper,
-			Dedup:           m.Store,
-			Ready:           m.readiness(),
+			Dedup:           callback.NewRedisDedup(m.Redis, cfg.Redis.Prefix),
 			Logger:          log,
 			Registerer:      m.Registry,
-			Gatherer:        m.Registry,
 			TimestampWindow: cfg.Receiver.TimestampWindow.D(),
 			MaxBody:         cfg.Receiver.MaxBody,
 			Timeout:         cfg.Receiver.Timeout.D(),
@@ -283,7 +326,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			return fmt.Errorf("receiver: %w", err)
 		}
 		m.Receiver = rcv
-		addr, err := m.serve(cfg.Receiver.Listen, rcv.Routes())
+		addr, err := m.serve(ReceiverServer(), cfg.Receiver.Listen, m.withProbes(rcv.Routes(), m.readiness(true), nil))
 		if err != nil {
 			return fmt.Errorf("receiver: %w", err)
 		}
@@ -291,25 +334,20 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		log.Info("receiver listening", "addr", addr)
 	}
 	if roles.Dashboard {
-		d, err := dashboard.New(dashboard.Options{
-			Messages:   m.Tracker,
-			Bitmaps:    m.Store,
-			Directory:  m.Mapper,
-			Config:     cfg.Dashboard,
-			Apps:       cfg.Apps,
-			Logger:     log,
-			Registerer: m.Registry,
-			Gatherer:   m.Registry,
-			Ready: map[string]func(context.Context) error{
-				"mysql": func(ctx context.Context) error { return m.DB.PingContext(ctx) },
-				"redis": func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() },
-			},
+		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
+			Tokens:         dashboardTokens(cfg.Dashboard.Tokens),
+			Users:          dashboardUsers(cfg.Dashboard.Users),
+			SessionTTL:     cfg.Dashboard.SessionTTL.D(),
+			RemindInterval: cfg.Dashboard.RemindInterval.D(),
+			Apps:           DomainApps(cfg.Apps),
+			Logger:         log,
+			Registerer:     m.Registry,
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
 		}
 		m.Dashboard = d
-		addr, err := m.serve(cfg.Dashboard.Listen, d.Routes())
+		addr, err := m.serve(dashboardServer(), cfg.Dashboard.Listen, m.withProbes(d.Routes(), m.readiness(false), nil))
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
 		}
@@ -345,7 +383,15 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		if !roles.Receiver && !roles.Dashboard && cfg.Flushd.Listen != "" {
 			// flushd alone has no HTTP of its own: serve its probes and
 			// metrics (lag, pending, retries) for the orchestrator.
-			addr, err := m.serve(cfg.Flushd.Listen, opsRoutes(m.Registry, m.flushDone))
+			alive := func() error {
+				select {
+				case <-m.flushDone:
+					return errors.New("flushd stopped")
+				default:
+					return nil
+				}
+			}
+			addr, err := m.serve(opsServer(), cfg.Flushd.Listen, m.withProbes(http.NotFoundHandler(), nil, alive))
 			if err != nil {
 				return fmt.Errorf("flushd: %w", err)
 			}
@@ -364,25 +410,61 @@ func (m *Main) FlushdDone() <-chan struct{} { return m.flushDone }
 // FlushdErr is what flushd's Run returned, once FlushdDone is closed.
 func (m *Main) FlushdErr() error { return m.flushErr }
 
-func (m *Main) readiness() map[string]func(context.Context) error {
-	return map[string]func(context.Context) error{
+// readiness is what a role needs to answer: MySQL and Redis, and Kafka
+// for the receiver (without it every read is a 503).
+func (m *Main) readiness(kafka bool) map[string]probe.Check {
+	checks := map[string]probe.Check{
 		"mysql": func(ctx context.Context) error { return m.DB.PingContext(ctx) },
 		"redis": func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() },
-		"kafka": func(ctx context.Context) error {
+	}
+	if kafka {
+		checks["kafka"] = func(ctx context.Context) error {
 			if m.Producer == nil {
 				return errors.New("no producer")
 			}
 			return m.Producer.Ping(ctx)
-		},
+		}
+	}
+	return checks
+}
+
+// withProbes puts /healthz, /readyz and /metrics in front of a role's routes.
+func (m *Main) withProbes(h http.Handler, ready map[string]probe.Check, alive func() error) http.Handler {
+	return probe.Wrap(h, probe.Options{Ready: ready, Alive: alive, Gatherer: m.Registry, Logger: m.Logger})
+}
+
+// Per-role HTTP server settings. All bound slow clients (slow-loris):
+// headers within 5 s, at most 16 KiB of them, idle keep-alives closed.
+func newServer(read, write, idle time.Duration) *http.Server {
+	return &http.Server{
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       read,
+		WriteTimeout:      write,
+		IdleTimeout:       idle,
+		MaxHeaderBytes:    16 << 10,
 	}
 }
 
-func (m *Main) serve(addr string, h http.Handler) (string, error) {
+// ReceiverServer returns the receiver's settings: it answers WeCom within
+// its 5 s (doc path 90238), the whole request in 10 s, the answer written
+// within 15 s.
+func ReceiverServer() *http.Server { return newServer(10*time.Second, 15*time.Second, time.Minute) }
+
+// dashboardServer has no WriteTimeout: live streams and exports outlive
+// any fixed one, so the dashboard sets a deadline per request
+// (dashboard.DefaultWriteTimeout) and the long routes extend theirs. A
+// registration body of 8 MiB gets 60 s to arrive.
+func dashboardServer() *http.Server { return newServer(time.Minute, 0, 2*time.Minute) }
+
+// opsServer serves flushd's probes and metrics.
+func opsServer() *http.Server { return newServer(10*time.Second, 30*time.Second, time.Minute) }
+
+func (m *Main) serve(srv *http.Server, addr string, h http.Handler) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("listen %s: %w", addr, err)
 	}
-	srv := callback.NewServer(addr, h)
+	srv.Addr, srv.Handler = ln.Addr().String(), h
 	m.servers = append(m.servers, srv)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -434,4 +516,20 @@ func (m *Main) close() error {
 		m.DB.Close()
 	}
 	return errors.Join(errs...)
+}
+
+func dashboardTokens(ts []config.Token) []dashboard.Token {
+	out := make([]dashboard.Token, len(ts))
+	for i, t := range ts {
+		out[i] = dashboard.Token{Name: t.Name, Token: t.Token, Corps: t.Corps}
+	}
+	return out
+}
+
+func dashboardUsers(us []config.User) []dashboard.User {
+	out := make([]dashboard.User, len(us))
+	for i, u := range us {
+		out[i] = dashboard.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps}
+	}
+	return out
 }

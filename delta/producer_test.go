@@ -1,20 +1,19 @@
-package bitmap
+package delta_test
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/yidu-io/yidu/bitmap/delta"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 func TestProducerPublish(t *testing.T) {
 	const topic = "yidu.reads"
-	p, brokers := mustProducer(t, topic)
+	p, brokers := testenv.Producer(t, topic)
 	ctx := context.Background()
 	testenv.Check(t, "Ping", p.Ping(ctx))
 	want := []delta.Delta{
@@ -24,23 +23,17 @@ func TestProducerPublish(t *testing.T) {
 	}
 	testenv.Check(t, "Publish", p.Publish(ctx, want))
 	testenv.Check(t, "Publish none", p.Publish(ctx, nil))
-	got := consumeAll(t, brokers, topic)
+	got := testenv.Deltas(t, brokers, topic)
 	// Partitions interleave; order matters only within a message.
-	sortDeltas(got)
-	sortDeltas(want)
+	testenv.SortDeltas(got)
+	testenv.SortDeltas(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("consumed %+v; want %+v", got, want)
 	}
 }
 
-func sortDeltas(ds []delta.Delta) {
-	slices.SortFunc(ds, func(a, b delta.Delta) int {
-		return cmp.Or(cmp.Compare(a.MsgID, b.MsgID), cmp.Compare(a.UID, b.UID), cmp.Compare(a.Source, b.Source))
-	})
-}
-
 func TestProducerErrors(t *testing.T) {
-	p, _ := mustProducer(t, "yidu.reads")
+	p, _ := testenv.Producer(t, "yidu.reads")
 	t.Run("ctx done", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -51,8 +44,8 @@ func TestProducerErrors(t *testing.T) {
 	})
 	t.Run("missing topic", func(t *testing.T) {
 		_, brokers := testenv.Kafka(t, "other", 1)
-		q, err := NewProducer(brokers, "yidu.missing", ProducerOptions{})
-		testenv.Check(t, "NewProducer", err)
+		q, err := delta.NewProducer(brokers, "yidu.missing", delta.ProducerOptions{})
+		testenv.Check(t, "delta.NewProducer", err)
 		defer q.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -61,8 +54,10 @@ func TestProducerErrors(t *testing.T) {
 		}
 	})
 	t.Run("no brokers", func(t *testing.T) {
-		if _, err := NewProducer(nil, "t", ProducerOptions{}); err == nil {
-			t.Errorf("NewProducer(no brokers) = nil error")
+		if _, err := delta.NewProducer(nil, "t", delta.ProducerOptions{}); err == nil {
+			t.Errorf("delta.NewProducer(no brokers) = nil error")
 		}
 	})
 }
+
+const testCorp = "wwcorp"

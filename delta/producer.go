@@ -1,4 +1,4 @@
-package bitmap
+package delta
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/yidu-io/yidu/bitmap/delta"
 )
 
 // ProducerOptions configures a Producer. Zero fields take the defaults.
@@ -39,7 +37,7 @@ type Producer struct {
 // NewProducer returns an idempotent, acks=all producer for topic.
 func NewProducer(brokers []string, topic string, opts ProducerOptions) (*Producer, error) {
 	if topic == "" || len(brokers) == 0 {
-		return nil, errors.New("bitmap: producer: brokers and topic are required")
+		return nil, errors.New("delta: producer: brokers and topic are required")
 	}
 	if opts.Linger <= 0 {
 		opts.Linger = time.Millisecond
@@ -62,16 +60,16 @@ func NewProducer(brokers []string, topic string, opts ProducerOptions) (*Produce
 	kopts = append(kopts, opts.Extra...)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
-		return nil, fmt.Errorf("bitmap: producer: %w", err)
+		return nil, fmt.Errorf("delta: producer: %w", err)
 	}
-	return &Producer{cl: cl, topic: topic, log: opts.Logger.With("component", "bitmap.producer")}, nil
+	return &Producer{cl: cl, topic: topic, log: opts.Logger.With("component", "delta.producer")}, nil
 }
 
-// Publish produces every delta (key delta.Key, value delta.Marshal) and
+// Publish produces every delta (key Key, value Marshal) and
 // returns when Kafka acknowledged all of them, at the first failure, or
 // when ctx is done. After an error some deltas may still be written; the
 // read path's re-emission makes that harmless.
-func (p *Producer) Publish(ctx context.Context, ds []delta.Delta) error {
+func (p *Producer) Publish(ctx context.Context, ds []Delta) error {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -96,22 +94,22 @@ func (p *Producer) Publish(ctx context.Context, ds []delta.Delta) error {
 	for _, d := range ds {
 		p.cl.Produce(ctx, &kgo.Record{
 			Topic: p.topic,
-			Key:   delta.Key(d.CorpID, d.MsgID),
-			Value: delta.Marshal(d),
+			Key:   Key(d.CorpID, d.MsgID),
+			Value: Marshal(d),
 		}, promise)
 	}
 	select {
 	case <-done:
 		select {
 		case err := <-errc:
-			return fmt.Errorf("bitmap: publish: %w", err)
+			return fmt.Errorf("delta: publish: %w", err)
 		default:
 			return nil
 		}
 	case err := <-errc:
-		return fmt.Errorf("bitmap: publish: %w", err)
+		return fmt.Errorf("delta: publish: %w", err)
 	case <-ctx.Done():
-		return fmt.Errorf("bitmap: publish: %w", ctx.Err())
+		return fmt.Errorf("delta: publish: %w", ctx.Err())
 	}
 }
 
@@ -120,14 +118,14 @@ func (p *Producer) Publish(ctx context.Context, ds []delta.Delta) error {
 func (p *Producer) Ping(ctx context.Context) error {
 	td, err := kadm.NewClient(p.cl).ListTopics(ctx, p.topic)
 	if err != nil {
-		return fmt.Errorf("bitmap: kafka ping: %w", err)
+		return fmt.Errorf("delta: kafka ping: %w", err)
 	}
 	d, ok := td[p.topic]
 	if !ok {
-		return fmt.Errorf("bitmap: kafka ping: topic %q not in metadata", p.topic)
+		return fmt.Errorf("delta: kafka ping: topic %q not in metadata", p.topic)
 	}
 	if d.Err != nil {
-		return fmt.Errorf("bitmap: kafka ping: topic %q: %w", p.topic, d.Err)
+		return fmt.Errorf("delta: kafka ping: topic %q: %w", p.topic, d.Err)
 	}
 	return nil
 }

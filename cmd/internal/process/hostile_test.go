@@ -1,4 +1,4 @@
-package yidu
+package process
 
 import (
 	"bufio"
@@ -27,7 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/yidu-io/yidu/callback/wxcrypt"
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/cmd/internal/config"
 )
 
 // The hostile-input tests (issue 8, docs/reliability.md "Hostile input")
@@ -823,8 +823,9 @@ func (s *hostileStack) metric(tb testing.TB, name string, labels ...string) floa
 	return sum
 }
 
-// The receiver's HTTP server timeouts (callback.NewServer); not
-// configurable, so the slow-client tests wait for them.
+// The HTTP servers' timeouts (process.ReceiverServer and
+// dashboardServer); not configurable, so the slow-client tests wait for
+// them.
 const (
 	wantReadHeaderTimeout = 5 * time.Second
 	wantReadTimeout       = 10 * time.Second
@@ -836,11 +837,21 @@ func (s *hostileStack) checkServerTimeouts(t *testing.T) {
 	if len(s.m.servers) == 0 {
 		t.Fatal("Main runs no HTTP server")
 	}
+	// The dashboard has no WriteTimeout (streams, exports: it sets a
+	// deadline per request) and gives an 8 MiB registration 60 s.
+	want := map[string][4]time.Duration{
+		s.m.ReceiverAddr:  {wantReadHeaderTimeout, wantReadTimeout, 15 * time.Second, 60 * time.Second},
+		s.m.DashboardAddr: {wantReadHeaderTimeout, time.Minute, 0, 2 * time.Minute},
+	}
 	for _, srv := range s.m.servers {
-		if srv.ReadHeaderTimeout != wantReadHeaderTimeout || srv.ReadTimeout != wantReadTimeout ||
-			srv.WriteTimeout != 15*time.Second || srv.IdleTimeout != 60*time.Second || srv.MaxHeaderBytes != 16<<10 {
-			t.Errorf("server %s: timeouts header %v, read %v, write %v, idle %v, max header %d; want 5s, 10s, 15s, 1m0s, 16384",
-				srv.Addr, srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
+		got := [4]time.Duration{srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout}
+		w, ok := want[srv.Addr]
+		if !ok {
+			continue
+		}
+		if got != w || srv.MaxHeaderBytes != 16<<10 {
+			t.Errorf("server %s: timeouts (header, read, write, idle) %v, max header %d; want %v, 16384",
+				srv.Addr, got, srv.MaxHeaderBytes, w)
 		}
 	}
 }

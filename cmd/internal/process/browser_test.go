@@ -1,4 +1,4 @@
-package yidu
+package process
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/yidu-io/yidu/flushd"
 )
 
 // Config is the whole configuration file.
@@ -268,12 +270,6 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 
 var appName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
-// maxFlushdBatchSize is flushd.MaxBatchSize (parking a batch's orphans
-// binds 5 placeholders per uid, MySQL allows 65535). It is repeated here so
-// config does not import flushd and its Kafka client; a test in flushd
-// keeps the two equal.
-const maxFlushdBatchSize = 13106
-
 // instanceID is what Kafka accepts as a group.instance.id (the rule for
 // topic names: [a-zA-Z0-9._-], at most 249 characters, not "." or "..").
 var instanceID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
@@ -303,8 +299,8 @@ func (c Config) Validate() error {
 	if c.Receiver.MaxBody <= 0 {
 		return errors.New("config: receiver.max_body must be positive")
 	}
-	if c.Flushd.BatchSize <= 0 || c.Flushd.BatchSize > maxFlushdBatchSize {
-		return fmt.Errorf("config: flushd.batch_size %d must be in 1..%d", c.Flushd.BatchSize, maxFlushdBatchSize)
+	if c.Flushd.BatchSize <= 0 || c.Flushd.BatchSize > flushd.MaxBatchSize {
+		return fmt.Errorf("config: flushd.batch_size %d must be in 1..%d", c.Flushd.BatchSize, flushd.MaxBatchSize)
 	}
 	if id := c.Flushd.InstanceID; id != "" && (!instanceID.MatchString(id) || id == "." || id == "..") {
 		return fmt.Errorf("config: flushd.instance_id (or YIDU_FLUSHD_INSTANCE_ID) %q must match %s", c.Flushd.InstanceID, instanceID)

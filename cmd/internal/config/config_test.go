@@ -14,7 +14,7 @@ func TestLoadExample(t *testing.T) {
 		"YIDU_REDIS_ADDR":    "10.0.0.1:6379",
 		"YIDU_KAFKA_BROKERS": "a:9092,b:9092",
 	}
-	cfg, err := Load(filepath.Join("..", "deploy", "yidu.example.yaml"), func(k string) string { return env[k] })
+	cfg, err := Load(filepath.Join("..", "..", "..", "deploy", "yidu.example.yaml"), func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("Load(example) error %v", err)
 	}

@@ -1,10 +1,4 @@
-// Package wecomapi holds what every caller of WeCom's server API through
-// silenceper/wechat/v2 needs around it: one app's access token, replaced
-// whole when WeCom rejects it, and errors stripped of the credentials
-// silenceper puts in them. idmap/wecomdir (directory sync),
-// callback/wecomauth (OAuth2 code exchange) and tracker (message/send) use
-// it.
-package wecomapi
+package wecom
 
 import (
 	"errors"
@@ -51,9 +45,10 @@ type Credentials struct {
 	cur *Session
 }
 
-// New returns the Credentials of the app whose secret is secret. It talks to
-// WeCom's origin, or wherever the process's util.SetURIModifier points it.
-func New(corpID, secret string) *Credentials {
+// NewCredentials returns the Credentials of the app whose secret is
+// secret. It talks to WeCom's origin, or wherever the process's
+// util.SetURIModifier points it.
+func NewCredentials(corpID, secret string) *Credentials {
 	return &Credentials{corpID: corpID, secret: secret}
 }
 

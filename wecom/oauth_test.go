@@ -1,4 +1,4 @@
-package wecomauth_test
+package wecom_test
 
 import (
 	"context"
@@ -14,12 +14,11 @@ import (
 	"github.com/silenceper/wechat/v2/util"
 
 	"github.com/yidu-io/yidu/callback"
-	"github.com/yidu-io/yidu/callback/wecomauth"
-	"github.com/yidu-io/yidu/config"
 	"github.com/yidu-io/yidu/internal/fakewecom"
+	"github.com/yidu-io/yidu/wecom"
 )
 
-var _ callback.OAuth = (*wecomauth.Exchanger)(nil)
+var _ callback.OAuth = (*wecom.OAuth)(nil)
 
 // silenceper's URI modifier is process-wide: one server for the whole test
 // binary, set up here; tests must not run in parallel. It answers as the
@@ -45,9 +44,9 @@ func TestMain(m *testing.M) {
 
 const secret = "top-secret-of-hr"
 
-var apps = []config.App{
-	{Name: "hr", CorpID: "wwauth", AgentID: 1000002, Secret: secret},
-	{Name: "nosecret", CorpID: "wwauth", AgentID: 1000003},
+var apps = []wecom.App{
+	{CorpID: "wwauth", AgentID: 1000002, Secret: secret},
+	{CorpID: "wwauth", AgentID: 1000003},
 }
 
 func TestUserID(t *testing.T) {
@@ -56,7 +55,7 @@ func TestUserID(t *testing.T) {
 		"code-guest": "", // a visitor who is not a member: no userid
 		"a&b=c d":    "odd",
 	}})
-	e := wecomauth.New(apps)
+	e := wecom.NewOAuth(apps)
 	ctx := context.Background()
 	tests := []struct {
 		name     string
@@ -70,13 +69,13 @@ func TestUserID(t *testing.T) {
 		{name: "not a member", agent: 1000002, code: "code-guest", want: ""},
 		{name: "escaped code", agent: 1000002, code: "a&b=c d", want: "odd"},
 		{name: "invalid code", agent: 1000002, code: "nope", wantCode: fakewecom.ErrInvalidCode},
-		{name: "app without secret", agent: 1000003, code: "code-zhang", wantErr: wecomauth.ErrNoApp},
-		{name: "unknown agent", agent: 1, code: "code-zhang", wantErr: wecomauth.ErrNoApp},
+		{name: "app without secret", agent: 1000003, code: "code-zhang", wantErr: wecom.ErrNoApp},
+		{name: "unknown agent", agent: 1, code: "code-zhang", wantErr: wecom.ErrNoApp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := e.UserID(ctx, "wwauth", tt.agent, tt.code)
-			var ae *wecomauth.APIError
+			var ae *wecom.APIError
 			switch {
 			case tt.wantCode != 0:
 				if !errors.As(err, &ae) || ae.Code != tt.wantCode {
@@ -98,7 +97,7 @@ func TestUserID(t *testing.T) {
 
 func TestUserIDRefetchesRejectedToken(t *testing.T) {
 	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Secret: secret, Codes: map[string]string{"c1": "lisi"}})
-	e := wecomauth.New(apps)
+	e := wecom.NewOAuth(apps)
 	ctx := context.Background()
 	if got, err := e.UserID(ctx, "wwauth", 1000002, "c1"); err != nil || got != "lisi" {
 		t.Fatalf("UserID = %q, %v", got, err)
@@ -129,11 +128,11 @@ func TestErrorsCarryNoCredentials(t *testing.T) {
 	}
 	t.Run("gettoken answers 500", func(t *testing.T) {
 		setOutage(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
-		_, err := wecomauth.New(apps).UserID(ctx, "wwauth", 1000002, "c1")
+		_, err := wecom.NewOAuth(apps).UserID(ctx, "wwauth", 1000002, "c1")
 		check(t, err)
 	})
 	t.Run("getuserinfo answers 502", func(t *testing.T) {
-		e := wecomauth.New(apps)
+		e := wecom.NewOAuth(apps)
 		if _, err := e.UserID(ctx, "wwauth", 1000002, "c1"); err != nil {
 			t.Fatal(err) // a token in the cache
 		}
@@ -142,14 +141,14 @@ func TestErrorsCarryNoCredentials(t *testing.T) {
 		check(t, err)
 	})
 	t.Run("wrong secret", func(t *testing.T) {
-		_, err := wecomauth.New([]config.App{{CorpID: "wwauth", AgentID: 1000002, Secret: "wrong"}}).UserID(ctx, "wwauth", 1000002, "c1")
+		_, err := wecom.NewOAuth([]wecom.App{{CorpID: "wwauth", AgentID: 1000002, Secret: "wrong"}}).UserID(ctx, "wwauth", 1000002, "c1")
 		check(t, err)
 	})
 }
 
 func TestUserIDHonoursContext(t *testing.T) {
 	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Secret: secret, Codes: map[string]string{"c1": "lisi"}})
-	e := wecomauth.New(apps)
+	e := wecom.NewOAuth(apps)
 	if _, err := e.UserID(context.Background(), "wwauth", 1000002, "c1"); err != nil {
 		t.Fatal(err) // a token in the cache: the hung call is getuserinfo
 	}

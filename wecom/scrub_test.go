@@ -1,4 +1,4 @@
-package wecomapi
+package wecom
 
 import (
 	"strings"
@@ -17,7 +17,7 @@ func FuzzScrub(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	c := New("ww", "top-secret")
+	c := NewCredentials("ww", "top-secret")
 	f.Fuzz(func(t *testing.T, s string) {
 		got := c.Scrub(s)
 		if strings.Contains(got, "top-secret") {
@@ -32,7 +32,7 @@ func FuzzScrub(f *testing.F) {
 }
 
 func TestScrub(t *testing.T) {
-	c := New("ww", "top-secret")
+	c := NewCredentials("ww", "top-secret")
 	tests := []struct{ in, want string }{
 		{"http get error : uri=https://qyapi.weixin.qq.com/cgi-bin/gettoken?corpid=ww&corpsecret=top-secret , statusCode=500",
 			"http get error : uri=https://qyapi.weixin.qq.com/cgi-bin/gettoken , statusCode=500"},

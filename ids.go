@@ -1,0 +1,112 @@
+package yidu
+
+import (
+	"crypto/rand"
+	"strconv"
+	"strings"
+)
+
+// Identifier rules. Each has exactly one Valid, used by every layer that
+// checks one: a value one package accepts and another refuses is a bug.
+
+// MaxMsgID is the longest msgid: WeCom's task_id is at most 128 bytes
+// (message/send, doc path 90236) and a send batch appends "@<batch>".
+const MaxMsgID = 100
+
+// MaxCorpID is the longest CorpID yidu stores (the corp_id columns).
+const MaxCorpID = 64
+
+// MaxUserID is the longest WeCom UserID (user/create, doc path 90195).
+const MaxUserID = 64
+
+// CorpID is a WeCom corp's id ("ww" and 16 hex digits on a real tenant).
+type CorpID string
+
+// Valid reports whether c is 1..64 bytes of [0-9A-Za-z_-]: WeCom's corp
+// ids are letters and digits; yidu allows its msgid alphabet so test corps
+// read well, and every byte is safe in keys, cursors and logs.
+func (c CorpID) Valid() bool { return len(c) <= MaxCorpID && idChars(string(c), false) }
+
+// MsgID names a tracked message within its corp: the task_id of its
+// template cards without the batch suffix.
+type MsgID string
+
+// Valid reports whether m is 1..100 bytes of [0-9A-Za-z_-]. It is WeCom's
+// task_id alphabet ([0-9A-Za-z_\-@], doc path 90236) without '@', which
+// separates the send batch (TaskID), and short enough for the suffix.
+func (m MsgID) Valid() bool { return len(m) <= MaxMsgID && idChars(string(m), false) }
+
+// idChars reports whether s is non-empty and every byte is in
+// [0-9A-Za-z_-], or also '@' with at.
+func idChars(s string, at bool) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-' || at && c == '@') {
+			return false
+		}
+	}
+	return true
+}
+
+const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-"
+
+// NewMsgID returns a random 20-character msgid (120 bits).
+func NewMsgID() MsgID {
+	var b [20]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	for i := range b {
+		b[i] = idAlphabet[b[i]&63]
+	}
+	return MsgID(b[:])
+}
+
+// UserID is a member's WeCom UserID.
+type UserID string
+
+// Valid reports whether u follows WeCom's rule (user/create, doc path
+// 90195): 1..64 characters of letters, digits and "_-@.", the first a
+// letter or digit. WeCom compares UserIDs case-insensitively.
+func (u UserID) Valid() bool {
+	if len(u) == 0 || len(u) > MaxUserID {
+		return false
+	}
+	for i := 0; i < len(u); i++ {
+		c := u[i]
+		alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !alnum && (i == 0 || c != '_' && c != '-' && c != '@' && c != '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxTaskID is WeCom's limit on a template card's task_id (doc path 90236).
+const MaxTaskID = 128
+
+// TaskID returns the task_id of send batch n of message m. WeCom refuses a
+// reused task_id (errcode 42014, doc path 90236) and message/send takes at
+// most 1000 UserIDs, so each batch of a message carries its own:
+// "<msgid>@<n>" (docs/architecture.md, "Why one TaskId per send batch").
+func TaskID(m MsgID, n int) string { return string(m) + "@" + strconv.Itoa(n) }
+
+// ValidTaskID reports whether s is a WeCom task_id: [0-9A-Za-z_\-@]{1,128}
+// (message/send, doc path 90236). Any card's, not only ours.
+func ValidTaskID(s string) bool { return len(s) <= MaxTaskID && idChars(s, true) }
+
+// ParseTaskID returns the message a template card's TaskId belongs to: the
+// part before the first '@'. ok is false unless taskID is ValidTaskID and
+// its msgid part is Valid; such input names no message of ours and must
+// touch nothing.
+func ParseTaskID(taskID string) (MsgID, bool) {
+	if !ValidTaskID(taskID) {
+		return "", false
+	}
+	m, _, _ := strings.Cut(taskID, "@")
+	if !MsgID(m).Valid() {
+		return "", false
+	}
+	return MsgID(m), true
+}

@@ -1,0 +1,66 @@
+package metric
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestFactory(t *testing.T) {
+	tests := []struct {
+		name    string
+		reg     *prometheus.Registry
+		twice   bool
+		wantErr bool
+		wantN   int // series gathered from reg
+	}{
+		{name: "registers", reg: prometheus.NewRegistry(), wantN: 1},
+		{name: "nil registerer registers nothing", reg: nil},
+		{name: "duplicate name is an error, not a panic", reg: prometheus.NewRegistry(), twice: true, wantErr: true, wantN: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f *Factory
+			if tt.reg == nil {
+				f = New(nil)
+			} else {
+				f = New(tt.reg)
+			}
+			c := f.Counter("yidu_test_total", "help")
+			c.Inc()
+			if tt.twice {
+				f.Counter("yidu_test_total", "help")
+			}
+			if got := testutil.ToFloat64(c); got != 1 {
+				t.Errorf("counter = %v; want 1", got)
+			}
+			err := f.Err("test")
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Err() = %v; want error %v", err, tt.wantErr)
+			}
+			if err != nil && !strings.HasPrefix(err.Error(), "test: register metrics: ") {
+				t.Errorf("Err() = %q; want the component prefix", err)
+			}
+			if tt.reg != nil {
+				if n, err := testutil.GatherAndCount(tt.reg); err != nil || n != tt.wantN {
+					t.Errorf("GatherAndCount = %d, %v; want %d", n, err, tt.wantN)
+				}
+			}
+		})
+	}
+}
+
+func TestPreset(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := New(reg)
+	v := f.CounterVec("yidu_test_events_total", "help", "source", "outcome")
+	Preset(v.MetricVec, []string{"card", "link"}, []string{"new", "duplicate", "in_flight"})
+	if n := testutil.CollectAndCount(v); n != 6 {
+		t.Errorf("series after Preset = %d; want 2×3 = 6", n)
+	}
+	if got := testutil.ToFloat64(v.WithLabelValues("link", "in_flight")); got != 0 {
+		t.Errorf("preset series = %v; want 0", got)
+	}
+}

@@ -1,0 +1,81 @@
+// Package yidu is the domain of yidu (已读): tracked messages, the WeCom
+// apps they are sent from, the identifiers that name them, registrations
+// and their one validation, the directory entries an audience is made of,
+// and the errors every layer shares.
+//
+// It imports nothing of yidu's and no driver. Storage packages (idmap,
+// tracker, bitmap, flushd) and HTTP packages (callback, dashboard) import it
+// and never each other's types (benbjohnson/wtf's shape); cmd wires them.
+package yidu
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Message is a tracked message: one notice sent to an audience snapshotted
+// at registration.
+type Message struct {
+	CorpID  string
+	MsgID   string
+	App     string
+	AgentID int64
+	Title   string
+	SentAt  time.Time
+	// Recipients is the audience size at registration: the denominator.
+	Recipients int64
+}
+
+// App is one WeCom self-built application as the domain sees it. It holds
+// no secret: the callback Token and EncodingAESKey reach only the receiver,
+// the app secret only the WeCom API clients (cmd hands them out).
+type App struct {
+	// Name is yidu's name for the app (the callback route, the API's "app").
+	Name    string
+	CorpID  string
+	AgentID int64
+	// ReadButtonKey is the template card button key that means "read";
+	// empty accepts any button of a tracked card.
+	ReadButtonKey string
+}
+
+// MinuteCount is the number of flushed reads whose read_time falls in one
+// UTC minute.
+type MinuteCount struct {
+	Minute time.Time
+	Reads  int64
+}
+
+// Errors shared by every layer. A request outcome wraps one of them with
+// its detail; the HTTP packages map each to a status in one table.
+var (
+	// ErrInvalid is input yidu refuses; nothing was written.
+	ErrInvalid = errors.New("invalid")
+	// ErrConflict is a registration of an existing msgid with another
+	// audience, title or app.
+	ErrConflict = errors.New("message exists with different content")
+	// ErrRateLimited is one more notice that would break WeCom's
+	// per-member limits (doc path 90236); the registration is kept.
+	ErrRateLimited = errors.New("app notice rate limit reached")
+	// ErrNoSender is sending asked of a deployment that cannot send.
+	ErrNoSender = errors.New("no sender configured")
+)
+
+// Invalidf returns an error wrapping ErrInvalid with a message.
+func Invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// Truncate returns s cut to at most n bytes without splitting a UTF-8
+// sequence, with "…" appended when it was cut: safe to echo in an error.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

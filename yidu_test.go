@@ -1,0 +1,230 @@
+package yidu
+
+import (
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// TestValid: each identifier's one rule, on the inputs where the layers
+// used to disagree.
+func TestValid(t *testing.T) {
+	msgID := func(s string) bool { return MsgID(s).Valid() }
+	corpID := func(s string) bool { return CorpID(s).Valid() }
+	userID := func(s string) bool { return UserID(s).Valid() }
+	tests := []struct {
+		kind  string
+		valid func(string) bool
+		id    string
+		want  bool
+	}{
+		{"msgid", msgID, "task-1", true},
+		{"msgid", msgID, "A_b-c9", true},
+		{"msgid", msgID, strings.Repeat("x", MaxMsgID), true},
+		{"msgid", msgID, strings.Repeat("x", MaxMsgID+1), false}, // no room for "@<batch>" in 128 bytes
+		{"msgid", msgID, "", false},
+		{"msgid", msgID, "a@1", false}, // '@' separates the send batch
+		{"msgid", msgID, "a/b", false},
+		{"msgid", msgID, "a}b", false},
+		{"msgid", msgID, "通知", false},
+		{"msgid", msgID, "a b", false},
+		{"corpid", corpID, "ww1234567890abcdef", true},
+		{"corpid", corpID, "wx5823bf96d3bd56c7", true},
+		{"corpid", corpID, "corp-a_1", true},
+		{"corpid", corpID, strings.Repeat("w", 64), true},
+		{"corpid", corpID, strings.Repeat("w", 65), false},
+		{"corpid", corpID, "", false},
+		{"corpid", corpID, "ww 1", false},
+		{"corpid", corpID, "ww:1", false},
+		{"corpid", corpID, "ww{1}", false},
+		{"userid", userID, "zhangsan", true},
+		{"userid", userID, "Zhang.San@corp", true},
+		{"userid", userID, "a_b-c", true},
+		{"userid", userID, "9", true},
+		{"userid", userID, "a.", true},
+		{"userid", userID, strings.Repeat("a", 64), true},
+		{"userid", userID, strings.Repeat("a", 65), false},
+		{"userid", userID, "", false},
+		{"userid", userID, "_a", false},
+		{"userid", userID, "-dash", false},
+		{"userid", userID, ".dot", false},
+		{"userid", userID, "@at", false},
+		{"userid", userID, "a b", false},
+		{"userid", userID, "a|b", false}, // the touser separator
+		{"userid", userID, "张三", false},
+		{"userid", userID, "a'b", false},
+	}
+	for _, tt := range tests {
+		if got := tt.valid(tt.id); got != tt.want {
+			t.Errorf("%s %q: Valid() = %v; want %v", tt.kind, tt.id, got, tt.want)
+		}
+	}
+}
+
+func TestParseTaskID(t *testing.T) {
+	tests := []struct {
+		task  string
+		want  MsgID
+		ok    bool
+		valid bool // ValidTaskID
+	}{
+		{"abc", "abc", true, true},
+		{"abc@0", "abc", true, true},
+		{"abc@17", "abc", true, true},
+		{"abc@r2-5", "abc", true, true},
+		{"abc@1@2", "abc", true, true},
+		{"@0", "", false, true}, // a WeCom task_id, but no msgid of ours
+		{"", "", false, false},
+		{"a b@1", "", false, false},
+		{strings.Repeat("a", MaxMsgID+1) + "@1", "", false, true},
+		{strings.Repeat("a", 100) + "@" + strings.Repeat("1", 28), "", false, false}, // 129 bytes
+	}
+	for _, tt := range tests {
+		got, ok := ParseTaskID(tt.task)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("ParseTaskID(%q) = %q, %v; want %q, %v", tt.task, got, ok, tt.want, tt.ok)
+		}
+		if v := ValidTaskID(tt.task); v != tt.valid {
+			t.Errorf("ValidTaskID(%q) = %v; want %v", tt.task, v, tt.valid)
+		}
+	}
+	if got, ok := ParseTaskID(TaskID("notice-1", 999)); got != "notice-1" || !ok {
+		t.Errorf("ParseTaskID(TaskID(notice-1, 999)) = %q, %v", got, ok)
+	}
+}
+
+func TestNewMsgID(t *testing.T) {
+	seen := map[MsgID]bool{}
+	for range 100 {
+		id := NewMsgID()
+		if !id.Valid() || len(id) != 20 || seen[id] {
+			t.Fatalf("NewMsgID() = %q (valid %v, seen %v)", id, id.Valid(), seen[id])
+		}
+		seen[id] = true
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	tests := []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc…"},
+		{"通知通知", 4, "通…"}, // never half a character
+		{"通知", 2, "…"},
+	}
+	for _, tt := range tests {
+		got := Truncate(tt.s, tt.n)
+		if got != tt.want || !utf8.ValidString(got) {
+			t.Errorf("Truncate(%q, %d) = %q; want %q", tt.s, tt.n, got, tt.want)
+		}
+	}
+}
+
+var testApp = App{Name: "hr", CorpID: "ww1234", AgentID: 1000002}
+
+func TestRegistrationValidate(t *testing.T) {
+	now := time.Date(2026, 3, 1, 9, 0, 0, 123456789, time.UTC)
+	many := make([]string, MaxUserIDs+1)
+	for i := range many {
+		many[i] = "u" + strings.Repeat("x", i%5)
+	}
+	tests := []struct {
+		name    string
+		reg     Registration
+		wantErr string // "" valid
+	}{
+		{name: "userids", reg: Registration{MsgID: "n1", App: testApp, Title: " T ", Audience: Audience{UserIDs: []string{"b", "a", "b"}}}},
+		{name: "departments and userids mix (as touser|toparty)", reg: Registration{App: testApp, Title: "T", Audience: Audience{UserIDs: []string{"a"}, Departments: []int64{3, 1, 3}}}},
+		{name: "all", reg: Registration{App: testApp, Title: "T", Audience: Audience{All: true}}},
+		{name: "no audience", reg: Registration{App: testApp, Title: "T"}, wantErr: "audience needs"},
+		{name: "msgid with @", reg: Registration{MsgID: "a@1", App: testApp, Title: "T", Audience: Audience{All: true}}, wantErr: "msgid"},
+		{name: "empty title", reg: Registration{App: testApp, Title: "  ", Audience: Audience{All: true}}, wantErr: "title"},
+		{name: "control in title", reg: Registration{App: testApp, Title: "a\x00b", Audience: Audience{All: true}}, wantErr: "control"},
+		{name: "long title", reg: Registration{App: testApp, Title: strings.Repeat("通", MaxTitle+1), Audience: Audience{All: true}}, wantErr: "title"},
+		{name: "bad userid", reg: Registration{App: testApp, Title: "T", Audience: Audience{UserIDs: []string{"-dash"}}}, wantErr: "not a WeCom UserID"},
+		{name: "bad department", reg: Registration{App: testApp, Title: "T", Audience: Audience{Departments: []int64{0}}}, wantErr: "department"},
+		{name: "too many userids", reg: Registration{App: testApp, Title: "T", Audience: Audience{UserIDs: many}}, wantErr: "too large"},
+		{name: "bad corp", reg: Registration{App: App{Name: "hr", CorpID: "w w", AgentID: 1}, Title: "T", Audience: Audience{All: true}}, wantErr: "corp_id"},
+		{name: "no agent", reg: Registration{App: App{Name: "hr", CorpID: "ww"}, Title: "T", Audience: Audience{All: true}}, wantErr: "agent_id"},
+		{name: "sent_at before 2000", reg: Registration{App: testApp, Title: "T", SentAt: time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC), Audience: Audience{All: true}}, wantErr: "sent_at"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := tt.reg
+			err := reg.Validate(now)
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Validate = %v; want ErrInvalid mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Validate = %v", err)
+			}
+			if !MsgID(reg.MsgID).Valid() || reg.SentAt != now.Truncate(time.Millisecond) || reg.Title != strings.TrimSpace(tt.reg.Title) {
+				t.Errorf("defaults: msgid %q sent_at %v title %q", reg.MsgID, reg.SentAt, reg.Title)
+			}
+			if !slices.IsSorted(reg.Audience.UserIDs) || !slices.IsSorted(reg.Audience.Departments) ||
+				len(slices.Compact(slices.Clone(reg.Audience.UserIDs))) != len(reg.Audience.UserIDs) ||
+				len(slices.Compact(slices.Clone(reg.Audience.Departments))) != len(reg.Audience.Departments) {
+				t.Errorf("audience not canonical: %+v", reg.Audience)
+			}
+		})
+	}
+}
+
+var msgIDRule = regexp.MustCompile(`^[0-9A-Za-z_-]{1,100}$`)
+
+// FuzzRegistrationValidate: whatever a client sends, an accepted
+// registration has a msgid, UserIDs and departments every other layer
+// accepts too, in canonical form; a refused one is ErrInvalid.
+func FuzzRegistrationValidate(f *testing.F) {
+	f.Add("notice-2026_01", "zhangsan", int64(2), "Title", false)
+	f.Add("", "a.b@c", int64(1), "标题", true)
+	f.Add("x'; DROP TABLE messages; --", "u", int64(0), "t", false)
+	f.Add("a@1", "a|b", int64(-5), "t\x00", false)
+	f.Add(strings.Repeat("z", 101), "", int64(1), "", true)
+	f.Add("%_", "<b>", int64(3), "<script>", false)
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, msgID, userID string, dept int64, title string, all bool) {
+		au := Audience{All: all}
+		if userID != "" {
+			au.UserIDs = []string{userID, userID}
+		}
+		if dept != 0 {
+			au.Departments = []int64{dept}
+		}
+		reg := Registration{MsgID: msgID, App: testApp, Title: title, Audience: au}
+		if err := reg.Validate(now); err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Validate error %v is not ErrInvalid", err)
+			}
+			return
+		}
+		if !msgIDRule.MatchString(reg.MsgID) || msgID != "" && reg.MsgID != msgID {
+			t.Fatalf("accepted msgid %q (from %q)", reg.MsgID, msgID)
+		}
+		if got, ok := ParseTaskID(TaskID(MsgID(reg.MsgID), 12)); !ok || string(got) != reg.MsgID {
+			t.Fatalf("ParseTaskID(TaskID(%q, 12)) = %q, %v", reg.MsgID, got, ok)
+		}
+		for _, u := range reg.Audience.UserIDs {
+			if !UserID(u).Valid() {
+				t.Fatalf("accepted userid %q", u)
+			}
+		}
+		if len(reg.Audience.UserIDs) > 1 {
+			t.Fatalf("duplicates kept: %q", reg.Audience.UserIDs)
+		}
+		again := reg
+		if err := again.Validate(now); err != nil || again.Title != reg.Title || again.SentAt != reg.SentAt {
+			t.Fatalf("Validate is not idempotent: %v, %+v vs %+v", err, again, reg)
+		}
+	})
+}
