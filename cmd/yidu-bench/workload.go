@@ -32,18 +32,6 @@ type workload struct {
 	bytes      int64
 }
 
-// userID is recipient i's WeCom UserID.
-func userID(i int) string { return fmt.Sprintf("u%07d", i) }
-
-// userIndex is userID's inverse.
-func userIndex(id string) (int, bool) {
-	if len(id) < 2 || id[0] != 'u' {
-		return 0, false
-	}
-	n, err := strconv.Atoi(id[1:])
-	return n, err == nil && n >= 0
-}
-
 // readTimes returns the CreateTime of recipient i's first press and of a
 // duplicate press: the only read_time values MySQL may hold for i.
 func readTimes(sentAt time.Time, i int) (first, again int64) {
@@ -111,7 +99,7 @@ func buildWorkload(app config.App, msgID string, users int, extra float64, sentA
 					at = again
 				}
 				task := msgID + "@" + strconv.Itoa(it.user/1000)
-				q, body, err := c.Post(cardEvent(app, userID(it.user), task, at), app.AgentID, ts, "n"+strconv.Itoa(i))
+				q, body, err := c.Post(cardEvent(app, userIDs.ID(it.user), task, at), app.AgentID, ts, "n"+strconv.Itoa(i))
 				if err != nil {
 					mu.Lock()
 					firstErr = err

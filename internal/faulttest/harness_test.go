@@ -1,7 +1,6 @@
 package faulttest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -15,9 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,24 +26,36 @@ import (
 
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/config"
+	"github.com/yidu-io/yidu/internal/rig"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
-// The official WeCom test vector (docs: /work/shared/wecom-protocol.md,
-// "Official test vector"), so a captured callback reads like WeCom's.
 const (
-	testToken  = "QDG6eK"
-	testAESKey = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
-	testCorp   = "wx5823bf96d3bd56c7"
-	testAgent  = 218
-	testApp    = "hr"
-	readButton = "yidu_read"
-	apiToken   = "faulttest-api-token-0123456789"
-	topic      = "yidu.reads"
+	apiToken = "faulttest-api-token-0123456789"
+	topic    = "yidu.reads"
+)
+
+// app is the WeCom app the tests play (the official test vector, so a
+// captured callback reads like WeCom's); userIDs names its members
+// user-0000, user-0001, ...
+var (
+	app     = rig.App()
+	userIDs = rig.UserIDs{Prefix: "user-", Digits: 4}
 )
 
 // envOptions shape one scenario's deployment.
 type envOptions struct {
+	// Notices of Members each are registered (messages).
+	Notices, Members int
+	// Receivers is how many receivers WeCom spreads its tries over
+	// (default 1).
+	Receivers int
+	// Flushd names the flushd started, in order, each a member of the
+	// group before the next starts (default one, "flushd").
+	Flushd []string
+	// MySQLProxy puts a TCP proxy the scenario can cut (env.proxy) between
+	// flushd and MySQL.
+	MySQLProxy bool
 	// Partitions of the deltas topic (default 4).
 	Partitions int32
 	// BatchSize is flushd's uids per UPDATE (default 100: small, so one
@@ -56,9 +65,11 @@ type envOptions struct {
 
 // env is one scenario's deployment: a fresh database, a Redis prefix, a
 // kfake cluster that outlives the yidu processes, the configuration file
-// every process reads, and the processes started.
+// every process reads, the notices registered, the processes started, and
+// WeCom pointed at the receivers with the reads it is to deliver.
 type env struct {
 	t       *testing.T
+	started time.Time
 	dsn     string
 	db      *sql.DB
 	rdb     *redis.Client
@@ -68,6 +79,13 @@ type env struct {
 	cfgPath string
 	cfg     config.Config
 
+	msgs      []message
+	reads     []readEvent // one per (notice, member), shuffled
+	receivers []*proc
+	flushd    []*proc
+	proxy     *proxy // flushd's way to MySQL with MySQLProxy
+	wecom     *wecom
+
 	mu    sync.Mutex
 	procs []*proc
 	kcl   *kgo.Client // admin, see group_test.go
@@ -75,13 +93,19 @@ type env struct {
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
+	if o.Receivers == 0 {
+		o.Receivers = 1
+	}
+	if len(o.Flushd) == 0 {
+		o.Flushd = []string{"flushd"}
+	}
 	if o.Partitions == 0 {
 		o.Partitions = 4
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = 100
 	}
-	e := &env{t: t}
+	e := &env{t: t, started: time.Now()}
 	e.dsn = testenv.MySQLDSN(t)
 	e.rdb, e.prefix = testenv.Redis(t)
 	e.db = openUTC(t, e.dsn)
@@ -90,13 +114,15 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.kafka = startKafka(t, o.Partitions)
 
 	cfg := config.Default()
-	cfg.Receiver.Listen = "127.0.0.1:0" // every process gets its own via YIDU_RECEIVER_LISTEN
+	// Every server binds a free port and logs it (rig.Proc.Addr); a
+	// restarted receiver gets its predecessor's via YIDU_RECEIVER_LISTEN.
+	cfg.Receiver.Listen = "127.0.0.1:0"
 	// Each member reads each message once (plus WeCom's retries): the
 	// per-member token bucket must never be what drops a read here.
 	cfg.Receiver.MemberRate = 10_000
 	cfg.Receiver.MemberBurst = 10_000
 	cfg.Dashboard.Listen = "127.0.0.1:0"
-	cfg.Dashboard.Tokens = []config.Token{{Name: "faulttest", Token: apiToken, Corps: []string{testCorp}}}
+	cfg.Dashboard.Tokens = []config.Token{{Name: "faulttest", Token: apiToken, Corps: []string{app.CorpID}}}
 	cfg.Redis.Addr = testenv.RedisAddr(t)
 	cfg.Redis.Prefix = e.prefix
 	cfg.MySQL.DSN = e.dsn
@@ -107,8 +133,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	cfg.Flushd.BatchSize = o.BatchSize
 	cfg.Flushd.DrainTimeout = config.Duration(5 * time.Second)
 	cfg.WeCom.APIBase = "http://127.0.0.1:1" // nothing is sent; never reach WeCom
-	cfg.Apps = []config.App{{Name: testApp, CorpID: testCorp, AgentID: testAgent, Token: testToken,
-		EncodingAESKey: testAESKey, ReadButtonKey: readButton}}
+	cfg.Apps = []config.App{app}
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -124,7 +149,40 @@ func newEnv(t *testing.T, o envOptions) *env {
 	// Registered after testenv's cleanups, so it runs before them: the
 	// processes die before their database is dropped.
 	t.Cleanup(e.stopAll)
+	e.deploy(o)
 	return e
+}
+
+// deploy registers the notices and starts the receivers and flushd.
+func (e *env) deploy(o envOptions) {
+	e.t.Helper()
+	e.msgs = messages(o.Notices, o.Members)
+	e.register(e.msgs)
+	var addrs []string
+	for i := range o.Receivers {
+		name := "receiver"
+		if o.Receivers > 1 {
+			name += "-" + string(rune('a'+i))
+		}
+		p := e.startReceiver(name, "")
+		e.receivers = append(e.receivers, p)
+		addrs = append(addrs, p.addr)
+	}
+	dsn := ""
+	if o.MySQLProxy {
+		c, err := mysql.ParseDSN(e.dsn)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.proxy = newProxy(e.t, c.Addr)
+		c.Addr = e.proxy.addr
+		dsn = c.FormatDSN()
+	}
+	for _, name := range o.Flushd {
+		e.flushd = append(e.flushd, e.startMember(name, dsn))
+	}
+	e.wecom = newWeCom(e.t, addrs...)
+	e.reads = readsOf(e.msgs)
 }
 
 // openUTC opens dsn with the session in UTC, as yidu's own pool is, so
@@ -147,59 +205,54 @@ func openUTC(tb testing.TB, dsn string) *sql.DB {
 	return db
 }
 
-// freePort returns a TCP port free on 127.0.0.1 now; processes restarted
-// by a scenario listen on the same port again.
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// freeAddr returns 127.0.0.1:<free port>.
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	return "127.0.0.1:" + strconv.Itoa(freePort(tb))
-}
-
-// kafkaCluster is kfake in the test process, on a fixed port and with its
-// log on disk, so it can be stopped and started again as the same broker
+// kafkaCluster is kfake in the test process, with its log on disk, so it
+// can be stopped and started again as the same broker on the same port
 // with the same records and committed offsets.
 type kafkaCluster struct {
-	port  int
 	dir   string
 	parts int32
 
-	mu sync.Mutex
-	c  *kfake.Cluster
+	mu   sync.Mutex
+	port int // 0 until the first start has bound one
+	c    *kfake.Cluster
 }
 
 func startKafka(tb testing.TB, partitions int32) *kafkaCluster {
 	tb.Helper()
-	k := &kafkaCluster{port: freePort(tb), dir: tb.TempDir(), parts: partitions}
+	k := &kafkaCluster{dir: tb.TempDir(), parts: partitions}
 	k.start(tb)
 	tb.Cleanup(k.stop)
 	return k
 }
 
-func (k *kafkaCluster) addr() string { return "127.0.0.1:" + strconv.Itoa(k.port) }
+func (k *kafkaCluster) addr() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return "127.0.0.1:" + strconv.Itoa(k.port)
+}
 
+// start starts the broker: the first time on a port kfake picks, after
+// that on the same port again, retried while the old listener's port is
+// not free yet.
 func (k *kafkaCluster) start(tb testing.TB) {
 	tb.Helper()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var err error
-	for range 50 { // the old listener's port may take a moment to free
+	for range 50 {
 		k.c, err = kfake.NewCluster(kfake.Ports(k.port), kfake.DataDir(k.dir), kfake.SeedTopics(k.parts, topic))
 		if err == nil {
-			return
+			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	tb.Fatalf("kfake on %d: %v", k.port, err)
+	if err != nil {
+		tb.Fatalf("kfake on port %d: %v", k.port, err)
+	}
+	if k.port == 0 {
+		_, port, _ := net.SplitHostPort(k.c.ListenAddrs()[0])
+		k.port, _ = strconv.Atoi(port)
+	}
 }
 
 func (k *kafkaCluster) stop() {
@@ -213,52 +266,59 @@ func (k *kafkaCluster) stop() {
 
 // proc is one yidu process.
 type proc struct {
-	name string
-	addr string // the receiver's listen address, if any
+	*rig.Proc
+	addr string // where it serves HTTP (receiver, dashboard), if it does
 	// member is a flushd's consumer group member id (startMember).
 	member string
-	log    string
-	cmd    *exec.Cmd
-	done   chan struct{}
-	err    error
 }
 
-// start runs `yidu <args...> --config <file>` with extra environment
-// (YIDU_RECEIVER_LISTEN, YIDU_MYSQL_DSN ...), logging to a file.
-func (e *env) start(name string, extraEnv []string, args ...string) *proc {
-	e.t.Helper()
-	logPath := filepath.Join(e.t.TempDir(), name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	args = append(args, "--config", e.cfgPath)
-	cmd := exec.Command(yiduBin, args...)
-	cmd.Env = append(os.Environ(), extraEnv...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		e.t.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
+// spec is `yidu <args...> --config <file>` with extra environment
+// (YIDU_RECEIVER_LISTEN, YIDU_MYSQL_DSN ...).
+func (e *env) spec(name string, extraEnv []string, args ...string) rig.Spec {
+	return rig.Spec{Name: name, Path: yiduBin, Args: append(args, "--config", e.cfgPath),
+		Env: append(os.Environ(), extraEnv...)}
+}
+
+// track adds p to the processes stopAll ends.
+func (e *env) track(p *proc) *proc {
 	e.mu.Lock()
 	e.procs = append(e.procs, p)
 	e.mu.Unlock()
 	return p
 }
 
-// startReceiver runs `yidu receiver` on addr and waits until it answers.
+// startServer runs `yidu <role>` (receiver, dashboard), learns its address
+// from its log and waits until it answers path with 200. A restart on
+// its predecessor's address (in extraEnv) is retried while the port is
+// not free (rig.StartReady).
+func (e *env) startServer(name, role, path string, extraEnv ...string) *proc {
+	e.t.Helper()
+	p := &proc{}
+	var err error
+	p.Proc, err = rig.StartReady(e.spec(name, extraEnv, role), func(rp *rig.Proc) error {
+		ctx := context.Background()
+		addr, err := rp.Addr(ctx, role, 15*time.Second)
+		if err != nil {
+			return err
+		}
+		p.addr = addr
+		return rp.WaitHTTP(ctx, "http://"+addr+path, 15*time.Second)
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.track(p)
+}
+
+// startReceiver runs `yidu receiver` and waits until it answers: on a
+// free port for addr "", else on addr, where a killed receiver was and
+// WeCom keeps calling.
 func (e *env) startReceiver(name, addr string) *proc {
 	e.t.Helper()
-	p := e.start(name, []string{"YIDU_RECEIVER_LISTEN=" + addr}, "receiver")
-	p.addr = addr
-	e.waitHTTP(p, "http://"+addr+"/healthz")
-	return p
+	if addr == "" {
+		return e.startServer(name, "receiver", "/healthz")
+	}
+	return e.startServer(name, "receiver", "/healthz", "YIDU_RECEIVER_LISTEN="+addr)
 }
 
 // startFlushd runs `yidu flushd`, optionally with another MySQL DSN.
@@ -268,57 +328,25 @@ func (e *env) startFlushd(name, dsn string) *proc {
 	if dsn != "" {
 		extra = append(extra, "YIDU_MYSQL_DSN="+dsn)
 	}
-	return e.start(name, extra, "flushd")
-}
-
-func (e *env) waitHTTP(p *proc, url string) {
-	e.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.done:
-			e.t.Fatalf("%s exited: %v\n%s", p.name, p.err, tail(p.log, 20))
-		default:
-		}
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+	p, err := rig.Start(e.spec(name, extra, "flushd"))
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	e.t.Fatalf("%s: %s never answered 200\n%s", p.name, url, tail(p.log, 20))
+	return e.track(&proc{Proc: p})
 }
 
 // kill9 kills p with SIGKILL, as the OOM killer or a lost host would:
 // no drain, no offset commit, no deferred anything.
 func (p *proc) kill9(tb testing.TB) {
 	tb.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	p.Kill()
 }
 
 // stop sends SIGTERM and waits for a clean exit.
 func (p *proc) stop(tb testing.TB) {
 	tb.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-		tb.Errorf("%s did not stop within 30 s of SIGTERM", p.name)
-	}
-}
-
-func (p *proc) running() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
+	if err := p.Stop(30 * time.Second); err != nil {
+		tb.Error(err)
 	}
 }
 
@@ -329,35 +357,15 @@ func (e *env) stopAll() {
 	procs := e.procs
 	e.mu.Unlock()
 	for _, p := range procs {
-		if p.running() {
-			_ = p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
+		if p.Running() {
+			p.Kill()
 		}
 	}
 	if e.t.Failed() {
 		for _, p := range procs {
-			e.t.Logf("--- %s log (tail) ---\n%s", p.name, tail(p.log, 15))
+			e.t.Logf("--- %s log (tail) ---\n%s", p.Name(), p.Tail(15))
 		}
 	}
-}
-
-// tail returns the last n lines of the file at path.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
 }
 
 // reconcile runs `yidu reconcile --all-active` to completion.
@@ -384,12 +392,11 @@ type message struct {
 // /api/v1/messages as HR's tooling would, and stops it again.
 func (e *env) register(msgs []message) {
 	e.t.Helper()
-	addr := freeAddr(e.t)
-	p := e.start("dashboard", []string{"YIDU_DASHBOARD_LISTEN=" + addr}, "dashboard")
-	e.waitHTTP(p, "http://"+addr+"/login") // the dashboard has no /healthz
+	p := e.startServer("dashboard", "dashboard", "/login") // the dashboard has no /healthz
+	addr := p.addr
 	for _, m := range msgs {
 		body, _ := json.Marshal(map[string]any{
-			"msgid": m.ID, "app": testApp, "title": "fault test " + m.ID, "sent_at": m.SentAt,
+			"msgid": m.ID, "app": app.Name, "title": "fault test " + m.ID, "sent_at": m.SentAt,
 			"audience": map[string]any{"userids": m.Users},
 		})
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/api/v1/messages", bytes.NewReader(body))
@@ -413,7 +420,7 @@ func (e *env) register(msgs []message) {
 func messages(n, users int) []message {
 	aud := make([]string, users)
 	for i := range aud {
-		aud[i] = fmt.Sprintf("user-%04d", i)
+		aud[i] = userIDs.ID(i)
 	}
 	sent := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
 	ms := make([]message, n)

@@ -73,8 +73,8 @@ func (e *env) startMember(name, dsn string) *proc {
 				}
 			}
 		}
-		if !p.running() {
-			e.t.Fatalf("%s exited: %v\n%s", name, p.err, tail(p.log, 20))
+		if !p.Running() {
+			e.t.Fatalf("%s exited: %v\n%s", name, p.Err(), p.Tail(20))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -87,7 +87,7 @@ func (e *env) startMember(name, dsn string) *proc {
 func (e *env) expire(p *proc) {
 	e.t.Helper()
 	if p.member == "" {
-		e.t.Fatalf("%s: member id unknown", p.name)
+		e.t.Fatalf("%s: member id unknown", p.Name())
 	}
 	req := kmsg.NewPtrLeaveGroupRequest()
 	req.Group = e.cfg.Kafka.Group
@@ -98,16 +98,16 @@ func (e *env) expire(p *proc) {
 	defer cancel()
 	resp, err := req.RequestWith(ctx, e.admin())
 	if err != nil {
-		e.t.Fatalf("leave group for %s: %v", p.name, err)
+		e.t.Fatalf("leave group for %s: %v", p.Name(), err)
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		e.t.Fatalf("leave group for %s: %v", p.name, err)
+		e.t.Fatalf("leave group for %s: %v", p.Name(), err)
 	}
 	for _, mr := range resp.Members {
 		// Unknown: the session already expired, or the member had not
 		// finished joining.
 		if err := kerr.ErrorForCode(mr.ErrorCode); err != nil && err != kerr.UnknownMemberID {
-			e.t.Fatalf("leave group for %s: %v", p.name, err)
+			e.t.Fatalf("leave group for %s: %v", p.Name(), err)
 		}
 	}
 }
