@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -35,7 +31,7 @@ import (
 	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/cmd/yidu-bench/naive"
 	"github.com/yidu-io/yidu/idmap"
-	"github.com/yidu-io/yidu/internal/kfakeproc"
+	"github.com/yidu-io/yidu/internal/rig"
 	"github.com/yidu-io/yidu/migrations"
 )
 
@@ -48,23 +44,21 @@ const (
 
 var allArms = []string{armCeiling, armNaive, armYidu}
 
-// Bench's fixed identities: the official sample's crypto parameters
-// (wecom-protocol.md) and a bearer token for the dashboard API.
+// Bench's fixed identities besides the app (rig.App): a bearer token for
+// the dashboard API and the app's callback path.
 const (
-	benchToken  = "QDG6eK"
-	benchAESKey = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
-	benchCorp   = "wx5823bf96d3bd56c7"
-	benchAgent  = 218
 	apiToken    = "yidu-bench-api-token-0123456789"
 	callbackURL = "/wecom/callback/hr"
 )
 
+// userIDs names the bench's recipients: u0000000, u0000001, ...
+var userIDs = rig.UserIDs{Prefix: "u", Digits: 7}
+
 // Config is one bench invocation.
 type Config struct {
-	// MySQLDSN names the server (its database part is ignored): the bench
-	// creates a database of its own and drops it at the end.
-	MySQLDSN  string
-	RedisAddr string
+	// Servers are the MariaDB and Redis: the bench creates a database and
+	// a key prefix of its own there and removes both at the end.
+	rig.Servers
 	// KafkaBrokers, when set, is used instead of starting yidu-kfake.
 	KafkaBrokers []string
 	// KfakeBin is the yidu-kfake binary; empty builds it with `go build`.
@@ -161,30 +155,23 @@ var ErrNotExact = errors.New("yidu-bench: not exact")
 
 type bench struct {
 	cfg     Config
-	app     config.App
+	app     rig.WeComApp
+	scratch *rig.Scratch
+	// dsn, rdb and prefix are the scratch's.
 	dsn     string
 	db      *sql.DB
 	rdb     *redis.Client
 	prefix  string
 	sentAt  time.Time
+	bins    rig.Binaries
 	brokers []string
-	kfake   *kfakeproc.Proc
+	kfake   *rig.Proc
 	mysqld  []int
 	redisd  []int
 	report  *Report
 }
 
-func (b *bench) logf(format string, args ...any) {
-	if b.cfg.Progress != nil {
-		fmt.Fprintf(b.cfg.Progress, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
-	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func (b *bench) logf(format string, args ...any) { rig.Logf(b.cfg.Progress, format, args...) }
 
 // Run runs the selected arms and returns the report; it stops and removes
 // everything it started or created, also when ctx is cancelled.
@@ -204,14 +191,12 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		cfg.Partitions = 4
 	}
 	b := &bench{
-		cfg: cfg,
-		app: config.App{Name: "hr", CorpID: benchCorp, AgentID: benchAgent, Token: benchToken,
-			EncodingAESKey: benchAESKey, ReadButtonKey: "yidu_read"},
-		prefix: "yidubench" + randomHex(6),
+		cfg:    cfg,
+		app:    rig.App(),
 		sentAt: time.Now().Add(-20 * time.Minute).UTC().Truncate(time.Second),
 		report: &Report{When: time.Now().UTC(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 			Recipients: cfg.Recipients, Conns: cfg.Conns, Extra: cfg.Extra, FlushInterval: cfg.FlushInterval.String(),
-			Rate: cfg.Rate, LoadAvgBefore: loadAvg(), Ratios: map[string]float64{}},
+			Rate: cfg.Rate, LoadAvgBefore: rig.LoadAvg(), Ratios: map[string]float64{}},
 	}
 	b.mysqld, b.redisd = procsNamed("mariadbd", "mysqld"), procsNamed("redis-server")
 	defer b.cleanup()
@@ -262,26 +247,17 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 
 // setup creates the database and the R members, and starts Kafka.
 func (b *bench) setup(ctx context.Context) error {
-	c, err := mysql.ParseDSN(b.cfg.MySQLDSN)
-	if err != nil {
-		return fmt.Errorf("mysql dsn: %w", err)
-	}
-	c.DBName = "yidu_bench_" + randomHex(6)
-	b.dsn = c.FormatDSN()
-	if err := process.CreateDatabase(ctx, b.dsn); err != nil {
-		b.dsn = "" // nothing to drop
+	var err error
+	if b.scratch, err = rig.NewScratch(ctx, b.cfg.Servers, "yidu_bench_", "yidubench", b.cfg.Progress); err != nil {
 		return err
 	}
-	b.logf("database %s", c.DBName)
+	b.dsn, b.rdb, b.prefix = b.scratch.DSN, b.scratch.Redis, b.scratch.Prefix
+	b.logf("database %s", b.scratch.DBName)
 	if b.db, err = process.OpenDB(b.dsn); err != nil {
 		return err
 	}
 	if _, err := migrations.Up(ctx, b.db); err != nil {
 		return fmt.Errorf("migrate: %w", err)
-	}
-	b.rdb = redis.NewClient(&redis.Options{Addr: b.cfg.RedisAddr})
-	if err := b.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis %s: %w", b.cfg.RedisAddr, err)
 	}
 
 	start := time.Now()
@@ -294,7 +270,7 @@ func (b *bench) setup(ctx context.Context) error {
 	for i := 0; i < b.cfg.Recipients; i += chunk {
 		users = users[:0]
 		for j := i; j < min(i+chunk, b.cfg.Recipients); j++ {
-			users = append(users, userID(j))
+			users = append(users, userIDs.ID(j))
 		}
 		if _, err := ids.Assign(ctx, b.app.CorpID, users); err != nil {
 			return fmt.Errorf("assign members: %w", err)
@@ -312,74 +288,38 @@ func (b *bench) setup(ctx context.Context) error {
 	return nil
 }
 
-// startKfake starts yidu-kfake as a child process. Its stdin is a pipe
-// only this process holds: when the bench exits for any reason, the pipe
-// closes and the broker exits (-exit-on-eof).
+// startKfake starts yidu-kfake (-kfake-bin, or built) as a child process
+// that exits with the bench in any way (rig.StartKfake).
 func (b *bench) startKfake(ctx context.Context) error {
 	bin := b.cfg.KfakeBin
 	if bin == "" {
-		dir, err := os.MkdirTemp("", "yidu-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir) // the running binary stays open
-		bin = filepath.Join(dir, "yidu-kfake")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/yidu-io/yidu/cmd/yidu-kfake")
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build yidu-kfake (or pass -kfake-bin): %w: %s", err, out)
+		var err error
+		if bin, err = b.bins.Path(ctx, "yidu-kfake"); err != nil {
+			return fmt.Errorf("%w (or pass -kfake-bin)", err)
 		}
 	}
-	p, err := kfakeproc.Start(ctx, bin, "yidu.reads", b.cfg.Partitions)
+	p, addr, err := rig.StartKfake(ctx, bin, "yidu.reads", b.cfg.Partitions)
 	if err != nil {
 		return err
 	}
 	b.kfake = p
-	b.brokers = []string{p.Addr}
-	b.logf("yidu-kfake pid %d at %s", p.Pid(), p.Addr)
+	b.brokers = []string{addr}
+	b.logf("yidu-kfake pid %d at %s", p.Pid(), addr)
 	return nil
 }
 
-// cleanup stops the broker, deletes the Redis keys and drops the database.
+// cleanup stops the broker, deletes the Redis keys, drops the database
+// and removes the built binary.
 func (b *bench) cleanup() {
 	if b.kfake != nil {
-		b.kfake.Stop()
+		_ = b.kfake.Stop(5 * time.Second)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if b.rdb != nil {
-		n := 0
-		iter := b.rdb.Scan(ctx, 0, b.prefix+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-			if len(keys) == 1000 {
-				n += len(keys)
-				b.rdb.Del(ctx, keys...)
-				keys = keys[:0]
-			}
-		}
-		if len(keys) > 0 {
-			n += len(keys)
-			b.rdb.Del(ctx, keys...)
-		}
-		b.rdb.Close()
-		b.logf("deleted %d redis keys under %s", n, b.prefix)
-	}
+	_ = b.bins.Close()
 	if b.db != nil {
 		b.db.Close()
 	}
-	if b.dsn != "" {
-		c, _ := mysql.ParseDSN(b.dsn)
-		name := c.DBName
-		c.DBName = ""
-		if db, err := sql.Open("mysql", c.FormatDSN()); err == nil {
-			if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
-				b.logf("drop database %s: %v", name, err)
-			} else {
-				b.logf("dropped database %s", name)
-			}
-			db.Close()
-		}
+	if b.scratch != nil {
+		b.scratch.Close()
 	}
 }
 
@@ -500,12 +440,13 @@ func (b *bench) yidu(ctx context.Context) (ArmResult, error) {
 	cfg.Redis.Prefix = b.prefix
 	cfg.Redis.TTL = config.Duration(time.Hour) // the bench deletes them; this bounds a crash
 	cfg.Kafka.Brokers = b.brokers
-	cfg.Kafka.Group = "yidu-bench-" + randomHex(4)
+	cfg.Kafka.Group = "yidu-bench-" + rig.RandomHex(4)
 	cfg.Flushd.Interval = config.Duration(b.cfg.FlushInterval)
 	cfg.Receiver.Listen = "127.0.0.1:0"
 	cfg.Dashboard.Listen = "127.0.0.1:0"
 	cfg.Dashboard.Tokens = []config.Token{{Name: "bench", Token: apiToken, Corps: []string{b.app.CorpID}}}
-	cfg.Apps = []config.App{b.app}
+	cfg.Apps = []config.App{{Name: b.app.Name, CorpID: b.app.CorpID, AgentID: b.app.AgentID, Token: b.app.Token,
+		EncodingAESKey: b.app.EncodingAESKey, ReadButtonKey: b.app.ReadButtonKey}}
 	if err := cfg.Validate(); err != nil {
 		return ArmResult{}, err
 	}
@@ -716,7 +657,7 @@ func (b *bench) verify(ctx context.Context, msgID string) []string {
 			continue
 		}
 		read++
-		i, ok := userIndex(id)
+		i, ok := userIDs.Index(id)
 		first, again := readTimes(b.sentAt, i)
 		if !ok || (int64(at) != first && int64(at) != again) {
 			badTime++
@@ -901,7 +842,7 @@ func (b *bench) measure(ctx context.Context, a arm, w *workload) (ArmResult, err
 		r.PerSecond = float64(lr.OK) / r.Seconds
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	r.P50ms, r.P99ms, r.P999ms = ms(percentile(lr.Lat, .50)), ms(percentile(lr.Lat, .99)), ms(percentile(lr.Lat, .999))
+	r.P50ms, r.P99ms, r.P999ms = ms(rig.Percentile(lr.Lat, .50)), ms(rig.Percentile(lr.Lat, .99)), ms(rig.Percentile(lr.Lat, .999))
 	if len(lr.Lat) > 0 {
 		r.MaxMs = ms(lr.Lat[len(lr.Lat)-1])
 	}
@@ -924,6 +865,6 @@ func (b *bench) measure(ctx context.Context, a arm, w *workload) (ArmResult, err
 		r.MySQLdCPUPer1000 = my.Seconds() * 1000 / float64(lr.OK)
 		r.RedisCPUPer1000 = rd.Seconds() * 1000 / float64(lr.OK)
 	}
-	r.LoadAvg = loadAvg()
+	r.LoadAvg = rig.LoadAvg()
 	return r, nil
 }

@@ -7,32 +7,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
-	"github.com/yidu-io/yidu/cmd/internal/config"
-	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/internal/rig"
+	"github.com/yidu-io/yidu/internal/rig/rigtest"
 )
 
 // TestBenchEndsExact runs a small storm through all three arms and checks
 // that naive and yidu end with exactly R reads, that the generator saw
 // every callback answered, and that the report carries the figures.
 func TestBenchEndsExact(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts yidu-kfake and the whole pipeline")
-	}
-	// testenv skips (or fails with YIDU_TEST_REAL=1) without the servers;
-	// the bench makes its own database on the same server.
-	c, err := mysql.ParseDSN(testenv.MySQLDSN(t))
-	testenv.Check(t, "parse dsn", err)
-	c.DBName = ""
-	redisAddr := testenv.RedisAddr(t)
-
+	// The bench makes its own database on the servers.
+	servers := rigtest.Servers(t)
 	const R = 2000
 	var progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	rep, err := Run(ctx, Config{
-		MySQLDSN: c.FormatDSN(), RedisAddr: redisAddr,
+		Servers:    servers,
 		Recipients: R, Conns: 8, Extra: 0.05, FlushInterval: 200 * time.Millisecond,
 		Arms: allArms, ArmTimeout: time.Minute, Progress: &progress,
 	})
@@ -96,7 +86,7 @@ func TestBenchEndsExact(t *testing.T) {
 }
 
 func TestBuildWorkload(t *testing.T) {
-	app := testApp()
+	app := rig.App()
 	sentAt := time.Now().Add(-time.Hour)
 	tests := []struct {
 		name       string
@@ -130,32 +120,4 @@ func TestBuildWorkload(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestPercentile(t *testing.T) {
-	lat := make([]time.Duration, 1000)
-	for i := range lat {
-		lat[i] = time.Duration(i+1) * time.Millisecond
-	}
-	tests := []struct {
-		q    float64
-		want time.Duration
-	}{
-		{0.5, 500 * time.Millisecond},
-		{0.99, 990 * time.Millisecond},
-		{0.999, 999 * time.Millisecond},
-		{1, 1000 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		if got := percentile(lat, tt.q); got != tt.want {
-			t.Errorf("percentile(%v) = %v; want %v", tt.q, got, tt.want)
-		}
-	}
-	if got := percentile(nil, 0.5); got != 0 {
-		t.Errorf("percentile(nil) = %v; want 0", got)
-	}
-}
-
-func testApp() config.App {
-	return config.App{Name: "hr", CorpID: benchCorp, AgentID: benchAgent, Token: benchToken, EncodingAESKey: benchAESKey, ReadButtonKey: "yidu_read"}
 }

@@ -33,15 +33,6 @@ type loadResult struct {
 	Lat      []time.Duration
 }
 
-// percentile returns the q-quantile of sorted (nearest rank).
-func percentile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(q*float64(len(sorted))+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
-}
-
 // newClient returns a keep-alive client holding at most conns connections
 // to one host.
 func newClient(conns int) *http.Client {

@@ -29,31 +29,20 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/yidu-io/yidu/internal/rig"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "yidu-bench:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(rig.Main("yidu-bench", run)) }
 
 // run is main without the process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("yidu-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg Config
-	fs.StringVar(&cfg.MySQLDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL/MariaDB server DSN (the bench creates and drops its own database)")
-	fs.StringVar(&cfg.RedisAddr, "redis", "127.0.0.1:6379", "Redis address (the bench uses and deletes its own key prefix)")
+	cfg.Servers.Flags(fs, "bench")
 	kafka := fs.String("kafka", "", "Kafka brokers, comma-separated (default: start yidu-kfake as a child process)")
 	fs.StringVar(&cfg.KfakeBin, "kfake-bin", "", "yidu-kfake binary (default: go build it)")
 	fs.IntVar(&cfg.Partitions, "partitions", 4, "partitions of the deltas topic (yidu-kfake)")

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/yidu-io/yidu/internal/rig"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on every
@@ -75,37 +77,15 @@ func sumCPU(pids []int) time.Duration {
 	return t
 }
 
-// memKB returns a "VmXXX:" line of /proc/self/status in KiB.
+// memKB returns a "VmXXX:" line of this process's /proc status in KiB
+// (0 when unreadable).
 func memKB(field string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
+	kb, _ := rig.StatusKB(os.Getpid(), field)
+	return kb
 }
 
 // resetPeakRSS starts VmHWM again from the current RSS (Linux ≥ 4.0), so
 // each arm's peak is its own; it reports whether the kernel allowed it.
 func resetPeakRSS() bool {
 	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
-}
-
-// loadAvg returns the 1-, 5- and 15-minute load averages.
-func loadAvg() [3]float64 {
-	var l [3]float64
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return l
-	}
-	f := strings.Fields(string(b))
-	for i := 0; i < 3 && i < len(f); i++ {
-		l[i], _ = strconv.ParseFloat(f[i], 64)
-	}
-	return l
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu/callback/wxcrypt"
-	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/internal/rig"
 )
 
 // request is one pre-built callback delivery: the raw query
@@ -32,18 +32,6 @@ type workload struct {
 	bytes      int64
 }
 
-// userID is recipient i's WeCom UserID.
-func userID(i int) string { return fmt.Sprintf("u%07d", i) }
-
-// userIndex is userID's inverse.
-func userIndex(id string) (int, bool) {
-	if len(id) < 2 || id[0] != 'u' {
-		return 0, false
-	}
-	n, err := strconv.Atoi(id[1:])
-	return n, err == nil && n >= 0
-}
-
 // readTimes returns the CreateTime of recipient i's first press and of a
 // duplicate press: the only read_time values MySQL may hold for i.
 func readTimes(sentAt time.Time, i int) (first, again int64) {
@@ -51,7 +39,7 @@ func readTimes(sentAt time.Time, i int) (first, again int64) {
 	return first, first + 30
 }
 
-func cardEvent(app config.App, user, taskID string, at int64) []byte {
+func cardEvent(app rig.WeComApp, user, taskID string, at int64) []byte {
 	return fmt.Appendf(nil, `<xml><ToUserName><![CDATA[%s]]></ToUserName><FromUserName><![CDATA[%s]]></FromUserName><CreateTime>%d</CreateTime><MsgType><![CDATA[event]]></MsgType><Event><![CDATA[template_card_event]]></Event><EventKey><![CDATA[%s]]></EventKey><TaskId><![CDATA[%s]]></TaskId><CardType><![CDATA[button_interaction]]></CardType><ResponseCode><![CDATA[rc%d]]></ResponseCode><AgentID>%d</AgentID></xml>`,
 		app.CorpID, user, at, app.ReadButtonKey, taskID, at, app.AgentID)
 }
@@ -60,7 +48,7 @@ func cardEvent(app config.App, user, taskID string, at int64) []byte {
 // users recipients, with extra (a fraction of users) retries and
 // duplicates, half each. Signing uses the current time as WeCom does, so
 // the workload must be sent within the receiver's timestamp window.
-func buildWorkload(app config.App, msgID string, users int, extra float64, sentAt time.Time, seed uint64) (*workload, error) {
+func buildWorkload(app rig.WeComApp, msgID string, users int, extra float64, sentAt time.Time, seed uint64) (*workload, error) {
 	c, err := wxcrypt.New(app.Token, app.EncodingAESKey, app.CorpID)
 	if err != nil {
 		return nil, err
@@ -111,7 +99,7 @@ func buildWorkload(app config.App, msgID string, users int, extra float64, sentA
 					at = again
 				}
 				task := msgID + "@" + strconv.Itoa(it.user/1000)
-				q, body, err := c.Post(cardEvent(app, userID(it.user), task, at), app.AgentID, ts, "n"+strconv.Itoa(i))
+				q, body, err := c.Post(cardEvent(app, userIDs.ID(it.user), task, at), app.AgentID, ts, "n"+strconv.Itoa(i))
 				if err != nil {
 					mu.Lock()
 					firstErr = err

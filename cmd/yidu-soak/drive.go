@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/yidu-io/yidu/internal/rig"
 	"github.com/yidu-io/yidu/internal/wecomsim"
 )
 
@@ -90,8 +91,8 @@ func (s schedule) index(msg, user int) (int, bool) {
 // event is callback k's template_card_event.
 func (s schedule) event(k int) wecomsim.Event {
 	m, u, created := s.at(k)
-	return wecomsim.Event{Kind: wecomsim.KindCard, UserID: userID(u), CreateTime: created,
-		TaskID: wecomsim.TaskID(s.msgs[m], u), EventKey: readButton}
+	return wecomsim.Event{Kind: wecomsim.KindCard, UserID: userIDs.ID(u), CreateTime: created,
+		TaskID: wecomsim.TaskID(s.msgs[m], u), EventKey: app.ReadButtonKey}
 }
 
 // recorder is the Pusher's transport: it times every attempt and counts
@@ -130,17 +131,8 @@ func (r *recorder) window() (ok, bad int, p99 time.Duration, okTotal int64) {
 	ok, bad, okTotal = r.ok, r.bad, r.okTotal
 	r.lat, r.ok, r.bad = make([]time.Duration, 0, cap(lat)), 0, 0
 	r.mu.Unlock()
-	return ok, bad, percentile(lat, 0.99), okTotal
-}
-
-// percentile returns the q-quantile of d (nearest rank); it sorts d.
-func percentile(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	slices.Sort(d)
-	i := int(q*float64(len(d))+0.5) - 1
-	return d[min(max(i, 0), len(d)-1)]
+	slices.Sort(lat)
+	return ok, bad, rig.Percentile(lat, 0.99), okTotal
 }
 
 // pushTotals adds up the Pusher's chunks.
@@ -154,7 +146,7 @@ type pushTotals struct {
 // current one; chunks are sent one after the other.
 func (s *soak) drive(ctx context.Context, rec *recorder) (pushTotals, error) {
 	p, err := wecomsim.NewPusher(wecomsim.Options{
-		Target:      "http://" + s.yidu.receiver + "/wecom/callback/" + appName,
+		Target:      "http://" + s.receiver + "/wecom/callback/" + app.Name,
 		App:         appConfig(),
 		Rate:        s.cfg.Rate,
 		Burst:       max(1, int(s.cfg.Rate/50)), // 20 ms worth: smooth, yet no stall on a late tick

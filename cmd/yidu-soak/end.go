@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/yidu-io/yidu/internal/rig"
 )
 
 // runLoad drives the schedule while sampling, waits for MySQL to catch
@@ -28,7 +30,7 @@ func (s *soak) runLoad(ctx context.Context) error {
 		stopSampling()
 		<-sampled
 		s.report.Samples = sp.all()
-		s.report.LoadAvgEnd = loadAvg()
+		s.report.LoadAvgEnd = rig.LoadAvg()
 		s.report.evaluate()
 	}()
 
@@ -81,7 +83,9 @@ func (s *soak) runLoad(ctx context.Context) error {
 	if err := s.checkRows(ctx); err != nil {
 		return err
 	}
-	s.report.ExitCode, s.report.StopTook = s.yidu.stop()
+	stopped := time.Now()
+	_ = s.yidu.Stop(stopWait) // killed after stopWait: exit code -1
+	s.report.ExitCode, s.report.StopTook = s.yidu.ExitCode(), time.Since(stopped)
 	s.logf("SIGTERM: yidu exited with %d after %s", s.report.ExitCode, s.report.StopTook.Round(time.Millisecond))
 	return nil
 }
@@ -92,7 +96,7 @@ func (s *soak) dashboardReads(ctx context.Context) (int64, error) {
 	c := &http.Client{Timeout: 10 * time.Second}
 	var sum int64
 	for _, id := range s.sched.msgs {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.yidu.dashboard+"/api/v1/messages/"+id+"/progress", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.dashboard+"/api/v1/messages/"+id+"/progress", nil)
 		req.Header.Set("Authorization", "Bearer "+s.apiToken)
 		resp, err := c.Do(req)
 		if err != nil {
@@ -118,7 +122,7 @@ func (s *soak) checkRows(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	msgIndex := map[string]int{}
-	args := []any{appCorp}
+	args := []any{app.CorpID}
 	for i, m := range s.sched.msgs {
 		msgIndex[m] = i
 		args = append(args, m)
@@ -140,7 +144,7 @@ func (s *soak) checkRows(ctx context.Context) error {
 		}
 		r.RowsChecked++
 		m, okM := msgIndex[msg]
-		u, okU := userIndex(user)
+		u, okU := userIDs.Index(user)
 		k, sent := 0, false
 		if okM && okU && u < s.cfg.Recipients {
 			k, sent = s.sched.index(m, u)

@@ -22,35 +22,23 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"github.com/yidu-io/yidu/internal/rig"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "yidu-soak:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(rig.Main("yidu-soak", run)) }
 
 // run is main without the process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("yidu-soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg Config
-	fs.StringVar(&cfg.MySQLDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL/MariaDB server DSN (the soak creates and drops its own database)")
-	fs.StringVar(&cfg.RedisAddr, "redis", "127.0.0.1:6379", "Redis address (the soak uses and deletes its own key prefix)")
+	cfg.Servers.Flags(fs, "soak")
 	fs.StringVar(&cfg.YiduBin, "yidu-bin", "", "yidu binary (default: go build ./cmd/yidu)")
 	fs.StringVar(&cfg.KfakeBin, "kfake-bin", "", "yidu-kfake binary (default: go build ./cmd/yidu-kfake)")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Minute, "how long callbacks are sent")

@@ -1,17 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/yidu-io/yidu/internal/rig"
 )
 
 // Sample is what the soak saw of yidu at one moment.
@@ -90,12 +92,12 @@ func (sp *sampler) take(ctx context.Context) {
 		smp.AcceptedPerS = float64(ok) / secs
 	}
 	var errs []string
-	if kb, err := procStatusKB(sp.s.yidu.cmd.Process.Pid, "VmRSS"); err == nil {
+	if kb, err := rig.StatusKB(sp.s.yidu.Pid(), "VmRSS"); err == nil {
 		smp.RSSMB = float64(kb) / 1024
 	} else {
 		errs = append(errs, err.Error())
 	}
-	if m, err := scrape(ctx, sp.client, "http://"+sp.s.yidu.receiver+"/metrics"); err == nil {
+	if m, err := scrape(ctx, sp.client, "http://"+sp.s.receiver+"/metrics"); err == nil {
 		smp.ProcRSSMB = m["process_resident_memory_bytes"] / (1 << 20)
 		smp.HeapMB = m["go_memstats_heap_inuse_bytes"] / (1 << 20)
 		smp.Goroutines = int64(m["go_goroutines"])
@@ -129,7 +131,7 @@ func (sp *sampler) all() []Sample {
 func (s *soak) mysqlReads(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	args := []any{appCorp}
+	args := []any{app.CorpID}
 	for _, m := range s.sched.msgs {
 		args = append(args, m)
 	}
@@ -159,92 +161,39 @@ func scrape(ctx context.Context, c *http.Client, url string) (map[string]float64
 	return parseMetrics(io.LimitReader(resp.Body, 16<<20))
 }
 
-// parseMetrics reads the Prometheus text format and returns, per metric
-// name, the sum of its samples' values (a gauge per partition becomes
-// their total). Comments, blank lines and unparsable values are skipped:
-// a line the soak does not understand must not end the run.
+// parseMetrics reads the Prometheus text format and returns, per sample
+// name, the sum of its series' values: a gauge per partition becomes
+// their total; a summary or histogram gives <name>_sum and <name>_count.
+// NaN is left out: a summary's empty quantile would poison the sum.
 func parseMetrics(r io.Reader) (map[string]float64, error) {
-	out := map[string]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name := line
-		if i := strings.IndexAny(line, "{ \t"); i >= 0 {
-			name = line[:i]
-		}
-		rest := line[len(name):]
-		if strings.HasPrefix(rest, "{") {
-			// Label values may hold spaces and '}' inside quotes.
-			end := labelsEnd(rest)
-			if end < 0 {
-				continue
-			}
-			rest = rest[end+1:]
-		}
-		f := strings.Fields(rest)
-		if name == "" || len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil || math.IsNaN(v) {
-			continue // NaN: a summary's empty quantile; it would poison the sum
-		}
-		out[name] += v
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	if err := sc.Err(); err != nil {
-		return out, fmt.Errorf("metrics: %w", err)
+	out := map[string]float64{}
+	add := func(name string, v float64) {
+		if !math.IsNaN(v) {
+			out[name] += v
+		}
+	}
+	for name, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Gauge != nil:
+				add(name, m.GetGauge().GetValue())
+			case m.Counter != nil:
+				add(name, m.GetCounter().GetValue())
+			case m.Untyped != nil:
+				add(name, m.GetUntyped().GetValue())
+			case m.Summary != nil:
+				add(name+"_sum", m.GetSummary().GetSampleSum())
+				add(name+"_count", float64(m.GetSummary().GetSampleCount()))
+			case m.Histogram != nil:
+				add(name+"_sum", m.GetHistogram().GetSampleSum())
+				add(name+"_count", float64(m.GetHistogram().GetSampleCount()))
+			}
+		}
 	}
 	return out, nil
-}
-
-// labelsEnd returns the index of the '}' closing the label set that s
-// starts with, or -1.
-func labelsEnd(s string) int {
-	quoted, escaped := false, false
-	for i := 1; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case escaped:
-			escaped = false
-		case quoted && c == '\\':
-			escaped = true
-		case c == '"':
-			quoted = !quoted
-		case !quoted && c == '}':
-			return i
-		}
-	}
-	return -1
-}
-
-// procStatusKB returns a "VmXXX:" line of /proc/<pid>/status in KiB.
-func procStatusKB(pid int, field string) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
-}
-
-// loadAvg returns the 1-, 5- and 15-minute load averages.
-func loadAvg() [3]float64 {
-	var l [3]float64
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return l
-	}
-	f := strings.Fields(string(b))
-	for i := 0; i < 3 && i < len(f); i++ {
-		l[i], _ = strconv.ParseFloat(f[i], 64)
-	}
-	return l
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +18,17 @@ func TestParseMetrics(t *testing.T) {
 		{"exponent and timestamp", "process_resident_memory_bytes 3.3554432e+07 1700000000000\n",
 			map[string]float64{"process_resident_memory_bytes": 33554432}},
 		{"quoted brace and space in a label", "x{a=\"} y\",b=\"\\\"q\"} 2\n", map[string]float64{"x": 2}},
-		{"unclosed labels skipped", "x{a=\"1\" 2\ny 1\n", map[string]float64{"y": 1}},
-		{"garbage value skipped", "x abc\ny NaN\n", map[string]float64{}},
+		{"NaN left out", "y NaN\nz 1\n", map[string]float64{"z": 1}},
 		{"blank lines and tabs", "\n\tz\t5\n", map[string]float64{"z": 5}},
+		{"counter", "# TYPE yidu_callback_requests_total counter\nyidu_callback_requests_total{outcome=\"ok\"} 9\n",
+			map[string]float64{"yidu_callback_requests_total": 9}},
+		{"summary gives sum and count", "# TYPE go_gc_duration_seconds summary\ngo_gc_duration_seconds{quantile=\"0.5\"} NaN\n" +
+			"go_gc_duration_seconds_sum 0.25\ngo_gc_duration_seconds_count 5\n",
+			map[string]float64{"go_gc_duration_seconds_sum": 0.25, "go_gc_duration_seconds_count": 5}},
+		{"histogram gives sum and count", "# TYPE yidu_bitmap_publish_seconds histogram\n" +
+			"yidu_bitmap_publish_seconds_bucket{le=\"0.1\"} 3\nyidu_bitmap_publish_seconds_bucket{le=\"+Inf\"} 4\n" +
+			"yidu_bitmap_publish_seconds_sum 0.5\nyidu_bitmap_publish_seconds_count 4\n",
+			map[string]float64{"yidu_bitmap_publish_seconds_sum": 0.5, "yidu_bitmap_publish_seconds_count": 4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,6 +50,16 @@ func TestParseMetrics(t *testing.T) {
 	}
 }
 
+// TestParseMetricsRefuses: what is not the text format is an error (the
+// sample records it), never a guess.
+func TestParseMetricsRefuses(t *testing.T) {
+	for _, in := range []string{"x{a=\"1\" 2\n", "x abc\n", "{} 1\n"} {
+		if m, err := parseMetrics(strings.NewReader(in)); err == nil {
+			t.Errorf("parseMetrics(%q) = %v, nil; want an error", in, m)
+		}
+	}
+}
+
 // FuzzParseMetrics: whatever /metrics answers, the parser returns.
 func FuzzParseMetrics(f *testing.F) {
 	f.Add("go_goroutines 42\n")
@@ -57,16 +74,6 @@ func FuzzParseMetrics(f *testing.F) {
 			}
 		}
 	})
-}
-
-func TestProcStatusKB(t *testing.T) {
-	kb, err := procStatusKB(os.Getpid(), "VmRSS")
-	if err != nil || kb <= 0 {
-		t.Errorf("procStatusKB(self, VmRSS) = %d, %v; want > 0", kb, err)
-	}
-	if _, err := procStatusKB(os.Getpid(), "VmNoSuch"); err == nil {
-		t.Error("procStatusKB(self, VmNoSuch) = nil error")
-	}
 }
 
 func TestRecorderWindow(t *testing.T) {

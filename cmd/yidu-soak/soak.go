@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,9 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -27,21 +22,21 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/yidu-io/yidu/cmd/internal/config"
-	"github.com/yidu-io/yidu/internal/kfakeproc"
+	"github.com/yidu-io/yidu/internal/rig"
 	"github.com/yidu-io/yidu/internal/wecomsim"
 )
 
-// The soak's WeCom app: the official sample's crypto parameters
-// (wecom-protocol.md, "Official test vector").
+// The soak's Kafka topic and its partitions (yidu-kfake).
 const (
-	appName    = "hr"
-	appToken   = "QDG6eK"
-	appAESKey  = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
-	appCorp    = "wx5823bf96d3bd56c7"
-	appAgent   = 218
-	readButton = "yidu_read"
 	topic      = "yidu.reads"
 	partitions = 4
+)
+
+// app is the WeCom app the soak plays; userIDs names its recipients
+// s000000, s000001, ...
+var (
+	app     = rig.App()
+	userIDs = rig.UserIDs{Prefix: "s", Digits: 6}
 )
 
 // Bounds on the end of a run.
@@ -58,9 +53,9 @@ var ErrFailed = errors.New("yidu-soak: a check failed")
 
 // Config is one soak run.
 type Config struct {
-	// MySQLDSN names the server; its database part is ignored.
-	MySQLDSN  string
-	RedisAddr string
+	// Servers are the MariaDB and Redis: the soak creates a database and a
+	// key prefix of its own there and removes both at the end.
+	rig.Servers
 	// YiduBin and KfakeBin are the binaries; empty builds them.
 	YiduBin, KfakeBin string
 	Duration          time.Duration
@@ -82,35 +77,30 @@ type Config struct {
 
 // soak is one run's state.
 type soak struct {
-	cfg      Config
-	dir      string
-	dsn      string // the soak's database
-	dbName   string
+	cfg     Config
+	dir     string
+	scratch *rig.Scratch
+	// dsn is the scratch database's, with parseTime; db the soak's own
+	// pool on it; rdb and prefix are the scratch's.
+	dsn      string
 	db       *sql.DB
 	rdb      *redis.Client
 	prefix   string
 	apiToken string
 	cfgPath  string
+	bins     rig.Binaries
 	yiduBin  string
 	kfakeBin string
-	kfake    *kfakeproc.Proc
+	kfake    *rig.Proc
 	brokers  string
-	yidu     *child
-	sched    schedule
-	report   *Report
+	// yidu is `yidu serve`, listening on receiver and dashboard.
+	yidu                *rig.Proc
+	receiver, dashboard string
+	sched               schedule
+	report              *Report
 }
 
-func (s *soak) logf(format string, args ...any) {
-	if s.cfg.Progress != nil {
-		fmt.Fprintf(s.cfg.Progress, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func (s *soak) logf(format string, args ...any) { rig.Logf(s.cfg.Progress, format, args...) }
 
 // Run runs the soak and returns its report; it stops and removes
 // everything it started or created, also when ctx ends.
@@ -135,12 +125,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	s := &soak{
 		cfg:      cfg,
-		prefix:   "yidusoak" + randomHex(6),
-		apiToken: "soak-" + randomHex(16),
+		apiToken: "soak-" + rig.RandomHex(16),
 		report: &Report{When: time.Now().UTC(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 			Rate: cfg.Rate, MaxRate: cfg.MaxRate, Duration: cfg.Duration, FlushInterval: cfg.FlushInterval,
 			Messages: cfg.Messages, Recipients: cfg.Recipients, Callbacks: total, Conns: cfg.Conns,
-			Warmup: cfg.Warmup, LoadAvgStart: loadAvg()},
+			Warmup: cfg.Warmup, LoadAvgStart: rig.LoadAvg()},
 	}
 	defer s.cleanup()
 	if err := s.setup(ctx); err != nil {
@@ -171,23 +160,14 @@ func (s *soak) setup(ctx context.Context) error {
 	if s.dir, err = os.MkdirTemp("", "yidu-soak-"); err != nil {
 		return err
 	}
-	c, err := mysql.ParseDSN(s.cfg.MySQLDSN)
-	if err != nil {
-		return fmt.Errorf("mysql dsn: %w", err)
+	if s.scratch, err = rig.NewScratch(ctx, s.cfg.Servers, "yidu_soak_", "yidusoak", s.cfg.Progress); err != nil {
+		return err
 	}
-	s.dbName = "yidu_soak_" + randomHex(6)
-	c.DBName = ""
-	admin, err := sql.Open("mysql", c.FormatDSN())
+	s.rdb, s.prefix = s.scratch.Redis, s.scratch.Prefix
+	c, err := mysql.ParseDSN(s.scratch.DSN)
 	if err != nil {
 		return err
 	}
-	_, err = admin.ExecContext(ctx, "CREATE DATABASE `"+s.dbName+"` CHARACTER SET utf8mb4")
-	admin.Close()
-	if err != nil {
-		s.dbName = "" // nothing to drop
-		return fmt.Errorf("create database: %w", err)
-	}
-	c.DBName = s.dbName
 	c.ParseTime = true
 	s.dsn = c.FormatDSN()
 	// The soak's own pool reads read_time in UTC, as yidu writes it.
@@ -195,12 +175,8 @@ func (s *soak) setup(ctx context.Context) error {
 	if s.db, err = sql.Open("mysql", c.FormatDSN()); err != nil {
 		return err
 	}
-	s.report.Database, s.report.RedisPrefix = s.dbName, s.prefix
-	s.logf("database %s, redis prefix %s", s.dbName, s.prefix)
-	s.rdb = redis.NewClient(&redis.Options{Addr: s.cfg.RedisAddr})
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis %s: %w", s.cfg.RedisAddr, err)
-	}
+	s.report.Database, s.report.RedisPrefix = s.scratch.DBName, s.prefix
+	s.logf("database %s, redis prefix %s", s.scratch.DBName, s.prefix)
 
 	if s.yiduBin, err = s.binary(ctx, s.cfg.YiduBin, "yidu"); err != nil {
 		return err
@@ -227,11 +203,10 @@ func (s *soak) binary(ctx context.Context, bin, name string) (string, error) {
 	if bin != "" {
 		return bin, nil
 	}
-	out := filepath.Join(s.dir, name)
 	start := time.Now()
-	build := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/yidu-io/yidu/cmd/"+name)
-	if b, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s (or pass -%s-bin): %w: %s", name, strings.TrimPrefix(name, "yidu-"), err, b)
+	out, err := s.bins.Path(ctx, name)
+	if err != nil {
+		return "", fmt.Errorf("%w (or pass -%s-bin)", err, strings.TrimPrefix(name, "yidu-"))
 	}
 	s.logf("built %s in %s", name, time.Since(start).Round(time.Millisecond))
 	return out, nil
@@ -239,12 +214,12 @@ func (s *soak) binary(ctx context.Context, bin, name string) (string, error) {
 
 // startKfake starts yidu-kfake; it exits with the soak in any way.
 func (s *soak) startKfake(ctx context.Context) error {
-	p, err := kfakeproc.Start(ctx, s.kfakeBin, topic, partitions)
+	p, addr, err := rig.StartKfake(ctx, s.kfakeBin, topic, partitions)
 	if err != nil {
 		return err
 	}
-	s.kfake, s.brokers = p, p.Addr
-	s.logf("yidu-kfake pid %d at %s", p.Pid(), p.Addr)
+	s.kfake, s.brokers = p, addr
+	s.logf("yidu-kfake pid %d at %s", p.Pid(), addr)
 	return nil
 }
 
@@ -260,8 +235,8 @@ func (s *soak) writeConfig() error {
 	cfg.Flushd.Interval = config.Duration(s.cfg.FlushInterval)
 	cfg.Flushd.Listen = ""
 	cfg.WeCom.APIBase = "http://127.0.0.1:1" // nothing is sent; never reach WeCom
-	cfg.Apps = []config.App{{Name: appName, CorpID: appCorp, AgentID: appAgent, Token: appToken,
-		EncodingAESKey: appAESKey, ReadButtonKey: readButton}}
+	cfg.Apps = []config.App{{Name: app.Name, CorpID: app.CorpID, AgentID: app.AgentID, Token: app.Token,
+		EncodingAESKey: app.EncodingAESKey, ReadButtonKey: app.ReadButtonKey}}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		return err
@@ -288,129 +263,26 @@ func (s *soak) env() []string {
 	)
 }
 
-// child is the running `yidu serve`.
-type child struct {
-	cmd       *exec.Cmd
-	log       string
-	receiver  string
-	dashboard string
-	done      chan struct{}
-	err       error
-}
-
 // startYidu runs `yidu serve`, learns its listen addresses from its log
 // (it binds 127.0.0.1:0) and waits until the receiver is ready.
 func (s *soak) startYidu(ctx context.Context) error {
-	logPath := filepath.Join(s.dir, "yidu.log")
-	f, err := os.Create(logPath)
+	p, err := rig.Start(rig.Spec{Name: "yidu serve", Path: s.yiduBin, Args: []string{"serve", "--config", s.cfgPath},
+		Env: s.env(), Echo: s.cfg.YiduLog})
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(s.yiduBin, "serve", "--config", s.cfgPath)
-	cmd.Env = s.env()
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("start yidu serve: %w", err)
+	s.yidu = p
+	if s.receiver, err = p.Addr(ctx, "receiver", 30*time.Second); err != nil {
+		return err
 	}
-	c := &child{cmd: cmd, log: logPath, done: make(chan struct{})}
-	s.yidu = c
-	addrs := make(chan [2]string, 1)
-	go func() {
-		var w io.Writer = f
-		if s.cfg.YiduLog != nil {
-			w = io.MultiWriter(f, s.cfg.YiduLog)
-		}
-		found := addrs // nil once both are known
-		var rcv, dash string
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			_, _ = w.Write(append(line, '\n'))
-			if found == nil {
-				continue
-			}
-			var l struct{ Msg, Addr string }
-			if json.Unmarshal(line, &l) != nil {
-				continue
-			}
-			switch l.Msg {
-			case "receiver listening":
-				rcv = l.Addr
-			case "dashboard listening":
-				dash = l.Addr
-			}
-			if rcv != "" && dash != "" {
-				found <- [2]string{rcv, dash}
-				found = nil
-			}
-		}
-		_, _ = io.Copy(f, pr)
-		f.Close()
-	}()
-	go func() {
-		c.err = cmd.Wait()
-		pw.Close()
-		close(c.done)
-	}()
-	select {
-	case a := <-addrs:
-		c.receiver, c.dashboard = a[0], a[1]
-	case <-c.done:
-		return fmt.Errorf("yidu serve exited: %v\n%s", c.err, tail(logPath, 20))
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("yidu serve: not listening within 30 s\n%s", tail(logPath, 20))
-	case <-ctx.Done():
-		return ctx.Err()
+	if s.dashboard, err = p.Addr(ctx, "dashboard", 30*time.Second); err != nil {
+		return err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + c.receiver + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("yidu serve: /readyz not 200 within 30 s (%v)\n%s", err, tail(logPath, 20))
-		}
-		select {
-		case <-c.done:
-			return fmt.Errorf("yidu serve exited: %v\n%s", c.err, tail(logPath, 20))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := p.WaitHTTP(ctx, "http://"+s.receiver+"/readyz", 30*time.Second); err != nil {
+		return err
 	}
-	s.logf("yidu serve pid %d: receiver %s, dashboard %s", cmd.Process.Pid, c.receiver, c.dashboard)
+	s.logf("yidu serve pid %d: receiver %s, dashboard %s", p.Pid(), s.receiver, s.dashboard)
 	return nil
-}
-
-// stop sends SIGTERM and waits up to stopWait for the exit; it returns
-// the exit code (-1: killed after stopWait) and how long it took.
-func (c *child) stop() (code int, took time.Duration) {
-	start := time.Now()
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(stopWait):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-		return -1, time.Since(start)
-	}
-	return c.cmd.ProcessState.ExitCode(), time.Since(start)
-}
-
-func (c *child) running() bool {
-	select {
-	case <-c.done:
-		return false
-	default:
-		return true
-	}
 }
 
 // register registers every notice through POST /api/v1/messages with the
@@ -420,19 +292,19 @@ func (s *soak) register(ctx context.Context) error {
 	start := time.Now()
 	users := make([]string, s.cfg.Recipients)
 	for i := range users {
-		users[i] = userID(i)
+		users[i] = userIDs.ID(i)
 	}
 	sentAt := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
 	client := &http.Client{Timeout: 5 * time.Minute}
 	for _, id := range s.sched.msgs {
 		body, err := json.Marshal(map[string]any{
-			"msgid": id, "app": appName, "title": "soak " + id, "sent_at": sentAt,
+			"msgid": id, "app": app.Name, "title": "soak " + id, "sent_at": sentAt,
 			"audience": map[string]any{"userids": users},
 		})
 		if err != nil {
 			return err
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.yidu.dashboard+"/api/v1/messages", bytes.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.dashboard+"/api/v1/messages", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+s.apiToken)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
@@ -450,80 +322,27 @@ func (s *soak) register(ctx context.Context) error {
 }
 
 // cleanup stops the processes, deletes the Redis keys, drops the database
-// and removes the temporary directory.
+// and removes the temporary directory and the built binaries.
 func (s *soak) cleanup() {
-	if s.yidu != nil && s.yidu.running() {
-		_ = s.yidu.cmd.Process.Kill()
-		<-s.yidu.done
+	if s.yidu != nil && s.yidu.Running() {
+		s.yidu.Kill()
 	}
 	if s.kfake != nil {
-		s.kfake.Stop()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if s.rdb != nil {
-		n := 0
-		var keys []string
-		del := func() {
-			n += len(keys)
-			s.rdb.Del(ctx, keys...)
-			keys = keys[:0]
-		}
-		iter := s.rdb.Scan(ctx, 0, s.prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if keys = append(keys, iter.Val()); len(keys) == 1000 {
-				del()
-			}
-		}
-		if len(keys) > 0 {
-			del()
-		}
-		s.rdb.Close()
-		s.logf("deleted %d redis keys under %s", n, s.prefix)
+		_ = s.kfake.Stop(5 * time.Second)
 	}
 	if s.db != nil {
 		s.db.Close()
 	}
-	if s.dbName != "" {
-		c, _ := mysql.ParseDSN(s.cfg.MySQLDSN)
-		c.DBName = ""
-		if db, err := sql.Open("mysql", c.FormatDSN()); err == nil {
-			if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+s.dbName+"`"); err != nil {
-				s.logf("drop database %s: %v", s.dbName, err)
-			} else {
-				s.logf("dropped database %s", s.dbName)
-			}
-			db.Close()
-		}
+	if s.scratch != nil {
+		s.scratch.Close()
 	}
+	_ = s.bins.Close()
 	if s.dir != "" {
 		os.RemoveAll(s.dir)
 	}
 }
 
-// tail returns the last n lines of the file at path.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// userID is recipient i's WeCom UserID.
-func userID(i int) string { return fmt.Sprintf("s%06d", i) }
-
-// userIndex is userID's inverse.
-func userIndex(id string) (int, bool) {
-	if len(id) < 2 || id[0] != 's' {
-		return 0, false
-	}
-	n, err := strconv.Atoi(id[1:])
-	return n, err == nil && n >= 0
-}
-
 // appConfig is the app as the Pusher signs for it.
 func appConfig() wecomsim.App {
-	return wecomsim.App{CorpID: appCorp, AgentID: appAgent, Token: appToken, EncodingAESKey: appAESKey}
+	return wecomsim.App{CorpID: app.CorpID, AgentID: app.AgentID, Token: app.Token, EncodingAESKey: app.EncodingAESKey}
 }

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/yidu-io/yidu/internal/rig/rigtest"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -19,22 +19,14 @@ import (
 // counts must be exact, and the run must leave no database or Redis key
 // behind.
 func TestSoakShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs yidu and yidu-kfake for ~30 s")
-	}
-	// testenv skips (or fails with YIDU_TEST_REAL=1) without the servers;
-	// the soak makes its own database on the same server.
-	c, err := mysql.ParseDSN(testenv.MySQLDSN(t))
-	testenv.Check(t, "parse dsn", err)
-	c.DBName = ""
-	redisAddr := testenv.RedisAddr(t)
-
+	// The soak makes its own database on the servers; ~30 s.
+	servers := rigtest.Servers(t)
 	const rate, secs, recipients = 100, 20, 500
 	var progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Config{
-		MySQLDSN: c.FormatDSN(), RedisAddr: redisAddr,
+		Servers:  servers,
 		Duration: secs * time.Second, MaxRate: 2 * rate, Rate: rate, Recipients: recipients, Conns: 32,
 		FlushInterval: time.Second, Sample: 2 * time.Second, Warmup: 6 * time.Second, Progress: &progress,
 	})
@@ -75,7 +67,7 @@ func TestSoakShort(t *testing.T) {
 	}
 
 	// Nothing left behind.
-	admin, err := sql.Open("mysql", c.FormatDSN())
+	admin, err := sql.Open("mysql", servers.MySQLDSN)
 	testenv.Check(t, "open mysql", err)
 	defer admin.Close()
 	var n int
@@ -83,7 +75,7 @@ func TestSoakShort(t *testing.T) {
 	if n != 0 || rep.Database == "" {
 		t.Errorf("database %q still exists after the run", rep.Database)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: servers.RedisAddr})
 	defer rdb.Close()
 	keys, _, err := rdb.Scan(ctx, 0, rep.RedisPrefix+"*", 1000).Result()
 	testenv.Check(t, "scan", err)
@@ -184,19 +176,6 @@ func TestModInverse(t *testing.T) {
 		got, ok := modInverse(tt.a, tt.m)
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("modInverse(%d, %d) = %d, %v; want %d, %v", tt.a, tt.m, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
-func TestUserIndex(t *testing.T) {
-	for _, i := range []int{0, 7, 99_999, 1_234_567} {
-		if got, ok := userIndex(userID(i)); got != i || !ok {
-			t.Errorf("userIndex(%q) = %d, %v; want %d, true", userID(i), got, ok, i)
-		}
-	}
-	for _, id := range []string{"", "s", "u000001", "s-1", "sabc"} {
-		if _, ok := userIndex(id); ok {
-			t.Errorf("userIndex(%q) ok; want refused", id)
 		}
 	}
 }

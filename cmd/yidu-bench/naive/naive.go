@@ -39,7 +39,7 @@ import (
 
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/callback/wxcrypt"
-	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/internal/rig"
 )
 
 // UIDLookup maps a UserID to its uid; idmap.Mapper (with its cache)
@@ -50,7 +50,7 @@ type UIDLookup interface {
 
 // Options configures a Server.
 type Options struct {
-	App config.App
+	App rig.WeComApp
 	// DB should interpolate parameters client-side (interpolateParams=true):
 	// otherwise every statement costs a server-side prepare and close too,
 	// which would make the naive design look worse than it is.
@@ -64,7 +64,7 @@ type Options struct {
 
 // Server receives WeCom callbacks the naive way.
 type Server struct {
-	app   config.App
+	app   rig.WeComApp
 	crypt *wxcrypt.Crypter
 	db    *sql.DB
 	ids   UIDLookup
@@ -217,7 +217,7 @@ func (s *Server) read(ctx context.Context, ev callback.Event) error {
 // member of corpID: the messages row, one unread message_read_record row
 // per member, and the naive_counts table and row. It returns the number
 // of recipients.
-func Setup(ctx context.Context, db *sql.DB, app config.App, msgID string, sentAt time.Time) (int64, error) {
+func Setup(ctx context.Context, db *sql.DB, app rig.WeComApp, msgID string, sentAt time.Time) (int64, error) {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS naive_counts (
 		corp_id    VARCHAR(64) CHARACTER SET ascii NOT NULL,
 		msgid      VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,

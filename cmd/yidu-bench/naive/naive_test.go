@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu/callback/wxcrypt"
-	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/rig"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
-var app = config.App{Name: "hr", CorpID: "wx5823bf96d3bd56c7", AgentID: 218, Token: "QDG6eK",
+var app = rig.WeComApp{Name: "hr", CorpID: "wx5823bf96d3bd56c7", AgentID: 218, Token: "QDG6eK",
 	EncodingAESKey: "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C", ReadButtonKey: "yidu_read"}
 
 func card(user, key string, at int64) string {

@@ -37,13 +37,13 @@ func (e *env) admin() *kgo.Client {
 
 // groupMembers returns the member ids of flushd's group and its state.
 func (e *env) groupMembers(ctx context.Context) (map[string]bool, string, error) {
-	gs, err := kadm.NewClient(e.admin()).DescribeGroups(ctx, e.cfg.Kafka.Group)
+	gs, err := kadm.NewClient(e.admin()).DescribeGroups(ctx, group)
 	if err != nil {
 		return nil, "", err
 	}
-	g, ok := gs[e.cfg.Kafka.Group]
+	g, ok := gs[group]
 	if !ok {
-		return nil, "", fmt.Errorf("group %s not described", e.cfg.Kafka.Group)
+		return nil, "", fmt.Errorf("group %s not described", group)
 	}
 	if g.Err != nil && g.State == "" {
 		return nil, "", g.Err
@@ -73,12 +73,12 @@ func (e *env) startMember(name, dsn string) *proc {
 				}
 			}
 		}
-		if !p.running() {
-			e.t.Fatalf("%s exited: %v\n%s", name, p.err, tail(p.log, 20))
+		if !p.Running() {
+			e.t.Fatalf("%s exited: %v\n%s", name, p.Err(), p.Tail(20))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	e.t.Fatalf("%s did not join group %s within 20 s", name, e.cfg.Kafka.Group)
+	e.t.Fatalf("%s did not join group %s within 20 s", name, group)
 	return nil
 }
 
@@ -87,10 +87,10 @@ func (e *env) startMember(name, dsn string) *proc {
 func (e *env) expire(p *proc) {
 	e.t.Helper()
 	if p.member == "" {
-		e.t.Fatalf("%s: member id unknown", p.name)
+		e.t.Fatalf("%s: member id unknown", p.Name())
 	}
 	req := kmsg.NewPtrLeaveGroupRequest()
-	req.Group = e.cfg.Kafka.Group
+	req.Group = group
 	m := kmsg.NewLeaveGroupRequestMember()
 	m.MemberID = p.member
 	req.Members = append(req.Members, m)
@@ -98,16 +98,16 @@ func (e *env) expire(p *proc) {
 	defer cancel()
 	resp, err := req.RequestWith(ctx, e.admin())
 	if err != nil {
-		e.t.Fatalf("leave group for %s: %v", p.name, err)
+		e.t.Fatalf("leave group for %s: %v", p.Name(), err)
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		e.t.Fatalf("leave group for %s: %v", p.name, err)
+		e.t.Fatalf("leave group for %s: %v", p.Name(), err)
 	}
 	for _, mr := range resp.Members {
 		// Unknown: the session already expired, or the member had not
 		// finished joining.
 		if err := kerr.ErrorForCode(mr.ErrorCode); err != nil && err != kerr.UnknownMemberID {
-			e.t.Fatalf("leave group for %s: %v", p.name, err)
+			e.t.Fatalf("leave group for %s: %v", p.Name(), err)
 		}
 	}
 }
@@ -125,7 +125,7 @@ func (e *env) committed() int64 {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	offs, err := kadm.NewClient(e.admin()).FetchOffsets(ctx, e.cfg.Kafka.Group)
+	offs, err := kadm.NewClient(e.admin()).FetchOffsets(ctx, group)
 	if err != nil {
 		e.t.Fatalf("fetch offsets: %v", err)
 	}

@@ -1,40 +1,36 @@
 package faulttest
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/yidu-io/yidu/internal/rig"
 )
 
-// yiduBin is the production binary, built once by TestMain.
-var yiduBin string
+// bins builds the binaries; yiduBin is cmd/yidu, built once by TestMain.
+var (
+	bins    rig.Binaries
+	yiduBin string
+)
 
-// TestMain builds cmd/yidu into a temporary directory: the scenarios run
-// and kill it as real OS processes, so it must be the real binary, not Run
-// called in-process.
+// TestMain builds cmd/yidu before any test: the scenarios run and kill it
+// as real OS processes, so it must be the real binary, not Run called
+// in-process.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "yidu-faulttest-")
-	if err != nil {
+	var err error
+	if yiduBin, err = bins.Path(context.Background(), "yidu"); err != nil {
 		fmt.Fprintln(os.Stderr, "faulttest:", err)
-		os.Exit(1)
-	}
-	yiduBin = filepath.Join(dir, "yidu")
-	build := exec.Command("go", "build", "-o", yiduBin, "github.com/yidu-io/yidu/cmd/yidu")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "faulttest: go build cmd/yidu:", err)
-		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
 	printReports()
-	os.RemoveAll(dir)
+	_ = bins.Close()
 	os.Exit(code)
 }
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/yidu-io/yidu/internal/rig"
 )
 
 // TestReceiverKill9: the receiver process is killed with SIGKILL three
@@ -18,25 +18,17 @@ import (
 // lease is live is answered 200 without a delta (see
 // TestRetryWhileDeadAttemptHoldsLease and docs/reliability.md, Findings).
 func TestReceiverKill9(t *testing.T) {
-	start := time.Now()
-	e := newEnv(t, envOptions{})
-	msgs := messages(2, 1500)
-	e.register(msgs)
-	e.startFlushd("flushd", "")
-	addr := freeAddr(t)
-	rcv := e.startReceiver("receiver-0", addr)
-
-	w := newWeCom(t, addr)
-	reads := readsOf(msgs)
-	done := w.goPlay(context.Background(), reads, 16)
+	e := newEnv(t, envOptions{Notices: 2, Members: 1500})
+	rcv := e.receivers[0]
+	done := e.wecom.goPlay(context.Background(), e.reads, 16)
 	const kills = 3
 	for i := 1; i <= kills; i++ {
-		w.waitSent(int64(len(reads)*i/(kills+1)), done)
+		e.wecom.waitSent(int64(len(e.reads)*i/(kills+1)), done)
 		rcv.kill9(t)
-		rcv = e.startReceiver(fmt.Sprintf("receiver-%d", i), addr)
+		rcv = e.startReceiver(fmt.Sprintf("receiver-%d", i), rcv.addr)
 	}
 	<-done
-	e.verify("1. receiver kill -9", w, start, fmt.Sprintf("%d× kill -9 of the receiver mid-burst, restarted at once", kills))
+	e.verify("1. receiver kill -9", fmt.Sprintf("%d× kill -9 of the receiver mid-burst, restarted at once", kills))
 }
 
 // TestFlushdKill9: flushd (its own process) is killed with SIGKILL six
@@ -45,17 +37,9 @@ func TestReceiverKill9(t *testing.T) {
 // run the next of the flush or commit its offsets), three times at a
 // random moment.
 func TestFlushdKill9(t *testing.T) {
-	start := time.Now()
-	e := newEnv(t, envOptions{})
-	msgs := messages(4, 800)
-	e.register(msgs)
-	addr := freeAddr(t)
-	e.startReceiver("receiver", addr)
-	fl := e.startMember("flushd-0", "")
-
-	w := newWeCom(t, addr)
-	reads := readsOf(msgs)
-	done := w.goPlay(context.Background(), reads, 8)
+	e := newEnv(t, envOptions{Notices: 4, Members: 800, Flushd: []string{"flushd-0"}})
+	fl := e.flushd[0]
+	done := e.wecom.goPlay(context.Background(), e.reads, 8)
 	const kills = 6
 	afterUpdate, uncommitted := 0, 0
 	for i := 1; i <= kills; i++ {
@@ -77,7 +61,7 @@ func TestFlushdKill9(t *testing.T) {
 		fl = e.startMember(fmt.Sprintf("flushd-%d", i), "")
 	}
 	<-done
-	e.verify("2. flushd kill -9", w, start,
+	e.verify("2. flushd kill -9",
 		fmt.Sprintf("%d× kill -9 of flushd (%d right after an UPDATE landed; %d with rows written beyond the committed offsets), restarted at once",
 			kills, afterUpdate, uncommitted))
 }
@@ -89,17 +73,9 @@ func TestFlushdKill9(t *testing.T) {
 // resumes.
 func TestKafkaUnavailable(t *testing.T) {
 	t.Parallel() // mostly waiting out the outage
-	start := time.Now()
-	e := newEnv(t, envOptions{})
-	msgs := messages(2, 1200)
-	e.register(msgs)
-	addr := freeAddr(t)
-	e.startReceiver("receiver", addr)
-	e.startMember("flushd", "")
-
-	w := newWeCom(t, addr)
-	reads := readsOf(msgs)
-	before, outage, after := reads[:1000], reads[1000:1060], reads[1060:]
+	e := newEnv(t, envOptions{Notices: 2, Members: 1200})
+	w := e.wecom
+	before, outage, after := e.reads[:1000], e.reads[1000:1060], e.reads[1060:]
 	w.setPhase("before")
 	w.play(context.Background(), before, 16)
 
@@ -136,7 +112,7 @@ func TestKafkaUnavailable(t *testing.T) {
 		t.Errorf("after Kafka came back %d of %d reads were answered 200; want all", after200, len(after))
 	}
 	t.Logf("statuses %v; the after-phase took %s", statuses, recovered.Round(time.Millisecond))
-	e.verify("3. Kafka unavailable 10 s", w, start,
+	e.verify("3. Kafka unavailable 10 s",
 		fmt.Sprintf("kfake stopped %.0f s and restarted on its port with its log; %d reads during the outage: %d answered 200 (want 0)",
 			up.Sub(down).Seconds(), len(outage), outage200))
 }
@@ -150,29 +126,15 @@ func TestKafkaUnavailable(t *testing.T) {
 // lock and completes once it is released.
 func TestMySQLUnavailableAndSlow(t *testing.T) {
 	t.Parallel() // mostly waiting out the outage and the lock
-	start := time.Now()
-	e := newEnv(t, envOptions{})
-	msgs := messages(2, 1000)
-	e.register(msgs)
-	addr := freeAddr(t)
-	e.startReceiver("receiver", addr)
-	c, err := mysql.ParseDSN(e.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := newProxy(t, c.Addr)
-	c.Addr = px.addr
-	e.startMember("flushd", c.FormatDSN())
-
-	w := newWeCom(t, addr)
-	reads := readsOf(msgs)
+	e := newEnv(t, envOptions{Notices: 2, Members: 1000, MySQLProxy: true})
+	w, msgs := e.wecom, e.msgs
 	// The reads of 200 members of notice-0 are kept for the lock phase.
 	locked := map[string]bool{}
 	for _, u := range msgs[0].Users[:200] {
 		locked[u] = true
 	}
 	var phase1, phase2 []readEvent
-	for _, r := range reads {
+	for _, r := range e.reads {
 		if r.MsgID == msgs[0].ID && locked[r.User] {
 			phase2 = append(phase2, r)
 		} else if len(phase1) < 1000 {
@@ -185,13 +147,13 @@ func TestMySQLUnavailableAndSlow(t *testing.T) {
 	// Phase 1: MySQL gone for 10 s in the middle of a burst.
 	done := w.goPlay(context.Background(), phase1, 8)
 	w.waitSent(300, done)
-	px.cut()
+	e.proxy.cut()
 	down := time.Now()
 	rowsAtCut := e.readRows()
 	<-done
 	time.Sleep(time.Until(down.Add(10 * time.Second)))
 	rowsDuring := e.readRows() - rowsAtCut
-	px.restore()
+	e.proxy.restore()
 	if rowsDuring != 0 {
 		t.Errorf("%d rows changed while flushd's MySQL was cut; want 0 (is the proxy in the way?)", rowsDuring)
 	}
@@ -204,7 +166,7 @@ func TestMySQLUnavailableAndSlow(t *testing.T) {
 	defer tx.Rollback()
 	rows, err := tx.Query(`SELECT r.uid FROM message_read_record r JOIN users u ON u.corp_id = r.corp_id AND u.uid = r.uid
 		WHERE r.corp_id = ? AND r.msgid = ? AND u.userid BETWEEN ? AND ? FOR UPDATE`,
-		testCorp, msgs[0].ID, msgs[0].Users[0], msgs[0].Users[199])
+		app.CorpID, msgs[0].ID, msgs[0].Users[0], msgs[0].Users[199])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +181,7 @@ func TestMySQLUnavailableAndSlow(t *testing.T) {
 	var readWhileLocked int
 	if err := e.db.QueryRow(`SELECT COUNT(*) FROM message_read_record r JOIN users u ON u.corp_id = r.corp_id AND u.uid = r.uid
 		WHERE r.corp_id = ? AND r.msgid = ? AND u.userid BETWEEN ? AND ? AND r.is_read = 1`,
-		testCorp, msgs[0].ID, msgs[0].Users[0], msgs[0].Users[199]).Scan(&readWhileLocked); err != nil {
+		app.CorpID, msgs[0].ID, msgs[0].Users[0], msgs[0].Users[199]).Scan(&readWhileLocked); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(); err != nil {
@@ -228,7 +190,7 @@ func TestMySQLUnavailableAndSlow(t *testing.T) {
 	if readWhileLocked != 0 {
 		t.Errorf("%d locked rows read while the lock was held; want 0", readWhileLocked)
 	}
-	e.verify("4. MySQL unavailable 10 s, then lock wait 4 s", w, start,
+	e.verify("4. MySQL unavailable 10 s, then lock wait 4 s",
 		fmt.Sprintf("proxy to MySQL cut %.0f s mid-burst (0 rows written meanwhile); %d rows held FOR UPDATE 4 s while their reads arrived",
 			10.0, nLocked))
 }
@@ -240,29 +202,20 @@ func TestMySQLUnavailableAndSlow(t *testing.T) {
 // moment are put back by `yidu reconcile --all-active` once flushd has
 // written them.
 func TestRedisDataLost(t *testing.T) {
-	start := time.Now()
-	e := newEnv(t, envOptions{})
-	msgs := messages(2, 1500)
-	e.register(msgs)
-	addr := freeAddr(t)
-	e.startReceiver("receiver", addr)
-	e.startMember("flushd", "")
-
-	w := newWeCom(t, addr)
-	reads := readsOf(msgs)
-	done := w.goPlay(context.Background(), reads, 16)
+	e := newEnv(t, envOptions{Notices: 2, Members: 1500})
+	done := e.wecom.goPlay(context.Background(), e.reads, 16)
 	deleted := 0
 	for i := 1; i <= 2; i++ {
-		w.waitSent(int64(len(reads)*i/3), done)
+		e.wecom.waitSent(int64(len(e.reads)*i/3), done)
 		deleted += e.wipeRedis()
 	}
 	<-done
 
 	// Before the repair: what the automatic restore alone achieved.
 	ctx := context.Background()
-	res, _ := w.snapshot()
+	res, _ := e.wecom.snapshot()
 	e.waitFlushed(res)
-	st, err := e.load(ctx, msgs)
+	st, err := e.load(ctx, e.msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +226,7 @@ func TestRedisDataLost(t *testing.T) {
 		}
 	}
 	t.Logf("before reconcile: MySQL %d reads, Redis %d, %d in MySQL only", len(st.mysql), len(st.redis), onlyMySQL)
-	e.verify("5. Redis data lost", w, start,
+	e.verify("5. Redis data lost",
 		fmt.Sprintf("every key under the prefix deleted twice mid-burst (%d keys); %d reads were in MySQL only before reconcile", deleted, onlyMySQL))
 }
 
@@ -281,21 +234,11 @@ func TestRedisDataLost(t *testing.T) {
 // many it deleted.
 func (e *env) wipeRedis() int {
 	e.t.Helper()
-	ctx := context.Background()
-	var keys []string
-	iter := e.rdb.Scan(ctx, 0, e.prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
+	n, err := rig.DeleteKeys(context.Background(), e.rdb, e.prefix)
+	if err != nil {
 		e.t.Fatal(err)
 	}
-	if len(keys) > 0 {
-		if err := e.rdb.Del(ctx, keys...).Err(); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	return len(keys)
+	return n
 }
 
 // TestTwoOfEach: two receivers behind WeCom's retries (each try may go to
@@ -304,28 +247,17 @@ func (e *env) wipeRedis() int {
 // rebalanced while deltas flow, the dead member's unwritten reads are
 // replayed by their new owner.
 func TestTwoOfEach(t *testing.T) {
-	start := time.Now()
-	e := newEnv(t, envOptions{Partitions: 4})
-	msgs := messages(8, 400)
-	e.register(msgs)
-	a1 := freeAddr(t)
-	a2 := freeAddr(t)
-	e.startReceiver("receiver-a", a1)
-	e.startReceiver("receiver-b", a2)
-	fa := e.startMember("flushd-a", "")
-	e.startMember("flushd-b", "")
-
-	w := newWeCom(t, a1, a2)
-	reads := readsOf(msgs)
-	done := w.goPlay(context.Background(), reads, 8)
-	w.waitSent(int64(len(reads)/3), done)
+	e := newEnv(t, envOptions{Notices: 8, Members: 400, Receivers: 2, Flushd: []string{"flushd-a", "flushd-b"}, Partitions: 4})
+	fa, w := e.flushd[0], e.wecom
+	done := w.goPlay(context.Background(), e.reads, 8)
+	w.waitSent(int64(len(e.reads)/3), done)
 	e.waitRowsMove(5 * time.Second)
 	fa.kill9(t)
 	t.Logf("at the kill: %d of %d reads delivered, %d rows written, offsets committed for %d",
-		w.sent.Load(), len(reads), e.readRows(), e.committed())
+		w.sent.Load(), len(e.reads), e.readRows(), e.committed())
 	e.expire(fa)
 	e.startMember("flushd-c", "")
 	<-done
-	e.verify("6. 2 receivers, 2 flushd, rebalance", w, start,
+	e.verify("6. 2 receivers, 2 flushd, rebalance",
 		"2 receivers (tries spread over both), 2 flushd on 4 partitions; mid-burst kill -9 of one flushd and a third joins")
 }

@@ -64,13 +64,13 @@ type wecom struct {
 
 func newWeCom(tb testing.TB, receivers ...string) *wecom {
 	tb.Helper()
-	c, err := wxcrypt.New(testToken, testAESKey, testCorp)
+	c, err := wxcrypt.New(app.Token, app.EncodingAESKey, app.CorpID)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	urls := make([]string, len(receivers))
 	for i, a := range receivers {
-		urls[i] = "http://" + a + "/wecom/callback/" + testApp
+		urls[i] = "http://" + a + "/wecom/callback/" + app.Name
 	}
 	return &wecom{
 		crypt: c, urls: urls,
@@ -157,7 +157,7 @@ func (w *wecom) deliver(ctx context.Context, r readEvent) {
 func (w *wecom) post(ctx context.Context, url string, xml []byte) string {
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:])
-	q, body, err := w.crypt.Post(xml, testAgent, strconv.FormatInt(time.Now().Unix(), 10), hex.EncodeToString(nonce[:]))
+	q, body, err := w.crypt.Post(xml, app.AgentID, strconv.FormatInt(time.Now().Unix(), 10), hex.EncodeToString(nonce[:]))
 	if err != nil {
 		panic(err) // the test vector key is valid
 	}
@@ -203,7 +203,7 @@ func (w *wecom) snapshot() (map[readKey]result, map[string]int) {
 // (template_card_event, doc path 90240).
 func cardEvent(user, taskID string, at int64) string {
 	return fmt.Sprintf(`<xml><ToUserName><![CDATA[%s]]></ToUserName><FromUserName><![CDATA[%s]]></FromUserName><CreateTime>%d</CreateTime><MsgType><![CDATA[event]]></MsgType><Event><![CDATA[template_card_event]]></Event><EventKey><![CDATA[%s]]></EventKey><TaskId><![CDATA[%s]]></TaskId><CardType><![CDATA[button_interaction]]></CardType><ResponseCode><![CDATA[rc]]></ResponseCode><AgentID>%d</AgentID></xml>`,
-		testCorp, user, at, readButton, taskID, testAgent)
+		app.CorpID, user, at, app.ReadButtonKey, taskID, app.AgentID)
 }
 
 // readsOf returns one read per (message, member) in a shuffled order, each

@@ -10,5 +10,5 @@
 //
 // The package has no non-test code; run it with
 //
-//	go test -count=1 -v ./faulttest/
+//	go test -count=1 -v ./internal/faulttest/
 package faulttest

@@ -23,26 +23,22 @@ import (
 // until the Recorder either waits for the lease to be acked or to expire
 // (and then re-emits), or answers 503 for an in-flight read.
 func TestRetryWhileDeadAttemptHoldsLease(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	msgs := messages(1, 10)
-	e.register(msgs)
-	addr := freeAddr(t)
-	e.startReceiver("receiver", addr)
-	e.startMember("flushd", "")
+	e := newEnv(t, envOptions{Notices: 1, Members: 10})
+	msgs := e.msgs
 
 	ctx := context.Background()
 	const user = "user-0003"
 	var uid uint32
-	if err := e.db.QueryRow(`SELECT uid FROM users WHERE corp_id = ? AND userid = ?`, testCorp, user).Scan(&uid); err != nil {
+	if err := e.db.QueryRow(`SELECT uid FROM users WHERE corp_id = ? AND userid = ?`, app.CorpID, user).Scan(&uid); err != nil {
 		t.Fatal(err)
 	}
 	// The attempt that died: step 1 done, nothing published.
-	outs, err := e.store.Mark(ctx, []bitmap.Target{{CorpID: testCorp, MsgID: msgs[0].ID, AgentID: testAgent, UIDs: []uint32{uid}}})
+	outs, err := e.store.Mark(ctx, []bitmap.Target{{CorpID: app.CorpID, MsgID: msgs[0].ID, AgentID: app.AgentID, UIDs: []uint32{uid}}})
 	if err != nil || outs[0][0] != bitmap.OutcomeNew {
 		t.Fatalf("Mark = %v, %v; want new", outs, err)
 	}
 
-	w := newWeCom(t, addr)
+	w := e.wecom
 	read := readEvent{MsgID: msgs[0].ID, User: user, At: msgs[0].SentAt.Unix() + 7}
 	w.play(ctx, []readEvent{read}, 1)
 	res, statuses := w.snapshot()
@@ -55,7 +51,7 @@ func TestRetryWhileDeadAttemptHoldsLease(t *testing.T) {
 	for time.Now().Before(deadline) {
 		var at int64
 		err := e.db.QueryRow(`SELECT UNIX_TIMESTAMP(read_time) FROM message_read_record
-			WHERE corp_id = ? AND msgid = ? AND uid = ? AND is_read = 1`, testCorp, msgs[0].ID, uid).Scan(&at)
+			WHERE corp_id = ? AND msgid = ? AND uid = ? AND is_read = 1`, app.CorpID, msgs[0].ID, uid).Scan(&at)
 		if err == nil {
 			if at != read.At {
 				t.Errorf("read_time = %d; want the CreateTime %d", at, read.At)

@@ -32,7 +32,7 @@ type state struct {
 func (e *env) load(ctx context.Context, msgs []message) (state, error) {
 	st := state{mysql: map[readKey]mysqlRead{}, redis: map[readKey]bool{}, pending: map[readKey]bool{}}
 	users := map[uint32]string{}
-	rows, err := e.db.QueryContext(ctx, `SELECT uid, userid FROM users WHERE corp_id = ?`, testCorp)
+	rows, err := e.db.QueryContext(ctx, `SELECT uid, userid FROM users WHERE corp_id = ?`, app.CorpID)
 	if err != nil {
 		return st, err
 	}
@@ -48,7 +48,7 @@ func (e *env) load(ctx context.Context, msgs []message) (state, error) {
 	rows.Close()
 	for _, m := range msgs {
 		rows, err := e.db.QueryContext(ctx, `SELECT uid, UNIX_TIMESTAMP(read_time), source FROM message_read_record
-			WHERE corp_id = ? AND msgid = ? AND is_read = 1`, testCorp, m.ID)
+			WHERE corp_id = ? AND msgid = ? AND is_read = 1`, app.CorpID, m.ID)
 		if err != nil {
 			return st, err
 		}
@@ -67,11 +67,11 @@ func (e *env) load(ctx context.Context, msgs []message) (state, error) {
 		rows.Close()
 		var distinct int
 		if err := e.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT uid) FROM message_read_record
-			WHERE corp_id = ? AND msgid = ? AND is_read = 1`, testCorp, m.ID).Scan(&distinct); err != nil {
+			WHERE corp_id = ? AND msgid = ? AND is_read = 1`, app.CorpID, m.ID).Scan(&distinct); err != nil {
 			return st, err
 		}
 		st.dupes += n - distinct
-		bm, ok, err := e.store.ReadBitmap(ctx, testCorp, m.ID)
+		bm, ok, err := e.store.ReadBitmap(ctx, app.CorpID, m.ID)
 		if err != nil {
 			return st, err
 		}
@@ -81,7 +81,7 @@ func (e *env) load(ctx context.Context, msgs []message) (state, error) {
 				st.redis[readKey{m.ID, users[it.Next()]}] = true
 			}
 		}
-		pend, err := e.store.PendingUIDs(ctx, testCorp, m.ID)
+		pend, err := e.store.PendingUIDs(ctx, app.CorpID, m.ID)
 		if err != nil {
 			return st, err
 		}
@@ -89,7 +89,7 @@ func (e *env) load(ctx context.Context, msgs []message) (state, error) {
 			st.pending[readKey{m.ID, users[uid]}] = true
 		}
 	}
-	if err := e.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM read_orphans WHERE corp_id = ?`, testCorp).Scan(&st.orphans); err != nil {
+	if err := e.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM read_orphans WHERE corp_id = ?`, app.CorpID).Scan(&st.orphans); err != nil {
 		return st, err
 	}
 	return st, nil
@@ -117,9 +117,10 @@ func missing200(res map[readKey]result, st state) []readKey {
 //     answered 200 still carries its own CreateTime.
 //
 // It records and returns the scenario's report.
-func (e *env) verify(name string, w *wecom, started time.Time, faults string) report {
+func (e *env) verify(name, faults string) report {
 	e.t.Helper()
 	ctx := context.Background()
+	w := e.wecom
 	res, statuses := w.snapshot()
 	rep := report{Scenario: name, Reads: len(res), Faults: faults}
 	for _, r := range res {
@@ -166,7 +167,7 @@ func (e *env) verify(name string, w *wecom, started time.Time, faults string) re
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	rep.Elapsed = time.Since(started)
+	rep.Elapsed = time.Since(e.started)
 	rep.Landed = len(st.mysql)
 	rep.Dupes = st.dupes
 
@@ -268,7 +269,7 @@ func sameKeys(a map[readKey]mysqlRead, b map[readKey]bool) bool {
 func (e *env) readRows() int {
 	e.t.Helper()
 	var n int
-	if err := e.db.QueryRow(`SELECT COUNT(*) FROM message_read_record WHERE corp_id = ? AND is_read = 1`, testCorp).Scan(&n); err != nil {
+	if err := e.db.QueryRow(`SELECT COUNT(*) FROM message_read_record WHERE corp_id = ? AND is_read = 1`, app.CorpID).Scan(&n); err != nil {
 		e.t.Fatalf("count reads: %v", err)
 	}
 	return n
