@@ -14,8 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/yidu-io/yidu"
 	"golang.org/x/time/rate"
+
+	"github.com/yidu-io/yidu"
 )
 
 // Options configures a Store. Zero fields take the documented defaults.

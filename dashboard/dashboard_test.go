@@ -18,6 +18,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/yidu-io/yidu"
 )
 

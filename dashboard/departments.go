@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/yidu-io/yidu"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/yidu-io/yidu"
 )
 
 // deptTree is a corp's departments with their recursive member sets: a

@@ -18,8 +18,9 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/yidu-io/yidu"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/yidu-io/yidu"
 )
 
 // In-memory stand-ins for tracker, bitmap and idmap, following

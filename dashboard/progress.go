@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/yidu-io/yidu"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/yidu-io/yidu"
 )
 
 // estimateWindow is how far back the read rate is measured: long enough to

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/internal/testenv"
 )

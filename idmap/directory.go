@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/yidu-io/yidu"
 )
 

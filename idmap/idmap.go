@@ -26,8 +26,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/yidu-io/yidu/internal/metric"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/yidu-io/yidu/internal/metric"
 )
 
 // Sentinel errors for input that can never be stored; callers map them to a

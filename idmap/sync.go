@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/metric"
 )
