@@ -296,32 +296,13 @@ func (s *Store) loop() {
 			}
 			linger = timer.C
 		}
-	collect:
 		for n < s.opts.MaxBatch {
-			select {
-			case r, ok := <-s.queue:
-				if !ok {
-					break collect
-				}
-				batch = append(batch, r)
-				n += len(r.calls)
-				continue
-			default:
+			r, ok := s.take(&linger)
+			if !ok {
+				break
 			}
-			if linger == nil {
-				break collect // queue empty, no linger: send now
-			}
-			select {
-			case r, ok := <-s.queue:
-				if !ok {
-					break collect
-				}
-				batch = append(batch, r)
-				n += len(r.calls)
-			case <-linger:
-				linger = nil
-				break collect
-			}
+			batch = append(batch, r)
+			n += len(r.calls)
 		}
 		if timer != nil && linger != nil {
 			timer.Stop()
@@ -333,6 +314,28 @@ func (s *Store) loop() {
 
 // run sends the batch as one pipeline of EVALSHA, retrying with EVAL the
 // calls Redis answered NOSCRIPT (a restarted or failed-over server).
+// take returns the next queued request: at once when one is waiting;
+// otherwise, while *linger has not fired, the first to arrive. ok=false
+// means send the batch now: the queue is empty and there is no linger (or
+// it fired, and is then set to nil), or the queue is closed.
+func (s *Store) take(linger *<-chan time.Time) (r *request, ok bool) {
+	select {
+	case r, ok = <-s.queue:
+		return r, ok
+	default:
+	}
+	if *linger == nil {
+		return nil, false
+	}
+	select {
+	case r, ok = <-s.queue:
+		return r, ok
+	case <-*linger:
+		*linger = nil
+		return nil, false
+	}
+}
+
 func (s *Store) run(batch []*request) {
 	live := batch[:0:0]
 	for _, r := range batch {

@@ -88,16 +88,25 @@ func NewRecorder(store *Store, ids UIDLookup, pub Publisher, loader MessageLoade
 	}, nil
 }
 
+// member returns userID's uid; ok=false with a nil error for a member
+// the directory does not know (counted: not a recipient of anything).
+func (r *Recorder) member(ctx context.Context, src delta.Source, corpID, userID string) (uid uint32, ok bool, err error) {
+	uid, ok, err = r.ids.Lookup(ctx, corpID, userID)
+	if err != nil {
+		return 0, false, fmt.Errorf("bitmap: %s: lookup: %w", src, err)
+	}
+	if !ok {
+		r.count(src, outcomeLabelUnknownUser, 1)
+	}
+	return uid, ok, nil
+}
+
 // CardRead records that userID pressed a button of the card sent as
 // taskID. Unknown member, unknown message or non-recipient → (0, nil).
 func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (int, error) {
-	uid, ok, err := r.ids.Lookup(ctx, corpID, userID)
-	if err != nil {
-		return 0, fmt.Errorf("bitmap: card read: lookup: %w", err)
-	}
+	uid, ok, err := r.member(ctx, delta.SourceCard, corpID, userID)
 	if !ok {
-		r.count(delta.SourceCard, outcomeLabelUnknownUser, 1)
-		return 0, nil
+		return 0, err
 	}
 	// One message is sent as many cards, one per batch of 1000 members, each
 	// with its own task_id (yidu.TaskID).
@@ -116,13 +125,9 @@ func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, u
 // the read is as certain as a card button press. Unknown member, unknown
 // or malformed msgid, another app's message or a non-recipient → (0, nil).
 func (r *Recorder) LinkRead(ctx context.Context, corpID string, agentID int64, userID, msgID string, at time.Time) (int, error) {
-	uid, ok, err := r.ids.Lookup(ctx, corpID, userID)
-	if err != nil {
-		return 0, fmt.Errorf("bitmap: link read: lookup: %w", err)
-	}
+	uid, ok, err := r.member(ctx, delta.SourceLink, corpID, userID)
 	if !ok {
-		r.count(delta.SourceLink, outcomeLabelUnknownUser, 1)
-		return 0, nil
+		return 0, err
 	}
 	// A link names a message, never a send batch.
 	if !yidu.MsgID(msgID).Valid() {
@@ -138,13 +143,9 @@ func (r *Recorder) LinkRead(ctx context.Context, corpID string, agentID int64, u
 // the deltas are acknowledged: moved first, a failed attempt's retry would
 // start after at and skip the reads it failed to publish.
 func (r *Recorder) EnterAgent(ctx context.Context, corpID string, agentID int64, userID string, at time.Time) (int, error) {
-	uid, ok, err := r.ids.Lookup(ctx, corpID, userID)
-	if err != nil {
-		return 0, fmt.Errorf("bitmap: enter agent: lookup: %w", err)
-	}
+	uid, ok, err := r.member(ctx, delta.SourceEnterAgent, corpID, userID)
 	if !ok {
-		r.count(delta.SourceEnterAgent, outcomeLabelUnknownUser, 1)
-		return 0, nil
+		return 0, err
 	}
 	ids, complete, err := r.store.MessagesSinceCursor(ctx, corpID, agentID, uid, at, r.opts.CursorSlack)
 	if err != nil {

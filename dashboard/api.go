@@ -73,6 +73,19 @@ func (s *Server) message(r *http.Request) (yidu.Message, error) {
 	return m, nil
 }
 
+// withMessage serves a route under /messages/{msgid}: h runs only for a
+// message the caller may see; anything else is answered here.
+func (s *Server) withMessage(h func(http.ResponseWriter, *http.Request, yidu.Message)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		m, err := s.message(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		h(w, r, m)
+	}
+}
+
 // restore rebuilds a message's Redis keys from MySQL; concurrent requests
 // for one message share one rebuild.
 func (s *Server) restore(ctx context.Context, m yidu.Message) error {
@@ -221,12 +234,7 @@ func (s *Server) handleListMessages(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request) {
-	m, err := s.message(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request, m yidu.Message) {
 	rec, read, err := s.counts(r.Context(), m)
 	if err != nil {
 		s.fail(w, r, err)
@@ -287,12 +295,7 @@ type remindJSON struct {
 // handleRemind sends a reminder to the current non-readers, at most once
 // per message per RemindInterval (persisted by the tracker; the in-flight
 // set closes the window between two quick clicks).
-func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request) {
-	m, err := s.message(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Message) {
 	key := m.CorpID + "\x00" + m.MsgID
 	s.remindMu.Lock()
 	busy := s.remindInFlight[key]

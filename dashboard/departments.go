@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/yidu-io/yidu"
 )
@@ -84,54 +82,21 @@ func buildDeptTree(depts []yidu.Department, direct map[int64]*roaring.Bitmap) *d
 	return t
 }
 
-// deptCache keeps each corp's tree for ttl: the directory changes rarely
-// and rebuilding 500 unions on every poll would dominate the request.
-type deptCache struct {
-	dir Directory
-	now func() time.Time
-	ttl time.Duration
-
-	mu    sync.Mutex
-	trees map[string]deptCacheEntry
-	load  singleflight.Group
-}
-
-type deptCacheEntry struct {
-	tree    *deptTree
-	expires time.Time
-}
-
-func newDeptCache(dir Directory, now func() time.Time, ttl time.Duration) *deptCache {
-	return &deptCache{dir: dir, now: now, ttl: ttl, trees: map[string]deptCacheEntry{}}
-}
-
-func (c *deptCache) get(ctx context.Context, corp string) (*deptTree, error) {
-	c.mu.Lock()
-	e, ok := c.trees[corp]
-	c.mu.Unlock()
-	if ok && c.now().Before(e.expires) {
-		return e.tree, nil
-	}
-	v, err, _ := c.load.Do(corp, func() (any, error) {
-		ctx := context.WithoutCancel(ctx)
-		depts, err := c.dir.Departments(ctx, corp)
+// newDeptCache keeps each corp's tree for ttl: the directory changes
+// rarely and rebuilding 500 unions on every poll would dominate the
+// request.
+func newDeptCache(dir Directory, now func() time.Time, ttl time.Duration) *cache[*deptTree] {
+	return newCache(now, ttl, maxCacheEntries, func(ctx context.Context, corp string) (*deptTree, error) {
+		depts, err := dir.Departments(ctx, corp)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: departments: %w", err)
 		}
-		direct, err := c.dir.DepartmentMemberSets(ctx, corp)
+		direct, err := dir.DepartmentMemberSets(ctx, corp)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: department members: %w", err)
 		}
-		t := buildDeptTree(depts, direct)
-		c.mu.Lock()
-		c.trees[corp] = deptCacheEntry{tree: t, expires: c.now().Add(c.ttl)}
-		c.mu.Unlock()
-		return t, nil
+		return buildDeptTree(depts, direct), nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*deptTree), nil
 }
 
 type deptJSON struct {
@@ -162,12 +127,7 @@ func breakdown(t *deptTree, rec, readRec *roaring.Bitmap) []deptJSON {
 	return out
 }
 
-func (s *Server) handleDepartments(w http.ResponseWriter, r *http.Request) {
-	m, err := s.message(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) handleDepartments(w http.ResponseWriter, r *http.Request, m yidu.Message) {
 	rec, readRec, err := s.bitmaps(r.Context(), m)
 	if err != nil {
 		s.fail(w, r, err)

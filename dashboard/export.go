@@ -35,12 +35,7 @@ func neutralise(cell string) string {
 // are walked chunkSize at a time, each chunk's users and read times fetched
 // and written, then dropped. A failure mid-stream aborts the connection so
 // the client sees a broken download rather than a silently short file.
-func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
-	m, err := s.message(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Message) {
 	rq, err := parseRecipientQuery(r, false)
 	if err != nil {
 		s.fail(w, r, err)

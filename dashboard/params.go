@@ -69,30 +69,29 @@ func parseLimit(s string) (int, error) {
 // parseCursor reads a recipients cursor: the last uid of the previous page
 // (decimal). ok=false means "from the start".
 func parseCursor(s string) (uid uint32, ok bool, err error) {
-	if s == "" {
-		return 0, false, nil
-	}
-	if len(s) > 10 || s[0] == '+' || s[0] == '-' {
-		return 0, false, badParam("cursor is not valid")
-	}
-	n, err := strconv.ParseUint(s, 10, 32)
-	if err != nil {
-		return 0, false, badParam("cursor is not valid")
-	}
-	return uint32(n), true, nil
+	n, ok, err := parseDecimal(s, 32, 0, "cursor is not valid")
+	return uint32(n), ok, err
 }
 
 // parseDepartment reads a WeCom department id (positive; 1 is the root).
 func parseDepartment(s string) (id int64, ok bool, err error) {
+	n, ok, err := parseDecimal(s, 63, 1, "department must be a positive integer")
+	return int64(n), ok, err
+}
+
+// parseDecimal reads an optional unsigned decimal of at most bits bits
+// and at least least, in plain digits (no sign, no spaces); ok=false when
+// s is empty. Anything else is a bad parameter saying msg.
+func parseDecimal(s string, bits int, least uint64, msg string) (n uint64, ok bool, err error) {
 	if s == "" {
 		return 0, false, nil
 	}
-	if len(s) > 19 || s[0] == '+' || s[0] == '-' {
-		return 0, false, badParam("department must be a positive integer")
+	if len(s) > 20 || s[0] == '+' || s[0] == '-' {
+		return 0, false, badParam("%s", msg)
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 1 {
-		return 0, false, badParam("department must be a positive integer")
+	n, err = strconv.ParseUint(s, 10, bits)
+	if err != nil || n < least {
+		return 0, false, badParam("%s", msg)
 	}
 	return n, true, nil
 }

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"sync"
+	"strings"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 
 	"github.com/yidu-io/yidu"
 )
@@ -121,55 +119,21 @@ func bucketCurve(curve []yidu.MinuteCount, sentAt time.Time) ([]curvePoint, int)
 	return out, width
 }
 
-// curveCache keeps each message's per-minute curve for ttl, so a page
+// maxCacheEntries bounds each cache (corps, messages).
+const maxCacheEntries = 4096
+
+// newCurveCache keeps each message's per-minute curve for ttl, so a page
 // polling every second (or many SSE streams) costs MySQL one GROUP BY per
-// ttl per message.
-type curveCache struct {
-	src ReadHistory
-	now func() time.Time
-	ttl time.Duration
-
-	mu      sync.Mutex
-	entries map[string]curveEntry
-	load    singleflight.Group
-}
-
-type curveEntry struct {
-	curve   []yidu.MinuteCount
-	expires time.Time
-}
-
-const maxCurveEntries = 4096
-
-func newCurveCache(src ReadHistory, now func() time.Time, ttl time.Duration) *curveCache {
-	return &curveCache{src: src, now: now, ttl: ttl, entries: map[string]curveEntry{}}
-}
-
-func (c *curveCache) get(ctx context.Context, corp, msgID string) ([]yidu.MinuteCount, error) {
-	key := corp + "\x00" + msgID
-	c.mu.Lock()
-	e, ok := c.entries[key]
-	c.mu.Unlock()
-	if ok && c.now().Before(e.expires) {
-		return e.curve, nil
-	}
-	v, err, _ := c.load.Do(key, func() (any, error) {
-		curve, err := c.src.ReadsPerMinute(context.WithoutCancel(ctx), corp, msgID)
+// ttl per message. Keys are corp + "\x00" + msgid.
+func newCurveCache(src ReadHistory, now func() time.Time, ttl time.Duration) *cache[[]yidu.MinuteCount] {
+	return newCache(now, ttl, maxCacheEntries, func(ctx context.Context, key string) ([]yidu.MinuteCount, error) {
+		corp, msgID, _ := strings.Cut(key, "\x00")
+		curve, err := src.ReadsPerMinute(ctx, corp, msgID)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: reads per minute: %w", err)
 		}
-		c.mu.Lock()
-		if len(c.entries) >= maxCurveEntries {
-			clear(c.entries)
-		}
-		c.entries[key] = curveEntry{curve: curve, expires: c.now().Add(c.ttl)}
-		c.mu.Unlock()
 		return curve, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.([]yidu.MinuteCount), nil
 }
 
 func (s *Server) progress(ctx context.Context, m yidu.Message) (progressJSON, error) {
@@ -177,7 +141,7 @@ func (s *Server) progress(ctx context.Context, m yidu.Message) (progressJSON, er
 	if err != nil {
 		return progressJSON{}, err
 	}
-	curve, err := s.curves.get(ctx, m.CorpID, m.MsgID)
+	curve, err := s.curves.get(ctx, m.CorpID+"\x00"+m.MsgID)
 	if err != nil {
 		return progressJSON{}, err
 	}
@@ -189,12 +153,7 @@ func (s *Server) progress(ctx context.Context, m yidu.Message) (progressJSON, er
 	return p, nil
 }
 
-func (s *Server) handleProgress(w http.ResponseWriter, r *http.Request) {
-	m, err := s.message(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) handleProgress(w http.ResponseWriter, r *http.Request, m yidu.Message) {
 	p, err := s.progress(r.Context(), m)
 	if err != nil {
 		s.fail(w, r, err)
@@ -211,12 +170,7 @@ const keepAlive = 15 * time.Second
 // at once, then at most one per sseInterval while the numbers change. The
 // number of streams is bounded (503 beyond); a stream ends when the client
 // goes away or the Server is closed.
-func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
-	m, err := s.message(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Message) {
 	select {
 	case s.streams <- struct{}{}:
 		defer func() { <-s.streams }()

@@ -117,12 +117,7 @@ func deptRefs(t *deptTree, ids []int64) []deptRef {
 	return out
 }
 
-func (s *Server) handleRecipients(w http.ResponseWriter, r *http.Request) {
-	m, err := s.message(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *Server) handleRecipients(w http.ResponseWriter, r *http.Request, m yidu.Message) {
 	rq, err := parseRecipientQuery(r, true)
 	if err != nil {
 		s.fail(w, r, err)

@@ -83,8 +83,8 @@ type Server struct {
 	auth     *authenticator
 
 	restoring singleflight.Group
-	depts     *deptCache
-	curves    *curveCache
+	depts     *cache[*deptTree]
+	curves    *cache[[]yidu.MinuteCount]
 
 	remindMu       sync.Mutex
 	remindInFlight map[string]bool
@@ -177,13 +177,13 @@ func (s *Server) Routes() http.Handler {
 		r.Get("/messages", s.handleListMessages)
 		r.Post("/messages", s.handleRegister)
 		r.Route("/messages/{msgid}", func(r chi.Router) {
-			r.Get("/", s.handleGetMessage)
-			r.Get("/progress", s.handleProgress)
-			r.Get("/departments", s.handleDepartments)
-			r.Get("/recipients", s.handleRecipients)
-			r.Get("/export.csv", s.handleExport)
-			r.Post("/remind", s.handleRemind)
-			r.Get("/events", s.handleEvents)
+			r.Get("/", s.withMessage(s.handleGetMessage))
+			r.Get("/progress", s.withMessage(s.handleProgress))
+			r.Get("/departments", s.withMessage(s.handleDepartments))
+			r.Get("/recipients", s.withMessage(s.handleRecipients))
+			r.Get("/export.csv", s.withMessage(s.handleExport))
+			r.Post("/remind", s.withMessage(s.handleRemind))
+			r.Get("/events", s.withMessage(s.handleEvents))
 		})
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound, "not found") })

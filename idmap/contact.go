@@ -78,13 +78,7 @@ func (m *Mapper) ContactChanged(ctx context.Context, corpID, changeType, userID,
 // setDepartments writes users.departments and replaces the member's
 // user_departments rows in one transaction; departments nil leaves both.
 func (m *Mapper) setDepartments(ctx context.Context, corpID string, uid uint32, departments []int64, depts string, activate bool) error {
-	return retry(ctx, func() error {
-		m.metrics.query(opContact)
-		tx, err := m.db.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("idmap: contact: %w", err)
-		}
-		defer tx.Rollback()
+	return m.inTx(ctx, opContact, func(tx *sql.Tx) error {
 		if activate {
 			m.metrics.query(opContact)
 			if _, err := tx.ExecContext(ctx, "UPDATE users SET status = 1 WHERE corp_id = ? AND uid = ?", corpID, uid); err != nil {
@@ -100,8 +94,7 @@ func (m *Mapper) setDepartments(ctx context.Context, corpID string, uid uint32, 
 				return err
 			}
 		}
-		m.metrics.query(opContact)
-		return tx.Commit()
+		return nil
 	})
 }
 
@@ -133,27 +126,17 @@ func (m *Mapper) replaceMemberships(ctx context.Context, tx *sql.Tx, corpID stri
 // deleteUser marks a member as left. An unknown member is not created: there
 // is nothing to keep for them.
 func (m *Mapper) deleteUser(ctx context.Context, corpID, userID string) error {
-	err := retry(ctx, func() error {
-		m.metrics.query(opContact)
-		tx, err := m.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
+	err := m.inTx(ctx, opContact, func(tx *sql.Tx) error {
 		m.metrics.query(opContact)
 		var uid uint32
-		err = tx.QueryRowContext(ctx, "SELECT uid FROM users WHERE corp_id = ? AND userid = ? FOR UPDATE", corpID, userID).Scan(&uid)
+		err := tx.QueryRowContext(ctx, "SELECT uid FROM users WHERE corp_id = ? AND userid = ? FOR UPDATE", corpID, userID).Scan(&uid)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if err := m.leave(ctx, tx, corpID, uid); err != nil {
-			return err
-		}
-		m.metrics.query(opContact)
-		return tx.Commit()
+		return m.leave(ctx, tx, corpID, uid)
 	})
 	if err != nil {
 		return fmt.Errorf("idmap: contact delete_user: %w", err)
@@ -194,13 +177,7 @@ func (m *Mapper) rename(ctx context.Context, corpID, oldID, newID string) (uint3
 	}
 	var uid uint32
 	var result string
-	err := retry(ctx, func() error {
-		m.metrics.query(opContact)
-		tx, err := m.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
+	err := m.inTx(ctx, opContact, func(tx *sql.Tx) error {
 		next, err := m.lockSeq(ctx, tx, corpID, opContact)
 		if err != nil {
 			return err
@@ -237,8 +214,7 @@ func (m *Mapper) rename(ctx context.Context, corpID, oldID, newID string) (uint3
 				return err
 			}
 		}
-		m.metrics.query(opContact)
-		return tx.Commit()
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("idmap: contact rename: %w", err)

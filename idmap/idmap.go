@@ -552,6 +552,25 @@ type querier interface {
 
 // retry runs fn again after an InnoDB deadlock or lock wait timeout, which
 // roll the transaction back and are safe to repeat; backoff is capped.
+// inTx runs fn in one transaction and commits it, the whole retried
+// (retry) on a deadlock or lost connection; the transaction's statements
+// are counted under op.
+func (m *Mapper) inTx(ctx context.Context, op int, fn func(tx *sql.Tx) error) error {
+	return retry(ctx, func() error {
+		m.metrics.query(op)
+		tx, err := m.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if err := fn(tx); err != nil {
+			return err
+		}
+		m.metrics.query(op)
+		return tx.Commit()
+	})
+}
+
 func retry(ctx context.Context, fn func() error) error {
 	const attempts = 4
 	var err error

@@ -2,6 +2,7 @@ package idmap
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -270,13 +271,7 @@ func containsInt(s []int64, v int64) bool {
 // writeDepartments replaces the corp's departments in one transaction. A
 // department listed without a name keeps the name stored before.
 func (m *Mapper) writeDepartments(ctx context.Context, corpID string, depts []yidu.Department) error {
-	return retry(ctx, func() error {
-		m.metrics.query(opSync)
-		tx, err := m.db.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("idmap: sync departments: %w", err)
-		}
-		defer tx.Rollback()
+	return m.inTx(ctx, opSync, func(tx *sql.Tx) error {
 		m.metrics.query(opSync)
 		rows, err := tx.QueryContext(ctx, "SELECT dept_id, name FROM departments WHERE corp_id = ? FOR UPDATE", corpID)
 		if err != nil {
@@ -317,8 +312,7 @@ func (m *Mapper) writeDepartments(ctx context.Context, corpID string, depts []yi
 				return fmt.Errorf("idmap: sync departments: %w", err)
 			}
 		}
-		m.metrics.query(opSync)
-		return tx.Commit()
+		return nil
 	})
 }
 
@@ -434,13 +428,7 @@ func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[st
 // transaction, so audiences never see a half-written directory.
 func (m *Mapper) replaceAllMemberships(ctx context.Context, corpID string, memberships [][2]int64) error {
 	const rowsPerInsert = 2000
-	return retry(ctx, func() error {
-		m.metrics.query(opSync)
-		tx, err := m.db.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("idmap: sync memberships: %w", err)
-		}
-		defer tx.Rollback()
+	return m.inTx(ctx, opSync, func(tx *sql.Tx) error {
 		m.metrics.query(opSync)
 		if _, err := tx.ExecContext(ctx, "DELETE FROM user_departments WHERE corp_id = ?", corpID); err != nil {
 			return fmt.Errorf("idmap: sync memberships: %w", err)
@@ -457,8 +445,7 @@ func (m *Mapper) replaceAllMemberships(ctx context.Context, corpID string, membe
 				return fmt.Errorf("idmap: sync memberships: %w", err)
 			}
 		}
-		m.metrics.query(opSync)
-		return tx.Commit()
+		return nil
 	})
 }
 

@@ -241,36 +241,32 @@ func (m *Main) Open(ctx context.Context) error {
 }
 
 // DomainApps returns the apps as the domain sees them: no secrets.
-func DomainApps(apps []config.App) []yidu.App {
-	out := make([]yidu.App, len(apps))
-	for i, a := range apps {
-		out[i] = yidu.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, ReadButtonKey: a.ReadButtonKey}
-	}
-	return out
+func DomainApps(apps []config.App) []yidu.App { return each(apps, domainApp) }
+
+func domainApp(a config.App) yidu.App {
+	return yidu.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, ReadButtonKey: a.ReadButtonKey}
 }
 
 // WeComApps returns what the WeCom API clients need of the apps: their
 // secrets, which reach no other package.
 func WeComApps(apps []config.App) []wecom.App {
-	out := make([]wecom.App, len(apps))
-	for i, a := range apps {
-		out[i] = wecom.App{CorpID: a.CorpID, AgentID: a.AgentID, Secret: a.Secret}
-	}
-	return out
+	return each(apps, func(a config.App) wecom.App { return wecom.App{CorpID: a.CorpID, AgentID: a.AgentID, Secret: a.Secret} })
 }
 
 // CallbackApps returns what the receiver needs of the apps: the callback
 // Token and EncodingAESKey, and the tracked-link key derived from the
 // secret (never the secret itself).
 func CallbackApps(apps []config.App) []callback.App {
-	out := make([]callback.App, len(apps))
-	for i, a := range apps {
-		out[i] = callback.App{
-			App:            DomainApps([]config.App{a})[0],
-			Token:          a.Token,
-			EncodingAESKey: a.EncodingAESKey,
-			LinkKey:        callback.LinkKey(a.Name, a.Secret),
-		}
+	return each(apps, func(a config.App) callback.App {
+		return callback.App{App: domainApp(a), Token: a.Token, EncodingAESKey: a.EncodingAESKey, LinkKey: callback.LinkKey(a.Name, a.Secret)}
+	})
+}
+
+// each maps f over in.
+func each[S, T any](in []S, f func(S) T) []T {
+	out := make([]T, len(in))
+	for i, v := range in {
+		out[i] = f(v)
 	}
 	return out
 }
@@ -519,17 +515,13 @@ func (m *Main) close() error {
 }
 
 func dashboardTokens(ts []config.Token) []dashboard.Token {
-	out := make([]dashboard.Token, len(ts))
-	for i, t := range ts {
-		out[i] = dashboard.Token{Name: t.Name, Token: t.Token, Corps: t.Corps}
-	}
-	return out
+	return each(ts, func(t config.Token) dashboard.Token {
+		return dashboard.Token{Name: t.Name, Token: t.Token, Corps: t.Corps}
+	})
 }
 
 func dashboardUsers(us []config.User) []dashboard.User {
-	out := make([]dashboard.User, len(us))
-	for i, u := range us {
-		out[i] = dashboard.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps}
-	}
-	return out
+	return each(us, func(u config.User) dashboard.User {
+		return dashboard.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps}
+	})
 }
