@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/yidu-io/yidu"
 )
 
 // Tracked links (docs/api.md, "Tracked links"). A link in a message points
@@ -161,17 +163,11 @@ func parseLink(key []byte, msgID, rawQuery string) (link, error) {
 	return link{msgID: msgID, to: to, sig: sig}, nil
 }
 
-// checkLinkMsgID accepts a msgid, [0-9A-Za-z_-]{1,128}: a message, never
-// a send batch's task_id (no '@').
+// checkLinkMsgID accepts a msgid (yidu.MsgID): a message, never a send
+// batch's task_id.
 func checkLinkMsgID(id string) error {
-	if len(id) == 0 || len(id) > 128 {
-		return fmt.Errorf("%w: msgid must be 1..128 characters", ErrBadLink)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: msgid has a character outside [0-9A-Za-z_-]", ErrBadLink)
-		}
+	if !yidu.MsgID(id).Valid() {
+		return fmt.Errorf("%w: msgid must match [0-9A-Za-z_-]{1,%d}", ErrBadLink, yidu.MaxMsgID)
 	}
 	return nil
 }

@@ -28,13 +28,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/metric"
 )
 
 // Sentinel errors for input that can never be stored; callers map them to a
 // client error, never retry them.
 var (
-	// ErrInvalidCorpID: empty, longer than 64 bytes or not printable ASCII.
+	// ErrInvalidCorpID: not a yidu.CorpID.
 	ErrInvalidCorpID = errors.New("idmap: invalid corp id")
 	// ErrInvalidUserID: empty, longer than 64 bytes, not UTF-8 or ending
 	// in a space. WeCom UserIDs are 1..64 bytes (document/path/90195); the
@@ -162,20 +163,18 @@ func (m *Mapper) forget(c *corpCache, userID string) {
 }
 
 func checkCorpID(corpID string) error {
-	if corpID == "" || len(corpID) > 64 {
+	if !yidu.CorpID(corpID).Valid() {
 		return ErrInvalidCorpID
-	}
-	for i := 0; i < len(corpID); i++ {
-		if corpID[i] <= ' ' || corpID[i] > '~' {
-			return ErrInvalidCorpID
-		}
 	}
 	return nil
 }
 
+// checkUserID accepts what the users.userid column can hold. It is not
+// WeCom's rule (yidu.UserID.Valid): a member WeCom lists is kept whatever
+// their UserID, so their reads count; sending skips ids that break the
+// rule. 64 bytes also fits the VARCHAR(64) column (characters ≥ bytes).
 func checkUserID(userID string) error {
-	// 64 bytes also fits the VARCHAR(64) column (characters ≥ bytes).
-	if userID == "" || len(userID) > 64 || !utf8.ValidString(userID) || userID[len(userID)-1] == ' ' {
+	if userID == "" || len(userID) > yidu.MaxUserID || !utf8.ValidString(userID) || userID[len(userID)-1] == ' ' {
 		return ErrInvalidUserID
 	}
 	return nil
