@@ -13,54 +13,49 @@ import (
 // TestValid: each identifier's one rule, on the inputs where the layers
 // used to disagree.
 func TestValid(t *testing.T) {
-	msgID := func(s string) bool { return MsgID(s).Valid() }
-	corpID := func(s string) bool { return CorpID(s).Valid() }
-	userID := func(s string) bool { return UserID(s).Valid() }
 	tests := []struct {
-		kind  string
-		valid func(string) bool
-		id    string
-		want  bool
+		kind      string
+		valid     func(string) bool
+		good, bad []string
 	}{
-		{"msgid", msgID, "task-1", true},
-		{"msgid", msgID, "A_b-c9", true},
-		{"msgid", msgID, strings.Repeat("x", MaxMsgID), true},
-		{"msgid", msgID, strings.Repeat("x", MaxMsgID+1), false}, // no room for "@<batch>" in 128 bytes
-		{"msgid", msgID, "", false},
-		{"msgid", msgID, "a@1", false}, // '@' separates the send batch
-		{"msgid", msgID, "a/b", false},
-		{"msgid", msgID, "a}b", false},
-		{"msgid", msgID, "通知", false},
-		{"msgid", msgID, "a b", false},
-		{"corpid", corpID, "ww1234567890abcdef", true},
-		{"corpid", corpID, "wx5823bf96d3bd56c7", true},
-		{"corpid", corpID, "corp-a_1", true},
-		{"corpid", corpID, strings.Repeat("w", 64), true},
-		{"corpid", corpID, strings.Repeat("w", 65), false},
-		{"corpid", corpID, "", false},
-		{"corpid", corpID, "ww 1", false},
-		{"corpid", corpID, "ww:1", false},
-		{"corpid", corpID, "ww{1}", false},
-		{"userid", userID, "zhangsan", true},
-		{"userid", userID, "Zhang.San@corp", true},
-		{"userid", userID, "a_b-c", true},
-		{"userid", userID, "9", true},
-		{"userid", userID, "a.", true},
-		{"userid", userID, strings.Repeat("a", 64), true},
-		{"userid", userID, strings.Repeat("a", 65), false},
-		{"userid", userID, "", false},
-		{"userid", userID, "_a", false},
-		{"userid", userID, "-dash", false},
-		{"userid", userID, ".dot", false},
-		{"userid", userID, "@at", false},
-		{"userid", userID, "a b", false},
-		{"userid", userID, "a|b", false}, // the touser separator
-		{"userid", userID, "张三", false},
-		{"userid", userID, "a'b", false},
+		{
+			kind:  "msgid",
+			valid: func(s string) bool { return MsgID(s).Valid() },
+			good:  []string{"task-1", "A_b-c9", strings.Repeat("x", MaxMsgID)},
+			bad: []string{
+				strings.Repeat("x", MaxMsgID+1), // no room for "@<batch>" in 128 bytes
+				"",
+				"a@1", // '@' separates the send batch
+				"a/b", "a}b", "通知", "a b",
+			},
+		},
+		{
+			kind:  "corpid",
+			valid: func(s string) bool { return CorpID(s).Valid() },
+			good:  []string{"ww1234567890abcdef", "wx5823bf96d3bd56c7", "corp-a_1", strings.Repeat("w", 64)},
+			bad:   []string{strings.Repeat("w", 65), "", "ww 1", "ww:1", "ww{1}"},
+		},
+		{
+			kind:  "userid",
+			valid: func(s string) bool { return UserID(s).Valid() },
+			good:  []string{"zhangsan", "Zhang.San@corp", "a_b-c", "9", "a.", strings.Repeat("a", 64)},
+			bad: []string{
+				strings.Repeat("a", 65), "", "_a", "-dash", ".dot", "@at", "a b",
+				"a|b", // the touser separator
+				"张三", "a'b",
+			},
+		},
 	}
 	for _, tt := range tests {
-		if got := tt.valid(tt.id); got != tt.want {
-			t.Errorf("%s %q: Valid() = %v; want %v", tt.kind, tt.id, got, tt.want)
+		for _, id := range tt.good {
+			if !tt.valid(id) {
+				t.Errorf("%s %q: Valid() = false; want true", tt.kind, id)
+			}
+		}
+		for _, id := range tt.bad {
+			if tt.valid(id) {
+				t.Errorf("%s %q: Valid() = true; want false", tt.kind, id)
+			}
 		}
 	}
 }

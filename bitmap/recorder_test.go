@@ -54,73 +54,99 @@ func (e *recEnv) reads(tb testing.TB, src delta.Source, outcome string) float64 
 	return testutil.ToFloat64(e.rec.m.reads.WithLabelValues(src.String(), outcome))
 }
 
-func TestCardRead(t *testing.T) {
-	e := newRecEnv(t, Options{})
-	ctx := context.Background()
-	at := time.Unix(1_700_000_100, 0)
-	e.register(t, testMessage("task-1", 7, at.Add(-time.Hour)), uids(1, 2, 3, 4, 5))
-
-	steps := []struct {
-		name     string
-		agent    int64
-		user     string
-		task     string
-		want     int
-		wantErr  error
-		outcome  string // metric that must grow by one
-		failKafk bool
+// TestCardAndLinkRead sends the same reads of a message through CardRead
+// (its task id) and LinkRead (its msgid): each answer and the reads_total
+// outcome it counts; at the end exactly the new reads are set, none is left
+// pending, and each was published once.
+func TestCardAndLinkRead(t *testing.T) {
+	const msg = "notice-1"
+	paths := []struct {
+		src  delta.Source
+		read func(r *Recorder, ctx context.Context, corpID string, agentID int64, userID, id string, at time.Time) (int, error)
 	}{
-		{name: "recipient", agent: 7, user: "u1", task: "task-1", want: 1, outcome: outcomeLabelNew},
-		{name: "duplicate", agent: 7, user: "u1", task: "task-1", want: 0, outcome: outcomeLabelDuplicate},
-		{name: "non-recipient", agent: 7, user: "u9", task: "task-1", want: 0, outcome: outcomeLabelNotRecipient},
-		{name: "unknown user", agent: 7, user: "bob", task: "task-1", want: 0, outcome: outcomeLabelUnknownUser},
-		{name: "unknown msgid", agent: 7, user: "u1", task: "no-such-task", want: 0, outcome: outcomeLabelUnknownMsgID},
-		{name: "malformed task id", agent: 7, user: "u1", task: "task-1}{x", want: 0, outcome: outcomeLabelUnknownMsgID},
-		{name: "other app's card", agent: 8, user: "u3", task: "task-1", want: 0, outcome: outcomeLabelUnknownMsgID},
-		{name: "kafka fails", agent: 7, user: "u2", task: "task-1", wantErr: errKafkaDown, failKafk: true},
-		{name: "retry re-emits", agent: 7, user: "u2", task: "task-1", want: 1, outcome: outcomeLabelNew},
-		{name: "retry after success", agent: 7, user: "u2", task: "task-1", want: 0, outcome: outcomeLabelDuplicate},
+		{delta.SourceCard, (*Recorder).CardRead},
+		{delta.SourceLink, (*Recorder).LinkRead},
 	}
-	for _, st := range steps {
-		var before float64
-		if st.outcome != "" {
-			before = e.reads(t, delta.SourceCard, st.outcome)
-		}
-		if st.failKafk {
-			e.pub.fails = 1
-		}
-		n, err := e.rec.CardRead(ctx, testCorp, st.agent, st.user, st.task, at)
-		if !errors.Is(err, st.wantErr) || n != st.want {
-			t.Errorf("%s: CardRead = %d, %v; want %d, %v", st.name, n, err, st.want, st.wantErr)
-		}
-		if st.outcome != "" {
-			if got := e.reads(t, delta.SourceCard, st.outcome) - before; got != 1 {
-				t.Errorf("%s: reads_total{outcome=%s} grew by %v; want 1", st.name, st.outcome, got)
+	steps := []struct {
+		name      string
+		agent     int64
+		user      string
+		id        string // the card's task id, the link's msgid
+		linkOnly  bool
+		want      int
+		wantErr   error
+		outcome   string // reads_total{source,outcome} label that must grow by one
+		failKafka bool
+	}{
+		{name: "recipient", agent: 7, user: "u1", id: msg, want: 1, outcome: outcomeLabelNew},
+		{name: "read again", agent: 7, user: "u1", id: msg, want: 0, outcome: outcomeLabelDuplicate},
+		{name: "non-recipient", agent: 7, user: "u9", id: msg, want: 0, outcome: outcomeLabelNotRecipient},
+		{name: "unknown user", agent: 7, user: "bob", id: msg, want: 0, outcome: outcomeLabelUnknownUser},
+		{name: "unknown msgid", agent: 7, user: "u1", id: "no-such", want: 0, outcome: outcomeLabelUnknownMsgID},
+		// A card's task id names a send batch; a link names the message.
+		{name: "send batch, not a message", agent: 7, user: "u3", id: msg + "@0", linkOnly: true, want: 0, outcome: outcomeLabelUnknownMsgID},
+		{name: "malformed id", agent: 7, user: "u3", id: msg + "}{x", want: 0, outcome: outcomeLabelUnknownMsgID},
+		{name: "other app's message", agent: 8, user: "u3", id: msg, want: 0, outcome: outcomeLabelUnknownMsgID},
+		{name: "kafka fails", agent: 7, user: "u2", id: msg, wantErr: errKafkaDown, failKafka: true},
+		{name: "retry re-emits", agent: 7, user: "u2", id: msg, want: 1, outcome: outcomeLabelNew},
+		{name: "retry after success", agent: 7, user: "u2", id: msg, want: 0, outcome: outcomeLabelDuplicate},
+	}
+	for _, path := range paths {
+		t.Run(path.src.String(), func(t *testing.T) {
+			e := newRecEnv(t, Options{})
+			ctx := context.Background()
+			at := time.Unix(1_700_000_100, 0)
+			e.register(t, testMessage(msg, 7, at.Add(-time.Hour)), uids(1, 2, 3))
+			for _, st := range steps {
+				if st.linkOnly && path.src != delta.SourceLink {
+					continue
+				}
+				var before float64
+				if st.outcome != "" {
+					before = e.reads(t, path.src, st.outcome)
+				}
+				if st.failKafka {
+					e.pub.fails = 1
+				}
+				n, err := path.read(e.rec, ctx, testCorp, st.agent, st.user, st.id, at)
+				if !errors.Is(err, st.wantErr) || n != st.want {
+					t.Errorf("%s: read = %d, %v; want %d, %v", st.name, n, err, st.want, st.wantErr)
+				}
+				if st.outcome != "" {
+					if got := e.reads(t, path.src, st.outcome) - before; got != 1 {
+						t.Errorf("%s: reads_total{outcome=%s} grew by %v; want 1", st.name, st.outcome, got)
+					}
+				}
+				if st.failKafka {
+					// The bit is set, and its pending entry keeps it from hiding.
+					rd, _, _ := e.s.ReadBitmap(ctx, testCorp, msg)
+					pending, _ := e.s.PendingUIDs(ctx, testCorp, msg)
+					if !rd.Contains(2) || !slices.Equal(pending, []uint32{2}) {
+						t.Errorf("%s: read=%v pending=%v; want uid 2 in both", st.name, rd.ToArray(), pending)
+					}
+				}
 			}
-		}
-		if st.failKafk {
-			// The bit is set, and its pending entry keeps it from hiding.
-			rd, _, _ := e.s.ReadBitmap(ctx, testCorp, "task-1")
-			p, _ := e.s.PendingUIDs(ctx, testCorp, "task-1")
-			if !rd.Contains(2) || !slices.Equal(p, []uint32{2}) {
-				t.Errorf("%s: read=%v pending=%v; want uid 2 in both", st.name, rd.ToArray(), p)
+			if p, _ := e.s.PendingUIDs(ctx, testCorp, msg); len(p) != 0 {
+				t.Errorf("PendingUIDs at the end = %v; want none", p)
 			}
-		}
-	}
-	if p, _ := e.s.PendingUIDs(ctx, testCorp, "task-1"); len(p) != 0 {
-		t.Errorf("PendingUIDs at the end = %v; want none", p)
-	}
-	if _, rd, _, _ := e.s.Counts(ctx, testCorp, "task-1"); rd != 2 {
-		t.Errorf("read count = %d; want 2", rd)
-	}
-	got := testenv.Deltas(t, e.brokers, testTopic)
-	want := []delta.Delta{
-		{CorpID: testCorp, MsgID: "task-1", UID: 1, ReadTime: at.Unix(), Source: delta.SourceCard},
-		{CorpID: testCorp, MsgID: "task-1", UID: 2, ReadTime: at.Unix(), Source: delta.SourceCard},
-	}
-	testenv.SortDeltas(got)
-	if !slices.Equal(got, want) {
-		t.Errorf("deltas on the topic = %+v; want exactly the new reads %+v", got, want)
+			rd, _, err := e.s.ReadBitmap(ctx, testCorp, msg)
+			testenv.Check(t, "ReadBitmap", err)
+			if got := rd.ToArray(); !slices.Equal(got, []uint32{1, 2}) {
+				t.Errorf("read bitmap = %v; want [1 2]", got)
+			}
+			if _, n, _, _ := e.s.Counts(ctx, testCorp, msg); n != 2 {
+				t.Errorf("read count = %d; want 2", n)
+			}
+			got := testenv.Deltas(t, e.brokers, testTopic)
+			testenv.SortDeltas(got)
+			want := []delta.Delta{
+				{CorpID: testCorp, MsgID: msg, UID: 1, ReadTime: at.Unix(), Source: path.src},
+				{CorpID: testCorp, MsgID: msg, UID: 2, ReadTime: at.Unix(), Source: path.src},
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("deltas on the topic = %+v; want exactly the new reads %+v", got, want)
+			}
+		})
 	}
 }
 

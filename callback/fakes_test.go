@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,19 +125,32 @@ type contactCall struct {
 }
 
 type fakeContacts struct {
-	mu    sync.Mutex
-	calls []contactCall
-	err   error
+	calls callLog[contactCall]
 }
 
 func (f *fakeContacts) ContactChanged(ctx context.Context, corpID, changeType, userID, newUserID string, departments []int64) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return f.err
-	}
-	f.calls = append(f.calls, contactCall{corpID, changeType, userID, newUserID, departments})
+	f.calls.add(contactCall{corpID, changeType, userID, newUserID, departments})
 	return nil
+}
+
+// callLog is what a fake was called with, safe for the handler's
+// goroutines.
+type callLog[T any] struct {
+	mu    sync.Mutex
+	calls []T
+}
+
+func (l *callLog[T]) add(c T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, c)
+}
+
+// all returns the calls so far.
+func (l *callLog[T]) all() []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
 }
 
 // fakeDedup is an in-memory Deduper.

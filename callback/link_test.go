@@ -1,7 +1,6 @@
 package callback
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -10,11 +9,11 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 const (
@@ -37,17 +36,14 @@ func withSecret(a App, secret string) App {
 
 // fakeOAuth maps codes to UserIDs ("" for a non-member); other codes fail.
 type fakeOAuth struct {
-	mu    sync.Mutex
 	codes map[string]string
-	calls []string // corp/agent/code
+	calls callLog[string] // corp/code
 }
 
 var errBadCode = errors.New("errcode 40029: invalid code (test)")
 
 func (f *fakeOAuth) UserID(ctx context.Context, corpID string, agentID int64, code string) (string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, corpID+"/"+code)
+	f.calls.add(corpID + "/" + code)
 	id, ok := f.codes[code]
 	if !ok {
 		return "", errBadCode
@@ -55,34 +51,10 @@ func (f *fakeOAuth) UserID(ctx context.Context, corpID string, agentID int64, co
 	return id, nil
 }
 
-func (f *fakeOAuth) n() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.calls)
-}
-
 type linkHarness struct {
 	*harness
 	oauth *fakeOAuth
-	logs  *syncBuffer
-}
-
-// syncBuffer is a log sink safe for the handler's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs  *testenv.SyncBuffer
 }
 
 func newLinkHarness(tb testing.TB, mod func(*Options)) *linkHarness {
@@ -95,7 +67,7 @@ func newLinkHarnessReads(tb testing.TB, reads ReadRecorder, mod func(*Options)) 
 	tb.Helper()
 	lh := &linkHarness{
 		oauth: &fakeOAuth{codes: map[string]string{"c-zhang": "zhangsan", "c-li": "lisi", "c-guest": ""}},
-		logs:  &syncBuffer{},
+		logs:  &testenv.SyncBuffer{},
 	}
 	lh.harness = newHarnessReads(tb, reads, func(o *Options) {
 		o.Apps = linkApps
@@ -244,7 +216,7 @@ func TestLinkRejected(t *testing.T) {
 				if got := h.requests(t, tt.app, tt.outcome); got != 1 {
 					t.Errorf("requests_total{app=%s,outcome=%s} = %v; want 1", tt.app, outcomes[tt.outcome].label, got)
 				}
-				if n := h.oauth.n(); n != 0 {
+				if n := len(h.oauth.calls.all()); n != 0 {
 					t.Errorf("%d code exchanges; want none", n)
 				}
 				if links := h.reads.linkCalls(); len(links) != 0 {

@@ -104,10 +104,7 @@ func TestCrossCorpIsNotFound(t *testing.T) {
 
 func TestGetMessage(t *testing.T) {
 	f := newFixture(t)
-	w := f.do(t, "GET", "/api/v1/messages/hello", acmeToken, nil)
-	if w.Code != http.StatusOK {
-		t.Fatalf("status %d: %s", w.Code, w.Body)
-	}
+	w := f.ok(t, "GET", "/api/v1/messages/hello")
 	m := decode[messageJSON](t, w)
 	if m.Recipients != 10 || *m.Read != 4 || *m.Unread != 6 || *m.Percent != 40 || m.Title != f.hello.Title || !m.Live {
 		t.Errorf("GET hello = %+v; want 10 recipients, 4 read, 40%%", m)
@@ -147,10 +144,7 @@ func TestListMessages(t *testing.T) {
 	var got []string
 	cursor := ""
 	for range 10 {
-		w := f.do(t, "GET", "/api/v1/messages?limit=2&cursor="+url.QueryEscape(cursor), acmeToken, nil)
-		if w.Code != http.StatusOK {
-			t.Fatalf("status %d: %s", w.Code, w.Body)
-		}
+		w := f.ok(t, "GET", "/api/v1/messages?limit=2&cursor="+url.QueryEscape(cursor))
 		l := decode[listJSON](t, w)
 		for _, m := range l.Messages {
 			got = append(got, m.MsgID)
@@ -357,10 +351,7 @@ func TestCSRF(t *testing.T) {
 
 func TestRemind(t *testing.T) {
 	f := newFixture(t)
-	w := f.do(t, "POST", "/api/v1/messages/hello/remind", acmeToken, nil)
-	if w.Code != http.StatusOK {
-		t.Fatalf("remind = %d: %s", w.Code, w.Body)
-	}
+	w := f.ok(t, "POST", "/api/v1/messages/hello/remind")
 	got := decode[remindJSON](t, w)
 	// Unread: 2 3 5 7 8 10; dave (8) has left.
 	want := []string{"bob", "carol", "frank", "lisi", "wangwu"}
@@ -383,10 +374,7 @@ func TestRemind(t *testing.T) {
 
 func TestDepartments(t *testing.T) {
 	f := newFixture(t)
-	w := f.do(t, "GET", "/api/v1/messages/hello/departments", acmeToken, nil)
-	if w.Code != http.StatusOK {
-		t.Fatalf("status %d: %s", w.Code, w.Body)
-	}
+	w := f.ok(t, "GET", "/api/v1/messages/hello/departments")
 	var out struct{ Departments []deptJSON }
 	if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
 		t.Fatal(err)
@@ -440,10 +428,7 @@ func TestRecipients(t *testing.T) {
 	f := newFixture(t)
 	list := func(q string) recipientsJSON {
 		t.Helper()
-		w := f.do(t, "GET", "/api/v1/messages/hello/recipients?"+q, acmeToken, nil)
-		if w.Code != http.StatusOK {
-			t.Fatalf("?%s = %d: %s", q, w.Code, w.Body)
-		}
+		w := f.ok(t, "GET", "/api/v1/messages/hello/recipients?"+q)
 		return decode[recipientsJSON](t, w)
 	}
 	tests := []struct {
@@ -513,10 +498,7 @@ func TestRecipients(t *testing.T) {
 
 func TestExport(t *testing.T) {
 	f := newFixture(t)
-	w := f.do(t, "GET", "/api/v1/messages/hello/export.csv?state=all", acmeToken, nil)
-	if w.Code != http.StatusOK {
-		t.Fatalf("status %d: %s", w.Code, w.Body)
-	}
+	w := f.ok(t, "GET", "/api/v1/messages/hello/export.csv?state=all")
 	if ct := w.Header().Get("Content-Type"); ct != "text/csv; charset=utf-8" {
 		t.Errorf("Content-Type = %q", ct)
 	}
@@ -638,10 +620,7 @@ func TestPageEscapes(t *testing.T) {
 
 func TestProgress(t *testing.T) {
 	f := newFixture(t)
-	w := f.do(t, "GET", "/api/v1/messages/hello/progress", acmeToken, nil)
-	if w.Code != http.StatusOK {
-		t.Fatalf("status %d: %s", w.Code, w.Body)
-	}
+	w := f.ok(t, "GET", "/api/v1/messages/hello/progress")
 	p := decode[progressJSON](t, w)
 	if p.Read != 4 || p.Recipients != 10 || p.Percent != 40 || len(p.Curve) != 2 || p.BucketMinutes != 1 {
 		t.Errorf("progress = %+v", p)

@@ -65,19 +65,19 @@ func (f *fakeBitmaps) Counts(_ context.Context, corp, msg string) (int64, int64,
 }
 
 func (f *fakeBitmaps) ReadBitmap(_ context.Context, corp, msg string) (*roaring.Bitmap, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b, ok := f.read[key(corp, msg)]
-	if !ok {
-		return nil, false, nil
-	}
-	return b.Clone(), true, nil
+	return f.clone(f.read, corp, msg)
 }
 
 func (f *fakeBitmaps) RecipientBitmap(_ context.Context, corp, msg string) (*roaring.Bitmap, bool, error) {
+	return f.clone(f.rec, corp, msg)
+}
+
+// clone returns a copy of the message's bitmap in bms (f.rec or f.read), as
+// the store hands out its own.
+func (f *fakeBitmaps) clone(bms map[string]*roaring.Bitmap, corp, msg string) (*roaring.Bitmap, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	b, ok := f.rec[key(corp, msg)]
+	b, ok := bms[key(corp, msg)]
 	if !ok {
 		return nil, false, nil
 	}
@@ -440,6 +440,16 @@ func (f *fixture) do(tb testing.TB, method, target, token string, body io.Reader
 	}
 	w := httptest.NewRecorder()
 	f.h.ServeHTTP(w, r)
+	return w
+}
+
+// ok sends an API request as acme and fails tb unless it answers 200.
+func (f *fixture) ok(tb testing.TB, method, target string) *httptest.ResponseRecorder {
+	tb.Helper()
+	w := f.do(tb, method, target, acmeToken, nil)
+	if w.Code != http.StatusOK {
+		tb.Fatalf("%s %s = %d: %s", method, target, w.Code, w.Body)
+	}
 	return w
 }
 

@@ -70,31 +70,11 @@ func BenchmarkFlush(b *testing.B) {
 func BenchmarkFlushCase(b *testing.B) {
 	db, reads := benchSetup(b)
 	benchLoop(b, db, func(ctx context.Context) error {
-		for i := 0; i < len(reads); i += DefaultBatchSize {
-			chunk := reads[i:min(i+DefaultBatchSize, len(reads))]
-			var q strings.Builder
-			args := make([]any, 0, 5*len(chunk)+2)
-			q.WriteString("UPDATE message_read_record SET is_read = 1, read_time = CASE uid")
-			for _, rd := range chunk {
-				q.WriteString(" WHEN ? THEN ?")
-				args = append(args, rd.UID, datetime(rd.At))
-			}
-			q.WriteString(" END, source = CASE uid")
-			for _, rd := range chunk {
-				q.WriteString(" WHEN ? THEN ?")
-				args = append(args, rd.UID, uint8(rd.Source))
-			}
-			q.WriteString(" END WHERE corp_id = ? AND msgid = ? AND is_read = 0 AND uid IN (")
-			args = append(args, "corp", "bench")
-			for j, rd := range chunk {
-				if j > 0 {
-					q.WriteByte(',')
-				}
-				q.WriteByte('?')
-				args = append(args, rd.UID)
-			}
-			q.WriteByte(')')
-			if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
+		for chunk := range slices.Chunk(reads, DefaultBatchSize) {
+			q, args := testenv.CaseFlush("corp", "bench", len(chunk), func(i int) (uid, at, source any) {
+				return chunk[i].UID, datetime(chunk[i].At), uint8(chunk[i].Source)
+			})
+			if _, err := db.ExecContext(ctx, q, args...); err != nil {
 				return err
 			}
 		}
@@ -127,19 +107,13 @@ func rawUpdateIn(b *testing.B, set string) {
 // statement.
 func rawUpdateInAll(ctx context.Context, db *sql.DB, set string, reads []Read) error {
 	for chunk := range slices.Chunk(reads, DefaultBatchSize) {
-		var q strings.Builder
+		q := "UPDATE message_read_record SET " + set + " WHERE corp_id = ? AND msgid = ? AND is_read = 0 AND uid IN (" + testenv.Placeholders(len(chunk)) + ")"
 		args := make([]any, 0, len(chunk)+2)
-		q.WriteString("UPDATE message_read_record SET " + set + " WHERE corp_id = ? AND msgid = ? AND is_read = 0 AND uid IN (")
 		args = append(args, "corp", "bench")
-		for j, rd := range chunk {
-			if j > 0 {
-				q.WriteByte(',')
-			}
-			q.WriteByte('?')
+		for _, rd := range chunk {
 			args = append(args, rd.UID)
 		}
-		q.WriteByte(')')
-		if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
 			return err
 		}
 	}

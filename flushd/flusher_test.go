@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -122,46 +124,61 @@ func (e *kafkaEnv) startOn(t *testing.T, db DB, opts Options, setup func(*Flushe
 	return r
 }
 
-// committed returns the group's committed offset per partition (-1: none).
-func (e *kafkaEnv) committed(t *testing.T) map[int32]int64 {
-	t.Helper()
-	resp, err := e.adm.FetchOffsets(context.Background(), e.group)
-	testenv.Check(t, "fetch offsets", err)
-	out := map[int32]int64{}
+// offsets returns per partition the group's committed offset (-1: none)
+// and the end offset.
+func (e *kafkaEnv) offsets(tb testing.TB) (committed, ends map[int32]int64) {
+	tb.Helper()
+	ctx := context.Background()
+	fetched, err := e.adm.FetchOffsets(ctx, e.group)
+	testenv.Check(tb, "fetch offsets", err)
+	listed, err := e.adm.ListEndOffsets(ctx, e.topic)
+	testenv.Check(tb, "end offsets", err)
+	committed, ends = map[int32]int64{}, map[int32]int64{}
 	for p := range e.parts {
-		out[p] = -1
-		if o, ok := resp.Lookup(e.topic, p); ok && o.Err == nil {
-			out[p] = o.At
+		committed[p] = -1
+		if o, ok := fetched.Lookup(e.topic, p); ok && o.Err == nil {
+			committed[p] = o.At
 		}
+		o, _ := listed.Lookup(e.topic, p)
+		ends[p] = o.Offset
 	}
-	return out
+	return committed, ends
 }
 
-// ends returns each partition's end offset.
-func (e *kafkaEnv) ends(t *testing.T) map[int32]int64 {
-	t.Helper()
-	resp, err := e.adm.ListEndOffsets(context.Background(), e.topic)
-	testenv.Check(t, "end offsets", err)
-	out := map[int32]int64{}
-	for p := range e.parts {
-		o, _ := resp.Lookup(e.topic, p)
-		out[p] = o.Offset
-	}
-	return out
+// committed returns the group's committed offset per partition (-1: none).
+func (e *kafkaEnv) committed(tb testing.TB) map[int32]int64 {
+	tb.Helper()
+	c, _ := e.offsets(tb)
+	return c
 }
 
-func (e *kafkaEnv) waitCommittedToEnd(t *testing.T) {
+// waitCommittedToEnd waits until the group has committed parts (every
+// partition if none is given) up to their end offsets as they are now, and
+// returns those.
+func (e *kafkaEnv) waitCommittedToEnd(t *testing.T, parts ...int32) map[int32]int64 {
 	t.Helper()
-	ends := e.ends(t)
+	_, ends := e.offsets(t)
+	if len(parts) == 0 {
+		parts = slices.Collect(maps.Keys(ends))
+	}
 	waitFor(t, 20*time.Second, "offsets committed to the end", func() bool {
 		c := e.committed(t)
-		for p, end := range ends {
-			if c[p] != end && end != 0 { // nothing to commit in an empty partition
+		for _, p := range parts {
+			if c[p] != ends[p] && ends[p] != 0 { // nothing to commit in an empty partition
 				return false
 			}
 		}
 		return true
 	})
+	return ends
+}
+
+// recipients writes unread rows for uids [0, n) of messages.
+func (e *kafkaEnv) recipients(tb testing.TB, messages, n int) {
+	tb.Helper()
+	for m := range messages {
+		insertRecipients(tb, e.db, "corp", msgName(m), 0, uint32(n))
+	}
 }
 
 // reads builds deltas for uids [0, n) of messages, read at base+uid.
@@ -191,9 +208,7 @@ func checkRows(t *testing.T, db *sql.DB, messages, n int) {
 func TestFlusherWritesDeltas(t *testing.T) {
 	e := newKafkaEnv(t, 2)
 	const messages, n = 3, 200
-	for m := range messages {
-		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
-	}
+	e.recipients(t, messages, n)
 	f := e.start(t, Options{Interval: 200 * time.Millisecond}, nil)
 	ds := reads(messages, n)
 	// A second, later read of some uids: the first read_time stays.
@@ -229,7 +244,7 @@ func TestFlusherWritesDeltas(t *testing.T) {
 func TestFlusherBatchSize(t *testing.T) {
 	e := newKafkaEnv(t, 1)
 	const n = 12000
-	insertRecipients(t, e.db, "corp", msgName(0), 0, n)
+	e.recipients(t, 1, n)
 	e.produce(t, reads(1, n)...)
 	f := e.start(t, Options{Interval: time.Hour}, nil) // only the size trigger and the drain flush
 	waitFor(t, 20*time.Second, "the size-triggered flushes", func() bool { return countRead(t, e.db) >= 10000 })
@@ -260,9 +275,7 @@ func TestFlusherBatchSize(t *testing.T) {
 func TestFlusherCrashReplay(t *testing.T) {
 	e := newKafkaEnv(t, 2)
 	const messages, n = 2, 300
-	for m := range messages {
-		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
-	}
+	e.recipients(t, messages, n)
 	e.produce(t, reads(messages, n)...)
 	first := e.start(t, Options{Interval: 100 * time.Millisecond}, func(f *Flusher) { f.skipCommit.Store(true) })
 	waitFor(t, 20*time.Second, "rows written", func() bool { return countRead(t, e.db) == messages*n })
@@ -303,9 +316,7 @@ func TestFlusherCrashReplay(t *testing.T) {
 func TestFlusherMySQLDown(t *testing.T) {
 	e := newKafkaEnv(t, 2)
 	const messages, n, maxPending = 4, 100, 150
-	for m := range messages {
-		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
-	}
+	e.recipients(t, messages, n)
 	e.spy.fail.Store(true)
 	f := e.start(t, Options{Interval: 50 * time.Millisecond, MaxPending: maxPending}, nil)
 	e.produce(t, reads(messages, n)...)
@@ -338,9 +349,7 @@ func TestFlusherMySQLDown(t *testing.T) {
 func TestFlusherTwoInstances(t *testing.T) {
 	e := newKafkaEnv(t, 4)
 	const messages, n = 16, 50
-	for m := range messages {
-		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
-	}
+	e.recipients(t, messages, n)
 	all := reads(messages, n)
 	half := len(all) / 2
 	a := e.start(t, Options{Interval: 100 * time.Millisecond}, nil)
@@ -348,21 +357,13 @@ func TestFlusherTwoInstances(t *testing.T) {
 	waitFor(t, 20*time.Second, "first member writing", func() bool { return countRead(t, e.db) > 0 })
 	b := e.start(t, Options{Interval: 100 * time.Millisecond}, nil)
 	waitFor(t, 20*time.Second, "second member assigned", func() bool {
-		var assigned bool
-		groups, err := e.adm.DescribeGroups(context.Background(), e.group)
-		if err != nil {
-			return false
-		}
-		g := groups[e.group]
-		assigned = len(g.Members) == 2 && g.State == "Stable"
-		if assigned {
-			for _, m := range g.Members {
-				if c, ok := m.Assigned.AsConsumer(); !ok || len(c.Topics) == 0 || len(c.Topics[0].Partitions) == 0 {
-					assigned = false
-				}
+		g, ok := e.stable(2)
+		for _, m := range g.Members {
+			if c, assigned := m.Assigned.AsConsumer(); !assigned || len(c.Topics) == 0 || len(c.Topics[0].Partitions) == 0 {
+				ok = false
 			}
 		}
-		return assigned
+		return ok
 	})
 	e.produce(t, all[half:]...)
 	waitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
@@ -382,18 +383,25 @@ func TestFlusherTwoInstances(t *testing.T) {
 	wg.Wait()
 }
 
+// stable describes the group and reports whether it is stable with
+// members members.
+func (e *kafkaEnv) stable(members int) (kadm.DescribedGroup, bool) {
+	groups, err := e.adm.DescribeGroups(context.Background(), e.group)
+	if err != nil {
+		return kadm.DescribedGroup{}, false
+	}
+	g := groups[e.group]
+	return g, g.State == "Stable" && len(g.Members) == members
+}
+
 // assigned returns the partitions the group gives member f, once the
 // group is stable with members members.
 func (e *kafkaEnv) assigned(t *testing.T, f *Flusher, members int) []int32 {
 	t.Helper()
 	var parts []int32
 	waitFor(t, 20*time.Second, "a stable group", func() bool {
-		groups, err := e.adm.DescribeGroups(context.Background(), e.group)
-		if err != nil {
-			return false
-		}
-		g := groups[e.group]
-		if g.State != "Stable" || len(g.Members) != members {
+		g, ok := e.stable(members)
+		if !ok {
 			return false
 		}
 		id, _ := f.cl.GroupMetadata()
@@ -415,28 +423,17 @@ func (e *kafkaEnv) assigned(t *testing.T, f *Flusher, members int) []int32 {
 func TestFlusherRevokeFlushes(t *testing.T) {
 	e := newKafkaEnv(t, 4)
 	const messages, n = 16, 20
-	for m := range messages {
-		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
-	}
+	e.recipients(t, messages, n)
 	a := e.start(t, Options{Interval: time.Hour}, nil)
 	e.produce(t, reads(messages, n)...)
 	waitFor(t, 20*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(a.m.pending) == messages*n })
 	b := e.start(t, Options{Interval: time.Hour}, nil)
 	moved := e.assigned(t, b.Flusher, 2)
-	ends := e.ends(t)
+	ends := e.waitCommittedToEnd(t, moved...)
 	want := 0
 	for _, p := range moved {
 		want += int(ends[p])
 	}
-	waitFor(t, 20*time.Second, "revoked partitions committed", func() bool {
-		c := e.committed(t)
-		for _, p := range moved {
-			if c[p] != ends[p] && ends[p] != 0 {
-				return false
-			}
-		}
-		return true
-	})
 	if got := countRead(t, e.db); got != want {
 		t.Errorf("%d rows read after the revoke; want %d (the revoked partitions' reads)", got, want)
 	}
@@ -459,9 +456,7 @@ func TestFlusherRevokeFlushes(t *testing.T) {
 func TestFlusherDrain(t *testing.T) {
 	e := newKafkaEnv(t, 1)
 	const messages, n = 2, 100
-	for m := range messages {
-		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
-	}
+	e.recipients(t, messages, n)
 	f := e.start(t, Options{Interval: time.Hour}, nil)
 	e.produceRaw(t, "corp/x", []byte("not a delta"), nil,
 		delta.Marshal(delta.Delta{CorpID: "corp", MsgID: "bad id", UID: 1, ReadTime: base}),
@@ -478,7 +473,7 @@ func TestFlusherDrain(t *testing.T) {
 	if got := testutil.ToFloat64(f.m.malformed); got != 4 {
 		t.Errorf("malformed_total = %v; want 4", got)
 	}
-	ends, committed := e.ends(t), e.committed(t)
+	committed, ends := e.offsets(t)
 	if committed[0] != ends[0] {
 		t.Errorf("committed %d; want the end offset %d", committed[0], ends[0])
 	}
@@ -511,9 +506,7 @@ func (e *kafkaEnv) kill(t *testing.T, r *running, db *spyDB) {
 func takeover(t *testing.T, e *kafkaEnv, opts Options) time.Duration {
 	t.Helper()
 	const messages, n = 4, 100
-	for m := range messages {
-		insertRecipients(t, e.db, "corp", msgName(m), 0, n)
-	}
+	e.recipients(t, messages, n)
 	all := reads(messages, n)
 	var first, second []delta.Delta
 	for _, d := range all {

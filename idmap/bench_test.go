@@ -10,8 +10,7 @@ import (
 
 // BenchmarkLookupHit: parallel cached lookups over 100k UserIDs.
 func BenchmarkLookupHit(b *testing.B) {
-	db := testenv.MySQL(b)
-	m, _ := newMapper(b, db)
+	m, _, _ := newTestMapper(b)
 	const n = 100_000
 	ids := make([]string, n)
 	for i := range ids {
@@ -38,8 +37,7 @@ func BenchmarkLookupHit(b *testing.B) {
 // BenchmarkAssign1000New: one Assign of 1000 UserIDs never seen before (one
 // transaction) per iteration.
 func BenchmarkAssign1000New(b *testing.B) {
-	db := testenv.MySQL(b)
-	m, _ := newMapper(b, db)
+	m, _, _ := newTestMapper(b)
 	ctx := context.Background()
 	batch := make([]string, 1000)
 	b.ReportAllocs()
@@ -58,8 +56,7 @@ func BenchmarkAssign1000New(b *testing.B) {
 // BenchmarkUsers1000: the dashboard's page/export chunk, 1000 uids with
 // names and departments (one query) per iteration.
 func BenchmarkUsers1000(b *testing.B) {
-	db := testenv.MySQL(b)
-	m, _ := newMapper(b, db)
+	m, db, _ := newTestMapper(b)
 	ctx := context.Background()
 	ids := make([]string, 1000)
 	for i := range ids {

@@ -32,21 +32,11 @@ func readUser(tb testing.TB, db *sql.DB, corp, userID string) (userRow, bool) {
 
 func memberships(tb testing.TB, db *sql.DB, corp string, uid uint32) []int64 {
 	tb.Helper()
-	rows, err := db.Query("SELECT dept_id FROM user_departments WHERE corp_id = ? AND uid = ? ORDER BY dept_id", corp, uid)
-	testenv.Check(tb, "read memberships", err)
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var d int64
-		testenv.Check(tb, "scan", rows.Scan(&d))
-		out = append(out, d)
-	}
-	return out
+	return testenv.Column[int64](tb, db, "SELECT dept_id FROM user_departments WHERE corp_id = ? AND uid = ? ORDER BY dept_id", corp, uid)
 }
 
 func TestContactChanged(t *testing.T) {
-	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m, db, _ := newTestMapper(t)
 	ctx := context.Background()
 	const corp = "corp"
 	apply := func(t *testing.T, typ, id, newID string, depts []int64) {

@@ -15,8 +15,7 @@ import (
 )
 
 func TestDirectoryReads(t *testing.T) {
-	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m, db, _ := newTestMapper(t)
 	ctx := context.Background()
 	const corp = "corp"
 	// 1 ─┬─ 2 ── 4
@@ -103,8 +102,7 @@ func TestDirectoryReads(t *testing.T) {
 }
 
 func TestUsers(t *testing.T) {
-	db := testenv.MySQL(t)
-	m, reg := newMapper(t, db)
+	m, db, reg := newTestMapper(t)
 	ctx := context.Background()
 	const corp = "corp"
 	ids := make([]string, 1200)

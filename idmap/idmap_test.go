@@ -25,6 +25,15 @@ func newMapper(tb testing.TB, db *sql.DB) (*idmap.Mapper, *prometheus.Registry) 
 	return m, reg
 }
 
+// newTestMapper returns a Mapper on a fresh migrated database, the
+// database and the Mapper's registry.
+func newTestMapper(tb testing.TB) (*idmap.Mapper, *sql.DB, *prometheus.Registry) {
+	tb.Helper()
+	db := testenv.MySQL(tb)
+	m, reg := newMapper(tb, db)
+	return m, db, reg
+}
+
 // metric sums every series of the named family in reg, filtered by label
 // values given as name=value pairs.
 func metric(tb testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
@@ -83,8 +92,7 @@ func density(tb testing.TB, db *sql.DB, corp string) (users, span, next int) {
 }
 
 func TestAssignDenseFromZero(t *testing.T) {
-	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m, db, _ := newTestMapper(t)
 	ctx := context.Background()
 
 	got := mustAssign(t, m, "corpA", "a", "b", "c", "b")
@@ -122,8 +130,7 @@ func TestAssignDenseFromZero(t *testing.T) {
 }
 
 func TestAssignInvalid(t *testing.T) {
-	db := testenv.MySQL(t)
-	m, reg := newMapper(t, db)
+	m, db, reg := newTestMapper(t)
 	ctx := context.Background()
 	tests := []struct {
 		name   string
@@ -167,8 +174,7 @@ func TestAssignInvalid(t *testing.T) {
 }
 
 func TestCaseSensitive(t *testing.T) {
-	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m, db, _ := newTestMapper(t)
 	ids := []string{"Alice", "alice", "ALICE", " alice", "alicé"}
 	got := mustAssign(t, m, "corp", ids...)
 	seen := map[uint32]string{}
@@ -188,8 +194,7 @@ func TestCaseSensitive(t *testing.T) {
 }
 
 func TestCacheHitNeverQueries(t *testing.T) {
-	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m, db, _ := newTestMapper(t)
 	ctx := context.Background()
 	mustAssign(t, m, "corp", "a", "b")
 
@@ -219,8 +224,7 @@ func TestCacheHitNeverQueries(t *testing.T) {
 }
 
 func TestLookupMissesCollapse(t *testing.T) {
-	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m, db, _ := newTestMapper(t)
 	mustAssign(t, m, "corp", "a")
 	cold, reg := newMapper(t, db)
 	var wg sync.WaitGroup
@@ -308,8 +312,7 @@ func TestConcurrentInstances(t *testing.T) {
 }
 
 func TestWarm(t *testing.T) {
-	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m, db, _ := newTestMapper(t)
 	mustAssign(t, m, "corp", "a", "b", "c")
 	cold, reg := newMapper(t, db)
 	n, err := cold.Warm(context.Background(), "corp")

@@ -5,12 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/silenceper/wechat/v2/util"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/idmap"
@@ -24,13 +22,7 @@ import (
 // and tests using it must not run in parallel.
 var wecom = fakewecom.New()
 
-func TestMain(m *testing.M) {
-	srv := httptest.NewServer(wecom)
-	util.SetURIModifier(fakewecom.URIModifier(srv.URL))
-	code := m.Run()
-	srv.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithWeCom(m, wecom)) }
 
 // bigCorp has 12000 members in 5 departments, every tenth also in a second
 // one: 13200 user/list_id rows, two pages of 10000.

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"sort"
 	"sync"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/silenceper/wechat/v2/util"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
@@ -41,7 +39,7 @@ var (
 type fault func(w http.ResponseWriter, r *http.Request, body []byte) bool
 
 func TestMain(m *testing.M) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	os.Exit(testenv.RunWithWeCom(m, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/cgi-bin/message/send" {
 			body, _ := io.ReadAll(r.Body)
 			var req struct {
@@ -57,11 +55,7 @@ func TestMain(m *testing.M) {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		fake.ServeHTTP(w, r)
-	}))
-	util.SetURIModifier(fakewecom.URIModifier(srv.URL))
-	code := m.Run()
-	srv.Close()
-	os.Exit(code)
+	})))
 }
 
 // env is one test's tracker on real MariaDB and Redis with the real idmap
@@ -120,20 +114,11 @@ func (e *env) registration(msgID string, au yidu.Audience) yidu.Registration {
 	return yidu.Registration{MsgID: msgID, App: e.app, Title: "Quarterly <safety> & \"you\"", Audience: au}
 }
 
-// rows returns the uids of a message's rows and how many are read.
+// rows returns the uids of a message's rows, in order.
 func (e *env) rows(tb testing.TB, msgID string) []uint32 {
 	tb.Helper()
-	rows, err := e.db.Query("SELECT uid FROM message_read_record WHERE corp_id = ? AND msgid = ? ORDER BY uid",
+	return testenv.Column[uint32](tb, e.db, "SELECT uid FROM message_read_record WHERE corp_id = ? AND msgid = ? ORDER BY uid",
 		e.app.CorpID, msgID)
-	testenv.Check(tb, "select rows", err)
-	defer rows.Close()
-	var out []uint32
-	for rows.Next() {
-		var u uint32
-		testenv.Check(tb, "scan", rows.Scan(&u))
-		out = append(out, u)
-	}
-	return out
 }
 
 func (e *env) count(tb testing.TB, query string, args ...any) int {

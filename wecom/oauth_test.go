@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/silenceper/wechat/v2/util"
-
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/internal/fakewecom"
+	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/wecom"
 )
 
@@ -22,25 +19,13 @@ var _ callback.OAuth = (*wecom.OAuth)(nil)
 
 // silenceper's URI modifier is process-wide: one server for the whole test
 // binary, set up here; tests must not run in parallel. It answers as the
-// fake unless a test sets outage.
+// fake unless a test sets an outage.
 var (
 	fake   = fakewecom.New()
-	outage atomic.Pointer[http.HandlerFunc]
+	server = testenv.NewOutages(fake)
 )
 
-func TestMain(m *testing.M) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h := outage.Load(); h != nil {
-			(*h)(w, r)
-			return
-		}
-		fake.ServeHTTP(w, r)
-	}))
-	util.SetURIModifier(fakewecom.URIModifier(srv.URL))
-	code := m.Run()
-	srv.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithWeCom(m, server)) }
 
 const secret = "top-secret-of-hr"
 
@@ -127,7 +112,7 @@ func TestErrorsCarryNoCredentials(t *testing.T) {
 		}
 	}
 	t.Run("gettoken answers 500", func(t *testing.T) {
-		setOutage(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
+		server.Set(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
 		_, err := wecom.NewOAuth(apps).UserID(ctx, "wwauth", 1000002, "c1")
 		check(t, err)
 	})
@@ -136,7 +121,7 @@ func TestErrorsCarryNoCredentials(t *testing.T) {
 		if _, err := e.UserID(ctx, "wwauth", 1000002, "c1"); err != nil {
 			t.Fatal(err) // a token in the cache
 		}
-		setOutage(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+		server.Set(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
 		_, err := e.UserID(ctx, "wwauth", 1000002, "c1")
 		check(t, err)
 	})
@@ -154,7 +139,7 @@ func TestUserIDHonoursContext(t *testing.T) {
 	}
 	release := make(chan struct{})
 	defer close(release)
-	setOutage(t, func(w http.ResponseWriter, r *http.Request) {
+	server.Set(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-release:
 		case <-r.Context().Done():
@@ -167,10 +152,4 @@ func TestUserIDHonoursContext(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("UserID with a hung WeCom = %v; want context.DeadlineExceeded", err)
 	}
-}
-
-func setOutage(tb testing.TB, h http.HandlerFunc) {
-	tb.Helper()
-	outage.Store(&h)
-	tb.Cleanup(func() { outage.Store(nil) })
 }

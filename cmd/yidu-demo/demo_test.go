@@ -8,45 +8,27 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/internal/wecomsim"
 )
-
-// syncBuffer is a bytes.Buffer the progress goroutine and the test may
-// share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestDemoExitWhenDone runs the demo as `yidu-demo -employees 200 -speed 50
 // -exit-when-done` on the embedded servers (whatever YIDU_* says) and
 // checks that every read, and only those, reached the dashboard and MySQL,
 // and that Close stops every server.
 func TestDemoExitWhenDone(t *testing.T) {
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	m := NewMain()
 	m.Stdout, m.Stderr = out, out
 	m.Getenv = func(string) string { return "" }
@@ -108,7 +90,7 @@ func TestDemoExitWhenDone(t *testing.T) {
 		sources[src]++
 	}
 	rows.Close()
-	if !mapsEqual(got, readers) {
+	if !maps.Equal(got, readers) {
 		t.Errorf("MySQL readers (%d) differ from the planned readers (%d)", len(got), len(readers))
 	}
 	if sources[1] == 0 || sources[2] == 0 {
@@ -178,18 +160,6 @@ func readerSet(p plan) map[string]bool {
 		s[it.ev.UserID] = true
 	}
 	return s
-}
-
-func mapsEqual(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k := range a {
-		if !b[k] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestParseFlags(t *testing.T) {

@@ -29,6 +29,22 @@ func passing() *Report {
 	}
 }
 
+// ramp returns a change that sets field of sample i to from + i*step.
+func ramp[T int64 | float64](field func(*Sample) *T, from, step T) func(*Report) {
+	return func(r *Report) {
+		for i := range r.Samples {
+			*field(&r.Samples[i]) = from + T(i)*step
+		}
+	}
+}
+
+// The sample fields ramp sets.
+var (
+	rss        = func(s *Sample) *float64 { return &s.RSSMB }
+	heap       = func(s *Sample) *float64 { return &s.HeapMB }
+	goroutines = func(s *Sample) *int64 { return &s.Goroutines }
+)
+
 func failed(r *Report) []string {
 	var names []string
 	for _, c := range r.Checks {
@@ -46,34 +62,18 @@ func TestEvaluate(t *testing.T) {
 		fail   []string // the checks that must fail, in order
 	}{
 		{"steady run", func(*Report) {}, nil},
-		{"RSS grows 50%", func(r *Report) {
-			for i := range r.Samples {
-				r.Samples[i].RSSMB = 100 + float64(i)*5
-			}
-		}, []string{"memory flat (RSS)"}},
-		{"RSS grows 15%", func(r *Report) {
-			for i := range r.Samples {
-				r.Samples[i].RSSMB = 100 + float64(i)*0.8
-			}
-		}, nil},
+		{"RSS grows 50%", ramp(rss, 100, 5), []string{"memory flat (RSS)"}},
+		{"RSS grows 15%", ramp(rss, 100, 0.8), nil},
 		{"small heap moves 5 MB (below the slack)", func(r *Report) {
 			for i := range r.Samples {
 				r.Samples[i].HeapMB = 6 + float64(i%2)*5
 			}
 		}, nil},
-		{"heap doubles", func(r *Report) {
-			for i := range r.Samples {
-				r.Samples[i].HeapMB = 40 + float64(i)*4
-			}
-		}, []string{"memory flat (heap in use)"}},
+		{"heap doubles", ramp(heap, 40, 4), []string{"memory flat (heap in use)"}},
 		{"warm-up peak is left out", func(r *Report) {
 			r.Samples[0].RSSMB, r.Samples[1].RSSMB = 400, 300 // before 30 s
 		}, nil},
-		{"goroutine leak", func(r *Report) {
-			for i := range r.Samples {
-				r.Samples[i].Goroutines = 200 + int64(i)*10
-			}
-		}, []string{"goroutines flat"}},
+		{"goroutine leak", ramp(goroutines, 200, 10), []string{"goroutines flat"}},
 		{"goroutines ramp up in the first third after the warm-up", func(r *Report) {
 			for i := 3; i < 9; i++ {
 				r.Samples[i].Goroutines = 200 + int64(i-2)*20 // up to 320

@@ -6,7 +6,6 @@ import (
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -105,24 +104,6 @@ func TestREADMECommands(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // runUntilStopped starts a long-running command, waits until every role it
 // runs says it is up, then cancels it as SIGTERM does and expects a clean
 // exit.
@@ -136,7 +117,7 @@ func runUntilStopped(t *testing.T, env map[string]string, args []string) {
 	}[args[0]]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr lockedBuffer
+	var stderr testenv.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, args, strings.NewReader(""), &bytes.Buffer{}, &stderr, func(k string) string { return env[k] })

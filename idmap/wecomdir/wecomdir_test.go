@@ -4,50 +4,28 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-
-	"github.com/silenceper/wechat/v2/util"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/idmap/wecomdir"
 	"github.com/yidu-io/yidu/internal/fakewecom"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // silenceper's URI modifier is process-wide, so every test of this binary
 // talks to one server, set up once here; tests must not run in parallel.
-// The server answers as the fake unless a test sets outage.
+// The server answers as the fake unless a test sets an outage.
 var (
-	fake   = fakewecom.New()
-	outage atomic.Pointer[http.HandlerFunc]
+	fake  = fakewecom.New()
+	wecom = testenv.NewOutages(fake)
 )
 
-func TestMain(m *testing.M) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h := outage.Load(); h != nil {
-			(*h)(w, r)
-			return
-		}
-		fake.ServeHTTP(w, r)
-	}))
-	util.SetURIModifier(fakewecom.URIModifier(srv.URL))
-	code := m.Run()
-	srv.Close()
-	os.Exit(code)
-}
-
-// setOutage makes the server answer with h until the test ends.
-func setOutage(tb testing.TB, h http.HandlerFunc) {
-	tb.Helper()
-	outage.Store(&h)
-	tb.Cleanup(func() { outage.Store(nil) })
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithWeCom(m, wecom)) }
 
 func corp(id, secret string) fakewecom.Corp {
 	return fakewecom.Corp{
@@ -207,7 +185,7 @@ func TestErrorsHideCredentials(t *testing.T) {
 				}
 			}
 			if tt.outage != nil {
-				setOutage(t, tt.outage)
+				wecom.Set(t, tt.outage)
 			}
 			for name, call := range map[string]func() error{
 				"Departments":     func() error { _, err := c.Departments(ctx); return err },

@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/flushd"
@@ -41,36 +42,9 @@ func TestFlushdWriter(t *testing.T) {
 		t.Errorf("replayed Write = %d updated, %v; want 0, nil", updated, err)
 	}
 
-	rows, err := db.QueryContext(ctx, "SELECT uid, is_read, UNIX_TIMESTAMP(read_time), source FROM message_read_record WHERE corp_id='c' AND msgid='m'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	read := 0
-	for rows.Next() {
-		var uid, isRead, source int
-		var at *int64
-		if err := rows.Scan(&uid, &isRead, &at, &source); err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case uid%2 == 1 && (isRead != 0 || at != nil || source != 0):
-			t.Errorf("uid %d (not read) = %d, %v, %d; want 0, NULL, 0", uid, isRead, at, source)
-		case uid%2 == 0 && (isRead != 1 || at == nil || *at != base+int64(uid) || source != 1+uid%4/2):
-			t.Errorf("uid %d = %d, %v, %d; want 1, %d, %d", uid, isRead, at, source, base+int64(uid), 1+uid%4/2)
-		case isRead == 1:
-			read++
-		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if read != 150 {
-		t.Errorf("%d rows read; want 150", read)
-	}
-	if n := queryInt(t, db, "SELECT COUNT(*) FROM message_read_record WHERE msgid='other' AND is_read=1"); n != 0 {
-		t.Errorf("rows of another message flipped: %d", n)
-	}
+	checkFlushed(t, db, 150, func(uid int) (time.Time, int) {
+		return time.Unix(base+int64(uid), 0), 1 + uid%4/2
+	})
 
 	// The orphans' rows appear; ApplyOrphans marks them and clears them.
 	insertRecipients(t, db, "c", "m", 300, 100, 100)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/migrations"
 )
 
@@ -95,37 +96,14 @@ type read struct {
 	source int
 }
 
-// flushReads runs flushd's statement shape over reads and returns RowsAffected.
+// flushReads runs the batch UPDATE … CASE flushd was first specified with
+// over reads and returns RowsAffected.
 func flushReads(tb testing.TB, db *sql.DB, corp, msg string, reads []read) int64 {
 	tb.Helper()
-	q, args := flushStatement(corp, msg, reads)
+	q, args := testenv.CaseFlush(corp, msg, len(reads), func(i int) (uid, at, source any) {
+		return reads[i].uid, reads[i].at, reads[i].source
+	})
 	return mustExec(tb, db, q, args...)
-}
-
-func flushStatement(corp, msg string, reads []read) (string, []any) {
-	var b strings.Builder
-	args := make([]any, 0, 5*len(reads)+2)
-	b.WriteString("UPDATE message_read_record SET is_read=1, read_time=CASE uid")
-	for _, r := range reads {
-		b.WriteString(" WHEN ? THEN ?")
-		args = append(args, r.uid, r.at)
-	}
-	b.WriteString(" END, source=CASE uid")
-	for _, r := range reads {
-		b.WriteString(" WHEN ? THEN ?")
-		args = append(args, r.uid, r.source)
-	}
-	b.WriteString(" END WHERE corp_id=? AND msgid=? AND is_read=0 AND uid IN (")
-	args = append(args, corp, msg)
-	for i, r := range reads {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('?')
-		args = append(args, r.uid)
-	}
-	b.WriteByte(')')
-	return b.String(), args
 }
 
 func TestMigrationsSchema(t *testing.T) {
@@ -195,7 +173,6 @@ func TestInsertIgnoreMultiRow(t *testing.T) {
 
 func TestFlushUpdateCase(t *testing.T) {
 	_, db := startDB(t)
-	ctx := context.Background()
 	// go-mysql-server's cost is rows × uids (see the package doc), so the
 	// table stays small while the statement has the full 5000 uids.
 	insertRecipients(t, db, "c", "m", 0, 600, 5000)
@@ -219,39 +196,50 @@ func TestFlushUpdateCase(t *testing.T) {
 	if n := flushReads(t, db, "c", "m", again); n != 0 {
 		t.Errorf("repeated flush: RowsAffected = %d; want 0", n)
 	}
-	rows, err := db.QueryContext(ctx, "SELECT uid, is_read, read_time, source FROM message_read_record WHERE corp_id='c' AND msgid='m' ORDER BY uid")
+	checkFlushed(t, db, 300, func(uid int) (time.Time, int) {
+		i := uid / 2
+		return base.Add(time.Duration(i) * time.Second), 1 + i%2
+	})
+}
+
+// checkFlushed checks message c/m after reads of its even uids were
+// flushed: each odd uid is unread, each even uid read at the time and from
+// the source want gives, n rows in all; and no row of message c/other is
+// read.
+func checkFlushed(tb testing.TB, db *sql.DB, n int, want func(uid int) (time.Time, int)) {
+	tb.Helper()
+	rows, err := db.QueryContext(context.Background(), "SELECT uid, is_read, read_time, source FROM message_read_record WHERE corp_id='c' AND msgid='m' ORDER BY uid")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer rows.Close()
-	checked := 0
+	read := 0
 	for rows.Next() {
 		var uid, isRead, source int
-		var rt sql.NullTime
-		if err := rows.Scan(&uid, &isRead, &rt, &source); err != nil {
-			t.Fatal(err)
+		var at sql.NullTime
+		if err := rows.Scan(&uid, &isRead, &at, &source); err != nil {
+			tb.Fatal(err)
 		}
 		if uid%2 == 1 {
-			if isRead != 0 || rt.Valid || source != 0 {
-				t.Fatalf("uid %d (not read) = %d, %v, %d; want 0, NULL, 0", uid, isRead, rt, source)
+			if isRead != 0 || at.Valid || source != 0 {
+				tb.Fatalf("uid %d (not read) = %d, %v, %d; want 0, NULL, 0", uid, isRead, at, source)
 			}
 			continue
 		}
-		i := uid / 2
-		want := base.Add(time.Duration(i) * time.Second)
-		if isRead != 1 || !rt.Valid || !rt.Time.Equal(want) || source != 1+i%2 {
-			t.Fatalf("uid %d = %d, %v, %d; want 1, %v, %d", uid, isRead, rt.Time, source, want, 1+i%2)
+		wantAt, wantSource := want(uid)
+		if isRead != 1 || !at.Valid || !at.Time.Equal(wantAt) || source != wantSource {
+			tb.Fatalf("uid %d = %d, %v, %d; want 1, %v, %d", uid, isRead, at.Time, source, wantAt, wantSource)
 		}
-		checked++
+		read++
 	}
 	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	if checked != 300 {
-		t.Errorf("read rows = %d; want 300", checked)
+	if read != n {
+		tb.Errorf("read rows = %d; want %d", read, n)
 	}
-	if n := queryInt(t, db, "SELECT COUNT(*) FROM message_read_record WHERE msgid='other' AND is_read=1"); n != 0 {
-		t.Errorf("rows of another message flipped: %d", n)
+	if n := queryInt(tb, db, "SELECT COUNT(*) FROM message_read_record WHERE msgid='other' AND is_read=1"); n != 0 {
+		tb.Errorf("rows of another message flipped: %d", n)
 	}
 }
 
@@ -259,37 +247,35 @@ func TestTransactionForUpdate(t *testing.T) {
 	_, db := startDB(t)
 	ctx := context.Background()
 	mustExec(t, db, "INSERT INTO uid_seq (corp_id, next_uid) VALUES ('c', 10)")
-
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
+	// Each transaction takes 5 uids the way idmap may: the sequence row
+	// locked, moved on and the first uid given to a user.
+	tests := []struct {
+		end        string
+		finish     func(*sql.Tx) error
+		next, want int64 // next_uid before and after
+	}{
+		{"Commit", (*sql.Tx).Commit, 10, 15},
+		{"Rollback", (*sql.Tx).Rollback, 15, 15},
 	}
-	if n := queryInt(t, tx, "SELECT next_uid FROM uid_seq WHERE corp_id='c' FOR UPDATE"); n != 10 {
-		t.Errorf("SELECT … FOR UPDATE = %d; want 10", n)
-	}
-	mustExec(t, tx, "UPDATE uid_seq SET next_uid = next_uid + 5 WHERE corp_id='c'")
-	mustExec(t, tx, "INSERT INTO users (corp_id, uid, userid) VALUES ('c', 10, 'u10')")
-	if err := tx.Commit(); err != nil {
-		t.Fatalf("Commit: %v", err)
-	}
-	if n := queryInt(t, db, "SELECT next_uid FROM uid_seq WHERE corp_id='c'"); n != 15 {
-		t.Errorf("next_uid after commit = %d; want 15", n)
-	}
-
-	tx, err = db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustExec(t, tx, "UPDATE uid_seq SET next_uid = next_uid + 5 WHERE corp_id='c'")
-	mustExec(t, tx, "INSERT INTO users (corp_id, uid, userid) VALUES ('c', 11, 'u11')")
-	if err := tx.Rollback(); err != nil {
-		t.Fatalf("Rollback: %v", err)
-	}
-	if n := queryInt(t, db, "SELECT next_uid FROM uid_seq WHERE corp_id='c'"); n != 15 {
-		t.Errorf("next_uid after rollback = %d; want 15", n)
-	}
-	if n := queryInt(t, db, "SELECT COUNT(*) FROM users WHERE corp_id='c'"); n != 1 {
-		t.Errorf("users after rollback = %d; want 1", n)
+	for _, tt := range tests {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := queryInt(t, tx, "SELECT next_uid FROM uid_seq WHERE corp_id='c' FOR UPDATE"); n != tt.next {
+			t.Errorf("SELECT … FOR UPDATE before %s = %d; want %d", tt.end, n, tt.next)
+		}
+		mustExec(t, tx, "UPDATE uid_seq SET next_uid = next_uid + 5 WHERE corp_id='c'")
+		mustExec(t, tx, "INSERT INTO users (corp_id, uid, userid) VALUES ('c', ?, ?)", tt.next, fmt.Sprintf("u%d", tt.next))
+		if err := tt.finish(tx); err != nil {
+			t.Fatalf("%s: %v", tt.end, err)
+		}
+		if n := queryInt(t, db, "SELECT next_uid FROM uid_seq WHERE corp_id='c'"); n != tt.want {
+			t.Errorf("next_uid after %s = %d; want %d", tt.end, n, tt.want)
+		}
+		if n := queryInt(t, db, "SELECT COUNT(*) FROM users WHERE corp_id='c'"); n != 1 {
+			t.Errorf("users after %s = %d; want 1", tt.end, n)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package faulttest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -162,7 +163,7 @@ func (e *env) verify(name, faults string) report {
 		if st, err = e.load(ctx, e.msgsOf(res)); err != nil {
 			e.t.Fatalf("load: %v", err)
 		}
-		if sameKeys(st.mysql, st.redis) || time.Now().After(deadline) {
+		if maps.EqualFunc(st.mysql, st.redis, func(_ mysqlRead, set bool) bool { return set }) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -251,18 +252,6 @@ func (e *env) msgsOf(res map[readKey]result) []message {
 		}
 	}
 	return ms
-}
-
-func sameKeys(a map[readKey]mysqlRead, b map[readKey]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k := range a {
-		if !b[k] {
-			return false
-		}
-	}
-	return true
 }
 
 // readRows counts is_read rows of the corp.

@@ -1,6 +1,8 @@
 // Package testenv gives tests the real services they run against: a fresh,
-// migrated MariaDB/MySQL database, a Redis key namespace, and an in-process
-// kfake Kafka cluster. Everything is cleaned up with tb.Cleanup.
+// migrated MariaDB/MySQL database, a Redis key namespace, an in-process
+// kfake Kafka cluster and the fake WeCom API (RunWithWeCom); and the small
+// helpers the tests of several packages share. Everything is cleaned up
+// with tb.Cleanup.
 //
 // Real servers are taken from YIDU_TEST_MYSQL_DSN (default
 // root@tcp(127.0.0.1:3306)/) and YIDU_TEST_REDIS_ADDR (default

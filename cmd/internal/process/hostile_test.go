@@ -270,6 +270,33 @@ func (s *hostileStack) snapshot(tb testing.TB) writeState {
 	defer cancel()
 	st := writeState{redis: map[string]string{}, mysql: map[string]int64{}, kafka: map[int32]int64{}}
 	rdb := s.m.Redis
+	// Each type's command and its value as text, members in order.
+	values := map[string]struct {
+		cmd  string
+		read func(k string) (string, error)
+	}{
+		"string": {"GET", func(k string) (string, error) {
+			b, err := rdb.Get(ctx, k).Bytes()
+			return hex.EncodeToString(b), err
+		}},
+		"hash": {"HGETALL", func(k string) (string, error) {
+			h, err := rdb.HGetAll(ctx, k).Result()
+			var v string
+			for _, f := range slices.Sorted(maps.Keys(h)) {
+				v += f + "=" + h[f] + ";"
+			}
+			return v, err
+		}},
+		"zset": {"ZRANGE", func(k string) (string, error) {
+			z, err := rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+			return fmt.Sprint(z), err
+		}},
+		"set": {"SMEMBERS", func(k string) (string, error) {
+			m, err := rdb.SMembers(ctx, k).Result()
+			slices.Sort(m)
+			return fmt.Sprint(m), err
+		}},
+	}
 	iter := rdb.Scan(ctx, 0, s.m.Config.Redis.Prefix+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		k := iter.Val()
@@ -277,37 +304,11 @@ func (s *hostileStack) snapshot(tb testing.TB) writeState {
 		if err != nil {
 			tb.Fatalf("redis TYPE %s: %v", k, err)
 		}
-		var v string
-		switch typ {
-		case "string":
-			b, err := rdb.Get(ctx, k).Bytes()
-			if err != nil {
-				tb.Fatalf("redis GET %s: %v", k, err)
+		v := "unexpected type"
+		if r, ok := values[typ]; ok {
+			if v, err = r.read(k); err != nil {
+				tb.Fatalf("redis %s %s: %v", r.cmd, k, err)
 			}
-			v = hex.EncodeToString(b)
-		case "hash":
-			h, err := rdb.HGetAll(ctx, k).Result()
-			if err != nil {
-				tb.Fatalf("redis HGETALL %s: %v", k, err)
-			}
-			for _, f := range slices.Sorted(maps.Keys(h)) {
-				v += f + "=" + h[f] + ";"
-			}
-		case "zset":
-			z, err := rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
-			if err != nil {
-				tb.Fatalf("redis ZRANGE %s: %v", k, err)
-			}
-			v = fmt.Sprint(z)
-		case "set":
-			m, err := rdb.SMembers(ctx, k).Result()
-			if err != nil {
-				tb.Fatalf("redis SMEMBERS %s: %v", k, err)
-			}
-			slices.Sort(m)
-			v = fmt.Sprint(m)
-		default:
-			v = "unexpected type"
 		}
 		st.redis[k] = typ + ":" + v
 	}
@@ -856,24 +857,24 @@ func (s *hostileStack) checkServerTimeouts(t *testing.T) {
 	}
 }
 
-// slowHeaders is a slow-loris client: it sends its request line and
-// headers one byte every 200 ms and never finishes them. The server must
-// close the connection at ReadHeaderTimeout; the handler never runs.
-func (s *hostileStack) slowHeaders(t *testing.T) {
-	s.checkServerTimeouts(t)
+// trickle connects to the receiver for at most timeout, sends head, then
+// slow one byte every 200 ms in the background until the test ends, and
+// returns the connection and when it was opened.
+func (s *hostileStack) trickle(tb testing.TB, timeout time.Duration, head string, slow []byte) (net.Conn, time.Time) {
+	tb.Helper()
 	conn, err := net.Dial("tcp", s.m.ReceiverAddr)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer conn.Close()
+	tb.Cleanup(func() { conn.Close() })
 	start := time.Now()
-	_ = conn.SetDeadline(start.Add(wantReadHeaderTimeout + timeoutSlack))
-	head := "POST /wecom/callback/hr?" + s.replay.query + " HTTP/1.1\r\nHost: x\r\nContent-Type: text/xml\r\nX-Slow: " + strings.Repeat("a", 1000)
+	_ = conn.SetDeadline(start.Add(timeout))
+	_, _ = io.WriteString(conn, head)
 	stop := make(chan struct{})
-	defer close(stop)
+	tb.Cleanup(func() { close(stop) })
 	go func() {
-		for i := 0; i < len(head); i++ {
-			if _, err := conn.Write([]byte{head[i]}); err != nil {
+		for i := range slow {
+			if _, err := conn.Write(slow[i : i+1]); err != nil {
 				return
 			}
 			select {
@@ -883,6 +884,16 @@ func (s *hostileStack) slowHeaders(t *testing.T) {
 			}
 		}
 	}()
+	return conn, start
+}
+
+// slowHeaders is a slow-loris client: it sends its request line and
+// headers one byte every 200 ms and never finishes them. The server must
+// close the connection at ReadHeaderTimeout; the handler never runs.
+func (s *hostileStack) slowHeaders(t *testing.T) {
+	s.checkServerTimeouts(t)
+	head := "POST /wecom/callback/hr?" + s.replay.query + " HTTP/1.1\r\nHost: x\r\nContent-Type: text/xml\r\nX-Slow: " + strings.Repeat("a", 1000)
+	conn, start := s.trickle(t, wantReadHeaderTimeout+timeoutSlack, "", []byte(head))
 	b, err := io.ReadAll(conn)
 	d := time.Since(start)
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
@@ -903,28 +914,8 @@ func (s *hostileStack) slowHeaders(t *testing.T) {
 // receiver answers 400 (bad_request) and records nothing.
 func (s *hostileStack) slowBody(t *testing.T) {
 	req := s.sealed(t, card("wangwu", hostileMsg+"@0", s.now, ""))
-	conn, err := net.Dial("tcp", s.m.ReceiverAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	start := time.Now()
-	_ = conn.SetDeadline(start.Add(wantReadTimeout + timeoutSlack))
-	fmt.Fprintf(conn, "POST /wecom/callback/hr?%s HTTP/1.1\r\nHost: x\r\nContent-Type: text/xml\r\nContent-Length: %d\r\n\r\n", req.query, len(req.body))
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for i := 0; i < len(req.body)-1; i++ { // never the last byte
-			if _, err := conn.Write(req.body[i : i+1]); err != nil {
-				return
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}()
+	head := fmt.Sprintf("POST /wecom/callback/hr?%s HTTP/1.1\r\nHost: x\r\nContent-Type: text/xml\r\nContent-Length: %d\r\n\r\n", req.query, len(req.body))
+	conn, start := s.trickle(t, wantReadTimeout+timeoutSlack, head, req.body[:len(req.body)-1]) // never the last byte
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	d := time.Since(start)
 	if err != nil {
