@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunWithWeCom(m, wecom)) }
 func bigCorp(corp string) fakewecom.Corp {
 	c := fakewecom.Corp{
 		CorpID: corp,
-		Secret: "s3cret",
+		Apps:   []fakewecom.App{{AgentID: 1000002, Secret: "s3cret"}},
 		Departments: []fakewecom.Department{
 			{ID: 1, Name: "公司", Order: 100},
 			{ID: 2, ParentID: 1, Name: "研发", Order: 90},
@@ -126,7 +126,7 @@ func TestSync(t *testing.T) {
 		c := bigCorp(corp)
 		c.Users = append(c.Users[:5], c.Users[6:]...) // emp00005 left
 		c.Users[0].Departments = []int{4}             // emp00000 moved
-		c.NoDepartmentList = true                     // names must survive
+		c.Apps[0].NoDepartmentNames = true            // names must survive
 		fake.SetCorp(c)
 		fake.RevokeTokens() // the cached token expired meanwhile
 		tokens := fake.Calls("/cgi-bin/gettoken")

@@ -94,7 +94,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	testenv.Check(tb, "bitmap.New", err)
 	e.store = store
 	tb.Cleanup(e.store.Close)
-	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Secret: e.secret})
+	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Apps: []fakewecom.App{{AgentID: e.app.AgentID, Secret: e.secret}}})
 	o := Options{
 		Registerer: e.prom,
 		Sender:     wecom.NewSender([]wecom.App{{CorpID: e.app.CorpID, AgentID: e.app.AgentID, Secret: e.secret}}, wecom.SenderOptions{Rate: 1000, Burst: 100}),

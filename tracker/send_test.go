@@ -67,7 +67,7 @@ func userIDs(n int) []string {
 func TestSend2500(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Secret: e.secret, InvalidUsers: []string{"u0007", "u2001"}})
+	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Apps: []fakewecom.App{{AgentID: e.app.AgentID, Secret: e.secret}}, InvalidUsers: []string{"u0007", "u2001"}})
 	reg := e.registration("send-2500", yidu.Audience{UserIDs: userIDs(2500)})
 	reg.Send = true
 	if _, created, err := e.reg.Register(ctx, reg); err != nil || !created {

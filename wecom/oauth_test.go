@@ -35,7 +35,7 @@ var apps = []wecom.App{
 }
 
 func TestUserID(t *testing.T) {
-	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Secret: secret, Codes: map[string]string{
+	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Apps: []fakewecom.App{{AgentID: 1000002, Secret: secret}}, Codes: map[string]string{
 		"code-zhang": "zhangsan",
 		"code-guest": "", // a visitor who is not a member: no userid
 		"a&b=c d":    "odd",
@@ -81,7 +81,7 @@ func TestUserID(t *testing.T) {
 }
 
 func TestUserIDRefetchesRejectedToken(t *testing.T) {
-	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Secret: secret, Codes: map[string]string{"c1": "lisi"}})
+	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Apps: []fakewecom.App{{AgentID: 1000002, Secret: secret}}, Codes: map[string]string{"c1": "lisi"}})
 	e := wecom.NewOAuth(apps)
 	ctx := context.Background()
 	if got, err := e.UserID(ctx, "wwauth", 1000002, "c1"); err != nil || got != "lisi" {
@@ -98,7 +98,7 @@ func TestUserIDRefetchesRejectedToken(t *testing.T) {
 }
 
 func TestErrorsCarryNoCredentials(t *testing.T) {
-	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Secret: secret, Codes: map[string]string{"c1": "lisi"}})
+	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Apps: []fakewecom.App{{AgentID: 1000002, Secret: secret}}, Codes: map[string]string{"c1": "lisi"}})
 	ctx := context.Background()
 	check := func(t *testing.T, err error) {
 		t.Helper()
@@ -132,7 +132,7 @@ func TestErrorsCarryNoCredentials(t *testing.T) {
 }
 
 func TestUserIDHonoursContext(t *testing.T) {
-	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Secret: secret, Codes: map[string]string{"c1": "lisi"}})
+	fake.SetCorp(fakewecom.Corp{CorpID: "wwauth", Apps: []fakewecom.App{{AgentID: 1000002, Secret: secret}}, Codes: map[string]string{"c1": "lisi"}})
 	e := wecom.NewOAuth(apps)
 	if _, err := e.UserID(context.Background(), "wwauth", 1000002, "c1"); err != nil {
 		t.Fatal(err) // a token in the cache: the hung call is getuserinfo

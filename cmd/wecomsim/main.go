@@ -150,7 +150,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("api listen: %w", err)
 		}
 		m.apiLn = ln
-		fake := fakewecom.New(wecomsim.Company(m.App.CorpID, m.APISecret, m.Users, m.Departments))
+		fake := fakewecom.New(wecomsim.Company(m.App.CorpID, m.App.AgentID, m.APISecret, m.Users, m.Departments))
 		m.api = &http.Server{Handler: fake, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := m.api.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -218,7 +218,7 @@ func TestMakePlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			corp := wecomsim.Company("c", "", tt.employees, 60)
+			corp := wecomsim.Company("c", 1000002, "s", tt.employees, 60)
 			cards := map[string]card{}
 			for i, u := range corp.Users {
 				cards[u.UserID] = card{TaskID: wecomsim.TaskID("m", i), Key: "k"}

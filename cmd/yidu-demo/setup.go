@@ -109,7 +109,7 @@ func (m *Main) setUp(ctx context.Context) error {
 	}
 
 	secret, token, aesKey := randomHex(16), randomHex(8), randomAESKey()
-	company := wecomsim.Company(demoCorp, secret, employees, m.Departments)
+	company := wecomsim.Company(demoCorp, demoAgent, secret, employees, m.Departments)
 	if err := m.startFakeWeCom(company); err != nil {
 		return err
 	}

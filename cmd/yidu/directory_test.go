@@ -17,7 +17,7 @@ import (
 func TestDirectorySync(t *testing.T) {
 	const corp = "wwdirsync"
 	srv := fakewecom.New(fakewecom.Corp{
-		CorpID: corp, Secret: "s3cret",
+		CorpID: corp, Apps: []fakewecom.App{{AgentID: 1000002, Secret: "s3cret"}},
 		Departments: []fakewecom.Department{{ID: 1, Name: "总部"}, {ID: 2, ParentID: 1, Name: "HR"}},
 		Users: []fakewecom.User{
 			{UserID: "zhangsan", Name: "张三", Departments: []int{1}},

@@ -68,7 +68,7 @@ func TestREADMECommands(t *testing.T) {
 	_, prefix := testenv.Redis(t)
 	_, brokers := testenv.Kafka(t, "yidu.reads", 2)
 	wecom := fakewecom.Start(t, fakewecom.New(fakewecom.Corp{
-		CorpID: "ww1234567890abcdef", Secret: "hr-secret",
+		CorpID: "ww1234567890abcdef", Apps: []fakewecom.App{{AgentID: 1000002, Secret: "hr-secret"}},
 		Departments: []fakewecom.Department{{ID: 1, Name: "总部"}},
 		Users:       []fakewecom.User{{UserID: "zhangsan", Name: "张三", Departments: []int{1}}},
 	}))

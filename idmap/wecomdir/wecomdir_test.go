@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunWithWeCom(m, wecom)) }
 func corp(id, secret string) fakewecom.Corp {
 	return fakewecom.Corp{
 		CorpID: id,
-		Secret: secret,
+		Apps:   []fakewecom.App{{AgentID: 1000002, Secret: secret}},
 		Departments: []fakewecom.Department{
 			{ID: 1, Name: "总部"}, {ID: 2, ParentID: 1, Name: "研发", Order: 5},
 		},
@@ -126,7 +126,7 @@ func TestClient(t *testing.T) {
 
 	t.Run("department/list refused", func(t *testing.T) {
 		c2 := corp("wwnolist", "s")
-		c2.NoDepartmentList = true
+		c2.Apps[0].NoDepartmentNames = true
 		fake.SetCorp(c2)
 		_, err := wecomdir.New("wwnolist", "s").DepartmentNames(ctx)
 		var apiErr *idmap.APIError
@@ -212,7 +212,7 @@ func TestErrorsHideCredentials(t *testing.T) {
 	if _, err := c.Departments(ctx); err != nil {
 		t.Fatal(err)
 	}
-	fake.SetCorp(fakewecom.Corp{CorpID: "wwcreds", Secret: "rotated"})
+	fake.SetCorp(fakewecom.Corp{CorpID: "wwcreds", Apps: []fakewecom.App{{AgentID: 1000002, Secret: "rotated"}}})
 	fake.RevokeTokens()
 	_, err := c.Departments(ctx)
 	var apiErr *idmap.APIError

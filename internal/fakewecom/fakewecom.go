@@ -1,6 +1,11 @@
 // Package fakewecom is a fake WeCom server API (qyapi.weixin.qq.com/cgi-bin)
-// for tests: it speaks WeCom's JSON for the calls yidu makes, seeded from Go
-// values, and records what it was sent. Tests never reach the real WeCom.
+// for tests and the demo. It is a test double held to WeCom's documented
+// rules, not a spec of its own: each corp has self-built apps, each with
+// its own secret and visible range (可见范围), and optionally the
+// contacts-sync secret (通讯录同步 secret); an access_token is bound to the
+// secret it was issued for, and each API answers only the tokens WeCom
+// lets call it, with WeCom's errcode otherwise. It records what it was
+// sent. Tests never reach the real WeCom.
 //
 // silenceper/wechat/v2 has its URLs fixed to WeCom's host; point it here with
 // util.SetURIModifier(fakewecom.URIModifier(srv.URL)). The modifier is
@@ -8,17 +13,18 @@
 // binary from one Server (New takes many corps) rather than swapping servers
 // under parallel tests.
 //
-// Served (all but gettoken require the access_token gettoken handed out,
-// else errcode 40014):
+// Served, with who may call it (every call but gettoken needs a token
+// gettoken handed out, else 40014; the wrong kind of token is 48002, doc
+// path 90313):
 //
-//	GET  /cgi-bin/gettoken?corpid=&corpsecret=
-//	POST /cgi-bin/user/list_id          {cursor, limit ≤ 10000} cursor paging
-//	GET  /cgi-bin/user/simplelist?department_id=   direct members
-//	GET  /cgi-bin/department/simplelist?id=        id 0/absent: all
-//	GET  /cgi-bin/department/list?id=              with names (48002 if Corp.NoDepartmentList)
-//	POST /cgi-bin/message/send          recorded; invaliduser from Corp.InvalidUsers
-//	GET  /cgi-bin/getcallbackip
-//	GET  /cgi-bin/auth/getuserinfo?code=  and the older /cgi-bin/user/getuserinfo
+//	GET  /cgi-bin/gettoken?corpid=&corpsecret=      app or contacts secret (doc path 91039)
+//	POST /cgi-bin/user/list_id                      contacts secret only (doc path 96067)
+//	GET  /cgi-bin/user/simplelist?department_id=    app (visible departments) or contacts (doc path 90200)
+//	GET  /cgi-bin/department/simplelist?id=         app (visible tree) or contacts (doc path 95350)
+//	GET  /cgi-bin/department/list?id=               app or contacts, with names (doc path 90208)
+//	POST /cgi-bin/message/send                      app only, its own agentid (doc path 90236)
+//	GET  /cgi-bin/getcallbackip                     any (doc path 90238)
+//	GET  /cgi-bin/auth/getuserinfo?code=            app only (doc path 91023)
 package fakewecom
 
 import (
@@ -38,17 +44,34 @@ import (
 const Host = "https://qyapi.weixin.qq.com"
 
 // WeCom error codes the fake answers with (global error codes,
-// document/path/90313).
+// doc path 90313).
 const (
 	ErrInvalidCredential = 40001 // wrong corpsecret
 	ErrInvalidCorpID     = 40013
 	ErrInvalidToken      = 40014
 	ErrInvalidCode       = 40029
 	ErrBadParameter      = 40058
-	ErrNoPermission      = 48002
+	ErrNoPermission      = 48002 // api forbidden: this secret may not call this API
 	ErrDepartmentMissing = 60003
-	ErrTaskIDReused      = 42014 // template card task_id used before (path 90236)
+	ErrNoPrivilege       = 60011  // the department or member is outside the app's visible range
+	ErrAllInvalid        = 82001  // every touser, toparty and totag invalid (doc path 90236)
+	ErrAnotherAgent      = 301002 // the token's app is not the agentid asked for
+	ErrTaskIDReused      = 42014  // template card task_id used before (doc path 90236)
 )
+
+// App is one self-built app of a corp.
+type App struct {
+	AgentID int64
+	Secret  string
+	// VisibleDepartments are the departments the app sees, each with its
+	// subtree (可见范围); nil sees the whole corp.
+	VisibleDepartments []int
+	// VisibleUsers are members the app sees outside those departments.
+	VisibleUsers []string
+	// NoDepartmentNames makes department/list answer without names, as for
+	// apps WeCom no longer gives department names.
+	NoDepartmentNames bool
+}
 
 // Department is a seeded department.
 type Department struct {
@@ -68,17 +91,16 @@ type User struct {
 // Corp is one seeded corp.
 type Corp struct {
 	CorpID string
-	// Secret is the corpsecret gettoken accepts; empty accepts any.
-	Secret      string
-	Departments []Department
-	Users       []User
+	// Apps are its self-built apps; gettoken accepts their secrets.
+	Apps []App
+	// ContactsSecret is the contacts-sync secret; empty: not enabled.
+	ContactsSecret string
+	Departments    []Department
+	Users          []User
 	// InvalidUsers are answered in message/send's invaliduser.
 	InvalidUsers []string
 	// Codes maps OAuth2 codes to the UserID getuserinfo returns.
 	Codes map[string]string
-	// NoDepartmentList makes department/list answer 48002, as for apps not
-	// allowed to read department names.
-	NoDepartmentList bool
 }
 
 // Sent is one recorded message/send call.
@@ -92,7 +114,7 @@ type Sent struct {
 type Server struct {
 	mu     sync.Mutex
 	corps  map[string]*Corp
-	tokens map[string]string // access_token → corp_id
+	tokens map[string]grant // access_token → who it was issued to
 	issued int
 	sent   []Sent
 	tasks  map[string]bool // corp_id/task_id of template cards sent
@@ -105,7 +127,7 @@ type Server struct {
 func New(corps ...Corp) *Server {
 	s := &Server{
 		corps:       map[string]*Corp{},
-		tokens:      map[string]string{},
+		tokens:      map[string]grant{},
 		tasks:       map[string]bool{},
 		calls:       map[string]int{},
 		CallbackIPs: []string{"101.226.103.0/25", "140.207.54.76"},
@@ -144,6 +166,7 @@ func (s *Server) SetCorp(c Corp) {
 	cp := c
 	cp.Departments = slices.Clone(c.Departments)
 	cp.Users = slices.Clone(c.Users)
+	cp.Apps = slices.Clone(c.Apps)
 	s.corps[c.CorpID] = &cp
 }
 
@@ -187,26 +210,80 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func fail(code int, msg string) reply { return reply{"errcode": code, "errmsg": msg} }
 
+// grant is what an access_token was issued for: one app of a corp, or
+// the corp's contacts-sync secret.
+type grant struct {
+	corp     *Corp
+	app      *App // nil for the contacts secret
+	contacts bool
+}
+
+// Which tokens may call an API.
+type scope uint8
+
+const (
+	appOnly scope = iota + 1
+	contactsOnly
+	appOrContacts
+)
+
+// apis maps each path to who may call it (see the package doc).
+var apis = map[string]scope{
+	"/cgi-bin/user/list_id":          contactsOnly,
+	"/cgi-bin/user/simplelist":       appOrContacts,
+	"/cgi-bin/department/simplelist": appOrContacts,
+	"/cgi-bin/department/list":       appOrContacts,
+	"/cgi-bin/message/send":          appOnly,
+	"/cgi-bin/getcallbackip":         appOrContacts,
+	"/cgi-bin/auth/getuserinfo":      appOnly,
+}
+
+func (s *Server) gettoken(q map[string][]string) reply {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	c, ok := s.corps[get("corpid")]
+	if !ok {
+		return fail(ErrInvalidCorpID, "invalid corpid")
+	}
+	secret := get("corpsecret")
+	g := grant{corp: c}
+	switch {
+	case secret != "" && secret == c.ContactsSecret:
+		g.contacts = true
+	default:
+		i := slices.IndexFunc(c.Apps, func(a App) bool { return a.Secret == secret })
+		if secret == "" || i < 0 {
+			return fail(ErrInvalidCredential, "invalid credential")
+		}
+		g.app = &c.Apps[i]
+	}
+	s.issued++
+	tok := fmt.Sprintf("fake-token-%d", s.issued)
+	s.tokens[tok] = g
+	return reply{"access_token": tok, "expires_in": 7200}
+}
+
 func (s *Server) serve(r *http.Request) reply {
 	q := r.URL.Query()
 	if r.URL.Path == "/cgi-bin/gettoken" {
-		c, ok := s.corps[q.Get("corpid")]
-		if !ok {
-			return fail(ErrInvalidCorpID, "invalid corpid")
-		}
-		if c.Secret != "" && q.Get("corpsecret") != c.Secret {
-			return fail(ErrInvalidCredential, "invalid credential")
-		}
-		s.issued++
-		tok := fmt.Sprintf("fake-token-%d", s.issued)
-		s.tokens[tok] = c.CorpID
-		return reply{"access_token": tok, "expires_in": 7200}
+		return s.gettoken(q)
 	}
-	corpID, ok := s.tokens[q.Get("access_token")]
+	g, ok := s.tokens[q.Get("access_token")]
 	if !ok {
 		return fail(ErrInvalidToken, "invalid access_token")
 	}
-	c := s.corps[corpID]
+	sc, known := apis[r.URL.Path]
+	switch {
+	case !known:
+		return fail(ErrBadParameter, "fakewecom: unknown api "+r.URL.Path)
+	case sc == appOnly && g.contacts, sc == contactsOnly && !g.contacts:
+		return fail(ErrNoPermission, "api forbidden")
+	}
+	c := g.corp
 	switch r.URL.Path {
 	case "/cgi-bin/user/list_id":
 		return s.listID(c, r)
@@ -214,6 +291,9 @@ func (s *Server) serve(r *http.Request) reply {
 		id, err := strconv.Atoi(q.Get("department_id"))
 		if err != nil || !hasDept(c, id) {
 			return fail(ErrDepartmentMissing, "department not found")
+		}
+		if !g.seesDept(id) {
+			return fail(ErrNoPrivilege, "no privilege to access/modify contact/party/agent")
 		}
 		list := []reply{}
 		for _, u := range c.Users {
@@ -223,40 +303,66 @@ func (s *Server) serve(r *http.Request) reply {
 		}
 		return reply{"userlist": list}
 	case "/cgi-bin/department/simplelist", "/cgi-bin/department/list":
-		if r.URL.Path == "/cgi-bin/department/list" && c.NoDepartmentList {
-			return fail(ErrNoPermission, "api forbidden")
-		}
+		names := r.URL.Path == "/cgi-bin/department/list"
 		id, _ := strconv.Atoi(q.Get("id"))
 		if id != 0 && !hasDept(c, id) {
 			return fail(ErrDepartmentMissing, "department not found")
 		}
-		var list []reply
-		for _, d := range subtree(c, id) {
-			if r.URL.Path == "/cgi-bin/department/list" {
-				list = append(list, reply{"id": d.ID, "name": d.Name, "parentid": d.ParentID, "order": d.Order, "department_leader": []string{}})
-			} else {
-				list = append(list, reply{"id": d.ID, "parentid": d.ParentID, "order": d.Order})
-			}
+		if id != 0 && !g.seesDept(id) {
+			return fail(ErrNoPrivilege, "no privilege to access/modify contact/party/agent")
 		}
-		if r.URL.Path == "/cgi-bin/department/list" {
+		list := []reply{}
+		for _, d := range subtree(c, id) {
+			if !g.seesDept(d.ID) {
+				continue
+			}
+			e := reply{"id": d.ID, "parentid": d.ParentID, "order": d.Order}
+			if names {
+				e["department_leader"] = []string{}
+				if g.contacts || !g.app.NoDepartmentNames {
+					e["name"] = d.Name
+				}
+			}
+			list = append(list, e)
+		}
+		if names {
 			return reply{"department": list}
 		}
 		return reply{"department_id": list}
 	case "/cgi-bin/message/send":
-		return s.send(c, r)
+		return s.send(g, r)
 	case "/cgi-bin/getcallbackip":
 		return reply{"ip_list": s.CallbackIPs}
-	case "/cgi-bin/auth/getuserinfo", "/cgi-bin/user/getuserinfo":
+	case "/cgi-bin/auth/getuserinfo":
 		id, ok := c.Codes[q.Get("code")]
 		if !ok {
 			return fail(ErrInvalidCode, "invalid code")
 		}
-		if r.URL.Path == "/cgi-bin/user/getuserinfo" {
-			return reply{"UserId": id, "DeviceId": ""}
-		}
 		return reply{"userid": id}
 	}
 	return fail(ErrBadParameter, "fakewecom: unknown api "+r.URL.Path)
+}
+
+// seesDept reports whether the token's holder sees department id: the
+// contacts secret sees all; an app its visible departments' subtrees.
+func (g grant) seesDept(id int) bool {
+	if g.contacts || g.app.VisibleDepartments == nil {
+		return true
+	}
+	for _, top := range g.app.VisibleDepartments {
+		if slices.ContainsFunc(subtree(g.corp, top), func(d Department) bool { return d.ID == id }) {
+			return true
+		}
+	}
+	return false
+}
+
+// seesUser reports whether the token's holder sees member u.
+func (g grant) seesUser(u User) bool {
+	if g.contacts || g.app.VisibleDepartments == nil || slices.Contains(g.app.VisibleUsers, u.UserID) {
+		return true
+	}
+	return slices.ContainsFunc(u.Departments, g.seesDept)
 }
 
 func hasDept(c *Corp, id int) bool {
@@ -330,7 +436,8 @@ func (s *Server) listID(c *Corp, r *http.Request) reply {
 	return reply{"next_cursor": next, "dept_user": pairs[start:end]}
 }
 
-func (s *Server) send(c *Corp, r *http.Request) reply {
+func (s *Server) send(g grant, r *http.Request) reply {
+	c := g.corp
 	raw, err := io.ReadAll(io.LimitReader(r.Body, 2<<20))
 	if err != nil {
 		return fail(ErrBadParameter, "read body")
@@ -338,6 +445,9 @@ func (s *Server) send(c *Corp, r *http.Request) reply {
 	var body map[string]any
 	if err := json.Unmarshal(raw, &body); err != nil {
 		return fail(ErrBadParameter, "bad json")
+	}
+	if agent, _ := body["agentid"].(float64); int64(agent) != g.app.AgentID {
+		return fail(ErrAnotherAgent, "not allow operate another agent with this accesstoken")
 	}
 	if card, ok := body["template_card"].(map[string]any); ok {
 		if task, ok := card["task_id"].(string); ok && task != "" {
@@ -348,15 +458,25 @@ func (s *Server) send(c *Corp, r *http.Request) reply {
 			s.tasks[key] = true
 		}
 	}
-	s.sent = append(s.sent, Sent{CorpID: c.CorpID, Body: body, Raw: raw})
+	// Members WeCom does not know, or outside the app's visible range, are
+	// invaliduser, lower-cased (doc path 90236); when nobody is left the
+	// whole call is refused.
 	var invalid []string
+	valid := 0
 	if to, ok := body["touser"].(string); ok {
 		for _, id := range strings.Split(to, "|") {
-			if slices.Contains(c.InvalidUsers, id) {
-				invalid = append(invalid, id)
+			i := slices.IndexFunc(c.Users, func(u User) bool { return strings.EqualFold(u.UserID, id) })
+			if slices.Contains(c.InvalidUsers, id) || len(c.Users) > 0 && (i < 0 || !g.seesUser(c.Users[i])) {
+				invalid = append(invalid, strings.ToLower(id))
+			} else {
+				valid++
 			}
 		}
 	}
+	if valid == 0 {
+		return fail(ErrAllInvalid, "All touser & toparty & totag invalid")
+	}
+	s.sent = append(s.sent, Sent{CorpID: c.CorpID, Body: body, Raw: raw})
 	out := reply{"invaliduser": strings.Join(invalid, "|"), "invalidparty": "", "invalidtag": "",
 		"msgid": fmt.Sprintf("fake-msg-%d", len(s.sent))}
 	if _, ok := body["template_card"]; ok {

@@ -12,12 +12,13 @@ import (
 
 func seed() fakewecom.Corp {
 	return fakewecom.Corp{
-		CorpID:       "wwfake",
-		Secret:       "sec",
-		Departments:  []fakewecom.Department{{ID: 1, Name: "root"}, {ID: 2, ParentID: 1, Name: "eng"}, {ID: 3, ParentID: 2, Name: "be"}},
-		Users:        []fakewecom.User{{UserID: "a", Name: "A", Departments: []int{1}}, {UserID: "b", Name: "B", Departments: []int{3}}},
-		InvalidUsers: []string{"gone"},
-		Codes:        map[string]string{"code1": "a"},
+		CorpID:         "wwfake",
+		Apps:           []fakewecom.App{{AgentID: 1, Secret: "sec"}, {AgentID: 2, Secret: "narrow", VisibleDepartments: []int{3}, NoDepartmentNames: true}},
+		ContactsSecret: "contacts",
+		Departments:    []fakewecom.Department{{ID: 1, Name: "root"}, {ID: 2, ParentID: 1, Name: "eng"}, {ID: 3, ParentID: 2, Name: "be"}},
+		Users:          []fakewecom.User{{UserID: "a", Name: "A", Departments: []int{1}}, {UserID: "b", Name: "B", Departments: []int{3}}},
+		InvalidUsers:   []string{"gone"},
+		Codes:          map[string]string{"code1": "a"},
 	}
 }
 
@@ -46,8 +47,20 @@ func call(t *testing.T, base, method, path string, q url.Values, body string) ma
 func TestServer(t *testing.T) {
 	s := fakewecom.New(seed())
 	base := fakewecom.Start(t, s)
-	tok := call(t, base, "GET", "/cgi-bin/gettoken", url.Values{"corpid": {"wwfake"}, "corpsecret": {"sec"}}, "")["access_token"].(string)
+	token := func(secret string) string {
+		return call(t, base, "GET", "/cgi-bin/gettoken", url.Values{"corpid": {"wwfake"}, "corpsecret": {secret}}, "")["access_token"].(string)
+	}
+	tok := token("sec")
 	auth := url.Values{"access_token": {tok}}
+	contacts := url.Values{"access_token": {token("contacts")}}
+	narrowTok := token("narrow")
+	narrow := func(k, v string) url.Values {
+		q := url.Values{"access_token": {narrowTok}}
+		if k != "" {
+			q.Set(k, v)
+		}
+		return q
+	}
 	with := func(k, v string) url.Values {
 		q := url.Values{"access_token": {tok}}
 		q.Set(k, v)
@@ -82,18 +95,19 @@ func TestServer(t *testing.T) {
 			}
 		}},
 		{"simplelist unknown department", "GET", "/cgi-bin/user/simplelist", with("department_id", "9"), "", fakewecom.ErrDepartmentMissing, nil},
-		{"list_id first page", "POST", "/cgi-bin/user/list_id", auth, `{"limit":1}`, 0, func(t *testing.T, out map[string]any) {
+		{"list_id with an app secret", "POST", "/cgi-bin/user/list_id", auth, `{"limit":1}`, fakewecom.ErrNoPermission, nil},
+		{"list_id first page", "POST", "/cgi-bin/user/list_id", contacts, `{"limit":1}`, 0, func(t *testing.T, out map[string]any) {
 			if out["next_cursor"] != "c1" || len(out["dept_user"].([]any)) != 1 {
 				t.Errorf("page = %v", out)
 			}
 		}},
-		{"list_id last page", "POST", "/cgi-bin/user/list_id", auth, `{"cursor":"c1","limit":10000}`, 0, func(t *testing.T, out map[string]any) {
+		{"list_id last page", "POST", "/cgi-bin/user/list_id", contacts, `{"cursor":"c1","limit":10000}`, 0, func(t *testing.T, out map[string]any) {
 			if out["next_cursor"] != "" || len(out["dept_user"].([]any)) != 1 {
 				t.Errorf("page = %v", out)
 			}
 		}},
-		{"list_id limit too big", "POST", "/cgi-bin/user/list_id", auth, `{"limit":10001}`, fakewecom.ErrBadParameter, nil},
-		{"list_id bad cursor", "POST", "/cgi-bin/user/list_id", auth, `{"cursor":"zz"}`, fakewecom.ErrBadParameter, nil},
+		{"list_id limit too big", "POST", "/cgi-bin/user/list_id", contacts, `{"limit":10001}`, fakewecom.ErrBadParameter, nil},
+		{"list_id bad cursor", "POST", "/cgi-bin/user/list_id", contacts, `{"cursor":"zz"}`, fakewecom.ErrBadParameter, nil},
 		{"send with invalid user", "POST", "/cgi-bin/message/send", auth,
 			`{"touser":"a|gone","msgtype":"template_card","agentid":1,"template_card":{"card_type":"button_interaction","task_id":"t1"}}`, 0,
 			func(t *testing.T, out map[string]any) {
@@ -102,7 +116,31 @@ func TestServer(t *testing.T) {
 				}
 			}},
 		{"send reusing task_id", "POST", "/cgi-bin/message/send", auth,
-			`{"touser":"a","msgtype":"template_card","template_card":{"task_id":"t1"}}`, fakewecom.ErrTaskIDReused, nil},
+			`{"touser":"a","msgtype":"template_card","agentid":1,"template_card":{"task_id":"t1"}}`, fakewecom.ErrTaskIDReused, nil},
+		{"send as another agent", "POST", "/cgi-bin/message/send", auth,
+			`{"touser":"a","msgtype":"text","agentid":2,"text":{"content":"x"}}`, fakewecom.ErrAnotherAgent, nil},
+		{"send with the contacts secret", "POST", "/cgi-bin/message/send", contacts,
+			`{"touser":"a","msgtype":"text","agentid":1,"text":{"content":"x"}}`, fakewecom.ErrNoPermission, nil},
+		{"send to nobody valid", "POST", "/cgi-bin/message/send", auth,
+			`{"touser":"gone|nobody","msgtype":"text","agentid":1,"text":{"content":"x"}}`, fakewecom.ErrAllInvalid, nil},
+		{"send outside the visible range", "POST", "/cgi-bin/message/send", narrow("", ""),
+			`{"touser":"A|b","msgtype":"text","agentid":2,"text":{"content":"x"}}`, 0, func(t *testing.T, out map[string]any) {
+				if out["invaliduser"] != "a" {
+					t.Errorf("invaliduser = %v; want a (outside the range, lower-cased)", out["invaliduser"])
+				}
+			}},
+		{"narrow app sees its subtree", "GET", "/cgi-bin/department/simplelist", narrow("", ""), "", 0, func(t *testing.T, out map[string]any) {
+			if l := out["department_id"].([]any); len(l) != 1 || l[0].(map[string]any)["id"] != 3.0 {
+				t.Errorf("department_id = %v; want only 3", l)
+			}
+		}},
+		{"narrow app gets no names", "GET", "/cgi-bin/department/list", narrow("", ""), "", 0, func(t *testing.T, out map[string]any) {
+			if d := out["department"].([]any)[0].(map[string]any); d["name"] != nil {
+				t.Errorf("department = %v; want no name", d)
+			}
+		}},
+		{"narrow app outside its range", "GET", "/cgi-bin/user/simplelist", narrow("department_id", "1"), "", fakewecom.ErrNoPrivilege, nil},
+		{"oauth with the contacts secret", "GET", "/cgi-bin/auth/getuserinfo", contacts, "", fakewecom.ErrNoPermission, nil},
 		{"callback ips", "GET", "/cgi-bin/getcallbackip", auth, "", 0, func(t *testing.T, out map[string]any) {
 			if len(out["ip_list"].([]any)) == 0 {
 				t.Error("empty ip_list")
@@ -126,8 +164,8 @@ func TestServer(t *testing.T) {
 			}
 		})
 	}
-	if sent := s.Sent(); len(sent) != 1 || sent[0].Body["touser"] != "a|gone" {
-		t.Errorf("Sent = %+v; want the one accepted send", sent)
+	if sent := s.Sent(); len(sent) != 2 || sent[0].Body["touser"] != "a|gone" {
+		t.Errorf("Sent = %+v; want the two accepted sends", sent)
 	}
 	if got := fakewecom.URIModifier(base)("https://qyapi.weixin.qq.com/cgi-bin/gettoken?x=1"); got != base+"/cgi-bin/gettoken?x=1" {
 		t.Errorf("URIModifier = %q", got)

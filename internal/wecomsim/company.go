@@ -15,13 +15,14 @@ var (
 	given    = []string{"伟", "芳", "娜", "敏", "静", "磊", "洋", "勇", "艳", "杰", "Alice", "Bob", "Chen Wei", "Emma", "Liam"}
 )
 
-// Company returns a synthetic corp for the fake WeCom API: departments 1..n
+// Company returns a synthetic corp for the fake WeCom API, with one app
+// (agentID, secret) that sees the whole corp: departments 1..n
 // in a tree (1 is the root, each next one under an earlier one) and users
 // members UserID(0..users-1), each in one department, some in two, with
 // Chinese and English names. It is deterministic.
-func Company(corpID, secret string, users, departments int) fakewecom.Corp {
+func Company(corpID string, agentID int64, secret string, users, departments int) fakewecom.Corp {
 	departments = max(departments, 1)
-	c := fakewecom.Corp{CorpID: corpID, Secret: secret}
+	c := fakewecom.Corp{CorpID: corpID, Apps: []fakewecom.App{{AgentID: agentID, Secret: secret}}}
 	c.Departments = append(c.Departments, fakewecom.Department{ID: 1, Name: "总部", Order: 1})
 	for id := 2; id <= departments; id++ {
 		// Parent (id-2)/3+1 makes a tree of fan-out 3.

@@ -51,7 +51,7 @@ func TestCardReadsTaskIDs(t *testing.T) {
 }
 
 func TestCompany(t *testing.T) {
-	c := Company("corp", "s", 200, 60)
+	c := Company("corp", 1000002, "s", 200, 60)
 	if len(c.Users) != 200 || len(c.Departments) != 60 {
 		t.Fatalf("Company: %d users, %d departments; want 200, 60", len(c.Users), len(c.Departments))
 	}
