@@ -141,6 +141,9 @@ type App struct {
 	// LinkKey signs tracked links (LinkKey derives it from the app secret);
 	// nil: no tracked link of the app is valid.
 	LinkKey []byte
+	// ReadReply is the read button's text once a member pressed it (the
+	// passive reply, doc path 90241), e.g. "已读 ✓"; empty: no reply.
+	ReadReply string
 }
 
 // app is one configured WeCom app with its crypto and metric handles.

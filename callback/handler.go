@@ -2,6 +2,8 @@ package callback
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/yidu-io/yidu"
 )
 
 // bufs holds request bodies and decrypted messages: each callback needs two
@@ -93,8 +97,62 @@ func (rc *Receiver) handleEvent(w http.ResponseWriter, r *http.Request) {
 		rc.finish(w, r, a.m, start, err)
 		return
 	}
+	if reply := rc.reply(a, &ev, o); reply != nil {
+		w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(reply)
+		a.m.replies.Inc()
+		rc.done(a.m, start, o)
+		return
+	}
 	w.WriteHeader(http.StatusOK) // empty body (doc path 90238)
 	rc.done(a.m, start, o)
+}
+
+// reply returns the passive reply to a press of a tracked card's read
+// button once the read is durable (outcome ok): WeCom then shows the
+// member who pressed the button's new text, the 模板卡片更新消息
+// "更新点击用户的按钮文案" (doc path 90241: MsgType update_button with
+// Button/ReplaceName; ToUserName the member, FromUserName the CorpID). A
+// repeated press is answered the same. nil: answer with an empty body, as
+// for every other callback (a foreign card, another button, a press over
+// the member's rate limit, which records nothing, or an app without a
+// reply text). A reply that cannot be built is logged and left out: the
+// read is durable either way.
+func (rc *Receiver) reply(a *app, ev *Event, o outcome) []byte {
+	if ev.Kind != KindTemplateCard || o != outOK || a.cfg.ReadReply == "" {
+		return nil
+	}
+	if _, ok := yidu.ParseTaskID(ev.TaskID); !ok {
+		return nil
+	}
+	now := rc.now()
+	var b strings.Builder
+	b.WriteString("<xml><ToUserName><![CDATA[")
+	b.WriteString(cdata(ev.FromUserName))
+	b.WriteString("]]></ToUserName><FromUserName><![CDATA[")
+	b.WriteString(cdata(a.cfg.CorpID))
+	b.WriteString("]]></FromUserName><CreateTime>")
+	b.WriteString(strconv.FormatInt(now.Unix(), 10))
+	b.WriteString("</CreateTime><MsgType><![CDATA[update_button]]></MsgType><Button><ReplaceName><![CDATA[")
+	b.WriteString(cdata(a.cfg.ReadReply))
+	b.WriteString("]]></ReplaceName></Button></xml>")
+	out, err := a.crypt.Reply([]byte(b.String()), strconv.FormatInt(now.Unix(), 10), replyNonce())
+	if err != nil {
+		rc.log.Error("passive reply not built", "app", a.cfg.Name, "err", err)
+		return nil
+	}
+	return out
+}
+
+// cdata keeps s inside a CDATA section: "]]>" would end it early.
+func cdata(s string) string { return strings.ReplaceAll(s, "]]>", "]]]]><![CDATA[>") }
+
+// replyNonce returns a random decimal nonce, as WeCom's own are.
+func replyNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return strconv.FormatUint(binary.BigEndian.Uint64(b[:])%1e10, 10)
 }
 
 // queryValue returns the first value of key in the raw query, decoded as

@@ -35,6 +35,7 @@ type metrics struct {
 	ignored     *prometheus.CounterVec
 	newReads    *prometheus.CounterVec
 	landings    *prometheus.CounterVec
+	replies     *prometheus.CounterVec
 }
 
 // appMetrics are one app's series, resolved once so that a request does no
@@ -52,6 +53,7 @@ type appMetrics struct {
 	enterReads       prometheus.Counter
 	linkReads        prometheus.Counter
 	landings         map[string]prometheus.Counter
+	replies          prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -72,6 +74,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		newReads: f.CounterVec("yidu_callback_new_reads_total", "New reads reported by the ReadRecorder, by signal.", "app", "signal"),
 		landings: f.CounterVec("yidu_callback_link_landings_total",
 			"Tracked link visits back from WeCom OAuth2 (all redirected to the target), by result.", "app", "result"),
+		replies: f.CounterVec("yidu_callback_passive_replies_total",
+			"Card presses answered with a passive reply that updates the member's button.", "app"),
 	}
 	return m, f.Err("callback")
 }
@@ -89,6 +93,7 @@ func (m *metrics) forApp(app string) *appMetrics {
 		enterReads:       m.newReads.WithLabelValues(app, KindEnterAgent.String()),
 		linkReads:        m.newReads.WithLabelValues(app, "link"),
 		landings:         make(map[string]prometheus.Counter, len(landResults)),
+		replies:          m.replies.WithLabelValues(app),
 	}
 	for _, r := range landResults {
 		am.landings[r] = m.landings.WithLabelValues(app, r)

@@ -240,6 +240,19 @@ func (c *Crypter) Encrypt(msg, random16 []byte) (string, error) {
 	return base64.StdEncoding.EncodeToString(pt), nil
 }
 
+// Reply wraps the plaintext XML msg as a passive reply (doc path 90241):
+// encrypted like a callback and signed, in WeCom's reply envelope
+// <xml><Encrypt/><MsgSignature/><TimeStamp/><Nonce/></xml>. The timestamp
+// and nonce are the reply's own.
+func (c *Crypter) Reply(msg []byte, timestamp, nonce string) ([]byte, error) {
+	enc, err := c.Encrypt(msg, nil)
+	if err != nil {
+		return nil, err
+	}
+	return fmt.Appendf(nil, "<xml><Encrypt><![CDATA[%s]]></Encrypt><MsgSignature><![CDATA[%s]]></MsgSignature><TimeStamp>%s</TimeStamp><Nonce><![CDATA[%s]]></Nonce></xml>",
+		enc, c.Signature(timestamp, nonce, enc), timestamp, nonce), nil
+}
+
 // Post builds a signed POST callback for the plaintext XML msg as WeCom sends
 // it (doc path 91144): the query (msg_signature, timestamp, nonce) and the
 // body <xml><ToUserName/><Encrypt/><AgentID/></xml>. Tests, the WeCom

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -148,7 +149,18 @@ type App struct {
 	// ReadButtonKey is the template card button key that means "read";
 	// empty accepts any button of a tracked card.
 	ReadButtonKey string `yaml:"read_button_key"`
+	// ReadReply is what the read button says to the member once their
+	// press is recorded (a passive reply, doc path 90241; default
+	// DefaultReadReply).
+	ReadReply string `yaml:"read_reply"`
 }
+
+// DefaultReadReply is apps[].read_reply when left out.
+const DefaultReadReply = "已读 ✓"
+
+// maxReadReply bounds apps[].read_reply: WeCom advises button texts of at
+// most 10 characters (template card button_list, doc path 90236).
+const maxReadReply = 10
 
 // Duration is a time.Duration written as "10m", "1s" in YAML.
 type Duration time.Duration
@@ -222,6 +234,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	if getenv != nil {
 		applyEnv(&cfg, getenv)
 	}
+
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
@@ -285,6 +298,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: apps[%d]: duplicate name %q", i, a.Name)
 		case a.CorpID == "":
 			return fmt.Errorf("config: app %q: corp_id is required", a.Name)
+		}
+		if n := utf8.RuneCountInString(a.ReadReply); n > maxReadReply || !utf8.ValidString(a.ReadReply) {
+			return fmt.Errorf("config: app %q: read_reply must be at most %d characters of UTF-8, got %d", a.Name, maxReadReply, n)
 		}
 		if a.EncodingAESKey != "" {
 			if err := checkAESKey(a.EncodingAESKey); err != nil {

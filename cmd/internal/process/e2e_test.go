@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/silenceper/wechat/v2/util"
 
 	"github.com/yidu-io/yidu/callback/wxcrypt"
 	"github.com/yidu-io/yidu/cmd/internal/config"
@@ -96,6 +99,13 @@ func api(tb testing.TB, m *Main, method, path string, body any, out any) int {
 // deliver posts one signed, encrypted callback with plaintext xml.
 func deliver(tb testing.TB, m *Main, xml string) int {
 	tb.Helper()
+	code, _ := deliverReply(tb, m, xml)
+	return code
+}
+
+// deliverReply is deliver returning the answer's body too.
+func deliverReply(tb testing.TB, m *Main, xml string) (int, []byte) {
+	tb.Helper()
 	c, err := wxcrypt.New(testToken, testAESKey, testCorp)
 	if err != nil {
 		tb.Fatal(err)
@@ -108,8 +118,57 @@ func deliver(tb testing.TB, m *Main, xml string) int {
 	if err != nil {
 		tb.Fatalf("post callback: %v", err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	reply, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("read answer: %v", err)
+	}
+	return resp.StatusCode, reply
+}
+
+// TestServePassiveReply: a recipient's press gets 200 with WeCom's
+// encrypted update_button reply (doc path 90241), as WeCom decrypts it
+// (silenceper's util), once the read is durable; the dashboard counts it.
+func TestServePassiveReply(t *testing.T) {
+	m, _ := MustRunMain(t)
+	reg := map[string]any{"msgid": "notice-reply", "app": "hr", "title": "t",
+		"audience": map[string]any{"userids": []string{"zhangsan"}}}
+	if code := api(t, m, "POST", "/messages", reg, nil); code != http.StatusCreated {
+		t.Fatalf("register = %d; want 201", code)
+	}
+	for range 2 { // a repeated press gets the same reply
+		code, body := deliverReply(t, m, cardEvent("zhangsan", "notice-reply@0", time.Now().Unix()))
+		if code != http.StatusOK {
+			t.Fatalf("press = %d %q; want 200", code, body)
+		}
+		var env struct {
+			Encrypt, MsgSignature, TimeStamp, Nonce string
+		}
+		if err := xml.Unmarshal(body, &env); err != nil {
+			t.Fatalf("reply %q: %v", body, err)
+		}
+		if want := util.Signature(testToken, env.TimeStamp, env.Nonce, env.Encrypt); env.MsgSignature != want {
+			t.Errorf("reply MsgSignature = %s; want %s", env.MsgSignature, want)
+		}
+		_, plain, err := util.DecryptMsg(testCorp, env.Encrypt, testAESKey)
+		if err != nil {
+			t.Fatalf("DecryptMsg: %v", err)
+		}
+		var ub struct {
+			ToUserName, FromUserName, MsgType string
+			ReplaceName                       string `xml:"Button>ReplaceName"`
+		}
+		if err := xml.Unmarshal(plain, &ub); err != nil {
+			t.Fatal(err)
+		}
+		if ub.ToUserName != "zhangsan" || ub.FromUserName != testCorp || ub.MsgType != "update_button" || ub.ReplaceName != config.DefaultReadReply {
+			t.Errorf("reply = %+v; want update_button %q to zhangsan from %s", ub, config.DefaultReadReply, testCorp)
+		}
+	}
+	var p progress
+	if code := api(t, m, "GET", "/messages/notice-reply/progress", nil, &p); code != http.StatusOK || p.Read != 1 {
+		t.Errorf("progress = %d %+v; want 1 read", code, p)
+	}
 }
 
 func cardEvent(user, taskID string, at int64) string {

@@ -258,7 +258,11 @@ func WeComApps(apps []config.App) []wecom.App {
 // secret (never the secret itself).
 func CallbackApps(apps []config.App) []callback.App {
 	return each(apps, func(a config.App) callback.App {
-		return callback.App{App: domainApp(a), Token: a.Token, EncodingAESKey: a.EncodingAESKey, LinkKey: callback.LinkKey(a.Name, a.Secret)}
+		if a.ReadReply == "" {
+			a.ReadReply = config.DefaultReadReply
+		}
+		return callback.App{App: domainApp(a), Token: a.Token, EncodingAESKey: a.EncodingAESKey,
+			LinkKey: callback.LinkKey(a.Name, a.Secret), ReadReply: a.ReadReply}
 	})
 }
 
