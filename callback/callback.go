@@ -25,6 +25,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/callback/wxcrypt"
+	"github.com/yidu-io/yidu/internal/clientip"
 )
 
 // ReadRecorder turns read signals into reads; bitmap.Recorder implements it.
@@ -103,8 +104,14 @@ type Options struct {
 	OAuth OAuth
 	// LinkExchangeRate bounds code exchanges per second (default
 	// DefaultLinkExchangeRate, burst twice that); landings beyond it
-	// redirect without recording and are counted.
+	// redirect without recording and are counted. One link, and one client
+	// address, get at most half of it, so a flood of made-up codes on one
+	// link or from one address cannot spend the budget of the others.
 	LinkExchangeRate float64
+	// TrustedProxies are the proxies whose X-Forwarded-For names a tracked
+	// link visitor's address (config receiver.trusted_proxies); empty: the
+	// connection's peer is the visitor.
+	TrustedProxies clientip.Proxies
 }
 
 // Receiver serves WeCom callbacks. Build it with New.
@@ -127,6 +134,9 @@ type Receiver struct {
 	publicURL string
 	oauth     OAuth
 	exchange  *rate.Limiter
+	perLink   *limiter // exchanges per app and msgid
+	perAddr   *limiter // exchanges per visitor address
+	proxies   clientip.Proxies
 	linkWarn  *rate.Limiter // rate-limits exchange failure warnings
 }
 
@@ -202,6 +212,9 @@ func New(reads ReadRecorder, opts Options) (*Receiver, error) {
 			r = DefaultLinkExchangeRate
 		}
 		rc.exchange = rate.NewLimiter(rate.Limit(r), max(1, int(2*r)))
+		rc.perLink = newLimiter(rate.Limit(r/2), max(1, int(r)), DefaultMaxMembers)
+		rc.perAddr = newLimiter(rate.Limit(r/2), max(1, int(r)), DefaultMaxMembers)
+		rc.proxies = opts.TrustedProxies
 		rc.linkWarn = rate.NewLimiter(rate.Every(10*time.Second), 1)
 	}
 	m, err := newMetrics(opts.Registerer)

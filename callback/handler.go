@@ -351,7 +351,7 @@ func (rc *Receiver) apply(ctx context.Context, a *app, ev *Event) error {
 	if agentID == 0 {
 		agentID = ev.AgentID
 	}
-	at := time.Unix(ev.CreateTime, 0)
+	at := rc.eventTime(ev.CreateTime)
 	switch ev.Kind {
 	case KindTemplateCard:
 		n, err := rc.reads.CardRead(ctx, a.cfg.CorpID, agentID, ev.FromUserName, ev.TaskID, at)
@@ -365,6 +365,20 @@ func (rc *Receiver) apply(ctx context.Context, a *app, ev *Event) error {
 		return rc.contacts.ContactChanged(ctx, a.cfg.CorpID, ev.ChangeType, ev.UserID, ev.NewUserID, ev.Department)
 	}
 	return fmt.Errorf("callback: apply %s: not an action", ev.Kind)
+}
+
+// eventTime is when a read happened: the event's CreateTime, or the
+// receive time when CreateTime is further from now than the timestamp
+// window (a signed callback arrives within it, doc path 90238, so such a
+// CreateTime is absurd: year 5138, zero, negative). The archive then gets
+// a time it can store and Redis and MySQL never disagree over it.
+func (rc *Receiver) eventTime(createTime int64) time.Time {
+	now := rc.now()
+	w := int64(rc.window / time.Second)
+	if d := createTime - now.Unix(); d > w || -d > w {
+		return now
+	}
+	return time.Unix(createTime, 0)
 }
 
 func (rc *Receiver) ignore(a *app, reason string) outcome {
@@ -426,5 +440,7 @@ func (rc *Receiver) finish(w http.ResponseWriter, r *http.Request, m *appMetrics
 	if rc.log.Enabled(r.Context(), slog.LevelDebug) {
 		rc.log.Debug("callback rejected", "outcome", oc.label, "status", oc.status, "err", err)
 	}
-	fmt.Fprintf(w, "%s (%d): %v\n", oc.label, oc.code, err)
+	// The outcome and WeCom's code only: the error's text may describe
+	// internals (parser state, AgentIDs, limits) to whoever sent garbage.
+	fmt.Fprintf(w, "%s (%d)\n", oc.label, oc.code)
 }

@@ -166,8 +166,9 @@ func TestStatus(t *testing.T) {
 				if cards, enters := h.reads.calls(); len(cards)+len(enters) != 0 || h.dedup.len() != 0 {
 					t.Errorf("rejected callback had effects: cards %v enters %v dedup %d", cards, enters, h.dedup.len())
 				}
-				if !strings.Contains(w.Body.String(), outcomes[tt.outcome].label) {
-					t.Errorf("body %q does not name the outcome %s", w.Body, outcomes[tt.outcome].label)
+				// The outcome and its code, nothing of the error's text.
+				if want := fmt.Sprintf("%s (%d)\n", outcomes[tt.outcome].label, outcomes[tt.outcome].code); w.Body.String() != want {
+					t.Errorf("body %q; want exactly %q", w.Body, want)
 				}
 			}
 		})
@@ -457,5 +458,33 @@ func TestQueryValue(t *testing.T) {
 		if std := q.Get(tt.key); std != got && !strings.Contains(tt.raw, "%zz") {
 			t.Errorf("queryValue(%q, %q) = %q; url.Values.Get = %q", tt.raw, tt.key, got, std)
 		}
+	}
+}
+
+// TestAbsurdEventTime: a signed callback whose CreateTime is far from now
+// (beyond the timestamp window) is read at the receive time, a time the
+// archive can store, instead of year 5138 or 1970.
+func TestAbsurdEventTime(t *testing.T) {
+	tests := []struct {
+		name string
+		ct   func(now time.Time) int64
+		want func(now time.Time) time.Time
+	}{
+		{"plausible", func(n time.Time) int64 { return n.Unix() - 30 }, func(n time.Time) time.Time { return time.Unix(n.Unix()-30, 0) }},
+		{"far future", func(time.Time) int64 { return 99999999999999 }, func(n time.Time) time.Time { return n }},
+		{"epoch", func(time.Time) int64 { return 0 }, func(n time.Time) time.Time { return n }},
+		{"a day old", func(n time.Time) int64 { return n.Unix() - 86400 }, func(n time.Time) time.Time { return n }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			if w := h.post(t, "hr", card("zhangsan", tt.ct(h.now), "task-1", "any")); w.Code != 200 {
+				t.Fatalf("card = %d %q", w.Code, w.Body)
+			}
+			cards, _ := h.reads.calls()
+			if len(cards) != 1 || !cards[0].At.Equal(tt.want(h.now)) {
+				t.Errorf("read at %+v; want %v", cards, tt.want(h.now))
+			}
+		})
 	}
 }

@@ -73,7 +73,7 @@ const (
 	landRead            = "read"             // a new read, durable
 	landNoNewRead       = "no_new_read"      // duplicate, non-recipient, unknown member or message
 	landNoCode          = "no_code"          // no (usable) OAuth2 code: opened outside WeCom, or declined
-	landExchangeLimited = "exchange_limited" // over DefaultLinkExchangeRate
+	landExchangeLimited = "exchange_limited" // over the address's, the link's or the receiver's exchange budget
 	landExchangeFailed  = "exchange_failed"  // WeCom refused the code or could not be reached
 	landNotMember       = "not_member"       // the visitor is not a member of the corp
 	landRateLimited     = "rate_limited"     // over the member's token bucket
@@ -251,7 +251,7 @@ func (rc *Receiver) handleLanding(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	res := rc.land(r.Context(), a, l, queryValue(r.URL.RawQuery, "code"))
+	res := rc.land(r.Context(), a, l, queryValue(r.URL.RawQuery, "code"), rc.proxies.Of(r).String())
 	a.m.landings[res].Inc()
 	redirect(w, r, l.to)
 	rc.done(a.m, start, outLinkLanded)
@@ -261,11 +261,15 @@ func (rc *Receiver) handleLanding(w http.ResponseWriter, r *http.Request) {
 // fails the request: the member must reach the page, and nobody retries a
 // landing as WeCom retries a callback, so a failure is counted (and a
 // failed record logged at error level) instead.
-func (rc *Receiver) land(ctx context.Context, a *app, l link, code string) string {
+func (rc *Receiver) land(ctx context.Context, a *app, l link, code, addr string) string {
 	if code == "" || len(code) > maxOAuthCode {
 		return landNoCode
 	}
-	if !rc.exchange.Allow() {
+	// The visitor's address first, so a flood from one address does not
+	// even spend its link's budget; then the link's; then the receiver's,
+	// which keeps the corp's WeCom API quota.
+	now := rc.now()
+	if !rc.perAddr.allow("", addr, now) || !rc.perLink.allow(a.cfg.Name, l.msgID, now) || !rc.exchange.AllowN(now, 1) {
 		return landExchangeLimited
 	}
 	// Not cut short when the browser goes away: the read is the member's
@@ -284,7 +288,7 @@ func (rc *Receiver) land(ctx context.Context, a *app, l link, code string) strin
 	if userID == "" {
 		return landNotMember
 	}
-	now := rc.now()
+	now = rc.now()
 	if rc.limit != nil && !rc.limit.allow(corpID, userID, now) {
 		a.m.rateLimited.Inc()
 		return landRateLimited

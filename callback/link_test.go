@@ -8,11 +8,13 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/clientip"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -406,5 +408,58 @@ func TestLinksDisabled(t *testing.T) {
 		if _, err := New(&fakeReads{}, opts); err == nil {
 			t.Errorf("New(%s) = nil error", name)
 		}
+	}
+}
+
+// TestLandingFloodSparesOthers: 3000 landings with made-up codes on one
+// signed link, from one address, within one second, leave a real member's
+// landing on another notice, from another address, recorded: the flood
+// spends its address's and its link's share of the exchange budget, not
+// the receiver's (issue: tracked-link reads suppressed for everyone).
+func TestLandingFloodSparesOthers(t *testing.T) {
+	tests := []struct {
+		name    string
+		proxies []string
+		// attacker and member are (RemoteAddr, X-Forwarded-For).
+		attacker, member [2]string
+	}{
+		{name: "direct", attacker: [2]string{"198.51.100.1:1000", ""}, member: [2]string{"203.0.113.9:2000", ""}},
+		{name: "behind a trusted proxy", proxies: []string{"10.0.0.0/8"},
+			attacker: [2]string{"10.0.0.2:1000", "198.51.100.1"}, member: [2]string{"10.0.0.2:1001", "203.0.113.9"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			proxies, err := clientip.ParseProxies(tt.proxies)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := newLinkHarness(t, func(o *Options) { o.TrustedProxies = proxies })
+			land := func(link, code string, from [2]string) *httptest.ResponseRecorder {
+				r := httptest.NewRequest(http.MethodGet, h.follow(t, link, code), nil)
+				r.RemoteAddr = from[0]
+				if from[1] != "" {
+					r.Header.Set("X-Forwarded-For", from[1])
+				}
+				w := httptest.NewRecorder()
+				h.h.ServeHTTP(w, r)
+				return w
+			}
+			flooded := mustLink(t, "hr", "notice-1", testTarget)
+			for i := range 3000 {
+				if w := land(flooded, "made-up-"+strconv.Itoa(i), tt.attacker); w.Code != http.StatusFound {
+					t.Fatalf("flood landing %d = %d; want 302", i, w.Code)
+				}
+			}
+			limited := h.counter(t, "yidu_callback_link_landings_total", "app", "hr", "result", landExchangeLimited)
+			if limited < 2000 {
+				t.Errorf("exchange_limited landings = %v of 3000; want the flood held back", limited)
+			}
+			if w := land(mustLink(t, "hr", "notice-2", testTarget), "c-zhang", tt.member); w.Code != http.StatusFound {
+				t.Fatalf("member landing = %d; want 302", w.Code)
+			}
+			if got := h.counter(t, "yidu_callback_link_landings_total", "app", "hr", "result", landRead); got != 1 {
+				t.Errorf("link_landings_total{result=read} = %v; want the member's read recorded", got)
+			}
+		})
 	}
 }

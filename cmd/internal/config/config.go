@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/yidu-io/yidu/flushd"
+	"github.com/yidu-io/yidu/internal/clientip"
 )
 
 // Config is the whole configuration file.
@@ -61,6 +62,10 @@ type Receiver struct {
 	// taken from Host or X-Forwarded-* headers, which a client controls.
 	// Empty disables tracked links.
 	PublicURL string `yaml:"public_url"`
+	// TrustedProxies are the proxies (addresses or CIDRs, e.g. the
+	// ingress) whose X-Forwarded-For names a tracked link visitor's
+	// address for the exchange rate limits; empty: the peer is the visitor.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 
 // Dashboard configures the dashboard and the /api/v1 API.
@@ -308,6 +313,9 @@ func (c Config) Validate() error {
 			}
 		}
 		seen[a.Name] = true
+	}
+	if _, err := clientip.ParseProxies(c.Receiver.TrustedProxies); err != nil {
+		return fmt.Errorf("config: receiver.trusted_proxies: %w", err)
 	}
 	if err := checkPublicURL(c.Receiver.PublicURL); err != nil {
 		return fmt.Errorf("config: receiver.public_url %q: %w", c.Receiver.PublicURL, err)

@@ -35,6 +35,7 @@ import (
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/clientip"
 	"github.com/yidu-io/yidu/internal/probe"
 	"github.com/yidu-io/yidu/reconcile"
 	"github.com/yidu-io/yidu/tracker"
@@ -308,7 +309,12 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 				}
 			}
 		}
+		proxies, err := clientip.ParseProxies(cfg.Receiver.TrustedProxies)
+		if err != nil {
+			return fmt.Errorf("receiver: %w", err)
+		}
 		rcv, err := callback.New(m.Recorder, callback.Options{
+			TrustedProxies:  proxies,
 			Apps:            CallbackApps(cfg.Apps),
 			Contacts:        m.Mapper,
 			Dedup:           callback.NewRedisDedup(m.Redis, cfg.Redis.Prefix),
