@@ -472,7 +472,7 @@ func TestAbsurdEventTime(t *testing.T) {
 	}{
 		{"plausible", func(n time.Time) int64 { return n.Unix() - 30 }, func(n time.Time) time.Time { return time.Unix(n.Unix()-30, 0) }},
 		{"far future", func(time.Time) int64 { return 99999999999999 }, func(n time.Time) time.Time { return n }},
-		{"epoch", func(time.Time) int64 { return 0 }, func(n time.Time) time.Time { return n }},
+		{"1970", func(time.Time) int64 { return 1 }, func(n time.Time) time.Time { return n }},
 		{"a day old", func(n time.Time) int64 { return n.Unix() - 86400 }, func(n time.Time) time.Time { return n }},
 	}
 	for _, tt := range tests {
