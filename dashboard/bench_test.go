@@ -63,7 +63,7 @@ func (d *benchDirectory) DepartmentMemberSets(context.Context, string) (map[int6
 
 // benchServer serves a message "big" to n recipients (40% read) with the
 // given Bitmaps (nil: in-memory fake).
-func benchServer(b *testing.B, n, depts int, bms Bitmaps) (http.Handler, *Server) {
+func benchServer(b testing.TB, n, depts int, bms Bitmaps, mods ...func(*Options)) (http.Handler, *Server) {
 	b.Helper()
 	c := &clock{t: t0.Add(time.Hour)}
 	msgs := newFakeMessages(c.Now)
@@ -88,10 +88,14 @@ func benchServer(b *testing.B, n, depts int, bms Bitmaps) (http.Handler, *Server
 	} else {
 		testenv.Check(b, "restore", bms.RestoreMessage(context.Background(), m, rec, read))
 	}
-	srv, err := New(msgs, bms, newBenchDirectory(n, depts), Options{
+	opts := Options{
 		Now:    c.Now,
 		Tokens: []Token{{Name: "b", Token: acmeToken, Corps: []string{"acme"}}},
-	})
+	}
+	for _, mod := range mods {
+		mod(&opts)
+	}
+	srv, err := New(msgs, bms, newBenchDirectory(n, depts), opts)
 	testenv.Check(b, "New", err)
 	b.Cleanup(srv.Close)
 	return srv.Routes(), srv

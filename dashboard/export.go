@@ -11,10 +11,6 @@ import (
 	"github.com/yidu-io/yidu"
 )
 
-// exportStall is how long one chunk of an export may take to reach a
-// client that stopped reading before the download is cut.
-const exportStall = 30 * time.Second
-
 // utf8BOM makes Excel read the file as UTF-8, so Chinese names survive.
 const utf8BOM = "\ufeff"
 
@@ -105,7 +101,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 		}
 		// The export lasts as long as the client keeps reading: each chunk
 		// gets exportStall to reach it, the whole has no limit.
-		_ = rc.SetWriteDeadline(time.Now().Add(exportStall))
+		_ = rc.SetWriteDeadline(time.Now().Add(s.exportStall))
 		if err := bw.Flush(); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -51,6 +52,13 @@ type Options struct {
 	Now func() time.Time
 	// MaxStreams bounds concurrent /events streams; 0 means 256.
 	MaxStreams int
+	// WriteTimeout bounds writing one answer (default DefaultWriteTimeout);
+	// the live stream, exports and sending registrations set their own.
+	WriteTimeout time.Duration
+	// ExportStall is how long one chunk of a CSV export may take to reach
+	// a client (default DefaultExportStall): an export lasts as long as
+	// the client keeps reading.
+	ExportStall time.Duration
 }
 
 // Token is an API bearer token and the corps it may see ("*" for all).
@@ -75,12 +83,14 @@ type Server struct {
 	bms      Bitmaps
 	dir      Directory
 	remindIv time.Duration
-	apps     map[string]yidu.App
-	log      *slog.Logger
-	met      *metrics
-	now      func() time.Time
-	pages    *template.Template
-	auth     *authenticator
+	// writeTimeout and exportStall: Options.WriteTimeout, ExportStall.
+	writeTimeout, exportStall time.Duration
+	apps                      map[string]yidu.App
+	log                       *slog.Logger
+	met                       *metrics
+	now                       func() time.Time
+	pages                     *template.Template
+	auth                      *authenticator
 
 	restoring singleflight.Group
 	depts     *cache[*deptTree]
@@ -131,6 +141,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	s := &Server{
 		msgs: msgs, bms: bms, dir: dir,
 		remindIv: opts.RemindInterval, apps: map[string]yidu.App{},
+		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
 		pages: pages, auth: auth,
 		depts:          newDeptCache(dir, opts.Now, time.Minute),
@@ -162,7 +173,7 @@ func (s *Server) Routes() http.Handler {
 	}))
 
 	r := chi.NewRouter()
-	r.Use(s.instrument, writeDeadline, securityHeaders, cop.Handler)
+	r.Use(s.instrument, s.writeDeadline, securityHeaders, cop.Handler)
 	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
 	r.Get("/login", s.handleLoginPage)
 	r.Post("/login", s.handleLogin)
@@ -190,17 +201,20 @@ func (s *Server) Routes() http.Handler {
 	return r
 }
 
-// DefaultWriteTimeout bounds writing one answer. The dashboard's server
-// has no WriteTimeout of its own (cmd builds it) because three routes
-// outlive any fixed one: the live stream, the CSV export (each chunk gets
-// exportStall) and a registration that sends (registerTimeout).
-const DefaultWriteTimeout = time.Minute
+// Write deadlines. The dashboard's server has no WriteTimeout of its own
+// (cmd builds it) because three routes outlive any fixed one: the live
+// stream, the CSV export (each chunk gets ExportStall) and a registration
+// that sends (registerTimeout).
+const (
+	DefaultWriteTimeout = time.Minute
+	DefaultExportStall  = 30 * time.Second
+)
 
-// writeDeadline gives every request DefaultWriteTimeout to be answered;
-// the long routes set their own.
-func writeDeadline(next http.Handler) http.Handler {
+// writeDeadline gives every request the write timeout to be answered; the
+// long routes set their own.
+func (s *Server) writeDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(DefaultWriteTimeout))
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.writeTimeout))
 		next.ServeHTTP(w, r)
 	})
 }
