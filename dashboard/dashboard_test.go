@@ -802,3 +802,19 @@ func TestDirectoryWithoutUsers(t *testing.T) {
 		t.Errorf("reminded %d; want all 6 non-readers (status unknown)", got.Reminded)
 	}
 }
+
+// TestBadCursorIs400: a cursor that names no position is the client's
+// error on the API and on the page, never a 5xx with an ERROR log.
+func TestBadCursorIs400(t *testing.T) {
+	f := newFixture(t)
+	c, _ := f.login(t)
+	for _, target := range []string{"/api/v1/messages?cursor=zzz", "/?cursor=zzz"} {
+		r := httptest.NewRequest("GET", target, nil)
+		r.AddCookie(c)
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		if w.Code != http.StatusBadRequest {
+			t.Errorf("GET %s = %d; want 400", target, w.Code)
+		}
+	}
+}

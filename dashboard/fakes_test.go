@@ -174,6 +174,10 @@ func (f *fakeMessages) ListMessages(_ context.Context, corps []string, cursor st
 		}
 		out = append(out, s.m)
 	}
+	if !started {
+		// The tracker refuses a cursor that names no position.
+		return nil, "", yidu.Invalidf("bad cursor")
+	}
 	return out, "", nil
 }
 

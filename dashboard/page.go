@@ -85,6 +85,13 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := s.listMessages(r.Context(), principalFrom(r.Context()), cursor, yidu.DefaultListLimit)
 	if err != nil {
+		code, _ := httpStatus(err)
+		if code < 500 {
+			s.log.DebugContext(r.Context(), "list page refused", "err", err)
+			d.Error = "Bad cursor"
+			s.render(w, code, "list.html", d)
+			return
+		}
 		s.log.ErrorContext(r.Context(), "list page", "err", err)
 		d.Error = "The message list is unavailable, try again shortly."
 		s.render(w, http.StatusServiceUnavailable, "list.html", d)

@@ -82,7 +82,9 @@ func parseCursor(s string) (cursor, error) {
 		return c, yidu.Invalidf("bad cursor")
 	}
 	ms, err := strconv.ParseInt(parts[0], 10, 64)
-	if err != nil {
+	// sent_at is a DATETIME(3) of a registration (years 2000..9999): any
+	// other time names no position and would fail the query.
+	if t := time.UnixMilli(ms).UTC(); err != nil || t.Year() < 2000 || t.Year() > 9999 {
 		return c, yidu.Invalidf("bad cursor")
 	}
 	return cursor{time.UnixMilli(ms).UTC(), parts[1], parts[2]}, nil

@@ -136,7 +136,9 @@ func TestReadModel(t *testing.T) {
 		}
 	})
 	t.Run("bad cursor", func(t *testing.T) {
-		for _, c := range []string{"!!", "bm90IGEgY3Vyc29y", "MXwnOyBEUk9QfHg"} {
+		far := cursor{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), e.app.CorpID, "m"}.String()
+		early := cursor{time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), e.app.CorpID, "m"}.String()
+		for _, c := range []string{"!!", "bm90IGEgY3Vyc29y", "MXwnOyBEUk9QfHg", far, early} {
 			if _, _, err := e.reg.ListMessages(ctx, nil, c, 10); !errors.Is(err, yidu.ErrInvalid) {
 				t.Errorf("ListMessages(cursor %q) = %v; want yidu.ErrInvalid", c, err)
 			}
