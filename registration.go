@@ -18,6 +18,10 @@ const (
 	MaxDepartments = 1_000
 	// MaxRecipients bounds the expanded audience.
 	MaxRecipients = 1_000_000
+	// MaxSentAtAhead is how far a registration's sent_at may be ahead of
+	// yidu's clock: a message is registered when it is sent, and a sent_at
+	// in the future would sort it first in every list for years.
+	MaxSentAtAhead = time.Hour
 )
 
 // Listing bounds of every paged list (messages, recipients pages use their
@@ -82,8 +86,8 @@ func (r *Registration) Validate(now time.Time) error {
 		r.SentAt = now
 	}
 	r.SentAt = r.SentAt.UTC().Truncate(time.Millisecond)
-	if y := r.SentAt.Year(); y < 2000 || y > 9999 {
-		return Invalidf("sent_at out of range")
+	if y := r.SentAt.Year(); y < 2000 || r.SentAt.After(now.Add(MaxSentAtAhead)) {
+		return Invalidf("sent_at must be after 2000 and at most %v ahead of now", MaxSentAtAhead)
 	}
 	au := &r.Audience
 	if len(au.UserIDs) == 0 && len(au.Departments) == 0 && !au.All {

@@ -148,6 +148,9 @@ func TestRegistrationValidate(t *testing.T) {
 		{name: "too many userids", reg: Registration{App: testApp, Title: "T", Audience: Audience{UserIDs: many}}, wantErr: "too large"},
 		{name: "bad corp", reg: Registration{App: App{Name: "hr", CorpID: "w w", AgentID: 1}, Title: "T", Audience: Audience{All: true}}, wantErr: "corp_id"},
 		{name: "no agent", reg: Registration{App: App{Name: "hr", CorpID: "ww"}, Title: "T", Audience: Audience{All: true}}, wantErr: "agent_id"},
+		{name: "sent_at a day ahead", reg: Registration{App: testApp, Title: "T", SentAt: now.Add(24 * time.Hour), Audience: Audience{All: true}}, wantErr: "sent_at"},
+		{name: "sent_at in 9999", reg: Registration{App: testApp, Title: "T", SentAt: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), Audience: Audience{All: true}}, wantErr: "sent_at"},
+		{name: "sent_at a minute ahead (clock skew)", reg: Registration{App: testApp, Title: "T", SentAt: now.Add(time.Minute), Audience: Audience{All: true}}},
 		{name: "sent_at before 2000", reg: Registration{App: testApp, Title: "T", SentAt: time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC), Audience: Audience{All: true}}, wantErr: "sent_at"},
 	}
 	for _, tt := range tests {
@@ -163,7 +166,11 @@ func TestRegistrationValidate(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Validate = %v", err)
 			}
-			if !MsgID(reg.MsgID).Valid() || reg.SentAt != now.Truncate(time.Millisecond) || reg.Title != strings.TrimSpace(tt.reg.Title) {
+			wantSent := now
+			if !tt.reg.SentAt.IsZero() {
+				wantSent = tt.reg.SentAt
+			}
+			if !MsgID(reg.MsgID).Valid() || reg.SentAt != wantSent.UTC().Truncate(time.Millisecond) || reg.Title != strings.TrimSpace(tt.reg.Title) {
 				t.Errorf("defaults: msgid %q sent_at %v title %q", reg.MsgID, reg.SentAt, reg.Title)
 			}
 			if !slices.IsSorted(reg.Audience.UserIDs) || !slices.IsSorted(reg.Audience.Departments) ||

@@ -165,7 +165,14 @@ func (r *Registry) register(ctx context.Context, reg yidu.Registration, c canoni
 			return m, nil, "error", fmt.Errorf("tracker: insert message %s: %w", m.MsgID, err)
 		}
 		if n, err := res.RowsAffected(); err == nil && n == 0 {
-			continue // registered concurrently: treat as a re-registration
+			// The msgid exists: registered concurrently in this corp (a
+			// re-registration), or another corp holds it (msgids are
+			// unique in the deployment, migration 00005).
+			var owner string
+			if err := r.db.QueryRowContext(ctx, "SELECT corp_id FROM messages WHERE msgid = ?", m.MsgID).Scan(&owner); err == nil && owner != corp {
+				return yidu.Message{}, nil, "conflict", fmt.Errorf("%w: msgid %s is another corp's", yidu.ErrConflict, m.MsgID)
+			}
+			continue
 		}
 		m, recipients, err = r.completeWith(ctx, m, recipients, false)
 		return m, recipients, "created", err

@@ -155,6 +155,31 @@ func TestRegisterIdempotentAndConflict(t *testing.T) {
 	}
 }
 
+// TestRegisterMsgIDAcrossCorps: a msgid names one message in the whole
+// deployment, so a principal seeing several corps never gets the wrong
+// corp's message for it (issue: a corp can shadow another's message).
+func TestRegisterMsgIDAcrossCorps(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, _, err := e.reg.Register(ctx, e.registration("shared", yidu.Audience{UserIDs: []string{"amy"}})); err != nil {
+		t.Fatal(err)
+	}
+	other := e.registration("shared", yidu.Audience{UserIDs: []string{"amy"}})
+	other.App.CorpID = testenv.RandomName("corp")
+	if _, _, err := e.reg.Register(ctx, other); !errors.Is(err, yidu.ErrConflict) {
+		t.Fatalf("another corp's Register(shared) = %v; want yidu.ErrConflict", err)
+	}
+	m, ok, err := e.reg.GetMessage(ctx, nil, "shared")
+	if err != nil || !ok || m.CorpID != e.app.CorpID {
+		t.Errorf("GetMessage(all corps, shared) = %+v, %v, %v; want the first corp's", m, ok, err)
+	}
+	var n int
+	testenv.Check(t, "count", e.db.QueryRow("SELECT COUNT(*) FROM messages WHERE msgid = 'shared'").Scan(&n))
+	if n != 1 {
+		t.Errorf("messages named shared = %d; want 1", n)
+	}
+}
+
 func TestRegisterInvalid(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
