@@ -243,7 +243,9 @@ func (s *Server) requireAPI(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var p *principal
 		if h := r.Header.Get("Authorization"); h != "" {
-			tok, ok := strings.CutPrefix(h, "Bearer ")
+			// The scheme is case-insensitive (RFC 9110 §11.1).
+			scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+			ok = ok && strings.EqualFold(scheme, "Bearer")
 			if ok {
 				p, ok = s.auth.bearer(strings.TrimSpace(tok))
 			}

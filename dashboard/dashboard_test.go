@@ -818,3 +818,39 @@ func TestBadCursorIs400(t *testing.T) {
 		}
 	}
 }
+
+// TestStaticNoListingAndBearerCase: /static/ serves files, never a
+// listing; the bearer scheme is case-insensitive.
+func TestStaticNoListingAndBearerCase(t *testing.T) {
+	f := newFixture(t)
+	for _, p := range []string{"/static/", "/static"} {
+		r := httptest.NewRequest("GET", p, nil)
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		if w.Code == http.StatusOK || strings.Contains(w.Body.String(), "app.js") {
+			t.Errorf("GET %s = %d %q; want no listing", p, w.Code, w.Body)
+		}
+	}
+	r := httptest.NewRequest("GET", "/static/app.js", nil)
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Errorf("GET /static/app.js = %d; want 200", w.Code)
+	}
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
+		r := httptest.NewRequest("GET", "/api/v1/messages", nil)
+		r.Header.Set("Authorization", scheme+" "+acmeToken)
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Errorf("Authorization: %s … = %d; want 200", scheme, w.Code)
+		}
+	}
+	r = httptest.NewRequest("GET", "/api/v1/messages", nil)
+	r.Header.Set("Authorization", "Basic "+acmeToken)
+	w = httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	if w.Code != http.StatusUnauthorized {
+		t.Errorf("Authorization: Basic … = %d; want 401", w.Code)
+	}
+}

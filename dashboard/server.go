@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -174,7 +175,7 @@ func (s *Server) Routes() http.Handler {
 
 	r := chi.NewRouter()
 	r.Use(s.instrument, s.writeDeadline, securityHeaders, cop.Handler)
-	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
+	r.Handle("/static/*", http.StripPrefix("/static/", noListing(http.FileServerFS(static))))
 	r.Get("/login", s.handleLoginPage)
 	r.Post("/login", s.handleLogin)
 	r.Group(func(r chi.Router) {
@@ -215,6 +216,18 @@ const (
 func (s *Server) writeDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.writeTimeout))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// noListing serves files only: a directory (its path ends in "/", or it is
+// the root) is 404 instead of a listing of what the binary embeds.
+func noListing(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") {
+			writeError(w, http.StatusNotFound, "not found")
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
