@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"bufio"
-	"encoding/csv"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,16 +14,49 @@ import (
 const utf8BOM = "\ufeff"
 
 // neutralise stops a spreadsheet from evaluating a cell as a formula (CSV
-// injection, OWASP): a cell starting with = + - @ tab or CR gets a leading '.
+// injection, OWASP): a cell starting with = + - @ tab or CR gets a leading
+// '. Spreadsheets in locales whose list separator is ';' split a cell
+// there, so each ';'-separated part is neutralised too (and csvRow quotes
+// such a cell).
 func neutralise(cell string) string {
-	if cell == "" {
-		return cell
+	if !strings.Contains(cell, ";") {
+		return neutralisePart(cell)
 	}
-	switch cell[0] {
+	parts := strings.Split(cell, ";")
+	for i, p := range parts {
+		parts[i] = neutralisePart(p)
+	}
+	return strings.Join(parts, ";")
+}
+
+func neutralisePart(part string) string {
+	if part == "" {
+		return part
+	}
+	switch part[0] {
 	case '=', '+', '-', '@', '\t', '\r':
-		return "'" + cell
+		return "'" + part
 	}
-	return cell
+	return part
+}
+
+// csvRow appends one CSV record (RFC 4180) to b. A field is quoted when it
+// holds a separator a spreadsheet may use (',' or ';'), a quote, a line
+// break, or space at either end; encoding/csv would leave ';' bare.
+func csvRow(b []byte, fields []string) []byte {
+	for i, f := range fields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if f != "" && (strings.ContainsAny(f, ",;\"\r\n") || f[0] == ' ' || f[0] == '\t' || f[len(f)-1] == ' ') {
+			b = append(b, '"')
+			b = append(b, strings.ReplaceAll(f, `"`, `""`)...)
+			b = append(b, '"')
+			continue
+		}
+		b = append(b, f...)
+	}
+	return append(b, '\n')
 }
 
 // handleExport streams the selection as CSV. Memory stays flat: the uids
@@ -50,9 +82,9 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-%s.csv"`, m.MsgID, rq.state))
 	rc := http.NewResponseController(w)
 	bw := bufio.NewWriterSize(w, 64<<10)
-	cw := csv.NewWriter(bw)
+	var line []byte
 	_, _ = bw.WriteString(utf8BOM)
-	_ = cw.Write([]string{"userid", "name", "departments", "state", "read_time"})
+	_, _ = bw.Write(csvRow(line, []string{"userid", "name", "departments", "state", "read_time"}))
 
 	var rows int64
 	row := make([]string, 5)
@@ -90,14 +122,11 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 					row[4] = t.UTC().Format(time.RFC3339)
 				}
 			}
-			if err := cw.Write(row); err != nil {
+			line = csvRow(line[:0], row)
+			if _, err := bw.Write(line); err != nil {
 				return err
 			}
 			rows++
-		}
-		cw.Flush()
-		if err := cw.Error(); err != nil {
-			return err
 		}
 		// The export lasts as long as the client keeps reading: each chunk
 		// gets exportStall to reach it, the whole has no limit.
@@ -110,7 +139,6 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	})
 	s.met.exportRows.Add(float64(rows))
 	if err == nil {
-		cw.Flush()
 		err = bw.Flush()
 	}
 	if err != nil {
