@@ -348,11 +348,13 @@ func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[st
 		if !known {
 			u = storedUser{uid: uids[mb.userID], userID: mb.userID, status: yidu.StatusActive}
 		}
-		// Outside the read's scope the stored departments stand.
+		// Outside a partial read's scope the stored departments stand.
 		all := slices.Clone(mb.depts)
-		for _, d := range m.storedDepartments(corpID, u.depts) {
-			if !inScope(d) && !slices.Contains(all, d) {
-				all = append(all, d)
+		if !complete {
+			for _, d := range m.storedDepartments(corpID, u.depts) {
+				if !inScope(d) && !slices.Contains(all, d) {
+					all = append(all, d)
+				}
 			}
 		}
 		deptString, err := FormatDepartments(all)
