@@ -29,6 +29,39 @@ type User struct {
 	// Departments are the member's departments in WeCom's order.
 	Departments []int64
 	Status      UserStatus
+	// BadUserID marks a member whose UserID breaks WeCom's rule
+	// (UserID.Valid, users.bad_userid): kept so their reads count, never
+	// addressed by a send or a reminder (WeCom would refuse the batch).
+	BadUserID bool
+}
+
+// Member is one member as a read of WeCom's directory lists them.
+type Member struct {
+	UserID string
+	// Name is "" when the read could not see it.
+	Name string
+	// Departments are the departments the read saw the member in.
+	Departments []int64
+}
+
+// Listing is one read of a corp's WeCom directory: what a directory client
+// (wecom.Directory) hands idmap's sync to write.
+type Listing struct {
+	// Departments are the departments seen; a name is "" where WeCom gave
+	// none.
+	Departments []Department
+	// Members are the members seen, each once.
+	Members []Member
+	// Complete reports whether the read saw the whole corp (the
+	// contacts-sync secret, or an app whose visible range holds the root
+	// department). Only then is a member missing from it gone from the
+	// corp; otherwise it may merely be outside the app's visible range
+	// (可见范围).
+	Complete bool
+	// Source names the secret and the APIs read, for reports.
+	Source string
+	// DepartmentNames reports whether department names were listed.
+	DepartmentNames bool
 }
 
 // SendReport says what a send or a reminder did.

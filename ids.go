@@ -83,6 +83,41 @@ func (u UserID) Valid() bool {
 	return true
 }
 
+// Fold returns the form in which yidu compares UserIDs. WeCom treats them
+// case-insensitively (user/create, doc path 90195) and lower-cases them in
+// message/send's invaliduser (doc path 90236), so an all-ASCII UserID is
+// lower-cased; one with any other character (which breaks WeCom's rule
+// anyway) is compared as spelt. The users.userid_key column computes the
+// same in SQL (migrations/00002_directory.sql); idmap looks members up by it.
+func (u UserID) Fold() string {
+	for i := 0; i < len(u); i++ {
+		if c := u[i]; c >= 'A' && c <= 'Z' {
+			return string(u.AppendFold(make([]byte, 0, len(u))))
+		} else if c >= 0x80 {
+			return string(u)
+		}
+	}
+	return string(u)
+}
+
+// AppendFold appends u.Fold() to dst, for callers on a hot path that fold
+// into a buffer of their own instead of allocating.
+func (u UserID) AppendFold(dst []byte) []byte {
+	for i := 0; i < len(u); i++ {
+		if u[i] >= 0x80 {
+			return append(dst, u...)
+		}
+	}
+	for i := 0; i < len(u); i++ {
+		c := u[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
 // MaxTaskID is WeCom's limit on a template card's task_id (doc path 90236).
 const MaxTaskID = 128
 

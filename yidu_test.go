@@ -60,6 +60,32 @@ func TestValid(t *testing.T) {
 	}
 }
 
+// TestUserIDFold: WeCom compares UserIDs case-insensitively; yidu folds
+// all-ASCII ones to lower case and leaves the rest as spelt (the SQL of
+// users.userid_key does the same; idmap's tests hold the two together).
+func TestUserIDFold(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"zhangsan", "zhangsan"},
+		{"ZhangSan", "zhangsan"},
+		{"Zhang.San@Corp-1_X", "zhang.san@corp-1_x"},
+		{"ÉMILE", "ÉMILE"}, // not ASCII: compared as spelt
+		{"张三A", "张三A"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := UserID(tt.in).Fold(); got != tt.want {
+			t.Errorf("UserID(%q).Fold() = %q; want %q", tt.in, got, tt.want)
+		}
+		if got := string(UserID(tt.in).AppendFold([]byte("x"))); got != "x"+tt.want {
+			t.Errorf("UserID(%q).AppendFold(x) = %q; want %q", tt.in, got, "x"+tt.want)
+		}
+	}
+	var buf [MaxUserID]byte
+	if n := testing.AllocsPerRun(100, func() { _ = UserID("ZhangSan").AppendFold(buf[:0]) }); n != 0 {
+		t.Errorf("AppendFold into a large enough buffer allocates %v times; want 0", n)
+	}
+}
+
 func TestParseTaskID(t *testing.T) {
 	tests := []struct {
 		task  string

@@ -26,7 +26,9 @@ const maxDepartmentsLen = 1024
 
 // ContactChanged applies a change_contact callback: create_user assigns a
 // uid (status active), update_user with newUserID renames keeping the uid,
-// delete_user sets status 2 (left) and keeps the uid forever. departments
+// delete_user sets status 2 (left) and keeps the uid forever. UserIDs are
+// matched case-insensitively (yidu.UserID.Fold), and a UserID that breaks
+// WeCom's rule is stored flagged (users.bad_userid). departments
 // replaces the member's departments when not nil (since 2022-08-15 callbacks
 // carry only UserID and Department, shared/wecom-protocol.md). Applying a
 // change twice is harmless. Other change types are ignored (nil error).
@@ -46,7 +48,9 @@ func (m *Mapper) ContactChanged(ctx context.Context, corpID, changeType, userID,
 	switch {
 	case changeType == ChangeDeleteUser:
 		return m.deleteUser(ctx, corpID, userID)
-	case changeType == ChangeUpdateUser && newUserID != "" && newUserID != userID:
+	// A new UserID that differs only in case is the same member to WeCom:
+	// a plain update.
+	case changeType == ChangeUpdateUser && newUserID != "" && fold(newUserID) != fold(userID):
 		uid, err := m.rename(ctx, corpID, userID, newUserID)
 		if err != nil {
 			return err
@@ -129,7 +133,8 @@ func (m *Mapper) deleteUser(ctx context.Context, corpID, userID string) error {
 	err := m.inTx(ctx, opContact, func(tx *sql.Tx) error {
 		m.metrics.query(opContact)
 		var uid uint32
-		err := tx.QueryRowContext(ctx, "SELECT uid FROM users WHERE corp_id = ? AND userid = ? FOR UPDATE", corpID, userID).Scan(&uid)
+		err := tx.QueryRowContext(ctx,
+			"SELECT uid FROM users WHERE corp_id = ? AND userid_key = ? ORDER BY uid LIMIT 1 FOR UPDATE", corpID, fold(userID)).Scan(&uid)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -186,13 +191,14 @@ func (m *Mapper) rename(ctx context.Context, corpID, oldID, newID string) (uint3
 		if err != nil {
 			return err
 		}
-		oldUID, hasOld := found[oldID]
-		newUID, hasNew := found[newID]
+		oldUID, hasOld := found[fold(oldID)]
+		newUID, hasNew := found[fold(newID)]
 		switch {
 		case hasOld && !hasNew:
 			uid, result = oldUID, "renamed"
 			m.metrics.query(opContact)
-			if _, err := tx.ExecContext(ctx, "UPDATE users SET userid = ? WHERE corp_id = ? AND uid = ?", newID, corpID, oldUID); err != nil {
+			if _, err := tx.ExecContext(ctx, "UPDATE users SET userid = ?, bad_userid = ? WHERE corp_id = ? AND uid = ?",
+				newID, badFlag(newID), corpID, oldUID); err != nil {
 				return err
 			}
 		case hasNew && !hasOld:
@@ -201,7 +207,8 @@ func (m *Mapper) rename(ctx context.Context, corpID, oldID, newID string) (uint3
 			uid, result = next, "created"
 			m.metrics.assigned.Inc()
 			m.metrics.query(opContact)
-			if _, err := tx.ExecContext(ctx, "INSERT INTO users (corp_id, uid, userid, status) VALUES (?, ?, ?, 1)", corpID, next, newID); err != nil {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO users (corp_id, uid, userid, bad_userid, status) VALUES (?, ?, ?, ?, 1)",
+				corpID, next, newID, badFlag(newID)); err != nil {
 				return err
 			}
 			m.metrics.query(opContact)
@@ -219,8 +226,8 @@ func (m *Mapper) rename(ctx context.Context, corpID, oldID, newID string) (uint3
 	if err != nil {
 		return 0, fmt.Errorf("idmap: contact rename: %w", err)
 	}
-	m.forget(c, oldID)
-	m.store(c, newID, uid)
+	m.forget(c, fold(oldID))
+	m.store(c, fold(newID), uid)
 	m.metrics.contact.WithLabelValues(result).Inc()
 	if result == "rename_conflict" {
 		m.log.Warn("rename target already had a uid; old uid marked left", "corp", corpID)

@@ -127,6 +127,32 @@ func TestContactChanged(t *testing.T) {
 			t.Error("delete_user of an unknown member created it")
 		}
 	})
+	t.Run("UserIDs match whatever their case", func(t *testing.T) {
+		apply(t, idmap.ChangeCreateUser, "ZhaoLiu", "", []int64{1}) // uid 5
+		// A new UserID that differs only in case is the same member.
+		apply(t, idmap.ChangeUpdateUser, "zhaoliu", "ZHAOLIU", []int64{2})
+		u, ok := readUser(t, db, corp, "ZhaoLiu")
+		if !ok || u.uid != 5 || u.status != yidu.StatusActive || u.depts != "2" {
+			t.Errorf("ZhaoLiu = %+v, %v; want uid 5 active in 2 (no rename conflict)", u, ok)
+		}
+		apply(t, idmap.ChangeDeleteUser, "zhaoLIU", "", nil)
+		if u, _ := readUser(t, db, corp, "ZhaoLiu"); u.status != yidu.StatusLeft {
+			t.Errorf("ZhaoLiu after delete_user of zhaoLIU = %+v; want left", u)
+		}
+	})
+	t.Run("a UserID breaking WeCom's rule is kept and flagged", func(t *testing.T) {
+		apply(t, idmap.ChangeCreateUser, "good.one", "", nil) // uid 6
+		apply(t, idmap.ChangeUpdateUser, "good.one", "-bad one", nil)
+		users, err := m.Users(ctx, corp, []uint32{6})
+		testenv.Check(t, "Users", err)
+		if u := users[6]; u.UserID != "-bad one" || !u.BadUserID || u.Status != yidu.StatusActive {
+			t.Errorf("renamed member = %+v; want -bad one, flagged, active", u)
+		}
+		apply(t, idmap.ChangeUpdateUser, "-bad one", "good.two", nil)
+		if users, _ := m.Users(ctx, corp, []uint32{6}); users[6].BadUserID {
+			t.Errorf("member renamed to good.two = %+v; want the flag cleared", users[6])
+		}
+	})
 	t.Run("ignored and invalid", func(t *testing.T) {
 		tests := []struct {
 			name      string

@@ -11,7 +11,10 @@ import (
 )
 
 // UserIDs returns the UserIDs of uids; uids without a user are left out.
-// Used to address WeCom (reminders, sending), so it reads MySQL.
+// Used to address WeCom (reminders, sending), so it reads MySQL. A UserID
+// that breaks WeCom's rule is returned too (its reads count); callers that
+// address WeCom skip it by yidu.UserID.Valid, the rule users.bad_userid
+// records (Users carries it as yidu.User.BadUserID).
 func (m *Mapper) UserIDs(ctx context.Context, corpID string, uids []uint32) (map[uint32]string, error) {
 	users, err := m.Users(ctx, corpID, uids)
 	if err != nil {
@@ -24,9 +27,10 @@ func (m *Mapper) UserIDs(ctx context.Context, corpID string, uids []uint32) (map
 	return out, nil
 }
 
-// Users returns the users of uids (any status); uids without a user are left
-// out. One query per chunkSize uids keeps statements and packets bounded
-// whatever the caller asks for.
+// Users returns the users of uids (any status), flagged ones included
+// (yidu.User.BadUserID); uids without a user are left out. One query per
+// chunkSize uids keeps statements and packets bounded whatever the caller
+// asks for.
 func (m *Mapper) Users(ctx context.Context, corpID string, uids []uint32) (map[uint32]yidu.User, error) {
 	out := make(map[uint32]yidu.User, len(uids))
 	bad := 0
@@ -39,14 +43,14 @@ func (m *Mapper) Users(ctx context.Context, corpID string, uids []uint32) (map[u
 		}
 		m.metrics.query(opRead)
 		rows, err := m.db.QueryContext(ctx,
-			"SELECT uid, userid, name, departments, status FROM users WHERE corp_id = ? AND uid IN ("+placeholders(len(chunk))+")", args...)
+			"SELECT uid, userid, name, departments, status, bad_userid FROM users WHERE corp_id = ? AND uid IN ("+placeholders(len(chunk))+")", args...)
 		if err != nil {
 			return nil, fmt.Errorf("idmap: users: %w", err)
 		}
 		for rows.Next() {
 			var u yidu.User
 			var depts string
-			if err := rows.Scan(&u.UID, &u.UserID, &u.Name, &depts, &u.Status); err != nil {
+			if err := rows.Scan(&u.UID, &u.UserID, &u.Name, &depts, &u.Status, &u.BadUserID); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("idmap: users: %w", err)
 			}

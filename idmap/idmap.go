@@ -9,6 +9,12 @@
 // on the same new UserID. A process-wide cache answers hits without the
 // database; a miss costs one round trip and concurrent misses for one
 // UserID collapse into one query.
+//
+// UserIDs are compared as WeCom compares them, case-insensitively:
+// everything is keyed by yidu.UserID.Fold (users.userid_key in MySQL, the
+// cache's keys in memory), so "ZhangSan" in a callback is the member the
+// directory lists as "zhangsan". users.userid keeps the spelling first seen.
+// A hit folds into a stack buffer and allocates nothing.
 package idmap
 
 import (
@@ -75,9 +81,10 @@ type corpCache struct {
 	seqMu    sync.Mutex
 
 	mu      sync.Mutex
-	pending map[string]*call // UserIDs being created by some Assign
+	pending map[string]*call // folded UserIDs being created by some Assign
 }
 
+// shard maps folded UserIDs (yidu.UserID.Fold) to uids.
 type shard struct {
 	mu sync.RWMutex
 	m  map[string]uint32
@@ -129,34 +136,50 @@ func (m *Mapper) corp(corpID string) *corpCache {
 	return actual.(*corpCache)
 }
 
-func (m *Mapper) shard(c *corpCache, userID string) *shard {
-	return &c.shards[maphash.String(m.seed, userID)%shardCount]
+// fold is the key of userID everywhere in idmap (yidu.UserID.Fold).
+func fold(userID string) string { return yidu.UserID(userID).Fold() }
+
+// The cache's methods take a folded UserID (key).
+
+func (m *Mapper) shard(c *corpCache, key string) *shard {
+	return &c.shards[maphash.String(m.seed, key)%shardCount]
 }
 
-func (m *Mapper) cached(c *corpCache, userID string) (uint32, bool) {
-	s := m.shard(c, userID)
+func (m *Mapper) cached(c *corpCache, key string) (uint32, bool) {
+	s := m.shard(c, key)
 	s.mu.RLock()
-	uid, ok := s.m[userID]
+	uid, ok := s.m[key]
 	s.mu.RUnlock()
 	return uid, ok
 }
 
-func (m *Mapper) store(c *corpCache, userID string, uid uint32) {
-	s := m.shard(c, userID)
+// cachedBytes is cached for a key in a caller's buffer: maphash.Bytes
+// hashes as maphash.String does, and a map index by string(key) does not
+// allocate.
+func (m *Mapper) cachedBytes(c *corpCache, key []byte) (uint32, bool) {
+	s := &c.shards[maphash.Bytes(m.seed, key)%shardCount]
+	s.mu.RLock()
+	uid, ok := s.m[string(key)]
+	s.mu.RUnlock()
+	return uid, ok
+}
+
+func (m *Mapper) store(c *corpCache, key string, uid uint32) {
+	s := m.shard(c, key)
 	s.mu.Lock()
-	if _, ok := s.m[userID]; !ok {
+	if _, ok := s.m[key]; !ok {
 		m.metrics.cacheEntries.Inc()
 	}
 	// Clone: the caller's string may point into a large request body.
-	s.m[strings.Clone(userID)] = uid
+	s.m[strings.Clone(key)] = uid
 	s.mu.Unlock()
 }
 
-func (m *Mapper) forget(c *corpCache, userID string) {
-	s := m.shard(c, userID)
+func (m *Mapper) forget(c *corpCache, key string) {
+	s := m.shard(c, key)
 	s.mu.Lock()
-	if _, ok := s.m[userID]; ok {
-		delete(s.m, userID)
+	if _, ok := s.m[key]; ok {
+		delete(s.m, key)
 		m.metrics.cacheEntries.Dec()
 	}
 	s.mu.Unlock()
@@ -171,8 +194,9 @@ func checkCorpID(corpID string) error {
 
 // checkUserID accepts what the users.userid column can hold. It is not
 // WeCom's rule (yidu.UserID.Valid): a member WeCom lists is kept whatever
-// their UserID, so their reads count; sending skips ids that break the
-// rule. 64 bytes also fits the VARCHAR(64) column (characters ≥ bytes).
+// their UserID, so their reads count, and flagged (users.bad_userid,
+// yidu.User.BadUserID); sending skips them. 64 bytes also fits the
+// VARCHAR(64) column (characters ≥ bytes).
 func checkUserID(userID string) error {
 	if userID == "" || len(userID) > yidu.MaxUserID || !utf8.ValidString(userID) || userID[len(userID)-1] == ' ' {
 		return ErrInvalidUserID
@@ -180,36 +204,50 @@ func checkUserID(userID string) error {
 	return nil
 }
 
-// Lookup returns the uid of an existing user (any status). ok=false: unknown.
-// An id that can never be stored (invalid corp or userid) is unknown without
-// asking the database.
+// badFlag is users.bad_userid for userID: 1 when it breaks WeCom's rule.
+func badFlag(userID string) int {
+	if yidu.UserID(userID).Valid() {
+		return 0
+	}
+	return 1
+}
+
+// Lookup returns the uid of an existing user (any status), matching the
+// UserID case-insensitively as WeCom does. ok=false: unknown. An id that can
+// never be stored (invalid corp or userid) is unknown without asking the
+// database.
 func (m *Mapper) Lookup(ctx context.Context, corpID, userID string) (uid uint32, ok bool, err error) {
 	if checkCorpID(corpID) != nil || checkUserID(userID) != nil {
 		m.metrics.lookupInvalid.Inc()
 		return 0, false, nil
 	}
 	c := m.corp(corpID)
-	if uid, ok := m.cached(c, userID); ok {
+	// checkUserID bounds userID to MaxUserID bytes: the fold fits buf.
+	var buf [yidu.MaxUserID]byte
+	if uid, ok := m.cachedBytes(c, yidu.UserID(userID).AppendFold(buf[:0])); ok {
 		m.metrics.lookupHit.Inc()
 		return uid, true, nil
 	}
-	ch := m.sf.DoChan(corpID+"\x00"+userID, func() (any, error) {
-		if uid, ok := m.cached(c, userID); ok {
+	key := fold(userID)
+	ch := m.sf.DoChan(corpID+"\x00"+key, func() (any, error) {
+		if uid, ok := m.cached(c, key); ok {
 			return uid, nil
 		}
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
 		defer cancel()
 		m.metrics.query(opLookup)
 		var uid uint32
+		// The lowest uid: rows from before migration 00002 may differ in
+		// case only (twins), and every instance must pick the same one.
 		err := m.db.QueryRowContext(qctx,
-			"SELECT uid FROM users WHERE corp_id = ? AND userid = ?", corpID, userID).Scan(&uid)
+			"SELECT uid FROM users WHERE corp_id = ? AND userid_key = ? ORDER BY uid LIMIT 1", corpID, key).Scan(&uid)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		m.store(c, userID, uid)
+		m.store(c, key, uid)
 		return uid, nil
 	})
 	select {
@@ -229,39 +267,42 @@ func (m *Mapper) Lookup(ctx context.Context, corpID, userID string) (uid uint32,
 }
 
 // Assign returns uids for userIDs, creating the missing ones (dense,
-// race-safe across processes). Batch-friendly: the new ids of up to 1000 at a
-// time are created in one transaction. Concurrent Assigns in this process
-// never create one UserID twice: the second waits for the first.
+// race-safe across processes), keyed by the UserIDs as given. UserIDs that
+// differ only in case are one member (yidu.UserID.Fold); a new member's
+// row keeps the first spelling. Batch-friendly: the new ids of up to 1000
+// at a time are created in one transaction. Concurrent Assigns in this
+// process never create one UserID twice: the second waits for the first.
 func (m *Mapper) Assign(ctx context.Context, corpID string, userIDs []string) (map[string]uint32, error) {
 	if err := checkCorpID(corpID); err != nil {
 		return nil, fmt.Errorf("idmap: assign: %w", err)
 	}
 	c := m.corp(corpID)
-	out := make(map[string]uint32, len(userIDs))
-	var todo []string
+	byKey := make(map[string]uint32, len(userIDs))
+	var todo []string // one spelling per key
 	seen := make(map[string]struct{})
 	for _, id := range userIDs {
 		if err := checkUserID(id); err != nil {
 			return nil, fmt.Errorf("idmap: assign %q: %w", id, err)
 		}
-		if uid, ok := m.cached(c, id); ok {
-			out[id] = uid
+		key := fold(id)
+		if uid, ok := m.cached(c, key); ok {
+			byKey[key] = uid
 			continue
 		}
-		if _, dup := seen[id]; !dup {
-			seen[id] = struct{}{}
+		if _, dup := seen[key]; !dup {
+			seen[key] = struct{}{}
 			todo = append(todo, id)
 		}
 	}
 	for len(todo) > 0 {
-		owned, waits := m.claim(c, out, todo)
+		owned, waits := m.claim(c, byKey, todo)
 		var err error
 		if len(owned) > 0 {
 			var got map[string]uint32
 			got, err = m.create(ctx, corpID, c, owned)
 			m.release(c, owned, got, err)
-			for id, uid := range got {
-				out[id] = uid
+			for key, uid := range got {
+				byKey[key] = uid
 			}
 		}
 		todo = todo[:0]
@@ -276,45 +317,52 @@ func (m *Mapper) Assign(ctx context.Context, corpID string, userIDs []string) (m
 				todo = append(todo, id)
 				continue
 			}
-			out[id] = cl.uid
+			byKey[fold(id)] = cl.uid
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
+	out := make(map[string]uint32, len(userIDs))
+	for _, id := range userIDs {
+		out[id] = byKey[fold(id)]
+	}
 	return out, nil
 }
 
 // claim splits ids into those this caller creates (registered as pending)
-// and those another caller is already creating.
-func (m *Mapper) claim(c *corpCache, out map[string]uint32, ids []string) (owned []string, waits map[string]*call) {
+// and those another caller is already creating (waits, by the id given).
+func (m *Mapper) claim(c *corpCache, byKey map[string]uint32, ids []string) (owned []string, waits map[string]*call) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range ids {
-		if uid, ok := m.cached(c, id); ok {
-			out[id] = uid
+		key := fold(id)
+		if uid, ok := m.cached(c, key); ok {
+			byKey[key] = uid
 			continue
 		}
-		if cl, ok := c.pending[id]; ok {
+		if cl, ok := c.pending[key]; ok {
 			if waits == nil {
 				waits = map[string]*call{}
 			}
 			waits[id] = cl
 			continue
 		}
-		c.pending[id] = &call{done: make(chan struct{})}
+		c.pending[key] = &call{done: make(chan struct{})}
 		owned = append(owned, id)
 	}
 	return owned, waits
 }
 
+// release ends the pending creation of owned; got is by folded UserID.
 func (m *Mapper) release(c *corpCache, owned []string, got map[string]uint32, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range owned {
-		cl := c.pending[id]
-		delete(c.pending, id)
-		if uid, ok := got[id]; ok {
+		key := fold(id)
+		cl := c.pending[key]
+		delete(c.pending, key)
+		if uid, ok := got[key]; ok {
 			cl.uid = uid
 		} else if err != nil {
 			cl.err = err
@@ -325,8 +373,9 @@ func (m *Mapper) release(c *corpCache, owned []string, got map[string]uint32, er
 	}
 }
 
-// create finds or creates ids in the database, chunkSize per transaction,
-// and caches the answers.
+// create finds or creates ids (one spelling per key) in the database,
+// chunkSize per transaction, caches the answers and returns them by folded
+// UserID.
 func (m *Mapper) create(ctx context.Context, corpID string, c *corpCache, ids []string) (map[string]uint32, error) {
 	if err := m.ensureSeq(ctx, corpID, c); err != nil {
 		return nil, err
@@ -341,7 +390,8 @@ func (m *Mapper) create(ctx context.Context, corpID string, c *corpCache, ids []
 			return got, fmt.Errorf("idmap: assign %d ids: %w", len(chunk), err)
 		}
 		for _, id := range chunk {
-			m.store(c, id, got[id])
+			key := fold(id)
+			m.store(c, key, got[key])
 		}
 	}
 	return got, nil
@@ -395,11 +445,12 @@ func (m *Mapper) lockSeq(ctx context.Context, tx *sql.Tx, corpID string, op int)
 	return next, nil
 }
 
-// assignChunk is one transaction: lock uid_seq, read which ids exist (a
-// locking read sees every commit made before we got the lock), insert the
-// rest with consecutive uids, advance uid_seq. INSERT IGNORE plus a re-read
-// is a safety net for a writer that bypassed the lock: the UserID keeps the
-// uid it got first and ours is wasted.
+// assignChunk is one transaction: lock uid_seq, read which ids exist by
+// folded UserID (a locking read sees every commit made before we got the
+// lock), insert the rest with consecutive uids, advance uid_seq; got is
+// filled by folded UserID. INSERT IGNORE plus a re-read is a safety net for
+// a writer that bypassed the lock with the same spelling: the UserID keeps
+// the uid it got first and ours is wasted.
 func (m *Mapper) assignChunk(ctx context.Context, corpID string, ids []string, got map[string]uint32) error {
 	begun := time.Now()
 	defer func() { m.metrics.assignSeconds.Observe(time.Since(begun).Seconds()) }()
@@ -419,8 +470,8 @@ func (m *Mapper) assignChunk(ctx context.Context, corpID string, ids []string, g
 	}
 	var fresh []string
 	for _, id := range ids {
-		if uid, ok := found[id]; ok {
-			got[id] = uid
+		if uid, ok := found[fold(id)]; ok {
+			got[fold(id)] = uid
 		} else {
 			fresh = append(fresh, id)
 		}
@@ -432,14 +483,14 @@ func (m *Mapper) assignChunk(ctx context.Context, corpID string, ids []string, g
 		return errors.New("uid space exhausted")
 	}
 	var b strings.Builder
-	b.WriteString("INSERT IGNORE INTO users (corp_id, uid, userid, status) VALUES ")
-	args := make([]any, 0, 3*len(fresh))
+	b.WriteString("INSERT IGNORE INTO users (corp_id, uid, userid, bad_userid, status) VALUES ")
+	args := make([]any, 0, 4*len(fresh))
 	for i, id := range fresh {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,1)")
-		args = append(args, corpID, next+uint32(i), id)
+		b.WriteString("(?,?,?,?,1)")
+		args = append(args, corpID, next+uint32(i), id, badFlag(id))
 	}
 	m.metrics.query(opAssign)
 	res, err := tx.ExecContext(ctx, b.String(), args...)
@@ -457,15 +508,15 @@ func (m *Mapper) assignChunk(ctx context.Context, corpID string, ids []string, g
 			return err
 		}
 		for _, id := range fresh {
-			uid, ok := winners[id]
+			uid, ok := winners[fold(id)]
 			if !ok {
 				return fmt.Errorf("userid %q neither inserted nor found", id)
 			}
-			got[id] = uid
+			got[fold(id)] = uid
 		}
 	} else {
 		for i, id := range fresh {
-			got[id] = next + uint32(i)
+			got[fold(id)] = next + uint32(i)
 		}
 	}
 	m.metrics.query(opAssign)
@@ -481,10 +532,11 @@ func (m *Mapper) assignChunk(ctx context.Context, corpID string, ids []string, g
 	return nil
 }
 
-// readUIDs returns the uids of the ids (≤ chunkSize) that exist.
+// readUIDs returns the uids of the ids (≤ chunkSize) that exist, by folded
+// UserID; of twins (see migrations/00002) the lowest uid.
 func (m *Mapper) readUIDs(ctx context.Context, q querier, corpID string, ids []string, lock bool) (map[string]uint32, error) {
 	var b strings.Builder
-	b.WriteString("SELECT userid, uid FROM users WHERE corp_id = ? AND userid IN (")
+	b.WriteString("SELECT userid_key, uid FROM users WHERE corp_id = ? AND userid_key IN (")
 	args := make([]any, 0, len(ids)+1)
 	args = append(args, corpID)
 	for i, id := range ids {
@@ -492,7 +544,7 @@ func (m *Mapper) readUIDs(ctx context.Context, q querier, corpID string, ids []s
 			b.WriteByte(',')
 		}
 		b.WriteByte('?')
-		args = append(args, id)
+		args = append(args, fold(id))
 	}
 	b.WriteByte(')')
 	if lock {
@@ -506,12 +558,14 @@ func (m *Mapper) readUIDs(ctx context.Context, q querier, corpID string, ids []s
 	defer rows.Close()
 	found := make(map[string]uint32, len(ids))
 	for rows.Next() {
-		var id string
+		var key string
 		var uid uint32
-		if err := rows.Scan(&id, &uid); err != nil {
+		if err := rows.Scan(&key, &uid); err != nil {
 			return nil, err
 		}
-		found[id] = uid
+		if old, ok := found[key]; !ok || uid < old {
+			found[key] = uid
+		}
 	}
 	return found, rows.Err()
 }
@@ -524,19 +578,21 @@ func (m *Mapper) Warm(ctx context.Context, corpID string) (int, error) {
 	}
 	c := m.corp(corpID)
 	m.metrics.query(opRead)
-	rows, err := m.db.QueryContext(ctx, "SELECT userid, uid FROM users WHERE corp_id = ?", corpID)
+	// Highest uid first: of twins (see migrations/00002) the lowest is
+	// stored last and stays, as Lookup would answer.
+	rows, err := m.db.QueryContext(ctx, "SELECT userid_key, uid FROM users WHERE corp_id = ? ORDER BY uid DESC", corpID)
 	if err != nil {
 		return 0, fmt.Errorf("idmap: warm: %w", err)
 	}
 	defer rows.Close()
 	n := 0
 	for rows.Next() {
-		var id string
+		var key string
 		var uid uint32
-		if err := rows.Scan(&id, &uid); err != nil {
+		if err := rows.Scan(&key, &uid); err != nil {
 			return n, fmt.Errorf("idmap: warm: %w", err)
 		}
-		m.store(c, id, uid)
+		m.store(c, key, uid)
 		n++
 	}
 	if err := rows.Err(); err != nil {

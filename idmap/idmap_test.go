@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -173,24 +174,99 @@ func TestAssignInvalid(t *testing.T) {
 	}
 }
 
-func TestCaseSensitive(t *testing.T) {
+// TestCaseInsensitive: WeCom compares UserIDs case-insensitively, so
+// spellings that differ only in ASCII case are one member with one uid,
+// from the cache and from MySQL; a UserID with other characters is
+// compared as spelt (yidu.UserID.Fold).
+func TestCaseInsensitive(t *testing.T) {
 	m, db, _ := newTestMapper(t)
-	ids := []string{"Alice", "alice", "ALICE", " alice", "alicé"}
-	got := mustAssign(t, m, "corp", ids...)
-	seen := map[uint32]string{}
-	for _, id := range ids {
-		if other, dup := seen[got[id]]; dup {
-			t.Errorf("%q and %q share uid %d", id, other, got[id])
-		}
-		seen[got[id]] = id
+	ctx := context.Background()
+	got := mustAssign(t, m, "corp", "Alice", "alice", "ALICE", " alice", "alicé", "ALICé")
+	if got["Alice"] != 0 || got["alice"] != 0 || got["ALICE"] != 0 {
+		t.Errorf("Assign = %v; want Alice, alice and ALICE on uid 0", got)
+	}
+	if got[" alice"] == 0 || got["alicé"] == 0 || got["ALICé"] == got["alicé"] {
+		t.Errorf("Assign = %v; want \" alice\", alicé and ALICé apart", got)
+	}
+	if users, _, _ := density(t, db, "corp"); users != 4 {
+		t.Errorf("%d users; want 4 (one row for Alice's spellings)", users)
+	}
+	var spelt string
+	testenv.Check(t, "userid", db.QueryRow("SELECT userid FROM users WHERE corp_id = 'corp' AND uid = 0").Scan(&spelt))
+	if spelt != "Alice" {
+		t.Errorf("users.userid = %q; want the first spelling, Alice", spelt)
 	}
 	m2, _ := newMapper(t, db) // cold cache: answers come from MySQL
-	for _, id := range ids {
-		uid, ok, err := m2.Lookup(context.Background(), "corp", id)
-		if err != nil || !ok || uid != got[id] {
-			t.Errorf("Lookup(%q) = %d, %v, %v; want %d", id, uid, ok, err, got[id])
+	for id, want := range map[string]uint32{"aLiCe": 0, "alice": 0, "alicé": got["alicé"], "ALICé": got["ALICé"]} {
+		uid, ok, err := m2.Lookup(ctx, "corp", id)
+		if err != nil || !ok || uid != want {
+			t.Errorf("Lookup(%q) = %d, %v, %v; want %d", id, uid, ok, err, want)
 		}
 	}
+	if _, ok, _ := m2.Lookup(ctx, "corp", "ALICÉ"); ok {
+		t.Error("Lookup(ALICÉ) found a member; non-ASCII UserIDs are compared as spelt")
+	}
+}
+
+// TestFoldColumn: users.userid_key (SQL) folds as yidu.UserID.Fold (Go),
+// and users.bad_userid is yidu.UserID.Valid's verdict, for every UserID
+// idmap stores.
+func TestFoldColumn(t *testing.T) {
+	m, db, _ := newTestMapper(t)
+	ids := []string{"Zhang.San@Corp", "zhang_san-2", "ÉMILE", "Émile", "张三", "-dash", "a b", strings.Repeat("X", 64), "9Lives"}
+	mustAssign(t, m, "corp", ids...)
+	rows, err := db.Query("SELECT userid, userid_key, bad_userid FROM users WHERE corp_id = 'corp'")
+	testenv.Check(t, "select", err)
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id, key string
+		var bad bool
+		testenv.Check(t, "scan", rows.Scan(&id, &key, &bad))
+		if want := yidu.UserID(id).Fold(); key != want {
+			t.Errorf("userid_key of %q = %q; want %q (yidu.UserID.Fold)", id, key, want)
+		}
+		if want := !yidu.UserID(id).Valid(); bad != want {
+			t.Errorf("bad_userid of %q = %v; want %v", id, bad, want)
+		}
+		n++
+	}
+	if n != len(ids) {
+		t.Errorf("%d rows; want %d", n, len(ids))
+	}
+}
+
+// TestTwins: rows stored before migration 00002, whose UserIDs differ only
+// in case, keep their uids; every lookup and Assign answers the lowest.
+func TestTwins(t *testing.T) {
+	m, db, _ := newTestMapper(t)
+	ctx := context.Background()
+	mustAssign(t, m, "corp", "x") // uid 0, and uid_seq
+	_, err := db.Exec("INSERT INTO users (corp_id, uid, userid) VALUES ('corp', 2, 'bob'), ('corp', 1, 'Bob')")
+	testenv.Check(t, "insert twins", err)
+	_, err = db.Exec("UPDATE uid_seq SET next_uid = 3 WHERE corp_id = 'corp'")
+	testenv.Check(t, "uid_seq", err)
+	m2, _ := newMapper(t, db)
+	if uid, ok, err := m2.Lookup(ctx, "corp", "BOB"); err != nil || !ok || uid != 1 {
+		t.Errorf("Lookup(BOB) = %d, %v, %v; want the lowest uid, 1", uid, ok, err)
+	}
+	if got := mustAssign(t, newMapperOn(t, db), "corp", "bob"); got["bob"] != 1 {
+		t.Errorf("Assign(bob) = %v; want 1", got)
+	}
+	m3 := newMapperOn(t, db)
+	if _, err := m3.Warm(ctx, "corp"); err != nil {
+		t.Fatal(err)
+	}
+	if uid, _, _ := m3.Lookup(ctx, "corp", "bOb"); uid != 1 {
+		t.Errorf("Lookup(bOb) after Warm = %d; want 1", uid)
+	}
+}
+
+// newMapperOn is newMapper without the registry.
+func newMapperOn(tb testing.TB, db *sql.DB) *idmap.Mapper {
+	tb.Helper()
+	m, _ := newMapper(tb, db)
+	return m
 }
 
 func TestCacheHitNeverQueries(t *testing.T) {

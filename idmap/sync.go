@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,56 +16,23 @@ import (
 	"github.com/yidu-io/yidu/internal/metric"
 )
 
-// Directory is what Syncer reads from WeCom's address list
-// (shared/wecom-protocol.md, Directory). idmap/wecomdir implements it over
-// HTTP. An API refusal (errcode ≠ 0) is returned as *APIError.
+// Directory reads one corp's WeCom directory for Syncer. wecom.Directory
+// implements it: which secret and which APIs a read takes is the WeCom
+// client's business (an app secret sees its visible range, the
+// contacts-sync secret the whole corp); Syncer writes what it is given.
 type Directory interface {
-	// Departments lists department/simplelist: the whole visible tree,
-	// without names.
-	Departments(ctx context.Context) ([]yidu.Department, error)
-	// DepartmentNames lists department/list's names by id; apps created
-	// recently may be refused (an *APIError), names are then kept as stored.
-	DepartmentNames(ctx context.Context) (map[int64]string, error)
-	// UserIDs pages user/list_id: member-department pairs from cursor ("" to
-	// start), at most limit (≤ 10000) of them, and the next cursor ("" at
-	// the end).
-	UserIDs(ctx context.Context, cursor string, limit int) (pairs []DeptUser, next string, err error)
-	// DepartmentUsers lists user/simplelist: a department's direct members
-	// with names.
-	DepartmentUsers(ctx context.Context, deptID int64) ([]NamedUser, error)
-}
-
-// DeptUser is one row of user/list_id: a member in a department.
-type DeptUser struct {
-	UserID     string
-	Department int64
-}
-
-// NamedUser is one row of user/simplelist.
-type NamedUser struct {
-	UserID string
-	Name   string
-}
-
-// APIError is WeCom answering a call with errcode ≠ 0 (document/path/90313).
-type APIError struct {
-	API  string
-	Code int64
-	Msg  string
-}
-
-// Error names the API and WeCom's errcode and errmsg.
-func (e *APIError) Error() string {
-	return fmt.Sprintf("wecom %s: errcode %d: %s", e.API, e.Code, e.Msg)
+	List(ctx context.Context) (yidu.Listing, error)
 }
 
 // ErrEmptyDirectory: WeCom listed no department or no member. Sync refuses
-// to apply it, since it would mark every member as left; a wrong secret or
-// an app with an empty visible scope looks exactly like this.
-var ErrEmptyDirectory = errors.New("idmap: sync: WeCom listed an empty directory")
+// to apply it, since it would mark every member as left.
+var ErrEmptyDirectory = errors.New("idmap: sync: WeCom listed no department or no member " +
+	"(an app whose visible range (可见范围) holds no department, or members only one by one, " +
+	"which the app secret cannot list: add departments to the range or configure the contacts-sync secret)")
 
-// listLimit is user/list_id's largest page (shared/wecom-protocol.md).
-const listLimit = 10000
+// SampleSize bounds the UserIDs a Report names as examples: enough to
+// look into, never an employee list.
+const SampleSize = 5
 
 // Syncer copies a corp's WeCom directory into MySQL through a Mapper.
 type Syncer struct {
@@ -73,19 +41,43 @@ type Syncer struct {
 	log     *slog.Logger
 	runs    *prometheus.CounterVec
 	seconds prometheus.Histogram
+	unseen  *prometheus.GaugeVec
 }
 
 // Report counts what one Sync saw and changed.
 type Report struct {
+	// Source names the secret and the APIs read (yidu.Listing.Source).
+	Source string
+	// Complete reports whether the read saw the whole corp; only then are
+	// members missing from it marked left.
+	Complete    bool
 	Departments int // departments listed
-	Users       int // members listed
+	Users       int // members listed (UserIDs that differ only in case are one)
 	Created     int // members given a new uid
-	Updated     int // existing members whose name, departments or status changed
-	Left        int // members no longer listed, now status 2
+	Updated     int // existing members whose name, departments, flag or status changed
+	Left        int // members no longer listed by a complete read, now status 2
+	// Unseen counts active members a partial read did not list: outside
+	// the app's visible range, or gone from the corp, which a partial read
+	// cannot tell apart. They stay active; their memberships of the
+	// departments the read listed are dropped. UnseenSample names up to
+	// SampleSize of them.
+	Unseen       int
+	UnseenSample []string
+	// Flagged counts listed members whose UserID breaks WeCom's rule
+	// (yidu.UserID.Valid): kept, so their reads count, and flagged
+	// (users.bad_userid), so no send addresses them. FlaggedSample names up
+	// to SampleSize of them.
+	Flagged       int
+	FlaggedSample []string
+	// Unstorable counts listed UserIDs users.userid cannot hold (empty,
+	// longer than 64 bytes, not UTF-8): left out.
+	Unstorable  int
 	Memberships int // user_departments rows written
-	// Names reports whether member names came from user/simplelist;
-	// DepartmentNames whether department names came from department/list.
-	Names, DepartmentNames bool
+	// Names counts listed members with a name; DepartmentNames reports
+	// whether department names were listed. Names not listed keep the
+	// stored ones.
+	Names           int
+	DepartmentNames bool
 }
 
 // NewSyncer returns a Syncer using dirs (by corp_id) to read WeCom.
@@ -103,24 +95,30 @@ func NewSyncer(m *Mapper, dirs map[string]Directory, opts Options) (*Syncer, err
 		log:     opts.Logger.With("component", "idmap.sync"),
 		runs:    f.CounterVec("yidu_idmap_sync_total", "Directory syncs by result.", "result"),
 		seconds: f.Histogram("yidu_idmap_sync_seconds", "Duration of a directory sync.", prometheus.ExponentialBuckets(0.1, 2, 12)),
+		unseen: f.GaugeVec("yidu_idmap_sync_unseen_members",
+			"Active members the last partial directory read of a corp did not list (outside the app's visible range, or gone).", "corp"),
 	}
 	metric.Preset(s.runs.MetricVec, []string{"ok", "error"})
 	return s, f.Err("idmap: sync")
 }
 
+// member is one listed member, by folded UserID.
 type member struct {
-	userID string
+	userID string // the spelling WeCom listed first
 	name   string
 	depts  []int64
 }
 
-// Sync reads the corp's departments and members from WeCom and writes them:
-// departments and user_departments are replaced per corp in one transaction
-// each; listed members get uids (bulk Assign), names, departments and status
-// active; members no longer listed get status 2 and keep their uid. A
-// renamed member cannot be told from a new one here (only change_contact
-// says so): the new UserID gets a new uid and the old one leaves.
-
+// Sync reads the corp's directory from WeCom and writes it. Listed members
+// get uids (bulk Assign), names, departments, their UserID flag and status
+// active. A complete read replaces the corp's departments and
+// user_departments and marks members it no longer lists left (status 2,
+// uid kept). A partial read (an app's visible range) is the truth only
+// about what it covers: its departments are upserted, memberships of those
+// departments replaced, and a member it does not list is reported
+// (Report.Unseen), never marked left. A renamed member cannot be told from
+// a new one here (only change_contact says so): the new UserID gets a new
+// uid and the old one leaves.
 func (s *Syncer) Sync(ctx context.Context, corpID string) (Report, error) {
 	begun := time.Now()
 	rep, err := s.sync(ctx, corpID)
@@ -130,8 +128,12 @@ func (s *Syncer) Sync(ctx context.Context, corpID string) (Report, error) {
 		return rep, err
 	}
 	s.runs.WithLabelValues("ok").Inc()
-	s.log.Info("directory synced", "corp", corpID, "departments", rep.Departments, "users", rep.Users,
-		"created", rep.Created, "updated", rep.Updated, "left", rep.Left, "seconds", time.Since(begun).Seconds())
+	s.unseen.WithLabelValues(corpID).Set(float64(rep.Unseen))
+	// Counts only: samples of UserIDs go to the Report, never to logs.
+	s.log.Info("directory synced", "corp", corpID, "source", rep.Source, "complete", rep.Complete,
+		"departments", rep.Departments, "users", rep.Users, "created", rep.Created, "updated", rep.Updated,
+		"left", rep.Left, "unseen", rep.Unseen, "flagged", rep.Flagged, "unstorable", rep.Unstorable,
+		"seconds", time.Since(begun).Seconds())
 	return rep, nil
 }
 
@@ -144,133 +146,86 @@ func (s *Syncer) sync(ctx context.Context, corpID string) (Report, error) {
 	if !ok {
 		return rep, fmt.Errorf("idmap: sync: no directory client for corp %q", corpID)
 	}
-	depts, err := s.departments(ctx, dir, &rep)
+	l, err := dir.List(ctx)
 	if err != nil {
-		return rep, err
+		return rep, fmt.Errorf("idmap: sync %s: %w", corpID, err)
 	}
-	members, order, err := s.members(ctx, dir)
-	if err != nil {
-		return rep, err
+	rep.Source, rep.Complete, rep.DepartmentNames = l.Source, l.Complete, l.DepartmentNames
+	depts := make([]yidu.Department, 0, len(l.Departments))
+	for _, d := range l.Departments {
+		if d.ID >= 0 && d.ParentID >= 0 {
+			depts = append(depts, d)
+		}
 	}
+	members, order := group(l.Members, &rep)
 	if len(depts) == 0 || len(members) == 0 {
 		return rep, ErrEmptyDirectory
 	}
 	rep.Departments, rep.Users = len(depts), len(members)
-	rep.Names, err = s.names(ctx, dir, depts, members)
-	if err != nil {
+	if err := s.m.writeDepartments(ctx, corpID, depts, l.Complete); err != nil {
 		return rep, err
 	}
-	if err := s.m.writeDepartments(ctx, corpID, depts); err != nil {
-		return rep, err
-	}
-	if err := s.m.writeMembers(ctx, corpID, members, order, &rep); err != nil {
+	if err := s.m.writeMembers(ctx, corpID, members, order, depts, l.Complete, &rep); err != nil {
 		return rep, err
 	}
 	return rep, nil
 }
 
-// departments lists the structure with department/simplelist and takes
-// names from department/list when the app may call it; otherwise names stay
-// as stored.
-func (s *Syncer) departments(ctx context.Context, dir Directory, rep *Report) ([]yidu.Department, error) {
-	list, err := dir.Departments(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("idmap: sync: department/simplelist: %w", err)
-	}
-	out := make([]yidu.Department, 0, len(list))
-	for _, d := range list {
-		if d.ID >= 0 && d.ParentID >= 0 {
-			out = append(out, d)
-		}
-	}
-	names, err := dir.DepartmentNames(ctx)
-	var apiErr *APIError
-	switch {
-	case errors.As(err, &apiErr):
-		s.log.Warn("department names unavailable; keeping stored names", "errcode", apiErr.Code)
-		return out, nil
-	case err != nil:
-		return nil, fmt.Errorf("idmap: sync: department/list: %w", err)
-	}
-	for i := range out {
-		out[i].Name = names[out[i].ID]
-	}
-	rep.DepartmentNames = true
-	return out, nil
-}
-
-// members pages user/list_id (one row per member-department pair) and
-// groups the pairs by member, in first-seen order.
-func (s *Syncer) members(ctx context.Context, dir Directory) (map[string]*member, []string, error) {
-	members := map[string]*member{}
+// group merges the listed members by folded UserID (WeCom compares
+// UserIDs case-insensitively), in first-seen order, and counts names,
+// flagged and unstorable UserIDs.
+func group(list []yidu.Member, rep *Report) (map[string]*member, []string) {
+	members := make(map[string]*member, len(list))
 	var order []string
-	cursor := ""
-	for page := 0; ; page++ {
-		if err := ctx.Err(); err != nil {
-			return nil, nil, err
+	for _, lm := range list {
+		if checkUserID(lm.UserID) != nil {
+			rep.Unstorable++
+			continue
 		}
-		pairs, next, err := dir.UserIDs(ctx, cursor, listLimit)
-		if err != nil {
-			return nil, nil, fmt.Errorf("idmap: sync: user/list_id page %d: %w", page, err)
+		key := fold(lm.UserID)
+		mb := members[key]
+		if mb == nil {
+			mb = &member{userID: lm.UserID}
+			members[key] = mb
+			order = append(order, key)
 		}
-		for _, p := range pairs {
-			if checkUserID(p.UserID) != nil {
-				continue
-			}
-			mb := members[p.UserID]
-			if mb == nil {
-				mb = &member{userID: p.UserID}
-				members[p.UserID] = mb
-				order = append(order, p.UserID)
-			}
-			if p.Department >= 0 && !containsInt(mb.depts, p.Department) {
-				mb.depts = append(mb.depts, p.Department)
-			}
+		if mb.name == "" {
+			mb.name = lm.Name
 		}
-		if next == "" || next == cursor {
-			return members, order, nil
-		}
-		cursor = next
-	}
-}
-
-// names fills member names from user/simplelist, one call per department.
-// An API refusal (no permission) skips names altogether: they are optional.
-func (s *Syncer) names(ctx context.Context, dir Directory, depts []yidu.Department, members map[string]*member) (bool, error) {
-	for _, d := range depts {
-		if err := ctx.Err(); err != nil {
-			return false, err
-		}
-		list, err := dir.DepartmentUsers(ctx, d.ID)
-		var apiErr *APIError
-		switch {
-		case errors.As(err, &apiErr):
-			s.log.Warn("member names unavailable; keeping stored names", "errcode", apiErr.Code)
-			return false, nil
-		case err != nil:
-			return false, fmt.Errorf("idmap: sync: user/simplelist: %w", err)
-		}
-		for _, u := range list {
-			if mb := members[u.UserID]; mb != nil {
-				mb.name = u.Name
+		for _, d := range lm.Departments {
+			if d >= 0 && !slices.Contains(mb.depts, d) {
+				mb.depts = append(mb.depts, d)
 			}
 		}
 	}
-	return true, nil
-}
-
-func containsInt(s []int64, v int64) bool {
-	for _, x := range s {
-		if x == v {
-			return true
+	var flagged []string
+	for _, key := range order {
+		mb := members[key]
+		if mb.name != "" {
+			rep.Names++
+		}
+		if !yidu.UserID(mb.userID).Valid() {
+			flagged = append(flagged, mb.userID)
 		}
 	}
-	return false
+	rep.Flagged, rep.FlaggedSample = len(flagged), sample(flagged)
+	return members, order
 }
 
-// writeDepartments replaces the corp's departments in one transaction. A
-// department listed without a name keeps the name stored before.
-func (m *Mapper) writeDepartments(ctx context.Context, corpID string, depts []yidu.Department) error {
+// sample returns up to SampleSize of ids, the same ones every time.
+func sample(ids []string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	return ids[:min(len(ids), SampleSize)]
+}
+
+// writeDepartments writes the listed departments in one transaction: a
+// complete read replaces the corp's, a partial one upserts the ones it saw.
+// A department listed without a name keeps the name stored before.
+func (m *Mapper) writeDepartments(ctx context.Context, corpID string, depts []yidu.Department, complete bool) error {
 	return m.inTx(ctx, opSync, func(tx *sql.Tx) error {
 		m.metrics.query(opSync)
 		rows, err := tx.QueryContext(ctx, "SELECT dept_id, name FROM departments WHERE corp_id = ? FOR UPDATE", corpID)
@@ -291,9 +246,11 @@ func (m *Mapper) writeDepartments(ctx context.Context, corpID string, depts []yi
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("idmap: sync departments: %w", err)
 		}
-		m.metrics.query(opSync)
-		if _, err := tx.ExecContext(ctx, "DELETE FROM departments WHERE corp_id = ?", corpID); err != nil {
-			return fmt.Errorf("idmap: sync departments: %w", err)
+		if complete {
+			m.metrics.query(opSync)
+			if _, err := tx.ExecContext(ctx, "DELETE FROM departments WHERE corp_id = ?", corpID); err != nil {
+				return fmt.Errorf("idmap: sync departments: %w", err)
+			}
 		}
 		for start := 0; start < len(depts); start += chunkSize {
 			chunk := depts[start:min(start+chunkSize, len(depts))]
@@ -307,8 +264,10 @@ func (m *Mapper) writeDepartments(ctx context.Context, corpID string, depts []yi
 			}
 			m.metrics.query(opSync)
 			if _, err := tx.ExecContext(ctx,
-				"INSERT IGNORE INTO departments (corp_id, dept_id, parent_id, name, sort_order) VALUES "+
-					rowMarks("(?,?,?,?,?)", len(chunk)), args...); err != nil {
+				"INSERT INTO departments (corp_id, dept_id, parent_id, name, sort_order) VALUES "+
+					rowMarks("(?,?,?,?,?)", len(chunk))+
+					" ON DUPLICATE KEY UPDATE parent_id = VALUES(parent_id), sort_order = VALUES(sort_order), name = VALUES(name)",
+				args...); err != nil {
 				return fmt.Errorf("idmap: sync departments: %w", err)
 			}
 		}
@@ -318,28 +277,45 @@ func (m *Mapper) writeDepartments(ctx context.Context, corpID string, depts []yi
 
 type storedUser struct {
 	uid    uint32
+	userID string
 	name   string
 	status yidu.UserStatus
 	depts  string
+	bad    bool
 }
 
 // writeMembers assigns uids to new members, updates changed ones in bulk,
-// marks unlisted ones left and replaces user_departments.
-func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[string]*member, order []string, rep *Report) error {
+// marks unlisted ones left (complete) or reports them (partial), and
+// rewrites user_departments within the read's scope.
+func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[string]*member, order []string,
+	depts []yidu.Department, complete bool, rep *Report) error {
+	// inScope: the read is the truth about membership of d.
+	listedDept := make(map[int64]bool, len(depts))
+	for _, d := range depts {
+		listedDept[d.ID] = true
+	}
+	inScope := func(d int64) bool { return complete || listedDept[d] }
+
 	m.metrics.query(opSync)
-	rows, err := m.db.QueryContext(ctx, "SELECT userid, uid, name, status, departments FROM users WHERE corp_id = ?", corpID)
+	rows, err := m.db.QueryContext(ctx,
+		"SELECT userid_key, uid, userid, name, status, departments, bad_userid FROM users WHERE corp_id = ? ORDER BY uid", corpID)
 	if err != nil {
 		return fmt.Errorf("idmap: sync users: %w", err)
 	}
 	stored := map[string]storedUser{}
+	var twins []storedUser // a higher uid whose UserID differs only in case (migrations/00002)
 	for rows.Next() {
-		var id string
+		var key string
 		var u storedUser
-		if err := rows.Scan(&id, &u.uid, &u.name, &u.status, &u.depts); err != nil {
+		if err := rows.Scan(&key, &u.uid, &u.userID, &u.name, &u.status, &u.depts, &u.bad); err != nil {
 			rows.Close()
 			return fmt.Errorf("idmap: sync users: %w", err)
 		}
-		stored[id] = u
+		if _, dup := stored[key]; dup {
+			twins = append(twins, u)
+			continue
+		}
+		stored[key] = u
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -347,9 +323,9 @@ func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[st
 	}
 
 	var fresh []string
-	for _, id := range order {
-		if _, ok := stored[id]; !ok {
-			fresh = append(fresh, id)
+	for _, key := range order {
+		if _, ok := stored[key]; !ok {
+			fresh = append(fresh, members[key].userID)
 		}
 	}
 	uids, err := m.Assign(ctx, corpID, fresh)
@@ -362,55 +338,95 @@ func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[st
 		uid        uint32
 		id, name   string
 		deptString string
+		bad        int
 	}
 	var changes []change
 	var memberships [][2]int64 // dept, uid
-	for _, id := range order {
-		mb := members[id]
-		deptString, err := FormatDepartments(mb.depts)
+	for _, key := range order {
+		mb := members[key]
+		u, known := stored[key]
+		if !known {
+			u = storedUser{uid: uids[mb.userID], userID: mb.userID, status: yidu.StatusActive}
+		}
+		// Outside a partial read's scope the stored departments stand.
+		all := slices.Clone(mb.depts)
+		if !complete {
+			for _, d := range m.storedDepartments(corpID, u.depts) {
+				if !inScope(d) && !slices.Contains(all, d) {
+					all = append(all, d)
+				}
+			}
+		}
+		deptString, err := FormatDepartments(all)
 		if err != nil {
 			m.log.Warn("member's department list does not fit; stored in user_departments only", "corp", corpID)
 			deptString = ""
 		}
-		u, known := stored[id]
-		if !known {
-			u = storedUser{uid: uids[id], status: yidu.StatusActive}
-		}
 		for _, d := range mb.depts {
 			memberships = append(memberships, [2]int64{d, int64(u.uid)})
 		}
-		if known && u.status == yidu.StatusActive && u.depts == deptString && (mb.name == "" || mb.name == u.name) {
+		bad := !yidu.UserID(u.userID).Valid()
+		if known && u.status == yidu.StatusActive && u.depts == deptString && u.bad == bad && (mb.name == "" || mb.name == u.name) {
 			continue
 		}
 		if known {
 			rep.Updated++
 		}
-		changes = append(changes, change{uid: u.uid, id: id, name: mb.name, deptString: deptString})
+		changes = append(changes, change{uid: u.uid, id: u.userID, name: mb.name, deptString: deptString, bad: badFlag(u.userID)})
 	}
 	for start := 0; start < len(changes); start += chunkSize {
 		chunk := changes[start:min(start+chunkSize, len(changes))]
-		args := make([]any, 0, 5*len(chunk))
+		args := make([]any, 0, 6*len(chunk))
 		for _, c := range chunk {
-			args = append(args, corpID, c.uid, c.id, c.name, c.deptString)
+			args = append(args, corpID, c.uid, c.id, c.name, c.deptString, c.bad)
 		}
-		// Rows exist (assigned above), so this only updates; an empty name
-		// (names unavailable) keeps the stored one.
+		// Rows exist (assigned above, with their stored spelling), so this
+		// only updates; an empty name (names unavailable) keeps the stored
+		// one.
 		m.metrics.query(opSync)
 		if _, err := m.db.ExecContext(ctx,
-			`INSERT INTO users (corp_id, uid, userid, name, departments) VALUES `+rowMarks("(?,?,?,?,?)", len(chunk))+`
-			 ON DUPLICATE KEY UPDATE status = 1, departments = VALUES(departments),
+			`INSERT INTO users (corp_id, uid, userid, name, departments, bad_userid) VALUES `+rowMarks("(?,?,?,?,?,?)", len(chunk))+`
+			 ON DUPLICATE KEY UPDATE status = 1, departments = VALUES(departments), bad_userid = VALUES(bad_userid),
 			   name = IF(VALUES(name) = '', name, VALUES(name))`, args...); err != nil {
 			return fmt.Errorf("idmap: sync users: %w", err)
 		}
 	}
 
+	// Members the read did not list.
 	var left []any
-	for id, u := range stored {
-		if _, listed := members[id]; !listed && u.status != yidu.StatusLeft {
+	var unseen []string
+	type deptChange struct {
+		uid   uint32
+		depts string
+	}
+	var unseenDepts []deptChange
+	absent := twins
+	for key, u := range stored {
+		if _, listed := members[key]; !listed {
+			absent = append(absent, u)
+		}
+	}
+	for _, u := range absent {
+		if u.status == yidu.StatusLeft {
+			continue
+		}
+		if complete {
 			left = append(left, u.uid)
+			continue
+		}
+		unseen = append(unseen, u.userID)
+		var keep []int64
+		for _, d := range m.storedDepartments(corpID, u.depts) {
+			if !inScope(d) {
+				keep = append(keep, d)
+			}
+		}
+		if ds, err := FormatDepartments(keep); err == nil && ds != u.depts {
+			unseenDepts = append(unseenDepts, deptChange{u.uid, ds})
 		}
 	}
 	rep.Left = len(left)
+	rep.Unseen, rep.UnseenSample = len(unseen), sample(unseen)
 	for start := 0; start < len(left); start += chunkSize {
 		chunk := left[start:min(start+chunkSize, len(left))]
 		m.metrics.query(opSync)
@@ -420,18 +436,58 @@ func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[st
 			return fmt.Errorf("idmap: sync users: mark left: %w", err)
 		}
 	}
+	for _, c := range unseenDepts {
+		m.metrics.query(opSync)
+		if _, err := m.db.ExecContext(ctx, "UPDATE users SET departments = ? WHERE corp_id = ? AND uid = ?", c.depts, corpID, c.uid); err != nil {
+			return fmt.Errorf("idmap: sync users: departments of unseen members: %w", err)
+		}
+	}
 	rep.Memberships = len(memberships)
-	return m.replaceAllMemberships(ctx, corpID, memberships)
+	var scope []int64
+	if !complete {
+		scope = make([]int64, 0, len(depts))
+		for _, d := range depts {
+			scope = append(scope, d.ID)
+		}
+	}
+	return m.writeMemberships(ctx, corpID, scope, memberships)
 }
 
-// replaceAllMemberships replaces the corp's user_departments in one
-// transaction, so audiences never see a half-written directory.
-func (m *Mapper) replaceAllMemberships(ctx context.Context, corpID string, memberships [][2]int64) error {
+// storedDepartments parses a users.departments value; one that does not
+// parse counts as none (the column is only written by FormatDepartments).
+func (m *Mapper) storedDepartments(corpID, s string) []int64 {
+	ids, err := ParseDepartments(s)
+	if err != nil {
+		m.log.Warn("users.departments not parseable; treated as none", "corp", corpID)
+		return nil
+	}
+	return ids
+}
+
+// writeMemberships replaces, in one transaction so audiences never see a
+// half-written directory, the corp's user_departments rows of the
+// departments in scope (nil: every row) with memberships.
+func (m *Mapper) writeMemberships(ctx context.Context, corpID string, scope []int64, memberships [][2]int64) error {
 	const rowsPerInsert = 2000
 	return m.inTx(ctx, opSync, func(tx *sql.Tx) error {
-		m.metrics.query(opSync)
-		if _, err := tx.ExecContext(ctx, "DELETE FROM user_departments WHERE corp_id = ?", corpID); err != nil {
-			return fmt.Errorf("idmap: sync memberships: %w", err)
+		if scope == nil {
+			m.metrics.query(opSync)
+			if _, err := tx.ExecContext(ctx, "DELETE FROM user_departments WHERE corp_id = ?", corpID); err != nil {
+				return fmt.Errorf("idmap: sync memberships: %w", err)
+			}
+		}
+		for start := 0; start < len(scope); start += chunkSize {
+			chunk := scope[start:min(start+chunkSize, len(scope))]
+			args := make([]any, 0, len(chunk)+1)
+			args = append(args, corpID)
+			for _, d := range chunk {
+				args = append(args, d)
+			}
+			m.metrics.query(opSync)
+			if _, err := tx.ExecContext(ctx,
+				"DELETE FROM user_departments WHERE corp_id = ? AND dept_id IN ("+placeholders(len(chunk))+")", args...); err != nil {
+				return fmt.Errorf("idmap: sync memberships: %w", err)
+			}
 		}
 		for start := 0; start < len(memberships); start += rowsPerInsert {
 			chunk := memberships[start:min(start+rowsPerInsert, len(memberships))]

@@ -19,18 +19,6 @@ const getUserInfoURL = "https://qyapi.weixin.qq.com/cgi-bin/auth/getuserinfo?acc
 // ErrNoApp: no configured app with a secret has this corp and agent.
 var ErrNoApp = errors.New("wecom: no app with a secret for this corp and agent")
 
-// APIError is WeCom's refusal of a call (errcode ≠ 0, doc path 90313),
-// e.g. 40029 from auth/getuserinfo for a code invalid, expired or used.
-type APIError struct {
-	API  string
-	Code int64
-	Msg  string
-}
-
-func (e *APIError) Error() string {
-	return fmt.Sprintf("wecom: %s: errcode %d: %s", e.API, e.Code, e.Msg)
-}
-
 // OAuth turns tracked links' OAuth2 codes into UserIDs
 // (auth/getuserinfo, doc path 91023) for every app that has a secret. Safe
 // for concurrent use.
@@ -59,46 +47,14 @@ func (e *OAuth) UserID(ctx context.Context, corpID string, agentID int64, code s
 	if !ok {
 		return "", fmt.Errorf("%w: %s/%d", ErrNoApp, corpID, agentID)
 	}
-	var stale *Session
-	for attempt := 0; ; attempt++ {
-		sess := c.Session(stale)
-		tok, err := sess.Token.GetAccessTokenContext(ctx)
-		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return "", ctxErr
-			}
-			return "", wrap(c, "gettoken", err)
-		}
+	var res oauth.GetUserInfoResponse
+	err := call(ctx, c, "auth/getuserinfo", &res, func(ctx context.Context, tok string) ([]byte, error) {
 		// The code is the visitor's input: escaped, it cannot add
 		// parameters to our request.
-		body, err := util.HTTPGetContext(ctx, fmt.Sprintf(getUserInfoURL, url.QueryEscape(tok), url.QueryEscape(code)))
-		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return "", ctxErr
-			}
-			return "", wrap(c, "auth/getuserinfo", err)
-		}
-		var res oauth.GetUserInfoResponse
-		err = util.DecodeWithError(body, &res, "auth/getuserinfo")
-		if attempt == 0 && StaleToken(err) {
-			stale = sess
-			continue
-		}
-		if err != nil {
-			return "", wrap(c, "auth/getuserinfo", err)
-		}
-		return res.UserID, nil
+		return util.HTTPGetContext(ctx, fmt.Sprintf(getUserInfoURL, url.QueryEscape(tok), url.QueryEscape(code)))
+	})
+	if err != nil {
+		return "", err
 	}
-}
-
-// wrap turns silenceper's errors into ours, without URLs or credentials.
-func wrap(c *Credentials, api string, err error) error {
-	var ce *util.CommonError
-	if errors.As(err, &ce) {
-		return &APIError{API: api, Code: ce.ErrCode, Msg: c.Scrub(ce.ErrMsg)}
-	}
-	if code, msg, ok := c.TokenError(err); ok {
-		return fmt.Errorf("wecom: gettoken: errcode %d: %s", code, msg)
-	}
-	return fmt.Errorf("wecom: %s: %s", api, c.Clean(err))
+	return res.UserID, nil
 }

@@ -2,11 +2,15 @@
 // it pushes signed, encrypted callbacks at a receiver (-target) with WeCom's
 // retry rules at a given rate and concurrency, and serves a fake WeCom API
 // (-api-listen) with a synthetic company, so sending, reminders and
-// directory sync work without the internet. It stops by itself: after the
-// push when there is no API to serve, else after -duration.
+// directory sync work without the internet. The fake API is as strict as
+// WeCom about secrets: gettoken takes the app's secret (-api-secret) and,
+// when given, the contacts-sync secret (-contacts-secret), which alone may
+// call user/list_id. It stops by itself: after the push when there is no
+// API to serve, else after -duration.
 //
 //	wecomsim -target http://127.0.0.1:8080/callback/hr -corp wx… -agent 1000002 \
 //	    -token … -aes-key … -users 2000 -msgid notice1 -rate 500 -concurrency 16
+//	wecomsim -api-listen 127.0.0.1:9000 -api-secret s3 -users 2000   # for yidu directory sync
 package main
 
 import (
@@ -71,6 +75,8 @@ type Main struct {
 	Events      string
 	APIListen   string
 	APISecret   string
+	// ContactsSecret enables the contacts-sync secret on the fake API.
+	ContactsSecret string
 	// Duration bounds the whole run.
 	Duration time.Duration
 
@@ -107,7 +113,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.Key, "key", "read", "button key pressed")
 	fs.StringVar(&m.Events, "events", "card", "events to push: card, enter_agent or contact")
 	fs.StringVar(&m.APIListen, "api-listen", "", "serve the fake WeCom API here (e.g. 127.0.0.1:0)")
-	fs.StringVar(&m.APISecret, "api-secret", "", "corpsecret gettoken accepts (empty: any)")
+	fs.StringVar(&m.APISecret, "api-secret", "", "the app's secret gettoken accepts (required with -api-listen)")
+	fs.StringVar(&m.ContactsSecret, "contacts-secret", "", "the corp's contacts-sync secret gettoken accepts (empty: none; user/list_id then refuses every token)")
 	fs.DurationVar(&m.Duration, "duration", 10*time.Minute, "stop after this long at the latest")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -120,6 +127,12 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	if m.Duration <= 0 {
 		return errors.New("-duration must be positive")
+	}
+	if m.APIListen != "" && m.APISecret == "" {
+		return errors.New("-api-listen needs -api-secret: the fake WeCom, like WeCom, gives no token without a secret")
+	}
+	if m.ContactsSecret != "" && m.ContactsSecret == m.APISecret {
+		return errors.New("-contacts-secret must differ from -api-secret: WeCom's contacts-sync secret is another one")
 	}
 	return nil
 }
@@ -150,7 +163,9 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("api listen: %w", err)
 		}
 		m.apiLn = ln
-		fake := fakewecom.New(wecomsim.Company(m.App.CorpID, m.App.AgentID, m.APISecret, m.Users, m.Departments))
+		corp := wecomsim.Company(m.App.CorpID, m.App.AgentID, m.APISecret, m.Users, m.Departments)
+		corp.ContactsSecret = m.ContactsSecret
+		fake := fakewecom.New(corp)
 		m.api = &http.Server{Handler: fake, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := m.api.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -91,10 +91,13 @@ func TestParseFlags(t *testing.T) {
 		args []string
 		ok   bool
 	}{
-		{"api only", []string{"-api-listen", "127.0.0.1:0"}, true},
+		{"api only", []string{"-api-listen", "127.0.0.1:0", "-api-secret", "s3"}, true},
+		{"api with the contacts-sync secret", []string{"-api-listen", "127.0.0.1:0", "-api-secret", "s3", "-contacts-secret", "c3"}, true},
+		{"api without a secret", []string{"-api-listen", "127.0.0.1:0"}, false},
+		{"contacts secret equal to the app's", []string{"-api-listen", ":0", "-api-secret", "s3", "-contacts-secret", "s3"}, false},
 		{"nothing to do", nil, false},
-		{"stray argument", []string{"-api-listen", ":0", "x"}, false},
-		{"zero duration", []string{"-api-listen", ":0", "-duration", "0s"}, false},
+		{"stray argument", []string{"-api-listen", ":0", "-api-secret", "s3", "x"}, false},
+		{"zero duration", []string{"-api-listen", ":0", "-api-secret", "s3", "-duration", "0s"}, false},
 	}
 	for _, tt := range tests {
 		err := NewMain().ParseFlags(tt.args)

@@ -23,12 +23,12 @@ import (
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/idmap"
-	"github.com/yidu-io/yidu/idmap/wecomdir"
 	"github.com/yidu-io/yidu/internal/embedded"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/wecomsim"
 	"github.com/yidu-io/yidu/migrations"
 	"github.com/yidu-io/yidu/tracker"
+	"github.com/yidu-io/yidu/wecom"
 )
 
 // The demo's WeCom app and corp. Its secrets are random per run.
@@ -144,7 +144,14 @@ func (m *Main) setUp(ctx context.Context) error {
 	// The real directory sync, so names and departments land in MySQL as in
 	// production.
 	err = m.step(fmt.Sprintf("Syncing the directory from the fake WeCom (%d employees, %d departments)", employees, m.Departments), func() error {
-		sync, err := idmap.NewSyncer(m.App.Mapper, map[string]idmap.Directory{demoCorp: wecomdir.New(demoCorp, secret)},
+		// The app's secret alone, as most deployments: the demo app sees
+		// the whole corp, so the read is complete without the
+		// contacts-sync secret.
+		dir, err := wecom.NewDirectory(wecom.App{CorpID: demoCorp, AgentID: demoAgent, Secret: secret}, wecom.DirectoryOptions{})
+		if err != nil {
+			return err
+		}
+		sync, err := idmap.NewSyncer(m.App.Mapper, map[string]idmap.Directory{demoCorp: dir},
 			idmap.Options{Logger: m.Logger, Registerer: m.App.Registry})
 		if err != nil {
 			return err

@@ -13,18 +13,28 @@ import (
 )
 
 // TestDirectorySync runs `yidu directory sync --app hr` as an operator
-// would, against a fake WeCom reached through wecom.api_base.
+// would, against a fake WeCom reached through wecom.api_base that is as
+// strict as WeCom about which secret may call what: with the app's secret
+// alone, with the contacts-sync secret, and with secrets in the wrong place.
+// The subtests are the steps of one operator's day, in order: each reads
+// what the ones before wrote.
 func TestDirectorySync(t *testing.T) {
 	const corp = "wwdirsync"
-	srv := fakewecom.New(fakewecom.Corp{
-		CorpID: corp, Apps: []fakewecom.App{{AgentID: 1000002, Secret: "s3cret"}},
+	c := fakewecom.Corp{
+		CorpID: corp,
+		Apps: []fakewecom.App{
+			{AgentID: 1000002, Secret: "s3cret"},
+			{AgentID: 1000003, Secret: "other-app-secret"},
+		},
+		ContactsSecret: "contacts-s3cret", ContactsIDsOnly: true,
 		Departments: []fakewecom.Department{{ID: 1, Name: "总部"}, {ID: 2, ParentID: 1, Name: "HR"}},
 		Users: []fakewecom.User{
 			{UserID: "zhangsan", Name: "张三", Departments: []int{1}},
 			{UserID: "lisi", Name: "李四", Departments: []int{2}},
 			{UserID: "Alice", Name: "Alice", Departments: []int{1, 2}},
 		},
-	})
+	}
+	srv := fakewecom.New(c)
 	url := fakewecom.Start(t, srv)
 	dsn := testenv.MySQLDSN(t)
 	cfgPath := filepath.Join(t.TempDir(), "yidu.yaml")
@@ -33,26 +43,94 @@ func TestDirectorySync(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"YIDU_APP_HR_SECRET": "s3cret"}
-
-	out, _, err := runCmd(t, env, "", "directory", "sync", "--app", "hr", "--config", cfgPath)
-	if err != nil {
-		t.Fatalf("directory sync: %v", err)
-	}
-	if !strings.Contains(out, "departments=2 users=3 created=3") {
-		t.Errorf("directory sync printed %q; want departments=2 users=3 created=3", out)
-	}
 	db, err := process.OpenDB(dsn)
 	testenv.Check(t, "open", err)
 	defer db.Close()
-	var name string
-	if err := db.QueryRowContext(context.Background(), "SELECT name FROM users WHERE corp_id = ? AND userid = 'lisi'", corp).Scan(&name); err != nil || name != "李四" {
-		t.Errorf("users.lisi name = %q, %v; want 李四", name, err)
+	sync := func(t *testing.T, env map[string]string) (string, error) {
+		t.Helper()
+		out, _, err := runCmd(t, env, "", "directory", "sync", "--app", "hr", "--config", cfgPath)
+		return out, err
 	}
-	// A wrong secret is refused and says so without printing it.
-	env["YIDU_APP_HR_SECRET"] = "wrong-secret-value"
-	_, _, err = runCmd(t, env, "", "directory", "sync", "--app", "hr", "--config", cfgPath)
-	if err == nil || strings.Contains(err.Error(), "wrong-secret-value") {
-		t.Errorf("sync with a wrong secret = %v; want an error that hides the secret", err)
+
+	t.Run("app secret alone", func(t *testing.T) {
+		listID := srv.Calls("/cgi-bin/user/list_id")
+		out, err := sync(t, map[string]string{"YIDU_APP_HR_SECRET": "s3cret"})
+		if err != nil {
+			t.Fatalf("directory sync: %v", err)
+		}
+		for _, want := range []string{"departments=2 users=3 created=3", "app secret", "complete view"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("directory sync printed %q; want %q", out, want)
+			}
+		}
+		if n := srv.Calls("/cgi-bin/user/list_id") - listID; n != 0 {
+			t.Errorf("user/list_id called %d times with the app secret alone; want 0", n)
+		}
+		var name string
+		if err := db.QueryRowContext(context.Background(), "SELECT name FROM users WHERE corp_id = ? AND userid = 'lisi'", corp).Scan(&name); err != nil || name != "李四" {
+			t.Errorf("users.lisi name = %q, %v; want 李四", name, err)
+		}
+	})
+
+	t.Run("app secret, part of the corp visible", func(t *testing.T) {
+		narrow := c
+		narrow.Apps = []fakewecom.App{{AgentID: 1000002, Secret: "s3cret", VisibleDepartments: []int{2}}}
+		srv.SetCorp(narrow)
+		defer srv.SetCorp(c)
+		out, err := sync(t, map[string]string{"YIDU_APP_HR_SECRET": "s3cret"})
+		if err != nil {
+			t.Fatalf("directory sync: %v", err)
+		}
+		for _, want := range []string{"left=0", "partial view", "1 active member(s) not listed", "e.g. zhangsan", "YIDU_APP_HR_CONTACTS_SECRET"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("directory sync printed %q; want %q", out, want)
+			}
+		}
+	})
+
+	t.Run("contacts-sync secret", func(t *testing.T) {
+		listID := srv.Calls("/cgi-bin/user/list_id")
+		out, err := sync(t, map[string]string{"YIDU_APP_HR_SECRET": "s3cret", "YIDU_APP_HR_CONTACTS_SECRET": "contacts-s3cret"})
+		if err != nil {
+			t.Fatalf("directory sync: %v", err)
+		}
+		if !strings.Contains(out, "contacts-sync secret") || !strings.Contains(out, "complete view") {
+			t.Errorf("directory sync printed %q; want the contacts-sync secret and a complete view", out)
+		}
+		if n := srv.Calls("/cgi-bin/user/list_id") - listID; n != 1 {
+			t.Errorf("user/list_id called %d times; want 1", n)
+		}
+	})
+
+	tests := []struct {
+		name   string
+		env    map[string]string
+		want   []string
+		hidden string
+	}{
+		{"wrong secret", map[string]string{"YIDU_APP_HR_SECRET": "wrong-secret-value"},
+			[]string{"gettoken", "40001", "app's secret"}, "wrong-secret-value"},
+		{"an app's secret as the contacts secret",
+			map[string]string{"YIDU_APP_HR_SECRET": "s3cret", "YIDU_APP_HR_CONTACTS_SECRET": "other-app-secret"},
+			[]string{"user/list_id", "48002", "needs the contacts-sync secret", "YIDU_APP_HR_CONTACTS_SECRET"}, "other-app-secret"},
+		{"the app's secret as the contacts secret",
+			map[string]string{"YIDU_APP_HR_SECRET": "s3cret", "YIDU_APP_HR_CONTACTS_SECRET": "s3cret"},
+			[]string{"contacts_secret", "contacts-sync secret"}, "s3cret"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := sync(t, tt.env)
+			if err == nil {
+				t.Fatal("directory sync succeeded; want an error")
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), tt.hidden) {
+				t.Errorf("error %q reveals the secret", err)
+			}
+		})
 	}
 }

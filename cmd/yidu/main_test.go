@@ -3,17 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
-	"strings"
-	"testing"
-
+	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
 
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/migrations"
 )
 
 func runCmd(t *testing.T, env map[string]string, stdin string, args ...string) (string, string, error) {
@@ -36,17 +39,18 @@ func TestMigrateUpStatusDown(t *testing.T) {
 		}
 	})
 
+	version, file := latestMigration(t)
 	out, _, err := runCmd(t, env, "", "migrate", "up")
-	if err != nil || !strings.Contains(out, "schema at version 1") {
-		t.Fatalf("migrate up = %q, %v; want schema at version 1", out, err)
+	if want := fmt.Sprintf("schema at version %d", version); err != nil || !strings.Contains(out, want) {
+		t.Fatalf("migrate up = %q, %v; want %s", out, err, want)
 	}
 	out, _, err = runCmd(t, env, "", "migrate", "status")
-	if err != nil || !strings.Contains(out, "00001_init.sql") || !strings.Contains(out, "applied") {
-		t.Errorf("migrate status = %q, %v; want 00001_init.sql applied", out, err)
+	if err != nil || !strings.Contains(out, "00001_init.sql") || !strings.Contains(out, file) || strings.Contains(out, "pending") {
+		t.Errorf("migrate status = %q, %v; want 00001_init.sql … %s applied", out, err, file)
 	}
 	out, _, err = runCmd(t, env, "", "migrate", "down")
-	if err != nil || !strings.Contains(out, "rolled back 1") {
-		t.Errorf("migrate down = %q, %v; want rolled back 1", out, err)
+	if want := fmt.Sprintf("rolled back %d", version); err != nil || !strings.Contains(out, want) {
+		t.Errorf("migrate down = %q, %v; want %s", out, err, want)
 	}
 	out, _, err = runCmd(t, env, "", "migrate", "status")
 	if err != nil || !strings.Contains(out, "pending") {
@@ -112,4 +116,27 @@ func TestHealthcheck(t *testing.T) {
 	if _, _, err := runCmd(t, nil, "", "healthcheck", down.URL); err == nil || !strings.Contains(err.Error(), "503") {
 		t.Errorf("healthcheck(503) = %v; want an error naming 503", err)
 	}
+}
+
+// latestMigration returns the highest embedded migration's version and
+// file name: `migrate up` ends there, `migrate down` rolls it back.
+func latestMigration(tb testing.TB) (int64, string) {
+	tb.Helper()
+	entries, err := fs.ReadDir(migrations.FS(), ".")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var version int64
+	var file string
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.ParseInt(num, 10, 64)
+		if ok && err == nil && strings.HasSuffix(e.Name(), ".sql") && v > version {
+			version, file = v, e.Name()
+		}
+	}
+	if version == 0 {
+		tb.Fatal("no migrations embedded")
+	}
+	return version, file
 }

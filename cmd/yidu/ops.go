@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/yidu-io/yidu"
@@ -15,9 +16,9 @@ import (
 	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/idmap"
-	"github.com/yidu-io/yidu/idmap/wecomdir"
 	"github.com/yidu-io/yidu/migrations"
 	"github.com/yidu-io/yidu/reconcile"
+	"github.com/yidu-io/yidu/wecom"
 )
 
 // migrate runs `yidu migrate up|status|down`.
@@ -77,7 +78,9 @@ func migrate(ctx context.Context, cfg config.Config, args []string, out io.Write
 	return nil
 }
 
-// syncDirectory runs `yidu directory sync --app NAME`.
+// syncDirectory runs `yidu directory sync --app NAME`: the app's secret
+// reads its visible range; the corp's contacts-sync secret, when
+// configured, the whole corp (wecom.Directory).
 func syncDirectory(ctx context.Context, cfg config.Config, appName string, logger *slog.Logger, out io.Writer) error {
 	app, ok := cfg.App(appName)
 	if !ok {
@@ -85,6 +88,11 @@ func syncDirectory(ctx context.Context, cfg config.Config, appName string, logge
 	}
 	if app.Secret == "" {
 		return fmt.Errorf("directory sync: app %q has no secret (%s)", appName, config.EnvName(appName, "secret"))
+	}
+	dir, err := wecom.NewDirectory(wecom.App{CorpID: app.CorpID, AgentID: app.AgentID, Secret: app.Secret},
+		wecom.DirectoryOptions{ContactsSecret: app.ContactsSecret})
+	if err != nil {
+		return fmt.Errorf("directory sync --app %s: %w", appName, err)
 	}
 	db, err := process.OpenDB(cfg.MySQL.DSN)
 	if err != nil {
@@ -96,18 +104,57 @@ func syncDirectory(ctx context.Context, cfg config.Config, appName string, logge
 	if err != nil {
 		return err
 	}
-	dir := wecomdir.New(app.CorpID, app.Secret)
 	s, err := idmap.NewSyncer(m, map[string]idmap.Directory{app.CorpID: dir}, idmap.Options{Logger: logger})
 	if err != nil {
 		return err
 	}
 	rep, err := s.Sync(ctx, app.CorpID)
-	if err != nil {
-		return err
+	var ae *wecom.APIError
+	if errors.As(err, &ae) && (ae.API == "user/list_id" || app.ContactsSecret != "" && ae.API == "gettoken") {
+		return fmt.Errorf("directory sync --app %s: %w (contacts_secret, %s)", appName, err, config.EnvName(appName, "contacts_secret"))
 	}
+	if err != nil {
+		return fmt.Errorf("directory sync --app %s: %w", appName, err)
+	}
+	printSyncReport(out, app, rep)
+	return nil
+}
+
+// printSyncReport tells the operator what a sync did and what it could not
+// see: counts, and at most idmap.SampleSize UserIDs as examples.
+func printSyncReport(out io.Writer, app config.App, rep idmap.Report) {
 	fmt.Fprintf(out, "synced %s: departments=%d users=%d created=%d updated=%d left=%d memberships=%d\n",
 		app.CorpID, rep.Departments, rep.Users, rep.Created, rep.Updated, rep.Left, rep.Memberships)
-	return nil
+	fmt.Fprintf(out, "  read with the %s\n", rep.Source)
+	if rep.Complete {
+		fmt.Fprintln(out, "  complete view: members no longer listed are marked left")
+	} else {
+		fmt.Fprintf(out, "  partial view: the app sees only its visible range (可见范围); %d active member(s) not listed "+
+			"were kept, not marked left (outside the range, or gone)%s\n", rep.Unseen, examples(rep.UnseenSample))
+		fmt.Fprintf(out, "  for a complete view, widen the app's visible range to the whole corp or set contacts_secret (%s)\n",
+			config.EnvName(app.Name, "contacts_secret"))
+	}
+	if rep.Names < rep.Users {
+		fmt.Fprintf(out, "  names: %d of %d members listed with a name (names come from the app's visible range; others keep the stored name)\n",
+			rep.Names, rep.Users)
+	}
+	if !rep.DepartmentNames {
+		fmt.Fprintln(out, "  department names: none listed; stored names kept")
+	}
+	if rep.Flagged > 0 {
+		fmt.Fprintf(out, "  flagged: %d member(s) whose UserID breaks WeCom's rule: kept, never sent to%s\n",
+			rep.Flagged, examples(rep.FlaggedSample))
+	}
+	if rep.Unstorable > 0 {
+		fmt.Fprintf(out, "  skipped: %d UserID(s) that cannot be stored (empty, over 64 bytes or not UTF-8)\n", rep.Unstorable)
+	}
+}
+
+func examples(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ", e.g. " + strings.Join(ids, ", ")
 }
 
 // runReconcile runs `yidu reconcile --msgid M | --all-active`.

@@ -115,12 +115,17 @@ func TestMigrationsSchema(t *testing.T) {
 		}
 	}
 
-	// users.userid is utf8mb4_bin: WeCom UserIDs differing in case are
-	// different people and must not collide on users_userid.
-	mustExec(t, db, "INSERT INTO users (corp_id, uid, userid, name) VALUES ('c', 1, 'Alice', '张三'), ('c', 2, 'alice', 'Émile 😀')")
+	// users.userid is utf8mb4_bin and keeps the spelling; userid_key
+	// (migration 00002, generated) is yidu.UserID.Fold, by which idmap
+	// finds members: ASCII lower-cased, anything else as spelt.
+	mustExec(t, db, "INSERT INTO users (corp_id, uid, userid, name) VALUES ('c', 1, 'Alice', '张三'), ('c', 2, 'ÉMILE', 'Émile 😀')")
 	var name string
-	if err := db.QueryRowContext(ctx, "SELECT name FROM users WHERE corp_id='c' AND userid='alice'").Scan(&name); err != nil || name != "Émile 😀" {
-		t.Errorf("SELECT name of alice = %q, %v; want %q", name, err, "Émile 😀")
+	if err := db.QueryRowContext(ctx, "SELECT name FROM users WHERE corp_id='c' AND userid_key='alice'").Scan(&name); err != nil || name != "张三" {
+		t.Errorf("SELECT name of userid_key alice = %q, %v; want %q", name, err, "张三")
+	}
+	var key string
+	if err := db.QueryRowContext(ctx, "SELECT userid_key FROM users WHERE corp_id='c' AND uid=2").Scan(&key); err != nil || key != "ÉMILE" {
+		t.Errorf("userid_key of ÉMILE = %q, %v; want it as spelt", key, err)
 	}
 	err := insertErr(db, "INSERT INTO users (corp_id, uid, userid) VALUES ('c', 3, 'Alice')")
 	var me *mysql.MySQLError

@@ -20,8 +20,10 @@
 //	GET  /cgi-bin/gettoken?corpid=&corpsecret=      app or contacts secret (doc path 91039)
 //	POST /cgi-bin/user/list_id                      contacts secret only (doc path 96067)
 //	GET  /cgi-bin/user/simplelist?department_id=    app (visible departments) or contacts (doc path 90200)
+//	                                                (contacts: 60020 with ContactsIDsOnly)
 //	GET  /cgi-bin/department/simplelist?id=         app (visible tree) or contacts (doc path 95350)
 //	GET  /cgi-bin/department/list?id=               app or contacts, with names (doc path 90208)
+//	                                                (contacts: 60020 with ContactsIDsOnly)
 //	POST /cgi-bin/message/send                      app only, its own agentid (doc path 90236)
 //	GET  /cgi-bin/getcallbackip                     any (doc path 90238)
 //	GET  /cgi-bin/auth/getuserinfo?code=            app only (doc path 91023)
@@ -54,6 +56,7 @@ const (
 	ErrNoPermission      = 48002 // api forbidden: this secret may not call this API
 	ErrDepartmentMissing = 60003
 	ErrNoPrivilege       = 60011  // the department or member is outside the app's visible range
+	ErrUntrustedIP       = 60020  // not allowed from this IP
 	ErrAllInvalid        = 82001  // every touser, toparty and totag invalid (doc path 90236)
 	ErrAnotherAgent      = 301002 // the token's app is not the agentid asked for
 	ErrTaskIDReused      = 42014  // template card task_id used before (doc path 90236)
@@ -67,10 +70,17 @@ type App struct {
 	// subtree (可见范围); nil sees the whole corp.
 	VisibleDepartments []int
 	// VisibleUsers are members the app sees outside those departments.
+	// message/send reaches them; user/simplelist lists a department's
+	// members only for a visible department (60011 otherwise), so they
+	// cannot be listed with the app's secret.
 	VisibleUsers []string
 	// NoDepartmentNames makes department/list answer without names, as for
-	// apps WeCom no longer gives department names.
+	// apps WeCom no longer gives department names (doc path 90208: a
+	// 代开发 app without the admin's authorization).
 	NoDepartmentNames bool
+	// NoMemberNames makes user/simplelist answer without names, likewise
+	// (doc path 90200).
+	NoMemberNames bool
 }
 
 // Department is a seeded department.
@@ -95,8 +105,13 @@ type Corp struct {
 	Apps []App
 	// ContactsSecret is the contacts-sync secret; empty: not enabled.
 	ContactsSecret string
-	Departments    []Department
-	Users          []User
+	// ContactsIDsOnly restricts the contacts-sync secret as WeCom has for
+	// IPs added since 2022-08-15 (doc paths 90208, 96260): it reads ids
+	// only (user/list_id, department/simplelist), and department/list and
+	// user/simplelist answer 60020.
+	ContactsIDsOnly bool
+	Departments     []Department
+	Users           []User
 	// InvalidUsers are answered in message/send's invaliduser.
 	InvalidUsers []string
 	// Codes maps OAuth2 codes to the UserID getuserinfo returns.
@@ -114,7 +129,7 @@ type Sent struct {
 type Server struct {
 	mu     sync.Mutex
 	corps  map[string]*Corp
-	tokens map[string]grant // access_token → who it was issued to
+	tokens map[string]issue // access_token → who it was issued to
 	issued int
 	sent   []Sent
 	tasks  map[string]bool // corp_id/task_id of template cards sent
@@ -127,7 +142,7 @@ type Server struct {
 func New(corps ...Corp) *Server {
 	s := &Server{
 		corps:       map[string]*Corp{},
-		tokens:      map[string]grant{},
+		tokens:      map[string]issue{},
 		tasks:       map[string]bool{},
 		calls:       map[string]int{},
 		CallbackIPs: []string{"101.226.103.0/25", "140.207.54.76"},
@@ -159,7 +174,8 @@ func URIModifier(base string) func(string) string {
 }
 
 // SetCorp adds or replaces a corp (its directory, secret, …); tokens already
-// handed out stay valid.
+// handed out stay valid (while their app is there) and see the corp as it
+// is now.
 func (s *Server) SetCorp(c Corp) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -210,8 +226,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func fail(code int, msg string) reply { return reply{"errcode": code, "errmsg": msg} }
 
-// grant is what an access_token was issued for: one app of a corp, or
-// the corp's contacts-sync secret.
+// issue is whom an access_token was issued to: one app of a corp, or the
+// corp's contacts-sync secret.
+type issue struct {
+	corpID   string
+	agentID  int64
+	contacts bool
+}
+
+// grant is an issue resolved against the corps as they are now.
 type grant struct {
 	corp     *Corp
 	app      *App // nil for the contacts secret
@@ -250,20 +273,20 @@ func (s *Server) gettoken(q map[string][]string) reply {
 		return fail(ErrInvalidCorpID, "invalid corpid")
 	}
 	secret := get("corpsecret")
-	g := grant{corp: c}
+	is := issue{corpID: c.CorpID}
 	switch {
 	case secret != "" && secret == c.ContactsSecret:
-		g.contacts = true
+		is.contacts = true
 	default:
 		i := slices.IndexFunc(c.Apps, func(a App) bool { return a.Secret == secret })
 		if secret == "" || i < 0 {
 			return fail(ErrInvalidCredential, "invalid credential")
 		}
-		g.app = &c.Apps[i]
+		is.agentID = c.Apps[i].AgentID
 	}
 	s.issued++
 	tok := fmt.Sprintf("fake-token-%d", s.issued)
-	s.tokens[tok] = g
+	s.tokens[tok] = is
 	return reply{"access_token": tok, "expires_in": 7200}
 }
 
@@ -272,7 +295,7 @@ func (s *Server) serve(r *http.Request) reply {
 	if r.URL.Path == "/cgi-bin/gettoken" {
 		return s.gettoken(q)
 	}
-	g, ok := s.tokens[q.Get("access_token")]
+	g, ok := s.grant(q.Get("access_token"))
 	if !ok {
 		return fail(ErrInvalidToken, "invalid access_token")
 	}
@@ -284,6 +307,9 @@ func (s *Server) serve(r *http.Request) reply {
 		return fail(ErrNoPermission, "api forbidden")
 	}
 	c := g.corp
+	if g.contacts && c.ContactsIDsOnly && (r.URL.Path == "/cgi-bin/user/simplelist" || r.URL.Path == "/cgi-bin/department/list") {
+		return fail(ErrUntrustedIP, "not allow to access from your ip")
+	}
 	switch r.URL.Path {
 	case "/cgi-bin/user/list_id":
 		return s.listID(c, r)
@@ -297,9 +323,16 @@ func (s *Server) serve(r *http.Request) reply {
 		}
 		list := []reply{}
 		for _, u := range c.Users {
-			if slices.Contains(u.Departments, id) {
-				list = append(list, reply{"userid": u.UserID, "name": u.Name, "department": u.Departments})
+			if !slices.Contains(u.Departments, id) {
+				continue
 			}
+			// Only the departments the caller sees (user/get, doc path
+			// 90196: 仅返回该应用有查看权限的部门id).
+			e := reply{"userid": u.UserID, "department": slices.DeleteFunc(slices.Clone(u.Departments), func(d int) bool { return !g.seesDept(d) })}
+			if g.contacts || !g.app.NoMemberNames {
+				e["name"] = u.Name
+			}
+			list = append(list, e)
 		}
 		return reply{"userlist": list}
 	case "/cgi-bin/department/simplelist", "/cgi-bin/department/list":
@@ -341,6 +374,29 @@ func (s *Server) serve(r *http.Request) reply {
 		return reply{"userid": id}
 	}
 	return fail(ErrBadParameter, "fakewecom: unknown api "+r.URL.Path)
+}
+
+// grant resolves tok; ok is false for a token never issued or revoked, or
+// whose corp, app or contacts secret is gone.
+func (s *Server) grant(tok string) (grant, bool) {
+	is, ok := s.tokens[tok]
+	if !ok {
+		return grant{}, false
+	}
+	c := s.corps[is.corpID]
+	if c == nil {
+		return grant{}, false
+	}
+	g := grant{corp: c, contacts: is.contacts}
+	if is.contacts {
+		return g, c.ContactsSecret != ""
+	}
+	i := slices.IndexFunc(c.Apps, func(a App) bool { return a.AgentID == is.agentID })
+	if i < 0 {
+		return grant{}, false
+	}
+	g.app = &c.Apps[i]
+	return g, true
 }
 
 // seesDept reports whether the token's holder sees department id: the

@@ -12,13 +12,20 @@ import (
 
 func seed() fakewecom.Corp {
 	return fakewecom.Corp{
-		CorpID:         "wwfake",
-		Apps:           []fakewecom.App{{AgentID: 1, Secret: "sec"}, {AgentID: 2, Secret: "narrow", VisibleDepartments: []int{3}, NoDepartmentNames: true}},
+		CorpID: "wwfake",
+		Apps: []fakewecom.App{
+			{AgentID: 1, Secret: "sec"},
+			{AgentID: 2, Secret: "narrow", VisibleDepartments: []int{3}, NoDepartmentNames: true, NoMemberNames: true},
+		},
 		ContactsSecret: "contacts",
 		Departments:    []fakewecom.Department{{ID: 1, Name: "root"}, {ID: 2, ParentID: 1, Name: "eng"}, {ID: 3, ParentID: 2, Name: "be"}},
-		Users:          []fakewecom.User{{UserID: "a", Name: "A", Departments: []int{1}}, {UserID: "b", Name: "B", Departments: []int{3}}},
-		InvalidUsers:   []string{"gone"},
-		Codes:          map[string]string{"code1": "a"},
+		Users: []fakewecom.User{
+			{UserID: "a", Name: "A", Departments: []int{1}},
+			{UserID: "b", Name: "B", Departments: []int{3}},
+			{UserID: "c", Name: "C", Departments: []int{3, 1}},
+		},
+		InvalidUsers: []string{"gone"},
+		Codes:        map[string]string{"code1": "a"},
 	}
 }
 
@@ -45,11 +52,15 @@ func call(t *testing.T, base, method, path string, q url.Values, body string) ma
 }
 
 func TestServer(t *testing.T) {
-	s := fakewecom.New(seed())
+	newIP := seed()
+	newIP.CorpID, newIP.ContactsIDsOnly = "wwnewip", true
+	s := fakewecom.New(seed(), newIP)
 	base := fakewecom.Start(t, s)
-	token := func(secret string) string {
-		return call(t, base, "GET", "/cgi-bin/gettoken", url.Values{"corpid": {"wwfake"}, "corpsecret": {secret}}, "")["access_token"].(string)
+	corpToken := func(corp, secret string) string {
+		return call(t, base, "GET", "/cgi-bin/gettoken", url.Values{"corpid": {corp}, "corpsecret": {secret}}, "")["access_token"].(string)
 	}
+	token := func(secret string) string { return corpToken("wwfake", secret) }
+	idsOnly := url.Values{"access_token": {corpToken("wwnewip", "contacts")}, "department_id": {"1"}}
 	tok := token("sec")
 	auth := url.Values{"access_token": {tok}}
 	contacts := url.Values{"access_token": {token("contacts")}}
@@ -90,19 +101,29 @@ func TestServer(t *testing.T) {
 		}},
 		{"simplelist direct members", "GET", "/cgi-bin/user/simplelist", with("department_id", "3"), "", 0, func(t *testing.T, out map[string]any) {
 			l := out["userlist"].([]any)
-			if len(l) != 1 || l[0].(map[string]any)["userid"] != "b" {
+			if len(l) != 2 || l[0].(map[string]any)["userid"] != "b" || l[0].(map[string]any)["name"] != "B" {
 				t.Errorf("userlist = %v", l)
+			}
+		}},
+		{"simplelist departments the app sees", "GET", "/cgi-bin/user/simplelist", narrow("department_id", "3"), "", 0, func(t *testing.T, out map[string]any) {
+			c := out["userlist"].([]any)[1].(map[string]any)
+			if d := c["department"].([]any); c["userid"] != "c" || len(d) != 1 || d[0] != 3.0 {
+				t.Errorf("member c = %v; want departments [3] (1 is outside the range)", c)
+			}
+			if _, ok := c["name"]; ok {
+				t.Errorf("member c = %v; want no name (NoMemberNames)", c)
 			}
 		}},
 		{"simplelist unknown department", "GET", "/cgi-bin/user/simplelist", with("department_id", "9"), "", fakewecom.ErrDepartmentMissing, nil},
 		{"list_id with an app secret", "POST", "/cgi-bin/user/list_id", auth, `{"limit":1}`, fakewecom.ErrNoPermission, nil},
+		{"simplelist with the contacts secret", "GET", "/cgi-bin/user/simplelist", url.Values{"access_token": contacts["access_token"], "department_id": {"3"}}, "", 0, nil},
 		{"list_id first page", "POST", "/cgi-bin/user/list_id", contacts, `{"limit":1}`, 0, func(t *testing.T, out map[string]any) {
 			if out["next_cursor"] != "c1" || len(out["dept_user"].([]any)) != 1 {
 				t.Errorf("page = %v", out)
 			}
 		}},
 		{"list_id last page", "POST", "/cgi-bin/user/list_id", contacts, `{"cursor":"c1","limit":10000}`, 0, func(t *testing.T, out map[string]any) {
-			if out["next_cursor"] != "" || len(out["dept_user"].([]any)) != 1 {
+			if out["next_cursor"] != "" || len(out["dept_user"].([]any)) != 3 {
 				t.Errorf("page = %v", out)
 			}
 		}},
@@ -140,6 +161,10 @@ func TestServer(t *testing.T) {
 			}
 		}},
 		{"narrow app outside its range", "GET", "/cgi-bin/user/simplelist", narrow("department_id", "1"), "", fakewecom.ErrNoPrivilege, nil},
+		{"contacts secret from a new IP: list_id", "POST", "/cgi-bin/user/list_id", idsOnly, `{}`, 0, nil},
+		{"contacts secret from a new IP: simplelist ids", "GET", "/cgi-bin/department/simplelist", idsOnly, "", 0, nil},
+		{"contacts secret from a new IP: no names", "GET", "/cgi-bin/department/list", idsOnly, "", fakewecom.ErrUntrustedIP, nil},
+		{"contacts secret from a new IP: no members", "GET", "/cgi-bin/user/simplelist", idsOnly, "", fakewecom.ErrUntrustedIP, nil},
 		{"oauth with the contacts secret", "GET", "/cgi-bin/auth/getuserinfo", contacts, "", fakewecom.ErrNoPermission, nil},
 		{"callback ips", "GET", "/cgi-bin/getcallbackip", auth, "", 0, func(t *testing.T, out map[string]any) {
 			if len(out["ip_list"].([]any)) == 0 {

@@ -151,6 +151,11 @@ type App struct {
 	Token          string `yaml:"token"`
 	EncodingAESKey string `yaml:"encoding_aes_key"`
 	Secret         string `yaml:"secret"`
+	// ContactsSecret is the corp's contacts-sync secret (通讯录同步
+	// Secret), for `yidu directory sync` only: with it the sync lists the
+	// whole corp (user/list_id, doc path 96067) instead of the app's
+	// visible range. Empty: the app's secret alone.
+	ContactsSecret string `yaml:"contacts_secret"`
 	// ReadButtonKey is the template card button key that means "read";
 	// empty accepts any button of a tracked card.
 	ReadButtonKey string `yaml:"read_button_key"`
@@ -283,6 +288,7 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 		set(&a.Token, EnvName(a.Name, "token"))
 		set(&a.EncodingAESKey, EnvName(a.Name, "encoding_aes_key"))
 		set(&a.Secret, EnvName(a.Name, "secret"))
+		set(&a.ContactsSecret, EnvName(a.Name, "contacts_secret"))
 	}
 }
 
@@ -303,6 +309,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: apps[%d]: duplicate name %q", i, a.Name)
 		case a.CorpID == "":
 			return fmt.Errorf("config: app %q: corp_id is required", a.Name)
+		case a.ContactsSecret != "" && a.ContactsSecret == a.Secret:
+			return fmt.Errorf("config: app %q: contacts_secret (or %s) is the app's secret; it must be the corp's "+
+				"contacts-sync secret (通讯录同步 Secret), or empty", a.Name, EnvName(a.Name, "contacts_secret"))
 		}
 		if n := utf8.RuneCountInString(a.ReadReply); n > maxReadReply || !utf8.ValidString(a.ReadReply) {
 			return fmt.Errorf("config: app %q: read_reply must be at most %d characters of UTF-8, got %d", a.Name, maxReadReply, n)

@@ -10,9 +10,10 @@ import (
 
 func TestLoadExample(t *testing.T) {
 	env := map[string]string{
-		"YIDU_APP_HR_SECRET": "from-env",
-		"YIDU_REDIS_ADDR":    "10.0.0.1:6379",
-		"YIDU_KAFKA_BROKERS": "a:9092,b:9092",
+		"YIDU_APP_HR_SECRET":          "from-env",
+		"YIDU_APP_HR_CONTACTS_SECRET": "contacts-from-env",
+		"YIDU_REDIS_ADDR":             "10.0.0.1:6379",
+		"YIDU_KAFKA_BROKERS":          "a:9092,b:9092",
 	}
 	cfg, err := Load(filepath.Join("..", "..", "..", "deploy", "yidu.example.yaml"), func(k string) string { return env[k] })
 	if err != nil {
@@ -22,8 +23,8 @@ func TestLoadExample(t *testing.T) {
 	if !ok {
 		t.Fatalf("App(hr) missing")
 	}
-	if hr.Secret != "from-env" || hr.AgentID != 1000002 || hr.ReadButtonKey != "yidu_read" {
-		t.Errorf("app hr = %+v; want secret from env, agent 1000002, key yidu_read", hr)
+	if hr.Secret != "from-env" || hr.ContactsSecret != "contacts-from-env" || hr.AgentID != 1000002 || hr.ReadButtonKey != "yidu_read" {
+		t.Errorf("app hr = %+v; want secrets from env, agent 1000002, key yidu_read", hr)
 	}
 	if cfg.Redis.Addr != "10.0.0.1:6379" {
 		t.Errorf("redis addr = %q; want env override", cfg.Redis.Addr)
@@ -53,6 +54,7 @@ func TestLoadRejects(t *testing.T) {
 		{"instance id dot", "flushd: {instance_id: '.'}", "instance_id"},
 		{"instance id too long", "flushd: {instance_id: " + strings.Repeat("a", 250) + "}", "instance_id"},
 		{"short api token", "dashboard: {tokens: [{name: x, token: short}]}", "16 characters"},
+		{"contacts secret is the app's", "apps: [{name: a, corp_id: c, secret: s3, contacts_secret: s3}]", "YIDU_APP_A_CONTACTS_SECRET"},
 		{"public url not http", "receiver: {public_url: 'ftp://yidu.example.com'}", "public_url"},
 		{"public url relative", "receiver: {public_url: '/yidu'}", "public_url"},
 		{"public url with query", "receiver: {public_url: 'https://yidu.example.com/?x=1'}", "public_url"},

@@ -49,6 +49,7 @@ var roles = map[string]string{
 	"dashboard": "dashboard.listen",
 	"flushd":    "flushd.listen",
 	"migrate":   "",
+	"directory": "", // yidu directory sync, a (Cron)Job
 }
 
 // probePaths are each serving role's readiness and liveness paths
@@ -62,11 +63,23 @@ var probePaths = map[string][2]string{
 // secretUsers are the roles that may hold each app secret (least
 // privilege): only the receiver verifies and decrypts callbacks
 // (config.ValidateReceiver); the app secret sends cards and reminders
-// (dashboard) and exchanges tracked links' OAuth2 codes (receiver).
+// (dashboard), exchanges tracked links' OAuth2 codes (receiver) and reads
+// the directory (directory sync); the corp's contacts-sync secret, which
+// reads the whole directory, belongs to the directory sync alone.
 var secretUsers = map[string][]string{
 	"token":            {"receiver"},
 	"encoding_aes_key": {"receiver"},
-	"secret":           {"receiver", "dashboard"},
+	"secret":           {"receiver", "dashboard", "directory"},
+	"contacts_secret":  {"directory"},
+}
+
+// appSecrets are the configuration fields of an app that hold secrets, as
+// EnvName spells them.
+var appSecrets = []string{"token", "encoding_aes_key", "secret", "contacts_secret"}
+
+// secretValues returns a's secrets by field name.
+func secretValues(a config.App) map[string]string {
+	return map[string]string{"token": a.Token, "encoding_aes_key": a.EncodingAESKey, "secret": a.Secret, "contacts_secret": a.ContactsSecret}
 }
 
 // cmdEnv are the variables cmd/yidu reads itself, outside config.Load.
@@ -216,7 +229,7 @@ func checkRole(tb testing.TB, where, role string, cfg config.Config) {
 		}
 	}
 	for _, a := range cfg.Apps {
-		for field, value := range map[string]string{"token": a.Token, "encoding_aes_key": a.EncodingAESKey, "secret": a.Secret} {
+		for field, value := range secretValues(a) {
 			if value != "" && !slices.Contains(secretUsers[field], role) {
 				tb.Errorf("%s: %s holds app %s's %s (%s); only %v need it", where, role, a.Name, field, config.EnvName(a.Name, field), secretUsers[field])
 			}
@@ -227,11 +240,26 @@ func checkRole(tb testing.TB, where, role string, cfg config.Config) {
 	}
 }
 
+// checkSecretEnv asserts that role is not even handed a variable for a
+// secret it does not use: a placeholder left empty (an optional secret)
+// escapes checkRole, which sees values.
+func checkSecretEnv(tb testing.TB, where, role string, cfg config.Config, env map[string]string) {
+	tb.Helper()
+	for _, a := range cfg.Apps {
+		for _, field := range appSecrets {
+			name := config.EnvName(a.Name, field)
+			if _, set := env[name]; set && !slices.Contains(secretUsers[field], role) {
+				tb.Errorf("%s: %s is given %s; only %v may hold app %s's %s", where, role, name, secretUsers[field], a.Name, field)
+			}
+		}
+	}
+}
+
 // envDoc returns how docs/configuration.md names variable name: app
 // secrets appear as YIDU_APP_<NAME>_TOKEN and so on.
 func envDoc(cfg config.Config, name string) string {
 	for _, a := range cfg.Apps {
-		for _, f := range []string{"token", "encoding_aes_key", "secret"} {
+		for _, f := range appSecrets {
 			if config.EnvName(a.Name, f) == name {
 				return "YIDU_APP_<NAME>_" + strings.ToUpper(f)
 			}
@@ -290,14 +318,14 @@ type object struct {
 		ServiceName         string `yaml:"serviceName"`
 		PodManagementPolicy string `yaml:"podManagementPolicy"`
 		// Service.
-		ClusterIP string `yaml:"clusterIP"`
-		Template  struct {
-			Metadata struct {
-				Labels      map[string]string `yaml:"labels"`
-				Annotations map[string]string `yaml:"annotations"`
-			} `yaml:"metadata"`
-			Spec podSpec `yaml:"spec"`
-		} `yaml:"template"`
+		ClusterIP string      `yaml:"clusterIP"`
+		Template  podTemplate `yaml:"template"`
+		// CronJob: its Jobs' template (loadCluster copies it to Template).
+		JobTemplate struct {
+			Spec struct {
+				Template podTemplate `yaml:"template"`
+			} `yaml:"spec"`
+		} `yaml:"jobTemplate"`
 		Ports []struct {
 			Name       string `yaml:"name"`
 			Port       int    `yaml:"port"`
@@ -317,6 +345,14 @@ type object struct {
 			} `yaml:"resource"`
 		} `yaml:"metrics"`
 	} `yaml:"spec"`
+}
+
+type podTemplate struct {
+	Metadata struct {
+		Labels      map[string]string `yaml:"labels"`
+		Annotations map[string]string `yaml:"annotations"`
+	} `yaml:"metadata"`
+	Spec podSpec `yaml:"spec"`
 }
 
 type podSpec struct {
@@ -420,6 +456,10 @@ func loadCluster(tb testing.TB) *cluster {
 			if o.APIVersion == "" || o.Kind == "" {
 				tb.Fatalf("%s: document %d has no apiVersion or kind", f, i+1)
 			}
+			if o.Kind == "CronJob" {
+				// Checked as the pods it runs.
+				o.Spec.Template = o.Spec.JobTemplate.Spec.Template
+			}
 			if c.byKind[o.Kind] == nil {
 				c.byKind[o.Kind] = map[string]*object{}
 			}
@@ -439,9 +479,13 @@ func loadCluster(tb testing.TB) *cluster {
 }
 
 // podKinds are the kinds that run yidu pods.
-var podKinds = []string{"Deployment", "StatefulSet", "Job"}
+var podKinds = []string{"Deployment", "StatefulSet", "Job", "CronJob"}
 
-// workloads are the Deployments, StatefulSets and Jobs.
+// runsToCompletion reports whether kind's pods end (no selector, no
+// Service): Jobs and CronJobs.
+func runsToCompletion(kind string) bool { return kind == "Job" || kind == "CronJob" }
+
+// workloads are the Deployments, StatefulSets, Jobs and CronJobs.
 func (c *cluster) workloads() []*object {
 	var ws []*object
 	for _, o := range c.objects {
@@ -601,6 +645,8 @@ func TestKubernetesKinds(t *testing.T) {
 		{"StatefulSet", []string{"yidu-flushd"}},
 		{"Service", []string{"yidu-receiver", "yidu-dashboard", "yidu-flushd"}},
 		{"Job", []string{"yidu-migrate"}},
+		// yidu directory sync: the only holder of the contacts-sync secret.
+		{"CronJob", []string{"yidu-directory-sync"}},
 		{"PodDisruptionBudget", []string{"yidu-receiver"}},
 		{"HorizontalPodAutoscaler", []string{"yidu-receiver"}},
 	}
@@ -652,10 +698,10 @@ func TestKubernetesWorkloads(t *testing.T) {
 			if ps.AutomountServiceAccountToken == nil || *ps.AutomountServiceAccountToken {
 				t.Errorf("automountServiceAccountToken must be false: yidu never calls the Kubernetes API")
 			}
-			if w.Kind == "Job" && ps.RestartPolicy != "Never" && ps.RestartPolicy != "OnFailure" {
+			if runsToCompletion(w.Kind) && ps.RestartPolicy != "Never" && ps.RestartPolicy != "OnFailure" {
 				t.Errorf("Job restartPolicy %q; want Never or OnFailure", ps.RestartPolicy)
 			}
-			if w.Kind != "Job" && !labelsMatch(w.Spec.Selector, w.Spec.Template.Metadata.Labels) {
+			if !runsToCompletion(w.Kind) && !labelsMatch(w.Spec.Selector, w.Spec.Template.Metadata.Labels) {
 				t.Errorf("selector %v does not match the pod labels %v", w.Spec.Selector, w.Spec.Template.Metadata.Labels)
 			}
 			if len(ps.Containers) != 1 {
@@ -669,7 +715,7 @@ func TestKubernetesWorkloads(t *testing.T) {
 				t.Fatal("no args: which yidu role?")
 			}
 			if _, ok := roles[ct.Args[0]]; !ok {
-				t.Errorf("args[0] = %q; want one of receiver, dashboard, flushd, migrate", ct.Args[0])
+				t.Errorf("args[0] = %q; want one of receiver, dashboard, flushd, migrate, directory", ct.Args[0])
 			}
 			checkNonRoot(t, ps.SecurityContext, ct.SecurityContext)
 			for _, r := range []string{"cpu", "memory"} {
@@ -751,6 +797,7 @@ func TestKubernetesConfig(t *testing.T) {
 			cfg, read := loadConfig(t, c.configFile(t, where, ps, ct), env)
 			checkConfig(t, where, cfg, read, env)
 			checkRole(t, where, ct.Args[0], cfg)
+			checkSecretEnv(t, where, ct.Args[0], cfg, env)
 			checkProbes(t, cfg, ct)
 			checkScrape(t, cfg, ct.Args[0], w.Spec.Template.Metadata.Annotations)
 		})
@@ -832,7 +879,7 @@ func TestKubernetesReferences(t *testing.T) {
 		for _, s := range c.byKind["Service"] {
 			var target *object
 			for _, w := range c.workloads() {
-				if w.Kind != "Job" && labelsMatch(s.Spec.Selector, w.Spec.Template.Metadata.Labels) {
+				if !runsToCompletion(w.Kind) && labelsMatch(s.Spec.Selector, w.Spec.Template.Metadata.Labels) {
 					target = w
 				}
 			}
@@ -1096,6 +1143,7 @@ func TestComposeConfig(t *testing.T) {
 			checkConfig(t, where, cfg, read, s.Environment)
 			role := s.Command[0]
 			checkRole(t, where, role, cfg)
+			checkSecretEnv(t, where, role, cfg, s.Environment)
 			checkHealthcheck(t, where, cfg, role, s)
 			// flushd publishes nothing: --scale would collide on a host port.
 			if roles[role] == "" || role == "flushd" {

@@ -429,9 +429,15 @@ func TestHostileInput(t *testing.T) {
 	if d := start.diff(s.snapshot(t)); d != "" {
 		t.Errorf("after every hostile request: %s; want nothing written", d)
 	}
-	// The receiver still works.
-	if code, body := s.send(t, s.sealed(t, cardEvent("wangwu", hostileMsg+"@0", s.now))); code != http.StatusOK {
+	// The receiver still works, and knows members as WeCom does, whatever
+	// the case of their UserID (user/create, doc path 90195): WANGWU is
+	// the unread recipient wangwu.
+	before := s.snapshot(t)
+	if code, body := s.send(t, s.sealed(t, cardEvent("WANGWU", hostileMsg+"@0", s.now))); code != http.StatusOK {
 		t.Errorf("a valid read after the attacks = %d %q; want 200", code, body)
+	}
+	if d := before.diff(s.snapshot(t)); !strings.Contains(d, ":read changed") {
+		t.Errorf("WANGWU's read of the card wrote %q; want wangwu's read bit set", d)
 	}
 }
 
@@ -539,7 +545,7 @@ func (s *hostileStack) hostileCallbacks(t *testing.T) {
 		{`UserID '; DROP TABLE users; --`, s.sealed(t, card("&apos;; DROP TABLE users; --", hostileMsg+"@0", s.now, "")), 200, ""},
 		{`UserID <script>alert(1)</script>`, s.sealed(t, card("&lt;script&gt;alert(1)&lt;/script&gt;", hostileMsg+"@0", s.now, "")), 200, ""},
 		{`UserID "wangwu " (PAD SPACE collation)`, s.sealed(t, card("wangwu ", hostileMsg+"@0", s.now, "")), 200, ""},
-		{`UserID WANGWU (case)`, s.sealed(t, card("WANGWU", hostileMsg+"@0", s.now, "")), 200, ""},
+		{`UserID NOBODY (an unknown member in any case)`, s.sealed(t, card("NOBODY", hostileMsg+"@0", s.now, "")), 200, ""},
 		{"UserID 129 characters", s.sealed(t, card(long, hostileMsg+"@0", s.now, "")), 200, ""},
 		{"UserID 10,000 characters", s.sealed(t, card(strings.Repeat("w", 10_000), hostileMsg+"@0", s.now, "")), 200, ""},
 		{"UserID non-ASCII 王五", s.sealed(t, card("王五", hostileMsg+"@0", s.now, "")), 200, ""},
