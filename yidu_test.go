@@ -149,6 +149,17 @@ func TestRegistrationValidate(t *testing.T) {
 		{name: "bad corp", reg: Registration{App: App{Name: "hr", CorpID: "w w", AgentID: 1}, Title: "T", Audience: Audience{All: true}}, wantErr: "corp_id"},
 		{name: "no agent", reg: Registration{App: App{Name: "hr", CorpID: "ww"}, Title: "T", Audience: Audience{All: true}}, wantErr: "agent_id"},
 		{name: "sent_at before 2000", reg: Registration{App: testApp, Title: "T", SentAt: time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC), Audience: Audience{All: true}}, wantErr: "sent_at"},
+		{name: "body and url", reg: Registration{App: testApp, Title: strings.Repeat("题", MaxCardTitle), Body: " " + strings.Repeat("文", MaxBody) + "\n", URL: "https://intra.example.com/p/1?a=b#c", Send: true, Audience: Audience{All: true}}},
+		{name: "multi-line body", reg: Registration{App: testApp, Title: "T", Body: "第一行\n第二行", Audience: Audience{All: true}}},
+		{name: "long title without send", reg: Registration{App: testApp, Title: strings.Repeat("题", MaxCardTitle+1), Audience: Audience{All: true}}},
+		{name: "long title with send", reg: Registration{App: testApp, Title: strings.Repeat("题", MaxCardTitle+1), Send: true, Audience: Audience{All: true}}, wantErr: "title:"},
+		{name: "long body", reg: Registration{App: testApp, Title: "T", Body: strings.Repeat("文", MaxBody+1), Audience: Audience{All: true}}, wantErr: "body:"},
+		{name: "control in body", reg: Registration{App: testApp, Title: "T", Body: "a\x07b", Audience: Audience{All: true}}, wantErr: "body"},
+		{name: "body not UTF-8", reg: Registration{App: testApp, Title: "T", Body: "\xff", Audience: Audience{All: true}}, wantErr: "body"},
+		{name: "relative url", reg: Registration{App: testApp, Title: "T", URL: "/p/1", Audience: Audience{All: true}}, wantErr: "url"},
+		{name: "ftp url", reg: Registration{App: testApp, Title: "T", URL: "ftp://x.example.com/f", Audience: Audience{All: true}}, wantErr: "url"},
+		{name: "url with a space", reg: Registration{App: testApp, Title: "T", URL: "https://x.example.com/a b", Audience: Audience{All: true}}, wantErr: "url"},
+		{name: "url too long", reg: Registration{App: testApp, Title: "T", URL: "https://x.example.com/" + strings.Repeat("a", MaxURL), Audience: Audience{All: true}}, wantErr: "url:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,7 +174,8 @@ func TestRegistrationValidate(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Validate = %v", err)
 			}
-			if !MsgID(reg.MsgID).Valid() || reg.SentAt != now.Truncate(time.Millisecond) || reg.Title != strings.TrimSpace(tt.reg.Title) {
+			if !MsgID(reg.MsgID).Valid() || reg.SentAt != now.Truncate(time.Millisecond) || reg.Title != strings.TrimSpace(tt.reg.Title) ||
+				reg.Body != strings.TrimSpace(tt.reg.Body) {
 				t.Errorf("defaults: msgid %q sent_at %v title %q", reg.MsgID, reg.SentAt, reg.Title)
 			}
 			if !slices.IsSorted(reg.Audience.UserIDs) || !slices.IsSorted(reg.Audience.Departments) ||

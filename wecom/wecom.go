@@ -2,9 +2,10 @@
 // yidu makes with an app's secret goes through it, so the secrets reach no
 // other package. It holds the access-token sessions (one per secret,
 // replaced whole when WeCom rejects the token), message/send for cards and
-// reminders (Sender), the OAuth2 code exchange of tracked links (OAuth),
-// and scrubs every error of the URLs and credentials silenceper puts in
-// them. The directory reads are in idmap/wecomdir, on the same sessions.
+// reminders and message/recall (Sender), the OAuth2 code exchange of
+// tracked links (OAuth), and scrubs every error of the URLs and
+// credentials silenceper puts in them. The directory reads are in
+// idmap/wecomdir, on the same sessions.
 //
 // silenceper/wechat/v2's process-wide settings are cmd's: util.SetURIModifier
 // (config wecom.api_base: a fake WeCom in the demo and tests) and

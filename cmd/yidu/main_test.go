@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,7 +17,26 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/migrations"
 )
+
+// latestMigration is the highest version among the embedded migrations.
+func latestMigration(tb testing.TB) int64 {
+	tb.Helper()
+	names, err := fs.Glob(migrations.FS(), "*.sql")
+	if err != nil || len(names) == 0 {
+		tb.Fatalf("migrations: %v, %v", names, err)
+	}
+	var latest int64
+	for _, n := range names {
+		v, err := strconv.ParseInt(n[:strings.IndexByte(n, '_')], 10, 64)
+		if err != nil {
+			tb.Fatalf("migration %s: %v", n, err)
+		}
+		latest = max(latest, v)
+	}
+	return latest
+}
 
 func runCmd(t *testing.T, env map[string]string, stdin string, args ...string) (string, string, error) {
 	t.Helper()
@@ -36,17 +58,18 @@ func TestMigrateUpStatusDown(t *testing.T) {
 		}
 	})
 
+	latest := latestMigration(t)
 	out, _, err := runCmd(t, env, "", "migrate", "up")
-	if err != nil || !strings.Contains(out, "schema at version 1") {
-		t.Fatalf("migrate up = %q, %v; want schema at version 1", out, err)
+	if want := fmt.Sprintf("schema at version %d", latest); err != nil || !strings.Contains(out, want) {
+		t.Fatalf("migrate up = %q, %v; want %s", out, err, want)
 	}
 	out, _, err = runCmd(t, env, "", "migrate", "status")
 	if err != nil || !strings.Contains(out, "00001_init.sql") || !strings.Contains(out, "applied") {
 		t.Errorf("migrate status = %q, %v; want 00001_init.sql applied", out, err)
 	}
 	out, _, err = runCmd(t, env, "", "migrate", "down")
-	if err != nil || !strings.Contains(out, "rolled back 1") {
-		t.Errorf("migrate down = %q, %v; want rolled back 1", out, err)
+	if want := fmt.Sprintf("rolled back %d", latest); err != nil || !strings.Contains(out, want) {
+		t.Errorf("migrate down = %q, %v; want %s", out, err, want)
 	}
 	out, _, err = runCmd(t, env, "", "migrate", "status")
 	if err != nil || !strings.Contains(out, "pending") {
