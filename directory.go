@@ -1,5 +1,7 @@
 package yidu
 
+import "time"
+
 // Department is one node of a corp's department tree.
 type Department struct {
 	ID       int64
@@ -78,6 +80,76 @@ type SendReport struct {
 	// BadUserIDs counts members skipped because their UserID breaks
 	// WeCom's rule (UserID.Valid): WeCom would refuse the whole batch.
 	BadUserIDs int
+	// Outcomes is every batch of the message, in order: this call's
+	// outcome, or (Earlier) what an earlier call recorded. Empty for a
+	// reminder's report until it sent a batch.
+	Outcomes []BatchOutcome
+}
+
+// SendStatus is the outcome of one send batch (message_sends.status).
+type SendStatus string
+
+// Send statuses.
+const (
+	// SendSent: WeCom accepted the batch (its invaliduser were not
+	// delivered).
+	SendSent SendStatus = "sent"
+	// SendRefused: WeCom answered with an errcode: nothing delivered. A
+	// later send tries the batch again.
+	SendRefused SendStatus = "refused"
+	// SendUnsent: the request never left (network, token), or the batch
+	// was not attempted after WeCom's frequency limit: nothing delivered;
+	// a later send tries it again.
+	SendUnsent SendStatus = "unsent"
+	// SendUnknown: the request was written but no answer came back, even
+	// after the one resend WeCom's duplicate check makes safe. It may have
+	// been delivered; it is never sent again.
+	SendUnknown SendStatus = "unknown"
+	// SendNobody: no member of the batch could be addressed (no UserID in
+	// the directory, or one breaking WeCom's rule): nothing was called.
+	SendNobody SendStatus = "nobody"
+)
+
+// BatchOutcome is what happened to one send batch (task_id
+// "<msgid>@<Batch>").
+type BatchOutcome struct {
+	Batch  int
+	Status SendStatus
+	// ErrCode is WeCom's errcode (0 for sent; for a refused batch the
+	// last refusal; 42014 on a sent batch: the resend found the task_id
+	// used, so the first attempt was delivered and WeCom's msgid is
+	// unknown).
+	ErrCode int64
+	// Users is the UserIDs addressed; Invalid those WeCom reported as
+	// invaliduser; Missing and BadUserIDs the recipients left out
+	// (no UserID in the directory, a UserID breaking WeCom's rule).
+	Users, Invalid, Missing, BadUserIDs int
+	// Resent: the first attempt's outcome was unknown and the batch was
+	// sent once more under WeCom's duplicate check.
+	Resent bool
+	// Earlier: recorded by an earlier send, not attempted by this one.
+	Earlier bool
+	// Recalled: WeCom recalled the batch.
+	Recalled bool
+	// Reminder: the batch is a reminder's, not the notice's.
+	Reminder bool
+	// At is when the batch was (last) attempted; zero if never.
+	At time.Time
+}
+
+// RecallReport says what a recall did (message/recall, doc path 96460).
+type RecallReport struct {
+	// RecalledAt is when the message counts as recalled (zero while
+	// some batch is not: Failed is then not empty).
+	RecalledAt time.Time
+	// Recalled counts the batches (sends and reminders) this call
+	// recalled; Already those an earlier call did.
+	Recalled, Already int
+	// Unrecallable counts batches whose outcome is unknown: WeCom gave no
+	// msgid, so if they were delivered they stay.
+	Unrecallable int
+	// Failed are the batches WeCom refused to recall (ErrCode set).
+	Failed []BatchOutcome
 }
 
 // RemindReport says what a reminder did.

@@ -1,6 +1,7 @@
 package yidu
 
 import (
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -24,6 +25,30 @@ const (
 	MaxSentAtAhead = time.Hour
 )
 
+// Limits of the template card yidu sends: a button_interaction card
+// (message/send, doc path 90236) whose main_title.title is the title,
+// sub_title_text the body and card_action the url. WeCom words its text
+// limits as 建议不超过 N 个字 (characters) and cuts longer text; yidu
+// refuses it instead, so HR never sends a notice whose end nobody sees.
+const (
+	// MaxCardTitle bounds the title of a message that is sent as a card
+	// (main_title.title: 36 characters).
+	MaxCardTitle = 36
+	// MaxCardDesc bounds main_title.desc (44 characters).
+	MaxCardDesc = 44
+	// MaxBody bounds the body (sub_title_text: 160 characters).
+	MaxBody = 160
+	// MaxButtonText bounds a button's text (button_list.text: 10
+	// characters); MaxButtonKey its key (1024 bytes); MaxButtons the
+	// button_list (at most 6).
+	MaxButtonText = 10
+	MaxButtonKey  = 1024
+	MaxButtons    = 6
+	// MaxURL bounds the url in bytes: the card opens it through a tracked
+	// link, whose target is at most 2048 bytes (docs/api.md, Tracked links).
+	MaxURL = 2048
+)
+
 // Listing bounds of every paged list (messages, recipients pages use their
 // own cursor but the same limits).
 const (
@@ -38,6 +63,11 @@ type Registration struct {
 	// App is the WeCom application the message is (or was) sent from.
 	App   App
 	Title string
+	// Body is the notice's text, shown on the card (optional).
+	Body string
+	// URL is the document the card opens, through a tracked link when the
+	// receiver has a public URL (optional).
+	URL string
 	// SentAt defaults to now.
 	SentAt   time.Time
 	Audience Audience
@@ -56,9 +86,10 @@ type Audience struct {
 }
 
 // Validate checks r, fills its defaults (a generated MsgID, SentAt = now)
-// and puts it in canonical form: the title trimmed, SentAt in UTC to the
-// millisecond (DATETIME(3)), UserIDs and Departments sorted and unique.
-// Every error wraps ErrInvalid.
+// and puts it in canonical form: the title and body trimmed, SentAt in UTC
+// to the millisecond (DATETIME(3)), UserIDs and Departments sorted and
+// unique. With Send, the title, body and url must also fit the card
+// (CheckCard). Every error wraps ErrInvalid and starts with the field.
 func (r *Registration) Validate(now time.Time) error {
 	if r.MsgID == "" {
 		r.MsgID = string(NewMsgID())
@@ -81,6 +112,20 @@ func (r *Registration) Validate(now time.Time) error {
 	}
 	if strings.IndexFunc(r.Title, unicode.IsControl) >= 0 {
 		return Invalidf("title must not contain control characters")
+	}
+	r.Body = strings.TrimSpace(r.Body)
+	if err := checkBody(r.Body); err != nil {
+		return err
+	}
+	if r.URL != "" {
+		if err := CheckURL(r.URL); err != nil {
+			return err
+		}
+	}
+	if r.Send {
+		if err := CheckCard(r.Title, r.Body, r.URL); err != nil {
+			return err
+		}
 	}
 	if r.SentAt.IsZero() {
 		r.SentAt = now
@@ -108,5 +153,61 @@ func (r *Registration) Validate(now time.Time) error {
 	}
 	au.UserIDs = slices.Compact(slices.Sorted(slices.Values(au.UserIDs)))
 	au.Departments = slices.Compact(slices.Sorted(slices.Values(au.Departments)))
+	return nil
+}
+
+// CheckCard checks that a message with title, body and url fits the
+// template card yidu sends (message/send, doc path 90236): the title at
+// most MaxCardTitle characters (main_title.title), the body at most
+// MaxBody (sub_title_text), the url a valid target (card_action.url). The
+// tracker checks a stored message again before sending or reminding it:
+// one registered without send may have a longer title. The error wraps
+// ErrInvalid and names the field.
+func CheckCard(title, body, url string) error {
+	if n := utf8.RuneCountInString(title); n > MaxCardTitle {
+		return Invalidf("title: %d characters; a card shows at most %d (WeCom's main_title.title, doc path 90236)", n, MaxCardTitle)
+	}
+	if err := checkBody(body); err != nil {
+		return err
+	}
+	if url != "" {
+		return CheckURL(url)
+	}
+	return nil
+}
+
+// checkBody: UTF-8, at most MaxBody characters, no control character but
+// a line break.
+func checkBody(body string) error {
+	if !utf8.ValidString(body) {
+		return Invalidf("body must be UTF-8")
+	}
+	if n := utf8.RuneCountInString(body); n > MaxBody {
+		return Invalidf("body: %d characters; a card shows at most %d (WeCom's sub_title_text, doc path 90236)", n, MaxBody)
+	}
+	if strings.IndexFunc(body, func(c rune) bool { return c != '\n' && unicode.IsControl(c) }) >= 0 {
+		return Invalidf("body must not contain control characters but line breaks")
+	}
+	return nil
+}
+
+// CheckURL checks the url a card opens: an absolute http(s) URL with a
+// host, at most MaxURL bytes, without spaces or control characters (it
+// becomes a tracked link's signed target and a Location header; the
+// receiver accepts exactly these, docs/api.md, Tracked links). The error
+// wraps ErrInvalid and names the field.
+func CheckURL(s string) error {
+	if len(s) > MaxURL {
+		return Invalidf("url: %d bytes; at most %d", len(s), MaxURL)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] == 0x7f {
+			return Invalidf("url must not contain spaces or control characters")
+		}
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Invalidf("url must be an absolute http(s) URL")
+	}
 	return nil
 }

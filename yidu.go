@@ -23,10 +23,22 @@ type Message struct {
 	App     string
 	AgentID int64
 	Title   string
-	SentAt  time.Time
+	// Body is the notice's text, shown on the card (may be empty).
+	Body string
+	// URL is the document the card opens (may be empty).
+	URL    string
+	SentAt time.Time
 	// Recipients is the audience size at registration: the denominator.
 	Recipients int64
+	// RecalledAt is when the message was recalled through WeCom (zero:
+	// not recalled). A recalled message's numbers are frozen at that
+	// moment: ReadAtRecall is its read count then.
+	RecalledAt   time.Time
+	ReadAtRecall int64
 }
+
+// Recalled reports whether m was recalled.
+func (m Message) Recalled() bool { return !m.RecalledAt.IsZero() }
 
 // App is one WeCom self-built application as the domain sees it. It holds
 // no secret: the callback Token and EncodingAESKey reach only the receiver,
@@ -61,6 +73,15 @@ var (
 	ErrRateLimited = errors.New("app notice rate limit reached")
 	// ErrNoSender is sending asked of a deployment that cannot send.
 	ErrNoSender = errors.New("no sender configured")
+	// ErrRecalled is sending or reminding a message that was recalled.
+	ErrRecalled = errors.New("message was recalled")
+	// ErrNotRecallable is a recall WeCom would refuse or that has nothing
+	// to recall: past WeCom's 24 h window (message/recall, doc path
+	// 96460), or no batch sent through yidu. Nothing was recalled.
+	ErrNotRecallable = errors.New("cannot recall")
+	// ErrRecallIncomplete is a recall WeCom refused for some batches; the
+	// others were recalled, and recalling again retries the rest.
+	ErrRecallIncomplete = errors.New("recall incomplete")
 )
 
 // Invalidf returns an error wrapping ErrInvalid with a message.

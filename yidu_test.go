@@ -178,6 +178,17 @@ func TestRegistrationValidate(t *testing.T) {
 		{name: "sent_at in 9999", reg: Registration{App: testApp, Title: "T", SentAt: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), Audience: Audience{All: true}}, wantErr: "sent_at"},
 		{name: "sent_at a minute ahead (clock skew)", reg: Registration{App: testApp, Title: "T", SentAt: now.Add(time.Minute), Audience: Audience{All: true}}},
 		{name: "sent_at before 2000", reg: Registration{App: testApp, Title: "T", SentAt: time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC), Audience: Audience{All: true}}, wantErr: "sent_at"},
+		{name: "body and url", reg: Registration{App: testApp, Title: strings.Repeat("题", MaxCardTitle), Body: " " + strings.Repeat("文", MaxBody) + "\n", URL: "https://intra.example.com/p/1?a=b#c", Send: true, Audience: Audience{All: true}}},
+		{name: "multi-line body", reg: Registration{App: testApp, Title: "T", Body: "第一行\n第二行", Audience: Audience{All: true}}},
+		{name: "long title without send", reg: Registration{App: testApp, Title: strings.Repeat("题", MaxCardTitle+1), Audience: Audience{All: true}}},
+		{name: "long title with send", reg: Registration{App: testApp, Title: strings.Repeat("题", MaxCardTitle+1), Send: true, Audience: Audience{All: true}}, wantErr: "title:"},
+		{name: "long body", reg: Registration{App: testApp, Title: "T", Body: strings.Repeat("文", MaxBody+1), Audience: Audience{All: true}}, wantErr: "body:"},
+		{name: "control in body", reg: Registration{App: testApp, Title: "T", Body: "a\x07b", Audience: Audience{All: true}}, wantErr: "body"},
+		{name: "body not UTF-8", reg: Registration{App: testApp, Title: "T", Body: "\xff", Audience: Audience{All: true}}, wantErr: "body"},
+		{name: "relative url", reg: Registration{App: testApp, Title: "T", URL: "/p/1", Audience: Audience{All: true}}, wantErr: "url"},
+		{name: "ftp url", reg: Registration{App: testApp, Title: "T", URL: "ftp://x.example.com/f", Audience: Audience{All: true}}, wantErr: "url"},
+		{name: "url with a space", reg: Registration{App: testApp, Title: "T", URL: "https://x.example.com/a b", Audience: Audience{All: true}}, wantErr: "url"},
+		{name: "url too long", reg: Registration{App: testApp, Title: "T", URL: "https://x.example.com/" + strings.Repeat("a", MaxURL), Audience: Audience{All: true}}, wantErr: "url:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,7 +207,8 @@ func TestRegistrationValidate(t *testing.T) {
 			if !tt.reg.SentAt.IsZero() {
 				wantSent = tt.reg.SentAt
 			}
-			if !MsgID(reg.MsgID).Valid() || reg.SentAt != wantSent.UTC().Truncate(time.Millisecond) || reg.Title != strings.TrimSpace(tt.reg.Title) {
+			if !MsgID(reg.MsgID).Valid() || reg.SentAt != wantSent.UTC().Truncate(time.Millisecond) || reg.Title != strings.TrimSpace(tt.reg.Title) ||
+				reg.Body != strings.TrimSpace(tt.reg.Body) {
 				t.Errorf("defaults: msgid %q sent_at %v title %q", reg.MsgID, reg.SentAt, reg.Title)
 			}
 			if !slices.IsSorted(reg.Audience.UserIDs) || !slices.IsSorted(reg.Audience.Departments) ||

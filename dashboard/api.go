@@ -23,19 +23,113 @@ type messageJSON struct {
 	App        string    `json:"app"`
 	AgentID    int64     `json:"agent_id"`
 	Title      string    `json:"title"`
+	Body       string    `json:"body"`
+	URL        string    `json:"url"`
 	SentAt     time.Time `json:"sent_at"`
 	Recipients int64     `json:"recipients"`
 	// Read, Unread and Percent are null when Live is false: the list does
-	// not rebuild expired keys, the detail endpoints do.
+	// not rebuild expired keys, the detail endpoints do. A recalled
+	// message's are the numbers frozen at its recall.
 	Read    *int64   `json:"read"`
 	Unread  *int64   `json:"unread"`
 	Percent *float64 `json:"percent"`
 	Live    bool     `json:"live"`
+	// RecalledAt is null unless the message was recalled.
+	RecalledAt *time.Time `json:"recalled_at"`
+	// Send is what sending did: in the answer of a registration with
+	// send, and of GET /messages/{msgid} once a batch was sent.
+	Send *sendJSON `json:"send,omitempty"`
 }
 
 func toJSON(m yidu.Message) messageJSON {
-	return messageJSON{MsgID: m.MsgID, CorpID: m.CorpID, App: m.App, AgentID: m.AgentID,
-		Title: m.Title, SentAt: m.SentAt.UTC(), Recipients: m.Recipients}
+	j := messageJSON{MsgID: m.MsgID, CorpID: m.CorpID, App: m.App, AgentID: m.AgentID,
+		Title: m.Title, Body: m.Body, URL: m.URL, SentAt: m.SentAt.UTC(), Recipients: m.Recipients}
+	if m.Recalled() {
+		at := m.RecalledAt.UTC()
+		j.RecalledAt = &at
+	}
+	return j
+}
+
+// sendJSON is the send report (docs/api.md, "Send report"): every batch
+// of the message and, in people, the totals by outcome.
+type sendJSON struct {
+	// Result is "sent" when every batch was sent, "failed" when none was,
+	// "partial" otherwise.
+	Result     string      `json:"result"`
+	Sent       int         `json:"sent"`
+	Invalid    int         `json:"invalid"`
+	Refused    int         `json:"refused"`
+	Unsent     int         `json:"unsent"`
+	Unknown    int         `json:"unknown"`
+	Missing    int         `json:"missing"`
+	BadUserIDs int         `json:"bad_userids"`
+	Batches    []batchJSON `json:"batches"`
+}
+
+// batchJSON is one send batch (task_id "<msgid>@<batch>").
+type batchJSON struct {
+	Batch      int        `json:"batch"`
+	TaskID     string     `json:"task_id"`
+	Status     string     `json:"status"`
+	ErrCode    int64      `json:"errcode"`
+	Users      int        `json:"users"`
+	Invalid    int        `json:"invalid"`
+	Missing    int        `json:"missing"`
+	BadUserIDs int        `json:"bad_userids"`
+	Resent     bool       `json:"resent"`
+	Earlier    bool       `json:"earlier"`
+	Recalled   bool       `json:"recalled"`
+	At         *time.Time `json:"at"`
+}
+
+func toBatchJSON(msgID string, o yidu.BatchOutcome) batchJSON {
+	b := batchJSON{Batch: o.Batch, TaskID: yidu.TaskID(yidu.MsgID(msgID), o.Batch), Status: string(o.Status), ErrCode: o.ErrCode,
+		Users: o.Users, Invalid: o.Invalid, Missing: o.Missing, BadUserIDs: o.BadUserIDs,
+		Resent: o.Resent, Earlier: o.Earlier, Recalled: o.Recalled}
+	if o.Reminder {
+		b.TaskID = "" // a reminder's task_id is not kept
+	}
+	if !o.At.IsZero() {
+		at := o.At.UTC()
+		b.At = &at
+	}
+	return b
+}
+
+// toSendJSON sums up outcomes; nil for none.
+func toSendJSON(msgID string, outcomes []yidu.BatchOutcome) *sendJSON {
+	if len(outcomes) == 0 {
+		return nil
+	}
+	j := &sendJSON{Batches: make([]batchJSON, 0, len(outcomes))}
+	sent := 0
+	for _, o := range outcomes {
+		j.Batches = append(j.Batches, toBatchJSON(msgID, o))
+		j.Missing += o.Missing
+		j.BadUserIDs += o.BadUserIDs
+		switch o.Status {
+		case yidu.SendSent:
+			sent++
+			j.Sent += o.Users - o.Invalid
+			j.Invalid += o.Invalid
+		case yidu.SendRefused:
+			j.Refused += o.Users
+		case yidu.SendUnsent:
+			j.Unsent += o.Users
+		case yidu.SendUnknown:
+			j.Unknown += o.Users
+		}
+	}
+	switch sent {
+	case len(outcomes):
+		j.Result = "sent"
+	case 0:
+		j.Result = "failed"
+	default:
+		j.Result = "partial"
+	}
+	return j
 }
 
 func (j *messageJSON) setCounts(recipients, read int64) {
@@ -110,8 +204,12 @@ func (s *Server) restore(ctx context.Context, m yidu.Message) error {
 	return err
 }
 
-// counts is BITCOUNT of the live bitmaps, rebuilding them once if gone.
+// counts is BITCOUNT of the live bitmaps, rebuilding them once if gone;
+// for a recalled message, the numbers frozen at its recall.
 func (s *Server) counts(ctx context.Context, m yidu.Message) (recipients, read int64, err error) {
+	if m.Recalled() {
+		return m.Recipients, m.ReadAtRecall, nil
+	}
 	for attempt := 0; ; attempt++ {
 		recipients, read, found, err := s.bms.Counts(ctx, m.CorpID, m.MsgID)
 		if err != nil {
@@ -201,6 +299,11 @@ func (s *Server) listMessages(ctx context.Context, p *principal, cursor string, 
 			continue
 		}
 		j := toJSON(m)
+		if m.Recalled() {
+			j.setCounts(m.Recipients, m.ReadAtRecall)
+			out.Messages = append(out.Messages, j)
+			continue
+		}
 		rec, read, found, err := s.bms.Counts(ctx, m.CorpID, m.MsgID)
 		if err != nil {
 			return out, fmt.Errorf("dashboard: counts: %w", err)
@@ -242,6 +345,12 @@ func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request, m yidu
 	}
 	j := toJSON(m)
 	j.setCounts(rec, read)
+	outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("dashboard: send outcomes: %w", err))
+		return
+	}
+	j.Send = toSendJSON(m.MsgID, outcomes)
 	writeJSON(w, http.StatusOK, j)
 }
 
@@ -272,7 +381,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if reg.SentAt.IsZero() {
 		reg.SentAt = s.now().UTC()
 	}
-	m, created, err := s.msgs.Register(r.Context(), reg.Registration)
+	m, created, rep, err := s.msgs.RegisterAndSend(r.Context(), reg.Registration)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -283,8 +392,21 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		s.log.InfoContext(r.Context(), "message registered", "corp", m.CorpID, "msgid", m.MsgID,
 			"recipients", m.Recipients, "by", p.name)
 	}
+	j := toJSON(m)
+	if reg.Send {
+		// Registered, and what sending did, batch by batch: a send that
+		// sent nothing must say so (issue 13).
+		j.Send = toSendJSON(m.MsgID, rep.Outcomes)
+		if j.Send == nil {
+			j.Send = &sendJSON{Result: "failed", Batches: []batchJSON{}, Missing: rep.Missing, BadUserIDs: rep.BadUserIDs}
+		}
+		if j.Send.Result != "sent" {
+			s.log.WarnContext(r.Context(), "message not sent to everyone", "corp", m.CorpID, "msgid", m.MsgID,
+				"result", j.Send.Result, "refused", j.Send.Refused, "unsent", j.Send.Unsent, "unknown", j.Send.Unknown)
+		}
+	}
 	w.Header().Set("Location", "/api/v1/messages/"+m.MsgID)
-	writeJSON(w, code, toJSON(m))
+	writeJSON(w, code, j)
 }
 
 type remindJSON struct {
@@ -296,21 +418,15 @@ type remindJSON struct {
 // per message per RemindInterval (persisted by the tracker; the in-flight
 // set closes the window between two quick clicks).
 func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	key := m.CorpID + "\x00" + m.MsgID
-	s.remindMu.Lock()
-	busy := s.remindInFlight[key]
-	s.remindInFlight[key] = true
-	s.remindMu.Unlock()
-	if busy {
-		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusTooManyRequests, "a reminder for this message is being sent")
+	if m.Recalled() {
+		s.fail(w, r, yidu.ErrRecalled)
 		return
 	}
-	defer func() {
-		s.remindMu.Lock()
-		delete(s.remindInFlight, key)
-		s.remindMu.Unlock()
-	}()
+	release, ok := s.exclusive(w, m)
+	if !ok {
+		return
+	}
+	defer release()
 
 	interval := s.remindIv
 	last, ok, err := s.msgs.LastReminder(r.Context(), m.CorpID, m.MsgID)
@@ -362,6 +478,84 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	s.met.reminded.Add(float64(out.Reminded))
 	s.log.InfoContext(r.Context(), "reminder sent", "corp", m.CorpID, "msgid", m.MsgID,
 		"reminded", out.Reminded, "by", principalFrom(r.Context()).name)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// exclusive lets one reminder or recall of m run at a time (a recall
+// racing a reminder would miss the reminder's batches); when another runs
+// it has answered 429 and ok is false.
+func (s *Server) exclusive(w http.ResponseWriter, m yidu.Message) (release func(), ok bool) {
+	key := m.CorpID + "\x00" + m.MsgID
+	s.remindMu.Lock()
+	busy := s.remindInFlight[key]
+	s.remindInFlight[key] = true
+	s.remindMu.Unlock()
+	if busy {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusTooManyRequests, "a reminder or recall of this message is in progress")
+		return nil, false
+	}
+	return func() {
+		s.remindMu.Lock()
+		delete(s.remindInFlight, key)
+		s.remindMu.Unlock()
+	}, true
+}
+
+// recallJSON is the answer of POST /messages/{msgid}/recall.
+type recallJSON struct {
+	MsgID string `json:"msgid"`
+	// RecalledAt is null while a batch is left to recall (502).
+	RecalledAt *time.Time `json:"recalled_at"`
+	// Read is the read count frozen at the recall.
+	Read         int64       `json:"read"`
+	Recalled     int         `json:"recalled"`
+	Already      int         `json:"already"`
+	Unrecallable int         `json:"unrecallable"`
+	Failed       []batchJSON `json:"failed"`
+	Error        string      `json:"error,omitempty"`
+}
+
+// handleRecall recalls every card of the message through WeCom
+// (message/recall, doc path 96460) and freezes its numbers (docs/api.md).
+// Same authentication and CSRF as Remind (requireAPI).
+func (s *Server) handleRecall(w http.ResponseWriter, r *http.Request, m yidu.Message) {
+	release, ok := s.exclusive(w, m)
+	if !ok {
+		return
+	}
+	defer release()
+	// The recall outlives an impatient client: half-recalled is worse.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Minute)
+	defer cancel()
+	_, read, err := s.counts(ctx, m)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rep, err := s.msgs.Recall(ctx, m, read)
+	if err != nil && !errors.Is(err, yidu.ErrRecallIncomplete) {
+		// The tracker's error says why in words HR can act on (409).
+		s.fail(w, r, err)
+		return
+	}
+	out := recallJSON{MsgID: m.MsgID, Read: read, Recalled: rep.Recalled, Already: rep.Already,
+		Unrecallable: rep.Unrecallable, Failed: make([]batchJSON, 0, len(rep.Failed))}
+	for _, o := range rep.Failed {
+		out.Failed = append(out.Failed, toBatchJSON(m.MsgID, o))
+	}
+	if err != nil {
+		code, msg := httpStatus(err)
+		s.log.WarnContext(r.Context(), "recall incomplete", "corp", m.CorpID, "msgid", m.MsgID,
+			"recalled", rep.Recalled, "failed", len(rep.Failed), "by", principalFrom(r.Context()).name)
+		out.Error = msg
+		writeJSON(w, code, out)
+		return
+	}
+	at := rep.RecalledAt.UTC()
+	out.RecalledAt = &at
+	s.log.InfoContext(r.Context(), "message recalled", "corp", m.CorpID, "msgid", m.MsgID,
+		"recalled", rep.Recalled, "already", rep.Already, "unrecallable", rep.Unrecallable, "by", principalFrom(r.Context()).name)
 	writeJSON(w, http.StatusOK, out)
 }
 

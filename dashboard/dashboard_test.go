@@ -40,6 +40,7 @@ var apiRoutes = []struct{ method, path string }{
 	{"GET", "/api/v1/messages/hello/recipients"},
 	{"GET", "/api/v1/messages/hello/export.csv"},
 	{"POST", "/api/v1/messages/hello/remind"},
+	{"POST", "/api/v1/messages/hello/recall"},
 	{"GET", "/api/v1/messages/hello/events"},
 }
 
@@ -631,7 +632,7 @@ func TestPageEscapes(t *testing.T) {
 	r.AddCookie(c)
 	rw := httptest.NewRecorder()
 	f.h.ServeHTTP(rw, r)
-	for _, id := range []string{`id="progress-bar"`, `id="read-count"`, `id="recipient-count"`, `id="percent"`, `id="departments"`, `id="recipients"`, `id="export"`, `id="remind"`, `id="curve"`} {
+	for _, id := range []string{`id="progress-bar"`, `id="read-count"`, `id="recipient-count"`, `id="percent"`, `id="departments"`, `id="recipients"`, `id="export"`, `id="remind"`, `id="recall"`, `id="curve"`} {
 		if !strings.Contains(rw.Body.String(), id) {
 			t.Errorf("message page lacks %s", id)
 		}

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -128,6 +129,7 @@ type stored struct {
 	times     map[uint32]time.Time
 	curve     []yidu.MinuteCount
 	audience  string
+	sends     []yidu.BatchOutcome
 }
 
 type fakeMessages struct {
@@ -137,6 +139,7 @@ type fakeMessages struct {
 	loads     int
 	reminders []yidu.Message
 	remindTo  [][]string
+	recalls   []string
 	lastRem   map[string]time.Time
 	now       func() time.Time
 }
@@ -226,28 +229,86 @@ func (f *fakeMessages) ReadsPerMinute(_ context.Context, corp, id string) ([]yid
 	return nil, nil
 }
 
-func (f *fakeMessages) Register(_ context.Context, reg yidu.Registration) (yidu.Message, bool, error) {
+func (f *fakeMessages) RegisterAndSend(_ context.Context, reg yidu.Registration) (yidu.Message, bool, yidu.SendReport, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var rep yidu.SendReport
 	// The tracker validates with the domain's one rule; so does the fake.
 	if err := reg.Validate(f.now()); err != nil {
-		return yidu.Message{}, false, err
+		return yidu.Message{}, false, rep, err
 	}
-	aud := strings.Join(reg.Audience.UserIDs, ",") + "|" + reg.Title
+	aud := strings.Join(reg.Audience.UserIDs, ",") + "|" + reg.Title + "|" + reg.Body + "|" + reg.URL
 	k := key(reg.App.CorpID, reg.MsgID)
 	if s, ok := f.msgs[k]; ok {
 		if s.audience != aud {
-			return yidu.Message{}, false, yidu.ErrConflict
+			return yidu.Message{}, false, rep, yidu.ErrConflict
 		}
-		return s.m, false, nil
+		if reg.Send {
+			rep.Outcomes = earlier(s.sends)
+		}
+		return s.m, false, rep, nil
 	}
 	if slices.Contains(reg.Audience.UserIDs, "nobody") {
-		return yidu.Message{}, false, errors.Join(yidu.ErrInvalid, errors.New("unknown userid"))
+		return yidu.Message{}, false, rep, errors.Join(yidu.ErrInvalid, errors.New("unknown userid"))
 	}
-	m := yidu.Message{CorpID: reg.App.CorpID, MsgID: reg.MsgID, App: reg.App.Name, Title: reg.Title, SentAt: reg.SentAt, Recipients: int64(len(reg.Audience.UserIDs))}
-	f.msgs[k] = &stored{m: m, rec: roaring.New(), read: roaring.New(), audience: aud}
+	m := yidu.Message{CorpID: reg.App.CorpID, MsgID: reg.MsgID, App: reg.App.Name, Title: reg.Title, Body: reg.Body, URL: reg.URL,
+		SentAt: reg.SentAt, Recipients: int64(len(reg.Audience.UserIDs))}
+	st := &stored{m: m, rec: roaring.New(), read: roaring.New(), audience: aud}
+	if reg.Send {
+		// WeCom unreachable is "refused" as the fake tells it: a title
+		// starting with "unreachable".
+		o := yidu.BatchOutcome{Batch: 0, Status: yidu.SendSent, Users: len(reg.Audience.UserIDs), At: f.now()}
+		if strings.HasPrefix(reg.Title, "unreachable") {
+			o.Status = yidu.SendUnsent
+		}
+		st.sends = []yidu.BatchOutcome{o}
+		rep.Outcomes = slices.Clone(st.sends)
+	}
+	f.msgs[k] = st
 	f.order = append([]string{k}, f.order...)
-	return m, true, nil
+	return m, true, rep, nil
+}
+
+// earlier marks outcomes as an earlier send's.
+func earlier(outs []yidu.BatchOutcome) []yidu.BatchOutcome {
+	out := slices.Clone(outs)
+	for i := range out {
+		out[i].Earlier = true
+	}
+	return out
+}
+
+func (f *fakeMessages) SendOutcomes(_ context.Context, corp, id string) ([]yidu.BatchOutcome, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.msgs[key(corp, id)]; ok {
+		return slices.Clone(s.sends), nil
+	}
+	return nil, nil
+}
+
+// Recall recalls a message with sends; within 24 h of its first batch.
+func (f *fakeMessages) Recall(_ context.Context, m yidu.Message, read int64) (yidu.RecallReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var rep yidu.RecallReport
+	s, ok := f.msgs[key(m.CorpID, m.MsgID)]
+	switch {
+	case !ok || len(s.sends) == 0:
+		return rep, fmt.Errorf("%w: nothing sent", yidu.ErrNotRecallable)
+	case s.m.Recalled():
+		rep.Already, rep.RecalledAt = len(s.sends), s.m.RecalledAt
+		return rep, nil
+	case f.now().Sub(s.sends[0].At) >= 24*time.Hour:
+		return rep, fmt.Errorf("%w: sent more than 24 hours ago", yidu.ErrNotRecallable)
+	}
+	f.recalls = append(f.recalls, m.MsgID)
+	for i := range s.sends {
+		s.sends[i].Recalled = true
+	}
+	s.m.RecalledAt, s.m.ReadAtRecall = f.now(), read
+	rep.Recalled, rep.RecalledAt = len(s.sends), s.m.RecalledAt
+	return rep, nil
 }
 
 func (f *fakeMessages) Remind(_ context.Context, m yidu.Message, userIDs []string) (yidu.RemindReport, error) {

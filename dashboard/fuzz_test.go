@@ -124,6 +124,9 @@ func FuzzDecodeRegistration(f *testing.F) {
 		`{"app":"hr","title":"x","audience":{"all":true}}garbage`,
 		`{"app":"hr","title":"x","sent_at":"0001-01-01T00:00:00Z","audience":{"all":true}}`,
 		`[]`, `null`, ``, `{"msgid":"x@1"}`,
+		`{"app":"hr","title":"x","body":"第一行\n第二行","url":"https://intra.example.com/p?a=1","send":true,"audience":{"all":true}}`,
+		`{"app":"hr","title":"x","body":"\u0007","url":"javascript:alert(1)","audience":{"all":true}}`,
+		`{"app":"hr","title":"x","url":"https://a b","audience":{"all":true}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -155,6 +158,12 @@ func FuzzDecodeRegistration(f *testing.F) {
 			t.Fatalf("accepted msgid %q", r.MsgID)
 		case r.Title == "" || !utf8.ValidString(r.Title):
 			t.Fatalf("accepted title %q", r.Title)
+		case utf8.RuneCountInString(r.Body) > yidu.MaxBody || !utf8.ValidString(r.Body):
+			t.Fatalf("accepted body %q", r.Body)
+		case r.URL != "" && yidu.CheckURL(r.URL) != nil:
+			t.Fatalf("accepted url %q", r.URL)
+		case r.Send && yidu.CheckCard(r.Title, r.Body, r.URL) != nil:
+			t.Fatalf("accepted a card WeCom would cut: %q", b)
 		}
 		for _, u := range r.Audience.UserIDs {
 			if !yidu.UserID(u).Valid() {

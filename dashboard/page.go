@@ -26,6 +26,10 @@ var templateFuncs = template.FuncMap{
 			if v != nil {
 				return *v
 			}
+		case *time.Time:
+			if v != nil {
+				return *v
+			}
 		}
 		return nil
 	},
@@ -110,6 +114,12 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 			d.Msg = toJSON(m)
 			d.Msg.setCounts(rec, read)
 			d.Title = m.Title
+			// The send report is a part of the page, not a condition of it.
+			if outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID); err != nil {
+				s.log.ErrorContext(r.Context(), "message page: send outcomes", "err", err)
+			} else {
+				d.Msg.Send = toSendJSON(m.MsgID, outcomes)
+			}
 			s.render(w, http.StatusOK, "message.html", d)
 			return
 		}

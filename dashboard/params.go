@@ -116,6 +116,8 @@ type registerBody struct {
 	MsgID    string     `json:"msgid"`
 	App      string     `json:"app"`
 	Title    string     `json:"title"`
+	Body     string     `json:"body"`
+	URL      string     `json:"url"`
 	SentAt   *time.Time `json:"sent_at"`
 	Audience struct {
 		UserIDs     []string `json:"userids"`
@@ -154,7 +156,7 @@ func decodeRegistration(r io.Reader) (registration, error) {
 		return registration{}, badParam("app is required")
 	}
 	reg := registration{App: b.App, Registration: yidu.Registration{
-		MsgID: b.MsgID, Title: b.Title, Send: b.Send,
+		MsgID: b.MsgID, Title: b.Title, Body: b.Body, URL: b.URL, Send: b.Send,
 		Audience: yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All},
 	}}
 	if b.SentAt != nil {

@@ -195,6 +195,7 @@ func (s *Server) Routes() http.Handler {
 			r.Get("/recipients", s.withMessage(s.handleRecipients))
 			r.Get("/export.csv", s.withMessage(s.handleExport))
 			r.Post("/remind", s.withMessage(s.handleRemind))
+			r.Post("/recall", s.withMessage(s.handleRecall))
 			r.Get("/events", s.withMessage(s.handleEvents))
 		})
 	})
@@ -260,7 +261,7 @@ var routeNames = []string{
 	"/login", "/logout", "/", "/m/{msgid}", "/static/*",
 	"/api/v1/*", "/api/v1/messages", "/api/v1/messages/{msgid}", "/api/v1/messages/{msgid}/progress",
 	"/api/v1/messages/{msgid}/departments", "/api/v1/messages/{msgid}/recipients",
-	"/api/v1/messages/{msgid}/export.csv", "/api/v1/messages/{msgid}/remind",
+	"/api/v1/messages/{msgid}/export.csv", "/api/v1/messages/{msgid}/remind", "/api/v1/messages/{msgid}/recall",
 	"/api/v1/messages/{msgid}/events",
 }
 
@@ -348,7 +349,13 @@ func httpStatus(err error) (int, string) {
 	case errors.Is(err, yidu.ErrNoSender):
 		return http.StatusServiceUnavailable, "sending through WeCom is not configured"
 	case errors.Is(err, yidu.ErrConflict):
-		return http.StatusConflict, "msgid exists with a different audience or title"
+		return http.StatusConflict, "msgid exists with a different audience, title, body or url"
+	case errors.Is(err, yidu.ErrRecalled):
+		return http.StatusConflict, "the message was recalled"
+	case errors.Is(err, yidu.ErrNotRecallable):
+		return http.StatusConflict, err.Error()
+	case errors.Is(err, yidu.ErrRecallIncomplete):
+		return http.StatusBadGateway, err.Error()
 	case errors.Is(err, context.Canceled):
 		return 499, "client went away"
 	case errors.Is(err, errUnavailable), errors.Is(err, context.DeadlineExceeded):

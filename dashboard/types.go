@@ -30,10 +30,17 @@ type ReadHistory interface {
 	ReadsPerMinute(ctx context.Context, corpID, msgID string) ([]yidu.MinuteCount, error)
 }
 
-// Registrar registers and reminds; the only writes the dashboard asks for.
+// Registrar registers, sends, reminds and recalls; the only writes the
+// dashboard asks for.
 type Registrar interface {
-	Register(ctx context.Context, reg yidu.Registration) (m yidu.Message, created bool, err error)
+	// RegisterAndSend registers reg and, with reg.Send, sends it and
+	// reports every batch.
+	RegisterAndSend(ctx context.Context, reg yidu.Registration) (m yidu.Message, created bool, rep yidu.SendReport, err error)
 	Remind(ctx context.Context, m yidu.Message, userIDs []string) (yidu.RemindReport, error)
+	// Recall recalls m through WeCom and freezes its read count at read.
+	Recall(ctx context.Context, m yidu.Message, read int64) (yidu.RecallReport, error)
+	// SendOutcomes is the recorded state of m's send batches.
+	SendOutcomes(ctx context.Context, corpID, msgID string) ([]yidu.BatchOutcome, error)
 	// LastReminder is when msgID was last reminded (persisted, so a restart
 	// does not reopen the interval).
 	LastReminder(ctx context.Context, corpID, msgID string) (at time.Time, ok bool, err error)

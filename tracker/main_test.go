@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -70,6 +71,16 @@ type env struct {
 	// secret is the app's secret, which only the WeCom client holds.
 	secret string
 	now    time.Time
+
+	mu    sync.Mutex
+	slept []time.Duration // what the tracker waited, without waiting
+}
+
+// sleeps returns the waits so far.
+func (e *env) sleeps() []time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.slept)
 }
 
 type envOption func(*Options, *env)
@@ -100,6 +111,14 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		Sender:     wecom.NewSender([]wecom.App{{CorpID: e.app.CorpID, AgentID: e.app.AgentID, Secret: e.secret}}, wecom.SenderOptions{Rate: 1000, Burst: 100}),
 		Apps:       []yidu.App{e.app},
 		Retry:      Retry{Attempts: 3, Initial: time.Millisecond, Max: 5 * time.Millisecond},
+		// Waits are recorded, not waited: WeCom's minute block would hold
+		// a test for minutes.
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			e.mu.Lock()
+			e.slept = append(e.slept, d)
+			e.mu.Unlock()
+			return ctx.Err()
+		},
 	}
 	for _, opt := range opts {
 		opt(&o, e)

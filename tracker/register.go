@@ -52,10 +52,11 @@ func canonicalize(reg *yidu.Registration, now time.Time) (canonical, error) {
 // marks the message active, puts it in Redis, applies orphaned reads and,
 // with reg.Send, sends the card (synchronously: see Send).
 //
-// Registering the same msgid again with the same audience, title and app
-// returns the existing message with created=false and finishes whatever an
-// interrupted earlier attempt left undone (rows, Redis, sending); any other
-// difference is yidu.ErrConflict. Invalid input is yidu.ErrInvalid and writes nothing.
+// Registering the same msgid again with the same audience, title, body,
+// url and app returns the existing message with created=false and finishes
+// whatever an interrupted earlier attempt left undone (rows, Redis,
+// sending); any other difference is yidu.ErrConflict. Invalid input is
+// yidu.ErrInvalid and writes nothing.
 //
 // UserIDs the directory does not know yet get a uid (idmap.Assign): the
 // directory sync lags WeCom (new hires, a missed change_contact), WeCom itself
@@ -63,11 +64,19 @@ func canonicalize(reg *yidu.Registration, now time.Time) (canonical, error) {
 // registration fail for yidu's lag. An id that really does not exist costs one
 // reserved uid and an unread row; a send reports it as invaliduser.
 func (r *Registry) Register(ctx context.Context, reg yidu.Registration) (yidu.Message, bool, error) {
+	m, created, _, err := r.RegisterAndSend(ctx, reg)
+	return m, created, err
+}
+
+// RegisterAndSend is Register that also returns what the send did (the
+// zero report without reg.Send). An error from the send leaves the
+// registration done: the message and created are valid.
+func (r *Registry) RegisterAndSend(ctx context.Context, reg yidu.Registration) (yidu.Message, bool, yidu.SendReport, error) {
 	start := time.Now()
 	c, err := canonicalize(&reg, r.now())
 	if err != nil {
 		r.met.registrations.WithLabelValues("invalid").Inc()
-		return yidu.Message{}, false, err
+		return yidu.Message{}, false, yidu.SendReport{}, err
 	}
 	m, recipients, result, err := r.register(ctx, reg, c)
 	r.met.registrations.WithLabelValues(result).Inc()
@@ -75,21 +84,21 @@ func (r *Registry) Register(ctx context.Context, reg yidu.Registration) (yidu.Me
 		if result == "error" {
 			r.log.Error("register", "corp", reg.App.CorpID, "msgid", reg.MsgID, "err", err)
 		}
-		return m, false, err
+		return m, false, yidu.SendReport{}, err
 	}
+	created := result == "created"
 	r.met.registerSeconds.Observe(time.Since(start).Seconds())
 	if r.orphans != nil {
 		if _, err := r.orphans.ApplyOrphans(ctx, m.CorpID, m.MsgID); err != nil {
 			r.met.orphanErrors.Inc()
-			return m, result == "created", fmt.Errorf("tracker: apply orphans of %s: %w", m.MsgID, err)
+			return m, created, yidu.SendReport{}, fmt.Errorf("tracker: apply orphans of %s: %w", m.MsgID, err)
 		}
 	}
-	if reg.Send {
-		if _, err := r.send(ctx, reg.App, m, recipients); err != nil {
-			return m, result == "created", err
-		}
+	if !reg.Send {
+		return m, created, yidu.SendReport{}, nil
 	}
-	return m, result == "created", nil
+	rep, err := r.send(ctx, reg.App, m, recipients)
+	return m, created, rep, err
 }
 
 // messageRow is a messages row.
@@ -99,13 +108,18 @@ type messageRow struct {
 	state int
 }
 
-const messageCols = "corp_id, msgid, app, agent_id, title, sent_at, recipient_count"
+const messageCols = "corp_id, msgid, app, agent_id, title, body, url, sent_at, recipient_count, recalled_at, COALESCE(read_at_recall, 0)"
 
 func scanMessage(s interface{ Scan(...any) error }, extra ...any) (yidu.Message, error) {
 	var m yidu.Message
-	dst := append([]any{&m.CorpID, &m.MsgID, &m.App, &m.AgentID, &m.Title, &m.SentAt, &m.Recipients}, extra...)
+	var recalled sql.NullTime
+	dst := append([]any{&m.CorpID, &m.MsgID, &m.App, &m.AgentID, &m.Title, &m.Body, &m.URL, &m.SentAt, &m.Recipients,
+		&recalled, &m.ReadAtRecall}, extra...)
 	err := s.Scan(dst...)
 	m.SentAt = m.SentAt.UTC()
+	if recalled.Valid {
+		m.RecalledAt = recalled.Time.UTC()
+	}
 	return m, err
 }
 
@@ -134,7 +148,8 @@ func (r *Registry) register(ctx context.Context, reg yidu.Registration, c canoni
 		}
 		if ok {
 			m := row.m
-			if row.hash != c.hash || m.Title != reg.Title || m.App != reg.App.Name || m.AgentID != reg.App.AgentID {
+			if row.hash != c.hash || m.Title != reg.Title || m.Body != reg.Body || m.URL != reg.URL ||
+				m.App != reg.App.Name || m.AgentID != reg.App.AgentID {
 				return m, nil, "conflict", fmt.Errorf("%w: msgid %s", yidu.ErrConflict, reg.MsgID)
 			}
 			if row.state == stateActive {
@@ -154,13 +169,13 @@ func (r *Registry) register(ctx context.Context, reg yidu.Registration, c canoni
 		}
 		m := yidu.Message{
 			CorpID: corp, MsgID: reg.MsgID, App: reg.App.Name, AgentID: reg.App.AgentID,
-			Title: reg.Title, SentAt: reg.SentAt, Recipients: int64(recipients.GetCardinality()),
+			Title: reg.Title, Body: reg.Body, URL: reg.URL, SentAt: reg.SentAt, Recipients: int64(recipients.GetCardinality()),
 		}
 		res, err := r.db.ExecContext(ctx, `INSERT INTO messages
-			(corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)
+			(corp_id, msgid, app, agent_id, title, body, url, sent_at, recipient_count, audience_hash, state)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
 			ON DUPLICATE KEY UPDATE corp_id = corp_id`,
-			corp, m.MsgID, m.App, m.AgentID, m.Title, m.SentAt, m.Recipients, c.hash)
+			corp, m.MsgID, m.App, m.AgentID, m.Title, m.Body, m.URL, m.SentAt, m.Recipients, c.hash)
 		if err != nil {
 			return m, nil, "error", fmt.Errorf("tracker: insert message %s: %w", m.MsgID, err)
 		}

@@ -1,7 +1,8 @@
 // Package tracker owns tracked messages: it registers them (audience
 // snapshot → message_read_record rows in MySQL, then the recipients bitmap in
 // Redis), sends their template cards through WeCom when asked, reminds
-// non-readers, and loads messages back from MySQL when Redis lost them.
+// non-readers, recalls the cards, and loads messages back from MySQL when
+// Redis lost them.
 //
 // MySQL is written before Redis on purpose. A read can only be recorded for a
 // message Redis knows, so once Redis has the message its rows already exist
@@ -28,15 +29,24 @@ import (
 	"github.com/yidu-io/yidu/wecom"
 )
 
-// Sender posts one message/send request body (doc path 90236) for the app
-// (corpID, agentID); wecom.Sender implements it. An error wrapping
+// Sender posts one message/send request body (doc path 90236), or recalls
+// a sent message by WeCom's msgid (message/recall, doc path 96460), for the
+// app (corpID, agentID); wecom.Sender implements it. An error wrapping
 // wecom.ErrNotSent means the request never left: it is safe to send again.
 // Any other error means the outcome is unknown (the request was written,
-// the answer was lost) and the batch must not be sent again, or members
-// would get the card twice.
+// the answer was lost): the batch is sent again at most once, identical,
+// under WeCom's duplicate check (see Send), or members would get the card
+// twice.
 type Sender interface {
 	SendMessage(ctx context.Context, corpID string, agentID int64, body []byte) (wecom.SendResult, error)
+	RecallMessage(ctx context.Context, corpID string, agentID int64, msgID string) (wecom.RecallResult, error)
 }
+
+// LinkFunc returns the tracked link (docs/api.md, Tracked links) that
+// opens target for message msgID of app and records who opened it. cmd
+// builds it from the receiver's public URL and the app's link key: the
+// tracker holds no secret.
+type LinkFunc func(app yidu.App, msgID, target string) (string, error)
 
 // Directory is what tracker needs from idmap.Mapper: uids for UserIDs, the
 // member sets an audience expands to, and UserIDs back for sending.
@@ -76,9 +86,28 @@ type Options struct {
 	// Retry bounds the backoff of batches WeCom refused before delivering
 	// (zero: DefaultRetry).
 	Retry Retry
+	// Links turns a message's url into the tracked link its card opens;
+	// nil (no receiver public URL): the card opens the url itself and the
+	// opening is not recorded.
+	Links LinkFunc
+	// DuplicateCheck is the duplicate_check_interval every card is sent
+	// with (enable_duplicate_check, doc path 90236): within it an
+	// identical request is not delivered twice, which makes the one
+	// resend of a batch whose outcome is unknown safe. Default and
+	// maximum MaxDuplicateCheck.
+	DuplicateCheck time.Duration
+	// Sleep waits d or until ctx ends (tests); default a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
-// Retry is the capped exponential backoff for refused send batches.
+// MaxDuplicateCheck is WeCom's longest duplicate_check_interval: 4 hours
+// (message/send, doc path 90236).
+const MaxDuplicateCheck = 4 * time.Hour
+
+// Retry is the capped exponential backoff for refused send batches. A
+// refusal for frequency (45009, 45033) waits at least a minute whatever
+// the backoff: WeCom blocks the API for the minute (global error codes,
+// doc path 90313).
 type Retry struct {
 	Attempts int
 	Initial  time.Duration
@@ -99,8 +128,11 @@ type Registry struct {
 	met     *metrics
 	now     func() time.Time
 	retry   Retry
-	// buttonKeys maps app name → read_button_key, for reminders.
-	buttonKeys map[string]string
+	links   LinkFunc
+	dup     time.Duration
+	sleep   func(ctx context.Context, d time.Duration) error
+	// apps maps app name → app, for reminders (read_button_key) and links.
+	apps map[string]yidu.App
 
 	mu      sync.Mutex
 	notices map[string][]time.Time // app name → recent notice times (rate limit)
@@ -118,27 +150,48 @@ func New(db *sql.DB, ids Directory, store Store, opts Options) (*Registry, error
 	if opts.Retry.Attempts <= 0 {
 		opts.Retry = DefaultRetry
 	}
-	keys := map[string]string{}
+	if opts.DuplicateCheck <= 0 || opts.DuplicateCheck > MaxDuplicateCheck {
+		opts.DuplicateCheck = MaxDuplicateCheck
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = sleep
+	}
+	apps := map[string]yidu.App{}
 	for _, a := range opts.Apps {
-		keys[a.Name] = a.ReadButtonKey
+		apps[a.Name] = a
 	}
 	met, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	return &Registry{
-		buttonKeys: keys,
-		db:         db,
-		ids:        ids,
-		store:      store,
-		sender:     opts.Sender,
-		orphans:    opts.OrphanApplier,
-		log:        opts.Logger.With("component", "tracker"),
-		met:        met,
-		now:        opts.Now,
-		retry:      opts.Retry,
-		notices:    map[string][]time.Time{},
+		apps:    apps,
+		db:      db,
+		ids:     ids,
+		store:   store,
+		sender:  opts.Sender,
+		orphans: opts.OrphanApplier,
+		log:     opts.Logger.With("component", "tracker"),
+		met:     met,
+		now:     opts.Now,
+		retry:   opts.Retry,
+		links:   opts.Links,
+		dup:     opts.DuplicateCheck,
+		sleep:   opts.Sleep,
+		notices: map[string][]time.Time{},
 	}, nil
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 type metrics struct {
@@ -147,7 +200,10 @@ type metrics struct {
 	insertedRows     prometheus.Counter
 	registerSeconds  prometheus.Histogram
 	sendBatches      *prometheus.CounterVec
+	resends          prometheus.Counter
 	invalidUsers     prometheus.Counter
+	badUserIDs       prometheus.Counter
+	recallBatches    *prometheus.CounterVec
 	orphanErrors     prometheus.Counter
 }
 
@@ -156,6 +212,7 @@ var (
 	registerResults = []string{"created", "existing", "resumed", "conflict", "invalid", "error"}
 	sendKinds       = []string{kindSend, kindRemind}
 	sendStatuses    = []string{statusSent, statusRefused, statusUnsent, statusUnknown}
+	recallResults   = []string{"recalled", "refused", "failed"}
 )
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -167,10 +224,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		registerSeconds: f.Histogram("yidu_tracker_register_seconds", "Time to register a message (MySQL + Redis, without sending).",
 			prometheus.ExponentialBuckets(0.005, 2, 14)),
 		sendBatches:  f.CounterVec("yidu_tracker_send_batches_total", "message/send calls by kind (send, remind) and final status.", "kind", "status"),
+		resends:      f.Counter("yidu_tracker_send_resends_total", "Batches sent a second time, under WeCom's duplicate check, after an unknown outcome."),
 		invalidUsers: f.Counter("yidu_tracker_send_invalid_users_total", "UserIDs WeCom reported as invaliduser."),
+		badUserIDs:   f.Counter("yidu_tracker_send_bad_userids_total", "Members left out of a send or reminder because their UserID breaks WeCom's rule."),
+		recallBatches: f.CounterVec("yidu_tracker_recall_batches_total",
+			"message/recall calls by result (recalled, refused by WeCom, failed: no answer).", "result"),
 		orphanErrors: f.Counter("yidu_tracker_orphan_apply_errors_total", "Failed OrphanApplier calls after a registration."),
 	}
 	metric.Preset(m.registrations.MetricVec, registerResults)
 	metric.Preset(m.sendBatches.MetricVec, sendKinds, sendStatuses)
+	metric.Preset(m.recallBatches.MetricVec, recallResults)
 	return m, f.Err("tracker")
 }

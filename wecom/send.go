@@ -26,13 +26,28 @@ type SendResult struct {
 	// InvalidUsers are the UserIDs WeCom refused (invaliduser, lower-cased by
 	// WeCom).
 	InvalidUsers []string
-	// MsgID is WeCom's message id (only good for recalling the message).
+	// MsgID is WeCom's message id (only good for recalling the message,
+	// message/recall, doc path 96460).
 	MsgID string
+	// ResponseCode lets the app update an interactive card once, within
+	// 72 h (message/update_template_card, doc path 94945).
+	ResponseCode string
 }
 
-// sendURL is message/send (path 90236). It goes through silenceper/wechat/v2's
-// util HTTP plumbing, so util.SetURIModifier points it at a fake in tests.
-const sendURL = "https://qyapi.weixin.qq.com/cgi-bin/message/send?access_token="
+// RecallResult is WeCom's answer to one message/recall call (doc path
+// 96460).
+type RecallResult struct {
+	ErrCode int64
+	ErrMsg  string
+}
+
+// sendURL is message/send (path 90236), recallURL message/recall (path
+// 96460). They go through silenceper/wechat/v2's util HTTP plumbing, so
+// util.SetURIModifier points them at a fake in tests.
+const (
+	sendURL   = "https://qyapi.weixin.qq.com/cgi-bin/message/send?access_token="
+	recallURL = "https://qyapi.weixin.qq.com/cgi-bin/message/recall?access_token="
+)
 
 // SenderOptions configure a Sender.
 type SenderOptions struct {
@@ -43,7 +58,8 @@ type SenderOptions struct {
 	Burst int
 }
 
-// Sender posts message/send (doc path 90236) for the apps it was given.
+// Sender posts message/send (doc path 90236) and message/recall (doc path
+// 96460) for the apps it was given.
 // The access token comes from silenceper's credential handle
 // (Credentials); message/send itself is posted with
 // silenceper's util.HTTPPostContext rather than work/message's Send, which
@@ -77,17 +93,54 @@ type wecomStatus struct {
 // SendMessage posts body to message/send. Failures are scrubbed of URLs:
 // they carry the access token (and gettoken's the corp secret).
 func (w *Sender) SendMessage(ctx context.Context, corpID string, agentID int64, body []byte) (SendResult, error) {
+	var resp struct {
+		wecomStatus
+		InvalidUser  string `json:"invaliduser"`
+		MsgID        string `json:"msgid"`
+		ResponseCode string `json:"response_code"`
+	}
+	if err := w.post(ctx, corpID, agentID, "message/send", sendURL, body, &resp, &resp.wecomStatus); err != nil {
+		return SendResult{}, err
+	}
+	res := SendResult{ErrCode: resp.ErrCode, ErrMsg: resp.ErrMsg, MsgID: resp.MsgID, ResponseCode: resp.ResponseCode}
+	if resp.InvalidUser != "" {
+		res.InvalidUsers = strings.Split(resp.InvalidUser, "|")
+	}
+	return res, nil
+}
+
+// RecallMessage recalls the message WeCom named msgID (message/send's
+// msgid) through message/recall (doc path 96460), which works for 24 h
+// after the send. Errors are classified as SendMessage's: ErrNotSent, or
+// an unknown outcome.
+func (w *Sender) RecallMessage(ctx context.Context, corpID string, agentID int64, msgID string) (RecallResult, error) {
+	body, err := json.Marshal(map[string]string{"msgid": msgID})
+	if err != nil {
+		return RecallResult{}, fmt.Errorf("%w: message/recall: %w", ErrNotSent, err)
+	}
+	var resp wecomStatus
+	if err := w.post(ctx, corpID, agentID, "message/recall", recallURL, body, &resp, &resp); err != nil {
+		return RecallResult{}, err
+	}
+	return RecallResult{ErrCode: resp.ErrCode, ErrMsg: resp.ErrMsg}, nil
+}
+
+// post posts body to api (base URL apiURL) with the app's access token
+// and decodes the answer into out, whose status is st. A token WeCom
+// refuses (40014, 42001) is dropped so the caller's retry fetches a fresh
+// one.
+func (w *Sender) post(ctx context.Context, corpID string, agentID int64, api, apiURL string, body []byte, out any, st *wecomStatus) error {
 	a, ok := w.apps[appKey{corpID, agentID}]
 	if !ok {
-		return SendResult{}, fmt.Errorf("%w: no app with corp %s agent %d", ErrNotSent, corpID, agentID)
+		return fmt.Errorf("%w: no app with corp %s agent %d", ErrNotSent, corpID, agentID)
 	}
 	if err := w.limiter.Wait(ctx); err != nil {
-		return SendResult{}, fmt.Errorf("%w: rate limiter: %w", ErrNotSent, err)
+		return fmt.Errorf("%w: rate limiter: %w", ErrNotSent, err)
 	}
 	sess := a.Session(nil)
 	token, err := sess.Token.GetAccessTokenContext(ctx)
 	if err != nil {
-		return SendResult{}, fmt.Errorf("%w: gettoken: %v", ErrNotSent, a.Clean(err))
+		return fmt.Errorf("%w: gettoken: %v", ErrNotSent, a.Clean(err))
 	}
 
 	// A request counts as sent once net/http wrote it; only a failure before
@@ -97,28 +150,19 @@ func (w *Sender) SendMessage(ctx context.Context, corpID string, agentID int64, 
 	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 	})
-	raw, err := util.HTTPPostContext(tctx, sendURL+url.QueryEscape(token), body,
+	raw, err := util.HTTPPostContext(tctx, apiURL+url.QueryEscape(token), body,
 		map[string]string{"Content-Type": "application/json; charset=utf-8"})
 	if err != nil {
 		if !wrote.Load() {
-			return SendResult{}, fmt.Errorf("%w: message/send: %v", ErrNotSent, a.Clean(err))
+			return fmt.Errorf("%w: %s: %v", ErrNotSent, api, a.Clean(err))
 		}
-		return SendResult{}, fmt.Errorf("wecom: message/send outcome unknown: %v", a.Clean(err))
+		return fmt.Errorf("wecom: %s outcome unknown: %v", api, a.Clean(err))
 	}
-	var resp struct {
-		wecomStatus
-		InvalidUser string `json:"invaliduser"`
-		MsgID       string `json:"msgid"`
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("wecom: %s outcome unknown: bad answer: %w", api, err)
 	}
-	if err := json.Unmarshal(raw, &resp); err != nil {
-		return SendResult{}, fmt.Errorf("wecom: message/send outcome unknown: bad answer: %w", err)
-	}
-	if resp.ErrCode == ErrInvalidToken || resp.ErrCode == ErrExpiredToken {
+	if st.ErrCode == ErrInvalidToken || st.ErrCode == ErrExpiredToken {
 		a.Session(sess) // drops the refused token: the retry fetches a fresh one
 	}
-	res := SendResult{ErrCode: resp.ErrCode, ErrMsg: resp.ErrMsg, MsgID: resp.MsgID}
-	if resp.InvalidUser != "" {
-		res.InvalidUsers = strings.Split(resp.InvalidUser, "|")
-	}
-	return res, nil
+	return nil
 }

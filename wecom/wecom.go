@@ -3,7 +3,7 @@
 // goes through it, so the secrets reach no other package. It holds the
 // access-token sessions (one per secret, replaced whole when WeCom rejects
 // the token; a token serves only its own secret's calls), message/send for
-// cards and reminders (Sender), the OAuth2 code exchange of tracked links
+// cards and reminders and message/recall (Sender), the OAuth2 code exchange of tracked links
 // (OAuth), the directory reads of idmap's sync (Directory), and scrubs
 // every error of the URLs and credentials silenceper puts in them. WeCom's
 // refusals are *APIError.

@@ -25,6 +25,7 @@
 //	GET  /cgi-bin/department/list?id=               app or contacts, with names (doc path 90208)
 //	                                                (contacts: 60020 with ContactsIDsOnly)
 //	POST /cgi-bin/message/send                      app only, its own agentid (doc path 90236)
+//	POST /cgi-bin/message/recall                    app only, its own messages, 24 h (doc path 96460)
 //	GET  /cgi-bin/getcallbackip                     any (doc path 90238)
 //	GET  /cgi-bin/auth/getuserinfo?code=            app only (doc path 91023)
 package fakewecom
@@ -40,6 +41,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Host is WeCom's API origin as silenceper/wechat/v2 writes it.
@@ -118,11 +120,15 @@ type Corp struct {
 	Codes map[string]string
 }
 
-// Sent is one recorded message/send call.
+// Sent is one recorded message/send call: a delivery.
 type Sent struct {
 	CorpID string
 	Body   map[string]any
 	Raw    []byte
+	// MsgID is the msgid the fake answered (message/recall takes it);
+	// At when it was delivered (the fake's clock).
+	MsgID string
+	At    time.Time
 }
 
 // Server is the fake. Its methods are safe for concurrent use.
@@ -136,6 +142,7 @@ type Server struct {
 	calls  map[string]int  // path → count
 	// CallbackIPs is getcallbackip's answer.
 	CallbackIPs []string
+	messages
 }
 
 // New returns a Server seeded with corps.
@@ -146,6 +153,7 @@ func New(corps ...Corp) *Server {
 		tasks:       map[string]bool{},
 		calls:       map[string]int{},
 		CallbackIPs: []string{"101.226.103.0/25", "140.207.54.76"},
+		messages:    newMessages(),
 	}
 	for _, c := range corps {
 		s.SetCorp(c)
@@ -257,6 +265,7 @@ var apis = map[string]scope{
 	"/cgi-bin/department/simplelist": appOrContacts,
 	"/cgi-bin/department/list":       appOrContacts,
 	"/cgi-bin/message/send":          appOnly,
+	"/cgi-bin/message/recall":        appOnly,
 	"/cgi-bin/getcallbackip":         appOrContacts,
 	"/cgi-bin/auth/getuserinfo":      appOnly,
 }
@@ -305,6 +314,9 @@ func (s *Server) serve(r *http.Request) reply {
 		return fail(ErrBadParameter, "fakewecom: unknown api "+r.URL.Path)
 	case sc == appOnly && g.contacts, sc == contactsOnly && !g.contacts:
 		return fail(ErrNoPermission, "api forbidden")
+	}
+	if code, ok := s.takeFailure(r.URL.Path); ok {
+		return fail(code, "fakewecom: failure set by the test")
 	}
 	c := g.corp
 	if g.contacts && c.ContactsIDsOnly && (r.URL.Path == "/cgi-bin/user/simplelist" || r.URL.Path == "/cgi-bin/department/list") {
@@ -364,6 +376,8 @@ func (s *Server) serve(r *http.Request) reply {
 		return reply{"department_id": list}
 	case "/cgi-bin/message/send":
 		return s.send(g, r)
+	case "/cgi-bin/message/recall":
+		return s.recall(g, r)
 	case "/cgi-bin/getcallbackip":
 		return reply{"ip_list": s.CallbackIPs}
 	case "/cgi-bin/auth/getuserinfo":
@@ -505,7 +519,19 @@ func (s *Server) send(g grant, r *http.Request) reply {
 	if agent, _ := body["agentid"].(float64); int64(agent) != g.app.AgentID {
 		return fail(ErrAnotherAgent, "not allow operate another agent with this accesstoken")
 	}
+	dup, out, err := s.duplicate(g, body, raw)
+	if err != nil {
+		return fail(ErrBadParameter, err.Error())
+	}
+	if dup {
+		// The same request again inside the interval: answered, not
+		// delivered twice (doc path 90236).
+		return out
+	}
 	if card, ok := body["template_card"].(map[string]any); ok {
+		if code, msg := checkCard(card); code != 0 {
+			return fail(code, msg)
+		}
 		if task, ok := card["task_id"].(string); ok && task != "" {
 			key := c.CorpID + "/" + task
 			if s.tasks[key] {
@@ -532,11 +558,12 @@ func (s *Server) send(g grant, r *http.Request) reply {
 	if valid == 0 {
 		return fail(ErrAllInvalid, "All touser & toparty & totag invalid")
 	}
-	s.sent = append(s.sent, Sent{CorpID: c.CorpID, Body: body, Raw: raw})
-	out := reply{"invaliduser": strings.Join(invalid, "|"), "invalidparty": "", "invalidtag": "",
-		"msgid": fmt.Sprintf("fake-msg-%d", len(s.sent))}
+	msgID := fmt.Sprintf("fake-msg-%d", len(s.sent)+1)
+	s.sent = append(s.sent, Sent{CorpID: c.CorpID, Body: body, Raw: raw, MsgID: msgID, At: s.now()})
+	out = reply{"invaliduser": strings.Join(invalid, "|"), "invalidparty": "", "invalidtag": "", "msgid": msgID}
 	if _, ok := body["template_card"]; ok {
 		out["response_code"] = fmt.Sprintf("fake-rc-%d", len(s.sent))
 	}
+	s.delivered(g, body, raw, msgID, out)
 	return out
 }

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/yidu-io/yidu/internal/fakewecom"
 )
@@ -130,7 +132,7 @@ func TestServer(t *testing.T) {
 		{"list_id limit too big", "POST", "/cgi-bin/user/list_id", contacts, `{"limit":10001}`, fakewecom.ErrBadParameter, nil},
 		{"list_id bad cursor", "POST", "/cgi-bin/user/list_id", contacts, `{"cursor":"zz"}`, fakewecom.ErrBadParameter, nil},
 		{"send with invalid user", "POST", "/cgi-bin/message/send", auth,
-			`{"touser":"a|gone","msgtype":"template_card","agentid":1,"template_card":{"card_type":"button_interaction","task_id":"t1"}}`, 0,
+			`{"touser":"a|gone","msgtype":"template_card","agentid":1,"template_card":` + card("t1", `"main_title":{"title":"T"}`) + `}`, 0,
 			func(t *testing.T, out map[string]any) {
 				if out["invaliduser"] != "gone" || out["response_code"] == "" {
 					t.Errorf("send = %v", out)
@@ -194,5 +196,110 @@ func TestServer(t *testing.T) {
 	}
 	if got := fakewecom.URIModifier(base)("https://qyapi.weixin.qq.com/cgi-bin/gettoken?x=1"); got != base+"/cgi-bin/gettoken?x=1" {
 		t.Errorf("URIModifier = %q", got)
+	}
+}
+
+// card returns a button_interaction template card with task_id task and
+// extra fields (JSON members, may be empty).
+func card(task, extra string) string {
+	if extra != "" {
+		extra = "," + extra
+	}
+	return `{"card_type":"button_interaction","task_id":"` + task + `","button_list":[{"text":"已读","style":1,"key":"k"}]` + extra + `}`
+}
+
+// send returns a message/send body to a of app 1 with template card c and
+// top-level extra members.
+func send(c, extra string) string {
+	if extra != "" {
+		extra = "," + extra
+	}
+	return `{"touser":"a","msgtype":"template_card","agentid":1,"template_card":` + c + extra + `}`
+}
+
+// TestMessages: template-card checks, the duplicate check, recall and
+// its window, and failures set by a test, in one sequence on a fake clock.
+func TestMessages(t *testing.T) {
+	s := fakewecom.New(seed())
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	s.SetClock(func() time.Time { return now })
+	base := fakewecom.Start(t, s)
+	tok := func(secret string) url.Values {
+		out := call(t, base, "GET", "/cgi-bin/gettoken", url.Values{"corpid": {"wwfake"}, "corpsecret": {secret}}, "")
+		return url.Values{"access_token": {out["access_token"].(string)}}
+	}
+	app, other, contacts := tok("sec"), tok("narrow"), tok("contacts")
+	const dupCheck = `"enable_duplicate_check":1,"duplicate_check_interval":600`
+	long := func(n int) string { return strings.Repeat("字", n) }
+	msgIDs := map[string]string{} // step name → msgid answered
+
+	tests := []struct {
+		name     string
+		path     string
+		q        url.Values
+		body     string
+		advance  time.Duration // the clock moves before the call
+		wantCode float64
+		check    func(t *testing.T, out map[string]any)
+	}{
+		{name: "card", path: "send", q: app, body: send(card("c1", `"main_title":{"title":"`+long(36)+`","desc":"`+long(44)+`"},"sub_title_text":"`+long(160)+`","card_action":{"type":1,"url":"https://intra.example.com/p/1"}`), dupCheck)},
+		{name: "title too long", path: "send", q: app, body: send(card("c2", `"main_title":{"title":"`+long(37)+`"}`), ""), wantCode: fakewecom.ErrBadParameter},
+		{name: "desc too long", path: "send", q: app, body: send(card("c2", `"main_title":{"title":"t","desc":"`+long(45)+`"}`), ""), wantCode: fakewecom.ErrBadParameter},
+		{name: "body too long", path: "send", q: app, body: send(card("c2", `"sub_title_text":"`+long(161)+`"`), ""), wantCode: fakewecom.ErrBadParameter},
+		{name: "no title nor body", path: "send", q: app, body: send(card("c2", ""), ""), wantCode: fakewecom.ErrBadParameter},
+		{name: "card_action url missing", path: "send", q: app, body: send(card("c2", `"main_title":{"title":"t"},"card_action":{"type":1}`), ""), wantCode: fakewecom.ErrBadParameter},
+		{name: "card_action relative url", path: "send", q: app, body: send(card("c2", `"main_title":{"title":"t"},"card_action":{"type":1,"url":"/p/1"}`), ""), wantCode: fakewecom.ErrBadParameter},
+		{name: "card_action bad type", path: "send", q: app, body: send(card("c2", `"main_title":{"title":"t"},"card_action":{"type":7}`), ""), wantCode: fakewecom.ErrBadParameter},
+		{name: "no buttons", path: "send", q: app, body: send(`{"card_type":"button_interaction","task_id":"c2","main_title":{"title":"t"}}`, ""), wantCode: fakewecom.ErrBadParameter},
+		{name: "button text too long", path: "send", q: app, body: send(`{"card_type":"button_interaction","task_id":"c2","main_title":{"title":"t"},"button_list":[{"text":"`+long(11)+`","key":"k"}]}`, ""), wantCode: fakewecom.ErrBadParameter},
+		{name: "button without key", path: "send", q: app, body: send(`{"card_type":"button_interaction","task_id":"c2","main_title":{"title":"t"},"button_list":[{"text":"ok"}]}`, ""), wantCode: fakewecom.ErrBadParameter},
+		{name: "too many horizontal items", path: "send", q: app, body: send(card("c2", `"main_title":{"title":"t"},"horizontal_content_list":[{"keyname":"a"},{"keyname":"a"},{"keyname":"a"},{"keyname":"a"},{"keyname":"a"},{"keyname":"a"},{"keyname":"a"}]`), ""), wantCode: fakewecom.ErrBadParameter},
+		{name: "task_id with a space", path: "send", q: app, body: send(card("c 2", `"main_title":{"title":"t"}`), ""), wantCode: fakewecom.ErrBadTaskID},
+		{name: "task_id of 129 bytes", path: "send", q: app, body: send(card(strings.Repeat("x", 129), `"main_title":{"title":"t"}`), ""), wantCode: fakewecom.ErrBadTaskID},
+		{name: "interval over 4 hours", path: "send", q: app, body: send(card("c2", `"main_title":{"title":"t"}`), `"enable_duplicate_check":1,"duplicate_check_interval":14401`), wantCode: fakewecom.ErrBadParameter},
+		{name: "duplicate within the interval", path: "send", q: app, advance: 5 * time.Minute,
+			body: send(card("c1", `"main_title":{"title":"`+long(36)+`","desc":"`+long(44)+`"},"sub_title_text":"`+long(160)+`","card_action":{"type":1,"url":"https://intra.example.com/p/1"}`), dupCheck),
+			check: func(t *testing.T, out map[string]any) {
+				if out["msgid"] != msgIDs["card"] {
+					t.Errorf("msgid = %v; want the first delivery's %v", out["msgid"], msgIDs["card"])
+				}
+			}},
+		{name: "same card after the interval: task_id used", path: "send", q: app, advance: 6 * time.Minute,
+			body:     send(card("c1", `"main_title":{"title":"`+long(36)+`","desc":"`+long(44)+`"},"sub_title_text":"`+long(160)+`","card_action":{"type":1,"url":"https://intra.example.com/p/1"}`), dupCheck),
+			wantCode: fakewecom.ErrTaskIDReused},
+		{name: "frequency limit set by the test", path: "send", q: app, body: send(card("c3", `"main_title":{"title":"t"}`), "")},
+		{name: "after the frequency limit", path: "send", q: app, body: send(card("c3", `"main_title":{"title":"t"}`), "")},
+		{name: "recall with the contacts secret", path: "recall", q: contacts, body: `{"msgid":"fake-msg-1"}`, wantCode: fakewecom.ErrNoPermission},
+		{name: "recall another app's message", path: "recall", q: other, body: `{"msgid":"fake-msg-1"}`, wantCode: fakewecom.ErrCannotRecall},
+		{name: "recall unknown msgid", path: "recall", q: app, body: `{"msgid":"nope"}`, wantCode: fakewecom.ErrCannotRecall},
+		{name: "recall", path: "recall", q: app, body: `{"msgid":"fake-msg-1"}`},
+		{name: "recall twice", path: "recall", q: app, body: `{"msgid":"fake-msg-1"}`, wantCode: fakewecom.ErrCannotRecall},
+		{name: "recall after 24 hours", path: "recall", q: app, body: `{"msgid":"fake-msg-2"}`, advance: 24*time.Hour + time.Second, wantCode: fakewecom.ErrCannotRecall},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now = now.Add(tt.advance)
+			if tt.name == "frequency limit set by the test" {
+				s.FailNext("/cgi-bin/message/send", fakewecom.ErrAPIFrequency, 1)
+				tt.wantCode = fakewecom.ErrAPIFrequency
+			}
+			out := call(t, base, "POST", "/cgi-bin/message/"+tt.path, tt.q, tt.body)
+			if out["errcode"] != tt.wantCode {
+				t.Fatalf("errcode = %v (%v); want %v", out["errcode"], out["errmsg"], tt.wantCode)
+			}
+			if id, ok := out["msgid"].(string); ok {
+				msgIDs[tt.name] = id
+			}
+			if tt.check != nil {
+				tt.check(t, out)
+			}
+		})
+	}
+	sent := s.Sent()
+	if len(sent) != 2 || sent[0].MsgID != "fake-msg-1" || sent[1].MsgID != "fake-msg-2" {
+		t.Errorf("deliveries = %+v; want the card once and c3 once", sent)
+	}
+	if got := s.Recalled(); !slices.Equal(got, []string{"fake-msg-1"}) {
+		t.Errorf("Recalled = %v; want [fake-msg-1]", got)
 	}
 }

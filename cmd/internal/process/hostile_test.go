@@ -664,6 +664,14 @@ func (s *hostileStack) hostileAPI(t *testing.T) {
 		{"body over the 8 MiB limit", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title":"t"`, `"title":"`+strings.Repeat("t", 9<<20)+`"`, 1), 400},
 		{"app of a corp the token is not granted", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"hr"`, `"fin"`, 1), 400},
 		{"sent_at in year 1", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title"`, `"sent_at":"0001-01-01T00:00:00Z","title"`, 1), 400},
+		// The card's fields (issue 12): WeCom's limits, a link yidu signs.
+		{"body of 161 characters", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title"`, `"body":"`+strings.Repeat("文", 161)+`","title"`, 1), 400},
+		{"body with a control character", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title"`, `"body":"a\u001bb","title"`, 1), 400},
+		{"url javascript:", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title"`, `"url":"javascript:alert(1)","title"`, 1), 400},
+		{"url without a host", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title"`, `"url":"https:///p","title"`, 1), 400},
+		{"url with a newline (header injection)", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title"`, `"url":"https://x.example.com/\r\nSet-Cookie: a=b","title"`, 1), 400},
+		{"url of 2049 bytes", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title"`, `"url":"https://x.example.com/`+strings.Repeat("a", 2049-len("https://x.example.com/"))+`","title"`, 1), 400},
+		{"title of 37 characters with send", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title":"t"`, `"send":true,"title":"`+strings.Repeat("题", 37)+`"`, 1), 400},
 		// docs/openapi.yaml takes application/json only; each would be a
 		// new message (own msgid) if accepted.
 		{"content type text/plain", apiToken, "text/plain", reg("api-ctype-text", "zhangsan"), 415},

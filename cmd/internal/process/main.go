@@ -237,8 +237,33 @@ func (m *Main) Open(ctx context.Context) error {
 		Sender:        sender,
 		OrphanApplier: orphanApplier{db},
 		Apps:          DomainApps(cfg.Apps),
+		Links:         CardLinks(cfg),
 	})
 	return err
+}
+
+// CardLinks returns how the tracker turns a message's url into the card's
+// tracked link (docs/api.md, Tracked links): signed with the app's link
+// key on receiver.public_url, so opening the notice from the card records
+// a link read. nil without a public URL: the card opens the url itself,
+// and the opening is not recorded. An app without a secret cannot sign:
+// its cards open the url itself too.
+func CardLinks(cfg config.Config) tracker.LinkFunc {
+	public := cfg.Receiver.PublicURL
+	if public == "" {
+		return nil
+	}
+	keys := map[string][]byte{}
+	for _, a := range cfg.Apps {
+		keys[a.Name] = callback.LinkKey(a.Name, a.Secret)
+	}
+	return func(app yidu.App, msgID, target string) (string, error) {
+		key := keys[app.Name]
+		if key == nil {
+			return target, nil
+		}
+		return callback.LinkURL(public, app.Name, key, msgID, target)
+	}
 }
 
 // DomainApps returns the apps as the domain sees them: no secrets.

@@ -228,6 +228,27 @@
     }
   });
 
+  // --- recall ---------------------------------------------------------
+  $("recall").addEventListener("click", async () => {
+    if (!confirm("Recall this notice from everyone's WeCom? Its numbers stop at this moment. / 从所有人的企业微信撤回此通知？统计将停在此刻。")) return;
+    const btn = $("recall");
+    btn.disabled = true;
+    $("recall-status").textContent = "…";
+    try {
+      const r = await fetch(api + "/recall", { method: "POST", credentials: "same-origin", headers: { "X-CSRF-Token": csrf } });
+      const d = await r.json();
+      if (r.ok) {
+        $("recall-status").textContent = "Recalled 已撤回";
+        location.reload();
+        return;
+      }
+      $("recall-status").textContent = d.error || ("HTTP " + r.status);
+    } catch (e) {
+      $("recall-status").textContent = "Failed 失败";
+    }
+    btn.disabled = false;
+  });
+
   updateExport();
   loadDepartments();
   loadRecipients(false);
