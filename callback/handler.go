@@ -368,18 +368,22 @@ func (rc *Receiver) apply(ctx context.Context, a *app, ev *Event) error {
 }
 
 // eventTime is when a read happened: the event's CreateTime, or the
-// receive time when CreateTime is further from now than the timestamp
-// window (a signed callback arrives within it, doc path 90238, so such a
-// CreateTime is absurd: year 5138, zero, negative). The archive then gets
-// a time it can store and Redis and MySQL never disagree over it.
+// receive time when CreateTime is absurd: later than now plus the
+// timestamp window (nothing happens in the future) or before 2000 (yidu's
+// archive starts there). The archive then gets a time it can store and
+// Redis and MySQL never disagree over it. An old CreateTime is kept: WeCom
+// may deliver late. A read before its message was sent is the recorder's
+// to judge (it knows the send time).
 func (rc *Receiver) eventTime(createTime int64) time.Time {
 	now := rc.now()
-	w := int64(rc.window / time.Second)
-	if d := createTime - now.Unix(); d > w || -d > w {
+	if createTime > now.Unix()+int64(rc.window/time.Second) || createTime < minEventTime {
 		return now
 	}
 	return time.Unix(createTime, 0)
 }
+
+// minEventTime is 2000-01-01T00:00:00Z, the earliest read yidu stores.
+const minEventTime = 946684800
 
 func (rc *Receiver) ignore(a *app, reason string) outcome {
 	a.m.ignored[reason].Inc()

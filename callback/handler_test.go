@@ -461,9 +461,10 @@ func TestQueryValue(t *testing.T) {
 	}
 }
 
-// TestAbsurdEventTime: a signed callback whose CreateTime is far from now
-// (beyond the timestamp window) is read at the receive time, a time the
-// archive can store, instead of year 5138 or 1970.
+// TestAbsurdEventTime: a signed callback whose CreateTime is in the
+// future beyond the timestamp window, or before 2000, is read at the
+// receive time, a time the archive can store, instead of year 5138 or
+// 1970; an old but possible one is kept.
 func TestAbsurdEventTime(t *testing.T) {
 	tests := []struct {
 		name string
@@ -473,7 +474,9 @@ func TestAbsurdEventTime(t *testing.T) {
 		{"plausible", func(n time.Time) int64 { return n.Unix() - 30 }, func(n time.Time) time.Time { return time.Unix(n.Unix()-30, 0) }},
 		{"far future", func(time.Time) int64 { return 99999999999999 }, func(n time.Time) time.Time { return n }},
 		{"1970", func(time.Time) int64 { return 1 }, func(n time.Time) time.Time { return n }},
-		{"a day old", func(n time.Time) int64 { return n.Unix() - 86400 }, func(n time.Time) time.Time { return n }},
+		{"a day old: WeCom may deliver late", func(n time.Time) int64 { return n.Unix() - 86400 }, func(n time.Time) time.Time { return time.Unix(n.Unix()-86400, 0) }},
+		{"within the window ahead", func(n time.Time) int64 { return n.Unix() + 60 }, func(n time.Time) time.Time { return time.Unix(n.Unix()+60, 0) }},
+		{"beyond the window ahead", func(n time.Time) int64 { return n.Unix() + 3600 }, func(n time.Time) time.Time { return n }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,7 +27,13 @@ func TestBenchEndsExact(t *testing.T) {
 		Arms: allArms, ArmTimeout: time.Minute, Progress: &progress,
 	})
 	if err != nil {
-		t.Fatalf("Run: %v\n%s", err, progress.String())
+		var details []string
+		if rep != nil {
+			for _, a := range rep.Arms {
+				details = append(details, a.Arm+": "+a.ExactDetail)
+			}
+		}
+		t.Fatalf("Run: %v %q\n%s", err, details, progress.String())
 	}
 	if len(rep.Arms) != 3 {
 		t.Fatalf("report has %d arms; want 3", len(rep.Arms))
