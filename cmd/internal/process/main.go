@@ -111,7 +111,7 @@ type Main struct {
 // NewMain returns a Main for cfg logging to logger.
 func NewMain(cfg config.Config, logger *slog.Logger) *Main {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 	return &Main{Config: cfg, Logger: logger, Registry: reg}
 }
 
@@ -182,36 +182,34 @@ func CreateDatabase(ctx context.Context, dsn string) error {
 	return nil
 }
 
-// NewRedis returns a client for addr; a comma-separated list means Redis
-// Cluster.
-func NewRedis(c config.Redis) redis.UniversalClient {
-	return redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:        strings.Split(c.Addr, ","),
-		Password:     c.Password,
-		DB:           c.DB,
-		PoolSize:     64,
-		DialTimeout:  2 * time.Second,
-		ReadTimeout:  2 * time.Second,
-		WriteTimeout: 2 * time.Second,
-	})
-}
-
 // Open connects MySQL and Redis and builds the parts every role shares.
 func (m *Main) Open(ctx context.Context) error {
 	cfg := m.Config
-	db, err := OpenDB(cfg.MySQL.DSN)
+	dsn, err := MySQLDSN(cfg.MySQL)
+	if err != nil {
+		return err
+	}
+	db, err := OpenDB(dsn)
 	if err != nil {
 		return err
 	}
 	m.DB = db
+	if err := m.Registry.Register(collectors.NewDBStatsCollector(db, "yidu")); err != nil {
+		return fmt.Errorf("mysql: metrics: %w", err)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		return fmt.Errorf("mysql: ping: %w", err)
 	}
-	m.Redis = NewRedis(cfg.Redis)
+	if m.Redis, err = NewRedis(cfg.Redis); err != nil {
+		return err
+	}
+	if err := m.Registry.Register(newRedisPoolCollector(m.Redis)); err != nil {
+		return fmt.Errorf("redis: metrics: %w", err)
+	}
 	if err := m.Redis.Ping(pctx).Err(); err != nil {
-		return fmt.Errorf("redis: ping %s: %w", cfg.Redis.Addr, err)
+		return fmt.Errorf("redis: ping %s: %w", redisWhere(cfg.Redis), err)
 	}
 	log := m.Logger
 	PointWeCom(cfg.WeCom)
@@ -290,8 +288,17 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 	}
 	cfg := m.Config
 	log := m.Logger
+	if roles.Receiver || roles.Flushd {
+		if err := CheckKafka(ctx, cfg.Kafka, 10*time.Second); err != nil {
+			return err
+		}
+	}
 	if roles.Receiver {
-		p, err := delta.NewProducer(cfg.Kafka.Brokers, cfg.Kafka.Topic, delta.ProducerOptions{Logger: log})
+		kopts, err := KafkaOpts(cfg.Kafka, m.Registry, "producer")
+		if err != nil {
+			return err
+		}
+		p, err := delta.NewProducer(cfg.Kafka.Brokers, cfg.Kafka.Topic, delta.ProducerOptions{Logger: log, Extra: kopts})
 		if err != nil {
 			return fmt.Errorf("kafka producer: %w", err)
 		}
@@ -355,7 +362,12 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		log.Info("dashboard listening", "addr", addr)
 	}
 	if roles.Flushd {
+		kopts, err := KafkaOpts(cfg.Kafka, m.Registry, "consumer")
+		if err != nil {
+			return err
+		}
 		f, err := flushd.New(m.DB, flushd.Options{
+			KafkaOpts:      kopts,
 			Brokers:        cfg.Kafka.Brokers,
 			Topic:          cfg.Kafka.Topic,
 			Group:          cfg.Kafka.Group,
