@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -76,6 +77,12 @@ type Dashboard struct {
 	// hashes stay out of the ConfigMap.
 	UsersFile  string   `yaml:"users_file"`
 	SessionTTL Duration `yaml:"session_ttl"`
+	// TrustedProxies are the networks (CIDR) of the reverse proxies in
+	// front of the dashboard, an ingress controller's pods: only their
+	// X-Forwarded-For and X-Forwarded-Proto are believed (sign-in rate
+	// limits per client address, the Secure cookie behind TLS
+	// termination).
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// RemindInterval is the least time between two reminders of a message.
 	RemindInterval Duration `yaml:"remind_interval"`
 }
@@ -462,6 +469,9 @@ func (c Config) Validate() error {
 			return errors.New("config: redis.sentinel and a Cluster (a comma-separated redis.addr) are exclusive")
 		}
 	}
+	if _, err := c.Dashboard.Proxies(); err != nil {
+		return err
+	}
 	names := map[string]bool{}
 	for i, u := range c.Dashboard.Users {
 		where := u.from
@@ -491,6 +501,24 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Proxies parses TrustedProxies.
+func (d Dashboard) Proxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, p := range d.TrustedProxies {
+		pp, err := netip.ParsePrefix(p)
+		if err != nil {
+			if a, aerr := netip.ParseAddr(p); aerr == nil {
+				pp, err = a.Prefix(a.BitLen())
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("config: dashboard.trusted_proxies[%d] %q: want a CIDR (10.0.0.0/8) or an address", i, p)
+		}
+		out = append(out, pp.Masked())
+	}
+	return out, nil
 }
 
 // ExampleSecrets are the dashboard password hashes and API tokens that

@@ -69,6 +69,7 @@ func TestLoadRejects(t *testing.T) {
 		{"example token", "dashboard: {tokens: [{name: t, token: change-me-to-a-long-random-token}]}", "dashboard.tokens[0].token"},
 		{"user without name", "dashboard: {users: [{password_hash: x}]}", "name is required"},
 		{"duplicate user", "dashboard: {users: [{name: a}, {name: a}]}", "defined twice"},
+		{"bad trusted proxy", "dashboard: {trusted_proxies: ['10.0.0.0/33']}", "trusted_proxies"},
 		{"missing users file", "dashboard: {users_file: /nonexistent/users.yaml}", "dashboard.users_file"},
 	}
 	for _, tt := range tests {

@@ -341,10 +341,17 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		log.Info("receiver listening", "addr", addr)
 	}
 	if roles.Dashboard {
+		proxies, err := cfg.Dashboard.Proxies()
+		if err != nil {
+			return err
+		}
 		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
-			Tokens:         dashboardTokens(cfg.Dashboard.Tokens),
-			Users:          dashboardUsers(cfg.Dashboard.Users),
-			SessionTTL:     cfg.Dashboard.SessionTTL.D(),
+			Tokens:     dashboardTokens(cfg.Dashboard.Tokens),
+			Users:      dashboardUsers(cfg.Dashboard.Users),
+			SessionTTL: cfg.Dashboard.SessionTTL.D(),
+			// Shared by every replica, kept across restarts.
+			Sessions:       dashboard.NewRedisSessions(m.Redis, cfg.Redis.Prefix),
+			TrustedProxies: proxies,
 			RemindInterval: cfg.Dashboard.RemindInterval.D(),
 			Apps:           DomainApps(cfg.Apps),
 			Logger:         log,
