@@ -69,7 +69,6 @@ type env struct {
 	app   yidu.App
 	// secret is the app's secret, which only the WeCom client holds.
 	secret string
-	now    time.Time
 }
 
 type envOption func(*Options, *env)
@@ -155,8 +154,6 @@ func (e *env) departments(tb testing.TB, parents map[int64]int64) {
 		testenv.Check(tb, "insert department", err)
 	}
 }
-
-func bm(uids ...uint32) *roaring.Bitmap { return roaring.BitmapOf(uids...) }
 
 // failingStore is a bitmap store whose writes fail, as when Redis is down.
 type failingStore struct{ Store }

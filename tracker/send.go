@@ -14,6 +14,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/jitter"
 	"github.com/yidu-io/yidu/wecom"
 )
 
@@ -273,7 +274,7 @@ func (r *Registry) call(ctx context.Context, m yidu.Message, body []byte) (statu
 		if !retry || attempt >= r.retry.Attempts || ctx.Err() != nil {
 			return status, code, invalid, err
 		}
-		t := time.NewTimer(delay)
+		t := time.NewTimer(jitter.Apply(delay))
 		select {
 		case <-ctx.Done():
 			t.Stop()
