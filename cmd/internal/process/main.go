@@ -100,6 +100,7 @@ type Main struct {
 	// FlushdAddr is flushd's probe and metrics address when it runs alone.
 	FlushdAddr string
 
+	ready       *prometheus.GaugeVec
 	servers     []*http.Server
 	flushCancel context.CancelFunc
 	flushDone   chan struct{}
@@ -112,7 +113,8 @@ type Main struct {
 func NewMain(cfg config.Config, logger *slog.Logger) *Main {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
-	return &Main{Config: cfg, Logger: logger, Registry: reg}
+	ready, _ := probe.NewStatus(reg) // a fresh registry: cannot collide
+	return &Main{Config: cfg, Logger: logger, Registry: reg, ready: ready}
 }
 
 // PointWeCom sets up silenceper/wechat/v2's process-wide HTTP settings:
@@ -449,7 +451,7 @@ func (m *Main) readiness(kafka bool) map[string]probe.Check {
 
 // withProbes puts /healthz, /readyz and /metrics in front of a role's routes.
 func (m *Main) withProbes(h http.Handler, ready map[string]probe.Check, alive func() error) http.Handler {
-	return probe.Wrap(h, probe.Options{Ready: ready, Alive: alive, Gatherer: m.Registry, Logger: m.Logger})
+	return probe.Wrap(h, probe.Options{Ready: ready, Alive: alive, Gatherer: m.Registry, Logger: m.Logger, Status: m.ready})
 }
 
 // Per-role HTTP server settings. All bound slow clients (slow-loris):
