@@ -110,7 +110,9 @@ func CheckKafka(ctx context.Context, c config.Kafka, timeout time.Duration) erro
 			err = d.Err
 		}
 	}
-	if err != nil && refused(err) {
+	// Without TLS or SASL a closed connection is just a broker going away.
+	authed := c.TLS.Enabled || c.SASL.Mechanism != ""
+	if err != nil && (refusedAlways(err) || (authed && closedOnUs(err))) {
 		who := "without SASL"
 		if c.SASL.Mechanism != "" {
 			who = fmt.Sprintf("as %q (%s)", c.SASL.Username, c.SASL.Mechanism)
@@ -121,17 +123,9 @@ func CheckKafka(ctx context.Context, c config.Kafka, timeout time.Duration) erro
 	return nil
 }
 
-// refused reports whether err is a definitive authentication,
-// authorization or certificate failure: retrying cannot help. A broker
-// that accepted the TCP connection and then closed it (EOF, reset) is
-// one too: that is how a broker ends a failed SASL login (a real one
-// after SaslAuthenticate's error, kfake at once) and a client speaking
-// plaintext to a TLS or SASL listener. A broker that cannot be reached
-// (dial errors, timeouts) is not.
-func refused(err error) bool {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
-		return true
-	}
+// refusedAlways reports whether err is a definitive authentication,
+// authorization or certificate failure: retrying cannot help.
+func refusedAlways(err error) bool {
 	for _, e := range []error{
 		kerr.SaslAuthenticationFailed, kerr.UnsupportedSaslMechanism, kerr.IllegalSaslState,
 		kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.GroupAuthorizationFailed,
@@ -150,6 +144,15 @@ func refused(err error) bool {
 	)
 	return errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
 		errors.As(err, &verify) || errors.As(err, &alert) || errors.As(err, &recordHdr)
+}
+
+// closedOnUs reports whether the broker accepted the connection and then
+// closed it (EOF, reset). With SASL or TLS configured that is how a
+// failed login ends (a real broker after SaslAuthenticate's error, kfake
+// at once), and how a TLS listener answers plaintext; a broker that cannot
+// be reached at all (dial errors, timeouts) is not refused.
+func closedOnUs(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // NewRedis returns a client for c: Sentinel when redis.sentinel names a
