@@ -152,7 +152,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return usagef("unknown command %q", name)
 	}
 	fs := flag.NewFlagSet("yidu "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	if spec.config {
 		fs.StringVar(cfgPath, "config", *cfgPath, "configuration file (YAML); default $YIDU_CONFIG")
 		fs.StringVar(logLevel, "log-level", *logLevel, "debug, info, warn or error")
@@ -175,15 +174,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		msgID = fs.String("msgid", "", "the tracked message the link belongs to (required)")
 		to = fs.String("to", "", "the page the link opens, an http or https URL (required)")
 	}
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: yidu %s\n\n%s\n", spec.synopsis, spec.summary)
+	help := func(w io.Writer) {
+		fs.SetOutput(w)
+		fmt.Fprintf(w, "usage: yidu %s\n\n%s\n", spec.synopsis, spec.summary)
 		n := 0
 		fs.VisitAll(func(*flag.Flag) { n++ })
 		if n > 0 {
-			fmt.Fprintln(fs.Output(), "\nflags:")
+			fmt.Fprintln(w, "\nflags:")
 			fs.PrintDefaults()
 		}
 	}
+	// The flag package prints nothing itself: help goes to stdout when
+	// asked for, to stderr with a usage error.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	// `yidu migrate up --config F` and `yidu directory sync --app A`: the
 	// step comes first, flags after it (the flag package stops at it).
 	var positional []string
@@ -192,14 +196,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
+			help(stdout)
 			return flag.ErrHelp
 		}
-		return usagef("%v (usage: yidu %s)", err, spec.synopsis)
+		help(stderr)
+		return usagef("%v", err)
 	}
 	positional = append(positional, fs.Args()...)
-	bad := func() error { return usagef("usage: yidu %s", spec.synopsis) }
+	bad := func() error { return usagef("usage: yidu %s (yidu %s -h for the flags)", spec.synopsis, name) }
 
 	switch name {
 	case "version":

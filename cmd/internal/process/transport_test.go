@@ -132,6 +132,7 @@ func TestKafkaRefusedCredentials(t *testing.T) {
 	t.Run("unreachable broker is not fatal", func(t *testing.T) {
 		c := config.Default().Kafka
 		c.Brokers = []string{"127.0.0.1:1"}
+		c.SASL = config.SASL{Mechanism: config.SASLPlain, Username: "u", Password: "p"}
 		if err := CheckKafka(context.Background(), c, time.Second); err != nil {
 			t.Errorf("CheckKafka(nothing listening) = %v; want nil (it may come up; readiness reports it)", err)
 		}
