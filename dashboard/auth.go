@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -20,9 +21,12 @@ import (
 )
 
 // Authentication: bearer tokens for programs, password sign-in for people.
-// Sessions live in memory on the server (a random 256-bit id in the cookie,
-// nothing signed): a restart signs everyone out, which is acceptable for a
-// single dashboard process and makes sign-out and expiry exact.
+// A session is a random 256-bit id in the cookie (nothing signed) that
+// names a record in the SessionStore: the user and the session's CSRF
+// token. With the Redis store every replica sees every session, a restart
+// keeps them, and signing out deletes the record, which ends the session
+// everywhere at once. The user's corps are looked up at each request, so
+// a user removed from the configuration is signed out by the next deploy.
 
 const (
 	sessionCookie = "yidu_session"
@@ -31,6 +35,74 @@ const (
 	maxSessions   = 10_000
 	maxLimiters   = 10_000
 )
+
+// SessionStore keeps sign-in sessions by id. Declared here, where it is
+// used: NewRedisSessions shares them between dashboard replicas and keeps
+// them across restarts; without one (Options.Sessions nil) they live in
+// this process's memory.
+type SessionStore interface {
+	// Put stores s under id until ttl passes.
+	Put(ctx context.Context, id string, s Session, ttl time.Duration) error
+	// Get returns the session stored under id; ok is false when there is
+	// none (never stored, expired or deleted).
+	Get(ctx context.Context, id string) (s Session, ok bool, err error)
+	// Delete removes the session: sign-out, everywhere.
+	Delete(ctx context.Context, id string) error
+}
+
+// Session is a signed-in person's session as stored.
+type Session struct {
+	User string `json:"user"`
+	// CSRF is the token the page sends back with every POST.
+	CSRF    string    `json:"csrf"`
+	Expires time.Time `json:"expires"`
+}
+
+// memSessions is the SessionStore of a single dashboard process.
+type memSessions struct {
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]Session
+}
+
+func newMemSessions(now func() time.Time) *memSessions {
+	return &memSessions{now: now, m: map[string]Session{}}
+}
+
+func (m *memSessions) Put(_ context.Context, id string, s Session, _ time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.m) >= maxSessions {
+		now := m.now()
+		for k, v := range m.m {
+			if !now.Before(v.Expires) {
+				delete(m.m, k)
+			}
+		}
+		for k := range m.m { // still full: drop an arbitrary one
+			if len(m.m) < maxSessions {
+				break
+			}
+			delete(m.m, k)
+		}
+	}
+	m.m[id] = s
+	return nil
+}
+
+func (m *memSessions) Get(_ context.Context, id string) (Session, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.m[id]
+	return s, ok, nil
+}
+
+func (m *memSessions) Delete(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, id)
+	return nil
+}
 
 // principal is who is asking and which corps they may see.
 type principal struct {
@@ -58,6 +130,7 @@ func principalFrom(ctx context.Context) *principal {
 	return p
 }
 
+// session is a stored Session resolved against the current users.
 type session struct {
 	user    string
 	corps   []string
@@ -86,15 +159,19 @@ type authenticator struct {
 	// that of a wrong password, so names cannot be probed.
 	dummyHash []byte
 
-	mu       sync.Mutex
-	sessions map[string]*session
-	perIP    map[string]*rate.Limiter
+	sessions SessionStore
+
+	mu    sync.Mutex
+	perIP map[string]*rate.Limiter
 }
 
-func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func() time.Time) (*authenticator, error) {
+func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func() time.Time, store SessionStore) (*authenticator, error) {
+	if store == nil {
+		store = newMemSessions(now)
+	}
 	a := &authenticator{
 		now: now, ttl: ttl, users: map[string]*userEntry{},
-		sessions: map[string]*session{}, perIP: map[string]*rate.Limiter{},
+		sessions: store, perIP: map[string]*rate.Limiter{},
 	}
 	for i, t := range tokens {
 		if len(t.Token) < 16 {
@@ -135,11 +212,14 @@ func (a *authenticator) bearer(tok string) (*principal, bool) {
 	return &principal{name: "token:" + found.name, corps: found.corps}, true
 }
 
-var errRateLimited = errors.New("too many sign-in attempts")
+var (
+	errRateLimited = errors.New("too many sign-in attempts")
+	errBadPassword = errors.New("wrong name or password")
+)
 
 // login checks a password and opens a session. The attempt is counted
 // against the client IP and the user name before bcrypt runs.
-func (a *authenticator) login(ip, user, password string) (id string, s *session, err error) {
+func (a *authenticator) login(ctx context.Context, ip, user, password string) (id string, s *session, err error) {
 	now := a.now()
 	a.mu.Lock()
 	lim := a.perIP[ip]
@@ -161,51 +241,38 @@ func (a *authenticator) login(ip, user, password string) (id string, s *session,
 		hash = u.hash
 	}
 	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || u == nil {
-		return "", nil, errors.New("wrong name or password")
+		return "", nil, errBadPassword
 	}
 	id, csrf := randomToken(), randomToken()
-	s = &session{user: user, corps: u.corps, csrf: csrf, expires: now.Add(a.ttl)}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.sessions) >= maxSessions {
-		a.sweepLocked(now)
-		for k := range a.sessions { // still full: drop an arbitrary one
-			if len(a.sessions) < maxSessions {
-				break
-			}
-			delete(a.sessions, k)
-		}
+	st := Session{User: user, CSRF: csrf, Expires: now.Add(a.ttl)}
+	if err := a.sessions.Put(ctx, id, st, a.ttl); err != nil {
+		return "", nil, fmt.Errorf("dashboard: store session: %w", err)
 	}
-	a.sessions[id] = s
-	return id, s, nil
+	return id, &session{user: user, corps: u.corps, csrf: csrf, expires: st.Expires}, nil
 }
 
-func (a *authenticator) sweepLocked(now time.Time) {
-	for k, s := range a.sessions {
-		if !now.Before(s.expires) {
-			delete(a.sessions, k)
-		}
+// lookup returns the live session id names, resolved against the current
+// users: a session of a user no longer configured is over.
+func (a *authenticator) lookup(ctx context.Context, id string) (*session, bool, error) {
+	st, ok, err := a.sessions.Get(ctx, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("dashboard: load session: %w", err)
 	}
-}
-
-func (a *authenticator) lookup(id string) (*session, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s, ok := a.sessions[id]
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
-	if !a.now().Before(s.expires) {
-		delete(a.sessions, id)
-		return nil, false
+	u := a.users[st.User]
+	if u == nil || !a.now().Before(st.Expires) {
+		return nil, false, a.logout(ctx, id)
 	}
-	return s, true
+	return &session{user: st.User, corps: u.corps, csrf: st.CSRF, expires: st.Expires}, true, nil
 }
 
-func (a *authenticator) logout(id string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.sessions, id)
+func (a *authenticator) logout(ctx context.Context, id string) error {
+	if err := a.sessions.Delete(ctx, id); err != nil {
+		return fmt.Errorf("dashboard: delete session: %w", err)
+	}
+	return nil
 }
 
 func randomToken() string {
@@ -214,13 +281,19 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func (s *Server) sessionFrom(r *http.Request) (string, *session, bool) {
+// sessionFrom returns the request's live session. An error (the session
+// store is unreachable) is logged and counts as no session, except that
+// the guards answer 503 rather than sign the person out.
+func (s *Server) sessionFrom(r *http.Request) (string, *session, bool, error) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" || len(c.Value) > 64 {
-		return "", nil, false
+		return "", nil, false, nil
 	}
-	sess, ok := s.auth.lookup(c.Value)
-	return c.Value, sess, ok
+	sess, ok, err := s.auth.lookup(r.Context(), c.Value)
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "session store", "err", err)
+	}
+	return c.Value, sess, ok, err
 }
 
 func safeMethod(m string) bool {
@@ -254,7 +327,10 @@ func (s *Server) requireAPI(next http.Handler) http.Handler {
 				writeError(w, http.StatusUnauthorized, "invalid bearer token")
 				return
 			}
-		} else if _, sess, ok := s.sessionFrom(r); ok {
+		} else if _, sess, ok, err := s.sessionFrom(r); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "sessions are unavailable, try again shortly")
+			return
+		} else if ok {
 			if !safeMethod(r.Method) && !csrfOK(r, sess) {
 				writeError(w, http.StatusForbidden, "missing or wrong CSRF token")
 				return
@@ -272,7 +348,11 @@ func (s *Server) requireAPI(next http.Handler) http.Handler {
 // requirePage admits a session; others are sent to the sign-in page.
 func (s *Server) requirePage(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, sess, ok := s.sessionFrom(r)
+		_, sess, ok, err := s.sessionFrom(r)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "sessions are unavailable, try again shortly")
+			return
+		}
 		if !ok {
 			if safeMethod(r.Method) {
 				http.Redirect(w, r, "/login", http.StatusSeeOther)
@@ -290,13 +370,56 @@ func (s *Server) requirePage(next http.Handler) http.Handler {
 	})
 }
 
-// clientIP is the TCP peer: proxy headers are not trusted (STYLE.md).
-func clientIP(r *http.Request) string {
+// clientIP is the TCP peer; proxy headers are not trusted (STYLE.md)
+// unless the peer is one of the configured trusted proxies (an ingress
+// controller), whose X-Forwarded-For is then read from the right: the
+// first address that is not itself a trusted proxy is the client.
+func (s *Server) clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
+	}
+	if !s.trusted(host) {
+		return host
+	}
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		h := strings.TrimSpace(hops[i])
+		if _, err := netip.ParseAddr(h); err != nil {
+			break // garbage: stop at the last hop we can vouch for
+		}
+		host = h
+		if !s.trusted(h) {
+			break
+		}
 	}
 	return host
+}
+
+// trusted reports whether addr is a trusted proxy.
+func (s *Server) trusted(addr string) bool {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range s.proxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// secure reports whether the browser reached us over HTTPS: directly, or
+// through a trusted proxy that says so (X-Forwarded-Proto), so the cookie
+// gets the Secure flag behind a TLS-terminating ingress.
+func (s *Server) secure(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	return err == nil && s.trusted(host) && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
@@ -310,35 +433,45 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, http.StatusUnauthorized, "Wrong name or password / 用户名或密码错误")
 		return
 	}
-	id, sess, err := s.auth.login(clientIP(r), user, pass)
+	ip := s.clientIP(r)
+	id, sess, err := s.auth.login(r.Context(), ip, user, pass)
 	switch {
 	case errors.Is(err, errRateLimited):
 		s.met.logins.WithLabelValues("rate_limited").Inc()
 		w.Header().Set("Retry-After", "60")
 		s.renderLogin(w, http.StatusTooManyRequests, "Too many attempts, try again in a minute / 尝试次数过多，请稍后再试")
 		return
-	case err != nil:
+	case errors.Is(err, errBadPassword):
 		s.met.logins.WithLabelValues("bad_password").Inc()
-		s.log.InfoContext(r.Context(), "sign-in refused", "ip", clientIP(r))
+		s.log.InfoContext(r.Context(), "sign-in refused", "ip", ip)
 		s.renderLogin(w, http.StatusUnauthorized, "Wrong name or password / 用户名或密码错误")
+		return
+	case err != nil:
+		s.log.ErrorContext(r.Context(), "sign-in", "err", err)
+		s.renderLogin(w, http.StatusServiceUnavailable, "Sign-in is unavailable, try again shortly / 暂时无法登录，请稍后再试")
 		return
 	}
 	s.met.logins.WithLabelValues("ok").Inc()
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", Expires: sess.expires,
 		MaxAge: int(s.auth.ttl.Seconds()), HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode,
+		Secure: s.secure(r), SameSite: http.SameSiteLaxMode,
 	})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
-	if id, _, ok := s.sessionFrom(r); ok {
-		s.auth.logout(id)
+	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" && len(c.Value) <= 64 {
+		if err := s.auth.logout(r.Context(), c.Value); err != nil {
+			// The cookie must not outlive a session we failed to end.
+			s.log.ErrorContext(r.Context(), "sign-out", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "sign-out failed, try again shortly")
+			return
+		}
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode,
+		Secure: s.secure(r), SameSite: http.SameSiteLaxMode,
 	})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

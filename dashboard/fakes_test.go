@@ -424,6 +424,13 @@ func newFixture(tb testing.TB) *fixture { return newFixtureWith(tb, false) }
 // newFixtureWith builds the fixture; idsOnlyDir hides the directory's Users.
 func newFixtureWith(tb testing.TB, idsOnlyDir bool) *fixture {
 	tb.Helper()
+	return newFixtureOpts(tb, idsOnlyDir, nil)
+}
+
+// newFixtureOpts is newFixtureWith with edit (may be nil) applied to the
+// server's Options.
+func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixture {
+	tb.Helper()
 	c := &clock{t: t0.Add(30 * time.Minute)}
 	f := &fixture{clock: c, msgs: newFakeMessages(c.Now), bms: newFakeBitmaps(), reg: prometheus.NewRegistry()}
 	f.dir = &fakeDirectory{
@@ -471,7 +478,7 @@ func newFixtureWith(tb testing.TB, idsOnlyDir bool) *fixture {
 	if idsOnlyDir {
 		dir = idsOnly{f.dir}
 	}
-	srv, err := New(f.msgs, f.bms, dir, Options{
+	opts := Options{
 		Registerer: f.reg, Now: c.Now,
 		Apps: []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}, {Name: "ops", CorpID: "other", AgentID: 1000003}},
 		Tokens: []Token{
@@ -484,7 +491,11 @@ func newFixtureWith(tb testing.TB, idsOnlyDir bool) *fixture {
 		},
 		SessionTTL:     time.Hour,
 		RemindInterval: time.Hour,
-	})
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	srv, err := New(f.msgs, f.bms, dir, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func (s *Server) renderLogin(w http.ResponseWriter, code int, msg string) {
 }
 
 func (s *Server) handleLoginPage(w http.ResponseWriter, r *http.Request) {
-	if _, _, ok := s.sessionFrom(r); ok {
+	if _, _, ok, _ := s.sessionFrom(r); ok {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}

@@ -2,8 +2,9 @@
 // who has read a tracked message: live counts from the Redis bitmaps, the
 // per-department breakdown, the unread list, CSV export and reminders.
 //
-// People sign in with a password (bcrypt) and get a session kept in memory
-// on the server; programs use bearer tokens. Both see only their corps.
+// People sign in with a password (bcrypt) and get a session kept in a
+// SessionStore (Redis, shared by every replica); programs use bearer
+// tokens. Both see only their corps.
 package dashboard
 
 import (
@@ -17,6 +18,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +43,15 @@ type Options struct {
 	Users []User
 	// SessionTTL is how long a sign-in lasts (default 12 h).
 	SessionTTL time.Duration
+	// Sessions keeps sign-in sessions (NewRedisSessions, so that replicas
+	// share them and a restart keeps them); nil keeps them in this
+	// process's memory, which suits one process only.
+	Sessions SessionStore
+	// TrustedProxies are the networks of the reverse proxies (an ingress
+	// controller) whose X-Forwarded-For and X-Forwarded-Proto are
+	// believed: for the per-address sign-in limit and the cookie's Secure
+	// flag. Empty trusts no header.
+	TrustedProxies []netip.Prefix
 	// RemindInterval is the least time between two reminders of a message
 	// (default 1 h).
 	RemindInterval time.Duration
@@ -92,6 +103,7 @@ type Server struct {
 	now                       func() time.Time
 	pages                     *template.Template
 	auth                      *authenticator
+	proxies                   []netip.Prefix
 
 	restoring singleflight.Group
 	depts     *cache[*deptTree]
@@ -131,7 +143,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	auth, err := newAuthenticator(opts.Tokens, opts.Users, opts.SessionTTL, opts.Now)
+	auth, err := newAuthenticator(opts.Tokens, opts.Users, opts.SessionTTL, opts.Now, opts.Sessions)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +156,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		remindIv: opts.RemindInterval, apps: map[string]yidu.App{},
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
-		pages: pages, auth: auth,
+		pages: pages, auth: auth, proxies: opts.TrustedProxies,
 		depts:          newDeptCache(dir, opts.Now, time.Minute),
 		curves:         newCurveCache(msgs, opts.Now, 5*time.Second),
 		remindInFlight: map[string]bool{},

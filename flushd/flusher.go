@@ -293,7 +293,7 @@ func (f *Flusher) flushDue(ctx context.Context) {
 	switch {
 	case err != nil && ctx.Err() == nil:
 		f.failures++
-		f.retryAt = now.Add(f.backoff.delay(f.failures))
+		f.retryAt = now.Add(f.backoff.wait(f.failures))
 		f.onRetry(err)
 	case err == nil && len(due) > 0:
 		f.failures = 0

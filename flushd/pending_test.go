@@ -135,10 +135,30 @@ func TestBackoffDelay(t *testing.T) {
 	}
 }
 
+func TestBackoffWaitJittered(t *testing.T) {
+	tests := []struct {
+		rnd  float64
+		want time.Duration
+	}{{0, 400 * time.Millisecond}, {0.5, 600 * time.Millisecond}, {1, 800 * time.Millisecond}}
+	for _, tt := range tests {
+		b := backoff{min: 100 * time.Millisecond, max: time.Second, rnd: func() float64 { return tt.rnd }}
+		if got := b.wait(4); got != tt.want {
+			t.Errorf("wait(4) with rnd %v = %v; want %v (in [delay/2, delay])", tt.rnd, got, tt.want)
+		}
+	}
+	b := backoff{min: 100 * time.Millisecond, max: time.Second}
+	for range 100 {
+		if got := b.wait(4); got < 400*time.Millisecond || got > 800*time.Millisecond {
+			t.Fatalf("wait(4) = %v; want within [400ms, 800ms]", got)
+		}
+	}
+}
+
 // TestRetry checks the capped backoff between attempts and that retry
 // gives up when its context (the drain deadline) ends.
 func TestRetry(t *testing.T) {
-	b := backoff{min: 100 * time.Millisecond, max: 400 * time.Millisecond}
+	// The jitter pinned at its top: the waits are the full backoff.
+	b := backoff{min: 100 * time.Millisecond, max: 400 * time.Millisecond, rnd: func() float64 { return 1 }}
 	t.Run("succeeds after failures", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			start := time.Now()

@@ -3,22 +3,38 @@ package flushd
 import (
 	"context"
 	"time"
+
+	"github.com/yidu-io/yidu/internal/jitter"
 )
 
 // backoff is a capped exponential delay between retries of a failed flush.
 type backoff struct {
 	min, max time.Duration
+	// rnd draws the jitter (values in [0, 1]); nil is math/rand. Tests
+	// pin it.
+	rnd func() float64
 }
 
 var defaultBackoff = backoff{min: 100 * time.Millisecond, max: 10 * time.Second}
 
-// delay returns the wait after the n-th consecutive failure (n ≥ 1).
+// delay returns the cap of the wait after the n-th consecutive failure
+// (n ≥ 1); wait draws the actual wait below it.
 func (b backoff) delay(n int) time.Duration {
 	d := b.min
 	for i := 1; i < n && d < b.max; i++ {
 		d *= 2
 	}
 	return min(d, b.max)
+}
+
+// wait is the jittered wait after the n-th consecutive failure, in
+// [delay(n)/2, delay(n)]: flushd instances that failed on the same MySQL
+// outage come back spread out.
+func (b backoff) wait(n int) time.Duration {
+	if b.rnd != nil {
+		return jitter.ApplyWith(b.delay(n), b.rnd)
+	}
+	return jitter.Apply(b.delay(n))
 }
 
 // retry calls fn until it succeeds or ctx ends, waiting b.delay between
@@ -34,7 +50,7 @@ func retry(ctx context.Context, b backoff, fn func() error, onRetry func(error))
 			return err
 		}
 		onRetry(err)
-		t := time.NewTimer(b.delay(n))
+		t := time.NewTimer(b.wait(n))
 		select {
 		case <-ctx.Done():
 			t.Stop()

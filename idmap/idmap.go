@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/jitter"
 	"github.com/yidu-io/yidu/internal/metric"
 )
 
@@ -635,7 +636,9 @@ func retry(ctx context.Context, fn func() error) error {
 		if err == nil || !errors.As(err, &me) || (me.Number != 1213 && me.Number != 1205) {
 			return err
 		}
-		t := time.NewTimer(time.Duration(10<<i) * time.Millisecond)
+		// Jittered: the transactions that deadlocked together must not
+		// retry together.
+		t := time.NewTimer(jitter.Apply(time.Duration(10<<i) * time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -175,8 +175,6 @@ func (e *env) departments(tb testing.TB, parents map[int64]int64) {
 	}
 }
 
-func bm(uids ...uint32) *roaring.Bitmap { return roaring.BitmapOf(uids...) }
-
 // failingStore is a bitmap store whose writes fail, as when Redis is down.
 type failingStore struct{ Store }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/jitter"
 	"github.com/yidu-io/yidu/wecom"
 )
 
@@ -620,7 +621,7 @@ func (r *Registry) retrying(ctx context.Context, do func() (int64, string, error
 		if !retry || attempt >= r.retry.Attempts || ctx.Err() != nil {
 			return status, code, err
 		}
-		wait := delay
+		wait := jitter.Apply(delay)
 		if frequencyCodes[code] {
 			wait = max(wait, rateLimitWait)
 		}

@@ -2,6 +2,7 @@
 // dashboard, flushd, migrations, directory sync and reconciliation.
 //
 //	yidu serve      --config yidu.yaml   # receiver + dashboard + flushd
+//	yidu --config yidu.yaml serve        # the same
 //	yidu receiver   --config yidu.yaml
 //	yidu flushd     --config yidu.yaml
 //	yidu dashboard  --config yidu.yaml
@@ -9,11 +10,12 @@
 //	yidu directory  --config yidu.yaml sync --app hr
 //	yidu reconcile  --config yidu.yaml --msgid M | --all-active
 //	yidu link       --config yidu.yaml --app hr --msgid M --to URL
-//	yidu hash-password                   # reads a password on stdin
+//	yidu hash-password                   # prompts without echo, or reads stdin
 //	yidu healthcheck http://127.0.0.1:8080/readyz
+//	yidu version                         # or yidu --version
 //
-// It reads flags and the environment, builds the parts (cmd/internal/yidu)
-// and exits non-zero on failure. SIGINT/SIGTERM stop it cleanly.
+// It reads flags and the environment, builds the parts (cmd/internal/process)
+// and exits 1 on failure, 2 on a usage error. SIGINT/SIGTERM stop it cleanly.
 package main
 
 import (
@@ -26,16 +28,19 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/term"
 
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/cmd/internal/process"
+	"github.com/yidu-io/yidu/internal/buildinfo"
 )
 
-const usage = `usage: yidu <command> [--config FILE] [flags]
+const usage = `usage: yidu [--config FILE] [--log-level LEVEL] <command> [flags]
 
 commands:
   serve        receiver + dashboard + flushd in one process
@@ -46,116 +51,221 @@ commands:
   directory    sync --app NAME      (pull the WeCom directory)
   reconcile    --msgid M | --all-active   (repair Redis/MySQL drift)
   link         --app NAME --msgid M --to URL   (print a tracked link)
-  hash-password  print a bcrypt hash of the password on stdin
+  hash-password  print a bcrypt hash of a password (prompted without echo on a terminal, else one line of stdin)
   healthcheck URL  exit 0 when URL answers 200 (container probes)
+  version      print the version, VCS revision and Go version (also --version)
+
+"yidu <command> -h" lists a command's flags. --config (or YIDU_CONFIG)
+and --log-level go before or after the command. Exit status: 0 done,
+1 failed, 2 usage error.
 `
+
+// usageError is a command line yidu cannot run: main exits 2 on it.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// exitCode maps run's error to the process exit status: 0, 2 for a usage
+// error (flag.ErrHelp after -h is 0: help was asked for), 1 otherwise.
+func exitCode(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		return 2
+	}
+	return 1
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "yidu:", err)
-		os.Exit(1)
 	}
+	stop()
+	os.Exit(exitCode(err))
+}
+
+// command is one subcommand: its synopsis (verbs and required flags) for
+// -h and usage errors, and the flags it takes besides --config and
+// --log-level.
+type command struct {
+	synopsis string
+	summary  string
+	// config: the command reads the configuration file.
+	config bool
+}
+
+var commands = map[string]command{
+	"serve":         {"serve", "Runs the receiver, the dashboard and flushd in one process.", true},
+	"receiver":      {"receiver", "Runs the WeCom callback receiver (receiver.listen).", true},
+	"flushd":        {"flushd", "Runs flushd: Kafka deltas → MySQL in batches (probes on flushd.listen).", true},
+	"dashboard":     {"dashboard", "Runs the dashboard page and /api/v1 (dashboard.listen).", true},
+	"migrate":       {"migrate up|status|down", "Applies (up), lists (status) or rolls back one (down) schema migration.", true},
+	"directory":     {"directory sync --app NAME", "Pulls app NAME's WeCom address book into MySQL (departments, members, leavers).", true},
+	"reconcile":     {"reconcile --msgid M [--app NAME] | --all-active", "Compares messages' Redis bitmaps with MySQL and repairs either side.", true},
+	"link":          {"link --app NAME --msgid M --to URL", "Prints the tracked link of message M that opens URL (receiver.public_url).", true},
+	"hash-password": {"hash-password", "Prints a bcrypt hash for dashboard users: prompts twice without echo on a terminal, else reads one line of stdin.", false},
+	"healthcheck":   {"healthcheck URL", "Exits 0 when URL answers 200 (for container health checks: the image has no shell or curl).", false},
+	"version":       {"version", "Prints the module version, VCS revision and time, and the Go version.", false},
 }
 
 // run is main without the process: tests call it.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
+	// Flags before the command: yidu --config F serve.
+	global := flag.NewFlagSet("yidu", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	cfgPath := global.String("config", getenv("YIDU_CONFIG"), "configuration file (YAML); default $YIDU_CONFIG")
+	logLevel := global.String("log-level", "info", "debug, info, warn or error")
+	showVersion := global.Bool("version", false, "print the version and exit")
+	global.Usage = func() {}
+	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return flag.ErrHelp
+		}
+		fmt.Fprint(stderr, usage)
+		return usagef("%v", err)
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, buildinfo.Read())
+		return nil
+	}
+	args = global.Args()
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return flag.ErrHelp
+		return usagef("no command")
 	}
-	cmd, args := args[0], args[1:]
-	fs := flag.NewFlagSet("yidu "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", getenv("YIDU_CONFIG"), "configuration file (YAML)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	name, args := args[0], args[1:]
+	if name == "help" {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	spec, ok := commands[name]
+	if !ok {
+		fmt.Fprint(stderr, usage)
+		return usagef("unknown command %q", name)
+	}
+	fs := flag.NewFlagSet("yidu "+name, flag.ContinueOnError)
+	if spec.config {
+		fs.StringVar(cfgPath, "config", *cfgPath, "configuration file (YAML); default $YIDU_CONFIG")
+		fs.StringVar(logLevel, "log-level", *logLevel, "debug, info, warn or error")
+	}
 	var (
 		app       *string
 		msgID     *string
 		allActive *bool
 		to        *string
 	)
-	switch cmd {
+	switch name {
 	case "directory":
-		app = fs.String("app", "", "app name from the configuration")
+		app = fs.String("app", "", "app name from the configuration (required)")
 	case "reconcile":
 		msgID = fs.String("msgid", "", "message to reconcile")
 		allActive = fs.Bool("all-active", false, "reconcile every message within the Redis TTL")
 		app = fs.String("app", "", "with --msgid: the app (or corp) the message belongs to; optional")
 	case "link":
-		app = fs.String("app", "", "app name from the configuration")
-		msgID = fs.String("msgid", "", "the tracked message the link belongs to")
-		to = fs.String("to", "", "the page the link opens (http or https URL)")
-	case "hash-password":
-		pw, err := bufio.NewReader(stdin).ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("read password: %w", err)
-		}
-		pw = strings.TrimRight(pw, "\r\n")
-		if len(pw) < 8 {
-			return errors.New("password must be at least 8 characters")
-		}
-		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
-		if err != nil {
-			return fmt.Errorf("hash password: %w", err)
-		}
-		fmt.Fprintln(stdout, string(h))
-		return nil
-	case "healthcheck":
-		// For container health checks in an image with no shell or curl.
-		if len(args) != 1 {
-			return errors.New("usage: yidu healthcheck URL")
-		}
-		return healthcheck(ctx, args[0], stdout)
-	case "serve", "receiver", "flushd", "dashboard", "migrate":
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", cmd)
+		app = fs.String("app", "", "app name from the configuration (required)")
+		msgID = fs.String("msgid", "", "the tracked message the link belongs to (required)")
+		to = fs.String("to", "", "the page the link opens, an http or https URL (required)")
 	}
+	help := func(w io.Writer) {
+		fs.SetOutput(w)
+		fmt.Fprintf(w, "usage: yidu %s\n\n%s\n", spec.synopsis, spec.summary)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(w, "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	// The flag package prints nothing itself: help goes to stdout when
+	// asked for, to stderr with a usage error.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	// `yidu migrate up --config F` and `yidu directory sync --app A`: the
 	// step comes first, flags after it (the flag package stops at it).
 	var positional []string
-	if (cmd == "migrate" || cmd == "directory") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	if (name == "migrate" || name == "directory") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		positional, args = args[:1], args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			help(stdout)
+			return flag.ErrHelp
+		}
+		help(stderr)
+		return usagef("%v", err)
 	}
 	positional = append(positional, fs.Args()...)
+	bad := func() error { return usagef("usage: yidu %s (yidu %s -h for the flags)", spec.synopsis, name) }
+
+	switch name {
+	case "version":
+		if len(positional) != 0 {
+			return bad()
+		}
+		fmt.Fprintln(stdout, buildinfo.Read())
+		return nil
+	case "hash-password":
+		if len(positional) != 0 {
+			return bad()
+		}
+		return hashPassword(stdin, stdout, stderr)
+	case "healthcheck":
+		if len(positional) != 1 {
+			return bad()
+		}
+		return healthcheck(ctx, positional[0], stdout)
+	case "migrate":
+		if len(positional) != 1 || !slices.Contains([]string{"up", "status", "down"}, positional[0]) {
+			return bad()
+		}
+	case "directory":
+		if len(positional) != 1 || positional[0] != "sync" || *app == "" {
+			return bad()
+		}
+	case "reconcile":
+		if (*msgID == "") == !*allActive || len(positional) != 0 {
+			return bad()
+		}
+	case "link":
+		if *app == "" || *msgID == "" || *to == "" || len(positional) != 0 {
+			return bad()
+		}
+	default:
+		if len(positional) != 0 {
+			return bad()
+		}
+	}
+
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return usagef("--log-level: %v", err)
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg, err := config.Load(*cfgPath, getenv)
 	if err != nil {
 		return err
 	}
+	// mysql.tls: registered with the driver once, for every command.
+	if cfg.MySQL.DSN, err = process.MySQLDSN(cfg.MySQL); err != nil {
+		return err
+	}
 
-	switch cmd {
+	switch name {
 	case "migrate":
 		return migrate(ctx, cfg, positional, stdout)
 	case "directory":
-		if len(positional) != 1 || positional[0] != "sync" || *app == "" {
-			return errors.New("usage: yidu directory sync --app NAME")
-		}
 		return syncDirectory(ctx, cfg, *app, logger, stdout)
 	case "reconcile":
-		if (*msgID == "") == !*allActive {
-			return errors.New("usage: yidu reconcile --msgid M | --all-active")
-		}
 		return runReconcile(ctx, cfg, logger, *msgID, *app, *allActive, stdout)
 	case "link":
-		if *app == "" || *msgID == "" || *to == "" {
-			return errors.New("usage: yidu link --app NAME --msgid M --to URL")
-		}
 		return printLink(cfg, *app, *msgID, *to, stdout)
 	}
 
@@ -164,13 +274,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"receiver":  {Receiver: true},
 		"flushd":    {Flushd: true},
 		"dashboard": {Dashboard: true},
-	}[cmd]
+	}[name]
 	if roles.Receiver {
 		if err := cfg.ValidateReceiver(); err != nil {
 			return err
 		}
 	}
-	m := process.NewMain(cfg, logger.With("process", cmd))
+	logger.Info("starting", "command", name, "version", buildinfo.Read().Version, "revision", buildinfo.Read().Revision)
+	m := process.NewMain(cfg, logger.With("process", name))
 	if err := m.Run(ctx, roles); err != nil {
 		m.Close()
 		return err
@@ -184,4 +295,51 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return fmt.Errorf("flushd stopped: %w", m.FlushdErr())
 	}
 	return m.Close()
+}
+
+// hashPassword prints the bcrypt hash of a password: on a terminal it is
+// asked for twice without echo; otherwise one line of stdin is read.
+func hashPassword(stdin io.Reader, stdout, stderr io.Writer) error {
+	var pw string
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		read := func(prompt string) (string, error) {
+			fmt.Fprint(stderr, prompt)
+			b, err := term.ReadPassword(int(f.Fd()))
+			fmt.Fprintln(stderr)
+			if err != nil {
+				return "", fmt.Errorf("read password: %w", err)
+			}
+			return string(b), nil
+		}
+		a, err := read("Password: ")
+		if err != nil {
+			return err
+		}
+		b, err := read("Again: ")
+		if err != nil {
+			return err
+		}
+		if a != b {
+			return errors.New("the passwords differ")
+		}
+		pw = a
+	} else {
+		line, err := bufio.NewReader(stdin).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read password: %w", err)
+		}
+		pw = strings.TrimRight(line, "\r\n")
+	}
+	if len(pw) < 8 {
+		return errors.New("password must be at least 8 characters")
+	}
+	if len(pw) > 72 {
+		return errors.New("password must be at most 72 bytes (bcrypt reads no more)")
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+	if err != nil {
+		return fmt.Errorf("hash password: %w", err)
+	}
+	fmt.Fprintln(stdout, string(h))
+	return nil
 }

@@ -84,7 +84,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no command", nil, "flag: help requested"},
+		{"no command", nil, "no command"},
 		{"unknown command", []string{"explode"}, `unknown command "explode"`},
 		{"bad config key", []string{"serve", "--config", bad}, "listn"},
 		{"missing config", []string{"serve", "--config", "/nonexistent/yidu.yaml"}, "no such file"},
@@ -100,6 +100,59 @@ func TestUsageErrors(t *testing.T) {
 				t.Errorf("yidu %v error = %v; want it to mention %q", tt.args, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // "" = anything
+	}{
+		{"no command", nil, 2, ""},
+		{"unknown command", []string{"explode"}, 2, ""},
+		{"help", []string{"-h"}, 0, "commands:"},
+		{"migrate help names its verbs", []string{"migrate", "-h"}, 0, "yidu migrate up|status|down"},
+		{"directory help names sync and --app", []string{"directory", "-h"}, 0, "-app"},
+		{"reconcile help", []string{"reconcile", "-h"}, 0, "-all-active"},
+		{"link help", []string{"link", "-h"}, 0, "-msgid"},
+		{"hash-password help", []string{"hash-password", "-h"}, 0, "without echo"},
+		{"version", []string{"version"}, 0, "yidu "},
+		{"--version", []string{"--version"}, 0, "yidu "},
+		{"migrate without a step", []string{"migrate"}, 2, ""},
+		{"migrate sideways", []string{"migrate", "sideways"}, 2, ""},
+		{"directory without sync", []string{"directory", "--app", "hr"}, 2, ""},
+		{"unknown flag", []string{"serve", "--nope"}, 2, ""},
+		{"unknown global flag", []string{"--nope", "serve"}, 2, ""},
+		{"reconcile both", []string{"reconcile", "--msgid", "m", "--all-active"}, 2, ""},
+		{"healthcheck without URL", []string{"healthcheck"}, 2, ""},
+		{"serve with an argument", []string{"serve", "extra"}, 2, ""},
+		{"bad log level", []string{"serve", "--log-level", "loud"}, 2, ""},
+		{"missing config is a failure, not usage", []string{"--config", "/nonexistent/yidu.yaml", "serve"}, 1, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, _, err := runCmd(t, nil, "", tt.args...)
+			if got := exitCode(err); got != tt.code {
+				t.Errorf("yidu %v: exit %d (%v); want %d", tt.args, got, err, tt.code)
+			}
+			if tt.stdout != "" && !strings.Contains(out, tt.stdout) {
+				t.Errorf("yidu %v printed %q; want it to contain %q", tt.args, out, tt.stdout)
+			}
+		})
+	}
+}
+
+func TestGlobalConfigBeforeCommand(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("receiver: {listn: x}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--config", bad, "serve"}, {"serve", "--config", bad}, {"--config=" + bad, "migrate", "status"}} {
+		if _, _, err := runCmd(t, nil, "", args...); err == nil || !strings.Contains(err.Error(), "listn") {
+			t.Errorf("yidu %v = %v; want the file's error (it was read)", args, err)
+		}
 	}
 }
 

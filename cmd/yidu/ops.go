@@ -23,9 +23,6 @@ import (
 
 // migrate runs `yidu migrate up|status|down`.
 func migrate(ctx context.Context, cfg config.Config, args []string, out io.Writer) error {
-	if len(args) != 1 {
-		return errors.New("usage: yidu migrate up|status|down")
-	}
 	if args[0] == "up" {
 		if err := process.CreateDatabase(ctx, cfg.MySQL.DSN); err != nil {
 			return err
@@ -164,7 +161,14 @@ func runReconcile(ctx context.Context, cfg config.Config, logger *slog.Logger, m
 	if err := m.Open(ctx); err != nil {
 		return err
 	}
-	p, err := delta.NewProducer(cfg.Kafka.Brokers, cfg.Kafka.Topic, delta.ProducerOptions{Logger: logger, DeliveryTimeout: 30 * time.Second})
+	if err := process.CheckKafka(ctx, cfg.Kafka, 10*time.Second); err != nil {
+		return err
+	}
+	kopts, err := process.KafkaOpts(cfg.Kafka, nil, "")
+	if err != nil {
+		return err
+	}
+	p, err := delta.NewProducer(cfg.Kafka.Brokers, cfg.Kafka.Topic, delta.ProducerOptions{Logger: logger, DeliveryTimeout: 30 * time.Second, Extra: kopts})
 	if err != nil {
 		return fmt.Errorf("kafka producer: %w", err)
 	}

@@ -89,7 +89,7 @@ func TestRedisLuaAndBitmaps(t *testing.T) {
 	if n, _ := c.BitCount(ctx, keys[1], nil).Result(); n != 3 {
 		t.Errorf("BITCOUNT after BITOP OR = %d; want 3", n)
 	}
-	if got, err := c.ZRangeByScore(ctx, keys[3], &redis.ZRangeBy{Min: "1700000000", Max: "+inf"}).Result(); err != nil || len(got) != 1 || got[0] != "m1" {
+	if got, err := c.ZRangeArgs(ctx, redis.ZRangeArgs{Key: keys[3], Start: "1700000000", Stop: "+inf", ByScore: true}).Result(); err != nil || len(got) != 1 || got[0] != "m1" {
 		t.Errorf("ZRANGEBYSCORE = %v, %v; want [m1]", got, err)
 	}
 	if got, err := c.HGetAll(ctx, keys[2]).Result(); err != nil || got["title"] != "通知" || got["last_read"] != "1700100000" {

@@ -112,13 +112,6 @@ func (e *env) expire(p *proc) {
 	}
 }
 
-// killMember kills flushd p with SIGKILL and expires its membership.
-func (e *env) killMember(p *proc) {
-	e.t.Helper()
-	p.kill9(e.t)
-	e.expire(p)
-}
-
 // committed returns the sum of flushd's committed offsets: with one delta
 // per read and no re-emits, the number of reads flushd has acknowledged.
 func (e *env) committed() int64 {

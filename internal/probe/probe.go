@@ -41,6 +41,25 @@ type Options struct {
 	// Logger receives failed checks, at most one line per check every
 	// ten seconds; nil discards.
 	Logger *slog.Logger
+	// Status, when set, gets each check's last result at every /readyz
+	// (label check; 1 passed, 0 failed), so alerts see readiness without
+	// the orchestrator's own metrics.
+	Status *prometheus.GaugeVec
+}
+
+// NewStatus returns the yidu_ready gauge for Options.Status, registered on
+// reg (nil: nowhere).
+func NewStatus(reg prometheus.Registerer) (*prometheus.GaugeVec, error) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "yidu_ready",
+		Help: "Result of each readiness check at the last /readyz: 1 passed, 0 failed.",
+	}, []string{"check"})
+	if reg != nil {
+		if err := reg.Register(g); err != nil {
+			return nil, fmt.Errorf("probe: register metrics: %w", err)
+		}
+	}
+	return g, nil
 }
 
 // Wrap returns a handler serving the probes and h for everything else.
@@ -142,5 +161,14 @@ func (p *prober) failing(ctx context.Context) []string {
 		}
 	}
 	slices.Sort(failed)
+	if g := p.o.Status; g != nil {
+		for name := range p.o.Ready {
+			v := 1.0
+			if slices.Contains(failed, name) || slices.Contains(failed, name+" (timeout)") {
+				v = 0
+			}
+			g.WithLabelValues(name).Set(v)
+		}
+	}
 	return failed
 }

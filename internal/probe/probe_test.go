@@ -87,3 +87,23 @@ func TestReadyParallel(t *testing.T) {
 		t.Fatalf("/readyz = %d %q; want 200 (checks ran one after the other)", code, body)
 	}
 }
+
+func TestReadyStatusGauge(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g, err := NewStatus(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := func(context.Context) error { return errors.New("refused") }
+	h := Wrap(http.NotFoundHandler(), Options{Ready: map[string]Check{"mysql": ok, "redis": down}, Gatherer: reg, Status: g})
+	get(t, h, "/readyz")
+	_, body := get(t, h, "/metrics")
+	for _, want := range []string{`yidu_ready{check="mysql"} 1`, `yidu_ready{check="redis"} 0`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics after /readyz lacks %s:\n%s", want, body)
+		}
+	}
+	if _, err := NewStatus(reg); err == nil {
+		t.Errorf("NewStatus twice on one registry = nil; want the duplicate reported")
+	}
+}

@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -74,8 +76,18 @@ type Dashboard struct {
 	// Tokens are the API bearer tokens.
 	Tokens []Token `yaml:"tokens"`
 	// Users may sign in to the page.
-	Users      []User   `yaml:"users"`
+	Users []User `yaml:"users"`
+	// UsersFile is a YAML file holding more users (a list of the same
+	// shape as Users): a Kubernetes Secret mounted as a file, so password
+	// hashes stay out of the ConfigMap.
+	UsersFile  string   `yaml:"users_file"`
 	SessionTTL Duration `yaml:"session_ttl"`
+	// TrustedProxies are the networks (CIDR) of the reverse proxies in
+	// front of the dashboard, an ingress controller's pods: only their
+	// X-Forwarded-For and X-Forwarded-Proto are believed (sign-in rate
+	// limits per client address, the Secure cookie behind TLS
+	// termination).
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// RemindInterval is the least time between two reminders of a message.
 	RemindInterval Duration `yaml:"remind_interval"`
 }
@@ -93,22 +105,71 @@ type User struct {
 	// PasswordHash is a bcrypt hash (yidu hash-password prints one).
 	PasswordHash string   `yaml:"password_hash"`
 	Corps        []string `yaml:"corps"`
+
+	// from says where the user came from in errors (default
+	// dashboard.users[i]).
+	from string
 }
 
-// Redis configures the bitmap store.
+// Redis configures the bitmap store (and the dashboard's sessions): one
+// node, a Cluster (Addr lists several seeds) or a Sentinel-managed primary
+// (Sentinel set; Addr is then ignored).
 type Redis struct {
-	Addr     string `yaml:"addr"`
+	Addr string `yaml:"addr"`
+	// Username is the Redis 6+ ACL user (empty: "default").
+	Username string `yaml:"username"`
 	Password string `yaml:"password"`
 	DB       int    `yaml:"db"`
+	// TLS connects over TLS (managed Redis services require it).
+	TLS TLS `yaml:"tls"`
+	// Sentinel finds the primary through Redis Sentinel.
+	Sentinel Sentinel `yaml:"sentinel"`
 	// Prefix starts every key yidu writes.
 	Prefix string `yaml:"prefix"`
 	// TTL keeps a message's keys this long after its last activity.
 	TTL Duration `yaml:"ttl"`
 }
 
+// Sentinel names a Sentinel-managed primary and the sentinels that know it.
+type Sentinel struct {
+	// Master is the primary's name in the sentinels' configuration.
+	Master string   `yaml:"master"`
+	Addrs  []string `yaml:"addrs"`
+	// Username and Password authenticate to the sentinels themselves
+	// when they require it (the password only from
+	// YIDU_REDIS_SENTINEL_PASSWORD); the data nodes take redis.username
+	// and redis.password.
+	Username string `yaml:"username"`
+	Password string `yaml:"-"`
+}
+
+// TLS configures a TLS client connection. The server's certificate is
+// verified (against CAFile, or the system roots) unless
+// InsecureSkipVerify is set explicitly.
+type TLS struct {
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of the CAs that sign the server's
+	// certificate (empty: the system roots).
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// servers that authenticate clients by certificate (mutual TLS).
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName is the name the server's certificate must carry (empty:
+	// the host of the address dialled).
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify turns certificate verification off: encrypted,
+	// but anyone on the path can impersonate the server. Tests only.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
 // MySQL configures the archive.
 type MySQL struct {
 	DSN string `yaml:"dsn"`
+	// TLS is registered with the driver under the name "yidu": the DSN
+	// selects it with tls=yidu (added when the DSN names no TLS mode).
+	// tls=true (system roots) or tls=skip-verify in the DSN need none.
+	TLS TLS `yaml:"tls"`
 }
 
 // Kafka configures the deltas topic.
@@ -121,7 +182,28 @@ type Kafka struct {
 	// partitions to the others; the broker bounds it
 	// (group.min.session.timeout.ms, 6 s by default).
 	SessionTimeout Duration `yaml:"session_timeout"`
+	// TLS connects to the brokers over TLS.
+	TLS TLS `yaml:"tls"`
+	// SASL authenticates to the brokers; the password comes only from
+	// YIDU_KAFKA_SASL_PASSWORD.
+	SASL SASL `yaml:"sasl"`
 }
+
+// SASL is a Kafka SASL login.
+type SASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL).
+	Mechanism string `yaml:"mechanism"`
+	Username  string `yaml:"username"`
+	// Password is never read from the file: YIDU_KAFKA_SASL_PASSWORD.
+	Password string `yaml:"-"`
+}
+
+// SASL mechanisms yidu speaks to Kafka.
+const (
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+)
 
 // Flushd configures the Kafka → MySQL micro-batcher.
 type Flushd struct {
@@ -243,12 +325,44 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	}
 	if getenv != nil {
 		applyEnv(&cfg, getenv)
+		if v := getenv("YIDU_DASHBOARD_USERS"); v != "" {
+			us, err := parseUsers("YIDU_DASHBOARD_USERS", []byte(v))
+			if err != nil {
+				return cfg, err
+			}
+			cfg.Dashboard.Users = append(cfg.Dashboard.Users, us...)
+		}
+	}
+	if f := cfg.Dashboard.UsersFile; f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return cfg, fmt.Errorf("config: dashboard.users_file: %w", err)
+		}
+		us, err := parseUsers("dashboard.users_file "+f, b)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Dashboard.Users = append(cfg.Dashboard.Users, us...)
 	}
 
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
+}
+
+// parseUsers reads a YAML (or JSON) list of dashboard users, strictly.
+func parseUsers(where string, b []byte) ([]User, error) {
+	var us []User
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&us); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config: %s: a list of {name, password_hash, corps}: %w", where, err)
+	}
+	for i := range us {
+		us[i].from = fmt.Sprintf("%s[%d]", where, i)
+	}
+	return us, nil
 }
 
 // EnvName returns the environment variable that overrides field of app,
@@ -272,10 +386,15 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	set(&cfg.Flushd.Listen, "YIDU_FLUSHD_LISTEN")
 	set(&cfg.Flushd.InstanceID, "YIDU_FLUSHD_INSTANCE_ID")
 	set(&cfg.Redis.Addr, "YIDU_REDIS_ADDR")
+	set(&cfg.Redis.Username, "YIDU_REDIS_USERNAME")
 	set(&cfg.Redis.Password, "YIDU_REDIS_PASSWORD")
+	set(&cfg.Redis.Sentinel.Password, "YIDU_REDIS_SENTINEL_PASSWORD")
 	set(&cfg.Redis.Prefix, "YIDU_REDIS_PREFIX")
 	set(&cfg.MySQL.DSN, "YIDU_MYSQL_DSN")
 	set(&cfg.Kafka.Topic, "YIDU_KAFKA_TOPIC")
+	set(&cfg.Kafka.SASL.Username, "YIDU_KAFKA_SASL_USERNAME")
+	set(&cfg.Kafka.SASL.Password, "YIDU_KAFKA_SASL_PASSWORD")
+	set(&cfg.Dashboard.UsersFile, "YIDU_DASHBOARD_USERS_FILE")
 	set(&cfg.WeCom.APIBase, "YIDU_WECOM_API_BASE")
 	if v := getenv("YIDU_KAFKA_BROKERS"); v != "" {
 		cfg.Kafka.Brokers = strings.Split(v, ",")
@@ -347,10 +466,124 @@ func (c Config) Validate() error {
 	if c.Kafka.Topic == "" || len(c.Kafka.Brokers) == 0 {
 		return errors.New("config: kafka.brokers and kafka.topic are required")
 	}
-	for i, t := range c.Dashboard.Tokens {
-		if len(t.Token) < 16 {
-			return fmt.Errorf("config: dashboard.tokens[%d] (%s): token must be at least 16 characters", i, t.Name)
+	if err := c.Kafka.TLS.validate("kafka.tls"); err != nil {
+		return err
+	}
+	if err := c.MySQL.TLS.validate("mysql.tls"); err != nil {
+		return err
+	}
+	if err := c.Redis.TLS.validate("redis.tls"); err != nil {
+		return err
+	}
+	if err := c.Kafka.SASL.validate(); err != nil {
+		return err
+	}
+	if s := c.Redis.Sentinel; s.Master != "" || len(s.Addrs) > 0 {
+		if s.Master == "" || len(s.Addrs) == 0 {
+			return errors.New("config: redis.sentinel needs both master and addrs")
 		}
+		if strings.Contains(c.Redis.Addr, ",") {
+			return errors.New("config: redis.sentinel and a Cluster (a comma-separated redis.addr) are exclusive")
+		}
+	}
+	if _, err := c.Dashboard.Proxies(); err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for i, u := range c.Dashboard.Users {
+		where := u.from
+		if where == "" {
+			where = fmt.Sprintf("dashboard.users[%d]", i)
+		}
+		switch {
+		case u.Name == "":
+			return fmt.Errorf("config: %s: name is required", where)
+		case names[u.Name]:
+			return fmt.Errorf("config: %s: user %q is defined twice", where, u.Name)
+		case exampleSecret(u.PasswordHash):
+			return fmt.Errorf("config: %s.password_hash (%s): the example hash shipped with yidu, whose password is public; print your own with yidu hash-password", where, u.Name)
+		}
+		names[u.Name] = true
+	}
+	for i, t := range c.Dashboard.Tokens {
+		where := fmt.Sprintf("dashboard.tokens[%d].token", i)
+		if t.Name == "env" {
+			where = "YIDU_API_TOKEN"
+		}
+		if len(t.Token) < 16 {
+			return fmt.Errorf("config: %s (%s): token must be at least 16 characters", where, t.Name)
+		}
+		if exampleSecret(t.Token) {
+			return fmt.Errorf("config: %s (%s): the example token shipped with yidu, which is public; generate a random one (openssl rand -base64 32)", where, t.Name)
+		}
+	}
+	return nil
+}
+
+// Proxies parses TrustedProxies.
+func (d Dashboard) Proxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, p := range d.TrustedProxies {
+		pp, err := netip.ParsePrefix(p)
+		if err != nil {
+			if a, aerr := netip.ParseAddr(p); aerr == nil {
+				pp, err = a.Prefix(a.BitLen())
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("config: dashboard.trusted_proxies[%d] %q: want a CIDR (10.0.0.0/8) or an address", i, p)
+		}
+		out = append(out, pp.Masked())
+	}
+	return out, nil
+}
+
+// ExampleSecrets are the dashboard password hashes and API tokens that
+// yidu's own examples and manifests show (deploy/, docs/) or once shipped.
+// Their values are public, so Validate refuses them; deploycheck keeps the
+// list complete.
+var ExampleSecrets = []string{
+	// Password change-me-please (the Compose stack and k8s/config.yaml
+	// of earlier releases).
+	"$2a$10$rYSi4MAUSPDWh66yMd9rN.lvGDPHPiqc8F02bieVJK3utUlCWoV8u",
+	// deploy/yidu.example.yaml of earlier releases.
+	"$2a$10$W2uqNlTmzGhX2wEUv3n9VOGq6u3nC7qHm2b5d7ry9sP8q1pgRrG3u",
+	"change-me-to-a-long-random-token",
+	"local-dev-api-token-change-me",
+	"REPLACE-with-a-long-random-api-token",
+}
+
+func exampleSecret(v string) bool { return slices.Contains(ExampleSecrets, v) }
+
+func (t TLS) validate(key string) error {
+	if !t.Enabled {
+		if t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify {
+			return fmt.Errorf("config: %s: settings given but enabled is false", key)
+		}
+		return nil
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return fmt.Errorf("config: %s: cert_file and key_file go together", key)
+	}
+	return nil
+}
+
+func (s SASL) validate() error {
+	switch s.Mechanism {
+	case "":
+		if s.Username != "" || s.Password != "" {
+			return errors.New("config: kafka.sasl: username or password given without a mechanism")
+		}
+		return nil
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+	default:
+		return fmt.Errorf("config: kafka.sasl.mechanism %q: want %s, %s or %s", s.Mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
+	}
+	if s.Username == "" {
+		return errors.New("config: kafka.sasl.username is required (or YIDU_KAFKA_SASL_USERNAME)")
+	}
+	if s.Password == "" {
+		return errors.New("config: kafka.sasl: the password comes from YIDU_KAFKA_SASL_PASSWORD, which is empty")
 	}
 	return nil
 }

@@ -58,6 +58,21 @@ func TestLoadRejects(t *testing.T) {
 		{"public url not http", "receiver: {public_url: 'ftp://yidu.example.com'}", "public_url"},
 		{"public url relative", "receiver: {public_url: '/yidu'}", "public_url"},
 		{"public url with query", "receiver: {public_url: 'https://yidu.example.com/?x=1'}", "public_url"},
+		{"sasl mechanism", "kafka: {sasl: {mechanism: GSSAPI, username: u}}", "kafka.sasl.mechanism"},
+		{"sasl password in file", "kafka: {sasl: {mechanism: PLAIN, username: u, password: p}}", "password"},
+		{"sasl without password env", "kafka: {sasl: {mechanism: SCRAM-SHA-512, username: u}}", "YIDU_KAFKA_SASL_PASSWORD"},
+		{"sasl without user", "kafka: {sasl: {mechanism: PLAIN}}", "kafka.sasl.username"},
+		{"tls settings while off", "kafka: {tls: {ca_file: /ca.pem}}", "kafka.tls"},
+		{"tls cert without key", "redis: {tls: {enabled: true, cert_file: /c.pem}}", "redis.tls"},
+		{"mysql tls cert without key", "mysql: {tls: {enabled: true, key_file: /k.pem}}", "mysql.tls"},
+		{"sentinel without addrs", "redis: {sentinel: {master: m}}", "redis.sentinel"},
+		{"sentinel and cluster", "redis: {addr: 'a:1,b:2', sentinel: {master: m, addrs: ['s:26379']}}", "exclusive"},
+		{"example hash", "dashboard: {users: [{name: admin, password_hash: '" + ExampleSecrets[0] + "'}]}", "dashboard.users[0].password_hash"},
+		{"example token", "dashboard: {tokens: [{name: t, token: change-me-to-a-long-random-token}]}", "dashboard.tokens[0].token"},
+		{"user without name", "dashboard: {users: [{password_hash: x}]}", "name is required"},
+		{"duplicate user", "dashboard: {users: [{name: a}, {name: a}]}", "defined twice"},
+		{"bad trusted proxy", "dashboard: {trusted_proxies: ['10.0.0.0/33']}", "trusted_proxies"},
+		{"missing users file", "dashboard: {users_file: /nonexistent/users.yaml}", "dashboard.users_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +85,70 @@ func TestLoadRejects(t *testing.T) {
 				t.Errorf("Load(%q) error = %v; want it to mention %q", tt.yaml, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestDashboardUsersFromFileAndEnv(t *testing.T) {
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users.yaml")
+	if err := os.WriteFile(users, []byte("- {name: bob, password_hash: h1, corps: [c1]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "yidu.yaml")
+	if err := os.WriteFile(cfgFile, []byte("dashboard: {users: [{name: alice, password_hash: h0}], users_file: "+users+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"YIDU_DASHBOARD_USERS": `[{name: carol, password_hash: h2, corps: ["*"]}]`}
+	cfg, err := Load(cfgFile, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	var names []string
+	for _, u := range cfg.Dashboard.Users {
+		names = append(names, u.Name)
+	}
+	if strings.Join(names, ",") != "alice,carol,bob" {
+		t.Errorf("users = %v; want alice (file), carol (env), bob (users_file)", names)
+	}
+
+	// A shipped example hash in the users file is refused, naming where.
+	if err := os.WriteFile(users, []byte("- {name: eve, password_hash: '"+ExampleSecrets[0]+"'}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(cfgFile, nil); err == nil || !strings.Contains(err.Error(), "users_file") || !strings.Contains(err.Error(), "password_hash") {
+		t.Errorf("Load with an example hash in users_file = %v; want a refusal naming users_file and password_hash", err)
+	}
+	env = map[string]string{"YIDU_API_TOKEN": "local-dev-api-token-change-me"}
+	if _, err := Load("", func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "YIDU_API_TOKEN") {
+		t.Errorf("Load with the example API token = %v; want a refusal naming YIDU_API_TOKEN", err)
+	}
+	// An unknown key in the users file is an error, like in the config.
+	if err := os.WriteFile(users, []byte("- {name: eve, pasword_hash: x}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(cfgFile, nil); err == nil || !strings.Contains(err.Error(), "pasword_hash") {
+		t.Errorf("Load with a typo in users_file = %v; want it named", err)
+	}
+}
+
+func TestTransportEnv(t *testing.T) {
+	env := map[string]string{
+		"YIDU_KAFKA_SASL_USERNAME": "svc", "YIDU_KAFKA_SASL_PASSWORD": "pw",
+		"YIDU_REDIS_USERNAME": "ru", "YIDU_REDIS_SENTINEL_PASSWORD": "sp",
+	}
+	p := filepath.Join(t.TempDir(), "yidu.yaml")
+	if err := os.WriteFile(p, []byte("kafka: {sasl: {mechanism: SCRAM-SHA-256}}\nredis: {sentinel: {master: m, addrs: ['s:26379']}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(p, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if s := cfg.Kafka.SASL; s.Username != "svc" || s.Password != "pw" {
+		t.Errorf("kafka.sasl = %+v; want svc/pw from the environment", s)
+	}
+	if cfg.Redis.Username != "ru" || cfg.Redis.Sentinel.Password != "sp" {
+		t.Errorf("redis = %+v; want username and sentinel password from the environment", cfg.Redis)
 	}
 }
 

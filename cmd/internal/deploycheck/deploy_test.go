@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -309,8 +311,16 @@ type object struct {
 	} `yaml:"metadata"`
 	Data       map[string]string `yaml:"data"`
 	StringData map[string]string `yaml:"stringData"`
-	Resources  []string          `yaml:"resources"` // Kustomization
-	Spec       struct {
+	// Kustomization and Component.
+	Resources  []string `yaml:"resources"`
+	Components []string `yaml:"components"`
+	Images     []struct {
+		Name    string `yaml:"name"`
+		NewName string `yaml:"newName"`
+		NewTag  string `yaml:"newTag"`
+		Digest  string `yaml:"digest"`
+	} `yaml:"images"`
+	Spec struct {
 		Replicas *int `yaml:"replicas"`
 		// Deployment, StatefulSet, PDB: {matchLabels: …}; Service: the labels.
 		Selector map[string]any `yaml:"selector"`
@@ -320,12 +330,28 @@ type object struct {
 		// Service.
 		ClusterIP string      `yaml:"clusterIP"`
 		Template  podTemplate `yaml:"template"`
-		// CronJob: its Jobs' template (loadCluster copies it to Template).
-		JobTemplate struct {
+		// CronJob; loadCluster copies its pod template to Template.
+		Schedule          string `yaml:"schedule"`
+		ConcurrencyPolicy string `yaml:"concurrencyPolicy"`
+		JobTemplate       struct {
 			Spec struct {
 				Template podTemplate `yaml:"template"`
 			} `yaml:"spec"`
 		} `yaml:"jobTemplate"`
+		// PodDisruptionBudget.
+		MaxUnavailable any `yaml:"maxUnavailable"`
+		// NetworkPolicy.
+		PodSelector map[string]any `yaml:"podSelector"`
+		PolicyTypes []string       `yaml:"policyTypes"`
+		Ingress     []struct {
+			From []struct {
+				NamespaceSelector map[string]any `yaml:"namespaceSelector"`
+				PodSelector       map[string]any `yaml:"podSelector"`
+			} `yaml:"from"`
+			Ports []struct {
+				Port any `yaml:"port"`
+			} `yaml:"ports"`
+		} `yaml:"ingress"`
 		Ports []struct {
 			Name       string `yaml:"name"`
 			Port       int    `yaml:"port"`
@@ -367,6 +393,10 @@ type podSpec struct {
 		} `yaml:"configMap"`
 		Secret *struct {
 			SecretName string `yaml:"secretName"`
+			Items      []struct {
+				Key  string `yaml:"key"`
+				Path string `yaml:"path"`
+			} `yaml:"items"`
 		} `yaml:"secret"`
 	} `yaml:"volumes"`
 }
@@ -408,18 +438,20 @@ type container struct {
 		SecretRef    *keyRef `yaml:"secretRef"`
 		ConfigMapRef *keyRef `yaml:"configMapRef"`
 	} `yaml:"envFrom"`
-	VolumeMounts []struct {
-		Name      string `yaml:"name"`
-		MountPath string `yaml:"mountPath"`
-		SubPath   string `yaml:"subPath"`
-	} `yaml:"volumeMounts"`
-	ReadinessProbe *probe `yaml:"readinessProbe"`
-	LivenessProbe  *probe `yaml:"livenessProbe"`
+	VolumeMounts   []volumeMount `yaml:"volumeMounts"`
+	ReadinessProbe *probe        `yaml:"readinessProbe"`
+	LivenessProbe  *probe        `yaml:"livenessProbe"`
 	Resources      struct {
 		Requests map[string]string `yaml:"requests"`
 		Limits   map[string]string `yaml:"limits"`
 	} `yaml:"resources"`
 	SecurityContext *securityContext `yaml:"securityContext"`
+}
+
+type volumeMount struct {
+	Name      string `yaml:"name"`
+	MountPath string `yaml:"mountPath"`
+	SubPath   string `yaml:"subPath"`
 }
 
 type keyRef struct {
@@ -463,7 +495,13 @@ func loadCluster(tb testing.TB) *cluster {
 			if c.byKind[o.Kind] == nil {
 				c.byKind[o.Kind] = map[string]*object{}
 			}
-			if o.Kind != "Kustomization" {
+			if o.Kind == "CronJob" {
+				o.Spec.Template = o.Spec.JobTemplate.Spec.Template
+			}
+			if o.Kind == "Kustomization" || o.Kind == "Component" {
+				// Nameless: one per directory.
+				o.Metadata.Name = filepath.Dir(f)
+			} else {
 				if o.Metadata.Name == "" {
 					tb.Fatalf("%s: %s without metadata.name", f, o.Kind)
 				}
@@ -496,20 +534,41 @@ func (c *cluster) workloads() []*object {
 	return ws
 }
 
-// secretValue returns a Secret's value for key.
+// secretValue returns a Secret's value for key, its placeholders filled
+// in as an operator would (secret.example.yaml ships only placeholders).
 func (c *cluster) secretValue(name, key string) (string, bool) {
 	s := c.byKind["Secret"][name]
 	if s == nil {
 		return "", false
 	}
 	if v, ok := s.StringData[key]; ok {
-		return v, true
+		return fillPlaceholders(v), true
 	}
 	if v, ok := s.Data[key]; ok {
 		b, err := base64.StdEncoding.DecodeString(v)
-		return string(b), err == nil
+		return fillPlaceholders(string(b)), err == nil
 	}
 	return "", false
+}
+
+// Placeholders of secret.example.yaml yidu would refuse or fail on, and
+// what an operator puts there instead.
+const (
+	placeholderToken = "REPLACE-with-a-long-random-api-token"
+	placeholderHash  = "REPLACE-with-the-output-of-yidu-hash-password"
+)
+
+var operatorHash = sync.OnceValue(func() string {
+	h, err := bcrypt.GenerateFromPassword([]byte("an operator's own password"), bcrypt.MinCost)
+	if err != nil {
+		panic(err)
+	}
+	return string(h)
+})
+
+func fillPlaceholders(v string) string {
+	v = strings.ReplaceAll(v, placeholderToken, "deploycheck-operator-token-0123456789")
+	return strings.ReplaceAll(v, placeholderHash, operatorHash())
 }
 
 // env resolves the environment of workload w's container ct from the
@@ -594,7 +653,18 @@ func (c *cluster) configFile(tb testing.TB, where string, ps podSpec, ct contain
 	if path == "" {
 		tb.Fatalf("%s: args %q have no --config", where, ct.Args)
 	}
-	for _, m := range ct.VolumeMounts {
+	return c.mountedFile(tb, where, ps, ct, path)
+}
+
+// mountedFile writes the file a container finds at path (a key of a
+// ConfigMap or Secret volume mounted over it) to a temporary file and
+// returns that file's path.
+func (c *cluster) mountedFile(tb testing.TB, where string, ps podSpec, ct container, path string) string {
+	tb.Helper()
+	// The deepest mount over path wins, as in the container.
+	mounts := slices.Clone(ct.VolumeMounts)
+	slices.SortFunc(mounts, func(a, b volumeMount) int { return len(b.MountPath) - len(a.MountPath) })
+	for _, m := range mounts {
 		rel, err := filepath.Rel(m.MountPath, path)
 		if err != nil || strings.HasPrefix(rel, "..") {
 			continue
@@ -615,19 +685,28 @@ func (c *cluster) configFile(tb testing.TB, where string, ps podSpec, ct contain
 					text, ok = cm.Data[rel]
 				}
 			case v.Secret != nil:
-				text, ok = c.secretValue(v.Secret.SecretName, rel)
+				key := rel
+				if len(v.Secret.Items) > 0 {
+					key = ""
+					for _, it := range v.Secret.Items {
+						if it.Path == rel {
+							key = it.Key
+						}
+					}
+				}
+				text, ok = c.secretValue(v.Secret.SecretName, key)
 			}
 			if !ok {
-				tb.Fatalf("%s: --config %s: volume %s has no key %s in the manifests", where, path, v.Name, rel)
+				tb.Fatalf("%s: %s: volume %s has no key %s in the manifests", where, path, v.Name, rel)
 			}
-			p := filepath.Join(tb.TempDir(), "yidu.yaml")
+			p := filepath.Join(tb.TempDir(), filepath.Base(path))
 			if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 				tb.Fatal(err)
 			}
 			return p
 		}
 	}
-	tb.Fatalf("%s: --config %s is on no mounted volume", where, path)
+	tb.Fatalf("%s: %s is on no mounted volume", where, path)
 	return ""
 }
 
@@ -639,15 +718,18 @@ func TestKubernetesKinds(t *testing.T) {
 	}{
 		{"Namespace", []string{namespace}},
 		{"ConfigMap", []string{"yidu-config"}},
+		// secret.example.yaml: the keys, for reference; never applied.
 		{"Secret", []string{"yidu-secrets"}},
 		{"Deployment", []string{"yidu-receiver", "yidu-dashboard"}},
+		{"CronJob", []string{"yidu-directory-sync-hr"}},
+		{"NetworkPolicy", []string{"yidu-default-deny-ingress", "yidu-receiver", "yidu-dashboard", "yidu-flushd"}},
 		// flushd: stable pod names for static group membership.
 		{"StatefulSet", []string{"yidu-flushd"}},
 		{"Service", []string{"yidu-receiver", "yidu-dashboard", "yidu-flushd"}},
 		{"Job", []string{"yidu-migrate"}},
 		// yidu directory sync: the only holder of the contacts-sync secret.
 		{"CronJob", []string{"yidu-directory-sync"}},
-		{"PodDisruptionBudget", []string{"yidu-receiver"}},
+		{"PodDisruptionBudget", []string{"yidu-receiver", "yidu-dashboard", "yidu-flushd"}},
 		{"HorizontalPodAutoscaler", []string{"yidu-receiver"}},
 	}
 	for _, tt := range tests {
@@ -658,7 +740,7 @@ func TestKubernetesKinds(t *testing.T) {
 		}
 	}
 	for _, o := range c.objects {
-		if o.Kind == "Namespace" || o.Kind == "Kustomization" {
+		if o.Kind == "Namespace" || o.Kind == "Kustomization" || o.Kind == "Component" {
 			continue
 		}
 		if o.Metadata.Namespace != namespace {
@@ -667,26 +749,102 @@ func TestKubernetesKinds(t *testing.T) {
 	}
 }
 
+// exampleSecret is the reference Secret: its keys, placeholders for
+// values; applied by no kustomization.
+const exampleSecret = "secret.example.yaml"
+
+// imageComponent is the kustomize Component that sets the image of every
+// yidu workload, the migration Job included.
+const imageComponent = "k8s/image"
+
 func TestKubernetesKustomization(t *testing.T) {
 	c := loadCluster(t)
-	k := c.byKind["Kustomization"][""]
-	if k == nil {
+	kusts := c.byKind["Kustomization"]
+	if kusts[k8sDir] == nil {
 		t.Fatal("no kustomization.yaml in deploy/k8s")
 	}
-	listed := map[string]bool{}
-	for _, r := range k.Resources {
-		if _, err := os.Stat(filepath.Join(k8sDir, r)); err != nil {
-			t.Errorf("kustomization lists %s: %v", r, err)
-		}
-		listed[r] = true
+	comp := c.byKind["Component"][imageComponent]
+	if comp == nil {
+		t.Fatalf("no kustomize Component %s (the image, set once)", imageComponent)
 	}
-	// The migration Job is applied on its own, before the workloads
-	// (its pod template is immutable; see migrate-job.yaml).
+	if len(comp.Images) != 1 || comp.Images[0].Name != "yidu" || (comp.Images[0].NewTag == "" && comp.Images[0].Digest == "") {
+		t.Errorf("%s images = %+v; want one, for name yidu, with a tag or digest", imageComponent, comp.Images)
+	}
+	listed := map[string]string{} // file → the kustomization listing it
+	for dir, k := range kusts {
+		for _, r := range k.Resources {
+			f := filepath.Join(dir, r)
+			if _, err := os.Stat(f); err != nil {
+				t.Errorf("%s lists %s: %v", dir, r, err)
+			}
+			listed[f] = dir
+		}
+		hasWorkload := false
+		for _, o := range c.objects {
+			if listed[o.file] == dir && slices.Contains(podKinds, o.Kind) {
+				hasWorkload = true
+			}
+		}
+		uses := false
+		for _, cp := range k.Components {
+			uses = uses || filepath.Join(dir, cp) == imageComponent
+		}
+		if hasWorkload && !uses {
+			t.Errorf("%s runs yidu but does not use the component %s: its image would not be managed with the others'", dir, imageComponent)
+		}
+	}
 	for _, f := range yamlFiles(t, k8sDir) {
 		base := filepath.Base(f)
-		if base != "kustomization.yaml" && base != "migrate-job.yaml" && !listed[base] {
-			t.Errorf("kustomization does not list %s", base)
+		if base == "kustomization.yaml" || base == exampleSecret {
+			continue
 		}
+		if listed[f] == "" {
+			t.Errorf("no kustomization lists %s", f)
+		}
+	}
+	// kubectl apply -k must never overwrite the Secret an operator made
+	// from a vault with placeholders: no Secret, and no generator.
+	for _, o := range c.objects {
+		if o.Kind == "Secret" && listed[o.file] != "" {
+			t.Errorf("%s lists %s, which holds Secret %s: applying it would overwrite the real one", listed[o.file], o.file, o.Metadata.Name)
+		}
+	}
+	for dir := range kusts {
+		b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "secretGenerator") {
+			t.Errorf("%s has a secretGenerator: it would replace the Secret made from the vault", dir)
+		}
+	}
+	// Every workload names the image the component rewrites.
+	for _, w := range c.workloads() {
+		for _, ct := range w.Spec.Template.Spec.Containers {
+			if name, _, _ := strings.Cut(ct.Image, ":"); name != "yidu" {
+				t.Errorf("%s %s runs image %q; want yidu (set by %s)", w.Kind, w.Metadata.Name, ct.Image, imageComponent)
+			}
+		}
+	}
+}
+
+// TestExampleSecret: secret.example.yaml holds placeholders only, and
+// yidu refuses to start with the one it could otherwise accept.
+func TestExampleSecret(t *testing.T) {
+	c := loadCluster(t)
+	s := c.byKind["Secret"]["yidu-secrets"]
+	if s == nil || filepath.Base(s.file) != exampleSecret {
+		t.Fatalf("Secret yidu-secrets is not in %s", exampleSecret)
+	}
+	for k, v := range s.StringData {
+		if v != "" && !strings.Contains(v, "REPLACE") {
+			t.Errorf("%s: %s = %q; want a REPLACE placeholder (or empty)", exampleSecret, k, v)
+		}
+	}
+	if _, err := config.Load("", func(k string) string {
+		return map[string]string{"YIDU_API_TOKEN": s.StringData["api-token"]}[k]
+	}); err == nil || !strings.Contains(err.Error(), "YIDU_API_TOKEN") {
+		t.Errorf("config.Load with the example api-token = %v; want a refusal naming YIDU_API_TOKEN", err)
 	}
 }
 
@@ -762,6 +920,17 @@ func checkNonRoot(tb testing.TB, pod, ct *securityContext) {
 	}
 }
 
+// selectsWorkload reports whether selector selects the pods of some
+// workload.
+func selectsWorkload(c *cluster, selector map[string]any) bool {
+	for _, w := range c.workloads() {
+		if labelsMatch(selector, w.Spec.Template.Metadata.Labels) {
+			return true
+		}
+	}
+	return false
+}
+
 // labelsMatch reports whether a selector (a Service's labels or a
 // {matchLabels} block) selects labels.
 func labelsMatch(selector map[string]any, labels map[string]string) bool {
@@ -794,7 +963,12 @@ func TestKubernetesConfig(t *testing.T) {
 			ct := ps.Containers[0]
 			where := w.file + ": " + w.Metadata.Name
 			env := c.env(t, where, w, ct)
-			cfg, read := loadConfig(t, c.configFile(t, where, ps, ct), env)
+			// Files named by the environment are read from their volumes.
+			loadEnv := maps.Clone(env)
+			if p := env["YIDU_DASHBOARD_USERS_FILE"]; p != "" {
+				loadEnv["YIDU_DASHBOARD_USERS_FILE"] = c.mountedFile(t, where, ps, ct, p)
+			}
+			cfg, read := loadConfig(t, c.configFile(t, where, ps, ct), loadEnv)
 			checkConfig(t, where, cfg, read, env)
 			checkRole(t, where, ct.Args[0], cfg)
 			checkSecretEnv(t, where, ct.Args[0], cfg, env)
@@ -907,15 +1081,27 @@ func TestKubernetesReferences(t *testing.T) {
 		t.Fatal("no Deployment yidu-receiver")
 	}
 	t.Run("pdb", func(t *testing.T) {
-		pdb := c.byKind["PodDisruptionBudget"]["yidu-receiver"]
-		if pdb == nil {
-			t.Fatal("no PodDisruptionBudget yidu-receiver")
+		for _, w := range c.workloads() {
+			if runsToCompletion(w.Kind) {
+				continue
+			}
+			var pdb *object
+			for _, p := range c.byKind["PodDisruptionBudget"] {
+				if labelsMatch(p.Spec.Selector, w.Spec.Template.Metadata.Labels) {
+					pdb = p
+				}
+			}
+			switch {
+			case pdb == nil:
+				t.Errorf("no PodDisruptionBudget selects %s %s's pods", w.Kind, w.Metadata.Name)
+			case (pdb.Spec.MinAvailable == nil) == (pdb.Spec.MaxUnavailable == nil):
+				t.Errorf("PodDisruptionBudget %s: want exactly one of minAvailable, maxUnavailable", pdb.Metadata.Name)
+			}
 		}
-		if !labelsMatch(pdb.Spec.Selector, receiver.Spec.Template.Metadata.Labels) {
-			t.Errorf("PodDisruptionBudget selector %v does not select the receiver's pods", pdb.Spec.Selector)
-		}
-		if pdb.Spec.MinAvailable == nil {
-			t.Errorf("PodDisruptionBudget without minAvailable")
+		for _, p := range c.byKind["PodDisruptionBudget"] {
+			if !selectsWorkload(c, p.Spec.Selector) {
+				t.Errorf("PodDisruptionBudget %s selects no workload", p.Metadata.Name)
+			}
 		}
 	})
 	t.Run("hpa", func(t *testing.T) {
@@ -1032,8 +1218,23 @@ type composeService struct {
 // interpolation is Compose's ${VAR}, ${VAR:-default}, ${VAR-default} and $$.
 var interpolation = regexp.MustCompile(`\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}`)
 
-// interpolate resolves the file as Compose would with an empty shell
-// environment: every variable takes its default.
+// composeEnv is the environment an operator gives the Compose stack (its
+// .env): a value for every required variable.
+var composeEnv = map[string]string{
+	"MYSQL_PASSWORD":               "operator-mysql-password",
+	"MYSQL_ROOT_PASSWORD":          "operator-root-password",
+	"YIDU_APP_HR_TOKEN":            "operatorToken",
+	"YIDU_APP_HR_ENCODING_AES_KEY": "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C",
+	"YIDU_API_TOKEN":               "operator-api-token-0123456789",
+	"YIDU_DASHBOARD_USERS":         "[{name: admin, password_hash: '" + placeholderHash + "', corps: ['*']}]",
+}
+
+// secretVar is a Compose variable that carries a secret: it must be
+// required (${VAR:?…}), never defaulted to a value everyone knows.
+var secretVar = regexp.MustCompile(`PASSWORD|TOKEN|_KEY|SECRET|USERS`)
+
+// interpolate resolves the file as Compose would with composeEnv as the
+// shell environment, and checks every secret variable is required.
 func interpolate(tb testing.TB) func(string) string {
 	return func(s string) string {
 		return interpolation.ReplaceAllStringFunc(s, func(m string) string {
@@ -1041,10 +1242,24 @@ func interpolate(tb testing.TB) func(string) string {
 				return "$"
 			}
 			sub := interpolation.FindStringSubmatch(m)
-			if strings.HasSuffix(sub[2], "?") {
-				tb.Errorf("compose.yaml: %s requires a variable: the stack must start with defaults", m)
+			name, op, def := sub[1], sub[2], sub[3]
+			required := strings.HasSuffix(op, "?")
+			if secretVar.MatchString(name) && !required && def != "" {
+				tb.Errorf("compose.yaml: %s defaults a secret; require it with ${%s:?…}", m, name)
 			}
-			return sub[3]
+			if v, ok := composeEnv[name]; ok {
+				v = fillPlaceholders(v)
+				if strings.HasPrefix(v, "[") {
+					// Compose substitutes into the parsed string; this test
+					// substitutes into the text, so keep it one scalar.
+					v = strconv.Quote(v)
+				}
+				return v
+			}
+			if required {
+				tb.Errorf("compose.yaml: %s is required but the test's composeEnv has no value", m)
+			}
+			return def
 		})
 	}
 }
@@ -1155,6 +1370,13 @@ func TestComposeConfig(t *testing.T) {
 			want := strconv.Itoa(listenPort(t, cfg, role))
 			if len(s.Ports) != 1 || !strings.HasSuffix(s.Ports[0], ":"+want) {
 				t.Errorf("%s publishes %v; want one port to container port %s", name, s.Ports, want)
+			}
+			// A local stack: reachable from this machine only, behind
+			// whatever proxy the operator puts in front.
+			for _, p := range s.Ports {
+				if !strings.HasPrefix(p, "127.0.0.1:") {
+					t.Errorf("%s publishes %s on every interface; bind it to 127.0.0.1", name, p)
+				}
 			}
 		})
 	}

@@ -101,6 +101,7 @@ type Main struct {
 	// FlushdAddr is flushd's probe and metrics address when it runs alone.
 	FlushdAddr string
 
+	ready       *prometheus.GaugeVec
 	servers     []*http.Server
 	flushCancel context.CancelFunc
 	flushDone   chan struct{}
@@ -112,8 +113,9 @@ type Main struct {
 // NewMain returns a Main for cfg logging to logger.
 func NewMain(cfg config.Config, logger *slog.Logger) *Main {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &Main{Config: cfg, Logger: logger, Registry: reg}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
+	ready, _ := probe.NewStatus(reg) // a fresh registry: cannot collide
+	return &Main{Config: cfg, Logger: logger, Registry: reg, ready: ready}
 }
 
 // PointWeCom sets up silenceper/wechat/v2's process-wide HTTP settings:
@@ -183,36 +185,34 @@ func CreateDatabase(ctx context.Context, dsn string) error {
 	return nil
 }
 
-// NewRedis returns a client for addr; a comma-separated list means Redis
-// Cluster.
-func NewRedis(c config.Redis) redis.UniversalClient {
-	return redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:        strings.Split(c.Addr, ","),
-		Password:     c.Password,
-		DB:           c.DB,
-		PoolSize:     64,
-		DialTimeout:  2 * time.Second,
-		ReadTimeout:  2 * time.Second,
-		WriteTimeout: 2 * time.Second,
-	})
-}
-
 // Open connects MySQL and Redis and builds the parts every role shares.
 func (m *Main) Open(ctx context.Context) error {
 	cfg := m.Config
-	db, err := OpenDB(cfg.MySQL.DSN)
+	dsn, err := MySQLDSN(cfg.MySQL)
+	if err != nil {
+		return err
+	}
+	db, err := OpenDB(dsn)
 	if err != nil {
 		return err
 	}
 	m.DB = db
+	if err := m.Registry.Register(collectors.NewDBStatsCollector(db, "yidu")); err != nil {
+		return fmt.Errorf("mysql: metrics: %w", err)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		return fmt.Errorf("mysql: ping: %w", err)
 	}
-	m.Redis = NewRedis(cfg.Redis)
+	if m.Redis, err = NewRedis(cfg.Redis); err != nil {
+		return err
+	}
+	if err := m.Registry.Register(newRedisPoolCollector(m.Redis)); err != nil {
+		return fmt.Errorf("redis: metrics: %w", err)
+	}
 	if err := m.Redis.Ping(pctx).Err(); err != nil {
-		return fmt.Errorf("redis: ping %s: %w", cfg.Redis.Addr, err)
+		return fmt.Errorf("redis: ping %s: %w", redisWhere(cfg.Redis), err)
 	}
 	log := m.Logger
 	PointWeCom(cfg.WeCom)
@@ -316,8 +316,17 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 	}
 	cfg := m.Config
 	log := m.Logger
+	if roles.Receiver || roles.Flushd {
+		if err := CheckKafka(ctx, cfg.Kafka, 10*time.Second); err != nil {
+			return err
+		}
+	}
 	if roles.Receiver {
-		p, err := delta.NewProducer(cfg.Kafka.Brokers, cfg.Kafka.Topic, delta.ProducerOptions{Logger: log})
+		kopts, err := KafkaOpts(cfg.Kafka, m.Registry, "producer")
+		if err != nil {
+			return err
+		}
+		p, err := delta.NewProducer(cfg.Kafka.Brokers, cfg.Kafka.Topic, delta.ProducerOptions{Logger: log, Extra: kopts})
 		if err != nil {
 			return fmt.Errorf("kafka producer: %w", err)
 		}
@@ -365,10 +374,17 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		log.Info("receiver listening", "addr", addr)
 	}
 	if roles.Dashboard {
+		proxies, err := cfg.Dashboard.Proxies()
+		if err != nil {
+			return err
+		}
 		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
-			Tokens:         dashboardTokens(cfg.Dashboard.Tokens),
-			Users:          dashboardUsers(cfg.Dashboard.Users),
-			SessionTTL:     cfg.Dashboard.SessionTTL.D(),
+			Tokens:     dashboardTokens(cfg.Dashboard.Tokens),
+			Users:      dashboardUsers(cfg.Dashboard.Users),
+			SessionTTL: cfg.Dashboard.SessionTTL.D(),
+			// Shared by every replica, kept across restarts.
+			Sessions:       dashboard.NewRedisSessions(m.Redis, cfg.Redis.Prefix),
+			TrustedProxies: proxies,
 			RemindInterval: cfg.Dashboard.RemindInterval.D(),
 			Apps:           DomainApps(cfg.Apps),
 			Logger:         log,
@@ -386,7 +402,12 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		log.Info("dashboard listening", "addr", addr)
 	}
 	if roles.Flushd {
+		kopts, err := KafkaOpts(cfg.Kafka, m.Registry, "consumer")
+		if err != nil {
+			return err
+		}
 		f, err := flushd.New(m.DB, flushd.Options{
+			KafkaOpts:      kopts,
 			Brokers:        cfg.Kafka.Brokers,
 			Topic:          cfg.Kafka.Topic,
 			Group:          cfg.Kafka.Group,
@@ -461,7 +482,7 @@ func (m *Main) readiness(kafka bool) map[string]probe.Check {
 
 // withProbes puts /healthz, /readyz and /metrics in front of a role's routes.
 func (m *Main) withProbes(h http.Handler, ready map[string]probe.Check, alive func() error) http.Handler {
-	return probe.Wrap(h, probe.Options{Ready: ready, Alive: alive, Gatherer: m.Registry, Logger: m.Logger})
+	return probe.Wrap(h, probe.Options{Ready: ready, Alive: alive, Gatherer: m.Registry, Logger: m.Logger, Status: m.ready})
 }
 
 // Per-role HTTP server settings. All bound slow clients (slow-loris):

@@ -1,0 +1,180 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// request sends method target with cookie c (may be nil) and, for a
+// POST, the CSRF token as a form field.
+func (f *fixture) request(tb testing.TB, method, target string, c *http.Cookie, csrf string) int {
+	tb.Helper()
+	var r *http.Request
+	if method == http.MethodPost {
+		r = httptest.NewRequest(method, target, strings.NewReader(url.Values{csrfField: {csrf}}.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	} else {
+		r = httptest.NewRequest(method, target, nil)
+	}
+	if c != nil {
+		r.AddCookie(c)
+	}
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	return w.Code
+}
+
+// TestSessionsSharedByReplicas: two dashboards on one Redis store are two
+// replicas behind an ingress: a sign-in on one works on the other (CSRF
+// token included), survives a restart, and a sign-out on either ends it
+// on both.
+func TestSessionsSharedByReplicas(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	store := NewRedisSessions(rdb, prefix)
+	withStore := func(o *Options) { o.Sessions = store }
+	a := newFixtureOpts(t, false, withStore)
+	b := newFixtureOpts(t, false, withStore)
+
+	c, csrf := a.login(t)
+	if code := b.request(t, "GET", "/api/v1/messages/hello", c, ""); code != http.StatusOK {
+		t.Fatalf("replica B with A's session = %d; want 200", code)
+	}
+	if code := b.request(t, "GET", "/", c, ""); code != http.StatusOK {
+		t.Errorf("replica B page with A's session = %d; want 200", code)
+	}
+	// The CSRF token follows the session: A's page token is good on B.
+	if code := b.request(t, "POST", "/api/v1/messages/hello/remind", c, "wrong"); code != http.StatusForbidden {
+		t.Errorf("POST on B with a wrong CSRF token = %d; want 403", code)
+	}
+
+	restarted := newFixtureOpts(t, false, withStore)
+	if code := restarted.request(t, "GET", "/api/v1/messages/hello", c, ""); code != http.StatusOK {
+		t.Errorf("after a restart = %d; want 200 (the session is in Redis)", code)
+	}
+
+	if code := b.request(t, "POST", "/logout", c, csrf); code != http.StatusSeeOther {
+		t.Fatalf("logout on B = %d; want 303", code)
+	}
+	for name, f := range map[string]*fixture{"A": a, "B": b, "restarted": restarted} {
+		if code := f.request(t, "GET", "/api/v1/messages/hello", c, ""); code != http.StatusUnauthorized {
+			t.Errorf("replica %s after sign-out = %d; want 401", name, code)
+		}
+	}
+
+	keys, err := rdb.Keys(context.Background(), prefix+":session:*").Result()
+	testenv.Check(t, "KEYS", err)
+	if len(keys) != 0 {
+		t.Errorf("session keys left after sign-out: %v", keys)
+	}
+}
+
+func TestRedisSessionsKeyAndTTL(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	store := NewRedisSessions(rdb, prefix)
+	ctx := context.Background()
+	const id = "cookie-id-that-must-not-appear-in-redis"
+	testenv.Check(t, "Put", store.Put(ctx, id, Session{User: "alice", CSRF: "c", Expires: time.Now().Add(time.Hour)}, time.Hour))
+	keys, err := rdb.Keys(ctx, prefix+":*").Result()
+	testenv.Check(t, "KEYS", err)
+	if len(keys) != 1 || strings.Contains(keys[0], id) {
+		t.Fatalf("keys = %v; want one, hashed", keys)
+	}
+	if ttl := rdb.TTL(ctx, keys[0]).Val(); ttl <= 0 || ttl > time.Hour {
+		t.Errorf("TTL = %v; want the session's (≤ 1h)", ttl)
+	}
+	s, ok, err := store.Get(ctx, id)
+	if err != nil || !ok || s.User != "alice" || s.CSRF != "c" {
+		t.Errorf("Get = %+v, %v, %v; want alice's session", s, ok, err)
+	}
+	if _, ok, err := store.Get(ctx, "other"); ok || err != nil {
+		t.Errorf("Get(unknown) = %v, %v; want not found", ok, err)
+	}
+}
+
+// TestRemovedUserSignedOut: a session outlives no user: the next deploy
+// without the user ends it.
+func TestRemovedUserSignedOut(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	store := NewRedisSessions(rdb, prefix)
+	a := newFixtureOpts(t, false, func(o *Options) { o.Sessions = store })
+	c, _ := a.login(t)
+	without := newFixtureOpts(t, false, func(o *Options) { o.Sessions = store; o.Users = nil })
+	if code := without.request(t, "GET", "/api/v1/messages/hello", c, ""); code != http.StatusUnauthorized {
+		t.Errorf("session of a removed user = %d; want 401", code)
+	}
+}
+
+// brokenStore fails every call, as an unreachable Redis does.
+type brokenStore struct{}
+
+var errDown = errors.New("redis: connection refused")
+
+func (brokenStore) Put(context.Context, string, Session, time.Duration) error { return errDown }
+func (brokenStore) Get(context.Context, string) (Session, bool, error) {
+	return Session{}, false, errDown
+}
+func (brokenStore) Delete(context.Context, string) error { return errDown }
+
+func TestSessionStoreDown(t *testing.T) {
+	f := newFixtureOpts(t, false, func(o *Options) { o.Sessions = brokenStore{} })
+	form := url.Values{"username": {"alice"}, "password": {password}}
+	r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	if w.Code != http.StatusServiceUnavailable {
+		t.Errorf("login with the store down = %d; want 503", w.Code)
+	}
+	c := &http.Cookie{Name: sessionCookie, Value: "some-session"}
+	if code := f.request(t, "GET", "/api/v1/messages", c, ""); code != http.StatusServiceUnavailable {
+		t.Errorf("API with the store down = %d; want 503, not a sign-out", code)
+	}
+	// Bearer tokens need no session store.
+	if w := f.do(t, "GET", "/api/v1/messages", acmeToken, nil); w.Code != http.StatusOK {
+		t.Errorf("bearer with the store down = %d; want 200", w.Code)
+	}
+}
+
+func TestClientIPBehindTrustedProxy(t *testing.T) {
+	s := &Server{proxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}}
+	tests := []struct {
+		name, peer, xff, proto string
+		want                   string
+		secure                 bool
+	}{
+		{"direct client, header ignored", "203.0.113.7:5000", "198.51.100.1", "https", "203.0.113.7", false},
+		{"through the ingress", "10.1.2.3:5000", "198.51.100.1", "https", "198.51.100.1", true},
+		{"spoofed leftmost hop", "10.1.2.3:5000", "1.1.1.1, 198.51.100.1", "http", "198.51.100.1", false},
+		{"two trusted hops", "10.1.2.3:5000", "198.51.100.1, 10.9.9.9", "", "198.51.100.1", false},
+		{"no header", "10.1.2.3:5000", "", "", "10.1.2.3", false},
+		{"garbage hop", "10.1.2.3:5000", "bogus", "", "10.1.2.3", false},
+		{"ipv6 proxy", "[fd00::1]:5000", "2001:db8::5", "HTTPS", "2001:db8::5", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = tt.peer
+			if tt.xff != "" {
+				r.Header.Set("X-Forwarded-For", tt.xff)
+			}
+			if tt.proto != "" {
+				r.Header.Set("X-Forwarded-Proto", tt.proto)
+			}
+			if got := s.clientIP(r); got != tt.want {
+				t.Errorf("clientIP(peer %s, XFF %q) = %s; want %s", tt.peer, tt.xff, got, tt.want)
+			}
+			if got := s.secure(r); got != tt.secure {
+				t.Errorf("secure(peer %s, proto %q) = %v; want %v", tt.peer, tt.proto, got, tt.secure)
+			}
+		})
+	}
+}
