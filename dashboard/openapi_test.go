@@ -93,6 +93,11 @@ func contractCases() []contractCase {
 
 		{name: "remind", op: "POST /messages/{msgid}/remind", method: "POST", target: "/messages/hello/remind", auth: "token", want: 200},
 		{name: "remind again", op: "POST /messages/{msgid}/remind", method: "POST", target: "/messages/hello/remind", auth: "token", want: 429},
+		{name: "register and send", op: "POST /messages", method: "POST", target: "/messages", auth: "token", want: 201,
+			body: `{"msgid":"contract-sent","app":"hr","title":"Sent","body":"正文","url":"https://intranet.example.com/n/1","audience":{"userids":["alice"]},"send":true}`},
+		{name: "recall", op: "POST /messages/{msgid}/recall", method: "POST", target: "/messages/contract-sent/recall", auth: "token", want: 200},
+		{name: "recall again", op: "POST /messages/{msgid}/recall", method: "POST", target: "/messages/contract-sent/recall", auth: "token", want: 200},
+		{name: "recall nothing sent", op: "POST /messages/{msgid}/recall", method: "POST", target: "/messages/hello/recall", auth: "token", want: 409},
 
 		{name: "events", op: "GET /messages/{msgid}/events", method: "GET", target: "/messages/hello/events", auth: "token", want: 200, stream: true},
 		{name: "events unknown", op: "GET /messages/{msgid}/events", method: "GET", target: "/messages/nosuch/events", auth: "token", want: 404},

@@ -628,7 +628,9 @@ func (m *Mapper) inTx(ctx context.Context, op int, fn func(tx *sql.Tx) error) er
 }
 
 func retry(ctx context.Context, fn func() error) error {
-	const attempts = 4
+	// Enough attempts for every instance initialising one corp at once to
+	// get through (TestConcurrentInstances: 8 of them), about 2 s at most.
+	const attempts = 8
 	var err error
 	for i := range attempts {
 		err = fn()
@@ -638,7 +640,7 @@ func retry(ctx context.Context, fn func() error) error {
 		}
 		// Jittered: the transactions that deadlocked together must not
 		// retry together.
-		t := time.NewTimer(jitter.Apply(time.Duration(10<<i) * time.Millisecond))
+		t := time.NewTimer(jitter.Apply(min(time.Duration(10<<i)*time.Millisecond, 500*time.Millisecond)))
 		select {
 		case <-ctx.Done():
 			t.Stop()

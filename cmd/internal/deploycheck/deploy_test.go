@@ -721,7 +721,7 @@ func TestKubernetesKinds(t *testing.T) {
 		// secret.example.yaml: the keys, for reference; never applied.
 		{"Secret", []string{"yidu-secrets"}},
 		{"Deployment", []string{"yidu-receiver", "yidu-dashboard"}},
-		{"CronJob", []string{"yidu-directory-sync-hr"}},
+		{"CronJob", []string{"yidu-directory-sync"}},
 		{"NetworkPolicy", []string{"yidu-default-deny-ingress", "yidu-receiver", "yidu-dashboard", "yidu-flushd"}},
 		// flushd: stable pod names for static group membership.
 		{"StatefulSet", []string{"yidu-flushd"}},
