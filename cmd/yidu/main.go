@@ -10,6 +10,7 @@
 //	yidu directory  --config yidu.yaml sync --app hr
 //	yidu reconcile  --config yidu.yaml --msgid M | --all-active
 //	yidu link       --config yidu.yaml --app hr --msgid M --to URL
+//	yidu doctor     --config yidu.yaml --app hr
 //	yidu hash-password                   # prompts without echo, or reads stdin
 //	yidu healthcheck http://127.0.0.1:8080/readyz
 //	yidu version                         # or yidu --version
@@ -51,6 +52,7 @@ commands:
   directory    sync --app NAME      (pull the WeCom directory)
   reconcile    --msgid M | --all-active   (repair Redis/MySQL drift)
   link         --app NAME --msgid M --to URL   (print a tracked link)
+  doctor       --app NAME           (check the WeCom app's setup from this server)
   hash-password  print a bcrypt hash of a password (prompted without echo on a terminal, else one line of stdin)
   healthcheck URL  exit 0 when URL answers 200 (container probes)
   version      print the version, VCS revision and Go version (also --version)
@@ -110,6 +112,7 @@ var commands = map[string]command{
 	"directory":     {"directory sync --app NAME", "Pulls app NAME's WeCom address book into MySQL (departments, members, leavers).", true},
 	"reconcile":     {"reconcile --msgid M [--app NAME] | --all-active", "Compares messages' Redis bitmaps with MySQL and repairs either side.", true},
 	"link":          {"link --app NAME --msgid M --to URL", "Prints the tracked link of message M that opens URL (receiver.public_url).", true},
+	"doctor":        {"doctor --app NAME", "Checks app NAME's WeCom setup from this server: its secrets, what the API lets it read, the callback URL (docs/wecom-setup.md). Sends nothing.", true},
 	"hash-password": {"hash-password", "Prints a bcrypt hash for dashboard users: prompts twice without echo on a terminal, else reads one line of stdin.", false},
 	"healthcheck":   {"healthcheck URL", "Exits 0 when URL answers 200 (for container health checks: the image has no shell or curl).", false},
 	"version":       {"version", "Prints the module version, VCS revision and time, and the Go version.", false},
@@ -163,7 +166,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		to        *string
 	)
 	switch name {
-	case "directory":
+	case "directory", "doctor":
 		app = fs.String("app", "", "app name from the configuration (required)")
 	case "reconcile":
 		msgID = fs.String("msgid", "", "message to reconcile")
@@ -238,6 +241,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if *app == "" || *msgID == "" || *to == "" || len(positional) != 0 {
 			return bad()
 		}
+	case "doctor":
+		if *app == "" || len(positional) != 0 {
+			return bad()
+		}
 	default:
 		if len(positional) != 0 {
 			return bad()
@@ -267,6 +274,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runReconcile(ctx, cfg, logger, *msgID, *app, *allActive, stdout)
 	case "link":
 		return printLink(cfg, *app, *msgID, *to, stdout)
+	case "doctor":
+		return doctor(ctx, cfg, *app, stdout)
 	}
 
 	roles := map[string]process.Roles{

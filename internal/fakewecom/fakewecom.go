@@ -28,6 +28,7 @@
 //	POST /cgi-bin/message/recall                    app only, its own messages, 24 h (doc path 96460)
 //	GET  /cgi-bin/getcallbackip                     any (doc path 90238)
 //	GET  /cgi-bin/auth/getuserinfo?code=            app only (doc path 91023)
+//	GET  /cgi-bin/agent/get?agentid=                app only, its own agent (doc path 90227)
 package fakewecom
 
 import (
@@ -83,6 +84,12 @@ type App struct {
 	// NoMemberNames makes user/simplelist answer without names, likewise
 	// (doc path 90200).
 	NoMemberNames bool
+	// ReportEnter is the app's 上报进入应用事件 switch (agent/get's
+	// isreportenter).
+	ReportEnter bool
+	// RedirectDomain is the app's OAuth2 trusted domain (可信域名,
+	// agent/get's redirect_domain).
+	RedirectDomain string
 }
 
 // Department is a seeded department.
@@ -268,6 +275,7 @@ var apis = map[string]scope{
 	"/cgi-bin/message/recall":        appOnly,
 	"/cgi-bin/getcallbackip":         appOrContacts,
 	"/cgi-bin/auth/getuserinfo":      appOnly,
+	"/cgi-bin/agent/get":             appOnly,
 }
 
 func (s *Server) gettoken(q map[string][]string) reply {
@@ -380,6 +388,28 @@ func (s *Server) serve(r *http.Request) reply {
 		return s.recall(g, r)
 	case "/cgi-bin/getcallbackip":
 		return reply{"ip_list": s.CallbackIPs}
+	case "/cgi-bin/agent/get":
+		// The app's own details (doc path 90227); another app's need that
+		// app's token.
+		id, err := strconv.ParseInt(q.Get("agentid"), 10, 64)
+		if err != nil || id != g.app.AgentID {
+			return fail(ErrAnotherAgent, "not allow operate another agent with this accesstoken")
+		}
+		parties := g.app.VisibleDepartments
+		if parties == nil {
+			parties = []int{1}
+		}
+		users := []reply{}
+		for _, u := range g.app.VisibleUsers {
+			users = append(users, reply{"userid": u})
+		}
+		report := 0
+		if g.app.ReportEnter {
+			report = 1
+		}
+		return reply{"agentid": id, "name": "app", "allow_partys": reply{"partyid": parties},
+			"allow_userinfos": reply{"user": users}, "allow_tags": reply{"tagid": []int{}},
+			"isreportenter": report, "redirect_domain": g.app.RedirectDomain}
 	case "/cgi-bin/auth/getuserinfo":
 		id, ok := c.Codes[q.Get("code")]
 		if !ok {

@@ -167,6 +167,13 @@ func TestServer(t *testing.T) {
 		{"contacts secret from a new IP: simplelist ids", "GET", "/cgi-bin/department/simplelist", idsOnly, "", 0, nil},
 		{"contacts secret from a new IP: no names", "GET", "/cgi-bin/department/list", idsOnly, "", fakewecom.ErrUntrustedIP, nil},
 		{"contacts secret from a new IP: no members", "GET", "/cgi-bin/user/simplelist", idsOnly, "", fakewecom.ErrUntrustedIP, nil},
+		{"agent/get its own app", "GET", "/cgi-bin/agent/get", with("agentid", "1"), "", 0, func(t *testing.T, out map[string]any) {
+			if p := out["allow_partys"].(map[string]any)["partyid"].([]any); len(p) != 1 || p[0] != 1.0 {
+				t.Errorf("allow_partys = %v; want the root (whole corp)", p)
+			}
+		}},
+		{"agent/get another app", "GET", "/cgi-bin/agent/get", with("agentid", "2"), "", fakewecom.ErrAnotherAgent, nil},
+		{"agent/get with the contacts secret", "GET", "/cgi-bin/agent/get", contacts, "", fakewecom.ErrNoPermission, nil},
 		{"oauth with the contacts secret", "GET", "/cgi-bin/auth/getuserinfo", contacts, "", fakewecom.ErrNoPermission, nil},
 		{"callback ips", "GET", "/cgi-bin/getcallbackip", auth, "", 0, func(t *testing.T, out map[string]any) {
 			if len(out["ip_list"].([]any)) == 0 {

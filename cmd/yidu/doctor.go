@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/yidu-io/yidu/callback/wxcrypt"
+	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/cmd/internal/process"
+	"github.com/yidu-io/yidu/wecom"
+)
+
+// errDoctorFailed is doctor's result when a check failed (exit 1).
+var errDoctorFailed = fmt.Errorf("doctor: a check failed")
+
+// doctor runs `yidu doctor --app NAME`: what the configuration, the WeCom
+// API and the receiver's callback URL allow for app NAME, each check on a
+// line with what works, what is missing and what an errcode means
+// (docs/wecom-setup.md). It changes and sends nothing.
+func doctor(ctx context.Context, cfg config.Config, appName string, out io.Writer) error {
+	app, ok := cfg.App(appName)
+	if !ok {
+		return fmt.Errorf("doctor: no app %q in the configuration", appName)
+	}
+	var checks []wecom.Check
+	add := func(name string, status wecom.CheckStatus, detail string) {
+		checks = append(checks, wecom.Check{Name: name, Status: status, Detail: detail})
+	}
+
+	// The receiver's secrets: present and well formed.
+	cryptr, err := wxcrypt.New(app.Token, app.EncodingAESKey, app.CorpID)
+	if err != nil {
+		add("callback secrets", wecom.CheckFail, fmt.Sprintf("token (%s) and encoding_aes_key (%s): %v",
+			config.EnvName(appName, "token"), config.EnvName(appName, "encoding_aes_key"), err))
+	} else {
+		add("callback secrets", wecom.CheckOK, "token and a 43-character encoding_aes_key")
+	}
+
+	// The WeCom API, with each secret.
+	if app.Secret == "" {
+		add("app secret", wecom.CheckFail, fmt.Sprintf("none (%s): yidu can neither send nor read the directory", config.EnvName(appName, "secret")))
+	} else {
+		process.PointWeCom(cfg.WeCom)
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		checks = append(checks, wecom.Doctor(wctx, wecom.App{CorpID: app.CorpID, AgentID: app.AgentID, Secret: app.Secret}, app.ContactsSecret)...)
+		cancel()
+	}
+
+	// The callback URL, as WeCom verifies it (doc path 91144): a signed GET
+	// whose echostr the receiver must decrypt and answer.
+	switch {
+	case cfg.Receiver.PublicURL == "":
+		add("callback URL", wecom.CheckSkipped, "receiver.public_url not set: cannot reach the receiver as WeCom does; "+
+			"set it, or check https://<receiver host>/wecom/callback/"+appName+" by saving it in the admin console")
+	case cryptr == nil:
+		add("callback URL", wecom.CheckSkipped, "no callback secrets to sign WeCom's verification with")
+	default:
+		target := strings.TrimRight(cfg.Receiver.PublicURL, "/") + "/wecom/callback/" + appName
+		if err := verifyCallbackURL(ctx, cryptr, target); err != nil {
+			add("callback URL", wecom.CheckFail, target+": "+err.Error())
+		} else {
+			add("callback URL", wecom.CheckOK, target+" answers WeCom's URL verification")
+		}
+	}
+
+	failed := false
+	for _, c := range checks {
+		fmt.Fprintf(out, "%-4s %s: %s\n", c.Status, c.Name, c.Detail)
+		failed = failed || c.Status == wecom.CheckFail
+	}
+	if failed {
+		return errDoctorFailed
+	}
+	return nil
+}
+
+// verifyCallbackURL sends target the signed verification GET WeCom sends
+// when the URL is saved, and checks the plaintext comes back.
+func verifyCallbackURL(ctx context.Context, c *wxcrypt.Crypter, target string) error {
+	echo := "yidu-doctor-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	q, err := c.Echo([]byte(echo), strconv.FormatInt(time.Now().Unix(), 10), "doctor")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second) // WeCom waits 5 s (doc path 90238)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("unreachable: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("answered %s %q: is it yidu's receiver, with this app's token and encoding_aes_key?", resp.Status, strings.TrimSpace(string(body)))
+	case string(body) != echo:
+		return fmt.Errorf("answered 200 but not the decrypted echostr: another token or encoding_aes_key?")
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/callback"
+	"github.com/yidu-io/yidu/internal/fakewecom"
+)
+
+// noReads is a ReadRecorder for a receiver that only answers URL
+// verification.
+type noReads struct{}
+
+func (noReads) CardRead(context.Context, string, int64, string, string, time.Time) (int, error) {
+	return 0, nil
+}
+func (noReads) EnterAgent(context.Context, string, int64, string, time.Time) (int, error) {
+	return 0, nil
+}
+func (noReads) LinkRead(context.Context, string, int64, string, string, time.Time) (int, error) {
+	return 0, nil
+}
+
+// TestDoctor runs `yidu doctor --app hr` as an operator setting up an app
+// would: against a fake WeCom as strict as WeCom about secrets and visible
+// ranges, and a receiver reached at receiver.public_url as WeCom reaches it.
+func TestDoctor(t *testing.T) {
+	const (
+		corp   = "wwdoctor"
+		aesKey = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"
+	)
+	api := fakewecom.Start(t, fakewecom.New(fakewecom.Corp{
+		CorpID: corp,
+		Apps: []fakewecom.App{
+			{AgentID: 1000002, Secret: "wide", ReportEnter: true, RedirectDomain: "yidu.example.com"},
+			{AgentID: 1000003, Secret: "narrow", VisibleDepartments: []int{2}, NoDepartmentNames: true},
+		},
+		ContactsSecret: "contacts",
+		Departments:    []fakewecom.Department{{ID: 1, Name: "总部"}, {ID: 2, ParentID: 1, Name: "HR"}},
+		Users:          []fakewecom.User{{UserID: "zhangsan", Name: "张三", Departments: []int{1}}, {UserID: "lisi", Name: "李四", Departments: []int{2}}},
+	}))
+	receiver := func(token string) string {
+		rc, err := callback.New(noReads{}, callback.Options{Apps: []callback.App{{
+			App: yidu.App{Name: "hr", CorpID: corp, AgentID: 1000002}, Token: token, EncodingAESKey: aesKey}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(rc.Routes())
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	good, wrongToken := receiver("t0k"), receiver("another-token")
+	config := func(t *testing.T, agent, publicURL string) string {
+		p := filepath.Join(t.TempDir(), "yidu.yaml")
+		text := "wecom: {api_base: \"" + api + "\"}\n"
+		if publicURL != "" {
+			text += "receiver: {public_url: \"" + publicURL + "\"}\n"
+		}
+		text += "apps:\n  - {name: hr, corp_id: " + corp + ", agent_id: " + agent + ", token: t0k, encoding_aes_key: " + aesKey + "}\n"
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name      string
+		agent     string
+		publicURL string
+		env       map[string]string
+		fails     bool
+		want      []string
+	}{
+		{name: "all set, app secret alone", agent: "1000002", publicURL: good, env: map[string]string{"YIDU_APP_HR_SECRET": "wide"},
+			want: []string{"ok   callback secrets", "ok   gettoken (app secret)", "ok   agent/get (app secret): agent 1000002 is this secret's app; visible range: 1 departments",
+				"ok   上报进入应用事件: isreportenter=1", "ok   OAuth2 trusted domain: redirect_domain yidu.example.com", "ok   getcallbackip", "ok   department/simplelist (app secret): 2 departments; the visible range holds the root",
+				"ok   department/list", "ok   user/simplelist (app secret): department 1: 1 direct members, 1 with a name", "skip contacts-sync secret", "ok   callback URL"}},
+		{name: "with the contacts-sync secret", agent: "1000002", publicURL: good, env: map[string]string{"YIDU_APP_HR_SECRET": "wide", "YIDU_APP_HR_CONTACTS_SECRET": "contacts"},
+			want: []string{"ok   gettoken (contacts-sync secret)", "ok   user/list_id (contacts-sync secret): 2 member-department pairs"}},
+		{name: "a narrow visible range", agent: "1000003", env: map[string]string{"YIDU_APP_HR_SECRET": "narrow"},
+			want: []string{"warn department/simplelist (app secret): 1 departments, not the root: a partial directory", "warn department/list (app secret): no department names", "skip callback URL",
+				"warn 上报进入应用事件: off", "warn OAuth2 trusted domain: none set"}},
+		{name: "a wrong secret", agent: "1000002", env: map[string]string{"YIDU_APP_HR_SECRET": "wrong"}, fails: true,
+			want: []string{"FAIL gettoken (app secret): errcode 40001", "the secret is wrong"}},
+		{name: "the contacts secret where the app's belongs", agent: "1000002", env: map[string]string{"YIDU_APP_HR_SECRET": "contacts"}, fails: true,
+			want: []string{"FAIL agent/get (app secret): errcode 48002", "this secret may not call this API"}},
+		{name: "another app's secret", agent: "1000002", env: map[string]string{"YIDU_APP_HR_SECRET": "narrow"}, fails: true,
+			want: []string{"FAIL agent/get (app secret): errcode 301002", "the access token belongs to another app"}},
+		{name: "no app secret", agent: "1000002", fails: true, want: []string{"FAIL app secret: none (YIDU_APP_HR_SECRET)"}},
+		{name: "a receiver with another token", agent: "1000002", publicURL: wrongToken, env: map[string]string{"YIDU_APP_HR_SECRET": "wide"}, fails: true,
+			want: []string{"FAIL callback URL: " + wrongToken + "/wecom/callback/hr: answered 401"}},
+		{name: "a receiver nobody listens on", agent: "1000002", publicURL: "http://127.0.0.1:1", env: map[string]string{"YIDU_APP_HR_SECRET": "wide"}, fails: true,
+			want: []string{"FAIL callback URL: http://127.0.0.1:1/wecom/callback/hr: unreachable"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, _, err := runCmd(t, tt.env, "", "doctor", "--app", "hr", "--config", config(t, tt.agent, tt.publicURL))
+			if (err != nil) != tt.fails || exitCode(err) != map[bool]int{false: 0, true: 1}[tt.fails] {
+				t.Errorf("doctor = %v (exit %d); want failure %v\n%s", err, exitCode(err), tt.fails, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, secret := range []string{"wide", "narrow", "contacts", "t0k", aesKey} {
+				if strings.Contains(out, "="+secret) || strings.Contains(out, aesKey) {
+					t.Errorf("output carries a secret (%s):\n%s", secret, out)
+				}
+			}
+		})
+	}
+	if out, _, err := runCmd(t, nil, "", "doctor", "--config", config(t, "1", "")); exitCode(err) != 2 {
+		t.Errorf("doctor without --app = %v (exit %d); want a usage error\n%s", err, exitCode(err), out)
+	}
+}
