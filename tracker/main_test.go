@@ -70,7 +70,6 @@ type env struct {
 	app   yidu.App
 	// secret is the app's secret, which only the WeCom client holds.
 	secret string
-	now    time.Time
 
 	mu    sync.Mutex
 	slept []time.Duration // what the tracker waited, without waiting

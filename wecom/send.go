@@ -122,7 +122,7 @@ func (w *Sender) RecallMessage(ctx context.Context, corpID string, agentID int64
 	if err := w.post(ctx, corpID, agentID, "message/recall", recallURL, body, &resp, &resp); err != nil {
 		return RecallResult{}, err
 	}
-	return RecallResult{ErrCode: resp.ErrCode, ErrMsg: resp.ErrMsg}, nil
+	return RecallResult(resp), nil
 }
 
 // post posts body to api (base URL apiURL) with the app's access token
