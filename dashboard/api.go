@@ -409,9 +409,25 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, j)
 }
 
+// remindJSON is what a reminder did: every non-reader is reminded in
+// batches of 1000 whatever their number; one who cannot be sent to is
+// skipped and counted, never the others' reminder.
 type remindJSON struct {
 	Reminded      int       `json:"reminded"`
 	NextAllowedAt time.Time `json:"next_allowed_at"`
+	// Unread is how many non-readers the reminder was for (members who
+	// left excluded).
+	Unread int `json:"unread"`
+	// Batches is the message/send calls made.
+	Batches int `json:"batches"`
+	// Refused and Unknown count people in batches WeCom refused, or whose
+	// answer was lost; Invalid people WeCom called invaliduser.
+	Refused int `json:"refused"`
+	Unknown int `json:"unknown"`
+	Invalid int `json:"invalid"`
+	// Skipped counts members whose UserID breaks WeCom's rule, or who have
+	// no UserID in the directory: not sent to.
+	Skipped int `json:"skipped"`
 }
 
 // handleRemind sends a reminder to the current non-readers, at most once
@@ -443,8 +459,11 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Mes
 		return
 	}
 	// The reminder outlives an impatient client: half-sent batches are worse.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Minute)
+	// 300,000 non-readers are 300 calls at WeCom's rate: longer than the
+	// write timeout of an ordinary answer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), registerTimeout)
 	defer cancel()
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(registerTimeout))
 	rec, readRec, err := s.bitmaps(ctx, m)
 	if err != nil {
 		s.fail(w, r, err)
@@ -452,9 +471,15 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	}
 	unread := roaring.AndNot(rec, readRec)
 	var userIDs []string
-	err = s.forEachUserChunk(ctx, m.CorpID, unread, nil, chunkSize, nil, func(_ []uint32, users map[uint32]yidu.User) error {
+	missing := 0
+	err = s.forEachUserChunk(ctx, m.CorpID, unread, nil, chunkSize, nil, func(uids []uint32, users map[uint32]yidu.User) error {
+		missing += len(uids) - len(users)
 		for _, u := range users {
-			if u.Status != yidu.StatusLeft && u.UserID != "" {
+			switch {
+			case u.Status == yidu.StatusLeft:
+			case u.UserID == "":
+				missing++
+			default:
 				userIDs = append(userIDs, u.UserID)
 			}
 		}
@@ -464,20 +489,23 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Mes
 		s.fail(w, r, err)
 		return
 	}
-	out := remindJSON{NextAllowedAt: s.now().Add(interval).UTC()}
+	out := remindJSON{NextAllowedAt: s.now().Add(interval).UTC(), Unread: len(userIDs) + missing, Skipped: missing}
 	if len(userIDs) > 0 {
 		rep, err := s.msgs.Remind(ctx, m, userIDs)
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("dashboard: remind: %w", err))
 			return
 		}
-		out.Reminded = rep.Reminded
+		out.Reminded, out.Batches = rep.Reminded, rep.Batches
+		out.Refused, out.Unknown, out.Invalid = rep.Refused, rep.Unknown, rep.Invalid
+		out.Skipped += rep.BadUserIDs + rep.Missing
 	} else {
 		out.NextAllowedAt = s.now().UTC()
 	}
 	s.met.reminded.Add(float64(out.Reminded))
 	s.log.InfoContext(r.Context(), "reminder sent", "corp", m.CorpID, "msgid", m.MsgID,
-		"reminded", out.Reminded, "by", principalFrom(r.Context()).name)
+		"reminded", out.Reminded, "refused", out.Refused, "unknown", out.Unknown, "skipped", out.Skipped,
+		"by", principalFrom(r.Context()).name)
 	writeJSON(w, http.StatusOK, out)
 }
 

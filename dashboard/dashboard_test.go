@@ -373,6 +373,24 @@ func TestRemind(t *testing.T) {
 	}
 }
 
+// TestRemindReports: one member whose UserID breaks WeCom's rule is
+// skipped and reported, never fails the others' reminder; the answer says
+// what was sent, refused and skipped (issue: remind fails for the whole
+// message).
+func TestRemindReports(t *testing.T) {
+	f := newFixture(t)
+	f.dir.users["acme"][2] = yidu.User{UID: 2, UserID: "-dash", Name: "Dash", Departments: []int64{4}}
+	w := f.ok(t, "POST", "/api/v1/messages/hello/remind")
+	got := decode[remindJSON](t, w)
+	want := remindJSON{Reminded: 4, Unread: 5, Batches: 1, Skipped: 1, NextAllowedAt: got.NextAllowedAt}
+	if got != want {
+		t.Errorf("remind = %+v; want %+v", got, want)
+	}
+	if sent := f.msgs.remindTo[0]; slices.Contains(sent, "-dash") || len(sent) != 4 {
+		t.Errorf("reminded %v; want the four valid UserIDs", sent)
+	}
+}
+
 func TestDepartments(t *testing.T) {
 	f := newFixture(t)
 	w := f.ok(t, "GET", "/api/v1/messages/hello/departments")

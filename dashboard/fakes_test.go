@@ -315,9 +315,20 @@ func (f *fakeMessages) Remind(_ context.Context, m yidu.Message, userIDs []strin
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reminders = append(f.reminders, m)
-	f.remindTo = append(f.remindTo, slices.Clone(userIDs))
+	// As the tracker: a UserID WeCom would refuse is skipped and counted.
+	var ok []string
+	rep := yidu.RemindReport{}
+	for _, u := range userIDs {
+		if yidu.UserID(u).Valid() {
+			ok = append(ok, u)
+		} else {
+			rep.BadUserIDs++
+		}
+	}
+	f.remindTo = append(f.remindTo, ok)
 	f.lastRem[key(m.CorpID, m.MsgID)] = f.now()
-	return yidu.RemindReport{Reminded: len(userIDs)}, nil
+	rep.Reminded, rep.Batches = len(ok), (len(ok)+999)/1000
+	return rep, nil
 }
 
 func (f *fakeMessages) LastReminder(_ context.Context, corp, id string) (time.Time, bool, error) {
