@@ -211,3 +211,17 @@ func CheckURL(s string) error {
 	}
 	return nil
 }
+
+// Registered says what a registration did.
+type Registered struct {
+	Message Message
+	// Created is false for a repeated registration of the same message.
+	Created bool
+	// UnknownUserIDs are audience UserIDs the directory does not know as
+	// active members (never synced, or left): not recipients, and never
+	// made members by a registration; a directory sync brings real new
+	// hires in. Sorted.
+	UnknownUserIDs []string
+	// Send is what sending did (zero without Registration.Send).
+	Send SendReport
+}

@@ -39,6 +39,9 @@ type messageJSON struct {
 	// Send is what sending did: in the answer of a registration with
 	// send, and of GET /messages/{msgid} once a batch was sent.
 	Send *sendJSON `json:"send,omitempty"`
+	// UnknownUserIDs, in the answer of a registration only: audience
+	// UserIDs that name no active member, left out of the recipients.
+	UnknownUserIDs []string `json:"unknown_userids,omitempty"`
 }
 
 func toJSON(m yidu.Message) messageJSON {
@@ -381,7 +384,8 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if reg.SentAt.IsZero() {
 		reg.SentAt = s.now().UTC()
 	}
-	m, created, rep, err := s.msgs.RegisterAndSend(r.Context(), reg.Registration)
+	res, err := s.msgs.RegisterAndSend(r.Context(), reg.Registration)
+	m, created, rep := res.Message, res.Created, res.Send
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -393,6 +397,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 			"recipients", m.Recipients, "by", p.name)
 	}
 	j := toJSON(m)
+	j.UnknownUserIDs = res.UnknownUserIDs
 	if reg.Send {
 		// Registered, and what sending did, batch by batch: a send that
 		// sent nothing must say so (issue 13).

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -229,7 +228,20 @@ func (f *fakeMessages) ReadsPerMinute(_ context.Context, corp, id string) ([]yid
 	return nil, nil
 }
 
-func (f *fakeMessages) RegisterAndSend(_ context.Context, reg yidu.Registration) (yidu.Message, bool, yidu.SendReport, error) {
+func (f *fakeMessages) RegisterAndSend(ctx context.Context, reg yidu.Registration) (yidu.Registered, error) {
+	m, created, rep, err := f.registerAndSend(ctx, reg)
+	res := yidu.Registered{Message: m, Created: created, Send: rep}
+	for _, u := range reg.Audience.UserIDs {
+		if strings.HasPrefix(u, "nobody") {
+			res.UnknownUserIDs = append(res.UnknownUserIDs, u)
+		}
+	}
+	return res, err
+}
+
+// registerAndSend is the tracker as the dashboard sees it; a UserID
+// starting with "nobody" is unknown to the directory.
+func (f *fakeMessages) registerAndSend(_ context.Context, reg yidu.Registration) (yidu.Message, bool, yidu.SendReport, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var rep yidu.SendReport
@@ -248,11 +260,12 @@ func (f *fakeMessages) RegisterAndSend(_ context.Context, reg yidu.Registration)
 		}
 		return s.m, false, rep, nil
 	}
-	if slices.Contains(reg.Audience.UserIDs, "nobody") {
-		return yidu.Message{}, false, rep, errors.Join(yidu.ErrInvalid, errors.New("unknown userid"))
+	known := slices.DeleteFunc(slices.Clone(reg.Audience.UserIDs), func(u string) bool { return strings.HasPrefix(u, "nobody") })
+	if len(known) == 0 && len(reg.Audience.Departments) == 0 && !reg.Audience.All {
+		return yidu.Message{}, false, rep, yidu.Invalidf("audience has no members")
 	}
 	m := yidu.Message{CorpID: reg.App.CorpID, MsgID: reg.MsgID, App: reg.App.Name, Title: reg.Title, Body: reg.Body, URL: reg.URL,
-		SentAt: reg.SentAt, Recipients: int64(len(reg.Audience.UserIDs))}
+		SentAt: reg.SentAt, Recipients: int64(len(known))}
 	st := &stored{m: m, rec: roaring.New(), read: roaring.New(), audience: aud}
 	if reg.Send {
 		// WeCom unreachable is "refused" as the fake tells it: a title

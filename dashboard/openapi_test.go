@@ -93,6 +93,8 @@ func contractCases() []contractCase {
 
 		{name: "remind", op: "POST /messages/{msgid}/remind", method: "POST", target: "/messages/hello/remind", auth: "token", want: 200},
 		{name: "remind again", op: "POST /messages/{msgid}/remind", method: "POST", target: "/messages/hello/remind", auth: "token", want: 429},
+		{name: "register with unknown userids", op: "POST /messages", method: "POST", target: "/messages", auth: "token", want: 201,
+			body: `{"msgid":"contract-unknown","app":"hr","title":"T","audience":{"userids":["alice","nobody-1"]}}`},
 		{name: "register and send", op: "POST /messages", method: "POST", target: "/messages", auth: "token", want: 201,
 			body: `{"msgid":"contract-sent","app":"hr","title":"Sent","body":"正文","url":"https://intranet.example.com/n/1","audience":{"userids":["alice"]},"send":true}`},
 		{name: "recall", op: "POST /messages/{msgid}/recall", method: "POST", target: "/messages/contract-sent/recall", auth: "token", want: 200},

@@ -35,7 +35,7 @@ type ReadHistory interface {
 type Registrar interface {
 	// RegisterAndSend registers reg and, with reg.Send, sends it and
 	// reports every batch.
-	RegisterAndSend(ctx context.Context, reg yidu.Registration) (m yidu.Message, created bool, rep yidu.SendReport, err error)
+	RegisterAndSend(ctx context.Context, reg yidu.Registration) (yidu.Registered, error)
 	Remind(ctx context.Context, m yidu.Message, userIDs []string) (yidu.RemindReport, error)
 	// Recall recalls m through WeCom and freezes its read count at read.
 	Recall(ctx context.Context, m yidu.Message, read int64) (yidu.RecallReport, error)

@@ -230,3 +230,51 @@ func placeholders(n int) string {
 	}
 	return strings.Repeat("?,", n-1) + "?"
 }
+
+// Known returns the uids of the UserIDs that name active members
+// (compared case-insensitively, as WeCom does), keyed by the UserIDs as
+// given; the others are left out. It creates nothing: a registration's
+// made-up UserID must not become a member.
+func (m *Mapper) Known(ctx context.Context, corpID string, userIDs []string) (map[string]uint32, error) {
+	if err := checkCorpID(corpID); err != nil {
+		return nil, fmt.Errorf("idmap: known: %w", err)
+	}
+	out := make(map[string]uint32, len(userIDs))
+	for start := 0; start < len(userIDs); start += chunkSize {
+		chunk := userIDs[start:min(start+chunkSize, len(userIDs))]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, corpID)
+		for _, id := range chunk {
+			args = append(args, fold(id))
+		}
+		m.metrics.query(opRead)
+		rows, err := m.db.QueryContext(ctx, "SELECT userid_key, uid FROM users WHERE corp_id = ? AND status = 1 AND userid_key IN (?"+
+			strings.Repeat(",?", len(chunk)-1)+")", args...)
+		if err != nil {
+			return nil, fmt.Errorf("idmap: known: %w", err)
+		}
+		byKey := make(map[string]uint32, len(chunk))
+		for rows.Next() {
+			var key string
+			var uid uint32
+			if err := rows.Scan(&key, &uid); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("idmap: known: %w", err)
+			}
+			if old, ok := byKey[key]; !ok || uid < old {
+				byKey[key] = uid
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("idmap: known: %w", err)
+		}
+		for _, id := range chunk {
+			if uid, ok := byKey[fold(id)]; ok {
+				out[id] = uid
+			}
+		}
+	}
+	return out, nil
+}

@@ -28,6 +28,7 @@ type fixture struct {
 	prefix   string
 	store    *bitmap.Store
 	registry *tracker.Registry
+	ids      *idmap.Mapper
 	producer *delta.Producer
 	brokers  []string
 	rec      *reconcile.Reconciler
@@ -52,7 +53,7 @@ func newFixture(t *testing.T) *fixture {
 	now := time.Date(2026, 11, 29, 9, 30, 0, 0, time.UTC)
 	rec, err := reconcile.New(reg, store, p, reconcile.Options{Now: func() time.Time { return now }})
 	testenv.Check(t, "reconcile.New", err)
-	return &fixture{db: db, rdb: rdb, prefix: prefix, store: store, registry: reg, producer: p, brokers: brokers, now: now, rec: rec}
+	return &fixture{db: db, rdb: rdb, prefix: prefix, store: store, registry: reg, ids: ids, producer: p, brokers: brokers, now: now, rec: rec}
 }
 
 // register registers msgID to n members user0..user{n-1} (uids 0..n-1).
@@ -62,6 +63,9 @@ func (f *fixture) register(t *testing.T, msgID string, n int) yidu.Message {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("user%d", i)
 	}
+	// The directory knows them (a sync's work).
+	_, err := f.ids.Assign(context.Background(), corp, ids)
+	testenv.Check(t, "assign", err)
 	m, _, err := f.registry.Register(context.Background(), yidu.Registration{
 		MsgID: msgID, Title: "t", SentAt: f.now.Add(-time.Hour),
 		App:      yidu.App{Name: "hr", CorpID: corp, AgentID: 1000002},

@@ -86,6 +86,8 @@ func TestReadModel(t *testing.T) {
 		r := e.registration(fmt.Sprintf("list-%d", i), yidu.Audience{UserIDs: []string{"amy", "bo"}})
 		if i%3 == 1 {
 			r.App = other
+			_, err := e.ids.Assign(ctx, other.CorpID, r.Audience.UserIDs)
+			testenv.Check(t, "assign", err)
 		}
 		// Two messages share a send time: the cursor must still split them.
 		r.SentAt = base.Add(time.Duration(min(i, 5)) * time.Minute)

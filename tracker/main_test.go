@@ -128,7 +128,19 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	return e
 }
 
+// registration is a registration of au, whose UserIDs the directory
+// knows (as after a sync): they are made members first.
 func (e *env) registration(msgID string, au yidu.Audience) yidu.Registration {
+	if len(au.UserIDs) > 0 {
+		if _, err := e.ids.Assign(context.Background(), e.app.CorpID, au.UserIDs); err != nil {
+			panic(err) // the test's own database
+		}
+	}
+	return e.rawRegistration(msgID, au)
+}
+
+// rawRegistration is registration without touching the directory.
+func (e *env) rawRegistration(msgID string, au yidu.Audience) yidu.Registration {
 	return yidu.Registration{MsgID: msgID, App: e.app, Title: "Quarterly <safety> & \"you\"", Audience: au}
 }
 

@@ -58,47 +58,72 @@ func canonicalize(reg *yidu.Registration, now time.Time) (canonical, error) {
 // sending); any other difference is yidu.ErrConflict. Invalid input is
 // yidu.ErrInvalid and writes nothing.
 //
-// UserIDs the directory does not know yet get a uid (idmap.Assign): the
-// directory sync lags WeCom (new hires, a missed change_contact), WeCom itself
-// is the judge of who exists, and refusing would make the sender's
-// registration fail for yidu's lag. An id that really does not exist costs one
-// reserved uid and an unread row; a send reports it as invaliduser.
+// Audience UserIDs the directory does not know as active members are left
+// out and reported (Registered.UnknownUserIDs): a made-up UserID must not
+// become a member and inflate later "all" audiences. A real new hire is
+// brought in by the directory sync (or change_contact); registering again
+// after it adds nobody to an existing message (the audience is a
+// snapshot), so register a new one.
 func (r *Registry) Register(ctx context.Context, reg yidu.Registration) (yidu.Message, bool, error) {
-	m, created, _, err := r.RegisterAndSend(ctx, reg)
-	return m, created, err
+	res, err := r.RegisterAndSend(ctx, reg)
+	return res.Message, res.Created, err
 }
 
-// RegisterAndSend is Register that also returns what the send did (the
-// zero report without reg.Send). An error from the send leaves the
-// registration done: the message and created are valid.
-func (r *Registry) RegisterAndSend(ctx context.Context, reg yidu.Registration) (yidu.Message, bool, yidu.SendReport, error) {
+// RegisterAndSend is Register that also says which UserIDs were unknown
+// and what the send did (the zero report without reg.Send). An error from
+// the send leaves the registration done: the message and created are
+// valid.
+func (r *Registry) RegisterAndSend(ctx context.Context, reg yidu.Registration) (yidu.Registered, error) {
+	var res yidu.Registered
 	start := time.Now()
 	c, err := canonicalize(&reg, r.now())
 	if err != nil {
 		r.met.registrations.WithLabelValues("invalid").Inc()
-		return yidu.Message{}, false, yidu.SendReport{}, err
+		return res, err
 	}
 	m, recipients, result, err := r.register(ctx, reg, c)
 	r.met.registrations.WithLabelValues(result).Inc()
+	res.Message = m
 	if err != nil {
 		if result == "error" {
 			r.log.Error("register", "corp", reg.App.CorpID, "msgid", reg.MsgID, "err", err)
 		}
-		return m, false, yidu.SendReport{}, err
+		return res, err
 	}
-	created := result == "created"
+	res.Created = result == "created"
 	r.met.registerSeconds.Observe(time.Since(start).Seconds())
+	if res.UnknownUserIDs, err = r.unknown(ctx, m.CorpID, c.userIDs); err != nil {
+		return res, err
+	}
 	if r.orphans != nil {
 		if _, err := r.orphans.ApplyOrphans(ctx, m.CorpID, m.MsgID); err != nil {
 			r.met.orphanErrors.Inc()
-			return m, created, yidu.SendReport{}, fmt.Errorf("tracker: apply orphans of %s: %w", m.MsgID, err)
+			return res, fmt.Errorf("tracker: apply orphans of %s: %w", m.MsgID, err)
 		}
 	}
 	if !reg.Send {
-		return m, created, yidu.SendReport{}, nil
+		return res, nil
 	}
-	rep, err := r.send(ctx, reg.App, m, recipients)
-	return m, created, rep, err
+	res.Send, err = r.send(ctx, reg.App, m, recipients)
+	return res, err
+}
+
+// unknown returns the sorted userIDs that name no active member.
+func (r *Registry) unknown(ctx context.Context, corpID string, userIDs []string) ([]string, error) {
+	if len(userIDs) == 0 {
+		return nil, nil
+	}
+	known, err := r.ids.Known(ctx, corpID, userIDs)
+	if err != nil {
+		return nil, fmt.Errorf("tracker: known userids: %w", err)
+	}
+	var out []string
+	for _, u := range userIDs {
+		if _, ok := known[u]; !ok {
+			out = append(out, u)
+		}
+	}
+	return out, nil
 }
 
 // messageRow is a messages row.
@@ -279,15 +304,11 @@ func (r *Registry) expand(ctx context.Context, corpID string, c canonical) (*roa
 		set.Or(members)
 	}
 	if len(c.userIDs) > 0 {
-		uids, err := r.ids.Assign(ctx, corpID, c.userIDs)
+		uids, err := r.ids.Known(ctx, corpID, c.userIDs)
 		if err != nil {
-			return nil, fmt.Errorf("tracker: assign uids: %w", err)
+			return nil, fmt.Errorf("tracker: known userids: %w", err)
 		}
-		for _, u := range c.userIDs {
-			uid, ok := uids[u]
-			if !ok {
-				return nil, fmt.Errorf("tracker: assign returned no uid for a userid")
-			}
+		for _, uid := range uids {
 			set.Add(uid)
 		}
 	}

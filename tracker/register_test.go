@@ -40,36 +40,35 @@ func TestRegisterAudiences(t *testing.T) {
 	ctx := context.Background()
 	u := seedDirectory(t, e)
 	tests := []struct {
-		name string
-		au   yidu.Audience
-		want []string // userids; "zed" is unknown to the directory
+		name    string
+		au      yidu.Audience
+		want    []string // userids; "zed" is unknown to the directory
+		unknown []string
 	}{
-		{"userids with duplicates and an unknown id", yidu.Audience{UserIDs: []string{"bob", "zed", "alice", "bob"}}, []string{"alice", "bob", "zed"}},
-		{"department subtree", yidu.Audience{Departments: []int64{2}}, []string{"alice", "bob"}},
-		{"root department recursive", yidu.Audience{Departments: []int64{1}}, []string{"alice", "bob", "carol", "erin"}},
-		// zed has been assigned a uid by the first case: idmap.Assign makes
-		// it an active member until a directory sync says otherwise.
-		{"all active members", yidu.Audience{All: true}, []string{"alice", "bob", "carol", "dave", "erin", "zed"}},
-		{"union of departments and userids", yidu.Audience{Departments: []int64{5}, UserIDs: []string{"carol"}}, []string{"carol", "dave"}},
+		{"userids with duplicates and an unknown id", yidu.Audience{UserIDs: []string{"bob", "zed", "alice", "bob"}}, []string{"alice", "bob"}, []string{"zed"}},
+		{"userids in another case", yidu.Audience{UserIDs: []string{"BOB", "Alice"}}, []string{"alice", "bob"}, nil},
+		{"department subtree", yidu.Audience{Departments: []int64{2}}, []string{"alice", "bob"}, nil},
+		{"root department recursive", yidu.Audience{Departments: []int64{1}}, []string{"alice", "bob", "carol", "erin"}, nil},
+		// zed was never made a member by the first case.
+		{"all active members", yidu.Audience{All: true}, []string{"alice", "bob", "carol", "dave", "erin"}, nil},
+		{"union of departments and userids", yidu.Audience{Departments: []int64{5}, UserIDs: []string{"carol", "ghost"}}, []string{"carol", "dave"}, []string{"ghost"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			msgID := fmt.Sprintf("aud-%d", i)
-			m, created, err := e.reg.Register(ctx, e.registration(msgID, tt.au))
+			res, err := e.reg.RegisterAndSend(ctx, e.rawRegistration(msgID, tt.au))
+			m, created := res.Message, res.Created
 			if err != nil || !created {
 				t.Fatalf("Register = %v, created %v; want created", err, created)
 			}
-			if _, ok := u["zed"]; !ok {
-				uid, ok, err := e.ids.Lookup(ctx, e.app.CorpID, "zed")
-				if err == nil && ok {
-					u["zed"] = uid
-				}
+			if !slices.Equal(res.UnknownUserIDs, tt.unknown) {
+				t.Errorf("UnknownUserIDs = %q; want %q", res.UnknownUserIDs, tt.unknown)
 			}
 			var want []uint32
 			for _, id := range tt.want {
 				uid, ok := u[id]
 				if !ok {
-					t.Fatalf("no uid for %s (unknown userids must get one)", id)
+					t.Fatalf("no uid for %s", id)
 				}
 				want = append(want, uid)
 			}
@@ -166,6 +165,8 @@ func TestRegisterMsgIDAcrossCorps(t *testing.T) {
 	}
 	other := e.registration("shared", yidu.Audience{UserIDs: []string{"amy"}})
 	other.App.CorpID = testenv.RandomName("corp")
+	_, err := e.ids.Assign(ctx, other.App.CorpID, []string{"amy"})
+	testenv.Check(t, "assign", err)
 	if _, _, err := e.reg.Register(ctx, other); !errors.Is(err, yidu.ErrConflict) {
 		t.Fatalf("another corp's Register(shared) = %v; want yidu.ErrConflict", err)
 	}

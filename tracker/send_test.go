@@ -77,7 +77,8 @@ func TestSend2500(t *testing.T) {
 	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Apps: []fakewecom.App{{AgentID: e.app.AgentID, Secret: e.secret}}, InvalidUsers: []string{"u0007", "u2001"}})
 	reg := e.registration("send-2500", yidu.Audience{UserIDs: userIDs(2500)})
 	reg.Send = true
-	_, created, rep, err := e.reg.RegisterAndSend(ctx, reg)
+	res, err := e.reg.RegisterAndSend(ctx, reg)
+	created, rep := res.Created, res.Send
 	if err != nil || !created {
 		t.Fatalf("Register = %v, %v", err, created)
 	}
@@ -131,7 +132,8 @@ func TestSend2500(t *testing.T) {
 
 	// Registering (and sending) again sends nothing twice, and reports
 	// what the first send did.
-	_, created, rep, err = e.reg.RegisterAndSend(ctx, reg)
+	res, err = e.reg.RegisterAndSend(ctx, reg)
+	created, rep = res.Created, res.Send
 	if err != nil || created {
 		t.Fatalf("second Register = %v, %v", err, created)
 	}
@@ -297,7 +299,8 @@ func TestSendUnknownOutcome(t *testing.T) {
 		t.Cleanup(func() { faults.Delete("unknown-1") })
 		reg := e.registration("unknown-1", yidu.Audience{UserIDs: userIDs(2500)})
 		reg.Send = true
-		_, _, rep, err := e.reg.RegisterAndSend(ctx, reg)
+		res, err := e.reg.RegisterAndSend(ctx, reg)
+		rep := res.Send
 		if err != nil {
 			t.Fatalf("Register = %v; an unknown outcome is recorded, not an error", err)
 		}
@@ -340,7 +343,8 @@ func TestSendUnknownOutcome(t *testing.T) {
 		t.Cleanup(func() { faults.Delete("unknown-2") })
 		reg := e.registration("unknown-2", yidu.Audience{UserIDs: userIDs(3)})
 		reg.Send = true
-		_, _, rep, err := e.reg.RegisterAndSend(ctx, reg)
+		res, err := e.reg.RegisterAndSend(ctx, reg)
+		rep := res.Send
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -462,7 +466,8 @@ func TestSendFrequencyLimit(t *testing.T) {
 	reg := e.registration("busy-1", yidu.Audience{UserIDs: userIDs(2500)})
 	reg.Send = true
 	fake.FailNext("/cgi-bin/message/send", fakewecom.ErrAPIFrequency, 3) // every attempt of batch 0
-	_, _, rep, err := e.reg.RegisterAndSend(ctx, reg)
+	res, err := e.reg.RegisterAndSend(ctx, reg)
+	rep := res.Send
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +496,8 @@ func TestSendFrequencyLimit(t *testing.T) {
 	}
 
 	// The block passed: sending again delivers every batch once.
-	_, _, rep, err = e.reg.RegisterAndSend(ctx, reg)
+	res, err = e.reg.RegisterAndSend(ctx, reg)
+	rep = res.Send
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +519,8 @@ func TestSendWeComUnreachable(t *testing.T) {
 	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Apps: []fakewecom.App{{AgentID: e.app.AgentID, Secret: "rotated"}}})
 	reg := e.registration("unreachable-1", yidu.Audience{UserIDs: userIDs(2500)})
 	reg.Send = true
-	_, created, rep, err := e.reg.RegisterAndSend(ctx, reg)
+	res, err := e.reg.RegisterAndSend(ctx, reg)
+	created, rep := res.Created, res.Send
 	if err != nil || !created {
 		t.Fatalf("Register = %v, %v; the registration stands", err, created)
 	}
@@ -529,7 +536,7 @@ func TestSendWeComUnreachable(t *testing.T) {
 		t.Errorf("message_sends = %+v; want batch 0 unsent only", got)
 	}
 	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Apps: []fakewecom.App{{AgentID: e.app.AgentID, Secret: e.secret}}})
-	if _, _, rep, err = e.reg.RegisterAndSend(ctx, reg); err != nil || rep.Sent != 2500 {
+	if res, err = e.reg.RegisterAndSend(ctx, reg); err != nil || res.Send.Sent != 2500 {
 		t.Fatalf("send again = %+v, %v; want everyone", rep, err)
 	}
 	if n := len(sentCards(e.app.CorpID, "unreachable-1")); n != 3 {

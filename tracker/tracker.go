@@ -52,7 +52,9 @@ type LinkFunc func(app yidu.App, msgID, target string) (string, error)
 // member sets an audience expands to, and UserIDs back for sending.
 // Declared here so idmap never imports tracker.
 type Directory interface {
-	Assign(ctx context.Context, corpID string, userIDs []string) (map[string]uint32, error)
+	// Known maps UserIDs of active members to their uids; it creates
+	// nothing.
+	Known(ctx context.Context, corpID string, userIDs []string) (map[string]uint32, error)
 	DepartmentMembers(ctx context.Context, corpID string, deptIDs []int64, recursive bool) (*roaring.Bitmap, error)
 	AllMembers(ctx context.Context, corpID string) (*roaring.Bitmap, error)
 	UserIDs(ctx context.Context, corpID string, uids []uint32) (map[uint32]string, error)

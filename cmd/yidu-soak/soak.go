@@ -22,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/rig"
 	"github.com/yidu-io/yidu/internal/wecomsim"
 )
@@ -293,6 +294,15 @@ func (s *soak) register(ctx context.Context) error {
 	users := make([]string, s.cfg.Recipients)
 	for i := range users {
 		users[i] = userIDs.ID(i)
+	}
+	// The directory knows them (a directory sync's work): a registration's
+	// audience is made of known members.
+	ids, err := idmap.New(s.db, idmap.Options{})
+	if err != nil {
+		return err
+	}
+	if _, err := ids.Assign(ctx, app.CorpID, users); err != nil {
+		return fmt.Errorf("seed members: %w", err)
 	}
 	sentAt := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
 	client := &http.Client{Timeout: 5 * time.Minute}

@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/rig"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -386,6 +387,13 @@ type message struct {
 // /api/v1/messages as HR's tooling would, and stops it again.
 func (e *env) register(msgs []message) {
 	e.t.Helper()
+	// The directory knows the audience (a directory sync's work).
+	ids, err := idmap.New(e.db, idmap.Options{})
+	testenv.Check(e.t, "idmap", err)
+	for _, m := range msgs {
+		_, err := ids.Assign(context.Background(), app.CorpID, m.Users)
+		testenv.Check(e.t, "seed members", err)
+	}
 	p := e.startServer("dashboard", "dashboard", "/login") // the dashboard has no /healthz
 	addr := p.addr
 	for _, m := range msgs {

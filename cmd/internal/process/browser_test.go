@@ -251,7 +251,7 @@ func seedDirectory(tb testing.TB, m *Main, people []directoryPerson) {
 	}
 	for _, p := range people {
 		var uid uint32
-		if err := m.DB.QueryRowContext(ctx, `SELECT uid FROM users WHERE corp_id = ? AND userid = ?`, testCorp, p.userID).Scan(&uid); err != nil {
+		if err := m.DB.QueryRowContext(ctx, `SELECT uid FROM users WHERE corp_id = ? AND userid_key = ?`, testCorp, strings.ToLower(p.userID)).Scan(&uid); err != nil {
 			tb.Fatalf("uid of %s: %v", p.userID, err)
 		}
 		if _, err := m.DB.ExecContext(ctx, `UPDATE users SET name = ?, departments = ? WHERE corp_id = ? AND uid = ?`,
@@ -291,6 +291,7 @@ func TestBrowserDashboardLive(t *testing.T) {
 	for i, p := range people {
 		userIDs[i] = p.userID
 	}
+	seedMembers(t, m, testCorp, userIDs...)
 	sentAt := time.Now().Add(-3 * time.Minute).UTC().Truncate(time.Second)
 	reg := map[string]any{
 		"msgid": browserMsgID, "app": "hr", "title": browserTitle, "sent_at": sentAt,

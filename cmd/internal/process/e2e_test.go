@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -27,6 +28,18 @@ const (
 	testAgent  = 218
 	apiToken   = "e2e-api-token-0123456789"
 )
+
+// testMembers are the members the directory of testCorp holds (a sync's
+// work): a registration's audience is made of known members only.
+var testMembers = []string{"zhangsan", "lisi", "wangwu", "mallory"}
+
+// seedMembers puts userIDs in corp's directory, as a directory sync would.
+func seedMembers(tb testing.TB, m *Main, corp string, userIDs ...string) {
+	tb.Helper()
+	if _, err := m.Mapper.Assign(context.Background(), corp, userIDs); err != nil {
+		tb.Fatalf("seed members: %v", err)
+	}
+}
 
 // MustRunMain starts every role against the real MariaDB and Redis and an
 // in-process kfake cluster, on :0 addresses, and closes it at the end.
@@ -64,6 +77,7 @@ func mustRunMainWith(tb testing.TB, edit func(*config.Config)) *Main {
 		m.Close()
 		tb.Fatalf("Run: %v", err)
 	}
+	seedMembers(tb, m, testCorp, testMembers...)
 	tb.Cleanup(func() {
 		if err := m.Close(); err != nil {
 			tb.Errorf("Close: %v", err)
@@ -193,6 +207,7 @@ type progress struct {
 // exact numbers on the dashboard at once and in MySQL after one interval.
 func TestServeEndToEnd(t *testing.T) {
 	m, _ := MustRunMain(t)
+	seedMembers(t, m, testCorp, "Alice")
 	sentAt := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
 	reg := map[string]any{
 		"msgid": "notice-e2e", "app": "hr", "title": "年度政策 / policy",
@@ -278,5 +293,33 @@ func TestServeEndToEnd(t *testing.T) {
 			t.Fatalf("MySQL reads = %v; want %v", got, want)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestServeUnknownUserIDs: made-up UserIDs in a registration are reported
+// back and never become members, so a later "all" audience is the
+// directory's (issue: made-up UserIDs inflated later audiences).
+func TestServeUnknownUserIDs(t *testing.T) {
+	m, _ := MustRunMain(t)
+	var got struct {
+		Recipients     int64    `json:"recipients"`
+		UnknownUserIDs []string `json:"unknown_userids"`
+	}
+	reg := map[string]any{"msgid": "notice-made-up", "app": "hr", "title": "t",
+		"audience": map[string]any{"userids": []string{"zhangsan", "ghost-1", "ghost-2", "LISI"}}}
+	if code := api(t, m, "POST", "/messages", reg, &got); code != http.StatusCreated {
+		t.Fatalf("register = %d; want 201", code)
+	}
+	if got.Recipients != 2 || !slices.Equal(got.UnknownUserIDs, []string{"ghost-1", "ghost-2"}) {
+		t.Errorf("register = %+v; want 2 recipients (LISI is lisi) and ghost-1, ghost-2 unknown", got)
+	}
+	all := map[string]any{"msgid": "notice-all", "app": "hr", "title": "t", "audience": map[string]any{"all": true}}
+	if code := api(t, m, "POST", "/messages", all, &got); code != http.StatusCreated || got.Recipients != int64(len(testMembers)) {
+		t.Errorf("register all = %d %+v; want %d recipients, the directory's", code, got, len(testMembers))
+	}
+	only := map[string]any{"msgid": "notice-ghosts", "app": "hr", "title": "t",
+		"audience": map[string]any{"userids": []string{"ghost-3"}}}
+	if code := api(t, m, "POST", "/messages", only, nil); code != http.StatusBadRequest {
+		t.Errorf("register of nobody known = %d; want 400", code)
 	}
 }

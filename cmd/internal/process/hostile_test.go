@@ -101,6 +101,8 @@ func mustRunHostile(t *testing.T) *hostileStack {
 		{apiToken, malloryMsg, "hr", []string{"mallory"}},
 		{bothCorps, corpBMsg, "fin", []string{"zhangsan", "wangwu"}},
 	}
+	seedMembers(t, s.m, testCorp, "Alice")
+	seedMembers(t, s.m, corpB, "zhangsan", "wangwu")
 	for _, r := range regs {
 		body := fmt.Sprintf(`{"msgid":%q,"app":%q,"title":"t","sent_at":%q,"audience":{"userids":["%s"]}}`,
 			r.msgID, r.app, sentAt.Format(time.RFC3339), strings.Join(r.users, `","`))
