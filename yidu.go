@@ -51,6 +51,10 @@ type App struct {
 	// ReadButtonKey is the template card button key that means "read";
 	// empty accepts any button of a tracked card.
 	ReadButtonKey string
+	// ReadSignals are the signals that make the app's messages read
+	// (ParseReadSignals); nil means DefaultReadSignals. Every signal is
+	// recorded either way (by_signal); see CountsAsRead.
+	ReadSignals []Signal
 }
 
 // MinuteCount is the number of flushed reads whose read_time falls in one

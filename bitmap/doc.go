@@ -2,6 +2,12 @@
 // becomes a bit in Redis and a durable delta in Kafka, exactly once in
 // effect, within the 5 s WeCom waits for an answer (path 90238).
 //
+// Signals are kept apart (yidu.Signal): a card button press, a tracked link
+// opened and an app entry (enter_agent) each set their own bitmap; only a
+// signal the message's app counts as read (yidu.App.ReadSignals) sets the
+// read bit too. The Recorder decides, and the delta carries the decision to
+// flushd, so Redis's read bitmap and MySQL's is_read follow the same one.
+//
 // # Key scheme
 //
 // Every key starts with Options.Prefix (default "yidu"). The prefix must not
@@ -9,8 +15,14 @@
 // keys of one message share a slot and one Lua script can touch them all.
 //
 //	<p>:m:{<corp>/<msgid>}:rcpt   string bitmap, bit uid = 1 for a recipient
-//	<p>:m:{<corp>/<msgid>}:read   string bitmap, bit uid = 1 once read
-//	<p>:m:{<corp>/<msgid>}:pend   hash uid → lease deadline (unix ms): reads
+//	<p>:m:{<corp>/<msgid>}:read   string bitmap, bit uid = 1 once read: a
+//	                              signal that counts for the app was seen
+//	<p>:m:{<corp>/<msgid>}:<signal> one string bitmap per signal: button,
+//	                              link, enter_agent (yidu.Signal.String); bit
+//	                              uid = 1 once the member gave it, counted
+//	                              or not
+//	<p>:m:{<corp>/<msgid>}:pend   hash "<uid>:<signal code>" → lease deadline
+//	                              (unix ms) and 'c' (counted) or 'u': signals
 //	                              whose bit is set but whose delta Kafka has
 //	                              not acknowledged yet
 //	<p>:m:{<corp>/<msgid>}:meta   hash app, agent_id, title, sent_at_ms, recipients
@@ -23,24 +35,34 @@
 //
 // Bitmaps use Redis bit order: bit n is bit 7-n%8 of byte n/8 (bit 0 is the
 // most significant bit of byte 0); FromRedis and ToRedis convert to roaring.
-// Keys expire Options.TTL (default 30 days) after the last activity: a new
-// read, a registration or a restore refreshes every key of the message.
+// The read and signal bitmaps hold recipients only (the mark checks rcpt; a
+// restore ANDs them with it), so each one's BITCOUNT counts recipients.
+// Keys expire Options.TTL (default 30 days) after the last activity: a
+// registration or a restore refreshes every key of the message, a new
+// signal too unless they were refreshed within the last minute (TTL/100 if
+// shorter), when it only gives a key it created the TTL: PEXPIRE is most of
+// a mark's cost.
 //
 // The pending set is a hash with a lease rather than a bare bitmap so that
-// two concurrent attempts on one read (a double tap, a WeCom retry racing
+// two concurrent attempts on one signal (a double tap, a WeCom retry racing
 // the first try) emit one delta, while an attempt that died still gets its
 // delta re-emitted by the next one once the lease (Options.Lease, default 3
-// s, below WeCom's 5 s retry) has run out.
+// s, below WeCom's 5 s retry) has run out. A lease belongs to one (signal,
+// uid): a member's button press is new while their enter_agent is in
+// flight, and each is acked, released and re-emitted on its own. The lease
+// keeps whether the signal counted, so a re-emission counts as the attempt
+// that set the bits decided.
 //
 // # Order of operations and why no crash point loses a read
 //
 // Recorder does, for every signal:
 //
-//  1. Mark (one Lua script per message, atomic): a recipient whose read bit
-//     is 0 gets the bit and a pending lease → new. A set bit with an expired
-//     lease (an earlier attempt that never acknowledged) → new again. A set
-//     bit with a live lease → in flight (another attempt owns the delta). A
-//     set bit with no lease → duplicate.
+//  1. Mark (one Lua script per message, atomic): a recipient whose bit of
+//     this signal is 0 gets it (and the read bit, if the signal counts) and
+//     a pending lease → new. A set bit with an expired lease (an earlier
+//     attempt that never acknowledged) → new again. A set bit with a live
+//     lease → in flight (another attempt owns the delta). A set bit with no
+//     lease → duplicate.
 //  2. Publish the new reads' deltas and wait until Kafka acknowledged every
 //     one (acks=all, idempotent producer).
 //  3. Ack: delete the pending entries.
@@ -55,11 +77,12 @@
 // and message re-emits it and a reconcile job can find it: a set bit never
 // hides a read from MySQL. Between 2 and 3 the delta is durable; the stale
 // lease only causes one harmless extra delta later (flushd applies a read
-// only WHERE is_read = 0). Between 3 and 4 WeCom's retry finds a duplicate.
-// When Redis loses data the Recorder restores the message from MySQL
-// (RestoreMessage ORs the recipients and reads in) and re-marks; reads still
-// in Kafka reach MySQL through flushd, and a read that would be re-marked
-// new is emitted again, harmlessly.
+// only WHERE is_read = 0, a signal's time only while its column is empty).
+// Between 3 and 4 WeCom's retry finds a duplicate. When Redis loses data
+// the Recorder restores the message from MySQL (RestoreReads ORs the
+// recipients, reads and each signal's members in) and re-marks; signals
+// still in Kafka reach MySQL through flushd, and one that would be
+// re-marked new is emitted again, harmlessly.
 //
 // The mark script reads the server clock (TIME) before writing, which
 // needs Redis ≥ 5 (effect replication, the default since then).

@@ -60,25 +60,38 @@ type fakeLoader struct {
 type loaded struct {
 	m          yidu.Message
 	rcpt, read *roaring.Bitmap
+	signals    map[yidu.Signal]*roaring.Bitmap
 }
 
 func newFakeLoader() *fakeLoader { return &fakeLoader{msgs: map[string]loaded{}} }
 
-func (f *fakeLoader) add(m yidu.Message, rcpt, read *roaring.Bitmap) {
+// add stores a message as MySQL has it; signals is nil or each signal's
+// members (button_at, link_at, enter_at set).
+func (f *fakeLoader) add(m yidu.Message, rcpt, read *roaring.Bitmap, signals ...map[yidu.Signal]*roaring.Bitmap) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.msgs[m.CorpID+"/"+m.MsgID] = loaded{m, rcpt, read}
+	l := loaded{m: m, rcpt: rcpt, read: read, signals: map[yidu.Signal]*roaring.Bitmap{}}
+	for _, s := range signals {
+		for sig, b := range s {
+			l.signals[sig] = b
+		}
+	}
+	f.msgs[m.CorpID+"/"+m.MsgID] = l
 }
 
-func (f *fakeLoader) LoadMessage(_ context.Context, corpID, msgID string) (yidu.Message, *roaring.Bitmap, *roaring.Bitmap, bool, error) {
+func (f *fakeLoader) LoadReads(_ context.Context, corpID, msgID string) (yidu.Message, *roaring.Bitmap, *roaring.Bitmap, map[yidu.Signal]*roaring.Bitmap, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.loads++
 	l, ok := f.msgs[corpID+"/"+msgID]
 	if !ok {
-		return yidu.Message{}, nil, nil, false, nil
+		return yidu.Message{}, nil, nil, nil, false, nil
 	}
-	return l.m, l.rcpt.Clone(), l.read.Clone(), true, nil
+	signals := map[yidu.Signal]*roaring.Bitmap{}
+	for sig, b := range l.signals {
+		signals[sig] = b.Clone()
+	}
+	return l.m, l.rcpt.Clone(), l.read.Clone(), signals, true, nil
 }
 
 func (f *fakeLoader) ActiveMessages(_ context.Context, corpID string, agentID int64, since time.Time) ([]yidu.Message, error) {

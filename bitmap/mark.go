@@ -7,29 +7,40 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/yidu-io/yidu"
 )
 
-// Outcome is what Mark did with one (message, uid).
+// Outcome is what Mark did with one (message, signal, uid).
 type Outcome uint8
 
-// Outcomes of Mark. Only OutcomeNew obliges the caller to publish a delta
-// and then Ack (or Release on failure).
+// Outcomes of Mark. Only OutcomeNew and OutcomeNewUncounted oblige the
+// caller to publish a delta and then Ack (or Release on failure).
 const (
 	// OutcomeMissing: the message is not in Redis; restore it and retry.
 	OutcomeMissing Outcome = iota
-	// OutcomeNew: the read bit was set now, or an earlier attempt's lease
-	// expired before its delta was acknowledged.
+	// OutcomeNew: the signal bit was set now, or an earlier attempt's
+	// lease expired before its delta was acknowledged; the signal counts
+	// as read (the read bit is set too): publish a counted delta.
 	OutcomeNew
-	// OutcomeDuplicate: already read and its delta acknowledged.
+	// OutcomeDuplicate: the member gave this signal before and its delta
+	// was acknowledged.
 	OutcomeDuplicate
-	// OutcomeInFlight: already read; another attempt holds the lease and
-	// owns the delta.
+	// OutcomeInFlight: the member gave this signal before; another
+	// attempt holds the lease and owns the delta.
 	OutcomeInFlight
 	// OutcomeNotRecipient: the uid is not a recipient of the message.
 	OutcomeNotRecipient
 	// OutcomeOtherApp: the message was sent by another agent.
 	OutcomeOtherApp
+	// OutcomeNewUncounted: like OutcomeNew for a signal that does not
+	// count as read (the read bit is left alone): publish a delta that is
+	// not counted.
+	OutcomeNewUncounted
 )
+
+// New reports whether o obliges the caller to publish a delta.
+func (o Outcome) New() bool { return o == OutcomeNew || o == OutcomeNewUncounted }
 
 // String returns the outcome's name.
 func (o Outcome) String() string {
@@ -46,24 +57,36 @@ func (o Outcome) String() string {
 		return "not_recipient"
 	case OutcomeOtherApp:
 		return "other_app"
+	case OutcomeNewUncounted:
+		return "new_uncounted"
 	}
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
-// Target names uids of one message. AgentID, when not zero, must be the
-// message's agent (a card event of another app never marks it).
+// Target names uids of one message and the signal they gave. AgentID,
+// when not zero, must be the message's agent (a card event of another app
+// never marks it). Counted says the signal makes the message read for its
+// app (yidu.App.CountsAsRead).
 type Target struct {
 	CorpID  string
 	MsgID   string
 	AgentID int64
+	Signal  yidu.Signal
+	Counted bool
 	UIDs    []uint32
 }
 
-// markScript is step 1 of the read path (see the package doc). The reply
-// is 0 (message missing), -1 (other app) or one code per uid.
+// markScript is step 1 of the read path (see the package doc): per uid, a
+// recipient's first signal of its kind sets the signal bit, with a counted
+// signal the read bit, and a lease in the pending hash under
+// "<uid>:<signal>" whose value is the deadline (unix ms) followed by 'c'
+// (counted) or 'u', so a re-emission carries what the first attempt
+// decided. The reply is 0 (message missing), -1 (other app) or one Outcome
+// code per uid.
 var markScript = redis.NewScript(`
--- KEYS: rcpt, read, pend, meta; ARGV: ttl_ms, lease_ms, agent_id or '', uid...
-local rcpt, read, pend, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- KEYS: rcpt, read, pend, meta, the signal's bitmap, the other signals' bitmaps
+-- ARGV: ttl_ms, lease_ms, agent_id or '', signal code, counted ('1' or '0'), uid...
+local rcpt, read, pend, meta, sig = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if redis.call('EXISTS', rcpt) == 0 then
   return 0
 end
@@ -73,24 +96,38 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = string.format('%d', now + tonumber(ARGV[2]))
+local field = ':' .. ARGV[4]
+local counted = ARGV[5] == '1'
+local mode = counted and 'c' or 'u'
 local out = {}
 local touched = false
-for i = 4, #ARGV do
+for i = 6, #ARGV do
   local uid = ARGV[i]
   local r
   if redis.call('GETBIT', rcpt, uid) == 0 then
     r = 4
-  elseif redis.call('SETBIT', read, uid, 1) == 0 then
-    redis.call('HSET', pend, uid, lease)
-    r = 1
+  elseif redis.call('SETBIT', sig, uid, 1) == 0 then
+    if counted then
+      redis.call('SETBIT', read, uid, 1)
+      r = 1
+    else
+      r = 6
+    end
+    redis.call('HSET', pend, uid .. field, lease .. mode)
     touched = true
   else
-    local d = redis.call('HGET', pend, uid)
+    local d = redis.call('HGET', pend, uid .. field)
     if not d then
       r = 2
-    elseif tonumber(d) <= now then
-      redis.call('HSET', pend, uid, lease)
-      r = 1
+    elseif tonumber(string.sub(d, 1, -2)) <= now then
+      local m = string.sub(d, -1)
+      redis.call('HSET', pend, uid .. field, lease .. m)
+      if m == 'c' then
+        redis.call('SETBIT', read, uid, 1)
+        r = 1
+      else
+        r = 6
+      end
       touched = true
     else
       r = 3
@@ -99,8 +136,20 @@ for i = 4, #ARGV do
   out[#out + 1] = r
 end
 if touched then
-  for _, k in ipairs({rcpt, read, pend, meta}) do
-    redis.call('PEXPIRE', k, ARGV[1])
+  -- Refresh every key's TTL at most once a minute (TTL/100 if shorter):
+  -- PEXPIRE, replicated, is most of a mark's cost. Between refreshes only
+  -- a key this call created (no TTL yet) gets one.
+  local ttl = tonumber(ARGV[1])
+  if redis.call('PTTL', rcpt) < ttl - math.min(ttl / 100, 60000) then
+    for _, k in ipairs(KEYS) do
+      redis.call('PEXPIRE', k, ARGV[1])
+    end
+  else
+    for _, k in ipairs({sig, read, pend}) do
+      if redis.call('PTTL', k) == -1 then
+        redis.call('PEXPIRE', k, ARGV[1])
+      end
+    end
   end
 end
 return out
@@ -108,7 +157,7 @@ return out
 
 // ackScript deletes pending entries once Kafka acknowledged their deltas.
 var ackScript = redis.NewScript(`
--- KEYS: pend; ARGV: uid...
+-- KEYS: pend; ARGV: field ("<uid>:<signal>")...
 for i = 1, #ARGV do
   redis.call('HDEL', KEYS[1], ARGV[i])
 end
@@ -116,12 +165,14 @@ return 1
 `)
 
 // releaseScript expires the leases of an attempt that failed to publish,
-// so a WeCom retry re-emits at once instead of waiting for the lease.
+// so a WeCom retry re-emits at once instead of waiting for the lease; the
+// lease keeps its counted mark.
 var releaseScript = redis.NewScript(`
--- KEYS: pend; ARGV: uid...
+-- KEYS: pend; ARGV: field ("<uid>:<signal>")...
 for i = 1, #ARGV do
-  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
-    redis.call('HSET', KEYS[1], ARGV[i], '0')
+  local d = redis.call('HGET', KEYS[1], ARGV[i])
+  if d then
+    redis.call('HSET', KEYS[1], ARGV[i], '0' .. string.sub(d, -1))
   end
 end
 return 1
@@ -136,25 +187,44 @@ func uidArgs(prefix []any, uids []uint32) []any {
 	return args
 }
 
-// Mark sets the read bits of targets in one pipelined round trip shared
-// with concurrent callers. out[i][j] is the outcome of targets[i].UIDs[j].
-// Every OutcomeNew must be published and then passed to Ack, or to Release
-// when publishing failed.
+// pendField is the pending hash field of uid's signal sig.
+func pendField(uid uint32, sig yidu.Signal) string {
+	return strconv.FormatUint(uint64(uid), 10) + ":" + strconv.Itoa(int(sig))
+}
+
+// Mark sets the signal bits of targets, and the read bits of counted
+// signals, in one pipelined round trip shared with concurrent callers: one
+// script call per target. out[i][j] is the outcome of targets[i].UIDs[j].
+// Every new outcome (Outcome.New) must be published and then passed to Ack,
+// or to Release when publishing failed.
 func (s *Store) Mark(ctx context.Context, targets []Target) ([][]Outcome, error) {
 	calls := make([]call, len(targets))
 	lease := s.opts.Lease.Milliseconds()
 	for i, t := range targets {
+		if !t.Signal.Valid() {
+			return nil, fmt.Errorf("bitmap: mark %s/%s: invalid signal %d", t.CorpID, t.MsgID, t.Signal)
+		}
 		agent := ""
 		if t.AgentID != 0 {
 			agent = strconv.FormatInt(t.AgentID, 10)
 		}
+		counted := "0"
+		if t.Counted {
+			counted = "1"
+		}
+		keys := make([]string, 4, 4+yidu.NumSignals)
+		keys[0], keys[1] = s.msgKey(t.CorpID, t.MsgID, "rcpt"), s.msgKey(t.CorpID, t.MsgID, "read")
+		keys[2], keys[3] = s.msgKey(t.CorpID, t.MsgID, "pend"), s.msgKey(t.CorpID, t.MsgID, "meta")
+		keys = append(keys, s.signalKey(t.CorpID, t.MsgID, t.Signal))
+		for _, o := range yidu.Signals() {
+			if o != t.Signal {
+				keys = append(keys, s.signalKey(t.CorpID, t.MsgID, o))
+			}
+		}
 		calls[i] = call{
 			script: markScript,
-			keys: []string{
-				s.msgKey(t.CorpID, t.MsgID, "rcpt"), s.msgKey(t.CorpID, t.MsgID, "read"),
-				s.msgKey(t.CorpID, t.MsgID, "pend"), s.msgKey(t.CorpID, t.MsgID, "meta"),
-			},
-			args: uidArgs([]any{s.ttlMillis(), lease, agent}, t.UIDs),
+			keys:   keys,
+			args:   uidArgs([]any{s.ttlMillis(), lease, agent, int(t.Signal), counted}, t.UIDs),
 		}
 	}
 	if err := s.do(ctx, calls); err != nil {
@@ -191,7 +261,7 @@ func parseMark(v any, n int) ([]Outcome, error) {
 		}
 		for j, x := range v {
 			c, ok := x.(int64)
-			if !ok || c < int64(OutcomeNew) || c > int64(OutcomeNotRecipient) {
+			if !ok || c < int64(OutcomeNew) || c > int64(OutcomeNewUncounted) || c == int64(OutcomeOtherApp) {
 				return nil, fmt.Errorf("unexpected reply %v", x)
 			}
 			out[j] = Outcome(c)
@@ -201,12 +271,13 @@ func parseMark(v any, n int) ([]Outcome, error) {
 	return nil, fmt.Errorf("unexpected reply %T", v)
 }
 
-// Ack clears the pending entries of reads whose deltas Kafka acknowledged.
+// Ack clears the pending entries of signals whose deltas Kafka
+// acknowledged (each target's Signal and UIDs).
 func (s *Store) Ack(ctx context.Context, targets []Target) error {
 	return s.pendingOp(ctx, "ack", ackScript, targets)
 }
 
-// Release gives up the leases of reads whose deltas could not be
+// Release gives up the leases of signals whose deltas could not be
 // published, so the next attempt re-emits them without waiting.
 func (s *Store) Release(ctx context.Context, targets []Target) error {
 	return s.pendingOp(ctx, "release", releaseScript, targets)
@@ -218,10 +289,14 @@ func (s *Store) pendingOp(ctx context.Context, what string, script *redis.Script
 		if len(t.UIDs) == 0 {
 			continue
 		}
+		fields := make([]any, len(t.UIDs))
+		for j, u := range t.UIDs {
+			fields[j] = pendField(u, t.Signal)
+		}
 		calls = append(calls, call{
 			script: script,
 			keys:   []string{s.msgKey(t.CorpID, t.MsgID, "pend")},
-			args:   uidArgs(nil, t.UIDs),
+			args:   fields,
 		})
 	}
 	if len(calls) == 0 {

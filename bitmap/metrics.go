@@ -32,6 +32,7 @@ func newStoreMetrics(reg prometheus.Registerer) (*storeMetrics, error) {
 // Outcome label values of yidu_bitmap_reads_total.
 const (
 	outcomeLabelNew          = "new"
+	outcomeLabelUncounted    = "new_uncounted"
 	outcomeLabelDuplicate    = "duplicate"
 	outcomeLabelInFlight     = "in_flight"
 	outcomeLabelNotRecipient = "not_recipient"
@@ -51,7 +52,9 @@ type recorderMetrics struct {
 func newRecorderMetrics(reg prometheus.Registerer) (*recorderMetrics, error) {
 	f := metric.New(reg)
 	m := &recorderMetrics{
-		reads: f.CounterVec("yidu_bitmap_reads_total", "Read signals per (message, member) by source and outcome.", "source", "outcome"),
+		reads: f.CounterVec("yidu_bitmap_reads_total",
+			"Read signals per (message, member) by source and outcome (new_uncounted: a new signal that does not count as read for the app).",
+			"source", "outcome"),
 		publish: f.Histogram("yidu_bitmap_publish_seconds", "Time until Kafka acknowledged every delta of one signal.",
 			prometheus.ExponentialBuckets(0.0005, 2, 14)),
 		publishErrors: f.Counter("yidu_bitmap_publish_errors_total", "Signals whose deltas Kafka did not acknowledge (answered 503)."),
@@ -61,7 +64,7 @@ func newRecorderMetrics(reg prometheus.Registerer) (*recorderMetrics, error) {
 	}
 	metric.Preset(m.reads.MetricVec,
 		[]string{delta.SourceCard.String(), delta.SourceEnterAgent.String(), delta.SourceLink.String()},
-		[]string{outcomeLabelNew, outcomeLabelDuplicate, outcomeLabelInFlight, outcomeLabelNotRecipient, outcomeLabelUnknownMsgID, outcomeLabelUnknownUser})
+		[]string{outcomeLabelNew, outcomeLabelUncounted, outcomeLabelDuplicate, outcomeLabelInFlight, outcomeLabelNotRecipient, outcomeLabelUnknownMsgID, outcomeLabelUnknownUser})
 	metric.Preset(m.restores.MetricVec, []string{"restored", "not_found", "error"})
 	return m, f.Err("bitmap: recorder")
 }

@@ -30,9 +30,10 @@ type Publisher interface {
 
 // MessageLoader reads messages from MySQL when Redis lacks them;
 // tracker.Registry provides it. Declared here because bitmap must not
-// depend on tracker (tracker writes into bitmap).
+// depend on tracker (tracker writes into bitmap). LoadReads returns the
+// recipients, the read members and each signal's members.
 type MessageLoader interface {
-	LoadMessage(ctx context.Context, corpID, msgID string) (m yidu.Message, recipients, read *roaring.Bitmap, found bool, err error)
+	LoadReads(ctx context.Context, corpID, msgID string) (m yidu.Message, recipients, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap, found bool, err error)
 	ActiveMessages(ctx context.Context, corpID string, agentID int64, since time.Time) ([]yidu.Message, error)
 }
 
@@ -46,19 +47,31 @@ type RecorderOptions struct {
 	// AckTimeout bounds Ack/Release, which run after the caller's deadline
 	// may have passed (default 1 s).
 	AckTimeout time.Duration
+	// Apps say which signals count as read for each app (ReadSignals),
+	// found by corp and agent id, else by corp and agent id 0 (an app
+	// configured without one). A signal of an app not listed counts as
+	// yidu.DefaultReadSignals says.
+	Apps       []yidu.App
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 }
 
+// appKey names an app for the read signal lookup.
+type appKey struct {
+	corpID  string
+	agentID int64
+}
+
 // Recorder is the receiver's read path (callback.ReadRecorder): it returns
-// only when every new read of a signal has its bit set in Redis and its
-// delta acknowledged by Kafka. See the package doc for the order of steps.
+// only when every new signal has its bit set in Redis and its delta
+// acknowledged by Kafka. See the package doc for the order of steps.
 type Recorder struct {
 	store  *Store
 	ids    UIDLookup
 	pub    Publisher
 	loader MessageLoader
 	opts   RecorderOptions
+	apps   map[appKey]yidu.App
 	log    *slog.Logger
 	m      *recorderMetrics
 }
@@ -81,11 +94,32 @@ func NewRecorder(store *Store, ids UIDLookup, pub Publisher, loader MessageLoade
 	if err != nil {
 		return nil, err
 	}
+	apps := make(map[appKey]yidu.App, len(opts.Apps))
+	for _, a := range opts.Apps {
+		for _, sig := range a.ReadSignals {
+			if !sig.Valid() {
+				return nil, fmt.Errorf("bitmap: recorder: app %q: invalid read signal %d", a.Name, sig)
+			}
+		}
+		apps[appKey{a.CorpID, a.AgentID}] = a
+	}
 	return &Recorder{
-		store: store, ids: ids, pub: pub, loader: loader, opts: opts,
+		store: store, ids: ids, pub: pub, loader: loader, opts: opts, apps: apps,
 		log: opts.Logger.With("component", "bitmap.recorder"),
 		m:   m,
 	}, nil
+}
+
+// counted reports whether signal sig makes a message of app (corpID,
+// agentID) read. The receiver decides, when it sets the bits, and the delta
+// carries the decision: Redis's read bitmap and MySQL's is_read follow the
+// same one.
+func (r *Recorder) counted(corpID string, agentID int64, sig yidu.Signal) bool {
+	a, ok := r.apps[appKey{corpID, agentID}]
+	if !ok {
+		a = r.apps[appKey{corpID, 0}] // zero App: the default signals
+	}
+	return a.CountsAsRead(sig)
 }
 
 // member returns userID's uid; ok=false with a nil error for a member
@@ -102,7 +136,10 @@ func (r *Recorder) member(ctx context.Context, src delta.Source, corpID, userID 
 }
 
 // CardRead records that userID pressed a button of the card sent as
-// taskID. Unknown member, unknown message or non-recipient → (0, nil).
+// taskID (signal button). It returns the number of new signals that count
+// as read: 1, or 0 for a repeated press, an unknown member or message, a
+// non-recipient, or an app whose read signals leave the button out (the
+// press is still recorded, for by_signal and MySQL's button_at).
 func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (int, error) {
 	uid, ok, err := r.member(ctx, delta.SourceCard, corpID, userID)
 	if !ok {
@@ -116,14 +153,15 @@ func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, u
 		r.count(delta.SourceCard, outcomeLabelUnknownMsgID, 1)
 		return 0, nil
 	}
-	return r.record(ctx, delta.SourceCard, corpID, agentID, uid, []string{string(msgID)}, at)
+	return r.record(ctx, yidu.SignalButton, corpID, agentID, uid, []string{string(msgID)}, at)
 }
 
 // LinkRead records that userID opened the tracked link of message msgID
 // at at (the moment of the visit: a link has no event CreateTime). The
 // member was identified by WeCom OAuth2 (auth/getuserinfo, path 91023), so
-// the read is as certain as a card button press. Unknown member, unknown
-// or malformed msgid, another app's message or a non-recipient → (0, nil).
+// the read is as certain as a card button press. It returns the number of
+// new signals that count as read, as CardRead; unknown member, unknown or
+// malformed msgid, another app's message or a non-recipient → (0, nil).
 func (r *Recorder) LinkRead(ctx context.Context, corpID string, agentID int64, userID, msgID string, at time.Time) (int, error) {
 	uid, ok, err := r.member(ctx, delta.SourceLink, corpID, userID)
 	if !ok {
@@ -134,14 +172,18 @@ func (r *Recorder) LinkRead(ctx context.Context, corpID string, agentID int64, u
 		r.count(delta.SourceLink, outcomeLabelUnknownMsgID, 1)
 		return 0, nil
 	}
-	return r.record(ctx, delta.SourceLink, corpID, agentID, uid, []string{msgID}, at)
+	return r.record(ctx, yidu.SignalLink, corpID, agentID, uid, []string{msgID}, at)
 }
 
-// EnterAgent records that userID opened the app at at: every tracked
-// message the app sent them at or before at was on screen
-// (enter_agent, paths 90376/90240). The member's cursor moves to at only after
-// the deltas are acknowledged: moved first, a failed attempt's retry would
-// start after at and skip the reads it failed to publish.
+// EnterAgent records that userID opened the app at at, after every tracked
+// message the app sent them at or before at (enter_agent, paths
+// 90376/90240): signal enter_agent on each. It fires on any entry into the
+// app, so it makes those messages read only for an app that lists
+// enter_agent in its read signals; it returns the number of new signals
+// that count as read (always 0 for any other app). The member's cursor
+// moves to at only after the deltas are acknowledged: moved first, a
+// failed attempt's retry would start after at and skip the signals it
+// failed to publish.
 func (r *Recorder) EnterAgent(ctx context.Context, corpID string, agentID int64, userID string, at time.Time) (int, error) {
 	uid, ok, err := r.member(ctx, delta.SourceEnterAgent, corpID, userID)
 	if !ok {
@@ -167,7 +209,7 @@ func (r *Recorder) EnterAgent(ctx context.Context, corpID string, agentID int64,
 	}
 	n := 0
 	if len(ids) > 0 {
-		if n, err = r.record(ctx, delta.SourceEnterAgent, corpID, agentID, uid, ids, at); err != nil {
+		if n, err = r.record(ctx, yidu.SignalEnterAgent, corpID, agentID, uid, ids, at); err != nil {
 			return 0, err
 		}
 	}
@@ -179,21 +221,23 @@ func (r *Recorder) EnterAgent(ctx context.Context, corpID string, agentID int64,
 	return n, nil
 }
 
-// record marks uid as a reader of msgIDs and publishes the new reads.
-// ErrInFlight is returned when another attempt holds a read's lease until
-// the caller's deadline: that attempt may have died before Kafka
-// acknowledged the delta, so answering 200 could lose the read. The
-// receiver answers 503 and WeCom's retry, after the lease, re-emits it.
+// record marks that uid gave signal sig on msgIDs and publishes the new
+// signals; it returns how many of them count as read. ErrInFlight is
+// returned when another attempt holds a signal's lease until the caller's
+// deadline: that attempt may have died before Kafka acknowledged the
+// delta, so answering 200 could lose the signal. The receiver answers 503
+// and WeCom's retry, after the lease, re-emits it.
 var ErrInFlight = errors.New("bitmap: read in flight in another attempt")
 
 // inFlightPoll is how often record looks again at a read another attempt
 // holds, until that attempt acks it (duplicate) or its lease expires (new).
 const inFlightPoll = 50 * time.Millisecond
 
-func (r *Recorder) record(ctx context.Context, src delta.Source, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (int, error) {
+func (r *Recorder) record(ctx context.Context, sig yidu.Signal, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (int, error) {
 	total := 0
+	counted := r.counted(corpID, agentID, sig)
 	for {
-		n, inFlight, err := r.recordOnce(ctx, src, corpID, agentID, uid, msgIDs, at)
+		n, inFlight, err := r.recordOnce(ctx, sig, counted, corpID, agentID, uid, msgIDs, at)
 		total += n
 		if err != nil || len(inFlight) == 0 {
 			return total, err
@@ -211,12 +255,14 @@ func (r *Recorder) record(ctx context.Context, src delta.Source, corpID string, 
 	}
 }
 
-// recordOnce marks, publishes and acks once; it returns the msgIDs whose
-// read another attempt holds in flight.
-func (r *Recorder) recordOnce(ctx context.Context, src delta.Source, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (int, []string, error) {
+// recordOnce marks, publishes and acks once; it returns the number of new
+// counted reads and the msgIDs whose signal another attempt holds in
+// flight.
+func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (int, []string, error) {
+	src := delta.SourceOf(sig)
 	targets := make([]Target, len(msgIDs))
 	for i, id := range msgIDs {
-		targets[i] = Target{CorpID: corpID, MsgID: id, AgentID: agentID, UIDs: []uint32{uid}}
+		targets[i] = Target{CorpID: corpID, MsgID: id, AgentID: agentID, Signal: sig, Counted: counted, UIDs: []uint32{uid}}
 	}
 	outs, err := r.store.Mark(ctx, targets)
 	if err != nil {
@@ -253,11 +299,17 @@ func (r *Recorder) recordOnce(ctx context.Context, src delta.Source, corpID stri
 	var fresh []Target
 	var ds []delta.Delta
 	var inFlight []string
+	reads := 0
 	for i, o := range outs {
 		switch o[0] {
-		case OutcomeNew:
+		case OutcomeNew, OutcomeNewUncounted:
+			// The outcome, not counted, says whether the signal counts: a
+			// re-emission carries what the attempt that set the bit decided.
 			fresh = append(fresh, targets[i])
-			ds = append(ds, delta.Delta{CorpID: corpID, MsgID: msgIDs[i], UID: uid, ReadTime: at.Unix(), Source: src})
+			ds = append(ds, delta.Delta{CorpID: corpID, MsgID: msgIDs[i], UID: uid, ReadTime: at.Unix(), Source: src, Counted: o[0] == OutcomeNew})
+			if o[0] == OutcomeNew {
+				reads++
+			}
 		case OutcomeDuplicate:
 			r.count(src, outcomeLabelDuplicate, 1)
 		case OutcomeInFlight:
@@ -286,19 +338,20 @@ func (r *Recorder) recordOnce(ctx context.Context, src delta.Source, corpID stri
 		}
 		return 0, nil, err
 	}
-	r.count(src, outcomeLabelNew, len(ds))
+	r.count(src, outcomeLabelNew, reads)
+	r.count(src, outcomeLabelUncounted, len(ds)-reads)
 	if err := r.store.Ack(bg, fresh); err != nil {
 		// The deltas are durable; the leases only cause one harmless
 		// re-emit later.
 		r.m.ackErrors.Inc()
 		r.log.Warn("ack pending reads", "err", err)
 	}
-	return len(ds), inFlight, nil
+	return reads, inFlight, nil
 }
 
 // restore loads a message Redis lacks from MySQL; found=false: unknown.
 func (r *Recorder) restore(ctx context.Context, corpID, msgID string) (bool, error) {
-	m, rcpt, read, found, err := r.loader.LoadMessage(ctx, corpID, msgID)
+	m, rcpt, read, signals, found, err := r.loader.LoadReads(ctx, corpID, msgID)
 	if err != nil {
 		r.m.restores.WithLabelValues("error").Inc()
 		return false, fmt.Errorf("bitmap: load %s/%s: %w", corpID, msgID, err)
@@ -307,7 +360,7 @@ func (r *Recorder) restore(ctx context.Context, corpID, msgID string) (bool, err
 		r.m.restores.WithLabelValues("not_found").Inc()
 		return false, nil
 	}
-	if err := r.store.RestoreMessage(ctx, m, rcpt, read); err != nil {
+	if err := r.store.RestoreReads(ctx, m, rcpt, read, signals); err != nil {
 		r.m.restores.WithLabelValues("error").Inc()
 		return false, err
 	}

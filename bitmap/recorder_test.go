@@ -31,15 +31,28 @@ type recEnv struct {
 	brokers []string
 }
 
-func newRecEnv(tb testing.TB, opts Options) *recEnv {
+// newRecEnv returns a Recorder on a fresh store and topic; apps, when
+// given, say which signals count as read (else the defaults).
+func newRecEnv(tb testing.TB, opts Options, apps ...yidu.App) *recEnv {
 	tb.Helper()
 	s, rdb := mustStore(tb, opts)
 	p, brokers := testenv.Producer(tb, testTopic)
 	e := &recEnv{s: s, rdb: rdb, loader: newFakeLoader(), pub: &flakyPublisher{pub: p}, brokers: brokers}
-	rec, err := NewRecorder(s, fakeIDs{}, e.pub, e.loader, RecorderOptions{Registerer: prometheus.NewRegistry()})
+	rec, err := NewRecorder(s, fakeIDs{}, e.pub, e.loader, RecorderOptions{Apps: apps, Registerer: prometheus.NewRegistry()})
 	testenv.Check(tb, "NewRecorder", err)
 	e.rec = rec
 	return e
+}
+
+// signal returns the members who gave signal sig on msgID.
+func (e *recEnv) signal(tb testing.TB, msgID string, sig yidu.Signal) []uint32 {
+	tb.Helper()
+	b, _, err := e.s.SignalBitmap(context.Background(), testCorp, msgID, sig)
+	testenv.Check(tb, "SignalBitmap", err)
+	if b == nil {
+		return nil
+	}
+	return b.ToArray()
 }
 
 // register stores a message in "MySQL" and Redis, as tracker does.
@@ -137,11 +150,15 @@ func TestCardAndLinkRead(t *testing.T) {
 			if _, n, _, _ := e.s.Counts(ctx, testCorp, msg); n != 2 {
 				t.Errorf("read count = %d; want 2", n)
 			}
+			sig, _ := path.src.Signal()
+			if got := e.signal(t, msg, sig); !slices.Equal(got, []uint32{1, 2}) {
+				t.Errorf("%s bitmap = %v; want [1 2]", sig, got)
+			}
 			got := testenv.Deltas(t, e.brokers, testTopic)
 			testenv.SortDeltas(got)
 			want := []delta.Delta{
-				{CorpID: testCorp, MsgID: msg, UID: 1, ReadTime: at.Unix(), Source: path.src},
-				{CorpID: testCorp, MsgID: msg, UID: 2, ReadTime: at.Unix(), Source: path.src},
+				{CorpID: testCorp, MsgID: msg, UID: 1, ReadTime: at.Unix(), Source: path.src, Counted: true},
+				{CorpID: testCorp, MsgID: msg, UID: 2, ReadTime: at.Unix(), Source: path.src, Counted: true},
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("deltas on the topic = %+v; want exactly the new reads %+v", got, want)
@@ -160,7 +177,7 @@ func TestCardReadAfterCrashedAttempt(t *testing.T) {
 	ctx := context.Background()
 	at := time.Unix(1_700_000_100, 0)
 	e.register(t, testMessage("task-1", 7, at), uids(3))
-	_, err := e.s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "task-1", UIDs: []uint32{3}}})
+	_, err := e.s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "task-1", Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{3}}})
 	testenv.Check(t, "Mark", err)
 
 	short, cancel := context.WithTimeout(ctx, 60*time.Millisecond)
@@ -182,8 +199,26 @@ func TestCardReadAfterCrashedAttempt(t *testing.T) {
 	}
 }
 
+// TestEnterAgent: an app entry is the enter_agent signal on every message
+// sent to the member up to then (cursor, index rebuilt once, late index
+// entries); it makes them read only where the app lists enter_agent.
 func TestEnterAgent(t *testing.T) {
-	e := newRecEnv(t, Options{})
+	apps := []struct {
+		name    string
+		app     []yidu.App
+		counted bool
+	}{
+		{"default read signals", nil, false},
+		{"enter_agent counts", []yidu.App{{Name: "hr", CorpID: testCorp, AgentID: 7,
+			ReadSignals: []yidu.Signal{yidu.SignalButton, yidu.SignalLink, yidu.SignalEnterAgent}}}, true},
+	}
+	for _, app := range apps {
+		t.Run(app.name, func(t *testing.T) { testEnterAgent(t, app.app, app.counted) })
+	}
+}
+
+func testEnterAgent(t *testing.T, apps []yidu.App, counted bool) {
+	e := newRecEnv(t, Options{}, apps...)
 	ctx := context.Background()
 	T := time.Now().Truncate(time.Second)
 	e.register(t, testMessage("old", 7, T.Add(-100*time.Second)), uids(1, 2))
@@ -208,17 +243,17 @@ func TestEnterAgent(t *testing.T) {
 		at         time.Time
 		failKafka  bool
 		register   *yidu.Message
-		want       int
+		signals    int // new enter_agent signals
 		wantErr    bool
 		wantCursor int64
 	}{
 		{name: "kafka fails: no cursor move", at: T, failKafka: true, wantErr: true, wantCursor: 0},
-		{name: "sent at or before T", at: T, want: 3, wantCursor: T.Unix()},
-		{name: "older event: cursor stays", at: T.Add(-30 * time.Second), want: 0, wantCursor: T.Unix()},
-		{name: "message indexed late", at: T.Add(5 * time.Second), want: 2, wantCursor: T.Add(5 * time.Second).Unix(),
+		{name: "sent at or before T", at: T, signals: 3, wantCursor: T.Unix()},
+		{name: "older event: cursor stays", at: T.Add(-30 * time.Second), signals: 0, wantCursor: T.Unix()},
+		{name: "message indexed late", at: T.Add(5 * time.Second), signals: 2, wantCursor: T.Add(5 * time.Second).Unix(),
 			register: new(testMessage("indexed-late", 7, T.Add(-30*time.Second)))},
-		{name: "later message", at: T.Add(60 * time.Second), want: 1, wantCursor: T.Add(60 * time.Second).Unix()},
-		{name: "again", at: T.Add(61 * time.Second), want: 0, wantCursor: T.Add(61 * time.Second).Unix()},
+		{name: "later message", at: T.Add(60 * time.Second), signals: 1, wantCursor: T.Add(60 * time.Second).Unix()},
+		{name: "again", at: T.Add(61 * time.Second), signals: 0, wantCursor: T.Add(61 * time.Second).Unix()},
 	}
 	for _, st := range steps {
 		if st.register != nil {
@@ -227,9 +262,18 @@ func TestEnterAgent(t *testing.T) {
 		if st.failKafka {
 			e.pub.fails = 1
 		}
+		before := e.reads(t, delta.SourceEnterAgent, outcomeLabelNew) + e.reads(t, delta.SourceEnterAgent, outcomeLabelUncounted)
 		n, err := e.rec.EnterAgent(ctx, testCorp, 7, "u1", st.at)
-		if (err != nil) != st.wantErr || n != st.want {
-			t.Errorf("%s: EnterAgent = %d, %v; want %d, err %v", st.name, n, err, st.want, st.wantErr)
+		want := 0
+		if counted {
+			want = st.signals
+		}
+		if (err != nil) != st.wantErr || n != want {
+			t.Errorf("%s: EnterAgent = %d, %v; want %d, err %v", st.name, n, err, want, st.wantErr)
+		}
+		after := e.reads(t, delta.SourceEnterAgent, outcomeLabelNew) + e.reads(t, delta.SourceEnterAgent, outcomeLabelUncounted)
+		if got := int(after - before); got != st.signals {
+			t.Errorf("%s: %d new enter_agent signals counted in reads_total; want %d", st.name, got, st.signals)
 		}
 		if c := cursor(); c != st.wantCursor {
 			t.Errorf("%s: cursor = %d; want %d", st.name, c, st.wantCursor)
@@ -241,8 +285,8 @@ func TestEnterAgent(t *testing.T) {
 	got := testenv.Deltas(t, e.brokers, testTopic)
 	var ids []string
 	for _, d := range got {
-		if d.UID != 1 || d.Source != delta.SourceEnterAgent {
-			t.Errorf("delta %+v; want uid 1 from enter_agent", d)
+		if d.UID != 1 || d.Source != delta.SourceEnterAgent || d.Counted != counted {
+			t.Errorf("delta %+v; want uid 1 from enter_agent, counted %v", d, counted)
 		}
 		ids = append(ids, d.MsgID)
 	}
@@ -252,6 +296,16 @@ func TestEnterAgent(t *testing.T) {
 	want := []string{"at-T", "indexed-late", "later", "mid", "old", "sub-second-late"}
 	if !slices.Equal(ids, want) {
 		t.Errorf("enter_agent deltas for %v; want %v", ids, want)
+	}
+	for _, id := range want {
+		rc, rd, by, found, err := e.s.CountsBySignal(ctx, testCorp, id)
+		wantRead := int64(0)
+		if counted {
+			wantRead = 1
+		}
+		if err != nil || !found || rd != wantRead || by != (yidu.SignalCounts{EnterAgent: 1}) || rc < 1 {
+			t.Errorf("%s: CountsBySignal = %d, %d, %+v, %v, %v; want read %d, by_signal enter_agent 1", id, rc, rd, by, found, err, wantRead)
+		}
 	}
 }
 
@@ -265,7 +319,7 @@ func TestRedisDataLoss(t *testing.T) {
 		t.Fatalf("CardRead = %d, %v", n, err)
 	}
 	// flushd wrote u1's read to MySQL; then Redis restarts empty.
-	e.loader.add(m, uids(1, 2, 3), uids(1))
+	e.loader.add(m, uids(1, 2, 3), uids(1), map[yidu.Signal]*roaring.Bitmap{yidu.SignalButton: uids(1)})
 	wipe(t, e.rdb, e.s)
 
 	t.Run("card read restores from MySQL", func(t *testing.T) {
@@ -275,14 +329,17 @@ func TestRedisDataLoss(t *testing.T) {
 		if n, err := e.rec.CardRead(ctx, testCorp, 7, "u2", "task-1", T); n != 1 || err != nil {
 			t.Errorf("CardRead(u2) = %d, %v; want 1, nil", n, err)
 		}
-		if rc, rd, found, _ := e.s.Counts(ctx, testCorp, "task-1"); !found || rc != 3 || rd != 2 {
-			t.Errorf("Counts after restore = %d, %d, %v; want 3, 2, true", rc, rd, found)
+		if rc, rd, by, found, _ := e.s.CountsBySignal(ctx, testCorp, "task-1"); !found || rc != 3 || rd != 2 || by.Button != 2 {
+			t.Errorf("CountsBySignal after restore = %d, %d, %+v, %v; want 3, 2, button 2, true", rc, rd, by, found)
 		}
 	})
 	t.Run("enter_agent rebuilds the app index", func(t *testing.T) {
 		wipe(t, e.rdb, e.s) // MySQL still knows only u1's read: u2's delta is in Kafka
-		if n, err := e.rec.EnterAgent(ctx, testCorp, 7, "u3", T); n != 1 || err != nil {
-			t.Errorf("EnterAgent(u3) = %d, %v; want 1, nil", n, err)
+		if n, err := e.rec.EnterAgent(ctx, testCorp, 7, "u3", T); n != 0 || err != nil {
+			t.Errorf("EnterAgent(u3) = %d, %v; want 0 (recorded, not counted), nil", n, err)
+		}
+		if got := e.signal(t, "task-1", yidu.SignalEnterAgent); !slices.Equal(got, []uint32{3}) {
+			t.Errorf("enter_agent bitmap after the index rebuild = %v; want [3]", got)
 		}
 		// u2's read is re-emitted rather than hidden: flushd ignores it
 		// (WHERE is_read = 0) if the first delta already landed.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,36 +155,53 @@ func (s *Store) msgKey(corpID, msgID, kind string) string {
 	return s.opts.Prefix + ":m:{" + corpID + "/" + msgID + "}:" + kind
 }
 
+// signalKey is the bitmap of the members who gave signal sig.
+func (s *Store) signalKey(corpID, msgID string, sig yidu.Signal) string {
+	return s.msgKey(corpID, msgID, sig.String())
+}
+
 func (s *Store) appKey(corpID string, agentID int64, kind string) string {
 	return s.opts.Prefix + ":a:{" + corpID + "/" + strconv.FormatInt(agentID, 10) + "}:" + kind
 }
 
 func (s *Store) ttlMillis() int64 { return s.opts.TTL.Milliseconds() }
 
-// restoreScript ORs recipients and reads into a message's bitmaps (a read
-// bit is never cleared), writes its meta and refreshes every key's TTL.
-// A message without recipients still gets a one-byte recipients key so
+// restoreScript ORs recipients, reads and each signal's members into a
+// message's bitmaps (a bit is never cleared), keeps the read and signal
+// bitmaps within the recipients, writes its meta and refreshes every key's
+// TTL. A message without recipients still gets a one-byte recipients key so
 // Mark can tell "no recipients" from "missing".
 var restoreScript = redis.NewScript(`
--- KEYS: rcpt, read, pend, meta, tmp; ARGV: ttl_ms, rcpt bytes, read bytes, meta field/value...
-local rcpt, read, pend, meta, tmp = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+-- KEYS: rcpt, read, pend, meta, tmp, one bitmap per signal
+-- ARGV: ttl_ms, rcpt bytes, read bytes, one signal's bytes per signal key, meta field/value...
+local rcpt, pend, meta, tmp = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
+local bitmaps = {rcpt, KEYS[2]}
+for i = 6, #KEYS do
+  bitmaps[#bitmaps + 1] = KEYS[i]
+end
 if #ARGV[2] > 0 then
   redis.call('SET', tmp, ARGV[2])
   redis.call('BITOP', 'OR', rcpt, rcpt, tmp)
 end
-if #ARGV[3] > 0 then
-  redis.call('SET', tmp, ARGV[3])
-  redis.call('BITOP', 'OR', read, read, tmp)
+for j = 2, #bitmaps do
+  local b = ARGV[j + 1]
+  if #b > 0 then
+    redis.call('SET', tmp, b)
+    redis.call('BITOP', 'OR', bitmaps[j], bitmaps[j], tmp)
+    redis.call('BITOP', 'AND', bitmaps[j], bitmaps[j], rcpt)
+  end
 end
 redis.call('DEL', tmp)
 if redis.call('EXISTS', rcpt) == 0 then
   redis.call('SET', rcpt, '\0')
 end
-for i = 4, #ARGV, 2 do
+for i = #bitmaps + 2, #ARGV, 2 do
   redis.call('HSET', meta, ARGV[i], ARGV[i+1])
 end
-for _, k in ipairs({rcpt, read, pend, meta}) do
-  redis.call('PEXPIRE', k, ARGV[1])
+for i, k in ipairs(KEYS) do
+  if k ~= tmp then
+    redis.call('PEXPIRE', k, ARGV[1])
+  end
 end
 return 1
 `)
@@ -192,21 +210,32 @@ return 1
 // and its entry in the app's index. Recipients are ORed in, so a
 // registration written in several batches may call it once per batch.
 func (s *Store) PutMessage(ctx context.Context, m yidu.Message, recipients *roaring.Bitmap) error {
-	return s.RestoreMessage(ctx, m, recipients, nil)
+	return s.RestoreReads(ctx, m, recipients, nil, nil)
 }
 
-// RestoreMessage rebuilds a message from MySQL after Redis lost it: like
-// PutMessage, and read is ORed into the read bitmap (a read bit is never
-// cleared, so a stale MySQL view cannot make a read unread).
+// RestoreMessage is RestoreReads without signal bitmaps.
 func (s *Store) RestoreMessage(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap) error {
+	return s.RestoreReads(ctx, m, recipients, read, nil)
+}
+
+// RestoreReads rebuilds a message from MySQL after Redis lost it: like
+// PutMessage, and read is ORed into the read bitmap and signals[s] into
+// signal s's bitmap (a bit is never cleared, so a stale MySQL view cannot
+// make a read unread or forget a signal). Read and signal bits outside the
+// recipients are dropped.
+func (s *Store) RestoreReads(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap) error {
 	keys := []string{
 		s.msgKey(m.CorpID, m.MsgID, "rcpt"), s.msgKey(m.CorpID, m.MsgID, "read"),
 		s.msgKey(m.CorpID, m.MsgID, "pend"), s.msgKey(m.CorpID, m.MsgID, "meta"),
 		s.msgKey(m.CorpID, m.MsgID, "tmp"),
 	}
-	args := []any{s.ttlMillis(), ToRedis(recipients), ToRedis(read),
-		"app", m.App, "agent_id", m.AgentID, "title", m.Title,
-		"sent_at_ms", m.SentAt.UnixMilli(), "recipients", m.Recipients}
+	args := []any{s.ttlMillis(), ToRedis(recipients), ToRedis(read)}
+	for _, sig := range yidu.Signals() {
+		keys = append(keys, s.signalKey(m.CorpID, m.MsgID, sig))
+		args = append(args, ToRedis(signals[sig]))
+	}
+	args = append(args, "app", m.App, "agent_id", m.AgentID, "title", m.Title,
+		"sent_at_ms", m.SentAt.UnixMilli(), "recipients", m.Recipients)
 	if err := restoreScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("bitmap: put message %s/%s: %w", m.CorpID, m.MsgID, err)
 	}
@@ -325,21 +354,43 @@ func (s *Store) Cursor(ctx context.Context, corpID string, agentID int64, uid ui
 
 // Counts returns the message's recipient and read counts (BITCOUNT).
 func (s *Store) Counts(ctx context.Context, corpID, msgID string) (recipients, read int64, found bool, err error) {
-	var ex *redis.IntCmd
-	var rc, rd *redis.IntCmd
+	recipients, read, _, found, err = s.counts(ctx, corpID, msgID, false)
+	return recipients, read, found, err
+}
+
+// CountsBySignal is Counts with the members per signal, counted or not, in
+// the same round trip. Read and signal bits are set for recipients only,
+// so each BITCOUNT counts recipients, each once.
+func (s *Store) CountsBySignal(ctx context.Context, corpID, msgID string) (recipients, read int64, bySignal yidu.SignalCounts, found bool, err error) {
+	return s.counts(ctx, corpID, msgID, true)
+}
+
+func (s *Store) counts(ctx context.Context, corpID, msgID string, withSignals bool) (recipients, read int64, bySignal yidu.SignalCounts, found bool, err error) {
+	var ex, rc, rd *redis.IntCmd
+	var sigs [yidu.NumSignals]*redis.IntCmd
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		ex = p.Exists(ctx, s.msgKey(corpID, msgID, "rcpt"))
 		rc = p.BitCount(ctx, s.msgKey(corpID, msgID, "rcpt"), nil)
 		rd = p.BitCount(ctx, s.msgKey(corpID, msgID, "read"), nil)
+		if withSignals {
+			for _, sig := range yidu.Signals() {
+				sigs[sig.Index()] = p.BitCount(ctx, s.signalKey(corpID, msgID, sig), nil)
+			}
+		}
 		return nil
 	})
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("bitmap: counts %s/%s: %w", corpID, msgID, err)
+		return 0, 0, bySignal, false, fmt.Errorf("bitmap: counts %s/%s: %w", corpID, msgID, err)
 	}
 	if ex.Val() == 0 {
-		return 0, 0, false, nil
+		return 0, 0, bySignal, false, nil
 	}
-	return rc.Val(), rd.Val(), true, nil
+	if withSignals {
+		for _, sig := range yidu.Signals() {
+			bySignal.Set(sig, sigs[sig.Index()].Val())
+		}
+	}
+	return rc.Val(), rd.Val(), bySignal, true, nil
 }
 
 func (s *Store) bitmap(ctx context.Context, key string) (*roaring.Bitmap, bool, error) {
@@ -357,6 +408,15 @@ func (s *Store) bitmap(ctx context.Context, key string) (*roaring.Bitmap, bool, 
 // message has no read yet or is not in Redis (check RecipientBitmap).
 func (s *Store) ReadBitmap(ctx context.Context, corpID, msgID string) (*roaring.Bitmap, bool, error) {
 	return s.bitmap(ctx, s.msgKey(corpID, msgID, "read"))
+}
+
+// SignalBitmap returns the uids that gave signal sig; found=false when
+// nobody has yet or the message is not in Redis (check RecipientBitmap).
+func (s *Store) SignalBitmap(ctx context.Context, corpID, msgID string, sig yidu.Signal) (*roaring.Bitmap, bool, error) {
+	if !sig.Valid() {
+		return nil, false, fmt.Errorf("bitmap: signal bitmap %s/%s: invalid signal %d", corpID, msgID, sig)
+	}
+	return s.bitmap(ctx, s.signalKey(corpID, msgID, sig))
 }
 
 // RecipientBitmap returns the message's recipients; found=false when the
@@ -392,8 +452,8 @@ func (s *Store) MessageMeta(ctx context.Context, corpID, msgID string) (yidu.Mes
 	return m, true, nil
 }
 
-// PendingUIDs returns the uids of the message whose delta is not known to
-// be acknowledged, for a reconcile job.
+// PendingUIDs returns, sorted, the uids of the message with a signal whose
+// delta is not known to be acknowledged, for a reconcile job.
 func (s *Store) PendingUIDs(ctx context.Context, corpID, msgID string) ([]uint32, error) {
 	fs, err := s.rdb.HKeys(ctx, s.msgKey(corpID, msgID, "pend")).Result()
 	if err != nil {
@@ -401,11 +461,15 @@ func (s *Store) PendingUIDs(ctx context.Context, corpID, msgID string) ([]uint32
 	}
 	uids := make([]uint32, 0, len(fs))
 	for _, f := range fs {
-		v, err := strconv.ParseUint(f, 10, 32)
+		// "<uid>:<signal>"; a bare "<uid>" is a lease of a release that
+		// kept no signals apart.
+		u, _, _ := strings.Cut(f, ":")
+		v, err := strconv.ParseUint(u, 10, 32)
 		if err != nil {
 			return nil, fmt.Errorf("bitmap: pending %s/%s: field %q: %w", corpID, msgID, f, err)
 		}
 		uids = append(uids, uint32(v))
 	}
-	return uids, nil
+	slices.Sort(uids)
+	return slices.Compact(uids), nil
 }

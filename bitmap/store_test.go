@@ -70,7 +70,7 @@ func TestZeroRecipientsIsNotMissing(t *testing.T) {
 	s, _ := mustStore(t, Options{})
 	ctx := context.Background()
 	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("empty", 1, time.Now()), uids()))
-	out, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "empty", UIDs: []uint32{0, 3}}})
+	out, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "empty", Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{0, 3}}})
 	testenv.Check(t, "Mark", err)
 	if want := []Outcome{OutcomeNotRecipient, OutcomeNotRecipient}; !slices.Equal(out[0], want) {
 		t.Errorf("Mark on empty audience = %v; want %v", out[0], want)
@@ -83,7 +83,7 @@ func TestMarkOutcomes(t *testing.T) {
 	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), uids(1, 2, 3)))
 	mark := func(agent int64, us ...uint32) []Outcome {
 		t.Helper()
-		out, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "m", AgentID: agent, UIDs: us}})
+		out, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "m", AgentID: agent, Signal: yidu.SignalButton, Counted: true, UIDs: us}})
 		testenv.Check(t, "Mark", err)
 		return out[0]
 	}
@@ -97,18 +97,18 @@ func TestMarkOutcomes(t *testing.T) {
 		{"before ack another attempt is in flight", func() []Outcome { return mark(7, 1) },
 			[]Outcome{OutcomeInFlight}},
 		{"after ack it is a duplicate", func() []Outcome {
-			testenv.Check(t, "Ack", s.Ack(ctx, []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{1}}}))
+			testenv.Check(t, "Ack", s.Ack(ctx, []Target{{CorpID: testCorp, MsgID: "m", Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{1}}}))
 			return mark(0, 1)
 		}, []Outcome{OutcomeDuplicate}},
 		{"released lease is re-emitted at once", func() []Outcome {
 			mark(7, 2)
-			testenv.Check(t, "Release", s.Release(ctx, []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{2}}}))
+			testenv.Check(t, "Release", s.Release(ctx, []Target{{CorpID: testCorp, MsgID: "m", Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{2}}}))
 			return mark(7, 2)
 		}, []Outcome{OutcomeNew}},
 		{"other app's card does not mark", func() []Outcome { return mark(8, 3) },
 			[]Outcome{OutcomeOtherApp}},
 		{"missing message", func() []Outcome {
-			out, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "gone", UIDs: []uint32{1, 2}}})
+			out, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "gone", Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{1, 2}}})
 			testenv.Check(t, "Mark", err)
 			return out[0]
 		}, []Outcome{OutcomeMissing, OutcomeMissing}},
@@ -132,7 +132,7 @@ func TestMarkExpiredLeaseIsNewAgain(t *testing.T) {
 	s, _ := mustStore(t, Options{Lease: 50 * time.Millisecond})
 	ctx := context.Background()
 	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), uids(1)))
-	tg := []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{1}}}
+	tg := []Target{{CorpID: testCorp, MsgID: "m", Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{1}}}
 	want := []Outcome{OutcomeNew, OutcomeInFlight}
 	for _, w := range want {
 		out, err := s.Mark(ctx, tg)
@@ -154,7 +154,7 @@ func TestRestoreNeverClearsRead(t *testing.T) {
 	ctx := context.Background()
 	m := testMessage("m", 7, time.Now())
 	testenv.Check(t, "PutMessage", s.PutMessage(ctx, m, uids(1, 2, 3, 4)))
-	_, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{1, 2}}})
+	_, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "m", Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{1, 2}}})
 	testenv.Check(t, "Mark", err)
 	// MySQL lags behind: it knows only uid 3 as read.
 	testenv.Check(t, "RestoreMessage", s.RestoreMessage(ctx, m, uids(1, 2, 3, 4), uids(3)))
@@ -176,7 +176,9 @@ func TestQueueFull(t *testing.T) {
 	t.Cleanup(s.Close)
 	ctx := context.Background()
 	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), uids(1, 2)))
-	tg := func(u uint32) []Target { return []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{u}}} }
+	tg := func(u uint32) []Target {
+		return []Target{{CorpID: testCorp, MsgID: "m", Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{u}}}
+	}
 
 	// No loop runs yet: the first request fills the queue.
 	first := make(chan error, 1)
@@ -204,7 +206,7 @@ func TestMarkCtxDone(t *testing.T) {
 	s, _ := mustStore(t, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{1}}})
+	_, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "m", Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{1}}})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Mark with a cancelled ctx = %v; want context.Canceled", err)
 	}
@@ -223,7 +225,7 @@ func TestMarkConcurrentExactlyOnce(t *testing.T) {
 		wg.Go(func() {
 			for i := range 200 {
 				u := uint32((g*37 + i*11) % members)
-				tg := []Target{{CorpID: testCorp, MsgID: "m", UIDs: []uint32{u, (u + 1) % members}}}
+				tg := []Target{{CorpID: testCorp, MsgID: "m", Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{u, (u + 1) % members}}}
 				out, err := s.Mark(ctx, tg)
 				if err != nil {
 					t.Errorf("Mark: %v", err)
@@ -237,7 +239,7 @@ func TestMarkConcurrentExactlyOnce(t *testing.T) {
 					}
 				}
 				if len(fresh) > 0 {
-					if err := s.Ack(ctx, []Target{{CorpID: testCorp, MsgID: "m", UIDs: fresh}}); err != nil {
+					if err := s.Ack(ctx, []Target{{CorpID: testCorp, MsgID: "m", Signal: yidu.SignalButton, Counted: true, UIDs: fresh}}); err != nil {
 						t.Errorf("Ack: %v", err)
 					}
 				}
@@ -293,7 +295,7 @@ func BenchmarkMark(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			u := next.Add(1) % members
-			tg := []Target{{CorpID: testCorp, MsgID: "bench", AgentID: 7, UIDs: []uint32{u}}}
+			tg := []Target{{CorpID: testCorp, MsgID: "bench", AgentID: 7, Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{u}}}
 			if _, err := s.Mark(ctx, tg); err != nil {
 				b.Error(err)
 				return

@@ -27,13 +27,17 @@ type messageJSON struct {
 	URL        string    `json:"url"`
 	SentAt     time.Time `json:"sent_at"`
 	Recipients int64     `json:"recipients"`
-	// Read, Unread and Percent are null when Live is false: the list does
-	// not rebuild expired keys, the detail endpoints do. A recalled
-	// message's are the numbers frozen at its recall.
+	// Read, Unread, Percent and BySignal are null when Live is false: the
+	// list does not rebuild expired keys, the detail endpoints do. A
+	// recalled message's read and unread are the numbers frozen at its
+	// recall.
 	Read    *int64   `json:"read"`
 	Unread  *int64   `json:"unread"`
 	Percent *float64 `json:"percent"`
-	Live    bool     `json:"live"`
+	// BySignal counts the recipients who gave each signal, whether or not
+	// it counts as read for the app (Read is the union of those that do).
+	BySignal *yidu.SignalCounts `json:"by_signal"`
+	Live     bool               `json:"live"`
 	// RecalledAt is null unless the message was recalled.
 	RecalledAt *time.Time `json:"recalled_at"`
 	// Send is what sending did: in the answer of a registration with
@@ -135,9 +139,15 @@ func toSendJSON(msgID string, outcomes []yidu.BatchOutcome) *sendJSON {
 	return j
 }
 
-func (j *messageJSON) setCounts(recipients, read int64) {
-	unread, pct := recipients-read, percent(read, recipients)
-	j.Recipients, j.Read, j.Unread, j.Percent, j.Live = recipients, &read, &unread, &pct, true
+// counts are a message's live numbers.
+type counts struct {
+	recipients, read int64
+	bySignal         yidu.SignalCounts
+}
+
+func (j *messageJSON) setCounts(c counts) {
+	read, unread, pct, by := c.read, c.recipients-c.read, percent(c.read, c.recipients), c.bySignal
+	j.Recipients, j.Read, j.Unread, j.Percent, j.BySignal, j.Live = c.recipients, &read, &unread, &pct, &by, true
 }
 
 // percent is read/recipients in percent, one decimal, rounded down so 99.96%
@@ -188,7 +198,7 @@ func (s *Server) withMessage(h func(http.ResponseWriter, *http.Request, yidu.Mes
 func (s *Server) restore(ctx context.Context, m yidu.Message) error {
 	key := m.CorpID + "\x00" + m.MsgID
 	_, err, _ := s.restoring.Do(key, func() (any, error) {
-		lm, rec, read, ok, err := s.msgs.LoadMessage(context.WithoutCancel(ctx), m.CorpID, m.MsgID)
+		lm, rec, read, signals, ok, err := s.msgs.LoadReads(context.WithoutCancel(ctx), m.CorpID, m.MsgID)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: load message: %w", err)
 		}
@@ -198,7 +208,7 @@ func (s *Server) restore(ctx context.Context, m yidu.Message) error {
 		if read == nil {
 			read = roaring.New()
 		}
-		if err := s.bms.RestoreMessage(context.WithoutCancel(ctx), lm, rec, read); err != nil {
+		if err := s.bms.RestoreReads(context.WithoutCancel(ctx), lm, rec, read, signals); err != nil {
 			return nil, fmt.Errorf("dashboard: restore message: %w", err)
 		}
 		s.log.InfoContext(ctx, "restored message keys from MySQL", "corp", m.CorpID, "msgid", m.MsgID)
@@ -207,25 +217,41 @@ func (s *Server) restore(ctx context.Context, m yidu.Message) error {
 	return err
 }
 
-// counts is BITCOUNT of the live bitmaps, rebuilding them once if gone;
-// for a recalled message, the numbers frozen at its recall.
-func (s *Server) counts(ctx context.Context, m yidu.Message) (recipients, read int64, err error) {
-	if m.Recalled() {
-		return m.Recipients, m.ReadAtRecall, nil
+// liveCounts returns BITCOUNT of the live bitmaps (found=false: the keys
+// are gone).
+func (s *Server) liveCounts(ctx context.Context, m yidu.Message) (counts, bool, error) {
+	rec, read, by, found, err := s.bms.CountsBySignal(ctx, m.CorpID, m.MsgID)
+	if err != nil {
+		return counts{}, false, fmt.Errorf("dashboard: counts: %w", err)
 	}
+	return counts{recipients: rec, read: read, bySignal: by}, found, nil
+}
+
+// frozen returns c with a recalled message's recipients and read as they
+// were at its recall (the signals stay live).
+func frozen(m yidu.Message, c counts) counts {
+	if m.Recalled() {
+		c.recipients, c.read = m.Recipients, m.ReadAtRecall
+	}
+	return c
+}
+
+// counts is BITCOUNT of the live bitmaps, rebuilding them once if gone;
+// for a recalled message, recipients and read frozen at its recall.
+func (s *Server) counts(ctx context.Context, m yidu.Message) (counts, error) {
 	for attempt := 0; ; attempt++ {
-		recipients, read, found, err := s.bms.Counts(ctx, m.CorpID, m.MsgID)
+		c, found, err := s.liveCounts(ctx, m)
 		if err != nil {
-			return 0, 0, fmt.Errorf("dashboard: counts: %w", err)
+			return counts{}, err
 		}
 		if found {
-			return recipients, read, nil
+			return frozen(m, c), nil
 		}
 		if attempt == 1 {
-			return 0, 0, fmt.Errorf("dashboard: counts of %s still missing after restore: %w", m.MsgID, errUnavailable)
+			return counts{}, fmt.Errorf("dashboard: counts of %s still missing after restore: %w", m.MsgID, errUnavailable)
 		}
 		if err := s.restore(ctx, m); err != nil {
-			return 0, 0, err
+			return counts{}, err
 		}
 	}
 }
@@ -302,17 +328,15 @@ func (s *Server) listMessages(ctx context.Context, p *principal, cursor string, 
 			continue
 		}
 		j := toJSON(m)
+		c, found, err := s.liveCounts(ctx, m)
 		if m.Recalled() {
-			j.setCounts(m.Recipients, m.ReadAtRecall)
-			out.Messages = append(out.Messages, j)
-			continue
+			c, found = frozen(m, c), true
 		}
-		rec, read, found, err := s.bms.Counts(ctx, m.CorpID, m.MsgID)
 		if err != nil {
-			return out, fmt.Errorf("dashboard: counts: %w", err)
+			return out, err
 		}
 		if found {
-			j.setCounts(rec, read)
+			j.setCounts(c)
 		}
 		out.Messages = append(out.Messages, j)
 	}
@@ -341,13 +365,13 @@ func (s *Server) handleListMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	rec, read, err := s.counts(r.Context(), m)
+	c, err := s.counts(r.Context(), m)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	j := toJSON(m)
-	j.setCounts(rec, read)
+	j.setCounts(c)
 	outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("dashboard: send outcomes: %w", err))
@@ -561,11 +585,12 @@ func (s *Server) handleRecall(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	// The recall outlives an impatient client: half-recalled is worse.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Minute)
 	defer cancel()
-	_, read, err := s.counts(ctx, m)
+	c, err := s.counts(ctx, m)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	read := c.read
 	rep, err := s.msgs.Recall(ctx, m, read)
 	if err != nil && !errors.Is(err, yidu.ErrRecallIncomplete) {
 		// The tracker's error says why in words HR can act on (409).

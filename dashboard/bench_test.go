@@ -86,7 +86,7 @@ func benchServer(b testing.TB, n, depts int, bms Bitmaps, mods ...func(*Options)
 		f.put(m, rec, read)
 		bms = f
 	} else {
-		testenv.Check(b, "restore", bms.RestoreMessage(context.Background(), m, rec, read))
+		testenv.Check(b, "restore", bms.RestoreReads(context.Background(), m, rec, read, nil))
 	}
 	opts := Options{
 		Now:    c.Now,

@@ -107,21 +107,27 @@ func TestGetMessage(t *testing.T) {
 	f := newFixture(t)
 	w := f.ok(t, "GET", "/api/v1/messages/hello")
 	m := decode[messageJSON](t, w)
-	if m.Recipients != 10 || *m.Read != 4 || *m.Unread != 6 || *m.Percent != 40 || m.Title != f.hello.Title || !m.Live {
-		t.Errorf("GET hello = %+v; want 10 recipients, 4 read, 40%%", m)
+	bySignal := yidu.SignalCounts{Button: 3, Link: 1, EnterAgent: 3}
+	if m.Recipients != 10 || *m.Read != 4 || *m.Unread != 6 || *m.Percent != 40 || m.Title != f.hello.Title || !m.Live ||
+		m.BySignal == nil || *m.BySignal != bySignal {
+		t.Errorf("GET hello = %+v; want 10 recipients, 4 read, 40%%, by_signal %+v", m, bySignal)
+	}
+	raw := decode[map[string]json.RawMessage](t, f.ok(t, "GET", "/api/v1/messages/hello"))
+	if got, want := string(raw["by_signal"]), `{"button":3,"link":1,"enter_agent":3}`; got != want {
+		t.Errorf("by_signal = %s; want %s", got, want)
 	}
 
 	t.Run("keys gone are restored", func(t *testing.T) {
 		f.bms.drop(f.hello)
 		loads := f.msgs.loads
 		m := decode[messageJSON](t, f.do(t, "GET", "/api/v1/messages/hello", acmeToken, nil))
-		if *m.Read != 4 || m.Recipients != 10 {
-			t.Errorf("after restore = %+v; want 4/10", m)
+		if *m.Read != 4 || m.Recipients != 10 || *m.BySignal != bySignal {
+			t.Errorf("after restore = %+v; want 4/10, by_signal %+v", m, bySignal)
 		}
 		if f.msgs.loads != loads+1 {
-			t.Errorf("LoadMessage called %d times; want 1", f.msgs.loads-loads)
+			t.Errorf("LoadReads called %d times; want 1", f.msgs.loads-loads)
 		}
-		if _, _, found, _ := f.bms.Counts(context.Background(), "acme", "hello"); !found {
+		if _, _, _, found, _ := f.bms.CountsBySignal(context.Background(), "acme", "hello"); !found {
 			t.Error("keys were not put back")
 		}
 	})
@@ -149,11 +155,14 @@ func TestListMessages(t *testing.T) {
 		l := decode[listJSON](t, w)
 		for _, m := range l.Messages {
 			got = append(got, m.MsgID)
-			if m.MsgID == "mc" && (m.Live || m.Read != nil) {
-				t.Errorf("cold message mc = %+v; want live=false, read=null", m)
+			if m.MsgID == "mc" && (m.Live || m.Read != nil || m.BySignal != nil) {
+				t.Errorf("cold message mc = %+v; want live=false, read=null, by_signal=null", m)
 			}
-			if m.MsgID == "md" && (!m.Live || *m.Read != 1 || *m.Percent != 50) {
-				t.Errorf("md = %+v; want 1 read, 50%%", m)
+			if m.MsgID == "md" && (!m.Live || *m.Read != 1 || *m.Percent != 50 || m.BySignal == nil) {
+				t.Errorf("md = %+v; want 1 read, 50%%, by_signal", m)
+			}
+			if m.MsgID == "hello" && (m.BySignal == nil || *m.BySignal != (yidu.SignalCounts{Button: 3, Link: 1, EnterAgent: 3})) {
+				t.Errorf("hello in the list = %+v; want its by_signal", m)
 			}
 		}
 		if cursor = l.NextCursor; cursor == "" {
@@ -532,8 +541,9 @@ func TestExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 11 || !slices.Equal(rows[0], []string{"userid", "name", "departments", "state", "read_time"}) {
-		t.Fatalf("rows = %d (%v); want header + 10", len(rows), rows[0])
+	header := []string{"userid", "name", "departments", "state", "read_time", "first_signal", "first_signal_time"}
+	if len(rows) != 11 || !slices.Equal(rows[0], header) {
+		t.Fatalf("rows = %d (%v); want header %v + 10", len(rows), rows[0], header)
 	}
 	byID := map[string][]string{}
 	for _, r := range rows[1:] {
@@ -542,11 +552,16 @@ func TestExport(t *testing.T) {
 	if r := byID["evil"]; r[1] != `'=HYPERLINK("http://x","y")` {
 		t.Errorf("formula cell = %q; want neutralised with a leading '", r[1])
 	}
-	if r := byID["zhangsan"]; r[1] != "张三" || r[2] != "Sales 销售部" || r[3] != "read" || r[4] != "2026-03-02T09:01:00Z" {
+	if r := byID["zhangsan"]; r[1] != "张三" || r[2] != "Sales 销售部" || r[3] != "read" || r[4] != "2026-03-02T09:01:00Z" ||
+		r[5] != "button" || r[6] != r[4] {
 		t.Errorf("zhangsan row = %q", r)
 	}
-	if r := byID["erin"]; r[3] != "read" || r[4] != "" {
+	if r := byID["erin"]; r[3] != "read" || r[4] != "" || r[5] != "" || r[6] != "" {
 		t.Errorf("erin (read, not flushed) = %q", r)
+	}
+	// lisi opened the app only: enter_agent does not count by default.
+	if r := byID["lisi"]; r[3] != "unread" || r[4] != "" || r[5] != "" || r[6] != "" {
+		t.Errorf("lisi (opened the app only) = %q", r)
 	}
 	if r := byID["Alice"]; r[2] != "R&D 研发部; North 北区" {
 		t.Errorf("alice departments = %q", r[2])
@@ -655,6 +670,21 @@ func TestPageEscapes(t *testing.T) {
 			t.Errorf("message page lacks %s", id)
 		}
 	}
+	// The by_signal breakdown, the counted signals (hr's defaults) marked.
+	for _, want := range []string{
+		`<span class="signal counted">Button 按钮 <b id="signal-button">3</b></span>`,
+		`<span class="signal counted">Link 链接 <b id="signal-link">1</b></span>`,
+		`<span class="signal">Opened app 进入应用 <b id="signal-enter-agent">3</b></span>`,
+	} {
+		if !strings.Contains(rw.Body.String(), want) {
+			t.Errorf("message page lacks %s", want)
+		}
+	}
+	for _, id := range []string{"signal-button", "signal-link", "signal-enter-agent"} {
+		if !bytes.Contains(js, []byte(`$("`+id+`")`)) {
+			t.Errorf("app.js does not update #%s", id)
+		}
+	}
 	// Static assets are served without a session (the login page needs them).
 	if w := f.do(t, "GET", "/static/app.css", "", nil); w.Code != http.StatusOK {
 		t.Errorf("GET /static/app.css = %d", w.Code)
@@ -665,7 +695,8 @@ func TestProgress(t *testing.T) {
 	f := newFixture(t)
 	w := f.ok(t, "GET", "/api/v1/messages/hello/progress")
 	p := decode[progressJSON](t, w)
-	if p.Read != 4 || p.Recipients != 10 || p.Percent != 40 || len(p.Curve) != 2 || p.BucketMinutes != 1 {
+	if p.Read != 4 || p.Recipients != 10 || p.Percent != 40 || len(p.Curve) != 2 || p.BucketMinutes != 1 ||
+		p.BySignal != (yidu.SignalCounts{Button: 3, Link: 1, EnterAgent: 3}) {
 		t.Errorf("progress = %+v", p)
 	}
 	// 30 min after sending, 2 reads flushed in minutes 1-2, 4 read now: the
@@ -774,6 +805,11 @@ func TestEvents(t *testing.T) {
 	f.bms.markRead(f.hello, 2, 3)
 	if p := next(br); p.Read != 6 || p.Percent != 60 {
 		t.Errorf("second event = %+v; want 6 read, 60%%", p)
+	}
+	// A signal that does not count changes by_signal only: still an event.
+	f.bms.markSignal(f.hello, yidu.SignalEnterAgent, 5)
+	if p := next(br); p.Read != 6 || p.BySignal.EnterAgent != 4 {
+		t.Errorf("third event = %+v; want 6 read, by_signal.enter_agent 4", p)
 	}
 	if g := testutil.ToFloat64(f.srv.met.streams); g != 1 {
 		t.Errorf("streams gauge = %v; want 1", g)

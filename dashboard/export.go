@@ -84,10 +84,13 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var line []byte
 	_, _ = bw.WriteString(utf8BOM)
-	_, _ = bw.Write(csvRow(line, []string{"userid", "name", "departments", "state", "read_time"}))
+	// first_signal and first_signal_time are MySQL's source and read_time:
+	// the first signal that counted as read (read_time repeats the time,
+	// as before signals were kept apart).
+	_, _ = bw.Write(csvRow(line, []string{"userid", "name", "departments", "state", "read_time", "first_signal", "first_signal_time"}))
 
 	var rows int64
-	row := make([]string, 5)
+	row := make([]string, 7)
 	names := make([]string, 0, 8)
 	err = s.forEachUserChunk(ctx, m.CorpID, set, nil, chunkSize, tree, func(uids []uint32, users map[uint32]yidu.User) error {
 		var readUIDs []uint32
@@ -96,10 +99,10 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 				readUIDs = append(readUIDs, uid)
 			}
 		}
-		var times map[uint32]time.Time
+		var first map[uint32]yidu.FirstRead
 		if len(readUIDs) > 0 {
 			var err error
-			if times, err = s.msgs.ReadTimes(ctx, m.CorpID, m.MsgID, readUIDs); err != nil {
+			if first, err = s.msgs.FirstReads(ctx, m.CorpID, m.MsgID, readUIDs); err != nil {
 				return fmt.Errorf("dashboard: read times: %w", err)
 			}
 		}
@@ -115,11 +118,12 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 				}
 			}
 			row[0], row[1], row[2] = neutralise(u.UserID), neutralise(u.Name), neutralise(strings.Join(names, "; "))
-			row[3], row[4] = "unread", ""
+			row[3], row[4], row[5], row[6] = "unread", "", "", ""
 			if readRec.Contains(uid) {
 				row[3] = "read"
-				if t, ok := times[uid]; ok {
-					row[4] = t.UTC().Format(time.RFC3339)
+				if f, ok := first[uid]; ok {
+					row[4] = f.At.UTC().Format(time.RFC3339)
+					row[5], row[6] = f.SignalName(), row[4]
 				}
 			}
 			line = csvRow(line[:0], row)

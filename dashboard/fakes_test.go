@@ -44,24 +44,30 @@ type fakeBitmaps struct {
 	mu   sync.Mutex
 	rec  map[string]*roaring.Bitmap
 	read map[string]*roaring.Bitmap
+	sigs map[string]map[yidu.Signal]*roaring.Bitmap
 }
 
 func newFakeBitmaps() *fakeBitmaps {
-	return &fakeBitmaps{rec: map[string]*roaring.Bitmap{}, read: map[string]*roaring.Bitmap{}}
+	return &fakeBitmaps{rec: map[string]*roaring.Bitmap{}, read: map[string]*roaring.Bitmap{},
+		sigs: map[string]map[yidu.Signal]*roaring.Bitmap{}}
 }
 
-func (f *fakeBitmaps) Counts(_ context.Context, corp, msg string) (int64, int64, bool, error) {
+func (f *fakeBitmaps) CountsBySignal(_ context.Context, corp, msg string) (int64, int64, yidu.SignalCounts, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var by yidu.SignalCounts
 	r, ok := f.rec[key(corp, msg)]
 	if !ok {
-		return 0, 0, false, nil
+		return 0, 0, by, false, nil
 	}
 	var n int64
 	if rd := f.read[key(corp, msg)]; rd != nil {
 		n = int64(rd.GetCardinality())
 	}
-	return int64(r.GetCardinality()), n, true, nil
+	for sig, b := range f.sigs[key(corp, msg)] {
+		by.Set(sig, int64(b.GetCardinality()))
+	}
+	return int64(r.GetCardinality()), n, by, true, nil
 }
 
 func (f *fakeBitmaps) ReadBitmap(_ context.Context, corp, msg string) (*roaring.Bitmap, bool, error) {
@@ -84,7 +90,7 @@ func (f *fakeBitmaps) clone(bms map[string]*roaring.Bitmap, corp, msg string) (*
 	return b.Clone(), true, nil
 }
 
-func (f *fakeBitmaps) RestoreMessage(_ context.Context, m yidu.Message, rec, read *roaring.Bitmap) error {
+func (f *fakeBitmaps) RestoreReads(_ context.Context, m yidu.Message, rec, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := key(m.CorpID, m.MsgID)
@@ -93,7 +99,27 @@ func (f *fakeBitmaps) RestoreMessage(_ context.Context, m yidu.Message, rec, rea
 		read = roaring.Or(old, read)
 	}
 	f.read[k] = read.Clone()
+	for sig, b := range signals {
+		f.addSignal(k, sig, b.ToArray()...)
+	}
 	return nil
+}
+
+// markSignal records that uids gave signal sig (as Mark does).
+func (f *fakeBitmaps) markSignal(m yidu.Message, sig yidu.Signal, uids ...uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.addSignal(key(m.CorpID, m.MsgID), sig, uids...)
+}
+
+func (f *fakeBitmaps) addSignal(k string, sig yidu.Signal, uids ...uint32) {
+	if f.sigs[k] == nil {
+		f.sigs[k] = map[yidu.Signal]*roaring.Bitmap{}
+	}
+	if f.sigs[k][sig] == nil {
+		f.sigs[k][sig] = roaring.New()
+	}
+	f.sigs[k][sig].AddMany(uids)
 }
 
 func (f *fakeBitmaps) put(m yidu.Message, rec, read *roaring.Bitmap) {
@@ -120,12 +146,15 @@ func (f *fakeBitmaps) drop(m yidu.Message) {
 	defer f.mu.Unlock()
 	delete(f.rec, key(m.CorpID, m.MsgID))
 	delete(f.read, key(m.CorpID, m.MsgID))
+	delete(f.sigs, key(m.CorpID, m.MsgID))
 }
 
 type stored struct {
 	m         yidu.Message
 	rec, read *roaring.Bitmap
+	signals   map[yidu.Signal]*roaring.Bitmap // nil: none
 	times     map[uint32]time.Time
+	sources   map[uint32]yidu.Signal // the signal of each read in times (missing: button)
 	curve     []yidu.MinuteCount
 	audience  string
 	sends     []yidu.BatchOutcome
@@ -194,15 +223,38 @@ func (f *fakeMessages) GetMessage(_ context.Context, corps []string, id string) 
 	return yidu.Message{}, false, nil
 }
 
-func (f *fakeMessages) LoadMessage(_ context.Context, corp, id string) (yidu.Message, *roaring.Bitmap, *roaring.Bitmap, bool, error) {
+func (f *fakeMessages) LoadReads(_ context.Context, corp, id string) (yidu.Message, *roaring.Bitmap, *roaring.Bitmap, map[yidu.Signal]*roaring.Bitmap, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.loads++
 	s, ok := f.msgs[key(corp, id)]
 	if !ok {
-		return yidu.Message{}, nil, nil, false, nil
+		return yidu.Message{}, nil, nil, nil, false, nil
 	}
-	return s.m, s.rec.Clone(), s.read.Clone(), true, nil
+	signals := map[yidu.Signal]*roaring.Bitmap{}
+	for sig, b := range s.signals {
+		signals[sig] = b.Clone()
+	}
+	return s.m, s.rec.Clone(), s.read.Clone(), signals, true, nil
+}
+
+func (f *fakeMessages) FirstReads(ctx context.Context, corp, id string, uids []uint32) (map[uint32]yidu.FirstRead, error) {
+	times, err := f.ReadTimes(ctx, corp, id, uids)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.msgs[key(corp, id)]
+	out := make(map[uint32]yidu.FirstRead, len(times))
+	for u, t := range times {
+		sig, ok := s.sources[u]
+		if !ok {
+			sig = yidu.SignalButton
+		}
+		out[u] = yidu.FirstRead{At: t, Signal: sig}
+	}
+	return out, nil
 }
 
 func (f *fakeMessages) ReadTimes(_ context.Context, corp, id string, uids []uint32) (map[uint32]time.Time, error) {
@@ -485,11 +537,19 @@ func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixtur
 	f.hello = yidu.Message{CorpID: "acme", MsgID: "hello", App: "hr", Title: "Holiday notice 放假通知", SentAt: t0, Recipients: 10}
 	rec := roaring.BitmapOf(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 	read := roaring.BitmapOf(1, 4, 6, 9)
-	f.msgs.add(&stored{m: f.hello, rec: rec.Clone(), read: read.Clone(),
-		times: map[uint32]time.Time{1: t0.Add(time.Minute), 4: t0.Add(2 * time.Minute)},
-		curve: []yidu.MinuteCount{{Minute: t0.Add(time.Minute), Reads: 1}, {Minute: t0.Add(2 * time.Minute), Reads: 1}},
+	// 1, 4 and 6 pressed the button, 9 opened the link; 1, 2 and 3 opened
+	// the app, which does not count: 2 and 3 are unread.
+	signals := map[yidu.Signal]*roaring.Bitmap{yidu.SignalButton: roaring.BitmapOf(1, 4, 6),
+		yidu.SignalLink: roaring.BitmapOf(9), yidu.SignalEnterAgent: roaring.BitmapOf(1, 2, 3)}
+	f.msgs.add(&stored{m: f.hello, rec: rec.Clone(), read: read.Clone(), signals: signals,
+		times:   map[uint32]time.Time{1: t0.Add(time.Minute), 4: t0.Add(2 * time.Minute)},
+		sources: map[uint32]yidu.Signal{4: yidu.SignalButton},
+		curve:   []yidu.MinuteCount{{Minute: t0.Add(time.Minute), Reads: 1}, {Minute: t0.Add(2 * time.Minute), Reads: 1}},
 	})
 	f.bms.put(f.hello, rec, read)
+	for sig, b := range signals {
+		f.bms.markSignal(f.hello, sig, b.ToArray()...)
+	}
 	f.secret = yidu.Message{CorpID: "other", MsgID: "secret", App: "ops", Title: "Secret", SentAt: t0, Recipients: 1}
 	f.msgs.add(&stored{m: f.secret, rec: roaring.BitmapOf(1), read: roaring.New()})
 	f.bms.put(f.secret, roaring.BitmapOf(1), nil)

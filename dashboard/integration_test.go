@@ -179,20 +179,30 @@ func TestIntegration(t *testing.T) {
 	for uid := uint32(3); uid <= n; uid += 3 {
 		read.Add(uid)
 	}
+	// They pressed the button; a fifth of everyone opened the app, which
+	// does not count.
 	_, err = db.ExecContext(ctx, `UPDATE message_read_record SET is_read = 1, source = 1,
-		read_time = DATE_ADD(?, INTERVAL uid % 60 MINUTE) WHERE corp_id = ? AND msgid = 'big' AND uid % 3 = 0`, sentAt, corp)
+		read_time = DATE_ADD(?, INTERVAL uid % 60 MINUTE), button_at = read_time WHERE corp_id = ? AND msgid = 'big' AND uid % 3 = 0`, sentAt, corp)
 	testenv.Check(t, "flush reads", err)
+	_, err = db.ExecContext(ctx, `UPDATE message_read_record SET enter_at = ? WHERE corp_id = ? AND msgid = 'big' AND uid % 5 = 0`, sentAt, corp)
+	testenv.Check(t, "flush app entries", err)
+	_, _, loaded, signals, _, err := reg.LoadReads(ctx, corp, "big")
+	testenv.Check(t, "LoadReads", err)
+	if !loaded.Equals(read) {
+		t.Fatalf("LoadReads read %d; want %d", loaded.GetCardinality(), read.GetCardinality())
+	}
 	rec := roaring.New()
 	rec.AddRange(1, n+1)
 	msg := yidu.Message{CorpID: corp, MsgID: "big", App: "hr", AgentID: app.AgentID, Title: m.Title, SentAt: m.SentAt, Recipients: n}
-	testenv.Check(t, "mark reads", store.RestoreMessage(ctx, msg, rec, read))
+	testenv.Check(t, "mark reads", store.RestoreReads(ctx, msg, rec, read, signals))
 	wantRead := int64(read.GetCardinality())
+	wantBy := yidu.SignalCounts{Button: wantRead, EnterAgent: n / 5}
 
 	check := func(t *testing.T) {
 		w := do("GET", "/api/v1/messages/big", token, "")
 		got := decode[messageJSON](t, w)
-		if w.Code != 200 || got.Recipients != n || *got.Read != wantRead || *got.Unread != n-wantRead {
-			t.Errorf("GET big = %d %+v; want %d/%d", w.Code, got, wantRead, n)
+		if w.Code != 200 || got.Recipients != n || *got.Read != wantRead || *got.Unread != n-wantRead || *got.BySignal != wantBy {
+			t.Errorf("GET big = %d %+v; want %d/%d, by_signal %+v", w.Code, got, wantRead, n, wantBy)
 		}
 	}
 	t.Run("counts equal a recount", check)
@@ -255,8 +265,8 @@ func TestIntegration(t *testing.T) {
 
 	t.Run("progress curve", func(t *testing.T) {
 		p := decode[progressJSON](t, do("GET", "/api/v1/messages/big/progress", token, ""))
-		if curveTotal(p.Curve) != wantRead || p.Read != wantRead {
-			t.Errorf("curve total %d, read %d; want %d", curveTotal(p.Curve), p.Read, wantRead)
+		if curveTotal(p.Curve) != wantRead || p.Read != wantRead || p.BySignal != wantBy {
+			t.Errorf("curve total %d, read %d, by_signal %+v; want %d, %+v", curveTotal(p.Curve), p.Read, p.BySignal, wantRead, wantBy)
 		}
 	})
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/yidu-io/yidu"
@@ -43,6 +44,36 @@ type pageData struct {
 	Messages []messageJSON
 	Next     string
 	Msg      messageJSON
+	// Signals is the message page's by_signal breakdown.
+	Signals []signalView
+}
+
+// signalView is one signal's line on the message page.
+type signalView struct {
+	// ID is the element app.js updates: "signal-" + the API name with '-'.
+	ID    string
+	Label string
+	Count int64
+	// Counted: the signal counts as read for the message's app.
+	Counted bool
+}
+
+// signalLabels are the page's names of the signals.
+var signalLabels = map[yidu.Signal]string{
+	yidu.SignalButton:     "Button 按钮",
+	yidu.SignalLink:       "Link 链接",
+	yidu.SignalEnterAgent: "Opened app 进入应用",
+}
+
+// signalViews lists m's signals in the API's order; app decides which
+// count as read (an app no longer configured: the defaults).
+func signalViews(app yidu.App, by yidu.SignalCounts) []signalView {
+	out := make([]signalView, 0, yidu.NumSignals)
+	for _, sig := range yidu.Signals() {
+		out = append(out, signalView{ID: "signal-" + strings.ReplaceAll(sig.String(), "_", "-"),
+			Label: signalLabels[sig], Count: by.Get(sig), Counted: app.CountsAsRead(sig)})
+	}
+	return out
 }
 
 func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData) {
@@ -109,10 +140,11 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 	d := pageFor(r, "Message / 消息")
 	m, err := s.message(r)
 	if err == nil {
-		var rec, read int64
-		if rec, read, err = s.counts(r.Context(), m); err == nil {
+		var c counts
+		if c, err = s.counts(r.Context(), m); err == nil {
 			d.Msg = toJSON(m)
-			d.Msg.setCounts(rec, read)
+			d.Msg.setCounts(c)
+			d.Signals = signalViews(s.apps[m.App], c.bySignal)
 			d.Title = m.Title
 			// The send report is a part of the page, not a condition of it.
 			if outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID); err != nil {

@@ -39,6 +39,9 @@ type progressJSON struct {
 	Read       int64     `json:"read"`
 	Unread     int64     `json:"unread"`
 	Percent    float64   `json:"percent"`
+	// BySignal counts the recipients who gave each signal, counted as
+	// read or not.
+	BySignal yidu.SignalCounts `json:"by_signal"`
 	// RatePerMinute is the read rate over the last estimateWindow; null
 	// when it cannot be estimated.
 	RatePerMinute *float64 `json:"rate_per_minute"`
@@ -137,17 +140,18 @@ func newCurveCache(src ReadHistory, now func() time.Time, ttl time.Duration) *ca
 }
 
 func (s *Server) progress(ctx context.Context, m yidu.Message) (progressJSON, error) {
-	rec, read, err := s.counts(ctx, m)
+	c, err := s.counts(ctx, m)
 	if err != nil {
 		return progressJSON{}, err
 	}
+	rec, read := c.recipients, c.read
 	curve, err := s.curves.get(ctx, m.CorpID+"\x00"+m.MsgID)
 	if err != nil {
 		return progressJSON{}, err
 	}
 	now := s.now()
 	p := progressJSON{MsgID: m.MsgID, SentAt: m.SentAt.UTC(), AsOf: now.UTC(),
-		Recipients: rec, Read: read, Unread: rec - read, Percent: percent(read, rec)}
+		Recipients: rec, Read: read, Unread: rec - read, Percent: percent(read, rec), BySignal: c.bySignal}
 	p.RatePerMinute, p.ETA90, p.ETA100 = estimate(now, m.SentAt, rec, read, curve)
 	p.Curve, p.BucketMinutes = bucketCurve(curve, m.SentAt)
 	return p, nil
@@ -194,7 +198,14 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 
 	tick := time.NewTicker(s.sseInterval)
 	defer tick.Stop()
-	var last [3]int64
+	// changed is what makes a new event: the counts, each signal's, and
+	// the flushed minutes; the ETAs' drift with the clock alone is not
+	// worth one.
+	type changed struct {
+		recipients, read, curve int64
+		bySignal                yidu.SignalCounts
+	}
+	var last changed
 	sent := false
 	idle := time.Duration(0)
 	for {
@@ -204,9 +215,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 				s.log.WarnContext(ctx, "events: progress", "msgid", m.MsgID, "err", err)
 			}
 		} else {
-			// Changed means new counts or new flushed minutes; the ETAs'
-			// drift with the clock alone and are not worth an event.
-			key := [3]int64{p.Recipients, p.Read, curveTotal(p.Curve)}
+			key := changed{p.Recipients, p.Read, curveTotal(p.Curve), p.BySignal}
 			if !sent || key != last {
 				sent, last = true, key
 				b, _ := json.Marshal(p)

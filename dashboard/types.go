@@ -20,13 +20,16 @@ type Catalog interface {
 	ListMessages(ctx context.Context, corps []string, cursor string, limit int) (msgs []yidu.Message, next string, err error)
 	// GetMessage finds msgID within corps (nil: any).
 	GetMessage(ctx context.Context, corps []string, msgID string) (yidu.Message, bool, error)
-	// LoadMessage rebuilds a message from MySQL when Redis lost its keys.
-	LoadMessage(ctx context.Context, corpID, msgID string) (m yidu.Message, recipients, read *roaring.Bitmap, found bool, err error)
+	// LoadReads rebuilds a message from MySQL when Redis lost its keys:
+	// its recipients, readers and each signal's members.
+	LoadReads(ctx context.Context, corpID, msgID string) (m yidu.Message, recipients, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap, found bool, err error)
 }
 
 // ReadHistory answers questions about flushed reads (MySQL).
 type ReadHistory interface {
 	ReadTimes(ctx context.Context, corpID, msgID string, uids []uint32) (map[uint32]time.Time, error)
+	// FirstReads is each flushed read's time and the signal that made it.
+	FirstReads(ctx context.Context, corpID, msgID string, uids []uint32) (map[uint32]yidu.FirstRead, error)
 	ReadsPerMinute(ctx context.Context, corpID, msgID string) ([]yidu.MinuteCount, error)
 }
 
@@ -53,13 +56,13 @@ type Messages interface {
 	Registrar
 }
 
-// Bitmaps is what the dashboard needs from bitmap.Store: live counts and
-// bitmaps, and a way to put back keys that expired.
+// Bitmaps is what the dashboard needs from bitmap.Store: live counts
+// (each signal's too) and bitmaps, and a way to put back keys that expired.
 type Bitmaps interface {
-	Counts(ctx context.Context, corpID, msgID string) (recipients, read int64, found bool, err error)
+	CountsBySignal(ctx context.Context, corpID, msgID string) (recipients, read int64, bySignal yidu.SignalCounts, found bool, err error)
 	ReadBitmap(ctx context.Context, corpID, msgID string) (*roaring.Bitmap, bool, error)
 	RecipientBitmap(ctx context.Context, corpID, msgID string) (*roaring.Bitmap, bool, error)
-	RestoreMessage(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap) error
+	RestoreReads(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap) error
 }
 
 // Directory is what the dashboard needs from idmap.Mapper.

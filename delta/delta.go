@@ -1,15 +1,23 @@
-// Package delta is the wire format of one new read on the deltas topic
-// (yidu.reads): written by the read path after the bit is set, read by
-// flushd. The encoding is documented in docs/architecture.md.
+// Package delta is the wire format of one new read signal on the deltas
+// topic (yidu.reads): written by the read path after the bit is set, read
+// by flushd. The encoding is documented in docs/architecture.md.
 //
-// Value layout (all integers big-endian or uvarint as noted):
+// Value layout (integers uvarint or varint as noted):
 //
-//	byte    version (1)
+//	byte    version (1 or 2)
 //	byte    source (see Source)
+//	byte    flags, version 2 only: bit 0 counted (see Delta.Counted);
+//	        the other bits are 0
 //	uvarint uid
 //	varint  read_time, unix seconds
 //	uvarint len(corp_id), corp_id bytes
 //	uvarint len(msgid),   msgid bytes
+//
+// A version 1 value has no flags byte and is counted: it is what releases
+// before read signals were kept apart wrote, and what Marshal still writes
+// for a counted delta, so a flushd not yet upgraded keeps writing every
+// read during a rolling upgrade (it skips only the version 2 values, which
+// record a signal that does not count).
 //
 // The record key is corp_id + "/" + msgid, so every delta of one message
 // lands on one partition, in order.
@@ -19,22 +27,42 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/yidu-io/yidu"
 )
 
-// Version is the encoding version written by Marshal.
-const Version = 1
+// Version is the newest encoding version; Marshal writes the oldest one
+// that can hold a delta (see the package doc).
+const Version = 2
 
-// Source says which signal produced a read.
+// flagCounted is bit 0 of a version 2 value's flags.
+const flagCounted = 1
+
+// Source says what produced a delta: one of the read signals
+// (yidu.Signal, same values) or yidu reconcile.
 type Source uint8
 
-// Sources of a read; the values are stored in message_read_record.source.
+// Sources of a delta; the values are stored in message_read_record.source.
 const (
 	SourceUnknown    Source = 0
-	SourceCard       Source = 1 // template_card_event button press
-	SourceEnterAgent Source = 2 // enter_agent after the message was sent
-	SourceLink       Source = 3 // tracked link opened through OAuth2
-	SourceReconcile  Source = 4 // re-emitted by yidu reconcile
+	SourceCard       Source = Source(yidu.SignalButton)     // template_card_event button press
+	SourceEnterAgent Source = Source(yidu.SignalEnterAgent) // enter_agent after the message was sent
+	SourceLink       Source = Source(yidu.SignalLink)       // tracked link opened through OAuth2
+	SourceReconcile  Source = 4                             // re-emitted by yidu reconcile: a read, no signal
 )
+
+// SourceOf returns the source of signal s's deltas.
+func SourceOf(s yidu.Signal) Source { return Source(s) }
+
+// Signal returns the signal s records; ok=false for SourceReconcile and
+// unknown sources, which name none.
+func (s Source) Signal() (sig yidu.Signal, ok bool) {
+	sig = yidu.Signal(s)
+	return sig, sig.Valid()
+}
+
+// valid reports whether s is a source a delta may carry.
+func (s Source) valid() bool { return s >= SourceCard && s <= SourceReconcile }
 
 // String returns the source's name.
 func (s Source) String() string {
@@ -51,14 +79,21 @@ func (s Source) String() string {
 	return "unknown"
 }
 
-// Delta is one new read: recipient uid of message (CorpID, MsgID) read at
-// ReadTime (unix seconds, the WeCom event's CreateTime).
+// Delta is one new signal: recipient uid of message (CorpID, MsgID) gave
+// signal Source at ReadTime (unix seconds, the WeCom event's CreateTime).
 type Delta struct {
 	CorpID   string
 	MsgID    string
 	UID      uint32
 	ReadTime int64
 	Source   Source
+	// Counted says the signal makes the message read for its app
+	// (apps[].read_signals, decided by the receiver when it set the bits):
+	// flushd sets is_read, read_time and source only from counted deltas,
+	// so MySQL's is_read matches Redis's read bitmap. Every signal delta
+	// sets its signal's first time. A SourceReconcile delta is always
+	// counted.
+	Counted bool
 }
 
 // ErrMalformed is returned by Unmarshal for a value it cannot decode.
@@ -75,9 +110,14 @@ func Key(corpID, msgID string) []byte {
 	return append(k, msgID...)
 }
 
-// AppendMarshal appends d's encoding to b and returns the extended slice.
+// AppendMarshal appends d's encoding to b and returns the extended slice:
+// version 1 when d is counted, version 2 otherwise (see the package doc).
 func AppendMarshal(b []byte, d Delta) []byte {
-	b = append(b, Version, byte(d.Source))
+	if d.Counted {
+		b = append(b, 1, byte(d.Source))
+	} else {
+		b = append(b, 2, byte(d.Source), 0)
+	}
 	b = binary.AppendUvarint(b, uint64(d.UID))
 	b = binary.AppendVarint(b, d.ReadTime)
 	b = binary.AppendUvarint(b, uint64(len(d.CorpID)))
@@ -91,17 +131,33 @@ func Marshal(d Delta) []byte {
 	return AppendMarshal(make([]byte, 0, 16+len(d.CorpID)+len(d.MsgID)), d)
 }
 
-// Unmarshal decodes one value written by Marshal.
+// Unmarshal decodes one value written by Marshal, of either version. A
+// source it does not know is malformed: it could be written nowhere.
 func Unmarshal(b []byte) (Delta, error) {
 	var d Delta
 	if len(b) < 2 {
 		return d, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
 	}
-	if b[0] != Version {
+	d.Source = Source(b[1])
+	if !d.Source.valid() {
+		return d, fmt.Errorf("%w: source %d", ErrMalformed, b[1])
+	}
+	switch b[0] {
+	case 1:
+		d.Counted = true
+		b = b[2:]
+	case 2:
+		if len(b) < 3 || b[2]&^flagCounted != 0 {
+			return d, fmt.Errorf("%w: flags", ErrMalformed)
+		}
+		d.Counted = b[2]&flagCounted != 0
+		if d.Source == SourceReconcile && !d.Counted {
+			return d, fmt.Errorf("%w: a reconcile delta that does not count", ErrMalformed)
+		}
+		b = b[3:]
+	default:
 		return d, fmt.Errorf("%w: version %d", ErrMalformed, b[0])
 	}
-	d.Source = Source(b[1])
-	b = b[2:]
 	uid, n := binary.Uvarint(b)
 	if n <= 0 || uid > 1<<32-1 {
 		return d, fmt.Errorf("%w: uid", ErrMalformed)

@@ -17,9 +17,9 @@ func TestProducerPublish(t *testing.T) {
 	ctx := context.Background()
 	testenv.Check(t, "Ping", p.Ping(ctx))
 	want := []delta.Delta{
-		{CorpID: testCorp, MsgID: "a", UID: 1, ReadTime: 1_700_000_000, Source: delta.SourceCard},
+		{CorpID: testCorp, MsgID: "a", UID: 1, ReadTime: 1_700_000_000, Source: delta.SourceCard, Counted: true},
 		{CorpID: testCorp, MsgID: "b", UID: 2, ReadTime: 1_700_000_001, Source: delta.SourceEnterAgent},
-		{CorpID: testCorp, MsgID: "a", UID: 3, ReadTime: 1_700_000_002, Source: delta.SourceCard},
+		{CorpID: testCorp, MsgID: "a", UID: 3, ReadTime: 1_700_000_002, Source: delta.SourceCard, Counted: true},
 	}
 	testenv.Check(t, "Publish", p.Publish(ctx, want))
 	testenv.Check(t, "Publish none", p.Publish(ctx, nil))

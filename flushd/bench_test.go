@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,10 +26,14 @@ func benchSetup(b *testing.B) (*sql.DB, []Read) {
 	insertRecipients(b, db, "corp", "bench", 0, benchRows)
 	reads := make([]Read, benchRows)
 	for i := range reads {
-		reads[i] = Read{UID: uint32(i), At: base + int64(i%3600), Source: delta.SourceCard}
+		at := base + int64(i%3600)
+		reads[i] = Read{UID: uint32(i), At: at, Source: delta.SourceCard, Button: at} // a card press, as its delta writes it
 	}
 	return db, reads
 }
+
+// resetBench makes every row of the benchmark's message unread again.
+const resetBench = "UPDATE message_read_record SET is_read = 0, read_time = NULL, source = 0, button_at = NULL WHERE corp_id = 'corp' AND msgid = 'bench'"
 
 // benchLoop runs write b.N times on unread rows and reports rows/s; the
 // reset between iterations is outside the timer.
@@ -39,7 +44,7 @@ func benchLoop(b *testing.B, db *sql.DB, write func(ctx context.Context) error) 
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		_, err := db.ExecContext(ctx, "UPDATE message_read_record SET is_read = 0, read_time = NULL, source = 0 WHERE corp_id = 'corp' AND msgid = 'bench'")
+		_, err := db.ExecContext(ctx, resetBench)
 		testenv.Check(b, "reset", err)
 		b.StartTimer()
 		start := time.Now()
@@ -143,11 +148,12 @@ func BenchmarkPerRow(b *testing.B) {
 	})
 }
 
-// BenchmarkFlushInterleaved runs the Writer, the two UPDATE … IN ceilings
-// and the previous statement (a join against 5000 "SELECT ?,?,? UNION ALL"
-// rows) one after the other in every iteration, so a shared machine's load
-// weighs on all four alike; it reports each one's rows/s and the Writer's
-// share of each ceiling.
+// BenchmarkFlushInterleaved runs the Writer, the two UPDATE … IN ceilings,
+// the Writer's statement before read signals were kept apart ("prev") and
+// an older one (a join against 5000 "SELECT ?,?,? UNION ALL" rows) one after
+// the other in every iteration, so a shared machine's load weighs on all
+// alike; it reports each one's rows/s and the Writer's share of each
+// ceiling (%prev: the signal columns' cost).
 func BenchmarkFlushInterleaved(b *testing.B) {
 	db, reads := benchSetup(b)
 	w, err := NewWriter(db, WriterOptions{BatchSize: DefaultBatchSize})
@@ -161,6 +167,14 @@ func BenchmarkFlushInterleaved(b *testing.B) {
 		{"raw", func() error { return rawUpdateInAll(ctx, db, "is_read = 1", reads) }},
 		{"rawtimes", func() error {
 			return rawUpdateInAll(ctx, db, "is_read = 1, read_time = '2025-01-01 00:00:00', source = 1", reads)
+		}},
+		{"prev", func() error {
+			for chunk := range slices.Chunk(reads, DefaultBatchSize) {
+				if _, err := db.ExecContext(ctx, prevUpdateQuery, prevReadsJSON(chunk), "corp", "bench"); err != nil {
+					return err
+				}
+			}
+			return nil
 		}},
 		{"union", func() error {
 			for chunk := range slices.Chunk(reads, DefaultBatchSize) {
@@ -177,7 +191,7 @@ func BenchmarkFlushInterleaved(b *testing.B) {
 	for range b.N {
 		for i, f := range forms {
 			b.StopTimer()
-			_, err := db.ExecContext(ctx, "UPDATE message_read_record SET is_read = 0, read_time = NULL, source = 0 WHERE corp_id = 'corp' AND msgid = 'bench'")
+			_, err := db.ExecContext(ctx, resetBench)
 			testenv.Check(b, "reset", err)
 			b.StartTimer()
 			start := time.Now()
@@ -194,6 +208,33 @@ func BenchmarkFlushInterleaved(b *testing.B) {
 	}
 	b.ReportMetric(100*elapsed[1].Seconds()/elapsed[0].Seconds(), "%raw")
 	b.ReportMetric(100*elapsed[2].Seconds()/elapsed[0].Seconds(), "%rawtimes")
+	b.ReportMetric(100*elapsed[3].Seconds()/elapsed[0].Seconds(), "%prev")
+}
+
+// prevUpdateQuery is the Writer's statement before read signals were kept
+// apart (is_read, read_time, source only; issue 12), to measure what the
+// signal columns and their guards cost.
+const prevUpdateQuery = updatePrefix + "?, '$[*]' COLUMNS(" +
+	"uid INT UNSIGNED PATH '$[0]', read_time DATETIME PATH '$[1]', source TINYINT UNSIGNED PATH '$[2]')) AS d" +
+	" STRAIGHT_JOIN message_read_record r ON r.corp_id = ? AND r.msgid = ? AND r.uid = d.uid" +
+	" SET r.is_read = 1, r.read_time = d.read_time, r.source = d.source WHERE r.is_read = 0"
+
+// prevReadsJSON is prevUpdateQuery's argument: [[uid,"read_time",source],…].
+func prevReadsJSON(reads []Read) string {
+	b := []byte{'['}
+	for i, r := range reads {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendUint(b, uint64(r.UID), 10)
+		b = append(b, ',')
+		b = appendTime(b, r.At)
+		b = append(b, ',')
+		b = strconv.AppendUint(b, uint64(r.Source), 10)
+		b = append(b, ']')
+	}
+	return string(append(b, ']'))
 }
 
 // unionStatement is the Writer's previous batch UPDATE: a join against a

@@ -1,23 +1,41 @@
-// Package flushd moves reads from the deltas topic (package delta) into MySQL
-// in micro-batches: it is the only writer of message_read_record.is_read.
+// Package flushd moves read signals from the deltas topic (package delta)
+// into MySQL in micro-batches: it is the only writer of
+// message_read_record.is_read and of each signal's first time (button_at,
+// link_at, enter_at).
 //
 // # Batching
 //
 // A Flusher is a Kafka consumer group member. Per partition and message it
 // keeps the dirty uids (a roaring bitmap) with each uid's FIRST (minimum)
-// read_time and that read's source. A message is flushed when it has
+// counted read and its source, and the first time of each signal (Read). A
+// delta that counts (delta.Delta.Counted) gives both; one that does not
+// only its signal's time. A message is flushed when it has
 // Options.BatchSize dirty uids or when its oldest pending read is
 // Options.Interval old, with one statement per at most BatchSize uids and
 // every value bound as a parameter: the reads travel as one JSON array
-// [[uid,"read_time",source],…] that JSON_TABLE turns into rows joined to
-// their recipient rows by primary key:
+// [[uid,"read_time",source,"button_at","link_at","enter_at"],…] that
+// JSON_TABLE turns into rows joined to their recipient rows by primary key
+// (source 0: nothing counted; N is 1000-01-01 00:00:00, "no such time"):
 //
 //	UPDATE JSON_TABLE(?, '$[*]' COLUMNS(uid INT UNSIGNED PATH '$[0]',
-//	    read_time DATETIME PATH '$[1]', source TINYINT UNSIGNED PATH '$[2]')) AS d
+//	    read_at DATETIME PATH '$[1]', src INT UNSIGNED PATH '$[2]',
+//	    button DATETIME PATH '$[3]', link DATETIME PATH '$[4]',
+//	    enter DATETIME PATH '$[5]')) AS d
 //	  STRAIGHT_JOIN message_read_record r
 //	    ON r.corp_id = ? AND r.msgid = ? AND r.uid = d.uid
-//	SET r.is_read = 1, r.read_time = d.read_time, r.source = d.source
-//	WHERE r.is_read = 0
+//	SET r.is_read   = IF(d.src > 0, 1, r.is_read),
+//	    r.read_time = IF(r.read_time IS NULL AND d.src > 0, d.read_at, r.read_time),
+//	    r.source    = IF(r.source = 0, d.src, r.source),
+//	    r.button_at = IF(r.button_at IS NULL AND d.button > N, d.button, r.button_at),
+//	    … link_at, enter_at alike
+//	WHERE (r.is_read = 0 AND d.src > 0)
+//	   OR (r.button_at IS NULL AND d.button > N) OR … link, enter
+//
+// Each assignment reads only its own column's old value (and d): MySQL
+// documents no order for the assignments of a multi-table UPDATE, so none
+// may depend on another's new value. read_time and source are empty exactly
+// while is_read = 0 (they are only ever set together), so their guards are
+// the is_read = 0 guard.
 //
 // It does what the contract's "SET read_time = CASE uid WHEN ? THEN ? …
 // WHERE is_read = 0 AND uid IN (…)" does. MariaDB 10.6+, MySQL 8.0.4+ and
@@ -32,9 +50,14 @@
 // read_time: filling the NULL read_time grows every row, which InnoDB
 // cannot rewrite in place.
 //
-// The is_read = 0 guard makes every statement idempotent: a read never goes
-// back to unread and the first read_time written is kept, so replaying a
-// delta changes nothing.
+// The guards make every statement idempotent: a read never goes back to
+// unread, the first read_time and source written are kept, and so is each
+// signal's first time, so replaying a delta changes nothing. The
+// benchmarks' reads are card presses, as their deltas write them: is_read,
+// read_time, source and button_at. With the signal columns and their guards
+// the statement takes 86-107% of the time of the previous one, which wrote
+// is_read, read_time and source only (BenchmarkFlushInterleaved, %prev, on
+// a shared machine).
 //
 // # Offsets
 //
@@ -65,21 +88,24 @@
 // A delta whose recipient row does not exist yet (registration still writing
 // rows, or a race) is neither lost nor dropped silently. When an UPDATE
 // changes fewer rows than it has uids, one SELECT finds the uids without a
-// row; they are parked in read_orphans (INSERT IGNORE: the first read_time
-// parked is kept) and counted in yidu_flushd_orphans_total. Registration
-// calls ApplyOrphans after writing a message's recipient rows; the Writer
-// calls it too right after parking, which closes the race where the rows
-// appear between its SELECT and its INSERT. ApplyOrphans deletes an orphan
-// only once its row is read, so whichever side runs last applies it. Orphans
-// of a message that never gets rows stay in read_orphans (visible, counted).
+// row; they are parked in read_orphans with what they carry (a counted
+// read, each signal's time; INSERT … ON DUPLICATE KEY UPDATE keeping what a
+// uid parked first, as the UPDATE keeps a row's) and counted in
+// yidu_flushd_orphans_total. Registration calls ApplyOrphans after writing a
+// message's recipient rows; the Writer calls it too right after parking,
+// which closes the race where the rows appear between its SELECT and its
+// INSERT. ApplyOrphans writes orphans into their rows with the UPDATE's
+// guards and deletes an orphan only once its row holds everything it
+// carries, so whichever side runs last applies it. Orphans of a message
+// that never gets rows stay in read_orphans (visible, counted).
 //
 // # Malformed records
 //
-// A record whose value delta.Unmarshal rejects, or whose fields cannot be
-// stored (corp_id or msgid not fitting the schema, read_time outside what
-// DATETIME holds), is counted in yidu_flushd_malformed_total, logged without
-// its content and skipped: it can never become valid, and retrying it would
-// stop its partition forever.
+// A record whose value delta.Unmarshal rejects (an unknown version, source
+// or flag included), or whose fields cannot be stored (corp_id or msgid not
+// fitting the schema, read_time outside what DATETIME holds), is counted in
+// yidu_flushd_malformed_total, logged without its content and skipped: it
+// can never become valid, and retrying it would stop its partition forever.
 //
 // # MySQL failures and backpressure
 //

@@ -186,7 +186,7 @@ func reads(messages, n int) []delta.Delta {
 	var out []delta.Delta
 	for m := range messages {
 		for uid := range uint32(n) {
-			out = append(out, delta.Delta{CorpID: "corp", MsgID: msgName(m), UID: uid, ReadTime: base + int64(uid), Source: delta.SourceCard})
+			out = append(out, delta.Delta{CorpID: "corp", MsgID: msgName(m), UID: uid, ReadTime: base + int64(uid), Source: delta.SourceCard, Counted: true})
 		}
 	}
 	return out
@@ -213,11 +213,11 @@ func TestFlusherWritesDeltas(t *testing.T) {
 	ds := reads(messages, n)
 	// A second, later read of some uids: the first read_time stays.
 	for uid := range uint32(10) {
-		ds = append(ds, delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: uid, ReadTime: base + 3600, Source: delta.SourceLink})
+		ds = append(ds, delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: uid, ReadTime: base + 3600, Source: delta.SourceLink, Counted: true})
 	}
 	// Reads of uids without a row yet are parked, not lost.
-	ds = append(ds, delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: n, ReadTime: base + 7, Source: delta.SourceLink},
-		delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: n + 1, ReadTime: base + 8, Source: delta.SourceLink})
+	ds = append(ds, delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: n, ReadTime: base + 7, Source: delta.SourceLink, Counted: true},
+		delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: n + 1, ReadTime: base + 8, Source: delta.SourceLink, Counted: true})
 	e.produce(t, ds...)
 	waitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
 	e.waitCommittedToEnd(t)

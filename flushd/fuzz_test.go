@@ -3,18 +3,23 @@ package flushd
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/delta"
 )
 
 // FuzzDecode feeds arbitrary record values through what the Flusher does
 // with them: a value is either rejected (counted as malformed) or yields a
-// delta that pending accepts and the Writer can bind without error.
+// delta that pending accepts and the Writer can bind without error, its
+// counted read and its signal's time each in their place.
 func FuzzDecode(f *testing.F) {
-	f.Add(delta.Marshal(delta.Delta{CorpID: "ww1", MsgID: "task-1", UID: 7, ReadTime: base, Source: delta.SourceCard}))
-	f.Add(delta.Marshal(delta.Delta{CorpID: "ww1", MsgID: "bad id", UID: 7, ReadTime: base}))
+	f.Add(delta.Marshal(delta.Delta{CorpID: "ww1", MsgID: "task-1", UID: 7, ReadTime: base, Source: delta.SourceCard, Counted: true}))
+	f.Add(delta.Marshal(delta.Delta{CorpID: "ww1", MsgID: "task-1", UID: 7, ReadTime: base, Source: delta.SourceEnterAgent}))
+	f.Add(delta.Marshal(delta.Delta{CorpID: "ww1", MsgID: "task-1", UID: 7, ReadTime: base, Source: delta.SourceReconcile, Counted: true}))
+	f.Add(delta.Marshal(delta.Delta{CorpID: "ww1", MsgID: "bad id", UID: 7, ReadTime: base, Source: delta.SourceCard, Counted: true}))
 	f.Add(delta.Marshal(delta.Delta{CorpID: "ww1", MsgID: "t", UID: 1<<32 - 1, ReadTime: -1}))
 	f.Add([]byte{})
 	f.Add([]byte{1, 1, 0x80})
@@ -33,9 +38,21 @@ func FuzzDecode(f *testing.F) {
 		p := newPending()
 		p.add(0, at(0), d, time.Now())
 		reads := p.parts[0].batches[msgKey{d.CorpID, d.MsgID}].reads()
+		if len(reads) != 1 || reads[0].check() != nil {
+			t.Fatalf("pending holds %+v for %+v; want one read the Writer accepts", reads, d)
+		}
 		_, args := updateStatement(d.CorpID, d.MsgID, reads)
-		want := fmt.Sprintf(`[[%d,"%s",%d]]`, d.UID, datetime(d.ReadTime), d.Source)
-		if len(args) != 3 || args[0] != want || len(datetime(d.ReadTime)) != len(time.DateTime) {
+		// [uid, counted read_time, counted source, button, link, enter]
+		at := datetime(d.ReadTime)
+		cols := []string{noTime, "0", noTime, noTime, noTime}
+		if d.Counted {
+			cols[0], cols[1] = at, strconv.Itoa(int(d.Source))
+		}
+		if sig, ok := d.Source.Signal(); ok {
+			cols[map[yidu.Signal]int{yidu.SignalButton: 2, yidu.SignalLink: 3, yidu.SignalEnterAgent: 4}[sig]] = at
+		}
+		want := fmt.Sprintf(`[[%d,"%s",%s,"%s","%s","%s"]]`, d.UID, cols[0], cols[1], cols[2], cols[3], cols[4])
+		if len(args) != 3 || args[0] != want || len(at) != len(time.DateTime) {
 			t.Fatalf("updateStatement of %+v binds %v; want %s", d, args, want)
 		}
 		if !json.Valid([]byte(args[0].(string))) {

@@ -133,3 +133,30 @@ func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool
 const base = 1735689600
 
 func msgName(i int) string { return fmt.Sprintf("task-%03d", i) }
+
+// signals is a row's first time of each signal (unix seconds, 0 when NULL).
+type signals struct{ button, link, enter int64 }
+
+// signalRows returns each row's signal times by uid.
+func signalRows(tb testing.TB, db *sql.DB, corpID, msgID string) map[uint32]signals {
+	tb.Helper()
+	rs, err := db.QueryContext(context.Background(),
+		"SELECT uid, button_at, link_at, enter_at FROM message_read_record WHERE corp_id = ? AND msgid = ?", corpID, msgID)
+	testenv.Check(tb, "select signal times", err)
+	defer rs.Close()
+	out := map[uint32]signals{}
+	for rs.Next() {
+		var uid uint32
+		var b, l, e sql.NullTime
+		testenv.Check(tb, "scan", rs.Scan(&uid, &b, &l, &e))
+		unix := func(t sql.NullTime) int64 {
+			if !t.Valid {
+				return 0
+			}
+			return t.Time.Unix()
+		}
+		out[uid] = signals{unix(b), unix(l), unix(e)}
+	}
+	testenv.Check(tb, "rows", rs.Err())
+	return out
+}

@@ -12,16 +12,12 @@ import (
 // msgKey names one message.
 type msgKey struct{ corpID, msgID string }
 
-// firstRead is a uid's earliest pending read.
-type firstRead struct {
-	at  int64
-	src delta.Source
-}
-
 // batch is one message's dirty uids from one partition.
 type batch struct {
-	uids  *roaring.Bitmap
-	first map[uint32]firstRead
+	uids *roaring.Bitmap
+	// first is each uid's earliest counted read and earliest time of each
+	// signal (Read.merge).
+	first map[uint32]Read
 	// since is when the batch's first read arrived: the interval counts
 	// from there.
 	since time.Time
@@ -34,8 +30,7 @@ type batch struct {
 func (b *batch) reads() []Read {
 	out := make([]Read, 0, b.uids.GetCardinality())
 	b.uids.Iterate(func(uid uint32) bool {
-		f := b.first[uid]
-		out = append(out, Read{UID: uid, At: f.at, Source: f.src})
+		out = append(out, b.first[uid])
 		return true
 	})
 	return out
@@ -76,17 +71,18 @@ func (p *pending) add(part int32, off kgo.EpochOffset, d delta.Delta, now time.T
 	k := msgKey{d.CorpID, d.MsgID}
 	b := ps.batches[k]
 	if b == nil {
-		b = &batch{uids: roaring.New(), first: map[uint32]firstRead{}, since: now, offset: off}
+		b = &batch{uids: roaring.New(), first: map[uint32]Read{}, since: now, offset: off}
 		ps.batches[k] = b
 	}
 	if b.uids.CheckedAdd(d.UID) {
-		b.first[d.UID] = firstRead{at: d.ReadTime, src: d.Source}
 		p.uids++
-		return
 	}
-	if f := b.first[d.UID]; d.ReadTime < f.at {
-		b.first[d.UID] = firstRead{at: d.ReadTime, src: d.Source}
+	r, ok := b.first[d.UID]
+	if !ok {
+		r.UID = d.UID
 	}
+	r.merge(readOf(d))
+	b.first[d.UID] = r
 }
 
 // skip records that (part, off) needs no write (a malformed record).

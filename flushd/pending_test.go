@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,7 +17,7 @@ import (
 func at(off int64) kgo.EpochOffset { return kgo.EpochOffset{Epoch: 0, Offset: off} }
 
 func d(msgID string, uid uint32, t int64) delta.Delta {
-	return delta.Delta{CorpID: "corp", MsgID: msgID, UID: uid, ReadTime: t, Source: delta.SourceCard}
+	return delta.Delta{CorpID: "corp", MsgID: msgID, UID: uid, ReadTime: t, Source: delta.SourceCard, Counted: true}
 }
 
 // TestCommitPoints: a partition is never committed past a delta that is
@@ -72,13 +73,27 @@ func TestPendingFirstRead(t *testing.T) {
 	p.add(0, at(1), d("a", 7, base), time.Time{})    // earlier read arrives later: it wins
 	p.add(0, at(2), d("a", 7, base+90), time.Time{}) // later one never does
 	p.add(0, at(3), d("a", 3, base+5), time.Time{})
-	if p.uids != 2 {
-		t.Errorf("pending uids = %d; want 2", p.uids)
+	// Signals that do not count keep their own first times only; a later
+	// counted read of another signal does not displace the earliest.
+	enter := delta.Delta{CorpID: "corp", MsgID: "a", UID: 7, ReadTime: base - 100, Source: delta.SourceEnterAgent}
+	p.add(0, at(4), enter, time.Time{})
+	enter.ReadTime = base - 200
+	p.add(0, at(5), enter, time.Time{})
+	link := delta.Delta{CorpID: "corp", MsgID: "a", UID: 3, ReadTime: base + 1, Source: delta.SourceLink, Counted: true}
+	p.add(0, at(6), link, time.Time{})
+	only := delta.Delta{CorpID: "corp", MsgID: "a", UID: 9, ReadTime: base + 2, Source: delta.SourceEnterAgent}
+	p.add(0, at(7), only, time.Time{})
+	if p.uids != 3 {
+		t.Errorf("pending uids = %d; want 3", p.uids)
 	}
 	got := p.parts[0].batches[msgKey{"corp", "a"}].reads()
-	want := []Read{{UID: 3, At: base + 5, Source: 1}, {UID: 7, At: base, Source: 1}}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-		t.Errorf("reads = %v; want %v", got, want)
+	want := []Read{
+		{UID: 3, At: base + 1, Source: delta.SourceLink, Button: base + 5, Link: base + 1},
+		{UID: 7, At: base, Source: delta.SourceCard, Button: base, EnterAgent: base - 200},
+		{UID: 9, EnterAgent: base + 2},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("reads = %+v; want %+v", got, want)
 	}
 	p.drop([]int32{0})
 	if p.uids != 0 || len(p.parts) != 0 {

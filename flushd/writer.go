@@ -25,21 +25,109 @@ type DB interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// Read is one read of a message by recipient UID at At (unix seconds).
+// Read is what flushd writes for recipient UID of a message: its first
+// read that counts, if any, and the first time of each signal. Times are
+// unix seconds.
 type Read struct {
-	UID    uint32
+	UID uint32
+	// At and Source are the first read that counts (is_read, read_time,
+	// source); Source 0: no counted read, only signal times.
 	At     int64
 	Source delta.Source
+	// Button, Link and EnterAgent are the first time of each signal,
+	// counted or not (button_at, link_at, enter_at); 0: not seen.
+	Button, Link, EnterAgent int64
+}
+
+// signal returns r's field for signal sig.
+func (r *Read) signal(sig yidu.Signal) *int64 {
+	switch sig {
+	case yidu.SignalButton:
+		return &r.Button
+	case yidu.SignalLink:
+		return &r.Link
+	case yidu.SignalEnterAgent:
+		return &r.EnterAgent
+	}
+	panic(fmt.Sprintf("flushd: invalid signal %d", sig))
+}
+
+// readOf returns what delta d asks to write: a counted read if it counts,
+// and its signal's time (a reconcile delta has none).
+func readOf(d delta.Delta) Read {
+	r := Read{UID: d.UID}
+	if d.Counted {
+		r.At, r.Source = d.ReadTime, d.Source
+	}
+	if sig, ok := d.Source.Signal(); ok {
+		*r.signal(sig) = d.ReadTime
+	}
+	return r
+}
+
+// merge folds o (of the same uid) into r, keeping the earliest counted read
+// and the earliest time of each signal.
+func (r *Read) merge(o Read) {
+	if o.Source != 0 && (r.Source == 0 || o.At < r.At) {
+		r.At, r.Source = o.At, o.Source
+	}
+	for _, sig := range yidu.Signals() {
+		if t := *o.signal(sig); t != 0 {
+			if p := r.signal(sig); *p == 0 || t < *p {
+				*p = t
+			}
+		}
+	}
+}
+
+// check reports whether r can be stored: a counted read of a known source
+// or a signal time, every time within DATETIME's years.
+func (r Read) check() error {
+	empty := r.Source == 0
+	if r.Source != 0 {
+		if r.Source > delta.SourceReconcile {
+			return fmt.Errorf("%w: uid %d: source %d", ErrInvalid, r.UID, r.Source)
+		}
+		if err := checkTime(r.UID, "read_time", r.At); err != nil {
+			return err
+		}
+	}
+	for _, sig := range yidu.Signals() {
+		if t := *r.signal(sig); t != 0 {
+			empty = false
+			if err := checkTime(r.UID, sig.String(), t); err != nil {
+				return err
+			}
+		}
+	}
+	if empty {
+		return fmt.Errorf("%w: uid %d: nothing to write", ErrInvalid, r.UID)
+	}
+	return nil
+}
+
+func checkTime(uid uint32, what string, t int64) error {
+	if t < minReadTime || t > maxReadTime {
+		return fmt.Errorf("%w: uid %d: %s %d out of range", ErrInvalid, uid, what, t)
+	}
+	return nil
 }
 
 // DefaultBatchSize is the number of uids per statement when Options leave
 // it out.
 const DefaultBatchSize = 5000
 
-// MaxBatchSize is the largest batch: parking orphans binds 5 placeholders
-// per uid and MySQL allows 65535 per statement. (The UPDATE binds 3 in
-// all.) config.maxBatchSize repeats it; a test keeps the two equal.
+// MaxBatchSize is the largest batch: the orphan SELECT binds one
+// placeholder per uid (MySQL allows 65535 per statement; the UPDATE binds
+// 3 in all, parking binds 8 per orphan in statements of at most
+// maxParkRows). It stays the limit of releases that parked every batch in
+// one statement of 5 placeholders per uid, so no configuration that
+// loaded before stops loading. config.maxBatchSize repeats it; a test
+// keeps the two equal.
 const MaxBatchSize = (65535 - 2) / 5
+
+// maxParkRows is the most orphans one INSERT parks (8 placeholders each).
+const maxParkRows = 65535 / 8
 
 // ErrInvalid marks a read or identifier that MySQL cannot store; retrying
 // it never helps.
@@ -93,20 +181,22 @@ func newWriter(db DB, batchSize int, logger *slog.Logger, m *metrics) (*Writer, 
 	return &Writer{db: db, batchSize: batchSize, logger: logger, m: m}, nil
 }
 
-// Write marks reads of message (corpID, msgID) read, keeping each uid's
-// earliest At, with one UPDATE per batch of uids. Rows already read are
-// left alone. Reads without a recipient row are parked in read_orphans.
-// updated counts rows flipped to read, orphaned the reads parked. On error
-// the earlier batches stay written, which a retry of the same reads
-// tolerates.
+// Write writes reads of message (corpID, msgID), keeping each uid's
+// earliest counted read and earliest time of each signal, with one UPDATE
+// per batch of uids: a counted read marks an unread row read (is_read,
+// read_time, source), a signal time fills that signal's column if still
+// empty. What a row already has is left alone. Reads without a recipient
+// row are parked in read_orphans. updated counts rows changed, orphaned
+// the reads parked. On error the earlier batches stay written, which a
+// retry of the same reads tolerates.
 func (w *Writer) Write(ctx context.Context, corpID, msgID string, reads []Read) (updated, orphaned int, err error) {
 	if err := checkMessage(corpID, msgID); err != nil {
 		return 0, 0, err
 	}
 	reads = firstReads(reads)
 	for _, r := range reads {
-		if r.At < minReadTime || r.At > maxReadTime {
-			return 0, 0, fmt.Errorf("%w: uid %d: read_time %d out of range", ErrInvalid, r.UID, r.At)
+		if err := r.check(); err != nil {
+			return 0, 0, err
 		}
 	}
 	for chunk := range slices.Chunk(reads, w.batchSize) {
@@ -120,8 +210,8 @@ func (w *Writer) Write(ctx context.Context, corpID, msgID string, reads []Read) 
 	return updated, orphaned, nil
 }
 
-// firstReads returns reads sorted by uid with one read per uid, the
-// earliest. Sorted uids walk the primary key in order. The Flusher's
+// firstReads returns reads sorted by uid with one Read per uid, merged
+// (Read.merge). Sorted uids walk the primary key in order. The Flusher's
 // batches are already sorted and unique, so they are not copied.
 func firstReads(reads []Read) []Read {
 	sorted := true
@@ -135,10 +225,16 @@ func firstReads(reads []Read) []Read {
 		return reads
 	}
 	reads = slices.Clone(reads)
-	slices.SortStableFunc(reads, func(a, b Read) int {
-		return cmp.Or(cmp.Compare(a.UID, b.UID), cmp.Compare(a.At, b.At))
-	})
-	return slices.CompactFunc(reads, func(a, b Read) bool { return a.UID == b.UID })
+	slices.SortStableFunc(reads, func(a, b Read) int { return cmp.Compare(a.UID, b.UID) })
+	out := reads[:0]
+	for _, r := range reads {
+		if n := len(out); n > 0 && out[n-1].UID == r.UID {
+			out[n-1].merge(r)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 func (w *Writer) writeBatch(ctx context.Context, corpID, msgID string, reads []Read) (updated, orphaned int, err error) {
@@ -159,21 +255,29 @@ func (w *Writer) writeBatch(ctx context.Context, corpID, msgID string, reads []R
 	if int(n) == len(reads) {
 		return int(n), 0, nil
 	}
-	// Fewer rows changed than uids: some were read before (a replay) or
+	// Fewer rows changed than uids: some had it all before (a replay) or
 	// have no row yet. Only the latter must be kept.
 	orphaned, err = w.park(ctx, corpID, msgID, reads)
 	return int(n), orphaned, err
 }
 
 // updateStatement builds the batch UPDATE: the reads travel as one JSON
-// array of [uid, "read_time", source] bound to a single placeholder, and
-// JSON_TABLE turns it into rows that are joined to their recipient rows by
-// primary key. See the package doc for the measurements behind it.
+// array of [uid, "read_time", source, "button_at", "link_at", "enter_at"]
+// bound to a single placeholder, and JSON_TABLE turns it into rows that
+// are joined to their recipient rows by primary key. See the package doc
+// for the measurements behind it.
 //
 // STRAIGHT_JOIN fixes the plan: JSON_TABLE first, then one primary-key
 // lookup per uid. The other order re-reads the JSON for every recipient row
 // of the message (MariaDB 10.11 took 18 s for 5000 uids on a 50,000-row
 // message); optimizers choose it when they think the message is small.
+//
+// A time the read lacks is noTime, not JSON null: go-mysql-server (the
+// demo's MySQL) refuses a NULL from JSON_TABLE in an UPDATE. Each
+// assignment reads only its own column's old value (and d): MySQL
+// documents no order for a multi-table UPDATE's assignments, so none may
+// see another's new value. read_time and source are guarded by being
+// empty, which is is_read = 0 (they are only ever set together with it).
 func updateStatement(corpID, msgID string, reads []Read) (string, []any) {
 	return updateQuery, []any{readsJSON(reads), corpID, msgID}
 }
@@ -181,15 +285,33 @@ func updateStatement(corpID, msgID string, reads []Read) (string, []any) {
 // updatePrefix starts every batch UPDATE (tests count statements by it).
 const updatePrefix = "UPDATE JSON_TABLE("
 
-const updateQuery = updatePrefix + "?, '$[*]' COLUMNS(" +
-	"uid INT UNSIGNED PATH '$[0]', read_time DATETIME PATH '$[1]', source TINYINT UNSIGNED PATH '$[2]')) AS d" +
-	" STRAIGHT_JOIN message_read_record r ON r.corp_id = ? AND r.msgid = ? AND r.uid = d.uid" +
-	" SET r.is_read = 1, r.read_time = d.read_time, r.source = d.source WHERE r.is_read = 0"
+// noTime stands for "no such time" in the JSON: below every time flushd
+// accepts (minReadTime).
+const noTime = "1000-01-01 00:00:00"
 
-// readsJSON encodes reads as [[uid,"YYYY-MM-DD hh:mm:ss",source],…]. Every
-// value is a number or a fixed-format time, so nothing needs escaping.
+// The JSON_TABLE columns are named apart from message_read_record's, and
+// src is INT: go-mysql-server reads a JSON 0 into TINYINT UNSIGNED as 255.
+const updateQuery = updatePrefix + "?, '$[*]' COLUMNS(" +
+	"uid INT UNSIGNED PATH '$[0]', read_at DATETIME PATH '$[1]', src INT UNSIGNED PATH '$[2]', " +
+	"button DATETIME PATH '$[3]', link DATETIME PATH '$[4]', enter DATETIME PATH '$[5]')) AS d" +
+	" STRAIGHT_JOIN message_read_record r ON r.corp_id = ? AND r.msgid = ? AND r.uid = d.uid" +
+	" SET r.is_read = IF(d.src > 0, 1, r.is_read)," +
+	" r.read_time = IF(r.read_time IS NULL AND d.src > 0, d.read_at, r.read_time)," +
+	" r.source = IF(r.source = 0, d.src, r.source)," +
+	" r.button_at = IF(r.button_at IS NULL AND d.button > '" + noTime + "', d.button, r.button_at)," +
+	" r.link_at = IF(r.link_at IS NULL AND d.link > '" + noTime + "', d.link, r.link_at)," +
+	" r.enter_at = IF(r.enter_at IS NULL AND d.enter > '" + noTime + "', d.enter, r.enter_at)" +
+	" WHERE (r.is_read = 0 AND d.src > 0)" +
+	" OR (r.button_at IS NULL AND d.button > '" + noTime + "')" +
+	" OR (r.link_at IS NULL AND d.link > '" + noTime + "')" +
+	" OR (r.enter_at IS NULL AND d.enter > '" + noTime + "')"
+
+// readsJSON encodes reads as [[uid,"read_time",source,"button_at",
+// "link_at","enter_at"],…], noTime for a time a read lacks. Every value is
+// a number or a fixed-format time, so nothing needs escaping.
 func readsJSON(reads []Read) string {
-	b := make([]byte, 0, 2+len(reads)*len(`[4294967295,"2006-01-02 15:04:05",255],`))
+	const row = `[4294967295,"2006-01-02 15:04:05",4,"2006-01-02 15:04:05","2006-01-02 15:04:05","2006-01-02 15:04:05"],`
+	b := make([]byte, 0, 2+len(reads)*len(row))
 	b = append(b, '[')
 	for i, r := range reads {
 		if i > 0 {
@@ -197,20 +319,76 @@ func readsJSON(reads []Read) string {
 		}
 		b = append(b, '[')
 		b = strconv.AppendUint(b, uint64(r.UID), 10)
-		b = append(b, ',', '"')
-		b = time.Unix(r.At, 0).UTC().AppendFormat(b, time.DateTime)
-		b = append(b, '"', ',')
+		b = append(b, ',')
+		at := r.At
+		if r.Source == 0 {
+			at = 0
+		}
+		b = appendTime(b, at)
+		b = append(b, ',')
 		b = strconv.AppendUint(b, uint64(r.Source), 10)
+		for _, t := range [...]int64{r.Button, r.Link, r.EnterAgent} {
+			b = append(b, ',')
+			b = appendTime(b, t)
+		}
 		b = append(b, ']')
 	}
 	b = append(b, ']')
 	return string(b)
 }
 
+// appendTime appends unix seconds t as a quoted DATETIME literal in UTC,
+// or noTime for 0.
+func appendTime(b []byte, t int64) []byte {
+	b = append(b, '"')
+	if t == 0 {
+		b = append(b, noTime...)
+	} else {
+		b = time.Unix(t, 0).UTC().AppendFormat(b, time.DateTime)
+	}
+	return append(b, '"')
+}
+
 // datetime formats unix seconds as a UTC DATETIME literal, so the stored
 // value does not depend on the DSN's loc or the session time_zone.
 func datetime(unix int64) string {
 	return time.Unix(unix, 0).UTC().Format(time.DateTime)
+}
+
+// nullTime is datetime(unix), or NULL for 0.
+func nullTime(unix int64) any {
+	if unix == 0 {
+		return nil
+	}
+	return datetime(unix)
+}
+
+// parkStatement keeps orphans in read_orphans. A uid parked before keeps
+// what it has and gains what it lacked (its first counted read, each
+// signal's first time), as the batch UPDATE would; each assignment reads
+// only its own column's old value. (go-mysql-server takes VALUES() only
+// in an INSERT … VALUES, not after a SELECT from JSON_TABLE.)
+func parkStatement(corpID, msgID string, orphans []Read) (string, []any) {
+	var q strings.Builder
+	args := make([]any, 0, 8*len(orphans))
+	q.WriteString("INSERT INTO read_orphans (corp_id, msgid, uid, read_time, source, button_at, link_at, enter_at) VALUES ")
+	for i, r := range orphans {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString("(?,?,?,?,?,?,?,?)")
+		var at any
+		if r.Source != 0 {
+			at = datetime(r.At)
+		}
+		args = append(args, corpID, msgID, r.UID, at, uint8(r.Source), nullTime(r.Button), nullTime(r.Link), nullTime(r.EnterAgent))
+	}
+	q.WriteString(" ON DUPLICATE KEY UPDATE read_time = COALESCE(read_time, VALUES(read_time))," +
+		" source = IF(source = 0, VALUES(source), source)," +
+		" button_at = COALESCE(button_at, VALUES(button_at))," +
+		" link_at = COALESCE(link_at, VALUES(link_at))," +
+		" enter_at = COALESCE(enter_at, VALUES(enter_at))")
+	return q.String(), args
 }
 
 // park finds the reads without a recipient row and keeps them in
@@ -250,23 +428,18 @@ func (w *Writer) park(ctx context.Context, corpID, msgID string, reads []Read) (
 		return 0, nil
 	}
 
-	q.Reset()
-	args = args[:0]
-	q.WriteString("INSERT IGNORE INTO read_orphans (corp_id, msgid, uid, read_time, source) VALUES ")
-	n := 0
+	var orphans []Read
 	for _, r := range reads {
-		if exists[r.UID] {
-			continue
+		if !exists[r.UID] {
+			orphans = append(orphans, r)
 		}
-		if n > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteString("(?,?,?,?,?)")
-		args = append(args, corpID, msgID, r.UID, datetime(r.At), uint8(r.Source))
-		n++
 	}
-	if _, err := w.db.ExecContext(ctx, q.String(), args...); err != nil {
-		return 0, fmt.Errorf("flushd: park %d orphans of %s/%s: %w", n, corpID, msgID, err)
+	n := len(orphans)
+	for chunk := range slices.Chunk(orphans, maxParkRows) {
+		q, args := parkStatement(corpID, msgID, chunk)
+		if _, err := w.db.ExecContext(ctx, q, args...); err != nil {
+			return 0, fmt.Errorf("flushd: park %d orphans of %s/%s: %w", len(chunk), corpID, msgID, err)
+		}
 	}
 	w.m.orphans.Add(float64(n))
 	w.logger.Warn("reads parked without a recipient row", "corp_id", corpID, "msgid", msgID, "orphans", n)
@@ -282,16 +455,28 @@ func (w *Writer) ApplyOrphans(ctx context.Context, corpID, msgID string) (applie
 	return ApplyOrphans(ctx, w.db, corpID, msgID)
 }
 
-// ApplyOrphans marks read the recipient rows of message (corpID, msgID) that
-// have a parked read in read_orphans and are still unread, in one UPDATE,
-// then deletes the orphans whose rows are read. Registration calls it after
-// writing the message's recipient rows. An orphan whose row is still unread
-// is kept, so a concurrent park is never deleted before it is applied.
+// ApplyOrphans writes the parked reads of message (corpID, msgID) whose
+// recipient rows now exist into those rows, in one UPDATE, as the batch
+// UPDATE would (a counted read marks an unread row read, a signal time
+// fills an empty column), then deletes the orphans whose rows hold all they
+// carry. Registration calls it after writing the message's recipient
+// rows. An orphan with something its row still lacks is kept, so a
+// concurrent park is never deleted before it is applied. applied counts
+// the rows changed.
 func ApplyOrphans(ctx context.Context, db DB, corpID, msgID string) (applied int, err error) {
 	res, err := db.ExecContext(ctx, `UPDATE message_read_record r
 JOIN read_orphans o ON o.corp_id = r.corp_id AND o.msgid = r.msgid AND o.uid = r.uid
-SET r.is_read = 1, r.read_time = o.read_time, r.source = o.source
-WHERE r.corp_id = ? AND r.msgid = ? AND r.is_read = 0`, corpID, msgID)
+SET r.is_read = IF(o.source > 0, 1, r.is_read),
+    r.read_time = IF(r.read_time IS NULL AND o.source > 0, o.read_time, r.read_time),
+    r.source = IF(r.source = 0, o.source, r.source),
+    r.button_at = COALESCE(r.button_at, o.button_at),
+    r.link_at = COALESCE(r.link_at, o.link_at),
+    r.enter_at = COALESCE(r.enter_at, o.enter_at)
+WHERE r.corp_id = ? AND r.msgid = ? AND (
+    (r.is_read = 0 AND o.source > 0)
+    OR (r.button_at IS NULL AND o.button_at IS NOT NULL)
+    OR (r.link_at IS NULL AND o.link_at IS NOT NULL)
+    OR (r.enter_at IS NULL AND o.enter_at IS NOT NULL))`, corpID, msgID)
 	if err != nil {
 		return 0, fmt.Errorf("flushd: apply orphans of %s/%s: %w", corpID, msgID, err)
 	}
@@ -301,7 +486,11 @@ WHERE r.corp_id = ? AND r.msgid = ? AND r.is_read = 0`, corpID, msgID)
 	}
 	if _, err := db.ExecContext(ctx, `DELETE o FROM read_orphans o
 JOIN message_read_record r ON r.corp_id = o.corp_id AND r.msgid = o.msgid AND r.uid = o.uid
-WHERE o.corp_id = ? AND o.msgid = ? AND r.is_read = 1`, corpID, msgID); err != nil {
+WHERE o.corp_id = ? AND o.msgid = ?
+  AND (o.source = 0 OR r.is_read = 1)
+  AND (o.button_at IS NULL OR r.button_at IS NOT NULL)
+  AND (o.link_at IS NULL OR r.link_at IS NOT NULL)
+  AND (o.enter_at IS NULL OR r.enter_at IS NOT NULL)`, corpID, msgID); err != nil {
 		return int(n), fmt.Errorf("flushd: delete applied orphans of %s/%s: %w", corpID, msgID, err)
 	}
 	return int(n), nil
@@ -328,5 +517,5 @@ func checkDelta(d delta.Delta) error {
 	if d.ReadTime < minReadTime || d.ReadTime > maxReadTime {
 		return fmt.Errorf("%w: read_time %d out of range", ErrInvalid, d.ReadTime)
 	}
-	return nil
+	return readOf(d).check()
 }

@@ -196,26 +196,31 @@ func TestWriteInvalid(t *testing.T) {
 	for i := range long {
 		long[i] = 'a'
 	}
+	card := func(at int64) Read { return Read{UID: 1, At: at, Source: delta.SourceCard, Button: at} }
 	tests := []struct {
 		name          string
 		corpID, msgID string
-		at            int64
+		read          Read
 	}{
-		{"empty corp", "", "m1", base},
-		{"corp with space", "ww 1", "m1", base},
-		{"corp too long", string(long[:65]), "m1", base},
-		{"empty msgid", "corp", "", base},
-		{"msgid too long", "corp", string(long), base},
-		{"msgid quote", "corp", "m'1", base},
-		{"msgid non-ascii", "corp", "m\u00e91", base},
-		{"read_time zero", "corp", "m1", 0},
-		{"read_time year 10000", "corp", "m1", maxReadTime + 1},
+		{"empty corp", "", "m1", card(base)},
+		{"corp with space", "ww 1", "m1", card(base)},
+		{"corp too long", string(long[:65]), "m1", card(base)},
+		{"empty msgid", "corp", "", card(base)},
+		{"msgid too long", "corp", string(long), card(base)},
+		{"msgid quote", "corp", "m'1", card(base)},
+		{"msgid non-ascii", "corp", "m\u00e91", card(base)},
+		{"read_time zero", "corp", "m1", Read{UID: 1, At: 0, Source: delta.SourceCard}},
+		{"read_time year 10000", "corp", "m1", card(maxReadTime + 1)},
+		{"signal time year 10000", "corp", "m1", Read{UID: 1, EnterAgent: maxReadTime + 1}},
+		{"signal time before 2000", "corp", "m1", Read{UID: 1, Link: minReadTime - 1}},
+		{"unknown source", "corp", "m1", Read{UID: 1, At: base, Source: delta.SourceReconcile + 1}},
+		{"nothing to write", "corp", "m1", Read{UID: 1, At: base}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := w.Write(context.Background(), tt.corpID, tt.msgID, []Read{{UID: 1, At: tt.at}})
+			_, _, err := w.Write(context.Background(), tt.corpID, tt.msgID, []Read{tt.read})
 			if !errors.Is(err, ErrInvalid) {
-				t.Errorf("Write(%q, %q, at %d) = %v; want ErrInvalid", tt.corpID, tt.msgID, tt.at, err)
+				t.Errorf("Write(%q, %q, %+v) = %v; want ErrInvalid", tt.corpID, tt.msgID, tt.read, err)
 			}
 		})
 	}
@@ -226,12 +231,13 @@ func TestWriteInvalid(t *testing.T) {
 
 // TestUpdateStatement: the batch UPDATE binds three values whatever the
 // batch size, and its JSON argument carries every read exactly, extremes
-// included.
+// included, with noTime for a time a read lacks.
 func TestUpdateStatement(t *testing.T) {
 	reads := []Read{
-		{UID: 0, At: minReadTime, Source: delta.SourceUnknown},
-		{UID: 7, At: base, Source: delta.SourceCard},
-		{UID: math.MaxUint32, At: maxReadTime, Source: delta.Source(math.MaxUint8)},
+		{UID: 0, EnterAgent: minReadTime},
+		{UID: 7, At: base, Source: delta.SourceCard, Button: base, Link: base + 1},
+		{UID: math.MaxUint32, At: maxReadTime, Source: delta.SourceReconcile, EnterAgent: maxReadTime},
+		{UID: 8, At: base, Source: delta.SourceUnknown, Link: base}, // At without a source is not a read
 	}
 	q, args := updateStatement("corp", "m1", reads)
 	if marks := strings.Count(q, "?"); marks != 3 || len(args) != 3 || args[1] != "corp" || args[2] != "m1" {
@@ -244,8 +250,19 @@ func TestUpdateStatement(t *testing.T) {
 	if len(got) != len(reads) {
 		t.Fatalf("JSON has %d reads; want %d", len(got), len(reads))
 	}
+	ts := func(t int64) any {
+		if t == 0 {
+			return noTime
+		}
+		return time.Unix(t, 0).UTC().Format(time.DateTime)
+	}
 	for i, r := range reads {
-		want := []any{json.Number(strconv.FormatUint(uint64(r.UID), 10)), time.Unix(r.At, 0).UTC().Format(time.DateTime), json.Number(strconv.Itoa(int(r.Source)))}
+		at := r.At
+		if r.Source == 0 {
+			at = 0
+		}
+		want := []any{json.Number(strconv.FormatUint(uint64(r.UID), 10)), ts(at), json.Number(strconv.Itoa(int(r.Source))),
+			ts(r.Button), ts(r.Link), ts(r.EnterAgent)}
 		if !slices.Equal(got[i], want) {
 			t.Errorf("read %d in JSON = %v; want %v", i, got[i], want)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -154,13 +155,74 @@ func TestEmitsDeltasMySQLLacks(t *testing.T) {
 	ds := f.consume(t, 3)
 	got := roaring.New()
 	for _, d := range ds {
-		if d.CorpID != corp || d.MsgID != m.MsgID || d.Source != delta.SourceReconcile || d.ReadTime != f.now.Unix() {
+		if d.CorpID != corp || d.MsgID != m.MsgID || d.Source != delta.SourceReconcile || !d.Counted || d.ReadTime != f.now.Unix() {
 			t.Errorf("delta %+v; want corp %s msg %s source reconcile at %d", d, corp, m.MsgID, f.now.Unix())
 		}
 		got.Add(d.UID)
 	}
 	if !got.Equals(roaring.BitmapOf(3, 4, 5)) || len(ds) != 3 {
 		t.Errorf("emitted uids %v (%d deltas); want [3 4 5]", got.ToArray(), len(ds))
+	}
+}
+
+// TestSignalsBothWays: each signal is repaired like the reads. MySQL's
+// signals Redis lacks (keys written before signals were kept apart) are
+// ORed in; Redis's signals MySQL lacks are emitted as deltas that do not
+// count, so they never make a row read.
+func TestSignalsBothWays(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	m := f.register(t, "signals-1", 20)
+	_, rcpt, _, _, err := f.registry.LoadMessage(ctx, corp, m.MsgID)
+	testenv.Check(t, "load", err)
+	// MySQL: uid 1 pressed the button (read); uid 2 only opened the app.
+	markMySQL(t, f, m.MsgID, roaring.BitmapOf(1))
+	if _, err := f.db.Exec("UPDATE message_read_record SET button_at = read_time WHERE corp_id = ? AND msgid = ? AND uid = 1", corp, m.MsgID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Exec("UPDATE message_read_record SET enter_at = ? WHERE corp_id = ? AND msgid = ? AND uid = 2", f.now.Add(-time.Minute), corp, m.MsgID); err != nil {
+		t.Fatal(err)
+	}
+	// Redis: uid 1's read without its signal; uid 3 opened the app and uid 4
+	// pressed the button, neither flushed.
+	testenv.Check(t, "restore", f.store.RestoreMessage(ctx, m, rcpt, roaring.BitmapOf(1)))
+	_, err = f.store.Mark(ctx, []bitmap.Target{
+		{CorpID: corp, MsgID: m.MsgID, Signal: yidu.SignalEnterAgent, UIDs: []uint32{3}},
+		{CorpID: corp, MsgID: m.MsgID, Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{4}},
+	})
+	testenv.Check(t, "mark", err)
+
+	rep, err := f.rec.Message(ctx, corp, m.MsgID)
+	testenv.Check(t, "reconcile", err)
+	if rep.RestoredBits != 0 || rep.RestoredSignals != 2 || rep.EmittedDeltas != 1 || rep.EmittedSignals != 2 {
+		t.Errorf("report = %+v; want 0 restored bits, 2 restored signals, 1 emitted read, 2 emitted signals", rep)
+	}
+	_, rd, by, found, err := f.store.CountsBySignal(ctx, corp, m.MsgID)
+	if err != nil || !found || rd != 2 || by != (yidu.SignalCounts{Button: 2, EnterAgent: 2}) {
+		t.Errorf("CountsBySignal = read %d, %+v, %v, %v; want 2, {button 2, enter_agent 2}", rd, by, found, err)
+	}
+	ds := f.consume(t, 3)
+	testenv.SortDeltas(ds)
+	at := f.now.Unix()
+	want := []delta.Delta{
+		{CorpID: corp, MsgID: m.MsgID, UID: 3, ReadTime: at, Source: delta.SourceEnterAgent},
+		{CorpID: corp, MsgID: m.MsgID, UID: 4, ReadTime: at, Source: delta.SourceCard},
+		{CorpID: corp, MsgID: m.MsgID, UID: 4, ReadTime: at, Source: delta.SourceReconcile, Counted: true},
+	}
+	if !slices.Equal(ds, want) {
+		t.Errorf("deltas = %+v; want %+v", ds, want)
+	}
+	// Once MySQL has them all, nothing is left to do.
+	if _, err := f.db.Exec("UPDATE message_read_record SET enter_at = ? WHERE corp_id = ? AND msgid = ? AND uid = 3", f.now, corp, m.MsgID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Exec("UPDATE message_read_record SET is_read = 1, read_time = ?, source = 4, button_at = ? WHERE corp_id = ? AND msgid = ? AND uid = 4", f.now, f.now, corp, m.MsgID); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = f.rec.Message(ctx, corp, m.MsgID)
+	testenv.Check(t, "reconcile again", err)
+	if rep.RestoredBits != 0 || rep.RestoredSignals != 0 || rep.EmittedDeltas != 0 || rep.EmittedSignals != 0 {
+		t.Errorf("second report = %+v; want no changes", rep)
 	}
 }
 

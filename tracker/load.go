@@ -17,22 +17,64 @@ import (
 const maxReadTimesUIDs = 100_000
 
 // LoadMessage returns an active message and its recipient and read bitmaps
-// from MySQL, for bitmap.Recorder and the dashboard when Redis lacks the
-// message. found=false: no such active message (a registration still writing
-// its rows does not count).
+// from MySQL (LoadReads without the signals).
 func (r *Registry) LoadMessage(ctx context.Context, corpID, msgID string) (yidu.Message, *roaring.Bitmap, *roaring.Bitmap, bool, error) {
+	m, recipients, read, _, found, err := r.LoadReads(ctx, corpID, msgID)
+	return m, recipients, read, found, err
+}
+
+// LoadReads returns an active message, its recipients, the recipients who
+// read it and, per signal, the recipients who gave it (button_at, link_at,
+// enter_at set), from MySQL in one query, for bitmap.Recorder, reconcile and
+// the dashboard when Redis lacks the message. found=false: no such active
+// message (a registration still writing its rows does not count).
+func (r *Registry) LoadReads(ctx context.Context, corpID, msgID string) (m yidu.Message, recipients, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap, found bool, err error) {
 	if !yidu.MsgID(msgID).Valid() {
-		return yidu.Message{}, nil, nil, false, nil
+		return yidu.Message{}, nil, nil, nil, false, nil
 	}
 	row, ok, err := r.messageRow(ctx, corpID, msgID)
 	if err != nil || !ok || row.state != stateActive {
-		return yidu.Message{}, nil, nil, false, err
+		return yidu.Message{}, nil, nil, nil, false, err
 	}
-	recipients, read, err := r.loadRows(ctx, corpID, msgID)
+	recipients, read, signals, err = r.loadReadRows(ctx, corpID, msgID)
 	if err != nil {
-		return yidu.Message{}, nil, nil, false, err
+		return yidu.Message{}, nil, nil, nil, false, err
 	}
-	return row.m, recipients, read, true, nil
+	return row.m, recipients, read, signals, true, nil
+}
+
+// loadReadRows streams a message's rows into recipient, read and signal
+// bitmaps.
+func (r *Registry) loadReadRows(ctx context.Context, corpID, msgID string) (recipients, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap, err error) {
+	rows, err := r.db.QueryContext(ctx, "SELECT uid, is_read, button_at IS NOT NULL, link_at IS NOT NULL, enter_at IS NOT NULL"+
+		" FROM message_read_record WHERE corp_id = ? AND msgid = ?", corpID, msgID)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("tracker: load rows of %s: %w", msgID, err)
+	}
+	defer rows.Close()
+	recipients, read = roaring.New(), roaring.New()
+	button, link, enter := roaring.New(), roaring.New(), roaring.New()
+	var uid uint32
+	var isRead, b, l, e bool
+	for rows.Next() {
+		if err := rows.Scan(&uid, &isRead, &b, &l, &e); err != nil {
+			return nil, nil, nil, fmt.Errorf("tracker: scan row of %s: %w", msgID, err)
+		}
+		recipients.Add(uid)
+		for _, f := range [...]struct {
+			set bool
+			bm  *roaring.Bitmap
+		}{{isRead, read}, {b, button}, {l, link}, {e, enter}} {
+			if f.set {
+				f.bm.Add(uid)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, fmt.Errorf("tracker: load rows of %s: %w", msgID, err)
+	}
+	signals = map[yidu.Signal]*roaring.Bitmap{yidu.SignalButton: button, yidu.SignalLink: link, yidu.SignalEnterAgent: enter}
+	return recipients, read, signals, nil
 }
 
 // ActiveMessages returns the active messages of one app sent at or after
@@ -181,10 +223,24 @@ func (r *Registry) GetMessage(ctx context.Context, corps []string, msgID string)
 // ReadTimes returns the read_time of each of uids that has a flushed read
 // (reads still on their way through Kafka are not there yet).
 func (r *Registry) ReadTimes(ctx context.Context, corpID, msgID string, uids []uint32) (map[uint32]time.Time, error) {
+	first, err := r.FirstReads(ctx, corpID, msgID, uids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uint32]time.Time, len(first))
+	for uid, f := range first {
+		out[uid] = f.At
+	}
+	return out, nil
+}
+
+// FirstReads returns, for each of uids that has a flushed read, its first
+// read that counted: read_time and source (yidu.FirstRead).
+func (r *Registry) FirstReads(ctx context.Context, corpID, msgID string, uids []uint32) (map[uint32]yidu.FirstRead, error) {
 	if len(uids) > maxReadTimesUIDs {
 		return nil, yidu.Invalidf("at most %d uids", maxReadTimesUIDs)
 	}
-	out := make(map[uint32]time.Time, len(uids))
+	out := make(map[uint32]yidu.FirstRead, len(uids))
 	for len(uids) > 0 {
 		n := min(len(uids), InsertBatch)
 		args := make([]any, 0, n+2)
@@ -192,7 +248,7 @@ func (r *Registry) ReadTimes(ctx context.Context, corpID, msgID string, uids []u
 		for _, u := range uids[:n] {
 			args = append(args, u)
 		}
-		if err := r.readTimes(ctx, out, n, args); err != nil {
+		if err := r.firstReads(ctx, out, n, args); err != nil {
 			return nil, err
 		}
 		uids = uids[n:]
@@ -200,8 +256,8 @@ func (r *Registry) ReadTimes(ctx context.Context, corpID, msgID string, uids []u
 	return out, nil
 }
 
-func (r *Registry) readTimes(ctx context.Context, out map[uint32]time.Time, n int, args []any) error {
-	rows, err := r.db.QueryContext(ctx, "SELECT uid, read_time FROM message_read_record"+
+func (r *Registry) firstReads(ctx context.Context, out map[uint32]yidu.FirstRead, n int, args []any) error {
+	rows, err := r.db.QueryContext(ctx, "SELECT uid, read_time, source FROM message_read_record"+
 		" WHERE corp_id = ? AND msgid = ? AND is_read = 1 AND read_time IS NOT NULL AND uid IN (?"+
 		strings.Repeat(",?", n-1)+")", args...)
 	if err != nil {
@@ -211,10 +267,15 @@ func (r *Registry) readTimes(ctx context.Context, out map[uint32]time.Time, n in
 	for rows.Next() {
 		var uid uint32
 		var t time.Time
-		if err := rows.Scan(&uid, &t); err != nil {
+		var source uint8
+		if err := rows.Scan(&uid, &t, &source); err != nil {
 			return fmt.Errorf("tracker: read times: %w", err)
 		}
-		out[uid] = t.UTC()
+		f := yidu.FirstRead{At: t.UTC()}
+		if s := yidu.Signal(source); s.Valid() {
+			f.Signal = s
+		}
+		out[uid] = f
 	}
 	return rows.Err()
 }

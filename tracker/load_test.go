@@ -53,6 +53,67 @@ func TestLoadMessage(t *testing.T) {
 	}
 }
 
+// TestLoadReads: each signal's members come back from their first-time
+// columns, apart from is_read (enter_agent without a read, a read by
+// reconcile without a signal).
+func TestLoadReads(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, _, err := e.reg.Register(ctx, e.registration("signals", yidu.Audience{UserIDs: []string{"amy", "bo", "cy", "di"}}))
+	testenv.Check(t, "register", err)
+	uids := e.rows(t, "signals")
+	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	set := func(uid uint32, cols string, args ...any) {
+		t.Helper()
+		_, err := e.db.Exec("UPDATE message_read_record SET "+cols+" WHERE corp_id = ? AND msgid = 'signals' AND uid = ?",
+			append(args, e.app.CorpID, uid)...)
+		testenv.Check(t, "update", err)
+	}
+	set(uids[0], "enter_at = ?", at)                                                                // opened the app only
+	set(uids[1], "is_read = 1, read_time = ?, source = 1, button_at = ?, enter_at = ?", at, at, at) // and pressed
+	set(uids[2], "is_read = 1, read_time = ?, source = 3, link_at = ?", at.Add(time.Minute), at.Add(time.Minute))
+	set(uids[3], "is_read = 1, read_time = ?, source = 4", at.Add(time.Hour)) // reconcile
+
+	m, recipients, read, signals, found, err := e.reg.LoadReads(ctx, e.app.CorpID, "signals")
+	if err != nil || !found || m.MsgID != "signals" {
+		t.Fatalf("LoadReads = %+v, %v, %v", m, found, err)
+	}
+	if !slices.Equal(recipients.ToArray(), uids) {
+		t.Errorf("recipients = %v; want %v", recipients.ToArray(), uids)
+	}
+	if want := uids[1:]; !slices.Equal(read.ToArray(), want) {
+		t.Errorf("read = %v; want %v", read.ToArray(), want)
+	}
+	want := map[yidu.Signal][]uint32{
+		yidu.SignalButton:     {uids[1]},
+		yidu.SignalLink:       {uids[2]},
+		yidu.SignalEnterAgent: {uids[0], uids[1]},
+	}
+	for sig, w := range want {
+		if got := signals[sig].ToArray(); !slices.Equal(got, w) {
+			t.Errorf("%s members = %v; want %v", sig, got, w)
+		}
+	}
+	first, err := e.reg.FirstReads(ctx, e.app.CorpID, "signals", uids)
+	testenv.Check(t, "FirstReads", err)
+	wantFirst := map[uint32]yidu.FirstRead{
+		uids[1]: {At: at, Signal: yidu.SignalButton},
+		uids[2]: {At: at.Add(time.Minute), Signal: yidu.SignalLink},
+		uids[3]: {At: at.Add(time.Hour)},
+	}
+	if len(first) != len(wantFirst) {
+		t.Errorf("FirstReads = %v; want %v", first, wantFirst)
+	}
+	for uid, w := range wantFirst {
+		if got := first[uid]; !got.At.Equal(w.At) || got.Signal != w.Signal {
+			t.Errorf("FirstReads[%d] = %+v; want %+v", uid, got, w)
+		}
+	}
+	if got := first[uids[3]].SignalName(); got != "reconcile" {
+		t.Errorf("SignalName of a reconciled read = %q; want reconcile", got)
+	}
+}
+
 func TestActiveMessages(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()

@@ -114,7 +114,11 @@ func (m *Main) setUp(ctx context.Context) error {
 		return err
 	}
 	cfg.WeCom.APIBase = "http://" + m.fakeSrv.Addr
-	cfg.Apps = []config.App{{Name: demoApp, CorpID: demoCorp, AgentID: demoAgent, Token: token, EncodingAESKey: aesKey, Secret: secret}}
+	// The demo's plan counts the readers who only open the app (enterOnly),
+	// so its app lists enter_agent among the read signals; by default an
+	// app entry is recorded (by_signal) but is not a read.
+	cfg.Apps = []config.App{{Name: demoApp, CorpID: demoCorp, AgentID: demoAgent, Token: token, EncodingAESKey: aesKey, Secret: secret,
+		ReadSignals: []string{"button", "link", "enter_agent"}}}
 
 	m.User, m.Password, m.APIToken = demoUser, randomPassword(), randomHex(20)
 	hash, err := bcrypt.GenerateFromPassword([]byte(m.Password), bcrypt.DefaultCost)

@@ -58,3 +58,68 @@ func TestFlushdWriter(t *testing.T) {
 		t.Errorf("rows read after apply = %d; want 200", n)
 	}
 }
+
+// TestFlushdWriterSignals runs the Writer's statements with read signals
+// kept apart against go-mysql-server: a signal that does not count fills
+// only its column, a later counted one marks the row read, and an orphan
+// carrying only a signal is parked (read_time NULL) and applied.
+func TestFlushdWriterSignals(t *testing.T) {
+	_, db := startDB(t)
+	ctx := context.Background()
+	insertRecipients(t, db, "c", "m", 0, 3, 3)
+	w, err := flushd.NewWriter(db, flushd.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = 1772355600 // 2026-03-01T09:00:00Z
+	first := []flushd.Read{
+		{UID: 0, EnterAgent: base},
+		{UID: 1, EnterAgent: base + 1},
+		{UID: 5, EnterAgent: base + 5}, // no row yet
+	}
+	if u, o, err := w.Write(ctx, "c", "m", first); err != nil || u != 2 || o != 1 {
+		t.Fatalf("Write(enter_agent) = %d, %d, %v; want 2, 1, nil", u, o, err)
+	}
+	second := []flushd.Read{
+		{UID: 1, At: base + 10, Source: delta.SourceCard, Button: base + 10},
+		{UID: 5, At: base + 15, Source: delta.SourceCard, Button: base + 15},
+	}
+	if u, o, err := w.Write(ctx, "c", "m", second); err != nil || u != 1 || o != 1 {
+		t.Fatalf("Write(button) = %d, %d, %v; want 1, 1, nil", u, o, err)
+	}
+	if u, _, err := w.Write(ctx, "c", "m", append(first[:2:2], second[0])); err != nil || u != 0 {
+		t.Errorf("replayed Write = %d, %v; want 0, nil", u, err)
+	}
+	insertRecipients(t, db, "c", "m", 5, 1, 1)
+	if n, err := w.ApplyOrphans(ctx, "c", "m"); err != nil || n != 1 {
+		t.Errorf("ApplyOrphans = %d, %v; want 1, nil", n, err)
+	}
+	type row struct {
+		read, source, readAt, button, enter int64
+	}
+	want := map[int64]row{
+		0: {enter: base},
+		1: {read: 1, source: 1, readAt: base + 10, button: base + 10, enter: base + 1},
+		2: {},
+		5: {read: 1, source: 1, readAt: base + 15, button: base + 15, enter: base + 5},
+	}
+	rows, err := db.QueryContext(ctx, `SELECT uid, is_read, source, COALESCE(UNIX_TIMESTAMP(read_time), 0),
+		COALESCE(UNIX_TIMESTAMP(button_at), 0), COALESCE(UNIX_TIMESTAMP(enter_at), 0) FROM message_read_record WHERE msgid = 'm'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var uid int64
+		var r row
+		if err := rows.Scan(&uid, &r.read, &r.source, &r.readAt, &r.button, &r.enter); err != nil {
+			t.Fatal(err)
+		}
+		if r != want[uid] {
+			t.Errorf("row %d = %+v; want %+v", uid, r, want[uid])
+		}
+	}
+	if n := queryInt(t, db, "SELECT COUNT(*) FROM read_orphans"); n != 0 {
+		t.Errorf("read_orphans after apply = %d; want 0", n)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
 )
 
@@ -32,8 +33,10 @@ func TestRetryWhileDeadAttemptHoldsLease(t *testing.T) {
 	if err := e.db.QueryRow(`SELECT uid FROM users WHERE corp_id = ? AND userid = ?`, app.CorpID, user).Scan(&uid); err != nil {
 		t.Fatal(err)
 	}
-	// The attempt that died: step 1 done, nothing published.
-	outs, err := e.store.Mark(ctx, []bitmap.Target{{CorpID: app.CorpID, MsgID: msgs[0].ID, AgentID: app.AgentID, UIDs: []uint32{uid}}})
+	// The attempt that died: step 1 done (a card press, which counts),
+	// nothing published.
+	outs, err := e.store.Mark(ctx, []bitmap.Target{{CorpID: app.CorpID, MsgID: msgs[0].ID, AgentID: app.AgentID,
+		Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{uid}}})
 	if err != nil || outs[0][0] != bitmap.OutcomeNew {
 		t.Fatalf("Mark = %v, %v; want new", outs, err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/internal/clientip"
 )
@@ -245,6 +246,20 @@ type App struct {
 	// press is recorded (a passive reply, doc path 90241; default
 	// DefaultReadReply).
 	ReadReply string `yaml:"read_reply"`
+	// ReadSignals are the signals that make the app's messages read:
+	// button, link, enter_agent (yidu.ParseReadSignals); left out: button
+	// and link. Every signal is recorded either way.
+	ReadSignals []string `yaml:"read_signals,omitempty"`
+}
+
+// Signals returns the app's read signals; nil (the defaults) for a list
+// Validate refuses.
+func (a App) Signals() []yidu.Signal {
+	s, err := yidu.ParseReadSignals(a.ReadSignals)
+	if err != nil {
+		return nil
+	}
+	return s
 }
 
 // DefaultReadReply is apps[].read_reply when left out.
@@ -439,6 +454,9 @@ func (c Config) Validate() error {
 			if err := checkAESKey(a.EncodingAESKey); err != nil {
 				return fmt.Errorf("config: app %q: encoding_aes_key (or %s): %w", a.Name, EnvName(a.Name, "encoding_aes_key"), err)
 			}
+		}
+		if _, err := yidu.ParseReadSignals(a.ReadSignals); err != nil {
+			return fmt.Errorf("config: app %q: read_signals: %w", a.Name, err)
 		}
 		seen[a.Name] = true
 	}

@@ -3,9 +3,12 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/yidu-io/yidu"
 )
 
 func TestLoadExample(t *testing.T) {
@@ -34,6 +37,33 @@ func TestLoadExample(t *testing.T) {
 	}
 	if cfg.Receiver.TimestampWindow.D() != 10*time.Minute || cfg.Flushd.Interval.D() != time.Minute {
 		t.Errorf("durations = %v, %v", cfg.Receiver.TimestampWindow.D(), cfg.Flushd.Interval.D())
+	}
+}
+
+func TestReadSignals(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       []yidu.Signal
+	}{
+		{"left out: button and link", "apps: [{name: a, corp_id: c}]", []yidu.Signal{yidu.SignalButton, yidu.SignalLink}},
+		{"enter_agent too", "apps: [{name: a, corp_id: c, read_signals: [button, link, enter_agent]}]",
+			[]yidu.Signal{yidu.SignalButton, yidu.SignalLink, yidu.SignalEnterAgent}},
+		{"button only", "apps: [{name: a, corp_id: c, read_signals: [button]}]", []yidu.Signal{yidu.SignalButton}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "yidu.yaml")
+			if err := os.WriteFile(p, []byte(tt.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Load(p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.Apps[0].Signals(); !slices.Equal(got, tt.want) {
+				t.Errorf("Signals() = %v; want %v", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -73,6 +103,9 @@ func TestLoadRejects(t *testing.T) {
 		{"duplicate user", "dashboard: {users: [{name: a}, {name: a}]}", "defined twice"},
 		{"bad trusted proxy", "dashboard: {trusted_proxies: ['10.0.0.0/33']}", "trusted_proxies"},
 		{"missing users file", "dashboard: {users_file: /nonexistent/users.yaml}", "dashboard.users_file"},
+		{"unknown read signal", "apps: [{name: a, corp_id: c, read_signals: [button, read]}]", "read_signals"},
+		{"empty read signals", "apps: [{name: a, corp_id: c, read_signals: []}]", "read_signals"},
+		{"read signal twice", "apps: [{name: a, corp_id: c, read_signals: [link, link]}]", "read_signals"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package process
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -199,12 +200,19 @@ type progress struct {
 	Recipients int64 `json:"recipients"`
 	Read       int64 `json:"read"`
 	Unread     int64 `json:"unread"`
+	BySignal   struct {
+		Button     int64 `json:"button"`
+		Link       int64 `json:"link"`
+		EnterAgent int64 `json:"enter_agent"`
+	} `json:"by_signal"`
 }
 
 // TestServeEndToEnd drives the whole pipeline as WeCom and HR would:
 // register a notice through the API, deliver callbacks (including a
 // duplicate, a non-recipient, a forged one and an enter_agent), and see
 // exact numbers on the dashboard at once and in MySQL after one interval.
+// Opening the app is recorded but is not a read (the default read
+// signals): Alice reads only when she presses the button afterwards.
 func TestServeEndToEnd(t *testing.T) {
 	m, _ := MustRunMain(t)
 	seedMembers(t, m, testCorp, "Alice")
@@ -261,36 +269,96 @@ func TestServeEndToEnd(t *testing.T) {
 	if code := api(t, m, "GET", "/messages/notice-e2e/progress", nil, &p); code != 200 {
 		t.Fatalf("progress = %d", code)
 	}
-	if p.Recipients != 4 || p.Read != 3 || p.Unread != 1 {
-		t.Errorf("progress = %+v; want 4 recipients, 3 read, 1 unread", p)
+	if p.Recipients != 4 || p.Read != 2 || p.Unread != 2 || p.BySignal.Button != 2 || p.BySignal.EnterAgent != 1 || p.BySignal.Link != 0 {
+		t.Errorf("progress = %+v; want 4 recipients, 2 read (enter_agent does not count), by_signal button 2, enter_agent 1", p)
+	}
+	if got := deliver(t, m, cardEvent("Alice", "notice-e2e@0", readAt+20)); got != 200 {
+		t.Errorf("card Alice after enter_agent: status %d; want 200", got)
+	}
+	if api(t, m, "GET", "/messages/notice-e2e/progress", nil, &p); p.Read != 3 || p.BySignal.Button != 3 || p.BySignal.EnterAgent != 1 {
+		t.Errorf("progress after Alice's press = %+v; want 3 read, by_signal button 3, enter_agent 1", p)
 	}
 
-	// MySQL holds exactly the same reads, with their own read times, after
-	// one flush interval.
-	want := map[string]int64{"zhangsan": readAt, "lisi": readAt + 1, "Alice": readAt + 2}
+	// MySQL holds exactly the same reads, with their own read times and
+	// first signal, and each signal's first time, after one flush interval.
+	waitRows(t, m, "notice-e2e", map[string]string{
+		"zhangsan": fmt.Sprintf("read %d source 1 button %d", readAt, readAt),
+		"lisi":     fmt.Sprintf("read %d source 1 button %d", readAt+1, readAt+1),
+		"Alice":    fmt.Sprintf("read %d source 1 button %d enter %d", readAt+20, readAt+20, readAt+2),
+		"wangwu":   "unread",
+	})
+}
+
+// TestServeEnterAgentCounts: an app that lists enter_agent in its
+// read_signals counts an app entry after the send as a read.
+func TestServeEnterAgentCounts(t *testing.T) {
+	m := mustRunMainWith(t, func(c *config.Config) { c.Apps[0].ReadSignals = []string{"button", "link", "enter_agent"} })
+	seedMembers(t, m, testCorp, "Alice")
+	sentAt := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	reg := map[string]any{"msgid": "notice-enter", "app": "hr", "title": "t", "sent_at": sentAt,
+		"audience": map[string]any{"userids": []string{"zhangsan", "Alice"}}}
+	if code := api(t, m, "POST", "/messages", reg, nil); code != http.StatusCreated {
+		t.Fatalf("register = %d; want 201", code)
+	}
+	at := sentAt.Add(10 * time.Second).Unix()
+	for _, xml := range []string{enterAgent("Alice", at), cardEvent("Alice", "notice-enter@0", at+5), enterAgent("zhangsan", at+1)} {
+		if got := deliver(t, m, xml); got != 200 {
+			t.Fatalf("deliver = %d; want 200", got)
+		}
+	}
+	var p progress
+	if api(t, m, "GET", "/messages/notice-enter/progress", nil, &p); p.Read != 2 || p.BySignal.EnterAgent != 2 || p.BySignal.Button != 1 {
+		t.Errorf("progress = %+v; want 2 read, by_signal enter_agent 2, button 1", p)
+	}
+	waitRows(t, m, "notice-enter", map[string]string{
+		"Alice":    fmt.Sprintf("read %d source 2 button %d enter %d", at, at+5, at),
+		"zhangsan": fmt.Sprintf("read %d source 2 enter %d", at+1, at+1),
+	})
+}
+
+// waitRows waits until message_read_record of msgID says want, by UserID:
+// "unread", or "read <read_time> source <n>" followed by each signal's
+// first time ("button", "link", "enter"), all in unix seconds.
+func waitRows(t *testing.T, m *Main, msgID string, want map[string]string) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		got := map[string]int64{}
-		rows, err := m.DB.Query(`SELECT u.userid, UNIX_TIMESTAMP(r.read_time) FROM message_read_record r
-			JOIN users u ON u.corp_id = r.corp_id AND u.uid = r.uid
-			WHERE r.corp_id = ? AND r.msgid = ? AND r.is_read = 1`, testCorp, "notice-e2e")
+		got := map[string]string{}
+		rows, err := m.DB.Query(`SELECT u.userid, r.is_read, UNIX_TIMESTAMP(r.read_time), r.source,
+			UNIX_TIMESTAMP(r.button_at), UNIX_TIMESTAMP(r.link_at), UNIX_TIMESTAMP(r.enter_at)
+			FROM message_read_record r JOIN users u ON u.corp_id = r.corp_id AND u.uid = r.uid
+			WHERE r.corp_id = ? AND r.msgid = ?`, testCorp, msgID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for rows.Next() {
 			var u string
-			var ts float64
-			if err := rows.Scan(&u, &ts); err != nil {
+			var read bool
+			var source int
+			var at, button, link, enter sql.NullFloat64
+			if err := rows.Scan(&u, &read, &at, &source, &button, &link, &enter); err != nil {
 				t.Fatal(err)
 			}
-			got[u] = int64(ts)
+			s := "unread"
+			if read {
+				s = fmt.Sprintf("read %d source %d", int64(at.Float64), source)
+			}
+			for _, c := range []struct {
+				name string
+				t    sql.NullFloat64
+			}{{"button", button}, {"link", link}, {"enter", enter}} {
+				if c.t.Valid && read {
+					s += fmt.Sprintf(" %s %d", c.name, int64(c.t.Float64))
+				}
+			}
+			got[u] = s
 		}
 		rows.Close()
 		if fmt.Sprint(got) == fmt.Sprint(want) {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("MySQL reads = %v; want %v", got, want)
+			t.Fatalf("MySQL rows = %v; want %v", got, want)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

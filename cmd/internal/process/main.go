@@ -270,7 +270,7 @@ func CardLinks(cfg config.Config) tracker.LinkFunc {
 func DomainApps(apps []config.App) []yidu.App { return each(apps, domainApp) }
 
 func domainApp(a config.App) yidu.App {
-	return yidu.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, ReadButtonKey: a.ReadButtonKey}
+	return yidu.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, ReadButtonKey: a.ReadButtonKey, ReadSignals: a.Signals()}
 }
 
 // WeComApps returns what the WeCom API clients need of the apps: their
@@ -331,7 +331,9 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			return fmt.Errorf("kafka producer: %w", err)
 		}
 		m.Producer = p
-		if m.Recorder, err = bitmap.NewRecorder(m.Store, m.Mapper, p, m.Tracker, bitmap.RecorderOptions{Logger: log, Registerer: m.Registry}); err != nil {
+		if m.Recorder, err = bitmap.NewRecorder(m.Store, m.Mapper, p, m.Tracker, bitmap.RecorderOptions{
+			Apps: DomainApps(cfg.Apps), Logger: log, Registerer: m.Registry,
+		}); err != nil {
 			return err
 		}
 		var oauth callback.OAuth // tracked links: only with receiver.public_url

@@ -46,6 +46,11 @@
     $("rate").textContent = p.rate_per_minute == null ? "–" : p.rate_per_minute.toFixed(1);
     $("eta-90").textContent = fmtETA(p.eta_90);
     $("eta-100").textContent = fmtETA(p.eta_100);
+    if (p.by_signal) {
+      $("signal-button").textContent = p.by_signal.button;
+      $("signal-link").textContent = p.by_signal.link;
+      $("signal-enter-agent").textContent = p.by_signal.enter_agent;
+    }
     drawCurve(p);
   }
 

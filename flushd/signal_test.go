@@ -1,0 +1,167 @@
+package flushd
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/yidu-io/yidu/delta"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// TestWriteSignals: a counted read sets is_read, read_time and source once
+// (the first written); every signal sets its own first time once; a signal
+// that does not count leaves is_read alone.
+func TestWriteSignals(t *testing.T) {
+	w, _, db := newTestWriter(t)
+	ctx := context.Background()
+	insertRecipients(t, db, "corp", "m1", 0, 5)
+	first := []Read{
+		{UID: 0, EnterAgent: base}, // opened the app: not a read
+		{UID: 1, EnterAgent: base}, // opened the app, …
+		{UID: 2, At: base + 5, Source: delta.SourceCard, Button: base + 5},           // pressed the button
+		{UID: 3, At: base + 9, Source: delta.SourceReconcile},                        // re-emitted by reconcile
+		{UID: 4, At: base + 1, Source: delta.SourceEnterAgent, EnterAgent: base + 1}, // an app counting enter_agent
+	}
+	if u, o, err := w.Write(ctx, "corp", "m1", first); err != nil || u != 5 || o != 0 {
+		t.Fatalf("Write = %d, %d, %v; want 5, 0, nil", u, o, err)
+	}
+	second := []Read{
+		{UID: 1, At: base + 10, Source: delta.SourceCard, Button: base + 10}, // … then pressed the button
+		{UID: 2, At: base + 3, Source: delta.SourceLink, Link: base + 3},     // a link after the button, earlier time
+		{UID: 0, EnterAgent: base - 50},                                      // replayed with another time
+		{UID: 3, At: base + 20, Source: delta.SourceCard, Button: base + 20},
+	}
+	if u, o, err := w.Write(ctx, "corp", "m1", second); err != nil || u != 3 || o != 0 {
+		t.Fatalf("second Write = %d, %d, %v; want 3 (uid 0 unchanged), 0, nil", u, o, err)
+	}
+	// Replaying both changes nothing.
+	for _, rs := range [][]Read{first, second} {
+		if u, _, err := w.Write(ctx, "corp", "m1", rs); err != nil || u != 0 {
+			t.Errorf("replayed Write = %d, %v; want 0, nil", u, err)
+		}
+	}
+	wantRows := map[uint32]row{
+		0: {},
+		1: {read: true, at: base + 10, source: 1},
+		2: {read: true, at: base + 5, source: 1},
+		3: {read: true, at: base + 9, source: 4},
+		4: {read: true, at: base + 1, source: 2},
+	}
+	wantSignals := map[uint32]signals{
+		0: {enter: base},
+		1: {button: base + 10, enter: base},
+		2: {button: base + 5, link: base + 3},
+		3: {button: base + 20},
+		4: {enter: base + 1},
+	}
+	rows, sigs := readRows(t, db, "corp", "m1"), signalRows(t, db, "corp", "m1")
+	for uid := range uint32(5) {
+		if rows[uid] != wantRows[uid] || sigs[uid] != wantSignals[uid] {
+			t.Errorf("row %d = %+v %+v; want %+v %+v", uid, rows[uid], sigs[uid], wantRows[uid], wantSignals[uid])
+		}
+	}
+}
+
+// TestWriteOrphanSignals: an orphan carries its signals. Parked twice, it
+// keeps the first of each; applied, its row gets them all; deleted only
+// once its row holds everything it carries.
+func TestWriteOrphanSignals(t *testing.T) {
+	w, _, db := newTestWriter(t)
+	ctx := context.Background()
+	insertRecipients(t, db, "corp", "m1", 0, 1) // uids 1 and 2 not registered yet
+	parks := [][]Read{
+		{{UID: 1, EnterAgent: base}, {UID: 2, EnterAgent: base + 1}},
+		{{UID: 1, At: base + 10, Source: delta.SourceCard, Button: base + 10}, {UID: 1, EnterAgent: base + 30}},
+		{{UID: 1, At: base + 40, Source: delta.SourceLink, Link: base + 40}},
+	}
+	for i, rs := range parks {
+		if _, o, err := w.Write(ctx, "corp", "m1", rs); err != nil || o != len(firstReads(rs)) {
+			t.Fatalf("Write %d orphaned %d, %v; want %d, nil", i, o, err, len(firstReads(rs)))
+		}
+	}
+	if n := orphanCount(t, db); n != 2 {
+		t.Fatalf("read_orphans has %d rows; want 2", n)
+	}
+	insertRecipients(t, db, "corp", "m1", 1, 3)
+	if n, err := ApplyOrphans(ctx, db, "corp", "m1"); err != nil || n != 2 {
+		t.Fatalf("ApplyOrphans = %d, %v; want 2, nil", n, err)
+	}
+	rows, sigs := readRows(t, db, "corp", "m1"), signalRows(t, db, "corp", "m1")
+	if want := (row{read: true, at: base + 10, source: 1}); rows[1] != want {
+		t.Errorf("row 1 = %+v; want %+v (the first counted read parked)", rows[1], want)
+	}
+	if want := (signals{button: base + 10, link: base + 40, enter: base}); sigs[1] != want {
+		t.Errorf("row 1 signals = %+v; want %+v", sigs[1], want)
+	}
+	if want := (row{}); rows[2] != want || sigs[2] != (signals{enter: base + 1}) {
+		t.Errorf("row 2 = %+v %+v; want unread, enter_agent at base+1", rows[2], sigs[2])
+	}
+	if n := orphanCount(t, db); n != 0 {
+		t.Errorf("read_orphans has %d rows after ApplyOrphans; want 0", n)
+	}
+
+	// An orphan whose row has its read but not its signal stays until the
+	// signal is applied too.
+	if _, err := db.ExecContext(ctx, "INSERT INTO read_orphans (corp_id, msgid, uid, read_time, source, link_at) VALUES ('corp','m1',0,?,3,?)",
+		datetime(base+50), datetime(base+50)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "UPDATE message_read_record SET is_read = 1, read_time = ?, source = 1 WHERE corp_id = 'corp' AND msgid = 'm1' AND uid = 0",
+		datetime(base+45)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ApplyOrphans(ctx, db, "corp", "m1"); err != nil || n != 1 {
+		t.Fatalf("ApplyOrphans = %d, %v; want 1 (the link time), nil", n, err)
+	}
+	rows, sigs = readRows(t, db, "corp", "m1"), signalRows(t, db, "corp", "m1")
+	if rows[0] != (row{read: true, at: base + 45, source: 1}) || sigs[0] != (signals{link: base + 50}) {
+		t.Errorf("row 0 = %+v %+v; want its read kept and link_at filled", rows[0], sigs[0])
+	}
+	if n := orphanCount(t, db); n != 0 {
+		t.Errorf("read_orphans has %d rows; want 0", n)
+	}
+}
+
+// TestFlusherSignals runs deltas of both versions through Kafka: version 1
+// (written before signals were kept apart, still in the topic during an
+// upgrade) counts, with its source as the signal; a version 2 enter_agent
+// that does not count sets only enter_at; a later counted button makes
+// the row read with its own time.
+func TestFlusherSignals(t *testing.T) {
+	e := newKafkaEnv(t, 1)
+	insertRecipients(t, e.db, "corp", "m1", 0, 4)
+	v1 := func(source byte, uid byte, at int64) []byte {
+		b := []byte{1, source, uid}
+		b = binary.AppendVarint(b, at)
+		return append(b, 4, 'c', 'o', 'r', 'p', 2, 'm', '1')
+	}
+	e.produceRaw(t, "corp/m1", v1(2, 0, base), v1(1, 1, base+1))
+	e.produce(t,
+		delta.Delta{CorpID: "corp", MsgID: "m1", UID: 2, ReadTime: base + 2, Source: delta.SourceEnterAgent},
+		delta.Delta{CorpID: "corp", MsgID: "m1", UID: 3, ReadTime: base + 3, Source: delta.SourceEnterAgent},
+		delta.Delta{CorpID: "corp", MsgID: "m1", UID: 3, ReadTime: base + 13, Source: delta.SourceCard, Counted: true},
+		delta.Delta{CorpID: "corp", MsgID: "m1", UID: 3, ReadTime: base + 13, Source: delta.SourceCard, Counted: true}, // duplicate
+	)
+	f := e.start(t, Options{Interval: 50 * time.Millisecond}, nil)
+	want := map[uint32]row{0: {read: true, at: base, source: 2}, 1: {read: true, at: base + 1, source: 1}, 2: {}, 3: {read: true, at: base + 13, source: 1}}
+	wantSignals := map[uint32]signals{0: {enter: base}, 1: {button: base + 1}, 2: {enter: base + 2}, 3: {button: base + 13, enter: base + 3}}
+	waitFor(t, 20*time.Second, "rows written", func() bool {
+		sigs := signalRows(t, e.db, "corp", "m1")
+		return sigs[2] == wantSignals[2] && sigs[3] == wantSignals[3]
+	})
+	e.waitCommittedToEnd(t)
+	rows, sigs := readRows(t, e.db, "corp", "m1"), signalRows(t, e.db, "corp", "m1")
+	for uid := range uint32(4) {
+		if rows[uid] != want[uid] || sigs[uid] != wantSignals[uid] {
+			t.Errorf("row %d = %+v %+v; want %+v %+v", uid, rows[uid], sigs[uid], want[uid], wantSignals[uid])
+		}
+	}
+	if got := testutil.ToFloat64(f.m.malformed); got != 0 {
+		t.Errorf("malformed_total = %v; want 0", got)
+	}
+	testenv.Check(t, "stop", f.stop(t))
+}
