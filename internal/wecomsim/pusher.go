@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"log/slog"
@@ -149,6 +150,13 @@ type Stats struct {
 	// Failures is callbacks never answered 200 within Tries, or cut short
 	// by the context.
 	Failures int64
+	// Replies is 200 answers that carried a passive reply WeCom would show
+	// the member (doc path 90241): signed, decrypting to a message for the
+	// member who pressed, e.g. update_button on a card press. BadReplies is
+	// 200 answers with a body WeCom could not use (a bad signature or
+	// ciphertext, or addressed to someone else): the member's card would not
+	// change.
+	Replies, BadReplies int64
 	// Latency percentiles of the attempts (answered or not).
 	P50, P90, P99, Max time.Duration
 	Elapsed            time.Duration
@@ -160,8 +168,8 @@ func (s Stats) String() string {
 	if s.Elapsed > 0 {
 		rate = float64(s.Callbacks) / s.Elapsed.Seconds()
 	}
-	return fmt.Sprintf("callbacks=%d attempts=%d ok=%d retries=%d failures=%d p50=%v p90=%v p99=%v max=%v elapsed=%v (%.0f/s)",
-		s.Callbacks, s.Attempts, s.OK, s.Retries, s.Failures, s.P50, s.P90, s.P99, s.Max, s.Elapsed.Round(time.Millisecond), rate)
+	return fmt.Sprintf("callbacks=%d attempts=%d ok=%d retries=%d failures=%d replies=%d bad_replies=%d p50=%v p90=%v p99=%v max=%v elapsed=%v (%.0f/s)",
+		s.Callbacks, s.Attempts, s.OK, s.Retries, s.Failures, s.Replies, s.BadReplies, s.P50, s.P90, s.P99, s.Max, s.Elapsed.Round(time.Millisecond), rate)
 }
 
 // Push sends reqs with at most Concurrency in flight and first attempts at
@@ -175,6 +183,7 @@ func (p *Pusher) Push(ctx context.Context, reqs []Request) Stats {
 	var (
 		next                            atomic.Int64
 		attempts, ok, retries, failures atomic.Int64
+		replies, badReplies             atomic.Int64
 		mu                              sync.Mutex
 		latencies                       = make([]time.Duration, 0, len(reqs))
 		wg                              sync.WaitGroup
@@ -208,11 +217,17 @@ func (p *Pusher) Push(ctx context.Context, reqs []Request) Stats {
 						}
 					}
 					t0 := time.Now()
-					status, err := p.send(ctx, reqs[i])
+					status, reply, err := p.send(ctx, reqs[i])
 					lat = append(lat, time.Since(t0))
 					attempts.Add(1)
 					if err == nil && status == http.StatusOK {
 						ok.Add(1)
+						switch p.checkReply(reply, reqs[i].Event) {
+						case replyOK:
+							replies.Add(1)
+						case replyBad:
+							badReplies.Add(1)
+						}
 						delivered = true
 						break
 					}
@@ -228,6 +243,7 @@ func (p *Pusher) Push(ctx context.Context, reqs []Request) Stats {
 	s := Stats{
 		Callbacks: int64(len(reqs)), Attempts: attempts.Load(), OK: ok.Load(),
 		Retries: retries.Load(), Failures: failures.Load(), Elapsed: time.Since(start),
+		Replies: replies.Load(), BadReplies: badReplies.Load(),
 	}
 	slices.Sort(latencies)
 	if n := len(latencies); n > 0 {
@@ -237,22 +253,77 @@ func (p *Pusher) Push(ctx context.Context, reqs []Request) Stats {
 	return s
 }
 
-func (p *Pusher) send(ctx context.Context, r Request) (int, error) {
+// maxReply bounds the answer body read: a passive reply is one small
+// encrypted message.
+const maxReply = 64 << 10
+
+func (p *Pusher) send(ctx context.Context, r Request) (status int, reply []byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(r.Body))
 	if err != nil {
-		return 0, fmt.Errorf("wecomsim: request: %w", err)
+		return 0, nil, fmt.Errorf("wecomsim: request: %w", err)
 	}
 	req.Header.Set("Content-Type", "text/xml")
 	resp, err := p.opts.Client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	// Drain so the connection is reused; WeCom ignores an empty 200 body.
-	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, err
+	reply, err = io.ReadAll(io.LimitReader(resp.Body, maxReply))
+	// Drain the rest so the connection is reused.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, reply, err
+}
+
+type replyKind int
+
+const (
+	replyNone replyKind = iota // an empty 200: nothing to show (doc path 90238)
+	replyOK
+	replyBad
+)
+
+// replyEnvelope is a passive reply as WeCom reads it (doc path 90241):
+// the encrypted message with its own signature, timestamp and nonce.
+type replyEnvelope struct {
+	Encrypt      string `xml:"Encrypt"`
+	MsgSignature string `xml:"MsgSignature"`
+	TimeStamp    string `xml:"TimeStamp"`
+	Nonce        string `xml:"Nonce"`
+}
+
+// replyMessage is the decrypted reply's addressing and type.
+type replyMessage struct {
+	ToUserName   string `xml:"ToUserName"`
+	FromUserName string `xml:"FromUserName"`
+	MsgType      string `xml:"MsgType"`
+}
+
+// checkReply does with a 200's body what WeCom does: an empty body is no
+// reply; otherwise the signature must verify over Encrypt, the ciphertext
+// must decrypt to this corp, and the message must go to the member whose
+// event it answers, from the corp.
+func (p *Pusher) checkReply(body []byte, e Event) replyKind {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return replyNone
+	}
+	var env replyEnvelope
+	if xml.Unmarshal(body, &env) != nil || env.Encrypt == "" {
+		return replyBad
+	}
+	if p.crypter.Verify(env.MsgSignature, env.TimeStamp, env.Nonce, env.Encrypt) != nil {
+		return replyBad
+	}
+	plain, err := p.crypter.Decrypt(env.Encrypt)
+	if err != nil {
+		return replyBad
+	}
+	var m replyMessage
+	if xml.Unmarshal(plain, &m) != nil || m.MsgType == "" || m.ToUserName != e.UserID || m.FromUserName != p.opts.App.CorpID {
+		return replyBad
+	}
+	return replyOK
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

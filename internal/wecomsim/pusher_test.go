@@ -31,6 +31,8 @@ type receiver struct {
 	// status answers the n-th attempt (1-based) of a callback (by nonce).
 	status func(n int) int
 	delay  time.Duration
+	// reply, if set, is the body of a 200 answer to the event ev.
+	reply func(ev eventXML) []byte
 
 	mu       sync.Mutex
 	attempts map[string]int
@@ -91,7 +93,11 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	a := r.attempts[q.Get("nonce")]
 	r.events = append(r.events, ev)
 	r.mu.Unlock()
-	w.WriteHeader(r.status(a))
+	code := r.status(a)
+	w.WriteHeader(code)
+	if code == http.StatusOK && r.reply != nil {
+		w.Write(r.reply(ev))
+	}
 }
 
 func newPusher(t *testing.T, url string, concurrency int) *Pusher {
@@ -140,6 +146,57 @@ func TestPushRetriesLikeWeCom(t *testing.T) {
 			if ev.Event.V != "template_card_event" || ev.FromUserName.V != "zhangsan" || ev.TaskID.V != "m1@0" ||
 				ev.EventKey.V != "read" || ev.CreateTime != at.Unix() || ev.AgentID != 218 {
 				t.Errorf("decrypted event = %+v", ev)
+			}
+		})
+	}
+}
+
+// TestPushReplies: the simulator checks a passive reply as WeCom would
+// (doc path 90241) and counts the usable ones apart from the rest.
+func TestPushReplies(t *testing.T) {
+	c, err := wxcrypt.New(testApp.Token, testApp.EncodingAESKey, testApp.CorpID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := wxcrypt.New("other-token", testApp.EncodingAESKey, testApp.CorpID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	updateButton := func(to string) []byte {
+		return []byte("<xml><ToUserName><![CDATA[" + to + "]]></ToUserName><FromUserName><![CDATA[" + testApp.CorpID +
+			"]]></FromUserName><CreateTime>1700000001</CreateTime><MsgType><![CDATA[update_button]]></MsgType>" +
+			"<Button><ReplaceName><![CDATA[已读]]></ReplaceName></Button></xml>")
+	}
+	sealed := func(c *wxcrypt.Crypter, msg []byte) []byte {
+		b, err := c.Reply(msg, "1700000001", "42")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name            string
+		reply           func(ev eventXML) []byte
+		replies, badRep int64
+	}{
+		{"empty 200", nil, 0, 0},
+		{"update_button to the presser", func(ev eventXML) []byte { return sealed(c, updateButton(ev.FromUserName.V)) }, 1, 0},
+		{"to another member", func(eventXML) []byte { return sealed(c, updateButton("lisi")) }, 0, 1},
+		{"signed with another token", func(ev eventXML) []byte { return sealed(other, updateButton(ev.FromUserName.V)) }, 0, 1},
+		{"plaintext", func(ev eventXML) []byte { return updateButton(ev.FromUserName.V) }, 0, 1},
+		{"not xml", func(eventXML) []byte { return []byte("success") }, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, srv := newReceiver(t, func(int) int { return 200 })
+			r.reply = tt.reply
+			p := newPusher(t, srv.URL, 1)
+			reqs, err := p.Build([]Event{{Kind: KindCard, UserID: "zhangsan", CreateTime: time.Unix(1700000000, 0), TaskID: "m1@0", EventKey: "read"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := p.Push(context.Background(), reqs); s.OK != 1 || s.Replies != tt.replies || s.BadReplies != tt.badRep {
+				t.Errorf("Push = %v; want ok 1, replies %d, bad replies %d", s, tt.replies, tt.badRep)
 			}
 		})
 	}
