@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/yidu-io/yidu/flushd"
 )
 
 // analyticsDoc is the file whose every sql block TestAnalyticsDoc runs.
@@ -352,6 +354,21 @@ func TestAnalyticsDoc(t *testing.T) {
 				{second.MsgID, second.Title, n(second.Recipients), n(second.Read), strconv.FormatFloat(second.Percent, 'f', -1, 64), "30", "NULL"},
 			}
 		},
+		// After the purge (below): what message-summary said, with the
+		// per-signal counts.
+		"summaries": func() [][]string {
+			var want [][]string
+			for _, msg := range []struct {
+				messageNumbers
+				sentAt time.Time
+				median string
+			}{{main, t0, "175"}, {second, t0.Add(time.Minute), "30"}} {
+				want = append(want, []string{msg.MsgID, msg.Title, dbTime(msg.sentAt), n(msg.Recipients), n(msg.Read),
+					strconv.FormatFloat(msg.Percent, 'f', -1, 64), msg.median, "NULL",
+					n(msg.BySignal.Button), n(msg.BySignal.Link), n(msg.BySignal.EnterAgent)})
+			}
+			return want
+		},
 		// The dashboard's numbers of the notice, by_signal included.
 		"by-signal": func() [][]string {
 			return [][]string{{n(main.Recipients), n(main.Read), n(main.BySignal.Button), n(main.BySignal.Link), n(main.BySignal.EnterAgent)}}
@@ -366,6 +383,18 @@ func TestAnalyticsDoc(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, "SET @corp_id = ?, @msgid = ?, @since = ?", testCorp, "notice-facts", dbTime(t0.Add(-time.Second))); err != nil {
 		t.Fatal(err)
 	}
+	// message_summary's median is MariaDB's PERCENTILE_CONT(0.5).
+	for _, msg := range []string{"notice-facts", "notice-facts-2"} {
+		var median, pc float64
+		if err := conn.QueryRowContext(ctx, `SELECT median_seconds, (SELECT DISTINCT PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY seconds_to_read) OVER ()
+			FROM read_facts WHERE corp_id = @corp_id AND msgid = ? AND is_read = 1) FROM message_summary WHERE corp_id = @corp_id AND msgid = ?`,
+			msg, msg).Scan(&median, &pc); err != nil {
+			t.Fatal(err)
+		}
+		if median != pc {
+			t.Errorf("%s: message_summary median_seconds %v; PERCENTILE_CONT(0.5) %v", msg, median, pc)
+		}
+	}
 	ran := map[string]bool{}
 	for _, b := range blocks {
 		if b.check == "" {
@@ -377,6 +406,18 @@ func TestAnalyticsDoc(t *testing.T) {
 			continue
 		}
 		ran[b.check] = true
+		if b.check == "summaries" {
+			// The retention section's query reads what a purge kept: purge
+			// the corp's notices (the last block; nothing after it may need
+			// their detail).
+			rep, err := flushd.Purge(ctx, m.DB, flushd.PurgeOptions{Before: time.Now().Add(time.Hour), CorpID: testCorp, Execute: true}, nil)
+			if err != nil || rep.Messages != 3 || rep.Summaries != 3 {
+				t.Fatalf("Purge = %+v, %v; want 3 notices purged, 3 summaries kept", rep, err)
+			}
+			if i := slices.IndexFunc(blocks, func(x sqlBlock) bool { return x.check == "summaries" }); i != len(blocks)-1 {
+				t.Errorf("%s:%d: the summaries block must be the last", analyticsDoc, b.line)
+			}
+		}
 		got, err := queryStrings(ctx, conn, b.query)
 		if err != nil {
 			t.Errorf("%s:%d (%s): %v\n%s", analyticsDoc, b.line, b.check, err, b.query)
@@ -392,16 +433,4 @@ func TestAnalyticsDoc(t *testing.T) {
 		}
 	}
 
-	// message_summary's median is MariaDB's PERCENTILE_CONT(0.5).
-	for _, msg := range []string{"notice-facts", "notice-facts-2"} {
-		var median, pc float64
-		if err := conn.QueryRowContext(ctx, `SELECT median_seconds, (SELECT DISTINCT PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY seconds_to_read) OVER ()
-			FROM read_facts WHERE corp_id = @corp_id AND msgid = ? AND is_read = 1) FROM message_summary WHERE corp_id = @corp_id AND msgid = ?`,
-			msg, msg).Scan(&median, &pc); err != nil {
-			t.Fatal(err)
-		}
-		if median != pc {
-			t.Errorf("%s: message_summary median_seconds %v; PERCENTILE_CONT(0.5) %v", msg, median, pc)
-		}
-	}
 }
