@@ -67,3 +67,43 @@ func TestStatementFormsMySQLDialect(t *testing.T) {
 		})
 	}
 }
+
+// TestViewsMySQLDialect: the analysts' views (migration 00007) answer on
+// go-mysql-server as on MariaDB (migrations.TestViews there): a smoke
+// test of their MySQL-8 syntax.
+func TestViewsMySQLDialect(t *testing.T) {
+	db := embeddedDB(t)
+	ctx := context.Background()
+	_, err := db.ExecContext(ctx, `INSERT INTO messages (corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state)
+		VALUES ('corp', 'm', 'hr', 1, 't', '2025-01-01 00:00:00', 4, '', 1)`)
+	testenv.Check(t, "insert message", err)
+	insertRecipients(t, db, "corp", "m", 0, 4)
+	w, err := NewWriter(db, WriterOptions{})
+	testenv.Check(t, "NewWriter", err)
+	// Reads 60, 120 and 300 s after sending (median 120 s); 3 of 4 is
+	// under 90 %.
+	reads := []Read{
+		{UID: 0, At: base + 60, Source: delta.SourceCard, Button: base + 60},
+		{UID: 1, At: base + 120, Source: delta.SourceLink, Link: base + 120},
+		{UID: 2, At: base + 300, Source: delta.SourceCard, Button: base + 300},
+		{UID: 3, EnterAgent: base + 5},
+	}
+	if _, _, err := w.Write(ctx, "corp", "m", reads); err != nil {
+		t.Fatal(err)
+	}
+	var recipients, readCount int
+	var percent, median float64
+	var to90 sql.NullInt64
+	testenv.Check(t, "message_summary", db.QueryRowContext(ctx, `SELECT recipients, read_count, percent, median_seconds, seconds_to_90
+		FROM message_summary WHERE corp_id = 'corp' AND msgid = 'm'`).Scan(&recipients, &readCount, &percent, &median, &to90))
+	if recipients != 4 || readCount != 3 || percent != 75 || median != 120 || to90.Valid {
+		t.Errorf("message_summary = %d, %d, %v%%, median %v, to 90%% %v; want 4, 3, 75%%, 120, NULL", recipients, readCount, percent, median, to90)
+	}
+	var first sql.NullString
+	var secs sql.NullInt64
+	testenv.Check(t, "read_facts", db.QueryRowContext(ctx, `SELECT first_signal, seconds_to_read FROM read_facts
+		WHERE corp_id = 'corp' AND msgid = 'm' AND uid = 1`).Scan(&first, &secs))
+	if first.String != "link" || secs.Int64 != 120 {
+		t.Errorf("read_facts uid 1 = %v, %v; want link, 120", first, secs)
+	}
+}
