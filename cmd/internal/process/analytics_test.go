@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 	"database/sql"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"os"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/flushd"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // analyticsDoc is the file whose every sql block TestAnalyticsDoc runs.
@@ -172,10 +175,19 @@ func dbTime(t time.Time) string { return t.UTC().Format(time.DateTime) }
 // each answer: read rate, per-department counts of direct members and the
 // non-readers against the dashboard's numbers for the same notice, the
 // rest against the callbacks delivered. The blocks run as an analyst
-// would run them: @corp_id, @msgid and @since set on the session.
+// would run them: @corp_id, @msgid and @since set on the session. It runs
+// twice: with mysql.dialect auto (MariaDB: flushd writes with JSON_TABLE)
+// and tidb (the CASE form), so the archive either form writes answers
+// alike.
 func TestAnalyticsDoc(t *testing.T) {
 	blocks := docBlocks(t, analyticsDoc)
-	m, _ := MustRunMain(t)
+	for _, dialect := range []string{config.DialectAuto, "tidb"} {
+		t.Run(dialect, func(t *testing.T) { testAnalyticsDoc(t, blocks, dialect) })
+	}
+}
+
+func testAnalyticsDoc(t *testing.T, blocks []sqlBlock, dialect string) {
+	m := mustRunMainWith(t, func(c *config.Config) { c.MySQL.Dialect = dialect })
 	ctx := context.Background()
 	seedMembers(t, m, testCorp, "alice", "bob", "carol")
 	// Members sit in leaf departments only (HR 2, Marketing 4, Frontend
@@ -433,4 +445,24 @@ func TestAnalyticsDoc(t *testing.T) {
 		}
 	}
 
+}
+
+// TestFlushStatement: mysql.dialect auto asks the server (MariaDB 10.11
+// here: JSON_TABLE); a configured dialect is taken as it is.
+func TestFlushStatement(t *testing.T) {
+	db := testenv.MySQL(t)
+	log := slog.New(slog.DiscardHandler)
+	for _, tt := range []struct {
+		dialect string
+		want    flushd.Statement
+	}{
+		{config.DialectAuto, flushd.StatementJSONTable},
+		{"mariadb", flushd.StatementJSONTable},
+		{"mysql", flushd.StatementJSONTable},
+		{"tidb", flushd.StatementCase},
+	} {
+		if got, err := flushStatement(context.Background(), db, tt.dialect, log); err != nil || got != tt.want {
+			t.Errorf("flushStatement(%q) = %v, %v; want %v", tt.dialect, got, err, tt.want)
+		}
+	}
 }
