@@ -52,7 +52,8 @@ type PurgeReport struct {
 	Messages                int
 	Records, Orphans, Sends int64
 	Summaries               int
-	// Statements counts the DELETEs run; Longest is the longest one.
+	// Statements counts the batched DELETEs run (the messages rows'
+	// one-row DELETEs aside); Longest is the longest of them.
 	Statements int
 	Longest    time.Duration
 }

@@ -306,7 +306,9 @@ func each[S, T any](in []S, f func(S) T) []T {
 func flushStatement(ctx context.Context, db *sql.DB, dialect string, log *slog.Logger) (flushd.Statement, error) {
 	d, version := flushd.Dialect(dialect), ""
 	if dialect == config.DialectAuto {
-		v, err := flushd.ServerVersion(ctx, db)
+		vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		v, err := flushd.ServerVersion(vctx, db)
 		if err != nil {
 			return 0, fmt.Errorf("flushd: mysql.dialect auto: %w", err)
 		}
