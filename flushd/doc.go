@@ -50,6 +50,21 @@
 // read_time: filling the NULL read_time grows every row, which InnoDB
 // cannot rewrite in place.
 //
+// # Statement forms
+//
+// The statement above is StatementJSONTable. Servers without JSON_TABLE
+// (TiDB; MariaDB before 10.6, MySQL before 8.0.4) get StatementCase
+// (writer_case.go): every value bound, one CASE uid WHEN ? THEN ? … END
+// per column, on "WHERE corp_id = ? AND msgid = ? AND uid IN (…)", with
+// the same guards and the same RowsAffected (changed rows), split at 5461
+// uids to stay under 65,535 placeholders. StatementFor picks the form from
+// the server's family and VERSION() (config mysql.dialect, "auto" by
+// default). Measured on MariaDB 10.11 with 50,000 card presses
+// (BenchmarkStatementForms, both forms in one loop): the CASE form takes
+// 4.2x the time of JSON_TABLE. Both forms run the same behaviour tests on
+// MariaDB (TestStatementForms) and a smoke test on go-mysql-server
+// (TestStatementFormsMySQLDialect).
+//
 // The guards make every statement idempotent: a read never goes back to
 // unread, the first read_time and source written are kept, and so is each
 // signal's first time, so replaying a delta changes nothing. The
@@ -106,6 +121,13 @@
 // fitting the schema, read_time outside what DATETIME holds), is counted in
 // yidu_flushd_malformed_total, logged without its content and skipped: it
 // can never become valid, and retrying it would stop its partition forever.
+//
+// # Retention
+//
+// Purge (yidu archive purge) deletes the notices sent before a date: their
+// recipient rows, parked reads, send attempts and messages row, in DELETEs
+// of a bounded number of rows each committed on its own, after keeping
+// each notice's message_summary row in message_summaries.
 //
 // # MySQL failures and backpressure
 //

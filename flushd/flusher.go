@@ -32,6 +32,9 @@ type Options struct {
 	// BatchSize is the most uids per UPDATE (default 5000, at most
 	// MaxBatchSize). A message with this many dirty uids is flushed at once.
 	BatchSize int
+	// Statement is the batch UPDATE's form (zero: StatementJSONTable);
+	// StatementFor picks it for a server.
+	Statement Statement
 	// MaxPending is the most reads held unwritten; at the limit the
 	// Flusher stops fetching and flushes everything (default 1,000,000).
 	MaxPending int
@@ -120,7 +123,7 @@ func New(db DB, opts Options) (*Flusher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := newWriter(db, opts.BatchSize, logger, m)
+	w, err := newWriter(db, opts.BatchSize, opts.Statement, logger, m)
 	if err != nil {
 		return nil, err
 	}

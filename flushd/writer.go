@@ -144,6 +144,7 @@ const (
 type Writer struct {
 	db        DB
 	batchSize int
+	stmt      Statement
 	logger    *slog.Logger
 	m         *metrics
 }
@@ -153,6 +154,9 @@ type WriterOptions struct {
 	// BatchSize is the most uids per statement (0: DefaultBatchSize; at
 	// most MaxBatchSize).
 	BatchSize int
+	// Statement is the batch UPDATE's form (zero: StatementJSONTable);
+	// StatementFor picks it for a server.
+	Statement Statement
 	// Logger receives the Writer's logs (nil: discarded).
 	Logger *slog.Logger
 	// Registerer receives its metrics (nil: registered nowhere).
@@ -168,17 +172,20 @@ func NewWriter(db DB, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newWriter(db, opts.BatchSize, opts.Logger.With("component", "flushd"), m)
+	return newWriter(db, opts.BatchSize, opts.Statement, opts.Logger.With("component", "flushd"), m)
 }
 
-func newWriter(db DB, batchSize int, logger *slog.Logger, m *metrics) (*Writer, error) {
+func newWriter(db DB, batchSize int, stmt Statement, logger *slog.Logger, m *metrics) (*Writer, error) {
 	if batchSize == 0 {
 		batchSize = DefaultBatchSize
 	}
 	if batchSize < 1 || batchSize > MaxBatchSize {
 		return nil, fmt.Errorf("flushd: batch size %d must be in 1..%d", batchSize, MaxBatchSize)
 	}
-	return &Writer{db: db, batchSize: batchSize, logger: logger, m: m}, nil
+	if stmt != StatementJSONTable && stmt != StatementCase {
+		return nil, fmt.Errorf("flushd: unknown statement form %v", stmt)
+	}
+	return &Writer{db: db, batchSize: batchSize, stmt: stmt, logger: logger, m: m}, nil
 }
 
 // Write writes reads of message (corpID, msgID), keeping each uid's
@@ -199,7 +206,11 @@ func (w *Writer) Write(ctx context.Context, corpID, msgID string, reads []Read) 
 			return 0, 0, err
 		}
 	}
-	for chunk := range slices.Chunk(reads, w.batchSize) {
+	size := w.batchSize
+	if w.stmt == StatementCase {
+		size = min(size, maxCaseBatch)
+	}
+	for chunk := range slices.Chunk(reads, size) {
 		u, o, err := w.writeBatch(ctx, corpID, msgID, chunk)
 		updated += u
 		orphaned += o
@@ -239,6 +250,9 @@ func firstReads(reads []Read) []Read {
 
 func (w *Writer) writeBatch(ctx context.Context, corpID, msgID string, reads []Read) (updated, orphaned int, err error) {
 	query, args := updateStatement(corpID, msgID, reads)
+	if w.stmt == StatementCase {
+		query, args = caseStatement(corpID, msgID, reads)
+	}
 	start := time.Now()
 	res, err := w.db.ExecContext(ctx, query, args...)
 	if err != nil {

@@ -10,6 +10,7 @@
 //	yidu directory  --config yidu.yaml sync --app hr
 //	yidu reconcile  --config yidu.yaml --msgid M | --all-active
 //	yidu link       --config yidu.yaml --app hr --msgid M --to URL
+//	yidu archive    --config yidu.yaml purge --before 2025-01-01 [--execute]
 //	yidu doctor     --config yidu.yaml --app hr
 //	yidu hash-password                   # prompts without echo, or reads stdin
 //	yidu healthcheck http://127.0.0.1:8080/readyz
@@ -52,6 +53,7 @@ commands:
   directory    sync --app NAME      (pull the WeCom directory)
   reconcile    --msgid M | --all-active   (repair Redis/MySQL drift)
   link         --app NAME --msgid M --to URL   (print a tracked link)
+  archive      purge --before DATE [--execute]   (delete old notices' detail, keep summaries)
   doctor       --app NAME           (check the WeCom app's setup from this server)
   hash-password  print a bcrypt hash of a password (prompted without echo on a terminal, else one line of stdin)
   healthcheck URL  exit 0 when URL answers 200 (container probes)
@@ -112,6 +114,7 @@ var commands = map[string]command{
 	"directory":     {"directory sync --app NAME", "Pulls app NAME's WeCom address book into MySQL (departments, members, leavers).", true},
 	"reconcile":     {"reconcile --msgid M [--app NAME] | --all-active", "Compares messages' Redis bitmaps with MySQL and repairs either side.", true},
 	"link":          {"link --app NAME --msgid M --to URL", "Prints the tracked link of message M that opens URL (receiver.public_url).", true},
+	"archive":       {"archive purge --before DATE [--corp ID] [--batch N] [--execute] [--keep-summaries=false]", "Deletes the notices sent before DATE from MySQL (recipient rows, parked reads, send attempts, the notice) in small batches, keeping each one's summary in message_summaries (docs/analytics.md, Retention). A dry run (the default) prints what would go.", true},
 	"doctor":        {"doctor --app NAME", "Checks app NAME's WeCom setup from this server: its secrets, what the API lets it read, the callback URL (docs/wecom-setup.md). Sends nothing.", true},
 	"hash-password": {"hash-password", "Prints a bcrypt hash for dashboard users: prompts twice without echo on a terminal, else reads one line of stdin.", false},
 	"healthcheck":   {"healthcheck URL", "Exits 0 when URL answers 200 (for container health checks: the image has no shell or curl).", false},
@@ -164,6 +167,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		msgID     *string
 		allActive *bool
 		to        *string
+		purge     purgeFlags
 	)
 	switch name {
 	case "directory", "doctor":
@@ -172,6 +176,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		msgID = fs.String("msgid", "", "message to reconcile")
 		allActive = fs.Bool("all-active", false, "reconcile every message within the Redis TTL")
 		app = fs.String("app", "", "with --msgid: the app (or corp) the message belongs to; optional")
+	case "archive":
+		purge.register(fs)
 	case "link":
 		app = fs.String("app", "", "app name from the configuration (required)")
 		msgID = fs.String("msgid", "", "the tracked message the link belongs to (required)")
@@ -194,7 +200,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// `yidu migrate up --config F` and `yidu directory sync --app A`: the
 	// step comes first, flags after it (the flag package stops at it).
 	var positional []string
-	if (name == "migrate" || name == "directory") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	if (name == "migrate" || name == "directory" || name == "archive") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		positional, args = args[:1], args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
@@ -241,6 +247,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if *app == "" || *msgID == "" || *to == "" || len(positional) != 0 {
 			return bad()
 		}
+	case "archive":
+		if len(positional) != 1 || positional[0] != "purge" {
+			return bad()
+		}
+		if err := purge.check(); err != nil {
+			return err
+		}
 	case "doctor":
 		if *app == "" || len(positional) != 0 {
 			return bad()
@@ -276,6 +289,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return printLink(cfg, *app, *msgID, *to, stdout)
 	case "doctor":
 		return doctor(ctx, cfg, *app, stdout)
+	case "archive":
+		return runPurge(ctx, cfg, purge, logger, stdout)
 	}
 
 	roles := map[string]process.Roles{

@@ -171,7 +171,14 @@ type MySQL struct {
 	// selects it with tls=yidu (added when the DSN names no TLS mode).
 	// tls=true (system roots) or tls=skip-verify in the DSN need none.
 	TLS TLS `yaml:"tls"`
+	// Dialect is the server family, which picks the form of flushd's
+	// batch UPDATE (flushd.StatementFor): "auto" (the default) asks the
+	// server's VERSION() at start, "mariadb", "mysql" or "tidb" say it.
+	Dialect string `yaml:"dialect"`
 }
+
+// DialectAuto is MySQL.Dialect when the server's VERSION() decides.
+const DialectAuto = "auto"
 
 // Kafka configures the deltas topic.
 type Kafka struct {
@@ -305,7 +312,7 @@ func Default() Config {
 			RemindInterval: Duration(time.Hour),
 		},
 		Redis: Redis{Addr: "127.0.0.1:6379", Prefix: "yidu", TTL: Duration(30 * 24 * time.Hour)},
-		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/yidu"},
+		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/yidu", Dialect: DialectAuto},
 		WeCom: WeCom{APIBase: DefaultWeComAPI},
 		Kafka: Kafka{
 			Brokers:        []string{"127.0.0.1:9092"},
@@ -406,6 +413,7 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	set(&cfg.Redis.Sentinel.Password, "YIDU_REDIS_SENTINEL_PASSWORD")
 	set(&cfg.Redis.Prefix, "YIDU_REDIS_PREFIX")
 	set(&cfg.MySQL.DSN, "YIDU_MYSQL_DSN")
+	set(&cfg.MySQL.Dialect, "YIDU_MYSQL_DIALECT")
 	set(&cfg.Kafka.Topic, "YIDU_KAFKA_TOPIC")
 	set(&cfg.Kafka.SASL.Username, "YIDU_KAFKA_SASL_USERNAME")
 	set(&cfg.Kafka.SASL.Password, "YIDU_KAFKA_SASL_PASSWORD")
@@ -489,6 +497,11 @@ func (c Config) Validate() error {
 	}
 	if err := c.MySQL.TLS.validate("mysql.tls"); err != nil {
 		return err
+	}
+	switch flushd.Dialect(c.MySQL.Dialect) {
+	case DialectAuto, flushd.DialectMariaDB, flushd.DialectMySQL, flushd.DialectTiDB:
+	default:
+		return fmt.Errorf("config: mysql.dialect %q must be auto, mariadb, mysql or tidb", c.MySQL.Dialect)
 	}
 	if err := c.Redis.TLS.validate("redis.tls"); err != nil {
 		return err

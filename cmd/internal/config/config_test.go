@@ -94,6 +94,8 @@ func TestLoadRejects(t *testing.T) {
 		{"sasl without user", "kafka: {sasl: {mechanism: PLAIN}}", "kafka.sasl.username"},
 		{"tls settings while off", "kafka: {tls: {ca_file: /ca.pem}}", "kafka.tls"},
 		{"tls cert without key", "redis: {tls: {enabled: true, cert_file: /c.pem}}", "redis.tls"},
+		{"unknown mysql dialect", "mysql: {dialect: oracle}", "mysql.dialect"},
+		{"mysql dialect upper-case", "mysql: {dialect: TiDB}", "mysql.dialect"},
 		{"mysql tls cert without key", "mysql: {tls: {enabled: true, key_file: /k.pem}}", "mysql.tls"},
 		{"sentinel without addrs", "redis: {sentinel: {master: m}}", "redis.sentinel"},
 		{"sentinel and cluster", "redis: {addr: 'a:1,b:2', sentinel: {master: m, addrs: ['s:26379']}}", "exclusive"},
@@ -259,5 +261,25 @@ func TestFlushdMembership(t *testing.T) {
 	cfg, err = Load(p, func(k string) string { return env[k] })
 	if err != nil || cfg.Flushd.InstanceID != "yidu-flushd-2" {
 		t.Errorf("Load with env = %q, %v; want yidu-flushd-2", cfg.Flushd.InstanceID, err)
+	}
+}
+
+// TestMySQLDialect: mysql.dialect defaults to auto; the file or
+// YIDU_MYSQL_DIALECT name the server instead.
+func TestMySQLDialect(t *testing.T) {
+	cfg, err := Load("", nil)
+	if err != nil || cfg.MySQL.Dialect != DialectAuto {
+		t.Fatalf("default mysql.dialect = %q, %v; want auto", cfg.MySQL.Dialect, err)
+	}
+	p := filepath.Join(t.TempDir(), "yidu.yaml")
+	if err := os.WriteFile(p, []byte("mysql: {dialect: tidb}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := Load(p, nil); err != nil || cfg.MySQL.Dialect != "tidb" {
+		t.Errorf("Load(dialect: tidb) = %q, %v; want tidb", cfg.MySQL.Dialect, err)
+	}
+	env := map[string]string{"YIDU_MYSQL_DIALECT": "mariadb"}
+	if cfg, err := Load(p, func(k string) string { return env[k] }); err != nil || cfg.MySQL.Dialect != "mariadb" {
+		t.Errorf("Load with YIDU_MYSQL_DIALECT = %q, %v; want mariadb", cfg.MySQL.Dialect, err)
 	}
 }

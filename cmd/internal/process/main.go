@@ -301,6 +301,24 @@ func each[S, T any](in []S, f func(S) T) []T {
 	return out
 }
 
+// flushStatement picks the form of flushd's batch UPDATE: mysql.dialect
+// names the server, or with "auto" its VERSION() does (flushd.StatementFor).
+func flushStatement(ctx context.Context, db *sql.DB, dialect string, log *slog.Logger) (flushd.Statement, error) {
+	d, version := flushd.Dialect(dialect), ""
+	if dialect == config.DialectAuto {
+		vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		v, err := flushd.ServerVersion(vctx, db)
+		if err != nil {
+			return 0, fmt.Errorf("flushd: mysql.dialect auto: %w", err)
+		}
+		d, version = flushd.DialectOf(v), v
+	}
+	st := flushd.StatementFor(d, version)
+	log.Info("flushd statement", "dialect", d, "version", version, "statement", st.String())
+	return st, nil
+}
+
 // orphanApplier adapts flushd.ApplyOrphans to tracker.OrphanApplier.
 type orphanApplier struct{ db *sql.DB }
 
@@ -408,7 +426,12 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		if err != nil {
 			return err
 		}
+		stmt, err := flushStatement(ctx, m.DB, cfg.MySQL.Dialect, log)
+		if err != nil {
+			return err
+		}
 		f, err := flushd.New(m.DB, flushd.Options{
+			Statement:      stmt,
 			KafkaOpts:      kopts,
 			Brokers:        cfg.Kafka.Brokers,
 			Topic:          cfg.Kafka.Topic,

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/cmd/internal/process"
+	"github.com/yidu-io/yidu/flushd"
+)
+
+// purgeFlags are the flags of `yidu archive purge`.
+type purgeFlags struct {
+	before   string
+	corp     string
+	batch    int
+	dryRun   bool
+	execute  bool
+	keepSumm bool
+
+	at time.Time // before, parsed by check
+}
+
+func (p *purgeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.before, "before", "", "purge notices sent before this date, YYYY-MM-DD (UTC midnight) or RFC 3339 (required)")
+	fs.StringVar(&p.corp, "corp", "", "purge only this corp's notices (default: every corp)")
+	fs.IntVar(&p.batch, "batch", flushd.DefaultPurgeBatch, fmt.Sprintf("most rows per DELETE, 1..%d: each commits on its own", flushd.MaxPurgeBatch))
+	fs.BoolVar(&p.dryRun, "dry-run", true, "print what would be deleted and delete nothing (the default; --execute deletes)")
+	fs.BoolVar(&p.execute, "execute", false, "delete for real")
+	fs.BoolVar(&p.keepSumm, "keep-summaries", true, "keep each notice's message_summary row in message_summaries before deleting it")
+}
+
+// check validates the flags: a date, a batch in range, and no
+// --dry-run=false without --execute (deleting takes the explicit flag).
+func (p *purgeFlags) check() error {
+	if p.before == "" {
+		return usagef("archive purge: --before DATE is required")
+	}
+	t, err := time.Parse(time.DateOnly, p.before)
+	if err != nil {
+		if t, err = time.Parse(time.RFC3339, p.before); err != nil {
+			return usagef("archive purge: --before %q: want YYYY-MM-DD or an RFC 3339 time", p.before)
+		}
+	}
+	p.at = t.UTC()
+	if p.batch < 1 || p.batch > flushd.MaxPurgeBatch {
+		return usagef("archive purge: --batch %d must be in 1..%d", p.batch, flushd.MaxPurgeBatch)
+	}
+	if !p.dryRun && !p.execute {
+		return usagef("archive purge: --dry-run=false deletes nothing by itself: pass --execute to delete")
+	}
+	return nil
+}
+
+// runPurge runs `yidu archive purge`. It refuses a date within redis.ttl
+// of now: a notice that recent may still have live Redis keys, whose
+// reads flushd would then park as orphans of a notice MySQL no longer has.
+func runPurge(ctx context.Context, cfg config.Config, p purgeFlags, logger *slog.Logger, out io.Writer) error {
+	if limit := time.Now().Add(-cfg.Redis.TTL.D()); p.at.After(limit) {
+		return usagef("archive purge: --before %s is within redis.ttl (%v) of now: purge only before %s",
+			p.at.Format(time.RFC3339), cfg.Redis.TTL.D(), limit.UTC().Format(time.DateOnly))
+	}
+	db, err := process.OpenDB(cfg.MySQL.DSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	opts := flushd.PurgeOptions{
+		Before:        p.at,
+		CorpID:        p.corp,
+		BatchSize:     p.batch,
+		Execute:       p.execute,
+		DropSummaries: !p.keepSumm,
+		Logger:        logger,
+	}
+	verb := "would delete"
+	if p.execute {
+		verb = "deleted"
+	}
+	start := time.Now()
+	rep, err := flushd.Purge(ctx, db, opts, func(pm flushd.PurgedMessage) {
+		fmt.Fprintf(out, "%s %s/%s (sent %s): %d recipient rows, %d parked reads, %d send attempts\n",
+			verb, pm.CorpID, pm.MsgID, pm.SentAt.UTC().Format(time.RFC3339), pm.Records, pm.Orphans, pm.Sends)
+	})
+	fmt.Fprintf(out, "%s %d notice(s) sent before %s: %d recipient rows, %d parked reads, %d send attempts",
+		verb, rep.Messages, p.at.Format(time.RFC3339), rep.Records, rep.Orphans, rep.Sends)
+	if p.execute {
+		fmt.Fprintf(out, "; %d summaries kept; %d DELETEs, longest %v, in %v",
+			rep.Summaries, rep.Statements, rep.Longest.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	} else {
+		fmt.Fprint(out, " (dry run: pass --execute to delete)")
+	}
+	fmt.Fprintln(out)
+	return err
+}

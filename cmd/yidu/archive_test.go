@@ -1,0 +1,78 @@
+package main
+
+import (
+	"database/sql"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// TestArchivePurge: `yidu archive purge` is a dry run unless --execute:
+// it prints what it would delete and deletes nothing; with --execute the
+// old notice's rows are gone and its summary is kept; a later notice
+// stays.
+func TestArchivePurge(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	db, err := sql.Open("mysql", dsn)
+	testenv.Check(t, "open", err)
+	defer db.Close()
+	for _, q := range []string{
+		`INSERT INTO messages (corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state) VALUES
+			('c', 'old', 'hr', 1, 'old', '2025-01-10 09:00:00', 3, '', 1), ('c', 'new', 'hr', 1, 'new', '2025-03-10 09:00:00', 1, '', 1)`,
+		`INSERT INTO message_read_record (corp_id, msgid, uid, is_read, read_time, source, button_at) VALUES
+			('c', 'old', 1, 1, '2025-01-10 09:01:00', 1, '2025-01-10 09:01:00'), ('c', 'old', 2, 0, NULL, 0, NULL),
+			('c', 'old', 3, 0, NULL, 0, NULL), ('c', 'new', 1, 0, NULL, 0, NULL)`,
+	} {
+		_, err := db.Exec(q)
+		testenv.Check(t, q, err)
+	}
+	env := map[string]string{"YIDU_MYSQL_DSN": dsn}
+	count := func(q string) int {
+		t.Helper()
+		var n int
+		testenv.Check(t, q, db.QueryRow(q).Scan(&n))
+		return n
+	}
+
+	out, _, err := runCmd(t, env, "", "archive", "purge", "--before", "2025-02-01")
+	if err != nil || !strings.Contains(out, "would delete c/old (sent 2025-01-10T09:00:00Z): 3 recipient rows") || !strings.Contains(out, "dry run") {
+		t.Fatalf("archive purge (dry run) = %q, %v; want the old notice's 3 rows, as a dry run", out, err)
+	}
+	if n := count("SELECT COUNT(*) FROM message_read_record"); n != 4 {
+		t.Fatalf("after the dry run %d recipient rows; want 4", n)
+	}
+
+	out, _, err = runCmd(t, env, "", "archive", "purge", "--before", "2025-02-01", "--execute", "--batch", "2")
+	if err != nil || !strings.Contains(out, "deleted 1 notice(s)") || !strings.Contains(out, "1 summaries kept") {
+		t.Fatalf("archive purge --execute = %q, %v; want 1 notice deleted, its summary kept", out, err)
+	}
+	if n := count("SELECT COUNT(*) FROM message_read_record WHERE msgid = 'old'") + count("SELECT COUNT(*) FROM messages WHERE msgid = 'old'"); n != 0 {
+		t.Errorf("old notice has %d rows left; want 0", n)
+	}
+	if n := count("SELECT COUNT(*) FROM message_read_record WHERE msgid = 'new'"); n != 1 {
+		t.Errorf("new notice has %d recipient rows; want 1 (sent after the date)", n)
+	}
+	if n := count("SELECT COUNT(*) FROM message_summaries WHERE msgid = 'old' AND recipients = 3 AND read_count = 1 AND button = 1"); n != 1 {
+		t.Errorf("message_summaries has %d rows for old with 3 recipients, 1 read; want 1", n)
+	}
+
+	recent := time.Now().AddDate(0, 0, -1).UTC().Format(time.DateOnly)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"archive", "purge"}, "--before DATE is required"},
+		{[]string{"archive", "purge", "--before", "last year"}, "YYYY-MM-DD"},
+		{[]string{"archive", "purge", "--before", "2025-02-01", "--dry-run=false"}, "--execute"},
+		{[]string{"archive", "purge", "--before", "2025-02-01", "--batch", "0"}, "--batch"},
+		{[]string{"archive", "purge", "--before", recent, "--execute"}, "redis.ttl"},
+		{[]string{"archive", "--before", "2025-02-01"}, "usage: yidu archive purge"},
+	} {
+		_, _, err := runCmd(t, env, "", tt.args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || exitCode(err) != 2 {
+			t.Errorf("yidu %v = %v (exit %d); want a usage error mentioning %q", tt.args, err, exitCode(err), tt.want)
+		}
+	}
+}
