@@ -261,3 +261,40 @@ func TestFlushdMembership(t *testing.T) {
 		t.Errorf("Load with env = %q, %v; want yidu-flushd-2", cfg.Flushd.InstanceID, err)
 	}
 }
+
+// TestLimits: the dashboard's shares (issue 13) fit inside their wholes,
+// and its heavy queries leave half the MySQL pool to the other roles.
+func TestLimits(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string // "" = valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"zero is the default", func(c *Config) { c.Dashboard = Dashboard{}; c.MySQL.MaxOpenConns = 0 }, ""},
+		{"small pool, zero queries: fitted", func(c *Config) {
+			c.MySQL.MaxOpenConns = 8
+			c.Dashboard.MaxQueries, c.Dashboard.MaxQueriesPerPrincipal = 0, 0
+		}, ""},
+		{"small pool", func(c *Config) {
+			c.MySQL.MaxOpenConns = 8
+			c.Dashboard.MaxQueries = 4
+			c.Dashboard.MaxQueriesPerPrincipal = 2
+		}, ""},
+		{"queries over half the pool", func(c *Config) { c.MySQL.MaxOpenConns = 8 }, "dashboard.max_queries 16 must be in 1..4"},
+		{"pool of one", func(c *Config) { c.MySQL.MaxOpenConns = 1 }, "mysql.max_open_conns"},
+		{"principal over the whole", func(c *Config) { c.Dashboard.MaxStreamsPerPrincipal = 300 }, "max_streams_per_principal"},
+		{"principal's queries over the whole", func(c *Config) { c.Dashboard.MaxQueriesPerPrincipal = 17 }, "max_queries_per_principal"},
+		{"negative stream timeout", func(c *Config) { c.Dashboard.StreamWriteTimeout = -1 }, "stream_write_timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.edit(&c)
+			err := c.Validate()
+			if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("Validate() = %v; want %q", err, tt.want)
+			}
+		})
+	}
+}

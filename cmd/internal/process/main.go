@@ -138,7 +138,8 @@ func PointWeCom(c config.WeCom) {
 }
 
 // OpenDB opens the MySQL pool for dsn with the settings yidu relies on:
-// parseTime, UTC, and no multi-statements.
+// parseTime, UTC, and no multi-statements; config.DefaultMySQLConns
+// connections (SetMaxOpenConns changes it).
 func OpenDB(dsn string) (*sql.DB, error) {
 	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -155,8 +156,8 @@ func OpenDB(dsn string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mysql: open: %w", err)
 	}
-	db.SetMaxOpenConns(64)
-	db.SetMaxIdleConns(64)
+	db.SetMaxOpenConns(config.DefaultMySQLConns)
+	db.SetMaxIdleConns(config.DefaultMySQLConns)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	return db, nil
 }
@@ -197,6 +198,10 @@ func (m *Main) Open(ctx context.Context) error {
 		return err
 	}
 	m.DB = db
+	if n := cfg.MySQL.MaxOpenConns; n > 0 {
+		db.SetMaxOpenConns(n)
+		db.SetMaxIdleConns(n)
+	}
 	if err := m.Registry.Register(collectors.NewDBStatsCollector(db, "yidu")); err != nil {
 		return fmt.Errorf("mysql: metrics: %w", err)
 	}
@@ -388,9 +393,17 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			Sessions:       dashboard.NewRedisSessions(m.Redis, cfg.Redis.Prefix),
 			TrustedProxies: proxies,
 			RemindInterval: cfg.Dashboard.RemindInterval.D(),
-			Apps:           DomainApps(cfg.Apps),
-			Logger:         log,
-			Registerer:     m.Registry,
+			// One principal's share of the streams and of the heavy
+			// queries; the queries leave most of the MySQL pool to the
+			// receiver and flushd (docs/reliability.md, Hostile use).
+			MaxStreams:             cfg.Dashboard.MaxStreams,
+			MaxStreamsPerPrincipal: cfg.Dashboard.MaxStreamsPerPrincipal,
+			StreamWriteTimeout:     cfg.Dashboard.StreamWriteTimeout.D(),
+			MaxQueries:             cfg.Dashboard.MaxQueries,
+			MaxQueriesPerPrincipal: cfg.Dashboard.MaxQueriesPerPrincipal,
+			Apps:                   DomainApps(cfg.Apps),
+			Logger:                 log,
+			Registerer:             m.Registry,
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
