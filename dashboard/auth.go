@@ -527,11 +527,12 @@ func (s *Server) trusted(addr string) bool {
 	return false
 }
 
-// secure reports whether the browser reached us over HTTPS: directly, or
-// through a trusted proxy that says so (X-Forwarded-Proto), so the cookie
-// gets the Secure flag behind a TLS-terminating ingress.
+// secure reports whether the browser reached us over HTTPS: the public
+// URL is https, or directly, or through a trusted proxy that says so
+// (X-Forwarded-Proto), so the cookie gets the Secure flag behind a
+// TLS-terminating ingress.
 func (s *Server) secure(r *http.Request) bool {
-	if r.TLS != nil {
+	if s.httpsOnly || r.TLS != nil {
 		return true
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)

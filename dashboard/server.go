@@ -52,6 +52,10 @@ type Options struct {
 	// believed: for the per-address sign-in limit and the cookie's Secure
 	// flag. Empty trusts no header.
 	TrustedProxies []netip.Prefix
+	// PublicURL is the dashboard as browsers reach it; an https URL makes
+	// the session cookie Secure whatever the dashboard itself sees (TLS
+	// ended at an ingress that sets no X-Forwarded-Proto).
+	PublicURL string
 	// RemindInterval is the least time between two reminders of a message
 	// (default 1 h).
 	RemindInterval time.Duration
@@ -124,6 +128,8 @@ type Server struct {
 	pages                     *template.Template
 	auth                      *authenticator
 	proxies                   []netip.Prefix
+	// httpsOnly: PublicURL is https, every cookie is Secure.
+	httpsOnly bool
 
 	restoring singleflight.Group
 	depts     *cache[*deptTree]
@@ -192,6 +198,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
 		pages: pages, auth: auth, proxies: opts.TrustedProxies,
+		httpsOnly:      strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
 		depts:          newDeptCache(dir, opts.Now, time.Minute),
 		curves:         newCurveCache(msgs, opts.Now, 5*time.Second),
 		remindInFlight: map[string]bool{},

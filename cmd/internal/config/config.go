@@ -91,6 +91,9 @@ type Dashboard struct {
 	// limits per client address, the Secure cookie behind TLS
 	// termination).
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// PublicURL is the dashboard as browsers reach it: https makes the
+	// session cookie Secure even when TLS ends at an ingress.
+	PublicURL string `yaml:"public_url"`
 	// RemindInterval is the least time between two reminders of a message.
 	RemindInterval Duration `yaml:"remind_interval"`
 	// MaxStreams bounds the live /events streams of the dashboard (503
@@ -451,6 +454,7 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	}
 	set(&cfg.Receiver.Listen, "YIDU_RECEIVER_LISTEN")
 	set(&cfg.Receiver.PublicURL, "YIDU_RECEIVER_PUBLIC_URL")
+	set(&cfg.Dashboard.PublicURL, "YIDU_DASHBOARD_PUBLIC_URL")
 	set(&cfg.Dashboard.Listen, "YIDU_DASHBOARD_LISTEN")
 	set(&cfg.Flushd.Listen, "YIDU_FLUSHD_LISTEN")
 	set(&cfg.Flushd.InstanceID, "YIDU_FLUSHD_INSTANCE_ID")
@@ -560,6 +564,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.Dashboard.Proxies(); err != nil {
 		return err
+	}
+	if err := checkPublicURL(c.Dashboard.PublicURL); err != nil {
+		return fmt.Errorf("config: dashboard.public_url %q: %w", c.Dashboard.PublicURL, err)
 	}
 	if err := c.checkLimits(); err != nil {
 		return err

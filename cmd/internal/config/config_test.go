@@ -88,6 +88,7 @@ func TestLoadRejects(t *testing.T) {
 		{"public url not http", "receiver: {public_url: 'ftp://yidu.example.com'}", "public_url"},
 		{"public url relative", "receiver: {public_url: '/yidu'}", "public_url"},
 		{"public url with query", "receiver: {public_url: 'https://yidu.example.com/?x=1'}", "public_url"},
+		{"dashboard public url not http", "dashboard: {public_url: 'ftp://dash.example.com'}", "dashboard.public_url"},
 		{"sasl mechanism", "kafka: {sasl: {mechanism: GSSAPI, username: u}}", "kafka.sasl.mechanism"},
 		{"sasl password in file", "kafka: {sasl: {mechanism: PLAIN, username: u, password: p}}", "password"},
 		{"sasl without password env", "kafka: {sasl: {mechanism: SCRAM-SHA-512, username: u}}", "YIDU_KAFKA_SASL_PASSWORD"},

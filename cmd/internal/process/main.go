@@ -392,6 +392,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			// Shared by every replica, kept across restarts.
 			Sessions:       dashboard.NewRedisSessions(m.Redis, cfg.Redis.Prefix),
 			TrustedProxies: proxies,
+			PublicURL:      cfg.Dashboard.PublicURL,
 			RemindInterval: cfg.Dashboard.RemindInterval.D(),
 			// One principal's share of the streams and of the heavy
 			// queries; the queries leave most of the MySQL pool to the
