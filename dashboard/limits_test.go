@@ -145,12 +145,14 @@ func TestEventsDropStalledReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the stream to open", func() bool { return srv.userStreams.held("token:acme") == 1 })
+	opened := time.Now()
 	waitFor(t, "the stalled stream to be dropped", func() bool {
 		return srv.userStreams.held("token:acme") == 0 && testutil.ToFloat64(srv.met.streams) == 0
 	})
 	if n := bms.n.Load(); n < 2 {
 		t.Errorf("%d events before the drop; want several", n)
 	}
+	t.Logf("stalled reader dropped %v after its stream opened, after %d events", time.Since(opened).Round(time.Millisecond), bms.n.Load())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/api/v1/messages/hello/events", nil)
@@ -320,6 +322,7 @@ func TestLoginNamesAlike(t *testing.T) {
 			if !slices.Contains(codes, http.StatusUnauthorized) {
 				t.Errorf("answers %v; want 401s", codes)
 			}
+			t.Logf("both names answered %v", codes)
 		})
 	}
 	f := newFixture(t)
@@ -350,10 +353,36 @@ func TestLoginStrangerCannotLockOut(t *testing.T) {
 	if refused == 0 {
 		t.Error("180 guesses for one name from 60 addresses: none refused; want the name's limit to slow them")
 	}
+	t.Logf("180 guesses from 60 addresses: %d refused (429), %d checked (401)", refused, 180-refused)
 	if w := loginFrom(f.h, "192.0.2.77", "alice", password); w.Code != http.StatusSeeOther {
 		t.Errorf("alice from a fresh address after the flood = %d; want 303", w.Code)
 	}
 	if w := loginFrom(f.h, "203.0.113.1", "alice", "guess"); w.Code != http.StatusTooManyRequests {
 		t.Errorf("a flooding address's next guess = %d; want 429", w.Code)
+	}
+}
+
+// TestRemindAllNonReaders (issue 13 item 3): a message with 300,016 unread
+// members (more than any one request's UserID list) reminds every one of
+// them, the odd UserID skipped and reported, never a 400.
+func TestRemindAllNonReaders(t *testing.T) {
+	const n = 300_016
+	f := newFixture(t)
+	rec := roaring.New()
+	rec.AddRange(1000, 1000+n)
+	big := yidu.Message{CorpID: "acme", MsgID: "big", App: "hr", Title: "Everyone", SentAt: t0, Recipients: n}
+	f.msgs.add(&stored{m: big, rec: rec.Clone(), read: roaring.New()})
+	f.bms.put(big, rec, roaring.New())
+	for uid := uint32(1000); uid < 1000+n; uid++ {
+		f.dir.users["acme"][uid] = yidu.User{UID: uid, UserID: fmt.Sprintf("u%06d", uid), Name: "N"}
+	}
+	f.dir.users["acme"][1000] = yidu.User{UID: 1000, UserID: "-dash", Name: "Dash"}
+	w := f.ok(t, "POST", "/api/v1/messages/big/remind")
+	got := decode[remindJSON](t, w)
+	if got.Unread != n || got.Reminded != n-1 || got.Skipped != 1 || got.Batches != (n-1+999)/1000 {
+		t.Errorf("remind = %+v; want %d unread, %d reminded in %d batches, 1 skipped", got, n, n-1, (n-1+999)/1000)
+	}
+	if sent := f.msgs.remindTo[len(f.msgs.remindTo)-1]; len(sent) != n-1 {
+		t.Errorf("reminded %d UserIDs; want %d", len(sent), n-1)
 	}
 }
