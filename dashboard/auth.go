@@ -162,7 +162,7 @@ type userEntry struct {
 // names go through exactly the same steps, so an answer never tells
 // whether a name exists:
 //
-//   - per client address, every attempt: 20 at once, then one per 3 s
+//   - per client address, every attempt: 10 at once, then one per 6 s
 //     (an office behind one NAT address signs in together);
 //   - per (name, address), failures: 5, then one per 12 s;
 //   - per name from every address, failures: 10, then one per 6 s. A name
@@ -174,7 +174,7 @@ type userEntry struct {
 // compares an unknown name against a dummy hash of the users' cost, so
 // it takes as long as a wrong password.
 var (
-	perAddress = bucketRule{burst: 20, every: 3 * time.Second}
+	perAddress = bucketRule{burst: 10, every: 6 * time.Second}
 	perPair    = bucketRule{burst: 5, every: 12 * time.Second}
 	perName    = bucketRule{burst: 10, every: 6 * time.Second}
 )

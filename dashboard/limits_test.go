@@ -386,3 +386,24 @@ func TestRemindAllNonReaders(t *testing.T) {
 		t.Errorf("reminded %d UserIDs; want %d", len(sent), n-1)
 	}
 }
+
+// TestLoginPerAddress: one address spraying a password over many names is
+// slowed by its own limit, whatever the names.
+func TestLoginPerAddress(t *testing.T) {
+	f := newFixture(t)
+	for i := range 10 {
+		name := fmt.Sprintf("user%d", i)
+		if i == 3 {
+			name = "alice"
+		}
+		if w := loginFrom(f.h, "198.51.100.9", name, "Summer2026!"); w.Code != http.StatusUnauthorized {
+			t.Fatalf("attempt %d (%s) = %d; want 401", i+1, name, w.Code)
+		}
+	}
+	if w := loginFrom(f.h, "198.51.100.9", "user10", "Summer2026!"); w.Code != http.StatusTooManyRequests {
+		t.Errorf("11th attempt from one address = %d; want 429", w.Code)
+	}
+	if w := loginFrom(f.h, "198.51.100.10", "alice", password); w.Code != http.StatusSeeOther {
+		t.Errorf("alice from another address = %d; want 303", w.Code)
+	}
+}
