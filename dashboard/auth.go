@@ -330,9 +330,9 @@ func (a *authenticator) login(ctx context.Context, ip, user, password string) (i
 	now := a.now()
 	pairKey := user + "\x00" + ip
 	a.mu.Lock()
-	pair, name := a.byPair.get(pairKey, now), a.byName.get(user, now)
 	admitted, tookName := a.byAddr.get(ip, now).take(perAddress, now), false
 	if admitted {
+		pair, name := a.byPair.get(pairKey, now), a.byName.get(user, now)
 		fresh := pair.level(perPair, now) >= perPair.burst // no recent failure from here
 		admitted = pair.take(perPair, now)
 		tookName = admitted && name.take(perName, now)
