@@ -22,7 +22,8 @@ const (
 	DefaultStreamWriteTimeout = 30 * time.Second
 	// DefaultMaxQueries bounds the heavy queries (recipients, departments,
 	// export) of the whole dashboard at once; with the default MySQL pool of
-	// 64 it leaves 48 connections to the receiver and flushd.
+	// 64 it leaves 48 connections to flushd (and to the receiver where it
+	// shares the pool).
 	DefaultMaxQueries = 16
 	// DefaultMaxQueriesPerPrincipal bounds one principal's heavy queries at
 	// once.
@@ -79,9 +80,9 @@ func (p *perKey) held(key string) int {
 // departments, export): at most MaxQueriesPerPrincipal at once per
 // principal (429 beyond, at once) and MaxQueries in all (a query waits up
 // to QueryWait for a slot, then 503). The dashboard so holds at most
-// MaxQueries MySQL connections for them, and the receiver, on the same
-// pool in yidu serve, keeps the rest: a flood of searches fails the
-// searches, never a WeCom callback.
+// MaxQueries MySQL connections for them, and one principal's flood fails
+// its own searches, not the others' nor flushd's (the receiver in yidu
+// serve has a pool of its own besides).
 func (s *Server) heavyQuery(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who := principalFrom(r.Context()).key()

@@ -80,7 +80,7 @@ type Options struct {
 	// MaxQueries bounds the heavy queries (recipients, departments,
 	// export.csv) running at once in this dashboard (default
 	// DefaultMaxQueries); one waits up to QueryWait for a slot, then 503.
-	// Sized below the MySQL pool, it keeps connections for the receiver.
+	// Sized below the MySQL pool, it keeps connections for the other roles.
 	MaxQueries int
 	// MaxQueriesPerPrincipal bounds one principal's heavy queries at once
 	// (default DefaultMaxQueriesPerPrincipal; 429 beyond).

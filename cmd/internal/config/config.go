@@ -104,9 +104,9 @@ type Dashboard struct {
 	MaxStreamsPerPrincipal int      `yaml:"max_streams_per_principal"`
 	StreamWriteTimeout     Duration `yaml:"stream_write_timeout"`
 	// MaxQueries bounds the heavy queries (recipients, departments,
-	// export) running at once, so that the receiver keeps MySQL
-	// connections of the shared pool (yidu serve); MaxQueriesPerPrincipal
-	// those of one token or person (429 beyond).
+	// export) running at once, so that flushd keeps MySQL connections of
+	// the pool it shares with the dashboard; MaxQueriesPerPrincipal those
+	// of one token or person (429 beyond).
 	MaxQueries             int `yaml:"max_queries"`
 	MaxQueriesPerPrincipal int `yaml:"max_queries_per_principal"`
 }
@@ -189,9 +189,14 @@ type MySQL struct {
 	// selects it with tls=yidu (added when the DSN names no TLS mode).
 	// tls=true (system roots) or tls=skip-verify in the DSN need none.
 	TLS TLS `yaml:"tls"`
-	// MaxOpenConns is the size of the process's MySQL pool (every role in
-	// it shares it; dashboard.max_queries must leave room for the others).
+	// MaxOpenConns is the size of the process's MySQL pool: the
+	// dashboard's and flushd's (dashboard.max_queries must leave room),
+	// and the receiver's when it runs alone.
 	MaxOpenConns int `yaml:"max_open_conns"`
+	// ReceiverConns is the receiver's own pool when it runs beside other
+	// roles (yidu serve), so that no dashboard work can take the
+	// connections a WeCom callback needs.
+	ReceiverConns int `yaml:"receiver_conns"`
 }
 
 // Kafka configures the deltas topic.
@@ -309,12 +314,16 @@ func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(),
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// DefaultMySQLConns is the MySQL pool of one process.
-const DefaultMySQLConns = 64
+// DefaultMySQLConns is the MySQL pool of one process; DefaultReceiverConns
+// the receiver's own beside it in yidu serve.
+const (
+	DefaultMySQLConns    = 64
+	DefaultReceiverConns = 32
+)
 
-// checkLimits checks the pool and the dashboard's per-principal limits: a
+// checkLimits checks the pools and the dashboard's per-principal limits: a
 // principal's share within the whole, and the dashboard's heavy queries
-// leaving at least half the pool to the receiver and flushd.
+// leaving at least half the pool to the other roles.
 // Zero is the default.
 func (c *Config) checkLimits() error {
 	d := c.Dashboard
@@ -327,12 +336,14 @@ func (c *Config) checkLimits() error {
 	switch {
 	case conns < 2:
 		return fmt.Errorf("config: mysql.max_open_conns %d must be at least 2", c.MySQL.MaxOpenConns)
+	case c.MySQL.ReceiverConns < 0:
+		return fmt.Errorf("config: mysql.receiver_conns %d must be positive", c.MySQL.ReceiverConns)
 	case d.MaxStreams < 1 || d.MaxStreamsPerPrincipal < 1 || d.MaxStreamsPerPrincipal > d.MaxStreams:
 		return fmt.Errorf("config: dashboard.max_streams_per_principal %d must be in 1..dashboard.max_streams (%d)", d.MaxStreamsPerPrincipal, d.MaxStreams)
 	case d.StreamWriteTimeout <= 0:
 		return errors.New("config: dashboard.stream_write_timeout must be positive")
 	case d.MaxQueries < 1 || d.MaxQueries > conns/2:
-		return fmt.Errorf("config: dashboard.max_queries %d must be in 1..%d (half of mysql.max_open_conns: the rest is the receiver's and flushd's)", d.MaxQueries, conns/2)
+		return fmt.Errorf("config: dashboard.max_queries %d must be in 1..%d (half of mysql.max_open_conns: the rest is the other roles')", d.MaxQueries, conns/2)
 	case d.MaxQueriesPerPrincipal < 1 || d.MaxQueriesPerPrincipal > d.MaxQueries:
 		return fmt.Errorf("config: dashboard.max_queries_per_principal %d must be in 1..dashboard.max_queries (%d)", d.MaxQueriesPerPrincipal, d.MaxQueries)
 	}
@@ -362,7 +373,7 @@ func Default() Config {
 			MaxQueriesPerPrincipal: dashboard.DefaultMaxQueriesPerPrincipal,
 		},
 		Redis: Redis{Addr: "127.0.0.1:6379", Prefix: "yidu", TTL: Duration(30 * 24 * time.Hour)},
-		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/yidu", MaxOpenConns: DefaultMySQLConns},
+		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/yidu", MaxOpenConns: DefaultMySQLConns, ReceiverConns: DefaultReceiverConns},
 		WeCom: WeCom{APIBase: DefaultWeComAPI},
 		Kafka: Kafka{
 			Brokers:        []string{"127.0.0.1:9092"},

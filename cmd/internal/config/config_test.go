@@ -284,6 +284,7 @@ func TestLimits(t *testing.T) {
 		}, ""},
 		{"queries over half the pool", func(c *Config) { c.MySQL.MaxOpenConns = 8 }, "dashboard.max_queries 16 must be in 1..4"},
 		{"pool of one", func(c *Config) { c.MySQL.MaxOpenConns = 1 }, "mysql.max_open_conns"},
+		{"negative receiver pool", func(c *Config) { c.MySQL.ReceiverConns = -1 }, "mysql.receiver_conns"},
 		{"principal over the whole", func(c *Config) { c.Dashboard.MaxStreamsPerPrincipal = 300 }, "max_streams_per_principal"},
 		{"principal's queries over the whole", func(c *Config) { c.Dashboard.MaxQueriesPerPrincipal = 17 }, "max_queries_per_principal"},
 		{"negative stream timeout", func(c *Config) { c.Dashboard.StreamWriteTimeout = -1 }, "stream_write_timeout"},

@@ -1,6 +1,8 @@
 package process
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
@@ -106,4 +108,58 @@ func TestServeSearchFloodSparesCallbacks(t *testing.T) {
 		t.Errorf("second token's searches during the flood: %v; want 5 × 200", secondCodes)
 	}
 	t.Logf("flood %v, callbacks %v, second token %v", floodCodes, cbCodes, secondCodes)
+}
+
+// TestServeReceiverOwnPool (issue 13 item 5): in yidu serve the receiver
+// has its own MySQL pool, so a callback that needs MySQL (a member its
+// idmap has not cached) is answered 200 while every connection of the
+// main pool — the dashboard's and flushd's — is taken.
+func TestServeReceiverOwnPool(t *testing.T) {
+	m := mustRunMainWith(t, func(c *config.Config) {
+		c.MySQL.MaxOpenConns, c.MySQL.ReceiverConns = 4, 3
+		c.Dashboard.MaxQueries, c.Dashboard.MaxQueriesPerPrincipal = 2, 1
+	})
+	if m.ReceiverDB == nil || m.ReceiverDB == m.DB {
+		t.Fatal("serve: the receiver has no pool of its own")
+	}
+	if got := m.ReceiverDB.Stats().MaxOpenConnections; got != 3 {
+		t.Errorf("receiver pool of %d; want mysql.receiver_conns 3", got)
+	}
+	if got := m.DB.Stats().MaxOpenConnections; got != 4 {
+		t.Errorf("main pool of %d; want mysql.max_open_conns 4", got)
+	}
+	reg := map[string]any{"msgid": "notice-own-pool", "app": "hr", "title": "t", "audience": map[string]any{"userids": []string{"zhangsan", "lisi"}}}
+	if code := api(t, m, "POST", "/messages", reg, nil); code != http.StatusCreated {
+		t.Fatalf("register = %d; want 201", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var held []*sql.Conn
+	for range 4 {
+		c, err := m.DB.Conn(ctx)
+		if err != nil {
+			t.Fatalf("take a main-pool connection: %v", err)
+		}
+		held = append(held, c)
+	}
+	// A contact change writes MySQL whatever the caches hold; a press
+	// needs it for a member the receiver's idmap has not cached.
+	contact := fmt.Sprintf(`<xml><ToUserName><![CDATA[%s]]></ToUserName><FromUserName><![CDATA[sys]]></FromUserName><CreateTime>%d</CreateTime><MsgType><![CDATA[event]]></MsgType><Event><![CDATA[change_contact]]></Event><ChangeType>update_user</ChangeType><UserID><![CDATA[wangwu]]></UserID><Department><![CDATA[1,2]]></Department><AgentID>%d</AgentID></xml>`,
+		testCorp, time.Now().Unix(), testAgent)
+	codes := map[string]int{}
+	for name, xml := range map[string]string{"contact change": contact, "press": cardEvent("lisi", "notice-own-pool@0", time.Now().Unix())} {
+		codes[name], _ = deliverReply(t, m, xml)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	for name, code := range codes {
+		if code != http.StatusOK {
+			t.Errorf("%s while the main pool is taken = %d; want 200", name, code)
+		}
+	}
+	var p progress
+	if code := api(t, m, "GET", "/messages/notice-own-pool/progress", nil, &p); code != http.StatusOK || p.Read != 1 {
+		t.Errorf("progress = %d %+v; want 1 read", code, p)
+	}
 }
