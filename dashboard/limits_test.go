@@ -416,8 +416,10 @@ func TestBuckets(t *testing.T) {
 	r := bucketRule{burst: 2, every: time.Second}
 	var b bucket
 	b.tokens, b.at = 2, t0
-	if !b.take(r, t0) || !b.take(r, t0) || b.take(r, t0) {
-		t.Fatal("burst of 2: want two tokens, then none")
+	for i, want := range []bool{true, true, false} {
+		if got := b.take(r, t0); got != want {
+			t.Fatalf("take %d of a burst of 2 = %v; want %v", i+1, got, want)
+		}
 	}
 	if b.take(r, t0.Add(999*time.Millisecond)) || !b.take(r, t0.Add(2*time.Second)) {
 		t.Error("refill: want a token after 1 s, not before")
