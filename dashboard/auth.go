@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
-	"golang.org/x/time/rate"
 )
 
 // Authentication: bearer tokens for programs, password sign-in for people.
@@ -112,6 +111,16 @@ type principal struct {
 	session *session // nil for bearer tokens
 }
 
+// key names the principal in the per-principal limits: a token by its
+// name, a person by theirs (all their sessions together, so signing in
+// again gains nothing).
+func (p *principal) key() string {
+	if p.session != nil {
+		return "user:" + p.name
+	}
+	return p.name
+}
+
 func (p *principal) allows(corp string) bool {
 	return p.corps == nil || slices.Contains(p.corps, corp)
 }
@@ -147,7 +156,100 @@ type tokenEntry struct {
 type userEntry struct {
 	hash  []byte
 	corps []string
-	limit *rate.Limiter
+}
+
+// Sign-in limits (docs/reliability.md, Hostile use). Unknown and known
+// names go through exactly the same steps, so an answer never tells
+// whether a name exists:
+//
+//   - per client address, every attempt: 10 at once, then one per 6 s
+//     (an office behind one NAT address signs in together);
+//   - per (name, address), failures: 5, then one per 12 s;
+//   - per name from every address, failures: 10, then one per 6 s. A name
+//     past it is "under attack": an address with a recent failure for it
+//     is refused, but an address with none still gets its try, so a
+//     stranger's flood never locks the real person out.
+//
+// A refusal is 429 before bcrypt runs; an attempt that runs bcrypt
+// compares an unknown name against a dummy hash of the users' cost, so
+// it takes as long as a wrong password.
+var (
+	perAddress = bucketRule{burst: 10, every: 6 * time.Second}
+	perPair    = bucketRule{burst: 5, every: 12 * time.Second}
+	perName    = bucketRule{burst: 10, every: 6 * time.Second}
+)
+
+// bucketRule is a token bucket's size and refill.
+type bucketRule struct {
+	burst float64
+	every time.Duration
+}
+
+// bucket is a token bucket that can give a token back (a success).
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func (b *bucket) level(r bucketRule, now time.Time) float64 {
+	if now.After(b.at) {
+		b.tokens = min(r.burst, b.tokens+float64(now.Sub(b.at))/float64(r.every))
+		b.at = now
+	}
+	return b.tokens
+}
+
+// take takes a token if there is one.
+func (b *bucket) take(r bucketRule, now time.Time) bool {
+	if b.level(r, now) < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+func (b *bucket) give(r bucketRule) { b.tokens = min(r.burst, b.tokens+1) }
+
+// buckets are the buckets of one rule by key, at most maxLimiters: when
+// full, the buckets back at their burst (equal to new ones) are dropped;
+// if none is, an arbitrary one (failOpen, a flood of addresses: the
+// attacker has those anyway) or the new key starts empty (a flood of
+// names: an unseen name is then "under attack", which delays nobody with
+// the right password).
+type buckets struct {
+	rule     bucketRule
+	failOpen bool
+	m        map[string]*bucket
+}
+
+func newBuckets(r bucketRule, failOpen bool) *buckets {
+	return &buckets{rule: r, failOpen: failOpen, m: map[string]*bucket{}}
+}
+
+func (bs *buckets) get(key string, now time.Time) *bucket {
+	if b := bs.m[key]; b != nil {
+		return b
+	}
+	tokens := bs.rule.burst
+	if len(bs.m) >= maxLimiters {
+		for k, b := range bs.m {
+			if b.level(bs.rule, now) >= bs.rule.burst {
+				delete(bs.m, k)
+			}
+		}
+		if len(bs.m) >= maxLimiters {
+			if !bs.failOpen {
+				tokens = 0
+			}
+			for k := range bs.m {
+				delete(bs.m, k)
+				break
+			}
+		}
+	}
+	b := &bucket{tokens: tokens, at: now}
+	bs.m[key] = b
+	return b
 }
 
 type authenticator struct {
@@ -161,8 +263,8 @@ type authenticator struct {
 
 	sessions SessionStore
 
-	mu    sync.Mutex
-	perIP map[string]*rate.Limiter
+	mu                     sync.Mutex
+	byAddr, byPair, byName *buckets
 }
 
 func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func() time.Time, store SessionStore) (*authenticator, error) {
@@ -170,8 +272,8 @@ func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func(
 		store = newMemSessions(now)
 	}
 	a := &authenticator{
-		now: now, ttl: ttl, users: map[string]*userEntry{},
-		sessions: store, perIP: map[string]*rate.Limiter{},
+		now: now, ttl: ttl, users: map[string]*userEntry{}, sessions: store,
+		byAddr: newBuckets(perAddress, true), byPair: newBuckets(perPair, true), byName: newBuckets(perName, false),
 	}
 	for i, t := range tokens {
 		if len(t.Token) < 16 {
@@ -179,16 +281,19 @@ func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func(
 		}
 		a.tokens = append(a.tokens, tokenEntry{name: t.Name, sum: sha256.Sum256([]byte(t.Token)), corps: grantedCorps(t.Corps)})
 	}
+	cost := bcrypt.DefaultCost
 	for i, u := range users {
-		if _, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil {
+		c, err := bcrypt.Cost([]byte(u.PasswordHash))
+		if err != nil {
 			return nil, fmt.Errorf("dashboard: users[%d] (%s): password_hash is not bcrypt: %w", i, u.Name, err)
 		}
-		a.users[u.Name] = &userEntry{
-			hash: []byte(u.PasswordHash), corps: grantedCorps(u.Corps),
-			limit: rate.NewLimiter(rate.Every(6*time.Second), 10),
+		if i == 0 || c > cost {
+			cost = c
 		}
+		a.users[u.Name] = &userEntry{hash: []byte(u.PasswordHash), corps: grantedCorps(u.Corps)}
 	}
-	h, err := bcrypt.GenerateFromPassword([]byte("yidu-dummy-password"), bcrypt.DefaultCost)
+	// The users' cost, so an unknown name costs what a known one does.
+	h, err := bcrypt.GenerateFromPassword([]byte("yidu-dummy-password"), cost)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: dummy hash: %w", err)
 	}
@@ -217,25 +322,30 @@ var (
 	errBadPassword = errors.New("wrong name or password")
 )
 
-// login checks a password and opens a session. The attempt is counted
-// against the client IP and the user name before bcrypt runs.
+// login checks a password and opens a session. The attempt is admitted
+// (see perAddress, perPair, perName) before bcrypt runs, and holds a token
+// of its (name, address) and its name while it does: concurrent guesses
+// cannot all slip through. A success gives them back.
 func (a *authenticator) login(ctx context.Context, ip, user, password string) (id string, s *session, err error) {
 	now := a.now()
+	pairKey := user + "\x00" + ip
 	a.mu.Lock()
-	lim := a.perIP[ip]
-	if lim == nil {
-		if len(a.perIP) >= maxLimiters {
-			clear(a.perIP) // a flood of addresses resets, never grows memory
+	admitted, tookName := a.byAddr.get(ip, now).take(perAddress, now), false
+	if admitted {
+		pair, name := a.byPair.get(pairKey, now), a.byName.get(user, now)
+		fresh := pair.level(perPair, now) >= perPair.burst // no recent failure from here
+		admitted = pair.take(perPair, now)
+		tookName = admitted && name.take(perName, now)
+		if admitted && !tookName && !fresh {
+			pair.give(perPair) // the name is under attack, and this address took part
+			admitted = false
 		}
-		lim = rate.NewLimiter(rate.Every(12*time.Second), 5)
-		a.perIP[ip] = lim
 	}
-	ipOK := lim.AllowN(now, 1)
 	a.mu.Unlock()
-	u := a.users[user]
-	if !ipOK || (u != nil && !u.limit.AllowN(now, 1)) {
+	if !admitted {
 		return "", nil, errRateLimited
 	}
+	u := a.users[user]
 	hash := a.dummyHash
 	if u != nil {
 		hash = u.hash
@@ -243,6 +353,12 @@ func (a *authenticator) login(ctx context.Context, ip, user, password string) (i
 	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || u == nil {
 		return "", nil, errBadPassword
 	}
+	a.mu.Lock()
+	a.byPair.get(pairKey, now).give(perPair)
+	if tookName {
+		a.byName.get(user, now).give(perName)
+	}
+	a.mu.Unlock()
 	id, csrf := randomToken(), randomToken()
 	st := Session{User: user, CSRF: csrf, Expires: now.Add(a.ttl)}
 	if err := a.sessions.Put(ctx, id, st, a.ttl); err != nil {
@@ -411,11 +527,12 @@ func (s *Server) trusted(addr string) bool {
 	return false
 }
 
-// secure reports whether the browser reached us over HTTPS: directly, or
-// through a trusted proxy that says so (X-Forwarded-Proto), so the cookie
-// gets the Secure flag behind a TLS-terminating ingress.
+// secure reports whether the browser reached us over HTTPS: the public
+// URL is https, or directly, or through a trusted proxy that says so
+// (X-Forwarded-Proto), so the cookie gets the Secure flag behind a
+// TLS-terminating ingress.
 func (s *Server) secure(r *http.Request) bool {
-	if r.TLS != nil {
+	if s.httpsOnly || r.TLS != nil {
 		return true
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)

@@ -295,10 +295,11 @@ func TestLoginRefusals(t *testing.T) {
 			t.Errorf("login %q/%q = %d; want 401 without cookie", tc.user, tc.pass, w.Code)
 		}
 	}
-	// 5 attempts per IP burst: the 3 above plus 2 more, then refused, even
-	// with the right password.
-	post("alice", "wrong")
-	post("alice", "wrong")
+	// 5 failures per name and address: the one above plus 4 more, then
+	// refused, even with the right password.
+	for range 4 {
+		post("alice", "wrong")
+	}
 	w := post("alice", password)
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
 		t.Errorf("6th attempt = %d; want 429 with Retry-After", w.Code)

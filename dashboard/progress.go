@@ -172,9 +172,18 @@ const keepAlive = 15 * time.Second
 
 // handleEvents streams progress as Server-Sent Events: one "progress" event
 // at once, then at most one per sseInterval while the numbers change. The
-// number of streams is bounded (503 beyond); a stream ends when the client
+// streams are bounded per principal (429 beyond) and in all (503 beyond);
+// each write has streamWrite to reach the client, so one that stops
+// reading is dropped and frees its slots. A stream ends when the client
 // goes away or the Server is closed.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Message) {
+	who := principalFrom(r.Context()).key()
+	if !s.userStreams.acquire(who) {
+		w.Header().Set("Retry-After", retryAfter)
+		writeError(w, http.StatusTooManyRequests, "too many live streams of yours; close one")
+		return
+	}
+	defer s.userStreams.release(who)
 	select {
 	case s.streams <- struct{}{}:
 		defer func() { <-s.streams }()
@@ -188,13 +197,24 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 
 	ctx := r.Context()
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's WriteTimeout
+	// send writes and flushes within streamWrite: a stream outlives the
+	// request's write deadline, but no single event may stall.
+	send := func(format string, args ...any) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.streamWrite))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
+	_ = rc.SetWriteDeadline(time.Now().Add(s.streamWrite))
 	w.WriteHeader(http.StatusOK)
-	_ = rc.Flush()
+	if err := rc.Flush(); err != nil {
+		return
+	}
 
 	tick := time.NewTicker(s.sseInterval)
 	defer tick.Stop()
@@ -219,10 +239,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 			if !sent || key != last {
 				sent, last = true, key
 				b, _ := json.Marshal(p)
-				if _, err := fmt.Fprintf(w, "event: progress\ndata: %s\n\n", b); err != nil {
-					return
-				}
-				if err := rc.Flush(); err != nil {
+				if err := send("event: progress\ndata: %s\n\n", b); err != nil {
 					return
 				}
 				idle = 0
@@ -237,10 +254,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 		}
 		if idle += s.sseInterval; idle >= keepAlive {
 			idle = 0
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
+			if err := send(": keep-alive\n\n"); err != nil {
 				return
 			}
 		}

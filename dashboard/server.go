@@ -52,6 +52,10 @@ type Options struct {
 	// believed: for the per-address sign-in limit and the cookie's Secure
 	// flag. Empty trusts no header.
 	TrustedProxies []netip.Prefix
+	// PublicURL is the dashboard as browsers reach it; an https URL makes
+	// the session cookie Secure whatever the dashboard itself sees (TLS
+	// ended at an ingress that sets no X-Forwarded-Proto).
+	PublicURL string
 	// RemindInterval is the least time between two reminders of a message
 	// (default 1 h).
 	RemindInterval time.Duration
@@ -62,8 +66,28 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// MaxStreams bounds concurrent /events streams; 0 means 256.
+	// MaxStreams bounds concurrent /events streams (default
+	// DefaultMaxStreams; 503 beyond).
 	MaxStreams int
+	// MaxStreamsPerPrincipal bounds one token's or one person's concurrent
+	// /events streams (default DefaultMaxStreamsPerPrincipal; 429 beyond),
+	// so that one principal cannot hold all MaxStreams.
+	MaxStreamsPerPrincipal int
+	// StreamWriteTimeout bounds writing one event of a live stream
+	// (default DefaultStreamWriteTimeout): a client that does not take its
+	// events is dropped and its slots freed.
+	StreamWriteTimeout time.Duration
+	// MaxQueries bounds the heavy queries (recipients, departments,
+	// export.csv) running at once in this dashboard (default
+	// DefaultMaxQueries); one waits up to QueryWait for a slot, then 503.
+	// Sized below the MySQL pool, it keeps connections for the other roles.
+	MaxQueries int
+	// MaxQueriesPerPrincipal bounds one principal's heavy queries at once
+	// (default DefaultMaxQueriesPerPrincipal; 429 beyond).
+	MaxQueriesPerPrincipal int
+	// QueryWait is how long a heavy query waits for one of MaxQueries
+	// (default DefaultQueryWait).
+	QueryWait time.Duration
 	// WriteTimeout bounds writing one answer (default DefaultWriteTimeout);
 	// the live stream, exports and sending registrations set their own.
 	WriteTimeout time.Duration
@@ -104,6 +128,8 @@ type Server struct {
 	pages                     *template.Template
 	auth                      *authenticator
 	proxies                   []netip.Prefix
+	// httpsOnly: PublicURL is https, every cookie is Secure.
+	httpsOnly bool
 
 	restoring singleflight.Group
 	depts     *cache[*deptTree]
@@ -113,7 +139,13 @@ type Server struct {
 	remindInFlight map[string]bool
 
 	streams     chan struct{}
+	userStreams *perKey
+	streamWrite time.Duration
 	sseInterval time.Duration
+
+	queries     chan struct{}
+	userQueries *perKey
+	queryWait   time.Duration
 	done        chan struct{}
 	closeOnce   sync.Once
 }
@@ -131,7 +163,16 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		opts.Now = time.Now
 	}
 	if opts.MaxStreams <= 0 {
-		opts.MaxStreams = 256
+		opts.MaxStreams = DefaultMaxStreams
+	}
+	if opts.MaxStreamsPerPrincipal <= 0 {
+		opts.MaxStreamsPerPrincipal = DefaultMaxStreamsPerPrincipal
+	}
+	if opts.MaxQueries <= 0 {
+		opts.MaxQueries = DefaultMaxQueries
+	}
+	if opts.MaxQueriesPerPrincipal <= 0 {
+		opts.MaxQueriesPerPrincipal = DefaultMaxQueriesPerPrincipal
 	}
 	if opts.SessionTTL <= 0 {
 		opts.SessionTTL = 12 * time.Hour
@@ -157,11 +198,17 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
 		pages: pages, auth: auth, proxies: opts.TrustedProxies,
+		httpsOnly:      strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
 		depts:          newDeptCache(dir, opts.Now, time.Minute),
 		curves:         newCurveCache(msgs, opts.Now, 5*time.Second),
 		remindInFlight: map[string]bool{},
 		streams:        make(chan struct{}, opts.MaxStreams),
+		userStreams:    newPerKey(opts.MaxStreamsPerPrincipal),
+		streamWrite:    cmp.Or(opts.StreamWriteTimeout, DefaultStreamWriteTimeout),
 		sseInterval:    time.Second,
+		queries:        make(chan struct{}, opts.MaxQueries),
+		userQueries:    newPerKey(opts.MaxQueriesPerPrincipal),
+		queryWait:      cmp.Or(opts.QueryWait, DefaultQueryWait),
 		done:           make(chan struct{}),
 	}
 	for _, a := range opts.Apps {
@@ -203,9 +250,9 @@ func (s *Server) Routes() http.Handler {
 		r.Route("/messages/{msgid}", func(r chi.Router) {
 			r.Get("/", s.withMessage(s.handleGetMessage))
 			r.Get("/progress", s.withMessage(s.handleProgress))
-			r.Get("/departments", s.withMessage(s.handleDepartments))
-			r.Get("/recipients", s.withMessage(s.handleRecipients))
-			r.Get("/export.csv", s.withMessage(s.handleExport))
+			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))
+			r.With(s.heavyQuery).Get("/recipients", s.withMessage(s.handleRecipients))
+			r.With(s.heavyQuery).Get("/export.csv", s.withMessage(s.handleExport))
 			r.Post("/remind", s.withMessage(s.handleRemind))
 			r.Post("/recall", s.withMessage(s.handleRecall))
 			r.Get("/events", s.withMessage(s.handleEvents))

@@ -178,3 +178,20 @@ func TestClientIPBehindTrustedProxy(t *testing.T) {
 		})
 	}
 }
+
+// TestPublicURLSecureCookie (issue 13 item 11): with an https public URL
+// the session cookie is Secure though the dashboard sees plain HTTP (TLS
+// ended at an ingress that forwards no X-Forwarded-Proto); without one it
+// is not.
+func TestPublicURLSecureCookie(t *testing.T) {
+	for _, tc := range []struct {
+		url    string
+		secure bool
+	}{{"https://dash.example.com", true}, {"http://dash.example.com", false}, {"", false}} {
+		f := newFixtureOpts(t, false, func(o *Options) { o.PublicURL = tc.url })
+		c, _ := f.login(t)
+		if c.Secure != tc.secure {
+			t.Errorf("public URL %q: cookie Secure = %v; want %v", tc.url, c.Secure, tc.secure)
+		}
+	}
+}

@@ -11,6 +11,7 @@ package metric
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -25,15 +26,32 @@ type Factory struct {
 // New returns a Factory registering on reg (nil: nowhere).
 func New(reg prometheus.Registerer) *Factory { return &Factory{reg: reg} }
 
-// Register registers c (unless the Registerer is nil) and returns it.
+// Register registers c (unless the Registerer is nil) and returns it. On
+// a Shared Registerer, a series already registered there under the same
+// name, of the same type, is returned instead of c.
 func Register[C prometheus.Collector](f *Factory, c C) C {
 	if f.reg != nil {
 		if err := f.reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if _, ok := f.reg.(shared); ok && errors.As(err, &are) {
+				// The same concrete type: a Gauge would pass as a Counter.
+				if existing, ok := are.ExistingCollector.(C); ok && reflect.TypeOf(are.ExistingCollector) == reflect.TypeOf(c) {
+					return existing
+				}
+			}
 			f.errs = append(f.errs, err)
 		}
 	}
 	return c
 }
+
+// Shared returns reg for a second instance of a package in one process
+// (the receiver's idmap and tracker on their own MySQL pool in yidu serve,
+// beside the dashboard's): its series are the first instance's, so both
+// count into them (counters, histograms and Inc/Dec gauges add up).
+func Shared(reg prometheus.Registerer) prometheus.Registerer { return shared{reg} }
+
+type shared struct{ prometheus.Registerer }
 
 // Counter returns a registered counter.
 func (f *Factory) Counter(name, help string) prometheus.Counter {

@@ -64,3 +64,33 @@ func TestPreset(t *testing.T) {
 		t.Errorf("preset series = %v; want 0", got)
 	}
 }
+
+// TestShared: a second instance registering through Shared counts into the
+// first one's series; a name taken with another type is still an error.
+func TestShared(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	first := New(reg)
+	a := first.CounterVec("yidu_test_total", "help", "op")
+	g := first.Gauge("yidu_test_entries", "help")
+	second := New(Shared(reg))
+	b := second.CounterVec("yidu_test_total", "help", "op")
+	g2 := second.Gauge("yidu_test_entries", "help")
+	if err := second.Err("second"); err != nil {
+		t.Fatalf("Err() = %v; want nil", err)
+	}
+	a.WithLabelValues("x").Inc()
+	b.WithLabelValues("x").Inc()
+	g.Inc()
+	g2.Inc()
+	if got := testutil.ToFloat64(a.WithLabelValues("x")); got != 2 {
+		t.Errorf("shared counter = %v; want 2", got)
+	}
+	if got := testutil.ToFloat64(g); got != 2 {
+		t.Errorf("shared gauge = %v; want 2", got)
+	}
+	third := New(Shared(reg))
+	third.Counter("yidu_test_entries", "help") // a gauge's name
+	if third.Err("third") == nil {
+		t.Error("a name taken by another type: want an error")
+	}
+}

@@ -5,6 +5,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/internal/clientip"
 )
@@ -89,8 +91,24 @@ type Dashboard struct {
 	// limits per client address, the Secure cookie behind TLS
 	// termination).
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// PublicURL is the dashboard as browsers reach it: https makes the
+	// session cookie Secure even when TLS ends at an ingress.
+	PublicURL string `yaml:"public_url"`
 	// RemindInterval is the least time between two reminders of a message.
 	RemindInterval Duration `yaml:"remind_interval"`
+	// MaxStreams bounds the live /events streams of the dashboard (503
+	// beyond); MaxStreamsPerPrincipal those of one token or one person
+	// (429 beyond). StreamWriteTimeout drops a stream whose event does not
+	// reach its client in time (a reader that stopped reading).
+	MaxStreams             int      `yaml:"max_streams"`
+	MaxStreamsPerPrincipal int      `yaml:"max_streams_per_principal"`
+	StreamWriteTimeout     Duration `yaml:"stream_write_timeout"`
+	// MaxQueries bounds the heavy queries (recipients, departments,
+	// export) running at once, so that flushd keeps MySQL connections of
+	// the pool it shares with the dashboard; MaxQueriesPerPrincipal those
+	// of one token or person (429 beyond).
+	MaxQueries             int `yaml:"max_queries"`
+	MaxQueriesPerPrincipal int `yaml:"max_queries_per_principal"`
 }
 
 // Token is an API bearer token and the corps it may see ("*" for all).
@@ -175,6 +193,14 @@ type MySQL struct {
 	// batch UPDATE (flushd.StatementFor): "auto" (the default) asks the
 	// server's VERSION() at start, "mariadb", "mysql" or "tidb" say it.
 	Dialect string `yaml:"dialect"`
+	// MaxOpenConns is the size of the process's MySQL pool: the
+	// dashboard's and flushd's (dashboard.max_queries must leave room),
+	// and the receiver's when it runs alone.
+	MaxOpenConns int `yaml:"max_open_conns"`
+	// ReceiverConns is the receiver's own pool when it runs beside other
+	// roles (yidu serve), so that no dashboard work can take the
+	// connections a WeCom callback needs.
+	ReceiverConns int `yaml:"receiver_conns"`
 }
 
 // DialectAuto is MySQL.Dialect when the server's VERSION() decides.
@@ -295,6 +321,42 @@ func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(),
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
+// DefaultMySQLConns is the MySQL pool of one process; DefaultReceiverConns
+// the receiver's own beside it in yidu serve.
+const (
+	DefaultMySQLConns    = 64
+	DefaultReceiverConns = 32
+)
+
+// checkLimits checks the pools and the dashboard's per-principal limits: a
+// principal's share within the whole, and the dashboard's heavy queries
+// leaving at least half the pool to the other roles.
+// Zero is the default.
+func (c *Config) checkLimits() error {
+	d := c.Dashboard
+	conns := cmp.Or(c.MySQL.MaxOpenConns, DefaultMySQLConns)
+	d.MaxStreams = cmp.Or(d.MaxStreams, dashboard.DefaultMaxStreams)
+	d.MaxStreamsPerPrincipal = cmp.Or(d.MaxStreamsPerPrincipal, dashboard.DefaultMaxStreamsPerPrincipal)
+	d.StreamWriteTimeout = cmp.Or(d.StreamWriteTimeout, Duration(dashboard.DefaultStreamWriteTimeout))
+	d.MaxQueries = cmp.Or(d.MaxQueries, min(dashboard.DefaultMaxQueries, conns/2))
+	d.MaxQueriesPerPrincipal = cmp.Or(d.MaxQueriesPerPrincipal, min(dashboard.DefaultMaxQueriesPerPrincipal, d.MaxQueries))
+	switch {
+	case conns < 2:
+		return fmt.Errorf("config: mysql.max_open_conns %d must be at least 2", c.MySQL.MaxOpenConns)
+	case c.MySQL.ReceiverConns < 0:
+		return fmt.Errorf("config: mysql.receiver_conns %d must be positive", c.MySQL.ReceiverConns)
+	case d.MaxStreams < 1 || d.MaxStreamsPerPrincipal < 1 || d.MaxStreamsPerPrincipal > d.MaxStreams:
+		return fmt.Errorf("config: dashboard.max_streams_per_principal %d must be in 1..dashboard.max_streams (%d)", d.MaxStreamsPerPrincipal, d.MaxStreams)
+	case d.StreamWriteTimeout <= 0:
+		return errors.New("config: dashboard.stream_write_timeout must be positive")
+	case d.MaxQueries < 1 || d.MaxQueries > conns/2:
+		return fmt.Errorf("config: dashboard.max_queries %d must be in 1..%d (half of mysql.max_open_conns: the rest is the other roles')", d.MaxQueries, conns/2)
+	case d.MaxQueriesPerPrincipal < 1 || d.MaxQueriesPerPrincipal > d.MaxQueries:
+		return fmt.Errorf("config: dashboard.max_queries_per_principal %d must be in 1..dashboard.max_queries (%d)", d.MaxQueriesPerPrincipal, d.MaxQueries)
+	}
+	return nil
+}
+
 // Default returns the configuration used for anything the file leaves out.
 func Default() Config {
 	return Config{
@@ -310,9 +372,15 @@ func Default() Config {
 			Listen:         "127.0.0.1:8081",
 			SessionTTL:     Duration(12 * time.Hour),
 			RemindInterval: Duration(time.Hour),
+
+			MaxStreams:             dashboard.DefaultMaxStreams,
+			MaxStreamsPerPrincipal: dashboard.DefaultMaxStreamsPerPrincipal,
+			StreamWriteTimeout:     Duration(dashboard.DefaultStreamWriteTimeout),
+			MaxQueries:             dashboard.DefaultMaxQueries,
+			MaxQueriesPerPrincipal: dashboard.DefaultMaxQueriesPerPrincipal,
 		},
 		Redis: Redis{Addr: "127.0.0.1:6379", Prefix: "yidu", TTL: Duration(30 * 24 * time.Hour)},
-		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/yidu", Dialect: DialectAuto},
+		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/yidu", Dialect: DialectAuto, MaxOpenConns: DefaultMySQLConns, ReceiverConns: DefaultReceiverConns},
 		WeCom: WeCom{APIBase: DefaultWeComAPI},
 		Kafka: Kafka{
 			Brokers:        []string{"127.0.0.1:9092"},
@@ -404,6 +472,7 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	}
 	set(&cfg.Receiver.Listen, "YIDU_RECEIVER_LISTEN")
 	set(&cfg.Receiver.PublicURL, "YIDU_RECEIVER_PUBLIC_URL")
+	set(&cfg.Dashboard.PublicURL, "YIDU_DASHBOARD_PUBLIC_URL")
 	set(&cfg.Dashboard.Listen, "YIDU_DASHBOARD_LISTEN")
 	set(&cfg.Flushd.Listen, "YIDU_FLUSHD_LISTEN")
 	set(&cfg.Flushd.InstanceID, "YIDU_FLUSHD_INSTANCE_ID")
@@ -518,6 +587,12 @@ func (c Config) Validate() error {
 		}
 	}
 	if _, err := c.Dashboard.Proxies(); err != nil {
+		return err
+	}
+	if err := checkPublicURL(c.Dashboard.PublicURL); err != nil {
+		return fmt.Errorf("config: dashboard.public_url %q: %w", c.Dashboard.PublicURL, err)
+	}
+	if err := c.checkLimits(); err != nil {
 		return err
 	}
 	names := map[string]bool{}

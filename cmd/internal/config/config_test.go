@@ -88,6 +88,7 @@ func TestLoadRejects(t *testing.T) {
 		{"public url not http", "receiver: {public_url: 'ftp://yidu.example.com'}", "public_url"},
 		{"public url relative", "receiver: {public_url: '/yidu'}", "public_url"},
 		{"public url with query", "receiver: {public_url: 'https://yidu.example.com/?x=1'}", "public_url"},
+		{"dashboard public url not http", "dashboard: {public_url: 'ftp://dash.example.com'}", "dashboard.public_url"},
 		{"sasl mechanism", "kafka: {sasl: {mechanism: GSSAPI, username: u}}", "kafka.sasl.mechanism"},
 		{"sasl password in file", "kafka: {sasl: {mechanism: PLAIN, username: u, password: p}}", "password"},
 		{"sasl without password env", "kafka: {sasl: {mechanism: SCRAM-SHA-512, username: u}}", "YIDU_KAFKA_SASL_PASSWORD"},
@@ -281,5 +282,43 @@ func TestMySQLDialect(t *testing.T) {
 	env := map[string]string{"YIDU_MYSQL_DIALECT": "mariadb"}
 	if cfg, err := Load(p, func(k string) string { return env[k] }); err != nil || cfg.MySQL.Dialect != "mariadb" {
 		t.Errorf("Load with YIDU_MYSQL_DIALECT = %q, %v; want mariadb", cfg.MySQL.Dialect, err)
+	}
+}
+
+// TestLimits: the dashboard's shares (issue 13) fit inside their wholes,
+// and its heavy queries leave half the MySQL pool to the other roles.
+func TestLimits(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string // "" = valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"zero is the default", func(c *Config) { c.Dashboard = Dashboard{}; c.MySQL.MaxOpenConns = 0 }, ""},
+		{"small pool, zero queries: fitted", func(c *Config) {
+			c.MySQL.MaxOpenConns = 8
+			c.Dashboard.MaxQueries, c.Dashboard.MaxQueriesPerPrincipal = 0, 0
+		}, ""},
+		{"small pool", func(c *Config) {
+			c.MySQL.MaxOpenConns = 8
+			c.Dashboard.MaxQueries = 4
+			c.Dashboard.MaxQueriesPerPrincipal = 2
+		}, ""},
+		{"queries over half the pool", func(c *Config) { c.MySQL.MaxOpenConns = 8 }, "dashboard.max_queries 16 must be in 1..4"},
+		{"pool of one", func(c *Config) { c.MySQL.MaxOpenConns = 1 }, "mysql.max_open_conns"},
+		{"negative receiver pool", func(c *Config) { c.MySQL.ReceiverConns = -1 }, "mysql.receiver_conns"},
+		{"principal over the whole", func(c *Config) { c.Dashboard.MaxStreamsPerPrincipal = 300 }, "max_streams_per_principal"},
+		{"principal's queries over the whole", func(c *Config) { c.Dashboard.MaxQueriesPerPrincipal = 17 }, "max_queries_per_principal"},
+		{"negative stream timeout", func(c *Config) { c.Dashboard.StreamWriteTimeout = -1 }, "stream_write_timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.edit(&c)
+			err := c.Validate()
+			if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("Validate() = %v; want %q", err, tt.want)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@
 package process
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -36,6 +37,7 @@ import (
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/clientip"
+	"github.com/yidu-io/yidu/internal/metric"
 	"github.com/yidu-io/yidu/internal/probe"
 	"github.com/yidu-io/yidu/reconcile"
 	"github.com/yidu-io/yidu/tracker"
@@ -84,16 +86,19 @@ type Main struct {
 	Sender tracker.Sender
 
 	// Set by Run.
-	DB        *sql.DB
-	Redis     redis.UniversalClient
-	Store     *bitmap.Store
-	Producer  *delta.Producer
-	Recorder  *bitmap.Recorder
-	Mapper    *idmap.Mapper
-	Tracker   *tracker.Registry
-	Flusher   *flushd.Flusher
-	Receiver  *callback.Receiver
-	Dashboard *dashboard.Server
+	DB *sql.DB
+	// ReceiverDB is the receiver's own pool when it runs beside other
+	// roles (yidu serve); nil when the receiver uses DB.
+	ReceiverDB *sql.DB
+	Redis      redis.UniversalClient
+	Store      *bitmap.Store
+	Producer   *delta.Producer
+	Recorder   *bitmap.Recorder
+	Mapper     *idmap.Mapper
+	Tracker    *tracker.Registry
+	Flusher    *flushd.Flusher
+	Receiver   *callback.Receiver
+	Dashboard  *dashboard.Server
 
 	// ReceiverAddr and DashboardAddr are the bound addresses (":0" resolved).
 	ReceiverAddr  string
@@ -101,6 +106,7 @@ type Main struct {
 	// FlushdAddr is flushd's probe and metrics address when it runs alone.
 	FlushdAddr string
 
+	dsn         string
 	ready       *prometheus.GaugeVec
 	servers     []*http.Server
 	flushCancel context.CancelFunc
@@ -138,7 +144,8 @@ func PointWeCom(c config.WeCom) {
 }
 
 // OpenDB opens the MySQL pool for dsn with the settings yidu relies on:
-// parseTime, UTC, and no multi-statements.
+// parseTime, UTC, and no multi-statements; config.DefaultMySQLConns
+// connections (SetMaxOpenConns changes it).
 func OpenDB(dsn string) (*sql.DB, error) {
 	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -155,8 +162,8 @@ func OpenDB(dsn string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mysql: open: %w", err)
 	}
-	db.SetMaxOpenConns(64)
-	db.SetMaxIdleConns(64)
+	db.SetMaxOpenConns(config.DefaultMySQLConns)
+	db.SetMaxIdleConns(config.DefaultMySQLConns)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	return db, nil
 }
@@ -192,11 +199,16 @@ func (m *Main) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	m.dsn = dsn
 	db, err := OpenDB(dsn)
 	if err != nil {
 		return err
 	}
 	m.DB = db
+	if n := cfg.MySQL.MaxOpenConns; n > 0 {
+		db.SetMaxOpenConns(n)
+		db.SetMaxIdleConns(n)
+	}
 	if err := m.Registry.Register(collectors.NewDBStatsCollector(db, "yidu")); err != nil {
 		return fmt.Errorf("mysql: metrics: %w", err)
 	}
@@ -349,7 +361,13 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			return fmt.Errorf("kafka producer: %w", err)
 		}
 		m.Producer = p
-		if m.Recorder, err = bitmap.NewRecorder(m.Store, m.Mapper, p, m.Tracker, bitmap.RecorderOptions{
+		ids, loader := m.Mapper, m.Tracker
+		if roles.Dashboard || roles.Flushd {
+			if ids, loader, err = m.openReceiverPool(ctx); err != nil {
+				return err
+			}
+		}
+		if m.Recorder, err = bitmap.NewRecorder(m.Store, ids, p, loader, bitmap.RecorderOptions{
 			Apps: DomainApps(cfg.Apps), Logger: log, Registerer: m.Registry,
 		}); err != nil {
 			return err
@@ -370,7 +388,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		rcv, err := callback.New(m.Recorder, callback.Options{
 			TrustedProxies:  proxies,
 			Apps:            CallbackApps(cfg.Apps),
-			Contacts:        m.Mapper,
+			Contacts:        ids,
 			Dedup:           callback.NewRedisDedup(m.Redis, cfg.Redis.Prefix),
 			Logger:          log,
 			Registerer:      m.Registry,
@@ -386,7 +404,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			return fmt.Errorf("receiver: %w", err)
 		}
 		m.Receiver = rcv
-		addr, err := m.serve(ReceiverServer(), cfg.Receiver.Listen, m.withProbes(rcv.Routes(), m.readiness(true), nil))
+		addr, err := m.serve(ReceiverServer(), cfg.Receiver.Listen, m.withProbes(rcv.Routes(), m.readiness(cmp.Or(m.ReceiverDB, m.DB), true), nil))
 		if err != nil {
 			return fmt.Errorf("receiver: %w", err)
 		}
@@ -405,16 +423,25 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			// Shared by every replica, kept across restarts.
 			Sessions:       dashboard.NewRedisSessions(m.Redis, cfg.Redis.Prefix),
 			TrustedProxies: proxies,
+			PublicURL:      cfg.Dashboard.PublicURL,
 			RemindInterval: cfg.Dashboard.RemindInterval.D(),
-			Apps:           DomainApps(cfg.Apps),
-			Logger:         log,
-			Registerer:     m.Registry,
+			// One principal's share of the streams and of the heavy
+			// queries; the queries leave most of the MySQL pool to the
+			// receiver and flushd (docs/reliability.md, Hostile use).
+			MaxStreams:             cfg.Dashboard.MaxStreams,
+			MaxStreamsPerPrincipal: cfg.Dashboard.MaxStreamsPerPrincipal,
+			StreamWriteTimeout:     cfg.Dashboard.StreamWriteTimeout.D(),
+			MaxQueries:             cfg.Dashboard.MaxQueries,
+			MaxQueriesPerPrincipal: cfg.Dashboard.MaxQueriesPerPrincipal,
+			Apps:                   DomainApps(cfg.Apps),
+			Logger:                 log,
+			Registerer:             m.Registry,
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
 		}
 		m.Dashboard = d
-		addr, err := m.serve(dashboardServer(), cfg.Dashboard.Listen, m.withProbes(d.Routes(), m.readiness(false), nil))
+		addr, err := m.serve(dashboardServer(), cfg.Dashboard.Listen, m.withProbes(d.Routes(), m.readiness(m.DB, false), nil))
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
 		}
@@ -479,6 +506,45 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 	return nil
 }
 
+// openReceiverPool gives the receiver its own MySQL pool
+// (mysql.receiver_conns) with its own idmap and message loader over it,
+// when other roles share the process (yidu serve): however much work the
+// dashboard and flushd give the main pool, the connections a WeCom
+// callback needs stay free (docs/reliability.md, Hostile use, item 5).
+// Their metrics count into the main ones' series (metric.Shared).
+func (m *Main) openReceiverPool(ctx context.Context) (*idmap.Mapper, *tracker.Registry, error) {
+	cfg := m.Config
+	db, err := OpenDB(m.dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.ReceiverDB = db
+	n := cmp.Or(cfg.MySQL.ReceiverConns, config.DefaultReceiverConns)
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	if err := m.Registry.Register(collectors.NewDBStatsCollector(db, "yidu_receiver")); err != nil {
+		return nil, nil, fmt.Errorf("mysql: receiver pool metrics: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		return nil, nil, fmt.Errorf("mysql: ping (receiver pool): %w", err)
+	}
+	reg := metric.Shared(m.Registry)
+	ids, err := idmap.New(db, idmap.Options{Logger: m.Logger, Registerer: reg})
+	if err != nil {
+		return nil, nil, err
+	}
+	// Only loads messages: it sends nothing.
+	loader, err := tracker.New(db, ids, m.Store, tracker.Options{
+		Logger: m.Logger, Registerer: reg, Apps: DomainApps(cfg.Apps), Links: CardLinks(cfg),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return ids, loader, nil
+}
+
 // FlushdDone is closed when flushd's Run returns (nil without the flushd
 // role); FlushdErr then says why. cmd watches it: flushd stopping on its
 // own is a failure.
@@ -487,11 +553,11 @@ func (m *Main) FlushdDone() <-chan struct{} { return m.flushDone }
 // FlushdErr is what flushd's Run returned, once FlushdDone is closed.
 func (m *Main) FlushdErr() error { return m.flushErr }
 
-// readiness is what a role needs to answer: MySQL and Redis, and Kafka
-// for the receiver (without it every read is a 503).
-func (m *Main) readiness(kafka bool) map[string]probe.Check {
+// readiness is what a role needs to answer: its MySQL pool and Redis, and
+// Kafka for the receiver (without it every read is a 503).
+func (m *Main) readiness(db *sql.DB, kafka bool) map[string]probe.Check {
 	checks := map[string]probe.Check{
-		"mysql": func(ctx context.Context) error { return m.DB.PingContext(ctx) },
+		"mysql": func(ctx context.Context) error { return db.PingContext(ctx) },
 		"redis": func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() },
 	}
 	if kafka {
@@ -588,6 +654,9 @@ func (m *Main) close() error {
 	}
 	if m.Redis != nil {
 		m.Redis.Close()
+	}
+	if m.ReceiverDB != nil {
+		m.ReceiverDB.Close()
 	}
 	if m.DB != nil {
 		m.DB.Close()

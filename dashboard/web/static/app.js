@@ -95,10 +95,18 @@
     }, wait);
   }
 
+  let pollTimer = null;
   if (window.EventSource) {
     const es = new EventSource(api + "/events");
     es.addEventListener("progress", (ev) => { $("live").classList.add("on"); onProgress(JSON.parse(ev.data)); });
-    es.onerror = () => { $("live").classList.remove("on"); };
+    es.onerror = () => {
+      $("live").classList.remove("on");
+      // Refused for good (429: this person's streams are at their
+      // maximum; 503: all are taken): poll instead.
+      if (es.readyState === EventSource.CLOSED && !pollTimer) {
+        pollTimer = setInterval(() => getJSON(api + "/progress").then(onProgress).catch(() => {}), 5000);
+      }
+    };
   } else {
     setInterval(() => getJSON(api + "/progress").then(onProgress).catch(() => {}), 5000);
   }

@@ -1,0 +1,109 @@
+package dashboard
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Limits on what one principal may hold at once (docs/reliability.md,
+// "Hostile use"): live streams and heavy queries are counted per principal
+// so that one token or one person at its maximum leaves room for the
+// others; the global bounds stay behind them.
+const (
+	// DefaultMaxStreams bounds the live streams of the whole dashboard.
+	DefaultMaxStreams = 256
+	// DefaultMaxStreamsPerPrincipal bounds one principal's live streams: a
+	// person with a few tabs open, a wall screen, a script.
+	DefaultMaxStreamsPerPrincipal = 8
+	// DefaultStreamWriteTimeout is how long one event may take to reach a
+	// client: one that does not take its events is dropped, its slot freed.
+	DefaultStreamWriteTimeout = 30 * time.Second
+	// DefaultMaxQueries bounds the heavy queries (recipients, departments,
+	// export) of the whole dashboard at once; with the default MySQL pool of
+	// 64 it leaves 48 connections to flushd (and to the receiver where it
+	// shares the pool).
+	DefaultMaxQueries = 16
+	// DefaultMaxQueriesPerPrincipal bounds one principal's heavy queries at
+	// once.
+	DefaultMaxQueriesPerPrincipal = 4
+	// DefaultQueryWait is how long a heavy query waits for one of the
+	// dashboard's MaxQueries slots before it is answered 503.
+	DefaultQueryWait = 2 * time.Second
+)
+
+// retryAfter is the Retry-After of a refusal for holding too much: the
+// usual heavy query or stream turnover is well under it.
+var retryAfter = strconv.Itoa(5)
+
+// perKey counts what each key holds, up to max each. The map holds only
+// keys that hold something, so it is bounded by the global limits behind.
+type perKey struct {
+	max int
+	mu  sync.Mutex
+	n   map[string]int
+}
+
+func newPerKey(max int) *perKey { return &perKey{max: max, n: map[string]int{}} }
+
+// acquire takes one slot of key; false when key holds max already.
+func (p *perKey) acquire(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n[key] >= p.max {
+		return false
+	}
+	p.n[key]++
+	return true
+}
+
+// release gives back a slot acquire took.
+func (p *perKey) release(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n[key] <= 1 {
+		delete(p.n, key)
+		return
+	}
+	p.n[key]--
+}
+
+// held is how many slots key holds.
+func (p *perKey) held(key string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n[key]
+}
+
+// heavyQuery admits a query that may scan a whole corp (recipients search,
+// departments, export): at most MaxQueriesPerPrincipal at once per
+// principal (429 beyond, at once) and MaxQueries in all (a query waits up
+// to QueryWait for a slot, then 503). The dashboard so holds at most
+// MaxQueries MySQL connections for them, and one principal's flood fails
+// its own searches, not the others' nor flushd's (the receiver in yidu
+// serve has a pool of its own besides).
+func (s *Server) heavyQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who := principalFrom(r.Context()).key()
+		if !s.userQueries.acquire(who) {
+			w.Header().Set("Retry-After", retryAfter)
+			writeError(w, http.StatusTooManyRequests, "too many queries of yours at once; wait for one to finish")
+			return
+		}
+		defer s.userQueries.release(who)
+		wait := time.NewTimer(s.queryWait)
+		defer wait.Stop()
+		select {
+		case s.queries <- struct{}{}:
+			defer func() { <-s.queries }()
+		case <-wait.C:
+			w.Header().Set("Retry-After", retryAfter)
+			writeError(w, http.StatusServiceUnavailable, "the dashboard is busy, try again shortly")
+			return
+		case <-r.Context().Done():
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
