@@ -483,18 +483,13 @@ func (m *Mapper) assignChunk(ctx context.Context, corpID string, ids []string, g
 	if uint64(next)+uint64(len(fresh)) > 1<<32-1 {
 		return errors.New("uid space exhausted")
 	}
-	var b strings.Builder
-	b.WriteString("INSERT IGNORE INTO users (corp_id, uid, userid, bad_userid, status) VALUES ")
 	args := make([]any, 0, 4*len(fresh))
 	for i, id := range fresh {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?,?,?,?,1)")
 		args = append(args, corpID, next+uint32(i), id, badFlag(id))
 	}
 	m.metrics.query(opAssign)
-	res, err := tx.ExecContext(ctx, b.String(), args...)
+	res, err := tx.ExecContext(ctx,
+		"INSERT IGNORE INTO users (corp_id, uid, userid, bad_userid, status) VALUES "+rowMarks("(?,?,?,?,1)", len(fresh)), args...)
 	if err != nil {
 		return fmt.Errorf("insert users: %w", err)
 	}
