@@ -206,9 +206,7 @@ func checkPublicURL(s string) error {
 // verifyLink finds the link's app and checks its signature; on failure it
 // has answered (404 unknown app, 400/403 bad link) and ok is false.
 func (rc *Receiver) verifyLink(w http.ResponseWriter, r *http.Request, start time.Time) (a *app, l link, ok bool) {
-	a, ok = rc.apps[chi.URLParam(r, "app")]
-	if !ok {
-		rc.finish(w, r, rc.unknown, start, ErrUnknownApp)
+	if a, ok = rc.app(w, r, start); !ok {
 		return nil, link{}, false
 	}
 	l, err := parseLink(a.cfg.LinkKey, chi.URLParam(r, "msgid"), r.URL.RawQuery)
