@@ -19,6 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/yidu-io/yidu/callback/wxcrypt"
+	"github.com/yidu-io/yidu/internal/jitter"
 )
 
 // WeCom's delivery rules (doc path 90238): it waits 5 seconds for an answer
@@ -203,7 +204,7 @@ func (p *Pusher) Push(ctx context.Context, reqs []Request) Stats {
 				for try := range p.opts.Tries {
 					if try > 0 {
 						retries.Add(1)
-						if !sleep(ctx, p.opts.Backoff) {
+						if jitter.Sleep(ctx, p.opts.Backoff) != nil {
 							break
 						}
 					}
@@ -253,15 +254,4 @@ func (p *Pusher) send(ctx context.Context, r Request) (int, error) {
 	// Drain so the connection is reused; WeCom ignores an empty 200 body.
 	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, err
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
