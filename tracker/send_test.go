@@ -75,8 +75,7 @@ func TestSend2500(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Apps: []fakewecom.App{{AgentID: e.app.AgentID, Secret: e.secret}}, InvalidUsers: []string{"u0007", "u2001"}})
-	reg := e.registration("send-2500", yidu.Audience{UserIDs: userIDs(2500)})
-	reg.Send = true
+	reg := e.sendRegistration("send-2500", 2500)
 	res, err := e.reg.RegisterAndSend(ctx, reg)
 	created, rep := res.Created, res.Send
 	if err != nil || !created {
@@ -297,8 +296,7 @@ func TestSendUnknownOutcome(t *testing.T) {
 			return false
 		}))
 		t.Cleanup(func() { faults.Delete("unknown-1") })
-		reg := e.registration("unknown-1", yidu.Audience{UserIDs: userIDs(2500)})
-		reg.Send = true
+		reg := e.sendRegistration("unknown-1", 2500)
 		res, err := e.reg.RegisterAndSend(ctx, reg)
 		rep := res.Send
 		if err != nil {
@@ -341,8 +339,7 @@ func TestSendUnknownOutcome(t *testing.T) {
 			return false
 		}))
 		t.Cleanup(func() { faults.Delete("unknown-2") })
-		reg := e.registration("unknown-2", yidu.Audience{UserIDs: userIDs(3)})
-		reg.Send = true
+		reg := e.sendRegistration("unknown-2", 3)
 		res, err := e.reg.RegisterAndSend(ctx, reg)
 		rep := res.Send
 		if err != nil {
@@ -361,18 +358,8 @@ func TestSendUnknownOutcome(t *testing.T) {
 
 	t.Run("task_id used on the resend: delivered before", func(t *testing.T) {
 		e := newEnv(t)
-		var calls atomic.Int32
-		faults.Store("unknown-3", fault(func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-			if calls.Add(1) == 1 {
-				hangUp(w, r)
-			} else {
-				fmt.Fprint(w, `{"errcode":42014,"errmsg":"task_id used"}`)
-			}
-			return true
-		}))
-		t.Cleanup(func() { faults.Delete("unknown-3") })
-		reg := e.registration("unknown-3", yidu.Audience{UserIDs: userIDs(3)})
-		reg.Send = true
+		lostThenAnswer(t, "unknown-3", `{"errcode":42014,"errmsg":"task_id used"}`)
+		reg := e.sendRegistration("unknown-3", 3)
 		if _, _, err := e.reg.Register(context.Background(), reg); err != nil {
 			t.Fatal(err)
 		}
@@ -383,18 +370,8 @@ func TestSendUnknownOutcome(t *testing.T) {
 
 	t.Run("answer lost, resend refused: still unknown, never sent again", func(t *testing.T) {
 		e := newEnv(t)
-		var calls atomic.Int32
-		faults.Store("unknown-4", fault(func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-			if calls.Add(1) == 1 {
-				hangUp(w, r)
-			} else {
-				fmt.Fprint(w, `{"errcode":45009,"errmsg":"api freq out of limit"}`)
-			}
-			return true
-		}))
-		t.Cleanup(func() { faults.Delete("unknown-4") })
-		reg := e.registration("unknown-4", yidu.Audience{UserIDs: userIDs(3)})
-		reg.Send = true
+		calls := lostThenAnswer(t, "unknown-4", `{"errcode":45009,"errmsg":"api freq out of limit"}`)
+		reg := e.sendRegistration("unknown-4", 3)
 		ctx := context.Background()
 		if _, _, err := e.reg.Register(ctx, reg); err != nil {
 			t.Fatal(err)
@@ -463,8 +440,7 @@ func requestWith(r *http.Request, body []byte) *http.Request {
 func TestSendFrequencyLimit(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	reg := e.registration("busy-1", yidu.Audience{UserIDs: userIDs(2500)})
-	reg.Send = true
+	reg := e.sendRegistration("busy-1", 2500)
 	fake.FailNext("/cgi-bin/message/send", fakewecom.ErrAPIFrequency, 3) // every attempt of batch 0
 	res, err := e.reg.RegisterAndSend(ctx, reg)
 	rep := res.Send
@@ -517,8 +493,7 @@ func TestSendWeComUnreachable(t *testing.T) {
 	ctx := context.Background()
 	// The app's secret was rotated at WeCom: gettoken fails, nothing leaves.
 	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Apps: []fakewecom.App{{AgentID: e.app.AgentID, Secret: "rotated"}}})
-	reg := e.registration("unreachable-1", yidu.Audience{UserIDs: userIDs(2500)})
-	reg.Send = true
+	reg := e.sendRegistration("unreachable-1", 2500)
 	res, err := e.reg.RegisterAndSend(ctx, reg)
 	created, rep := res.Created, res.Send
 	if err != nil || !created {
@@ -649,13 +624,29 @@ func TestRemind(t *testing.T) {
 	}
 }
 
+// lostThenAnswer makes the first message/send of msgID lose its answer
+// (the connection hangs up) and answers every later one with answer. It
+// returns the count of calls.
+func lostThenAnswer(t *testing.T, msgID, answer string) *atomic.Int32 {
+	var calls atomic.Int32
+	faults.Store(msgID, fault(func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if calls.Add(1) == 1 {
+			hangUp(w, r)
+		} else {
+			fmt.Fprint(w, answer)
+		}
+		return true
+	}))
+	t.Cleanup(func() { faults.Delete(msgID) })
+	return &calls
+}
+
 // TestRemindSkipsBadUserIDs: one member whose UserID breaks WeCom's rule
 // is skipped and reported; the others are reminded.
 func TestRemindSkipsBadUserIDs(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	m, _, err := e.reg.Register(ctx, e.registration("remind-bad", yidu.Audience{UserIDs: userIDs(3)}))
-	testenv.Check(t, "register", err)
+	m := e.register(t, "remind-bad", yidu.Audience{UserIDs: userIDs(3)})
 	rep, err := e.reg.Remind(ctx, m, []string{"u0001", "-dash", "bad id", "u0002"})
 	if err != nil || rep.Reminded != 2 || rep.BadUserIDs != 2 || rep.Batches != 1 {
 		t.Fatalf("Remind = %+v, %v; want 2 reminded, 2 bad userids, 1 batch", rep, err)
