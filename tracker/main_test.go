@@ -39,6 +39,12 @@ var (
 // the fake; body is the request body.
 type fault func(w http.ResponseWriter, r *http.Request, body []byte) bool
 
+// injectFault makes f see msgID's message/send calls until t ends.
+func injectFault(t testing.TB, msgID string, f fault) {
+	faults.Store(msgID, f)
+	t.Cleanup(func() { faults.Delete(msgID) })
+}
+
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithWeCom(m, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/cgi-bin/message/send" {

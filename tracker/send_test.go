@@ -284,7 +284,7 @@ func TestSendUnknownOutcome(t *testing.T) {
 		var calls atomic.Int32
 		var mu sync.Mutex
 		var bodies [][]byte
-		faults.Store("unknown-1", fault(func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		injectFault(t, "unknown-1", func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 			calls.Add(1)
 			if strings.Contains(string(body), `"unknown-1@1"`) {
 				mu.Lock()
@@ -294,8 +294,7 @@ func TestSendUnknownOutcome(t *testing.T) {
 				return true
 			}
 			return false
-		}))
-		t.Cleanup(func() { faults.Delete("unknown-1") })
+		})
 		reg := e.sendRegistration("unknown-1", 2500)
 		res, err := e.reg.RegisterAndSend(ctx, reg)
 		rep := res.Send
@@ -329,7 +328,7 @@ func TestSendUnknownOutcome(t *testing.T) {
 		e := newEnv(t)
 		ctx := context.Background()
 		var lost atomic.Bool
-		faults.Store("unknown-2", fault(func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		injectFault(t, "unknown-2", func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 			if lost.CompareAndSwap(false, true) {
 				// WeCom delivers the card; the answer never arrives.
 				fake.ServeHTTP(httptestDiscard{}, requestWith(r, body))
@@ -337,8 +336,7 @@ func TestSendUnknownOutcome(t *testing.T) {
 				return true
 			}
 			return false
-		}))
-		t.Cleanup(func() { faults.Delete("unknown-2") })
+		})
 		reg := e.sendRegistration("unknown-2", 3)
 		res, err := e.reg.RegisterAndSend(ctx, reg)
 		rep := res.Send
@@ -629,15 +627,14 @@ func TestRemind(t *testing.T) {
 // returns the count of calls.
 func lostThenAnswer(t *testing.T, msgID, answer string) *atomic.Int32 {
 	var calls atomic.Int32
-	faults.Store(msgID, fault(func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+	injectFault(t, msgID, func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
 		if calls.Add(1) == 1 {
 			hangUp(w, r)
 		} else {
 			fmt.Fprint(w, answer)
 		}
 		return true
-	}))
-	t.Cleanup(func() { faults.Delete(msgID) })
+	})
 	return &calls
 }
 
