@@ -99,6 +99,22 @@ type report struct {
 	DepartmentNames                            bool
 }
 
+// checkReport checks the report of the sync named what against want.
+func checkReport(tb testing.TB, what string, rep idmap.Report, want report) {
+	tb.Helper()
+	if got := summary(rep); got != want {
+		tb.Errorf("%s report = %+v; want %+v", what, got, want)
+	}
+}
+
+// checkSource checks that a report names the secret the sync read with.
+func checkSource(tb testing.TB, rep idmap.Report, secret string) {
+	tb.Helper()
+	if !strings.Contains(rep.Source, secret) {
+		tb.Errorf("Source = %q; want the %s named", rep.Source, secret)
+	}
+}
+
 func summary(r idmap.Report) report {
 	return report{r.Complete, r.Departments, r.Users, r.Created, r.Updated, r.Left, r.Unseen,
 		strings.Join(r.UnseenSample, ","), r.Flagged, strings.Join(r.FlaggedSample, ","),
@@ -123,12 +139,8 @@ func TestSync(t *testing.T) {
 	rep, err := s.Sync(ctx, corp)
 	testenv.Check(t, "Sync", err)
 	want := report{Complete: true, Departments: 5, Users: 12000, Created: 11999, Updated: 1, Memberships: 13200, Names: 12000, DepartmentNames: true}
-	if got := summary(rep); got != want {
-		t.Errorf("Sync report = %+v; want %+v", got, want)
-	}
-	if !strings.Contains(rep.Source, "app secret") {
-		t.Errorf("Source = %q; want the app secret named", rep.Source)
-	}
+	checkReport(t, "Sync", rep, want)
+	checkSource(t, rep, "app secret")
 	if n := fake.Calls("/cgi-bin/user/list_id") - listCalls; n != 0 {
 		t.Errorf("user/list_id called %d times with the app secret alone; want 0", n)
 	}
@@ -174,9 +186,7 @@ func TestSync(t *testing.T) {
 			t.Errorf("gettoken called %d times after the token expired; want 1", n)
 		}
 		want := report{Complete: true, Departments: 5, Users: 11999, Updated: 1, Left: 1, Memberships: 13198, Names: 11999}
-		if got := summary(rep); got != want {
-			t.Errorf("re-Sync report = %+v; want %+v", got, want)
-		}
+		checkReport(t, "re-Sync", rep, want)
 		second := userMap(t, db, corp)
 		if len(second) != len(first) {
 			t.Errorf("%d users after re-sync; want %d", len(second), len(first))
@@ -243,12 +253,8 @@ func TestSyncContactsSecret(t *testing.T) {
 	testenv.Check(t, "Sync", err)
 	// Names only for members in a department the app sees (2, 4 or 5).
 	want := report{Complete: true, Departments: 5, Users: 12000, Created: 12000, Memberships: 13200, Names: namesVisible(c), DepartmentNames: true}
-	if got := summary(rep); got != want {
-		t.Errorf("Sync report = %+v; want %+v", got, want)
-	}
-	if !strings.Contains(rep.Source, "contacts-sync secret") {
-		t.Errorf("Source = %q; want the contacts-sync secret named", rep.Source)
-	}
+	checkReport(t, "Sync", rep, want)
+	checkSource(t, rep, "contacts-sync secret")
 	if n := fake.Calls("/cgi-bin/user/list_id") - listCalls; n != 2 {
 		t.Errorf("user/list_id called %d times; want 2 pages", n)
 	}
@@ -344,9 +350,7 @@ func TestSyncVisibleRange(t *testing.T) {
 	rep, err := syncer(t, m, corp, "s3cret", "").Sync(ctx, corp)
 	testenv.Check(t, "partial Sync", err)
 	want := report{Departments: 1, Users: 2, Updated: 1, Unseen: 3, UnseenSample: "boss,dev2,hr1", Memberships: 2, Names: 2, DepartmentNames: true}
-	if got := summary(rep); got != want {
-		t.Errorf("partial Sync report = %+v; want %+v", got, want)
-	}
+	checkReport(t, "partial Sync", rep, want)
 	users := userMap(t, db, corp)
 	// The app cannot see 1 or 3: what was stored there stands (dev1 may
 	// still be in 3 as far as it knows); HR (2) is as listed.
@@ -393,9 +397,7 @@ func TestSyncFlagsUserIDs(t *testing.T) {
 	testenv.Check(t, "Sync", err)
 	want := report{Complete: true, Departments: 2, Users: 4, Created: 3, Updated: 1, Flagged: 2, FlaggedSample: "-dash,张三",
 		Unstorable: 1, Memberships: 5, Names: 4, DepartmentNames: true}
-	if got := summary(rep); got != want {
-		t.Errorf("Sync report = %+v; want %+v", got, want)
-	}
+	checkReport(t, "Sync", rep, want)
 	ids := map[string]uint32{}
 	for _, id := range []string{"alice", "-dash", "张三", "fine"} {
 		uid, ok, err := m.Lookup(ctx, corp, id)
