@@ -271,13 +271,18 @@ func (f *fakeMessages) ReadTimes(_ context.Context, corp, id string, uids []uint
 	return out, nil
 }
 
-func (f *fakeMessages) ReadsPerMinute(_ context.Context, corp, id string) ([]yidu.MinuteCount, error) {
+// cloneOf returns a copy of one list of message corp/id (nil: unknown).
+func cloneOf[T any](f *fakeMessages, corp, id string, list func(*stored) []T) []T {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s, ok := f.msgs[key(corp, id)]; ok {
-		return slices.Clone(s.curve), nil
+		return slices.Clone(list(s))
 	}
-	return nil, nil
+	return nil
+}
+
+func (f *fakeMessages) ReadsPerMinute(_ context.Context, corp, id string) ([]yidu.MinuteCount, error) {
+	return cloneOf(f, corp, id, func(s *stored) []yidu.MinuteCount { return s.curve }), nil
 }
 
 func (f *fakeMessages) RegisterAndSend(ctx context.Context, reg yidu.Registration) (yidu.Registered, error) {
@@ -344,12 +349,7 @@ func earlier(outs []yidu.BatchOutcome) []yidu.BatchOutcome {
 }
 
 func (f *fakeMessages) SendOutcomes(_ context.Context, corp, id string) ([]yidu.BatchOutcome, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if s, ok := f.msgs[key(corp, id)]; ok {
-		return slices.Clone(s.sends), nil
-	}
-	return nil, nil
+	return cloneOf(f, corp, id, func(s *stored) []yidu.BatchOutcome { return s.sends }), nil
 }
 
 // Recall recalls a message with sends; within 24 h of its first batch.
