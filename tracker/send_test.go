@@ -296,11 +296,7 @@ func TestSendUnknownOutcome(t *testing.T) {
 			return false
 		})
 		reg := e.sendRegistration("unknown-1", 2500)
-		res, err := e.reg.RegisterAndSend(ctx, reg)
-		rep := res.Send
-		if err != nil {
-			t.Fatalf("Register = %v; an unknown outcome is recorded, not an error", err)
-		}
+		rep := e.send(t, reg) // an unknown outcome is recorded, not an error
 		if n := calls.Load(); n != 4 {
 			t.Errorf("calls = %d; want 4 (the unknown batch resent once)", n)
 		}
@@ -326,7 +322,6 @@ func TestSendUnknownOutcome(t *testing.T) {
 
 	t.Run("delivered, answer lost: the resend is not delivered twice", func(t *testing.T) {
 		e := newEnv(t)
-		ctx := context.Background()
 		var lost atomic.Bool
 		injectFault(t, "unknown-2", func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 			if lost.CompareAndSwap(false, true) {
@@ -338,11 +333,7 @@ func TestSendUnknownOutcome(t *testing.T) {
 			return false
 		})
 		reg := e.sendRegistration("unknown-2", 3)
-		res, err := e.reg.RegisterAndSend(ctx, reg)
-		rep := res.Send
-		if err != nil {
-			t.Fatal(err)
-		}
+		rep := e.send(t, reg)
 		if n := len(sentCards(e.app.CorpID, "unknown-2")); n != 1 {
 			t.Errorf("deliveries = %d; want 1", n)
 		}
@@ -437,14 +428,9 @@ func requestWith(r *http.Request, body []byte) *http.Request {
 // the batches after it are not attempted (a later send sends them).
 func TestSendFrequencyLimit(t *testing.T) {
 	e := newEnv(t)
-	ctx := context.Background()
 	reg := e.sendRegistration("busy-1", 2500)
 	fake.FailNext("/cgi-bin/message/send", fakewecom.ErrAPIFrequency, 3) // every attempt of batch 0
-	res, err := e.reg.RegisterAndSend(ctx, reg)
-	rep := res.Send
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := e.send(t, reg)
 	for _, d := range e.sleeps() {
 		if d < time.Minute {
 			t.Errorf("waited %v before a retry after 45009; want at least a minute", d)
@@ -470,11 +456,7 @@ func TestSendFrequencyLimit(t *testing.T) {
 	}
 
 	// The block passed: sending again delivers every batch once.
-	res, err = e.reg.RegisterAndSend(ctx, reg)
-	rep = res.Send
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep = e.send(t, reg)
 	if n := len(sentCards(e.app.CorpID, "busy-1")); n != 3 {
 		t.Errorf("cards = %d; want 3", n)
 	}
@@ -620,6 +602,16 @@ func TestRemind(t *testing.T) {
 	if rows := e.sends(t, "remind-1", kindRemind); len(rows) != 3 {
 		t.Errorf("remind rows = %+v; want 3", rows)
 	}
+}
+
+// send registers reg and sends it, failing tb unless both succeed (an
+// unknown or refused batch is a report, not an error), and returns the
+// send report.
+func (e *env) send(tb testing.TB, reg yidu.Registration) yidu.SendReport {
+	tb.Helper()
+	res, err := e.reg.RegisterAndSend(context.Background(), reg)
+	testenv.Check(tb, "RegisterAndSend "+reg.MsgID, err)
+	return res.Send
 }
 
 // lostThenAnswer makes the first message/send of msgID lose its answer
