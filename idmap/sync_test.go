@@ -128,7 +128,7 @@ func TestSync(t *testing.T) {
 	db := testenv.MySQL(t)
 	fake.SetCorp(bigCorp(corp))
 	listCalls := fake.Calls("/cgi-bin/user/list_id")
-	m, _ := newMapper(t, db)
+	m := newMapper(t, db)
 	s := syncer(t, m, corp, "s3cret", "")
 	ctx := context.Background()
 
@@ -242,7 +242,7 @@ func TestSync(t *testing.T) {
 func TestSyncContactsSecret(t *testing.T) {
 	const corp = "wwcontacts"
 	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m := newMapper(t, db)
 	ctx := context.Background()
 	c := bigCorp(corp)
 	c.Apps[0].VisibleDepartments = []int{2} // 2, 4, 5
@@ -318,7 +318,7 @@ func namesVisible(c fakewecom.Corp) int {
 func TestSyncVisibleRange(t *testing.T) {
 	const corp = "wwrange"
 	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m := newMapper(t, db)
 	ctx := context.Background()
 	c := fakewecom.Corp{
 		CorpID: corp,
@@ -377,7 +377,7 @@ func sorted(s []uint32) []uint32 { s = slices.Clone(s); slices.Sort(s); return s
 func TestSyncFlagsUserIDs(t *testing.T) {
 	const corp = "wwflags"
 	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m := newMapper(t, db)
 	ctx := context.Background()
 	mustAssign(t, m, corp, "Alice") // from a callback
 	fake.SetCorp(fakewecom.Corp{
@@ -427,7 +427,7 @@ func TestSyncFlagsUserIDs(t *testing.T) {
 func TestSyncTwins(t *testing.T) {
 	const corp = "wwtwins"
 	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m := newMapper(t, db)
 	ctx := context.Background()
 	mustAssign(t, m, corp, "bob") // uid 0
 	_, err := db.Exec("INSERT INTO users (corp_id, uid, userid) VALUES (?, 1, 'Bob')", corp)
