@@ -34,13 +34,17 @@ func newTestMapper(tb testing.TB) (*idmap.Mapper, *sql.DB) {
 	return newMapper(tb, db), db
 }
 
-// queries is the count of m's statements, every op.
-func queries(m *idmap.Mapper) float64 {
-	var n float64
-	for _, op := range idmap.OpNames {
-		n += testutil.ToFloat64(idmap.QueryCounter(m, op))
+// countQueries returns how many statements m sent, every op, while fn ran.
+func countQueries(m *idmap.Mapper, fn func()) float64 {
+	total := func() (n float64) {
+		for _, op := range idmap.OpNames {
+			n += testutil.ToFloat64(idmap.QueryCounter(m, op))
+		}
+		return n
 	}
-	return n
+	before := total()
+	fn()
+	return total() - before
 }
 
 func mustAssign(tb testing.TB, m *idmap.Mapper, corp string, ids ...string) map[string]uint32 {
@@ -117,15 +121,16 @@ func TestAssignInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := queries(m)
-			if _, err := m.Assign(ctx, tt.corp, []string{"fine", tt.userID}); !errors.Is(err, tt.want) {
-				t.Errorf("Assign(%q, %q) error = %v; want %v", tt.corp, tt.userID, err, tt.want)
-			}
-			uid, ok, err := m.Lookup(ctx, tt.corp, tt.userID)
-			if uid != 0 || ok || err != nil {
-				t.Errorf("Lookup(%q, %q) = %d, %v, %v; want 0, false, nil", tt.corp, tt.userID, uid, ok, err)
-			}
-			if q := queries(m) - before; q != 0 {
+			q := countQueries(m, func() {
+				if _, err := m.Assign(ctx, tt.corp, []string{"fine", tt.userID}); !errors.Is(err, tt.want) {
+					t.Errorf("Assign(%q, %q) error = %v; want %v", tt.corp, tt.userID, err, tt.want)
+				}
+				uid, ok, err := m.Lookup(ctx, tt.corp, tt.userID)
+				if uid != 0 || ok || err != nil {
+					t.Errorf("Lookup(%q, %q) = %d, %v, %v; want 0, false, nil", tt.corp, tt.userID, uid, ok, err)
+				}
+			})
+			if q != 0 {
 				t.Errorf("invalid input sent %v statements; want 0", q)
 			}
 		})
@@ -218,10 +223,10 @@ func TestTwins(t *testing.T) {
 	if uid, ok, err := m2.Lookup(ctx, "corp", "BOB"); err != nil || !ok || uid != 1 {
 		t.Errorf("Lookup(BOB) = %d, %v, %v; want the lowest uid, 1", uid, ok, err)
 	}
-	if got := mustAssign(t, newMapperOn(t, db), "corp", "bob"); got["bob"] != 1 {
+	if got := mustAssign(t, newMapper(t, db), "corp", "bob"); got["bob"] != 1 {
 		t.Errorf("Assign(bob) = %v; want 1", got)
 	}
-	m3 := newMapperOn(t, db)
+	m3 := newMapper(t, db)
 	if _, err := m3.Warm(ctx, "corp"); err != nil {
 		t.Fatal(err)
 	}
@@ -230,36 +235,31 @@ func TestTwins(t *testing.T) {
 	}
 }
 
-// newMapperOn is newMapper without the registry.
-func newMapperOn(tb testing.TB, db *sql.DB) *idmap.Mapper {
-	tb.Helper()
-	m := newMapper(tb, db)
-	return m
-}
-
 func TestCacheHitNeverQueries(t *testing.T) {
 	m, db := newTestMapper(t)
 	ctx := context.Background()
 	mustAssign(t, m, "corp", "a", "b")
 
 	cold := newMapper(t, db)
-	before := queries(cold)
-	if _, ok, err := cold.Lookup(ctx, "corp", "a"); !ok || err != nil {
-		t.Fatalf("Lookup(a) = %v, %v", ok, err)
-	}
-	if q := queries(cold) - before; q != 1 {
+	q := countQueries(cold, func() {
+		if _, ok, err := cold.Lookup(ctx, "corp", "a"); !ok || err != nil {
+			t.Fatalf("Lookup(a) = %v, %v", ok, err)
+		}
+	})
+	if q != 1 {
 		t.Errorf("a miss sent %v statements; want 1", q)
 	}
-	before = queries(cold)
-	for range 100 {
-		if uid, ok, err := cold.Lookup(ctx, "corp", "a"); uid != 0 || !ok || err != nil {
-			t.Fatalf("Lookup(a) = %d, %v, %v", uid, ok, err)
+	q = countQueries(cold, func() {
+		for range 100 {
+			if uid, ok, err := cold.Lookup(ctx, "corp", "a"); uid != 0 || !ok || err != nil {
+				t.Fatalf("Lookup(a) = %d, %v, %v", uid, ok, err)
+			}
 		}
-	}
-	if got, err := cold.Assign(ctx, "corp", []string{"a"}); err != nil || got["a"] != 0 {
-		t.Fatalf("Assign(a) = %v, %v", got, err)
-	}
-	if q := queries(cold) - before; q != 0 {
+		if got, err := cold.Assign(ctx, "corp", []string{"a"}); err != nil || got["a"] != 0 {
+			t.Fatalf("Assign(a) = %v, %v", got, err)
+		}
+	})
+	if q != 0 {
 		t.Errorf("cache hits sent %v statements; want 0", q)
 	}
 	if h := testutil.ToFloat64(idmap.LookupHits(cold)); h != 100 {
@@ -275,7 +275,7 @@ func TestLookupMissesCollapse(t *testing.T) {
 	for range 50 {
 		wg.Go(func() {
 			if uid, ok, err := cold.Lookup(context.Background(), "corp", "a"); uid != 0 || !ok || err != nil {
-				t.Errorf("Lookup(a) = %d, %v, %v", uid, ok, err)
+				t.Fatalf("Lookup(a) = %d, %v, %v", uid, ok, err)
 			}
 		})
 	}
@@ -363,11 +363,12 @@ func TestWarm(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("Warm = %d, %v; want 3, nil", n, err)
 	}
-	before := queries(cold)
-	if uid, ok, _ := cold.Lookup(context.Background(), "corp", "c"); !ok || uid != 2 {
-		t.Errorf("Lookup(c) = %d, %v; want 2, true", uid, ok)
-	}
-	if q := queries(cold) - before; q != 0 {
+	q := countQueries(cold, func() {
+		if uid, ok, _ := cold.Lookup(context.Background(), "corp", "c"); !ok || uid != 2 {
+			t.Errorf("Lookup(c) = %d, %v; want 2, true", uid, ok)
+		}
+	})
+	if q != 0 {
 		t.Errorf("Lookup after Warm sent %v statements; want 0", q)
 	}
 	if e := testutil.ToFloat64(idmap.CacheEntries(cold)); e != 3 {

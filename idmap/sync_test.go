@@ -439,7 +439,7 @@ func TestSyncTwins(t *testing.T) {
 		Departments: []fakewecom.Department{{ID: 1, Name: "总部"}},
 		Users:       []fakewecom.User{{UserID: "BOB", Name: "Bob", Departments: []int{1}}},
 	})
-	rep, err := syncer(t, newMapperOn(t, db), corp, "s3cret", "").Sync(ctx, corp)
+	rep, err := syncer(t, newMapper(t, db), corp, "s3cret", "").Sync(ctx, corp)
 	testenv.Check(t, "Sync", err)
 	if rep.Created != 0 || rep.Left != 1 {
 		t.Errorf("Sync created %d, left %d; want 0, 1 (the twin)", rep.Created, rep.Left)
