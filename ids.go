@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Identifier rules. Each has exactly one Valid, used by every layer that
@@ -81,6 +82,18 @@ func (u UserID) Valid() bool {
 		}
 	}
 	return true
+}
+
+// Storable reports whether u can be kept as a directory member's UserID:
+// 1..64 bytes (user/create, doc path 90195) of UTF-8, not ending in a
+// space (the users.userid collation, utf8mb4_bin, is PAD SPACE: "a" and
+// "a " would be one row). It is not a second rule for UserIDs: Valid is
+// WeCom's, which yidu sends with and registrations must follow; Storable
+// is only how much of a UserID WeCom lists or calls back with yidu can
+// hold, so a member whose UserID breaks Valid still has reads that count
+// (idmap keeps and flags them, yidu.User.BadUserID; sending skips them).
+func (u UserID) Storable() bool {
+	return len(u) > 0 && len(u) <= MaxUserID && utf8.ValidString(string(u)) && u[len(u)-1] != ' '
 }
 
 // Fold returns the form in which yidu compares UserIDs. WeCom treats them
