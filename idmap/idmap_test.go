@@ -34,6 +34,15 @@ func newTestMapper(tb testing.TB) (*idmap.Mapper, *sql.DB) {
 	return newMapper(tb, db), db
 }
 
+// noQueries fails tb unless m sends no statement while fn runs (what
+// names fn in the message).
+func noQueries(tb testing.TB, m *idmap.Mapper, what string, fn func()) {
+	tb.Helper()
+	if q := countQueries(m, fn); q != 0 {
+		tb.Errorf("%s sent %v statements; want 0", what, q)
+	}
+}
+
 // countQueries returns how many statements m sent, every op, while fn ran.
 func countQueries(m *idmap.Mapper, fn func()) float64 {
 	total := func() (n float64) {
@@ -121,7 +130,7 @@ func TestAssignInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := countQueries(m, func() {
+			noQueries(t, m, "invalid input", func() {
 				if _, err := m.Assign(ctx, tt.corp, []string{"fine", tt.userID}); !errors.Is(err, tt.want) {
 					t.Errorf("Assign(%q, %q) error = %v; want %v", tt.corp, tt.userID, err, tt.want)
 				}
@@ -130,9 +139,6 @@ func TestAssignInvalid(t *testing.T) {
 					t.Errorf("Lookup(%q, %q) = %d, %v, %v; want 0, false, nil", tt.corp, tt.userID, uid, ok, err)
 				}
 			})
-			if q != 0 {
-				t.Errorf("invalid input sent %v statements; want 0", q)
-			}
 		})
 	}
 	var n int
@@ -249,7 +255,7 @@ func TestCacheHitNeverQueries(t *testing.T) {
 	if q != 1 {
 		t.Errorf("a miss sent %v statements; want 1", q)
 	}
-	q = countQueries(cold, func() {
+	noQueries(t, cold, "cache hits", func() {
 		for range 100 {
 			if uid, ok, err := cold.Lookup(ctx, "corp", "a"); uid != 0 || !ok || err != nil {
 				t.Fatalf("Lookup(a) = %d, %v, %v", uid, ok, err)
@@ -259,9 +265,6 @@ func TestCacheHitNeverQueries(t *testing.T) {
 			t.Fatalf("Assign(a) = %v, %v", got, err)
 		}
 	})
-	if q != 0 {
-		t.Errorf("cache hits sent %v statements; want 0", q)
-	}
 	if h := testutil.ToFloat64(idmap.LookupHits(cold)); h != 100 {
 		t.Errorf("hits = %v; want 100", h)
 	}
@@ -363,14 +366,11 @@ func TestWarm(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("Warm = %d, %v; want 3, nil", n, err)
 	}
-	q := countQueries(cold, func() {
+	noQueries(t, cold, "Lookup after Warm", func() {
 		if uid, ok, _ := cold.Lookup(context.Background(), "corp", "c"); !ok || uid != 2 {
 			t.Errorf("Lookup(c) = %d, %v; want 2, true", uid, ok)
 		}
 	})
-	if q != 0 {
-		t.Errorf("Lookup after Warm sent %v statements; want 0", q)
-	}
 	if e := testutil.ToFloat64(idmap.CacheEntries(cold)); e != 3 {
 		t.Errorf("cache entries = %v; want 3", e)
 	}
