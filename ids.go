@@ -28,6 +28,10 @@ type CorpID string
 // read well, and every byte is safe in keys, cursors and logs.
 func (c CorpID) Valid() bool { return len(c) <= MaxCorpID && idChars(string(c), false) }
 
+// MsgIDRule is MsgID.Valid's rule as a regular expression, for the
+// errors that refuse a msgid to say it the same way everywhere.
+const MsgIDRule = "[0-9A-Za-z_-]{1,100}"
+
 // MsgID names a tracked message within its corp: the task_id of its
 // template cards without the batch suffix.
 type MsgID string

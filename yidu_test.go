@@ -54,6 +54,12 @@ func TestValid(t *testing.T) {
 			bad:   []string{"", strings.Repeat("a", 65), strings.Repeat("张", 22), "a\xffb", "alice "},
 		},
 	}
+	rule := regexp.MustCompile("^" + MsgIDRule + "$")
+	for _, id := range append(tests[0].good, tests[0].bad...) {
+		if rule.MatchString(id) != MsgID(id).Valid() {
+			t.Errorf("msgid %q: MsgIDRule says %v, Valid() %v", id, rule.MatchString(id), MsgID(id).Valid())
+		}
+	}
 	for _, tt := range tests {
 		for _, id := range tt.good {
 			if !tt.valid(id) {

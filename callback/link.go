@@ -167,7 +167,7 @@ func parseLink(key []byte, msgID, rawQuery string) (link, error) {
 // batch's task_id.
 func checkLinkMsgID(id string) error {
 	if !yidu.MsgID(id).Valid() {
-		return fmt.Errorf("%w: msgid must match [0-9A-Za-z_-]{1,%d}", ErrBadLink, yidu.MaxMsgID)
+		return fmt.Errorf("%w: msgid must match %s", ErrBadLink, yidu.MsgIDRule)
 	}
 	return nil
 }
