@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Identifier rules. Each has exactly one Valid, used by every layer that
@@ -26,6 +27,10 @@ type CorpID string
 // ids are letters and digits; yidu allows its msgid alphabet so test corps
 // read well, and every byte is safe in keys, cursors and logs.
 func (c CorpID) Valid() bool { return len(c) <= MaxCorpID && idChars(string(c), false) }
+
+// MsgIDRule is MsgID.Valid's rule as a regular expression, for the
+// errors that refuse a msgid to say it the same way everywhere.
+const MsgIDRule = "[0-9A-Za-z_-]{1,100}"
 
 // MsgID names a tracked message within its corp: the task_id of its
 // template cards without the batch suffix.
@@ -81,6 +86,18 @@ func (u UserID) Valid() bool {
 		}
 	}
 	return true
+}
+
+// Storable reports whether u can be kept as a directory member's UserID:
+// 1..64 bytes (user/create, doc path 90195) of UTF-8, not ending in a
+// space (the users.userid collation, utf8mb4_bin, is PAD SPACE: "a" and
+// "a " would be one row). It is not a second rule for UserIDs: Valid is
+// WeCom's, which yidu sends with and registrations must follow; Storable
+// is only how much of a UserID WeCom lists or calls back with yidu can
+// hold, so a member whose UserID breaks Valid still has reads that count
+// (idmap keeps and flags them, yidu.User.BadUserID; sending skips them).
+func (u UserID) Storable() bool {
+	return len(u) > 0 && len(u) <= MaxUserID && utf8.ValidString(string(u)) && u[len(u)-1] != ' '
 }
 
 // Fold returns the form in which yidu compares UserIDs. WeCom treats them

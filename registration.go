@@ -95,7 +95,7 @@ func (r *Registration) Validate(now time.Time) error {
 		r.MsgID = string(NewMsgID())
 	}
 	if !MsgID(r.MsgID).Valid() {
-		return Invalidf("msgid must match [0-9A-Za-z_-]{1,%d}", MaxMsgID)
+		return Invalidf("msgid must match %s", MsgIDRule)
 	}
 	a := r.App
 	switch {

@@ -45,6 +45,20 @@ func TestValid(t *testing.T) {
 				"张三", "a'b",
 			},
 		},
+		{
+			// Not WeCom's rule: what a member's listed UserID may be for
+			// yidu to keep it (Valid's rule breakers included).
+			kind:  "storable userid",
+			valid: func(s string) bool { return UserID(s).Storable() },
+			good:  []string{"zhangsan", "-dash", "张三", "a b", strings.Repeat("a", 64), strings.Repeat("张", 21)},
+			bad:   []string{"", strings.Repeat("a", 65), strings.Repeat("张", 22), "a\xffb", "alice "},
+		},
+	}
+	rule := regexp.MustCompile("^" + MsgIDRule + "$")
+	for _, id := range append(tests[0].good, tests[0].bad...) {
+		if rule.MatchString(id) != MsgID(id).Valid() {
+			t.Errorf("msgid %q: MsgIDRule says %v, Valid() %v", id, rule.MatchString(id), MsgID(id).Valid())
+		}
 	}
 	for _, tt := range tests {
 		for _, id := range tt.good {

@@ -35,14 +35,23 @@ func putBuf(b *[]byte) {
 	}
 }
 
+// app returns the app the request's route names; an unknown one has been
+// answered (404) and ok is false.
+func (rc *Receiver) app(w http.ResponseWriter, r *http.Request, start time.Time) (a *app, ok bool) {
+	a, ok = rc.apps[chi.URLParam(r, "app")]
+	if !ok {
+		rc.finish(w, r, rc.unknown, start, ErrUnknownApp)
+	}
+	return a, ok
+}
+
 // handleVerify answers WeCom's URL verification (doc path 91144): check the
 // signature over the (URL-decoded) echostr, decrypt it, answer the
 // plaintext alone.
 func (rc *Receiver) handleVerify(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	a, ok := rc.apps[chi.URLParam(r, "app")]
+	a, ok := rc.app(w, r, start)
 	if !ok {
-		rc.finish(w, r, rc.unknown, start, ErrUnknownApp)
 		return
 	}
 	raw := r.URL.RawQuery
@@ -73,9 +82,8 @@ func (rc *Receiver) handleVerify(w http.ResponseWriter, r *http.Request) {
 // apply, answer.
 func (rc *Receiver) handleEvent(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	a, ok := rc.apps[chi.URLParam(r, "app")]
+	a, ok := rc.app(w, r, start)
 	if !ok {
-		rc.finish(w, r, rc.unknown, start, ErrUnknownApp)
 		return
 	}
 	body, dec := getBuf(), getBuf()

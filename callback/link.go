@@ -167,7 +167,7 @@ func parseLink(key []byte, msgID, rawQuery string) (link, error) {
 // batch's task_id.
 func checkLinkMsgID(id string) error {
 	if !yidu.MsgID(id).Valid() {
-		return fmt.Errorf("%w: msgid must match [0-9A-Za-z_-]{1,%d}", ErrBadLink, yidu.MaxMsgID)
+		return fmt.Errorf("%w: msgid must match %s", ErrBadLink, yidu.MsgIDRule)
 	}
 	return nil
 }
@@ -206,9 +206,7 @@ func checkPublicURL(s string) error {
 // verifyLink finds the link's app and checks its signature; on failure it
 // has answered (404 unknown app, 400/403 bad link) and ok is false.
 func (rc *Receiver) verifyLink(w http.ResponseWriter, r *http.Request, start time.Time) (a *app, l link, ok bool) {
-	a, ok = rc.apps[chi.URLParam(r, "app")]
-	if !ok {
-		rc.finish(w, r, rc.unknown, start, ErrUnknownApp)
+	if a, ok = rc.app(w, r, start); !ok {
 		return nil, link{}, false
 	}
 	l, err := parseLink(a.cfg.LinkKey, chi.URLParam(r, "msgid"), r.URL.RawQuery)

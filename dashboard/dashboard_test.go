@@ -94,11 +94,7 @@ func TestCrossCorpIsNotFound(t *testing.T) {
 	}
 	// A session of an acme user cannot see other's page either.
 	c, _ := f.login(t)
-	r := httptest.NewRequest("GET", "/m/secret", nil)
-	r.AddCookie(c)
-	w := httptest.NewRecorder()
-	f.h.ServeHTTP(w, r)
-	if w.Code != http.StatusNotFound || strings.Contains(w.Body.String(), "Secret") {
+	if w := f.page(c, "/m/secret"); w.Code != http.StatusNotFound || strings.Contains(w.Body.String(), "Secret") {
 		t.Errorf("GET /m/secret as alice = %d; want 404 without the title", w.Code)
 	}
 }
@@ -230,13 +226,7 @@ func TestLoginAndSession(t *testing.T) {
 	if !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Secure || c.Path != "/" {
 		t.Errorf("cookie = %+v; want HttpOnly, SameSite=Lax, not Secure on plain HTTP", c)
 	}
-	get := func(c *http.Cookie, target string) int {
-		r := httptest.NewRequest("GET", target, nil)
-		r.AddCookie(c)
-		w := httptest.NewRecorder()
-		f.h.ServeHTTP(w, r)
-		return w.Code
-	}
+	get := func(c *http.Cookie, target string) int { return f.page(c, target).Code }
 	if code := get(c, "/api/v1/messages/hello"); code != http.StatusOK {
 		t.Errorf("API with session = %d; want 200", code)
 	}
@@ -282,14 +272,7 @@ func TestLoginAndSession(t *testing.T) {
 
 func TestLoginRefusals(t *testing.T) {
 	f := newFixture(t)
-	post := func(user, pass string) *httptest.ResponseRecorder {
-		form := url.Values{"username": {user}, "password": {pass}}
-		r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		w := httptest.NewRecorder()
-		f.h.ServeHTTP(w, r)
-		return w
-	}
+	post := func(user, pass string) *httptest.ResponseRecorder { return f.postLogin(user, pass, nil) }
 	for _, tc := range []struct{ user, pass string }{{"alice", "wrong"}, {"mallory", password}, {"", ""}} {
 		if w := post(tc.user, tc.pass); w.Code != http.StatusUnauthorized || len(w.Result().Cookies()) != 0 {
 			t.Errorf("login %q/%q = %d; want 401 without cookie", tc.user, tc.pass, w.Code)
@@ -309,13 +292,7 @@ func TestLoginRefusals(t *testing.T) {
 		t.Errorf("after waiting = %d; want 303", w.Code)
 	}
 	// Cross-site login form posts are refused.
-	form := url.Values{"username": {"alice"}, "password": {password}}
-	r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
-	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	r.Header.Set("Sec-Fetch-Site", "cross-site")
-	w = httptest.NewRecorder()
-	f.h.ServeHTTP(w, r)
-	if w.Code != http.StatusForbidden {
+	if w := f.postLogin("alice", password, map[string]string{"Sec-Fetch-Site": "cross-site"}); w.Code != http.StatusForbidden {
 		t.Errorf("cross-site login = %d; want 403", w.Code)
 	}
 }
@@ -326,13 +303,7 @@ func TestCSRF(t *testing.T) {
 	post := func(target string, hdr map[string]string) int {
 		r := httptest.NewRequest("POST", target, strings.NewReader(`{"app":"hr","title":"x","audience":{"all":true}}`))
 		r.Header.Set("Content-Type", "application/json")
-		r.AddCookie(c)
-		for k, v := range hdr {
-			r.Header.Set(k, v)
-		}
-		w := httptest.NewRecorder()
-		f.h.ServeHTTP(w, r)
-		return w.Code
+		return f.browse(r, c, hdr).Code
 	}
 	tests := []struct {
 		name   string
@@ -627,10 +598,7 @@ func TestPageEscapes(t *testing.T) {
 	f.bms.put(xss, roaring.BitmapOf(5), nil)
 	c, _ := f.login(t)
 	for _, p := range []string{"/", "/m/xss"} {
-		r := httptest.NewRequest("GET", p, nil)
-		r.AddCookie(c)
-		w := httptest.NewRecorder()
-		f.h.ServeHTTP(w, r)
+		w := f.page(c, p)
 		body := w.Body.String()
 		if w.Code != http.StatusOK || strings.Contains(body, "<script>alert(1)") || !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 			t.Errorf("GET %s = %d; the title is not escaped:\n%s", p, w.Code, body)
@@ -662,10 +630,7 @@ func TestPageEscapes(t *testing.T) {
 		}
 	}
 	// The page has the ids the browser test drives.
-	r := httptest.NewRequest("GET", "/m/hello", nil)
-	r.AddCookie(c)
-	rw := httptest.NewRecorder()
-	f.h.ServeHTTP(rw, r)
+	rw := f.page(c, "/m/hello")
 	for _, id := range []string{`id="progress-bar"`, `id="read-count"`, `id="recipient-count"`, `id="percent"`, `id="departments"`, `id="recipients"`, `id="export"`, `id="remind"`, `id="recall"`, `id="curve"`} {
 		if !strings.Contains(rw.Body.String(), id) {
 			t.Errorf("message page lacks %s", id)
@@ -889,11 +854,7 @@ func TestBadCursorIs400(t *testing.T) {
 	f := newFixture(t)
 	c, _ := f.login(t)
 	for _, target := range []string{"/api/v1/messages?cursor=zzz", "/?cursor=zzz"} {
-		r := httptest.NewRequest("GET", target, nil)
-		r.AddCookie(c)
-		w := httptest.NewRecorder()
-		f.h.ServeHTTP(w, r)
-		if w.Code != http.StatusBadRequest {
+		if w := f.page(c, target); w.Code != http.StatusBadRequest {
 			t.Errorf("GET %s = %d; want 400", target, w.Code)
 		}
 	}

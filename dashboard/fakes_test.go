@@ -271,13 +271,18 @@ func (f *fakeMessages) ReadTimes(_ context.Context, corp, id string, uids []uint
 	return out, nil
 }
 
-func (f *fakeMessages) ReadsPerMinute(_ context.Context, corp, id string) ([]yidu.MinuteCount, error) {
+// cloneOf returns a copy of one list of message corp/id (nil: unknown).
+func cloneOf[T any](f *fakeMessages, corp, id string, list func(*stored) []T) []T {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s, ok := f.msgs[key(corp, id)]; ok {
-		return slices.Clone(s.curve), nil
+		return slices.Clone(list(s))
 	}
-	return nil, nil
+	return nil
+}
+
+func (f *fakeMessages) ReadsPerMinute(_ context.Context, corp, id string) ([]yidu.MinuteCount, error) {
+	return cloneOf(f, corp, id, func(s *stored) []yidu.MinuteCount { return s.curve }), nil
 }
 
 func (f *fakeMessages) RegisterAndSend(ctx context.Context, reg yidu.Registration) (yidu.Registered, error) {
@@ -344,12 +349,7 @@ func earlier(outs []yidu.BatchOutcome) []yidu.BatchOutcome {
 }
 
 func (f *fakeMessages) SendOutcomes(_ context.Context, corp, id string) ([]yidu.BatchOutcome, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if s, ok := f.msgs[key(corp, id)]; ok {
-		return slices.Clone(s.sends), nil
-	}
-	return nil, nil
+	return cloneOf(f, corp, id, func(s *stored) []yidu.BatchOutcome { return s.sends }), nil
 }
 
 // Recall recalls a message with sends; within 24 h of its first batch.
@@ -615,15 +615,38 @@ func (f *fixture) ok(tb testing.TB, method, target string) *httptest.ResponseRec
 
 var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`)
 
+// browse sends r as a browser would: with the session cookie c (nil:
+// none) and the headers hdr.
+func (f *fixture) browse(r *http.Request, c *http.Cookie, hdr map[string]string) *httptest.ResponseRecorder {
+	if c != nil {
+		r.AddCookie(c)
+	}
+	for k, v := range hdr {
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	return w
+}
+
+// page GETs target with the session cookie c.
+func (f *fixture) page(c *http.Cookie, target string) *httptest.ResponseRecorder {
+	return f.browse(httptest.NewRequest("GET", target, nil), c, nil)
+}
+
+// postLogin posts the sign-in form as user with pass and the headers hdr.
+func (f *fixture) postLogin(user, pass string, hdr map[string]string) *httptest.ResponseRecorder {
+	form := url.Values{"username": {user}, "password": {pass}}
+	r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return f.browse(r, nil, hdr)
+}
+
 // login signs alice in through the form and returns her session cookie and
 // the CSRF token from the page.
 func (f *fixture) login(tb testing.TB) (*http.Cookie, string) {
 	tb.Helper()
-	form := url.Values{"username": {"alice"}, "password": {password}}
-	r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
-	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	w := httptest.NewRecorder()
-	f.h.ServeHTTP(w, r)
+	w := f.postLogin("alice", password, nil)
 	if w.Code != http.StatusSeeOther {
 		tb.Fatalf("login: status %d: %s", w.Code, w.Body)
 	}
@@ -636,10 +659,7 @@ func (f *fixture) login(tb testing.TB) (*http.Cookie, string) {
 	if c == nil {
 		tb.Fatal("login: no session cookie")
 	}
-	r = httptest.NewRequest("GET", "/", nil)
-	r.AddCookie(c)
-	w = httptest.NewRecorder()
-	f.h.ServeHTTP(w, r)
+	w = f.page(c, "/")
 	m := csrfMeta.FindStringSubmatch(w.Body.String())
 	if m == nil || m[1] == "" {
 		tb.Fatalf("no csrf token on the page: %s", w.Body)

@@ -25,7 +25,7 @@ func badParam(format string, args ...any) error {
 
 func parseMsgID(s string) (string, error) {
 	if !yidu.MsgID(s).Valid() {
-		return "", badParam("msgid must match [0-9A-Za-z_-]{1,%d}", yidu.MaxMsgID)
+		return "", badParam("msgid must match %s", yidu.MsgIDRule)
 	}
 	return s, nil
 }

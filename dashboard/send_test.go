@@ -125,11 +125,7 @@ func TestRecall(t *testing.T) {
 
 	t.Run("the page shows the recall and the send report", func(t *testing.T) {
 		c, _ := f.login(t)
-		r := httptest.NewRequest("GET", "/m/hello", nil)
-		r.AddCookie(c)
-		w := httptest.NewRecorder()
-		f.h.ServeHTTP(w, r)
-		page := w.Body.String()
+		page := f.page(c, "/m/hello").Body.String()
 		for _, want := range []string{`id="recalled"`, `id="send-report"`, `id="send-batches"`, "hello@0", `id="recall" type="button" class="danger" disabled`, `id="remind" type="button" disabled`} {
 			if !strings.Contains(page, want) {
 				t.Errorf("page lacks %s", want)
@@ -151,14 +147,7 @@ func TestRecallCSRF(t *testing.T) {
 	f.sent(f.hello, t0)
 	c, tok := f.login(t)
 	post := func(hdr map[string]string) int {
-		r := httptest.NewRequest("POST", "/api/v1/messages/hello/recall", nil)
-		r.AddCookie(c)
-		for k, v := range hdr {
-			r.Header.Set(k, v)
-		}
-		w := httptest.NewRecorder()
-		f.h.ServeHTTP(w, r)
-		return w.Code
+		return f.browse(httptest.NewRequest("POST", "/api/v1/messages/hello/recall", nil), c, hdr).Code
 	}
 	tests := []struct {
 		name string

@@ -25,12 +25,7 @@ func (f *fixture) request(tb testing.TB, method, target string, c *http.Cookie, 
 	} else {
 		r = httptest.NewRequest(method, target, nil)
 	}
-	if c != nil {
-		r.AddCookie(c)
-	}
-	w := httptest.NewRecorder()
-	f.h.ServeHTTP(w, r)
-	return w.Code
+	return f.browse(r, c, nil).Code
 }
 
 // TestSessionsSharedByReplicas: two dashboards on one Redis store are two
@@ -126,12 +121,7 @@ func (brokenStore) Delete(context.Context, string) error { return errDown }
 
 func TestSessionStoreDown(t *testing.T) {
 	f := newFixtureOpts(t, false, func(o *Options) { o.Sessions = brokenStore{} })
-	form := url.Values{"username": {"alice"}, "password": {password}}
-	r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
-	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	w := httptest.NewRecorder()
-	f.h.ServeHTTP(w, r)
-	if w.Code != http.StatusServiceUnavailable {
+	if w := f.postLogin("alice", password, nil); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("login with the store down = %d; want 503", w.Code)
 	}
 	c := &http.Cookie{Name: sessionCookie, Value: "some-session"}

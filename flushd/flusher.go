@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/yidu-io/yidu/delta"
+	"github.com/yidu-io/yidu/internal/jitter"
 )
 
 // Options configure a Flusher. Zero values take the defaults noted.
@@ -200,7 +201,7 @@ func (f *Flusher) Run(ctx context.Context) error {
 				f.paused = true
 				f.logger.Warn("pending reads at max_pending, fetching paused", "pending", f.maxPending)
 			}
-			sleep(ctx, wait)
+			_ = jitter.Sleep(ctx, wait) // cut short by ctx: the next turn drains
 		} else {
 			if f.paused {
 				f.cl.ResumeFetchTopics(f.topic)

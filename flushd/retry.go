@@ -50,22 +50,8 @@ func retry(ctx context.Context, b backoff, fn func() error, onRetry func(error))
 			return err
 		}
 		onRetry(err)
-		t := time.NewTimer(b.wait(n))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if jitter.Sleep(ctx, b.wait(n)) != nil {
 			return err
-		case <-t.C:
 		}
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

@@ -12,7 +12,7 @@ import (
 // BenchmarkLookupHit: parallel cached lookups over 100k UserIDs, spelt as
 // stored and in another case (folded into a stack buffer: no allocation).
 func BenchmarkLookupHit(b *testing.B) {
-	m, _, _ := newTestMapper(b)
+	m, _ := newTestMapper(b)
 	const n = 100_000
 	ids := make([]string, n)
 	upper := make([]string, n)
@@ -44,7 +44,7 @@ func BenchmarkLookupHit(b *testing.B) {
 // BenchmarkAssign1000New: one Assign of 1000 UserIDs never seen before (one
 // transaction) per iteration.
 func BenchmarkAssign1000New(b *testing.B) {
-	m, _, _ := newTestMapper(b)
+	m, _ := newTestMapper(b)
 	ctx := context.Background()
 	batch := make([]string, 1000)
 	b.ReportAllocs()
@@ -63,7 +63,7 @@ func BenchmarkAssign1000New(b *testing.B) {
 // BenchmarkUsers1000: the dashboard's page/export chunk, 1000 uids with
 // names and departments (one query) per iteration.
 func BenchmarkUsers1000(b *testing.B) {
-	m, db, _ := newTestMapper(b)
+	m, db := newTestMapper(b)
 	ctx := context.Background()
 	ids := make([]string, 1000)
 	for i := range ids {

@@ -110,18 +110,13 @@ func (m *Mapper) replaceMemberships(ctx context.Context, tx *sql.Tx, corpID stri
 	if len(departments) == 0 {
 		return nil
 	}
-	var b strings.Builder
-	b.WriteString("INSERT IGNORE INTO user_departments (corp_id, dept_id, uid) VALUES ")
 	args := make([]any, 0, 3*len(departments))
-	for i, d := range departments {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?,?,?)")
+	for _, d := range departments {
 		args = append(args, corpID, d, uid)
 	}
 	m.metrics.query(opContact)
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+	if _, err := tx.ExecContext(ctx,
+		"INSERT IGNORE INTO user_departments (corp_id, dept_id, uid) VALUES "+rowMarks("(?,?,?)", len(departments)), args...); err != nil {
 		return fmt.Errorf("idmap: contact: memberships: %w", err)
 	}
 	return nil

@@ -36,7 +36,7 @@ func memberships(tb testing.TB, db *sql.DB, corp string, uid uint32) []int64 {
 }
 
 func TestContactChanged(t *testing.T) {
-	m, db, _ := newTestMapper(t)
+	m, db := newTestMapper(t)
 	ctx := context.Background()
 	const corp = "corp"
 	apply := func(t *testing.T, typ, id, newID string, depts []int64) {

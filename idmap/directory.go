@@ -34,25 +34,19 @@ func (m *Mapper) UserIDs(ctx context.Context, corpID string, uids []uint32) (map
 func (m *Mapper) Users(ctx context.Context, corpID string, uids []uint32) (map[uint32]yidu.User, error) {
 	out := make(map[uint32]yidu.User, len(uids))
 	bad := 0
-	for start := 0; start < len(uids); start += chunkSize {
-		chunk := uids[start:min(start+chunkSize, len(uids))]
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, corpID)
-		for _, u := range chunk {
-			args = append(args, u)
-		}
+	err := eachChunk(corpID, uids, func(marks string, args []any) error {
 		m.metrics.query(opRead)
 		rows, err := m.db.QueryContext(ctx,
-			"SELECT uid, userid, name, departments, status, bad_userid FROM users WHERE corp_id = ? AND uid IN ("+placeholders(len(chunk))+")", args...)
+			"SELECT uid, userid, name, departments, status, bad_userid FROM users WHERE corp_id = ? AND uid IN ("+marks+")", args...)
 		if err != nil {
-			return nil, fmt.Errorf("idmap: users: %w", err)
+			return err
 		}
+		defer rows.Close()
 		for rows.Next() {
 			var u yidu.User
 			var depts string
 			if err := rows.Scan(&u.UID, &u.UserID, &u.Name, &depts, &u.Status, &u.BadUserID); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("idmap: users: %w", err)
+				return err
 			}
 			// The column is only written through FormatDepartments; a value
 			// that does not parse costs that member's departments, not the
@@ -63,11 +57,10 @@ func (m *Mapper) Users(ctx context.Context, corpID string, uids []uint32) (map[u
 			}
 			out[u.UID] = u
 		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("idmap: users: %w", err)
-		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("idmap: users: %w", err)
 	}
 	if bad > 0 {
 		m.log.Warn("users.departments not parseable; departments left out", "corp", corpID, "users", bad)
@@ -191,44 +184,50 @@ func (m *Mapper) DepartmentMembers(ctx context.Context, corpID string, deptIDs [
 		ids = append(ids, d)
 	}
 	bm := roaring.New()
-	for start := 0; start < len(ids); start += chunkSize {
-		chunk := ids[start:min(start+chunkSize, len(ids))]
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, corpID)
-		for _, d := range chunk {
-			args = append(args, d)
-		}
+	err := eachChunk(corpID, ids, func(marks string, args []any) error {
 		m.metrics.query(opRead)
 		rows, err := m.db.QueryContext(ctx,
 			`SELECT DISTINCT ud.uid FROM user_departments ud
 			 JOIN users u ON u.corp_id = ud.corp_id AND u.uid = ud.uid
-			 WHERE ud.corp_id = ? AND u.status = 1 AND ud.dept_id IN (`+placeholders(len(chunk))+`)`, args...)
+			 WHERE ud.corp_id = ? AND u.status = 1 AND ud.dept_id IN (`+marks+`)`, args...)
 		if err != nil {
-			return nil, fmt.Errorf("idmap: department members: %w", err)
+			return err
 		}
+		defer rows.Close()
 		for rows.Next() {
 			var uid uint32
 			if err := rows.Scan(&uid); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("idmap: department members: %w", err)
+				return err
 			}
 			bm.Add(uid)
 		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("idmap: department members: %w", err)
-		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("idmap: department members: %w", err)
 	}
 	return bm, nil
 }
 
 // placeholders returns "?,?,…" with n marks.
-func placeholders(n int) string {
-	if n <= 0 {
-		return ""
+func placeholders(n int) string { return rowMarks("?", n) }
+
+// eachChunk calls fn with every chunkSize ids in turn, as the marks and
+// arguments of "corp_id = ? AND … IN (marks)": the corp, then the
+// chunk's ids. It returns fn's first error.
+func eachChunk[T any](corpID string, ids []T, fn func(marks string, args []any) error) error {
+	for start := 0; start < len(ids); start += chunkSize {
+		chunk := ids[start:min(start+chunkSize, len(ids))]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, corpID)
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		if err := fn(placeholders(len(chunk)), args); err != nil {
+			return err
+		}
 	}
-	return strings.Repeat("?,", n-1) + "?"
+	return nil
 }
 
 // Known returns the uids of the UserIDs that name active members

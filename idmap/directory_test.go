@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/idmap"
@@ -15,7 +16,7 @@ import (
 )
 
 func TestDirectoryReads(t *testing.T) {
-	m, db, _ := newTestMapper(t)
+	m, db := newTestMapper(t)
 	ctx := context.Background()
 	const corp = "corp"
 	// 1 ─┬─ 2 ── 4
@@ -102,7 +103,7 @@ func TestDirectoryReads(t *testing.T) {
 }
 
 func TestUsers(t *testing.T) {
-	m, db, reg := newTestMapper(t)
+	m, db := newTestMapper(t)
 	ctx := context.Background()
 	const corp = "corp"
 	ids := make([]string, 1200)
@@ -144,10 +145,10 @@ func TestUsers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := metric(t, reg, "yidu_idmap_db_queries_total", "op", "read")
+			before := testutil.ToFloat64(idmap.QueryCounter(m, "read"))
 			got, err := m.Users(ctx, corp, tt.uids)
 			testenv.Check(t, "Users", err)
-			if q := metric(t, reg, "yidu_idmap_db_queries_total", "op", "read") - before; q != tt.queries {
+			if q := testutil.ToFloat64(idmap.QueryCounter(m, "read")) - before; q != tt.queries {
 				t.Errorf("Users(%d uids) sent %v queries; want %v", len(tt.uids), q, tt.queries)
 			}
 			if len(got) != tt.wantLen {

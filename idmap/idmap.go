@@ -28,7 +28,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,10 +43,9 @@ import (
 var (
 	// ErrInvalidCorpID: not a yidu.CorpID.
 	ErrInvalidCorpID = errors.New("idmap: invalid corp id")
-	// ErrInvalidUserID: empty, longer than 64 bytes, not UTF-8 or ending
-	// in a space. WeCom UserIDs are 1..64 bytes (document/path/90195); the
-	// users.userid collation (utf8mb4_bin) is PAD SPACE, so "a" and "a "
-	// would be one row.
+	// ErrInvalidUserID: a UserID users.userid cannot hold
+	// (yidu.UserID.Storable: empty, longer than 64 bytes, not UTF-8 or
+	// ending in a space).
 	ErrInvalidUserID = errors.New("idmap: invalid userid")
 )
 
@@ -193,13 +191,13 @@ func checkCorpID(corpID string) error {
 	return nil
 }
 
-// checkUserID accepts what the users.userid column can hold. It is not
-// WeCom's rule (yidu.UserID.Valid): a member WeCom lists is kept whatever
-// their UserID, so their reads count, and flagged (users.bad_userid,
-// yidu.User.BadUserID); sending skips them. 64 bytes also fits the
-// VARCHAR(64) column (characters ≥ bytes).
+// checkUserID accepts what the users.userid column can hold
+// (yidu.UserID.Storable; 64 bytes also fits the VARCHAR(64) column, as
+// characters ≥ bytes). It is not WeCom's rule (yidu.UserID.Valid): a
+// member WeCom lists is kept whatever their UserID, so their reads count,
+// and flagged (users.bad_userid, yidu.User.BadUserID); sending skips them.
 func checkUserID(userID string) error {
-	if userID == "" || len(userID) > yidu.MaxUserID || !utf8.ValidString(userID) || userID[len(userID)-1] == ' ' {
+	if !yidu.UserID(userID).Storable() {
 		return ErrInvalidUserID
 	}
 	return nil
@@ -483,18 +481,13 @@ func (m *Mapper) assignChunk(ctx context.Context, corpID string, ids []string, g
 	if uint64(next)+uint64(len(fresh)) > 1<<32-1 {
 		return errors.New("uid space exhausted")
 	}
-	var b strings.Builder
-	b.WriteString("INSERT IGNORE INTO users (corp_id, uid, userid, bad_userid, status) VALUES ")
 	args := make([]any, 0, 4*len(fresh))
 	for i, id := range fresh {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?,?,?,?,1)")
 		args = append(args, corpID, next+uint32(i), id, badFlag(id))
 	}
 	m.metrics.query(opAssign)
-	res, err := tx.ExecContext(ctx, b.String(), args...)
+	res, err := tx.ExecContext(ctx,
+		"INSERT IGNORE INTO users (corp_id, uid, userid, bad_userid, status) VALUES "+rowMarks("(?,?,?,?,1)", len(fresh)), args...)
 	if err != nil {
 		return fmt.Errorf("insert users: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/idmap"
@@ -18,61 +19,41 @@ import (
 )
 
 // newMapper returns a Mapper on db with its own registry.
-func newMapper(tb testing.TB, db *sql.DB) (*idmap.Mapper, *prometheus.Registry) {
+func newMapper(tb testing.TB, db *sql.DB) *idmap.Mapper {
 	tb.Helper()
-	reg := prometheus.NewRegistry()
-	m, err := idmap.New(db, idmap.Options{Registerer: reg})
+	m, err := idmap.New(db, idmap.Options{Registerer: prometheus.NewRegistry()})
 	testenv.Check(tb, "idmap.New", err)
-	return m, reg
+	return m
 }
 
-// newTestMapper returns a Mapper on a fresh migrated database, the
-// database and the Mapper's registry.
-func newTestMapper(tb testing.TB) (*idmap.Mapper, *sql.DB, *prometheus.Registry) {
+// newTestMapper returns a Mapper on a fresh migrated database and the
+// database.
+func newTestMapper(tb testing.TB) (*idmap.Mapper, *sql.DB) {
 	tb.Helper()
 	db := testenv.MySQL(tb)
-	m, reg := newMapper(tb, db)
-	return m, db, reg
+	return newMapper(tb, db), db
 }
 
-// metric sums every series of the named family in reg, filtered by label
-// values given as name=value pairs.
-func metric(tb testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
+// noQueries fails tb unless m sends no statement while fn runs (what
+// names fn in the message).
+func noQueries(tb testing.TB, m *idmap.Mapper, what string, fn func()) {
 	tb.Helper()
-	fams, err := reg.Gather()
-	testenv.Check(tb, "gather", err)
-	var sum float64
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				ok := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-						ok = true
-					}
-				}
-				if !ok {
-					continue series
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
+	if q := countQueries(m, fn); q != 0 {
+		tb.Errorf("%s sent %v statements; want 0", what, q)
 	}
-	return sum
 }
 
-func queries(tb testing.TB, reg *prometheus.Registry) float64 {
-	tb.Helper()
-	return metric(tb, reg, "yidu_idmap_db_queries_total")
+// countQueries returns how many statements m sent, every op, while fn ran.
+func countQueries(m *idmap.Mapper, fn func()) float64 {
+	total := func() (n float64) {
+		for _, op := range idmap.OpNames {
+			n += testutil.ToFloat64(idmap.QueryCounter(m, op))
+		}
+		return n
+	}
+	before := total()
+	fn()
+	return total() - before
 }
 
 func mustAssign(tb testing.TB, m *idmap.Mapper, corp string, ids ...string) map[string]uint32 {
@@ -93,7 +74,7 @@ func density(tb testing.TB, db *sql.DB, corp string) (users, span, next int) {
 }
 
 func TestAssignDenseFromZero(t *testing.T) {
-	m, db, _ := newTestMapper(t)
+	m, db := newTestMapper(t)
 	ctx := context.Background()
 
 	got := mustAssign(t, m, "corpA", "a", "b", "c", "b")
@@ -115,7 +96,7 @@ func TestAssignDenseFromZero(t *testing.T) {
 		t.Errorf("corpB Assign(a) = %d; want 0", got["a"])
 	}
 	// A second Mapper (another instance) sees the same mapping.
-	m2, _ := newMapper(t, db)
+	m2 := newMapper(t, db)
 	for id, uid := range map[string]uint32{"a": 0, "b": 1, "c": 2, "d": 3} {
 		got, ok, err := m2.Lookup(ctx, "corpA", id)
 		if err != nil || !ok || got != uid {
@@ -131,7 +112,7 @@ func TestAssignDenseFromZero(t *testing.T) {
 }
 
 func TestAssignInvalid(t *testing.T) {
-	m, db, reg := newTestMapper(t)
+	m, db := newTestMapper(t)
 	ctx := context.Background()
 	tests := []struct {
 		name   string
@@ -149,17 +130,15 @@ func TestAssignInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := queries(t, reg)
-			if _, err := m.Assign(ctx, tt.corp, []string{"fine", tt.userID}); !errors.Is(err, tt.want) {
-				t.Errorf("Assign(%q, %q) error = %v; want %v", tt.corp, tt.userID, err, tt.want)
-			}
-			uid, ok, err := m.Lookup(ctx, tt.corp, tt.userID)
-			if uid != 0 || ok || err != nil {
-				t.Errorf("Lookup(%q, %q) = %d, %v, %v; want 0, false, nil", tt.corp, tt.userID, uid, ok, err)
-			}
-			if q := queries(t, reg) - before; q != 0 {
-				t.Errorf("invalid input sent %v statements; want 0", q)
-			}
+			noQueries(t, m, "invalid input", func() {
+				if _, err := m.Assign(ctx, tt.corp, []string{"fine", tt.userID}); !errors.Is(err, tt.want) {
+					t.Errorf("Assign(%q, %q) error = %v; want %v", tt.corp, tt.userID, err, tt.want)
+				}
+				uid, ok, err := m.Lookup(ctx, tt.corp, tt.userID)
+				if uid != 0 || ok || err != nil {
+					t.Errorf("Lookup(%q, %q) = %d, %v, %v; want 0, false, nil", tt.corp, tt.userID, uid, ok, err)
+				}
+			})
 		})
 	}
 	var n int
@@ -179,7 +158,7 @@ func TestAssignInvalid(t *testing.T) {
 // from the cache and from MySQL; a UserID with other characters is
 // compared as spelt (yidu.UserID.Fold).
 func TestCaseInsensitive(t *testing.T) {
-	m, db, _ := newTestMapper(t)
+	m, db := newTestMapper(t)
 	ctx := context.Background()
 	got := mustAssign(t, m, "corp", "Alice", "alice", "ALICE", " alice", "alicé", "ALICé")
 	if got["Alice"] != 0 || got["alice"] != 0 || got["ALICE"] != 0 {
@@ -196,7 +175,7 @@ func TestCaseInsensitive(t *testing.T) {
 	if spelt != "Alice" {
 		t.Errorf("users.userid = %q; want the first spelling, Alice", spelt)
 	}
-	m2, _ := newMapper(t, db) // cold cache: answers come from MySQL
+	m2 := newMapper(t, db) // cold cache: answers come from MySQL
 	for id, want := range map[string]uint32{"aLiCe": 0, "alice": 0, "alicé": got["alicé"], "ALICé": got["ALICé"]} {
 		uid, ok, err := m2.Lookup(ctx, "corp", id)
 		if err != nil || !ok || uid != want {
@@ -212,7 +191,7 @@ func TestCaseInsensitive(t *testing.T) {
 // and users.bad_userid is yidu.UserID.Valid's verdict, for every UserID
 // idmap stores.
 func TestFoldColumn(t *testing.T) {
-	m, db, _ := newTestMapper(t)
+	m, db := newTestMapper(t)
 	ids := []string{"Zhang.San@Corp", "zhang_san-2", "ÉMILE", "Émile", "张三", "-dash", "a b", strings.Repeat("X", 64), "9Lives"}
 	mustAssign(t, m, "corp", ids...)
 	rows, err := db.Query("SELECT userid, userid_key, bad_userid FROM users WHERE corp_id = 'corp'")
@@ -239,21 +218,21 @@ func TestFoldColumn(t *testing.T) {
 // TestTwins: rows stored before migration 00002, whose UserIDs differ only
 // in case, keep their uids; every lookup and Assign answers the lowest.
 func TestTwins(t *testing.T) {
-	m, db, _ := newTestMapper(t)
+	m, db := newTestMapper(t)
 	ctx := context.Background()
 	mustAssign(t, m, "corp", "x") // uid 0, and uid_seq
 	_, err := db.Exec("INSERT INTO users (corp_id, uid, userid) VALUES ('corp', 2, 'bob'), ('corp', 1, 'Bob')")
 	testenv.Check(t, "insert twins", err)
 	_, err = db.Exec("UPDATE uid_seq SET next_uid = 3 WHERE corp_id = 'corp'")
 	testenv.Check(t, "uid_seq", err)
-	m2, _ := newMapper(t, db)
+	m2 := newMapper(t, db)
 	if uid, ok, err := m2.Lookup(ctx, "corp", "BOB"); err != nil || !ok || uid != 1 {
 		t.Errorf("Lookup(BOB) = %d, %v, %v; want the lowest uid, 1", uid, ok, err)
 	}
-	if got := mustAssign(t, newMapperOn(t, db), "corp", "bob"); got["bob"] != 1 {
+	if got := mustAssign(t, newMapper(t, db), "corp", "bob"); got["bob"] != 1 {
 		t.Errorf("Assign(bob) = %v; want 1", got)
 	}
-	m3 := newMapperOn(t, db)
+	m3 := newMapper(t, db)
 	if _, err := m3.Warm(ctx, "corp"); err != nil {
 		t.Fatal(err)
 	}
@@ -262,57 +241,49 @@ func TestTwins(t *testing.T) {
 	}
 }
 
-// newMapperOn is newMapper without the registry.
-func newMapperOn(tb testing.TB, db *sql.DB) *idmap.Mapper {
-	tb.Helper()
-	m, _ := newMapper(tb, db)
-	return m
-}
-
 func TestCacheHitNeverQueries(t *testing.T) {
-	m, db, _ := newTestMapper(t)
+	m, db := newTestMapper(t)
 	ctx := context.Background()
 	mustAssign(t, m, "corp", "a", "b")
 
-	cold, reg := newMapper(t, db)
-	before := queries(t, reg)
-	if _, ok, err := cold.Lookup(ctx, "corp", "a"); !ok || err != nil {
-		t.Fatalf("Lookup(a) = %v, %v", ok, err)
-	}
-	if q := queries(t, reg) - before; q != 1 {
+	cold := newMapper(t, db)
+	q := countQueries(cold, func() {
+		if _, ok, err := cold.Lookup(ctx, "corp", "a"); !ok || err != nil {
+			t.Fatalf("Lookup(a) = %v, %v", ok, err)
+		}
+	})
+	if q != 1 {
 		t.Errorf("a miss sent %v statements; want 1", q)
 	}
-	before = queries(t, reg)
-	for range 100 {
-		if uid, ok, err := cold.Lookup(ctx, "corp", "a"); uid != 0 || !ok || err != nil {
-			t.Fatalf("Lookup(a) = %d, %v, %v", uid, ok, err)
+	noQueries(t, cold, "cache hits", func() {
+		for range 100 {
+			if uid, ok, err := cold.Lookup(ctx, "corp", "a"); uid != 0 || !ok || err != nil {
+				t.Fatalf("Lookup(a) = %d, %v, %v", uid, ok, err)
+			}
 		}
-	}
-	if got, err := cold.Assign(ctx, "corp", []string{"a"}); err != nil || got["a"] != 0 {
-		t.Fatalf("Assign(a) = %v, %v", got, err)
-	}
-	if q := queries(t, reg) - before; q != 0 {
-		t.Errorf("cache hits sent %v statements; want 0", q)
-	}
-	if h := metric(t, reg, "yidu_idmap_lookups_total", "result", "hit"); h != 100 {
+		if got, err := cold.Assign(ctx, "corp", []string{"a"}); err != nil || got["a"] != 0 {
+			t.Fatalf("Assign(a) = %v, %v", got, err)
+		}
+	})
+	if h := testutil.ToFloat64(idmap.LookupHits(cold)); h != 100 {
 		t.Errorf("hits = %v; want 100", h)
 	}
 }
 
 func TestLookupMissesCollapse(t *testing.T) {
-	m, db, _ := newTestMapper(t)
+	m, db := newTestMapper(t)
 	mustAssign(t, m, "corp", "a")
-	cold, reg := newMapper(t, db)
+	cold := newMapper(t, db)
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
 			if uid, ok, err := cold.Lookup(context.Background(), "corp", "a"); uid != 0 || !ok || err != nil {
-				t.Errorf("Lookup(a) = %d, %v, %v", uid, ok, err)
+				t.Fatalf("Lookup(a) = %d, %v, %v", uid, ok, err)
 			}
 		})
 	}
 	wg.Wait()
-	if q := metric(t, reg, "yidu_idmap_db_queries_total", "op", "lookup"); q != 1 {
+	if q := testutil.ToFloat64(idmap.QueryCounter(cold, "lookup")); q != 1 {
 		t.Errorf("50 concurrent misses sent %v lookups; want 1", q)
 	}
 }
@@ -328,7 +299,7 @@ func TestConcurrentInstances(t *testing.T) {
 		testenv.Check(t, "open", err)
 		db.SetMaxOpenConns(16)
 		t.Cleanup(func() { db.Close() })
-		m, _ := newMapper(t, db)
+		m := newMapper(t, db)
 		mappers = append(mappers, m)
 	}
 	const universe, perWorker, batch = 2000, 750, 50
@@ -388,21 +359,19 @@ func TestConcurrentInstances(t *testing.T) {
 }
 
 func TestWarm(t *testing.T) {
-	m, db, _ := newTestMapper(t)
+	m, db := newTestMapper(t)
 	mustAssign(t, m, "corp", "a", "b", "c")
-	cold, reg := newMapper(t, db)
+	cold := newMapper(t, db)
 	n, err := cold.Warm(context.Background(), "corp")
 	if err != nil || n != 3 {
 		t.Fatalf("Warm = %d, %v; want 3, nil", n, err)
 	}
-	before := queries(t, reg)
-	if uid, ok, _ := cold.Lookup(context.Background(), "corp", "c"); !ok || uid != 2 {
-		t.Errorf("Lookup(c) = %d, %v; want 2, true", uid, ok)
-	}
-	if q := queries(t, reg) - before; q != 0 {
-		t.Errorf("Lookup after Warm sent %v statements; want 0", q)
-	}
-	if e := metric(t, reg, "yidu_idmap_cache_entries"); e != 3 {
+	noQueries(t, cold, "Lookup after Warm", func() {
+		if uid, ok, _ := cold.Lookup(context.Background(), "corp", "c"); !ok || uid != 2 {
+			t.Errorf("Lookup(c) = %d, %v; want 2, true", uid, ok)
+		}
+	})
+	if e := testutil.ToFloat64(idmap.CacheEntries(cold)); e != 3 {
 		t.Errorf("cache entries = %v; want 3", e)
 	}
 }
@@ -413,7 +382,7 @@ func TestSeqStartsAfterExistingUsers(t *testing.T) {
 	db := testenv.MySQL(t)
 	_, err := db.Exec("INSERT INTO users (corp_id, uid, userid) VALUES ('corp', 0, 'x'), ('corp', 5, 'y')")
 	testenv.Check(t, "seed", err)
-	m, _ := newMapper(t, db)
+	m := newMapper(t, db)
 	got := mustAssign(t, m, "corp", "x", "z")
 	if got["x"] != 0 || got["z"] != 6 {
 		t.Errorf("Assign = %v; want x=0 z=6", got)

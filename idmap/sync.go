@@ -393,7 +393,7 @@ func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[st
 	}
 
 	// Members the read did not list.
-	var left []any
+	var left []uint32
 	var unseen []string
 	type deptChange struct {
 		uid   uint32
@@ -427,14 +427,13 @@ func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[st
 	}
 	rep.Left = len(left)
 	rep.Unseen, rep.UnseenSample = len(unseen), sample(unseen)
-	for start := 0; start < len(left); start += chunkSize {
-		chunk := left[start:min(start+chunkSize, len(left))]
+	err = eachChunk(corpID, left, func(marks string, args []any) error {
 		m.metrics.query(opSync)
-		if _, err := m.db.ExecContext(ctx,
-			"UPDATE users SET status = 2 WHERE corp_id = ? AND uid IN ("+placeholders(len(chunk))+")",
-			append([]any{corpID}, chunk...)...); err != nil {
-			return fmt.Errorf("idmap: sync users: mark left: %w", err)
-		}
+		_, err := m.db.ExecContext(ctx, "UPDATE users SET status = 2 WHERE corp_id = ? AND uid IN ("+marks+")", args...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("idmap: sync users: mark left: %w", err)
 	}
 	for _, c := range unseenDepts {
 		m.metrics.query(opSync)
@@ -476,18 +475,13 @@ func (m *Mapper) writeMemberships(ctx context.Context, corpID string, scope []in
 				return fmt.Errorf("idmap: sync memberships: %w", err)
 			}
 		}
-		for start := 0; start < len(scope); start += chunkSize {
-			chunk := scope[start:min(start+chunkSize, len(scope))]
-			args := make([]any, 0, len(chunk)+1)
-			args = append(args, corpID)
-			for _, d := range chunk {
-				args = append(args, d)
-			}
+		err := eachChunk(corpID, scope, func(marks string, args []any) error {
 			m.metrics.query(opSync)
-			if _, err := tx.ExecContext(ctx,
-				"DELETE FROM user_departments WHERE corp_id = ? AND dept_id IN ("+placeholders(len(chunk))+")", args...); err != nil {
-				return fmt.Errorf("idmap: sync memberships: %w", err)
-			}
+			_, err := tx.ExecContext(ctx, "DELETE FROM user_departments WHERE corp_id = ? AND dept_id IN ("+marks+")", args...)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("idmap: sync memberships: %w", err)
 		}
 		for start := 0; start < len(memberships); start += rowsPerInsert {
 			chunk := memberships[start:min(start+rowsPerInsert, len(memberships))]

@@ -99,6 +99,22 @@ type report struct {
 	DepartmentNames                            bool
 }
 
+// checkReport checks the report of the sync named what against want.
+func checkReport(tb testing.TB, what string, rep idmap.Report, want report) {
+	tb.Helper()
+	if got := summary(rep); got != want {
+		tb.Errorf("%s report = %+v; want %+v", what, got, want)
+	}
+}
+
+// checkSource checks that a report names the secret the sync read with.
+func checkSource(tb testing.TB, rep idmap.Report, secret string) {
+	tb.Helper()
+	if !strings.Contains(rep.Source, secret) {
+		tb.Errorf("Source = %q; want the %s named", rep.Source, secret)
+	}
+}
+
 func summary(r idmap.Report) report {
 	return report{r.Complete, r.Departments, r.Users, r.Created, r.Updated, r.Left, r.Unseen,
 		strings.Join(r.UnseenSample, ","), r.Flagged, strings.Join(r.FlaggedSample, ","),
@@ -112,7 +128,7 @@ func TestSync(t *testing.T) {
 	db := testenv.MySQL(t)
 	fake.SetCorp(bigCorp(corp))
 	listCalls := fake.Calls("/cgi-bin/user/list_id")
-	m, _ := newMapper(t, db)
+	m := newMapper(t, db)
 	s := syncer(t, m, corp, "s3cret", "")
 	ctx := context.Background()
 
@@ -123,12 +139,8 @@ func TestSync(t *testing.T) {
 	rep, err := s.Sync(ctx, corp)
 	testenv.Check(t, "Sync", err)
 	want := report{Complete: true, Departments: 5, Users: 12000, Created: 11999, Updated: 1, Memberships: 13200, Names: 12000, DepartmentNames: true}
-	if got := summary(rep); got != want {
-		t.Errorf("Sync report = %+v; want %+v", got, want)
-	}
-	if !strings.Contains(rep.Source, "app secret") {
-		t.Errorf("Source = %q; want the app secret named", rep.Source)
-	}
+	checkReport(t, "Sync", rep, want)
+	checkSource(t, rep, "app secret")
 	if n := fake.Calls("/cgi-bin/user/list_id") - listCalls; n != 0 {
 		t.Errorf("user/list_id called %d times with the app secret alone; want 0", n)
 	}
@@ -174,9 +186,7 @@ func TestSync(t *testing.T) {
 			t.Errorf("gettoken called %d times after the token expired; want 1", n)
 		}
 		want := report{Complete: true, Departments: 5, Users: 11999, Updated: 1, Left: 1, Memberships: 13198, Names: 11999}
-		if got := summary(rep); got != want {
-			t.Errorf("re-Sync report = %+v; want %+v", got, want)
-		}
+		checkReport(t, "re-Sync", rep, want)
 		second := userMap(t, db, corp)
 		if len(second) != len(first) {
 			t.Errorf("%d users after re-sync; want %d", len(second), len(first))
@@ -232,7 +242,7 @@ func TestSync(t *testing.T) {
 func TestSyncContactsSecret(t *testing.T) {
 	const corp = "wwcontacts"
 	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m := newMapper(t, db)
 	ctx := context.Background()
 	c := bigCorp(corp)
 	c.Apps[0].VisibleDepartments = []int{2} // 2, 4, 5
@@ -243,12 +253,8 @@ func TestSyncContactsSecret(t *testing.T) {
 	testenv.Check(t, "Sync", err)
 	// Names only for members in a department the app sees (2, 4 or 5).
 	want := report{Complete: true, Departments: 5, Users: 12000, Created: 12000, Memberships: 13200, Names: namesVisible(c), DepartmentNames: true}
-	if got := summary(rep); got != want {
-		t.Errorf("Sync report = %+v; want %+v", got, want)
-	}
-	if !strings.Contains(rep.Source, "contacts-sync secret") {
-		t.Errorf("Source = %q; want the contacts-sync secret named", rep.Source)
-	}
+	checkReport(t, "Sync", rep, want)
+	checkSource(t, rep, "contacts-sync secret")
 	if n := fake.Calls("/cgi-bin/user/list_id") - listCalls; n != 2 {
 		t.Errorf("user/list_id called %d times; want 2 pages", n)
 	}
@@ -312,7 +318,7 @@ func namesVisible(c fakewecom.Corp) int {
 func TestSyncVisibleRange(t *testing.T) {
 	const corp = "wwrange"
 	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m := newMapper(t, db)
 	ctx := context.Background()
 	c := fakewecom.Corp{
 		CorpID: corp,
@@ -344,9 +350,7 @@ func TestSyncVisibleRange(t *testing.T) {
 	rep, err := syncer(t, m, corp, "s3cret", "").Sync(ctx, corp)
 	testenv.Check(t, "partial Sync", err)
 	want := report{Departments: 1, Users: 2, Updated: 1, Unseen: 3, UnseenSample: "boss,dev2,hr1", Memberships: 2, Names: 2, DepartmentNames: true}
-	if got := summary(rep); got != want {
-		t.Errorf("partial Sync report = %+v; want %+v", got, want)
-	}
+	checkReport(t, "partial Sync", rep, want)
 	users := userMap(t, db, corp)
 	// The app cannot see 1 or 3: what was stored there stands (dev1 may
 	// still be in 3 as far as it knows); HR (2) is as listed.
@@ -373,7 +377,7 @@ func sorted(s []uint32) []uint32 { s = slices.Clone(s); slices.Sort(s); return s
 func TestSyncFlagsUserIDs(t *testing.T) {
 	const corp = "wwflags"
 	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m := newMapper(t, db)
 	ctx := context.Background()
 	mustAssign(t, m, corp, "Alice") // from a callback
 	fake.SetCorp(fakewecom.Corp{
@@ -393,9 +397,7 @@ func TestSyncFlagsUserIDs(t *testing.T) {
 	testenv.Check(t, "Sync", err)
 	want := report{Complete: true, Departments: 2, Users: 4, Created: 3, Updated: 1, Flagged: 2, FlaggedSample: "-dash,张三",
 		Unstorable: 1, Memberships: 5, Names: 4, DepartmentNames: true}
-	if got := summary(rep); got != want {
-		t.Errorf("Sync report = %+v; want %+v", got, want)
-	}
+	checkReport(t, "Sync", rep, want)
 	ids := map[string]uint32{}
 	for _, id := range []string{"alice", "-dash", "张三", "fine"} {
 		uid, ok, err := m.Lookup(ctx, corp, id)
@@ -425,7 +427,7 @@ func TestSyncFlagsUserIDs(t *testing.T) {
 func TestSyncTwins(t *testing.T) {
 	const corp = "wwtwins"
 	db := testenv.MySQL(t)
-	m, _ := newMapper(t, db)
+	m := newMapper(t, db)
 	ctx := context.Background()
 	mustAssign(t, m, corp, "bob") // uid 0
 	_, err := db.Exec("INSERT INTO users (corp_id, uid, userid) VALUES (?, 1, 'Bob')", corp)
@@ -437,7 +439,7 @@ func TestSyncTwins(t *testing.T) {
 		Departments: []fakewecom.Department{{ID: 1, Name: "总部"}},
 		Users:       []fakewecom.User{{UserID: "BOB", Name: "Bob", Departments: []int{1}}},
 	})
-	rep, err := syncer(t, newMapperOn(t, db), corp, "s3cret", "").Sync(ctx, corp)
+	rep, err := syncer(t, newMapper(t, db), corp, "s3cret", "").Sync(ctx, corp)
 	testenv.Check(t, "Sync", err)
 	if rep.Created != 0 || rep.Left != 1 {
 		t.Errorf("Sync created %d, left %d; want 0, 1 (the twin)", rep.Created, rep.Left)

@@ -76,6 +76,14 @@ func (f *fixture) register(t *testing.T, msgID string, n int) yidu.Message {
 	return m
 }
 
+// recipients is m's audience as MySQL has it.
+func (f *fixture) recipients(t *testing.T, m yidu.Message) *roaring.Bitmap {
+	t.Helper()
+	_, rcpt, _, _, err := f.registry.LoadMessage(context.Background(), corp, m.MsgID)
+	testenv.Check(t, "load", err)
+	return rcpt
+}
+
 func (f *fixture) consume(t *testing.T, want int) []delta.Delta {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.ConsumeTopics("yidu.reads"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -105,8 +113,7 @@ func TestRebuildsLostRedisFromMySQL(t *testing.T) {
 	for u := uint32(0); u < 100; u += 10 {
 		mysqlRead.Add(u)
 	}
-	_, rcpt, _, _, err := f.registry.LoadMessage(ctx, corp, m.MsgID)
-	testenv.Check(t, "load", err)
+	rcpt := f.recipients(t, m)
 	if err := f.store.RestoreMessage(ctx, m, rcpt, roaring.New()); err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +147,7 @@ func TestEmitsDeltasMySQLLacks(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	m := f.register(t, "behind-1", 50)
-	_, rcpt, _, _, err := f.registry.LoadMessage(ctx, corp, m.MsgID)
-	testenv.Check(t, "load", err)
+	rcpt := f.recipients(t, m)
 	// Redis shows uids 1..5 read; MySQL has only 1 and 2.
 	redisRead := roaring.BitmapOf(1, 2, 3, 4, 5)
 	testenv.Check(t, "restore", f.store.RestoreMessage(ctx, m, rcpt, redisRead))
@@ -173,8 +179,7 @@ func TestSignalsBothWays(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	m := f.register(t, "signals-1", 20)
-	_, rcpt, _, _, err := f.registry.LoadMessage(ctx, corp, m.MsgID)
-	testenv.Check(t, "load", err)
+	rcpt := f.recipients(t, m)
 	// MySQL: uid 1 pressed the button (read); uid 2 only opened the app.
 	markMySQL(t, f, m.MsgID, roaring.BitmapOf(1))
 	if _, err := f.db.Exec("UPDATE message_read_record SET button_at = read_time WHERE corp_id = ? AND msgid = ? AND uid = 1", corp, m.MsgID); err != nil {
@@ -186,7 +191,7 @@ func TestSignalsBothWays(t *testing.T) {
 	// Redis: uid 1's read without its signal; uid 3 opened the app and uid 4
 	// pressed the button, neither flushed.
 	testenv.Check(t, "restore", f.store.RestoreMessage(ctx, m, rcpt, roaring.BitmapOf(1)))
-	_, err = f.store.Mark(ctx, []bitmap.Target{
+	_, err := f.store.Mark(ctx, []bitmap.Target{
 		{CorpID: corp, MsgID: m.MsgID, Signal: yidu.SignalEnterAgent, UIDs: []uint32{3}},
 		{CorpID: corp, MsgID: m.MsgID, Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{4}},
 	})

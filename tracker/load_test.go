@@ -23,8 +23,7 @@ func (e *env) markRead(tb testing.TB, msgID string, uid uint32, at time.Time) {
 func TestLoadMessage(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	m, _, err := e.reg.Register(ctx, e.registration("load-me", yidu.Audience{UserIDs: []string{"amy", "bo", "cy", "di"}}))
-	testenv.Check(t, "register", err)
+	m := e.register(t, "load-me", yidu.Audience{UserIDs: []string{"amy", "bo", "cy", "di"}})
 	uids := e.rows(t, "load-me")
 	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	e.markRead(t, "load-me", uids[1], at)
@@ -59,8 +58,7 @@ func TestLoadMessage(t *testing.T) {
 func TestLoadReads(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	_, _, err := e.reg.Register(ctx, e.registration("signals", yidu.Audience{UserIDs: []string{"amy", "bo", "cy", "di"}}))
-	testenv.Check(t, "register", err)
+	e.register(t, "signals", yidu.Audience{UserIDs: []string{"amy", "bo", "cy", "di"}})
 	uids := e.rows(t, "signals")
 	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	set := func(uid uint32, cols string, args ...any) {

@@ -39,6 +39,12 @@ var (
 // the fake; body is the request body.
 type fault func(w http.ResponseWriter, r *http.Request, body []byte) bool
 
+// injectFault makes f see msgID's message/send calls until t ends.
+func injectFault(t testing.TB, msgID string, f fault) {
+	faults.Store(msgID, f)
+	t.Cleanup(func() { faults.Delete(msgID) })
+}
+
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithWeCom(m, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/cgi-bin/message/send" {
@@ -139,9 +145,25 @@ func (e *env) registration(msgID string, au yidu.Audience) yidu.Registration {
 	return e.rawRegistration(msgID, au)
 }
 
+// sendRegistration is a registration to n UserIDs (userIDs) that sends.
+func (e *env) sendRegistration(msgID string, n int) yidu.Registration {
+	r := e.registration(msgID, yidu.Audience{UserIDs: userIDs(n)})
+	r.Send = true
+	return r
+}
+
 // rawRegistration is registration without touching the directory.
 func (e *env) rawRegistration(msgID string, au yidu.Audience) yidu.Registration {
 	return yidu.Registration{MsgID: msgID, App: e.app, Title: "Quarterly <safety> & \"you\"", Audience: au}
+}
+
+// register registers msgID to au (registration) and fails tb unless it
+// succeeds.
+func (e *env) register(tb testing.TB, msgID string, au yidu.Audience) yidu.Message {
+	tb.Helper()
+	m, _, err := e.reg.Register(context.Background(), e.registration(msgID, au))
+	testenv.Check(tb, "register "+msgID, err)
+	return m
 }
 
 // rows returns the uids of a message's rows, in order.

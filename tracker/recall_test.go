@@ -37,8 +37,7 @@ func TestRecall(t *testing.T) {
 	now := time.Now().UTC()
 	e := newEnv(t, func(o *Options, _ *env) { o.Now = func() time.Time { return now } })
 	ctx := context.Background()
-	reg := e.registration("recall-1", yidu.Audience{UserIDs: userIDs(2500)})
-	reg.Send = true
+	reg := e.sendRegistration("recall-1", 2500)
 	m, _, err := e.reg.Register(ctx, reg)
 	testenv.Check(t, "register", err)
 	now = now.Add(time.Hour)
@@ -86,8 +85,7 @@ func TestRecallRefused(t *testing.T) {
 	t.Run("past the 24 h window: nothing recalled", func(t *testing.T) {
 		now := time.Now().UTC()
 		e := newEnv(t, func(o *Options, _ *env) { o.Now = func() time.Time { return now } })
-		reg := e.registration("recall-late", yidu.Audience{UserIDs: userIDs(3)})
-		reg.Send = true
+		reg := e.sendRegistration("recall-late", 3)
 		m, _, err := e.reg.Register(ctx, reg)
 		testenv.Check(t, "register", err)
 		now = now.Add(RecallWindow)
@@ -105,16 +103,14 @@ func TestRecallRefused(t *testing.T) {
 	})
 	t.Run("never sent through yidu", func(t *testing.T) {
 		e := newEnv(t)
-		m, _, err := e.reg.Register(ctx, e.registration("recall-unsent", yidu.Audience{UserIDs: userIDs(3)}))
-		testenv.Check(t, "register", err)
+		m := e.register(t, "recall-unsent", yidu.Audience{UserIDs: userIDs(3)})
 		if _, err := e.reg.Recall(ctx, m, 0); !errors.Is(err, yidu.ErrNotRecallable) {
 			t.Errorf("Recall = %v; want ErrNotRecallable", err)
 		}
 	})
 	t.Run("WeCom refuses one batch: the rest stays recalled, recalling again finishes", func(t *testing.T) {
 		e := newEnv(t)
-		reg := e.registration("recall-part", yidu.Audience{UserIDs: userIDs(1500)})
-		reg.Send = true
+		reg := e.sendRegistration("recall-part", 1500)
 		m, _, err := e.reg.Register(ctx, reg)
 		testenv.Check(t, "register", err)
 		ids := wecomMsgIDs(e.app.CorpID, "recall-part")
@@ -136,9 +132,8 @@ func TestRecallRefused(t *testing.T) {
 	})
 	t.Run("outcome unknown: no msgid to recall", func(t *testing.T) {
 		e := newEnv(t)
-		m, _, err := e.reg.Register(ctx, e.registration("recall-unknown", yidu.Audience{UserIDs: userIDs(3)}))
-		testenv.Check(t, "register", err)
-		_, err = e.db.Exec("INSERT INTO message_sends (corp_id, msgid, kind, batch, status, sent_at, users, resent) VALUES (?, ?, 'send', 0, 'unknown', ?, 3, 1)",
+		m := e.register(t, "recall-unknown", yidu.Audience{UserIDs: userIDs(3)})
+		_, err := e.db.Exec("INSERT INTO message_sends (corp_id, msgid, kind, batch, status, sent_at, users, resent) VALUES (?, ?, 'send', 0, 'unknown', ?, 3, 1)",
 			e.app.CorpID, "recall-unknown", time.Now().UTC().Truncate(time.Millisecond))
 		testenv.Check(t, "insert", err)
 		if _, err := e.reg.Recall(ctx, m, 0); !errors.Is(err, yidu.ErrNotRecallable) || !strings.Contains(err.Error(), "no msgid") {

@@ -160,9 +160,7 @@ func TestRegisterIdempotentAndConflict(t *testing.T) {
 func TestRegisterMsgIDAcrossCorps(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, _, err := e.reg.Register(ctx, e.registration("shared", yidu.Audience{UserIDs: []string{"amy"}})); err != nil {
-		t.Fatal(err)
-	}
+	e.register(t, "shared", yidu.Audience{UserIDs: []string{"amy"}})
 	other := e.registration("shared", yidu.Audience{UserIDs: []string{"amy"}})
 	other.App.CorpID = testenv.RandomName("corp")
 	_, err := e.ids.Assign(ctx, other.App.CorpID, []string{"amy"})
@@ -356,9 +354,7 @@ func TestRegisterAppliesOrphans(t *testing.T) {
 	_, err = e.db.Exec("INSERT INTO read_orphans (corp_id, msgid, uid, read_time, source) VALUES (?, 'early', ?, ?, 1)",
 		e.app.CorpID, uids["bo"], at)
 	testenv.Check(t, "park orphan", err)
-	if _, _, err := e.reg.Register(ctx, e.registration("early", yidu.Audience{UserIDs: []string{"amy", "bo"}})); err != nil {
-		t.Fatal(err)
-	}
+	e.register(t, "early", yidu.Audience{UserIDs: []string{"amy", "bo"}})
 	times, err := e.reg.ReadTimes(ctx, e.app.CorpID, "early", []uint32{uids["amy"], uids["bo"]})
 	if err != nil || len(times) != 1 || !times[uids["bo"]].Equal(at) || applied != 1 {
 		t.Errorf("read times after registration = %v, %v (applied %d); want bo read at %v", times, err, applied, at)

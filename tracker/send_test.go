@@ -75,8 +75,7 @@ func TestSend2500(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Apps: []fakewecom.App{{AgentID: e.app.AgentID, Secret: e.secret}}, InvalidUsers: []string{"u0007", "u2001"}})
-	reg := e.registration("send-2500", yidu.Audience{UserIDs: userIDs(2500)})
-	reg.Send = true
+	reg := e.sendRegistration("send-2500", 2500)
 	res, err := e.reg.RegisterAndSend(ctx, reg)
 	created, rep := res.Created, res.Send
 	if err != nil || !created {
@@ -285,7 +284,7 @@ func TestSendUnknownOutcome(t *testing.T) {
 		var calls atomic.Int32
 		var mu sync.Mutex
 		var bodies [][]byte
-		faults.Store("unknown-1", fault(func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		injectFault(t, "unknown-1", func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 			calls.Add(1)
 			if strings.Contains(string(body), `"unknown-1@1"`) {
 				mu.Lock()
@@ -295,15 +294,9 @@ func TestSendUnknownOutcome(t *testing.T) {
 				return true
 			}
 			return false
-		}))
-		t.Cleanup(func() { faults.Delete("unknown-1") })
-		reg := e.registration("unknown-1", yidu.Audience{UserIDs: userIDs(2500)})
-		reg.Send = true
-		res, err := e.reg.RegisterAndSend(ctx, reg)
-		rep := res.Send
-		if err != nil {
-			t.Fatalf("Register = %v; an unknown outcome is recorded, not an error", err)
-		}
+		})
+		reg := e.sendRegistration("unknown-1", 2500)
+		rep := e.send(t, reg) // an unknown outcome is recorded, not an error
 		if n := calls.Load(); n != 4 {
 			t.Errorf("calls = %d; want 4 (the unknown batch resent once)", n)
 		}
@@ -329,9 +322,8 @@ func TestSendUnknownOutcome(t *testing.T) {
 
 	t.Run("delivered, answer lost: the resend is not delivered twice", func(t *testing.T) {
 		e := newEnv(t)
-		ctx := context.Background()
 		var lost atomic.Bool
-		faults.Store("unknown-2", fault(func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		injectFault(t, "unknown-2", func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 			if lost.CompareAndSwap(false, true) {
 				// WeCom delivers the card; the answer never arrives.
 				fake.ServeHTTP(httptestDiscard{}, requestWith(r, body))
@@ -339,15 +331,9 @@ func TestSendUnknownOutcome(t *testing.T) {
 				return true
 			}
 			return false
-		}))
-		t.Cleanup(func() { faults.Delete("unknown-2") })
-		reg := e.registration("unknown-2", yidu.Audience{UserIDs: userIDs(3)})
-		reg.Send = true
-		res, err := e.reg.RegisterAndSend(ctx, reg)
-		rep := res.Send
-		if err != nil {
-			t.Fatal(err)
-		}
+		})
+		reg := e.sendRegistration("unknown-2", 3)
+		rep := e.send(t, reg)
 		if n := len(sentCards(e.app.CorpID, "unknown-2")); n != 1 {
 			t.Errorf("deliveries = %d; want 1", n)
 		}
@@ -361,18 +347,8 @@ func TestSendUnknownOutcome(t *testing.T) {
 
 	t.Run("task_id used on the resend: delivered before", func(t *testing.T) {
 		e := newEnv(t)
-		var calls atomic.Int32
-		faults.Store("unknown-3", fault(func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-			if calls.Add(1) == 1 {
-				hangUp(w, r)
-			} else {
-				fmt.Fprint(w, `{"errcode":42014,"errmsg":"task_id used"}`)
-			}
-			return true
-		}))
-		t.Cleanup(func() { faults.Delete("unknown-3") })
-		reg := e.registration("unknown-3", yidu.Audience{UserIDs: userIDs(3)})
-		reg.Send = true
+		lostThenAnswer(t, "unknown-3", `{"errcode":42014,"errmsg":"task_id used"}`)
+		reg := e.sendRegistration("unknown-3", 3)
 		if _, _, err := e.reg.Register(context.Background(), reg); err != nil {
 			t.Fatal(err)
 		}
@@ -383,18 +359,8 @@ func TestSendUnknownOutcome(t *testing.T) {
 
 	t.Run("answer lost, resend refused: still unknown, never sent again", func(t *testing.T) {
 		e := newEnv(t)
-		var calls atomic.Int32
-		faults.Store("unknown-4", fault(func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-			if calls.Add(1) == 1 {
-				hangUp(w, r)
-			} else {
-				fmt.Fprint(w, `{"errcode":45009,"errmsg":"api freq out of limit"}`)
-			}
-			return true
-		}))
-		t.Cleanup(func() { faults.Delete("unknown-4") })
-		reg := e.registration("unknown-4", yidu.Audience{UserIDs: userIDs(3)})
-		reg.Send = true
+		calls := lostThenAnswer(t, "unknown-4", `{"errcode":45009,"errmsg":"api freq out of limit"}`)
+		reg := e.sendRegistration("unknown-4", 3)
 		ctx := context.Background()
 		if _, _, err := e.reg.Register(ctx, reg); err != nil {
 			t.Fatal(err)
@@ -462,15 +428,9 @@ func requestWith(r *http.Request, body []byte) *http.Request {
 // the batches after it are not attempted (a later send sends them).
 func TestSendFrequencyLimit(t *testing.T) {
 	e := newEnv(t)
-	ctx := context.Background()
-	reg := e.registration("busy-1", yidu.Audience{UserIDs: userIDs(2500)})
-	reg.Send = true
+	reg := e.sendRegistration("busy-1", 2500)
 	fake.FailNext("/cgi-bin/message/send", fakewecom.ErrAPIFrequency, 3) // every attempt of batch 0
-	res, err := e.reg.RegisterAndSend(ctx, reg)
-	rep := res.Send
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := e.send(t, reg)
 	for _, d := range e.sleeps() {
 		if d < time.Minute {
 			t.Errorf("waited %v before a retry after 45009; want at least a minute", d)
@@ -496,11 +456,7 @@ func TestSendFrequencyLimit(t *testing.T) {
 	}
 
 	// The block passed: sending again delivers every batch once.
-	res, err = e.reg.RegisterAndSend(ctx, reg)
-	rep = res.Send
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep = e.send(t, reg)
 	if n := len(sentCards(e.app.CorpID, "busy-1")); n != 3 {
 		t.Errorf("cards = %d; want 3", n)
 	}
@@ -517,8 +473,7 @@ func TestSendWeComUnreachable(t *testing.T) {
 	ctx := context.Background()
 	// The app's secret was rotated at WeCom: gettoken fails, nothing leaves.
 	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Apps: []fakewecom.App{{AgentID: e.app.AgentID, Secret: "rotated"}}})
-	reg := e.registration("unreachable-1", yidu.Audience{UserIDs: userIDs(2500)})
-	reg.Send = true
+	reg := e.sendRegistration("unreachable-1", 2500)
 	res, err := e.reg.RegisterAndSend(ctx, reg)
 	created, rep := res.Created, res.Send
 	if err != nil || !created {
@@ -649,13 +604,38 @@ func TestRemind(t *testing.T) {
 	}
 }
 
+// send registers reg and sends it, failing tb unless both succeed (an
+// unknown or refused batch is a report, not an error), and returns the
+// send report.
+func (e *env) send(tb testing.TB, reg yidu.Registration) yidu.SendReport {
+	tb.Helper()
+	res, err := e.reg.RegisterAndSend(context.Background(), reg)
+	testenv.Check(tb, "RegisterAndSend "+reg.MsgID, err)
+	return res.Send
+}
+
+// lostThenAnswer makes the first message/send of msgID lose its answer
+// (the connection hangs up) and answers every later one with answer. It
+// returns the count of calls.
+func lostThenAnswer(t *testing.T, msgID, answer string) *atomic.Int32 {
+	var calls atomic.Int32
+	injectFault(t, msgID, func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if calls.Add(1) == 1 {
+			hangUp(w, r)
+		} else {
+			fmt.Fprint(w, answer)
+		}
+		return true
+	})
+	return &calls
+}
+
 // TestRemindSkipsBadUserIDs: one member whose UserID breaks WeCom's rule
 // is skipped and reported; the others are reminded.
 func TestRemindSkipsBadUserIDs(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	m, _, err := e.reg.Register(ctx, e.registration("remind-bad", yidu.Audience{UserIDs: userIDs(3)}))
-	testenv.Check(t, "register", err)
+	m := e.register(t, "remind-bad", yidu.Audience{UserIDs: userIDs(3)})
 	rep, err := e.reg.Remind(ctx, m, []string{"u0001", "-dash", "bad id", "u0002"})
 	if err != nil || rep.Reminded != 2 || rep.BadUserIDs != 2 || rep.Batches != 1 {
 		t.Fatalf("Remind = %+v, %v; want 2 reminded, 2 bad userids, 1 batch", rep, err)

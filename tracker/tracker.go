@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/jitter"
 	"github.com/yidu-io/yidu/internal/metric"
 	"github.com/yidu-io/yidu/wecom"
 )
@@ -156,7 +157,7 @@ func New(db *sql.DB, ids Directory, store Store, opts Options) (*Registry, error
 		opts.DuplicateCheck = MaxDuplicateCheck
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sleep
+		opts.Sleep = jitter.Sleep
 	}
 	apps := map[string]yidu.App{}
 	for _, a := range opts.Apps {
@@ -182,18 +183,6 @@ func New(db *sql.DB, ids Directory, store Store, opts Options) (*Registry, error
 		sleep:   opts.Sleep,
 		notices: map[string][]time.Time{},
 	}, nil
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 type metrics struct {

@@ -97,44 +97,27 @@ func (d *Directory) List(ctx context.Context) (yidu.Listing, error) {
 // listApp reads the app's visible range with the app's secret alone.
 func (d *Directory) listApp(ctx context.Context) (yidu.Listing, error) {
 	l := yidu.Listing{Source: sourceAppSecret}
-	depts, err := d.departmentIDs(ctx, d.app)
-	if err != nil {
+	if err := d.listDepartments(ctx, d.app, &l); err != nil {
 		return l, err
 	}
-	if l.DepartmentNames, err = d.nameDepartments(ctx, depts); err != nil {
-		return l, err
-	}
-	l.Departments = depts
-	var order []string
-	members := map[string]*yidu.Member{}
-	for _, dept := range depts {
+	var ms memberSet
+	for _, dept := range l.Departments {
 		users, err := d.departmentUsers(ctx, dept.ID)
 		if err != nil {
 			return l, err
 		}
 		for _, u := range users {
-			m := members[u.UserID]
-			if m == nil {
-				m = &yidu.Member{UserID: u.UserID, Name: u.Name}
-				members[u.UserID] = m
-				order = append(order, u.UserID)
-			}
 			// user/simplelist lists the departments the app sees the
 			// member in (doc path 90200); the one asked about is one.
-			for _, id := range append([]int64{dept.ID}, u.Department...) {
-				if !slices.Contains(m.Departments, id) {
-					m.Departments = append(m.Departments, id)
-				}
+			if m, first := ms.add(u.UserID, append([]int64{dept.ID}, u.Department...)...); first {
+				m.Name = u.Name
 			}
 		}
 	}
-	l.Members = make([]yidu.Member, 0, len(order))
-	for _, id := range order {
-		l.Members = append(l.Members, *members[id])
-	}
+	l.Members = ms.list()
 	// The root department (parentid 0) in the visible range: the app sees
 	// every department, so every member.
-	l.Complete = slices.ContainsFunc(depts, func(d yidu.Department) bool { return d.ParentID == 0 })
+	l.Complete = slices.ContainsFunc(l.Departments, func(d yidu.Department) bool { return d.ParentID == 0 })
 	return l, nil
 }
 
@@ -142,17 +125,10 @@ func (d *Directory) listApp(ctx context.Context) (yidu.Listing, error) {
 // names with the app's.
 func (d *Directory) listContacts(ctx context.Context) (yidu.Listing, error) {
 	l := yidu.Listing{Source: sourceContactsSync, Complete: true}
-	depts, err := d.departmentIDs(ctx, d.contacts)
-	if err != nil {
+	if err := d.listDepartments(ctx, d.contacts, &l); err != nil {
 		return l, err
 	}
-	if l.DepartmentNames, err = d.nameDepartments(ctx, depts); err != nil {
-		return l, err
-	}
-	l.Departments = depts
-
-	var order []string
-	members := map[string]*yidu.Member{}
+	var ms memberSet
 	cursor := ""
 	for page := 0; ; page++ {
 		res, err := d.listID(ctx, cursor)
@@ -160,15 +136,7 @@ func (d *Directory) listContacts(ctx context.Context) (yidu.Listing, error) {
 			return l, fmt.Errorf("%w (page %d)", err, page)
 		}
 		for _, p := range res.DeptUser {
-			m := members[p.UserID]
-			if m == nil {
-				m = &yidu.Member{UserID: p.UserID}
-				members[p.UserID] = m
-				order = append(order, p.UserID)
-			}
-			if !slices.Contains(m.Departments, p.Department) {
-				m.Departments = append(m.Departments, p.Department)
-			}
+			ms.add(p.UserID, p.Department)
 		}
 		if res.NextCursor == "" || res.NextCursor == cursor {
 			break
@@ -190,16 +158,64 @@ func (d *Directory) listContacts(ctx context.Context) (yidu.Listing, error) {
 			return l, err
 		}
 		for _, u := range users {
-			if m := members[u.UserID]; m != nil && m.Name == "" {
+			if m := ms.byID[u.UserID]; m != nil && m.Name == "" {
 				m.Name = u.Name
 			}
 		}
 	}
-	l.Members = make([]yidu.Member, 0, len(order))
-	for _, id := range order {
-		l.Members = append(l.Members, *members[id])
-	}
+	l.Members = ms.list()
 	return l, nil
+}
+
+// listDepartments fills l's departments, read with c's token, and their
+// names (nameDepartments).
+func (d *Directory) listDepartments(ctx context.Context, c *Credentials, l *yidu.Listing) error {
+	depts, err := d.departmentIDs(ctx, c)
+	if err != nil {
+		return err
+	}
+	if l.DepartmentNames, err = d.nameDepartments(ctx, depts); err != nil {
+		return err
+	}
+	l.Departments = depts
+	return nil
+}
+
+// memberSet collects the members a listing names, in the order first
+// listed, each with every department it was listed in.
+type memberSet struct {
+	order []string
+	byID  map[string]*yidu.Member
+}
+
+// add records userID in departments and returns its member; first is
+// whether userID was listed for the first time.
+func (s *memberSet) add(userID string, departments ...int64) (m *yidu.Member, first bool) {
+	m = s.byID[userID]
+	if m == nil {
+		first = true
+		if s.byID == nil {
+			s.byID = map[string]*yidu.Member{}
+		}
+		m = &yidu.Member{UserID: userID}
+		s.byID[userID] = m
+		s.order = append(s.order, userID)
+	}
+	for _, id := range departments {
+		if !slices.Contains(m.Departments, id) {
+			m.Departments = append(m.Departments, id)
+		}
+	}
+	return m, first
+}
+
+// list returns the members in the order first listed.
+func (s *memberSet) list() []yidu.Member {
+	out := make([]yidu.Member, 0, len(s.order))
+	for _, id := range s.order {
+		out = append(out, *s.byID[id])
+	}
+	return out
 }
 
 // refused reports whether err is WeCom refusing the app a read it may

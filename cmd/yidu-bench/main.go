@@ -24,7 +24,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,12 +38,11 @@ func main() { os.Exit(rig.Main("yidu-bench", run)) }
 
 // run is main without the process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("yidu-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := rig.NewCommand("yidu-bench", stderr, 5*time.Minute,
+		"bound on the whole run (cleanup runs after it)", "log the yidu arm's warnings")
+	fs := cmd.FlagSet
 	var cfg Config
-	cfg.Servers.Flags(fs, "bench")
 	kafka := fs.String("kafka", "", "Kafka brokers, comma-separated (default: start yidu-kfake as a child process)")
-	fs.StringVar(&cfg.KfakeBin, "kfake-bin", "", "yidu-kfake binary (default: go build it)")
 	fs.IntVar(&cfg.Partitions, "partitions", 4, "partitions of the deltas topic (yidu-kfake)")
 	fs.IntVar(&cfg.Recipients, "r", 100_000, "recipients R of the notice")
 	fs.IntVar(&cfg.Conns, "c", 64, "concurrent keep-alive connections C")
@@ -54,24 +52,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	arms := fs.String("arms", strings.Join(allArms, ","), "arms to run, in order ceiling,naive,yidu")
 	fs.DurationVar(&cfg.ArmTimeout, "arm-timeout", 3*time.Minute, "bound on one arm's load phase")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the yidu arm here (generator goroutines carry the label role=generator)")
-	total := fs.Duration("timeout", 5*time.Minute, "bound on the whole run (cleanup runs after it)")
 	jsonOut := fs.String("json", "", "write the report as JSON here")
-	verbose := fs.Bool("v", false, "log the yidu arm's warnings")
-	if err := fs.Parse(args); err != nil {
+	if err := cmd.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
+	cfg.Servers, cfg.KfakeBin = cmd.Servers, cmd.KfakeBin
 	if *kafka != "" {
 		cfg.KafkaBrokers = strings.Split(*kafka, ",")
 	}
 	cfg.Arms = strings.Split(*arms, ",")
 	cfg.Progress = stderr
-	if *verbose {
+	if cmd.Verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	ctx, cancel := context.WithTimeout(ctx, *total)
+	ctx, cancel := context.WithTimeout(ctx, cmd.Timeout)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
 	if rep != nil {

@@ -22,8 +22,6 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"time"
@@ -35,12 +33,11 @@ func main() { os.Exit(rig.Main("yidu-soak", run)) }
 
 // run is main without the process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("yidu-soak", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := rig.NewCommand("yidu-soak", stderr, 0,
+		"bound on the whole run (default -duration + 15m; cleanup runs after it)", "copy yidu's log to stderr")
+	fs := cmd.FlagSet
 	var cfg Config
-	cfg.Servers.Flags(fs, "soak")
 	fs.StringVar(&cfg.YiduBin, "yidu-bin", "", "yidu binary (default: go build ./cmd/yidu)")
-	fs.StringVar(&cfg.KfakeBin, "kfake-bin", "", "yidu-kfake binary (default: go build ./cmd/yidu-kfake)")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Minute, "how long callbacks are sent")
 	fs.Float64Var(&cfg.MaxRate, "max-rate", 4000, "the benchmark's maximum rate, callbacks/s (docs/benchmarks.md: 4-8k/s)")
 	fs.Float64Var(&cfg.Load, "load", 0.5, "fraction of -max-rate to send")
@@ -51,25 +48,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.FlushInterval, "flush-interval", time.Minute, "flushd interval (production default 1m)")
 	fs.DurationVar(&cfg.Sample, "sample", 10*time.Second, "sampling period")
 	fs.DurationVar(&cfg.Warmup, "warmup", 0, "samples before this are the warm-up, left out of the thirds compared (default: every recipient read once + one sample, at least 1m)")
-	total := fs.Duration("timeout", 0, "bound on the whole run (default -duration + 15m; cleanup runs after it)")
-	verbose := fs.Bool("v", false, "copy yidu's log to stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := cmd.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
+	cfg.Servers, cfg.KfakeBin = cmd.Servers, cmd.KfakeBin
 	if cfg.Rate <= 0 {
 		cfg.Rate = cfg.MaxRate * cfg.Load
 	}
 	cfg.Progress = stderr
-	if *verbose {
+	if cmd.Verbose {
 		cfg.YiduLog = stderr
 	}
-	if *total <= 0 {
-		*total = cfg.Duration + 15*time.Minute
+	total := cmd.Timeout
+	if total <= 0 {
+		total = cfg.Duration + 15*time.Minute
 	}
-	ctx, cancel := context.WithTimeout(ctx, *total)
+	ctx, cancel := context.WithTimeout(ctx, total)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
 	if rep != nil {

@@ -1,6 +1,8 @@
 package jitter
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -38,5 +40,20 @@ func TestApplyBounds(t *testing.T) {
 	}
 	if len(seen) < 100 {
 		t.Errorf("Apply gave %d distinct values in 1000 calls; want them spread", len(seen))
+	}
+}
+
+func TestSleep(t *testing.T) {
+	if err := Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Errorf("Sleep(1ms) = %v; want nil after the wait", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep(cancelled, 1h) = %v; want context.Canceled", err)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("Sleep(cancelled, 1h) took %v; want it cut short", d)
 	}
 }

@@ -108,6 +108,44 @@ func (s *Servers) Flags(fs *flag.FlagSet, run string) {
 	fs.StringVar(&s.RedisAddr, "redis", "127.0.0.1:6379", "Redis address (the "+run+" uses and deletes its own key prefix)")
 }
 
+// Command is the command line every harness command shares: its flag set
+// (usage to stderr, errors returned for Main) with the run's Servers
+// (-mysql, -redis), the yidu-kfake binary (-kfake-bin), a bound on the
+// whole run (-timeout) and -v registered. The command adds its own flags
+// to FlagSet before Parse.
+type Command struct {
+	FlagSet  *flag.FlagSet
+	Servers  Servers
+	KfakeBin string
+	Timeout  time.Duration
+	Verbose  bool
+}
+
+// NewCommand returns the command line of harness command name
+// ("yidu-bench"); timeout is -timeout's default and timeoutHelp its help,
+// verboseHelp -v's.
+func NewCommand(name string, stderr io.Writer, timeout time.Duration, timeoutHelp, verboseHelp string) *Command {
+	c := &Command{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError)}
+	fs := c.FlagSet
+	fs.SetOutput(stderr)
+	c.Servers.Flags(fs, strings.TrimPrefix(name, "yidu-"))
+	fs.StringVar(&c.KfakeBin, "kfake-bin", "", "yidu-kfake binary (default: go build ./cmd/yidu-kfake)")
+	fs.DurationVar(&c.Timeout, "timeout", timeout, timeoutHelp)
+	fs.BoolVar(&c.Verbose, "v", false, verboseHelp)
+	return c
+}
+
+// Parse parses args; a harness command takes no positional arguments.
+func (c *Command) Parse(args []string) error {
+	if err := c.FlagSet.Parse(args); err != nil {
+		return err
+	}
+	if c.FlagSet.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", c.FlagSet.Args())
+	}
+	return nil
+}
+
 // Main is a harness command's main without the exit: it calls run with
 // the command line, stdout and stderr under a context that SIGINT and
 // SIGTERM cancel, so every exit path cleans up, and returns the exit

@@ -3,8 +3,11 @@ package rig
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
+	"flag"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,5 +134,50 @@ func TestApp(t *testing.T) {
 	a := App()
 	if _, err := wxcrypt.New(a.Token, a.EncodingAESKey, a.CorpID); err != nil {
 		t.Errorf("wxcrypt.New(App()) = %v", err)
+	}
+}
+
+func TestCommand(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    Command
+		wantErr string
+	}{
+		{"defaults", nil, Command{Servers: Servers{MySQLDSN: "root@tcp(127.0.0.1:3306)/", RedisAddr: "127.0.0.1:6379"}, Timeout: time.Minute}, ""},
+		{"every shared flag", []string{"-mysql", "u@tcp(db:3306)/", "-redis", "r:1", "-kfake-bin", "/k", "-timeout", "2s", "-v"},
+			Command{Servers: Servers{MySQLDSN: "u@tcp(db:3306)/", RedisAddr: "r:1"}, KfakeBin: "/k", Timeout: 2 * time.Second, Verbose: true}, ""},
+		{"positional argument", []string{"-v", "extra"}, Command{}, `unexpected arguments ["extra"]`},
+		{"unknown flag", []string{"-nope"}, Command{}, "flag provided but not defined: -nope"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			c := NewCommand("yidu-bench", &stderr, time.Minute, "bound", "verbose")
+			own := c.FlagSet.Int("own", 0, "a command's own flag")
+			err := c.Parse(tt.args)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("Parse(%q) = %v; want %q", tt.args, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse(%q) = %v", tt.args, err)
+			}
+			got := *c
+			got.FlagSet = nil
+			if got != tt.want || *own != 0 {
+				t.Errorf("Parse(%q) = %+v; want %+v", tt.args, got, tt.want)
+			}
+		})
+	}
+	var stderr bytes.Buffer
+	c := NewCommand("yidu-soak", &stderr, 0, "bound", "verbose")
+	if err := c.Parse([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("Parse(-h) = %v; want flag.ErrHelp", err)
+	}
+	if !strings.Contains(stderr.String(), "the soak creates and drops its own database") {
+		t.Errorf("usage names another run:\n%s", stderr.String())
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,18 @@ func unavailable(tb testing.TB, what string, err error) {
 		tb.Fatalf("testenv: %s unavailable with YIDU_TEST_REAL=1: %v", what, err)
 	}
 	tb.Skipf("testenv: %s unavailable (%v); set YIDU_TEST_REAL=1 to fail instead", what, err)
+}
+
+// LookPath returns the path of the program name (a server or browser a
+// test runs as a child process); without it on PATH the test is skipped,
+// or fails with YIDU_TEST_REAL=1, like a missing server.
+func LookPath(tb testing.TB, name string) string {
+	tb.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		unavailable(tb, name, err)
+	}
+	return path
 }
 
 // RandomName returns prefix followed by 12 random hex digits.

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/yidu-io/yidu/callback/wxcrypt"
+	"github.com/yidu-io/yidu/internal/jitter"
 )
 
 // WeCom's delivery rules (doc path 90238): it waits 5 seconds for an answer
@@ -212,7 +213,7 @@ func (p *Pusher) Push(ctx context.Context, reqs []Request) Stats {
 				for try := range p.opts.Tries {
 					if try > 0 {
 						retries.Add(1)
-						if !sleep(ctx, p.opts.Backoff) {
+						if jitter.Sleep(ctx, p.opts.Backoff) != nil {
 							break
 						}
 					}
@@ -324,15 +325,4 @@ func (p *Pusher) checkReply(body []byte, e Event) replyKind {
 		return replyBad
 	}
 	return replyOK
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

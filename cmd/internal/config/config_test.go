@@ -11,6 +11,23 @@ import (
 	"github.com/yidu-io/yidu"
 )
 
+// writeFile writes content to path, for Load to read.
+func writeFile(tb testing.TB, path, content string) {
+	tb.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// writeConfig writes yaml to a yidu.yaml of the test's own and returns its
+// path.
+func writeConfig(tb testing.TB, yaml string) string {
+	tb.Helper()
+	p := filepath.Join(tb.TempDir(), "yidu.yaml")
+	writeFile(tb, p, yaml)
+	return p
+}
+
 func TestLoadExample(t *testing.T) {
 	env := map[string]string{
 		"YIDU_APP_HR_SECRET":          "from-env",
@@ -52,10 +69,7 @@ func TestReadSignals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "yidu.yaml")
-			if err := os.WriteFile(p, []byte(tt.yaml), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			p := writeConfig(t, tt.yaml)
 			cfg, err := Load(p, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -112,10 +126,7 @@ func TestLoadRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "yidu.yaml")
-			if err := os.WriteFile(p, []byte(tt.yaml), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			p := writeConfig(t, tt.yaml)
 			_, err := Load(p, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Load(%q) error = %v; want it to mention %q", tt.yaml, err, tt.want)
@@ -127,13 +138,9 @@ func TestLoadRejects(t *testing.T) {
 func TestDashboardUsersFromFileAndEnv(t *testing.T) {
 	dir := t.TempDir()
 	users := filepath.Join(dir, "users.yaml")
-	if err := os.WriteFile(users, []byte("- {name: bob, password_hash: h1, corps: [c1]}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, users, "- {name: bob, password_hash: h1, corps: [c1]}\n")
 	cfgFile := filepath.Join(dir, "yidu.yaml")
-	if err := os.WriteFile(cfgFile, []byte("dashboard: {users: [{name: alice, password_hash: h0}], users_file: "+users+"}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfgFile, "dashboard: {users: [{name: alice, password_hash: h0}], users_file: "+users+"}\n")
 	env := map[string]string{"YIDU_DASHBOARD_USERS": `[{name: carol, password_hash: h2, corps: ["*"]}]`}
 	cfg, err := Load(cfgFile, func(k string) string { return env[k] })
 	if err != nil {
@@ -148,9 +155,7 @@ func TestDashboardUsersFromFileAndEnv(t *testing.T) {
 	}
 
 	// A shipped example hash in the users file is refused, naming where.
-	if err := os.WriteFile(users, []byte("- {name: eve, password_hash: '"+ExampleSecrets[0]+"'}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, users, "- {name: eve, password_hash: '"+ExampleSecrets[0]+"'}\n")
 	if _, err := Load(cfgFile, nil); err == nil || !strings.Contains(err.Error(), "users_file") || !strings.Contains(err.Error(), "password_hash") {
 		t.Errorf("Load with an example hash in users_file = %v; want a refusal naming users_file and password_hash", err)
 	}
@@ -159,9 +164,7 @@ func TestDashboardUsersFromFileAndEnv(t *testing.T) {
 		t.Errorf("Load with the example API token = %v; want a refusal naming YIDU_API_TOKEN", err)
 	}
 	// An unknown key in the users file is an error, like in the config.
-	if err := os.WriteFile(users, []byte("- {name: eve, pasword_hash: x}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, users, "- {name: eve, pasword_hash: x}\n")
 	if _, err := Load(cfgFile, nil); err == nil || !strings.Contains(err.Error(), "pasword_hash") {
 		t.Errorf("Load with a typo in users_file = %v; want it named", err)
 	}
@@ -172,10 +175,7 @@ func TestTransportEnv(t *testing.T) {
 		"YIDU_KAFKA_SASL_USERNAME": "svc", "YIDU_KAFKA_SASL_PASSWORD": "pw",
 		"YIDU_REDIS_USERNAME": "ru", "YIDU_REDIS_SENTINEL_PASSWORD": "sp",
 	}
-	p := filepath.Join(t.TempDir(), "yidu.yaml")
-	if err := os.WriteFile(p, []byte("kafka: {sasl: {mechanism: SCRAM-SHA-256}}\nredis: {sentinel: {master: m, addrs: ['s:26379']}}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeConfig(t, "kafka: {sasl: {mechanism: SCRAM-SHA-256}}\nredis: {sentinel: {master: m, addrs: ['s:26379']}}\n")
 	cfg, err := Load(p, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -221,10 +221,7 @@ func TestDefaultsValid(t *testing.T) {
 }
 
 func TestPublicURL(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "yidu.yaml")
-	if err := os.WriteFile(p, []byte("receiver: {public_url: 'https://yidu.example.com/wecom'}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeConfig(t, "receiver: {public_url: 'https://yidu.example.com/wecom'}\n")
 	cfg, err := Load(p, nil)
 	if err != nil || cfg.Receiver.PublicURL != "https://yidu.example.com/wecom" {
 		t.Errorf("Load = %q, %v; want the file's public_url", cfg.Receiver.PublicURL, err)
@@ -248,11 +245,8 @@ func TestFlushdMembership(t *testing.T) {
 		t.Errorf("defaults: session_timeout %v, instance_id %q; want 10s and none (dynamic membership)",
 			cfg.Kafka.SessionTimeout.D(), cfg.Flushd.InstanceID)
 	}
-	p := filepath.Join(t.TempDir(), "yidu.yaml")
 	yaml := "kafka: {session_timeout: 30s}\nflushd: {instance_id: flushd-a, batch_size: 13106}\n"
-	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeConfig(t, yaml)
 	cfg, err = Load(p, nil)
 	if err != nil || cfg.Kafka.SessionTimeout.D() != 30*time.Second || cfg.Flushd.InstanceID != "flushd-a" {
 		t.Errorf("Load = %v, %q, %v; want the file's 30s, flushd-a", cfg.Kafka.SessionTimeout.D(), cfg.Flushd.InstanceID, err)

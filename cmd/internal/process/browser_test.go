@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -40,20 +39,6 @@ const (
 	xssName = `<img src=x onerror="window.__xss=2">Eve`
 )
 
-// chromiumPath finds Debian's chromium; without it the test is skipped, or
-// fails under YIDU_TEST_REAL=1 (.ci/run installs it), like testenv's servers.
-func chromiumPath(tb testing.TB) string {
-	tb.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		if testenv.Real() {
-			tb.Fatalf("chromium unavailable with YIDU_TEST_REAL=1: %v", err)
-		}
-		tb.Skipf("chromium unavailable (%v); apt-get install chromium, or set YIDU_TEST_REAL=1 to fail instead", err)
-	}
-	return path
-}
-
 // browser is one headless chromium tab and what its console reported.
 type browser struct {
 	ctx context.Context
@@ -67,7 +52,7 @@ type browser struct {
 // SSE stream is gone when the dashboard shuts down.
 func mustStartBrowser(tb testing.TB, timeout time.Duration) *browser {
 	tb.Helper()
-	path := chromiumPath(tb)
+	path := testenv.LookPath(tb, "chromium") // Debian's; .ci/run installs it
 	ctx, cancelTimeout := context.WithTimeout(context.Background(), timeout)
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
@@ -272,7 +257,7 @@ func TestBrowserDashboardLive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test: skipped with -short")
 	}
-	chromiumPath(t) // skip before starting the servers
+	testenv.LookPath(t, "chromium") // skip before starting the servers
 	hash, err := bcrypt.GenerateFromPassword([]byte(browserPassword), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)

@@ -404,12 +404,9 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			return fmt.Errorf("receiver: %w", err)
 		}
 		m.Receiver = rcv
-		addr, err := m.serve(ReceiverServer(), cfg.Receiver.Listen, m.withProbes(rcv.Routes(), m.readiness(cmp.Or(m.ReceiverDB, m.DB), true), nil))
-		if err != nil {
-			return fmt.Errorf("receiver: %w", err)
+		if m.ReceiverAddr, err = m.serveRole("receiver", ReceiverServer(), cfg.Receiver.Listen, rcv.Routes(), m.readiness(cmp.Or(m.ReceiverDB, m.DB), true)); err != nil {
+			return err
 		}
-		m.ReceiverAddr = addr
-		log.Info("receiver listening", "addr", addr)
 	}
 	if roles.Dashboard {
 		proxies, err := cfg.Dashboard.Proxies()
@@ -441,12 +438,9 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			return fmt.Errorf("dashboard: %w", err)
 		}
 		m.Dashboard = d
-		addr, err := m.serve(dashboardServer(), cfg.Dashboard.Listen, m.withProbes(d.Routes(), m.readiness(m.DB, false), nil))
-		if err != nil {
-			return fmt.Errorf("dashboard: %w", err)
+		if m.DashboardAddr, err = m.serveRole("dashboard", dashboardServer(), cfg.Dashboard.Listen, d.Routes(), m.readiness(m.DB, false)); err != nil {
+			return err
 		}
-		m.DashboardAddr = addr
-		log.Info("dashboard listening", "addr", addr)
 	}
 	if roles.Flushd {
 		kopts, err := KafkaOpts(cfg.Kafka, m.Registry, "consumer")
@@ -601,6 +595,18 @@ func dashboardServer() *http.Server { return newServer(time.Minute, 0, 2*time.Mi
 
 // opsServer serves flushd's probes and metrics.
 func opsServer() *http.Server { return newServer(10*time.Second, 30*time.Second, time.Minute) }
+
+// serveRole serves role's routes behind the probes (ready its readiness
+// checks) on listen and logs "<role> listening" with the address, which
+// the harnesses read (internal/rig).
+func (m *Main) serveRole(role string, srv *http.Server, listen string, routes http.Handler, ready map[string]probe.Check) (string, error) {
+	addr, err := m.serve(srv, listen, m.withProbes(routes, ready, nil))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", role, err)
+	}
+	m.Logger.Info(role+" listening", "addr", addr)
+	return addr, nil
+}
 
 func (m *Main) serve(srv *http.Server, addr string, h http.Handler) (string, error) {
 	ln, err := net.Listen("tcp", addr)

@@ -201,13 +201,7 @@ func newTestPKI(tb testing.TB) testPKI {
 // the test is skipped, or fails with YIDU_TEST_REAL=1.
 func tlsRedis(tb testing.TB, p testPKI, pass string) string {
 	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if testenv.Real() {
-			tb.Fatalf("redis-server not on PATH with YIDU_TEST_REAL=1: %v", err)
-		}
-		tb.Skipf("redis-server not on PATH: %v", err)
-	}
+	bin := testenv.LookPath(tb, "redis-server")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	testenv.Check(tb, "free port", err)
 	port := ln.Addr().(*net.TCPAddr).Port
