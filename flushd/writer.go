@@ -412,14 +412,7 @@ func (w *Writer) park(ctx context.Context, corpID, msgID string, reads []Read) (
 	var q strings.Builder
 	args := make([]any, 0, len(reads)+2)
 	q.WriteString("SELECT uid FROM message_read_record WHERE corp_id = ? AND msgid = ? AND uid IN (")
-	args = append(args, corpID, msgID)
-	for i, r := range reads {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteByte('?')
-		args = append(args, r.UID)
-	}
+	args = appendUIDs(&q, append(args, corpID, msgID), reads)
 	q.WriteByte(')')
 	rows, err := w.db.QueryContext(ctx, q.String(), args...)
 	if err != nil {

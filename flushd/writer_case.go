@@ -50,31 +50,19 @@ func caseStatement(corpID, msgID string, reads []Read) (string, []any) {
 	if len(counted) > 0 {
 		var b strings.Builder
 		b.WriteString("is_read = IF(uid IN (")
-		for i, r := range counted {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteByte('?')
-			args = append(args, r.UID)
-		}
+		args = appendUIDs(&b, args, counted)
 		b.WriteString("), 1, is_read)")
 		set = append(set, b.String())
 
 		b.Reset()
 		b.WriteString("read_time = COALESCE(read_time, CASE uid")
-		for _, r := range counted {
-			b.WriteString(" WHEN ? THEN ?")
-			args = append(args, r.UID, datetime(r.At))
-		}
+		args = appendWhens(&b, args, counted, func(r Read) any { return datetime(r.At) })
 		b.WriteString(" END)")
 		set = append(set, b.String())
 
 		b.Reset()
 		b.WriteString("source = IF(source = 0, CASE uid")
-		for _, r := range counted {
-			b.WriteString(" WHEN ? THEN ?")
-			args = append(args, r.UID, int64(r.Source))
-		}
+		args = appendWhens(&b, args, counted, func(r Read) any { return int64(r.Source) })
 		b.WriteString(" ELSE 0 END, source)")
 		set = append(set, b.String())
 		guards = append(guards, "is_read = 0")
@@ -105,14 +93,30 @@ func caseStatement(corpID, msgID string, reads []Read) (string, []any) {
 	}
 	q.WriteString(strings.Join(set, ", "))
 	q.WriteString(" WHERE corp_id = ? AND msgid = ? AND uid IN (")
-	args = append(args, corpID, msgID)
-	for i, r := range reads {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteByte('?')
-		args = append(args, r.UID)
-	}
+	args = appendUIDs(&q, append(args, corpID, msgID), reads)
 	q.WriteString(") AND (" + strings.Join(guards, " OR ") + ")")
 	return q.String(), args
+}
+
+// appendUIDs writes one placeholder per read, comma-separated, and binds
+// its uid.
+func appendUIDs(b *strings.Builder, args []any, reads []Read) []any {
+	for i, r := range reads {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('?')
+		args = append(args, r.UID)
+	}
+	return args
+}
+
+// appendWhens writes " WHEN ? THEN ?" per read and binds its uid and
+// value(r).
+func appendWhens(b *strings.Builder, args []any, reads []Read, value func(Read) any) []any {
+	for _, r := range reads {
+		b.WriteString(" WHEN ? THEN ?")
+		args = append(args, r.UID, value(r))
+	}
+	return args
 }
