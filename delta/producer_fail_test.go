@@ -132,15 +132,15 @@ func TestPingErrors(t *testing.T) {
 			resp := req.ResponseKind().(*kmsg.MetadataResponse)
 			for _, rt := range req.Topics {
 				st := kmsg.NewMetadataResponseTopic()
-				st.Topic, st.ErrorCode = rt.Topic, kerr.TopicAuthorizationFailed.Code
+				st.Topic, st.ErrorCode = rt.Topic, kerr.LeaderNotAvailable.Code
 				resp.Topics = append(resp.Topics, st)
 			}
 			return resp, nil, true
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := p.Ping(ctx); !errors.Is(err, kerr.TopicAuthorizationFailed) {
-			t.Errorf("Ping with the topic refused = %v; want %v", err, kerr.TopicAuthorizationFailed)
+		if err := p.Ping(ctx); !errors.Is(err, kerr.LeaderNotAvailable) {
+			t.Errorf("Ping with the topic being created = %v; want %v", err, kerr.LeaderNotAvailable)
 		}
 	})
 	t.Run("no broker answers", func(t *testing.T) {
