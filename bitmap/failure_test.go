@@ -176,8 +176,9 @@ func TestRecorderReleasesAfterFailedPublish(t *testing.T) {
 // runs first (e.g. to crash Redis between Mark and RestoreReads).
 type failingLoader struct {
 	*fakeLoader
-	err    error
-	before func()
+	err          error
+	before       func() // in LoadReads
+	beforeActive func() // in ActiveMessages
 }
 
 var errMySQLDown = errors.New("mysql down (test)")
@@ -193,6 +194,9 @@ func (f *failingLoader) LoadReads(ctx context.Context, corpID, msgID string) (yi
 }
 
 func (f *failingLoader) ActiveMessages(ctx context.Context, corpID string, agentID int64, since time.Time) ([]yidu.Message, error) {
+	if f.beforeActive != nil {
+		f.beforeActive()
+	}
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -355,4 +359,65 @@ func TestReEmitKeepsFirstDecision(t *testing.T) {
 	if got := testenv.Deltas(t, e.brokers, testTopic); !slices.Equal(got, want) {
 		t.Errorf("deltas = %+v; want %+v", got, want)
 	}
+}
+
+// failingIDs is idmap failing (MySQL down under the directory).
+type failingIDs struct{}
+
+func (failingIDs) Lookup(context.Context, string, string) (uint32, bool, error) {
+	return 0, false, errMySQLDown
+}
+
+// TestRecorderLookupFails: a member the directory cannot look up is an
+// error on every read path, not an unknown member (0, nil).
+func TestRecorderLookupFails(t *testing.T) {
+	s, _ := mustStore(t, Options{})
+	rec, err := NewRecorder(s, failingIDs{}, &flakyPublisher{}, newFakeLoader(), RecorderOptions{Registerer: prometheus.NewRegistry()})
+	testenv.Check(t, "NewRecorder", err)
+	ctx := context.Background()
+	at := time.Now()
+	for name, read := range map[string]func() (int, error){
+		"card":        func() (int, error) { return rec.CardRead(ctx, testCorp, 7, "u1", "m", at) },
+		"link":        func() (int, error) { return rec.LinkRead(ctx, testCorp, 7, "u1", "m", at) },
+		"enter_agent": func() (int, error) { return rec.EnterAgent(ctx, testCorp, 7, "u1", at) },
+	} {
+		if n, err := read(); !errors.Is(err, errMySQLDown) || n != 0 {
+			t.Errorf("%s with the lookup failing = %d, %v; want 0, %v", name, n, err, errMySQLDown)
+		}
+	}
+}
+
+// TestEnterAgentRedisFails: Redis failing in the steps of an app entry
+// other than the mark: rebuilding the app index, and moving the cursor
+// after the deltas are durable. Both are errors (the receiver answers 503
+// and WeCom retries; re-marking is idempotent).
+func TestEnterAgentRedisFails(t *testing.T) {
+	at := time.Now().Truncate(time.Second)
+	t.Run("index rebuild", func(t *testing.T) {
+		fl := &failingLoader{fakeLoader: newFakeLoader()}
+		e, o := ownRecEnv(t, Options{Registerer: prometheus.NewRegistry()}, nil, fl)
+		fl.add(testMessage("m", 7, at.Add(-time.Minute)), uids(1), roaring.New())
+		fl.beforeActive = func() { o.kill(t) }
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if n, err := e.rec.EnterAgent(ctx, testCorp, 7, "u1", at); err == nil || n != 0 {
+			t.Errorf("EnterAgent with Redis failing in the index rebuild = %d, %v; want 0 and an error", n, err)
+		}
+	})
+	t.Run("cursor", func(t *testing.T) {
+		e, o := ownRecEnv(t, Options{Registerer: prometheus.NewRegistry()}, nil, nil)
+		app := yidu.App{Name: "hr", CorpID: testCorp, AgentID: 7, ReadSignals: []yidu.Signal{yidu.SignalEnterAgent}}
+		rec, err := NewRecorder(e.s, fakeIDs{}, &hookPublisher{pub: e.pub, after: func() { o.kill(t) }}, e.loader,
+			RecorderOptions{Apps: []yidu.App{app}, Registerer: prometheus.NewRegistry(), AckTimeout: 10 * time.Second})
+		testenv.Check(t, "NewRecorder", err)
+		e.register(t, testMessage("m", 7, at.Add(-time.Minute)), uids(1))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if n, err := rec.EnterAgent(ctx, testCorp, 7, "u1", at); err == nil || n != 1 {
+			t.Errorf("EnterAgent with the cursor not moved = %d, %v; want 1 (the delta is durable) and an error", n, err)
+		}
+		if got := testenv.Deltas(t, e.brokers, testTopic); len(got) != 1 || !got[0].Counted {
+			t.Errorf("deltas = %+v; want one counted enter_agent delta", got)
+		}
+	})
 }
