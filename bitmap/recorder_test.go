@@ -173,20 +173,22 @@ func TestCardReadAfterCrashedAttempt(t *testing.T) {
 	// publish the delta: within its deadline it waits for the lease; if
 	// the lease outlives the deadline it fails (503, WeCom retries later);
 	// once the lease expires it takes the read over and re-emits it.
-	e := newRecEnv(t, Options{Lease: 300 * time.Millisecond})
+	// Margins for a loaded CI machine: the short deadline fits several
+	// round trips and still ends well inside the lease.
+	e := newRecEnv(t, Options{Lease: 3 * time.Second})
 	ctx := context.Background()
 	at := time.Unix(1_700_000_100, 0)
 	e.register(t, testMessage("task-1", 7, at), uids(3))
 	_, err := e.s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "task-1", Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{3}}})
 	testenv.Check(t, "Mark", err)
 
-	short, cancel := context.WithTimeout(ctx, 60*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, time.Second)
 	n, err := e.rec.CardRead(short, testCorp, 7, "u3", "task-1", at)
 	cancel()
 	if n != 0 || !errors.Is(err, ErrInFlight) {
 		t.Errorf("CardRead with a deadline inside the lease = %d, %v; want 0, ErrInFlight", n, err)
 	}
-	long, cancel := context.WithTimeout(ctx, 3*time.Second)
+	long, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if n, err := e.rec.CardRead(long, testCorp, 7, "u3", "task-1", at); n != 1 || err != nil {
 		t.Errorf("CardRead with a deadline past the lease = %d, %v; want 1, nil (taken over)", n, err)

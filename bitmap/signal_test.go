@@ -222,7 +222,7 @@ func TestRestoreReadsSignals(t *testing.T) {
 // lease; the next app entry waits for it, then re-emits the enter_agent
 // delta, still not counted.
 func TestCrashedAttemptPerSignal(t *testing.T) {
-	e := newRecEnv(t, Options{Lease: 300 * time.Millisecond})
+	e := newRecEnv(t, Options{Lease: 3 * time.Second}) // margins as in TestCardReadAfterCrashedAttempt
 	ctx := context.Background()
 	at := time.Now().Truncate(time.Second)
 	e.register(t, testMessage("task-1", 7, at.Add(-time.Minute)), uids(3))
@@ -232,13 +232,13 @@ func TestCrashedAttemptPerSignal(t *testing.T) {
 	if n, err := e.rec.CardRead(ctx, testCorp, 7, "u3", "task-1@0", at); n != 1 || err != nil {
 		t.Errorf("CardRead during the enter_agent lease = %d, %v; want 1, nil", n, err)
 	}
-	short, cancel := context.WithTimeout(ctx, 60*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, time.Second)
 	n, err := e.rec.EnterAgent(short, testCorp, 7, "u3", at)
 	cancel()
 	if n != 0 || !errors.Is(err, ErrInFlight) {
 		t.Errorf("EnterAgent with a deadline inside the lease = %d, %v; want 0, ErrInFlight", n, err)
 	}
-	long, cancel := context.WithTimeout(ctx, 3*time.Second)
+	long, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if n, err := e.rec.EnterAgent(long, testCorp, 7, "u3", at); n != 0 || err != nil {
 		t.Errorf("EnterAgent past the lease = %d, %v; want 0 (taken over, not counted), nil", n, err)
@@ -259,7 +259,9 @@ func TestCrashedAttemptPerSignal(t *testing.T) {
 // created the TTL, and refreshes every key of the message once the last
 // refresh is older than TTL/100 (at most a minute).
 func TestMarkKeepsKeysExpiring(t *testing.T) {
-	const ttl = 2 * time.Second
+	// Long enough that no key expires on a loaded CI machine; TTL/100 is
+	// then 200 ms.
+	const ttl = 20 * time.Second
 	s, rdb := mustStore(t, Options{TTL: ttl})
 	ctx := context.Background()
 	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), uids(1, 2, 3)))
@@ -289,7 +291,7 @@ func TestMarkKeepsKeysExpiring(t *testing.T) {
 			t.Errorf("PTTL %s after its first mark = %v; want a TTL of at most %v", kind, d, ttl)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // past TTL/100
+	time.Sleep(300 * time.Millisecond) // let Redis TIME pass TTL/100; nothing is awaited here
 	before := pttl("rcpt")
 	mark(yidu.SignalLink, true, 3)
 	for _, kind := range []string{"rcpt", "meta", "read", "button", "enter_agent", "link"} {

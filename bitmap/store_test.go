@@ -129,10 +129,14 @@ func TestMarkOutcomes(t *testing.T) {
 func TestMarkExpiredLeaseIsNewAgain(t *testing.T) {
 	// An attempt that set the bit and died (no Ack, no Release): once its
 	// lease is over, the next signal re-emits the delta.
-	s, _ := mustStore(t, Options{Lease: 50 * time.Millisecond})
+	// The lease must outlast two round trips on a loaded CI machine; it
+	// lives in Redis TIME, not a fake clock, so the test polls for its end.
+	const lease = 2 * time.Second
+	s, _ := mustStore(t, Options{Lease: lease})
 	ctx := context.Background()
 	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), uids(1)))
 	tg := []Target{{CorpID: testCorp, MsgID: "m", Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{1}}}
+	start := time.Now() // at or before the lease's start in Redis TIME
 	want := []Outcome{OutcomeNew, OutcomeInFlight}
 	for _, w := range want {
 		out, err := s.Mark(ctx, tg)
@@ -141,11 +145,23 @@ func TestMarkExpiredLeaseIsNewAgain(t *testing.T) {
 			t.Fatalf("Mark = %v; want %v", out[0][0], w)
 		}
 	}
-	time.Sleep(120 * time.Millisecond) // the lease lives in Redis TIME, not a fake clock
-	out, err := s.Mark(ctx, tg)
-	testenv.Check(t, "Mark", err)
-	if out[0][0] != OutcomeNew {
-		t.Errorf("Mark after lease = %v; want new", out[0][0])
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := s.Mark(ctx, tg)
+		testenv.Check(t, "Mark", err)
+		if o := out[0][0]; o != OutcomeInFlight {
+			if o != OutcomeNew {
+				t.Errorf("Mark once the lease ends = %v; want new", o)
+			}
+			if took := time.Since(start); took < lease {
+				t.Errorf("taken over after %v; want not before the %v lease", took, lease)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still in flight 30 s after a %v lease", lease)
+		}
+		time.Sleep(20 * time.Millisecond) // polling Redis, not asserting on time
 	}
 }
 

@@ -306,8 +306,10 @@ func TestDownstreamHang(t *testing.T) {
 	if w.Code != http.StatusServiceUnavailable {
 		t.Errorf("hanging downstream = %d; want 503", w.Code)
 	}
-	if took < timeout || took > timeout+2*time.Second {
-		t.Errorf("answered after %v; want about %v", took, timeout)
+	// Never before the timeout; the upper bound only tells "answered at
+	// the timeout" from "hung", with room for a loaded 2-core CI machine.
+	if took < timeout || took > timeout+30*time.Second {
+		t.Errorf("answered after %v; want at the %v timeout, not hung", took, timeout)
 	}
 	if got := h.requests(t, "hr", outTimeout); got != 1 {
 		t.Errorf("timeout outcomes = %v; want 1", got)

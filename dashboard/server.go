@@ -15,8 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -417,10 +419,18 @@ func httpStatus(err error) (int, string) {
 		return http.StatusBadGateway, err.Error()
 	case errors.Is(err, context.Canceled):
 		return 499, "client went away"
-	case errors.Is(err, errUnavailable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, errUnavailable), errors.Is(err, context.DeadlineExceeded), backendDown(err):
 		return http.StatusServiceUnavailable, "temporarily unavailable"
 	}
 	return http.StatusInternalServerError, "internal error"
+}
+
+// backendDown reports whether err is Redis or MySQL unreachable (refused,
+// reset, closed under us): docs/api.md promises 503 for that, so clients
+// retry, not a 500.
+func backendDown(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // fail answers err; only 5xx is logged (without request data, which may

@@ -545,7 +545,9 @@ func TestFlusherSessionTimeout(t *testing.T) {
 	const session = 2 * time.Second
 	took := takeover(t, e, Options{SessionTimeout: session})
 	t.Logf("replacement wrote the reads %v after starting (session timeout %v)", took, session)
-	if took > 5*session {
+	// The bound only tells the 2 s session from franz-go's 45 s, with room
+	// for a loaded CI machine.
+	if took > 30*time.Second {
 		t.Errorf("replacement took %v; want about the %v session timeout, not franz-go's 45 s", took, session)
 	}
 }

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"maps"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 func TestParseMetrics(t *testing.T) {
@@ -60,14 +66,40 @@ func TestParseMetricsRefuses(t *testing.T) {
 	}
 }
 
-// FuzzParseMetrics: whatever /metrics answers, the parser returns.
+// FuzzParseMetrics: whatever /metrics answers, the parser returns, and
+// what it accepts agrees with expfmt's encoder: the families expfmt reads
+// from the input, written back out by expfmt.MetricFamilyToText (the text
+// a Prometheus client serves), parse to the same values.
 func FuzzParseMetrics(f *testing.F) {
 	f.Add("go_goroutines 42\n")
 	f.Add("x{a=\"}\"} 1\n")
 	f.Add("x{a=\"\\")
 	f.Add("{} 1\n")
+	f.Add("# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 3\nh_sum 4.5\nh_count 3\n# TYPE s summary\ns{quantile=\"0.5\"} 1\ns_sum 2\ns_count 1\n")
+	f.Add("# TYPE c counter\nc{a=\"1\"} 1e300\nc{a=\"2\"} NaN\nc{a=\"3\"} -0.25 1700000000000\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		m, _ := parseMetrics(strings.NewReader(in))
+		m, err := parseMetrics(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		ref := expfmt.NewTextParser(model.LegacyValidation)
+		mfs, err := ref.TextToMetricFamilies(strings.NewReader(in))
+		if err != nil {
+			t.Fatalf("expfmt refuses %q that parseMetrics accepted: %v", in, err)
+		}
+		var out strings.Builder
+		for _, name := range slices.Sorted(maps.Keys(mfs)) {
+			if _, err := expfmt.MetricFamilyToText(&out, mfs[name]); err != nil {
+				return // a family expfmt cannot write back (e.g. no metrics): nothing to compare
+			}
+		}
+		back, err := parseMetrics(strings.NewReader(out.String()))
+		if err != nil {
+			t.Fatalf("parseMetrics of expfmt's own text %q: %v (input %q)", out.String(), err, in)
+		}
+		if !maps.EqualFunc(m, back, func(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }) {
+			t.Fatalf("parseMetrics(%q) = %v; of expfmt's re-encoding %q = %v", in, m, out.String(), back)
+		}
 		for k := range m {
 			if k == "" {
 				t.Errorf("parseMetrics(%q) has an empty name", in)

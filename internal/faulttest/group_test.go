@@ -12,12 +12,13 @@ import (
 )
 
 // A flushd killed with SIGKILL stays a member of the consumer group until
-// its session times out: kgo's default of 45 s, which yidu does not
-// change (there is no kafka.session_timeout setting). Until then the
-// group cannot finish a rebalance, so a restarted or second flushd writes
-// nothing. The helpers below fast-forward that expiry: they learn each
-// flushd's member id when it joins, and after a kill -9 send a LeaveGroup
-// for the dead id, which is what the coordinator does itself 45 s later.
+// its session times out: kafka.session_timeout, 10 s by default
+// (flushd.DefaultSessionTimeout; kgo's own default is 45 s). Until then
+// the group cannot finish a rebalance, so a restarted or second flushd
+// writes nothing. The helpers below fast-forward that expiry: they learn
+// each flushd's member id when it joins, and after a kill -9 send a
+// LeaveGroup for the dead id, which is what the coordinator does itself
+// once the session times out.
 
 // admin returns a Kafka client for the scenario's cluster.
 func (e *env) admin() *kgo.Client {

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -202,51 +201,44 @@ func openUTC(tb testing.TB, dsn string) *sql.DB {
 
 // kafkaCluster is kfake in the test process, with its log on disk, so it
 // can be stopped and started again as the same broker on the same port
-// with the same records and committed offsets.
+// with the same records and committed offsets. The port is held by the
+// test for its whole life (heldListener) and handed to each start: a
+// restart never closes and re-binds it, so no parallel package can take
+// it meanwhile.
 type kafkaCluster struct {
 	dir   string
 	parts int32
+	ln    *heldListener
 
-	mu   sync.Mutex
-	port int // 0 until the first start has bound one
-	c    *kfake.Cluster
+	mu sync.Mutex
+	c  *kfake.Cluster
 }
 
 func startKafka(tb testing.TB, partitions int32) *kafkaCluster {
 	tb.Helper()
-	k := &kafkaCluster{dir: tb.TempDir(), parts: partitions}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("listen for kfake: %v", err)
+	}
+	k := &kafkaCluster{dir: tb.TempDir(), parts: partitions, ln: holdListener(ln)}
+	tb.Cleanup(k.ln.close)
 	k.start(tb)
 	tb.Cleanup(k.stop)
 	return k
 }
 
-func (k *kafkaCluster) addr() string {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return "127.0.0.1:" + strconv.Itoa(k.port)
-}
+func (k *kafkaCluster) addr() string { return k.ln.ln.Addr().String() }
 
-// start starts the broker: the first time on a port kfake picks, after
-// that on the same port again, retried while the old listener's port is
-// not free yet.
+// start starts the broker on the held port.
 func (k *kafkaCluster) start(tb testing.TB) {
 	tb.Helper()
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	listen := func(string, string) (net.Listener, error) { return k.ln.attach(), nil }
 	var err error
-	for range 50 {
-		k.c, err = kfake.NewCluster(kfake.Ports(k.port), kfake.DataDir(k.dir), kfake.SeedTopics(k.parts, topic))
-		if err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	k.c, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.ListenFn(listen), kfake.DataDir(k.dir), kfake.SeedTopics(k.parts, topic))
 	if err != nil {
-		tb.Fatalf("kfake on port %d: %v", k.port, err)
-	}
-	if k.port == 0 {
-		_, port, _ := net.SplitHostPort(k.c.ListenAddrs()[0])
-		k.port, _ = strconv.Atoi(port)
+		tb.Fatalf("kfake on %s: %v", k.addr(), err)
 	}
 }
 
@@ -258,6 +250,92 @@ func (k *kafkaCluster) stop() {
 		k.c = nil
 	}
 }
+
+// heldListener keeps one TCP port for the whole test and hands its
+// connections to the listener attached last (a kfake cluster's). Closing
+// an attached listener, as kfake's Close does, only detaches it; while
+// none is attached, connections are closed at once, as a stopped broker's
+// clients see them fail.
+type heldListener struct {
+	ln   net.Listener
+	mu   sync.Mutex
+	cur  *attachedListener
+	done chan struct{}
+}
+
+func holdListener(ln net.Listener) *heldListener {
+	h := &heldListener{ln: ln, done: make(chan struct{})}
+	go h.serve()
+	return h
+}
+
+func (h *heldListener) serve() {
+	defer close(h.done)
+	for {
+		c, err := h.ln.Accept()
+		if err != nil {
+			return // closed at the end of the test
+		}
+		h.mu.Lock()
+		a := h.cur
+		h.mu.Unlock()
+		if a == nil {
+			c.Close()
+			continue
+		}
+		select {
+		case a.conns <- c:
+		case <-a.closed:
+			c.Close()
+		}
+	}
+}
+
+// attach returns a listener that receives the port's connections from now
+// on.
+func (h *heldListener) attach() net.Listener {
+	a := &attachedListener{h: h, conns: make(chan net.Conn), closed: make(chan struct{})}
+	h.mu.Lock()
+	h.cur = a
+	h.mu.Unlock()
+	return a
+}
+
+func (h *heldListener) close() {
+	h.ln.Close()
+	<-h.done
+}
+
+type attachedListener struct {
+	h      *heldListener
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (a *attachedListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-a.conns:
+		return c, nil
+	case <-a.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close detaches a; the port stays bound.
+func (a *attachedListener) Close() error {
+	a.once.Do(func() {
+		close(a.closed)
+		a.h.mu.Lock()
+		if a.h.cur == a {
+			a.h.cur = nil
+		}
+		a.h.mu.Unlock()
+	})
+	return nil
+}
+
+func (a *attachedListener) Addr() net.Addr { return a.h.ln.Addr() }
 
 // proc is one yidu process.
 type proc struct {

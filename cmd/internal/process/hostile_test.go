@@ -257,6 +257,37 @@ func (s *hostileStack) api(tb testing.TB, token, ctype string, body io.Reader) i
 	return resp.StatusCode
 }
 
+// waitFlushdCommitted waits until flushd's consumer group has committed
+// every non-empty partition of the deltas topic up to its end offset as
+// it is now.
+func (s *hostileStack) waitFlushdCommitted(tb testing.TB) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	k := s.m.Config.Kafka
+	ends, err := s.kafka.ListEndOffsets(ctx, k.Topic)
+	if err != nil {
+		tb.Fatalf("end offsets: %v", err)
+	}
+	for {
+		committed, err := s.kafka.FetchOffsets(ctx, k.Group)
+		behind := err != nil
+		ends.Each(func(o kadm.ListedOffset) {
+			if c, ok := committed.Lookup(o.Topic, o.Partition); o.Offset > 0 && (!ok || c.At < o.Offset) {
+				behind = true
+			}
+		})
+		if !behind {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			tb.Fatalf("flushd did not commit up to the end offsets %v: %v (last error %v)", ends, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // writeState is everything a request could have written.
 type writeState struct {
 	redis map[string]string // key → type and value
@@ -425,9 +456,10 @@ func TestHostileInput(t *testing.T) {
 		})
 	})
 
-	// flushd writes what Kafka holds within its interval (200 ms): wait
-	// several before the final comparison.
-	time.Sleep(time.Second)
+	// Whatever a request published is in MySQL once flushd has committed
+	// every partition to its end offset (it commits only what it wrote):
+	// wait for that, not for a guessed time.
+	s.waitFlushdCommitted(t)
 	if d := start.diff(s.snapshot(t)); d != "" {
 		t.Errorf("after every hostile request: %s; want nothing written", d)
 	}

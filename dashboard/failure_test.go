@@ -1,0 +1,168 @@
+package dashboard
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/tracker"
+)
+
+// The tests in this file run the API on the real tracker, bitmap and idmap
+// and make Redis or MySQL fail under it: every answer is the documented
+// 503 "temporarily unavailable" (docs/api.md), so clients retry, and no
+// answer leaks the backend's error.
+
+// ownRedisClient starts a redis-server of the test's own on a unix socket
+// (no TCP port to race for) and returns a client and a kill func that
+// stops it as a crash would.
+func ownRedisClient(tb testing.TB) (*redis.Client, func()) {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if testenv.Real() {
+			tb.Fatalf("redis-server not found with YIDU_TEST_REAL=1: %v", err)
+		}
+		tb.Skipf("redis-server not found (%v)", err)
+	}
+	dir, err := os.MkdirTemp("", "yr") // a socket path must stay under 108 bytes
+	testenv.Check(tb, "MkdirTemp", err)
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "r.sock")
+	cmd := exec.Command(bin, "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no", "--dir", dir)
+	testenv.Check(tb, "start redis-server", cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	kill := func() {
+		_ = cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			tb.Errorf("own redis-server did not exit after SIGKILL")
+		}
+	}
+	tb.Cleanup(kill)
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: sock, MaxRetries: -1, DialerRetries: 1})
+	tb.Cleanup(func() { rdb.Close() })
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return rdb, kill
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("own redis-server did not answer: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type failEnv struct {
+	h     http.Handler
+	token string
+	logs  *testenv.SyncBuffer
+}
+
+// newFailEnv serves the API on db and rdb with the real providers.
+func newFailEnv(tb testing.TB, db *sql.DB, rdb redis.UniversalClient, corp string) *failEnv {
+	tb.Helper()
+	logs := &testenv.SyncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	mapper, err := idmap.New(db, idmap.Options{Logger: logger})
+	testenv.Check(tb, "idmap.New", err)
+	store, err := bitmap.New(rdb, bitmap.Options{Prefix: "dash", Logger: logger, RoundTripTimeout: 10 * time.Second})
+	testenv.Check(tb, "bitmap.New", err)
+	tb.Cleanup(store.Close)
+	app := yidu.App{Name: "hr", CorpID: corp, AgentID: 1000002}
+	reg, err := tracker.New(db, mapper, store, tracker.Options{Logger: logger, Apps: []yidu.App{app}})
+	testenv.Check(tb, "tracker.New", err)
+	const token = "failure-token-0123456789"
+	srv, err := New(reg, store, mapper, Options{Apps: []yidu.App{app}, Logger: logger,
+		Tokens: []Token{{Name: "it", Token: token, Corps: []string{corp}}}})
+	testenv.Check(tb, "New", err)
+	tb.Cleanup(srv.Close)
+	return &failEnv{h: srv.Routes(), token: token, logs: logs}
+}
+
+func (e *failEnv) do(tb testing.TB, method, target, body string) *httptest.ResponseRecorder {
+	tb.Helper()
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	r.Header.Set("Authorization", "Bearer "+e.token)
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r.WithContext(ctx))
+	return w
+}
+
+// wantUnavailable checks w is the documented 503 with nothing of the
+// backend's error in the body.
+func wantUnavailable(t *testing.T, what string, w *httptest.ResponseRecorder) {
+	t.Helper()
+	var body struct{ Error string }
+	if err := json.Unmarshal(w.Body.Bytes(), &body); w.Code != http.StatusServiceUnavailable || err != nil || body.Error != "temporarily unavailable" {
+		t.Errorf("%s = %d %q; want 503 {\"error\":\"temporarily unavailable\"}", what, w.Code, w.Body)
+	}
+}
+
+func TestAPIRedisDown(t *testing.T) {
+	db := testenv.MySQL(t)
+	rdb, kill := ownRedisClient(t)
+	corp := testenv.RandomName("corp")
+	newSynthCorp(30).load(t, db, corp)
+	e := newFailEnv(t, db, rdb, corp)
+	sent := time.Now().UTC().Add(-time.Hour).Truncate(time.Second).Format(time.RFC3339)
+	if w := e.do(t, "POST", "/api/v1/messages", fmt.Sprintf(`{"msgid":"m1","app":"hr","title":"通知","sent_at":%q,"audience":{"departments":[1]}}`, sent)); w.Code != http.StatusCreated {
+		t.Fatalf("register = %d: %s", w.Code, w.Body)
+	}
+	if w := e.do(t, "GET", "/api/v1/messages/m1", ""); w.Code != http.StatusOK {
+		t.Fatalf("GET message with Redis up = %d: %s", w.Code, w.Body)
+	}
+	kill()
+	for _, path := range []string{"/api/v1/messages/m1", "/api/v1/messages/m1/progress", "/api/v1/messages/m1/departments",
+		"/api/v1/messages/m1/recipients", "/api/v1/messages/m1/export.csv"} {
+		wantUnavailable(t, "GET "+path+" with Redis down", e.do(t, "GET", path, ""))
+	}
+	// The list shows live counts too.
+	wantUnavailable(t, "GET /api/v1/messages with Redis down", e.do(t, "GET", "/api/v1/messages", ""))
+	if !strings.Contains(e.logs.String(), "request failed") {
+		t.Errorf("no 5xx was logged")
+	}
+}
+
+func TestAPIMySQLDown(t *testing.T) {
+	// Nothing listens on port 1: every connection is refused, as with a
+	// MySQL that is down.
+	db, err := sql.Open("mysql", "root@tcp(127.0.0.1:1)/yidu?timeout=2s")
+	testenv.Check(t, "sql.Open", err)
+	t.Cleanup(func() { db.Close() })
+	rdb, _ := testenv.Redis(t)
+	corp := testenv.RandomName("corp")
+	e := newFailEnv(t, db, rdb, corp)
+	for _, path := range []string{"/api/v1/messages", "/api/v1/messages/m1", "/api/v1/messages/m1/progress"} {
+		wantUnavailable(t, "GET "+path+" with MySQL down", e.do(t, "GET", path, ""))
+	}
+	sent := time.Now().UTC().Add(-time.Hour).Truncate(time.Second).Format(time.RFC3339)
+	wantUnavailable(t, "POST /messages with MySQL down", e.do(t, "POST", "/api/v1/messages",
+		fmt.Sprintf(`{"msgid":"m2","app":"hr","title":"t","sent_at":%q,"audience":{"userids":["u000001"]}}`, sent)))
+}
