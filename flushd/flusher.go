@@ -57,6 +57,13 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// KafkaOpts are added to the client's options (TLS, SASL, tuning).
 	KafkaOpts []kgo.Opt
+	// Live, when set, gets the bits of every row written (read and signal
+	// bits, recipients only) right after the statement and before the
+	// offsets are committed, so Redis converges to MySQL by itself after
+	// it lost data or was down when a signal arrived (docs/reliability.md).
+	// A Redis failure never holds MySQL back: the bits wait, at most
+	// MaxPending of them, and are retried with backoff.
+	Live LiveView
 }
 
 // DefaultSessionTimeout is Options.SessionTimeout when left out: a killed
@@ -85,6 +92,10 @@ type Flusher struct {
 	p        *pending
 	failures int
 	retryAt  time.Time
+
+	liveView LiveView
+	live     *live
+	lm       *liveMetrics
 
 	paused    bool // poll loop only
 	closeOnce sync.Once
@@ -124,6 +135,10 @@ func New(db DB, opts Options) (*Flusher, error) {
 	if err != nil {
 		return nil, err
 	}
+	lm, err := newLiveMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	f := &Flusher{
 		w:            w,
 		topic:        opts.Topic,
@@ -136,6 +151,9 @@ func New(db DB, opts Options) (*Flusher, error) {
 		backoff:      defaultBackoff,
 		logMalformed: rate.Sometimes{Interval: 10 * time.Second},
 		p:            newPending(),
+		liveView:     opts.Live,
+		live:         newLive(opts.MaxPending),
+		lm:           lm,
 	}
 	kopts := append([]kgo.Opt{
 		kgo.SeedBrokers(opts.Brokers...),
@@ -239,6 +257,9 @@ func (f *Flusher) waitLocked(now time.Time) time.Duration {
 	if f.retryAt.After(next) {
 		next = f.retryAt
 	}
+	if f.liveView != nil && len(f.live.msgs) > 0 && f.live.retryAt.Before(next) {
+		next = f.live.retryAt
+	}
 	return max(next.Sub(now), time.Millisecond)
 }
 
@@ -300,6 +321,9 @@ func (f *Flusher) flushDue(ctx context.Context) {
 	}
 	points := f.p.commitPoints(nil)
 	f.mu.Unlock()
+	// Redis before the commit: a crash in between replays the deltas, and
+	// the replay sets the bits again.
+	f.heal(ctx)
 	if err := f.commit(ctx, points); err != nil && ctx.Err() == nil {
 		f.logger.Error("commit offsets; retrying with the next flush", "err", err)
 	}
@@ -315,7 +339,11 @@ func (f *Flusher) onRetry(err error) {
 func (f *Flusher) flushLocked(ctx context.Context, batches []dueBatch) error {
 	defer func() { f.m.pending.Set(float64(f.p.uids)) }()
 	for _, db := range batches {
-		_, _, err := f.w.Write(ctx, db.key.corpID, db.key.msgID, db.b.reads())
+		reads := db.b.reads()
+		_, _, err := f.w.Write(ctx, db.key.corpID, db.key.msgID, reads)
+		if err == nil && f.liveView != nil {
+			f.live.add(db.key, reads, f.lm)
+		}
 		if errors.Is(err, ErrInvalid) {
 			// checkDelta let through something MySQL cannot hold:
 			// retrying would stop the partition forever.
@@ -374,7 +402,9 @@ func (f *Flusher) drain(ctx context.Context) error {
 	}, f.onRetry)
 	points := f.p.commitPoints(nil)
 	left := f.p.uids
+	f.live.retryAt = time.Time{} // one last try, backoff or not
 	f.mu.Unlock()
+	f.heal(ctx)
 	cerr := f.commit(ctx, points)
 
 	// Whatever is left is replayed by the next owner; forgetting it here
@@ -409,6 +439,7 @@ func (f *Flusher) revoked(_ context.Context, _ *kgo.Client, tps map[string][]int
 	}, f.onRetry)
 	points := f.p.commitPoints(parts)
 	f.mu.Unlock()
+	f.heal(ctx)
 	if err != nil {
 		f.logger.Error("revoked partitions keep unwritten reads; their new owner replays them",
 			"partitions", parts, "err", err)

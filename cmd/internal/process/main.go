@@ -58,6 +58,7 @@ var (
 	_ dashboard.Messages      = (*tracker.Registry)(nil)
 	_ dashboard.Bitmaps       = (*bitmap.Store)(nil)
 	_ dashboard.Directory     = (*idmap.Mapper)(nil)
+	_ flushd.LiveView         = (*bitmap.Healer)(nil)
 	_ reconcile.Archive       = (*tracker.Registry)(nil)
 	_ reconcile.Bitmaps       = (*bitmap.Store)(nil)
 	_ reconcile.Publisher     = (*delta.Producer)(nil)
@@ -408,7 +409,12 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		if err != nil {
 			return err
 		}
+		healer, err := bitmap.NewHealer(m.Store, m.Tracker, log)
+		if err != nil {
+			return fmt.Errorf("flushd: %w", err)
+		}
 		f, err := flushd.New(m.DB, flushd.Options{
+			Live:           healer,
 			KafkaOpts:      kopts,
 			Brokers:        cfg.Kafka.Brokers,
 			Topic:          cfg.Kafka.Topic,
