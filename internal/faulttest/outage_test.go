@@ -91,7 +91,7 @@ func (r *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port)
 // it answers PING.
 func (r *redisServer) start(bin string) error {
 	p, err := rig.Start(rig.Spec{Name: "redis-server", Path: bin,
-		Args: []string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"},
+		Args:     []string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"},
 		Announce: func(string) (string, string, bool) { return "", "", false }})
 	if err != nil {
 		return err
@@ -118,8 +118,12 @@ func (r *redisServer) start(bin string) error {
 
 // freeze stops the server (SIGSTOP): connections stay open, nothing is
 // answered, the data is kept. thaw resumes it.
-func (r *redisServer) freeze() { testenv.Check(r.t, "SIGSTOP", syscall.Kill(r.proc.Pid(), syscall.SIGSTOP)) }
-func (r *redisServer) thaw()   { testenv.Check(r.t, "SIGCONT", syscall.Kill(r.proc.Pid(), syscall.SIGCONT)) }
+func (r *redisServer) freeze() {
+	testenv.Check(r.t, "SIGSTOP", syscall.Kill(r.proc.Pid(), syscall.SIGSTOP))
+}
+func (r *redisServer) thaw() {
+	testenv.Check(r.t, "SIGCONT", syscall.Kill(r.proc.Pid(), syscall.SIGCONT))
+}
 
 // killRestart kills the server with SIGKILL and starts it again, empty,
 // on the same port.
