@@ -52,6 +52,7 @@ var (
 	_ bitmap.UIDLookup        = (*idmap.Mapper)(nil)
 	_ bitmap.MessageLoader    = (*tracker.Registry)(nil)
 	_ bitmap.Publisher        = (*delta.Producer)(nil)
+	_ bitmap.Publisher        = (*delta.Spool)(nil)
 	_ tracker.Directory       = (*idmap.Mapper)(nil)
 	_ tracker.Store           = (*bitmap.Store)(nil)
 	_ tracker.Sender          = (*wecom.Sender)(nil)
@@ -85,10 +86,13 @@ type Main struct {
 	Sender tracker.Sender
 
 	// Set by Run.
-	DB        *sql.DB
-	Redis     redis.UniversalClient
-	Store     *bitmap.Store
-	Producer  *delta.Producer
+	DB       *sql.DB
+	Redis    redis.UniversalClient
+	Store    *bitmap.Store
+	Producer *delta.Producer
+	// Spool is the receiver's local spool in front of Producer, with
+	// receiver.spool_dir.
+	Spool     *delta.Spool
 	Recorder  *bitmap.Recorder
 	Mapper    *idmap.Mapper
 	Tracker   *tracker.Registry
@@ -332,7 +336,17 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			return fmt.Errorf("kafka producer: %w", err)
 		}
 		m.Producer = p
-		if m.Recorder, err = bitmap.NewRecorder(m.Store, m.Mapper, p, m.Tracker, bitmap.RecorderOptions{
+		var pub bitmap.Publisher = p
+		if dir := cfg.Receiver.SpoolDir; dir != "" {
+			if m.Spool, err = delta.NewSpool(p, delta.SpoolOptions{
+				Dir: dir, MaxBytes: cfg.Receiver.SpoolMaxBytes, Logger: log, Registerer: m.Registry,
+			}); err != nil {
+				return fmt.Errorf("receiver: %w", err)
+			}
+			pub = m.Spool
+			log.Info("receiver spool", "dir", dir, "max_bytes", cfg.Receiver.SpoolMaxBytes)
+		}
+		if m.Recorder, err = bitmap.NewRecorder(m.Store, m.Mapper, pub, m.Tracker, bitmap.RecorderOptions{
 			Apps: DomainApps(cfg.Apps), Logger: log, Registerer: m.Registry,
 		}); err != nil {
 			return err
@@ -477,7 +491,11 @@ func (m *Main) readiness(kafka bool) map[string]probe.Check {
 		"mysql": func(ctx context.Context) error { return m.DB.PingContext(ctx) },
 		"redis": func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() },
 	}
-	if kafka {
+	if kafka && m.Spool != nil {
+		// Kafka down is no reason to stop taking callbacks: the spool
+		// holds their deltas. A full spool is.
+		checks["spool"] = m.Spool.Ready
+	} else if kafka {
 		checks["kafka"] = func(ctx context.Context) error {
 			if m.Producer == nil {
 				return errors.New("no producer")
@@ -558,6 +576,11 @@ func (m *Main) close() error {
 	}
 	if m.Store != nil {
 		m.Store.Close()
+	}
+	if m.Spool != nil {
+		if err := m.Spool.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("spool: %w", err))
+		}
 	}
 	if m.Producer != nil {
 		m.Producer.Close()
