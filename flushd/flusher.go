@@ -93,9 +93,10 @@ type Flusher struct {
 	failures int
 	retryAt  time.Time
 
-	liveView LiveView
-	live     *live
-	lm       *liveMetrics
+	liveView    LiveView
+	live        *live
+	lm          *liveMetrics
+	liveBackoff backoff
 
 	paused    bool // poll loop only
 	closeOnce sync.Once
@@ -153,6 +154,7 @@ func New(db DB, opts Options) (*Flusher, error) {
 		p:            newPending(),
 		liveView:     opts.Live,
 		live:         newLive(opts.MaxPending),
+		liveBackoff:  liveBackoff,
 		lm:           lm,
 	}
 	kopts := append([]kgo.Opt{

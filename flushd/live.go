@@ -26,6 +26,10 @@ type LiveView interface {
 // the flush loop (MySQL is written already; the bits wait and retry).
 const liveTimeout = 2 * time.Second
 
+// liveBackoff spaces failed heals: capped at 2 s, so the live view
+// catches up within about that long once Redis answers again.
+var liveBackoff = backoff{min: 100 * time.Millisecond, max: 2 * time.Second}
+
 // live is what flushd has written into MySQL and not yet into Redis: per
 // message, the uids of counted reads and of each signal. The Flusher
 // guards it with its mutex.
@@ -199,6 +203,6 @@ func (f *Flusher) heal(ctx context.Context) {
 		delete(todo, k)
 	}
 	f.mu.Lock()
-	f.live.putBack(todo, time.Now(), f.backoff, f.lm)
+	f.live.putBack(todo, time.Now(), f.liveBackoff, f.lm)
 	f.mu.Unlock()
 }

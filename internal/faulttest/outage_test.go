@@ -457,3 +457,32 @@ func TestRedisKilledDataLost(t *testing.T) {
 	<-done
 	e.verifyHealed("7. Redis killed, data lost", fmt.Sprintf("%d× kill -9 of Redis mid-storm, restarted empty; WeCom's exact retry policy", kills), dash)
 }
+
+// TestRedisStopped25s: the scenario's Redis is frozen (SIGSTOP: no answer,
+// data kept, as in a failover) for 25 s — longer than WeCom's three tries —
+// in the middle of a storm played with WeCom's exact retry policy. The
+// receiver publishes the presses it cannot mark unmarked; flushd writes
+// them (recipient rows only) and sets their bits once Redis answers again:
+// every press is answered 200 and in MySQL, and the dashboard equals MySQL
+// without `yidu reconcile`.
+func TestRedisStopped25s(t *testing.T) {
+	t.Parallel() // mostly waiting out the outage
+	e, rs, dash := newOutageEnv(t, outageOptions{envOptions: envOptions{Notices: 2, Members: 450}, OwnRedis: true})
+	done := e.goPressStorm(context.Background(), e.reads, 20) // 900 presses, 45 s
+	time.Sleep(10 * time.Second)
+	rs.freeze()
+	down := time.Now()
+	at := e.wecom.sent.Load()
+	rowsAtFreeze := e.readRows()
+	time.Sleep(25 * time.Second)
+	rowsDuring := e.readRows() - rowsAtFreeze
+	rs.thaw()
+	up := time.Now()
+	<-done
+	if rowsDuring == 0 {
+		t.Error("no read reached MySQL while Redis was stopped")
+	}
+	e.verifyHealed("10. Redis stopped 25 s",
+		fmt.Sprintf("redis-server stopped (SIGSTOP) %.0f s after %d presses, then resumed with its data; %d reads reached MySQL meanwhile",
+			up.Sub(down).Seconds(), at, rowsDuring), dash)
+}

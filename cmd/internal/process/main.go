@@ -486,11 +486,17 @@ func (m *Main) FlushdErr() error { return m.flushErr }
 
 // readiness is what a role needs to answer: MySQL and Redis, and Kafka
 // for the receiver (without it every read is a 503).
-func (m *Main) readiness(kafka bool) map[string]probe.Check {
+func (m *Main) readiness(receiver bool) map[string]probe.Check {
 	checks := map[string]probe.Check{
 		"mysql": func(ctx context.Context) error { return m.DB.PingContext(ctx) },
-		"redis": func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() },
 	}
+	if !receiver {
+		// The receiver takes button and link reads without Redis (they
+		// go to Kafka unmarked, bitmap.Recorder): Redis down is no reason
+		// to take it out of WeCom's reach.
+		checks["redis"] = func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() }
+	}
+	kafka := receiver
 	if kafka && m.Spool != nil {
 		// Kafka down is no reason to stop taking callbacks: the spool
 		// holds their deltas. A full spool is.
