@@ -149,7 +149,9 @@ func (r *Recorder) counted(corpID string, agentID int64, sig yidu.Signal) bool {
 // member returns userID's uid; ok=false with a nil error for a member
 // the directory does not know (counted: not a recipient of anything).
 func (r *Recorder) member(ctx context.Context, src delta.Source, corpID, userID string) (uid uint32, ok bool, err error) {
-	uid, ok, err = r.ids.Lookup(ctx, corpID, userID)
+	lctx, cancel := context.WithTimeout(ctx, r.opts.MarkTimeout)
+	defer cancel()
+	uid, ok, err = r.ids.Lookup(lctx, corpID, userID)
 	if err != nil {
 		return 0, false, fmt.Errorf("bitmap: %s: lookup: %w", src, err)
 	}
@@ -165,10 +167,6 @@ func (r *Recorder) member(ctx context.Context, src delta.Source, corpID, userID 
 // non-recipient, or an app whose read signals leave the button out (the
 // press is still recorded, for by_signal and MySQL's button_at).
 func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (int, error) {
-	uid, ok, err := r.member(ctx, delta.SourceCard, corpID, userID)
-	if !ok {
-		return 0, err
-	}
 	// One message is sent as many cards, one per batch of 1000 members, each
 	// with its own task_id (yidu.TaskID).
 	msgID, ok := yidu.ParseTaskID(taskID)
@@ -176,6 +174,13 @@ func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, u
 		// Hostile or foreign input: touch neither Redis nor MySQL.
 		r.count(delta.SourceCard, outcomeLabelUnknownMsgID, 1)
 		return 0, nil
+	}
+	uid, ok, err := r.member(ctx, delta.SourceCard, corpID, userID)
+	if err != nil && ctx.Err() == nil {
+		return r.byUserID(ctx, yidu.SignalButton, corpID, agentID, userID, string(msgID), at, err)
+	}
+	if !ok {
+		return 0, err
 	}
 	return r.record(ctx, yidu.SignalButton, corpID, agentID, uid, []string{string(msgID)}, at)
 }
@@ -187,14 +192,17 @@ func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, u
 // new signals that count as read, as CardRead; unknown member, unknown or
 // malformed msgid, another app's message or a non-recipient → (0, nil).
 func (r *Recorder) LinkRead(ctx context.Context, corpID string, agentID int64, userID, msgID string, at time.Time) (int, error) {
-	uid, ok, err := r.member(ctx, delta.SourceLink, corpID, userID)
-	if !ok {
-		return 0, err
-	}
 	// A link names a message, never a send batch.
 	if !yidu.MsgID(msgID).Valid() {
 		r.count(delta.SourceLink, outcomeLabelUnknownMsgID, 1)
 		return 0, nil
+	}
+	uid, ok, err := r.member(ctx, delta.SourceLink, corpID, userID)
+	if err != nil && ctx.Err() == nil {
+		return r.byUserID(ctx, yidu.SignalLink, corpID, agentID, userID, msgID, at, err)
+	}
+	if !ok {
+		return 0, err
 	}
 	return r.record(ctx, yidu.SignalLink, corpID, agentID, uid, []string{msgID}, at)
 }
@@ -377,8 +385,44 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 	return reads, inFlight, nil
 }
 
-// outcomeLabelUnmarked counts signals published without Redis.
-const outcomeLabelUnmarked = "unmarked"
+// Outcomes of signals taken while a store was down.
+const (
+	// outcomeLabelUnmarked counts signals published without Redis.
+	outcomeLabelUnmarked = "unmarked"
+	// outcomeLabelByUserID counts signals published by UserID: MySQL
+	// could not map it and the member was not in the idmap cache.
+	outcomeLabelByUserID = "by_userid"
+)
+
+// byUserID publishes signal sig of userID on msgID by UserID (uid 0,
+// delta.Delta UserID) when the uid lookup failed (MySQL down and the
+// member not in the cache): flushd maps the UserID once MySQL answers,
+// writes the recipient row (a non-member or non-recipient changes none)
+// and sets the bits (flushd.LiveView). Nothing is marked in Redis: the
+// uid is not known here. It returns how many count as read.
+func (r *Recorder) byUserID(ctx context.Context, sig yidu.Signal, corpID string, agentID int64, userID, msgID string, at time.Time, cause error) (int, error) {
+	src := delta.SourceOf(sig)
+	if !yidu.UserID(userID).Valid() {
+		return 0, cause
+	}
+	counted := r.counted(corpID, agentID, sig)
+	d := delta.Delta{CorpID: corpID, MsgID: msgID, UserID: userID, ReadTime: at.Unix(), Source: src, Counted: counted}
+	start := time.Now()
+	err := r.pub.Publish(ctx, []delta.Delta{d})
+	r.m.publish.Observe(time.Since(start).Seconds())
+	if err != nil {
+		r.m.publishErrors.Inc()
+		return 0, fmt.Errorf("bitmap: %s: uid lookup failed (%w) and publish: %w", src, cause, err)
+	}
+	r.count(src, outcomeLabelByUserID, 1)
+	r.logUnmarked.Do(func() {
+		r.log.Warn("uid lookup failed: signal published by UserID, flushd maps it once MySQL answers (logged at most every 10s)", "err", cause)
+	})
+	if !counted {
+		return 0, nil
+	}
+	return 1, nil
+}
 
 // errRedisDown marks a mark that failed in Redis (an error or no answer
 // within MarkTimeout): record publishes the signal unmarked instead.

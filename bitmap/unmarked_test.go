@@ -135,3 +135,54 @@ func TestRedisDownPublishesUnmarked(t *testing.T) {
 		})
 	}
 }
+
+// downIDs is idmap with MySQL down and an empty cache.
+type downIDs struct{}
+
+var errMySQLDown = errors.New("test: mysql is down")
+
+func (downIDs) Lookup(context.Context, string, string) (uint32, bool, error) {
+	return 0, false, errMySQLDown
+}
+
+// TestLookupDownPublishesByUserID: when the uid of a member cannot be
+// looked up (MySQL down, not cached), a button press and a link read are
+// published by UserID (uid 0), nothing is marked, and the read is
+// answered; a malformed task id is still refused before any lookup, and
+// with Kafka down too the read is refused.
+func TestLookupDownPublishesByUserID(t *testing.T) {
+	s, _ := mustStore(t, Options{})
+	pub := &capturePublisher{}
+	rec, err := NewRecorder(s, downIDs{}, pub, newFakeLoader(), RecorderOptions{Registerer: prometheus.NewRegistry()})
+	testenv.Check(t, "NewRecorder", err)
+	ctx := context.Background()
+	at := time.Unix(1764406800, 0)
+	if n, err := rec.CardRead(ctx, testCorp, 7, "ZhangSan", "notice-1@0", at); err != nil || n != 1 {
+		t.Fatalf("CardRead = %d, %v; want 1, nil", n, err)
+	}
+	if n, err := rec.LinkRead(ctx, testCorp, 7, "lisi", "notice-1", at); err != nil || n != 1 {
+		t.Fatalf("LinkRead = %d, %v; want 1, nil", n, err)
+	}
+	if n, err := rec.CardRead(ctx, testCorp, 7, "wangwu", "not a task id", at); err != nil || n != 0 {
+		t.Errorf("CardRead of a malformed task id = %d, %v; want 0, nil", n, err)
+	}
+	want := []delta.Delta{
+		{CorpID: testCorp, MsgID: "notice-1", UserID: "ZhangSan", ReadTime: at.Unix(), Source: delta.SourceCard, Counted: true},
+		{CorpID: testCorp, MsgID: "notice-1", UserID: "lisi", ReadTime: at.Unix(), Source: delta.SourceLink, Counted: true},
+	}
+	pub.mu.Lock()
+	got := append([]delta.Delta(nil), pub.ds...)
+	pub.mu.Unlock()
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("published %+v; want %+v", got, want)
+	}
+	if rcpt, _, found, _ := s.Counts(ctx, testCorp, "notice-1"); found || rcpt != 0 {
+		t.Error("something was marked in Redis without a uid")
+	}
+	pub.mu.Lock()
+	pub.fail = true
+	pub.mu.Unlock()
+	if _, err := rec.CardRead(ctx, testCorp, 7, "zhaoliu", "notice-1@0", at); !errors.Is(err, errKafkaDown) {
+		t.Errorf("CardRead with MySQL and Kafka down = %v; want the publish error", err)
+	}
+}

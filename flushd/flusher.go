@@ -64,6 +64,16 @@ type Options struct {
 	// A Redis failure never holds MySQL back: the bits wait, at most
 	// MaxPending of them, and are retried with backoff.
 	Live LiveView
+	// Members maps the UserID of a delta that carries one (the receiver
+	// took it while MySQL could not map it) to its uid before the write;
+	// idmap.Mapper provides it. Without it such deltas are skipped as
+	// malformed.
+	Members Members
+}
+
+// Members maps WeCom UserIDs to uids (idmap.Mapper).
+type Members interface {
+	Lookup(ctx context.Context, corpID, userID string) (uid uint32, ok bool, err error)
 }
 
 // DefaultSessionTimeout is Options.SessionTimeout when left out: a killed
@@ -93,6 +103,7 @@ type Flusher struct {
 	failures int
 	retryAt  time.Time
 
+	members     Members
 	liveView    LiveView
 	live        *live
 	lm          *liveMetrics
@@ -153,6 +164,7 @@ func New(db DB, opts Options) (*Flusher, error) {
 		logMalformed: rate.Sometimes{Interval: 10 * time.Second},
 		p:            newPending(),
 		liveView:     opts.Live,
+		members:      opts.Members,
 		live:         newLive(opts.MaxPending),
 		liveBackoff:  liveBackoff,
 		lm:           lm,
@@ -301,6 +313,35 @@ func decode(value []byte) (delta.Delta, error) {
 	return d, checkDelta(d)
 }
 
+// resolve returns b's reads with those named by UserID mapped to their
+// uids (one lookup each; a UserID the directory does not know is no
+// recipient of anything and is dropped, counted). A lookup error (MySQL
+// down) fails the flush, which is retried with backoff like a failed
+// write.
+func (f *Flusher) resolve(ctx context.Context, corpID string, b *batch) ([]Read, error) {
+	reads := b.reads()
+	if len(b.byUser) == 0 {
+		return reads, nil
+	}
+	for userID, r := range b.byUser {
+		if f.members == nil {
+			f.m.malformed.Inc()
+			continue
+		}
+		uid, ok, err := f.members.Lookup(ctx, corpID, userID)
+		if err != nil {
+			return nil, fmt.Errorf("flushd: map userids of %s: %w", corpID, err)
+		}
+		if !ok {
+			f.lm.unknownUsers.Inc()
+			continue
+		}
+		r.UID = uid
+		reads = append(reads, r)
+	}
+	return reads, nil
+}
+
 // flushDue writes the batches that are due, unless a failed flush is
 // still backing off, and commits what is written.
 func (f *Flusher) flushDue(ctx context.Context) {
@@ -341,8 +382,11 @@ func (f *Flusher) onRetry(err error) {
 func (f *Flusher) flushLocked(ctx context.Context, batches []dueBatch) error {
 	defer func() { f.m.pending.Set(float64(f.p.uids)) }()
 	for _, db := range batches {
-		reads := db.b.reads()
-		_, _, err := f.w.Write(ctx, db.key.corpID, db.key.msgID, reads)
+		reads, err := f.resolve(ctx, db.key.corpID, db.b)
+		if err != nil {
+			return err
+		}
+		_, _, err = f.w.Write(ctx, db.key.corpID, db.key.msgID, reads)
 		if err == nil && f.liveView != nil {
 			f.live.add(db.key, reads, f.lm)
 		}

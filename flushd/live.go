@@ -159,6 +159,9 @@ type liveMetrics struct {
 	errors  prometheus.Counter
 	dropped prometheus.Counter
 	backlog prometheus.Gauge
+	// unknownUsers is in this file for want of a better one: deltas by
+	// UserID (Options.Members) whose UserID the directory does not know.
+	unknownUsers prometheus.Counter
 }
 
 func newLiveMetrics(reg prometheus.Registerer) (*liveMetrics, error) {
@@ -168,6 +171,8 @@ func newLiveMetrics(reg prometheus.Registerer) (*liveMetrics, error) {
 		errors:  f.Counter("yidu_flushd_live_errors_total", "Failed attempts to set written bits in Redis (retried with backoff)."),
 		dropped: f.Counter("yidu_flushd_live_dropped_total", "Written bits given up on because the Redis backlog exceeded max_pending (yidu reconcile repairs them)."),
 		backlog: f.Gauge("yidu_flushd_live_backlog", "Bits written to MySQL and not yet to Redis."),
+		unknownUsers: f.Counter("yidu_flushd_unknown_userids_total",
+			"Deltas that named their member by UserID (taken while MySQL was down) whose UserID the directory does not know: dropped."),
 	}
 	return m, f.Err("flushd")
 }

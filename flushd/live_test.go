@@ -3,6 +3,7 @@ package flushd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -169,5 +170,72 @@ func TestLiveBacklogBounded(t *testing.T) {
 	}
 	if got := l.take(now.Add(2 * time.Second)); len(got) != 1 || got[k2].read.GetCardinality() != 3 {
 		t.Errorf("take after backoff = %v", got)
+	}
+}
+
+// fakeMembers maps "u-<n>" to uid n, anything else is unknown; it fails
+// while down.
+type fakeMembers struct {
+	mu   sync.Mutex
+	down bool
+}
+
+func (m *fakeMembers) Lookup(_ context.Context, _, userID string) (uint32, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down {
+		return 0, false, errDown
+	}
+	var n uint32
+	if _, err := fmt.Sscanf(userID, "u-%d", &n); err != nil {
+		return 0, false, nil
+	}
+	return n, true, nil
+}
+
+// TestFlusherMapsUserIDs: deltas that name their member by UserID (taken
+// while MySQL could not map it) are written once flushd can map them —
+// not before, and their offsets are not committed before — merged with
+// the same member's uid deltas (earliest read kept); an unknown UserID is
+// dropped and counted; the live view gets the mapped uids' bits.
+func TestFlusherMapsUserIDs(t *testing.T) {
+	e := newKafkaEnv(t, 1)
+	const n = 20
+	e.recipients(t, 1, n)
+	members := &fakeMembers{down: true}
+	lv := newFakeLive()
+	f := e.start(t, Options{Interval: 50 * time.Millisecond, Live: lv, Members: members}, nil)
+	var ds []delta.Delta
+	for uid := range uint32(n) {
+		ds = append(ds, delta.Delta{CorpID: "corp", MsgID: msgName(0), UserID: fmt.Sprintf("u-%d", uid), ReadTime: base + int64(uid), Source: delta.SourceCard, Counted: true})
+	}
+	// uid 3 also by uid, later: the earlier read by UserID wins.
+	ds = append(ds, delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: 3, ReadTime: base + 100, Source: delta.SourceLink, Counted: true},
+		delta.Delta{CorpID: "corp", MsgID: msgName(0), UserID: "ghost", ReadTime: base, Source: delta.SourceCard, Counted: true})
+	e.produce(t, ds...)
+	waitFor(t, 20*time.Second, "failed flushes while the UserIDs cannot be mapped", func() bool { return testutil.ToFloat64(f.m.retries) >= 2 })
+	if got := countRead(t, e.db); got != 0 {
+		t.Fatalf("%d rows read before the UserIDs could be mapped", got)
+	}
+	for p, o := range e.committed(t) {
+		if o > 0 {
+			t.Fatalf("partition %d committed at %d before anything was written", p, o)
+		}
+	}
+	members.mu.Lock()
+	members.down = false
+	members.mu.Unlock()
+	waitFor(t, 20*time.Second, "rows read", func() bool { return countRead(t, e.db) == n })
+	e.waitCommittedToEnd(t)
+	checkRows(t, e.db, 1, n)
+	if got := testutil.ToFloat64(f.lm.unknownUsers); got != 1 {
+		t.Errorf("unknown_userids_total = %v; want 1", got)
+	}
+	waitFor(t, 20*time.Second, "bits of the mapped uids", func() bool {
+		r, b := lv.bits(msgName(0), yidu.SignalButton)
+		return r == n && b == n
+	})
+	if err := f.stop(t); err != nil {
+		t.Errorf("Run = %v; want nil", err)
 	}
 }

@@ -60,6 +60,7 @@ var (
 	_ dashboard.Bitmaps       = (*bitmap.Store)(nil)
 	_ dashboard.Directory     = (*idmap.Mapper)(nil)
 	_ flushd.LiveView         = (*bitmap.Healer)(nil)
+	_ flushd.Members          = (*idmap.Mapper)(nil)
 	_ reconcile.Archive       = (*tracker.Registry)(nil)
 	_ reconcile.Bitmaps       = (*bitmap.Store)(nil)
 	_ reconcile.Publisher     = (*delta.Producer)(nil)
@@ -429,6 +430,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		}
 		f, err := flushd.New(m.DB, flushd.Options{
 			Live:           healer,
+			Members:        m.Mapper,
 			KafkaOpts:      kopts,
 			Brokers:        cfg.Kafka.Brokers,
 			Topic:          cfg.Kafka.Topic,
@@ -484,16 +486,16 @@ func (m *Main) FlushdDone() <-chan struct{} { return m.flushDone }
 // FlushdErr is what flushd's Run returned, once FlushdDone is closed.
 func (m *Main) FlushdErr() error { return m.flushErr }
 
-// readiness is what a role needs to answer: MySQL and Redis, and Kafka
-// for the receiver (without it every read is a 503).
+// readiness is what a role needs to answer: MySQL and Redis for the
+// dashboard; for the receiver, Kafka without a spool (without it every
+// read is a 503), else only room in the spool (docs/reliability.md).
 func (m *Main) readiness(receiver bool) map[string]probe.Check {
-	checks := map[string]probe.Check{
-		"mysql": func(ctx context.Context) error { return m.DB.PingContext(ctx) },
-	}
+	checks := map[string]probe.Check{}
 	if !receiver {
-		// The receiver takes button and link reads without Redis (they
-		// go to Kafka unmarked, bitmap.Recorder): Redis down is no reason
-		// to take it out of WeCom's reach.
+		// The receiver takes button and link reads without Redis (they go
+		// to Kafka unmarked) and without MySQL (by UserID, bitmap.Recorder):
+		// neither being down is a reason to take it out of WeCom's reach.
+		checks["mysql"] = func(ctx context.Context) error { return m.DB.PingContext(ctx) }
 		checks["redis"] = func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() }
 	}
 	kafka := receiver
