@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,11 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
@@ -149,6 +152,9 @@ type outageOptions struct {
 	OwnRedis bool
 	// Receiver adds settings to the receiver's configuration.
 	Receiver map[string]any
+	// MySQLProxy puts every yidu process's MySQL behind a TCP proxy the
+	// scenario can cut (env.proxy); the test's own checks go direct.
+	MySQLProxy bool
 }
 
 // newOutageEnv is newEnv with the scenario's own Redis when asked, a
@@ -183,6 +189,14 @@ func newOutageEnv(t *testing.T, o outageOptions) (*env, *redisServer, *proc) {
 		e.rdb, e.prefix = testenv.Redis(t)
 	}
 	e.db = openUTC(t, e.dsn)
+	yiduDSN := e.dsn
+	if o.MySQLProxy {
+		c, err := mysql.ParseDSN(e.dsn)
+		testenv.Check(t, "parse dsn", err)
+		e.proxy = newProxy(t, c.Addr)
+		c.Addr = e.proxy.addr
+		yiduDSN = c.FormatDSN()
+	}
 	store, err := bitmap.New(e.rdb, bitmap.Options{Prefix: e.prefix, Logger: slog.New(slog.DiscardHandler)})
 	testenv.Check(t, "bitmap.New", err)
 	e.store = store
@@ -197,7 +211,7 @@ func newOutageEnv(t *testing.T, o outageOptions) (*env, *redisServer, *proc) {
 		"dashboard": map[string]any{"listen": "127.0.0.1:0",
 			"tokens": []map[string]any{{"name": "faulttest", "token": apiToken, "corps": []string{app.CorpID}}}},
 		"redis":  map[string]any{"addr": redisAddr, "prefix": e.prefix},
-		"mysql":  map[string]any{"dsn": e.dsn},
+		"mysql":  map[string]any{"dsn": yiduDSN},
 		"kafka":  map[string]any{"brokers": []string{e.kafka.addr()}, "topic": topic, "group": group},
 		"flushd": map[string]any{"listen": "127.0.0.1:0", "interval": "300ms", "batch_size": o.BatchSize, "drain_timeout": "5s"},
 		"wecom":  map[string]any{"api_base": "http://127.0.0.1:1"},
@@ -298,6 +312,40 @@ func dashboardRead(ctx context.Context, dash *proc, msgID string) (int64, error)
 		return 0, err
 	}
 	return p.Read, nil
+}
+
+// metricSum scrapes p's /metrics and sums the samples of series name
+// whose labels contain every one of labels (`outcome="unmarked"`).
+func metricSum(t *testing.T, p *proc, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics of %s: %v", p.Name(), err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // healed is what verifyHealed measured.
@@ -482,7 +530,44 @@ func TestRedisStopped25s(t *testing.T) {
 	if rowsDuring == 0 {
 		t.Error("no read reached MySQL while Redis was stopped")
 	}
+	unmarked := metricSum(t, e.receivers[0], "yidu_bitmap_reads_total", `outcome="unmarked"`)
+	if unmarked == 0 {
+		t.Error("no read was published unmarked")
+	}
 	e.verifyHealed("10. Redis stopped 25 s",
-		fmt.Sprintf("redis-server stopped (SIGSTOP) %.0f s after %d presses, then resumed with its data; %d reads reached MySQL meanwhile",
-			up.Sub(down).Seconds(), at, rowsDuring), dash)
+		fmt.Sprintf("redis-server stopped (SIGSTOP) %.0f s after %d presses, then resumed with its data; %.0f presses published unmarked, %d reads reached MySQL meanwhile",
+			up.Sub(down).Seconds(), at, unmarked, rowsDuring), dash)
+}
+
+// TestMySQLStopped25s: every yidu process reaches MySQL through a proxy,
+// cut for 25 s — longer than WeCom's three tries — in the middle of a
+// storm played with WeCom's exact retry policy. Members the receiver has
+// in its idmap cache are marked in Redis as usual; the others are
+// published by UserID, and flushd maps and writes them once MySQL is back
+// (retrying meanwhile): every press is answered 200 and in MySQL, and the
+// dashboard equals MySQL without `yidu reconcile`.
+func TestMySQLStopped25s(t *testing.T) {
+	t.Parallel() // mostly waiting out the outage
+	e, _, dash := newOutageEnv(t, outageOptions{envOptions: envOptions{Notices: 2, Members: 450}, MySQLProxy: true})
+	done := e.goPressStorm(context.Background(), e.reads, 20) // 900 presses, 45 s
+	time.Sleep(10 * time.Second)
+	e.proxy.cut()
+	down := time.Now()
+	at := e.wecom.sent.Load()
+	rowsAtCut := e.readRows()
+	time.Sleep(25 * time.Second)
+	rowsDuring := e.readRows() - rowsAtCut
+	e.proxy.restore()
+	up := time.Now()
+	<-done
+	if rowsDuring != 0 {
+		t.Errorf("%d rows changed while MySQL was cut; want 0 (is the proxy in the way?)", rowsDuring)
+	}
+	byUser := metricSum(t, e.receivers[0], "yidu_bitmap_reads_total", `outcome="by_userid"`)
+	if byUser == 0 {
+		t.Error("no read was published by UserID")
+	}
+	e.verifyHealed("11. MySQL stopped 25 s",
+		fmt.Sprintf("proxy to MySQL (every process) cut %.0f s after %d presses; %.0f presses of members not in the receiver's cache published by UserID; 0 rows written meanwhile",
+			up.Sub(down).Seconds(), at, byUser), dash)
 }

@@ -69,9 +69,10 @@ func TestKafkaStopped25s(t *testing.T) {
 	if peak == 0 {
 		t.Error("nothing was spooled while the broker was stopped")
 	}
+	spooled := metricSum(t, e.receivers[0], "yidu_receiver_spool_spooled_total")
 	e.verifyHealed("8. broker stopped 25 s (spool)",
-		fmt.Sprintf("kfake stopped %.0f s after %d presses, restarted on its port with its log; %d bytes spooled at the restart",
-			up.Sub(down).Seconds(), at, peak), dash)
+		fmt.Sprintf("kfake stopped %.0f s after %d presses, restarted on its port with its log; %.0f deltas spooled (%d bytes at the restart)",
+			up.Sub(down).Seconds(), at, spooled, peak), dash)
 	waitSpoolEmpty(t, spool)
 }
 
