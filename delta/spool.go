@@ -357,7 +357,11 @@ func (s *Spool) drainLoop() {
 // drain forwards every sealed segment, oldest first, and deletes each once
 // Kafka acknowledged all its deltas; the current one is sealed first. It
 // stops at the first failure (Kafka still down).
-func (s *Spool) drain() {
+func (s *Spool) drain() { s.drainUntil(s.stop, time.Time{}) }
+
+// drainUntil is drain, stopping early when stop closes or at deadline
+// (zero: none).
+func (s *Spool) drainUntil(stop <-chan struct{}, deadline time.Time) {
 	s.mu.Lock()
 	down := s.down
 	s.mu.Unlock()
@@ -370,9 +374,12 @@ func (s *Spool) drain() {
 	}
 	for {
 		select {
-		case <-s.stop:
+		case <-stop:
 			return
 		default:
+		}
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			return
 		}
 		s.mu.Lock()
 		if len(s.sealed) == 0 {
@@ -443,9 +450,12 @@ func (s *Spool) Ready(context.Context) error {
 	return nil
 }
 
-// Close stops the drain and closes the current segment; what is left is
-// forwarded by the next process on this directory. Stop the receiver
-// first.
+// closeDrain bounds Close's last attempt to forward the spool.
+const closeDrain = 5 * time.Second
+
+// Close stops the drain, tries once more (for at most 5 s) to forward
+// what the spool holds, and closes it; what is left is forwarded by the
+// next process on this directory. Stop the receiver first.
 func (s *Spool) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -456,7 +466,11 @@ func (s *Spool) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	<-s.done
+	s.drainUntil(nil, time.Now().Add(closeDrain))
 	err := s.seal()
+	if left := s.Bytes(); left > 0 {
+		s.log.Warn("spool left for the next receiver on this volume", "dir", s.opts.Dir, "bytes", left)
+	}
 	s.lock.Close()
 	return err
 }

@@ -123,7 +123,7 @@ func TestReceiverKilledDuringSpoolDrain(t *testing.T) {
 	}
 	rcv.kill9(t)
 	forwarded, left := e.endOffsets()-before, spoolBytes(t, spool)
-	t.Logf("killed mid-drain: %d deltas forwarded, %d of %d spool bytes left", forwarded, left, spooled)
+	t.Logf("killed mid-drain: %d deltas forwarded, %d of %d spool bytes still on disk", forwarded, left, spooled)
 	if left == 0 {
 		t.Log("the drain finished before the kill: the replay proves nothing this run")
 	}
@@ -131,7 +131,7 @@ func TestReceiverKilledDuringSpoolDrain(t *testing.T) {
 	e.wecom.setPhase("after")
 	e.pressStorm(context.Background(), e.reads[2400:], 100)
 	e.verifyHealed("9. receiver kill -9 during the spool drain",
-		fmt.Sprintf("2400 presses spooled while kfake was stopped (%d bytes); kill -9 of the receiver after %d deltas were forwarded, %d bytes left; restarted on its spool", spooled, forwarded, left), dash)
+		fmt.Sprintf("2400 presses spooled while kfake was stopped (%d bytes); kill -9 of the receiver after %d deltas were forwarded, %d bytes still on disk; restarted on its spool", spooled, forwarded, left), dash)
 	waitSpoolEmpty(t, spool)
 	_ = rcv
 }
