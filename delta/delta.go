@@ -1,6 +1,8 @@
 // Package delta is the wire format of one new read signal on the deltas
 // topic (yidu.reads): written by the read path after the bit is set, read
-// by flushd. The encoding is documented in docs/architecture.md.
+// by flushd. The encoding is documented in docs/architecture.md. Producer
+// publishes deltas with acks=all; Spool, in front of it, makes them
+// durable on the receiver's disk while no broker acknowledges.
 //
 // Value layout (integers uvarint or varint as noted):
 //
