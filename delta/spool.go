@@ -355,8 +355,8 @@ func (s *Spool) drainLoop() {
 }
 
 // drain forwards every sealed segment, oldest first, and deletes each once
-// Kafka acknowledged all its deltas; the current one is sealed first. It
-// stops at the first failure (Kafka still down).
+// Kafka acknowledged all its deltas, then seals the current one and
+// forwards it too. It stops at the first failure (Kafka still down).
 func (s *Spool) drain() { s.drainUntil(s.stop, time.Time{}) }
 
 // drainUntil is drain, stopping early when stop closes or at deadline
@@ -366,10 +366,6 @@ func (s *Spool) drainUntil(stop <-chan struct{}, deadline time.Time) {
 	down := s.down
 	s.mu.Unlock()
 	if !down {
-		return
-	}
-	if err := s.seal(); err != nil {
-		s.log.Error("seal spool segment", "err", err)
 		return
 	}
 	for {
@@ -383,10 +379,19 @@ func (s *Spool) drainUntil(stop <-chan struct{}, deadline time.Time) {
 		}
 		s.mu.Lock()
 		if len(s.sealed) == 0 {
-			if s.cur == nil {
-				s.down = false // empty: Publish tries Kafka first again
-				s.log.Info("spool drained; publishing to Kafka directly again")
+			if s.cur != nil {
+				// Only now the current segment: while Kafka is down the
+				// older ones fail first, so an outage fills segments
+				// instead of cutting one per attempt.
+				s.mu.Unlock()
+				if err := s.seal(); err != nil {
+					s.log.Error("seal spool segment", "err", err)
+					return
+				}
+				continue
 			}
+			s.down = false // empty: Publish tries Kafka first again
+			s.log.Info("spool drained; publishing to Kafka directly again")
 			s.mu.Unlock()
 			return
 		}

@@ -256,3 +256,22 @@ func FuzzDecodeSpool(f *testing.F) {
 		}
 	})
 }
+
+// TestSpoolOutageFillsSegments: drain attempts failing during an outage
+// do not cut a new segment each: writes between them go on filling one.
+func TestSpoolOutageFillsSegments(t *testing.T) {
+	k := &fakeKafka{down: true}
+	dir := t.TempDir()
+	s := newTestSpool(t, k, dir, SpoolOptions{DrainInterval: 5 * time.Millisecond})
+	for i := range 5 {
+		testNoErr(t, s.Publish(context.Background(), spoolDeltas(i, 1)))
+		want := float64(i + 1)
+		waitUntil(t, "a failed drain attempt", func() bool { return testutil.ToFloat64(s.m.drainErrors) >= want })
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.spool"))
+	if len(files) > 2 {
+		t.Errorf("%d segments after 5 failed drains; want at most 2", len(files))
+	}
+	k.setDown(false)
+	waitUntil(t, "spool drained", func() bool { return s.Bytes() == 0 })
+}
