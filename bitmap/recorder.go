@@ -10,6 +10,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/delta"
@@ -47,6 +48,11 @@ type RecorderOptions struct {
 	// AckTimeout bounds Ack/Release, which run after the caller's deadline
 	// may have passed (default 1 s).
 	AckTimeout time.Duration
+	// MarkTimeout bounds the mark of a button or link signal (default 1
+	// s): a Redis that does not answer in time is treated as down, and
+	// the signal is published unmarked (see Recorder) with the rest of
+	// the caller's deadline.
+	MarkTimeout time.Duration
 	// Apps say which signals count as read for each app (ReadSignals),
 	// found by corp and agent id, else by corp and agent id 0 (an app
 	// configured without one). A signal of an app not listed counts as
@@ -65,6 +71,17 @@ type appKey struct {
 // Recorder is the receiver's read path (callback.ReadRecorder): it returns
 // only when every new signal has its bit set in Redis and its delta
 // acknowledged by Kafka. See the package doc for the order of steps.
+//
+// When Redis fails or does not answer within MarkTimeout, a button press
+// or a link read is published to Kafka unmarked instead: its delta, with
+// the app's decision whether it counts, and no bit, no lease. Nothing
+// here knows whether the member is a recipient; flushd's recipient-row
+// guard decides (a non-recipient's read changes no row) and sets the bits
+// of the rows it wrote once Redis answers again (flushd.LiveView), so the
+// dashboard catches up without counting a non-recipient. Each retry of
+// the callback publishes again; flushd's guards make the duplicates
+// no-ops. An enter_agent needs the app's message index, which is in
+// Redis: it is answered 503 while Redis is down.
 type Recorder struct {
 	store  *Store
 	ids    UIDLookup
@@ -74,6 +91,8 @@ type Recorder struct {
 	apps   map[appKey]yidu.App
 	log    *slog.Logger
 	m      *recorderMetrics
+
+	logUnmarked rate.Sometimes
 }
 
 // NewRecorder returns a Recorder writing to store and pub.
@@ -86,6 +105,9 @@ func NewRecorder(store *Store, ids UIDLookup, pub Publisher, loader MessageLoade
 	}
 	if opts.AckTimeout <= 0 {
 		opts.AckTimeout = time.Second
+	}
+	if opts.MarkTimeout <= 0 {
+		opts.MarkTimeout = time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -107,6 +129,8 @@ func NewRecorder(store *Store, ids UIDLookup, pub Publisher, loader MessageLoade
 		store: store, ids: ids, pub: pub, loader: loader, opts: opts, apps: apps,
 		log: opts.Logger.With("component", "bitmap.recorder"),
 		m:   m,
+
+		logUnmarked: rate.Sometimes{Interval: 10 * time.Second},
 	}, nil
 }
 
@@ -125,7 +149,9 @@ func (r *Recorder) counted(corpID string, agentID int64, sig yidu.Signal) bool {
 // member returns userID's uid; ok=false with a nil error for a member
 // the directory does not know (counted: not a recipient of anything).
 func (r *Recorder) member(ctx context.Context, src delta.Source, corpID, userID string) (uid uint32, ok bool, err error) {
-	uid, ok, err = r.ids.Lookup(ctx, corpID, userID)
+	lctx, cancel := context.WithTimeout(ctx, r.opts.MarkTimeout)
+	defer cancel()
+	uid, ok, err = r.ids.Lookup(lctx, corpID, userID)
 	if err != nil {
 		return 0, false, fmt.Errorf("bitmap: %s: lookup: %w", src, err)
 	}
@@ -141,10 +167,6 @@ func (r *Recorder) member(ctx context.Context, src delta.Source, corpID, userID 
 // non-recipient, or an app whose read signals leave the button out (the
 // press is still recorded, for by_signal and MySQL's button_at).
 func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (int, error) {
-	uid, ok, err := r.member(ctx, delta.SourceCard, corpID, userID)
-	if !ok {
-		return 0, err
-	}
 	// One message is sent as many cards, one per batch of 1000 members, each
 	// with its own task_id (yidu.TaskID).
 	msgID, ok := yidu.ParseTaskID(taskID)
@@ -152,6 +174,13 @@ func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, u
 		// Hostile or foreign input: touch neither Redis nor MySQL.
 		r.count(delta.SourceCard, outcomeLabelUnknownMsgID, 1)
 		return 0, nil
+	}
+	uid, ok, err := r.member(ctx, delta.SourceCard, corpID, userID)
+	if err != nil && ctx.Err() == nil {
+		return r.byUserID(ctx, yidu.SignalButton, corpID, agentID, userID, string(msgID), at, err)
+	}
+	if !ok {
+		return 0, err
 	}
 	return r.record(ctx, yidu.SignalButton, corpID, agentID, uid, []string{string(msgID)}, at)
 }
@@ -163,14 +192,17 @@ func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, u
 // new signals that count as read, as CardRead; unknown member, unknown or
 // malformed msgid, another app's message or a non-recipient → (0, nil).
 func (r *Recorder) LinkRead(ctx context.Context, corpID string, agentID int64, userID, msgID string, at time.Time) (int, error) {
-	uid, ok, err := r.member(ctx, delta.SourceLink, corpID, userID)
-	if !ok {
-		return 0, err
-	}
 	// A link names a message, never a send batch.
 	if !yidu.MsgID(msgID).Valid() {
 		r.count(delta.SourceLink, outcomeLabelUnknownMsgID, 1)
 		return 0, nil
+	}
+	uid, ok, err := r.member(ctx, delta.SourceLink, corpID, userID)
+	if err != nil && ctx.Err() == nil {
+		return r.byUserID(ctx, yidu.SignalLink, corpID, agentID, userID, msgID, at, err)
+	}
+	if !ok {
+		return 0, err
 	}
 	return r.record(ctx, yidu.SignalLink, corpID, agentID, uid, []string{msgID}, at)
 }
@@ -238,6 +270,10 @@ func (r *Recorder) record(ctx context.Context, sig yidu.Signal, corpID string, a
 	counted := r.counted(corpID, agentID, sig)
 	for {
 		n, inFlight, err := r.recordOnce(ctx, sig, counted, corpID, agentID, uid, msgIDs, at)
+		if errors.Is(err, errRedisDown) && sig != yidu.SignalEnterAgent && ctx.Err() == nil {
+			u, err := r.unmarked(ctx, sig, counted, corpID, uid, msgIDs, at, err)
+			return total + n + u, err
+		}
 		total += n
 		if err != nil || len(inFlight) == 0 {
 			return total, err
@@ -264,7 +300,7 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 	for i, id := range msgIDs {
 		targets[i] = Target{CorpID: corpID, MsgID: id, AgentID: agentID, Signal: sig, Counted: counted, UIDs: []uint32{uid}}
 	}
-	outs, err := r.store.Mark(ctx, targets)
+	outs, err := r.mark(ctx, targets)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -285,7 +321,7 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 		for j, i := range retry {
 			again[j] = targets[i]
 		}
-		outs2, err := r.store.Mark(ctx, again)
+		outs2, err := r.mark(ctx, again)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -347,6 +383,87 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 		r.log.Warn("ack pending reads", "err", err)
 	}
 	return reads, inFlight, nil
+}
+
+// Outcomes of signals taken while a store was down.
+const (
+	// outcomeLabelUnmarked counts signals published without Redis.
+	outcomeLabelUnmarked = "unmarked"
+	// outcomeLabelByUserID counts signals published by UserID: MySQL
+	// could not map it and the member was not in the idmap cache.
+	outcomeLabelByUserID = "by_userid"
+)
+
+// byUserID publishes signal sig of userID on msgID by UserID (uid 0,
+// delta.Delta UserID) when the uid lookup failed (MySQL down and the
+// member not in the cache): flushd maps the UserID once MySQL answers,
+// writes the recipient row (a non-member or non-recipient changes none)
+// and sets the bits (flushd.LiveView). Nothing is marked in Redis: the
+// uid is not known here. It returns how many count as read.
+func (r *Recorder) byUserID(ctx context.Context, sig yidu.Signal, corpID string, agentID int64, userID, msgID string, at time.Time, cause error) (int, error) {
+	src := delta.SourceOf(sig)
+	if !yidu.UserID(userID).Valid() {
+		return 0, cause
+	}
+	counted := r.counted(corpID, agentID, sig)
+	d := delta.Delta{CorpID: corpID, MsgID: msgID, UserID: userID, ReadTime: at.Unix(), Source: src, Counted: counted}
+	start := time.Now()
+	err := r.pub.Publish(ctx, []delta.Delta{d})
+	r.m.publish.Observe(time.Since(start).Seconds())
+	if err != nil {
+		r.m.publishErrors.Inc()
+		return 0, fmt.Errorf("bitmap: %s: uid lookup failed (%w) and publish: %w", src, cause, err)
+	}
+	r.count(src, outcomeLabelByUserID, 1)
+	r.logUnmarked.Do(func() {
+		r.log.Warn("uid lookup failed: signal published by UserID, flushd maps it once MySQL answers (logged at most every 10s)", "err", cause)
+	})
+	if !counted {
+		return 0, nil
+	}
+	return 1, nil
+}
+
+// errRedisDown marks a mark that failed in Redis (an error or no answer
+// within MarkTimeout): record publishes the signal unmarked instead.
+var errRedisDown = errors.New("bitmap: redis unavailable")
+
+// mark is Store.Mark bounded by MarkTimeout; a failure other than a full
+// queue (overload: 503, never more load on Kafka) is errRedisDown.
+func (r *Recorder) mark(ctx context.Context, targets []Target) ([][]Outcome, error) {
+	mctx, cancel := context.WithTimeout(ctx, r.opts.MarkTimeout)
+	defer cancel()
+	outs, err := r.store.Mark(mctx, targets)
+	if err != nil && !errors.Is(err, ErrQueueFull) && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
+		return nil, fmt.Errorf("%w: %w", errRedisDown, err)
+	}
+	return outs, err
+}
+
+// unmarked publishes signal sig of uid on msgIDs without Redis (see
+// Recorder) and returns how many count as read, once Kafka (or the spool)
+// has the deltas.
+func (r *Recorder) unmarked(ctx context.Context, sig yidu.Signal, counted bool, corpID string, uid uint32, msgIDs []string, at time.Time, cause error) (int, error) {
+	src := delta.SourceOf(sig)
+	ds := make([]delta.Delta, len(msgIDs))
+	for i, id := range msgIDs {
+		ds[i] = delta.Delta{CorpID: corpID, MsgID: id, UID: uid, ReadTime: at.Unix(), Source: src, Counted: counted}
+	}
+	start := time.Now()
+	err := r.pub.Publish(ctx, ds)
+	r.m.publish.Observe(time.Since(start).Seconds())
+	if err != nil {
+		r.m.publishErrors.Inc()
+		return 0, fmt.Errorf("bitmap: %s: redis down (%w) and publish: %w", src, cause, err)
+	}
+	r.count(src, outcomeLabelUnmarked, len(ds))
+	r.logUnmarked.Do(func() {
+		r.log.Warn("redis unavailable: signals published unmarked, flushd sets their bits once Redis answers (logged at most every 10s)", "err", cause)
+	})
+	if !counted {
+		return 0, nil
+	}
+	return len(ds), nil
 }
 
 // restore loads a message Redis lacks from MySQL; found=false: unknown.

@@ -1,6 +1,8 @@
 // Package delta is the wire format of one new read signal on the deltas
 // topic (yidu.reads): written by the read path after the bit is set, read
-// by flushd. The encoding is documented in docs/architecture.md.
+// by flushd. The encoding is documented in docs/architecture.md. Producer
+// publishes deltas with acks=all; Spool, in front of it, makes them
+// durable on the receiver's disk while no broker acknowledges.
 //
 // Value layout (integers uvarint or varint as noted):
 //
@@ -12,12 +14,19 @@
 //	varint  read_time, unix seconds
 //	uvarint len(corp_id), corp_id bytes
 //	uvarint len(msgid),   msgid bytes
+//	uvarint len(userid),  userid bytes: version 3 only
 //
 // A version 1 value has no flags byte and is counted: it is what releases
 // before read signals were kept apart wrote, and what Marshal still writes
 // for a counted delta, so a flushd not yet upgraded keeps writing every
 // read during a rolling upgrade (it skips only the version 2 values, which
 // record a signal that does not count).
+//
+// A version 3 value is a version 2 value with flag bit 1 set and the
+// member's WeCom UserID at the end, uid 0: the receiver could not map the
+// UserID to its uid (MySQL down and the member not in its cache), so
+// flushd resolves it (see Delta.UserID). A flushd older than version 3
+// skips such values as malformed: upgrade flushd before the receivers.
 //
 // The record key is corp_id + "/" + msgid, so every delta of one message
 // lands on one partition, in order.
@@ -33,10 +42,14 @@ import (
 
 // Version is the newest encoding version; Marshal writes the oldest one
 // that can hold a delta (see the package doc).
-const Version = 2
+const Version = 3
 
-// flagCounted is bit 0 of a version 2 value's flags.
-const flagCounted = 1
+// Flags of a version 2 or 3 value: bit 0 counted, bit 1 (version 3 only,
+// and always) the value ends in a UserID.
+const (
+	flagCounted = 1
+	flagUserID  = 2
+)
 
 // Source says what produced a delta: one of the read signals
 // (yidu.Signal, same values) or yidu reconcile.
@@ -94,6 +107,11 @@ type Delta struct {
 	// sets its signal's first time. A SourceReconcile delta is always
 	// counted.
 	Counted bool
+	// UserID, when set, names the member instead of UID (which is 0): the
+	// receiver took the signal while MySQL could not map the UserID
+	// (idmap), unmarked in Redis; flushd maps it before writing. Only a
+	// signal's delta carries one, never a reconcile delta.
+	UserID string
 }
 
 // ErrMalformed is returned by Unmarshal for a value it cannot decode.
@@ -113,9 +131,16 @@ func Key(corpID, msgID string) []byte {
 // AppendMarshal appends d's encoding to b and returns the extended slice:
 // version 1 when d is counted, version 2 otherwise (see the package doc).
 func AppendMarshal(b []byte, d Delta) []byte {
-	if d.Counted {
+	switch {
+	case d.UserID != "":
+		flags := byte(flagUserID)
+		if d.Counted {
+			flags |= flagCounted
+		}
+		b = append(b, 3, byte(d.Source), flags)
+	case d.Counted:
 		b = append(b, 1, byte(d.Source))
-	} else {
+	default:
 		b = append(b, 2, byte(d.Source), 0)
 	}
 	b = binary.AppendUvarint(b, uint64(d.UID))
@@ -123,7 +148,12 @@ func AppendMarshal(b []byte, d Delta) []byte {
 	b = binary.AppendUvarint(b, uint64(len(d.CorpID)))
 	b = append(b, d.CorpID...)
 	b = binary.AppendUvarint(b, uint64(len(d.MsgID)))
-	return append(b, d.MsgID...)
+	b = append(b, d.MsgID...)
+	if d.UserID != "" {
+		b = binary.AppendUvarint(b, uint64(len(d.UserID)))
+		b = append(b, d.UserID...)
+	}
+	return b
 }
 
 // Marshal returns d's encoding.
@@ -135,6 +165,7 @@ func Marshal(d Delta) []byte {
 // source it does not know is malformed: it could be written nowhere.
 func Unmarshal(b []byte) (Delta, error) {
 	var d Delta
+	byUser := false
 	if len(b) < 2 {
 		return d, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
 	}
@@ -154,6 +185,16 @@ func Unmarshal(b []byte) (Delta, error) {
 		if d.Source == SourceReconcile && !d.Counted {
 			return d, fmt.Errorf("%w: a reconcile delta that does not count", ErrMalformed)
 		}
+		b = b[3:]
+	case 3:
+		if len(b) < 3 || b[2]&^(flagCounted|flagUserID) != 0 || b[2]&flagUserID == 0 {
+			return d, fmt.Errorf("%w: flags", ErrMalformed)
+		}
+		d.Counted = b[2]&flagCounted != 0
+		if d.Source == SourceReconcile {
+			return d, fmt.Errorf("%w: a reconcile delta with a userid", ErrMalformed)
+		}
+		byUser = true
 		b = b[3:]
 	default:
 		return d, fmt.Errorf("%w: version %d", ErrMalformed, b[0])
@@ -180,6 +221,18 @@ func Unmarshal(b []byte) (Delta, error) {
 		return d, err
 	}
 	d.MsgID = s
+	if byUser {
+		if d.UID != 0 {
+			return d, fmt.Errorf("%w: uid %d with a userid", ErrMalformed, d.UID)
+		}
+		if s, b, err = field(b, "userid"); err != nil {
+			return d, err
+		}
+		if s == "" {
+			return d, fmt.Errorf("%w: empty userid", ErrMalformed)
+		}
+		d.UserID = s
+	}
 	if len(b) != 0 {
 		return d, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(b))
 	}

@@ -18,6 +18,8 @@ func TestRoundTrip(t *testing.T) {
 		{"reconcile", Delta{CorpID: "c", MsgID: "m", UID: 7, ReadTime: 5, Source: SourceReconcile, Counted: true}, 1},
 		{"enter_agent not counted", Delta{CorpID: "c", MsgID: "m", UID: 9, ReadTime: 1764406800, Source: SourceEnterAgent}, 2},
 		{"link not counted", Delta{CorpID: "c", MsgID: "m", UID: 9, ReadTime: 1764406800, Source: SourceLink}, 2},
+		{"by userid, counted", Delta{CorpID: "c", MsgID: "m", UserID: "zhangsan", ReadTime: 1764406800, Source: SourceCard, Counted: true}, 3},
+		{"by userid, not counted", Delta{CorpID: "c", MsgID: "m", UserID: "李四", ReadTime: 1764406800, Source: SourceLink}, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,6 +74,7 @@ func TestVersion1(t *testing.T) {
 func TestUnmarshalRejects(t *testing.T) {
 	good := Marshal(Delta{CorpID: "corp", MsgID: "msg", UID: 300, ReadTime: 99, Source: SourceCard, Counted: true})
 	good2 := Marshal(Delta{CorpID: "corp", MsgID: "msg", UID: 300, ReadTime: 99, Source: SourceEnterAgent})
+	uid0 := Marshal(Delta{CorpID: "corp", MsgID: "msg", UID: 0, ReadTime: 99, Source: SourceEnterAgent})[3:]
 	tests := []struct {
 		name string
 		b    []byte
@@ -89,6 +92,12 @@ func TestUnmarshalRejects(t *testing.T) {
 		{"v2 unknown flag", append([]byte{2, 2, 2}, good2[3:]...)},
 		{"v2 reconcile not counted", append([]byte{2, 4, 0}, good2[3:]...)},
 		{"v2 truncated", good2[:len(good2)-1]},
+		{"v3 without the userid flag", append(append([]byte{3, 1, 1}, uid0...), 1, 'u')},
+		{"v3 without a userid", append([]byte{3, 1, 3}, uid0...)},
+		{"v3 with an empty userid", append(append([]byte{3, 1, 3}, uid0...), 0)},
+		{"v3 with a uid", append(append([]byte{3, 1, 3}, good2[3:]...), 1, 'u')},
+		{"v3 reconcile", Marshal(Delta{CorpID: "c", MsgID: "m", UserID: "u", Source: SourceReconcile, Counted: true})},
+		{"v3 truncated", Marshal(Delta{CorpID: "c", MsgID: "m", UserID: "zhangsan", Source: SourceCard})[:12]},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,12 +113,13 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add(Marshal(Delta{CorpID: "corp", MsgID: "msg", UID: 3, ReadTime: 5, Source: SourceEnterAgent}))
 	f.Add([]byte{2, 3, 1, 7, 10, 1, 'c', 1, 'm'}) // version 2, counted
 	f.Add([]byte{1, 1})
+	f.Add(Marshal(Delta{CorpID: "corp", MsgID: "msg", UserID: "zhangsan", ReadTime: 5, Source: SourceCard, Counted: true}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := Unmarshal(b)
 		if err != nil {
 			return
 		}
-		if !d.Source.valid() || (d.Source == SourceReconcile && !d.Counted) {
+		if !d.Source.valid() || (d.Source == SourceReconcile && (!d.Counted || d.UserID != "")) || (d.UserID != "" && d.UID != 0) {
 			t.Fatalf("Unmarshal(%x) accepted %+v", b, d)
 		}
 		if again, err := Unmarshal(Marshal(d)); err != nil || again != d {

@@ -135,4 +135,24 @@
 // Flusher keeps consuming, up to Options.MaxPending pending uids; then it
 // pauses fetching until a flush succeeds. Offsets are not committed past
 // anything unwritten meanwhile.
+//
+// # The live view (Options.Live)
+//
+// Right after each batch's statement, before the offsets are committed,
+// the Flusher hands the batch's uids to its LiveView (bitmap.Healer): the
+// read bit of each counted read and the signal bit of each signal, set in
+// Redis only where the message's recipients bitmap has the uid, never
+// clearing one; a message Redis lacks is restored from MySQL. So Redis
+// converges to MySQL by itself after it lost data, and gets the bits of
+// reads the receiver published unmarked while it was down. A Redis failure
+// never holds MySQL back: the bits wait in a backlog of at most MaxPending,
+// retried every ≤ 2 s (yidu_flushd_live_*).
+//
+// # Deltas by UserID (Options.Members)
+//
+// A delta that names its member by UserID (delta version 3: the receiver
+// could not map it, MySQL being down) is mapped to its uid when its batch
+// is flushed (idmap.Mapper); a lookup error fails the flush like a failed
+// statement (retried, not committed past), an unknown UserID is dropped
+// and counted (yidu_flushd_unknown_userids_total).
 package flushd

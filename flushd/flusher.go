@@ -61,6 +61,23 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// KafkaOpts are added to the client's options (TLS, SASL, tuning).
 	KafkaOpts []kgo.Opt
+	// Live, when set, gets the bits of every row written (read and signal
+	// bits, recipients only) right after the statement and before the
+	// offsets are committed, so Redis converges to MySQL by itself after
+	// it lost data or was down when a signal arrived (docs/reliability.md).
+	// A Redis failure never holds MySQL back: the bits wait, at most
+	// MaxPending of them, and are retried with backoff.
+	Live LiveView
+	// Members maps the UserID of a delta that carries one (the receiver
+	// took it while MySQL could not map it) to its uid before the write;
+	// idmap.Mapper provides it. Without it such deltas are skipped as
+	// malformed.
+	Members Members
+}
+
+// Members maps WeCom UserIDs to uids (idmap.Mapper).
+type Members interface {
+	Lookup(ctx context.Context, corpID, userID string) (uid uint32, ok bool, err error)
 }
 
 // DefaultSessionTimeout is Options.SessionTimeout when left out: a killed
@@ -89,6 +106,12 @@ type Flusher struct {
 	p        *pending
 	failures int
 	retryAt  time.Time
+
+	members     Members
+	liveView    LiveView
+	live        *live
+	lm          *liveMetrics
+	liveBackoff backoff
 
 	paused    bool // poll loop only
 	closeOnce sync.Once
@@ -128,6 +151,10 @@ func New(db DB, opts Options) (*Flusher, error) {
 	if err != nil {
 		return nil, err
 	}
+	lm, err := newLiveMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	f := &Flusher{
 		w:            w,
 		topic:        opts.Topic,
@@ -140,6 +167,11 @@ func New(db DB, opts Options) (*Flusher, error) {
 		backoff:      defaultBackoff,
 		logMalformed: rate.Sometimes{Interval: 10 * time.Second},
 		p:            newPending(),
+		liveView:     opts.Live,
+		members:      opts.Members,
+		live:         newLive(opts.MaxPending),
+		liveBackoff:  liveBackoff,
+		lm:           lm,
 	}
 	kopts := append([]kgo.Opt{
 		kgo.SeedBrokers(opts.Brokers...),
@@ -243,6 +275,9 @@ func (f *Flusher) waitLocked(now time.Time) time.Duration {
 	if f.retryAt.After(next) {
 		next = f.retryAt
 	}
+	if f.liveView != nil && len(f.live.msgs) > 0 && f.live.retryAt.Before(next) {
+		next = f.live.retryAt
+	}
 	return max(next.Sub(now), time.Millisecond)
 }
 
@@ -282,6 +317,35 @@ func decode(value []byte) (delta.Delta, error) {
 	return d, checkDelta(d)
 }
 
+// resolve returns b's reads with those named by UserID mapped to their
+// uids (one lookup each; a UserID the directory does not know is no
+// recipient of anything and is dropped, counted). A lookup error (MySQL
+// down) fails the flush, which is retried with backoff like a failed
+// write.
+func (f *Flusher) resolve(ctx context.Context, corpID string, b *batch) ([]Read, error) {
+	reads := b.reads()
+	if len(b.byUser) == 0 {
+		return reads, nil
+	}
+	for userID, r := range b.byUser {
+		if f.members == nil {
+			f.m.malformed.Inc()
+			continue
+		}
+		uid, ok, err := f.members.Lookup(ctx, corpID, userID)
+		if err != nil {
+			return nil, fmt.Errorf("flushd: map userids of %s: %w", corpID, err)
+		}
+		if !ok {
+			f.lm.unknownUsers.Inc()
+			continue
+		}
+		r.UID = uid
+		reads = append(reads, r)
+	}
+	return reads, nil
+}
+
 // flushDue writes the batches that are due, unless a failed flush is
 // still backing off, and commits what is written.
 func (f *Flusher) flushDue(ctx context.Context) {
@@ -304,6 +368,9 @@ func (f *Flusher) flushDue(ctx context.Context) {
 	}
 	points := f.p.commitPoints(nil)
 	f.mu.Unlock()
+	// Redis before the commit: a crash in between replays the deltas, and
+	// the replay sets the bits again.
+	f.heal(ctx)
 	if err := f.commit(ctx, points); err != nil && ctx.Err() == nil {
 		f.logger.Error("commit offsets; retrying with the next flush", "err", err)
 	}
@@ -319,7 +386,14 @@ func (f *Flusher) onRetry(err error) {
 func (f *Flusher) flushLocked(ctx context.Context, batches []dueBatch) error {
 	defer func() { f.m.pending.Set(float64(f.p.uids)) }()
 	for _, db := range batches {
-		_, _, err := f.w.Write(ctx, db.key.corpID, db.key.msgID, db.b.reads())
+		reads, err := f.resolve(ctx, db.key.corpID, db.b)
+		if err != nil {
+			return err
+		}
+		_, _, err = f.w.Write(ctx, db.key.corpID, db.key.msgID, reads)
+		if err == nil && f.liveView != nil {
+			f.live.add(db.key, reads, f.lm)
+		}
 		if errors.Is(err, ErrInvalid) {
 			// checkDelta let through something MySQL cannot hold:
 			// retrying would stop the partition forever.
@@ -378,7 +452,9 @@ func (f *Flusher) drain(ctx context.Context) error {
 	}, f.onRetry)
 	points := f.p.commitPoints(nil)
 	left := f.p.uids
+	f.live.retryAt = time.Time{} // one last try, backoff or not
 	f.mu.Unlock()
+	f.heal(ctx)
 	cerr := f.commit(ctx, points)
 
 	// Whatever is left is replayed by the next owner; forgetting it here
@@ -413,6 +489,7 @@ func (f *Flusher) revoked(_ context.Context, _ *kgo.Client, tps map[string][]int
 	}, f.onRetry)
 	points := f.p.commitPoints(parts)
 	f.mu.Unlock()
+	f.heal(ctx)
 	if err != nil {
 		f.logger.Error("revoked partitions keep unwritten reads; their new owner replays them",
 			"partitions", parts, "err", err)

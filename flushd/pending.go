@@ -18,6 +18,9 @@ type batch struct {
 	// first is each uid's earliest counted read and earliest time of each
 	// signal (Read.merge).
 	first map[uint32]Read
+	// byUser is the reads that name their member by UserID (delta.Delta
+	// UserID), keyed by it, UID 0 until flushd maps them before writing.
+	byUser map[string]Read
 	// since is when the batch's first read arrived: the interval counts
 	// from there.
 	since time.Time
@@ -25,6 +28,9 @@ type batch struct {
 	// committed past it until the batch is written.
 	offset kgo.EpochOffset
 }
+
+// size is the batch's reads, by uid and by UserID.
+func (b *batch) size() int { return int(b.uids.GetCardinality()) + len(b.byUser) }
 
 // reads returns the batch's reads sorted by uid, as Writer.Write wants them.
 func (b *batch) reads() []Read {
@@ -74,6 +80,18 @@ func (p *pending) add(part int32, off kgo.EpochOffset, d delta.Delta, now time.T
 		b = &batch{uids: roaring.New(), first: map[uint32]Read{}, since: now, offset: off}
 		ps.batches[k] = b
 	}
+	if d.UserID != "" {
+		if b.byUser == nil {
+			b.byUser = map[string]Read{}
+		}
+		r, ok := b.byUser[d.UserID]
+		if !ok {
+			p.uids++
+		}
+		r.merge(readOf(d))
+		b.byUser[d.UserID] = r
+		return
+	}
 	if b.uids.CheckedAdd(d.UID) {
 		p.uids++
 	}
@@ -103,7 +121,7 @@ func (p *pending) due(now time.Time, interval time.Duration, batchSize int, all 
 	var out []dueBatch
 	for n, ps := range p.parts {
 		for k, b := range ps.batches {
-			if all || int(b.uids.GetCardinality()) >= batchSize || now.Sub(b.since) >= interval {
+			if all || b.size() >= batchSize || now.Sub(b.since) >= interval {
 				out = append(out, dueBatch{n, k, b})
 			}
 		}
@@ -144,7 +162,7 @@ func (p *pending) written(part int32, k msgKey) {
 		return
 	}
 	if b := ps.batches[k]; b != nil {
-		p.uids -= int(b.uids.GetCardinality())
+		p.uids -= b.size()
 		delete(ps.batches, k)
 	}
 }
@@ -154,7 +172,7 @@ func (p *pending) drop(parts []int32) {
 	for _, n := range parts {
 		if ps := p.parts[n]; ps != nil {
 			for _, b := range ps.batches {
-				p.uids -= int(b.uids.GetCardinality())
+				p.uids -= b.size()
 			}
 			delete(p.parts, n)
 		}

@@ -71,6 +71,14 @@ type Receiver struct {
 	// ingress) whose X-Forwarded-For names a tracked link visitor's
 	// address for the exchange rate limits; empty: the peer is the visitor.
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// SpoolDir, when set, is a directory on the receiver's own volume
+	// where a delta Kafka did not acknowledge is written (fsync'd) before
+	// the 200, and forwarded once Kafka is back (docs/reliability.md).
+	// Empty: no spool, a read Kafka does not acknowledge is answered 503.
+	SpoolDir string `yaml:"spool_dir"`
+	// SpoolMaxBytes bounds the spool; beyond it such a read is answered
+	// 503 again.
+	SpoolMaxBytes int64 `yaml:"spool_max_bytes"`
 }
 
 // Dashboard configures the dashboard and the /api/v1 API.
@@ -367,6 +375,7 @@ func Default() Config {
 			Timeout:         Duration(3 * time.Second),
 			MemberRate:      20,
 			MemberBurst:     100,
+			SpoolMaxBytes:   1 << 30,
 		},
 		Dashboard: Dashboard{
 			Listen:         "127.0.0.1:8081",
@@ -473,6 +482,7 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	set(&cfg.Receiver.Listen, "YIDU_RECEIVER_LISTEN")
 	set(&cfg.Receiver.PublicURL, "YIDU_RECEIVER_PUBLIC_URL")
 	set(&cfg.Dashboard.PublicURL, "YIDU_DASHBOARD_PUBLIC_URL")
+	set(&cfg.Receiver.SpoolDir, "YIDU_RECEIVER_SPOOL_DIR")
 	set(&cfg.Dashboard.Listen, "YIDU_DASHBOARD_LISTEN")
 	set(&cfg.Flushd.Listen, "YIDU_FLUSHD_LISTEN")
 	set(&cfg.Flushd.InstanceID, "YIDU_FLUSHD_INSTANCE_ID")
@@ -545,6 +555,9 @@ func (c Config) Validate() error {
 	}
 	if c.Receiver.MaxBody <= 0 {
 		return errors.New("config: receiver.max_body must be positive")
+	}
+	if c.Receiver.SpoolDir != "" && c.Receiver.SpoolMaxBytes < 1<<20 {
+		return fmt.Errorf("config: receiver.spool_max_bytes %d must be at least 1 MiB", c.Receiver.SpoolMaxBytes)
 	}
 	if c.Flushd.BatchSize <= 0 || c.Flushd.BatchSize > flushd.MaxBatchSize {
 		return fmt.Errorf("config: flushd.batch_size %d must be in 1..%d", c.Flushd.BatchSize, flushd.MaxBatchSize)

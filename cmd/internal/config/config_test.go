@@ -123,6 +123,7 @@ func TestLoadRejects(t *testing.T) {
 		{"unknown read signal", "apps: [{name: a, corp_id: c, read_signals: [button, read]}]", "read_signals"},
 		{"empty read signals", "apps: [{name: a, corp_id: c, read_signals: []}]", "read_signals"},
 		{"read signal twice", "apps: [{name: a, corp_id: c, read_signals: [link, link]}]", "read_signals"},
+		{"spool under 1 MiB", "receiver: {spool_dir: /var/lib/yidu/spool, spool_max_bytes: 4096}", "receiver.spool_max_bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -211,6 +212,23 @@ func TestValidateReceiver(t *testing.T) {
 				t.Errorf("ValidateReceiver() = %v; want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSpoolEnv: YIDU_RECEIVER_SPOOL_DIR sets the spool directory (the
+// StatefulSet's volume), which keeps its 1 GiB default bound.
+func TestSpoolEnv(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "yidu.yaml")
+	if err := os.WriteFile(p, []byte("receiver: {listen: '127.0.0.1:0'}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"YIDU_RECEIVER_SPOOL_DIR": "/var/lib/yidu/spool"}
+	c, err := Load(p, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Receiver.SpoolDir != "/var/lib/yidu/spool" || c.Receiver.SpoolMaxBytes != 1<<30 {
+		t.Errorf("spool = %q, %d; want the env's directory and 1 GiB", c.Receiver.SpoolDir, c.Receiver.SpoolMaxBytes)
 	}
 }
 

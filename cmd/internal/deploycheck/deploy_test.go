@@ -720,7 +720,9 @@ func TestKubernetesKinds(t *testing.T) {
 		{"ConfigMap", []string{"yidu-config"}},
 		// secret.example.yaml: the keys, for reference; never applied.
 		{"Secret", []string{"yidu-secrets"}},
-		{"Deployment", []string{"yidu-receiver", "yidu-dashboard"}},
+		{"Deployment", []string{"yidu-dashboard"}},
+		// receiver: a volume per pod for its spool (receiver.spool_dir).
+		{"StatefulSet", []string{"yidu-receiver"}},
 		{"CronJob", []string{"yidu-directory-sync"}},
 		{"NetworkPolicy", []string{"yidu-default-deny-ingress", "yidu-receiver", "yidu-dashboard", "yidu-flushd"}},
 		// flushd: stable pod names for static group membership.
@@ -1048,7 +1050,6 @@ func checkProbes(tb testing.TB, cfg config.Config, ct container) {
 
 func TestKubernetesReferences(t *testing.T) {
 	c := loadCluster(t)
-	deployments := c.byKind["Deployment"]
 	t.Run("services", func(t *testing.T) {
 		for _, s := range c.byKind["Service"] {
 			var target *object
@@ -1076,9 +1077,10 @@ func TestKubernetesReferences(t *testing.T) {
 	t.Run("flushd", func(t *testing.T) {
 		checkFlushd(t, c)
 	})
-	receiver := deployments["yidu-receiver"]
+	// A StatefulSet: a volume per pod for its spool (receiver.spool_dir).
+	receiver := c.byKind["StatefulSet"]["yidu-receiver"]
 	if receiver == nil {
-		t.Fatal("no Deployment yidu-receiver")
+		t.Fatal("no StatefulSet yidu-receiver")
 	}
 	t.Run("pdb", func(t *testing.T) {
 		for _, w := range c.workloads() {
@@ -1110,8 +1112,8 @@ func TestKubernetesReferences(t *testing.T) {
 			t.Fatal("no HorizontalPodAutoscaler yidu-receiver")
 		}
 		ref := hpa.Spec.ScaleTargetRef
-		if ref.Kind != "Deployment" || ref.Name != receiver.Metadata.Name {
-			t.Errorf("HPA scales %s %s; want Deployment %s", ref.Kind, ref.Name, receiver.Metadata.Name)
+		if ref.Kind != "StatefulSet" || ref.Name != receiver.Metadata.Name {
+			t.Errorf("HPA scales %s %s; want StatefulSet %s", ref.Kind, ref.Name, receiver.Metadata.Name)
 		}
 		if hpa.Spec.MinReplicas < 2 || hpa.Spec.MaxReplicas <= hpa.Spec.MinReplicas {
 			t.Errorf("HPA replicas %d..%d; want at least 2, and room to grow", hpa.Spec.MinReplicas, hpa.Spec.MaxReplicas)

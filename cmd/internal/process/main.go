@@ -54,12 +54,15 @@ var (
 	_ bitmap.UIDLookup        = (*idmap.Mapper)(nil)
 	_ bitmap.MessageLoader    = (*tracker.Registry)(nil)
 	_ bitmap.Publisher        = (*delta.Producer)(nil)
+	_ bitmap.Publisher        = (*delta.Spool)(nil)
 	_ tracker.Directory       = (*idmap.Mapper)(nil)
 	_ tracker.Store           = (*bitmap.Store)(nil)
 	_ tracker.Sender          = (*wecom.Sender)(nil)
 	_ dashboard.Messages      = (*tracker.Registry)(nil)
 	_ dashboard.Bitmaps       = (*bitmap.Store)(nil)
 	_ dashboard.Directory     = (*idmap.Mapper)(nil)
+	_ flushd.LiveView         = (*bitmap.Healer)(nil)
+	_ flushd.Members          = (*idmap.Mapper)(nil)
 	_ reconcile.Archive       = (*tracker.Registry)(nil)
 	_ reconcile.Bitmaps       = (*bitmap.Store)(nil)
 	_ reconcile.Publisher     = (*delta.Producer)(nil)
@@ -93,12 +96,15 @@ type Main struct {
 	Redis      redis.UniversalClient
 	Store      *bitmap.Store
 	Producer   *delta.Producer
-	Recorder   *bitmap.Recorder
-	Mapper     *idmap.Mapper
-	Tracker    *tracker.Registry
-	Flusher    *flushd.Flusher
-	Receiver   *callback.Receiver
-	Dashboard  *dashboard.Server
+	// Spool is the receiver's local spool in front of Producer, with
+	// receiver.spool_dir.
+	Spool     *delta.Spool
+	Recorder  *bitmap.Recorder
+	Mapper    *idmap.Mapper
+	Tracker   *tracker.Registry
+	Flusher   *flushd.Flusher
+	Receiver  *callback.Receiver
+	Dashboard *dashboard.Server
 
 	// ReceiverAddr and DashboardAddr are the bound addresses (":0" resolved).
 	ReceiverAddr  string
@@ -367,7 +373,17 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 				return err
 			}
 		}
-		if m.Recorder, err = bitmap.NewRecorder(m.Store, ids, p, loader, bitmap.RecorderOptions{
+		var pub bitmap.Publisher = p
+		if dir := cfg.Receiver.SpoolDir; dir != "" {
+			if m.Spool, err = delta.NewSpool(p, delta.SpoolOptions{
+				Dir: dir, MaxBytes: cfg.Receiver.SpoolMaxBytes, Logger: log, Registerer: m.Registry,
+			}); err != nil {
+				return fmt.Errorf("receiver: %w", err)
+			}
+			pub = m.Spool
+			log.Info("receiver spool", "dir", dir, "max_bytes", cfg.Receiver.SpoolMaxBytes)
+		}
+		if m.Recorder, err = bitmap.NewRecorder(m.Store, ids, pub, loader, bitmap.RecorderOptions{
 			Apps: DomainApps(cfg.Apps), Logger: log, Registerer: m.Registry,
 		}); err != nil {
 			return err
@@ -451,8 +467,14 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		if err != nil {
 			return err
 		}
+		healer, err := bitmap.NewHealer(m.Store, m.Tracker, log)
+		if err != nil {
+			return fmt.Errorf("flushd: %w", err)
+		}
 		f, err := flushd.New(m.DB, flushd.Options{
 			Statement:      stmt,
+			Live:           healer,
+			Members:        m.Mapper,
 			KafkaOpts:      kopts,
 			Brokers:        cfg.Kafka.Brokers,
 			Topic:          cfg.Kafka.Topic,
@@ -547,14 +569,24 @@ func (m *Main) FlushdDone() <-chan struct{} { return m.flushDone }
 // FlushdErr is what flushd's Run returned, once FlushdDone is closed.
 func (m *Main) FlushdErr() error { return m.flushErr }
 
-// readiness is what a role needs to answer: its MySQL pool and Redis, and
-// Kafka for the receiver (without it every read is a 503).
-func (m *Main) readiness(db *sql.DB, kafka bool) map[string]probe.Check {
-	checks := map[string]probe.Check{
-		"mysql": func(ctx context.Context) error { return db.PingContext(ctx) },
-		"redis": func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() },
+// readiness is what a role needs to answer: its MySQL pool (db) and Redis
+// for the dashboard; for the receiver, Kafka without a spool (without it
+// every read is a 503), else only room in the spool (docs/reliability.md).
+func (m *Main) readiness(db *sql.DB, receiver bool) map[string]probe.Check {
+	checks := map[string]probe.Check{}
+	if !receiver {
+		// The receiver takes button and link reads without Redis (they go
+		// to Kafka unmarked) and without MySQL (by UserID, bitmap.Recorder):
+		// neither being down is a reason to take it out of WeCom's reach.
+		checks["mysql"] = func(ctx context.Context) error { return db.PingContext(ctx) }
+		checks["redis"] = func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() }
 	}
-	if kafka {
+	kafka := receiver
+	if kafka && m.Spool != nil {
+		// Kafka down is no reason to stop taking callbacks: the spool
+		// holds their deltas. A full spool is.
+		checks["spool"] = m.Spool.Ready
+	} else if kafka {
 		checks["kafka"] = func(ctx context.Context) error {
 			if m.Producer == nil {
 				return errors.New("no producer")
@@ -647,6 +679,11 @@ func (m *Main) close() error {
 	}
 	if m.Store != nil {
 		m.Store.Close()
+	}
+	if m.Spool != nil {
+		if err := m.Spool.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("spool: %w", err))
+		}
 	}
 	if m.Producer != nil {
 		m.Producer.Close()
