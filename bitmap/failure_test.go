@@ -98,9 +98,12 @@ func TestMarkAfterScriptFlush(t *testing.T) {
 	}
 }
 
-// TestRecorderRedisDown: with Redis gone every read path answers an error
-// (the receiver's 503, so WeCom retries), never a success with nothing
-// recorded, and publishes nothing.
+// TestRecorderRedisDown: with Redis gone no read path answers a success
+// with nothing recorded. A card press and a link read are published to
+// Kafka unmarked (docs/reliability.md, "Outages longer than WeCom's
+// patience"): flushd's recipient guard decides and its live view sets the
+// bits later. An app entry, whose message list lives in Redis, answers an
+// error (the receiver's 503, so WeCom retries) and publishes nothing.
 func TestRecorderRedisDown(t *testing.T) {
 	e, o := ownRecEnv(t, Options{Registerer: prometheus.NewRegistry()}, nil, nil)
 	ctx := context.Background()
@@ -108,18 +111,23 @@ func TestRecorderRedisDown(t *testing.T) {
 	e.register(t, testMessage("m", 7, at.Add(-time.Minute)), uids(1, 2, 3))
 	o.kill(t)
 	reads := []struct {
-		name string
-		read func(ctx context.Context) (int, error)
+		name  string
+		read  func(ctx context.Context) (int, error)
+		wantN int // 1: published unmarked; 0: an error
 	}{
-		{"card", func(ctx context.Context) (int, error) { return e.rec.CardRead(ctx, testCorp, 7, "u1", "m", at) }},
-		{"link", func(ctx context.Context) (int, error) { return e.rec.LinkRead(ctx, testCorp, 7, "u2", "m", at) }},
-		{"enter_agent", func(ctx context.Context) (int, error) { return e.rec.EnterAgent(ctx, testCorp, 7, "u3", at) }},
+		{"card", func(ctx context.Context) (int, error) { return e.rec.CardRead(ctx, testCorp, 7, "u1", "m", at) }, 1},
+		{"link", func(ctx context.Context) (int, error) { return e.rec.LinkRead(ctx, testCorp, 7, "u2", "m", at) }, 1},
+		{"enter_agent", func(ctx context.Context) (int, error) { return e.rec.EnterAgent(ctx, testCorp, 7, "u3", at) }, 0},
 	}
 	for _, r := range reads {
 		t.Run(r.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			if n, err := r.read(ctx); err == nil || n != 0 {
+			n, err := r.read(ctx)
+			if r.wantN == 1 && (err != nil || n != 1) {
+				t.Errorf("%s read with Redis down = %d, %v; want 1, nil (published unmarked)", r.name, n, err)
+			}
+			if r.wantN == 0 && (err == nil || n != 0) {
 				t.Errorf("%s read with Redis down = %d, %v; want 0 and an error", r.name, n, err)
 			}
 		})
@@ -127,8 +135,12 @@ func TestRecorderRedisDown(t *testing.T) {
 	if n := testutil.ToFloat64(e.s.m.redisErrors); n < 2 {
 		t.Errorf("redis_errors_total = %v; want ≥ 2 (the card and link marks)", n)
 	}
-	if got := testenv.Deltas(t, e.brokers, testTopic); len(got) != 0 {
-		t.Errorf("deltas published with Redis down: %+v", got)
+	want := []delta.Delta{
+		{CorpID: testCorp, MsgID: "m", UID: 1, ReadTime: at.Unix(), Source: delta.SourceCard, Counted: true},
+		{CorpID: testCorp, MsgID: "m", UID: 2, ReadTime: at.Unix(), Source: delta.SourceLink, Counted: true},
+	}
+	if got := testenv.Deltas(t, e.brokers, testTopic); !slices.Equal(got, want) {
+		t.Errorf("deltas published with Redis down = %+v; want %+v", got, want)
 	}
 }
 
@@ -368,21 +380,40 @@ func (failingIDs) Lookup(context.Context, string, string) (uint32, bool, error) 
 	return 0, false, errMySQLDown
 }
 
-// TestRecorderLookupFails: a member the directory cannot look up is an
-// error on every read path, not an unknown member (0, nil).
+// TestRecorderLookupFails: a member the directory cannot look up is never
+// an unknown member (0, nil). A card press or link read is published by
+// UserID for flushd to map once MySQL answers (TestLookupDownPublishesByUserID
+// has the deltas); an app entry, which needs the uid to find the
+// member's messages, is the lookup's error.
 func TestRecorderLookupFails(t *testing.T) {
 	s, _ := mustStore(t, Options{})
-	rec, err := NewRecorder(s, failingIDs{}, &flakyPublisher{}, newFakeLoader(), RecorderOptions{Registerer: prometheus.NewRegistry()})
+	pub := &capturePublisher{}
+	rec, err := NewRecorder(s, failingIDs{}, pub, newFakeLoader(), RecorderOptions{Registerer: prometheus.NewRegistry()})
 	testenv.Check(t, "NewRecorder", err)
 	ctx := context.Background()
 	at := time.Now()
-	for name, read := range map[string]func() (int, error){
-		"card":        func() (int, error) { return rec.CardRead(ctx, testCorp, 7, "u1", "m", at) },
-		"link":        func() (int, error) { return rec.LinkRead(ctx, testCorp, 7, "u1", "m", at) },
-		"enter_agent": func() (int, error) { return rec.EnterAgent(ctx, testCorp, 7, "u1", at) },
-	} {
-		if n, err := read(); !errors.Is(err, errMySQLDown) || n != 0 {
-			t.Errorf("%s with the lookup failing = %d, %v; want 0, %v", name, n, err, errMySQLDown)
+	tests := []struct {
+		name      string
+		read      func() (int, error)
+		published bool
+	}{
+		{"card", func() (int, error) { return rec.CardRead(ctx, testCorp, 7, "u1", "m@0", at) }, true},
+		{"link", func() (int, error) { return rec.LinkRead(ctx, testCorp, 7, "u1", "m", at) }, true},
+		{"enter_agent", func() (int, error) { return rec.EnterAgent(ctx, testCorp, 7, "u1", at) }, false},
+	}
+	for _, tt := range tests {
+		pub.mu.Lock()
+		before := len(pub.ds)
+		pub.mu.Unlock()
+		n, err := tt.read()
+		pub.mu.Lock()
+		got := pub.ds[before:]
+		pub.mu.Unlock()
+		switch {
+		case tt.published && (err != nil || n != 1 || len(got) != 1 || got[0].UserID != "u1" || got[0].UID != 0):
+			t.Errorf("%s with the lookup failing = %d, %v, published %+v; want 1, nil, one delta by UserID u1", tt.name, n, err, got)
+		case !tt.published && (!errors.Is(err, errMySQLDown) || n != 0 || len(got) != 0):
+			t.Errorf("%s with the lookup failing = %d, %v, published %+v; want 0, %v, nothing", tt.name, n, err, got, errMySQLDown)
 		}
 	}
 }
