@@ -46,6 +46,8 @@ type pageData struct {
 	Msg      messageJSON
 	// Signals is the message page's by_signal breakdown.
 	Signals []signalView
+	// Status is SetStatus's line, if any.
+	Status string
 }
 
 // signalView is one signal's line on the message page.
@@ -77,6 +79,7 @@ func signalViews(app yidu.App, by yidu.SignalCounts) []signalView {
 }
 
 func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData) {
+	d.Status = s.status.text()
 	var buf bytes.Buffer
 	if err := s.pages.ExecuteTemplate(&buf, name, d); err != nil {
 		s.log.Error("render page", "page", name, "err", err)

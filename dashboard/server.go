@@ -105,6 +105,7 @@ type Server struct {
 	auth                      *authenticator
 	proxies                   []netip.Prefix
 
+	status    statusLine
 	restoring singleflight.Group
 	depts     *cache[*deptTree]
 	curves    *cache[[]yidu.MinuteCount]

@@ -2,6 +2,14 @@
 // Data is only ever written with textContent and DOM nodes: no HTML parsing.
 "use strict";
 
+// A status line (the demo setting up in the background): the list page
+// reloads until it is gone, so the notice appears once registered.
+(function () {
+  if (document.getElementById("status-line") && document.getElementById("messages")) {
+    setTimeout(() => location.reload(), 3000);
+  }
+})();
+
 (function () {
   const root = document.getElementById("message");
   if (!root) return;
