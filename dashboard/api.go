@@ -414,6 +414,9 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	// The message page's department panel needs the corp's tree: built
+	// now, not on its first view.
+	s.depts.warm(r.Context(), m.CorpID)
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
