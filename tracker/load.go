@@ -151,6 +151,14 @@ func corpFilter(corps []string, args []any) (string, []any, bool) {
 // limit per page (≤0: yidu.DefaultListLimit; at most yidu.MaxListLimit). next is the
 // opaque cursor of the following page, empty after the last page.
 func (r *Registry) ListMessages(ctx context.Context, corps []string, cur string, limit int) ([]yidu.Message, string, error) {
+	return r.SearchMessages(ctx, corps, "", "", cur, limit)
+}
+
+// SearchMessages is ListMessages of the messages whose title contains title
+// (compared as the column's collation does: case-insensitively on MySQL's
+// utf8mb4 default) and, when app is not empty, that app sent. A cursor
+// belongs to the search that returned it.
+func (r *Registry) SearchMessages(ctx context.Context, corps []string, title, app, cur string, limit int) ([]yidu.Message, string, error) {
 	if limit <= 0 {
 		limit = yidu.DefaultListLimit
 	}
@@ -158,6 +166,14 @@ func (r *Registry) ListMessages(ctx context.Context, corps []string, cur string,
 	where, args, ok := corpFilter(corps, nil)
 	if !ok {
 		return nil, "", nil
+	}
+	if title != "" {
+		where += " AND title LIKE ?" // backslash is LIKE's default escape
+		args = append(args, "%"+likeEscaper.Replace(title)+"%")
+	}
+	if app != "" {
+		where += " AND app = ?"
+		args = append(args, app)
 	}
 	if cur != "" {
 		c, err := parseCursor(cur)
@@ -193,6 +209,10 @@ func (r *Registry) ListMessages(ctx context.Context, corps []string, cur string,
 	}
 	return out, next, nil
 }
+
+// likeEscaper quotes LIKE's wildcards (and its escape character) so a
+// search finds them as typed.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // GetMessage returns the active message msgID within corps (nil: any corp).
 // Should two granted corps use one msgid, the newest is returned.
