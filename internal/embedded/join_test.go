@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,30 +10,44 @@ import (
 	"github.com/yidu-io/yidu/flushd"
 )
 
-// TestHashJoin checks that flushd's batch UPDATE, which joins JSON_TABLE to
-// message_read_record, is planned as a hash join (scanCoster) and marks
-// exactly its rows.
+// TestHashJoin checks that yidu's joins are planned as hash joins
+// (scanCoster): flushd's batch UPDATE, which joins JSON_TABLE to
+// message_read_record, and idmap's department memberships; and that the
+// batch UPDATE marks exactly its rows.
 func TestHashJoin(t *testing.T) {
 	_, db := startDB(t)
 	ctx := context.Background()
 	insertRecipients(t, db, "c", "m", 0, 2000, 1000)
 	insertRecipients(t, db, "c", "other", 0, 100, 100)
-	var plan strings.Builder
-	rows, err := db.QueryContext(ctx, "EXPLAIN PLAN UPDATE JSON_TABLE('[[1,2]]', '$[*]' COLUMNS(uid INT UNSIGNED PATH '$[0]', src INT UNSIGNED PATH '$[1]')) AS d"+
-		" STRAIGHT_JOIN message_read_record r ON r.corp_id = 'c' AND r.msgid = 'm' AND r.uid = d.uid SET r.is_read = 1 WHERE r.is_read = 0")
-	if err != nil {
-		t.Fatal(err)
+	var users, members strings.Builder
+	for i := range 500 {
+		sep := map[bool]string{true: "", false: ","}[i == 0]
+		fmt.Fprintf(&users, "%s('c', %d, 'user%d')", sep, i, i)
+		fmt.Fprintf(&members, "%s('c', %d, %d)", sep, i%20, i)
 	}
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
+	mustExec(t, db, "INSERT INTO users (corp_id, uid, userid) VALUES "+users.String())
+	mustExec(t, db, "INSERT INTO user_departments (corp_id, dept_id, uid) VALUES "+members.String())
+	for _, q := range []string{
+		"UPDATE JSON_TABLE('[[1,2]]', '$[*]' COLUMNS(uid INT UNSIGNED PATH '$[0]', src INT UNSIGNED PATH '$[1]')) AS d" +
+			" STRAIGHT_JOIN message_read_record r ON r.corp_id = 'c' AND r.msgid = 'm' AND r.uid = d.uid SET r.is_read = 1 WHERE r.is_read = 0",
+		"SELECT ud.dept_id, ud.uid FROM user_departments ud JOIN users u ON u.corp_id = ud.corp_id AND u.uid = ud.uid WHERE ud.corp_id = 'c' AND u.status = 1",
+	} {
+		var plan strings.Builder
+		rows, err := db.QueryContext(ctx, "EXPLAIN PLAN "+q)
+		if err != nil {
 			t.Fatal(err)
 		}
-		plan.WriteString(line + "\n")
-	}
-	rows.Close()
-	if !strings.Contains(plan.String(), "HashJoin") || strings.Contains(plan.String(), "LookupJoin") {
-		t.Errorf("plan of the batch UPDATE:\n%s\nwant a HashJoin, no LookupJoin", plan.String())
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(line + "\n")
+		}
+		rows.Close()
+		if p := plan.String(); !strings.Contains(p, "HashJoin") || strings.Contains(p, "LookupJoin") || strings.Contains(p, "MergeJoin") {
+			t.Errorf("plan of %.60s…:\n%s\nwant a HashJoin, no lookup or merge join", q, p)
+		}
 	}
 	w, err := flushd.NewWriter(db, flushd.WriterOptions{BatchSize: 500})
 	if err != nil {
