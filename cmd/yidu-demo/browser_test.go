@@ -24,7 +24,7 @@ import (
 // delivering reads, and checks that the departments and people panels fill
 // within 2 s of the page showing, that the chart has labelled axes, and
 // that at 390×844 nothing scrolls sideways. Screenshots (demo-laptop,
-// demo-phone) go to $YIDU_ARTIFACTS.
+// demo-phone, full page and first screen) go to $YIDU_ARTIFACTS.
 func TestDemoBrowserMidStorm(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test: skipped with -short")
@@ -105,6 +105,15 @@ func TestDemoBrowserMidStorm(t *testing.T) {
 		if err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)
 		}
+		// What the viewport shows first, as HR sees it on opening.
+		png, err = chromedp.Run(tab, chromedp.CaptureScreenshot())
+		name += "-screen"
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
+		}
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
 	}
 
 	run("sign in", chromedp.EmulateViewport(1280, 800),
@@ -150,6 +159,10 @@ func TestDemoBrowserMidStorm(t *testing.T) {
 	}
 	if got := eval(`document.documentElement.scrollWidth <= innerWidth ? "" : document.documentElement.scrollWidth + " > " + innerWidth`); got != "" {
 		t.Errorf("phone: page scrollWidth %s px; want no horizontal scroll", got)
+	}
+	// Every panel is usable without sideways scrolling, inside its card too.
+	if got := eval(`[...document.querySelectorAll(".scroll")].filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.firstElementChild.id + " " + e.scrollWidth + ">" + e.clientWidth).join(", ")`); got != "" {
+		t.Errorf("phone: tables wider than their card: %s", got)
 	}
 	shot("demo-phone")
 }

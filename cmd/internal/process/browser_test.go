@@ -521,6 +521,9 @@ func TestBrowserDashboardLive(t *testing.T) {
 		if got := eval[[]float64](t, b, `[document.querySelector("#departments tbody tr").cells[2].getBoundingClientRect().right, window.innerWidth]`); got[0] > got[1] {
 			t.Errorf("department Read column ends at x=%.0f, beyond the %.0f px phone viewport; want it visible", got[0], got[1])
 		}
+		if got := eval[string](t, b, `[...document.querySelectorAll(".scroll")].filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.firstElementChild.id).join(", ")`); got != "" {
+			t.Errorf("phone: tables wider than their card: %s; want every panel usable without scrolling sideways", got)
+		}
 		b.screenshot(t, dir, "message-phone")
 	})
 
