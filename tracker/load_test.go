@@ -285,11 +285,17 @@ func TestReadModel(t *testing.T) {
 				t.Errorf("read time of %d = %v; want %v", uids[i], got[uids[i]], at)
 			}
 		}
+		// The second read counted by its link, the third was re-emitted
+		// by reconcile (source 4): in Reads, not by signal.
+		for i, src := range map[int]int{1: 3, 2: 4} {
+			_, err := e.db.Exec("UPDATE message_read_record SET source = ? WHERE corp_id = ? AND msgid = 'reads' AND uid = ?", src, e.app.CorpID, uids[i])
+			testenv.Check(t, "set source", err)
+		}
 		pm, err := e.reg.ReadsPerMinute(ctx, e.app.CorpID, "reads")
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantPM := []yidu.MinuteCount{{Minute: base, Reads: 2}, {Minute: base.Add(3 * time.Minute), Reads: 1}}
+		wantPM := []yidu.MinuteCount{{Minute: base, Reads: 2, BySignal: yidu.SignalCounts{Button: 1, Link: 1}}, {Minute: base.Add(3 * time.Minute), Reads: 1}}
 		if !slices.Equal(pm, wantPM) {
 			t.Errorf("ReadsPerMinute = %v; want %v", pm, wantPM)
 		}

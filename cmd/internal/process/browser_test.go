@@ -201,7 +201,9 @@ func artifactsDir(tb testing.TB) string {
 
 // checkChart checks the read curve: a count axis, a percent axis, a time
 // axis named with the viewer's zone (UTC+8 in the test) whose first tick
-// is at or after the send, the 90 % line, and a read-out under the pointer.
+// is at or after the send, the 90 % line, the line of the reads by button
+// (every read of the test is a button press), and a read-out under the
+// pointer.
 func checkChart(t *testing.T, b *browser, sentAt time.Time) {
 	t.Helper()
 	type chart struct {
@@ -234,9 +236,13 @@ func checkChart(t *testing.T, b *browser, sentAt time.Time) {
 	if !got.Target {
 		t.Error("the chart has no 90% line")
 	}
+	// The reads so far were button presses: their own line under the total.
+	if !b.poll(t, `document.querySelector("#curve polyline.sig-button") !== null && document.querySelector("#curve polyline.sig-link") === null`) {
+		t.Error("the chart has no line of the reads by button (or one by link, with no link read)")
+	}
 	eval[bool](t, b, `(() => { const r = document.getElementById("curve").getBoundingClientRect();
 		return document.getElementById("curve").dispatchEvent(new PointerEvent("pointermove", {clientX: r.right - 60, clientY: r.top + 40, bubbles: true})); })()`)
-	if ro := eval[string](t, b, `document.getElementById("curve-readout").textContent`); !strings.Contains(ro, "read 已读") || !strings.Contains(ro, "GMT+8") {
+	if ro := eval[string](t, b, `document.getElementById("curve-readout").textContent`); !strings.Contains(ro, "read 已读") || !strings.Contains(ro, "GMT+8") || !strings.Contains(ro, "button 按钮") {
 		t.Errorf("hover read-out = %q; want a time with its zone and the reads", ro)
 	}
 }

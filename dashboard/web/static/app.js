@@ -148,18 +148,26 @@ localTimes(document);
     }
     // The step line: flat until the bucket the reads happened in, then up
     // across it; a straight line from the send would invent reads.
-    let cum = 0;
-    curvePts = [{ t: t0, n: 0 }];
-    const coords = [x(t0).toFixed(1) + "," + y(0).toFixed(1)];
+    // Thinner lines under it: the reads each signal made count.
+    const sigs = ["button", "link", "enter_agent"];
+    const cum = { total: 0, button: 0, link: 0, enter_agent: 0 };
+    const coords = { total: [], button: [], link: [], enter_agent: [] };
+    const at = (k, t) => coords[k].push(x(t).toFixed(1) + "," + y(cum[k]).toFixed(1));
+    for (const k in coords) at(k, t0);
+    curvePts = [{ t: t0, n: 0, by: { button: 0, link: 0, enter_agent: 0 } }];
     for (const c of pts) {
       const start = new Date(c.at).getTime();
-      coords.push(x(start).toFixed(1) + "," + y(cum).toFixed(1));
-      cum += c.reads;
-      coords.push(x(start + bucket).toFixed(1) + "," + y(cum).toFixed(1));
-      curvePts.push({ t: start + bucket, n: cum });
+      for (const k in coords) at(k, start);
+      cum.total += c.reads;
+      for (const k of sigs) cum[k] += (c.by_signal && c.by_signal[k]) || 0;
+      for (const k in coords) at(k, start + bucket);
+      curvePts.push({ t: start + bucket, n: cum.total, by: { button: cum.button, link: cum.link, enter_agent: cum.enter_agent } });
     }
-    coords.push(x(t1).toFixed(1) + "," + y(cum).toFixed(1));
-    svg.appendChild(svgEl("polyline", { points: coords.join(" "), class: "line" }));
+    for (const k in coords) at(k, t1);
+    for (const k of sigs) {
+      if (cum[k] > 0) svg.appendChild(svgEl("polyline", { points: coords[k].join(" "), class: "sig-line sig-" + k.replace("_", "-") }));
+    }
+    svg.appendChild(svgEl("polyline", { points: coords.total.join(" "), class: "line" }));
     svg.appendChild(svgEl("line", { id: "curve-cursor", x1: 0, x2: 0, y1: T, y2: T + ph, class: "cursor", visibility: "hidden" }));
     svg.dataset.l = L; svg.dataset.pw = pw; svg.dataset.t0 = t0; svg.dataset.t1 = t1; svg.dataset.w = W;
     drawSignals(p);
@@ -171,15 +179,16 @@ localTimes(document);
     const W = +svg.dataset.w, L = +svg.dataset.l, pw = +svg.dataset.pw, t0 = +svg.dataset.t0, t1 = +svg.dataset.t1;
     const px = ((ev.clientX - r.left) / r.width) * W;
     const t = t0 + Math.max(0, Math.min(1, (px - L) / pw)) * (t1 - t0);
-    let n = 0;
-    for (const c of curvePts) { if (c.t <= t) n = c.n; else break; }
+    let n = 0, by = { button: 0, link: 0, enter_agent: 0 };
+    for (const c of curvePts) { if (c.t <= t) { n = c.n; by = c.by; } else break; }
     const cur = $("curve-cursor");
     if (cur) {
       const cx = L + ((t - t0) / (t1 - t0)) * pw;
       cur.setAttribute("x1", cx); cur.setAttribute("x2", cx); cur.setAttribute("visibility", "visible");
     }
     const pc = p.recipients ? (100 * n / p.recipients).toFixed(1) : "0";
-    $("curve-readout").textContent = fmtTime(new Date(t).toISOString()) + " · " + n + " read 已读 (" + pc + "%)";
+    $("curve-readout").textContent = fmtTime(new Date(t).toISOString()) + " · " + n + " read 已读 (" + pc + "%)" +
+      " · button 按钮 " + by.button + " · link 链接 " + by.link + " · app 进入应用 " + by.enter_agent;
   }
   $("curve").addEventListener("pointermove", readout);
   $("curve").addEventListener("pointerdown", readout);
