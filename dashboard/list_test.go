@@ -119,3 +119,34 @@ func TestListPage(t *testing.T) {
 		t.Error("list page with no match: want it said")
 	}
 }
+
+// TestStatusLine checks SetStatus: its line is on every page, escaped, and
+// gone once it says nothing or is removed.
+func TestStatusLine(t *testing.T) {
+	f := listFixture(t)
+	c, _ := f.login(t)
+	page := func(target string) string {
+		t.Helper()
+		r := httptest.NewRequest("GET", target, nil)
+		r.AddCookie(c)
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		return w.Body.String()
+	}
+	status := "Demo: syncing <the directory>…"
+	f.srv.SetStatus(func() string { return status })
+	for _, p := range []string{"/", "/m/hello"} {
+		if body := page(p); !strings.Contains(body, `<p class="status-line" id="status-line" role="status">Demo: syncing &lt;the directory&gt;…</p>`) {
+			t.Errorf("%s lacks the escaped status line", p)
+		}
+	}
+	status = ""
+	if strings.Contains(page("/"), "status-line") {
+		t.Error("an empty status still shows a line")
+	}
+	status = "again"
+	f.srv.SetStatus(nil)
+	if strings.Contains(page("/"), "status-line") {
+		t.Error("SetStatus(nil) left the line")
+	}
+}
