@@ -9,8 +9,8 @@ type statusLine struct {
 }
 
 // SetStatus makes every page show fn's answer, when not empty, as a status
-// line at its top, and reload itself while the list is waiting for
-// something to appear. The demo tells what it is doing in the background
+// line at its top; an empty list page with a status line reloads itself
+// until a message appears. The demo tells what it is doing in the background
 // (directory sync, registration); nil removes the line. fn must be fast
 // and safe for concurrent use, and must not return secrets.
 func (s *Server) SetStatus(fn func() string) {

@@ -21,10 +21,11 @@ function localTimes(root) {
 }
 localTimes(document);
 
-// A status line (the demo setting up in the background): the list page
-// reloads until it is gone, so the notice appears once registered.
+// A status line (the demo setting up in the background) over an empty,
+// unsearched list: the list reloads until a notice appears.
 (function () {
-  if (document.getElementById("status-line") && document.getElementById("messages")) {
+  const list = document.getElementById("messages");
+  if (document.getElementById("status-line") && list && !list.querySelector(".message") && !location.search) {
     setTimeout(() => location.reload(), 3000);
   }
 })();
