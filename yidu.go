@@ -62,6 +62,10 @@ type App struct {
 type MinuteCount struct {
 	Minute time.Time
 	Reads  int64
+	// BySignal splits Reads by the signal that made each read count (its
+	// first counted signal, message_read_record.source); a read
+	// reconcile re-emitted counts in Reads only.
+	BySignal SignalCounts
 }
 
 // Errors shared by every layer. A request outcome wraps one of them with

@@ -7,8 +7,12 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/go-chi/chi/v5"
@@ -312,14 +316,33 @@ func parseListCursor(s string) (string, error) {
 	return s, nil
 }
 
+// listFilter narrows the list: a title search and an app.
+type listFilter struct{ title, app string }
+
+// maxTitleSearch bounds ?q= of the list (a title is at most 512
+// characters, migrations/00001).
+const maxTitleSearch = 100
+
+// parseListFilter reads ?q= (part of a title) and ?app= (an app's name).
+func parseListFilter(q url.Values) (listFilter, error) {
+	f := listFilter{title: strings.TrimSpace(q.Get("q")), app: q.Get("app")}
+	switch {
+	case utf8.RuneCountInString(f.title) > maxTitleSearch || !utf8.ValidString(f.title) || strings.ContainsFunc(f.title, unicode.IsControl):
+		return f, badParam("q must be at most %d printable characters", maxTitleSearch)
+	case len(f.app) > 64 || strings.ContainsFunc(f.app, func(r rune) bool { return r <= ' ' || r > '~' }):
+		return f, badParam("app is not an app name")
+	}
+	return f, nil
+}
+
 // listMessages is one page of the caller's messages with live counts where
 // the keys exist (no rebuild: a list must stay cheap).
-func (s *Server) listMessages(ctx context.Context, p *principal, cursor string, limit int) (listJSON, error) {
+func (s *Server) listMessages(ctx context.Context, p *principal, f listFilter, cursor string, limit int) (listJSON, error) {
 	out := listJSON{Messages: []messageJSON{}}
 	if p.corps != nil && len(p.corps) == 0 {
 		return out, nil
 	}
-	msgs, next, err := s.msgs.ListMessages(ctx, p.corps, cursor, limit)
+	msgs, next, err := s.msgs.SearchMessages(ctx, p.corps, f.title, f.app, cursor, limit)
 	if err != nil {
 		return out, fmt.Errorf("dashboard: list messages: %w", err)
 	}
@@ -356,7 +379,12 @@ func (s *Server) handleListMessages(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.listMessages(r.Context(), principalFrom(r.Context()), cursor, limit)
+	f, err := parseListFilter(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.listMessages(r.Context(), principalFrom(r.Context()), f, cursor, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -414,6 +442,9 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	// The message page's department panel needs the corp's tree: built
+	// now, not on its first view.
+	s.depts.warm(r.Context(), m.CorpID)
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated

@@ -717,9 +717,17 @@ func TestEstimate(t *testing.T) {
 func TestBucketCurve(t *testing.T) {
 	var curve []yidu.MinuteCount
 	var total int64
+	var bySignal yidu.SignalCounts
 	for i := range 3000 {
-		curve = append(curve, yidu.MinuteCount{Minute: t0.Add(time.Duration(i) * time.Minute), Reads: int64(i % 7)})
-		total += int64(i % 7)
+		// Each minute's reads split by signal: i%3 by button, 1 by link
+		// when there are reads, the rest by app entry (or reconcile).
+		n := int64(i % 7)
+		button := min(int64(i%3), n)
+		by := yidu.SignalCounts{Button: button, Link: min(n-button, 1)}
+		curve = append(curve, yidu.MinuteCount{Minute: t0.Add(time.Duration(i) * time.Minute), Reads: n, BySignal: by})
+		total += n
+		bySignal.Button += by.Button
+		bySignal.Link += by.Link
 	}
 	pts, width := bucketCurve(curve, t0)
 	if len(pts) > maxCurvePoints || width != 5 {
@@ -727,6 +735,18 @@ func TestBucketCurve(t *testing.T) {
 	}
 	if curveTotal(pts) != total {
 		t.Errorf("bucketed total %d; want %d", curveTotal(pts), total)
+	}
+	var got yidu.SignalCounts
+	for _, p := range pts {
+		got.Button += p.BySignal.Button
+		got.Link += p.BySignal.Link
+		got.EnterAgent += p.BySignal.EnterAgent
+		if p.BySignal.Button+p.BySignal.Link+p.BySignal.EnterAgent > p.Reads {
+			t.Errorf("bucket %v: by signal %+v more than its %d reads", p.At, p.BySignal, p.Reads)
+		}
+	}
+	if got != bySignal {
+		t.Errorf("bucketed by signal %+v; want %+v", got, bySignal)
 	}
 }
 

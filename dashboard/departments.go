@@ -84,9 +84,13 @@ func buildDeptTree(depts []yidu.Department, direct map[int64]*roaring.Bitmap) *d
 
 // newDeptCache keeps each corp's tree for ttl: the directory changes
 // rarely and rebuilding 500 unions on every poll would dominate the
-// request.
+// request. The tree is built when a message is registered (handleRegister
+// warms it: the registration has just read the same directory) and rebuilt
+// in the background once older than ttl while the old one answers, so a
+// message page's /departments never waits on reading the directory
+// (2,000 memberships on the demo's embedded MySQL, mid-storm, took 18 s).
 func newDeptCache(dir Directory, now func() time.Time, ttl time.Duration) *cache[*deptTree] {
-	return newCache(now, ttl, maxCacheEntries, func(ctx context.Context, corp string) (*deptTree, error) {
+	c := newCache(now, ttl, maxCacheEntries, func(ctx context.Context, corp string) (*deptTree, error) {
 		depts, err := dir.Departments(ctx, corp)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: departments: %w", err)
@@ -97,6 +101,8 @@ func newDeptCache(dir Directory, now func() time.Time, ttl time.Duration) *cache
 		}
 		return buildDeptTree(depts, direct), nil
 	})
+	c.stale = true
+	return c
 }
 
 type deptJSON struct {

@@ -186,7 +186,7 @@ func (f *fakeMessages) add(s *stored) {
 
 func allowed(corps []string, c string) bool { return corps == nil || slices.Contains(corps, c) }
 
-func (f *fakeMessages) ListMessages(_ context.Context, corps []string, cursor string, limit int) ([]yidu.Message, string, error) {
+func (f *fakeMessages) SearchMessages(_ context.Context, corps []string, title, app, cursor string, limit int) ([]yidu.Message, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []yidu.Message
@@ -197,7 +197,7 @@ func (f *fakeMessages) ListMessages(_ context.Context, corps []string, cursor st
 			continue
 		}
 		s := f.msgs[k]
-		if !allowed(corps, s.m.CorpID) {
+		if !allowed(corps, s.m.CorpID) || !strings.Contains(strings.ToLower(s.m.Title), strings.ToLower(title)) || app != "" && s.m.App != app {
 			continue
 		}
 		if len(out) == limit {

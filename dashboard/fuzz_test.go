@@ -5,10 +5,12 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/yidu-io/yidu"
@@ -195,6 +197,31 @@ func FuzzRecipientsQuery(f *testing.F) {
 			if w.Code != http.StatusOK && w.Code != http.StatusBadRequest {
 				t.Fatalf("%s?%s = %d: %s", p, q, w.Code, w.Body)
 			}
+		}
+	})
+}
+
+// FuzzListFilter checks ?q= and ?app= of the list: what is accepted is a
+// title search of at most maxTitleSearch printable characters and an app
+// name of printable ASCII, and parsing never panics.
+func FuzzListFilter(f *testing.F) {
+	for _, s := range []string{"q=holiday", "q=%E5%81%87&app=hr", "app=a%20b", "q=%00", "q=100%25", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		lf, err := parseListFilter(q)
+		if err != nil {
+			return
+		}
+		if utf8.RuneCountInString(lf.title) > maxTitleSearch || !utf8.ValidString(lf.title) || strings.ContainsFunc(lf.title, unicode.IsControl) {
+			t.Errorf("parseListFilter(%q) accepted title %q", raw, lf.title)
+		}
+		if len(lf.app) > 64 || strings.ContainsFunc(lf.app, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			t.Errorf("parseListFilter(%q) accepted app %q", raw, lf.app)
 		}
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,15 +39,21 @@ var templateFuncs = template.FuncMap{
 }
 
 type pageData struct {
-	Title    string
-	User     string
-	CSRF     string
-	Error    string
-	Messages []messageJSON
-	Next     string
-	Msg      messageJSON
+	Title string
+	User  string
+	CSRF  string
+	Error string
+	// Rows are the list page's messages; Query, App and Apps its search.
+	Rows  []listRow
+	Query string
+	App   string
+	Apps  []string
+	Next  string
+	Msg   messageJSON
 	// Signals is the message page's by_signal breakdown.
 	Signals []signalView
+	// Status is SetStatus's line, if any.
+	Status string
 }
 
 // signalView is one signal's line on the message page.
@@ -77,6 +85,7 @@ func signalViews(app yidu.App, by yidu.SignalCounts) []signalView {
 }
 
 func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData) {
+	d.Status = s.status.text()
 	var buf bytes.Buffer
 	if err := s.pages.ExecuteTemplate(&buf, name, d); err != nil {
 		s.log.Error("render page", "page", name, "err", err)
@@ -110,15 +119,84 @@ func pageFor(r *http.Request, title string) pageData {
 	return d
 }
 
+// listRow is one message of the list page and what sending it did.
+type listRow struct {
+	messageJSON
+	// Batches counts the message's send batches by outcome; nil when
+	// yidu did not send it (or the report is unavailable).
+	Batches *batchCounts
+}
+
+// batchCounts is the list's one-line send outcome, in batches.
+type batchCounts struct {
+	Result                         string
+	Sent, Refused, Unknown, Unsent int
+}
+
+// countBatches counts the notice's own batches (reminders left out);
+// Result is as the message's send report says it: sent, partial or failed.
+func countBatches(outcomes []yidu.BatchOutcome) *batchCounts {
+	c := &batchCounts{}
+	n := 0
+	for _, o := range outcomes {
+		if o.Reminder {
+			continue
+		}
+		switch o.Status {
+		case yidu.SendSent:
+			c.Sent++
+		case yidu.SendRefused:
+			c.Refused++
+		case yidu.SendUnknown:
+			c.Unknown++
+		case yidu.SendUnsent:
+			c.Unsent++
+		}
+		n++
+	}
+	switch {
+	case n == 0:
+		return nil
+	case c.Sent == n:
+		c.Result = "sent"
+	case c.Sent == 0:
+		c.Result = "failed"
+	default:
+		c.Result = "partial"
+	}
+	return c
+}
+
+// appsFor lists the names of the apps p may see, sorted.
+func (s *Server) appsFor(p *principal) []string {
+	var out []string
+	for name, a := range s.apps {
+		if p.allows(a.CorpID) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 	d := pageFor(r, "Messages / 消息")
+	p := principalFrom(r.Context())
+	d.Apps = s.appsFor(p)
 	cursor, err := parseListCursor(r.URL.Query().Get("cursor"))
 	if err != nil {
 		d.Error = "Bad cursor"
 		s.render(w, http.StatusBadRequest, "list.html", d)
 		return
 	}
-	list, err := s.listMessages(r.Context(), principalFrom(r.Context()), cursor, yidu.DefaultListLimit)
+	f, err := parseListFilter(r.URL.Query())
+	if err != nil {
+		d.Error = "Bad search / 搜索无效"
+		s.render(w, http.StatusBadRequest, "list.html", d)
+		return
+	}
+	d.Query, d.App = f.title, f.app
+	list, err := s.listMessages(r.Context(), p, f, cursor, yidu.DefaultListLimit)
 	if err != nil {
 		code, _ := httpStatus(err)
 		if code < 500 {
@@ -132,7 +210,26 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusServiceUnavailable, "list.html", d)
 		return
 	}
-	d.Messages, d.Next = list.Messages, list.NextCursor
+	for _, m := range list.Messages {
+		row := listRow{messageJSON: m}
+		// The send outcome is a part of the row, not a condition of it.
+		if outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID); err != nil {
+			s.log.WarnContext(r.Context(), "list page: send outcomes", "msgid", m.MsgID, "err", err)
+		} else {
+			row.Batches = countBatches(outcomes)
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	if list.NextCursor != "" {
+		q := url.Values{"cursor": {list.NextCursor}}
+		if f.title != "" {
+			q.Set("q", f.title)
+		}
+		if f.app != "" {
+			q.Set("app", f.app)
+		}
+		d.Next = "/?" + q.Encode()
+	}
 	s.render(w, http.StatusOK, "list.html", d)
 }
 

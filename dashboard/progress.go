@@ -29,6 +29,8 @@ type eta struct {
 type curvePoint struct {
 	At    time.Time `json:"at"`
 	Reads int64     `json:"reads"`
+	// BySignal splits Reads by the signal that made each read count.
+	BySignal yidu.SignalCounts `json:"by_signal"`
 }
 
 type progressJSON struct {
@@ -114,10 +116,14 @@ func bucketCurve(curve []yidu.MinuteCount, sentAt time.Time) ([]curvePoint, int)
 	for _, c := range curve {
 		at := first.Add(c.Minute.Sub(first) / bucket * bucket).UTC()
 		if n := len(out); n > 0 && out[n-1].At.Equal(at) {
-			out[n-1].Reads += c.Reads
+			p := &out[n-1]
+			p.Reads += c.Reads
+			p.BySignal.Button += c.BySignal.Button
+			p.BySignal.Link += c.BySignal.Link
+			p.BySignal.EnterAgent += c.BySignal.EnterAgent
 			continue
 		}
-		out = append(out, curvePoint{At: at, Reads: c.Reads})
+		out = append(out, curvePoint{At: at, Reads: c.Reads, BySignal: c.BySignal})
 	}
 	return out, width
 }

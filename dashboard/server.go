@@ -133,6 +133,7 @@ type Server struct {
 	// httpsOnly: PublicURL is https, every cookie is Secure.
 	httpsOnly bool
 
+	status    statusLine
 	restoring singleflight.Group
 	depts     *cache[*deptTree]
 	curves    *cache[[]yidu.MinuteCount]

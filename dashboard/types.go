@@ -16,8 +16,10 @@ import (
 
 // Catalog reads the tracked messages, scoped to the caller's corps.
 type Catalog interface {
-	// ListMessages lists newest first; corps nil means every corp.
-	ListMessages(ctx context.Context, corps []string, cursor string, limit int) (msgs []yidu.Message, next string, err error)
+	// SearchMessages lists newest first the messages whose title contains
+	// title (any case) and, when app is not empty, of that app; corps nil
+	// means every corp. Empty title and app list every message.
+	SearchMessages(ctx context.Context, corps []string, title, app, cursor string, limit int) (msgs []yidu.Message, next string, err error)
 	// GetMessage finds msgID within corps (nil: any).
 	GetMessage(ctx context.Context, corps []string, msgID string) (yidu.Message, bool, error)
 	// LoadReads rebuilds a message from MySQL when Redis lost its keys:

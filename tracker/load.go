@@ -151,6 +151,14 @@ func corpFilter(corps []string, args []any) (string, []any, bool) {
 // limit per page (≤0: yidu.DefaultListLimit; at most yidu.MaxListLimit). next is the
 // opaque cursor of the following page, empty after the last page.
 func (r *Registry) ListMessages(ctx context.Context, corps []string, cur string, limit int) ([]yidu.Message, string, error) {
+	return r.SearchMessages(ctx, corps, "", "", cur, limit)
+}
+
+// SearchMessages is ListMessages of the messages whose title contains title
+// (compared as the column's collation does: case-insensitively on MySQL's
+// utf8mb4 default) and, when app is not empty, that app sent. A cursor
+// belongs to the search that returned it.
+func (r *Registry) SearchMessages(ctx context.Context, corps []string, title, app, cur string, limit int) ([]yidu.Message, string, error) {
 	if limit <= 0 {
 		limit = yidu.DefaultListLimit
 	}
@@ -158,6 +166,14 @@ func (r *Registry) ListMessages(ctx context.Context, corps []string, cur string,
 	where, args, ok := corpFilter(corps, nil)
 	if !ok {
 		return nil, "", nil
+	}
+	if title != "" {
+		where += " AND title LIKE ?" // backslash is LIKE's default escape
+		args = append(args, "%"+likeEscaper.Replace(title)+"%")
+	}
+	if app != "" {
+		where += " AND app = ?"
+		args = append(args, app)
 	}
 	if cur != "" {
 		c, err := parseCursor(cur)
@@ -193,6 +209,10 @@ func (r *Registry) ListMessages(ctx context.Context, corps []string, cur string,
 	}
 	return out, next, nil
 }
+
+// likeEscaper quotes LIKE's wildcards (and its escape character) so a
+// search finds them as typed.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // GetMessage returns the active message msgID within corps (nil: any corp).
 // Should two granted corps use one msgid, the newest is returned.
@@ -281,13 +301,14 @@ func (r *Registry) firstReads(ctx context.Context, out map[uint32]yidu.FirstRead
 }
 
 // ReadsPerMinute counts a message's flushed reads per UTC minute of
-// read_time, oldest first, in one GROUP BY query. TIMESTAMPDIFF keeps the
+// read_time, oldest first, each split by the signal that made it count, in
+// one GROUP BY query. TIMESTAMPDIFF keeps the
 // session time zone out of it (read_time is DATETIME in UTC).
 func (r *Registry) ReadsPerMinute(ctx context.Context, corpID, msgID string) ([]yidu.MinuteCount, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT TIMESTAMPDIFF(MINUTE, '1970-01-01 00:00:00', read_time) AS m, COUNT(*)
+	rows, err := r.db.QueryContext(ctx, `SELECT TIMESTAMPDIFF(MINUTE, '1970-01-01 00:00:00', read_time) AS m, source, COUNT(*)
 		FROM message_read_record
 		WHERE corp_id = ? AND msgid = ? AND is_read = 1 AND read_time IS NOT NULL
-		GROUP BY m ORDER BY m`, corpID, msgID)
+		GROUP BY m, source ORDER BY m, source`, corpID, msgID)
 	if err != nil {
 		return nil, fmt.Errorf("tracker: reads per minute: %w", err)
 	}
@@ -295,10 +316,19 @@ func (r *Registry) ReadsPerMinute(ctx context.Context, corpID, msgID string) ([]
 	var out []yidu.MinuteCount
 	for rows.Next() {
 		var minute, n int64
-		if err := rows.Scan(&minute, &n); err != nil {
+		var source uint8
+		if err := rows.Scan(&minute, &source, &n); err != nil {
 			return nil, fmt.Errorf("tracker: reads per minute: %w", err)
 		}
-		out = append(out, yidu.MinuteCount{Minute: time.Unix(minute*60, 0).UTC(), Reads: n})
+		at := time.Unix(minute*60, 0).UTC()
+		if k := len(out); k == 0 || !out[k-1].Minute.Equal(at) {
+			out = append(out, yidu.MinuteCount{Minute: at})
+		}
+		c := &out[len(out)-1]
+		c.Reads += n
+		if sig := yidu.Signal(source); sig.Valid() {
+			c.BySignal.Set(sig, c.BySignal.Get(sig)+n)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("tracker: reads per minute: %w", err)

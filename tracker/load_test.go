@@ -145,9 +145,11 @@ func TestReadModel(t *testing.T) {
 		r := e.registration(fmt.Sprintf("list-%d", i), yidu.Audience{UserIDs: []string{"amy", "bo"}})
 		if i%3 == 1 {
 			r.App = other
+			r.App.Name = "ops"
 			_, err := e.ids.Assign(ctx, other.CorpID, r.Audience.UserIDs)
 			testenv.Check(t, "assign", err)
 		}
+		r.Title = []string{"Holiday policy 假期", "Attendance 100% done", "1000 items", "holiday rota"}[i%4]
 		// Two messages share a send time: the cursor must still split them.
 		r.SentAt = base.Add(time.Duration(min(i, 5)) * time.Minute)
 		_, _, err := e.reg.Register(ctx, r)
@@ -178,6 +180,43 @@ func TestReadModel(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("pages = %v; want %v", got, want)
+		}
+	})
+	t.Run("search", func(t *testing.T) {
+		// Titles by i: 0 4 Holiday policy, 1 5 Attendance 100%, 2 6 1000
+		// items, 3 holiday rota; apps: 1 4 ops, the rest the test app.
+		tests := []struct {
+			name, title, app string
+			want             []string
+		}{
+			{"title, any case", "HOLIDAY", "", []string{"list-4", "list-3", "list-0"}},
+			{"chinese", "假期", "", []string{"list-4", "list-0"}},
+			{"wildcards are literal", "100%", "", []string{"list-5", "list-1"}},
+			{"underscore is literal", "_", "", nil},
+			{"app", "", "ops", []string{"list-4", "list-1"}},
+			{"title and app", "holiday", "ops", []string{"list-4"}},
+			{"nothing", "no such notice", "", nil},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				var got []string
+				cur := ""
+				for page := 0; page < 5; page++ {
+					msgs, next, err := e.reg.SearchMessages(ctx, nil, tt.title, tt.app, cur, 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, m := range msgs {
+						got = append(got, m.MsgID)
+					}
+					if cur = next; cur == "" {
+						break
+					}
+				}
+				if !slices.Equal(got, tt.want) {
+					t.Errorf("SearchMessages(%q, %q) = %v; want %v", tt.title, tt.app, got, tt.want)
+				}
+			})
 		}
 	})
 	t.Run("corp filter", func(t *testing.T) {
@@ -244,11 +283,17 @@ func TestReadModel(t *testing.T) {
 				t.Errorf("read time of %d = %v; want %v", uids[i], got[uids[i]], at)
 			}
 		}
+		// The second read counted by its link, the third was re-emitted
+		// by reconcile (source 4): in Reads, not by signal.
+		for i, src := range map[int]int{1: 3, 2: 4} {
+			_, err := e.db.Exec("UPDATE message_read_record SET source = ? WHERE corp_id = ? AND msgid = 'reads' AND uid = ?", src, e.app.CorpID, uids[i])
+			testenv.Check(t, "set source", err)
+		}
 		pm, err := e.reg.ReadsPerMinute(ctx, e.app.CorpID, "reads")
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantPM := []yidu.MinuteCount{{Minute: base, Reads: 2}, {Minute: base.Add(3 * time.Minute), Reads: 1}}
+		wantPM := []yidu.MinuteCount{{Minute: base, Reads: 2, BySignal: yidu.SignalCounts{Button: 1, Link: 1}}, {Minute: base.Add(3 * time.Minute), Reads: 1}}
 		if !slices.Equal(pm, wantPM) {
 			t.Errorf("ReadsPerMinute = %v; want %v", pm, wantPM)
 		}

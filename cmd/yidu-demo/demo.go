@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/yidu-io/yidu/cmd/internal/process"
@@ -70,6 +71,16 @@ type Main struct {
 	DashboardURL string
 	// Backends says which servers are embedded, for the banner.
 	Backends string
+
+	// Set by setUp for prepare, which runs in the background.
+	secret, token, aesKey string
+	company               fakewecom.Corp
+	employees             int
+	status                atomic.Pointer[string]
+	// ready is closed once prepare returned; readyErr is its error.
+	ready    chan struct{}
+	readyErr error
+	started  time.Time
 
 	fakeSrv   *http.Server
 	front     *front
@@ -139,9 +150,14 @@ func (m *Main) ParseFlags(args []string) error {
 	return nil
 }
 
-// Run starts everything and returns once the notice is registered and WeCom
-// is being played. Close undoes it, also after a failed Run.
+// Run starts the servers and yidu and returns as soon as the dashboard
+// answers, with its URL and login printed; the directory sync, the
+// notice's registration and WeCom's play go on in the background (the
+// dashboard's status line and the console tell how far), and Wait reports
+// their failure. Close undoes it, also after a failed Run.
 func (m *Main) Run(ctx context.Context) error {
+	m.started = time.Now()
+	m.ready = make(chan struct{})
 	if m.Logger == nil {
 		level := slog.LevelWarn
 		if m.Verbose {
@@ -152,11 +168,36 @@ func (m *Main) Run(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 	if err := m.setUp(ctx); err != nil {
+		close(m.ready)
 		return err
 	}
+	m.App.Dashboard.SetStatus(m.statusLine)
 	m.printBanner()
-	m.startPlay(bg)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		err := m.prepare(bg)
+		if err == nil {
+			m.printPlay()
+			m.setStatus(fmt.Sprintf("Demo: notice registered to %d employees; WeCom is delivering the reads at %gx.", m.plan.employees, m.Speed))
+			m.startPlay(bg)
+		} else {
+			m.setStatus("Demo: setting up failed: " + err.Error())
+		}
+		m.readyErr = err
+		close(m.ready)
+	}()
 	return nil
+}
+
+// setStatus sets the dashboard's status line.
+func (m *Main) setStatus(s string) { m.status.Store(&s) }
+
+func (m *Main) statusLine() string {
+	if p := m.status.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Wait blocks until ctx ends (Ctrl-C: nil), flushd stops on its own
@@ -168,6 +209,19 @@ func (m *Main) Wait(ctx context.Context) error {
 		t := time.NewTimer(m.Timeout)
 		defer t.Stop()
 		timeout = t.C
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(m.Stdout, "\nstopping…")
+		return nil
+	case <-m.App.FlushdDone():
+		return fmt.Errorf("flushd stopped: %w", m.App.FlushdErr())
+	case <-timeout:
+		return fmt.Errorf("not done after %v: still setting up (%s)", m.Timeout, m.statusLine())
+	case <-m.ready:
+		if m.readyErr != nil {
+			return m.readyErr
+		}
 	}
 	done := m.prog.done
 	for {
@@ -188,6 +242,7 @@ func (m *Main) Wait(ctx context.Context) error {
 				fmt.Fprintln(m.Stdout, "yidu-demo:", err)
 				continue
 			}
+			m.setStatus("Demo: every read is on the dashboard and in MySQL.")
 			if m.ExitWhenDone {
 				return nil
 			}
@@ -258,17 +313,22 @@ func (m *Main) startPlay(ctx context.Context) {
 func (m *Main) printBanner() {
 	w := m.Stdout
 	fmt.Fprintf(w, "\nyidu demo: %d employees in %d departments, notice %q to everyone (%s)\n\n",
-		m.plan.employees, m.Departments, m.MsgID, m.Backends)
+		m.employees, m.Departments, m.MsgID, m.Backends)
 	fmt.Fprintf(w, "  Dashboard  %s\n", m.DashboardURL)
 	fmt.Fprintf(w, "  Login      %s / %s\n", m.User, m.Password)
 	fmt.Fprintf(w, "  API token  %s\n", m.APIToken)
 	fmt.Fprintf(w, "  Receiver   http://%s/wecom/callback/%s\n\n", m.App.ReceiverAddr, demoApp)
-	fmt.Fprintf(w, "Playing WeCom at %gx: %d of %d will read (%d by opening the app), %d duplicate deliveries, %d lost answers WeCom retries.\n",
-		m.Speed, m.plan.readers, m.plan.employees, m.plan.enterOnly, m.plan.duplicates, m.plan.flaky)
+	fmt.Fprintf(w, "Ready after %.1fs. The directory sync and the notice follow in the background; the page shows them.\n", time.Since(m.started).Seconds())
 	if m.ExitWhenDone {
 		fmt.Fprintln(w, "Exits once every read is on the dashboard and in MySQL.")
 	} else {
 		fmt.Fprintln(w, "Ctrl-C stops.")
 	}
 	fmt.Fprintln(w)
+}
+
+// printPlay says what WeCom's player is about to do.
+func (m *Main) printPlay() {
+	fmt.Fprintf(m.Stdout, "Playing WeCom at %gx: %d of %d will read (%d by opening the app), %d duplicate deliveries, %d lost answers WeCom retries.\n",
+		m.Speed, m.plan.readers, m.plan.employees, m.plan.enterOnly, m.plan.duplicates, m.plan.flaky)
 }

@@ -13,11 +13,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/internal/wecomsim"
@@ -25,10 +28,14 @@ import (
 
 // TestDemoExitWhenDone runs the demo as `yidu-demo -employees 200 -speed 50
 // -exit-when-done` on the embedded servers (whatever YIDU_* says) and
-// checks that every read, and only those, reached the dashboard and MySQL,
-// and that Close stops every server.
+// checks that Run returns with the dashboard answering before the notice
+// exists, that every read, and only those, reached the dashboard and
+// MySQL, that nothing logged a warning or an error (yidu's slog, or
+// go-mysql-server's logrus), and that Close stops every server.
 func TestDemoExitWhenDone(t *testing.T) {
 	out := &testenv.SyncBuffer{}
+	logrus.SetOutput(out)
+	t.Cleanup(func() { logrus.SetOutput(os.Stderr) })
 	m := NewMain()
 	m.Stdout, m.Stderr = out, out
 	m.Getenv = func(string) string { return "" }
@@ -52,8 +59,21 @@ func TestDemoExitWhenDone(t *testing.T) {
 	if err := m.Run(ctx); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+	// Run returns once the dashboard answers; the sync and the
+	// registration follow in the background.
+	if resp, err := http.Get(m.DashboardURL + "login"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /login right after Run = %v, %v; want 200", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if !strings.Contains(out.String(), m.DashboardURL) || !strings.Contains(out.String(), m.Password) {
+		t.Errorf("Run returned without printing the URL and the login:\n%s", out)
+	}
 	if err := m.Wait(ctx); err != nil {
 		t.Fatalf("Wait: %v", err)
+	}
+	if !strings.Contains(m.statusLine(), "every read") {
+		t.Errorf("status line at the end = %q; want it to say every read arrived", m.statusLine())
 	}
 
 	pl, st := m.plan, m.prog.last()
@@ -99,6 +119,13 @@ func TestDemoExitWhenDone(t *testing.T) {
 	var name string
 	if err := m.App.DB.QueryRowContext(ctx, "SELECT name FROM users WHERE corp_id = ? AND userid = ?", demoCorp, wecomsim.UserID(0)).Scan(&name); err != nil || name != "王伟" {
 		t.Errorf("name of %s = %q, %v; want 王伟 from the directory sync", wecomsim.UserID(0), name, err)
+	}
+
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") ||
+			strings.Contains(line, "level=error") || strings.Contains(line, "level=warning") {
+			t.Errorf("logged: %s", line)
+		}
 	}
 
 	// The printed login opens the dashboard page.

@@ -144,14 +144,24 @@ func (m *Main) setUp(ctx context.Context) error {
 		return err
 	}
 	m.DashboardURL = "http://" + m.App.DashboardAddr + "/"
+	m.MsgID = "demo-" + time.Now().UTC().Format("20060102-150405")
+	m.secret, m.token, m.aesKey, m.company, m.employees = secret, token, aesKey, company, employees
+	return nil
+}
 
+// prepare runs in the background once the dashboard answers: the real
+// directory sync, the notice's registration (and its cards), then WeCom's
+// player. The dashboard's status line tells what it is doing.
+func (m *Main) prepare(ctx context.Context) error {
+	employees := m.employees
 	// The real directory sync, so names and departments land in MySQL as in
 	// production.
-	err = m.step(fmt.Sprintf("Syncing the directory from the fake WeCom (%d employees, %d departments)", employees, m.Departments), func() error {
+	m.setStatus(fmt.Sprintf("Demo: syncing the directory from the fake WeCom (%d employees, %d departments)…", employees, m.Departments))
+	err := m.step(fmt.Sprintf("Syncing the directory from the fake WeCom (%d employees, %d departments)", employees, m.Departments), func() error {
 		// The app's secret alone, as most deployments: the demo app sees
 		// the whole corp, so the read is complete without the
 		// contacts-sync secret.
-		dir, err := wecom.NewDirectory(wecom.App{CorpID: demoCorp, AgentID: demoAgent, Secret: secret}, wecom.DirectoryOptions{})
+		dir, err := wecom.NewDirectory(wecom.App{CorpID: demoCorp, AgentID: demoAgent, Secret: m.secret}, wecom.DirectoryOptions{})
 		if err != nil {
 			return err
 		}
@@ -176,14 +186,15 @@ func (m *Main) setUp(ctx context.Context) error {
 	if m.Send {
 		what += " and sending the cards"
 	}
+	m.setStatus("Demo: directory synced; " + strings.ToLower(what[:1]) + what[1:] + "…")
 	if err := m.step(what, func() error { return m.register(ctx, employees) }); err != nil {
 		return err
 	}
-	cards, err := m.cards(company)
+	cards, err := m.cards(m.company)
 	if err != nil {
 		return err
 	}
-	m.plan = makePlan(company.Users, cards, m.Departments, m.Speed, m.Seed)
+	m.plan = makePlan(m.company.Users, cards, m.Departments, m.Speed, m.Seed)
 
 	m.workers = 16
 	if employees > 5000 {
@@ -194,7 +205,7 @@ func (m *Main) setUp(ctx context.Context) error {
 	}
 	pusher, err := wecomsim.NewPusher(wecomsim.Options{
 		Target:      "http://" + m.front.addr + "/wecom/callback/" + demoApp,
-		App:         wecomsim.App{CorpID: demoCorp, AgentID: demoAgent, Token: token, EncodingAESKey: aesKey},
+		App:         wecomsim.App{CorpID: demoCorp, AgentID: demoAgent, Token: m.token, EncodingAESKey: m.aesKey},
 		Concurrency: m.workers,
 		Logger:      m.Logger,
 	})
@@ -205,16 +216,16 @@ func (m *Main) setUp(ctx context.Context) error {
 	return nil
 }
 
-// step runs fn, telling the user what happens meanwhile: on the embedded
-// MySQL the setup takes half a minute.
+// step runs fn, telling the user what happens meanwhile.
+// The line is written whole once fn returns, so that steps in the
+// background do not break the lines of the progress bar.
 func (m *Main) step(what string, fn func() error) error {
-	fmt.Fprintf(m.Stdout, "%s… ", what)
 	start := time.Now()
 	if err := fn(); err != nil {
-		fmt.Fprintln(m.Stdout, "failed")
+		fmt.Fprintf(m.Stdout, "%s… failed after %.1fs\n", what, time.Since(start).Seconds())
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "%.1fs\n", time.Since(start).Seconds())
+	fmt.Fprintf(m.Stdout, "%s… %.1fs\n", what, time.Since(start).Seconds())
 	return nil
 }
 
@@ -270,7 +281,6 @@ func freeOrAny(addr string) string {
 // register posts the notice to everyone through the dashboard API, as HR's
 // tooling would, and checks that it reached every employee.
 func (m *Main) register(ctx context.Context, employees int) error {
-	m.MsgID = "demo-" + time.Now().UTC().Format("20060102-150405")
 	body := map[string]any{
 		"msgid": m.MsgID, "app": demoApp, "title": demoTitle,
 		// Whole seconds: an enter_agent's CreateTime (seconds) in the same

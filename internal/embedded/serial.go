@@ -98,7 +98,7 @@ func (h *serialHandler) ComQuery(ctx context.Context, c *mysql.Conn, query strin
 	if err := h.acquire(ctx, c.ConnectionID); err != nil {
 		return err
 	}
-	err := h.Handler.ComQuery(ctx, c, query, callback)
+	err := h.Handler.ComQuery(ctx, c, rewriteInsertIgnore(query), callback)
 	h.done(c.ConnectionID, query, err)
 	return err
 }
@@ -116,7 +116,7 @@ func (h *serialHandler) ComPrepare(ctx context.Context, c *mysql.Conn, query str
 	if err := h.acquire(ctx, c.ConnectionID); err != nil {
 		return nil, err
 	}
-	fields, err := h.Handler.ComPrepare(ctx, c, query, prepare)
+	fields, err := h.Handler.ComPrepare(ctx, c, rewriteInsertIgnore(query), prepare)
 	h.done(c.ConnectionID, "", err)
 	return fields, err
 }
@@ -125,6 +125,7 @@ func (h *serialHandler) ComStmtExecute(ctx context.Context, c *mysql.Conn, prepa
 	if err := h.acquire(ctx, c.ConnectionID); err != nil {
 		return err
 	}
+	prepare.PrepareStmt = rewriteInsertIgnore(prepare.PrepareStmt)
 	err := h.Handler.ComStmtExecute(ctx, c, prepare, callback)
 	h.done(c.ConnectionID, prepare.PrepareStmt, err)
 	return err

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/bcrypt"
 
@@ -182,6 +184,54 @@ func artifactsDir(tb testing.TB) string {
 	return dir
 }
 
+// checkChart checks the read curve: a count axis, a percent axis, a time
+// axis named with the viewer's zone (UTC+8 in the test) whose first tick
+// is at or after the send, the 90 % line, the line of the reads by button
+// (every read of the test is a button press), and a read-out under the
+// pointer.
+func checkChart(t *testing.T, b *browser, sentAt time.Time) {
+	t.Helper()
+	type chart struct {
+		Counts, Percents, Times []string
+		Label                   string
+		Target                  bool
+	}
+	got := eval[chart](t, b, `(() => {
+		const txt = (sel) => [...document.querySelectorAll(sel)].map((e) => e.textContent);
+		return {counts: txt("#curve text.tick.count"), percents: txt("#curve text.tick.percent"), times: txt("#curve text.tick.time"),
+			label: txt("#curve text.axis-label").join(" | "), target: document.querySelector("#curve line.target") !== null};
+	})()`)
+	if len(got.Counts) < 2 || got.Counts[0] != "0" {
+		t.Errorf("count axis ticks %q; want 0 and more", got.Counts)
+	}
+	if !slices.Equal(got.Percents, []string{"0%", "25%", "50%", "75%", "100%"}) {
+		t.Errorf("percent axis ticks %q; want 0%% to 100%%", got.Percents)
+	}
+	if len(got.Times) < 2 || !strings.Contains(got.Label, "GMT+8") {
+		t.Errorf("time axis ticks %q, labels %q; want two or more ticks and the zone GMT+8", got.Times, got.Label)
+	}
+	if !sentAt.IsZero() && len(got.Times) > 0 {
+		first, err := time.Parse("15:04", got.Times[0])
+		local := sentAt.In(time.FixedZone("CST", 8*3600))
+		sent := local.Hour()*60 + local.Minute()
+		if err != nil || first.Hour()*60+first.Minute() < sent || first.Hour()*60+first.Minute() > sent+10 {
+			t.Errorf("first time tick %q; want a UTC+8 time within 10 min after the send at %s", got.Times[0], local.Format("15:04"))
+		}
+	}
+	if !got.Target {
+		t.Error("the chart has no 90% line")
+	}
+	// The reads so far were button presses: their own line under the total.
+	if !b.poll(t, `document.querySelector("#curve polyline.sig-button") !== null && document.querySelector("#curve polyline.sig-link") === null`) {
+		t.Error("the chart has no line of the reads by button (or one by link, with no link read)")
+	}
+	eval[bool](t, b, `(() => { const r = document.getElementById("curve").getBoundingClientRect();
+		return document.getElementById("curve").dispatchEvent(new PointerEvent("pointermove", {clientX: r.right - 60, clientY: r.top + 40, bubbles: true})); })()`)
+	if ro := eval[string](t, b, `document.getElementById("curve-readout").textContent`); !strings.Contains(ro, "read 已读") || !strings.Contains(ro, "GMT+8") || !strings.Contains(ro, "button 按钮") {
+		t.Errorf("hover read-out = %q; want a time with its zone and the reads", ro)
+	}
+}
+
 // pageNumbers is what the message page shows in its summary.
 type pageNumbers struct {
 	Read       string  `json:"read"`
@@ -277,6 +327,10 @@ func TestBrowserDashboardLive(t *testing.T) {
 		userIDs[i] = p.userID
 	}
 	seedMembers(t, m, testCorp, userIDs...)
+	// The directory is synced before the notice is registered, as in
+	// production: the registration builds the department tree the page
+	// shows (dashboard's department cache).
+	seedDirectory(t, m, people)
 	sentAt := time.Now().Add(-3 * time.Minute).UTC().Truncate(time.Second)
 	reg := map[string]any{
 		"msgid": browserMsgID, "app": "hr", "title": browserTitle, "sent_at": sentAt,
@@ -285,7 +339,6 @@ func TestBrowserDashboardLive(t *testing.T) {
 	if code := api(t, m, "POST", "/messages", reg, nil); code != http.StatusCreated {
 		t.Fatalf("register = %d; want 201", code)
 	}
-	seedDirectory(t, m, people)
 
 	readAt := time.Now().Add(-time.Minute).Unix()
 	read := func(userIDs ...string) {
@@ -303,6 +356,11 @@ func TestBrowserDashboardLive(t *testing.T) {
 	base := "http://" + m.DashboardAddr
 
 	t.Run("sign in", func(t *testing.T) {
+		// HR in Beijing: every time on the page must be in UTC+8, named.
+		b.do(t, "time zone", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Shanghai"})
+			return err
+		}))
 		b.do(t, "open the dashboard", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("login-form")))
 		if loc := eval[string](t, b, "location.pathname"); loc != "/login" {
 			t.Errorf("unauthenticated / went to %s; want /login", loc)
@@ -323,6 +381,12 @@ func TestBrowserDashboardLive(t *testing.T) {
 		}
 		b.screenshot(t, dir, "list-laptop")
 		b.do(t, "open the message", chromedp.Click(chromedp.CSS(link)), chromedp.WaitVisible(chromedp.ID("progress-bar")))
+		// Both panels fill within 2 s of the page showing.
+		if !b.poll(t, `document.querySelectorAll("#departments tbody tr").length > 0 && document.querySelectorAll("#recipients tbody tr").length > 0`, 2*time.Second) {
+			t.Errorf("departments and people panels not filled 2 s after the page showed (%d, %d rows)",
+				eval[int](t, b, `document.querySelectorAll("#departments tbody tr").length`),
+				eval[int](t, b, `document.querySelectorAll("#recipients tbody tr").length`))
+		}
 	})
 	if t.Failed() {
 		t.FailNow()
@@ -383,6 +447,15 @@ func TestBrowserDashboardLive(t *testing.T) {
 		if !b.poll(t, `document.querySelector("#curve polyline") !== null`) {
 			t.Errorf("the read curve is empty; want a line for the 5 flushed reads")
 		}
+		checkChart(t, b, sentAt)
+		// Times are the viewer's (UTC+8 here), with the zone named.
+		wantSent := sentAt.In(time.FixedZone("CST", 8*3600)).Format("15:04")
+		if got := eval[string](t, b, `document.getElementById("sent-at").textContent`); !strings.Contains(got, "GMT+8") || !strings.Contains(got, wantSent) {
+			t.Errorf("sent at shows %q; want the UTC+8 time %s with its zone (GMT+8)", got, wantSent)
+		}
+		if got := eval[string](t, b, `document.querySelector("#recipients-state").hidden + "|" + document.querySelector("#departments-state").hidden`); got != "true|true" {
+			t.Errorf("panel states hidden = %s once both tables are filled; want true|true", got)
+		}
 		// Markup in data is text: nothing ran, no element was created.
 		if got := eval[bool](t, b, `window.__xss === undefined && document.querySelectorAll("main script, main img, #title b").length === 0`); !got {
 			t.Errorf("markup in a title, department or name was parsed as HTML")
@@ -428,6 +501,8 @@ func TestBrowserDashboardLive(t *testing.T) {
 		if got := eval[pageNumbers](t, b, readNumbersJS); got != wantNumbers(12, 20) {
 			t.Errorf("phone numbers = %+v; want %+v", got, wantNumbers(12, 20))
 		}
+		b.poll(t, `document.querySelectorAll("#curve text.tick.time").length >= 2`)
+		checkChart(t, b, time.Time{})
 		// Wide tables scroll inside their card; the page itself must not.
 		if got := eval[[]int](t, b, `[document.documentElement.scrollWidth, window.innerWidth]`); got[0] > got[1] {
 			t.Errorf("page is %d px wide at a %d px phone viewport; want no horizontal scroll", got[0], got[1])
@@ -437,7 +512,24 @@ func TestBrowserDashboardLive(t *testing.T) {
 		if got := eval[[]float64](t, b, `[document.querySelector("#departments tbody tr").cells[2].getBoundingClientRect().right, window.innerWidth]`); got[0] > got[1] {
 			t.Errorf("department Read column ends at x=%.0f, beyond the %.0f px phone viewport; want it visible", got[0], got[1])
 		}
+		if got := eval[string](t, b, `[...document.querySelectorAll(".scroll")].filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.firstElementChild.id).join(", ")`); got != "" {
+			t.Errorf("phone: tables wider than their card: %s; want every panel usable without scrolling sideways", got)
+		}
 		b.screenshot(t, dir, "message-phone")
+	})
+
+	t.Run("exports", func(t *testing.T) {
+		links := eval[[]string](t, b, `["export-all", "export-read", "export"].map((id) => document.getElementById(id).getAttribute("href"))`)
+		for i, st := range []string{"all", "read", "unread"} {
+			if !strings.HasSuffix(links[i], "/export.csv?state="+st) {
+				t.Errorf("export %s links to %q; want the whole notice's export.csv?state=%s", st, links[i], st)
+			}
+		}
+		b.do(t, "select a department", chromedp.Click(chromedp.CSS(`#departments a[data-dept="2"]`)))
+		b.wait(t, "department exports", `document.getElementById("export-read").getAttribute("href").endsWith("state=read&department=2")`)
+		if got := eval[string](t, b, `document.getElementById("export-scope").textContent`); !strings.Contains(got, "人力资源部 HR") {
+			t.Errorf("export scope = %q; want the selected department", got)
+		}
 	})
 
 	if p := b.consoleProblems(); len(p) > 0 {

@@ -2,6 +2,34 @@
 // Data is only ever written with textContent and DOM nodes: no HTML parsing.
 "use strict";
 
+// Times: the server writes UTC; every <time datetime> is shown in the
+// viewer's time zone, with the zone named.
+const timeFmt = new Intl.DateTimeFormat(undefined, {
+  year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", timeZoneName: "short",
+});
+function fmtTime(s) {
+  if (!s) return "–";
+  const d = new Date(s);
+  if (isNaN(d.getTime())) return "–";
+  return timeFmt.format(d);
+}
+function localTimes(root) {
+  for (const t of root.querySelectorAll("time[datetime]")) {
+    t.textContent = fmtTime(t.getAttribute("datetime"));
+    t.title = t.getAttribute("datetime");
+  }
+}
+localTimes(document);
+
+// A status line (the demo setting up in the background) over an empty,
+// unsearched list: the list reloads until a notice appears.
+(function () {
+  const list = document.getElementById("messages");
+  if (document.getElementById("status-line") && list && !list.querySelector(".message") && !location.search) {
+    setTimeout(() => location.reload(), 3000);
+  }
+})();
+
 (function () {
   const root = document.getElementById("message");
   if (!root) return;
@@ -15,11 +43,6 @@
     if (text !== undefined && text !== null) e.textContent = String(text);
     if (cls) e.className = cls;
     return e;
-  }
-  function fmtTime(s) {
-    if (!s) return "–";
-    const d = new Date(s);
-    return d.toLocaleString();
   }
   function fmtETA(e) {
     if (!e) return "–";
@@ -54,31 +77,146 @@
     drawCurve(p);
   }
 
+  // --- reads over time (hand-written SVG) -----------------------------
+  // Cumulative flushed reads per bucket as a step line, a count axis on
+  // the left, a percent axis on the right, a time axis in the viewer's
+  // zone, the 90 % line and a read-out that follows the pointer. Drawn at
+  // the element's own pixel width, so text keeps its size on a phone.
   const svgNS = "http://www.w3.org/2000/svg";
+  let lastProgress = null, curvePts = [];
+  function svgEl(tag, attrs, text) {
+    const e = document.createElementNS(svgNS, tag);
+    for (const k in attrs) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = String(text);
+    return e;
+  }
+  const hm = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+  const zoneName = (() => {
+    const p = new Intl.DateTimeFormat(undefined, { timeZoneName: "short" }).formatToParts(new Date());
+    const z = p.find((x) => x.type === "timeZoneName");
+    return z ? z.value : Intl.DateTimeFormat().resolvedOptions().timeZone;
+  })();
+  function niceStep(span, n) {
+    const raw = span / Math.max(1, n);
+    const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const m of [1, 2, 5, 10]) if (m * mag >= raw) return m * mag;
+    return 10 * mag;
+  }
+  const minuteSteps = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440];
   function drawCurve(p) {
+    lastProgress = p;
     const svg = $("curve");
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    const pts = p.curve || [];
-    if (!pts.length || !p.recipients) return;
+    const W = Math.max(280, Math.round(svg.getBoundingClientRect().width || 600));
+    const H = 230, L = 48, R = 44, T = 22, B = 36;
+    svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+    const pw = W - L - R, ph = H - T - B;
+    const N = p.recipients || 0;
     const t0 = new Date(p.sent_at).getTime();
-    const t1 = Math.max(new Date(p.as_of).getTime(), new Date(pts[pts.length - 1].at).getTime() + 60000, t0 + 60000);
-    const W = 600, H = 160;
-    let cum = 0;
-    const coords = ["0," + H];
-    const xy = (t, n) => Math.max(0, Math.min(W, ((t - t0) / (t1 - t0)) * W)).toFixed(1) + "," +
-      Math.max(0, H - (n / p.recipients) * H).toFixed(1);
-    for (const c of pts) {
-      // Flat until the minute the reads happened, then up across it: a
-      // straight line from the send time would invent reads that did not happen.
-      const start = new Date(c.at).getTime();
-      coords.push(xy(start, cum));
-      cum += c.reads;
-      coords.push(xy(start + 60000 * p.bucket_minutes, cum));
+    const pts = p.curve || [];
+    const bucket = 60000 * (p.bucket_minutes || 1);
+    const lastAt = pts.length ? new Date(pts[pts.length - 1].at).getTime() + bucket : t0;
+    const t1 = Math.max(new Date(p.as_of).getTime(), lastAt, t0 + 5 * 60000);
+    const x = (t) => L + ((t - t0) / (t1 - t0)) * pw;
+    const y = (n) => T + ph - (N ? (n / N) * ph : 0);
+
+    // Grid and count axis (left), percent axis (right).
+    const cstep = niceStep(Math.max(N, 1), 4);
+    for (let v = 0; v <= N; v += cstep) {
+      svg.appendChild(svgEl("line", { x1: L, x2: L + pw, y1: y(v), y2: y(v), class: "grid" }));
+      svg.appendChild(svgEl("text", { x: L - 6, y: y(v) + 4, class: "tick count", "text-anchor": "end" }, v));
     }
-    const line = document.createElementNS(svgNS, "polyline");
-    line.setAttribute("points", coords.join(" "));
-    line.setAttribute("class", "line");
-    svg.appendChild(line);
+    for (const pc of [0, 25, 50, 75, 100]) {
+      svg.appendChild(svgEl("text", { x: L + pw + 6, y: y(N * pc / 100) + 4, class: "tick percent" }, pc + "%"));
+    }
+    // Time axis: ticks at round minutes in the viewer's zone.
+    const spanMin = (t1 - t0) / 60000;
+    const stepMin = minuteSteps.find((m) => spanMin / m <= Math.max(2, Math.floor(pw / 70))) || 1440;
+    const offset = new Date(t0).getTimezoneOffset() * 60000;
+    let tick = Math.ceil((t0 - offset) / (stepMin * 60000)) * stepMin * 60000 + offset;
+    for (; tick <= t1; tick += stepMin * 60000) {
+      svg.appendChild(svgEl("line", { x1: x(tick), x2: x(tick), y1: T + ph, y2: T + ph + 4, class: "axis" }));
+      svg.appendChild(svgEl("text", { x: x(tick), y: T + ph + 16, class: "tick time", "text-anchor": "middle" }, hm.format(new Date(tick))));
+    }
+    svg.appendChild(svgEl("line", { x1: L, x2: L + pw, y1: T + ph, y2: T + ph, class: "axis" }));
+    svg.appendChild(svgEl("line", { x1: L, x2: L, y1: T, y2: T + ph, class: "axis" }));
+    svg.appendChild(svgEl("text", { x: L + pw / 2, y: H - 3, class: "axis-label", "text-anchor": "middle" }, "Time 时间 (" + zoneName + ")"));
+    svg.appendChild(svgEl("text", { x: 4, y: 13, class: "axis-label" }, "Read 已读"));
+    // The 90 % line.
+    if (N) {
+      svg.appendChild(svgEl("line", { x1: L, x2: L + pw, y1: y(0.9 * N), y2: y(0.9 * N), class: "target" }));
+      svg.appendChild(svgEl("text", { x: L + 4, y: y(0.9 * N) - 4, class: "target-label" }, "90%"));
+    }
+    // The step line: flat until the bucket the reads happened in, then up
+    // across it; a straight line from the send would invent reads.
+    // Thinner lines under it: the reads each signal made count.
+    const sigs = ["button", "link", "enter_agent"];
+    const cum = { total: 0, button: 0, link: 0, enter_agent: 0 };
+    const coords = { total: [], button: [], link: [], enter_agent: [] };
+    const at = (k, t) => coords[k].push(x(t).toFixed(1) + "," + y(cum[k]).toFixed(1));
+    for (const k in coords) at(k, t0);
+    curvePts = [{ t: t0, n: 0, by: { button: 0, link: 0, enter_agent: 0 } }];
+    for (const c of pts) {
+      const start = new Date(c.at).getTime();
+      for (const k in coords) at(k, start);
+      cum.total += c.reads;
+      for (const k of sigs) cum[k] += (c.by_signal && c.by_signal[k]) || 0;
+      for (const k in coords) at(k, start + bucket);
+      curvePts.push({ t: start + bucket, n: cum.total, by: { button: cum.button, link: cum.link, enter_agent: cum.enter_agent } });
+    }
+    for (const k in coords) at(k, t1);
+    for (const k of sigs) {
+      if (cum[k] > 0) svg.appendChild(svgEl("polyline", { points: coords[k].join(" "), class: "sig-line sig-" + k.replace("_", "-") }));
+    }
+    svg.appendChild(svgEl("polyline", { points: coords.total.join(" "), class: "line" }));
+    svg.appendChild(svgEl("line", { id: "curve-cursor", x1: 0, x2: 0, y1: T, y2: T + ph, class: "cursor", visibility: "hidden" }));
+    svg.dataset.l = L; svg.dataset.pw = pw; svg.dataset.t0 = t0; svg.dataset.t1 = t1; svg.dataset.w = W;
+    drawSignals(p);
+  }
+  function readout(ev) {
+    const svg = $("curve"), p = lastProgress;
+    if (!p || !curvePts.length) return;
+    const r = svg.getBoundingClientRect();
+    const W = +svg.dataset.w, L = +svg.dataset.l, pw = +svg.dataset.pw, t0 = +svg.dataset.t0, t1 = +svg.dataset.t1;
+    const px = ((ev.clientX - r.left) / r.width) * W;
+    const t = t0 + Math.max(0, Math.min(1, (px - L) / pw)) * (t1 - t0);
+    let n = 0, by = { button: 0, link: 0, enter_agent: 0 };
+    for (const c of curvePts) { if (c.t <= t) { n = c.n; by = c.by; } else break; }
+    const cur = $("curve-cursor");
+    if (cur) {
+      const cx = L + ((t - t0) / (t1 - t0)) * pw;
+      cur.setAttribute("x1", cx); cur.setAttribute("x2", cx); cur.setAttribute("visibility", "visible");
+    }
+    const pc = p.recipients ? (100 * n / p.recipients).toFixed(1) : "0";
+    $("curve-readout").textContent = fmtTime(new Date(t).toISOString()) + " · " + n + " read 已读 (" + pc + "%)" +
+      " · button 按钮 " + by.button + " · link 链接 " + by.link + " · app 进入应用 " + by.enter_agent;
+  }
+  $("curve").addEventListener("pointermove", readout);
+  $("curve").addEventListener("pointerdown", readout);
+  $("curve").addEventListener("pointerleave", () => {
+    const cur = $("curve-cursor");
+    if (cur) cur.setAttribute("visibility", "hidden");
+    $("curve-readout").textContent = "";
+  });
+  let resizeTimer = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => { if (lastProgress) drawCurve(lastProgress); }, 150);
+  });
+  // Per-signal breakdown: one stacked bar of the members by their signal.
+  function drawSignals(p) {
+    const box = $("signal-bar");
+    if (!box || !p.by_signal) return;
+    while (box.firstChild) box.removeChild(box.firstChild);
+    const parts = [["button", "Button 按钮"], ["link", "Link 链接"], ["enter_agent", "Opened app 进入应用"]];
+    const total = parts.reduce((a, [k]) => a + (p.by_signal[k] || 0), 0);
+    for (const [k, label] of parts) {
+      const n = p.by_signal[k] || 0;
+      const seg = el("span", null, "seg sig-" + k.replace("_", "-"));
+      seg.style.width = (total ? (100 * n / total) : 0) + "%";
+      seg.title = label + ": " + n;
+      box.appendChild(seg);
+    }
   }
 
   // Departments are heavier: refreshed at most every 10 s, and always once
@@ -115,12 +253,28 @@
   // --- departments ----------------------------------------------------
   let depts = [];
   let sortKey = null, sortDir = 1;
+  // A panel says what it is doing: loading, failed (keeping the last
+  // table, retrying), or empty; never a silent blank table.
+  function panelState(id, text, cls) {
+    const p = $(id);
+    p.textContent = text || "";
+    p.className = "panel-state" + (cls ? " " + cls : "");
+    p.hidden = !text;
+  }
+  let deptsLoaded = false, deptRetry = null;
   async function loadDepartments() {
+    clearTimeout(deptRetry);
+    if (!deptsLoaded) panelState("departments-state", "Loading… 加载中", "loading");
     try {
       const d = await getJSON(api + "/departments");
       depts = d.departments;
+      deptsLoaded = true;
       renderDepartments();
-    } catch (e) { /* keep the last table */ }
+      panelState("departments-state", depts.length ? "" : "No departments 无部门");
+    } catch (e) {
+      panelState("departments-state", "Could not load the departments (" + e.message + "); retrying… 部门加载失败，正在重试", "failed");
+      deptRetry = setTimeout(loadDepartments, 3000);
+    }
   }
   function renderDepartments() {
     const rows = depts.slice();
@@ -165,7 +319,7 @@
   }
 
   // --- recipients -----------------------------------------------------
-  let department = "", cursor = "", seq = 0, pages = 0;
+  let department = "", cursor = "", seq = 0, pages = 0, recipientsLoaded = false, recRetry = null;
   function query(withCursor) {
     const q = new URLSearchParams();
     q.set("state", $("state").value);
@@ -175,11 +329,16 @@
     if (withCursor && cursor) q.set("cursor", cursor);
     return q;
   }
+  // Exports: all, read or unread, of the whole notice or of the selected
+  // department (with its sub-departments), as export.csv takes them.
   function updateExport() {
-    const q = query(false);
-    $("export").href = api + "/export.csv?" + q.toString();
-    const st = $("state").value;
-    $("export").textContent = st === "unread" ? "Export unread / 导出未读" : st === "read" ? "Export read / 导出已读" : "Export all / 导出全部";
+    for (const [id, st] of [["export-all", "all"], ["export-read", "read"], ["export", "unread"]]) {
+      const q = new URLSearchParams();
+      q.set("state", st);
+      if (department) q.set("department", department);
+      $(id).href = api + "/export.csv?" + q.toString();
+    }
+    $("export-scope").textContent = department ? "department 部门 " + $("department-name").textContent : "whole notice 全部通知";
   }
   async function loadRecipients(append) {
     pages = append ? pages + 1 : 1;
@@ -187,8 +346,17 @@
     const q = query(append);
     q.set("limit", "100");
     let d;
-    try { d = await getJSON(api + "/recipients?" + q.toString()); } catch (e) { return; }
+    if (!append && !recipientsLoaded) panelState("recipients-state", "Loading… 加载中", "loading");
+    try { d = await getJSON(api + "/recipients?" + q.toString()); } catch (e) {
+      if (my !== seq) return;
+      panelState("recipients-state", "Could not load the people (" + e.message + "); retrying… 人员加载失败，正在重试", "failed");
+      clearTimeout(recRetry);
+      recRetry = setTimeout(() => loadRecipients(append), 3000);
+      return;
+    }
     if (my !== seq) return; // a newer search replaced this one
+    recipientsLoaded = true;
+    panelState("recipients-state", d.items.length || append ? "" : "Nobody matches 无匹配人员");
     const tb = $("recipients").tBodies[0];
     if (!append) while (tb.firstChild) tb.removeChild(tb.firstChild);
     $("recipient-total").textContent = d.total;
@@ -196,7 +364,7 @@
       const tr = el("tr");
       tr.appendChild(el("td", r.userid));
       tr.appendChild(el("td", r.name + (r.left ? " (left 已离职)" : "")));
-      tr.appendChild(el("td", r.departments.map((x) => x.name || x.id).join(", ")));
+      tr.appendChild(el("td", r.departments.map((x) => x.name || x.id).join(", "), "hide-narrow"));
       tr.appendChild(el("td", r.read ? (r.read_time ? fmtTime(r.read_time) : "read 已读") : "–"));
       tb.appendChild(tr);
     }
