@@ -32,7 +32,7 @@ func TestCacheStale(t *testing.T) {
 
 	c.warm(ctx, "corp")
 	release <- struct{}{}
-	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); _, ok := c.entries["corp"]; return ok })
+	waitFor(t, "the cache to reload", func() bool { c.mu.Lock(); defer c.mu.Unlock(); _, ok := c.entries["corp"]; return ok })
 	if v, err := c.get(ctx, "corp"); err != nil || v != 1 {
 		t.Fatalf("get after warm = %d, %v; want 1 (no second load)", v, err)
 	}
@@ -46,7 +46,7 @@ func TestCacheStale(t *testing.T) {
 		t.Fatalf("get of an expired entry = %d, %v; want the stale 1 at once", v, err)
 	}
 	release <- struct{}{}
-	waitFor(t, func() bool { v, _ := c.get(ctx, "corp"); return v == 2 })
+	waitFor(t, "the cache to reload", func() bool { v, _ := c.get(ctx, "corp"); return v == 2 })
 	if n := loads.Load(); n != 2 {
 		t.Errorf("loads = %d; want 2", n)
 	}
@@ -59,20 +59,10 @@ func TestCacheStale(t *testing.T) {
 		t.Fatalf("get of an expired entry = %d, %v; want the stale 2", v, err)
 	}
 	release <- struct{}{}
-	waitFor(t, func() bool { return loads.Load() == 3 })
+	waitFor(t, "the cache to reload", func() bool { return loads.Load() == 3 })
 	if v, err := c.get(ctx, "corp"); err != nil || v != 2 {
 		t.Errorf("get after a failed reload = %d, %v; want the old 2", v, err)
 	}
 	release <- struct{}{} // the reload that last get started
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
