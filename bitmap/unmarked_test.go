@@ -139,7 +139,6 @@ func TestRedisDownPublishesUnmarked(t *testing.T) {
 // downIDs is idmap with MySQL down and an empty cache.
 type downIDs struct{}
 
-
 func (downIDs) Lookup(context.Context, string, string) (uint32, bool, error) {
 	return 0, false, errMySQLDown
 }

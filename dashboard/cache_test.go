@@ -65,4 +65,3 @@ func TestCacheStale(t *testing.T) {
 	}
 	release <- struct{}{} // the reload that last get started
 }
-
