@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -89,6 +90,28 @@ func TestDemoExitWhenDone(t *testing.T) {
 	}
 	if st.Retries < int64(pl.flaky) || st.Duplicates != int64(pl.duplicates) || st.Failures != 0 || pl.flaky == 0 || pl.duplicates == 0 {
 		t.Errorf("WeCom played %s; want ≥ %d retries, %d duplicates, no failures", st, pl.flaky, pl.duplicates)
+	}
+	// Every card the fake WeCom got shows the notice's text.
+	cards := m.Fake.Sent()
+	if len(cards) == 0 {
+		t.Error("no card was sent")
+	}
+	for _, c := range cards {
+		var b struct {
+			TemplateCard struct {
+				SubTitleText string `json:"sub_title_text"`
+			} `json:"template_card"`
+		}
+		if err := json.Unmarshal(c.Raw, &b); err != nil || b.TemplateCard.SubTitleText != demoBody {
+			t.Errorf("card %s: sub_title_text = %q, %v; want the notice's body", c.Raw, b.TemplateCard.SubTitleText, err)
+			break
+		}
+	}
+	// Every card press answered 200 carried the passive reply that turns
+	// the member's button to "read" (doc path 90241), and WeCom could use
+	// every reply it got.
+	if presses := int64(pl.readers - pl.enterOnly); st.Replies < presses || st.BadReplies != 0 {
+		t.Errorf("replies %d, unusable %d; want ≥ %d (one per card press) and 0", st.Replies, st.BadReplies, presses)
 	}
 
 	// MySQL holds exactly the planned readers, by name, with both sources.

@@ -131,8 +131,12 @@ func makePlan(users []fakewecom.User, cards map[string]card, departments int, sp
 type counts struct {
 	// Sent counts deliveries handed to WeCom's pusher (duplicates too).
 	Sent, Duplicates int64
-	// Attempts, OK, Retries and Failures sum wecomsim.Stats.
+	// Attempts, OK, Retries and Failures sum wecomsim.Stats. Replies are
+	// 200s whose passive reply WeCom would show (the pressed card's button
+	// turns to "read", doc path 90241); BadReplies are bodies WeCom could
+	// not use.
 	Attempts, OK, Retries, Failures int64
+	Replies, BadReplies             int64
 	Finished                        bool
 }
 
@@ -144,6 +148,7 @@ type player struct {
 	log    *slog.Logger
 
 	sent, dups, attempts, ok, retries, failures atomic.Int64
+	replies, badReplies                         atomic.Int64
 	finished                                    atomic.Bool
 }
 
@@ -151,6 +156,7 @@ func (p *player) counts() counts {
 	return counts{
 		Sent: p.sent.Load(), Duplicates: p.dups.Load(), Attempts: p.attempts.Load(), OK: p.ok.Load(),
 		Retries: p.retries.Load(), Failures: p.failures.Load(), Finished: p.finished.Load(),
+		Replies: p.replies.Load(), BadReplies: p.badReplies.Load(),
 	}
 }
 
@@ -171,6 +177,8 @@ func (p *player) run(ctx context.Context, pl plan, workers int) {
 				p.ok.Add(s.OK)
 				p.retries.Add(s.Retries)
 				p.failures.Add(s.Failures)
+				p.replies.Add(s.Replies)
+				p.badReplies.Add(s.BadReplies)
 			}
 		}()
 	}

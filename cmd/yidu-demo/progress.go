@@ -35,8 +35,11 @@ func (s status) Exact() bool {
 
 // String is the one-line summary (without the bar).
 func (s status) String() string {
-	line := fmt.Sprintf("dashboard %d/%d read, MySQL %d, %d readers expected; %d callbacks sent (%d duplicates, %d retries, %d failed)",
-		s.Dashboard, s.Recipients, s.MySQL, s.Expected, s.Sent, s.Duplicates, s.Retries, s.Failures)
+	line := fmt.Sprintf("dashboard %d/%d read, MySQL %d, %d readers expected; %d callbacks sent (%d duplicates, %d retries, %d failed); %d cards acknowledged to the member",
+		s.Dashboard, s.Recipients, s.MySQL, s.Expected, s.Sent, s.Duplicates, s.Retries, s.Failures, s.Replies)
+	if s.BadReplies > 0 {
+		line += fmt.Sprintf(", %d replies WeCom could not use", s.BadReplies)
+	}
 	if s.Err != nil {
 		line += "; last poll: " + s.Err.Error()
 	}
@@ -51,9 +54,9 @@ func (s status) bar() string {
 		frac = float64(s.Dashboard) / float64(s.Recipients)
 	}
 	n := min(width, int(frac*width+0.5))
-	line := fmt.Sprintf("[%s%s] %d/%d read %5.1f%% │ MySQL %d │ %s │ callbacks %d, %d retried, %d dup",
+	line := fmt.Sprintf("[%s%s] %d/%d read %5.1f%% │ MySQL %d │ %s │ callbacks %d, %d retried, %d dup, %d acked",
 		strings.Repeat("█", n), strings.Repeat("░", width-n), s.Dashboard, s.Recipients, frac*100,
-		s.MySQL, s.Elapsed.Round(time.Second), s.Sent, s.Retries, s.Duplicates)
+		s.MySQL, s.Elapsed.Round(time.Second), s.Sent, s.Retries, s.Duplicates, s.Replies)
 	if s.Err != nil {
 		line += " │ poll failed"
 	}
@@ -140,6 +143,9 @@ func (p *progress) check(s status) error {
 		return nil
 	case s.Failures > 0:
 		return fmt.Errorf("%d callbacks were never answered 200: %s", s.Failures, s)
+	case s.BadReplies > 0:
+		// The member's card would not have changed: WeCom drops such a reply.
+		return fmt.Errorf("%d passive replies WeCom could not use: %s", s.BadReplies, s)
 	case s.Err == nil && (s.Dashboard > int64(s.Expected) || s.MySQL > int64(s.Expected)):
 		// A read never goes back to unread: more than expected stays wrong.
 		return fmt.Errorf("more reads than readers: %s", s)

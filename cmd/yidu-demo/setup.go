@@ -38,6 +38,9 @@ const (
 	demoAgent = 1000002
 	demoUser  = "demo"
 	demoTitle = "新考勤制度 / New attendance policy"
+	// demoBody is the notice's text, shown on the card (sub_title_text,
+	// within WeCom's length limit: docs/api.md).
+	demoBody = "自12月1日起实行弹性打卡，请阅读制度全文后点击“已读”确认。From 1 Dec, flexible clock-in applies: read the policy, then press Read."
 )
 
 // setUp starts the servers, yidu and the fake WeCom, seeds the company and
@@ -282,7 +285,7 @@ func freeOrAny(addr string) string {
 // tooling would, and checks that it reached every employee.
 func (m *Main) register(ctx context.Context, employees int) error {
 	body := map[string]any{
-		"msgid": m.MsgID, "app": demoApp, "title": demoTitle,
+		"msgid": m.MsgID, "app": demoApp, "title": demoTitle, "body": demoBody,
 		// Whole seconds: an enter_agent's CreateTime (seconds) in the same
 		// second as the send must count as after it.
 		"sent_at":  time.Now().UTC().Truncate(time.Second),
