@@ -107,6 +107,18 @@ func (f *fakeLoader) ActiveMessages(_ context.Context, corpID string, agentID in
 	return out, nil
 }
 
+func (f *fakeLoader) RecipientOf(_ context.Context, corpID string, uid uint32, msgIDs []string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, id := range msgIDs {
+		if l, ok := f.msgs[corpID+"/"+id]; ok && l.rcpt.Contains(uid) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 // flakyPublisher fails its first fails calls, then publishes through pub.
 type flakyPublisher struct {
 	pub   Publisher

@@ -36,6 +36,9 @@ type Publisher interface {
 type MessageLoader interface {
 	LoadReads(ctx context.Context, corpID, msgID string) (m yidu.Message, recipients, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap, found bool, err error)
 	ActiveMessages(ctx context.Context, corpID string, agentID int64, since time.Time) ([]yidu.Message, error)
+	// RecipientOf returns those of msgIDs that uid is a recipient of: an
+	// app entry while Redis is down asks MySQL instead of the bitmaps.
+	RecipientOf(ctx context.Context, corpID string, uid uint32, msgIDs []string) ([]string, error)
 }
 
 // RecorderOptions configures a Recorder.
@@ -80,8 +83,10 @@ type appKey struct {
 // of the rows it wrote once Redis answers again (flushd.LiveView), so the
 // dashboard catches up without counting a non-recipient. Each retry of
 // the callback publishes again; flushd's guards make the duplicates
-// no-ops. An enter_agent needs the app's message index, which is in
-// Redis: it is answered 503 while Redis is down.
+// no-ops. An enter_agent, whose app index and member cursor are in Redis,
+// asks MySQL instead: the app's active messages sent by then of which the
+// member is a recipient (MessageLoader.RecipientOf), published unmarked
+// the same way; with both Redis and MySQL down it is answered 503.
 type Recorder struct {
 	store  *Store
 	ids    UIDLookup
@@ -221,9 +226,14 @@ func (r *Recorder) EnterAgent(ctx context.Context, corpID string, agentID int64,
 	if !ok {
 		return 0, err
 	}
-	ids, complete, err := r.store.MessagesSinceCursor(ctx, corpID, agentID, uid, at, r.opts.CursorSlack)
+	mctx, cancel := context.WithTimeout(ctx, r.opts.MarkTimeout)
+	ids, complete, err := r.store.MessagesSinceCursor(mctx, corpID, agentID, uid, at, r.opts.CursorSlack)
+	cancel()
 	if err != nil {
-		return 0, err
+		if ctx.Err() != nil {
+			return 0, err
+		}
+		return r.enterWithoutRedis(ctx, corpID, agentID, uid, at, err)
 	}
 	if !complete {
 		// Redis lost the app index (or it expired): rebuild it from MySQL.
@@ -251,6 +261,36 @@ func (r *Recorder) EnterAgent(ctx context.Context, corpID string, agentID int64,
 		return n, err
 	}
 	return n, nil
+}
+
+// enterWithoutRedis records an app entry while Redis cannot answer
+// (cause): the app's active messages sent at or before at (MySQL), of
+// which uid is a recipient, get the signal unmarked. Without the cursor
+// every such message is published again on each entry; flushd's enter_at
+// guard makes the repeats no-ops, and its live view sets the bits once
+// Redis answers. Only recipients are published, so nothing is parked.
+func (r *Recorder) enterWithoutRedis(ctx context.Context, corpID string, agentID int64, uid uint32, at time.Time, cause error) (int, error) {
+	msgs, err := r.loader.ActiveMessages(ctx, corpID, agentID, time.Now().Add(-r.store.TTL()))
+	if err != nil {
+		return 0, fmt.Errorf("bitmap: enter agent: redis down (%w) and active messages: %w", cause, err)
+	}
+	var sent []string
+	for _, m := range msgs {
+		if !m.SentAt.After(at) {
+			sent = append(sent, m.MsgID)
+		}
+	}
+	if len(sent) == 0 {
+		return 0, nil
+	}
+	mine, err := r.loader.RecipientOf(ctx, corpID, uid, sent)
+	if err != nil {
+		return 0, fmt.Errorf("bitmap: enter agent: redis down (%w) and recipients: %w", cause, err)
+	}
+	if len(mine) == 0 {
+		return 0, nil
+	}
+	return r.unmarked(ctx, yidu.SignalEnterAgent, r.counted(corpID, agentID, yidu.SignalEnterAgent), corpID, uid, mine, at, cause)
 }
 
 // record marks that uid gave signal sig on msgIDs and publishes the new

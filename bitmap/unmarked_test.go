@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
@@ -67,8 +69,9 @@ func silentRedis(t *testing.T) string {
 // TestRedisDownPublishesUnmarked: with Redis refusing connections or not
 // answering, a button press and a link read are published to Kafka
 // unmarked (with the app's decision whether they count) and answered
-// within the deadline; an enter_agent is refused (it needs Redis's app
-// index); and when Kafka refuses too the read is refused, never taken.
+// within the deadline; an enter_agent is published unmarked to the
+// messages MySQL says the member received (refused when MySQL is down
+// too); and when Kafka refuses too the read is refused, never taken.
 func TestRedisDownPublishesUnmarked(t *testing.T) {
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	testenv.Check(t, "listen", err)
@@ -89,11 +92,21 @@ func TestRedisDownPublishesUnmarked(t *testing.T) {
 			testenv.Check(t, "New", err)
 			t.Cleanup(s.Close)
 			pub := &capturePublisher{}
-			rec, err := NewRecorder(s, fakeIDs{}, pub, newFakeLoader(), RecorderOptions{
+			// Recent: the app's active messages are those within Redis's TTL.
+			at := time.Now().Truncate(time.Second)
+			loader := newFakeLoader()
+			loader.add(testMessage("notice-2", 7, at.Add(-time.Hour)), uids(5, 6), roaring.New())
+			loader.add(testMessage("notice-3", 7, at), uids(5), roaring.New())
+			loader.add(testMessage("notice-4", 7, at.Add(time.Minute)), uids(5), roaring.New())
+			loader.add(testMessage("notice-5", 8, at.Add(-time.Hour)), uids(5), roaring.New())
+			rec, err := NewRecorder(s, fakeIDs{}, pub, loader, RecorderOptions{
 				Apps: []yidu.App{enterCounts}, MarkTimeout: 300 * time.Millisecond, Registerer: prometheus.NewRegistry(),
 			})
 			testenv.Check(t, "NewRecorder", err)
-			at := time.Unix(1764406800, 0)
+			failing, err := NewRecorder(s, fakeIDs{}, pub, &failingLoader{fakeLoader: loader, err: errMySQLDown}, RecorderOptions{
+				Apps: []yidu.App{enterCounts}, MarkTimeout: 300 * time.Millisecond, Registerer: prometheus.NewRegistry(),
+			})
+			testenv.Check(t, "NewRecorder", err)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 
@@ -121,8 +134,29 @@ func TestRedisDownPublishesUnmarked(t *testing.T) {
 				t.Errorf("reads_total{card,unmarked} = %v; want 1", n)
 			}
 
-			if _, err := rec.EnterAgent(ctx, testCorp, 7, "u5", at); err == nil {
-				t.Error("EnterAgent with Redis down = nil; want an error (503)")
+			// An app entry asks MySQL (the loader) which of the app's active
+			// messages sent by then u5 received: notice-2 and notice-3, not
+			// notice-4 (sent after the entry) nor another app's notice-5.
+			if n, err := rec.EnterAgent(ctx, testCorp, 7, "u5", at); err != nil || n != 2 {
+				t.Errorf("EnterAgent with Redis down = %d, %v; want 2 (counted for this app), nil", n, err)
+			}
+			wantEnter := []delta.Delta{
+				{CorpID: testCorp, MsgID: "notice-2", UID: 5, ReadTime: at.Unix(), Source: delta.SourceEnterAgent, Counted: true},
+				{CorpID: testCorp, MsgID: "notice-3", UID: 5, ReadTime: at.Unix(), Source: delta.SourceEnterAgent, Counted: true},
+			}
+			pub.mu.Lock()
+			got = append([]delta.Delta(nil), pub.ds[len(want):]...)
+			pub.mu.Unlock()
+			if !slices.Equal(got, wantEnter) {
+				t.Errorf("published for the app entry %+v; want %+v", got, wantEnter)
+			}
+			// A member who received none of them: nothing to publish.
+			if n, err := rec.EnterAgent(ctx, testCorp, 7, "u9", at); err != nil || n != 0 {
+				t.Errorf("EnterAgent of a non-recipient with Redis down = %d, %v; want 0, nil", n, err)
+			}
+			// MySQL down too: an error (503), WeCom retries.
+			if _, err := failing.EnterAgent(ctx, testCorp, 7, "u5", at); !errors.Is(err, errMySQLDown) {
+				t.Errorf("EnterAgent with Redis and MySQL down = %v; want the loader's error", err)
 			}
 			pub.mu.Lock()
 			pub.fail = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +98,48 @@ func (r *Registry) ActiveMessages(ctx context.Context, corpID string, agentID in
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("tracker: active messages: %w", err)
+	}
+	return out, nil
+}
+
+// recipientChunk bounds the msgids of one RecipientOf query.
+const recipientChunk = 1000
+
+// RecipientOf returns those of msgIDs that uid is a recipient of, in
+// msgIDs' order: one primary-key probe per message (corp_id, msgid, uid).
+func (r *Registry) RecipientOf(ctx context.Context, corpID string, uid uint32, msgIDs []string) ([]string, error) {
+	mine := make(map[string]bool, len(msgIDs))
+	for chunk := range slices.Chunk(msgIDs, recipientChunk) {
+		args := make([]any, 0, 2+len(chunk))
+		args = append(args, corpID, uid)
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		rows, err := r.db.QueryContext(ctx, "SELECT msgid FROM message_read_record WHERE corp_id = ? AND uid = ? AND msgid IN (?"+
+			strings.Repeat(",?", len(chunk)-1)+")", args...)
+		if err != nil {
+			return nil, fmt.Errorf("tracker: recipient of: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("tracker: recipient of: %w", err)
+			}
+			mine[id] = true
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("tracker: recipient of: %w", err)
+		}
+	}
+	var out []string
+	for _, id := range msgIDs {
+		if mine[id] {
+			out = append(out, id)
+			delete(mine, id)
+		}
 	}
 	return out, nil
 }

@@ -134,6 +134,47 @@ func TestActiveMessages(t *testing.T) {
 	}
 }
 
+// TestRecipientOf: of the msgids asked, those the member received, in the
+// order asked; another member's, another corp's and unknown msgids are not.
+func TestRecipientOf(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.register(t, "rcp-1", yidu.Audience{UserIDs: []string{"amy", "bob"}})
+	e.register(t, "rcp-2", yidu.Audience{UserIDs: []string{"bob"}})
+	e.register(t, "rcp-3", yidu.Audience{UserIDs: []string{"amy"}})
+	uids, err := e.ids.Assign(ctx, e.app.CorpID, []string{"amy", "bob"})
+	testenv.Check(t, "assign", err)
+	tests := []struct {
+		name   string
+		corp   string
+		uid    uint32
+		msgIDs []string
+		want   []string
+	}{
+		{"amy", e.app.CorpID, uids["amy"], []string{"rcp-3", "rcp-2", "rcp-1", "nope"}, []string{"rcp-3", "rcp-1"}},
+		{"bob", e.app.CorpID, uids["bob"], []string{"rcp-1", "rcp-2", "rcp-3"}, []string{"rcp-1", "rcp-2"}},
+		{"another corp", "wwother", uids["amy"], []string{"rcp-1", "rcp-3"}, nil},
+		{"nobody", e.app.CorpID, 999999, []string{"rcp-1"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := e.reg.RecipientOf(ctx, tt.corp, tt.uid, tt.msgIDs)
+			if err != nil || !slices.Equal(got, tt.want) {
+				t.Errorf("RecipientOf(%s, %d, %v) = %v, %v; want %v", tt.corp, tt.uid, tt.msgIDs, got, err, tt.want)
+			}
+		})
+	}
+	// More msgids than one query takes.
+	many := make([]string, 0, recipientChunk+5)
+	for i := range recipientChunk + 4 {
+		many = append(many, fmt.Sprintf("none-%d", i))
+	}
+	many = append(many, "rcp-1")
+	if got, err := e.reg.RecipientOf(ctx, e.app.CorpID, uids["amy"], many); err != nil || !slices.Equal(got, []string{"rcp-1"}) {
+		t.Errorf("RecipientOf over %d msgids = %v, %v; want [rcp-1]", len(many), got, err)
+	}
+}
+
 func TestReadModel(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
