@@ -373,23 +373,13 @@ func TestReEmitKeepsFirstDecision(t *testing.T) {
 	}
 }
 
-// failingIDs is idmap failing (MySQL down under the directory).
-type failingIDs struct{}
-
-func (failingIDs) Lookup(context.Context, string, string) (uint32, bool, error) {
-	return 0, false, errMySQLDown
-}
-
 // TestRecorderLookupFails: a member the directory cannot look up is never
 // an unknown member (0, nil). A card press or link read is published by
 // UserID for flushd to map once MySQL answers (TestLookupDownPublishesByUserID
 // has the deltas); an app entry, which needs the uid to find the
 // member's messages, is the lookup's error.
 func TestRecorderLookupFails(t *testing.T) {
-	s, _ := mustStore(t, Options{})
-	pub := &capturePublisher{}
-	rec, err := NewRecorder(s, failingIDs{}, pub, newFakeLoader(), RecorderOptions{Registerer: prometheus.NewRegistry()})
-	testenv.Check(t, "NewRecorder", err)
+	rec, _, pub := lookupDownRecorder(t)
 	ctx := context.Background()
 	at := time.Now()
 	tests := []struct {
