@@ -299,16 +299,7 @@ func (e *env) verifyHealed(name, faults string, dash *proc) healed {
 	e.t.Helper()
 	ctx := context.Background()
 	res, statuses := e.wecom.snapshot()
-	rep := report{Scenario: name, Reads: len(res), Faults: faults}
-	for _, r := range res {
-		rep.Tries += r.Tries
-		rep.Retries += r.Tries - 1
-		if r.OK {
-			rep.OK++
-		} else {
-			rep.GaveUp++
-		}
-	}
+	rep := newReport(name, faults, res)
 	last := time.Now()
 	var h healed
 	var st state
@@ -351,9 +342,7 @@ func (e *env) verifyHealed(name, faults string, dash *proc) healed {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	rep.Elapsed = time.Since(e.started)
-	rep.Landed = len(st.mysql)
-	rep.Dupes = st.dupes
+	rep.atRest(e, st)
 	var problems []string
 	lost := 0
 	for k, r := range res {
@@ -383,12 +372,7 @@ func (e *env) verifyHealed(name, faults string, dash *proc) healed {
 	if h.Backwards > 0 {
 		problems = append(problems, fmt.Sprintf("the dashboard's count went down %d times while converging", h.Backwards))
 	}
-	if st.dupes != 0 {
-		problems = append(problems, fmt.Sprintf("%d is_read rows counted twice", st.dupes))
-	}
-	if st.orphans != 0 {
-		problems = append(problems, fmt.Sprintf("%d rows left in read_orphans", st.orphans))
-	}
+	problems = append(problems, st.leftovers()...)
 	rep.Lost = lost
 	if h.Converged >= 0 {
 		rep.Faults += fmt.Sprintf("; dashboard = MySQL %s after the last answer, no reconcile", h.Converged.Round(10*time.Millisecond))
