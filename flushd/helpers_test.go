@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -130,19 +129,6 @@ func countRead(tb testing.TB, db *sql.DB) int {
 	var n int
 	testenv.Check(tb, "count read", db.QueryRow("SELECT COUNT(*) FROM message_read_record WHERE is_read = 1").Scan(&n))
 	return n
-}
-
-// waitFor polls cond until it holds, failing tb after timeout. It waits on
-// outside systems (Kafka, MySQL), it does not measure time.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // base is a read_time all tests build on: 2025-01-01T00:00:00Z.
