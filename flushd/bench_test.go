@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -240,12 +239,7 @@ func prevReadsJSON(reads []Read) string {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, '[')
-		b = strconv.AppendUint(b, uint64(r.UID), 10)
-		b = append(b, ',')
-		b = appendTime(b, r.At)
-		b = append(b, ',')
-		b = strconv.AppendUint(b, uint64(r.Source), 10)
+		b = appendRead(b, r.UID, r.At, r.Source)
 		b = append(b, ']')
 	}
 	return string(append(b, ']'))
