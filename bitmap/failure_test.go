@@ -25,7 +25,7 @@ func ownRecEnv(tb testing.TB, opts Options, pub func(Publisher) Publisher, loade
 	tb.Helper()
 	s, o := ownStore(tb, opts)
 	p, brokers := testenv.Producer(tb, testTopic)
-	e := &recEnv{s: s, rdb: o.rdb, loader: newFakeLoader(), pub: &flakyPublisher{pub: p}, brokers: brokers}
+	e := &recEnv{s: s, rdb: o.Client, loader: newFakeLoader(), pub: &flakyPublisher{pub: p}, brokers: brokers}
 	if loader == nil {
 		loader = e.loader
 	}
@@ -48,8 +48,8 @@ func TestMarkAfterScriptFlush(t *testing.T) {
 	ctx := context.Background()
 	flush := func() {
 		t.Helper()
-		testenv.Check(t, "SCRIPT FLUSH", o.rdb.ScriptFlush(ctx).Err())
-		if ok, err := o.rdb.ScriptExists(ctx, markScript.Hash()).Result(); err != nil || ok[0] {
+		testenv.Check(t, "SCRIPT FLUSH", o.Client.ScriptFlush(ctx).Err())
+		if ok, err := o.Client.ScriptExists(ctx, markScript.Hash()).Result(); err != nil || ok[0] {
 			t.Fatalf("SCRIPT EXISTS mark after SCRIPT FLUSH = %v, %v; want false", ok, err)
 		}
 	}
@@ -109,7 +109,7 @@ func TestRecorderRedisDown(t *testing.T) {
 	ctx := context.Background()
 	at := time.Now().Truncate(time.Second) // within the TTL: an active message
 	e.register(t, testMessage("m", 7, at.Add(-time.Minute)), uids(1, 2, 3))
-	o.kill(t)
+	o.Kill(t)
 	reads := []struct {
 		name  string
 		read  func(ctx context.Context) (int, error)
@@ -239,7 +239,7 @@ func TestRecorderRestoreFails(t *testing.T) {
 	t.Run("redis fails during the restore", func(t *testing.T) {
 		fl := &failingLoader{fakeLoader: newFakeLoader()}
 		e, o := ownRecEnv(t, Options{Registerer: prometheus.NewRegistry()}, nil, fl)
-		fl.before = func() { o.kill(t) }
+		fl.before = func() { o.Kill(t) }
 		fl.add(testMessage("m", 7, at), uids(1), roaring.New())
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -285,7 +285,7 @@ func TestRecorderAckAndReleaseFail(t *testing.T) {
 	t.Run("ack fails", func(t *testing.T) {
 		var o *ownRedis
 		e, o := ownRecEnv(t, Options{Registerer: prometheus.NewRegistry()}, func(p Publisher) Publisher {
-			return &hookPublisher{pub: p, after: func() { o.kill(t) }}
+			return &hookPublisher{pub: p, after: func() { o.Kill(t) }}
 		}, nil)
 		e.register(t, testMessage("m", 7, at), uids(1))
 		if n, err := e.rec.CardRead(context.Background(), testCorp, 7, "u1", "m", at); n != 1 || err != nil {
@@ -302,7 +302,7 @@ func TestRecorderAckAndReleaseFail(t *testing.T) {
 	t.Run("release fails", func(t *testing.T) {
 		var o *ownRedis
 		e, o := ownRecEnv(t, Options{Registerer: prometheus.NewRegistry()}, func(p Publisher) Publisher {
-			return &hookPublisher{pub: p, after: func() { o.kill(t) }, err: errKafkaDown}
+			return &hookPublisher{pub: p, after: func() { o.Kill(t) }, err: errKafkaDown}
 		}, nil)
 		e.register(t, testMessage("m", 7, at), uids(1))
 		if n, err := e.rec.CardRead(context.Background(), testCorp, 7, "u1", "m", at); !errors.Is(err, errKafkaDown) || n != 0 {
@@ -375,23 +375,13 @@ func TestReEmitKeepsFirstDecision(t *testing.T) {
 	}
 }
 
-// failingIDs is idmap failing (MySQL down under the directory).
-type failingIDs struct{}
-
-func (failingIDs) Lookup(context.Context, string, string) (uint32, bool, error) {
-	return 0, false, errMySQLDown
-}
-
 // TestRecorderLookupFails: a member the directory cannot look up is never
 // an unknown member (0, nil). A card press or link read is published by
 // UserID for flushd to map once MySQL answers (TestLookupDownPublishesByUserID
 // has the deltas); an app entry, which needs the uid to find the
 // member's messages, is the lookup's error.
 func TestRecorderLookupFails(t *testing.T) {
-	s, _ := mustStore(t, Options{})
-	pub := &capturePublisher{}
-	rec, err := NewRecorder(s, failingIDs{}, pub, newFakeLoader(), RecorderOptions{Registerer: prometheus.NewRegistry()})
-	testenv.Check(t, "NewRecorder", err)
+	rec, _, pub := lookupDownRecorder(t)
 	ctx := context.Background()
 	at := time.Now()
 	tests := []struct {
@@ -430,7 +420,7 @@ func TestEnterAgentRedisFails(t *testing.T) {
 		fl := &failingLoader{fakeLoader: newFakeLoader()}
 		e, o := ownRecEnv(t, Options{Registerer: prometheus.NewRegistry()}, nil, fl)
 		fl.add(testMessage("m", 7, at.Add(-time.Minute)), uids(1), roaring.New())
-		fl.beforeActive = func() { o.kill(t) }
+		fl.beforeActive = func() { o.Kill(t) }
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if n, err := e.rec.EnterAgent(ctx, testCorp, 7, "u1", at); err == nil || n != 0 {
@@ -440,7 +430,7 @@ func TestEnterAgentRedisFails(t *testing.T) {
 	t.Run("cursor", func(t *testing.T) {
 		e, o := ownRecEnv(t, Options{Registerer: prometheus.NewRegistry()}, nil, nil)
 		app := yidu.App{Name: "hr", CorpID: testCorp, AgentID: 7, ReadSignals: []yidu.Signal{yidu.SignalEnterAgent}}
-		rec, err := NewRecorder(e.s, fakeIDs{}, &hookPublisher{pub: e.pub, after: func() { o.kill(t) }}, e.loader,
+		rec, err := NewRecorder(e.s, fakeIDs{}, &hookPublisher{pub: e.pub, after: func() { o.Kill(t) }}, e.loader,
 			RecorderOptions{Apps: []yidu.App{app}, Registerer: prometheus.NewRegistry(), AckTimeout: 10 * time.Second})
 		testenv.Check(t, "NewRecorder", err)
 		e.register(t, testMessage("m", 7, at.Add(-time.Minute)), uids(1))

@@ -177,16 +177,24 @@ func (downIDs) Lookup(context.Context, string, string) (uint32, bool, error) {
 	return 0, false, errMySQLDown
 }
 
+// lookupDownRecorder is a Recorder on a fresh store whose directory
+// lookups fail (downIDs), publishing into the returned capturePublisher.
+func lookupDownRecorder(tb testing.TB) (*Recorder, *Store, *capturePublisher) {
+	tb.Helper()
+	s, _ := mustStore(tb, Options{})
+	pub := &capturePublisher{}
+	rec, err := NewRecorder(s, downIDs{}, pub, newFakeLoader(), RecorderOptions{Registerer: prometheus.NewRegistry()})
+	testenv.Check(tb, "NewRecorder", err)
+	return rec, s, pub
+}
+
 // TestLookupDownPublishesByUserID: when the uid of a member cannot be
 // looked up (MySQL down, not cached), a button press and a link read are
 // published by UserID (uid 0), nothing is marked, and the read is
 // answered; a malformed task id is still refused before any lookup, and
 // with Kafka down too the read is refused.
 func TestLookupDownPublishesByUserID(t *testing.T) {
-	s, _ := mustStore(t, Options{})
-	pub := &capturePublisher{}
-	rec, err := NewRecorder(s, downIDs{}, pub, newFakeLoader(), RecorderOptions{Registerer: prometheus.NewRegistry()})
-	testenv.Check(t, "NewRecorder", err)
+	rec, s, pub := lookupDownRecorder(t)
 	ctx := context.Background()
 	at := time.Unix(1764406800, 0)
 	if n, err := rec.CardRead(ctx, testCorp, 7, "ZhangSan", "notice-1@0", at); err != nil || n != 1 {

@@ -8,9 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,51 +25,6 @@ import (
 // and make Redis or MySQL fail under it: every answer is the documented
 // 503 "temporarily unavailable" (docs/api.md), so clients retry, and no
 // answer leaks the backend's error.
-
-// ownRedisClient starts a redis-server of the test's own on a unix socket
-// (no TCP port to race for) and returns a client and a kill func that
-// stops it as a crash would.
-func ownRedisClient(tb testing.TB) (*redis.Client, func()) {
-	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if testenv.Real() {
-			tb.Fatalf("redis-server not found with YIDU_TEST_REAL=1: %v", err)
-		}
-		tb.Skipf("redis-server not found (%v)", err)
-	}
-	dir, err := os.MkdirTemp("", "yr") // a socket path must stay under 108 bytes
-	testenv.Check(tb, "MkdirTemp", err)
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "r.sock")
-	cmd := exec.Command(bin, "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no", "--dir", dir)
-	testenv.Check(tb, "start redis-server", cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	kill := func() {
-		_ = cmd.Process.Kill()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			tb.Errorf("own redis-server did not exit after SIGKILL")
-		}
-	}
-	tb.Cleanup(kill)
-	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: sock, MaxRetries: -1, DialerRetries: 1})
-	tb.Cleanup(func() { rdb.Close() })
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := rdb.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return rdb, kill
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("own redis-server did not answer: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 type failEnv struct {
 	h     http.Handler
@@ -127,7 +79,8 @@ func wantUnavailable(t *testing.T, what string, w *httptest.ResponseRecorder) {
 
 func TestAPIRedisDown(t *testing.T) {
 	db := testenv.MySQL(t)
-	rdb, kill := ownRedisClient(t)
+	own := testenv.StartRedis(t)
+	rdb := own.Client
 	corp := testenv.RandomName("corp")
 	newSynthCorp(30).load(t, db, corp)
 	e := newFailEnv(t, db, rdb, corp)
@@ -138,7 +91,7 @@ func TestAPIRedisDown(t *testing.T) {
 	if w := e.do(t, "GET", "/api/v1/messages/m1", ""); w.Code != http.StatusOK {
 		t.Fatalf("GET message with Redis up = %d: %s", w.Code, w.Body)
 	}
-	kill()
+	own.Kill(t)
 	for _, path := range []string{"/api/v1/messages/m1", "/api/v1/messages/m1/progress", "/api/v1/messages/m1/departments",
 		"/api/v1/messages/m1/recipients", "/api/v1/messages/m1/export.csv"} {
 		wantUnavailable(t, "GET "+path+" with Redis down", e.do(t, "GET", path, ""))

@@ -69,6 +69,19 @@ func (p *perKey) release(key string) {
 	p.n[key]--
 }
 
+// acquireOwn takes one slot of the request's principal and returns its
+// release; when the principal holds max already it answers 429 with msg
+// (and Retry-After) and returns nil.
+func (p *perKey) acquireOwn(w http.ResponseWriter, r *http.Request, msg string) (release func()) {
+	who := principalFrom(r.Context()).key()
+	if !p.acquire(who) {
+		w.Header().Set("Retry-After", retryAfter)
+		writeError(w, http.StatusTooManyRequests, msg)
+		return nil
+	}
+	return func() { p.release(who) }
+}
+
 // held is how many slots key holds.
 func (p *perKey) held(key string) int {
 	p.mu.Lock()
@@ -85,13 +98,11 @@ func (p *perKey) held(key string) int {
 // serve has a pool of its own besides).
 func (s *Server) heavyQuery(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		who := principalFrom(r.Context()).key()
-		if !s.userQueries.acquire(who) {
-			w.Header().Set("Retry-After", retryAfter)
-			writeError(w, http.StatusTooManyRequests, "too many queries of yours at once; wait for one to finish")
+		release := s.userQueries.acquireOwn(w, r, "too many queries of yours at once; wait for one to finish")
+		if release == nil {
 			return
 		}
-		defer s.userQueries.release(who)
+		defer release()
 		wait := time.NewTimer(s.queryWait)
 		defer wait.Stop()
 		select {

@@ -21,19 +21,14 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // waitFor polls cond until it holds or a generous deadline (the CI machine
 // is loaded) passes.
 func waitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitFor(tb, 15*time.Second, what, cond)
 }
 
 // openStream opens /events as token over a real listener and returns the

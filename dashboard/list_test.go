@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -85,10 +84,7 @@ func TestListPage(t *testing.T) {
 	c, _ := f.login(t)
 	page := func(target string) string {
 		t.Helper()
-		r := httptest.NewRequest("GET", target, nil)
-		r.AddCookie(c)
-		w := httptest.NewRecorder()
-		f.h.ServeHTTP(w, r)
+		w := f.page(c, target)
 		if w.Code != http.StatusOK {
 			t.Fatalf("GET %s = %d: %s", target, w.Code, w.Body)
 		}
@@ -125,14 +121,7 @@ func TestListPage(t *testing.T) {
 func TestStatusLine(t *testing.T) {
 	f := listFixture(t)
 	c, _ := f.login(t)
-	page := func(target string) string {
-		t.Helper()
-		r := httptest.NewRequest("GET", target, nil)
-		r.AddCookie(c)
-		w := httptest.NewRecorder()
-		f.h.ServeHTTP(w, r)
-		return w.Body.String()
-	}
+	page := func(target string) string { return f.page(c, target).Body.String() }
 	status := "Demo: syncing <the directory>…"
 	f.srv.SetStatus(func() string { return status })
 	for _, p := range []string{"/", "/m/hello"} {

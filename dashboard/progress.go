@@ -183,13 +183,11 @@ const keepAlive = 15 * time.Second
 // reading is dropped and frees its slots. A stream ends when the client
 // goes away or the Server is closed.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	who := principalFrom(r.Context()).key()
-	if !s.userStreams.acquire(who) {
-		w.Header().Set("Retry-After", retryAfter)
-		writeError(w, http.StatusTooManyRequests, "too many live streams of yours; close one")
+	release := s.userStreams.acquireOwn(w, r, "too many live streams of yours; close one")
+	if release == nil {
 		return
 	}
-	defer s.userStreams.release(who)
+	defer release()
 	select {
 	case s.streams <- struct{}{}:
 		defer func() { <-s.streams }()

@@ -3,7 +3,6 @@ package flushd
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -18,32 +17,12 @@ import (
 func BenchmarkStatementForms(b *testing.B) {
 	db, reads := benchSetup(b)
 	ctx := context.Background()
-	writers := make([]*Writer, len(statements))
+	forms := make([]benchForm, len(statements))
 	for i, st := range statements {
 		w, err := NewWriter(db, WriterOptions{BatchSize: DefaultBatchSize, Statement: st})
 		testenv.Check(b, "NewWriter", err)
-		writers[i] = w
+		forms[i] = benchForm{st.String(), func() error { _, _, err := w.Write(ctx, "corp", "bench", reads); return err }}
 	}
-	elapsed := make([]time.Duration, len(statements))
-	b.ResetTimer()
-	for range b.N {
-		for i, w := range writers {
-			b.StopTimer()
-			_, err := db.ExecContext(ctx, resetBench)
-			testenv.Check(b, "reset", err)
-			b.StartTimer()
-			start := time.Now()
-			_, _, err = w.Write(ctx, "corp", "bench", reads)
-			elapsed[i] += time.Since(start)
-			testenv.Check(b, statements[i].String(), err)
-			if n := countRead(b, db); n != benchRows {
-				b.Fatalf("%s: %d rows read; want %d", statements[i], n, benchRows)
-			}
-		}
-	}
-	b.StopTimer()
-	for i, st := range statements {
-		b.ReportMetric(float64(benchRows*b.N)/elapsed[i].Seconds(), st.String()+"-rows/s")
-	}
+	elapsed := benchForms(b, db, forms)
 	b.ReportMetric(100*elapsed[1].Seconds()/elapsed[0].Seconds(), "%case")
 }

@@ -120,7 +120,7 @@ func TestFlusherCommitFails(t *testing.T) {
 	failed := e.offsetCommitFails(fails, kerr.OffsetMetadataTooLarge.Code)
 	f := e.start(t, Options{Interval: 100 * time.Millisecond}, nil)
 	e.produce(t, reads(messages, n)...)
-	waitFor(t, 30*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
+	testenv.WaitFor(t, 30*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
 	e.waitCommittedToEnd(t)
 	if got := failed.Load(); got != fails {
 		t.Errorf("%d commits refused; want %d", got, fails)
@@ -140,7 +140,7 @@ func TestFlusherDrainCommitFails(t *testing.T) {
 	e.recipients(t, messages, n)
 	f := e.start(t, Options{Interval: time.Hour}, nil)
 	e.produce(t, reads(messages, n)...)
-	waitFor(t, 30*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(f.m.pending) == messages*n })
+	testenv.WaitFor(t, 30*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(f.m.pending) == messages*n })
 	failed := e.offsetCommitFails(1<<20, kerr.OffsetMetadataTooLarge.Code)
 	err := f.stop(t)
 	if err == nil || !strings.Contains(err.Error(), "commit") || !errors.Is(err, kerr.OffsetMetadataTooLarge) {
@@ -163,7 +163,7 @@ func TestFlusherDrainWriteFails(t *testing.T) {
 	e.recipients(t, messages, n)
 	f := e.start(t, Options{Interval: time.Hour, DrainTimeout: 500 * time.Millisecond}, nil)
 	e.produce(t, reads(messages, n)...)
-	waitFor(t, 30*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(f.m.pending) == messages*n })
+	testenv.WaitFor(t, 30*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(f.m.pending) == messages*n })
 	e.spy.fail.Store(true)
 	err := f.stop(t)
 	if !errors.Is(err, errDown) || !strings.Contains(err.Error(), "100 reads left unwritten") {
@@ -187,7 +187,7 @@ func TestFlusherRevokeWriteFails(t *testing.T) {
 	dead := &spyDB{DB: e.db}
 	a := e.startOn(t, dead, Options{Interval: time.Hour, DrainTimeout: 300 * time.Millisecond}, nil)
 	e.produce(t, reads(messages, n)...)
-	waitFor(t, 30*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(a.m.pending) == messages*n })
+	testenv.WaitFor(t, 30*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(a.m.pending) == messages*n })
 	dead.fail.Store(true)
 	b := e.start(t, Options{Interval: 100 * time.Millisecond}, nil)
 	moved := e.assigned(t, b.Flusher, 2)
@@ -196,7 +196,7 @@ func TestFlusherRevokeWriteFails(t *testing.T) {
 	for _, p := range moved {
 		want += int(ends[p])
 	}
-	waitFor(t, 30*time.Second, "the moved partitions' rows", func() bool { return countRead(t, e.db) == want })
+	testenv.WaitFor(t, 30*time.Second, "the moved partitions' rows", func() bool { return countRead(t, e.db) == want })
 	if got := testutil.ToFloat64(b.m.updated); got != float64(want) {
 		t.Errorf("new owner updated %v rows; want %d (every read of the moved partitions, replayed)", got, want)
 	}
@@ -220,7 +220,7 @@ func TestFlusherSessionLost(t *testing.T) {
 	logs := &testenv.SyncBuffer{}
 	f := e.start(t, Options{Interval: time.Hour, Logger: slog.New(slog.NewTextHandler(logs, nil))}, nil)
 	e.produce(t, reads(messages, n)...)
-	waitFor(t, 30*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(f.m.pending) == messages*n })
+	testenv.WaitFor(t, 30*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(f.m.pending) == messages*n })
 	var forgot atomic.Bool
 	e.cluster.ControlKey(int16(kmsg.Heartbeat), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		resp := kreq.ResponseKind().(*kmsg.HeartbeatResponse)
@@ -228,12 +228,12 @@ func TestFlusherSessionLost(t *testing.T) {
 		forgot.Store(true)
 		return resp, nil, true
 	})
-	waitFor(t, 30*time.Second, "the lost callback", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the lost callback", func() bool {
 		return strings.Contains(logs.String(), "partitions lost")
 	})
 	// Rejoined, it consumes the same records again from the start (nothing
 	// was committed) and holds them once.
-	waitFor(t, 30*time.Second, "reads consumed again", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "reads consumed again", func() bool {
 		return testutil.ToFloat64(f.m.pending) == messages*n && len(e.assignedNow(t)) == 2
 	})
 	if c := e.committed(t); c[0] > 0 || c[1] > 0 {

@@ -161,7 +161,7 @@ func (e *kafkaEnv) waitCommittedToEnd(t *testing.T, parts ...int32) map[int32]in
 	if len(parts) == 0 {
 		parts = slices.Collect(maps.Keys(ends))
 	}
-	waitFor(t, 20*time.Second, "offsets committed to the end", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "offsets committed to the end", func() bool {
 		c := e.committed(t)
 		for _, p := range parts {
 			if c[p] != ends[p] && ends[p] != 0 { // nothing to commit in an empty partition
@@ -219,7 +219,7 @@ func TestFlusherWritesDeltas(t *testing.T) {
 	ds = append(ds, delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: n, ReadTime: base + 7, Source: delta.SourceLink, Counted: true},
 		delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: n + 1, ReadTime: base + 8, Source: delta.SourceLink, Counted: true})
 	e.produce(t, ds...)
-	waitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
+	testenv.WaitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
 	e.waitCommittedToEnd(t)
 	checkRows(t, e.db, messages, n)
 	if got := testutil.ToFloat64(f.m.orphans); got != 2 {
@@ -247,7 +247,7 @@ func TestFlusherBatchSize(t *testing.T) {
 	e.recipients(t, 1, n)
 	e.produce(t, reads(1, n)...)
 	f := e.start(t, Options{Interval: time.Hour}, nil) // only the size trigger and the drain flush
-	waitFor(t, 20*time.Second, "the size-triggered flushes", func() bool { return countRead(t, e.db) >= 10000 })
+	testenv.WaitFor(t, 20*time.Second, "the size-triggered flushes", func() bool { return countRead(t, e.db) >= 10000 })
 	if err := f.stop(t); err != nil {
 		t.Fatalf("Run = %v; want nil", err)
 	}
@@ -278,7 +278,7 @@ func TestFlusherCrashReplay(t *testing.T) {
 	e.recipients(t, messages, n)
 	e.produce(t, reads(messages, n)...)
 	first := e.start(t, Options{Interval: 100 * time.Millisecond}, func(f *Flusher) { f.skipCommit.Store(true) })
-	waitFor(t, 20*time.Second, "rows written", func() bool { return countRead(t, e.db) == messages*n })
+	testenv.WaitFor(t, 20*time.Second, "rows written", func() bool { return countRead(t, e.db) == messages*n })
 	if err := first.stop(t); err != nil {
 		t.Fatalf("first Run = %v; want nil", err)
 	}
@@ -320,8 +320,8 @@ func TestFlusherMySQLDown(t *testing.T) {
 	e.spy.fail.Store(true)
 	f := e.start(t, Options{Interval: 50 * time.Millisecond, MaxPending: maxPending}, nil)
 	e.produce(t, reads(messages, n)...)
-	waitFor(t, 20*time.Second, "pending reads at MaxPending", func() bool { return testutil.ToFloat64(f.m.pending) == maxPending })
-	waitFor(t, 20*time.Second, "retries", func() bool { return testutil.ToFloat64(f.m.retries) >= 3 })
+	testenv.WaitFor(t, 20*time.Second, "pending reads at MaxPending", func() bool { return testutil.ToFloat64(f.m.pending) == maxPending })
+	testenv.WaitFor(t, 20*time.Second, "retries", func() bool { return testutil.ToFloat64(f.m.retries) >= 3 })
 	if got := testutil.ToFloat64(f.m.pending); got > maxPending {
 		t.Errorf("pending = %v; want at most MaxPending %d", got, maxPending)
 	}
@@ -335,7 +335,7 @@ func TestFlusherMySQLDown(t *testing.T) {
 	}
 
 	e.spy.fail.Store(false)
-	waitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
+	testenv.WaitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
 	e.waitCommittedToEnd(t)
 	checkRows(t, e.db, messages, n)
 	if err := f.stop(t); err != nil {
@@ -354,9 +354,9 @@ func TestFlusherTwoInstances(t *testing.T) {
 	half := len(all) / 2
 	a := e.start(t, Options{Interval: 100 * time.Millisecond}, nil)
 	e.produce(t, all[:half]...)
-	waitFor(t, 20*time.Second, "first member writing", func() bool { return countRead(t, e.db) > 0 })
+	testenv.WaitFor(t, 20*time.Second, "first member writing", func() bool { return countRead(t, e.db) > 0 })
 	b := e.start(t, Options{Interval: 100 * time.Millisecond}, nil)
-	waitFor(t, 20*time.Second, "second member assigned", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "second member assigned", func() bool {
 		g, ok := e.stable(2)
 		for _, m := range g.Members {
 			if c, assigned := m.Assigned.AsConsumer(); !assigned || len(c.Topics) == 0 || len(c.Topics[0].Partitions) == 0 {
@@ -366,7 +366,7 @@ func TestFlusherTwoInstances(t *testing.T) {
 		return ok
 	})
 	e.produce(t, all[half:]...)
-	waitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
+	testenv.WaitFor(t, 20*time.Second, "all rows read", func() bool { return countRead(t, e.db) == messages*n })
 	e.waitCommittedToEnd(t)
 	checkRows(t, e.db, messages, n)
 	if testutil.ToFloat64(b.m.batches) == 0 {
@@ -399,7 +399,7 @@ func (e *kafkaEnv) stable(members int) (kadm.DescribedGroup, bool) {
 func (e *kafkaEnv) assigned(t *testing.T, f *Flusher, members int) []int32 {
 	t.Helper()
 	var parts []int32
-	waitFor(t, 20*time.Second, "a stable group", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "a stable group", func() bool {
 		g, ok := e.stable(members)
 		if !ok {
 			return false
@@ -426,7 +426,7 @@ func TestFlusherRevokeFlushes(t *testing.T) {
 	e.recipients(t, messages, n)
 	a := e.start(t, Options{Interval: time.Hour}, nil)
 	e.produce(t, reads(messages, n)...)
-	waitFor(t, 20*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(a.m.pending) == messages*n })
+	testenv.WaitFor(t, 20*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(a.m.pending) == messages*n })
 	b := e.start(t, Options{Interval: time.Hour}, nil)
 	moved := e.assigned(t, b.Flusher, 2)
 	ends := e.waitCommittedToEnd(t, moved...)
@@ -462,7 +462,7 @@ func TestFlusherDrain(t *testing.T) {
 		delta.Marshal(delta.Delta{CorpID: "corp", MsgID: "bad id", UID: 1, ReadTime: base}),
 		delta.Marshal(delta.Delta{CorpID: "corp", MsgID: "m", UID: 1, ReadTime: 0}))
 	e.produce(t, reads(messages, n)...)
-	waitFor(t, 20*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(f.m.pending) == messages*n })
+	testenv.WaitFor(t, 20*time.Second, "reads consumed", func() bool { return testutil.ToFloat64(f.m.pending) == messages*n })
 	if got := countRead(t, e.db); got != 0 {
 		t.Fatalf("%d rows read before the interval or the drain", got)
 	}
@@ -520,14 +520,14 @@ func takeover(t *testing.T, e *kafkaEnv, opts Options) time.Duration {
 	dead := &spyDB{DB: e.db}
 	a := e.startOn(t, dead, opts, nil)
 	e.produce(t, first...)
-	waitFor(t, 20*time.Second, "first reads written", func() bool { return countRead(t, e.db) == len(first) })
+	testenv.WaitFor(t, 20*time.Second, "first reads written", func() bool { return countRead(t, e.db) == len(first) })
 	e.waitCommittedToEnd(t)
 	e.kill(t, a, dead)
 
 	e.produce(t, second...)
 	start := time.Now()
 	b := e.start(t, opts, nil)
-	waitFor(t, 20*time.Second, "reads after the kill written", func() bool { return countRead(t, e.db) == len(all) })
+	testenv.WaitFor(t, 20*time.Second, "reads after the kill written", func() bool { return countRead(t, e.db) == len(all) })
 	took := time.Since(start)
 	e.waitCommittedToEnd(t)
 	checkRows(t, e.db, messages, n)

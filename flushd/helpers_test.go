@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -87,25 +86,41 @@ type row struct {
 // readRows returns the message's rows by uid.
 func readRows(tb testing.TB, db *sql.DB, corpID, msgID string) map[uint32]row {
 	tb.Helper()
-	rs, err := db.QueryContext(context.Background(),
-		"SELECT uid, is_read, read_time, source FROM message_read_record WHERE corp_id = ? AND msgid = ?", corpID, msgID)
-	testenv.Check(tb, "select rows", err)
-	defer rs.Close()
-	out := map[uint32]row{}
-	for rs.Next() {
+	return messageRows(tb, db, "is_read, read_time, source", corpID, msgID, func(scan func(...any) error) row {
 		var (
-			uid uint32
-			r   row
-			at  sql.NullTime
+			r  row
+			at sql.NullTime
 		)
-		testenv.Check(tb, "scan", rs.Scan(&uid, &r.read, &at, &r.source))
-		if at.Valid {
-			r.at = at.Time.Unix()
-		}
+		testenv.Check(tb, "scan", scan(&r.read, &at, &r.source))
+		r.at = unixOrZero(at)
+		return r
+	})
+}
+
+// messageRows selects uid and cols of the message's rows and returns what
+// scanRow makes of each (it scans cols) by uid.
+func messageRows[T any](tb testing.TB, db *sql.DB, cols, corpID, msgID string, scanRow func(scan func(...any) error) T) map[uint32]T {
+	tb.Helper()
+	rs, err := db.QueryContext(context.Background(),
+		"SELECT uid, "+cols+" FROM message_read_record WHERE corp_id = ? AND msgid = ?", corpID, msgID)
+	testenv.Check(tb, "select "+cols, err)
+	defer rs.Close()
+	out := map[uint32]T{}
+	for rs.Next() {
+		var uid uint32
+		r := scanRow(func(dest ...any) error { return rs.Scan(append([]any{&uid}, dest...)...) })
 		out[uid] = r
 	}
 	testenv.Check(tb, "rows", rs.Err())
 	return out
+}
+
+// unixOrZero is t in unix seconds, 0 when NULL.
+func unixOrZero(t sql.NullTime) int64 {
+	if !t.Valid {
+		return 0
+	}
+	return t.Time.Unix()
 }
 
 // countRead returns how many rows of the database are read.
@@ -114,19 +129,6 @@ func countRead(tb testing.TB, db *sql.DB) int {
 	var n int
 	testenv.Check(tb, "count read", db.QueryRow("SELECT COUNT(*) FROM message_read_record WHERE is_read = 1").Scan(&n))
 	return n
-}
-
-// waitFor polls cond until it holds, failing tb after timeout. It waits on
-// outside systems (Kafka, MySQL), it does not measure time.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // base is a read_time all tests build on: 2025-01-01T00:00:00Z.
@@ -140,23 +142,9 @@ type signals struct{ button, link, enter int64 }
 // signalRows returns each row's signal times by uid.
 func signalRows(tb testing.TB, db *sql.DB, corpID, msgID string) map[uint32]signals {
 	tb.Helper()
-	rs, err := db.QueryContext(context.Background(),
-		"SELECT uid, button_at, link_at, enter_at FROM message_read_record WHERE corp_id = ? AND msgid = ?", corpID, msgID)
-	testenv.Check(tb, "select signal times", err)
-	defer rs.Close()
-	out := map[uint32]signals{}
-	for rs.Next() {
-		var uid uint32
+	return messageRows(tb, db, "button_at, link_at, enter_at", corpID, msgID, func(scan func(...any) error) signals {
 		var b, l, e sql.NullTime
-		testenv.Check(tb, "scan", rs.Scan(&uid, &b, &l, &e))
-		unix := func(t sql.NullTime) int64 {
-			if !t.Valid {
-				return 0
-			}
-			return t.Time.Unix()
-		}
-		out[uid] = signals{unix(b), unix(l), unix(e)}
-	}
-	testenv.Check(tb, "rows", rs.Err())
-	return out
+		testenv.Check(tb, "scan", scan(&b, &l, &e))
+		return signals{unixOrZero(b), unixOrZero(l), unixOrZero(e)}
+	})
 }

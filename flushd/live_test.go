@@ -13,6 +13,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/delta"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // fakeLive is Redis's live view as flushd sees it: it records every bit
@@ -90,7 +91,7 @@ func TestFlusherSetsWrittenBits(t *testing.T) {
 		ds = append(ds, delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: uid, ReadTime: base + 1, Source: delta.SourceEnterAgent})
 	}
 	e.produce(t, ds...)
-	waitFor(t, 20*time.Second, "live view has every written bit", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "live view has every written bit", func() bool {
 		r0, b0 := lv.bits(msgName(0), yidu.SignalButton)
 		_, e0 := lv.bits(msgName(0), yidu.SignalEnterAgent)
 		r1, b1 := lv.bits(msgName(1), yidu.SignalButton)
@@ -106,9 +107,9 @@ func TestFlusherSetsWrittenBits(t *testing.T) {
 		late = append(late, delta.Delta{CorpID: "corp", MsgID: msgName(m2), UID: uid, ReadTime: base + int64(uid), Source: delta.SourceLink, Counted: true})
 	}
 	e.produce(t, late...)
-	waitFor(t, 20*time.Second, "rows written while the live view is down", func() bool { return countRead(t, e.db) == (messages+1)*n })
+	testenv.WaitFor(t, 20*time.Second, "rows written while the live view is down", func() bool { return countRead(t, e.db) == (messages+1)*n })
 	e.waitCommittedToEnd(t)
-	waitFor(t, 20*time.Second, "failed heals", func() bool { return testutil.ToFloat64(f.lm.errors) >= 2 })
+	testenv.WaitFor(t, 20*time.Second, "failed heals", func() bool { return testutil.ToFloat64(f.lm.errors) >= 2 })
 	if r, _ := lv.bits(msgName(m2), yidu.SignalLink); r != 0 {
 		t.Fatalf("bits set while down: %d", r)
 	}
@@ -117,11 +118,11 @@ func TestFlusherSetsWrittenBits(t *testing.T) {
 	}
 
 	lv.setDown(false)
-	waitFor(t, 20*time.Second, "bits set once the live view is back", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "bits set once the live view is back", func() bool {
 		r, l := lv.bits(msgName(m2), yidu.SignalLink)
 		return r == n && l == n
 	})
-	waitFor(t, 20*time.Second, "backlog empty", func() bool { return testutil.ToFloat64(f.lm.backlog) == 0 })
+	testenv.WaitFor(t, 20*time.Second, "backlog empty", func() bool { return testutil.ToFloat64(f.lm.backlog) == 0 })
 	if err := f.stop(t); err != nil {
 		t.Errorf("Run = %v; want nil", err)
 	}
@@ -213,7 +214,7 @@ func TestFlusherMapsUserIDs(t *testing.T) {
 	ds = append(ds, delta.Delta{CorpID: "corp", MsgID: msgName(0), UID: 3, ReadTime: base + 100, Source: delta.SourceLink, Counted: true},
 		delta.Delta{CorpID: "corp", MsgID: msgName(0), UserID: "ghost", ReadTime: base, Source: delta.SourceCard, Counted: true})
 	e.produce(t, ds...)
-	waitFor(t, 20*time.Second, "failed flushes while the UserIDs cannot be mapped", func() bool { return testutil.ToFloat64(f.m.retries) >= 2 })
+	testenv.WaitFor(t, 20*time.Second, "failed flushes while the UserIDs cannot be mapped", func() bool { return testutil.ToFloat64(f.m.retries) >= 2 })
 	if got := countRead(t, e.db); got != 0 {
 		t.Fatalf("%d rows read before the UserIDs could be mapped", got)
 	}
@@ -225,13 +226,13 @@ func TestFlusherMapsUserIDs(t *testing.T) {
 	members.mu.Lock()
 	members.down = false
 	members.mu.Unlock()
-	waitFor(t, 20*time.Second, "rows read", func() bool { return countRead(t, e.db) == n })
+	testenv.WaitFor(t, 20*time.Second, "rows read", func() bool { return countRead(t, e.db) == n })
 	e.waitCommittedToEnd(t)
 	checkRows(t, e.db, 1, n)
 	if got := testutil.ToFloat64(f.lm.unknownUsers); got != 1 {
 		t.Errorf("unknown_userids_total = %v; want 1", got)
 	}
-	waitFor(t, 20*time.Second, "bits of the mapped uids", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "bits of the mapped uids", func() bool {
 		r, b := lv.bits(msgName(0), yidu.SignalButton)
 		return r == n && b == n
 	})

@@ -149,7 +149,7 @@ func TestFlusherSignals(t *testing.T) {
 	f := e.start(t, Options{Interval: 50 * time.Millisecond}, nil)
 	want := map[uint32]row{0: {read: true, at: base, source: 2}, 1: {read: true, at: base + 1, source: 1}, 2: {}, 3: {read: true, at: base + 13, source: 1}}
 	wantSignals := map[uint32]signals{0: {enter: base}, 1: {button: base + 1}, 2: {enter: base + 2}, 3: {button: base + 13, enter: base + 3}}
-	waitFor(t, 20*time.Second, "rows written", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "rows written", func() bool {
 		sigs := signalRows(t, e.db, "corp", "m1")
 		return sigs[2] == wantSignals[2] && sigs[3] == wantSignals[3]
 	})

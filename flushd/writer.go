@@ -331,16 +331,11 @@ func readsJSON(reads []Read) string {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, '[')
-		b = strconv.AppendUint(b, uint64(r.UID), 10)
-		b = append(b, ',')
 		at := r.At
 		if r.Source == 0 {
 			at = 0
 		}
-		b = appendTime(b, at)
-		b = append(b, ',')
-		b = strconv.AppendUint(b, uint64(r.Source), 10)
+		b = appendRead(b, r.UID, at, r.Source)
 		for _, t := range [...]int64{r.Button, r.Link, r.EnterAgent} {
 			b = append(b, ',')
 			b = appendTime(b, t)
@@ -349,6 +344,16 @@ func readsJSON(reads []Read) string {
 	}
 	b = append(b, ']')
 	return string(b)
+}
+
+// appendRead appends the start of a read's row, `[uid,"read_time",source`.
+func appendRead(b []byte, uid uint32, at int64, source delta.Source) []byte {
+	b = append(b, '[')
+	b = strconv.AppendUint(b, uint64(uid), 10)
+	b = append(b, ',')
+	b = appendTime(b, at)
+	b = append(b, ',')
+	return strconv.AppendUint(b, uint64(source), 10)
 }
 
 // appendTime appends unix seconds t as a quoted DATETIME literal in UTC,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -92,6 +93,16 @@ type env struct {
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
+	o.setDefaults()
+	e := &env{t: t, started: time.Now()}
+	e.dsn = testenv.MySQLDSN(t)
+	e.rdb, e.prefix = testenv.Redis(t)
+	e.start(o, testenv.RedisAddr(t), e.dsn, nil)
+	return e
+}
+
+// setDefaults fills in the documented defaults of the fields left zero.
+func (o *envOptions) setDefaults() {
 	if o.Receivers == 0 {
 		o.Receivers = 1
 	}
@@ -104,9 +115,15 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.BatchSize == 0 {
 		o.BatchSize = 100
 	}
-	e := &env{t: t, started: time.Now()}
-	e.dsn = testenv.MySQLDSN(t)
-	e.rdb, e.prefix = testenv.Redis(t)
+}
+
+// start opens the test's own handles on e.dsn and e.rdb, starts the kfake
+// cluster, writes the configuration every yidu process reads (Redis at
+// redisAddr, MySQL at yiduDSN, receiver settings added to the defaults)
+// and deploys o.
+func (e *env) start(o envOptions, redisAddr, yiduDSN string, receiver map[string]any) {
+	t := e.t
+	t.Helper()
 	e.db = openUTC(t, e.dsn)
 	store, err := bitmap.New(e.rdb, bitmap.Options{Prefix: e.prefix, Logger: slog.New(slog.DiscardHandler)})
 	testenv.Check(t, "bitmap.New", err)
@@ -114,19 +131,21 @@ func newEnv(t *testing.T, o envOptions) *env {
 	t.Cleanup(e.store.Close)
 	e.kafka = startKafka(t, o.Partitions)
 
+	// Every server binds a free port and logs it (rig.Proc.Addr); a
+	// restarted receiver gets its predecessor's via YIDU_RECEIVER_LISTEN.
+	// Each member reads each message once (plus WeCom's retries): the
+	// per-member token bucket must never be what drops a read here.
+	rcv := map[string]any{"listen": "127.0.0.1:0", "member_rate": 10_000, "member_burst": 10_000}
+	maps.Copy(rcv, receiver)
 	// The configuration file, as an operator writes one: what differs from
 	// the binary's defaults (docs/configuration.md). yidu itself validates
 	// it when each process starts.
 	cfg := map[string]any{
-		// Every server binds a free port and logs it (rig.Proc.Addr); a
-		// restarted receiver gets its predecessor's via YIDU_RECEIVER_LISTEN.
-		// Each member reads each message once (plus WeCom's retries): the
-		// per-member token bucket must never be what drops a read here.
-		"receiver": map[string]any{"listen": "127.0.0.1:0", "member_rate": 10_000, "member_burst": 10_000},
+		"receiver": rcv,
 		"dashboard": map[string]any{"listen": "127.0.0.1:0",
 			"tokens": []map[string]any{{"name": "faulttest", "token": apiToken, "corps": []string{app.CorpID}}}},
-		"redis": map[string]any{"addr": testenv.RedisAddr(t), "prefix": e.prefix},
-		"mysql": map[string]any{"dsn": e.dsn},
+		"redis": map[string]any{"addr": redisAddr, "prefix": e.prefix},
+		"mysql": map[string]any{"dsn": yiduDSN},
 		"kafka": map[string]any{"brokers": []string{e.kafka.addr()}, "topic": topic, "group": group},
 		// Several flushd per scenario, tests in parallel.
 		"flushd": map[string]any{"listen": "127.0.0.1:0", "interval": "300ms", "batch_size": o.BatchSize, "drain_timeout": "5s"},
@@ -144,7 +163,6 @@ func newEnv(t *testing.T, o envOptions) *env {
 	// processes die before their database is dropped.
 	t.Cleanup(e.stopAll)
 	e.deploy(o)
-	return e
 }
 
 // deploy registers the notices and starts the receivers and flushd.

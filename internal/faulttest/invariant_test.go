@@ -107,6 +107,42 @@ func missing200(res map[readKey]result, st state) []readKey {
 	return out
 }
 
+// newReport is the scenario's report of WeCom's tries, res.
+func newReport(name, faults string, res map[readKey]result) report {
+	rep := report{Scenario: name, Reads: len(res), Faults: faults}
+	for _, r := range res {
+		rep.Tries += r.Tries
+		rep.Retries += r.Tries - 1
+		if r.OK {
+			rep.OK++
+		} else {
+			rep.GaveUp++
+		}
+	}
+	return rep
+}
+
+// atRest records the scenario at rest: its time since e started, the
+// rows read in MySQL and those counted twice.
+func (rep *report) atRest(e *env, st state) {
+	rep.Elapsed = time.Since(e.started)
+	rep.Landed = len(st.mysql)
+	rep.Dupes = st.dupes
+}
+
+// leftovers are the invariant's problems st shows whatever the reads:
+// rows counted twice, rows left in read_orphans.
+func (st state) leftovers() []string {
+	var problems []string
+	if st.dupes != 0 {
+		problems = append(problems, fmt.Sprintf("%d is_read rows counted twice", st.dupes))
+	}
+	if st.orphans != 0 {
+		problems = append(problems, fmt.Sprintf("%d rows left in read_orphans", st.orphans))
+	}
+	return problems
+}
+
 // verify brings the scenario to rest and checks the invariant:
 //
 //  1. every read answered 200 reaches MySQL through flushd alone, with
@@ -123,16 +159,7 @@ func (e *env) verify(name, faults string) report {
 	ctx := context.Background()
 	w := e.wecom
 	res, statuses := w.snapshot()
-	rep := report{Scenario: name, Reads: len(res), Faults: faults}
-	for _, r := range res {
-		rep.Tries += r.Tries
-		rep.Retries += r.Tries - 1
-		if r.OK {
-			rep.OK++
-		} else {
-			rep.GaveUp++
-		}
-	}
+	rep := newReport(name, faults, res)
 
 	// 1. flushd alone, no repair.
 	var st state
@@ -168,9 +195,7 @@ func (e *env) verify(name, faults string) report {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	rep.Elapsed = time.Since(e.started)
-	rep.Landed = len(st.mysql)
-	rep.Dupes = st.dupes
+	rep.atRest(e, st)
 
 	var problems []string
 	for k, r := range res {
@@ -207,12 +232,7 @@ func (e *env) verify(name, faults string) report {
 			problems = append(problems, fmt.Sprintf("%v: read bit in Redis, not in MySQL after reconcile", k))
 		}
 	}
-	if st.dupes != 0 {
-		problems = append(problems, fmt.Sprintf("%d is_read rows counted twice", st.dupes))
-	}
-	if st.orphans != 0 {
-		problems = append(problems, fmt.Sprintf("%d rows left in read_orphans", st.orphans))
-	}
+	problems = append(problems, st.leftovers()...)
 	rep.Lost = len(lost)
 	addReport(rep)
 	e.t.Logf("%s: reads=%d tries=%d retries=%d 200s=%d gave_up=%d lost=%d dupes=%d in_mysql=%d repaired=%d elapsed=%s statuses=%v",

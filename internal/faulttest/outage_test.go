@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,9 +18,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
-	"go.yaml.in/yaml/v3"
 
-	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/internal/rig"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -162,18 +158,7 @@ type outageOptions struct {
 // API) and the receiver settings given.
 func newOutageEnv(t *testing.T, o outageOptions) (*env, *redisServer, *proc) {
 	t.Helper()
-	if o.Partitions == 0 {
-		o.Partitions = 4
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = 100
-	}
-	if len(o.Flushd) == 0 {
-		o.Flushd = []string{"flushd"}
-	}
-	if o.Receivers == 0 {
-		o.Receivers = 1
-	}
+	o.setDefaults()
 	e := &env{t: t, started: time.Now()}
 	e.dsn = testenv.MySQLDSN(t)
 	var rs *redisServer
@@ -188,7 +173,6 @@ func newOutageEnv(t *testing.T, o outageOptions) (*env, *redisServer, *proc) {
 		redisAddr = testenv.RedisAddr(t)
 		e.rdb, e.prefix = testenv.Redis(t)
 	}
-	e.db = openUTC(t, e.dsn)
 	yiduDSN := e.dsn
 	if o.MySQLProxy {
 		c, err := mysql.ParseDSN(e.dsn)
@@ -197,35 +181,7 @@ func newOutageEnv(t *testing.T, o outageOptions) (*env, *redisServer, *proc) {
 		c.Addr = e.proxy.addr
 		yiduDSN = c.FormatDSN()
 	}
-	store, err := bitmap.New(e.rdb, bitmap.Options{Prefix: e.prefix, Logger: slog.New(slog.DiscardHandler)})
-	testenv.Check(t, "bitmap.New", err)
-	e.store = store
-	t.Cleanup(e.store.Close)
-	e.kafka = startKafka(t, o.Partitions)
-	rcv := map[string]any{"listen": "127.0.0.1:0", "member_rate": 10_000, "member_burst": 10_000}
-	for k, v := range o.Receiver {
-		rcv[k] = v
-	}
-	cfg := map[string]any{
-		"receiver": rcv,
-		"dashboard": map[string]any{"listen": "127.0.0.1:0",
-			"tokens": []map[string]any{{"name": "faulttest", "token": apiToken, "corps": []string{app.CorpID}}}},
-		"redis":  map[string]any{"addr": redisAddr, "prefix": e.prefix},
-		"mysql":  map[string]any{"dsn": yiduDSN},
-		"kafka":  map[string]any{"brokers": []string{e.kafka.addr()}, "topic": topic, "group": group},
-		"flushd": map[string]any{"listen": "127.0.0.1:0", "interval": "300ms", "batch_size": o.BatchSize, "drain_timeout": "5s"},
-		"wecom":  map[string]any{"api_base": "http://127.0.0.1:1"},
-		"apps": []map[string]any{{"name": app.Name, "corp_id": app.CorpID, "agent_id": app.AgentID, "token": app.Token,
-			"encoding_aes_key": app.EncodingAESKey, "read_button_key": app.ReadButtonKey}},
-	}
-	b, err := yaml.Marshal(cfg)
-	testenv.Check(t, "config", err)
-	e.cfgPath = filepath.Join(t.TempDir(), "yidu.yaml")
-	if err := os.WriteFile(e.cfgPath, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.stopAll)
-	e.deploy(o.envOptions)
+	e.start(o.envOptions, redisAddr, yiduDSN, o.Receiver)
 	e.wecom.client = &http.Client{Timeout: wecomTimeout}
 	dash := e.startServer("dashboard-live", "dashboard", "/login")
 	return e, rs, dash
@@ -252,44 +208,20 @@ func (e *env) pressStorm(ctx context.Context, reads []readEvent, rate int) {
 
 // goPressStorm runs pressStorm in the background; done closes at its end.
 func (e *env) goPressStorm(ctx context.Context, reads []readEvent, rate int) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.pressStorm(ctx, reads, rate)
-	}()
-	return done
+	return goDone(func() { e.pressStorm(ctx, reads, rate) })
 }
 
 // deliverExact is one press as WeCom delivers it: try k starts 5 s·k after
 // the first (k = 0, 1, 2), each waits at most 5 s for the answer; the
 // first 200 ends it.
 func (w *wecom) deliverExact(ctx context.Context, r readEvent) {
-	w.mu.Lock()
-	phase := w.phase
-	w.mu.Unlock()
-	xml := []byte(cardEvent(r.User, r.MsgID+"@0", r.At))
-	res := result{At: r.At, During: phase}
 	start := time.Now()
-	for try := 0; try < wecomTries && ctx.Err() == nil; try++ {
+	w.deliverTries(ctx, r, wecomTries, func(try int) string {
 		if d := time.Until(start.Add(time.Duration(try) * wecomSpacing)); d > 0 {
 			time.Sleep(d)
 		}
-		res.Tries++
-		w.tries.Add(1)
-		status := w.post(ctx, w.urls[try%len(w.urls)], xml)
-		w.mu.Lock()
-		w.statuses[status]++
-		w.mu.Unlock()
-		if status == "200" {
-			res.OK = true
-			w.answered.Add(1)
-			break
-		}
-	}
-	w.mu.Lock()
-	w.results[r.key()] = res
-	w.mu.Unlock()
-	w.sent.Add(1)
+		return w.urls[try%len(w.urls)]
+	})
 }
 
 // dashboardRead returns the read count the dashboard shows for msgID
@@ -367,16 +299,7 @@ func (e *env) verifyHealed(name, faults string, dash *proc) healed {
 	e.t.Helper()
 	ctx := context.Background()
 	res, statuses := e.wecom.snapshot()
-	rep := report{Scenario: name, Reads: len(res), Faults: faults}
-	for _, r := range res {
-		rep.Tries += r.Tries
-		rep.Retries += r.Tries - 1
-		if r.OK {
-			rep.OK++
-		} else {
-			rep.GaveUp++
-		}
-	}
+	rep := newReport(name, faults, res)
 	last := time.Now()
 	var h healed
 	var st state
@@ -419,9 +342,7 @@ func (e *env) verifyHealed(name, faults string, dash *proc) healed {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	rep.Elapsed = time.Since(e.started)
-	rep.Landed = len(st.mysql)
-	rep.Dupes = st.dupes
+	rep.atRest(e, st)
 	var problems []string
 	lost := 0
 	for k, r := range res {
@@ -451,12 +372,7 @@ func (e *env) verifyHealed(name, faults string, dash *proc) healed {
 	if h.Backwards > 0 {
 		problems = append(problems, fmt.Sprintf("the dashboard's count went down %d times while converging", h.Backwards))
 	}
-	if st.dupes != 0 {
-		problems = append(problems, fmt.Sprintf("%d is_read rows counted twice", st.dupes))
-	}
-	if st.orphans != 0 {
-		problems = append(problems, fmt.Sprintf("%d rows left in read_orphans", st.orphans))
-	}
+	problems = append(problems, st.leftovers()...)
 	rep.Lost = lost
 	if h.Converged >= 0 {
 		rep.Faults += fmt.Sprintf("; dashboard = MySQL %s after the last answer, no reconcile", h.Converged.Round(10*time.Millisecond))

@@ -115,28 +115,46 @@ func (w *wecom) play(ctx context.Context, reads []readEvent, workers int) {
 // goPlay runs play in the background; the returned channel closes when it
 // is done.
 func (w *wecom) goPlay(ctx context.Context, reads []readEvent, workers int) <-chan struct{} {
+	return goDone(func() { w.play(ctx, reads, workers) })
+}
+
+// goDone runs f in the background; the returned channel closes when f
+// returns.
+func goDone(f func()) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.play(ctx, reads, workers)
+		f()
 	}()
 	return done
 }
 
+// deliver is one read as the harness retries it: up to maxTries, backoff
+// apart, each to the next receiver from a random first one.
 func (w *wecom) deliver(ctx context.Context, r readEvent) {
+	first := mrand.IntN(len(w.urls))
+	w.deliverTries(ctx, r, w.maxTries, func(try int) string {
+		if try > 0 {
+			time.Sleep(w.backoff)
+		}
+		return w.urls[(first+try)%len(w.urls)]
+	})
+}
+
+// deliverTries sends r up to tries times, the first 200 ending it, and
+// records the result; before returns the URL of each try after waiting
+// for its turn.
+func (w *wecom) deliverTries(ctx context.Context, r readEvent, tries int, before func(try int) string) {
 	w.mu.Lock()
 	phase := w.phase
 	w.mu.Unlock()
 	xml := []byte(cardEvent(r.User, r.MsgID+"@0", r.At))
 	res := result{At: r.At, During: phase}
-	first := mrand.IntN(len(w.urls))
-	for try := 0; try < w.maxTries && ctx.Err() == nil; try++ {
-		if try > 0 {
-			time.Sleep(w.backoff)
-		}
+	for try := 0; try < tries && ctx.Err() == nil; try++ {
+		url := before(try)
 		res.Tries++
 		w.tries.Add(1)
-		status := w.post(ctx, w.urls[(first+try)%len(w.urls)], xml)
+		status := w.post(ctx, url, xml)
 		w.mu.Lock()
 		w.statuses[status]++
 		w.mu.Unlock()

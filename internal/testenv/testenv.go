@@ -1,7 +1,8 @@
 // Package testenv gives tests the real services they run against: a fresh,
-// migrated MariaDB/MySQL database, a Redis key namespace, an in-process
-// kfake Kafka cluster and the fake WeCom API (RunWithWeCom); and the small
-// helpers the tests of several packages share. Everything is cleaned up
+// migrated MariaDB/MySQL database, a Redis key namespace or a redis-server
+// of the test's own (StartRedis, for outages), an in-process kfake Kafka
+// cluster and the fake WeCom API (RunWithWeCom); and the small helpers the
+// tests of several packages share (Check, WaitFor, …). Everything is cleaned up
 // with tb.Cleanup.
 //
 // Real servers are taken from YIDU_TEST_MYSQL_DSN (default
