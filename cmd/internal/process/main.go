@@ -101,7 +101,11 @@ type Main struct {
 	Spool     *delta.Spool
 	Recorder  *bitmap.Recorder
 	Mapper    *idmap.Mapper
-	Tracker   *tracker.Registry
+	// ReceiverMapper is the receiver's idmap: Mapper, or its own over the
+	// receiver's pool (openReceiverPool). Its cache is warmed at start
+	// (WarmReceiver).
+	ReceiverMapper *idmap.Mapper
+	Tracker        *tracker.Registry
 	Flusher   *flushd.Flusher
 	Receiver  *callback.Receiver
 	Dashboard *dashboard.Server
@@ -373,6 +377,8 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 				return err
 			}
 		}
+		m.ReceiverMapper = ids
+		m.WarmReceiver(ctx)
 		var pub bitmap.Publisher = p
 		if dir := cfg.Receiver.SpoolDir; dir != "" {
 			if m.Spool, err = delta.NewSpool(p, delta.SpoolOptions{
@@ -559,6 +565,33 @@ func (m *Main) openReceiverPool(ctx context.Context) (*idmap.Mapper, *tracker.Re
 		return nil, nil, err
 	}
 	return ids, loader, nil
+}
+
+// WarmReceiver loads every member of the configured apps' corps into the
+// receiver's idmap cache (one query per corp), so a receiver starting
+// under a storm, or right after a directory sync, does not pay one MySQL
+// lookup per member inside WeCom's 5 s (each bounded by the recorder's
+// 1 s mark timeout). A failure only leaves the cache to fill on demand:
+// it is logged, never fatal. No-op without the receiver role.
+func (m *Main) WarmReceiver(ctx context.Context) {
+	if m.ReceiverMapper == nil {
+		return
+	}
+	done := map[string]bool{}
+	for _, a := range m.Config.Apps {
+		if done[a.CorpID] {
+			continue
+		}
+		done[a.CorpID] = true
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		n, err := m.ReceiverMapper.Warm(wctx, a.CorpID)
+		cancel()
+		if err != nil {
+			m.Logger.Warn("receiver: idmap warm failed; the cache fills on demand", "corp", a.CorpID, "err", err)
+			continue
+		}
+		m.Logger.Debug("receiver: idmap warmed", "corp", a.CorpID, "members", n)
+	}
 }
 
 // FlushdDone is closed when flushd's Run returns (nil without the flushd
