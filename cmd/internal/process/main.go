@@ -98,17 +98,17 @@ type Main struct {
 	Producer   *delta.Producer
 	// Spool is the receiver's local spool in front of Producer, with
 	// receiver.spool_dir.
-	Spool     *delta.Spool
-	Recorder  *bitmap.Recorder
-	Mapper    *idmap.Mapper
+	Spool    *delta.Spool
+	Recorder *bitmap.Recorder
+	Mapper   *idmap.Mapper
 	// ReceiverMapper is the receiver's idmap: Mapper, or its own over the
 	// receiver's pool (openReceiverPool). Its cache is warmed at start
 	// (WarmReceiver).
 	ReceiverMapper *idmap.Mapper
 	Tracker        *tracker.Registry
-	Flusher   *flushd.Flusher
-	Receiver  *callback.Receiver
-	Dashboard *dashboard.Server
+	Flusher        *flushd.Flusher
+	Receiver       *callback.Receiver
+	Dashboard      *dashboard.Server
 
 	// ReceiverAddr and DashboardAddr are the bound addresses (":0" resolved).
 	ReceiverAddr  string
