@@ -148,6 +148,8 @@ func TestExitCodes(t *testing.T) {
 		{"unknown flag", []string{"serve", "--nope"}, 2, ""},
 		{"unknown global flag", []string{"--nope", "serve"}, 2, ""},
 		{"reconcile both", []string{"reconcile", "--msgid", "m", "--all-active"}, 2, ""},
+		{"reconcile a malformed msgid", []string{"reconcile", "--msgid", "../x"}, 2, ""},
+		{"link a malformed msgid", []string{"link", "--app", "hr", "--msgid", "a b", "--to", "https://x.example"}, 2, ""},
 		{"healthcheck without URL", []string{"healthcheck"}, 2, ""},
 		{"serve with an argument", []string{"serve", "extra"}, 2, ""},
 		{"bad log level", []string{"serve", "--log-level", "loud"}, 2, ""},
