@@ -583,7 +583,7 @@ func (m *Main) WarmReceiver(ctx context.Context) {
 			continue
 		}
 		done[a.CorpID] = true
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // as the start's ping
 		n, err := m.ReceiverMapper.Warm(wctx, a.CorpID)
 		cancel()
 		if err != nil {
