@@ -102,8 +102,7 @@ type Main struct {
 	Recorder *bitmap.Recorder
 	Mapper   *idmap.Mapper
 	// ReceiverMapper is the receiver's idmap: Mapper, or its own over the
-	// receiver's pool (openReceiverPool). Its cache is warmed at start
-	// (WarmReceiver).
+	// receiver's pool (openReceiverPool); WarmReceiver fills its cache.
 	ReceiverMapper *idmap.Mapper
 	Tracker        *tracker.Registry
 	Flusher        *flushd.Flusher
@@ -378,7 +377,6 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			}
 		}
 		m.ReceiverMapper = ids
-		m.WarmReceiver(ctx)
 		var pub bitmap.Publisher = p
 		if dir := cfg.Receiver.SpoolDir; dir != "" {
 			if m.Spool, err = delta.NewSpool(p, delta.SpoolOptions{
@@ -568,11 +566,13 @@ func (m *Main) openReceiverPool(ctx context.Context) (*idmap.Mapper, *tracker.Re
 }
 
 // WarmReceiver loads every member of the configured apps' corps into the
-// receiver's idmap cache (one query per corp), so a receiver starting
-// under a storm, or right after a directory sync, does not pay one MySQL
+// receiver's idmap cache (one query per corp), so a storm right after a
+// directory sync in this process (the demo's) does not pay one MySQL
 // lookup per member inside WeCom's 5 s (each bounded by the recorder's
 // 1 s mark timeout). A failure only leaves the cache to fill on demand:
-// it is logged, never fatal. No-op without the receiver role.
+// it is logged, never fatal. No-op without the receiver role. Run does not
+// call it: a receiver's cache fills on demand, and members it has not met
+// yet are what the MySQL-outage path publishes by UserID.
 func (m *Main) WarmReceiver(ctx context.Context) {
 	if m.ReceiverMapper == nil {
 		return

@@ -30,49 +30,41 @@ func lookupsByResult(tb testing.TB, m *Main, result string) float64 {
 	return 0
 }
 
-// TestReceiverStartsWarm: a receiver started over a synced directory
-// answers every member's first callback from its idmap cache, alone and
-// beside the other roles (its own pool and idmap), and WarmReceiver
-// (which the demo calls after its sync) fills it again; without it each
-// member's first press was a MySQL lookup inside the recorder's 1 s,
-// which a busy server missed (the demo's "callback failed" ERROR lines).
-func TestReceiverStartsWarm(t *testing.T) {
-	first := mustRunMainWith(t, nil) // seeds testMembers after its start
+// TestWarmReceiver: WarmReceiver (which the demo calls after its directory
+// sync) fills the receiver's own idmap (yidu serve: its own pool), so the
+// first callback of each member is a cache hit; without it each member's
+// first press was a MySQL lookup inside the recorder's 1 s, which the busy
+// embedded MySQL missed (the demo's "callback failed" ERROR lines). With
+// the receiver alone its idmap is the process's.
+func TestWarmReceiver(t *testing.T) {
+	ctx := context.Background()
+	first := mustRunMainWith(t, nil) // seeds testMembers after its start: a cold receiver cache
 	if first.ReceiverMapper == nil || first.ReceiverMapper == first.Mapper {
 		t.Fatalf("yidu serve: ReceiverMapper = %p, Mapper %p; want the receiver's own idmap", first.ReceiverMapper, first.Mapper)
 	}
-	ctx := context.Background()
-	first.WarmReceiver(ctx)
-	before := lookupsByResult(t, first, "hit")
-	for _, u := range testMembers {
-		if _, ok, err := first.ReceiverMapper.Lookup(ctx, testCorp, u); err != nil || !ok {
-			t.Fatalf("Lookup(%q) after WarmReceiver = %v, %v; want found", u, ok, err)
-		}
+	alone := NewMain(first.Config, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(func() { alone.Close() })
+	if err := alone.Run(ctx, Roles{Receiver: true}); err != nil {
+		t.Fatalf("Run(receiver): %v", err)
 	}
-	if got := lookupsByResult(t, first, "hit") - before; got != float64(len(testMembers)) {
-		t.Errorf("after WarmReceiver: %v cache hits of %d lookups; want all", got, len(testMembers))
+	if alone.ReceiverMapper != alone.Mapper {
+		t.Errorf("receiver alone: ReceiverMapper = %p; want Mapper %p", alone.ReceiverMapper, alone.Mapper)
 	}
-
 	for _, tc := range []struct {
-		name  string
-		roles Roles
-	}{
-		{"receiver alone", Roles{Receiver: true}},
-		{"serve", All},
-	} {
+		name string
+		m    *Main
+	}{{"serve", first}, {"receiver alone", alone}} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMain(first.Config, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			t.Cleanup(func() { m.Close() })
-			if err := m.Run(ctx, tc.roles); err != nil {
-				t.Fatalf("Run: %v", err)
-			}
+			tc.m.WarmReceiver(ctx)
+			hits, misses := lookupsByResult(t, tc.m, "hit"), lookupsByResult(t, tc.m, "miss")
 			for _, u := range testMembers {
-				if _, ok, err := m.ReceiverMapper.Lookup(ctx, testCorp, u); err != nil || !ok {
+				if _, ok, err := tc.m.ReceiverMapper.Lookup(ctx, testCorp, u); err != nil || !ok {
 					t.Fatalf("Lookup(%q) = %v, %v; want found", u, ok, err)
 				}
 			}
-			if hit, miss := lookupsByResult(t, m, "hit"), lookupsByResult(t, m, "miss"); hit != float64(len(testMembers)) || miss != 0 {
-				t.Errorf("first lookups of a started receiver: %v hits, %v misses; want %d hits, 0 misses", hit, miss, len(testMembers))
+			hits, misses = lookupsByResult(t, tc.m, "hit")-hits, lookupsByResult(t, tc.m, "miss")-misses
+			if hits != float64(len(testMembers)) || misses != 0 {
+				t.Errorf("lookups after WarmReceiver: %v hits, %v misses; want %d hits, 0 misses", hits, misses, len(testMembers))
 			}
 		})
 	}
