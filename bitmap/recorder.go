@@ -172,22 +172,35 @@ func (r *Recorder) member(ctx context.Context, src delta.Source, corpID, userID 
 // non-recipient, or an app whose read signals leave the button out (the
 // press is still recorded, for by_signal and MySQL's button_at).
 func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (int, error) {
+	n, _, err := r.CardPress(ctx, corpID, agentID, userID, taskID, at)
+	return n, err
+}
+
+// CardPress is CardRead that also tells whether the press is on record:
+// recorded is true for a new or repeated press of a recipient (also when
+// published unmarked or by UserID while Redis or MySQL is down), false for
+// an unknown member or message, a malformed task id, another app's
+// message or a non-recipient, whose press yidu keeps nowhere. The
+// receiver tells the member "read" (passive reply) only when it is true.
+func (r *Recorder) CardPress(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (newReads int, recorded bool, err error) {
 	// One message is sent as many cards, one per batch of 1000 members, each
 	// with its own task_id (yidu.TaskID).
 	msgID, ok := yidu.ParseTaskID(taskID)
 	if !ok {
 		// Hostile or foreign input: touch neither Redis nor MySQL.
 		r.count(delta.SourceCard, outcomeLabelUnknownMsgID, 1)
-		return 0, nil
+		return 0, false, nil
 	}
 	uid, ok, err := r.member(ctx, delta.SourceCard, corpID, userID)
 	if err != nil && ctx.Err() == nil {
-		return r.byUserID(ctx, yidu.SignalButton, corpID, agentID, userID, string(msgID), at, err)
+		n, err := r.byUserID(ctx, yidu.SignalButton, corpID, agentID, userID, string(msgID), at, err)
+		return n, err == nil, err
 	}
 	if !ok {
-		return 0, err
+		return 0, false, err
 	}
-	return r.record(ctx, yidu.SignalButton, corpID, agentID, uid, []string{string(msgID)}, at)
+	n, kept, err := r.record(ctx, yidu.SignalButton, corpID, agentID, uid, []string{string(msgID)}, at)
+	return n, kept > 0, err
 }
 
 // LinkRead records that userID opened the tracked link of message msgID
@@ -209,7 +222,8 @@ func (r *Recorder) LinkRead(ctx context.Context, corpID string, agentID int64, u
 	if !ok {
 		return 0, err
 	}
-	return r.record(ctx, yidu.SignalLink, corpID, agentID, uid, []string{msgID}, at)
+	n, _, err := r.record(ctx, yidu.SignalLink, corpID, agentID, uid, []string{msgID}, at)
+	return n, err
 }
 
 // EnterAgent records that userID opened the app at at, after every tracked
@@ -251,7 +265,7 @@ func (r *Recorder) EnterAgent(ctx context.Context, corpID string, agentID int64,
 	}
 	n := 0
 	if len(ids) > 0 {
-		if n, err = r.record(ctx, yidu.SignalEnterAgent, corpID, agentID, uid, ids, at); err != nil {
+		if n, _, err = r.record(ctx, yidu.SignalEnterAgent, corpID, agentID, uid, ids, at); err != nil {
 			return 0, err
 		}
 	}
@@ -305,18 +319,24 @@ var ErrInFlight = errors.New("bitmap: read in flight in another attempt")
 // holds, until that attempt acks it (duplicate) or its lease expires (new).
 const inFlightPoll = 50 * time.Millisecond
 
-func (r *Recorder) record(ctx context.Context, sig yidu.Signal, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (int, error) {
-	total := 0
+// record also returns kept: how many of msgIDs now hold the signal (new
+// or repeated; all of them when published unmarked), the rest naming no
+// message of the app or no recipient.
+func (r *Recorder) record(ctx context.Context, sig yidu.Signal, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (reads, kept int, err error) {
 	counted := r.counted(corpID, agentID, sig)
 	for {
-		n, inFlight, err := r.recordOnce(ctx, sig, counted, corpID, agentID, uid, msgIDs, at)
+		n, k, inFlight, err := r.recordOnce(ctx, sig, counted, corpID, agentID, uid, msgIDs, at)
 		if errors.Is(err, errRedisDown) && sig != yidu.SignalEnterAgent && ctx.Err() == nil {
 			u, err := r.unmarked(ctx, sig, counted, corpID, uid, msgIDs, at, err)
-			return total + n + u, err
+			if err != nil {
+				return reads + n + u, kept, err
+			}
+			return reads + n + u, kept + len(msgIDs), nil
 		}
-		total += n
+		reads += n
+		kept += k
 		if err != nil || len(inFlight) == 0 {
-			return total, err
+			return reads, kept, err
 		}
 		// Never answer 200 for a read whose delta only another attempt
 		// may publish: wait for it to settle, within the deadline.
@@ -325,16 +345,16 @@ func (r *Recorder) record(ctx context.Context, sig yidu.Signal, corpID string, a
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return total, fmt.Errorf("%w: %s", ErrInFlight, strings.Join(inFlight, ","))
+			return reads, kept, fmt.Errorf("%w: %s", ErrInFlight, strings.Join(inFlight, ","))
 		case <-t.C:
 		}
 	}
 }
 
 // recordOnce marks, publishes and acks once; it returns the number of new
-// counted reads and the msgIDs whose signal another attempt holds in
-// flight.
-func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (int, []string, error) {
+// counted reads, how many msgIDs hold the signal now (new or duplicate)
+// and the msgIDs whose signal another attempt holds in flight.
+func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (int, int, []string, error) {
 	src := delta.SourceOf(sig)
 	targets := make([]Target, len(msgIDs))
 	for i, id := range msgIDs {
@@ -342,14 +362,14 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 	}
 	outs, err := r.mark(ctx, targets)
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	var retry []int
 	for i, o := range outs {
 		if o[0] == OutcomeMissing {
 			found, err := r.restore(ctx, corpID, msgIDs[i])
 			if err != nil {
-				return 0, nil, err
+				return 0, 0, nil, err
 			}
 			if found {
 				retry = append(retry, i)
@@ -363,11 +383,11 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 		}
 		outs2, err := r.mark(ctx, again)
 		if err != nil {
-			return 0, nil, err
+			return 0, 0, nil, err
 		}
 		for j, i := range retry {
 			if outs2[j][0] == OutcomeMissing {
-				return 0, nil, fmt.Errorf("bitmap: %s/%s missing right after restore (Redis evicting?)", corpID, msgIDs[i])
+				return 0, 0, nil, fmt.Errorf("bitmap: %s/%s missing right after restore (Redis evicting?)", corpID, msgIDs[i])
 			}
 			outs[i] = outs2[j]
 		}
@@ -375,7 +395,7 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 	var fresh []Target
 	var ds []delta.Delta
 	var inFlight []string
-	reads := 0
+	reads, dups := 0, 0
 	for i, o := range outs {
 		switch o[0] {
 		case OutcomeNew, OutcomeNewUncounted:
@@ -388,6 +408,7 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 			}
 		case OutcomeDuplicate:
 			r.count(src, outcomeLabelDuplicate, 1)
+			dups++
 		case OutcomeInFlight:
 			r.count(src, outcomeLabelInFlight, 1)
 			inFlight = append(inFlight, msgIDs[i])
@@ -398,7 +419,7 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 		}
 	}
 	if len(ds) == 0 {
-		return 0, inFlight, nil
+		return 0, dups, inFlight, nil
 	}
 	start := time.Now()
 	err = r.pub.Publish(ctx, ds)
@@ -412,7 +433,7 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 		if rerr := r.store.Release(bg, fresh); rerr != nil {
 			r.log.Warn("release leases", "err", rerr)
 		}
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	r.count(src, outcomeLabelNew, reads)
 	r.count(src, outcomeLabelUncounted, len(ds)-reads)
@@ -422,7 +443,7 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 		r.m.ackErrors.Inc()
 		r.log.Warn("ack pending reads", "err", err)
 	}
-	return reads, inFlight, nil
+	return reads, dups + len(ds), inFlight, nil
 }
 
 // Outcomes of signals taken while a store was down.

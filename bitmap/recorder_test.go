@@ -431,3 +431,35 @@ func BenchmarkRecorderCardRead(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "callbacks/s")
 	b.ReportMetric(meanObserved(b, e.s.m.batchCalls), "calls/pipeline")
 }
+
+// TestCardPressRecorded: CardPress says whether a press is on record, which
+// decides the member's passive reply ("read" on their button): a
+// recipient's press, new or repeated, is; one yidu keeps nowhere is not.
+func TestCardPressRecorded(t *testing.T) {
+	const msg = "notice-1"
+	e := newRecEnv(t, Options{})
+	ctx := context.Background()
+	at := time.Unix(1_700_000_100, 0)
+	e.register(t, testMessage(msg, 7, at.Add(-time.Hour)), uids(1, 2, 3))
+	tests := []struct {
+		name         string
+		agent        int64
+		user, taskID string
+		want         int
+		wantRecorded bool
+	}{
+		{"recipient", 7, "u1", msg + "@0", 1, true},
+		{"repeated press", 7, "u1", msg + "@1", 0, true},
+		{"non-recipient", 7, "u9", msg + "@0", 0, false},
+		{"unknown member", 7, "bob", msg + "@0", 0, false},
+		{"unknown message", 7, "u2", "no-such@0", 0, false},
+		{"malformed task id", 7, "u2", msg + "}{", 0, false},
+		{"another app's message", 8, "u2", msg + "@0", 0, false},
+	}
+	for _, tt := range tests {
+		n, recorded, err := e.rec.CardPress(ctx, testCorp, tt.agent, tt.user, tt.taskID, at)
+		if err != nil || n != tt.want || recorded != tt.wantRecorded {
+			t.Errorf("%s: CardPress(%q, %q) = %d, %v, %v; want %d, %v, nil", tt.name, tt.user, tt.taskID, n, recorded, err, tt.want, tt.wantRecorded)
+		}
+	}
+}

@@ -31,8 +31,8 @@ func BenchmarkVerifyDecryptParse(b *testing.B) {
 
 type nopReads struct{}
 
-func (nopReads) CardRead(context.Context, string, int64, string, string, time.Time) (int, error) {
-	return 1, nil
+func (nopReads) CardPress(context.Context, string, int64, string, string, time.Time) (int, bool, error) {
+	return 1, true, nil
 }
 
 func (nopReads) EnterAgent(context.Context, string, int64, string, time.Time) (int, error) {

@@ -32,11 +32,13 @@ import (
 // It returns only when every new read of the signal is durable (bit set in
 // Redis AND delta acknowledged by Kafka), so any error of a callback's
 // signal is answered 503 and WeCom retries. Unknown userid, non-recipient
-// or unknown msgid → (0, nil). It must honour ctx: the receiver answers 503
+// or unknown msgid → (0, nil); CardPress then also says recorded=false, and
+// the member's button is not changed to "read" (a repeated press of a
+// recipient is recorded=true). It must honour ctx: the receiver answers 503
 // at the per-callback deadline. LinkRead records a tracked link's visit
 // (link.go); its error is logged and counted, the visitor still redirected.
 type ReadRecorder interface {
-	CardRead(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (newReads int, err error)
+	CardPress(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (newReads int, recorded bool, err error)
 	EnterAgent(ctx context.Context, corpID string, agentID int64, userID string, at time.Time) (newReads int, err error)
 	LinkRead(ctx context.Context, corpID string, agentID int64, userID, msgID string, at time.Time) (newReads int, err error)
 }

@@ -65,14 +65,14 @@ func (f *fakeReads) wait(ctx context.Context) error {
 	return err
 }
 
-func (f *fakeReads) CardRead(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (int, error) {
+func (f *fakeReads) CardPress(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (int, bool, error) {
 	if err := f.wait(ctx); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cards = append(f.cards, cardCall{corpID, agentID, userID, taskID, at})
-	return 1, nil
+	return 1, true, nil
 }
 
 func (f *fakeReads) EnterAgent(ctx context.Context, corpID string, agentID int64, userID string, at time.Time) (int, error) {

@@ -118,7 +118,9 @@ func (rc *Receiver) handleEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 // reply returns the passive reply to a press of a tracked card's read
-// button once the read is durable (outcome ok): WeCom then shows the
+// button once the read is durable (outcome ok; not for a press yidu keeps
+// nowhere, outcome not_recorded: telling an unknown member or a
+// non-recipient "read" would be untrue): WeCom then shows the
 // member who pressed the button's new text, the 模板卡片更新消息
 // "更新点击用户的按钮文案" (doc path 90241: MsgType update_button with
 // Button/ReplaceName; ToUserName the member, FromUserName the CorpID). A
@@ -336,7 +338,8 @@ func (rc *Receiver) dispatch(ctx context.Context, a *app, ev *Event) (outcome, e
 			return outDuplicate, nil
 		}
 	}
-	if err := rc.apply(ctx, a, ev); err != nil {
+	recorded, err := rc.apply(ctx, a, ev)
+	if err != nil {
 		if ctx.Err() != nil {
 			return 0, fmt.Errorf("%w: %s: %w", ErrTimeout, ev.Kind, err)
 		}
@@ -350,11 +353,16 @@ func (rc *Receiver) dispatch(ctx context.Context, a *app, ev *Event) (outcome, e
 			rc.log.Warn("dedup remember failed", "app", a.cfg.Name, "err", err)
 		}
 	}
+	if !recorded {
+		return outNotRecorded, nil
+	}
 	return outOK, nil
 }
 
-// apply performs the effect of an event that passed dispatch's filters.
-func (rc *Receiver) apply(ctx context.Context, a *app, ev *Event) error {
+// apply performs the effect of an event that passed dispatch's filters;
+// recorded is false for a card press yidu keeps nowhere (unknown member or
+// message, non-recipient: ReadRecorder.CardPress).
+func (rc *Receiver) apply(ctx context.Context, a *app, ev *Event) (recorded bool, err error) {
 	agentID := a.cfg.AgentID
 	if agentID == 0 {
 		agentID = ev.AgentID
@@ -362,17 +370,17 @@ func (rc *Receiver) apply(ctx context.Context, a *app, ev *Event) error {
 	at := rc.eventTime(ev.CreateTime)
 	switch ev.Kind {
 	case KindTemplateCard:
-		n, err := rc.reads.CardRead(ctx, a.cfg.CorpID, agentID, ev.FromUserName, ev.TaskID, at)
+		n, recorded, err := rc.reads.CardPress(ctx, a.cfg.CorpID, agentID, ev.FromUserName, ev.TaskID, at)
 		a.m.cardReads.Add(float64(max(n, 0)))
-		return err
+		return recorded, err
 	case KindEnterAgent:
 		n, err := rc.reads.EnterAgent(ctx, a.cfg.CorpID, agentID, ev.FromUserName, at)
 		a.m.enterReads.Add(float64(max(n, 0)))
-		return err
+		return true, err
 	case KindChangeContact:
-		return rc.contacts.ContactChanged(ctx, a.cfg.CorpID, ev.ChangeType, ev.UserID, ev.NewUserID, ev.Department)
+		return true, rc.contacts.ContactChanged(ctx, a.cfg.CorpID, ev.ChangeType, ev.UserID, ev.NewUserID, ev.Department)
 	}
-	return fmt.Errorf("callback: apply %s: not an action", ev.Kind)
+	return false, fmt.Errorf("callback: apply %s: not an action", ev.Kind)
 }
 
 // eventTime is when a read happened: the event's CreateTime, or the

@@ -35,6 +35,7 @@ const (
 	outDuplicate                    // already applied (dedup)
 	outRateLimited                  // over the member's token bucket
 	outIgnored                      // nothing to do for this callback
+	outNotRecorded                  // a card press of no recipient of ours: kept nowhere, no passive reply
 	outLinkAuthorize                // tracked link verified, sent to WeCom OAuth2
 	outLinkLanded                   // back from OAuth2, sent to the target
 	outBadSignature
@@ -73,6 +74,7 @@ var outcomes = [nOutcomes]struct {
 	outDuplicate:      {nil, http.StatusOK, 0, "duplicate"},
 	outRateLimited:    {nil, http.StatusOK, 0, "rate_limited"},
 	outIgnored:        {nil, http.StatusOK, 0, "ignored"},
+	outNotRecorded:    {nil, http.StatusOK, 0, "not_recorded"},
 	outLinkAuthorize:  {nil, http.StatusFound, 0, "link_authorize"},
 	outLinkLanded:     {nil, http.StatusFound, 0, "link_landed"},
 	outBadSignature:   {wxcrypt.ErrSignature, http.StatusUnauthorized, -40001, "bad_signature"},

@@ -295,6 +295,10 @@ func TestLoginRefusals(t *testing.T) {
 	if w := f.postLogin("alice", password, map[string]string{"Sec-Fetch-Site": "cross-site"}); w.Code != http.StatusForbidden {
 		t.Errorf("cross-site login = %d; want 403", w.Code)
 	}
+	huge := `{"app":"hr","title":"x","audience":{"all":true},"body":"` + strings.Repeat("x", maxRegisterBody) + `"}`
+	if w := f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(huge)); w.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("register with a body over %d bytes = %d %s; want 413", maxRegisterBody, w.Code, w.Body)
+	}
 }
 
 func TestCSRF(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,9 @@ import (
 // wrapping errBadParam, which the handlers answer with 400.
 
 var errBadParam = errors.New("bad parameter")
+
+// errTooLarge is a request body past its bound (413).
+var errTooLarge = errors.New("request body too large")
 
 func badParam(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errBadParam}, args...)...)
@@ -146,6 +150,9 @@ func decodeRegistration(r io.Reader) (registration, error) {
 	dec := json.NewDecoder(io.LimitReader(r, maxRegisterBody+1))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return registration{}, fmt.Errorf("%w: more than %d bytes", errTooLarge, mbe.Limit)
+		}
 		return registration{}, badParam("body: %v", err)
 	}
 	var rest bytes.Buffer

@@ -402,6 +402,8 @@ func httpStatus(err error) (int, string) {
 	switch {
 	case errors.Is(err, errBadParam):
 		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge, err.Error()
 	case errors.Is(err, errNotFound):
 		return http.StatusNotFound, "not found"
 	case errors.Is(err, yidu.ErrInvalid):

@@ -180,6 +180,11 @@ func (m *Main) prepare(ctx context.Context) error {
 		if rep.Users != employees {
 			return fmt.Errorf("directory sync listed %d members; want %d", rep.Users, employees)
 		}
+		// The receiver has its own pool and idmap (yidu serve): warm it
+		// now, or the first press of each member is a lookup that the
+		// embedded MySQL, busy with flushd, may not answer within the
+		// recorder's 1 s (an ERROR line and a WeCom retry).
+		m.App.WarmReceiver(ctx)
 		return nil
 	})
 	if err != nil {

@@ -37,6 +37,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/term"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/internal/buildinfo"
@@ -243,9 +244,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if (*msgID == "") == !*allActive || len(positional) != 0 {
 			return bad()
 		}
+		// yidu.MsgID.Valid, the one rule: such a msgid names no message.
+		if *msgID != "" && !yidu.MsgID(*msgID).Valid() {
+			return usagef("reconcile: --msgid %q must match %s", yidu.Truncate(*msgID, 128), yidu.MsgIDRule)
+		}
 	case "link":
 		if *app == "" || *msgID == "" || *to == "" || len(positional) != 0 {
 			return bad()
+		}
+		if !yidu.MsgID(*msgID).Valid() {
+			return usagef("link: --msgid %q must match %s", yidu.Truncate(*msgID, 128), yidu.MsgIDRule)
 		}
 	case "archive":
 		if len(positional) != 1 || positional[0] != "purge" {

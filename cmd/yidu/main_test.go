@@ -56,6 +56,28 @@ func TestMigrateUpStatusDown(t *testing.T) {
 	if err != nil || !strings.Contains(out, "pending") {
 		t.Errorf("migrate status after down = %q, %v; want pending", out, err)
 	}
+	// Every Down section, to version 0 (bounded: one per migration), then
+	// up again from scratch; a down at 0 is done, not a failure.
+	for i := 0; ; i++ {
+		out, _, err = runCmd(t, env, "", "migrate", "down")
+		if err != nil {
+			t.Fatalf("migrate down #%d = %q, %v", i+2, out, err)
+		}
+		if strings.Contains(out, "schema at version 0: nothing to roll back") {
+			break
+		}
+		if !strings.Contains(out, "rolled back ") || int64(i) > version {
+			t.Fatalf("migrate down #%d = %q; want rolled back, or nothing to roll back within %d", i+2, out, version)
+		}
+	}
+	out, _, err = runCmd(t, env, "", "migrate", "status")
+	if err != nil || strings.Contains(out, "applied") {
+		t.Errorf("migrate status at version 0 = %q, %v; want every migration pending", out, err)
+	}
+	out, _, err = runCmd(t, env, "", "migrate", "up")
+	if want := fmt.Sprintf("schema at version %d", version); err != nil || !strings.Contains(out, want) {
+		t.Errorf("migrate up after down to 0 = %q, %v; want %s", out, err, want)
+	}
 	if _, _, err := runCmd(t, env, "", "migrate", "sideways"); err == nil {
 		t.Errorf("migrate sideways succeeded; want an error")
 	}
@@ -126,6 +148,8 @@ func TestExitCodes(t *testing.T) {
 		{"unknown flag", []string{"serve", "--nope"}, 2, ""},
 		{"unknown global flag", []string{"--nope", "serve"}, 2, ""},
 		{"reconcile both", []string{"reconcile", "--msgid", "m", "--all-active"}, 2, ""},
+		{"reconcile a malformed msgid", []string{"reconcile", "--msgid", "../x"}, 2, ""},
+		{"link a malformed msgid", []string{"link", "--app", "hr", "--msgid", "a b", "--to", "https://x.example"}, 2, ""},
 		{"healthcheck without URL", []string{"healthcheck"}, 2, ""},
 		{"serve with an argument", []string{"serve", "extra"}, 2, ""},
 		{"bad log level", []string{"serve", "--log-level", "loud"}, 2, ""},

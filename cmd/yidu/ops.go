@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/cmd/internal/config"
@@ -53,6 +55,12 @@ func migrate(ctx context.Context, cfg config.Config, args []string, out io.Write
 		fmt.Fprintf(out, "schema at version %d\n", v)
 	case "down":
 		r, err := p.Down(ctx)
+		if errors.Is(err, goose.ErrNoNextVersion) {
+			// Like up with nothing pending: done, not a failure (goose's
+			// "no next version found" told an operator nothing).
+			fmt.Fprintln(out, "schema at version 0: nothing to roll back")
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("migrate down: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -407,6 +408,26 @@ func Default() Config {
 	}
 }
 
+// checkSpoolDir refuses a spool directory a restart could miss or that is
+// not the spool's own: a relative path (resolved against whatever working
+// directory the next start has, so spooled reads would be left behind), one
+// with surrounding spaces (a YAML slip that creates " " in the working
+// directory) and the root directory (the spool writes LOCK and its segments
+// in the directory itself). Empty: no spool.
+func checkSpoolDir(dir string) error {
+	switch {
+	case dir == "":
+		return nil
+	case strings.TrimSpace(dir) != dir:
+		return errors.New("has leading or trailing spaces")
+	case !filepath.IsAbs(dir):
+		return errors.New("must be an absolute path (a relative one depends on the working directory of each start)")
+	case filepath.Clean(dir) == string(filepath.Separator):
+		return errors.New("must be a directory of its own, not the root directory")
+	}
+	return nil
+}
+
 // Load reads the file at path (empty: defaults only), applies environment
 // overrides through getenv and validates the result.
 func Load(path string, getenv func(string) string) (Config, error) {
@@ -555,6 +576,9 @@ func (c Config) Validate() error {
 	}
 	if c.Receiver.MaxBody <= 0 {
 		return errors.New("config: receiver.max_body must be positive")
+	}
+	if err := checkSpoolDir(c.Receiver.SpoolDir); err != nil {
+		return fmt.Errorf("config: receiver.spool_dir (or YIDU_RECEIVER_SPOOL_DIR) %q: %w", c.Receiver.SpoolDir, err)
 	}
 	if c.Receiver.SpoolDir != "" && c.Receiver.SpoolMaxBytes < 1<<20 {
 		return fmt.Errorf("config: receiver.spool_max_bytes %d must be at least 1 MiB", c.Receiver.SpoolMaxBytes)

@@ -124,6 +124,12 @@ func TestLoadRejects(t *testing.T) {
 		{"empty read signals", "apps: [{name: a, corp_id: c, read_signals: []}]", "read_signals"},
 		{"read signal twice", "apps: [{name: a, corp_id: c, read_signals: [link, link]}]", "read_signals"},
 		{"spool under 1 MiB", "receiver: {spool_dir: /var/lib/yidu/spool, spool_max_bytes: 4096}", "receiver.spool_max_bytes"},
+		{"relative spool dir", "receiver: {spool_dir: spool}", "receiver.spool_dir"},
+		{"dot spool dir", "receiver: {spool_dir: ./var/spool}", "receiver.spool_dir"},
+		{"blank spool dir", "receiver: {spool_dir: ' '}", "receiver.spool_dir"},
+		{"spool dir with trailing space", "receiver: {spool_dir: '/var/lib/yidu/spool '}", "receiver.spool_dir"},
+		{"root spool dir", "receiver: {spool_dir: /}", "receiver.spool_dir"},
+		{"root spool dir, uncleaned", "receiver: {spool_dir: /var/..//}", "receiver.spool_dir"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -180,6 +180,19 @@ func TestServePassiveReply(t *testing.T) {
 			t.Errorf("reply = %+v; want update_button %q to zhangsan from %s", ub, config.DefaultReadReply, testCorp)
 		}
 	}
+	// A press yidu keeps nowhere gets 200 and an empty body: telling the
+	// member "read" would be untrue (HR sees them unread, or not at all).
+	for _, tc := range []struct{ name, user, taskID string }{
+		{"non-recipient", "lisi", "notice-reply@0"},
+		{"member unknown to the directory", "stranger", "notice-reply@0"},
+		{"unknown message", "zhangsan", "no-such-notice@0"},
+		{"another card's task id", "zhangsan", "notice-reply-0"},
+	} {
+		code, body := deliverReply(t, m, cardEvent(tc.user, tc.taskID, time.Now().Unix()))
+		if code != http.StatusOK || len(body) != 0 {
+			t.Errorf("%s: press = %d %q; want 200 and no passive reply", tc.name, code, body)
+		}
+	}
 	var p progress
 	if code := api(t, m, "GET", "/messages/notice-reply/progress", nil, &p); code != http.StatusOK || p.Read != 1 {
 		t.Errorf("progress = %d %+v; want 1 read", code, p)

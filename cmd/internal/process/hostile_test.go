@@ -695,7 +695,7 @@ func (s *hostileStack) hostileAPI(t *testing.T) {
 		{"unknown field in audience", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"userids"`, `"uids":[1],"userids"`, 1), 400},
 		{"not JSON", apiToken, "", "msgid=api-hostile&app=hr", 400},
 		{"title of 2 MB (body > 1 MB)", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title":"t"`, `"title":"`+strings.Repeat("t", 2<<20)+`"`, 1), 400},
-		{"body over the 8 MiB limit", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title":"t"`, `"title":"`+strings.Repeat("t", 9<<20)+`"`, 1), 400},
+		{"body over the 8 MiB limit", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title":"t"`, `"title":"`+strings.Repeat("t", 9<<20)+`"`, 1), 413},
 		{"app of a corp the token is not granted", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"hr"`, `"fin"`, 1), 400},
 		{"sent_at in year 1", apiToken, "", strings.Replace(reg(ok, "zhangsan"), `"title"`, `"sent_at":"0001-01-01T00:00:00Z","title"`, 1), 400},
 		// The card's fields (issue 12): WeCom's limits, a link yidu signs.

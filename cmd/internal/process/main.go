@@ -98,13 +98,16 @@ type Main struct {
 	Producer   *delta.Producer
 	// Spool is the receiver's local spool in front of Producer, with
 	// receiver.spool_dir.
-	Spool     *delta.Spool
-	Recorder  *bitmap.Recorder
-	Mapper    *idmap.Mapper
-	Tracker   *tracker.Registry
-	Flusher   *flushd.Flusher
-	Receiver  *callback.Receiver
-	Dashboard *dashboard.Server
+	Spool    *delta.Spool
+	Recorder *bitmap.Recorder
+	Mapper   *idmap.Mapper
+	// ReceiverMapper is the receiver's idmap: Mapper, or its own over the
+	// receiver's pool (openReceiverPool); WarmReceiver fills its cache.
+	ReceiverMapper *idmap.Mapper
+	Tracker        *tracker.Registry
+	Flusher        *flushd.Flusher
+	Receiver       *callback.Receiver
+	Dashboard      *dashboard.Server
 
 	// ReceiverAddr and DashboardAddr are the bound addresses (":0" resolved).
 	ReceiverAddr  string
@@ -373,6 +376,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 				return err
 			}
 		}
+		m.ReceiverMapper = ids
 		var pub bitmap.Publisher = p
 		if dir := cfg.Receiver.SpoolDir; dir != "" {
 			if m.Spool, err = delta.NewSpool(p, delta.SpoolOptions{
@@ -559,6 +563,35 @@ func (m *Main) openReceiverPool(ctx context.Context) (*idmap.Mapper, *tracker.Re
 		return nil, nil, err
 	}
 	return ids, loader, nil
+}
+
+// WarmReceiver loads every member of the configured apps' corps into the
+// receiver's idmap cache (one query per corp), so a storm right after a
+// directory sync in this process (the demo's) does not pay one MySQL
+// lookup per member inside WeCom's 5 s (each bounded by the recorder's
+// 1 s mark timeout). A failure only leaves the cache to fill on demand:
+// it is logged, never fatal. No-op without the receiver role. Run does not
+// call it: a receiver's cache fills on demand, and members it has not met
+// yet are what the MySQL-outage path publishes by UserID.
+func (m *Main) WarmReceiver(ctx context.Context) {
+	if m.ReceiverMapper == nil {
+		return
+	}
+	done := map[string]bool{}
+	for _, a := range m.Config.Apps {
+		if done[a.CorpID] {
+			continue
+		}
+		done[a.CorpID] = true
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // as the start's ping
+		n, err := m.ReceiverMapper.Warm(wctx, a.CorpID)
+		cancel()
+		if err != nil {
+			m.Logger.Warn("receiver: idmap warm failed; the cache fills on demand", "corp", a.CorpID, "err", err)
+			continue
+		}
+		m.Logger.Debug("receiver: idmap warmed", "corp", a.CorpID, "members", n)
+	}
 }
 
 // FlushdDone is closed when flushd's Run returns (nil without the flushd

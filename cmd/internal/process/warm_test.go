@@ -1,0 +1,71 @@
+package process
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+)
+
+// lookupsByResult reads yidu_idmap_lookups_total{result} from m's registry.
+func lookupsByResult(tb testing.TB, m *Main, result string) float64 {
+	tb.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		tb.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "yidu_idmap_lookups_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	tb.Fatalf("no yidu_idmap_lookups_total{result=%q}", result)
+	return 0
+}
+
+// TestWarmReceiver: WarmReceiver (which the demo calls after its directory
+// sync) fills the receiver's own idmap (yidu serve: its own pool), so the
+// first callback of each member is a cache hit; without it each member's
+// first press was a MySQL lookup inside the recorder's 1 s, which the busy
+// embedded MySQL missed (the demo's "callback failed" ERROR lines). With
+// the receiver alone its idmap is the process's.
+func TestWarmReceiver(t *testing.T) {
+	ctx := context.Background()
+	first := mustRunMainWith(t, nil) // seeds testMembers after its start: a cold receiver cache
+	if first.ReceiverMapper == nil || first.ReceiverMapper == first.Mapper {
+		t.Fatalf("yidu serve: ReceiverMapper = %p, Mapper %p; want the receiver's own idmap", first.ReceiverMapper, first.Mapper)
+	}
+	alone := NewMain(first.Config, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(func() { alone.Close() })
+	if err := alone.Run(ctx, Roles{Receiver: true}); err != nil {
+		t.Fatalf("Run(receiver): %v", err)
+	}
+	if alone.ReceiverMapper != alone.Mapper {
+		t.Errorf("receiver alone: ReceiverMapper = %p; want Mapper %p", alone.ReceiverMapper, alone.Mapper)
+	}
+	for _, tc := range []struct {
+		name string
+		m    *Main
+	}{{"serve", first}, {"receiver alone", alone}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.m.WarmReceiver(ctx)
+			hits, misses := lookupsByResult(t, tc.m, "hit"), lookupsByResult(t, tc.m, "miss")
+			for _, u := range testMembers {
+				if _, ok, err := tc.m.ReceiverMapper.Lookup(ctx, testCorp, u); err != nil || !ok {
+					t.Fatalf("Lookup(%q) = %v, %v; want found", u, ok, err)
+				}
+			}
+			hits, misses = lookupsByResult(t, tc.m, "hit")-hits, lookupsByResult(t, tc.m, "miss")-misses
+			if hits != float64(len(testMembers)) || misses != 0 {
+				t.Errorf("lookups after WarmReceiver: %v hits, %v misses; want %d hits, 0 misses", hits, misses, len(testMembers))
+			}
+		})
+	}
+}
