@@ -166,22 +166,17 @@ func (r *Recorder) member(ctx context.Context, src delta.Source, corpID, userID 
 	return uid, ok, nil
 }
 
-// CardRead records that userID pressed a button of the card sent as
-// taskID (signal button). It returns the number of new signals that count
+// CardPress records that userID pressed a button of the card sent as
+// taskID (signal button). newReads is the number of new signals that count
 // as read: 1, or 0 for a repeated press, an unknown member or message, a
 // non-recipient, or an app whose read signals leave the button out (the
-// press is still recorded, for by_signal and MySQL's button_at).
-func (r *Recorder) CardRead(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (int, error) {
-	n, _, err := r.CardPress(ctx, corpID, agentID, userID, taskID, at)
-	return n, err
-}
-
-// CardPress is CardRead that also tells whether the press is on record:
-// recorded is true for a new or repeated press of a recipient (also when
-// published unmarked or by UserID while Redis or MySQL is down), false for
-// an unknown member or message, a malformed task id, another app's
-// message or a non-recipient, whose press yidu keeps nowhere. The
-// receiver tells the member "read" (passive reply) only when it is true.
+// press is still recorded, for by_signal and MySQL's button_at). recorded
+// tells whether the press is on record: true for a new or repeated press
+// of a recipient (also when published unmarked or by UserID while Redis or
+// MySQL is down), false for an unknown member or message, a malformed task
+// id, another app's message or a non-recipient, whose press yidu keeps
+// nowhere. The receiver tells the member "read" (passive reply) only when
+// it is true.
 func (r *Recorder) CardPress(ctx context.Context, corpID string, agentID int64, userID, taskID string, at time.Time) (newReads int, recorded bool, err error) {
 	// One message is sent as many cards, one per batch of 1000 members, each
 	// with its own task_id (yidu.TaskID).
@@ -207,7 +202,7 @@ func (r *Recorder) CardPress(ctx context.Context, corpID string, agentID int64, 
 // at at (the moment of the visit: a link has no event CreateTime). The
 // member was identified by WeCom OAuth2 (auth/getuserinfo, path 91023), so
 // the read is as certain as a card button press. It returns the number of
-// new signals that count as read, as CardRead; unknown member, unknown or
+// new signals that count as read, as CardPress; unknown member, unknown or
 // malformed msgid, another app's message or a non-recipient → (0, nil).
 func (r *Recorder) LinkRead(ctx context.Context, corpID string, agentID int64, userID, msgID string, at time.Time) (int, error) {
 	// A link names a message, never a send batch.
