@@ -3,6 +3,7 @@ package bitmap
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -155,15 +156,6 @@ end
 return out
 `)
 
-// ackScript deletes pending entries once Kafka acknowledged their deltas.
-var ackScript = redis.NewScript(`
--- KEYS: pend; ARGV: field ("<uid>:<signal>")...
-for i = 1, #ARGV do
-  redis.call('HDEL', KEYS[1], ARGV[i])
-end
-return 1
-`)
-
 // releaseScript expires the leases of an attempt that failed to publish,
 // so a WeCom retry re-emits at once instead of waiting for the lease; the
 // lease keeps its counted mark.
@@ -198,6 +190,18 @@ func pendField(uid uint32, sig yidu.Signal) string {
 // Every new outcome (Outcome.New) must be published and then passed to Ack,
 // or to Release when publishing failed.
 func (s *Store) Mark(ctx context.Context, targets []Target) ([][]Outcome, error) {
+	calls, err := s.markCalls(targets)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.do(ctx, calls); err != nil {
+		return nil, fmt.Errorf("bitmap: mark: %w", err)
+	}
+	return markOutcomes(targets, calls)
+}
+
+// markCalls returns the script calls that mark targets, one per target.
+func (s *Store) markCalls(targets []Target) ([]call, error) {
 	calls := make([]call, len(targets))
 	lease := s.opts.Lease.Milliseconds()
 	for i, t := range targets {
@@ -225,14 +229,20 @@ func (s *Store) Mark(ctx context.Context, targets []Target) ([][]Outcome, error)
 			script: markScript,
 			keys:   keys,
 			args:   uidArgs([]any{s.ttlMillis(), lease, agent, int(t.Signal), counted}, t.UIDs),
+			// Marks of one message, signal, agent and decision share
+			// one script call in a pipeline (see run).
+			merge: "m\x00" + keys[0] + "\x00" + agent + "\x00" + strconv.Itoa(int(t.Signal)) + counted,
+			fixed: 5,
 		}
 	}
-	if err := s.do(ctx, calls); err != nil {
-		return nil, fmt.Errorf("bitmap: mark: %w", err)
-	}
+	return calls, nil
+}
+
+// markOutcomes reads the replies of markCalls(targets).
+func markOutcomes(targets []Target, calls []call) ([][]Outcome, error) {
 	out := make([][]Outcome, len(targets))
 	for i, t := range targets {
-		o, err := parseMark(calls[i].cmd.Val(), len(t.UIDs))
+		o, err := parseMark(calls[i].val, len(t.UIDs))
 		if err != nil {
 			return nil, fmt.Errorf("bitmap: mark %s/%s: %w", t.CorpID, t.MsgID, err)
 		}
@@ -272,9 +282,10 @@ func parseMark(v any, n int) ([]Outcome, error) {
 }
 
 // Ack clears the pending entries of signals whose deltas Kafka
-// acknowledged (each target's Signal and UIDs).
+// acknowledged (each target's Signal and UIDs): a plain HDEL, one per
+// message in a pipeline however many callers ack at once.
 func (s *Store) Ack(ctx context.Context, targets []Target) error {
-	return s.pendingOp(ctx, "ack", ackScript, targets)
+	return s.pendingOp(ctx, "ack", nil, targets)
 }
 
 // Release gives up the leases of signals whose deltas could not be
@@ -283,6 +294,7 @@ func (s *Store) Release(ctx context.Context, targets []Target) error {
 	return s.pendingOp(ctx, "release", releaseScript, targets)
 }
 
+// pendingOp runs script (nil: HDEL) on the pending fields of targets.
 func (s *Store) pendingOp(ctx context.Context, what string, script *redis.Script, targets []Target) error {
 	calls := make([]call, 0, len(targets))
 	for _, t := range targets {
@@ -293,10 +305,12 @@ func (s *Store) pendingOp(ctx context.Context, what string, script *redis.Script
 		for j, u := range t.UIDs {
 			fields[j] = pendField(u, t.Signal)
 		}
+		key := s.msgKey(t.CorpID, t.MsgID, "pend")
 		calls = append(calls, call{
 			script: script,
-			keys:   []string{s.msgKey(t.CorpID, t.MsgID, "pend")},
+			keys:   []string{key},
 			args:   fields,
+			merge:  what + "\x00" + key,
 		})
 	}
 	if len(calls) == 0 {
@@ -308,13 +322,39 @@ func (s *Store) pendingOp(ctx context.Context, what string, script *redis.Script
 	return nil
 }
 
-// call is one script invocation; cmd holds its reply after the request
-// is done.
+// call is one script invocation (script nil: HDEL keys[0] args...); val
+// and err hold its reply after the request is done.
+//
+// Calls of one batch with the same non-empty merge key have the same
+// script, keys and first fixed args, and per-item args after them (uids,
+// fields): run sends them as one command with the items concatenated, in
+// batch order, and hands each call its own items' replies. In the 9:00
+// storm every callback marks the same message, so a pipeline of 64
+// callers' marks is one script call instead of 64: Redis pays the Lua
+// call, the key lookups and the TTL check once.
 type call struct {
 	script *redis.Script
 	keys   []string
 	args   []any
-	cmd    *redis.Cmd
+	merge  string
+	fixed  int
+
+	val any
+	err error
+}
+
+// wire is one command of a pipeline and the calls it carries.
+type wire struct {
+	c     *call // the first call: script, keys, fixed args
+	args  []any
+	parts []part
+	cmd   *redis.Cmd
+}
+
+// part is a call's items within its wire's reply.
+type part struct {
+	c      *call
+	off, n int
 }
 
 // request is one caller's calls, sent together in one pipeline.
@@ -426,44 +466,100 @@ func (s *Store) run(batch []*request) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RoundTripTimeout)
 	defer cancel()
 	start := time.Now()
+	wires := s.wires(live)
 	p := s.rdb.Pipeline()
-	n := 0
-	for _, r := range live {
-		for i := range r.calls {
-			c := &r.calls[i]
-			c.cmd = c.script.EvalSha(ctx, p, c.keys, c.args...)
-			n++
-		}
+	for _, w := range wires {
+		w.cmd = w.send(ctx, p, false)
 	}
 	_, _ = p.Exec(ctx) // errors are read per command below
-	var retry []*call
-	for _, r := range live {
-		for i := range r.calls {
-			if err := r.calls[i].cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				retry = append(retry, &r.calls[i])
-			}
+	var retry []*wire
+	for _, w := range wires {
+		if err := w.cmd.Err(); err != nil && w.c.script != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			retry = append(retry, w)
 		}
 	}
 	if len(retry) > 0 {
 		p := s.rdb.Pipeline()
-		for _, c := range retry {
-			c.cmd = c.script.Eval(ctx, p, c.keys, c.args...)
+		for _, w := range retry {
+			w.cmd = w.send(ctx, p, true)
 		}
 		_, _ = p.Exec(ctx)
 	}
 	s.m.roundTrip.Observe(time.Since(start).Seconds())
-	s.m.batchCalls.Observe(float64(n))
+	s.m.batchCalls.Observe(float64(len(wires)))
+	for _, w := range wires {
+		w.split()
+	}
 	for _, r := range live {
 		var err error
 		for i := range r.calls {
-			if err = r.calls[i].cmd.Err(); err != nil {
+			if err = r.calls[i].err; err != nil {
 				break
 			}
 		}
 		if err != nil {
 			s.m.redisErrors.Inc()
-			s.logErr.Do(func() { s.log.Warn("redis pipeline failed", "err", err, "calls", n) })
+			s.logErr.Do(func() { s.log.Warn("redis pipeline failed", "err", err, "commands", len(wires)) })
 		}
 		r.done <- err
+	}
+}
+
+// wires turns the batch's calls into commands, merging calls with the
+// same merge key (see call) in the order they were queued.
+func (s *Store) wires(live []*request) []*wire {
+	var wires []*wire
+	byKey := map[string]*wire{}
+	for _, r := range live {
+		for i := range r.calls {
+			c := &r.calls[i]
+			if w := byKey[c.merge]; w != nil && c.merge != "" {
+				w.parts = append(w.parts, part{c: c, off: len(w.args) - c.fixed, n: len(c.args) - c.fixed})
+				w.args = append(w.args, c.args[c.fixed:]...)
+				continue
+			}
+			w := &wire{c: c, args: c.args, parts: []part{{c: c, n: len(c.args) - c.fixed}}}
+			if c.merge != "" {
+				w.args = slices.Clip(c.args) // appending must not write into the caller's slice
+				byKey[c.merge] = w
+			}
+			wires = append(wires, w)
+		}
+	}
+	return wires
+}
+
+// send queues the wire's command on p: EVALSHA, EVAL (full) or HDEL.
+func (w *wire) send(ctx context.Context, p redis.Pipeliner, full bool) *redis.Cmd {
+	switch {
+	case w.c.script == nil:
+		return p.Do(ctx, append([]any{"HDEL", w.c.keys[0]}, w.args...)...)
+	case full:
+		return w.c.script.Eval(ctx, p, w.c.keys, w.args...)
+	}
+	return w.c.script.EvalSha(ctx, p, w.c.keys, w.args...)
+}
+
+// split hands each call of the wire its share of the reply: an array
+// reply is cut into the calls' items, any other reply (a mark's 0 or -1
+// for the whole message, HDEL's count) goes to each call whole.
+func (w *wire) split() {
+	v, err := w.cmd.Result()
+	if len(w.parts) == 1 {
+		w.parts[0].c.val, w.parts[0].c.err = v, err
+		return
+	}
+	arr, isArr := v.([]any)
+	for _, pt := range w.parts {
+		pt.c.err = err
+		switch {
+		case err != nil:
+		case isArr && pt.off+pt.n <= len(arr):
+			pt.c.val = arr[pt.off : pt.off+pt.n]
+		case isArr:
+			pt.c.err = fmt.Errorf("bitmap: merged reply of %d items, call wants %d from %d", len(arr), pt.n, pt.off)
+		default:
+			pt.c.val = v
+		}
 	}
 }

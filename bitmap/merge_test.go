@@ -1,0 +1,83 @@
+package bitmap
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// TestMergedPipeline runs one batch of many callers' marks and acks the
+// way the queue loop does (Store.run) and checks that calls on the same
+// message, signal, agent and decision became one command while every
+// caller still gets its own uids' outcomes, in queue order: a uid marked
+// twice in the batch is new for the first caller and in flight for the
+// second; a missing message, another app's card and another signal stay
+// apart.
+func TestMergedPipeline(t *testing.T) {
+	s, _ := mustStore(t, Options{})
+	ctx := context.Background()
+	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), uids(1, 2, 3, 5)))
+	btn := func(msg string, agent int64, us ...uint32) Target {
+		return Target{CorpID: testCorp, MsgID: msg, AgentID: agent, Signal: yidu.SignalButton, Counted: true, UIDs: us}
+	}
+	link := Target{CorpID: testCorp, MsgID: "m", AgentID: 7, Signal: yidu.SignalLink, Counted: false, UIDs: []uint32{2}}
+	marks := []struct {
+		target Target
+		want   []Outcome
+	}{
+		{btn("m", 7, 1), []Outcome{OutcomeNew}},
+		{btn("m", 7, 1), []Outcome{OutcomeInFlight}}, // same uid, later in the batch
+		{btn("m", 7, 4, 2), []Outcome{OutcomeNotRecipient, OutcomeNew}},
+		{btn("gone", 7, 2), []Outcome{OutcomeMissing}},
+		{link, []Outcome{OutcomeNewUncounted}},
+		{btn("m", 8, 3), []Outcome{OutcomeOtherApp}},
+		{btn("m", 7, 5), []Outcome{OutcomeNew}},
+	}
+	var batch []*request
+	var calls [][]call
+	for _, m := range marks {
+		c, err := s.markCalls([]Target{m.target})
+		testenv.Check(t, "markCalls", err)
+		calls = append(calls, c)
+		batch = append(batch, &request{ctx: ctx, calls: c, done: make(chan error, 1)})
+	}
+	if got := len(s.wires(batch)); got != 4 {
+		t.Errorf("wires = %d; want 4 (m/button/7 merged from 4 calls, gone, link, agent 8)", got)
+	}
+	s.run(batch)
+	for i, m := range marks {
+		testenv.Check(t, "done", <-batch[i].done)
+		out, err := markOutcomes([]Target{m.target}, calls[i])
+		testenv.Check(t, "markOutcomes", err)
+		if !slices.Equal(out[0], m.want) {
+			t.Errorf("caller %d (%s uids %v): %v; want %v", i, m.target.MsgID, m.target.UIDs, out[0], m.want)
+		}
+	}
+
+	// Acks of several callers for one message are one HDEL; each lease
+	// is gone afterwards, and the others' are kept.
+	var acks []*request
+	for _, u := range []uint32{1, 2} {
+		c := []call{{keys: []string{s.msgKey(testCorp, "m", "pend")}, args: []any{pendField(u, yidu.SignalButton)},
+			merge: "ack\x00" + s.msgKey(testCorp, "m", "pend")}}
+		acks = append(acks, &request{ctx: ctx, calls: c, done: make(chan error, 1)})
+	}
+	if got := len(s.wires(acks)); got != 1 {
+		t.Errorf("ack wires = %d; want 1", got)
+	}
+	s.run(acks)
+	for _, r := range acks {
+		testenv.Check(t, "ack done", <-r.done)
+	}
+	if p, _ := s.PendingUIDs(ctx, testCorp, "m"); !slices.Equal(p, []uint32{2, 5}) {
+		t.Errorf("PendingUIDs = %v; want [2 5] (uid 2's link lease and uid 5's button lease stay)", p)
+	}
+	rd, _, _ := s.ReadBitmap(ctx, testCorp, "m")
+	if !rd.Equals(uids(1, 2, 5)) {
+		t.Errorf("ReadBitmap = %v; want [1 2 5]", rd)
+	}
+}
