@@ -1,8 +1,10 @@
 package bitmap
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -104,6 +106,10 @@ func (f *fakeLoader) ActiveMessages(_ context.Context, corpID string, agentID in
 			out = append(out, l.m)
 		}
 	}
+	// Oldest first, as tracker.Registry.ActiveMessages.
+	slices.SortFunc(out, func(a, b yidu.Message) int {
+		return cmp.Or(a.SentAt.Compare(b.SentAt), cmp.Compare(a.MsgID, b.MsgID))
+	})
 	return out, nil
 }
 

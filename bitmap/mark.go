@@ -294,8 +294,39 @@ func (s *Store) Release(ctx context.Context, targets []Target) error {
 	return s.pendingOp(ctx, "release", releaseScript, targets)
 }
 
+// AckAsync is Ack without waiting for Redis: it queues the HDELs, to
+// share the next pipeline with other callers' marks, and returns. The
+// read path calls it once Kafka acknowledged the deltas, so the 200 does
+// not wait for a round trip that only tidies up: an ack that is lost (the
+// queue full or closed, a Redis error, the process gone) leaves leases that
+// expire by themselves (Options.Lease), after which a repeated signal is
+// re-emitted once and flushd ignores it. The error says it was not queued.
+// failed, when not nil, is called from the queue loop if Redis fails them.
+func (s *Store) AckAsync(targets []Target, failed func(error)) error {
+	calls := s.pendingCalls("ack", nil, targets)
+	if len(calls) == 0 {
+		return nil
+	}
+	if _, err := s.enqueue(context.Background(), calls, failed); err != nil {
+		return fmt.Errorf("bitmap: ack: %w", err)
+	}
+	return nil
+}
+
 // pendingOp runs script (nil: HDEL) on the pending fields of targets.
 func (s *Store) pendingOp(ctx context.Context, what string, script *redis.Script, targets []Target) error {
+	calls := s.pendingCalls(what, script, targets)
+	if len(calls) == 0 {
+		return nil
+	}
+	if err := s.do(ctx, calls); err != nil {
+		return fmt.Errorf("bitmap: %s: %w", what, err)
+	}
+	return nil
+}
+
+// pendingCalls returns the calls of pendingOp.
+func (s *Store) pendingCalls(what string, script *redis.Script, targets []Target) []call {
 	calls := make([]call, 0, len(targets))
 	for _, t := range targets {
 		if len(t.UIDs) == 0 {
@@ -313,13 +344,7 @@ func (s *Store) pendingOp(ctx context.Context, what string, script *redis.Script
 			merge:  what + "\x00" + key,
 		})
 	}
-	if len(calls) == 0 {
-		return nil
-	}
-	if err := s.do(ctx, calls); err != nil {
-		return fmt.Errorf("bitmap: %s: %w", what, err)
-	}
-	return nil
+	return calls
 }
 
 // call is one script invocation (script nil: HDEL keys[0] args...); val
@@ -362,24 +387,16 @@ type request struct {
 	ctx   context.Context
 	calls []call
 	done  chan error // buffered: the loop never blocks on a gone caller
+	// failed, when set, hears of an error too (AckAsync: nobody waits).
+	failed func(error)
 }
 
 // do queues calls and waits for their replies or ctx.
 func (s *Store) do(ctx context.Context, calls []call) error {
-	r := &request{ctx: ctx, calls: calls, done: make(chan error, 1)}
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
-		return ErrClosed
+	r, err := s.enqueue(ctx, calls, nil)
+	if err != nil {
+		return err
 	}
-	select {
-	case s.queue <- r:
-	default:
-		s.mu.RUnlock()
-		s.m.queueFull.Inc()
-		return ErrQueueFull
-	}
-	s.mu.RUnlock()
 	select {
 	case err := <-r.done:
 		return err
@@ -387,6 +404,23 @@ func (s *Store) do(ctx context.Context, calls []call) error {
 		// The calls may still run: a mark whose caller left keeps its
 		// lease, which expires and lets the retry re-emit.
 		return ctx.Err()
+	}
+}
+
+// enqueue queues calls for a loop; the request's done says when they ran.
+func (s *Store) enqueue(ctx context.Context, calls []call, failed func(error)) (*request, error) {
+	r := &request{ctx: ctx, calls: calls, done: make(chan error, 1), failed: failed}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	select {
+	case s.queue <- r:
+		return r, nil
+	default:
+		s.m.queueFull.Inc()
+		return nil, ErrQueueFull
 	}
 }
 
@@ -500,6 +534,9 @@ func (s *Store) run(batch []*request) {
 		if err != nil {
 			s.m.redisErrors.Inc()
 			s.logErr.Do(func() { s.log.Warn("redis pipeline failed", "err", err, "commands", len(wires)) })
+			if r.failed != nil {
+				r.failed(err)
+			}
 		}
 		r.done <- err
 	}

@@ -23,6 +23,12 @@ type UIDLookup interface {
 	Lookup(ctx context.Context, corpID, userID string) (uid uint32, ok bool, err error)
 }
 
+// cachedLookup is a UIDLookup that can answer from memory alone
+// (idmap.Mapper): a hit then costs the read path no deadline timer.
+type cachedLookup interface {
+	Cached(corpID, userID string) (uid uint32, ok bool)
+}
+
 // Publisher makes deltas durable; Producer provides it. Declared here so
 // tests can fail it.
 type Publisher interface {
@@ -48,7 +54,7 @@ type RecorderOptions struct {
 	// enter_agent that already covered its send time is still counted.
 	// Re-marking is idempotent; the cost is a few duplicate marks.
 	CursorSlack time.Duration
-	// AckTimeout bounds Ack/Release, which run after the caller's deadline
+	// AckTimeout bounds Release, which runs after the caller's deadline
 	// may have passed (default 1 s).
 	AckTimeout time.Duration
 	// MarkTimeout bounds the mark of a button or link signal (default 1
@@ -154,6 +160,11 @@ func (r *Recorder) counted(corpID string, agentID int64, sig yidu.Signal) bool {
 // member returns userID's uid; ok=false with a nil error for a member
 // the directory does not know (counted: not a recipient of anything).
 func (r *Recorder) member(ctx context.Context, src delta.Source, corpID, userID string) (uid uint32, ok bool, err error) {
+	if c, isCache := r.ids.(cachedLookup); isCache {
+		if uid, ok := c.Cached(corpID, userID); ok {
+			return uid, true, nil
+		}
+	}
 	lctx, cancel := context.WithTimeout(ctx, r.opts.MarkTimeout)
 	defer cancel()
 	uid, ok, err = r.ids.Lookup(lctx, corpID, userID)
@@ -319,8 +330,12 @@ const inFlightPoll = 50 * time.Millisecond
 // message of the app or no recipient.
 func (r *Recorder) record(ctx context.Context, sig yidu.Signal, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (reads, kept int, err error) {
 	counted := r.counted(corpID, agentID, sig)
-	for {
+	for waiting := false; ; waiting = true {
 		n, k, inFlight, err := r.recordOnce(ctx, sig, counted, corpID, agentID, uid, msgIDs, at)
+		if waiting && err != nil && ctx.Err() != nil {
+			// The deadline came while looking again at a read in flight.
+			return reads, kept, fmt.Errorf("%w: %s (%w)", ErrInFlight, strings.Join(msgIDs, ","), err)
+		}
 		if errors.Is(err, errRedisDown) && sig != yidu.SignalEnterAgent && ctx.Err() == nil {
 			u, err := r.unmarked(ctx, sig, counted, corpID, uid, msgIDs, at, err)
 			if err != nil {
@@ -419,12 +434,12 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 	start := time.Now()
 	err = r.pub.Publish(ctx, ds)
 	r.m.publish.Observe(time.Since(start).Seconds())
-	// Ack and Release must run even when ctx is done: they only make a
-	// retry cheaper or a re-emit less likely, and are bounded themselves.
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.AckTimeout)
-	defer cancel()
 	if err != nil {
 		r.m.publishErrors.Inc()
+		// Release must run even when ctx is done: it only makes a
+		// retry's re-emit come sooner, and is bounded itself.
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.AckTimeout)
+		defer cancel()
 		if rerr := r.store.Release(bg, fresh); rerr != nil {
 			r.log.Warn("release leases", "err", rerr)
 		}
@@ -432,13 +447,19 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 	}
 	r.count(src, outcomeLabelNew, reads)
 	r.count(src, outcomeLabelUncounted, len(ds)-reads)
-	if err := r.store.Ack(bg, fresh); err != nil {
-		// The deltas are durable; the leases only cause one harmless
-		// re-emit later.
-		r.m.ackErrors.Inc()
-		r.log.Warn("ack pending reads", "err", err)
+	// The deltas are durable: the ack only tidies the leases up, so the
+	// 200 does not wait for it (Store.AckAsync).
+	if err := r.store.AckAsync(fresh, r.ackFailed); err != nil {
+		r.ackFailed(err)
 	}
 	return reads, dups + len(ds), inFlight, nil
+}
+
+// ackFailed counts an ack that did not reach Redis: the deltas are
+// durable, the leases only cause one harmless re-emit later.
+func (r *Recorder) ackFailed(err error) {
+	r.m.ackErrors.Inc()
+	r.log.Warn("ack pending reads", "err", err)
 }
 
 // Outcomes of signals taken while a store was down.

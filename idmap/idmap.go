@@ -211,6 +211,20 @@ func badFlag(userID string) int {
 	return 1
 }
 
+// Cached returns the uid of userID when the cache holds it, without the
+// database and without a context: the read path's hit needs no deadline.
+// ok=false: not cached (ask Lookup), or an id that can never be stored.
+func (m *Mapper) Cached(corpID, userID string) (uid uint32, ok bool) {
+	if checkCorpID(corpID) != nil || checkUserID(userID) != nil {
+		return 0, false
+	}
+	var buf [yidu.MaxUserID]byte
+	if uid, ok = m.cachedBytes(m.corp(corpID), yidu.UserID(userID).AppendFold(buf[:0])); ok {
+		m.metrics.lookupHit.Inc()
+	}
+	return uid, ok
+}
+
 // Lookup returns the uid of an existing user (any status), matching the
 // UserID case-insensitively as WeCom does. ok=false: unknown. An id that can
 // never be stored (invalid corp or userid) is unknown without asking the

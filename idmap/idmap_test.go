@@ -388,3 +388,40 @@ func TestSeqStartsAfterExistingUsers(t *testing.T) {
 		t.Errorf("Assign = %v; want x=0 z=6", got)
 	}
 }
+
+// TestCached: the read path's memory-only lookup answers what the cache
+// holds (as WeCom compares UserIDs, case-insensitively) and nothing else,
+// and never asks MySQL.
+func TestCached(t *testing.T) {
+	m, db := newTestMapper(t)
+	uids := mustAssign(t, m, "corp", "alice", "bob")
+	cold := newMapper(t, db)
+	if _, ok := cold.Cached("corp", "alice"); ok {
+		t.Errorf("Cached(alice) on a cold mapper = ok; want a miss")
+	}
+	if _, err := cold.Warm(context.Background(), "corp"); err != nil {
+		t.Fatal(err)
+	}
+	before := testutil.ToFloat64(idmap.QueryCounter(cold, "lookup"))
+	for _, tc := range []struct {
+		corp, user string
+		uid        uint32
+		ok         bool
+	}{
+		{"corp", "alice", uids["alice"], true},
+		{"corp", "ALICE", uids["alice"], true},
+		{"corp", "bob", uids["bob"], true},
+		{"corp", "carol", 0, false},
+		{"other", "alice", 0, false},
+		{"corp", "", 0, false},
+		{"corp", strings.Repeat("x", 65), 0, false},
+		{"bad corp!", "alice", 0, false},
+	} {
+		if uid, ok := cold.Cached(tc.corp, tc.user); uid != tc.uid || ok != tc.ok {
+			t.Errorf("Cached(%q, %q) = %d, %v; want %d, %v", tc.corp, tc.user, uid, ok, tc.uid, tc.ok)
+		}
+	}
+	if q := testutil.ToFloat64(idmap.QueryCounter(cold, "lookup")); q != before {
+		t.Errorf("Cached sent %v lookups; want none", q-before)
+	}
+}
