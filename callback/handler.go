@@ -136,18 +136,18 @@ func (rc *Receiver) reply(a *app, ev *Event, o outcome) []byte {
 	if _, ok := yidu.ParseTaskID(ev.TaskID); !ok {
 		return nil
 	}
-	now := rc.now()
-	var b strings.Builder
-	b.WriteString("<xml><ToUserName><![CDATA[")
-	b.WriteString(cdata(ev.FromUserName))
-	b.WriteString("]]></ToUserName><FromUserName><![CDATA[")
-	b.WriteString(cdata(a.cfg.CorpID))
-	b.WriteString("]]></FromUserName><CreateTime>")
-	b.WriteString(strconv.FormatInt(now.Unix(), 10))
-	b.WriteString("</CreateTime><MsgType><![CDATA[update_button]]></MsgType><Button><ReplaceName><![CDATA[")
-	b.WriteString(cdata(a.cfg.ReadReply))
-	b.WriteString("]]></ReplaceName></Button></xml>")
-	out, err := a.crypt.Reply([]byte(b.String()), strconv.FormatInt(now.Unix(), 10), replyNonce())
+	ts := strconv.FormatInt(rc.now().Unix(), 10)
+	b := make([]byte, 0, 256+len(ev.FromUserName)+len(a.cfg.CorpID)+len(a.cfg.ReadReply))
+	b = append(b, "<xml><ToUserName><![CDATA["...)
+	b = append(b, cdata(ev.FromUserName)...)
+	b = append(b, "]]></ToUserName><FromUserName><![CDATA["...)
+	b = append(b, cdata(a.cfg.CorpID)...)
+	b = append(b, "]]></FromUserName><CreateTime>"...)
+	b = append(b, ts...)
+	b = append(b, "</CreateTime><MsgType><![CDATA[update_button]]></MsgType><Button><ReplaceName><![CDATA["...)
+	b = append(b, cdata(a.cfg.ReadReply)...)
+	b = append(b, "]]></ReplaceName></Button></xml>"...)
+	out, err := a.crypt.Reply(b, ts, replyNonce())
 	if err != nil {
 		rc.log.Error("passive reply not built", "app", a.cfg.Name, "err", err)
 		return nil

@@ -244,13 +244,33 @@ func (c *Crypter) Encrypt(msg, random16 []byte) (string, error) {
 // encrypted like a callback and signed, in WeCom's reply envelope
 // <xml><Encrypt/><MsgSignature/><TimeStamp/><Nonce/></xml>. The timestamp
 // and nonce are the reply's own.
+//
+// It is on the read path of every button press (the member's "read"
+// reply), so the envelope is appended into one buffer sized up front.
 func (c *Crypter) Reply(msg []byte, timestamp, nonce string) ([]byte, error) {
 	enc, err := c.Encrypt(msg, nil)
 	if err != nil {
 		return nil, err
 	}
-	return fmt.Appendf(nil, "<xml><Encrypt><![CDATA[%s]]></Encrypt><MsgSignature><![CDATA[%s]]></MsgSignature><TimeStamp>%s</TimeStamp><Nonce><![CDATA[%s]]></Nonce></xml>",
-		enc, c.Signature(timestamp, nonce, enc), timestamp, nonce), nil
+	var sig [40]byte
+	c.sign(&sig, timestamp, nonce, enc)
+	const (
+		open  = "<xml><Encrypt><![CDATA["
+		mid1  = "]]></Encrypt><MsgSignature><![CDATA["
+		mid2  = "]]></MsgSignature><TimeStamp>"
+		mid3  = "</TimeStamp><Nonce><![CDATA["
+		close = "]]></Nonce></xml>"
+	)
+	b := make([]byte, 0, len(open)+len(enc)+len(mid1)+len(sig)+len(mid2)+len(timestamp)+len(mid3)+len(nonce)+len(close))
+	b = append(b, open...)
+	b = append(b, enc...)
+	b = append(b, mid1...)
+	b = append(b, sig[:]...)
+	b = append(b, mid2...)
+	b = append(b, timestamp...)
+	b = append(b, mid3...)
+	b = append(b, nonce...)
+	return append(b, close...), nil
 }
 
 // Post builds a signed POST callback for the plaintext XML msg as WeCom sends

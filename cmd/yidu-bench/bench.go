@@ -71,6 +71,9 @@ type Config struct {
 	// Extra is the fraction of R sent again: half WeCom retries (identical
 	// deliveries), half duplicates (a second press).
 	Extra float64
+	// Cold starts the yidu arm's receiver with receiver.warm false: each
+	// member's first callback asks MySQL for its uid.
+	Cold bool
 	// FlushInterval is flushd's interval for the yidu arm.
 	FlushInterval time.Duration
 	// Rate > 0 runs an open loop at this many callbacks/s instead of a
@@ -143,6 +146,7 @@ type Report struct {
 	Extra         float64            `json:"extra"`
 	FlushInterval string             `json:"flush_interval"`
 	Rate          float64            `json:"rate"`
+	Cold          bool               `json:"cold_receiver,omitempty"`
 	WorkloadBytes int64              `json:"workload_bytes"`
 	LoadAvgBefore [3]float64         `json:"loadavg_before"`
 	Arms          []ArmResult        `json:"arms"`
@@ -195,7 +199,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		app:    rig.App(),
 		sentAt: time.Now().Add(-20 * time.Minute).UTC().Truncate(time.Second),
 		report: &Report{When: time.Now().UTC(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
-			Recipients: cfg.Recipients, Conns: cfg.Conns, Extra: cfg.Extra, FlushInterval: cfg.FlushInterval.String(),
+			Recipients: cfg.Recipients, Conns: cfg.Conns, Extra: cfg.Extra, FlushInterval: cfg.FlushInterval.String(), Cold: cfg.Cold,
 			Rate: cfg.Rate, LoadAvgBefore: rig.LoadAvg(), Ratios: map[string]float64{}},
 	}
 	b.mysqld, b.redisd = procsNamed("mariadbd", "mysqld"), procsNamed("redis-server")
@@ -443,6 +447,9 @@ func (b *bench) yidu(ctx context.Context) (ArmResult, error) {
 	cfg.Kafka.Group = "yidu-bench-" + rig.RandomHex(4)
 	cfg.Flushd.Interval = config.Duration(b.cfg.FlushInterval)
 	cfg.Receiver.Listen = "127.0.0.1:0"
+	// The members exist before Run, so the receiver meets the storm with
+	// its UserID cache filled (receiver.warm) unless -cold.
+	cfg.Receiver.Warm = !b.cfg.Cold
 	cfg.Dashboard.Listen = "127.0.0.1:0"
 	cfg.Dashboard.Tokens = []config.Token{{Name: "bench", Token: apiToken, Corps: []string{b.app.CorpID}}}
 	cfg.Apps = []config.App{{Name: b.app.Name, CorpID: b.app.CorpID, AgentID: b.app.AgentID, Token: b.app.Token,
@@ -464,9 +471,6 @@ func (b *bench) yidu(ctx context.Context) (ArmResult, error) {
 	if err := b.register(ctx, m.DashboardAddr, msgID); err != nil {
 		return ArmResult{}, err
 	}
-	// The receiver's own idmap (its own pool in one process): a receiver
-	// that has been up meets the storm with its cache filled.
-	m.WarmReceiver(ctx)
 	b.logf("registered %s for %d recipients in %s", msgID, b.cfg.Recipients, time.Since(start).Round(time.Millisecond))
 	w, err := b.workload(msgID, 3)
 	if err != nil {
@@ -808,7 +812,9 @@ func (b *bench) measure(ctx context.Context, a arm, w *workload) (ArmResult, err
 	if a.dashboard != nil {
 		// The dashboard is polled as the live page would, throughout;
 		// MySQL once a second until the load ends (see poll).
-		polls.Go(func() { dashAt = poll(pctx, 100*time.Millisecond, 100*time.Millisecond, nil, want, &dashN, a.dashboard) })
+		polls.Go(func() {
+			dashAt = poll(pctx, 100*time.Millisecond, 100*time.Millisecond, nil, want, &dashN, a.dashboard)
+		})
 		polls.Go(func() { mysqlAt = poll(pctx, 100*time.Millisecond, time.Second, loaded, want, &mysqlN, a.mysql) })
 		start := time.Now()
 		sampled = make(chan struct{})

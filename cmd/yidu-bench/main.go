@@ -48,6 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Conns, "c", 64, "concurrent keep-alive connections C")
 	fs.Float64Var(&cfg.Extra, "extra", 0.05, "fraction of R delivered again: half WeCom retries, half duplicate presses")
 	fs.DurationVar(&cfg.FlushInterval, "flush-interval", time.Second, "flushd interval for the yidu arm (production default is 1m)")
+	fs.BoolVar(&cfg.Cold, "cold", false, "start the yidu arm's receiver with receiver.warm false (a cold UserID cache)")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop at this many callbacks/s (0: closed loop, each connection sends when answered)")
 	arms := fs.String("arms", strings.Join(allArms, ","), "arms to run, in order ceiling,naive,yidu")
 	fs.DurationVar(&cfg.ArmTimeout, "arm-timeout", 3*time.Minute, "bound on one arm's load phase")
@@ -82,8 +83,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // writeTable prints the report as markdown.
 func writeTable(w io.Writer, rep *Report) {
-	fmt.Fprintf(w, "\nR=%d C=%d extra=%.0f%% flush=%s rate=%s GOMAXPROCS=%d %s load avg before %.2f %.2f %.2f\n\n",
-		rep.Recipients, rep.Conns, rep.Extra*100, rep.FlushInterval, rateString(rep.Rate), rep.GOMAXPROCS, rep.GoVersion,
+	cold := ""
+	if rep.Cold {
+		cold = " receiver.warm=false"
+	}
+	fmt.Fprintf(w, "\nR=%d C=%d extra=%.0f%% flush=%s rate=%s%s GOMAXPROCS=%d %s load avg before %.2f %.2f %.2f\n\n",
+		rep.Recipients, rep.Conns, rep.Extra*100, rep.FlushInterval, rateString(rep.Rate), cold, rep.GOMAXPROCS, rep.GoVersion,
 		rep.LoadAvgBefore[0], rep.LoadAvgBefore[1], rep.LoadAvgBefore[2])
 	fmt.Fprintln(w, "| arm | accepted/s | p50 ms | p99 ms | p999 ms | errors | dashboard exact | MySQL exact | exact | MySQL UPDATEs | Redis msg / dedup | peak RSS MB | CPU s/1k: bench proc (kfake) / mysqld / redis | load avg |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---|---|")

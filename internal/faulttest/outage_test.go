@@ -464,7 +464,10 @@ func TestRedisStopped25s(t *testing.T) {
 // dashboard equals MySQL without `yidu reconcile`.
 func TestMySQLStopped25s(t *testing.T) {
 	t.Parallel() // mostly waiting out the outage
-	e, _, dash := newOutageEnv(t, outageOptions{envOptions: envOptions{Notices: 2, Members: 450}, MySQLProxy: true})
+	// A cold cache (receiver.warm false): the members the receiver has
+	// not met before the cut are the ones published by UserID.
+	e, _, dash := newOutageEnv(t, outageOptions{envOptions: envOptions{Notices: 2, Members: 450}, MySQLProxy: true,
+		Receiver: map[string]any{"warm": false}})
 	done := e.goPressStorm(context.Background(), e.reads, 20) // 900 presses, 45 s
 	time.Sleep(10 * time.Second)
 	e.proxy.cut()

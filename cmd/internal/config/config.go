@@ -80,6 +80,12 @@ type Receiver struct {
 	// SpoolMaxBytes bounds the spool; beyond it such a read is answered
 	// 503 again.
 	SpoolMaxBytes int64 `yaml:"spool_max_bytes"`
+	// Warm loads every member of the configured apps' corps into the
+	// receiver's UserID cache before it listens (one query per corp,
+	// bounded by 10 s): a receiver restarted just before a 9:00 notice
+	// would otherwise ask MySQL once per member during the storm. false:
+	// the cache fills on demand (docs/benchmarks.md, issue 16).
+	Warm bool `yaml:"warm"`
 }
 
 // Dashboard configures the dashboard and the /api/v1 API.
@@ -377,6 +383,7 @@ func Default() Config {
 			MemberRate:      20,
 			MemberBurst:     100,
 			SpoolMaxBytes:   1 << 30,
+			Warm:            true,
 		},
 		Dashboard: Dashboard{
 			Listen:         "127.0.0.1:8081",

@@ -424,6 +424,9 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			return fmt.Errorf("receiver: %w", err)
 		}
 		m.Receiver = rcv
+		if cfg.Receiver.Warm {
+			m.WarmReceiver(ctx)
+		}
 		if m.ReceiverAddr, err = m.serveRole("receiver", ReceiverServer(), cfg.Receiver.Listen, rcv.Routes(), m.readiness(cmp.Or(m.ReceiverDB, m.DB), true)); err != nil {
 			return err
 		}
@@ -570,9 +573,10 @@ func (m *Main) openReceiverPool(ctx context.Context) (*idmap.Mapper, *tracker.Re
 // directory sync in this process (the demo's) does not pay one MySQL
 // lookup per member inside WeCom's 5 s (each bounded by the recorder's
 // 1 s mark timeout). A failure only leaves the cache to fill on demand:
-// it is logged, never fatal. No-op without the receiver role. Run does not
-// call it: a receiver's cache fills on demand, and members it has not met
-// yet are what the MySQL-outage path publishes by UserID.
+// it is logged, never fatal. No-op without the receiver role. Run calls it
+// before the receiver listens unless receiver.warm is false; members it
+// has not met then are looked up on demand, and while MySQL is down they
+// are what the outage path publishes by UserID.
 func (m *Main) WarmReceiver(ctx context.Context) {
 	if m.ReceiverMapper == nil {
 		return

@@ -69,3 +69,35 @@ func TestWarmReceiver(t *testing.T) {
 		})
 	}
 }
+
+// TestReceiverWarmsAtStart: a receiver started with the members in MySQL
+// (receiver.warm, the default) meets its first callbacks with their uids
+// cached; with receiver.warm false each member's first lookup goes to
+// MySQL.
+func TestReceiverWarmsAtStart(t *testing.T) {
+	ctx := context.Background()
+	seeded := mustRunMainWith(t, nil) // its start seeds testMembers into MySQL
+	for _, tc := range []struct {
+		warm               bool
+		wantHits, wantMiss int
+	}{
+		{true, len(testMembers), 0},
+		{false, 0, len(testMembers)},
+	} {
+		cfg := seeded.Config
+		cfg.Receiver.Warm = tc.warm
+		m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		t.Cleanup(func() { m.Close() })
+		if err := m.Run(ctx, Roles{Receiver: true}); err != nil {
+			t.Fatalf("Run(receiver, warm %v): %v", tc.warm, err)
+		}
+		for _, u := range testMembers {
+			if _, ok, err := m.ReceiverMapper.Lookup(ctx, testCorp, u); err != nil || !ok {
+				t.Fatalf("warm %v: Lookup(%q) = %v, %v; want found", tc.warm, u, ok, err)
+			}
+		}
+		if hits, misses := lookupsByResult(t, m, "hit"), lookupsByResult(t, m, "miss"); hits != float64(tc.wantHits) || misses != float64(tc.wantMiss) {
+			t.Errorf("receiver.warm %v: first lookups %v hits, %v misses; want %d, %d", tc.warm, hits, misses, tc.wantHits, tc.wantMiss)
+		}
+	}
+}
