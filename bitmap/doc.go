@@ -65,7 +65,8 @@
 //     lease → duplicate.
 //  2. Publish the new reads' deltas and wait until Kafka acknowledged every
 //     one (acks=all, idempotent producer).
-//  3. Ack: delete the pending entries.
+//  3. Ack: delete the pending entries (queued, not waited for:
+//     Store.AckAsync).
 //  4. Return; only now the receiver answers 200.
 //
 // A crash or failure before 1 wrote nothing, and WeCom retries because it
@@ -78,7 +79,9 @@
 // hides a read from MySQL. Between 2 and 3 the delta is durable; the stale
 // lease only causes one harmless extra delta later (flushd applies a read
 // only WHERE is_read = 0, a signal's time only while its column is empty).
-// Between 3 and 4 WeCom's retry finds a duplicate. When Redis loses data
+// An ack still queued, or lost, is the same stale lease. After 4 WeCom's
+// retry (an answer lost) finds a duplicate, or an in-flight lease it waits
+// out. When Redis loses data
 // the Recorder restores the message from MySQL (RestoreReads ORs the
 // recipients, reads and each signal's members in) and re-marks; signals
 // still in Kafka reach MySQL through flushd, and one that would be
@@ -90,8 +93,13 @@
 // # Batching
 //
 // Mark, Ack and Release go through a bounded queue: Options.Loops loop
-// goroutines each collect up to Options.MaxBatch script calls and send them
-// as one pipeline of EVALSHA, so concurrent callbacks share Redis round
-// trips. A full queue is ErrQueueFull (the receiver answers 503), never a
-// silent drop.
+// goroutines each collect up to Options.MaxBatch calls and send them as one
+// pipeline, so concurrent callbacks share Redis round trips. Within a
+// pipeline the marks of one message, signal, agent and decision are merged
+// into one EVALSHA carrying every caller's uids (in queue order, each
+// caller handed its own outcomes), and the acks of one message into one
+// HDEL: in the 9:00 storm a pipeline of many callers' marks costs Redis
+// one Lua call instead of one per caller. A full queue is ErrQueueFull
+// (the receiver answers 503), never a silent drop; AckAsync, which nobody
+// waits for, counts a full queue or a failed pipeline as an ack error.
 package bitmap
