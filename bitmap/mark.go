@@ -520,7 +520,12 @@ func (s *Store) run(batch []*request) {
 		_, _ = p.Exec(ctx)
 	}
 	s.m.roundTrip.Observe(time.Since(start).Seconds())
-	s.m.batchCalls.Observe(float64(len(wires)))
+	calls := 0
+	for _, r := range live {
+		calls += len(r.calls)
+	}
+	s.m.batchCalls.Observe(float64(calls))
+	s.m.batchCmds.Observe(float64(len(wires)))
 	for _, w := range wires {
 		w.split()
 	}

@@ -49,6 +49,9 @@ func TestMergedPipeline(t *testing.T) {
 		t.Errorf("wires = %d; want 4 (m/button/7 merged from 4 calls, gone, link, agent 8)", got)
 	}
 	s.run(batch)
+	if calls, cmds := meanObserved(t, s.m.batchCalls), meanObserved(t, s.m.batchCmds); calls != 7 || cmds != 4 {
+		t.Errorf("pipeline metrics: %v calls, %v commands; want 7, 4", calls, cmds)
+	}
 	for i, m := range marks {
 		testenv.Check(t, "done", <-batch[i].done)
 		out, err := markOutcomes([]Target{m.target}, calls[i])

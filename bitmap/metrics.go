@@ -11,6 +11,7 @@ import (
 type storeMetrics struct {
 	roundTrip   prometheus.Histogram
 	batchCalls  prometheus.Histogram
+	batchCmds   prometheus.Histogram
 	queueFull   prometheus.Counter
 	redisErrors prometheus.Counter
 }
@@ -21,7 +22,9 @@ func newStoreMetrics(reg prometheus.Registerer) (*storeMetrics, error) {
 		roundTrip: f.Histogram("yidu_bitmap_redis_roundtrip_seconds",
 			"Time of one pipelined Redis round trip of the mark/ack queue.", prometheus.ExponentialBuckets(0.0001, 2, 16)),
 		batchCalls: f.Histogram("yidu_bitmap_redis_batch_calls",
-			"Script calls sent in one pipeline by the mark/ack queue.", prometheus.ExponentialBuckets(1, 2, 11)),
+			"Callers' mark/ack/release calls sent in one pipeline by the mark/ack queue.", prometheus.ExponentialBuckets(1, 2, 11)),
+		batchCmds: f.Histogram("yidu_bitmap_redis_batch_commands",
+			"Redis commands in one pipeline of the mark/ack queue, after merging the calls of one message (one script call, one HDEL).", prometheus.ExponentialBuckets(1, 2, 11)),
 		queueFull: f.Counter("yidu_bitmap_queue_full_total",
 			"Mark/ack requests rejected because the queue was full (answered 503)."),
 		redisErrors: f.Counter("yidu_bitmap_redis_errors_total", "Mark/ack requests that failed in Redis (answered 503)."),

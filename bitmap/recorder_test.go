@@ -432,6 +432,7 @@ func BenchmarkRecorderCardRead(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "callbacks/s")
 	b.ReportMetric(meanObserved(b, e.s.m.batchCalls), "calls/pipeline")
+	b.ReportMetric(meanObserved(b, e.s.m.batchCmds), "commands/pipeline")
 }
 
 // TestCardPressRecorded: CardPress says whether a press is on record, which

@@ -320,4 +320,5 @@ func BenchmarkMark(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reads/s")
 	b.ReportMetric(meanObserved(b, s.m.batchCalls), "calls/pipeline")
+	b.ReportMetric(meanObserved(b, s.m.batchCmds), "commands/pipeline")
 }
