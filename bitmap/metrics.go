@@ -26,7 +26,7 @@ func newStoreMetrics(reg prometheus.Registerer) (*storeMetrics, error) {
 		batchCmds: f.Histogram("yidu_bitmap_redis_batch_commands",
 			"Redis commands in one pipeline of the mark/ack queue, after merging the calls of one message (one script call, one HDEL).", prometheus.ExponentialBuckets(1, 2, 11)),
 		queueFull: f.Counter("yidu_bitmap_queue_full_total",
-			"Mark/ack requests rejected because the queue was full (answered 503)."),
+			"Mark/ack requests rejected because the queue was full (a mark is answered 503; a queued ack is left to expire as its lease)."),
 		redisErrors: f.Counter("yidu_bitmap_redis_errors_total", "Mark/ack requests that failed in Redis (answered 503)."),
 	}
 	return m, f.Err("bitmap")

@@ -96,6 +96,7 @@ type appKey struct {
 type Recorder struct {
 	store  *Store
 	ids    UIDLookup
+	cache  cachedLookup // ids, when it can answer from memory; else nil
 	pub    Publisher
 	loader MessageLoader
 	opts   RecorderOptions
@@ -136,8 +137,9 @@ func NewRecorder(store *Store, ids UIDLookup, pub Publisher, loader MessageLoade
 		}
 		apps[appKey{a.CorpID, a.AgentID}] = a
 	}
+	cache, _ := ids.(cachedLookup)
 	return &Recorder{
-		store: store, ids: ids, pub: pub, loader: loader, opts: opts, apps: apps,
+		store: store, ids: ids, cache: cache, pub: pub, loader: loader, opts: opts, apps: apps,
 		log: opts.Logger.With("component", "bitmap.recorder"),
 		m:   m,
 
@@ -160,8 +162,8 @@ func (r *Recorder) counted(corpID string, agentID int64, sig yidu.Signal) bool {
 // member returns userID's uid; ok=false with a nil error for a member
 // the directory does not know (counted: not a recipient of anything).
 func (r *Recorder) member(ctx context.Context, src delta.Source, corpID, userID string) (uid uint32, ok bool, err error) {
-	if c, isCache := r.ids.(cachedLookup); isCache {
-		if uid, ok := c.Cached(corpID, userID); ok {
+	if r.cache != nil {
+		if uid, ok := r.cache.Cached(corpID, userID); ok {
 			return uid, true, nil
 		}
 	}
