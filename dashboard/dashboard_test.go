@@ -676,6 +676,43 @@ func TestProgress(t *testing.T) {
 	}
 }
 
+// TestProgressCurveStale: once the curve cache has expired, progress still
+// answers at once with the count from Redis and the curve it had, while
+// one reload runs; the next progress after it shows the new curve.
+func TestProgressCurveStale(t *testing.T) {
+	f := newFixture(t)
+	if p := decode[progressJSON](t, f.ok(t, "GET", "/api/v1/messages/hello/progress")); curveTotal(p.Curve) != 2 {
+		t.Fatalf("first curve total %d; want 2", curveTotal(p.Curve))
+	}
+	gate := make(chan struct{})
+	f.msgs.mu.Lock()
+	f.msgs.curveGate = gate
+	s := f.msgs.msgs[key("acme", "hello")]
+	s.curve = append(slices.Clone(s.curve), yidu.MinuteCount{Minute: t0.Add(3 * time.Minute), Reads: 1})
+	f.msgs.mu.Unlock()
+	f.clock.Add(time.Minute) // past the 5 s ttl
+
+	got := make(chan *httptest.ResponseRecorder, 1)
+	go func() { got <- f.do(t, "GET", "/api/v1/messages/hello/progress", acmeToken, nil) }()
+	select {
+	case w := <-got:
+		if w.Code != http.StatusOK {
+			t.Fatalf("progress while the curve reloads = %d %s", w.Code, w.Body)
+		}
+		p := decode[progressJSON](t, w)
+		if curveTotal(p.Curve) != 2 || p.Read != 4 {
+			t.Errorf("progress while the curve reloads: curve total %d, read %d; want the old 2, and 4 from Redis", curveTotal(p.Curve), p.Read)
+		}
+	case <-time.After(10 * time.Second):
+		close(gate)
+		t.Fatal("progress waited for the curve's reload")
+	}
+	close(gate)
+	waitFor(t, "the reloaded curve", func() bool {
+		return curveTotal(decode[progressJSON](t, f.ok(t, "GET", "/api/v1/messages/hello/progress")).Curve) == 3
+	})
+}
+
 func TestEstimate(t *testing.T) {
 	mins := func(reads ...int64) []yidu.MinuteCount {
 		var out []yidu.MinuteCount

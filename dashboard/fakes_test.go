@@ -170,6 +170,9 @@ type fakeMessages struct {
 	recalls   []string
 	lastRem   map[string]time.Time
 	now       func() time.Time
+	// curveGate, when set, holds every ReadsPerMinute until it receives
+	// (a slow archive).
+	curveGate chan struct{}
 }
 
 func newFakeMessages(now func() time.Time) *fakeMessages {
@@ -281,7 +284,17 @@ func cloneOf[T any](f *fakeMessages, corp, id string, list func(*stored) []T) []
 	return nil
 }
 
-func (f *fakeMessages) ReadsPerMinute(_ context.Context, corp, id string) ([]yidu.MinuteCount, error) {
+func (f *fakeMessages) ReadsPerMinute(ctx context.Context, corp, id string) ([]yidu.MinuteCount, error) {
+	f.mu.Lock()
+	gate := f.curveGate
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	return cloneOf(f, corp, id, func(s *stored) []yidu.MinuteCount { return s.curve }), nil
 }
 

@@ -134,8 +134,14 @@ const maxCacheEntries = 4096
 // newCurveCache keeps each message's per-minute curve for ttl, so a page
 // polling every second (or many SSE streams) costs MySQL one GROUP BY per
 // ttl per message. Keys are corp + "\x00" + msgid.
+//
+// An expired curve is answered while one reload runs in the background:
+// the count comes from Redis and must not wait for the archive. At
+// 1,000,000 recipients in the storm the GROUP BY took seconds on a busy
+// MySQL, and the progress request that met the expiry waited for it, so
+// the page stood still for as long (docs/benchmarks.md, issue 16).
 func newCurveCache(src ReadHistory, now func() time.Time, ttl time.Duration) *cache[[]yidu.MinuteCount] {
-	return newCache(now, ttl, maxCacheEntries, func(ctx context.Context, key string) ([]yidu.MinuteCount, error) {
+	c := newCache(now, ttl, maxCacheEntries, func(ctx context.Context, key string) ([]yidu.MinuteCount, error) {
 		corp, msgID, _ := strings.Cut(key, "\x00")
 		curve, err := src.ReadsPerMinute(ctx, corp, msgID)
 		if err != nil {
@@ -143,6 +149,8 @@ func newCurveCache(src ReadHistory, now func() time.Time, ttl time.Duration) *ca
 		}
 		return curve, nil
 	})
+	c.stale = true
+	return c
 }
 
 func (s *Server) progress(ctx context.Context, m yidu.Message) (progressJSON, error) {
