@@ -36,14 +36,19 @@ type Options struct {
 	// MaxBatch is the most script calls in one pipeline (default 256).
 	MaxBatch int
 	// Linger is how long a loop waits for more requests once the queue is
-	// empty (default 1.5 ms; negative: send at once, batches then form only
-	// while a pipeline is in flight). Every round trip costs a socket write
-	// and read on both ends, which on a busy receiver cost more than the
-	// wait: in the 9:00 storm benchmark 1.5 ms cut the pipelines from
-	// 31,000 to 8,000, Redis's CPU per callback by 45 % and the receiver's
-	// by a fifth, and raised throughput 15 % (docs/benchmarks.md, issue 16).
+	// empty (default 0: send at once). Without it batches still form:
+	// callers queue while the previous pipeline is in flight, so the
+	// busier Redis or the receiver, the larger each pipeline. In the 9:00
+	// storm benchmark (docs/benchmarks.md, issue 16) a fixed 1.5 ms linger
+	// made 3× fewer pipelines than none but was latency every callback
+	// waited: none with one loop ran 35 % faster at the same CPU per
+	// callback, and 20 % faster with one of the two cores taken by a hog.
 	Linger time.Duration
-	// Loops is the number of queue loop goroutines (default 2).
+	// Loops is the number of queue loop goroutines (default 1). One loop
+	// keeps one pipeline in flight and batches everything that arrives
+	// meanwhile; a second loop sent half the batches half as full (twice
+	// the round trips for the same callbacks) and was slower in the same
+	// benchmark.
 	Loops int
 	// RoundTripTimeout bounds one pipeline (default 2 s).
 	RoundTripTimeout time.Duration
@@ -61,9 +66,6 @@ func (o *Options) setDefaults() {
 	if o.Lease <= 0 {
 		o.Lease = 3 * time.Second
 	}
-	if o.Linger == 0 {
-		o.Linger = 1500 * time.Microsecond
-	}
 	if o.QueueSize <= 0 {
 		o.QueueSize = 4096
 	}
@@ -71,7 +73,7 @@ func (o *Options) setDefaults() {
 		o.MaxBatch = 256
 	}
 	if o.Loops <= 0 {
-		o.Loops = 2
+		o.Loops = 1
 	}
 	if o.RoundTripTimeout <= 0 {
 		o.RoundTripTimeout = 2 * time.Second

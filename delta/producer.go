@@ -15,16 +15,16 @@ import (
 // ProducerOptions configures a Producer. Zero fields take the defaults.
 type ProducerOptions struct {
 	// Linger lets concurrent callbacks' records share a produce batch
-	// (default 1 ms). The idempotent producer has one request in flight
+	// (default 300 µs). The idempotent producer has one request in flight
 	// per broker, so under load batches form behind it anyway; the linger
 	// decides how small they are when the pipe is idle, and every
 	// callback's 200 waits for it. In the 9:00 storm benchmark
-	// (docs/benchmarks.md, issue 16), on a CPU-bound day 1 and 3 ms ran
-	// at the same rate (3 ms saved yidu-kfake a third of its CPU) and 0
-	// was slower; on a day with CPU to spare 0.5 and 1 ms were fastest of
-	// 0, 0.5, 1, 2 and 3 ms, and 3 ms cost 20 % of the throughput (6,800
-	// against 8,000/s): a closed loop's rate is its connections over the
-	// latency.
+	// (docs/benchmarks.md, issue 16) 150 and 300 µs were fastest of 0,
+	// 150 µs, 300 µs, 500 µs and 1 ms on 2026-12-02 (17,300/s against
+	// 16,500/s at 500 µs and 15,200/s at 1 ms), at the broker CPU of
+	// 1 ms; 0 cost the broker 60 % more CPU per record. On a CPU-bound
+	// day 1 and 3 ms had run at the same rate: a closed loop's rate is
+	// its connections over the latency, and a linger is latency.
 	Linger time.Duration
 	// DeliveryTimeout fails a record Kafka has not acknowledged in time
 	// (default 2 s, below the receiver's 3 s deadline, so the caller
@@ -48,7 +48,7 @@ func NewProducer(brokers []string, topic string, opts ProducerOptions) (*Produce
 		return nil, errors.New("delta: producer: brokers and topic are required")
 	}
 	if opts.Linger <= 0 {
-		opts.Linger = time.Millisecond
+		opts.Linger = 300 * time.Microsecond
 	}
 	if opts.DeliveryTimeout <= 0 {
 		opts.DeliveryTimeout = 2 * time.Second
