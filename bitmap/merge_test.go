@@ -66,7 +66,7 @@ func TestMergedPipeline(t *testing.T) {
 	var acks []*request
 	for _, u := range []uint32{1, 2} {
 		c := []call{{keys: []string{s.msgKey(testCorp, "m", "pend")}, args: []any{pendField(u, yidu.SignalButton)},
-			merge: "ack\x00" + s.msgKey(testCorp, "m", "pend")}}
+			merge: mergeKey{op: "ack", msg: msgRef{testCorp, "m"}}}}
 		acks = append(acks, &request{ctx: ctx, calls: c, done: make(chan error, 1)})
 	}
 	if got := len(s.wires(acks)); got != 1 {

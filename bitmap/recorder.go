@@ -510,9 +510,7 @@ var errRedisDown = errors.New("bitmap: redis unavailable")
 // mark is Store.Mark bounded by MarkTimeout; a failure other than a full
 // queue (overload: 503, never more load on Kafka) is errRedisDown.
 func (r *Recorder) mark(ctx context.Context, targets []Target) ([][]Outcome, error) {
-	mctx, cancel := context.WithTimeout(ctx, r.opts.MarkTimeout)
-	defer cancel()
-	outs, err := r.store.Mark(mctx, targets)
+	outs, err := r.store.MarkWithin(ctx, targets, r.opts.MarkTimeout)
 	if err != nil && !errors.Is(err, ErrQueueFull) && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
 		return nil, fmt.Errorf("%w: %w", errRedisDown, err)
 	}

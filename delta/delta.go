@@ -122,10 +122,14 @@ const maxField = 255
 
 // Key returns the Kafka record key of the message's deltas.
 func Key(corpID, msgID string) []byte {
-	k := make([]byte, 0, len(corpID)+1+len(msgID))
-	k = append(k, corpID...)
-	k = append(k, '/')
-	return append(k, msgID...)
+	return AppendKey(make([]byte, 0, len(corpID)+1+len(msgID)), corpID, msgID)
+}
+
+// AppendKey appends Key(corpID, msgID) to b.
+func AppendKey(b []byte, corpID, msgID string) []byte {
+	b = append(b, corpID...)
+	b = append(b, '/')
+	return append(b, msgID...)
 }
 
 // AppendMarshal appends d's encoding to b and returns the extended slice:

@@ -81,43 +81,48 @@ func (p *Producer) Publish(ctx context.Context, ds []Delta) error {
 	if len(ds) == 0 {
 		return nil
 	}
-	done := make(chan struct{})
-	errc := make(chan error, 1)
-	var left atomic.Int64
-	left.Store(int64(len(ds)))
-	// The promise runs in kgo's delivery goroutine: it must never block
-	// (franz-go documents a deadlock otherwise), so it only does
-	// non-blocking sends and closes done.
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil {
-			select {
-			case errc <- err:
-			default:
-			}
-		}
-		if left.Add(-1) == 0 {
-			close(done)
-		}
-	}
+	w := &publishWait{done: make(chan error, 1)}
+	w.left.Store(int64(len(ds)))
 	for _, d := range ds {
-		p.cl.Produce(ctx, &kgo.Record{
-			Topic: p.topic,
-			Key:   Key(d.CorpID, d.MsgID),
-			Value: Marshal(d),
-		}, promise)
+		// Key and value share one allocation.
+		b := AppendKey(make([]byte, 0, 2*(len(d.CorpID)+len(d.MsgID))+len(d.UserID)+24), d.CorpID, d.MsgID)
+		k := len(b)
+		b = AppendMarshal(b, d)
+		p.cl.Produce(ctx, &kgo.Record{Topic: p.topic, Key: b[:k:k], Value: b[k:]}, w.promise)
 	}
 	select {
-	case <-done:
-		select {
-		case err := <-errc:
+	case err := <-w.done:
+		if err != nil {
 			return fmt.Errorf("delta: publish: %w", err)
-		default:
-			return nil
 		}
-	case err := <-errc:
-		return fmt.Errorf("delta: publish: %w", err)
+		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("delta: publish: %w", ctx.Err())
+	}
+}
+
+// publishWait is one Publish waiting for its records' acks: done gets the
+// first error, or nil once every record is acknowledged.
+type publishWait struct {
+	left atomic.Int64
+	done chan error // buffered 1: the first send wins, the others are dropped
+}
+
+// promise runs in kgo's delivery goroutine: it must never block
+// (franz-go documents a deadlock otherwise), so it only does non-blocking
+// sends.
+func (w *publishWait) promise(_ *kgo.Record, err error) {
+	if err != nil {
+		select {
+		case w.done <- err:
+		default:
+		}
+	}
+	if w.left.Add(-1) == 0 {
+		select {
+		case w.done <- nil:
+		default:
+		}
 	}
 }
 
