@@ -2,9 +2,12 @@ package bitmap
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -82,5 +85,49 @@ func TestMergedPipeline(t *testing.T) {
 	rd, _, _ := s.ReadBitmap(ctx, testCorp, "m")
 	if !rd.Equals(uids(1, 2, 5)) {
 		t.Errorf("ReadBitmap = %v; want [1 2 5]", rd)
+	}
+}
+
+// TestMarkWithinTimeout: a mark whose caller's timeout passes while it is
+// queued returns context.DeadlineExceeded to the caller (the Recorder then
+// publishes without Redis), and the loop drops it when it comes to it:
+// nobody waits for its outcome, so it must set no bit and take no lease.
+func TestMarkWithinTimeout(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s, err := newStore(rdb, Options{Prefix: prefix, Registerer: prometheus.NewRegistry()})
+	testenv.Check(t, "newStore", err) // not started: nothing takes the queue
+	ctx := context.Background()
+	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), uids(1, 2)))
+	target := Target{CorpID: testCorp, MsgID: "m", AgentID: 7, Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{1}}
+
+	start := time.Now()
+	_, err = s.MarkWithin(ctx, []Target{target}, 20*time.Millisecond)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("MarkWithin with nothing serving the queue: %v; want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("MarkWithin returned after %s; want about its 20ms timeout", d)
+	}
+	r := <-s.queue
+	s.run([]*request{r})
+	if err := <-r.done; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the loop's answer to the expired request: %v; want context.DeadlineExceeded", err)
+	}
+	rd, _, err := s.ReadBitmap(ctx, testCorp, "m")
+	testenv.Check(t, "ReadBitmap", err)
+	if rd != nil && !rd.IsEmpty() {
+		t.Errorf("ReadBitmap = %v after an expired mark; want empty", rd)
+	}
+	if p, _ := s.PendingUIDs(ctx, testCorp, "m"); len(p) != 0 {
+		t.Errorf("PendingUIDs = %v after an expired mark; want none", p)
+	}
+
+	// Within its timeout the same mark is made.
+	s.start()
+	t.Cleanup(s.Close)
+	out, err := s.MarkWithin(ctx, []Target{target}, 5*time.Second)
+	testenv.Check(t, "MarkWithin", err)
+	if !slices.Equal(out[0], []Outcome{OutcomeNew}) {
+		t.Errorf("MarkWithin = %v; want [new]", out[0])
 	}
 }
