@@ -92,9 +92,11 @@
 //
 // # Batching
 //
-// Mark, Ack and Release go through a bounded queue: Options.Loops loop
-// goroutines each collect up to Options.MaxBatch calls and send them as one
-// pipeline, so concurrent callbacks share Redis round trips. Within a
+// Mark, Ack and Release go through a bounded queue: a loop goroutine
+// (Options.Loops, default one) sends up to Options.MaxBatch queued calls
+// as one pipeline and, while it is in flight, the next callers queue
+// behind it, so concurrent callbacks share Redis round trips and the
+// batches grow with the load. Within a
 // pipeline the marks of one message, signal, agent and decision are merged
 // into one EVALSHA carrying every caller's uids (in queue order, each
 // caller handed its own outcomes), and the acks of one message into one
