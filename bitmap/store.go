@@ -35,15 +35,6 @@ type Options struct {
 	QueueSize int
 	// MaxBatch is the most script calls in one pipeline (default 256).
 	MaxBatch int
-	// Linger is how long a loop waits for more requests once the queue is
-	// empty (default 0: send at once). Without it batches still form:
-	// callers queue while the previous pipeline is in flight, so the
-	// busier Redis or the receiver, the larger each pipeline. In the 9:00
-	// storm benchmark (docs/benchmarks.md, issue 16) a fixed 1.5 ms linger
-	// made fewer pipelines than none but was latency every callback
-	// waited: none ran 18 % faster (12,800 → 15,200 callbacks/s) at the
-	// same CPU per callback.
-	Linger time.Duration
 	// Loops is the number of queue loop goroutines (default 1). One loop
 	// keeps one pipeline in flight and batches everything that arrives
 	// meanwhile; two sent twice the pipelines (32,000 against 17,000 for
