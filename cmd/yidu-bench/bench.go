@@ -745,10 +745,10 @@ type arm struct {
 	dashboard, mysql func(ctx context.Context) (int64, error)
 	// written is the arm's own count of the reads it has committed to
 	// MySQL (no query): what poll reads during the load instead of mysql.
-	written func() int64
-	statements       func() (updates, txs int64)
-	pids             []int  // child processes whose CPU counts (yidu-kfake)
-	profile          string // CPU profile file
+	written    func() int64
+	statements func() (updates, txs int64)
+	pids       []int  // child processes whose CPU counts (yidu-kfake)
+	profile    string // CPU profile file
 }
 
 // poll calls f every interval until it returns want, and returns when
