@@ -59,7 +59,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives flushd's metrics (nil: registered nowhere).
 	Registerer prometheus.Registerer
-	// KafkaOpts are added to the client's options (TLS, SASL, tuning).
+	// FetchWait is how long the broker may hold a fetch to gather
+	// FetchMinBytes of deltas before it answers (default 200 ms; Kafka's
+	// fetch.max.wait.ms with fetch.min.bytes). Without it every produce
+	// batch woke a fetch of its own: in the storm, hundreds of fetches a
+	// second of a few records each, which cost the broker and this client
+	// more than the records (docs/benchmarks.md). A delta waits at most
+	// this long more before it is pending, against Interval's minute.
+	FetchWait time.Duration
+	// KafkaOpts are added to the client's options (TLS, SASL, tuning);
+	// they come after flushd's own, so they override them.
 	KafkaOpts []kgo.Opt
 	// Live, when set, gets the bits of every row written (read and signal
 	// bits, recipients only) right after the statement and before the
@@ -79,6 +88,14 @@ type Options struct {
 type Members interface {
 	Lookup(ctx context.Context, corpID, userID string) (uid uint32, ok bool, err error)
 }
+
+// DefaultFetchWait is Options.FetchWait when left out, and
+// FetchMinBytes what a fetch gathers within it: at storm rates a fetch
+// then carries a fifth of a second's deltas.
+const (
+	DefaultFetchWait = 200 * time.Millisecond
+	FetchMinBytes    = 1 << 20
+)
 
 // DefaultSessionTimeout is Options.SessionTimeout when left out: a killed
 // Flusher's partitions move to the others this long after its last
@@ -139,6 +156,9 @@ func New(db DB, opts Options) (*Flusher, error) {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout
 	}
+	if opts.FetchWait <= 0 {
+		opts.FetchWait = DefaultFetchWait
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -187,6 +207,8 @@ func New(db DB, opts Options) (*Flusher, error) {
 		// Kafka advises heartbeats at most a third of the session
 		// timeout; franz-go's default 3 s would exceed a short one.
 		kgo.HeartbeatInterval(min(3*time.Second, opts.SessionTimeout/3)),
+		kgo.FetchMaxWait(opts.FetchWait),
+		kgo.FetchMinBytes(FetchMinBytes),
 	}, opts.KafkaOpts...)
 	if opts.InstanceID != "" {
 		kopts = append(kopts, kgo.InstanceID(opts.InstanceID))

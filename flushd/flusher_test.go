@@ -101,10 +101,10 @@ func (e *kafkaEnv) startOn(t *testing.T, db DB, opts Options, setup func(*Flushe
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	opts.KafkaOpts = append(opts.KafkaOpts,
-		kgo.FetchMaxWait(100*time.Millisecond),
-		kgo.HeartbeatInterval(100*time.Millisecond),
-	)
+	if opts.FetchWait == 0 {
+		opts.FetchWait = 100 * time.Millisecond
+	}
+	opts.KafkaOpts = append(opts.KafkaOpts, kgo.HeartbeatInterval(100*time.Millisecond))
 	f, err := New(db, opts)
 	testenv.Check(t, "New", err)
 	f.backoff = backoff{min: 10 * time.Millisecond, max: 100 * time.Millisecond}
@@ -592,4 +592,50 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
+}
+
+// TestFlusherFetchWait: flushd's fetches ask the broker to gather
+// FetchMinBytes for up to FetchWait (DefaultFetchWait when left out), so a
+// storm's produce batches do not each wake a fetch of their own.
+func TestFlusherFetchWait(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		wait   time.Duration
+		wantMs int32
+	}{
+		{"default", 0, int32(DefaultFetchWait / time.Millisecond)},
+		{"set", 50 * time.Millisecond, 50},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newKafkaEnv(t, 1)
+			seen := make(chan *kmsg.FetchRequest, 1)
+			e.cluster.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				e.cluster.KeepControl()
+				select {
+				case seen <- kreq.(*kmsg.FetchRequest):
+				default:
+				}
+				return nil, nil, false
+			})
+			f, err := New(e.spy, Options{Brokers: e.brokers, Topic: e.topic, Group: e.group, FetchWait: c.wait})
+			testenv.Check(t, "New", err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- f.Run(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run = %v; want nil", err)
+				}
+			}()
+			select {
+			case req := <-seen:
+				if req.MaxWaitMillis != c.wantMs || req.MinBytes != FetchMinBytes {
+					t.Errorf("fetch waits %d ms for %d bytes; want %d ms for %d", req.MaxWaitMillis, req.MinBytes, c.wantMs, FetchMinBytes)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("no fetch within 20 s")
+			}
+		})
+	}
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // TestReadRecordRowFormat: after 00009 message_read_record is REDUNDANT,
-// its rows survive the rebuild both ways, and reading a notice (filling
+// its read rows survive the rebuild both ways, and reading a notice (filling
 // read_time and button_at, as a flush does) does not grow its clustered
 // index: the rows are updated in place. Under 00008's DYNAMIC format the
 // same reads split pages; the test checks that too, so it shows what the
@@ -64,7 +64,12 @@ func TestReadRecordRowFormat(t *testing.T) {
 		})
 	}
 
-	// Back to the top: the rows written under DYNAMIC are rebuilt, intact.
+	// Both rebuilds keep the read rows: down to DYNAMIC and up again.
+	_, err = p.DownTo(ctx, 8)
+	testenv.Check(t, "down to 8", err)
+	if got := rowFormat(t, db); got != "Dynamic" {
+		t.Fatalf("row format after Down = %q; want Dynamic", got)
+	}
 	_, err = p.Up(ctx)
 	testenv.Check(t, "up", err)
 	var n int

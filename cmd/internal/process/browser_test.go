@@ -357,7 +357,12 @@ func TestBrowserDashboardLive(t *testing.T) {
 
 	t.Run("sign in", func(t *testing.T) {
 		// HR in Beijing: every time on the page must be in UTC+8, named.
+		// The locale is set here too: Debian's Chromium 156 (2026-12-02)
+		// formatted times as en-US despite --lang=zh-CN.
 		b.do(t, "time zone", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			if _, err := cdp.Call(ctx, tg, emulation.SetLocaleOverride, emulation.SetLocaleOverrideParams{Locale: "zh_CN"}); err != nil {
+				return err
+			}
 			_, err := cdp.Call(ctx, tg, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Shanghai"})
 			return err
 		}))
