@@ -61,11 +61,12 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// FetchWait is how long the broker may hold a fetch to gather
 	// FetchMinBytes of deltas before it answers (default 200 ms; Kafka's
-	// fetch.max.wait.ms with fetch.min.bytes). Without it every produce
-	// batch woke a fetch of its own: in the storm, hundreds of fetches a
-	// second of a few records each, which cost the broker and this client
-	// more than the records (docs/benchmarks.md). A delta waits at most
-	// this long more before it is pending, against Interval's minute.
+	// fetch.max.wait.ms with fetch.min.bytes). With franz-go's defaults
+	// (1 byte) a fetch is answered as soon as any record is there, so
+	// every produce batch can wake one: the wait took about a third off
+	// the broker's and this client's CPU in the storm (docs/benchmarks.md).
+	// A delta waits at most this long more before it is pending, against
+	// Interval's minute.
 	FetchWait time.Duration
 	// KafkaOpts are added to the client's options (TLS, SASL, tuning);
 	// they come after flushd's own, so they override them.
