@@ -316,7 +316,13 @@ func (rc *Receiver) dispatch(ctx context.Context, a *app, ev *Event) (outcome, e
 		return outRateLimited, nil
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, rc.timeout)
+	// Bounded by the receiver's timeout, not cut short when WeCom's
+	// connection goes: a read the member gave is kept even if WeCom gave up
+	// waiting (its retry is then a duplicate), as a tracked link's is when
+	// the browser goes (link.go). A detached parent also spares every
+	// callback registering with net/http's request context and removing
+	// itself again, 2 % of the receiver's CPU in the 9:00 storm (issue 16).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rc.timeout)
 	defer cancel()
 	// Read signals skip the dedup round trips: the read path is itself the
 	// dedup (a read already set is a duplicate, no delta), so a WeCom retry

@@ -2,6 +2,7 @@ package callback
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -316,6 +317,61 @@ func TestDownstreamHang(t *testing.T) {
 	}
 	if h.dedup.len() != 0 {
 		t.Error("a timed-out callback was remembered")
+	}
+}
+
+// gatedReads is a ReadRecorder whose CardPress waits for release and
+// then reports what its context said.
+type gatedReads struct {
+	nopReads
+	started, release chan struct{}
+	err              chan error // the context's Err once released
+	deadline         chan time.Duration
+}
+
+func (g *gatedReads) CardPress(ctx context.Context, _ string, _ int64, _, _ string, _ time.Time) (int, bool, error) {
+	close(g.started)
+	<-g.release
+	d, ok := ctx.Deadline()
+	if !ok {
+		d = time.Time{}
+	}
+	g.deadline <- time.Until(d)
+	g.err <- ctx.Err()
+	return 1, true, ctx.Err()
+}
+
+// TestCallbackOutlivesConnection: a callback whose connection WeCom
+// closes (its request context is canceled) while the read is being
+// recorded is recorded all the same, within the receiver's timeout.
+func TestCallbackOutlivesConnection(t *testing.T) {
+	const timeout = 5 * time.Second
+	g := &gatedReads{started: make(chan struct{}), release: make(chan struct{}), err: make(chan error, 1), deadline: make(chan time.Duration, 1)}
+	h := newHarnessReads(t, g, func(o *Options) { o.Timeout = timeout; o.Dedup = nil })
+	q, body := signedPost(t, "hr", card("zhangsan", h.now.Unix(), "t", "k"), h.now)
+	ctx, cancel := context.WithCancel(context.Background())
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/wecom/callback/hr?"+q.Encode(), strings.NewReader(string(body)))
+	w := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.h.ServeHTTP(w, req)
+	}()
+	<-g.started
+	cancel() // WeCom went away
+	close(g.release)
+	<-done
+	if err := <-g.err; err != nil {
+		t.Errorf("the recorder's context after the connection went: %v; want live", err)
+	}
+	if d := <-g.deadline; d <= 0 || d > timeout {
+		t.Errorf("the recorder's deadline is %v away; want within the %v timeout", d, timeout)
+	}
+	if w.Code != http.StatusOK {
+		t.Errorf("status %d; want 200 (the read is recorded)", w.Code)
+	}
+	if got := h.requests(t, "hr", outOK); got != 1 {
+		t.Errorf("ok outcomes = %v; want 1", got)
 	}
 }
 
