@@ -55,5 +55,21 @@ func FuzzDecode(f *testing.F) {
 		if !json.Valid([]byte(args[0].(string))) {
 			t.Fatalf("updateStatement of %+v binds invalid JSON %s", d, args[0])
 		}
+		// One delta is one time: the Writer sends it compact,
+		// [uid, time, counted source, signal bits].
+		if _, full := splitCompact(reads); full != nil {
+			t.Fatalf("the read of %+v is not compact", d)
+		}
+		src, bits := 0, 0
+		if d.Counted {
+			src = int(d.Source)
+		}
+		if sig, ok := d.Source.Signal(); ok {
+			bits = map[yidu.Signal]int{yidu.SignalButton: bitButton, yidu.SignalLink: bitLink, yidu.SignalEnterAgent: bitEnter}[sig]
+		}
+		_, args = compactStatement(d.CorpID, d.MsgID, reads)
+		if want := fmt.Sprintf(`[[%d,"%s",%d,%d]]`, d.UID, at, src, bits); len(args) != 3 || args[0] != want {
+			t.Fatalf("compactStatement of %+v binds %v; want %s", d, args, want)
+		}
 	})
 }

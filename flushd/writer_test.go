@@ -269,6 +269,99 @@ func TestUpdateStatement(t *testing.T) {
 	}
 }
 
+// TestCompact: a read whose counted read and signal times are one time
+// travels compact (that time, the counted source, the signal bits); one
+// with two different times does not.
+func TestCompact(t *testing.T) {
+	tests := []struct {
+		name   string
+		r      Read
+		t      int64
+		source delta.Source
+		bits   int
+		ok     bool
+	}{
+		{"card press", Read{At: base, Source: delta.SourceCard, Button: base}, base, delta.SourceCard, bitButton, true},
+		{"link", Read{At: base, Source: delta.SourceLink, Link: base}, base, delta.SourceLink, bitLink, true},
+		{"app entry that counts", Read{At: base, Source: delta.SourceEnterAgent, EnterAgent: base}, base, delta.SourceEnterAgent, bitEnter, true},
+		{"app entry that does not count", Read{EnterAgent: base}, base, 0, bitEnter, true},
+		{"reconcile: a read, no signal", Read{At: base, Source: delta.SourceReconcile}, base, delta.SourceReconcile, 0, true},
+		{"three signals at once", Read{Button: base, Link: base, EnterAgent: base}, base, 0, bitButton | bitLink | bitEnter, true},
+		{"counted read and a later entry", Read{At: base, Source: delta.SourceCard, Button: base, EnterAgent: base + 1}, 0, 0, 0, false},
+		{"read time apart from its signal", Read{At: base, Source: delta.SourceCard, Button: base + 1}, 0, 0, 0, false},
+		{"two uncounted signals apart", Read{Link: base + 2, EnterAgent: base}, 0, 0, 0, false},
+		{"nothing", Read{}, 0, 0, 0, false},
+	}
+	for _, tt := range tests {
+		gt, gs, gb, ok := tt.r.compact()
+		if gt != tt.t || gs != tt.source || gb != tt.bits || ok != tt.ok {
+			t.Errorf("%s: %+v.compact() = %d, %d, %d, %v; want %d, %d, %d, %v", tt.name, tt.r, gt, gs, gb, ok, tt.t, tt.source, tt.bits, tt.ok)
+		}
+	}
+}
+
+// TestCompactStatement: the compact UPDATE binds three values and its JSON
+// carries each read as [uid, "time", source, bits], extremes included.
+func TestCompactStatement(t *testing.T) {
+	reads := []Read{
+		{UID: 0, EnterAgent: minReadTime},
+		{UID: 7, At: base, Source: delta.SourceCard, Button: base},
+		{UID: 9, Link: base + 1, EnterAgent: base + 1},
+		{UID: math.MaxUint32, At: maxReadTime, Source: delta.SourceReconcile},
+	}
+	q, args := compactStatement("corp", "m1", reads)
+	if marks := strings.Count(q, "?"); marks != 3 || len(args) != 3 || args[1] != "corp" || args[2] != "m1" {
+		t.Fatalf("compactStatement: %d placeholders, args %v; want 3: the reads, corp, m1", marks, args[1:])
+	}
+	want := `[[0,"1000-01-01 00:00:00",0,4],[7,"2025-01-01 00:00:00",1,1],[9,"2025-01-01 00:00:01",0,6],[4294967295,"9999-12-31 23:59:59",4,0]]`
+	want = strings.Replace(want, "1000-01-01 00:00:00", datetime(minReadTime), 1)
+	if args[0] != want {
+		t.Errorf("compactStatement binds %s; want %s", args[0], want)
+	}
+	if !json.Valid([]byte(args[0].(string))) {
+		t.Errorf("compactStatement binds invalid JSON %s", args[0])
+	}
+}
+
+// TestWriteSplitsByShape: a batch whose reads each have one time is one
+// compact UPDATE; reads with several times go in a second, full one, and
+// every row gets what its read carries.
+func TestWriteSplitsByShape(t *testing.T) {
+	db := testenv.MySQL(t)
+	spy := &spyDB{DB: db}
+	w, err := NewWriter(spy, WriterOptions{})
+	testenv.Check(t, "NewWriter", err)
+	insertRecipients(t, db, "corp", "shapes", 0, 6)
+	before := len(spy.batches())
+	reads := []Read{
+		{UID: 0, At: base, Source: delta.SourceCard, Button: base},
+		{UID: 1, At: base + 1, Source: delta.SourceCard, Button: base + 1, EnterAgent: base + 5},
+		{UID: 2, EnterAgent: base + 2},
+		{UID: 3, At: base + 3, Source: delta.SourceLink, Link: base + 3, Button: base + 4},
+	}
+	if u, o, err := w.Write(context.Background(), "corp", "shapes", reads); err != nil || u != 4 || o != 0 {
+		t.Fatalf("Write(mixed) = %d, %d, %v; want 4, 0, nil", u, o, err)
+	}
+	if got := spy.batches()[before:]; !slices.Equal(got, []int{2, 2}) {
+		t.Errorf("Write(mixed) ran UPDATEs of %v uids; want [2 2] (compact, then full)", got)
+	}
+	before = len(spy.batches())
+	if u, _, err := w.Write(context.Background(), "corp", "shapes", []Read{{UID: 4, At: base, Source: delta.SourceCard, Button: base}, {UID: 5, Link: base}}); err != nil || u != 2 {
+		t.Fatalf("Write(compact) = %d, %v; want 2, nil", u, err)
+	}
+	if got := spy.batches()[before:]; !slices.Equal(got, []int{2}) {
+		t.Errorf("Write(compact) ran UPDATEs of %v uids; want [2]", got)
+	}
+	checkFullRows(t, db, "shapes", map[uint32]string{
+		0: "read 0 src 1 button 0",
+		1: "read 1 src 1 button 1 enter 5",
+		2: "unread enter 2",
+		3: "read 3 src 3 button 4 link 3",
+		4: "read 0 src 1 button 0",
+		5: "unread link 0",
+	})
+}
+
 func orphanCount(tb testing.TB, db *sql.DB) int {
 	tb.Helper()
 	var n int
