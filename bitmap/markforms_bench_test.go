@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,9 @@ import (
 // used: in Redis it costs more than markScript (see the benchmark and
 // docs/benchmarks.md), because a BITFIELD operation costs Redis about what
 // a GETBIT/SETBIT call does, and its arguments are built in Lua.
-var markBitfieldScript = redis.NewScript(`
+var markBitfieldScript = redis.NewScript(markBitfieldSrc)
+
+const markBitfieldSrc = `
 -- KEYS: rcpt, read, pend, meta, the signal's bitmap, the other signals' bitmaps
 -- ARGV: ttl_ms, lease_ms, agent_id or '', signal code, counted ('1' or '0'), uid...
 local rcpt, read, pend, meta, sig = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -151,14 +154,26 @@ if #leases > 0 then
   end
 end
 return out
-`)
+`
 
-// BenchmarkMarkScriptForms runs markScript and markBitfieldScript on two
+// markNumberArgsScript is markScript as it was before its bit values were
+// passed as strings: a Lua number argument to redis.call is formatted by
+// Redis as a double ("%.17g"), 2-3 % of Redis's CPU in the 9:00 storm
+// (perf, 2026-12-02).
+var markNumberArgsScript = redis.NewScript(strings.ReplaceAll(markScriptSrc, "uid, '1')", "uid, 1)"))
+
+// markBitfieldStringScript is markBitfieldScript with its SET values and
+// bit commands' values passed as strings.
+var markBitfieldStringScript = redis.NewScript(strings.ReplaceAll(strings.ReplaceAll(markBitfieldSrc,
+	"a[#a + 1] = 1 end", "a[#a + 1] = '1' end"), "uids[j], 1)", "uids[j], '1')"))
+
+// BenchmarkMarkScriptForms runs markScript, markBitfieldScript and their
+// variants (markNumberArgsScript, markBitfieldStringScript) on four
 // messages alike, a block of calls of 8 new recipients' uids each per form
 // and iteration, and reports what Redis spent in each (INFO commandstats,
-// EVALSHA time per uid) and the BITFIELD form's time as a share of
-// markScript's (%bitfield). The calls go straight to Redis, one at a time,
-// so the figures are Redis's work alone.
+// EVALSHA time per uid) and each form's time as a share of markScript's
+// (%bitfield, %numbers, %bitfield-strings). The calls go straight to
+// Redis, one at a time, so the figures are Redis's work alone.
 func BenchmarkMarkScriptForms(b *testing.B) {
 	s, rdb := mustStore(b, Options{})
 	ctx := context.Background()
@@ -168,7 +183,12 @@ func BenchmarkMarkScriptForms(b *testing.B) {
 		script *redis.Script
 		msg    string
 		usec   float64
-	}{{name: "getbit", script: markScript, msg: "fa"}, {name: "bitfield", script: markBitfieldScript, msg: "fb"}}
+	}{
+		{name: "getbit", script: markScript, msg: "fa"},
+		{name: "bitfield", script: markBitfieldScript, msg: "fb"},
+		{name: "getbit-numbers", script: markNumberArgsScript, msg: "fc"},
+		{name: "bitfield-strings", script: markBitfieldStringScript, msg: "fd"},
+	}
 	const members = 1 << 22
 	for i := range forms {
 		testenv.Check(b, "PutMessage", s.PutMessage(ctx, testMessage(forms[i].msg, 7, time.Now()), rangeBitmap(0, members)))
@@ -221,4 +241,6 @@ func BenchmarkMarkScriptForms(b *testing.B) {
 		b.ReportMetric(f.usec/float64(uidsDone), f.name+"-redis-µs/uid")
 	}
 	b.ReportMetric(100*forms[1].usec/forms[0].usec, "%bitfield")
+	b.ReportMetric(100*forms[2].usec/forms[0].usec, "%numbers")
+	b.ReportMetric(100*forms[3].usec/forms[0].usec, "%bitfield-strings")
 }
