@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/go-chi/chi/v5"
 
@@ -221,8 +222,12 @@ func readBody(r *http.Request, buf []byte, max int64) ([]byte, error) {
 // open verifies, decrypts and parses one POST callback. dec is scratch for
 // the decrypted message; the Event does not share memory with it or body.
 func (rc *Receiver) open(a *app, sig, timestamp, nonce string, body []byte, dec *[]byte) (Event, error) {
+	// The envelope's strings are read in place: they point into body,
+	// which the handler holds until it answers, and none outlives open
+	// (Verify and Open only read them; errors format copies). Copying the
+	// ~1 KB body was a sixth of a callback's allocated bytes.
 	var env fields
-	if err := parseFlat(string(body), &env); err != nil {
+	if err := parseFlat(unsafe.String(unsafe.SliceData(body), len(body)), &env); err != nil {
 		return Event{}, err
 	}
 	encrypt := env.v[fEncrypt]

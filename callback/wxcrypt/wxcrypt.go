@@ -18,8 +18,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
+	"unsafe"
 )
 
 // Error is a crypto failure with the code WeCom's official sample libraries
@@ -73,6 +75,34 @@ type Crypter struct {
 	receiveID string
 	key       [32]byte
 	block     cipher.Block
+	// enc and dec hold CBC modes for reuse: each new one copies the AES
+	// key schedule (~0.4 KB), and every callback needs one of each (open,
+	// and the passive reply). A reused mode is reset to WeCom's fixed IV
+	// (key[:16]) before each message.
+	enc, dec sync.Pool
+}
+
+// resettable is a CBC mode that can start over with a new IV, as
+// crypto/cipher's are (crypto/tls resets its CBC modes the same way).
+type resettable interface {
+	cipher.BlockMode
+	SetIV([]byte)
+}
+
+// cbc returns a CBC mode of pool set to WeCom's IV; put gives it back.
+func (c *Crypter) cbc(pool *sync.Pool, mk func(cipher.Block, []byte) cipher.BlockMode) cipher.BlockMode {
+	if m, ok := pool.Get().(resettable); ok {
+		m.SetIV(c.key[:aes.BlockSize])
+		return m
+	}
+	return mk(c.block, c.key[:aes.BlockSize])
+}
+
+// put keeps m for reuse when it can be reset.
+func put(pool *sync.Pool, m cipher.BlockMode) {
+	if r, ok := m.(resettable); ok {
+		pool.Put(r)
+	}
 }
 
 // New returns the Crypter of an app with its Token, its 43-character
@@ -171,7 +201,7 @@ func (c *Crypter) Open(dst []byte, encrypt string) ([]byte, error) {
 		dst = make([]byte, n)
 	}
 	dst = dst[:n]
-	n, err := base64.StdEncoding.Decode(dst, []byte(encrypt))
+	n, err := base64.StdEncoding.Decode(dst, bytesOf(encrypt))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBase64, err)
 	}
@@ -179,7 +209,9 @@ func (c *Crypter) Open(dst []byte, encrypt string) ([]byte, error) {
 	if len(ct) == 0 || len(ct)%blockSize != 0 {
 		return nil, fmt.Errorf("%w: %d bytes is not whole %d-byte blocks", ErrDecrypt, len(ct), blockSize)
 	}
-	cipher.NewCBCDecrypter(c.block, c.key[:aes.BlockSize]).CryptBlocks(ct, ct)
+	m := c.cbc(&c.dec, cipher.NewCBCDecrypter)
+	m.CryptBlocks(ct, ct)
+	put(&c.dec, m)
 
 	pad := int(ct[len(ct)-1])
 	if pad < 1 || pad > blockSize {
@@ -214,18 +246,30 @@ func (c *Crypter) Open(dst []byte, encrypt string) ([]byte, error) {
 // random prefix; nil draws it from crypto/rand (tests pass a fixed one to
 // compare with other implementations byte for byte).
 func (c *Crypter) Encrypt(msg, random16 []byte) (string, error) {
+	ct, err := c.seal(nil, msg, random16)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(ct), nil
+}
+
+// seal appends the ciphertext of msg (before base64) to dst and returns
+// the extended slice (see Encrypt).
+func (c *Crypter) seal(dst, msg, random16 []byte) ([]byte, error) {
 	if random16 != nil && len(random16) != 16 {
-		return "", fmt.Errorf("%w: random prefix is %d bytes, want 16", ErrEncrypt, len(random16))
+		return nil, fmt.Errorf("%w: random prefix is %d bytes, want 16", ErrEncrypt, len(random16))
 	}
 	if uint64(len(msg)) > 1<<31 {
-		return "", fmt.Errorf("%w: message too long", ErrEncrypt)
+		return nil, fmt.Errorf("%w: message too long", ErrEncrypt)
 	}
 	contentLen := 20 + len(msg) + len(c.receiveID)
 	pad := blockSize - contentLen%blockSize // 1..32: a full block when aligned
-	pt := make([]byte, contentLen+pad)
+	start := len(dst)
+	dst = slices.Grow(dst, contentLen+pad)
+	pt := dst[start : start+contentLen+pad]
 	if random16 == nil {
 		if _, err := rand.Read(pt[:16]); err != nil {
-			return "", fmt.Errorf("%w: %v", ErrEncrypt, err)
+			return nil, fmt.Errorf("%w: %v", ErrEncrypt, err)
 		}
 	} else {
 		copy(pt, random16)
@@ -236,9 +280,15 @@ func (c *Crypter) Encrypt(msg, random16 []byte) (string, error) {
 	for i := contentLen; i < len(pt); i++ {
 		pt[i] = byte(pad)
 	}
-	cipher.NewCBCEncrypter(c.block, c.key[:aes.BlockSize]).CryptBlocks(pt, pt)
-	return base64.StdEncoding.EncodeToString(pt), nil
+	m := c.cbc(&c.enc, cipher.NewCBCEncrypter)
+	m.CryptBlocks(pt, pt)
+	put(&c.enc, m)
+	return dst[:start+len(pt)], nil
 }
+
+// bytesOf returns s's bytes without copying them, for reading only
+// (base64's Decode and the signature's hash never write to their input).
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // Reply wraps the plaintext XML msg as a passive reply (doc path 90241):
 // encrypted like a callback and signed, in WeCom's reply envelope
@@ -248,12 +298,12 @@ func (c *Crypter) Encrypt(msg, random16 []byte) (string, error) {
 // It is on the read path of every button press (the member's "read"
 // reply), so the envelope is appended into one buffer sized up front.
 func (c *Crypter) Reply(msg []byte, timestamp, nonce string) ([]byte, error) {
-	enc, err := c.Encrypt(msg, nil)
+	bp := scratch.Get().(*[]byte)
+	ct, err := c.seal((*bp)[:0], msg, nil)
 	if err != nil {
+		scratch.Put(bp)
 		return nil, err
 	}
-	var sig [40]byte
-	c.sign(&sig, timestamp, nonce, enc)
 	const (
 		open  = "<xml><Encrypt><![CDATA["
 		mid1  = "]]></Encrypt><MsgSignature><![CDATA["
@@ -261,9 +311,19 @@ func (c *Crypter) Reply(msg []byte, timestamp, nonce string) ([]byte, error) {
 		mid3  = "</TimeStamp><Nonce><![CDATA["
 		close = "]]></Nonce></xml>"
 	)
-	b := make([]byte, 0, len(open)+len(enc)+len(mid1)+len(sig)+len(mid2)+len(timestamp)+len(mid3)+len(nonce)+len(close))
+	encLen := base64.StdEncoding.EncodedLen(len(ct))
+	b := make([]byte, 0, len(open)+encLen+len(mid1)+40+len(mid2)+len(timestamp)+len(mid3)+len(nonce)+len(close))
 	b = append(b, open...)
-	b = append(b, enc...)
+	b = base64.StdEncoding.AppendEncode(b, ct)
+	if cap(ct) <= 256<<10 { // do not pin huge buffers in the pool
+		*bp = ct[:0]
+		scratch.Put(bp)
+	}
+	// The signature covers the Encrypt value just written; b is not
+	// appended to before sign has read it.
+	enc := b[len(open):]
+	var sig [40]byte
+	c.sign(&sig, timestamp, nonce, unsafe.String(unsafe.SliceData(enc), len(enc)))
 	b = append(b, mid1...)
 	b = append(b, sig[:]...)
 	b = append(b, mid2...)

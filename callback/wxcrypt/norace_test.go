@@ -1,0 +1,5 @@
+//go:build !race
+
+package wxcrypt
+
+const raceEnabled = false
