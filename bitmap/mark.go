@@ -215,7 +215,6 @@ func (s *Store) MarkWithin(ctx context.Context, targets []Target, timeout time.D
 // markCalls returns the script calls that mark targets, one per target.
 func (s *Store) markCalls(targets []Target) ([]call, error) {
 	calls := make([]call, len(targets))
-	lease := s.opts.Lease.Milliseconds()
 	for i, t := range targets {
 		if !t.Signal.Valid() {
 			return nil, fmt.Errorf("bitmap: mark %s/%s: invalid signal %d", t.CorpID, t.MsgID, t.Signal)
@@ -223,7 +222,7 @@ func (s *Store) markCalls(targets []Target) ([]call, error) {
 		calls[i] = call{
 			script: markScript,
 			keys:   s.hotKeys(t.CorpID, t.MsgID).mark[t.Signal.Index()],
-			args:   uidArgs([]any{s.ttlMillis(), lease, agentArg(t.AgentID), int(t.Signal), countedArg(t.Counted)}, t.UIDs),
+			args:   uidArgs([]any{s.markTTL, s.markLease, agentArg(t.AgentID), int(t.Signal), countedArg(t.Counted)}, t.UIDs),
 			// Marks of one message, signal, agent and decision share
 			// one script call in a pipeline (see run).
 			merge: mergeKey{op: opMark, msg: msgRef{t.CorpID, t.MsgID}, agent: t.AgentID, signal: t.Signal, counted: t.Counted},
@@ -383,12 +382,16 @@ func agentArg(agentID int64) string {
 	return strconv.FormatInt(agentID, 10)
 }
 
-func countedArg(counted bool) string {
+func countedArg(counted bool) any {
 	if counted {
-		return "1"
+		return argOne
 	}
-	return "0"
+	return argZero
 }
+
+// argOne and argZero are boxed once: a string made an interface value
+// allocates.
+var argOne, argZero any = "1", "0"
 
 // wire is one command of a pipeline and the calls it carries.
 type wire struct {

@@ -97,6 +97,10 @@ type Store struct {
 
 	keysMu sync.RWMutex
 	keys   map[msgRef]*msgKeys // see hotKeys
+
+	// markTTL and markLease are the mark script's TTL and lease (ms),
+	// boxed once: an int64 made an interface value allocates.
+	markTTL, markLease any
 }
 
 // msgRef names one message.
@@ -148,6 +152,9 @@ func newStore(rdb redis.UniversalClient, opts Options) (*Store, error) {
 		logErr: rate.Sometimes{Interval: 10 * time.Second},
 		queue:  make(chan *request, opts.QueueSize),
 		keys:   map[msgRef]*msgKeys{},
+
+		markTTL:   opts.TTL.Milliseconds(),
+		markLease: opts.Lease.Milliseconds(),
 	}, nil
 }
 
