@@ -45,7 +45,10 @@ const (
 
 // recorderMetrics are the Recorder's read path metrics.
 type recorderMetrics struct {
-	reads         *prometheus.CounterVec
+	reads *prometheus.CounterVec
+	// newReads[src] is reads{source=src, outcome=new}, resolved once: the
+	// read path counts one per callback.
+	newReads      [delta.SourceLink + 1]prometheus.Counter
 	publish       prometheus.Histogram
 	publishErrors prometheus.Counter
 	restores      *prometheus.CounterVec
@@ -69,5 +72,8 @@ func newRecorderMetrics(reg prometheus.Registerer) (*recorderMetrics, error) {
 		[]string{delta.SourceCard.String(), delta.SourceEnterAgent.String(), delta.SourceLink.String()},
 		[]string{outcomeLabelNew, outcomeLabelUncounted, outcomeLabelDuplicate, outcomeLabelInFlight, outcomeLabelNotRecipient, outcomeLabelUnknownMsgID, outcomeLabelUnknownUser})
 	metric.Preset(m.restores.MetricVec, []string{"restored", "not_found", "error"})
+	for _, src := range []delta.Source{delta.SourceCard, delta.SourceEnterAgent, delta.SourceLink} {
+		m.newReads[src] = m.reads.WithLabelValues(src.String(), outcomeLabelNew)
+	}
 	return m, f.Err("bitmap: recorder")
 }

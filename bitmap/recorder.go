@@ -562,6 +562,14 @@ func (r *Recorder) restore(ctx context.Context, corpID, msgID string) (bool, err
 	return true, nil
 }
 
+// count adds n to reads{source=src, outcome}. Nothing to add is skipped
+// (every label pair is preset to 0).
 func (r *Recorder) count(src delta.Source, outcome string, n int) {
-	r.m.reads.WithLabelValues(src.String(), outcome).Add(float64(n))
+	switch {
+	case n == 0:
+	case outcome == outcomeLabelNew && int(src) < len(r.m.newReads) && r.m.newReads[src] != nil:
+		r.m.newReads[src].Add(float64(n))
+	default:
+		r.m.reads.WithLabelValues(src.String(), outcome).Add(float64(n))
+	}
 }
