@@ -38,7 +38,7 @@
 // every time, [uid,"read_time",source,"button_at","link_at","enter_at"]
 // (N, 1000-01-01 00:00:00, for "no such time"), guarded by d.button > N
 // and so on. MySQL parses every DATETIME of the JSON: the compact form
-// parses one a read instead of four, and took 70 % of the full form's
+// parses one a read instead of four, and took 70-75 % of the full form's
 // time for the same 50,000 card presses on MariaDB 10.11
 // (BenchmarkFlushInterleaved, %full).
 //

@@ -358,7 +358,7 @@ func splitCompact(reads []Read) (compact, full []Read) {
 // source, signal bits] (bitButton | bitLink | bitEnter), so MySQL parses
 // one DATETIME a read instead of updateStatement's four (three of them
 // noTime in a storm of card presses). On MariaDB 10.11 the same 50,000
-// card presses took 70 % of the full form's time
+// card presses took 70-75 % of the full form's time
 // (BenchmarkFlushInterleaved, %full). Its guards and RowsAffected are the
 // full form's; each assignment reads only its own column's old value (and
 // d).
