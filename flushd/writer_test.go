@@ -94,6 +94,15 @@ func TestWriteFirstReadWins(t *testing.T) {
 	if u, o, err := w.Write(ctx, "corp", "m1", again); err != nil || u != 1 || o != 0 {
 		t.Fatalf("second Write = %d, %d, %v; want 1, 0, nil", u, o, err)
 	}
+	// Nor does one with several times, which takes the full statement:
+	// only the row's empty signal columns are filled.
+	full := []Read{{UID: 2, At: base + 1, Source: delta.SourceLink, Link: base + 1, EnterAgent: base + 3}}
+	if _, f := splitCompact(full); len(f) != 1 {
+		t.Fatalf("%+v is compact; want the full statement", full)
+	}
+	if u, o, err := w.Write(ctx, "corp", "m1", full); err != nil || u != 1 || o != 0 {
+		t.Fatalf("third Write = %d, %d, %v; want 1 (link_at, enter_at), 0, nil", u, o, err)
+	}
 	want := map[uint32]row{
 		0: {},
 		1: {read: true, at: base + 10, source: 1},
