@@ -287,7 +287,7 @@ func (c *Crypter) seal(dst, msg, random16 []byte) ([]byte, error) {
 }
 
 // bytesOf returns s's bytes without copying them, for reading only
-// (base64's Decode and the signature's hash never write to their input).
+// (Open hands them to base64's Decode, which never writes to its input).
 func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // Reply wraps the plaintext XML msg as a passive reply (doc path 90241):
