@@ -84,7 +84,7 @@ type Target struct {
 // (counted) or 'u', so a re-emission carries what the first attempt
 // decided. The reply is 0 (message missing), -1 (other app) or one Outcome
 // code per uid. Bit values are passed as the string '1': Redis formats a
-// Lua number argument as a double, which made the script ~10 % dearer
+// Lua number argument as a double, which made the script 4-10 % dearer
 // (BenchmarkMarkScriptForms, %numbers).
 var markScript = redis.NewScript(markScriptSrc)
 

@@ -158,8 +158,8 @@ return out
 
 // markNumberArgsScript is markScript as it was before its bit values were
 // passed as strings: a Lua number argument to redis.call is formatted by
-// Redis as a double ("%.17g"), 2-3 % of Redis's CPU in the 9:00 storm
-// (perf, 2026-12-02).
+// Redis as a double ("%.17g"): vfprintf and its callees were ~4 % of
+// Redis's CPU in the 9:00 storm (perf, 2026-12-02).
 var markNumberArgsScript = redis.NewScript(strings.ReplaceAll(markScriptSrc, "uid, '1')", "uid, 1)"))
 
 // markBitfieldStringScript is markBitfieldScript with its SET values and

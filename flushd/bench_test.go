@@ -168,38 +168,31 @@ func BenchmarkFlushInterleaved(b *testing.B) {
 		{"rawtimes", func() error {
 			return rawUpdateInAll(ctx, db, "is_read = 1, read_time = '2025-01-01 00:00:00', source = 1", reads)
 		}},
-		{"full", func() error {
-			for chunk := range slices.Chunk(reads, DefaultBatchSize) {
-				q, args := updateStatement("corp", "bench", chunk)
-				if _, err := db.ExecContext(ctx, q, args...); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
+		{"full", func() error { return execChunks(ctx, db, reads, updateStatement) }},
 		{"prev", func() error {
-			for chunk := range slices.Chunk(reads, DefaultBatchSize) {
-				if _, err := db.ExecContext(ctx, prevUpdateQuery, prevReadsJSON(chunk), "corp", "bench"); err != nil {
-					return err
-				}
-			}
-			return nil
+			return execChunks(ctx, db, reads, func(corpID, msgID string, chunk []Read) (string, []any) {
+				return prevUpdateQuery, []any{prevReadsJSON(chunk), corpID, msgID}
+			})
 		}},
-		{"union", func() error {
-			for chunk := range slices.Chunk(reads, DefaultBatchSize) {
-				q, args := unionStatement("corp", "bench", chunk)
-				if _, err := db.ExecContext(ctx, q, args...); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
+		{"union", func() error { return execChunks(ctx, db, reads, unionStatement) }},
 	}
 	elapsed := benchForms(b, db, forms)
 	b.ReportMetric(100*elapsed[1].Seconds()/elapsed[0].Seconds(), "%raw")
 	b.ReportMetric(100*elapsed[2].Seconds()/elapsed[0].Seconds(), "%rawtimes")
 	b.ReportMetric(100*elapsed[3].Seconds()/elapsed[0].Seconds(), "%full")
 	b.ReportMetric(100*elapsed[4].Seconds()/elapsed[0].Seconds(), "%prev")
+}
+
+// execChunks runs the statement build makes of each DefaultBatchSize
+// chunk of the benchmark message's reads.
+func execChunks(ctx context.Context, db *sql.DB, reads []Read, build func(corpID, msgID string, reads []Read) (string, []any)) error {
+	for chunk := range slices.Chunk(reads, DefaultBatchSize) {
+		q, args := build("corp", "bench", chunk)
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // benchForm is one way of writing the benchmark's reads.
