@@ -121,13 +121,14 @@ type Main struct {
 	servers     []*http.Server
 	flushCancel context.CancelFunc
 	flushDone   chan struct{}
+	flushErr    error
+	closeOnce   sync.Once
+	closeErr    error
+
 	// campaignCancel, campaignDone: the scheduled-notice Runner of the
 	// dashboard role.
 	campaignCancel context.CancelFunc
 	campaignDone   chan struct{}
-	flushErr       error
-	closeOnce      sync.Once
-	closeErr       error
 }
 
 // NewMain returns a Main for cfg logging to logger.
@@ -457,11 +458,9 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			_ = runner.Run(cctx)
 		}()
 		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
-			Campaigns:   camps,
-			ConfirmOver: cfg.Dashboard.ConfirmOver,
-			Tokens:      dashboardTokens(cfg.Dashboard.Tokens),
-			Users:       dashboardUsers(cfg.Dashboard.Users),
-			SessionTTL:  cfg.Dashboard.SessionTTL.D(),
+			Tokens:     dashboardTokens(cfg.Dashboard.Tokens),
+			Users:      dashboardUsers(cfg.Dashboard.Users),
+			SessionTTL: cfg.Dashboard.SessionTTL.D(),
 			// Shared by every replica, kept across restarts.
 			Sessions:       dashboard.NewRedisSessions(m.Redis, cfg.Redis.Prefix),
 			TrustedProxies: proxies,
@@ -478,6 +477,8 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			Apps:                   DomainApps(cfg.Apps),
 			Logger:                 log,
 			Registerer:             m.Registry,
+			Campaigns:              camps,
+			ConfirmOver:            cfg.Dashboard.ConfirmOver,
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
