@@ -51,7 +51,7 @@ func (l Lease) Claim(ctx context.Context, db *sql.DB, now time.Time, from []yidu
 		set = ", " + set
 	}
 	stmt := fmt.Sprintf(`UPDATE %s SET state = 'sending', owner = ?, lease_until = ?, attempts = attempts + 1%s
-		WHERE %s AND (state IN (%s) OR (state = 'sending' AND lease_until < ?))`,
+		WHERE %s AND (state IN (%s) OR (state = 'sending' AND lease_until <= ?))`,
 		l.Table, set, where, strings.Join(states, ", "))
 	res, err := db.ExecContext(ctx, stmt, q...)
 	if err != nil {

@@ -126,7 +126,7 @@ func (r *Runner) poll(ctx context.Context, wait bool) (int, error) {
 		return 0, err
 	}
 	rows, err := r.s.db.QueryContext(ctx, `SELECT msgid FROM campaigns
-		WHERE (state = 'scheduled' AND send_at <= ?) OR (state = 'sending' AND lease_until < ?)
+		WHERE (state = 'scheduled' AND send_at <= ?) OR (state = 'sending' AND lease_until <= ?)
 		ORDER BY send_at LIMIT ?`, now, now, r.o.Batch)
 	if err != nil {
 		return 0, fmt.Errorf("campaign: due notices: %w", err)
