@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,10 +76,12 @@ func (j *messageJSON) setNotice(n campaign.Notice) {
 }
 
 // noticeJSON is a notice that is not registered yet (draft, scheduled,
-// held, cancelled, failed before registering): no recipients, no progress.
+// held, cancelled, failed before registering): no recipients, no progress;
+// sent_at is when it started sending, else its send_at, else (a draft)
+// when it was saved.
 func noticeJSON(n campaign.Notice) messageJSON {
 	j := messageJSON{MsgID: n.MsgID, CorpID: n.App.CorpID, App: n.App.Name, AgentID: n.App.AgentID,
-		Title: n.Title, Body: n.Body, URL: n.URL, SentAt: n.StartedAt.UTC()}
+		Title: n.Title, Body: n.Body, URL: n.URL, SentAt: cmp.Or(n.StartedAt, n.SendAt, n.CreatedAt).UTC()}
 	j.setNotice(n)
 	return j
 }
