@@ -50,6 +50,8 @@ type pageData struct {
 	Apps  []string
 	Next  string
 	Msg   messageJSON
+	// Pending are the notices not sent yet (first page only).
+	Pending []messageJSON
 	// Signals is the message page's by_signal breakdown.
 	Signals []signalView
 	// Status is SetStatus's line, if any.
@@ -209,6 +211,9 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 		d.Error = "The message list is unavailable, try again shortly."
 		s.render(w, http.StatusServiceUnavailable, "list.html", d)
 		return
+	}
+	if cursor == "" {
+		d.Pending = s.pendingNotices(r, f.app)
 	}
 	for _, m := range list.Messages {
 		row := listRow{messageJSON: m}
