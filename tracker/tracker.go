@@ -25,8 +25,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/internal/jitter"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/jitter"
 	"github.com/yidu-io/yidu/internal/metric"
 	"github.com/yidu-io/yidu/wecom"
 )
