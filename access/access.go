@@ -396,3 +396,18 @@ func (a *Access) subtrees(ctx context.Context, corp string, ds []int64) (*roarin
 	a.mu.Unlock()
 	return uids, nil
 }
+
+// AdminCorps returns the corps the principal is an admin of; all is true
+// for an admin of every corp ("*"), and corps is then nil.
+func (p *Principal) AdminCorps() (corps []string, all bool) {
+	if p.allCorps {
+		return nil, true
+	}
+	corps = []string{}
+	for _, g := range p.grants {
+		if g.Role == yidu.RoleAdmin && !slices.Contains(corps, g.Scope.Corp) {
+			corps = append(corps, g.Scope.Corp)
+		}
+	}
+	return corps, false
+}

@@ -104,6 +104,13 @@ type Token struct {
 	Name  string
 	Token string
 	Corps []string
+
+	// Role, Corp, Apps and Departments grant one role instead of Corps
+	// (access.ConfigGrants).
+	Role        yidu.Role
+	Corp        string
+	Apps        []string
+	Departments []int64
 }
 
 // User is a person who may sign in to the page.
@@ -112,6 +119,13 @@ type User struct {
 	// PasswordHash is a bcrypt hash (yidu hash-password prints one).
 	PasswordHash string
 	Corps        []string
+
+	// Role, Corp, Apps and Departments grant one role instead of Corps
+	// (access.ConfigGrants).
+	Role        yidu.Role
+	Corp        string
+	Apps        []string
+	Departments []int64
 }
 
 // Server is the dashboard. Build it with New, serve Routes, Close it to end
