@@ -279,6 +279,8 @@ type authenticator struct {
 	dummyHash []byte
 
 	sessions SessionStore
+	// wecom resolves WeCom members' sessions at each request (nil: none).
+	wecom *access.Access
 
 	mu                     sync.Mutex
 	byAddr, byPair, byName *buckets
@@ -304,6 +306,9 @@ func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func(
 	}
 	cost := bcrypt.DefaultCost
 	for i, u := range users {
+		if strings.HasPrefix(u.Name, wecomUserPrefix) {
+			return nil, fmt.Errorf("dashboard: users[%d] (%s): a name may not start with %q (WeCom members' sessions): %w", i, u.Name, wecomUserPrefix, yidu.ErrInvalid)
+		}
 		c, err := bcrypt.Cost([]byte(u.PasswordHash))
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: users[%d] (%s): password_hash is not bcrypt: %w", i, u.Name, err)
@@ -402,11 +407,36 @@ func (a *authenticator) lookup(ctx context.Context, id string) (*session, bool, 
 	if !ok {
 		return nil, false, nil
 	}
+	if rest, ok := strings.CutPrefix(st.User, wecomUserPrefix); ok && a.wecom != nil {
+		// A WeCom member is resolved against the directory at each
+		// request: one who left (at the last sync) or lost every role
+		// is signed out.
+		corp, userID, _ := strings.Cut(rest, ":")
+		p, err := a.wecom.WeCom(ctx, corp, userID)
+		if errors.Is(err, access.ErrNotMember) || errors.Is(err, access.ErrNoRole) || (err == nil && !a.now().Before(st.Expires)) {
+			return nil, false, a.logout(ctx, id)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("dashboard: resolve wecom member: %w", err)
+		}
+		corps, _ := p.AdminCorps()
+		return &session{user: st.User, corps: corps, acc: p, csrf: st.CSRF, expires: st.Expires}, true, nil
+	}
 	u := a.users[st.User]
 	if u == nil || !a.now().Before(st.Expires) {
 		return nil, false, a.logout(ctx, id)
 	}
 	return &session{user: st.User, corps: u.corps, acc: u.acc, csrf: st.CSRF, expires: st.Expires}, true, nil
+}
+
+// open opens a session for user (a sign-in already proven).
+func (a *authenticator) open(ctx context.Context, user string) (string, *session, error) {
+	id, csrf := randomToken(), randomToken()
+	st := Session{User: user, CSRF: csrf, Expires: a.now().Add(a.ttl)}
+	if err := a.sessions.Put(ctx, id, st, a.ttl); err != nil {
+		return "", nil, fmt.Errorf("dashboard: store session: %w", err)
+	}
+	return id, &session{user: user, csrf: csrf, expires: st.Expires}, nil
 }
 
 func (a *authenticator) logout(ctx context.Context, id string) error {
