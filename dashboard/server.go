@@ -42,6 +42,8 @@ var webFS embed.FS
 type Options struct {
 	// Tokens are the API bearer tokens.
 	Tokens []Token
+	// WeCom enables sign-in with WeCom (nil: password sign-in only).
+	WeCom *WeComLogin
 	// Users may sign in to the page.
 	Users []User
 	// SessionTTL is how long a sign-in lasts (default 12 h).
@@ -111,6 +113,13 @@ type Token struct {
 	Name  string
 	Token string
 	Corps []string
+
+	// Role, Corp, Apps and Departments grant one role instead of Corps
+	// (access.ConfigGrants).
+	Role        yidu.Role
+	Corp        string
+	Apps        []string
+	Departments []int64
 }
 
 // User is a person who may sign in to the page.
@@ -119,6 +128,13 @@ type User struct {
 	// PasswordHash is a bcrypt hash (yidu hash-password prints one).
 	PasswordHash string
 	Corps        []string
+
+	// Role, Corp, Apps and Departments grant one role instead of Corps
+	// (access.ConfigGrants).
+	Role        yidu.Role
+	Corp        string
+	Apps        []string
+	Departments []int64
 }
 
 // Server is the dashboard. Build it with New, serve Routes, Close it to end
@@ -139,6 +155,9 @@ type Server struct {
 	proxies                   []netip.Prefix
 	// httpsOnly: PublicURL is https, every cookie is Secure.
 	httpsOnly bool
+	// publicURL and wecomLogin: sign-in with WeCom (wecomlogin.go).
+	publicURL  string
+	wecomLogin *WeComLogin
 
 	status    statusLine
 	restoring singleflight.Group
@@ -202,6 +221,9 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
+	if opts.WeCom != nil {
+		auth.wecom = opts.WeCom.Access
+	}
 	pages, err := template.New("").Funcs(templateFuncs).ParseFS(webFS, "web/templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: templates: %w", err)
@@ -212,6 +234,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
 		pages: pages, auth: auth, proxies: opts.TrustedProxies,
+		publicURL: opts.PublicURL, wecomLogin: opts.WeCom,
 		httpsOnly:      strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
 		depts:          newDeptCache(dir, opts.Now, time.Minute),
 		curves:         newCurveCache(msgs, opts.Now, 5*time.Second),
@@ -252,6 +275,8 @@ func (s *Server) Routes() http.Handler {
 	r.Handle("/static/*", http.StripPrefix("/static/", noListing(http.FileServerFS(static))))
 	r.Get("/login", s.handleLoginPage)
 	r.Post("/login", s.handleLogin)
+	r.Get("/login/wecom", s.handleWeComStart)
+	r.Get("/login/wecom/callback", s.handleWeComCallback)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requirePage)
 		r.Post("/logout", s.handleLogout)

@@ -139,6 +139,14 @@ type Token struct {
 	Name  string   `yaml:"name"`
 	Token string   `yaml:"token"`
 	Corps []string `yaml:"corps"`
+
+	// Role, Corp, Apps and Departments grant one role instead of Corps
+	// (issue 31): {role: viewer, corp: ww…, departments: [4]}. Corps
+	// alone stays an admin of those corps.
+	Role        string   `yaml:"role"`
+	Corp        string   `yaml:"corp"`
+	Apps        []string `yaml:"apps"`
+	Departments []int64  `yaml:"departments"`
 }
 
 // User is a person who may sign in to the dashboard.
@@ -147,6 +155,14 @@ type User struct {
 	// PasswordHash is a bcrypt hash (yidu hash-password prints one).
 	PasswordHash string   `yaml:"password_hash"`
 	Corps        []string `yaml:"corps"`
+
+	// Role, Corp, Apps and Departments grant one role instead of Corps
+	// (issue 31): {role: viewer, corp: ww…, departments: [4]}. Corps
+	// alone stays an admin of those corps.
+	Role        string   `yaml:"role"`
+	Corp        string   `yaml:"corp"`
+	Apps        []string `yaml:"apps"`
+	Departments []int64  `yaml:"departments"`
 
 	// from says where the user came from in errors (default
 	// dashboard.users[i]).

@@ -778,12 +778,14 @@ func (m *Main) close() error {
 
 func dashboardTokens(ts []config.Token) []dashboard.Token {
 	return each(ts, func(t config.Token) dashboard.Token {
-		return dashboard.Token{Name: t.Name, Token: t.Token, Corps: t.Corps}
+		return dashboard.Token{Name: t.Name, Token: t.Token, Corps: t.Corps,
+			Role: yidu.Role(t.Role), Corp: t.Corp, Apps: t.Apps, Departments: t.Departments}
 	})
 }
 
 func dashboardUsers(us []config.User) []dashboard.User {
 	return each(us, func(u config.User) dashboard.User {
-		return dashboard.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps}
+		return dashboard.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps,
+			Role: yidu.Role(u.Role), Corp: u.Corp, Apps: u.Apps, Departments: u.Departments}
 	})
 }
