@@ -650,3 +650,90 @@ func (r *Rounds) CancelRound(ctx context.Context, corpID, msgID string) (bool, e
 	n, _ := res.RowsAffected()
 	return n > 0, nil
 }
+
+// RoundReport is one round done, as the message JSON's follow_up.rounds
+// shows it (docs/api.md).
+type RoundReport struct {
+	Round int `json:"round"`
+	// At is when the round started sending.
+	At            time.Time `json:"at"`
+	State         string    `json:"state"`
+	SentTo        int       `json:"sent_to"`
+	ReadWithin1h  int       `json:"read_within_1h"`
+	ReadWithin24h int       `json:"read_within_24h"`
+	Escalated     bool      `json:"escalated"`
+	// SpreadUntil is when a round larger than the app's remaining daily
+	// quota will have reached everyone (null: within its day).
+	SpreadUntil *time.Time `json:"spread_until"`
+}
+
+// FollowUp is a notice's follow-up as the message JSON's "follow_up"
+// carries it.
+type FollowUp struct {
+	Policy    yidu.Policy   `json:"policy"`
+	NextRound int           `json:"next_round,omitempty"`
+	NextAt    *time.Time    `json:"next_at"`
+	Stopped   string        `json:"stopped,omitempty"`
+	Rounds    []RoundReport `json:"rounds"`
+}
+
+// FollowUpOf returns the notice's follow-up; ok is false for a notice
+// without a policy. The read counts are reminder_effect's (migration
+// 00012), so the page and an analyst's query agree.
+func (r *Rounds) FollowUpOf(ctx context.Context, corpID, msgID string) (FollowUp, bool, error) {
+	fu := FollowUp{Rounds: []RoundReport{}}
+	var policy string
+	var stopped sql.NullString
+	err := r.DB.QueryRowContext(ctx, `SELECT policy, stopped_reason FROM follow_ups WHERE corp_id = ? AND msgid = ?`,
+		corpID, msgID).Scan(&policy, &stopped)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fu, false, nil
+	}
+	if err != nil {
+		return fu, false, fmt.Errorf("campaign: follow-up: %w", err)
+	}
+	if err := json.Unmarshal([]byte(policy), &fu.Policy); err != nil {
+		return fu, false, fmt.Errorf("campaign: policy of %s: %w", msgID, err)
+	}
+	fu.Stopped = stopped.String
+	rows, err := r.DB.QueryContext(ctx, `SELECT x.round, COALESCE(x.started_at, x.due_at), x.state, x.sent_to, x.escalated, x.spread_until,
+			COALESCE(e.read_within_1h, 0), COALESCE(e.read_within_24h, 0)
+		FROM follow_up_rounds x
+		LEFT JOIN reminder_effect e ON e.corp_id = x.corp_id AND e.msgid = x.msgid AND e.round = x.round
+		WHERE x.corp_id = ? AND x.msgid = ? ORDER BY x.round`, corpID, msgID)
+	if err != nil {
+		return fu, false, fmt.Errorf("campaign: rounds: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rr RoundReport
+		var spread sql.NullTime
+		if err := rows.Scan(&rr.Round, &rr.At, &rr.State, &rr.SentTo, &rr.Escalated, &spread, &rr.ReadWithin1h, &rr.ReadWithin24h); err != nil {
+			return fu, false, fmt.Errorf("campaign: rounds: %w", err)
+		}
+		if spread.Valid {
+			rr.SpreadUntil = &spread.Time
+		}
+		fu.Rounds = append(fu.Rounds, rr)
+	}
+	if err := rows.Err(); err != nil {
+		return fu, false, fmt.Errorf("campaign: rounds: %w", err)
+	}
+	if fu.Stopped != "" {
+		return fu, true, nil
+	}
+	n, err := r.notice(ctx, corpID, msgID)
+	if err != nil {
+		return fu, false, err
+	}
+	s, err := fu.Policy.Compile(n.sentAt, r.MinGap)
+	if err != nil {
+		return fu, true, nil // a policy the minimum now refuses: shown, not scheduled
+	}
+	if times := s.Times(n.sentAt, r.zone(n.app)); len(fu.Rounds) < len(times) {
+		fu.NextRound = len(fu.Rounds) + 1
+		at := times[len(fu.Rounds)]
+		fu.NextAt = &at
+	}
+	return fu, true, nil
+}

@@ -183,6 +183,20 @@ func TestRoundsGoToTheNonReadersOfTheMoment(t *testing.T) {
 	if got := f.send.batches["n@f2-0"]; !slices.Equal(got, []string{"u3", "u4"}) {
 		t.Errorf("round 2 went to %v; want u3, u4", got)
 	}
+	for _, u := range []int{1, 2, 3, 4, 5, 10} {
+		_, err := f.rounds.DB.Exec(`INSERT INTO message_read_record (corp_id, msgid, uid) VALUES ('c', 'n', ?)`, u)
+		testenv.Check(t, "recipient row", err)
+	}
+	_, err := f.rounds.DB.Exec(`UPDATE message_read_record SET is_read = 1, read_time = ? WHERE msgid = 'n' AND uid = 2`, f.t0.Add(3*time.Hour+time.Second/2))
+	testenv.Check(t, "read", err)
+	fu, ok, err := f.rounds.FollowUpOf(context.Background(), "c", "n")
+	testenv.Check(t, "follow-up", err)
+	// Reads the bitmap saw are flushed to MySQL by flushd; here by hand:
+	// uid 2 read 1 s after round 1.
+	if !ok || len(fu.Rounds) != 2 || fu.Rounds[0].SentTo != 3 || fu.Rounds[1].SentTo != 2 || !fu.Rounds[0].Escalated || fu.NextAt != nil ||
+		fu.Rounds[0].ReadWithin1h != 1 || fu.Rounds[0].ReadWithin24h != 1 || fu.Rounds[1].ReadWithin1h != 0 {
+		t.Errorf("FollowUpOf = %+v, %v", fu, ok)
+	}
 	f.tick(4 * time.Hour)
 	if r := f.stopped("n"); r != "done" {
 		t.Errorf("stopped_reason %q; want done", r)
