@@ -43,21 +43,18 @@ type OrgSource interface {
 	Org(ctx context.Context, corpID string) (Org, error)
 }
 
-// BatchResult is WeCom's answer to one batch: the UserIDs it refused
-// (invaliduser of message/send, doc path 90236).
-type BatchResult struct {
-	Invalid []string
-}
-
 // RoundSender sends the cards of a round: the notice's reminder card
 // (the same card as the manual "Remind unread") to a batch, and a leader's
 // digest card. taskID is stable per batch, so a batch resent after a crash
 // carries the same task_id and content, which WeCom's
 // enable_duplicate_check drops within its interval (doc path 90236): the
 // second guard after the batch record.
+// invalid are the UserIDs WeCom refused (invaliduser, doc path 90236);
+// an error leaves the batch pending, to be sent again. The tracker's
+// Registry implements it (tracker/follow.go).
 type RoundSender interface {
-	RemindBatch(ctx context.Context, corpID, msgID, taskID string, userIDs []string) (BatchResult, error)
-	Digest(ctx context.Context, corpID, msgID, taskID, userID, headline, names string) error
+	RemindBatch(ctx context.Context, m yidu.Message, taskID string, batch int, userIDs []string) (invalid []string, err error)
+	Digest(ctx context.Context, m yidu.Message, taskID, userID, text string) error
 }
 
 // Rounds runs the follow-up rounds of every notice with a policy: it
@@ -89,6 +86,7 @@ type notice struct {
 	sentAt                    time.Time
 	recalled                  bool
 	policy                    yidu.Policy
+	msg                       yidu.Message
 }
 
 // SetPolicy stores m's follow-up policy after checking it. A recalled
@@ -120,8 +118,9 @@ func (r *Rounds) SetPolicy(ctx context.Context, corpID, msgID string, p yidu.Pol
 func (r *Rounds) notice(ctx context.Context, corpID, msgID string) (notice, error) {
 	n := notice{corpID: corpID, msgID: msgID}
 	var recalled sql.NullTime
-	err := r.DB.QueryRowContext(ctx, `SELECT app, title, sent_at, recalled_at FROM messages WHERE corp_id = ? AND msgid = ?`,
-		corpID, msgID).Scan(&n.app, &n.title, &n.sentAt, &recalled)
+	var body, url sql.NullString
+	err := r.DB.QueryRowContext(ctx, `SELECT app, agent_id, title, body, url, sent_at, recalled_at FROM messages WHERE corp_id = ? AND msgid = ?`,
+		corpID, msgID).Scan(&n.app, &n.msg.AgentID, &n.title, &body, &url, &n.sentAt, &recalled)
 	if errors.Is(err, sql.ErrNoRows) {
 		return n, yidu.Invalidf("msgid: no notice %s", yidu.Truncate(msgID, 64))
 	}
@@ -129,6 +128,10 @@ func (r *Rounds) notice(ctx context.Context, corpID, msgID string) (notice, erro
 		return n, fmt.Errorf("campaign: notice %s: %w", msgID, err)
 	}
 	n.recalled = recalled.Valid
+	n.msg.CorpID, n.msg.MsgID, n.msg.App, n.msg.Title, n.msg.Body, n.msg.URL, n.msg.SentAt = corpID, msgID, n.app, n.title, body.String, url.String, n.sentAt
+	if recalled.Valid {
+		n.msg.RecalledAt = recalled.Time
+	}
 	return n, nil
 }
 
@@ -485,13 +488,13 @@ func (r *Rounds) sendBatches(ctx context.Context, n notice, round int) (stopped 
 			byUser[m.UserID] = uid
 		}
 		taskID := n.msgID + "@f" + strconv.Itoa(round) + "-" + strconv.Itoa(p.batch)
-		res, err := r.Sender.RemindBatch(ctx, n.corpID, n.msgID, taskID, users)
+		invalid, err := r.Sender.RemindBatch(ctx, n.msg, taskID, p.batch, users)
 		if err != nil {
 			// Unknown outcome: the batch stays pending; the next owner
 			// resends it with the same task_id (WeCom's duplicate check).
 			return true, fmt.Errorf("campaign: send batch %d of round %d: %w", p.batch, round, err)
 		}
-		if err := r.mark(ctx, n, round, p.batch, res, byUser); err != nil {
+		if err := r.mark(ctx, n, round, p.batch, invalid, byUser); err != nil {
 			return true, err
 		}
 	}
@@ -500,7 +503,7 @@ func (r *Rounds) sendBatches(ctx context.Context, n notice, round int) (stopped 
 
 // mark records a batch WeCom answered: the batch sent, each person's
 // outcome.
-func (r *Rounds) mark(ctx context.Context, n notice, round, batch int, res BatchResult, byUser map[string]uint32) error {
+func (r *Rounds) mark(ctx context.Context, n notice, round, batch int, invalid []string, byUser map[string]uint32) error {
 	tx, err := r.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("campaign: mark batch: %w", err)
@@ -510,7 +513,7 @@ func (r *Rounds) mark(ctx context.Context, n notice, round, batch int, res Batch
 		WHERE corp_id = ? AND msgid = ? AND round = ? AND kind = 'reminder' AND batch = ?`, n.corpID, n.msgID, round, batch); err != nil {
 		return fmt.Errorf("campaign: mark batch: %w", err)
 	}
-	for _, u := range res.Invalid {
+	for _, u := range invalid {
 		if uid, ok := byUser[u]; ok {
 			if _, err := tx.ExecContext(ctx, `UPDATE reminder_log SET outcome = 'invalid'
 				WHERE corp_id = ? AND msgid = ? AND round = ? AND kind = 'reminder' AND uid = ?`, n.corpID, n.msgID, round, uid); err != nil {
@@ -600,7 +603,7 @@ func (r *Rounds) escalate(ctx context.Context, n notice, round int) error {
 		}
 		taskID := n.msgID + "@d" + strconv.Itoa(round) + "-" + strconv.Itoa(i)
 		outcome := "sent"
-		if err := r.Sender.Digest(ctx, n.corpID, n.msgID, taskID, d.userID, head, names); err != nil {
+		if err := r.Sender.Digest(ctx, n.msg, taskID, d.userID, head+"\n"+names); err != nil {
 			outcome = "failed"
 			r.Log.Warn("digest", "msgid", n.msgID, "round", round, "err", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,21 +81,22 @@ func newSender() *fakeSender {
 	return &fakeSender{batches: map[string][]string{}, calls: map[string]int{}, digests: map[string][]string{}}
 }
 
-func (s *fakeSender) RemindBatch(_ context.Context, _, _, taskID string, users []string) (BatchResult, error) {
+func (s *fakeSender) RemindBatch(_ context.Context, _ yidu.Message, taskID string, _ int, users []string) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls[taskID]++
 	if taskID == s.failAt {
 		s.failAt = ""
-		return BatchResult{}, errors.New("connection reset")
+		return nil, errors.New("connection reset")
 	}
 	s.batches[taskID] = slices.Sorted(slices.Values(users))
-	return BatchResult{}, nil
+	return nil, nil
 }
 
-func (s *fakeSender) Digest(_ context.Context, _, _, _, userID, headline, _ string) error {
+func (s *fakeSender) Digest(_ context.Context, _ yidu.Message, _, userID, text string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	headline, _, _ := strings.Cut(text, "\n")
 	s.digests[userID] = append(s.digests[userID], headline)
 	return nil
 }
