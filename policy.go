@@ -28,18 +28,18 @@ type Policy struct {
 	// a number and a unit ("45s", "30m", "2h", "1d"; a day is a calendar
 	// day in the app's zone), or a local time of day ("next 09:30": the
 	// first 09:30 after the round before, or after the send).
-	Reminders []string `json:"reminders"`
+	Reminders []string `json:"reminders" yaml:"reminders"`
 	// EscalateAfter is the round after which leaders get a digest of
 	// their people who have not read; 0 is none.
-	EscalateAfter int `json:"escalate_after,omitempty"`
+	EscalateAfter int `json:"escalate_after,omitempty" yaml:"escalate_after,omitempty"`
 	// Deadline ends the follow-up: no round fires after it.
-	Deadline *time.Time `json:"deadline,omitempty"`
+	Deadline *time.Time `json:"deadline,omitempty" yaml:"deadline,omitempty"`
 	// WorkingHours is "HH:MM-HH:MM" in the app's zone; a round due
 	// outside them waits for the next start. Empty is any time.
-	WorkingHours string `json:"working_hours,omitempty"`
+	WorkingHours string `json:"working_hours,omitempty" yaml:"working_hours,omitempty"`
 	// WorkingDays is a list of days and ranges ("mon-fri", "mon,wed,sat");
 	// empty is every day.
-	WorkingDays string `json:"working_days,omitempty"`
+	WorkingDays string `json:"working_days,omitempty" yaml:"working_days,omitempty"`
 }
 
 // reminder is one parsed entry of Policy.Reminders: a delay, or (at) a
