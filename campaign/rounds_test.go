@@ -119,9 +119,16 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, left ...uint32) *fixture {
+	f := newBenchFixture(t, left...)
+	f.t = t
+	return f
+}
+
+// newBenchFixture is newFixture for any testing.TB.
+func newBenchFixture(t testing.TB, left ...uint32) *fixture {
 	db := testenv.MySQL(t)
 	t0 := time.Date(2026, 12, 3, 1, 0, 0, 0, time.UTC) // 09:00 in Shanghai
-	f := &fixture{t: t, live: &fakeLive{rec: map[string]*roaring.Bitmap{}, read: map[string]*roaring.Bitmap{}}, send: newSender(),
+	f := &fixture{live: &fakeLive{rec: map[string]*roaring.Bitmap{}, read: map[string]*roaring.Bitmap{}}, send: newSender(),
 		clock: &clock{t: t0}, t0: t0}
 	sh, err := time.LoadLocation("Asia/Shanghai")
 	if err != nil {
@@ -137,11 +144,16 @@ func newFixture(t *testing.T, left ...uint32) *fixture {
 
 func (f *fixture) notice(msgID string, uids []uint32, p yidu.Policy) {
 	f.t.Helper()
+	f.noticeB(f.t, msgID, uids, p)
+}
+
+func (f *fixture) noticeB(t testing.TB, msgID string, uids []uint32, p yidu.Policy) {
+	t.Helper()
 	_, err := f.rounds.DB.Exec(`INSERT INTO messages (corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state)
 		VALUES ('c', ?, 'hr', 1, '新考勤制度', ?, ?, '', 1)`, msgID, f.t0, len(uids))
-	testenv.Check(f.t, "message", err)
+	testenv.Check(t, "message", err)
 	f.live.rec[msgID] = roaring.BitmapOf(uids...)
-	testenv.Check(f.t, "policy", f.rounds.SetPolicy(context.Background(), "c", msgID, p, "test"))
+	testenv.Check(t, "policy", f.rounds.SetPolicy(context.Background(), "c", msgID, p, "test"))
 }
 
 func (f *fixture) tick(at time.Duration) {
