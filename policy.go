@@ -131,8 +131,8 @@ type window struct {
 	days       [7]bool
 }
 
-// Schedule is a validated Policy ready to say when each round fires.
-type Schedule struct {
+// FollowUpFollowUpSchedule is a validated Policy ready to say when each round fires.
+type FollowUpSchedule struct {
 	rounds        []reminder
 	win           window
 	deadline      *time.Time
@@ -150,11 +150,11 @@ func (p *Policy) Validate(sentAt time.Time, minDelay time.Duration) error {
 }
 
 // Compile validates p (as Validate) and returns its schedule.
-func (p *Policy) Compile(sentAt time.Time, minDelay time.Duration) (*Schedule, error) {
+func (p *Policy) Compile(sentAt time.Time, minDelay time.Duration) (*FollowUpSchedule, error) {
 	if len(p.Reminders) > MaxReminderRounds {
 		return nil, Invalidf("reminders: %d rounds; at most %d", len(p.Reminders), MaxReminderRounds)
 	}
-	s := &Schedule{minGap: minDelay, escalateAfter: p.EscalateAfter}
+	s := &FollowUpSchedule{minGap: minDelay, escalateAfter: p.EscalateAfter}
 	var last time.Duration
 	for i, e := range p.Reminders {
 		r, err := parseReminder(e)
@@ -235,17 +235,17 @@ func parseWindow(hours, days string) (window, error) {
 }
 
 // Rounds is the number of rounds in the schedule.
-func (s *Schedule) Rounds() int { return len(s.rounds) }
+func (s *FollowUpSchedule) Rounds() int { return len(s.rounds) }
 
 // EscalateAfter is the round after which leaders are told; 0 is none.
-func (s *Schedule) EscalateAfter() int { return s.escalateAfter }
+func (s *FollowUpSchedule) EscalateAfter() int { return s.escalateAfter }
 
 // Times returns when each round fires for a notice sent at sentAt, in
 // loc (the app's zone): round N (index N-1) at the first moment past its
 // time that lies inside the working hours and days, and at least the
 // minimum delay after the round before. Rounds that would fire after the
 // deadline are left out, with every round after them.
-func (s *Schedule) Times(sentAt time.Time, loc *time.Location) []time.Time {
+func (s *FollowUpSchedule) Times(sentAt time.Time, loc *time.Location) []time.Time {
 	var out []time.Time
 	prev := sentAt
 	for _, r := range s.rounds {
@@ -275,7 +275,7 @@ func (s *Schedule) Times(sentAt time.Time, loc *time.Location) []time.Time {
 // (the rounds already fired) whose time has come. A round due while yidu
 // was down is due at its start. ok is false when none is due; next is
 // then the next round's time (zero when the schedule is over).
-func (s *Schedule) Due(sentAt, now time.Time, loc *time.Location, done int) (round int, next time.Time, ok bool) {
+func (s *FollowUpSchedule) Due(sentAt, now time.Time, loc *time.Location, done int) (round int, next time.Time, ok bool) {
 	times := s.Times(sentAt, loc)
 	if done >= len(times) {
 		return 0, time.Time{}, false

@@ -101,20 +101,20 @@ func (s *fakeSender) Digest(_ context.Context, _ yidu.Message, _, userID, text s
 	return nil
 }
 
-type clock struct {
+type roundClock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+func (c *roundClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *roundClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
 type fixture struct {
 	t      *testing.T
 	rounds *Rounds
 	live   *fakeLive
 	send   *fakeSender
-	clock  *clock
+	clock  *roundClock
 	t0     time.Time
 }
 
@@ -129,7 +129,7 @@ func newBenchFixture(t testing.TB, left ...uint32) *fixture {
 	db := testenv.MySQL(t)
 	t0 := time.Date(2026, 12, 3, 1, 0, 0, 0, time.UTC) // 09:00 in Shanghai
 	f := &fixture{live: &fakeLive{rec: map[string]*roaring.Bitmap{}, read: map[string]*roaring.Bitmap{}}, send: newSender(),
-		clock: &clock{t: t0}, t0: t0}
+		clock: &roundClock{t: t0}, t0: t0}
 	sh, err := time.LoadLocation("Asia/Shanghai")
 	if err != nil {
 		t.Fatal(err)
