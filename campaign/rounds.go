@@ -263,48 +263,38 @@ func (r *Rounds) stop(ctx context.Context, n notice, reason string) error {
 	return nil
 }
 
-// claim takes the round for r.Owner: a pending one, or a sending one
-// whose owner's lease ran out (it died: the round resumes here). The same
-// conditional UPDATE as campaign.Lease.Claim: of replicas claiming at
-// once, exactly one changes the row.
-func (r *Rounds) claim(ctx context.Context, corpID, msgID string, round int) (bool, error) {
-	now := r.Now()
-	res, err := r.DB.ExecContext(ctx, `UPDATE follow_up_rounds SET state = 'sending', owner = ?, lease_until = ?,
-			attempts = attempts + 1, started_at = COALESCE(started_at, ?)
-		WHERE corp_id = ? AND msgid = ? AND round = ? AND (state = 'pending' OR (state = 'sending' AND lease_until < ?))`,
-		r.Owner, now.Add(r.TTL), now, corpID, msgID, round, now)
-	if err != nil {
-		return false, fmt.Errorf("campaign: claim round: %w", err)
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+// roundWhere selects one round of follow_up_rounds.
+const roundWhere = "corp_id = ? AND msgid = ? AND round = ?"
+
+// lease is the round's claim: campaign.Lease on follow_up_rounds, the
+// same conditional UPDATE as a scheduled send's, so of replicas claiming
+// at once exactly one sends a round, and one whose owner died (its lease
+// ran out) is resumed by another.
+func (r *Rounds) lease() Lease {
+	return Lease{Table: "follow_up_rounds", Owner: r.Owner, TTL: r.TTL}
 }
 
-// renew extends the lease; false: another replica holds the round, or it
-// was cancelled, and this one must stop.
-func (r *Rounds) renew(ctx context.Context, corpID, msgID string, round int) (held, cancelled bool, err error) {
+// claim takes the round for r.Owner: a pending one, or a sending one
+// whose owner's lease ran out.
+func (r *Rounds) claim(ctx context.Context, corpID, msgID string, round int) (bool, error) {
 	now := r.Now()
-	res, err := r.DB.ExecContext(ctx, `UPDATE follow_up_rounds SET lease_until = ?
-		WHERE corp_id = ? AND msgid = ? AND round = ? AND state = 'sending' AND owner = ?`, now.Add(r.TTL), corpID, msgID, round, r.Owner)
-	if err != nil {
-		return false, false, fmt.Errorf("campaign: renew round: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		// MySQL counts a row whose value did not change as unaffected:
-		// check ownership rather than trust the count.
-		var owner sql.NullString
-		var state string
-		var c sql.NullTime
-		if err := r.DB.QueryRowContext(ctx, `SELECT owner, state, cancelled_at FROM follow_up_rounds WHERE corp_id = ? AND msgid = ? AND round = ?`,
-			corpID, msgID, round).Scan(&owner, &state, &c); err != nil {
-			return false, false, fmt.Errorf("campaign: renew round: %w", err)
-		}
-		if state != "sending" || owner.String != r.Owner {
-			return false, c.Valid, nil
-		}
+	return r.lease().Claim(ctx, r.DB, now, []yidu.NoticeState{roundPending}, "started_at = COALESCE(started_at, ?)",
+		roundWhere, now, corpID, msgID, round)
+}
+
+// roundPending is a round planned and not yet claimed.
+const roundPending yidu.NoticeState = "pending"
+
+// renew extends the lease; held false: another replica holds the round
+// and this one must stop; cancelled: a cancel was asked, the round stops
+// after the batch that was sending.
+func (r *Rounds) renew(ctx context.Context, corpID, msgID string, round int) (held, cancelled bool, err error) {
+	held, err = r.lease().Renew(ctx, r.DB, r.Now(), roundWhere, corpID, msgID, round)
+	if err != nil || !held {
+		return false, false, err
 	}
 	var c sql.NullTime
-	if err := r.DB.QueryRowContext(ctx, `SELECT cancelled_at FROM follow_up_rounds WHERE corp_id = ? AND msgid = ? AND round = ?`,
+	if err := r.DB.QueryRowContext(ctx, `SELECT cancelled_at FROM follow_up_rounds WHERE `+roundWhere,
 		corpID, msgID, round).Scan(&c); err != nil {
 		return false, false, fmt.Errorf("campaign: renew round: %w", err)
 	}
@@ -631,14 +621,10 @@ func digestKey(uid uint32, i int) uint32 {
 
 // finish ends the round in state, with sent_to the people it reached.
 func (r *Rounds) finish(ctx context.Context, n notice, round int, state string) error {
-	_, err := r.DB.ExecContext(ctx, `UPDATE follow_up_rounds SET state = ?, finished_at = ?,
-			sent_to = (SELECT COUNT(*) FROM reminder_log l WHERE l.corp_id = ? AND l.msgid = ? AND l.round = ? AND l.kind = 'reminder' AND l.outcome = 'sent')
-		WHERE corp_id = ? AND msgid = ? AND round = ? AND owner = ?`,
-		state, r.Now(), n.corpID, n.msgID, round, n.corpID, n.msgID, round, r.Owner)
-	if err != nil {
-		return fmt.Errorf("campaign: finish round: %w", err)
-	}
-	return nil
+	_, err := r.lease().Finish(ctx, r.DB, yidu.NoticeState(state), `finished_at = ?,
+			sent_to = (SELECT COUNT(*) FROM reminder_log l WHERE l.corp_id = ? AND l.msgid = ? AND l.round = ? AND l.kind = 'reminder' AND l.outcome = 'sent')`,
+		roundWhere, r.Now(), n.corpID, n.msgID, round, n.corpID, n.msgID, round)
+	return err
 }
 
 // CancelRound stops the notice's current round: a pending one does not
