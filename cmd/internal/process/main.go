@@ -483,6 +483,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			Registerer:             m.Registry,
 			Campaigns:              camps,
 			ConfirmOver:            cfg.Dashboard.ConfirmOver,
+			FollowUps:              rounds,
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
