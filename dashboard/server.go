@@ -103,6 +103,9 @@ type Options struct {
 	// Campaigns keeps drafts and scheduled notices (campaign.Store); nil
 	// answers send_at and draft with 503.
 	Campaigns Campaigns
+	// FollowUps keeps follow-up policies and rounds (campaign.Rounds);
+	// nil: the follow_up endpoints answer 404.
+	FollowUps FollowUps
 	// ConfirmOver is dashboard.confirm_over (default DefaultConfirmOver):
 	// above it the page asks to type the recipient count (GET /apps).
 	ConfirmOver int
@@ -178,6 +181,7 @@ type Server struct {
 	done        chan struct{}
 	// campaigns, confirmOver: Options; appList the apps in config order.
 	campaigns   Campaigns
+	followUps   FollowUps
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
@@ -252,6 +256,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		s.apps[a.Name] = a
 	}
 	s.campaigns, s.confirmOver, s.appList = opts.Campaigns, cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
+	s.followUps = opts.FollowUps
 	return s, nil
 }
 
@@ -300,6 +305,9 @@ func (s *Server) Routes() http.Handler {
 			r.Post("/remind", s.withMessage(s.handleRemind))
 			r.Post("/recall", s.withMessage(s.handleRecall))
 			r.Get("/events", s.withMessage(s.handleEvents))
+			r.Get("/follow_up", s.withMessage(s.handleGetFollowUp))
+			r.Put("/follow_up", s.withMessage(s.handlePutFollowUp))
+			r.Post("/follow_up/cancel-round", s.withMessage(s.handleCancelRound))
 		})
 		r.Get("/directory/departments", s.handleDirectoryDepartments)
 		r.Get("/directory/tags", s.handleDirectoryTags)

@@ -456,9 +456,13 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		}
 		cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
 		m.campaignCancel, m.campaignDone = ccancel, make(chan struct{})
+		rounds := followUpRounds(m, cfg, log)
 		go func() {
 			defer close(m.campaignDone)
+			roundsDone := make(chan struct{})
+			go func() { defer close(roundsDone); _ = rounds.Run(cctx, 2*time.Second) }()
 			_ = runner.Run(cctx)
+			<-roundsDone
 		}()
 		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
 			Tokens:     dashboardTokens(cfg.Dashboard.Tokens),
@@ -482,6 +486,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			Registerer:             m.Registry,
 			Campaigns:              camps,
 			ConfirmOver:            cfg.Dashboard.ConfirmOver,
+			FollowUps:              rounds,
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
