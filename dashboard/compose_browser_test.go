@@ -246,6 +246,12 @@ func (c *composeFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/api/v1/messages/"+composeEditID && r.Method == http.MethodPatch:
 		var b map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&b)
+		for k := range b {
+			if !slices.Contains([]string{"title", "body", "url", "audience", "send_at", "draft"}, k) {
+				writeJSONTest(w, 400, map[string]string{"error": "body: unknown field " + strconv.Quote(k)})
+				return
+			}
+		}
 		c.patches = append(c.patches, b)
 		writeJSONTest(w, 200, map[string]any{"msgid": composeEditID, "app": "hr", "state": "draft", "recipients": 0})
 	case p == "/api/v1/messages/"+composeEditID+"/cancel" && r.Method == http.MethodPost:

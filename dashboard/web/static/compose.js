@@ -347,14 +347,16 @@
 
   // ---- What was picked, and the live count.
   function audience() {
-    return {
+    const a = {
       userids: [...new Set([...state.people.keys(), ...state.pasted])],
       departments: [...state.pickedDepts],
-      tags: [...state.pickedTags],
       all: state.all,
     };
+    // "tags" only when some are picked: a server without tags takes the rest.
+    if (state.pickedTags.size > 0) a.tags = [...state.pickedTags];
+    return a;
   }
-  const isEmpty = (a) => !a.all && a.userids.length === 0 && a.departments.length === 0 && a.tags.length === 0;
+  const isEmpty = (a) => !a.all && a.userids.length === 0 && a.departments.length === 0 && !(a.tags && a.tags.length);
   function chip(label, kind, onRemove) {
     const li = el("li", null, "chip " + kind);
     li.append(el("span", label));
@@ -504,9 +506,21 @@
   }
 
   // ---- Saving: a draft, or a confirmed send (now or scheduled).
+  // body is POST /api/v1/messages' body: the fields and extra (send,
+  // send_at, draft).
   function body(extra) {
     return Object.assign({ app: state.app ? state.app.name : "", title: $("title").value, body: $("body").value,
       url: $("url").value.trim(), audience: audience() }, extra);
+  }
+  // patch is PATCH's body: the same fields but the app (a notice keeps
+  // its app) and a schedule: send_at, or draft.
+  function patch(extra) {
+    const b = { title: $("title").value, body: $("body").value, url: $("url").value.trim(), audience: audience() };
+    if (extra.draft) b.draft = true;
+    else if (extra.send_at) { b.send_at = extra.send_at; b.draft = false; }
+    else b.draft = true; // sent now: kept unscheduled, then POST /send
+    if (extra.draft && extra.send_at) b.send_at = extra.send_at;
+    return b;
   }
   function busy(on) {
     for (const id of ["submit", "save-draft", "confirm-ok", "cancel-notice"]) $(id).disabled = on;
@@ -518,7 +532,7 @@
       let code, j;
       if (state.editing) {
         const path = "/api/v1/messages/" + encodeURIComponent(state.editing.msgid);
-        [code, j] = await api("PATCH", path, body(extra));
+        [code, j] = await api("PATCH", path, patch(extra));
         if (code === 200 && sendNow) [code, j] = await api("POST", path + "/send");
       } else {
         [code, j] = await api("POST", "/api/v1/messages", body(extra));
