@@ -55,6 +55,9 @@ type App struct {
 	// (ParseReadSignals); nil means DefaultReadSignals. Every signal is
 	// recorded either way (by_signal); see CountsAsRead.
 	ReadSignals []Signal
+	// Timezone is the app's IANA time zone (apps[].timezone; empty means
+	// DefaultTimezone): scheduled notices are entered and shown in it.
+	Timezone string
 }
 
 // MinuteCount is the number of flushed reads whose read_time falls in one

@@ -50,11 +50,13 @@ type messageJSON struct {
 	// UnknownUserIDs, in the answer of a registration only: audience
 	// UserIDs that name no active member, left out of the recipients.
 	UnknownUserIDs []string `json:"unknown_userids,omitempty"`
+	noticeFields
 }
 
 func toJSON(m yidu.Message) messageJSON {
 	j := messageJSON{MsgID: m.MsgID, CorpID: m.CorpID, App: m.App, AgentID: m.AgentID,
 		Title: m.Title, Body: m.Body, URL: m.URL, SentAt: m.SentAt.UTC(), Recipients: m.Recipients}
+	j.State = string(yidu.StateSent)
 	if m.Recalled() {
 		at := m.RecalledAt.UTC()
 		j.RecalledAt = &at
@@ -369,6 +371,15 @@ func (s *Server) listMessages(ctx context.Context, p *principal, f listFilter, c
 
 func (s *Server) handleListMessages(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	state, err := parseNoticeState(q.Get("state"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if state != "" && state != yidu.StateSent {
+		s.listNotices(w, r, state)
+		return
+	}
 	limit, err := parseListLimit(q.Get("limit"))
 	if err != nil {
 		s.fail(w, r, err)
@@ -406,6 +417,10 @@ func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request, m yidu
 		return
 	}
 	j.Send = toSendJSON(m.MsgID, outcomes)
+	if err := s.addNotice(r.Context(), principalFrom(r.Context()).corps, &j); err != nil {
+		s.fail(w, r, fmt.Errorf("dashboard: notice state: %w", err))
+		return
+	}
 	writeJSON(w, http.StatusOK, j)
 }
 
@@ -433,6 +448,10 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reg.Registration.App = app
+	if reg.Draft || !reg.SendAt.IsZero() {
+		s.handleSchedule(w, r, p, app, reg)
+		return
+	}
 	if reg.SentAt.IsZero() {
 		reg.SentAt = s.now().UTC()
 	}

@@ -101,6 +101,23 @@ func contractCases() []contractCase {
 		{name: "recall again", op: "POST /messages/{msgid}/recall", method: "POST", target: "/messages/contract-sent/recall", auth: "token", want: 200},
 		{name: "recall nothing sent", op: "POST /messages/{msgid}/recall", method: "POST", target: "/messages/hello/recall", auth: "token", want: 409},
 
+		{name: "schedule", op: "POST /messages", method: "POST", target: "/messages", auth: "token", want: 201,
+			body: `{"msgid":"contract-sched","app":"hr","title":"Later","audience":{"userids":["alice"]},"send":true,"send_at":"2026-06-01T09:00:00+08:00"}`},
+		{name: "schedule in the past", op: "POST /messages", method: "POST", target: "/messages", auth: "token", want: 400,
+			body: `{"app":"hr","title":"Later","audience":{"userids":["alice"]},"send":true,"send_at":"2001-01-01T09:00:00+08:00"}`},
+		{name: "draft", op: "POST /messages", method: "POST", target: "/messages", auth: "token", want: 201,
+			body: `{"msgid":"contract-draft","app":"hr","title":"Draft","audience":{"all":true},"draft":true}`},
+		{name: "scheduled notice", op: "GET /messages/{msgid}", method: "GET", target: "/messages/contract-sched", auth: "token", want: 200},
+		{name: "list scheduled", op: "GET /messages", method: "GET", target: "/messages?state=scheduled", auth: "token", want: 200},
+		{name: "edit", op: "PATCH /messages/{msgid}", method: "PATCH", target: "/messages/contract-sched", auth: "token", want: 200,
+			body: `{"title":"Later, edited"}`},
+		{name: "edit a sent message", op: "PATCH /messages/{msgid}", method: "PATCH", target: "/messages/hello", auth: "token", want: 409,
+			body: `{"title":"x"}`},
+		{name: "send a draft now", op: "POST /messages/{msgid}/send", method: "POST", target: "/messages/contract-draft/send", auth: "token", want: 202},
+		{name: "cancel", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 200},
+		{name: "cancel again", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 409},
+		{name: "apps", op: "GET /apps", method: "GET", target: "/apps", auth: "token", want: 200},
+
 		{name: "events", op: "GET /messages/{msgid}/events", method: "GET", target: "/messages/hello/events", auth: "token", want: 200, stream: true},
 		{name: "events unknown", op: "GET /messages/{msgid}/events", method: "GET", target: "/messages/nosuch/events", auth: "token", want: 404},
 	}
@@ -128,7 +145,7 @@ func init() {
 
 func TestOpenAPIContract(t *testing.T) {
 	doc := loadSpec(t)
-	f := newFixture(t)
+	f, _ := newCampaignFixture(t)
 	cookie, csrf := f.login(t)
 	cases := contractCases()
 

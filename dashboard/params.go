@@ -129,6 +129,10 @@ type registerBody struct {
 		All         bool     `json:"all"`
 	} `json:"audience"`
 	Send bool `json:"send"`
+	// SendAt and Draft store the notice for campaign instead of
+	// registering it now (docs/api.md, Scheduled notices).
+	SendAt *time.Time `json:"send_at"`
+	Draft  bool       `json:"draft"`
 }
 
 // maxRegisterBody bounds POST /messages: yidu.MaxUserIDs UserIDs of 64
@@ -141,6 +145,9 @@ const maxRegisterBody = 8 << 20
 type registration struct {
 	App string
 	yidu.Registration
+	// SendAt, Draft: registerBody's.
+	SendAt time.Time
+	Draft  bool
 }
 
 // decodeRegistration parses the body. Only the JSON shape is checked
@@ -166,6 +173,13 @@ func decodeRegistration(r io.Reader) (registration, error) {
 		MsgID: b.MsgID, Title: b.Title, Body: b.Body, URL: b.URL, Send: b.Send,
 		Audience: yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All},
 	}}
+	reg.Draft = b.Draft
+	if b.SendAt != nil {
+		if b.SendAt.IsZero() {
+			return registration{}, badParam("send_at out of range")
+		}
+		reg.SendAt = *b.SendAt
+	}
 	if b.SentAt != nil {
 		if b.SentAt.IsZero() {
 			// Explicitly year 1: not "absent" (which means now).

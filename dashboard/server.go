@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/metric"
 )
 
@@ -97,6 +98,12 @@ type Options struct {
 	// a client (default DefaultExportStall): an export lasts as long as
 	// the client keeps reading.
 	ExportStall time.Duration
+	// Campaigns keeps drafts and scheduled notices (campaign.Store); nil
+	// answers send_at and draft with 503.
+	Campaigns Campaigns
+	// ConfirmOver is dashboard.confirm_over (default DefaultConfirmOver):
+	// above it the page asks to type the recipient count (GET /apps).
+	ConfirmOver int
 }
 
 // Token is an API bearer token and the corps it may see ("*" for all).
@@ -150,6 +157,10 @@ type Server struct {
 	userQueries *perKey
 	queryWait   time.Duration
 	done        chan struct{}
+	// campaigns, confirmOver: Options; appList the apps in config order.
+	campaigns   Campaigns
+	confirmOver int
+	appList     []yidu.App
 	closeOnce   sync.Once
 }
 
@@ -217,6 +228,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	for _, a := range opts.Apps {
 		s.apps[a.Name] = a
 	}
+	s.campaigns, s.confirmOver, s.appList = opts.Campaigns, cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
 	return s, nil
 }
 
@@ -251,8 +263,12 @@ func (s *Server) Routes() http.Handler {
 		r.Use(s.requireAPI)
 		r.Get("/messages", s.handleListMessages)
 		r.Post("/messages", s.handleRegister)
+		r.Get("/apps", s.handleApps)
 		r.Route("/messages/{msgid}", func(r chi.Router) {
-			r.Get("/", s.withMessage(s.handleGetMessage))
+			r.Get("/", s.handleGetNotice)
+			r.Patch("/", s.handlePatchNotice)
+			r.Post("/cancel", s.handleCancelNotice)
+			r.Post("/send", s.handleSendNotice)
 			r.Get("/progress", s.withMessage(s.handleProgress))
 			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))
 			r.With(s.heavyQuery).Get("/recipients", s.withMessage(s.handleRecipients))
@@ -415,6 +431,10 @@ func httpStatus(err error) (int, string) {
 		return http.StatusServiceUnavailable, "sending through WeCom is not configured"
 	case errors.Is(err, yidu.ErrConflict):
 		return http.StatusConflict, "msgid exists with a different audience, title, body or url"
+	case errors.Is(err, campaign.ErrNotEditable):
+		return http.StatusConflict, "the notice started sending or ended: it can no longer be changed"
+	case errors.Is(err, campaign.ErrNotFound):
+		return http.StatusNotFound, "not found"
 	case errors.Is(err, yidu.ErrRecalled):
 		return http.StatusConflict, "the message was recalled"
 	case errors.Is(err, yidu.ErrNotRecallable):
@@ -443,6 +463,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code, msg := httpStatus(err)
 	if code >= 500 {
 		s.log.ErrorContext(r.Context(), "request failed", "route", r.URL.Path, "err", err)
+	}
+	if f := fieldOf(msg); f != "" && errors.Is(err, yidu.ErrInvalid) {
+		writeJSON(w, code, map[string]string{"error": msg, "field": f})
+		return
 	}
 	writeError(w, code, msg)
 }

@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/internal/clientip"
@@ -124,6 +125,13 @@ type Dashboard struct {
 	// of one token or person (429 beyond).
 	MaxQueries             int `yaml:"max_queries"`
 	MaxQueriesPerPrincipal int `yaml:"max_queries_per_principal"`
+	// ConfirmOver: above this many recipients the page asks the person
+	// to type the count before sending (default 1000).
+	ConfirmOver int `yaml:"confirm_over"`
+	// MaxLateness: a scheduled notice whose time passed by more than this
+	// while yidu was down is held for a person to send or cancel (default
+	// 2h); a later one is sent on start and marked late.
+	MaxLateness Duration `yaml:"max_lateness"`
 }
 
 // Token is an API bearer token and the corps it may see ("*" for all).
@@ -298,6 +306,9 @@ type App struct {
 	// button, link, enter_agent (yidu.ParseReadSignals); left out: button
 	// and link. Every signal is recorded either way.
 	ReadSignals []string `yaml:"read_signals,omitempty"`
+	// Timezone is the app's IANA time zone, in which scheduled notices
+	// are entered and shown (default Asia/Shanghai).
+	Timezone string `yaml:"timezone"`
 }
 
 // Signals returns the app's read signals; nil (the defaults) for a list
@@ -351,6 +362,8 @@ func (c *Config) checkLimits() error {
 	d := c.Dashboard
 	conns := cmp.Or(c.MySQL.MaxOpenConns, DefaultMySQLConns)
 	d.MaxStreams = cmp.Or(d.MaxStreams, dashboard.DefaultMaxStreams)
+	d.ConfirmOver = cmp.Or(d.ConfirmOver, dashboard.DefaultConfirmOver)
+	d.MaxLateness = cmp.Or(d.MaxLateness, Duration(campaign.DefaultMaxLateness))
 	d.MaxStreamsPerPrincipal = cmp.Or(d.MaxStreamsPerPrincipal, dashboard.DefaultMaxStreamsPerPrincipal)
 	d.StreamWriteTimeout = cmp.Or(d.StreamWriteTimeout, Duration(dashboard.DefaultStreamWriteTimeout))
 	d.MaxQueries = cmp.Or(d.MaxQueries, min(dashboard.DefaultMaxQueries, conns/2))

@@ -31,6 +31,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/callback"
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/delta"
@@ -123,6 +124,11 @@ type Main struct {
 	flushErr    error
 	closeOnce   sync.Once
 	closeErr    error
+
+	// campaignCancel, campaignDone: the scheduled-notice Runner of the
+	// dashboard role.
+	campaignCancel context.CancelFunc
+	campaignDone   chan struct{}
 }
 
 // NewMain returns a Main for cfg logging to logger.
@@ -291,7 +297,8 @@ func CardLinks(cfg config.Config) tracker.LinkFunc {
 func DomainApps(apps []config.App) []yidu.App { return each(apps, domainApp) }
 
 func domainApp(a config.App) yidu.App {
-	return yidu.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, ReadButtonKey: a.ReadButtonKey, ReadSignals: a.Signals()}
+	return yidu.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, ReadButtonKey: a.ReadButtonKey, ReadSignals: a.Signals(),
+		Timezone: a.Timezone}
 }
 
 // WeComApps returns what the WeCom API clients need of the apps: their
@@ -436,6 +443,20 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		if err != nil {
 			return err
 		}
+		camps, err := campaign.NewStore(m.DB, campaign.Options{Known: m.Mapper, Apps: DomainApps(cfg.Apps), Logger: log, Registerer: m.Registry})
+		if err != nil {
+			return fmt.Errorf("campaign: %w", err)
+		}
+		runner, err := campaign.NewRunner(camps, m.Tracker, campaign.RunnerOptions{MaxLateness: cfg.Dashboard.MaxLateness.D()})
+		if err != nil {
+			return fmt.Errorf("campaign: %w", err)
+		}
+		cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
+		m.campaignCancel, m.campaignDone = ccancel, make(chan struct{})
+		go func() {
+			defer close(m.campaignDone)
+			_ = runner.Run(cctx)
+		}()
 		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
 			Tokens:     dashboardTokens(cfg.Dashboard.Tokens),
 			Users:      dashboardUsers(cfg.Dashboard.Users),
@@ -456,6 +477,8 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			Apps:                   DomainApps(cfg.Apps),
 			Logger:                 log,
 			Registerer:             m.Registry,
+			Campaigns:              camps,
+			ConfirmOver:            cfg.Dashboard.ConfirmOver,
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
@@ -724,6 +747,11 @@ func (m *Main) close() error {
 	}
 	if m.Producer != nil {
 		m.Producer.Close()
+	}
+	if m.campaignCancel != nil {
+		// Sends in flight stop after their batch and release their lease.
+		m.campaignCancel()
+		<-m.campaignDone
 	}
 	if m.flushCancel != nil {
 		m.flushCancel()

@@ -1,0 +1,447 @@
+// Package campaign decides when a notice sent from yidu is sent: it keeps
+// drafts and scheduled notices in MySQL (campaigns, migration 00011), and
+// a poll loop (Runner) in whichever process hosts the dashboard claims a
+// due notice and registers and sends it through the tracker, exactly once
+// across replicas and crashes (Lease). The audience is snapshotted by that
+// registration, at send time.
+//
+// States (yidu.NoticeState): draft -> scheduled -> sending -> sent, or
+// cancelled (by a person, before sending), failed (with a reason), held
+// (its time passed by more than MaxLateness while yidu was down: a person
+// sends or cancels it). A notice is editable until it is sending.
+package campaign
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/metric"
+)
+
+// ErrNotEditable: the notice started sending (or ended); an edit, a
+// cancel or a send by hand is refused (the dashboard's 409).
+var ErrNotEditable = errors.New("the notice is no longer editable")
+
+// ErrNotFound: no notice with this msgid in the caller's corps.
+var ErrNotFound = errors.New("no such notice")
+
+// Notice is one notice sent from yidu, before, while and after it is sent.
+type Notice struct {
+	MsgID string
+	// App is the app it is sent from; its CorpID scopes the notice.
+	App   yidu.App
+	Title string
+	Body  string
+	URL   string
+	// Audience is as asked (not expanded): the registration snapshots it
+	// at send time.
+	Audience yidu.Audience
+	State    yidu.NoticeState
+	// SendAt is when it is (or was) due; zero for a draft.
+	SendAt time.Time
+	// StartedAt is the first claim: the registration's sent_at.
+	StartedAt time.Time
+	// FinishedAt is when it reached sent, failed or cancelled.
+	FinishedAt time.Time
+	// SentLateBy is how much StartedAt was past SendAt (0 on time).
+	SentLateBy time.Duration
+	// Reason says why it failed or is held.
+	Reason string
+	// Attempts counts the claims (a resume after a crash or a retry after
+	// WeCom refused a batch is one more).
+	Attempts  int
+	CreatedBy string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Draft is what a person asks for: a new notice or (Patch) the fields of
+// one to change.
+type Draft struct {
+	// MsgID: empty generates one.
+	MsgID    string
+	App      yidu.App
+	Title    string
+	Body     string
+	URL      string
+	Audience yidu.Audience
+	Schedule yidu.Schedule
+	By       string
+}
+
+// Known is what campaign needs from the directory: which UserIDs are
+// active members (idmap), so that an audience of unknown people only is
+// refused before it is stored.
+type Known interface {
+	Known(ctx context.Context, corpID string, userIDs []string) (map[string]uint32, error)
+}
+
+// Registrar registers and sends (tracker.Registry.RegisterAndSend): a
+// repeated call with the same msgid resumes, never resending a batch an
+// earlier call delivered.
+type Registrar interface {
+	RegisterAndSend(ctx context.Context, reg yidu.Registration) (yidu.Registered, error)
+}
+
+// Options configures a Store.
+type Options struct {
+	// Known checks UserIDs; nil skips the check.
+	Known Known
+	// Apps are the configured apps: a stored notice names its app, whose
+	// agent id and time zone come from here at send time.
+	Apps   []yidu.App
+	Logger *slog.Logger
+	// Registerer takes the metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store keeps the notices (campaigns table).
+type Store struct {
+	db    *sql.DB
+	known Known
+	apps  map[string]yidu.App
+	log   *slog.Logger
+	now   func() time.Time
+	met   *metrics
+}
+
+type metrics struct {
+	transitions *prometheus.CounterVec
+	lateness    prometheus.Histogram
+	claims      *prometheus.CounterVec
+}
+
+// NewStore returns a Store over db.
+func NewStore(db *sql.DB, opts Options) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("campaign: db is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	f := metric.New(opts.Registerer)
+	m := &metrics{
+		transitions: f.CounterVec("yidu_campaign_transitions_total", "Notices entering a state.", "state"),
+		lateness: f.Histogram("yidu_campaign_lateness_seconds", "How late a scheduled notice started sending.",
+			prometheus.ExponentialBuckets(0.5, 2, 16)),
+		claims: f.CounterVec("yidu_campaign_claims_total", "Claims of due notices by result (won, lost, resumed).", "result"),
+	}
+	if err := f.Err("campaign"); err != nil {
+		return nil, err
+	}
+	st := &Store{db: db, known: opts.Known, apps: map[string]yidu.App{}, log: opts.Logger.With("component", "campaign"), now: opts.Now, met: m}
+	for _, a := range opts.Apps {
+		st.apps[a.Name] = a
+	}
+	return st, nil
+}
+
+// check validates d as yidu.Registration.Validate does at send time (one
+// rule for title, body, url and audience: a notice is stored only if it
+// would register) and its schedule.
+func (s *Store) check(ctx context.Context, d *Draft) error {
+	now := s.now()
+	reg := yidu.Registration{MsgID: d.MsgID, App: d.App, Title: d.Title, Body: d.Body, URL: d.URL, Audience: d.Audience, Send: true}
+	if err := reg.Validate(now); err != nil {
+		return err
+	}
+	d.MsgID, d.Title, d.Body, d.URL, d.Audience = reg.MsgID, reg.Title, reg.Body, reg.URL, reg.Audience
+	if err := d.Schedule.Validate(now); err != nil {
+		return err
+	}
+	au := d.Audience
+	if s.known != nil && len(au.UserIDs) > 0 && len(au.Departments) == 0 && !au.All {
+		known, err := s.known.Known(ctx, d.App.CorpID, au.UserIDs)
+		if err != nil {
+			return fmt.Errorf("campaign: known userids: %w", err)
+		}
+		if len(known) == 0 {
+			return yidu.Invalidf("audience.userids: none of the %d UserIDs is an active member", len(au.UserIDs))
+		}
+	}
+	return nil
+}
+
+// Create stores a new draft or scheduled notice; invalid input is
+// yidu.ErrInvalid and writes nothing, a msgid in use yidu.ErrConflict.
+func (s *Store) Create(ctx context.Context, d Draft) (Notice, error) {
+	if err := s.check(ctx, &d); err != nil {
+		return Notice{}, err
+	}
+	aud, err := json.Marshal(d.Audience)
+	if err != nil {
+		return Notice{}, fmt.Errorf("campaign: audience: %w", err)
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	state := yidu.StateScheduled
+	var sendAt any
+	if d.Schedule.Draft {
+		state = yidu.StateDraft
+	} else {
+		sendAt = d.Schedule.SendAt
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO campaigns
+		(msgid, corp_id, app, title, body, url, audience, state, send_at, created_by, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.MsgID, d.App.CorpID, d.App.Name, d.Title, d.Body, d.URL, aud, string(state), sendAt, d.By, now, now)
+	if err != nil {
+		if isDuplicate(err) {
+			return Notice{}, fmt.Errorf("%w: msgid %s", yidu.ErrConflict, d.MsgID)
+		}
+		return Notice{}, fmt.Errorf("campaign: insert %s: %w", d.MsgID, err)
+	}
+	// A msgid already registered outside campaign would make the send a
+	// conflict: refuse it now.
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM messages WHERE msgid = ?", d.MsgID).Scan(&n); err == nil && n > 0 {
+		_, _ = s.db.ExecContext(ctx, "DELETE FROM campaigns WHERE msgid = ? AND state = ?", d.MsgID, string(state))
+		return Notice{}, fmt.Errorf("%w: msgid %s", yidu.ErrConflict, d.MsgID)
+	}
+	s.met.transitions.WithLabelValues(string(state)).Inc()
+	s.log.InfoContext(ctx, "notice saved", "corp", d.App.CorpID, "msgid", d.MsgID, "state", state, "by", d.By)
+	return s.Get(ctx, nil, d.MsgID)
+}
+
+func isDuplicate(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Error 1062")
+}
+
+const noticeColumns = `msgid, corp_id, app, title, body, url, audience, state, send_at, started_at, finished_at,
+	sent_late_by, state_reason, attempts, created_by, created_at, updated_at`
+
+func scanNotice(sc interface{ Scan(...any) error }, apps map[string]yidu.App) (Notice, error) {
+	var n Notice
+	var aud []byte
+	var state string
+	var sendAt, started, finished sql.NullTime
+	var late int64
+	err := sc.Scan(&n.MsgID, &n.App.CorpID, &n.App.Name, &n.Title, &n.Body, &n.URL, &aud, &state, &sendAt, &started, &finished,
+		&late, &n.Reason, &n.Attempts, &n.CreatedBy, &n.CreatedAt, &n.UpdatedAt)
+	if err != nil {
+		return n, err
+	}
+	n.State = yidu.NoticeState(state)
+	if a, ok := apps[n.App.Name]; ok && a.CorpID == n.App.CorpID {
+		n.App = a
+	}
+	n.SendAt, n.StartedAt, n.FinishedAt = sendAt.Time, started.Time, finished.Time
+	n.SentLateBy = time.Duration(late) * time.Second
+	if err := json.Unmarshal(aud, &n.Audience); err != nil {
+		return n, fmt.Errorf("campaign: audience of %s: %w", n.MsgID, err)
+	}
+	return n, nil
+}
+
+// Get returns the notice msgID within corps (nil: any); ErrNotFound if
+// there is none.
+func (s *Store) Get(ctx context.Context, corps []string, msgID string) (Notice, error) {
+	n, err := scanNotice(s.db.QueryRowContext(ctx, "SELECT "+noticeColumns+" FROM campaigns WHERE msgid = ?", msgID), s.apps)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && corps != nil && !contains(corps, n.App.CorpID)) {
+		return Notice{}, fmt.Errorf("%w: %s", ErrNotFound, msgID)
+	}
+	if err != nil {
+		return Notice{}, fmt.Errorf("campaign: read %s: %w", msgID, err)
+	}
+	return n, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s || v == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// List returns the notices of corps (nil: any) in state (empty: any),
+// newest first, after cursor (a msgid of the previous page), at most
+// limit, and the next cursor ("" at the end).
+func (s *Store) List(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int) ([]Notice, string, error) {
+	var where []string
+	var args []any
+	if corps != nil && !contains(corps, "*") {
+		if len(corps) == 0 {
+			return nil, "", nil
+		}
+		where = append(where, "corp_id IN (?"+strings.Repeat(", ?", len(corps)-1)+")")
+		for _, c := range corps {
+			args = append(args, c)
+		}
+	}
+	if state != "" {
+		where = append(where, "state = ?")
+		args = append(args, string(state))
+	}
+	if app != "" {
+		where = append(where, "app = ?")
+		args = append(args, app)
+	}
+	if cursor != "" {
+		where = append(where, "(created_at, msgid) < (SELECT created_at, msgid FROM campaigns WHERE msgid = ?)")
+		args = append(args, cursor)
+	}
+	q := "SELECT " + noticeColumns + " FROM campaigns"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, msgid DESC LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("campaign: list: %w", err)
+	}
+	defer rows.Close()
+	var out []Notice
+	for rows.Next() {
+		n, err := scanNotice(rows, s.apps)
+		if err != nil {
+			return nil, "", fmt.Errorf("campaign: list: %w", err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("campaign: list: %w", err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].MsgID
+	}
+	return out, next, nil
+}
+
+// Patch is a partial edit: nil fields are kept.
+type Patch struct {
+	Title, Body, URL *string
+	Audience         *yidu.Audience
+	// Schedule replaces the schedule (a draft, or a new send_at).
+	Schedule *yidu.Schedule
+	By       string
+}
+
+// Edit changes a draft, scheduled or held notice; ErrNotEditable once it
+// is sending (or ended), yidu.ErrInvalid for bad input (nothing written).
+// The UPDATE is conditional on the state read, so an edit racing a claim
+// either lands before it or is refused.
+func (s *Store) Edit(ctx context.Context, corps []string, msgID string, p Patch) (Notice, error) {
+	n, err := s.Get(ctx, corps, msgID)
+	if err != nil {
+		return Notice{}, err
+	}
+	if !n.State.Editable() {
+		return Notice{}, fmt.Errorf("%w: %s is %s", ErrNotEditable, msgID, n.State)
+	}
+	d := Draft{MsgID: n.MsgID, App: n.App, Title: n.Title, Body: n.Body, URL: n.URL, Audience: n.Audience,
+		Schedule: yidu.Schedule{SendAt: n.SendAt, Draft: n.State == yidu.StateDraft}}
+	if p.Title != nil {
+		d.Title = *p.Title
+	}
+	if p.Body != nil {
+		d.Body = *p.Body
+	}
+	if p.URL != nil {
+		d.URL = *p.URL
+	}
+	if p.Audience != nil {
+		d.Audience = *p.Audience
+	}
+	if p.Schedule != nil {
+		d.Schedule = *p.Schedule
+	} else if n.State == yidu.StateHeld {
+		return Notice{}, yidu.Invalidf("send_at: a held notice needs a new send_at, or send it now")
+	}
+	d.Schedule.Timezone = n.App.Timezone
+	if err := s.check(ctx, &d); err != nil {
+		return Notice{}, err
+	}
+	aud, err := json.Marshal(d.Audience)
+	if err != nil {
+		return Notice{}, fmt.Errorf("campaign: audience: %w", err)
+	}
+	state := yidu.StateScheduled
+	var sendAt any = d.Schedule.SendAt
+	if d.Schedule.Draft {
+		state, sendAt = yidu.StateDraft, nil
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE campaigns SET title = ?, body = ?, url = ?, audience = ?, state = ?, send_at = ?,
+		state_reason = '', updated_at = ? WHERE msgid = ? AND state = ?`,
+		d.Title, d.Body, d.URL, aud, string(state), sendAt, s.now().UTC(), msgID, string(n.State))
+	if err != nil {
+		return Notice{}, fmt.Errorf("campaign: edit %s: %w", msgID, err)
+	}
+	if c, err := res.RowsAffected(); err == nil && c == 0 {
+		return Notice{}, fmt.Errorf("%w: %s changed state", ErrNotEditable, msgID)
+	}
+	s.log.InfoContext(ctx, "notice edited", "corp", n.App.CorpID, "msgid", msgID, "state", state, "by", p.By)
+	return s.Get(ctx, corps, msgID)
+}
+
+// Cancel cancels a draft, scheduled or held notice; ErrNotEditable once
+// it is sending or ended.
+func (s *Store) Cancel(ctx context.Context, corps []string, msgID, by string) (Notice, error) {
+	n, err := s.Get(ctx, corps, msgID)
+	if err != nil {
+		return Notice{}, err
+	}
+	if !n.State.Editable() {
+		return Notice{}, fmt.Errorf("%w: %s is %s", ErrNotEditable, msgID, n.State)
+	}
+	now := s.now().UTC()
+	res, err := s.db.ExecContext(ctx, `UPDATE campaigns SET state = 'cancelled', finished_at = ?, updated_at = ?
+		WHERE msgid = ? AND state IN ('draft', 'scheduled', 'held')`, now, now, msgID)
+	if err != nil {
+		return Notice{}, fmt.Errorf("campaign: cancel %s: %w", msgID, err)
+	}
+	if c, err := res.RowsAffected(); err == nil && c == 0 {
+		return Notice{}, fmt.Errorf("%w: %s changed state", ErrNotEditable, msgID)
+	}
+	s.met.transitions.WithLabelValues(string(yidu.StateCancelled)).Inc()
+	s.log.InfoContext(ctx, "notice cancelled", "corp", n.App.CorpID, "msgid", msgID, "by", by)
+	return s.Get(ctx, corps, msgID)
+}
+
+// SendNow makes a draft or held notice due now: the Runner claims it as
+// any scheduled notice (so it is sent once, by one replica). A held
+// notice keeps its send_at, so its lateness is reported, and is not held
+// again (hold_ok).
+func (s *Store) SendNow(ctx context.Context, corps []string, msgID, by string) (Notice, error) {
+	n, err := s.Get(ctx, corps, msgID)
+	if err != nil {
+		return Notice{}, err
+	}
+	if n.State != yidu.StateDraft && n.State != yidu.StateHeld && n.State != yidu.StateScheduled {
+		return Notice{}, fmt.Errorf("%w: %s is %s", ErrNotEditable, msgID, n.State)
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	// A person's "send now" is never held: state_reason 'now' tells the
+	// Runner (Runner.due), and send_at is now unless it was earlier.
+	res, err := s.db.ExecContext(ctx, `UPDATE campaigns SET state = 'scheduled', state_reason = ?,
+		send_at = IF(send_at IS NULL OR send_at > ?, ?, send_at), updated_at = ?
+		WHERE msgid = ? AND state = ?`, reasonSendNow, now, now, now, msgID, string(n.State))
+	if err != nil {
+		return Notice{}, fmt.Errorf("campaign: send %s: %w", msgID, err)
+	}
+	if c, err := res.RowsAffected(); err == nil && c == 0 {
+		return Notice{}, fmt.Errorf("%w: %s changed state", ErrNotEditable, msgID)
+	}
+	s.log.InfoContext(ctx, "notice sent by hand", "corp", n.App.CorpID, "msgid", msgID, "by", by)
+	return s.Get(ctx, corps, msgID)
+}
+
+// reasonSendNow marks a notice a person asked to send now.
+const reasonSendNow = "send now"

@@ -1,0 +1,320 @@
+package campaign
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/yidu-io/yidu"
+)
+
+// Runner defaults.
+const (
+	DefaultMaxLateness  = 2 * time.Hour
+	DefaultLeaseTTL     = 30 * time.Second
+	DefaultPoll         = time.Second
+	DefaultBatch        = 10
+	DefaultConcurrency  = 2
+	DefaultMaxAttempts  = 5
+	DefaultRetryBackoff = time.Minute
+)
+
+// RunnerOptions configures a Runner; zero values take the defaults.
+type RunnerOptions struct {
+	// Owner names this replica in campaigns.owner (default host-pid-random).
+	Owner string
+	// LeaseTTL is how long a claim lasts without renewal: how soon another
+	// replica resumes the send of one that died. Renewed every LeaseTTL/3.
+	LeaseTTL time.Duration
+	// Poll is the time between two polls for due notices.
+	Poll time.Duration
+	// MaxLateness: a scheduled notice more than this past its send_at
+	// (yidu was down) is held for a person instead of sent
+	// (dashboard.max_lateness).
+	MaxLateness time.Duration
+	// Batch is the most due notices one poll claims; Concurrency the most
+	// sent at once by this replica.
+	Batch, Concurrency int
+	// MaxAttempts: after this many claims a notice that still has batches
+	// WeCom refused or that never left is failed.
+	MaxAttempts int
+	// RetryBackoff is the wait before such a notice is tried again.
+	RetryBackoff time.Duration
+}
+
+// Runner sends due notices: a bounded poll loop (Run) that claims each due
+// notice with a Lease and registers and sends it through the Registrar.
+type Runner struct {
+	s     *Store
+	reg   Registrar
+	lease Lease
+	o     RunnerOptions
+	sem   chan struct{}
+	wg    sync.WaitGroup
+}
+
+// NewRunner returns a Runner over s sending through reg.
+func NewRunner(s *Store, reg Registrar, o RunnerOptions) (*Runner, error) {
+	if s == nil || reg == nil {
+		return nil, errors.New("campaign: store and registrar are required")
+	}
+	if o.Owner == "" {
+		o.Owner = DefaultOwner()
+	}
+	o.LeaseTTL = or(o.LeaseTTL, DefaultLeaseTTL)
+	o.Poll = or(o.Poll, DefaultPoll)
+	o.MaxLateness = or(o.MaxLateness, DefaultMaxLateness)
+	o.RetryBackoff = or(o.RetryBackoff, DefaultRetryBackoff)
+	o.Batch = or(o.Batch, DefaultBatch)
+	o.Concurrency = or(o.Concurrency, DefaultConcurrency)
+	o.MaxAttempts = or(o.MaxAttempts, DefaultMaxAttempts)
+	return &Runner{s: s, reg: reg, o: o, sem: make(chan struct{}, o.Concurrency),
+		lease: Lease{Table: "campaigns", Owner: o.Owner, TTL: o.LeaseTTL}}, nil
+}
+
+func or[T int | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// DefaultOwner is host-pid-random: unique per process, readable in
+// campaigns.owner.
+func DefaultOwner() string {
+	h, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", h, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Run polls every Poll until ctx is done, then drains: it waits for the
+// sends in flight, whose context is ctx too, so each stops after its
+// current batch and releases its lease for another replica to resume.
+func (r *Runner) Run(ctx context.Context) error {
+	t := time.NewTicker(r.o.Poll)
+	defer t.Stop()
+	defer r.wg.Wait()
+	for {
+		if _, err := r.poll(ctx, false); err != nil && ctx.Err() == nil {
+			r.s.log.Error("campaign poll", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Tick is one poll that waits for the sends it started: it holds notices
+// past MaxLateness, claims due (or abandoned) ones and sends them. It
+// returns how many it claimed. For tests and `yidu` commands.
+func (r *Runner) Tick(ctx context.Context) (int, error) {
+	n, err := r.poll(ctx, true)
+	return n, err
+}
+
+func (r *Runner) poll(ctx context.Context, wait bool) (int, error) {
+	now := r.s.now().UTC()
+	if err := r.hold(ctx, now); err != nil {
+		return 0, err
+	}
+	rows, err := r.s.db.QueryContext(ctx, `SELECT msgid FROM campaigns
+		WHERE (state = 'scheduled' AND send_at <= ?) OR (state = 'sending' AND lease_until <= ?)
+		ORDER BY send_at LIMIT ?`, now, now, r.o.Batch)
+	if err != nil {
+		return 0, fmt.Errorf("campaign: due notices: %w", err)
+	}
+	var due []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("campaign: due notices: %w", err)
+		}
+		due = append(due, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("campaign: due notices: %w", err)
+	}
+	var wg sync.WaitGroup
+	claimed := 0
+	for _, id := range due {
+		select {
+		case r.sem <- struct{}{}:
+		case <-ctx.Done():
+			return claimed, nil
+		}
+		ok, err := r.claim(ctx, id)
+		if err != nil || !ok {
+			<-r.sem
+			if err != nil {
+				return claimed, err
+			}
+			continue
+		}
+		claimed++
+		r.wg.Add(1)
+		wg.Add(1)
+		go func() {
+			defer func() { <-r.sem; wg.Done(); r.wg.Done() }()
+			r.fire(ctx, id)
+		}()
+	}
+	if wait {
+		wg.Wait()
+	}
+	return claimed, nil
+}
+
+// hold moves the scheduled notices more than MaxLateness past their
+// send_at to held (not those a person asked to send now).
+func (r *Runner) hold(ctx context.Context, now time.Time) error {
+	res, err := r.s.db.ExecContext(ctx, `UPDATE campaigns SET state = 'held', state_reason = ?, updated_at = ?
+		WHERE state = 'scheduled' AND send_at < ? AND state_reason <> ?`,
+		fmt.Sprintf("more than %v late: send or cancel it", r.o.MaxLateness), now, now.Add(-r.o.MaxLateness), reasonSendNow)
+	if err != nil {
+		return fmt.Errorf("campaign: hold late notices: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n > 0 {
+		r.s.met.transitions.WithLabelValues(string(yidu.StateHeld)).Add(float64(n))
+		r.s.log.Warn("late notices held", "count", n, "max_lateness", r.o.MaxLateness)
+	}
+	return nil
+}
+
+// claim claims msgID: from scheduled (a first send) or from sending with
+// an expired lease (a resume). The first claim sets started_at and
+// sent_late_by; MySQL evaluates the assignments left to right, so
+// sent_late_by reads started_at before it is set.
+func (r *Runner) claim(ctx context.Context, msgID string) (bool, error) {
+	now := r.s.now().UTC().Truncate(time.Millisecond)
+	ok, err := r.lease.Claim(ctx, r.s.db, now, []yidu.NoticeState{yidu.StateScheduled},
+		`sent_late_by = IF(started_at IS NULL, GREATEST(0, TIMESTAMPDIFF(SECOND, send_at, ?)), sent_late_by),
+		started_at = COALESCE(started_at, ?), updated_at = ?`,
+		"msgid = ?", now, now, now, msgID)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		r.s.met.claims.WithLabelValues("lost").Inc()
+	}
+	return ok, nil
+}
+
+// fire registers and sends a claimed notice, renewing the lease while it
+// runs. The registration uses the notice's msgid, so a resumed fire
+// finds the registration done and sends only the batches without a
+// final outcome (tracker: the send report in message_sends).
+func (r *Runner) fire(ctx context.Context, msgID string) {
+	where := "msgid = ?"
+	n, err := r.s.Get(ctx, nil, msgID)
+	if err != nil {
+		r.s.log.Error("campaign fire", "msgid", msgID, "err", err)
+		_ = r.lease.Release(context.WithoutCancel(ctx), r.s.db, r.s.now().UTC(), where, msgID)
+		return
+	}
+	if n.Attempts > 1 {
+		r.s.met.claims.WithLabelValues("resumed").Inc()
+	} else {
+		r.s.met.claims.WithLabelValues("won").Inc()
+		r.s.met.lateness.Observe(n.SentLateBy.Seconds())
+	}
+	log := r.s.log.With("corp", n.App.CorpID, "msgid", msgID, "attempt", n.Attempts)
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := r.heartbeat(fctx, cancel, msgID)
+	defer stop()
+
+	if n.App.AgentID == 0 {
+		r.finish(ctx, log, n, yidu.StateFailed, fmt.Sprintf("app %s is not configured", n.App.Name))
+		return
+	}
+	reg := yidu.Registration{MsgID: n.MsgID, App: n.App, Title: n.Title, Body: n.Body, URL: n.URL,
+		SentAt: n.StartedAt, Audience: n.Audience, Send: true}
+	res, err := r.reg.RegisterAndSend(fctx, reg)
+	switch {
+	case err == nil && complete(res.Send):
+		r.finish(ctx, log, n, yidu.StateSent, "")
+	case errors.Is(err, yidu.ErrInvalid), errors.Is(err, yidu.ErrConflict), errors.Is(err, yidu.ErrRecalled):
+		r.finish(ctx, log, n, yidu.StateFailed, yidu.Truncate(err.Error(), 500))
+	case fctx.Err() != nil:
+		// Shutdown or a lost lease: the next owner resumes at once.
+		log.Info("campaign send interrupted", "cause", context.Cause(fctx))
+		_ = r.lease.Release(context.WithoutCancel(ctx), r.s.db, r.s.now().UTC(), where, msgID)
+	case n.Attempts >= r.o.MaxAttempts:
+		reason := "WeCom did not take every batch"
+		if err != nil {
+			reason = err.Error()
+		}
+		r.finish(ctx, log, n, yidu.StateFailed, yidu.Truncate(fmt.Sprintf("after %d attempts: %s", n.Attempts, reason), 500))
+	default:
+		log.Warn("campaign send incomplete, retrying later", "err", err, "backoff", r.o.RetryBackoff)
+		_ = r.lease.Release(context.WithoutCancel(ctx), r.s.db, r.s.now().UTC().Add(r.o.RetryBackoff), where, msgID)
+	}
+}
+
+// complete reports whether every batch has a final outcome: sent,
+// unknown (maybe delivered: never sent again) or nobody. Refused and
+// unsent batches are tried again by the next attempt.
+func complete(rep yidu.SendReport) bool {
+	for _, o := range rep.Outcomes {
+		if o.Status == yidu.SendRefused || o.Status == yidu.SendUnsent {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Runner) finish(ctx context.Context, log interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+}, n Notice, state yidu.NoticeState, reason string) {
+	now := r.s.now().UTC()
+	ok, err := r.lease.Finish(context.WithoutCancel(ctx), r.s.db, state, "state_reason = ?, finished_at = ?, updated_at = ?",
+		"msgid = ?", reason, now, now, n.MsgID)
+	switch {
+	case err != nil:
+		log.Warn("campaign finish", "err", err)
+	case !ok:
+		log.Warn("campaign lease lost before finishing", "state", state)
+	default:
+		r.s.met.transitions.WithLabelValues(string(state)).Inc()
+		log.Info("notice "+string(state), "reason", reason, "late_by", n.SentLateBy)
+	}
+}
+
+// heartbeat renews the lease every LeaseTTL/3 until stopped; a lost lease
+// cancels the send (another replica owns it now).
+func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, msgID string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(r.o.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			ok, err := r.lease.Renew(ctx, r.s.db, r.s.now().UTC(), "msgid = ?", msgID)
+			if err == nil && !ok {
+				cancel(errors.New("lease lost"))
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}

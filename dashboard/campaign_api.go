@@ -1,0 +1,374 @@
+package dashboard
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign"
+)
+
+// Campaigns is what the dashboard needs from campaign.Store: drafts and
+// scheduled notices. The dashboard translates HTTP to these calls; the
+// store decides (states, validation, the claim).
+type Campaigns interface {
+	Create(ctx context.Context, d campaign.Draft) (campaign.Notice, error)
+	Get(ctx context.Context, corps []string, msgID string) (campaign.Notice, error)
+	List(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int) ([]campaign.Notice, string, error)
+	Edit(ctx context.Context, corps []string, msgID string, p campaign.Patch) (campaign.Notice, error)
+	Cancel(ctx context.Context, corps []string, msgID, by string) (campaign.Notice, error)
+	SendNow(ctx context.Context, corps []string, msgID, by string) (campaign.Notice, error)
+}
+
+// DefaultConfirmOver is dashboard.confirm_over's default: above it the
+// page asks the person to type the recipient count.
+const DefaultConfirmOver = 1000
+
+// noticeFields are the message JSON fields of a notice sent from yidu
+// (CONTRACT.md, Campaign); every message has them ("sent" for one
+// registered through the API).
+type noticeFields struct {
+	State       string        `json:"state"`
+	SendAt      *time.Time    `json:"send_at"`
+	SentLateBy  int64         `json:"sent_late_by"`
+	StateReason string        `json:"state_reason"`
+	Audience    *audienceJSON `json:"audience,omitempty"`
+}
+
+// audienceJSON is the audience object of a registration.
+type audienceJSON struct {
+	UserIDs     []string `json:"userids"`
+	Departments []int64  `json:"departments"`
+	All         bool     `json:"all"`
+}
+
+func toAudienceJSON(a yidu.Audience) *audienceJSON {
+	return &audienceJSON{UserIDs: nonNil(a.UserIDs), Departments: nonNil(a.Departments), All: a.All}
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// setNotice copies n's state into j.
+func (j *messageJSON) setNotice(n campaign.Notice) {
+	j.State = string(n.State)
+	if !n.SendAt.IsZero() {
+		at := n.SendAt.UTC()
+		j.SendAt = &at
+	}
+	j.SentLateBy = int64(n.SentLateBy / time.Second)
+	j.StateReason = n.Reason
+	j.Audience = toAudienceJSON(n.Audience)
+}
+
+// noticeJSON is a notice that is not registered yet (draft, scheduled,
+// held, cancelled, failed before registering): no recipients, no progress;
+// sent_at is when it started sending, else its send_at, else (a draft)
+// when it was saved.
+func noticeJSON(n campaign.Notice) messageJSON {
+	j := messageJSON{MsgID: n.MsgID, CorpID: n.App.CorpID, App: n.App.Name, AgentID: n.App.AgentID,
+		Title: n.Title, Body: n.Body, URL: n.URL, SentAt: cmp.Or(n.StartedAt, n.SendAt, n.CreatedAt).UTC()}
+	j.setNotice(n)
+	return j
+}
+
+// handleSchedule is POST /messages with send_at or draft: the notice is
+// stored for campaign's Runner, which registers and sends it at its time.
+func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *principal, app yidu.App, reg registration) {
+	if s.campaigns == nil {
+		writeError(w, http.StatusServiceUnavailable, "scheduled sending is not configured")
+		return
+	}
+	if !reg.Draft && !reg.Send {
+		s.fail(w, r, yidu.Invalidf("send: send_at needs \"send\": true (a scheduled notice is sent)"))
+		return
+	}
+	if !reg.SentAt.IsZero() {
+		s.fail(w, r, yidu.Invalidf("sent_at is set when the notice is sent, not with send_at or draft"))
+		return
+	}
+	n, err := s.campaigns.Create(r.Context(), campaign.Draft{
+		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
+		Schedule: yidu.Schedule{SendAt: reg.SendAt, Draft: reg.Draft, Timezone: app.Timezone}, By: p.name,
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/api/v1/messages/"+n.MsgID)
+	writeJSON(w, http.StatusCreated, noticeJSON(n))
+}
+
+// handleGetNotice is GET /messages/{msgid}: a registered message as
+// before (with its state when campaign sent it), else a notice not yet
+// registered.
+func (s *Server) handleGetNotice(w http.ResponseWriter, r *http.Request) {
+	m, err := s.message(r)
+	if err == nil {
+		s.handleGetMessage(w, r, m)
+		return
+	}
+	if !errors.Is(err, errNotFound) || s.campaigns == nil {
+		s.fail(w, r, err)
+		return
+	}
+	n, err := s.notice(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, noticeJSON(n))
+}
+
+// notice finds the notice of the route's msgid the caller may see.
+func (s *Server) notice(r *http.Request) (campaign.Notice, error) {
+	if s.campaigns == nil {
+		return campaign.Notice{}, errNotFound
+	}
+	id, err := parseMsgID(chi.URLParam(r, "msgid"))
+	if err != nil {
+		return campaign.Notice{}, err
+	}
+	p := principalFrom(r.Context())
+	if p == nil || (p.corps != nil && len(p.corps) == 0) {
+		return campaign.Notice{}, errNotFound
+	}
+	n, err := s.campaigns.Get(r.Context(), p.corps, id)
+	if err != nil {
+		return campaign.Notice{}, err
+	}
+	if !p.allows(n.App.CorpID) {
+		return campaign.Notice{}, errNotFound
+	}
+	return n, nil
+}
+
+// addNotice adds the campaign state of a registered message to j ("sent"
+// for a message registered through the API without campaign).
+func (s *Server) addNotice(ctx context.Context, corps []string, j *messageJSON) error {
+	j.State = string(yidu.StateSent)
+	if s.campaigns == nil {
+		return nil
+	}
+	n, err := s.campaigns.Get(ctx, corps, j.MsgID)
+	if errors.Is(err, campaign.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	j.setNotice(n)
+	return nil
+}
+
+// patchBody is PATCH /messages/{msgid}: the fields of POST, each optional.
+type patchBody struct {
+	Title    *string       `json:"title"`
+	Body     *string       `json:"body"`
+	URL      *string       `json:"url"`
+	Audience *audienceJSON `json:"audience"`
+	SendAt   *time.Time    `json:"send_at"`
+	Draft    *bool         `json:"draft"`
+}
+
+func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+		return
+	}
+	n, err := s.noticeOrSent(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var b patchBody
+	if err := decodeStrict(http.MaxBytesReader(w, r.Body, maxRegisterBody), &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p := campaign.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: principalFrom(r.Context()).name}
+	if b.Audience != nil {
+		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All}
+	}
+	if b.SendAt != nil || b.Draft != nil {
+		sc := yidu.Schedule{Draft: b.Draft != nil && *b.Draft}
+		if b.SendAt != nil {
+			sc.SendAt = *b.SendAt
+		}
+		p.Schedule = &sc
+	}
+	out, err := s.campaigns.Edit(r.Context(), principalFrom(r.Context()).corps, n.MsgID, p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, noticeJSON(out))
+}
+
+// noticeOrSent is notice, with a message registered outside campaign
+// answered 409 (it is sent: nothing to edit) rather than 404.
+func (s *Server) noticeOrSent(r *http.Request) (campaign.Notice, error) {
+	n, err := s.notice(r)
+	if errors.Is(err, campaign.ErrNotFound) || errors.Is(err, errNotFound) {
+		if _, merr := s.message(r); merr == nil {
+			return n, fmt.Errorf("%w: the message is sent", campaign.ErrNotEditable)
+		}
+	}
+	return n, err
+}
+
+func (s *Server) handleCancelNotice(w http.ResponseWriter, r *http.Request) {
+	n, err := s.noticeOrSent(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p := principalFrom(r.Context())
+	out, err := s.campaigns.Cancel(r.Context(), p.corps, n.MsgID, p.name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, noticeJSON(out))
+}
+
+func (s *Server) handleSendNotice(w http.ResponseWriter, r *http.Request) {
+	n, err := s.noticeOrSent(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p := principalFrom(r.Context())
+	out, err := s.campaigns.SendNow(r.Context(), p.corps, n.MsgID, p.name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, noticeJSON(out))
+}
+
+// listNotices is GET /messages?state= for a state other than sent.
+func (s *Server) listNotices(w http.ResponseWriter, r *http.Request, state yidu.NoticeState) {
+	q := r.URL.Query()
+	limit, err := parseListLimit(q.Get("limit"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	cursor := q.Get("cursor")
+	if cursor != "" {
+		if cursor, err = parseMsgID(cursor); err != nil {
+			s.fail(w, r, badParam("cursor is not a cursor of this list"))
+			return
+		}
+	}
+	f, err := parseListFilter(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := listJSON{Messages: []messageJSON{}}
+	p := principalFrom(r.Context())
+	if s.campaigns == nil || (p.corps != nil && len(p.corps) == 0) {
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	ns, next, err := s.campaigns.List(r.Context(), p.corps, state, f.app, cursor, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	for _, n := range ns {
+		if p.allows(n.App.CorpID) && (f.title == "" || strings.Contains(strings.ToLower(n.Title), strings.ToLower(f.title))) {
+			out.Messages = append(out.Messages, noticeJSON(n))
+		}
+	}
+	out.NextCursor = next
+	writeJSON(w, http.StatusOK, out)
+}
+
+// parseNoticeState reads ?state=: empty, or a notice state.
+func parseNoticeState(s string) (yidu.NoticeState, error) {
+	st := yidu.NoticeState(s)
+	if s != "" && !st.Valid() {
+		return "", badParam("state must be one of draft, scheduled, sending, sent, cancelled, failed, held")
+	}
+	return st, nil
+}
+
+// appJSON is one app the principal may send from.
+type appJSON struct {
+	Name        string `json:"name"`
+	CorpID      string `json:"corp_id"`
+	AgentID     int64  `json:"agent_id"`
+	Timezone    string `json:"timezone"`
+	ConfirmOver int    `json:"confirm_over"`
+}
+
+func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
+	p := principalFrom(r.Context())
+	out := struct {
+		Apps []appJSON `json:"apps"`
+	}{Apps: []appJSON{}}
+	for _, a := range s.appList {
+		if p.allows(a.CorpID) {
+			out.Apps = append(out.Apps, appJSON{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID,
+				Timezone: cmpOr(a.Timezone, yidu.DefaultTimezone), ConfirmOver: s.confirmOver})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func cmpOr(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// decodeStrict decodes one JSON object, refusing unknown fields.
+func decodeStrict(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return fmt.Errorf("%w: more than %d bytes", errTooLarge, mbe.Limit)
+		}
+		return badParam("body: %v", err)
+	}
+	return nil
+}
+
+// fieldOf is the JSON field a validation error names: the root's errors
+// start with the field ("title is required...", "audience.userids: ..."),
+// the dashboard's too ("app is required").
+func fieldOf(msg string) string {
+	msg = strings.TrimPrefix(msg, yidu.ErrInvalid.Error()+": ")
+	end := strings.IndexAny(msg, " :")
+	if end <= 0 {
+		return ""
+	}
+	f := msg[:end]
+	switch f {
+	case "body", "title", "url", "msgid", "app", "send_at", "sent_at", "audience", "send", "draft", "state", "cursor", "limit", "q", "timezone":
+		return f
+	}
+	if strings.HasPrefix(f, "audience.") {
+		return f
+	}
+	return ""
+}

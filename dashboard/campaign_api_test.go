@@ -1,0 +1,128 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// known is the fixture directory's UserIDs for campaign's check.
+type knownIDs map[string]bool
+
+func (k knownIDs) Known(_ context.Context, _ string, ids []string) (map[string]uint32, error) {
+	out := map[string]uint32{}
+	for i, id := range ids {
+		if k[id] {
+			out[id] = uint32(i + 1)
+		}
+	}
+	return out, nil
+}
+
+// newCampaignFixture is the fixture with a real campaign.Store on a fresh
+// MariaDB database, on the fixture's clock.
+func newCampaignFixture(tb testing.TB) (*fixture, *campaign.Store) {
+	tb.Helper()
+	var st *campaign.Store
+	f := newFixtureOpts(tb, false, func(o *Options) {
+		s, err := campaign.NewStore(testenv.MySQL(tb), campaign.Options{Known: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+			Apps: o.Apps, Now: o.Now})
+		testenv.Check(tb, "campaign.NewStore", err)
+		st, o.Campaigns = s, s
+	})
+	return f, st
+}
+
+func (f *fixture) api(t *testing.T, method, target, body string) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, apiPrefix+target, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+acmeToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, req)
+	var out map[string]any
+	_ = json.Unmarshal(w.Body.Bytes(), &out)
+	return w.Code, out
+}
+
+func TestScheduleAPI(t *testing.T) {
+	f, st := newCampaignFixture(t)
+	at := f.clock.Now().Add(time.Hour).Format(time.RFC3339)
+	code, j := f.api(t, "POST", "/messages", `{"msgid":"sched-1","app":"hr","title":"新考勤制度","audience":{"userids":["alice"]},"send":true,"send_at":"`+at+`"}`)
+	if code != 201 || j["state"] != "scheduled" || j["send_at"] == nil || j["recipients"].(float64) != 0 {
+		t.Fatalf("schedule: %d %v", code, j)
+	}
+	code, j = f.api(t, "POST", "/messages", `{"msgid":"draft-1","app":"hr","title":"草稿","audience":{"departments":[2]},"draft":true}`)
+	if code != 201 || j["state"] != "draft" || j["send_at"] != nil {
+		t.Fatalf("draft: %d %v", code, j)
+	}
+	code, j = f.api(t, "GET", "/messages/sched-1", "")
+	if code != 200 || j["state"] != "scheduled" || j["audience"].(map[string]any)["userids"].([]any)[0] != "alice" {
+		t.Fatalf("get: %d %v", code, j)
+	}
+	code, j = f.api(t, "GET", "/messages?state=draft", "")
+	if ms := j["messages"].([]any); code != 200 || len(ms) != 1 || ms[0].(map[string]any)["msgid"] != "draft-1" {
+		t.Fatalf("list drafts: %d %v", code, j)
+	}
+	code, j = f.api(t, "PATCH", "/messages/sched-1", `{"title":"新考勤制度（修订）"}`)
+	if code != 200 || j["title"] != "新考勤制度（修订）" {
+		t.Fatalf("patch: %d %v", code, j)
+	}
+	code, j = f.api(t, "GET", "/apps", "")
+	if apps := j["apps"].([]any); code != 200 || len(apps) != 1 || apps[0].(map[string]any)["timezone"] != "Asia/Shanghai" ||
+		apps[0].(map[string]any)["confirm_over"].(float64) != DefaultConfirmOver {
+		t.Fatalf("apps: %d %v", code, j)
+	}
+	// Bad input: 400 with the field, nothing written.
+	bad := []struct{ name, body, field string }{
+		{"title over the card", `{"app":"hr","title":"` + strings.Repeat("长", 37) + `","audience":{"all":true},"send":true,"send_at":"` + at + `"}`, "title"},
+		{"empty audience", `{"app":"hr","title":"t","audience":{},"send":true,"send_at":"` + at + `"}`, "audience"},
+		{"only unknown userids", `{"app":"hr","title":"t","audience":{"userids":["ghost"]},"send":true,"send_at":"` + at + `"}`, "audience.userids"},
+		{"send_at in the past", `{"app":"hr","title":"t","audience":{"all":true},"send":true,"send_at":"` + f.clock.Now().Add(-time.Minute).Format(time.RFC3339) + `"}`, "send_at"},
+		{"send_at over a year", `{"app":"hr","title":"t","audience":{"all":true},"send":true,"send_at":"` + f.clock.Now().AddDate(1, 1, 0).Format(time.RFC3339) + `"}`, "send_at"},
+		{"send_at without send", `{"app":"hr","title":"t","audience":{"all":true},"send_at":"` + at + `"}`, "send"},
+	}
+	for _, tc := range bad {
+		code, j := f.api(t, "POST", "/messages", tc.body)
+		if code != 400 || j["field"] != tc.field {
+			t.Errorf("%s: %d %v, want 400 field %s", tc.name, code, j, tc.field)
+		}
+	}
+	if ns, _, _ := st.List(t.Context(), nil, "", "", "", 50); len(ns) != 2 {
+		t.Errorf("%d notices stored, want 2 (refused input writes nothing)", len(ns))
+	}
+	// Cancel; then edit and cancel again are 409; a registered message too.
+	if code, j = f.api(t, "POST", "/messages/sched-1/cancel", ""); code != 200 || j["state"] != "cancelled" {
+		t.Fatalf("cancel: %d %v", code, j)
+	}
+	for _, c := range []struct{ method, target, body string }{
+		{"PATCH", "/messages/sched-1", `{"title":"x"}`},
+		{"POST", "/messages/sched-1/cancel", ""},
+		{"POST", "/messages/hello/cancel", ""},
+		{"PATCH", "/messages/hello", `{"title":"x"}`},
+	} {
+		if code, _ := f.api(t, c.method, c.target, c.body); code != http.StatusConflict {
+			t.Errorf("%s %s: %d, want 409", c.method, c.target, code)
+		}
+	}
+	if code, j = f.api(t, "POST", "/messages/draft-1/send", ""); code != 202 || j["state"] != "scheduled" {
+		t.Fatalf("send now: %d %v", code, j)
+	}
+	if code, _ = f.api(t, "GET", "/messages?state=maybe", ""); code != 400 {
+		t.Errorf("bad state: %d", code)
+	}
+	// A registered message carries state sent.
+	if _, j = f.api(t, "GET", "/messages/hello", ""); j["state"] != string(yidu.StateSent) {
+		t.Errorf("registered message state %v", j["state"])
+	}
+}
