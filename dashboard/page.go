@@ -36,6 +36,8 @@ var templateFuncs = template.FuncMap{
 		}
 		return nil
 	},
+	"state": stateLabel,
+	"minutes": func(seconds int64) int64 { return (seconds + 59) / 60 },
 }
 
 type pageData struct {
@@ -59,6 +61,8 @@ type pageData struct {
 	Script string
 	// Limits are the card's limits the compose page counts against.
 	Limits cardLimits
+	// Pending are the list page's held, scheduled and draft notices.
+	Pending []messageJSON
 }
 
 // signalView is one signal's line on the message page.
@@ -214,6 +218,12 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 		d.Error = "The message list is unavailable, try again shortly."
 		s.render(w, http.StatusServiceUnavailable, "list.html", d)
 		return
+	}
+	if cursor == "" {
+		// The notices not sent yet are a part of the page, not a condition of it.
+		if d.Pending, err = s.pendingNotices(r.Context(), p, f.app); err != nil {
+			s.log.WarnContext(r.Context(), "list page: pending notices", "err", err)
+		}
 	}
 	for _, m := range list.Messages {
 		row := listRow{messageJSON: m}
