@@ -592,6 +592,30 @@ func TestBrowserCompose(t *testing.T) {
 		}
 	})
 
+	t.Run("csv and everyone", func(t *testing.T) {
+		dir := t.TempDir()
+		csvPath, binPath := filepath.Join(dir, "名单.csv"), filepath.Join(dir, "photo.png")
+		if err := os.WriteFile(csvPath, []byte("\ufeffuserid,姓名\r\nwangwu,王五\r\n\"frank\",\"Frank, F.\"\r\nno-such-one,?\r\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(binPath, []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.do(t, "a new notice", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ts.URL+"/new"), chromedp.WaitVisible(chromedp.ID("compose")))
+		b.wait(t, "apps", `document.getElementById("app").value === "hr"`)
+		b.do(t, "a file that is not text", chromedp.SetUploadFiles(chromedp.ID("csv"), []string{binPath}))
+		b.wait(t, "refused beside the list", textOf+`("audience-error").includes("不是文本文件")`)
+		b.do(t, "a CSV", chromedp.SetUploadFiles(chromedp.ID("csv"), []string{csvPath}))
+		active, _, unknown := fake.resolve(composeAudience{UserIDs: []string{"wangwu", "frank", "no-such-one"}})
+		b.wait(t, "the CSV's count", textOf+`("recipient-count") === "`+strconv.Itoa(len(active))+`" && `+textOf+`("unknown-list") === "`+strings.Join(unknown, "")+`"`)
+		if got := evalJS[string](t, b, textOf+`("audience-error")`); got != "" {
+			t.Errorf("audience error %q after a good CSV; want none", got)
+		}
+		b.do(t, "everyone", chromedp.Click(chromedp.ID("all")))
+		all, _, _ := fake.resolve(composeAudience{All: true})
+		b.wait(t, "everyone's count", textOf+`("recipient-count") === "`+strconv.Itoa(len(all))+`"`)
+	})
+
 	t.Run("phone", func(t *testing.T) {
 		b.do(t, "phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)),
 			chromedp.Navigate(ts.URL+"/new"), chromedp.WaitVisible(chromedp.ID("compose")))
