@@ -240,6 +240,9 @@ func scanNotice(sc interface{ Scan(...any) error }, apps map[string]yidu.App) (N
 	}
 	n.SendAt, n.StartedAt, n.FinishedAt = sendAt.Time, started.Time, finished.Time
 	n.SentLateBy = time.Duration(late) * time.Second
+	if n.Reason == reasonSendNow {
+		n.Reason = "" // a marker for the Runner, not a reason
+	}
 	if err := json.Unmarshal(aud, &n.Audience); err != nil {
 		return n, fmt.Errorf("campaign: audience of %s: %w", n.MsgID, err)
 	}

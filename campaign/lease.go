@@ -34,7 +34,7 @@ type Lease struct {
 
 // Claim moves the row selected by where (e.g. "msgid = ?") to 'sending'
 // for l.Owner until now+TTL, when it is in one of from or is a 'sending'
-// row whose lease ended before now. set adds assignments of the claim
+// row whose lease ended (lease_until <= now). set adds assignments of the claim
 // (e.g. "started_at = COALESCE(started_at, ?)") with their args first in
 // args. It reports whether this call claimed the row.
 func (l Lease) Claim(ctx context.Context, db *sql.DB, now time.Time, from []yidu.NoticeState, set string, where string, args ...any) (bool, error) {

@@ -94,8 +94,11 @@ func DefaultOwner() string {
 }
 
 // Run polls every Poll until ctx is done, then drains: it waits for the
-// sends in flight, whose context is ctx too, so each stops after its
-// current batch and releases its lease for another replica to resume.
+// sends in flight, whose context is ctx too. A cancelled send releases
+// its lease at once for another replica to resume; the tracker recorded
+// each batch before calling WeCom, so the resume skips the delivered
+// batches and resends an interrupted one once, under WeCom's duplicate
+// check (tracker.Send).
 func (r *Runner) Run(ctx context.Context) error {
 	t := time.NewTicker(r.o.Poll)
 	defer t.Stop()

@@ -363,6 +363,11 @@ func (s *Server) listMessages(ctx context.Context, p *principal, f listFilter, c
 		if found {
 			j.setCounts(c)
 		}
+		// A notice campaign sent carries its send_at and lateness (one
+		// primary-key read per row).
+		if err := s.addNotice(ctx, p.corps, &j); err != nil {
+			return out, fmt.Errorf("dashboard: notice state: %w", err)
+		}
 		out.Messages = append(out.Messages, j)
 	}
 	out.NextCursor = next

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -125,4 +126,60 @@ func TestScheduleAPI(t *testing.T) {
 	if _, j = f.api(t, "GET", "/messages/hello", ""); j["state"] != string(yidu.StateSent) {
 		t.Errorf("registered message state %v", j["state"])
 	}
+}
+
+// TestListPageStates: the list page shows notices not sent yet with their
+// state's word, and sent messages as 已发送.
+func TestListPageStates(t *testing.T) {
+	f, _ := newCampaignFixture(t)
+	at := f.clock.Now().Add(time.Hour).Format(time.RFC3339)
+	if code, j := f.api(t, "POST", "/messages", `{"msgid":"page-sched","app":"hr","title":"排期通知","audience":{"userids":["alice"]},"send":true,"send_at":"`+at+`"}`); code != 201 {
+		t.Fatalf("schedule: %d %v", code, j)
+	}
+	if code, j := f.api(t, "POST", "/messages", `{"msgid":"page-draft","app":"hr","title":"草稿通知","audience":{"all":true},"draft":true}`); code != 201 {
+		t.Fatalf("draft: %d %v", code, j)
+	}
+	cookie, _ := f.login(t)
+	req := httptest.NewRequest("GET", "/", nil)
+	req.AddCookie(cookie)
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, req)
+	page := w.Body.String()
+	for _, want := range []string{`data-msgid="page-sched" data-state="scheduled"`, "待发送", `data-state="draft"`, "草稿", "已发送"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("list page lacks %q", want)
+		}
+	}
+}
+
+func TestStateBadge(t *testing.T) {
+	for _, tc := range []struct {
+		state string
+		late  int64
+		want  string
+	}{
+		{"scheduled", 0, "待发送"}, {"sending", 0, "发送中"}, {"sent", 30, "已发送"}, {"sent", 300, "已发送 · 延迟发送 (5 分钟)"},
+		{"cancelled", 0, "已取消"}, {"failed", 0, "发送失败"}, {"draft", 0, "草稿"},
+	} {
+		j := messageJSON{}
+		j.State, j.SentLateBy = tc.state, tc.late
+		if got := stateBadge(j); got != tc.want {
+			t.Errorf("%s late %d: %q, want %q", tc.state, tc.late, got, tc.want)
+		}
+	}
+}
+
+// FuzzPatchBody: any PATCH body is decoded or refused as a bad parameter
+// (400), never a panic or another error.
+func FuzzPatchBody(f *testing.F) {
+	f.Add(`{"title":"x"}`)
+	f.Add(`{"send_at":"2026-12-03T09:00:00+08:00","draft":false,"audience":{"userids":["a"]}}`)
+	f.Add(`{"nope":1}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		var b patchBody
+		if err := decodeStrict(strings.NewReader(body), &b); err != nil && !errors.Is(err, errBadParam) {
+			t.Fatalf("decode %q: %v", body, err)
+		}
+		_ = fieldOf(body)
+	})
 }

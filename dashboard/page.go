@@ -36,8 +36,6 @@ var templateFuncs = template.FuncMap{
 		}
 		return nil
 	},
-	"state": stateLabel,
-	"minutes": func(seconds int64) int64 { return (seconds + 59) / 60 },
 }
 
 type pageData struct {
@@ -52,6 +50,8 @@ type pageData struct {
 	Apps  []string
 	Next  string
 	Msg   messageJSON
+	// Pending are the notices not sent yet (first page only).
+	Pending []messageJSON
 	// Signals is the message page's by_signal breakdown.
 	Signals []signalView
 	// Status is SetStatus's line, if any.
@@ -61,8 +61,6 @@ type pageData struct {
 	Script string
 	// Limits are the card's limits the compose page counts against.
 	Limits cardLimits
-	// Pending are the list page's held, scheduled and draft notices.
-	Pending []messageJSON
 }
 
 // signalView is one signal's line on the message page.
@@ -220,10 +218,7 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cursor == "" {
-		// The notices not sent yet are a part of the page, not a condition of it.
-		if d.Pending, err = s.pendingNotices(r.Context(), p, f.app); err != nil {
-			s.log.WarnContext(r.Context(), "list page: pending notices", "err", err)
-		}
+		d.Pending = s.pendingNotices(r, f.app)
 	}
 	for _, m := range list.Messages {
 		row := listRow{messageJSON: m}

@@ -749,7 +749,8 @@ func (m *Main) close() error {
 		m.Producer.Close()
 	}
 	if m.campaignCancel != nil {
-		// Sends in flight stop after their batch and release their lease.
+		// Sends in flight stop and release their lease: another replica
+		// resumes them (campaign.Runner.Run).
 		m.campaignCancel()
 		<-m.campaignDone
 	}
