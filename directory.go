@@ -64,6 +64,29 @@ type Listing struct {
 	Source string
 	// DepartmentNames reports whether department names were listed.
 	DepartmentNames bool
+	// Tags are the corp's tags (标签) with the members the read may see
+	// (tag/get returns only the app's visible range, doc path 90213).
+	Tags []Tag
+	// TagsListed reports whether tags were read (Tags is then the truth,
+	// an empty one included); otherwise the stored tags stand.
+	TagsListed bool
+	// Leaders are each listed department's leaders (department_leader,
+	// doc path 90208), by department id; a department may have none or
+	// several.
+	Leaders map[int64][]string
+	// LeadersListed reports whether leaders were read (department/list
+	// answered); otherwise the stored leaders stand.
+	LeadersListed bool
+}
+
+// Tag is one WeCom tag (标签) as a directory read lists it: message/send's
+// totag addresses it (doc path 90236). Its audience is its users plus
+// every member of its departments' subtrees.
+type Tag struct {
+	ID          int64
+	Name        string
+	UserIDs     []string
+	Departments []int64
 }
 
 // SendReport says what a send or a reminder did.

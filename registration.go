@@ -17,6 +17,10 @@ const (
 	MaxTitle       = 512
 	MaxUserIDs     = 100_000
 	MaxDepartments = 1_000
+	// MaxTags bounds audience.tags like departments (WeCom's totag takes
+	// 100 per message/send call, doc path 90236; yidu expands tags to
+	// UserIDs, so more is fine).
+	MaxTags = 1_000
 	// MaxRecipients bounds the expanded audience.
 	MaxRecipients = 1_000_000
 	// MaxSentAtAhead is how far a registration's sent_at may be ahead of
@@ -82,7 +86,10 @@ type Registration struct {
 type Audience struct {
 	UserIDs     []string
 	Departments []int64
-	All         bool
+	// Tags are WeCom tag ids (标签, message/send's totag): each adds its
+	// users and every member of its departments' subtrees.
+	Tags []int64
+	All  bool
 }
 
 // Validate checks r, fills its defaults (a generated MsgID, SentAt = now)
@@ -135,11 +142,16 @@ func (r *Registration) Validate(now time.Time) error {
 		return Invalidf("sent_at must be after 2000 and at most %v ahead of now", MaxSentAtAhead)
 	}
 	au := &r.Audience
-	if len(au.UserIDs) == 0 && len(au.Departments) == 0 && !au.All {
-		return Invalidf("audience needs userids, departments or all")
+	if len(au.UserIDs) == 0 && len(au.Departments) == 0 && len(au.Tags) == 0 && !au.All {
+		return Invalidf("audience needs userids, departments, tags or all")
 	}
-	if len(au.UserIDs) > MaxUserIDs || len(au.Departments) > MaxDepartments {
-		return Invalidf("audience too large (at most %d userids, %d departments)", MaxUserIDs, MaxDepartments)
+	if len(au.UserIDs) > MaxUserIDs || len(au.Departments) > MaxDepartments || len(au.Tags) > MaxTags {
+		return Invalidf("audience too large (at most %d userids, %d departments, %d tags)", MaxUserIDs, MaxDepartments, MaxTags)
+	}
+	for _, t := range au.Tags {
+		if t < 0 { // tagid is a non-negative integer (tag/create, doc path 90210)
+			return Invalidf("audience.tags: %d is not a tag id", t)
+		}
 	}
 	for _, u := range au.UserIDs {
 		if !UserID(u).Valid() {
@@ -153,6 +165,9 @@ func (r *Registration) Validate(now time.Time) error {
 	}
 	au.UserIDs = slices.Compact(slices.Sorted(slices.Values(au.UserIDs)))
 	au.Departments = slices.Compact(slices.Sorted(slices.Values(au.Departments)))
+	if au.Tags != nil {
+		au.Tags = slices.Compact(slices.Sorted(slices.Values(au.Tags)))
+	}
 	return nil
 }
 

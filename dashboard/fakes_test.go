@@ -421,6 +421,9 @@ type fakeDirectory struct {
 	users   map[string]map[uint32]yidu.User
 	depts   map[string][]yidu.Department
 	queries int
+	// audience answers Index and Expand (directory_api_test.go); nil:
+	// they fail.
+	audience AudienceDirectory
 }
 
 func (f *fakeDirectory) Users(_ context.Context, corp string, uids []uint32) (map[uint32]yidu.User, error) {

@@ -120,6 +120,18 @@ func contractCases() []contractCase {
 
 		{name: "events", op: "GET /messages/{msgid}/events", method: "GET", target: "/messages/hello/events", auth: "token", want: 200, stream: true},
 		{name: "events unknown", op: "GET /messages/{msgid}/events", method: "GET", target: "/messages/nosuch/events", auth: "token", want: 404},
+
+		{name: "directory departments", op: "GET /directory/departments", method: "GET", target: "/directory/departments?app=hr", auth: "token", want: 200},
+		{name: "directory departments unknown app", op: "GET /directory/departments", method: "GET", target: "/directory/departments?app=ops", auth: "token", want: 400},
+		{name: "directory tags", op: "GET /directory/tags", method: "GET", target: "/directory/tags?app=hr", auth: "token", want: 200},
+		{name: "directory people", op: "GET /directory/people", method: "GET", target: "/directory/people?app=hr&q=al&limit=5", auth: "token", want: 200},
+		{name: "directory people bad limit", op: "GET /directory/people", method: "GET", target: "/directory/people?app=hr&q=al&limit=0", auth: "token", want: 400, invalidRequest: true},
+		{name: "audience preview", op: "POST /audience/preview", method: "POST", target: "/audience/preview",
+			body: `{"app":"hr","audience":{"tags":[5],"userids":["alice","ghost"]}}`, auth: "token", want: 200},
+		{name: "audience preview empty", op: "POST /audience/preview", method: "POST", target: "/audience/preview",
+			body: `{"app":"hr","audience":{}}`, auth: "token", want: 400},
+		{name: "audience parse-list", op: "POST /audience/parse-list", method: "POST", target: "/audience/parse-list?app=hr",
+			body: "alice\nghost\n", contentType: "text/plain", auth: "token", want: 200},
 	}
 }
 
@@ -146,6 +158,7 @@ func init() {
 func TestOpenAPIContract(t *testing.T) {
 	doc := loadSpec(t)
 	f, _ := newCampaignFixture(t)
+	withAudienceDirectory(t, f)
 	cookie, csrf := f.login(t)
 	cases := contractCases()
 

@@ -126,6 +126,7 @@ type registerBody struct {
 	Audience struct {
 		UserIDs     []string `json:"userids"`
 		Departments []int64  `json:"departments"`
+		Tags        []int64  `json:"tags"`
 		All         bool     `json:"all"`
 	} `json:"audience"`
 	Send bool `json:"send"`
@@ -171,7 +172,7 @@ func decodeRegistration(r io.Reader) (registration, error) {
 	}
 	reg := registration{App: b.App, Registration: yidu.Registration{
 		MsgID: b.MsgID, Title: b.Title, Body: b.Body, URL: b.URL, Send: b.Send,
-		Audience: yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All},
+		Audience: yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All},
 	}}
 	reg.Draft = b.Draft
 	if b.SendAt != nil {

@@ -277,6 +277,11 @@ func (s *Server) Routes() http.Handler {
 			r.Post("/recall", s.withMessage(s.handleRecall))
 			r.Get("/events", s.withMessage(s.handleEvents))
 		})
+		r.Get("/directory/departments", s.handleDirectoryDepartments)
+		r.Get("/directory/tags", s.handleDirectoryTags)
+		r.Get("/directory/people", s.handleDirectoryPeople)
+		r.Post("/audience/preview", s.handleAudiencePreview)
+		r.Post("/audience/parse-list", s.handleParseList)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound, "not found") })
 	return r

@@ -33,6 +33,22 @@ const maxDepartmentsLen = 1024
 // carry only UserID and Department, shared/wecom-protocol.md). Applying a
 // change twice is harmless. Other change types are ignored (nil error).
 func (m *Mapper) ContactChanged(ctx context.Context, corpID, changeType, userID, newUserID string, departments []int64) error {
+	if err := m.contactChanged(ctx, corpID, changeType, userID, newUserID, departments); err != nil {
+		return err
+	}
+	if changeType != ChangeCreateUser && changeType != ChangeUpdateUser && changeType != ChangeDeleteUser {
+		return nil
+	}
+	// The directory moved: in-memory indexes (Index) rebuild.
+	m.metrics.query(opSync)
+	if err := bumpVersion(ctx, m.db, corpID); err != nil {
+		return err
+	}
+	m.dropIndex(corpID)
+	return nil
+}
+
+func (m *Mapper) contactChanged(ctx context.Context, corpID, changeType, userID, newUserID string, departments []int64) error {
 	if changeType != ChangeCreateUser && changeType != ChangeUpdateUser && changeType != ChangeDeleteUser {
 		m.metrics.contact.WithLabelValues("ignored").Inc()
 		return nil

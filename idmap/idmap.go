@@ -66,6 +66,7 @@ type Mapper struct {
 	seed    maphash.Seed
 	corps   sync.Map // corp_id → *corpCache
 	sf      singleflight.Group
+	indexes indexCache // per corp, the directory Index of the last version read
 }
 
 const shardCount = 64

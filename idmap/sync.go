@@ -78,6 +78,12 @@ type Report struct {
 	// stored ones.
 	Names           int
 	DepartmentNames bool
+	// Tags counts the tags listed; TagUsers and TagDepartments their
+	// members written (users the directory knows, listed departments).
+	Tags, TagUsers, TagDepartments int
+	// Leaders counts department_leaders rows written (leaders the
+	// directory knows).
+	Leaders int
 }
 
 // NewSyncer returns a Syncer using dirs (by corp_id) to read WeCom.
@@ -165,9 +171,10 @@ func (s *Syncer) sync(ctx context.Context, corpID string) (Report, error) {
 	if err := s.m.writeDepartments(ctx, corpID, depts, l.Complete); err != nil {
 		return rep, err
 	}
-	if err := s.m.writeMembers(ctx, corpID, members, order, depts, l.Complete, &rep); err != nil {
+	if err := s.m.writeMembers(ctx, corpID, members, order, depts, l, &rep); err != nil {
 		return rep, err
 	}
+	s.m.dropIndex(corpID)
 	return rep, nil
 }
 
@@ -288,7 +295,8 @@ type storedUser struct {
 // marks unlisted ones left (complete) or reports them (partial), and
 // rewrites user_departments within the read's scope.
 func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[string]*member, order []string,
-	depts []yidu.Department, complete bool, rep *Report) error {
+	depts []yidu.Department, l yidu.Listing, rep *Report) error {
+	complete := l.Complete
 	// inScope: the read is the truth about membership of d.
 	listedDept := make(map[int64]bool, len(depts))
 	for _, d := range depts {
@@ -341,13 +349,15 @@ func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[st
 		bad        int
 	}
 	var changes []change
-	var memberships [][2]int64 // dept, uid
+	var memberships [][2]int64                       // dept, uid
+	listedUID := make(map[string]uint32, len(order)) // folded UserID → uid of every listed member
 	for _, key := range order {
 		mb := members[key]
 		u, known := stored[key]
 		if !known {
 			u = storedUser{uid: uids[mb.userID], userID: mb.userID, status: yidu.StatusActive}
 		}
+		listedUID[key] = u.uid
 		// Outside a partial read's scope the stored departments stand.
 		all := slices.Clone(mb.depts)
 		if !complete {
@@ -449,7 +459,8 @@ func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[st
 			scope = append(scope, d.ID)
 		}
 	}
-	return m.writeMemberships(ctx, corpID, scope, memberships)
+	extra := resolveExtras(l, listedUID, rep)
+	return m.writeMemberships(ctx, corpID, scope, memberships, extra)
 }
 
 // storedDepartments parses a users.departments value; one that does not
@@ -466,9 +477,15 @@ func (m *Mapper) storedDepartments(corpID, s string) []int64 {
 // writeMemberships replaces, in one transaction so audiences never see a
 // half-written directory, the corp's user_departments rows of the
 // departments in scope (nil: every row) with memberships.
-func (m *Mapper) writeMemberships(ctx context.Context, corpID string, scope []int64, memberships [][2]int64) error {
+func (m *Mapper) writeMemberships(ctx context.Context, corpID string, scope []int64, memberships [][2]int64, extra extras) error {
 	const rowsPerInsert = 2000
 	return m.inTx(ctx, opSync, func(tx *sql.Tx) error {
+		if err := m.writeExtras(ctx, tx, corpID, scope, extra); err != nil {
+			return err
+		}
+		if err := bumpVersion(ctx, tx, corpID); err != nil {
+			return err
+		}
 		if scope == nil {
 			m.metrics.query(opSync)
 			if _, err := tx.ExecContext(ctx, "DELETE FROM user_departments WHERE corp_id = ?", corpID); err != nil {

@@ -23,6 +23,7 @@ const InsertBatch = 5000
 type canonical struct {
 	userIDs []string // sorted, unique
 	depts   []int64  // sorted, unique
+	tags    []int64  // sorted, unique
 	all     bool
 	hash    string // hex sha256 of the canonical form
 }
@@ -34,7 +35,7 @@ func canonicalize(reg *yidu.Registration, now time.Time) (canonical, error) {
 		return canonical{}, err
 	}
 	au := reg.Audience
-	c := canonical{userIDs: au.UserIDs, depts: au.Departments, all: au.All}
+	c := canonical{userIDs: au.UserIDs, depts: au.Departments, tags: au.Tags, all: au.All}
 	h := sha256.New()
 	fmt.Fprintf(h, "yidu-audience-v1\nall=%t\n", c.all)
 	for _, d := range c.depts {
@@ -42,6 +43,11 @@ func canonicalize(reg *yidu.Registration, now time.Time) (canonical, error) {
 	}
 	for _, u := range c.userIDs {
 		fmt.Fprintf(h, "u=%s\n", u)
+	}
+	// Tags come last, and only when there are any, so the hashes of
+	// audiences registered before tags existed do not change.
+	for _, t := range c.tags {
+		fmt.Fprintf(h, "t=%d\n", t)
 	}
 	c.hash = hex.EncodeToString(h.Sum(nil))
 	return c, nil
@@ -286,32 +292,14 @@ func (r *Registry) ensureRedis(ctx context.Context, m yidu.Message) (*roaring.Bi
 	return recipients, nil
 }
 
-// expand snapshots the audience as uids.
+// expand snapshots the audience as uids (idmap's Expand: the rule the
+// dashboard's preview shows).
 func (r *Registry) expand(ctx context.Context, corpID string, c canonical) (*roaring.Bitmap, error) {
-	set := roaring.New()
-	if c.all {
-		all, err := r.ids.AllMembers(ctx, corpID)
-		if err != nil {
-			return nil, fmt.Errorf("tracker: all members: %w", err)
-		}
-		set.Or(all)
+	x, err := r.ids.Expand(ctx, corpID, yidu.Audience{UserIDs: c.userIDs, Departments: c.depts, Tags: c.tags, All: c.all})
+	if err != nil {
+		return nil, fmt.Errorf("tracker: expand audience: %w", err)
 	}
-	if len(c.depts) > 0 {
-		members, err := r.ids.DepartmentMembers(ctx, corpID, c.depts, true)
-		if err != nil {
-			return nil, fmt.Errorf("tracker: department members: %w", err)
-		}
-		set.Or(members)
-	}
-	if len(c.userIDs) > 0 {
-		uids, err := r.ids.Known(ctx, corpID, c.userIDs)
-		if err != nil {
-			return nil, fmt.Errorf("tracker: known userids: %w", err)
-		}
-		for _, uid := range uids {
-			set.Add(uid)
-		}
-	}
+	set := x.Recipients
 	switch n := set.GetCardinality(); {
 	case n == 0:
 		return set, yidu.Invalidf("audience has no members")

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/jitter"
 	"github.com/yidu-io/yidu/internal/metric"
 	"github.com/yidu-io/yidu/wecom"
@@ -56,8 +57,9 @@ type Directory interface {
 	// Known maps UserIDs of active members to their uids; it creates
 	// nothing.
 	Known(ctx context.Context, corpID string, userIDs []string) (map[string]uint32, error)
-	DepartmentMembers(ctx context.Context, corpID string, deptIDs []int64, recursive bool) (*roaring.Bitmap, error)
-	AllMembers(ctx context.Context, corpID string) (*roaring.Bitmap, error)
+	// Expand expands an audience to its recipients (idmap.Mapper.Expand:
+	// the one rule registration and the dashboard's preview share).
+	Expand(ctx context.Context, corpID string, a yidu.Audience) (idmap.Expansion, error)
 	UserIDs(ctx context.Context, corpID string, uids []uint32) (map[uint32]string, error)
 }
 

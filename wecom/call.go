@@ -38,6 +38,7 @@ const (
 	ErrNoPermission      = 48002 // api forbidden: this secret may not call this API
 	ErrNoPrivilege       = 60011 // outside the app's visible range (可见范围)
 	ErrUntrustedIP       = 60020 // the server's IP is not among the app's trusted IPs
+	ErrInvalidTagID      = 40068 // tag/get: invalid tagid (doc path 90213)
 )
 
 // call fetches c's access token with ctx, makes one request with it (do)

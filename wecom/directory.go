@@ -22,6 +22,8 @@ const (
 	apiDeptList        = "department/list"
 	apiUserSimpleList  = "user/simplelist"
 	apiUserListID      = "user/list_id"
+	apiTagList         = "tag/list"
+	apiTagGet          = "tag/get"
 	listIDLimit        = 10000 // user/list_id's largest page (doc path 96067)
 	sourceAppSecret    = "app secret: department/simplelist, department/list, user/simplelist (the app's visible range)"
 	sourceContactsSync = "contacts-sync secret: department/simplelist, user/list_id; names with the app secret (its visible range)"
@@ -115,6 +117,9 @@ func (d *Directory) listApp(ctx context.Context) (yidu.Listing, error) {
 		}
 	}
 	l.Members = ms.list()
+	if err := d.readTags(ctx, &l); err != nil {
+		return l, err
+	}
 	// The root department (parentid 0) in the visible range: the app sees
 	// every department, so every member.
 	l.Complete = slices.ContainsFunc(l.Departments, func(d yidu.Department) bool { return d.ParentID == 0 })
@@ -164,6 +169,9 @@ func (d *Directory) listContacts(ctx context.Context) (yidu.Listing, error) {
 		}
 	}
 	l.Members = ms.list()
+	if err := d.readTags(ctx, &l); err != nil {
+		return l, err
+	}
 	return l, nil
 }
 
@@ -174,7 +182,7 @@ func (d *Directory) listDepartments(ctx context.Context, c *Credentials, l *yidu
 	if err != nil {
 		return err
 	}
-	if l.DepartmentNames, err = d.nameDepartments(ctx, depts); err != nil {
+	if l.DepartmentNames, err = d.nameDepartments(ctx, depts, l); err != nil {
 		return err
 	}
 	l.Departments = depts
@@ -227,14 +235,20 @@ func refused(err error) bool {
 }
 
 // nameDepartments fills depts' names from department/list with the app's
-// token (doc path 90208: the app's visible range; names may be missing).
-// It reports whether any name came; a refusal leaves names out.
-func (d *Directory) nameDepartments(ctx context.Context, depts []yidu.Department) (bool, error) {
+// token (doc path 90208: the app's visible range; names may be missing),
+// and l's leaders from its department_leader (doc path 90208: a list of
+// UserIDs per department, returned to a self-built app for the
+// departments in its visible range; the contacts-sync secret may no
+// longer read department/list from new IPs, so the app's token it is).
+// It reports whether any name came; a refusal leaves names and leaders
+// out (the stored ones stand).
+func (d *Directory) nameDepartments(ctx context.Context, depts []yidu.Department, l *yidu.Listing) (bool, error) {
 	var res struct {
 		util.CommonError
 		Department []struct {
-			ID   int64  `json:"id"`
-			Name string `json:"name"`
+			ID     int64    `json:"id"`
+			Name   string   `json:"name"`
+			Leader []string `json:"department_leader"`
 		} `json:"department"`
 	}
 	err := d.get(ctx, d.app, apiDeptList, nil, &res)
@@ -243,6 +257,13 @@ func (d *Directory) nameDepartments(ctx context.Context, depts []yidu.Department
 	}
 	if err != nil {
 		return false, err
+	}
+	l.LeadersListed = true
+	l.Leaders = map[int64][]string{}
+	for _, dept := range res.Department {
+		if len(dept.Leader) > 0 {
+			l.Leaders[dept.ID] = dept.Leader
+		}
 	}
 	names := make(map[int64]string, len(res.Department))
 	for _, dept := range res.Department {
@@ -365,4 +386,57 @@ func (d *Directory) hint(err error, contacts bool) error {
 		ae.Hint = "this server's IP is not among the app's trusted IPs (企业可信IP)"
 	}
 	return err
+}
+
+// readTags fills l's tags with the app's token: tag/list (doc path 90216)
+// lists every tag of the corp to a self-built app (or the contacts-sync
+// assistant), and tag/get (doc path 90213) each tag's users and
+// departments, "无限制，但返回列表仅包含应用可见范围的成员": only members
+// inside the app's visible range, which is whom the app can send to. A
+// refusal of tag/list (48002) leaves tags out and the stored ones stand;
+// a tag deleted between the two calls (40068, invalid tagid) is skipped.
+func (d *Directory) readTags(ctx context.Context, l *yidu.Listing) error {
+	var list struct {
+		util.CommonError
+		TagList []struct {
+			TagID   int64  `json:"tagid"`
+			TagName string `json:"tagname"`
+		} `json:"taglist"`
+	}
+	err := d.get(ctx, d.app, apiTagList, nil, &list)
+	if refused(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	tags := make([]yidu.Tag, 0, len(list.TagList))
+	for _, t := range list.TagList {
+		var res struct {
+			util.CommonError
+			TagName  string `json:"tagname"`
+			UserList []struct {
+				UserID string `json:"userid"`
+			} `json:"userlist"`
+			PartyList []int64 `json:"partylist"`
+		}
+		err := d.get(ctx, d.app, apiTagGet, url.Values{"tagid": {strconv.FormatInt(t.TagID, 10)}}, &res)
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Code == ErrInvalidTagID {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		tag := yidu.Tag{ID: t.TagID, Name: t.TagName, Departments: res.PartyList}
+		if tag.Name == "" {
+			tag.Name = res.TagName
+		}
+		for _, u := range res.UserList {
+			tag.UserIDs = append(tag.UserIDs, u.UserID)
+		}
+		tags = append(tags, tag)
+	}
+	l.Tags, l.TagsListed = tags, true
+	return nil
 }

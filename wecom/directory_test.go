@@ -19,7 +19,8 @@ import (
 var _ idmap.Directory = (*wecom.Directory)(nil)
 
 // dirCorp has departments 1 (root) > 2 > 3 and members a (1), b (1 and 3),
-// c (3), d (2); app 1000002 sees everything, app 1000003 only the subtree
+// c (3), d (2); d leads 2, b and c lead 3; tag 1 is a and d, tag 2 is a
+// and department 3; app 1000002 sees everything, app 1000003 only the subtree
 // of 2 (and a, one by one), app 1000004 only member a.
 func dirCorp(id string) fakewecom.Corp {
 	return fakewecom.Corp{
@@ -32,7 +33,12 @@ func dirCorp(id string) fakewecom.Corp {
 		ContactsSecret:  "contacts-secret",
 		ContactsIDsOnly: true,
 		Departments: []fakewecom.Department{
-			{ID: 1, Name: "总部", Order: 9}, {ID: 2, ParentID: 1, Name: "研发", Order: 5}, {ID: 3, ParentID: 2, Name: "后端"},
+			{ID: 1, Name: "总部", Order: 9}, {ID: 2, ParentID: 1, Name: "研发", Order: 5, Leaders: []string{"d"}},
+			{ID: 3, ParentID: 2, Name: "后端", Leaders: []string{"b", "c"}},
+		},
+		Tags: []fakewecom.Tag{
+			{ID: 1, Name: "管理层", UserIDs: []string{"a", "d"}},
+			{ID: 2, Name: "后端组", UserIDs: []string{"a"}, Departments: []int{3}},
 		},
 		Users: []fakewecom.User{
 			{UserID: "a", Name: "张三", Departments: []int{1}},
@@ -65,7 +71,7 @@ func TestDirectoryList(t *testing.T) {
 	}{
 		{
 			name: "app secret, whole corp visible", secret: "app-secret",
-			want: yidu.Listing{Departments: allDepts, Complete: true, DepartmentNames: true, Members: []yidu.Member{
+			want: yidu.Listing{Departments: allDepts, Complete: true, DepartmentNames: true, Tags: []yidu.Tag{{ID: 1, Name: "管理层", UserIDs: []string{"a", "d"}}, {ID: 2, Name: "后端组", UserIDs: []string{"a"}, Departments: []int64{3}}}, TagsListed: true, Leaders: map[int64][]string{2: {"d"}, 3: {"b", "c"}}, LeadersListed: true, Members: []yidu.Member{
 				{UserID: "a", Name: "张三", Departments: []int64{1}},
 				{UserID: "b", Name: "B", Departments: []int64{1, 3}},
 				{UserID: "d", Name: "D", Departments: []int64{2}},
@@ -76,7 +82,9 @@ func TestDirectoryList(t *testing.T) {
 			// a is visible one by one, outside any visible department:
 			// user/simplelist cannot list a.
 			name: "app secret, part of the corp visible", secret: "narrow-secret",
-			want: yidu.Listing{Departments: allDepts[1:], DepartmentNames: true, Members: []yidu.Member{
+			// Tags: a is visible one by one, d in 2's subtree (tag/get
+			// returns the visible range, doc path 90213).
+			want: yidu.Listing{Departments: allDepts[1:], DepartmentNames: true, Tags: []yidu.Tag{{ID: 1, Name: "管理层", UserIDs: []string{"a", "d"}}, {ID: 2, Name: "后端组", UserIDs: []string{"a"}, Departments: []int64{3}}}, TagsListed: true, Leaders: map[int64][]string{2: {"d"}, 3: {"b", "c"}}, LeadersListed: true, Members: []yidu.Member{
 				{UserID: "d", Name: "D", Departments: []int64{2}},
 				{UserID: "b", Name: "B", Departments: []int64{3}}, // 1 is outside the range
 				{UserID: "c", Name: "C", Departments: []int64{3}},
@@ -85,7 +93,7 @@ func TestDirectoryList(t *testing.T) {
 		{
 			name: "app secret, no names", secret: "app-secret",
 			edit: func(c *fakewecom.Corp) { c.Apps[0].NoDepartmentNames, c.Apps[0].NoMemberNames = true, true },
-			want: yidu.Listing{Departments: []yidu.Department{{ID: 1, Order: 9}, {ID: 2, ParentID: 1, Order: 5}, {ID: 3, ParentID: 2}}, Complete: true, Members: []yidu.Member{
+			want: yidu.Listing{Departments: []yidu.Department{{ID: 1, Order: 9}, {ID: 2, ParentID: 1, Order: 5}, {ID: 3, ParentID: 2}}, Complete: true, Tags: []yidu.Tag{{ID: 1, Name: "管理层", UserIDs: []string{"a", "d"}}, {ID: 2, Name: "后端组", UserIDs: []string{"a"}, Departments: []int64{3}}}, TagsListed: true, Leaders: map[int64][]string{2: {"d"}, 3: {"b", "c"}}, LeadersListed: true, Members: []yidu.Member{
 				{UserID: "a", Departments: []int64{1}},
 				{UserID: "b", Departments: []int64{1, 3}},
 				{UserID: "d", Departments: []int64{2}},
@@ -94,13 +102,15 @@ func TestDirectoryList(t *testing.T) {
 		},
 		{
 			name: "app secret, members only one by one", secret: "one-secret",
-			want: yidu.Listing{Departments: []yidu.Department{}, Members: []yidu.Member{}},
+			// Only a is visible: tag 1 is a alone, tag 2 loses department 3.
+			want: yidu.Listing{Departments: []yidu.Department{}, Members: []yidu.Member{}, LeadersListed: true, Leaders: map[int64][]string{},
+				TagsListed: true, Tags: []yidu.Tag{{ID: 1, Name: "管理层", UserIDs: []string{"a"}}, {ID: 2, Name: "后端组", UserIDs: []string{"a"}}}},
 		},
 		{
 			// The contacts-sync secret lists everyone; names come with the
 			// narrow app's token, as far as it sees.
 			name: "contacts-sync secret", secret: "narrow-secret", contacts: "contacts-secret", listIDCalls: 1,
-			want: yidu.Listing{Departments: append([]yidu.Department{{ID: 1, Order: 9}}, allDepts[1:]...), Complete: true, DepartmentNames: true, Members: []yidu.Member{
+			want: yidu.Listing{Departments: append([]yidu.Department{{ID: 1, Order: 9}}, allDepts[1:]...), Complete: true, DepartmentNames: true, Tags: []yidu.Tag{{ID: 1, Name: "管理层", UserIDs: []string{"a", "d"}}, {ID: 2, Name: "后端组", UserIDs: []string{"a"}, Departments: []int64{3}}}, TagsListed: true, Leaders: map[int64][]string{2: {"d"}, 3: {"b", "c"}}, LeadersListed: true, Members: []yidu.Member{
 				{UserID: "a", Departments: []int64{1}},
 				{UserID: "b", Name: "B", Departments: []int64{1, 3}},
 				{UserID: "c", Name: "C", Departments: []int64{3}},

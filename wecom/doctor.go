@@ -7,6 +7,8 @@ import (
 	"net/url"
 
 	"github.com/silenceper/wechat/v2/util"
+
+	"github.com/yidu-io/yidu"
 )
 
 // CheckStatus is a check's verdict.
@@ -134,7 +136,7 @@ func Doctor(ctx context.Context, app App, contactsSecret string) []Check {
 			"(members outside the visible range are reported by the sync, not marked left; set contacts_secret or widen the range for a complete one)", len(depts)), CheckWarn)
 	}
 	if err == nil && len(depts) > 0 {
-		named, err := d.nameDepartments(ctx, depts)
+		named, err := d.nameDepartments(ctx, depts, &yidu.Listing{})
 		switch {
 		case err != nil:
 			add("department/list (app secret)", err, "", CheckOK)

@@ -29,6 +29,9 @@
 //	GET  /cgi-bin/getcallbackip                     any (doc path 90238)
 //	GET  /cgi-bin/auth/getuserinfo?code=            app only (doc path 91023)
 //	GET  /cgi-bin/agent/get?agentid=                app only, its own agent (doc path 90227)
+//	GET  /cgi-bin/tag/list                          app or contacts: every tag of the corp (doc path 90216)
+//	GET  /cgi-bin/tag/get?tagid=                    app or contacts: only members in the caller's
+//	                                                visible range (doc path 90213); 40068 unknown tagid
 package fakewecom
 
 import (
@@ -63,6 +66,7 @@ const (
 	ErrAllInvalid        = 82001  // every touser, toparty and totag invalid (doc path 90236)
 	ErrAnotherAgent      = 301002 // the token's app is not the agentid asked for
 	ErrTaskIDReused      = 42014  // template card task_id used before (doc path 90236)
+	ErrInvalidTagID      = 40068  // tag/get of a tag that does not exist (doc path 90213)
 )
 
 // App is one self-built app of a corp.
@@ -98,6 +102,18 @@ type Department struct {
 	ParentID int
 	Name     string
 	Order    int
+	// Leaders are the department's leaders' UserIDs (department/list's
+	// department_leader, doc path 90208).
+	Leaders []string
+}
+
+// Tag is a seeded tag (标签): users and departments (each with its
+// subtree, for message/send's totag).
+type Tag struct {
+	ID          int
+	Name        string
+	UserIDs     []string
+	Departments []int
 }
 
 // User is a seeded member; Departments lists every department they are in.
@@ -121,6 +137,7 @@ type Corp struct {
 	ContactsIDsOnly bool
 	Departments     []Department
 	Users           []User
+	Tags            []Tag
 	// InvalidUsers are answered in message/send's invaliduser.
 	InvalidUsers []string
 	// Codes maps OAuth2 codes to the UserID getuserinfo returns.
@@ -276,6 +293,8 @@ var apis = map[string]scope{
 	"/cgi-bin/getcallbackip":         appOrContacts,
 	"/cgi-bin/auth/getuserinfo":      appOnly,
 	"/cgi-bin/agent/get":             appOnly,
+	"/cgi-bin/tag/list":              appOrContacts,
+	"/cgi-bin/tag/get":               appOrContacts,
 }
 
 func (s *Server) gettoken(q map[string][]string) reply {
@@ -371,7 +390,7 @@ func (s *Server) serve(r *http.Request) reply {
 			}
 			e := reply{"id": d.ID, "parentid": d.ParentID, "order": d.Order}
 			if names {
-				e["department_leader"] = []string{}
+				e["department_leader"] = append([]string{}, d.Leaders...)
 				if g.contacts || !g.app.NoDepartmentNames {
 					e["name"] = d.Name
 				}
@@ -382,6 +401,33 @@ func (s *Server) serve(r *http.Request) reply {
 			return reply{"department": list}
 		}
 		return reply{"department_id": list}
+	case "/cgi-bin/tag/list":
+		list := []reply{}
+		for _, t := range c.Tags {
+			list = append(list, reply{"tagid": t.ID, "tagname": t.Name})
+		}
+		return reply{"taglist": list}
+	case "/cgi-bin/tag/get":
+		id, err := strconv.Atoi(q.Get("tagid"))
+		i := slices.IndexFunc(c.Tags, func(t Tag) bool { return t.ID == id })
+		if err != nil || i < 0 {
+			return fail(ErrInvalidTagID, "invalid tagid")
+		}
+		t := c.Tags[i]
+		users := []reply{}
+		for _, uid := range t.UserIDs {
+			j := slices.IndexFunc(c.Users, func(u User) bool { return u.UserID == uid })
+			if j >= 0 && g.seesUser(c.Users[j]) {
+				users = append(users, reply{"userid": uid, "name": c.Users[j].Name})
+			}
+		}
+		parties := []int{}
+		for _, d := range t.Departments {
+			if g.seesDept(d) {
+				parties = append(parties, d)
+			}
+		}
+		return reply{"tagname": t.Name, "userlist": users, "partylist": parties}
 	case "/cgi-bin/message/send":
 		return s.send(g, r)
 	case "/cgi-bin/message/recall":

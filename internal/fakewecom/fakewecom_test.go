@@ -2,6 +2,8 @@ package fakewecom_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -308,5 +310,65 @@ func TestMessages(t *testing.T) {
 	}
 	if got := s.Recalled(); !slices.Equal(got, []string{"fake-msg-1"}) {
 		t.Errorf("Recalled = %v; want [fake-msg-1]", got)
+	}
+}
+
+// TestTagsAndLeaders: tag/list lists every tag to any app; tag/get
+// returns only the caller's visible range (doc path 90213) and 40068 for
+// an unknown tagid; department/list carries department_leader (doc path
+// 90208); a forged token is 40014 everywhere.
+func TestTagsAndLeaders(t *testing.T) {
+	c := seed()
+	c.Departments[1].Leaders = []string{"a", "c"}
+	c.Tags = []fakewecom.Tag{{ID: 4, Name: "管理层", UserIDs: []string{"a", "b"}, Departments: []int{2, 3}}}
+	s := fakewecom.New(c)
+	base := fakewecom.Start(t, s)
+	token := func(secret string) url.Values {
+		tok := call(t, base, "GET", "/cgi-bin/gettoken", url.Values{"corpid": {"wwfake"}, "corpsecret": {secret}}, "")["access_token"].(string)
+		return url.Values{"access_token": {tok}}
+	}
+	with := func(q url.Values, k, v string) url.Values {
+		q = maps.Clone(q)
+		q.Set(k, v)
+		return q
+	}
+	whole, narrow, contacts := token("sec"), token("narrow"), token("contacts")
+
+	if l := call(t, base, "GET", "/cgi-bin/tag/list", narrow, "")["taglist"].([]any); len(l) != 1 {
+		t.Errorf("tag/list (narrow app) = %v; want every tag", l)
+	}
+	for _, tc := range []struct {
+		name         string
+		q            url.Values
+		users, depts string
+	}{
+		{"whole corp", whole, "[a b]", "[2 3]"},
+		{"visible range 3", narrow, "[b]", "[3]"},
+		{"contacts", contacts, "[a b]", "[2 3]"},
+	} {
+		out := call(t, base, "GET", "/cgi-bin/tag/get", with(tc.q, "tagid", "4"), "")
+		var users []string
+		for _, u := range out["userlist"].([]any) {
+			users = append(users, u.(map[string]any)["userid"].(string))
+		}
+		if got := fmt.Sprint(users); got != tc.users || fmt.Sprint(out["partylist"]) != tc.depts {
+			t.Errorf("%s: tag/get users %s parties %v; want %s %s", tc.name, got, out["partylist"], tc.users, tc.depts)
+		}
+	}
+	for _, id := range []string{"5", "x", ""} {
+		if out := call(t, base, "GET", "/cgi-bin/tag/get", with(whole, "tagid", id), ""); out["errcode"] != float64(fakewecom.ErrInvalidTagID) {
+			t.Errorf("tag/get tagid %q: errcode %v; want 40068", id, out["errcode"])
+		}
+	}
+	if out := call(t, base, "GET", "/cgi-bin/tag/list", url.Values{"access_token": {"forged"}}, ""); out["errcode"] != float64(fakewecom.ErrInvalidToken) {
+		t.Errorf("tag/list forged token: errcode %v", out["errcode"])
+	}
+	d := call(t, base, "GET", "/cgi-bin/department/list", whole, "")["department"].([]any)[1].(map[string]any)
+	if fmt.Sprint(d["department_leader"]) != "[a c]" {
+		t.Errorf("department_leader of 2 = %v; want [a c]", d["department_leader"])
+	}
+	// The narrow app sees 3 only: department 2 and its leaders are not listed.
+	if l := call(t, base, "GET", "/cgi-bin/department/list", narrow, "")["department"].([]any); len(l) != 1 {
+		t.Errorf("department/list (narrow) = %v; want department 3 alone", l)
 	}
 }

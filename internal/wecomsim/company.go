@@ -19,7 +19,11 @@ var (
 // (agentID, secret) that sees the whole corp: departments 1..n
 // in a tree (1 is the root, each next one under an earlier one) and users
 // members UserID(0..users-1), each in one department, some in two, with
-// Chinese and English names. It is deterministic.
+// Chinese and English names. Each department's leader
+// (department_leader) is its first member, and the corp has three tags
+// (标签) to compose against: 管理层 (the leaders, by UserID), 安全员 (two
+// departments and a few members) and 新员工 (members only). It is
+// deterministic.
 func Company(corpID string, agentID int64, secret string, users, departments int) fakewecom.Corp {
 	departments = max(departments, 1)
 	c := fakewecom.Corp{CorpID: corpID, Apps: []fakewecom.App{{AgentID: agentID, Secret: secret}}}
@@ -41,5 +45,22 @@ func Company(corpID string, agentID int64, secret string, users, departments int
 		}
 		c.Users = append(c.Users, fakewecom.User{UserID: UserID(i), Name: name, Departments: depts})
 	}
+	var leaders []string
+	for i := range c.Departments {
+		// Member id-1 is department id's first member (i%departments+1).
+		if u := c.Departments[i].ID - 1; u < users {
+			c.Departments[i].Leaders = []string{UserID(u)}
+			leaders = append(leaders, UserID(u))
+		}
+	}
+	safety := fakewecom.Tag{ID: 2, Name: "安全员", Departments: []int{min(2, departments), min(3, departments)}}
+	newcomers := fakewecom.Tag{ID: 3, Name: "新员工"}
+	for i := users - 1; i >= 0 && i >= users-10; i-- {
+		newcomers.UserIDs = append(newcomers.UserIDs, UserID(i))
+		if i%2 == 0 {
+			safety.UserIDs = append(safety.UserIDs, UserID(i))
+		}
+	}
+	c.Tags = []fakewecom.Tag{{ID: 1, Name: "管理层", UserIDs: leaders}, safety, newcomers}
 	return c
 }

@@ -69,6 +69,9 @@ var (
 	_ reconcile.Publisher     = (*delta.Producer)(nil)
 )
 
+// The compose page's directory endpoints read idmap's Index and Expand.
+var _ dashboard.AudienceDirectory = (*idmap.Mapper)(nil)
+
 // Roles says which parts Run starts.
 type Roles struct {
 	Receiver  bool

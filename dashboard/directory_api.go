@@ -1,0 +1,389 @@
+package dashboard
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/idmap"
+)
+
+// AudienceDirectory is what the compose page's endpoints need of the
+// directory (idmap.Mapper): the in-memory Index of a corp's directory at
+// its current version, and the audience expansion a registration
+// snapshots (one rule: the preview's count is the registration's).
+type AudienceDirectory interface {
+	Index(ctx context.Context, corpID string) (*idmap.Index, error)
+	Expand(ctx context.Context, corpID string, a yidu.Audience) (idmap.Expansion, error)
+}
+
+// Bounds of the directory endpoints' input.
+const (
+	maxSearchQuery  = 64      // characters of q
+	maxSearchLimit  = 100     // people per search
+	maxPreviewBody  = 8 << 20 // as POST /messages: yidu.MaxUserIDs quoted UserIDs
+	maxParseListLen = 8 << 20
+)
+
+// fieldError is a validation error naming its field (CONTRACT.md:
+// {"error", "field"}).
+func writeFieldError(w http.ResponseWriter, field, msg string) {
+	writeJSON(w, http.StatusBadRequest, map[string]string{"error": msg, "field": field})
+}
+
+// audienceDir returns the directory's AudienceDirectory, or answers 501.
+func (s *Server) audienceDir(w http.ResponseWriter) (AudienceDirectory, bool) {
+	ad, ok := s.dir.(AudienceDirectory)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "this directory cannot answer audience queries")
+	}
+	return ad, ok
+}
+
+// appOf resolves the app named by a request for the principal: an app of
+// a granted corp (apps the principal may use), else a 400 on "app".
+func (s *Server) appOf(w http.ResponseWriter, r *http.Request, name string) (yidu.App, bool) {
+	app, ok := s.apps[name]
+	if !ok || !principalFrom(r.Context()).allows(app.CorpID) {
+		writeFieldError(w, "app", "app: unknown app "+strconv.Quote(yidu.Truncate(name, 64)))
+		return yidu.App{}, false
+	}
+	return app, true
+}
+
+// directoryIndex returns the Index of the query's app's corp.
+func (s *Server) directoryIndex(w http.ResponseWriter, r *http.Request) (*idmap.Index, bool) {
+	ad, ok := s.audienceDir(w)
+	if !ok {
+		return nil, false
+	}
+	app, ok := s.appOf(w, r, r.URL.Query().Get("app"))
+	if !ok {
+		return nil, false
+	}
+	idx, err := ad.Index(r.Context(), app.CorpID)
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return idx, true
+}
+
+type departmentJSON struct {
+	ID       int64    `json:"id"`
+	ParentID int64    `json:"parent_id"`
+	Name     string   `json:"name"`
+	Members  int      `json:"members"`
+	Leaders  []string `json:"leaders"`
+}
+
+// handleDirectoryDepartments: GET /api/v1/directory/departments?app=.
+func (s *Server) handleDirectoryDepartments(w http.ResponseWriter, r *http.Request) {
+	idx, ok := s.directoryIndex(w, r)
+	if !ok {
+		return
+	}
+	nodes := idx.Departments()
+	out := make([]departmentJSON, 0, len(nodes))
+	for _, d := range nodes {
+		out = append(out, departmentJSON{ID: d.ID, ParentID: d.ParentID, Name: d.Name, Members: d.Members, Leaders: append([]string{}, d.Leaders...)})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"departments": out})
+}
+
+type tagJSON struct {
+	ID      int64  `json:"id"`
+	Name    string `json:"name"`
+	Members int    `json:"members"`
+}
+
+// handleDirectoryTags: GET /api/v1/directory/tags?app=.
+func (s *Server) handleDirectoryTags(w http.ResponseWriter, r *http.Request) {
+	idx, ok := s.directoryIndex(w, r)
+	if !ok {
+		return
+	}
+	out := []tagJSON{}
+	for _, t := range idx.Tags() {
+		out = append(out, tagJSON{ID: t.ID, Name: t.Name, Members: t.Members})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tags": out})
+}
+
+type personJSON struct {
+	UserID      string  `json:"userid"`
+	Name        string  `json:"name"`
+	Departments []int64 `json:"departments"`
+}
+
+// handleDirectoryPeople: GET /api/v1/directory/people?app=&q=&limit=.
+func (s *Server) handleDirectoryPeople(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	query := q.Get("q")
+	if !utf8.ValidString(query) || utf8.RuneCountInString(query) > maxSearchQuery {
+		writeFieldError(w, "q", "q must be UTF-8, at most "+strconv.Itoa(maxSearchQuery)+" characters")
+		return
+	}
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxSearchLimit {
+			writeFieldError(w, "limit", "limit must be 1.."+strconv.Itoa(maxSearchLimit))
+			return
+		}
+		limit = n
+	}
+	idx, ok := s.directoryIndex(w, r)
+	if !ok {
+		return
+	}
+	out := []personJSON{}
+	for _, p := range idx.Search(query, limit) {
+		out = append(out, personJSON{UserID: p.UserID, Name: p.Name, Departments: append([]int64{}, p.Departments...)})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"people": out})
+}
+
+type previewBody struct {
+	App      string `json:"app"`
+	Audience struct {
+		UserIDs     []string `json:"userids"`
+		Departments []int64  `json:"departments"`
+		Tags        []int64  `json:"tags"`
+		All         bool     `json:"all"`
+	} `json:"audience"`
+}
+
+type previewDeptJSON struct {
+	ID         int64  `json:"id"`
+	Name       string `json:"name"`
+	Recipients int    `json:"recipients"`
+}
+
+// handleAudiencePreview: POST /api/v1/audience/preview. It validates the
+// audience with the registration's rule (yidu.Registration.Validate's
+// audience part), expands it with the registration's expansion, and
+// writes nothing.
+func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+		return
+	}
+	ad, ok := s.audienceDir(w)
+	if !ok {
+		return
+	}
+	var b previewBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPreviewBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeFieldError(w, "audience", "audience: body over "+strconv.Itoa(maxPreviewBody)+" bytes")
+			return
+		}
+		writeFieldError(w, "audience", "body must be a JSON object {app, audience}")
+		return
+	}
+	app, ok := s.appOf(w, r, b.App)
+	if !ok {
+		return
+	}
+	au := yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All}
+	if err := validateAudience(&au, s.now()); err != nil {
+		writeFieldError(w, "audience", err.Error())
+		return
+	}
+	idx, err := ad.Index(r.Context(), app.CorpID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	x, err := ad.Expand(r.Context(), app.CorpID, au)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// The top levels of what was picked: the picked departments under no
+	// other picked one; without departments, the tree's first level.
+	var tops []int64
+	picked := map[int64]bool{}
+	for _, d := range au.Departments {
+		picked[d] = true
+	}
+	for _, d := range au.Departments {
+		if _, known := idx.Department(d); known && !pickedAbove(idx, d, picked) {
+			tops = append(tops, d)
+		}
+	}
+	if len(tops) == 0 {
+		for _, root := range idx.Children(0) {
+			tops = append(tops, idx.Children(root)...)
+			if len(idx.Children(root)) == 0 {
+				tops = append(tops, root)
+			}
+		}
+	}
+	depts := []previewDeptJSON{}
+	for _, d := range tops {
+		n := int(idx.SubtreeMembers(d).AndCardinality(x.Recipients))
+		if n == 0 {
+			continue
+		}
+		dep, _ := idx.Department(d)
+		depts = append(depts, previewDeptJSON{ID: d, Name: dep.Name, Recipients: n})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"recipients": x.Recipients.GetCardinality(), "unknown_userids": append([]string{}, x.Unknown...),
+		"left": len(x.Left), "departments": depts,
+	})
+}
+
+// pickedAbove reports whether an ancestor of d is picked (cycle-safe).
+func pickedAbove(idx *idmap.Index, d int64, picked map[int64]bool) bool {
+	seen := map[int64]bool{d: true}
+	for {
+		dep, ok := idx.Department(d)
+		if !ok || dep.ParentID == 0 || seen[dep.ParentID] {
+			return false
+		}
+		if picked[dep.ParentID] {
+			return true
+		}
+		d = dep.ParentID
+		seen[d] = true
+	}
+}
+
+// validateAudience checks au with the registration's rule and puts it in
+// canonical form: Registration.Validate is the one rule, so it is run on a
+// registration that is valid but for the audience.
+func validateAudience(au *yidu.Audience, now time.Time) error {
+	reg := yidu.Registration{MsgID: "preview", App: yidu.App{CorpID: "preview", Name: "preview", AgentID: 1}, Title: "preview", Audience: *au}
+	if err := reg.Validate(now); err != nil {
+		return err
+	}
+	*au = reg.Audience
+	return nil
+}
+
+// handleParseList: POST /api/v1/audience/parse-list?app=, a text/plain
+// or text/csv body of UserIDs (one per line; a CSV's first column).
+func (s *Server) handleParseList(w http.ResponseWriter, r *http.Request) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (mt != "text/plain" && mt != "text/csv") {
+		writeFieldError(w, "list", "list must be text/plain or text/csv")
+		return
+	}
+	ad, ok := s.audienceDir(w)
+	if !ok {
+		return
+	}
+	app, ok := s.appOf(w, r, r.URL.Query().Get("app"))
+	if !ok {
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxParseListLen))
+	if err != nil {
+		writeFieldError(w, "list", "list: body over "+strconv.Itoa(maxParseListLen)+" bytes")
+		return
+	}
+	ids, err := ParseUserIDList(body, mt == "text/csv")
+	if err != nil {
+		writeFieldError(w, "list", err.Error())
+		return
+	}
+	x, err := ad.Expand(r.Context(), app.CorpID, yidu.Audience{UserIDs: ids})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	unknown := map[string]bool{}
+	for _, u := range x.Unknown {
+		unknown[u] = true
+	}
+	for _, u := range x.Left {
+		unknown[u] = true
+	}
+	known := []string{}
+	for _, u := range ids {
+		if !unknown[u] {
+			known = append(known, u)
+		}
+	}
+	missing := append(append([]string{}, x.Unknown...), x.Left...)
+	slices.Sort(missing)
+	writeJSON(w, http.StatusOK, map[string]any{"userids": known, "unknown_userids": missing})
+}
+
+// ParseUserIDList parses a pasted list or CSV of UserIDs: one per line
+// (a CSV's first column), blank lines, a UTF-8 BOM and surrounding spaces
+// ignored, duplicates dropped (first spelling kept), in first-seen order.
+// It refuses what is not text (NUL bytes, invalid UTF-8), more than
+// yidu.MaxUserIDs entries, and an entry that is not a WeCom UserID
+// (a header line "userid" is skipped). Errors start with "list".
+func ParseUserIDList(data []byte, isCSV bool) ([]string, error) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	if !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
+		return nil, yidu.Invalidf("list is not UTF-8 text")
+	}
+	var out []string
+	seen := map[string]bool{}
+	add := func(line int, v string) error {
+		v = strings.TrimSpace(v)
+		if v == "" || (len(out) == 0 && strings.EqualFold(v, "userid")) {
+			return nil
+		}
+		if !yidu.UserID(v).Valid() {
+			return yidu.Invalidf("list: line %d: %q is not a WeCom UserID", line, yidu.Truncate(v, 70))
+		}
+		if k := yidu.UserID(v).Fold(); !seen[k] {
+			if len(out) == yidu.MaxUserIDs {
+				return yidu.Invalidf("list: more than %d UserIDs", yidu.MaxUserIDs)
+			}
+			seen[k] = true
+			out = append(out, v)
+		}
+		return nil
+	}
+	if isCSV {
+		cr := csv.NewReader(bytes.NewReader(data))
+		cr.FieldsPerRecord = -1
+		cr.LazyQuotes = true
+		for line := 1; ; line++ {
+			rec, err := cr.Read()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, yidu.Invalidf("list: not CSV: %v", err)
+			}
+			if len(rec) > 0 {
+				if err := add(line, rec[0]); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return out, nil
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), len(data)+1)
+	for line := 1; sc.Scan(); line++ {
+		if err := add(line, sc.Text()); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,396 @@
+package idmap
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/yidu-io/yidu"
+)
+
+// Index is one corp's directory in memory at one directory version: the
+// department tree with each subtree's active members, the tags with theirs,
+// the leaders, and the active people for search. Read-only once built:
+// safe for concurrent use. Mapper.Index rebuilds it when the version moves
+// (every sync and change_contact), so it never answers from a stale
+// directory for longer than one version check.
+type Index struct {
+	// Version is the directory version it was read at.
+	Version uint64
+
+	depts    []yidu.Department // WeCom's display order (Mapper.Departments)
+	byID     map[int64]int     // dept id → index in depts
+	children map[int64][]int64
+	subtree  map[int64]*roaring.Bitmap // active members of the department's whole subtree
+	leaders  map[int64][]string        // dept → leaders' UserIDs (active)
+	leadUIDs map[int64][]uint32
+	tags     []IndexTag
+	tagSets  map[int64]*roaring.Bitmap
+	all      *roaring.Bitmap
+	people   []Person
+	keys     []string // people[i]'s UserID folded + "\x00" + name lower-cased, for search
+}
+
+// IndexTag is a tag with its active member count (users plus departments'
+// subtrees, deduplicated).
+type IndexTag struct {
+	ID      int64
+	Name    string
+	Members int
+}
+
+// Person is an active member as people search finds them.
+type Person struct {
+	UID         uint32
+	UserID      string
+	Name        string
+	Departments []int64
+}
+
+// DepartmentNode is a department with its subtree's active member count
+// (deduplicated) and its leaders' UserIDs.
+type DepartmentNode struct {
+	yidu.Department
+	Members int
+	Leaders []string
+}
+
+// indexCache holds each corp's last Index.
+type indexCache struct {
+	mu sync.Mutex
+	m  map[string]*Index
+}
+
+// dropIndex forgets corpID's Index (after this process wrote the
+// directory); other processes notice the version.
+func (m *Mapper) dropIndex(corpID string) {
+	m.indexes.mu.Lock()
+	delete(m.indexes.m, corpID)
+	m.indexes.mu.Unlock()
+}
+
+// Index returns corpID's directory Index at the current directory version,
+// built from MySQL when the version moved (one build at a time per corp;
+// concurrent callers share it). A version check is one primary-key read.
+func (m *Mapper) Index(ctx context.Context, corpID string) (*Index, error) {
+	if err := checkCorpID(corpID); err != nil {
+		return nil, fmt.Errorf("idmap: index: %w", err)
+	}
+	v, err := m.Version(ctx, corpID)
+	if err != nil {
+		return nil, err
+	}
+	m.indexes.mu.Lock()
+	idx := m.indexes.m[corpID]
+	m.indexes.mu.Unlock()
+	if idx != nil && idx.Version == v {
+		return idx, nil
+	}
+	ch := m.sf.DoChan("index\x00"+corpID, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*lookupTimeout)
+		defer cancel()
+		idx, err := m.buildIndex(ctx, corpID)
+		if err != nil {
+			return nil, err
+		}
+		m.indexes.mu.Lock()
+		if m.indexes.m == nil {
+			m.indexes.m = map[string]*Index{}
+		}
+		if old := m.indexes.m[corpID]; old == nil || old.Version <= idx.Version {
+			m.indexes.m[corpID] = idx
+		}
+		m.indexes.mu.Unlock()
+		return idx, nil
+	})
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*Index), nil
+	}
+}
+
+// buildIndex reads the corp's directory in one consistent snapshot (a
+// read-only REPEATABLE READ transaction), so the version matches the rows.
+func (m *Mapper) buildIndex(ctx context.Context, corpID string) (*Index, error) {
+	tx, err := m.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("idmap: index: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	idx := &Index{byID: map[int64]int{}, children: map[int64][]int64{}, subtree: map[int64]*roaring.Bitmap{},
+		leaders: map[int64][]string{}, leadUIDs: map[int64][]uint32{}, tagSets: map[int64]*roaring.Bitmap{}, all: roaring.New()}
+	each := func(what, q string, scan func(*sql.Rows) error) error {
+		m.metrics.query(opRead)
+		rows, err := tx.QueryContext(ctx, q, corpID)
+		if err != nil {
+			return fmt.Errorf("idmap: index %s: %w", what, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				return fmt.Errorf("idmap: index %s: %w", what, err)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("idmap: index %s: %w", what, err)
+		}
+		return nil
+	}
+	if err := each("version", "SELECT version FROM directory_versions WHERE corp_id = ?", func(r *sql.Rows) error {
+		return r.Scan(&idx.Version)
+	}); err != nil {
+		return nil, err
+	}
+	err = each("departments", `SELECT dept_id, parent_id, name, sort_order FROM departments
+		WHERE corp_id = ? ORDER BY parent_id, sort_order DESC, dept_id`, func(r *sql.Rows) error {
+		var d yidu.Department
+		if err := r.Scan(&d.ID, &d.ParentID, &d.Name, &d.Order); err != nil {
+			return err
+		}
+		idx.byID[d.ID] = len(idx.depts)
+		idx.depts = append(idx.depts, d)
+		idx.children[d.ParentID] = append(idx.children[d.ParentID], d.ID)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	userIDs := map[uint32]string{}
+	err = each("users", "SELECT uid, userid, name, departments FROM users WHERE corp_id = ? AND status = 1 ORDER BY uid", func(r *sql.Rows) error {
+		var p Person
+		var depts string
+		if err := r.Scan(&p.UID, &p.UserID, &p.Name, &depts); err != nil {
+			return err
+		}
+		p.Departments, _ = ParseDepartments(depts) // unparseable: none (written only by FormatDepartments)
+		idx.people = append(idx.people, p)
+		idx.keys = append(idx.keys, fold(p.UserID)+"\x00"+strings.ToLower(p.Name))
+		idx.all.Add(p.UID)
+		userIDs[p.UID] = p.UserID
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	direct := map[int64]*roaring.Bitmap{}
+	err = each("memberships", "SELECT dept_id, uid FROM user_departments WHERE corp_id = ?", func(r *sql.Rows) error {
+		var d int64
+		var uid uint32
+		if err := r.Scan(&d, &uid); err != nil {
+			return err
+		}
+		if _, active := userIDs[uid]; active {
+			bitmapOf(direct, d).Add(uid)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = each("leaders", "SELECT dept_id, uid FROM department_leaders WHERE corp_id = ? ORDER BY dept_id, uid", func(r *sql.Rows) error {
+		var d int64
+		var uid uint32
+		if err := r.Scan(&d, &uid); err != nil {
+			return err
+		}
+		if id, active := userIDs[uid]; active {
+			idx.leaders[d] = append(idx.leaders[d], id)
+			idx.leadUIDs[d] = append(idx.leadUIDs[d], uid)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = each("tags", "SELECT tag_id, name FROM tags WHERE corp_id = ? ORDER BY tag_id", func(r *sql.Rows) error {
+		var t IndexTag
+		if err := r.Scan(&t.ID, &t.Name); err != nil {
+			return err
+		}
+		idx.tags = append(idx.tags, t)
+		idx.tagSets[t.ID] = roaring.New()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = each("tag users", "SELECT tag_id, uid FROM tag_users WHERE corp_id = ?", func(r *sql.Rows) error {
+		var t int64
+		var uid uint32
+		if err := r.Scan(&t, &uid); err != nil {
+			return err
+		}
+		if _, active := userIDs[uid]; active && idx.tagSets[t] != nil {
+			idx.tagSets[t].Add(uid)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	tagDepts := map[int64][]int64{}
+	err = each("tag departments", "SELECT tag_id, dept_id FROM tag_departments WHERE corp_id = ?", func(r *sql.Rows) error {
+		var t, d int64
+		if err := r.Scan(&t, &d); err != nil {
+			return err
+		}
+		tagDepts[t] = append(tagDepts[t], d)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Subtrees bottom-up, cycle-safe: a department is in its own subtree
+	// once, whatever the parent_id links say.
+	var visit func(d int64, path map[int64]bool) *roaring.Bitmap
+	visit = func(d int64, path map[int64]bool) *roaring.Bitmap {
+		if bm, ok := idx.subtree[d]; ok {
+			return bm
+		}
+		path[d] = true
+		bm := roaring.New()
+		if own := direct[d]; own != nil {
+			bm.Or(own)
+		}
+		for _, c := range idx.children[d] {
+			if !path[c] {
+				bm.Or(visit(c, path))
+			}
+		}
+		delete(path, d)
+		idx.subtree[d] = bm
+		return bm
+	}
+	for _, d := range idx.depts {
+		visit(d.ID, map[int64]bool{})
+	}
+	for i := range idx.tags {
+		set := idx.tagSets[idx.tags[i].ID]
+		for _, d := range tagDepts[idx.tags[i].ID] {
+			if bm := idx.subtree[d]; bm != nil {
+				set.Or(bm)
+			} else if own := direct[d]; own != nil {
+				set.Or(own)
+			}
+		}
+		idx.tags[i].Members = int(set.GetCardinality())
+	}
+	return idx, nil
+}
+
+func bitmapOf(m map[int64]*roaring.Bitmap, k int64) *roaring.Bitmap {
+	bm := m[k]
+	if bm == nil {
+		bm = roaring.New()
+		m[k] = bm
+	}
+	return bm
+}
+
+// Departments returns every department with its subtree's active member
+// count and leaders, in WeCom's display order (by parent, then order).
+func (x *Index) Departments() []DepartmentNode {
+	out := make([]DepartmentNode, 0, len(x.depts))
+	for _, d := range x.depts {
+		out = append(out, DepartmentNode{Department: d, Members: int(x.subtree[d.ID].GetCardinality()), Leaders: x.leaders[d.ID]})
+	}
+	return out
+}
+
+// Department returns department id, if the directory has it.
+func (x *Index) Department(id int64) (yidu.Department, bool) {
+	i, ok := x.byID[id]
+	if !ok {
+		return yidu.Department{}, false
+	}
+	return x.depts[i], true
+}
+
+// Children returns the ids of id's direct sub-departments (0: the roots).
+func (x *Index) Children(id int64) []int64 { return x.children[id] }
+
+// SubtreeMembers returns a copy of the active members of the departments
+// ids and their sub-departments (a leader's or a viewer's scope). Unknown
+// ids add nobody.
+func (x *Index) SubtreeMembers(ids ...int64) *roaring.Bitmap {
+	bm := roaring.New()
+	for _, d := range ids {
+		if s := x.subtree[d]; s != nil {
+			bm.Or(s)
+		}
+	}
+	return bm
+}
+
+// Leaders returns department id's leaders' uids (active members), as
+// department_leader lists them (doc path 90208); nil for none.
+func (x *Index) Leaders(id int64) []uint32 { return x.leadUIDs[id] }
+
+// LedBy returns the departments uid leads, ascending.
+func (x *Index) LedBy(uid uint32) []int64 {
+	var out []int64
+	for d, uids := range x.leadUIDs {
+		if slices.Contains(uids, uid) {
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Tags returns the tags with their active member counts, by id.
+func (x *Index) Tags() []IndexTag { return x.tags }
+
+// All returns a copy of every active member.
+func (x *Index) All() *roaring.Bitmap { return x.all.Clone() }
+
+// Members counts the active members.
+func (x *Index) Members() int { return len(x.people) }
+
+// Search returns up to limit active people whose UserID or name contains
+// q (case-insensitively; q trimmed): those whose UserID or name starts
+// with q first, then the others, each group in uid order. An empty q finds
+// nobody. A scan of the prepared keys: ~100,000 short strings take a few
+// milliseconds (docs/benchmarks.md), with no index to keep in step.
+func (x *Index) Search(q string, limit int) []Person {
+	q = strings.ToLower(strings.TrimSpace(q))
+	if q == "" || limit <= 0 || strings.ContainsRune(q, 0) {
+		return nil
+	}
+	var prefix, inner []int
+	for i, k := range x.keys {
+		j := strings.Index(k, q)
+		if j < 0 {
+			continue
+		}
+		sep := strings.IndexByte(k, 0)
+		if j == 0 || j == sep+1 {
+			if len(prefix) < limit {
+				prefix = append(prefix, i)
+			}
+		} else if len(inner) < limit {
+			inner = append(inner, i)
+		}
+		if len(prefix) >= limit {
+			break
+		}
+	}
+	out := make([]Person, 0, min(limit, len(prefix)+len(inner)))
+	for _, i := range append(prefix, inner...) {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, x.people[i])
+	}
+	return out
+}
