@@ -140,7 +140,10 @@ func TestBrowserComposeSchedules(t *testing.T) {
 	}
 	b.do(t, "phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)),
 		chromedp.Navigate(home+"/new?from="+msgid), chromedp.WaitVisible(chromedp.ID("compose")))
-	b.wait(t, "duplicated", `document.getElementById("title").value === `+strconv.Quote(title)+` && document.getElementById("recipient-count").textContent !== "0"`)
+	b.wait(t, "duplicated", `document.getElementById("title").value === `+strconv.Quote(title)+` && document.getElementById("recipient-count").textContent === "`+strconv.Itoa(want)+`"`)
+	if got := eval[bool](t, b, fmt.Sprintf(`document.querySelector('input[data-tag="%d"]').checked && document.querySelector('input[data-dept="2"]').checked`, tagID)); !got {
+		t.Error("the duplicate lost the tag or a department of the notice it copies")
+	}
 	if got := eval[[]int](t, b, `[document.documentElement.scrollWidth, window.innerWidth]`); got[0] > got[1] {
 		t.Errorf("compose page is %d px wide on a %d px phone", got[0], got[1])
 	}
