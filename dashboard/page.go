@@ -56,6 +56,11 @@ type pageData struct {
 	Signals []signalView
 	// Status is SetStatus's line, if any.
 	Status string
+	// Script is the page's own script in static/ besides app.js (the
+	// compose page's compose.js), or empty.
+	Script string
+	// Limits are the card's limits the compose page counts against.
+	Limits cardLimits
 }
 
 // signalView is one signal's line on the message page.

@@ -287,6 +287,7 @@ func (s *Server) Routes() http.Handler {
 		r.Post("/logout", s.handleLogout)
 		r.Get("/", s.handleListPage)
 		r.Get("/m/{msgid}", s.handleMessagePage)
+		r.Get("/new", s.handleComposePage)
 	})
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(s.requireAPI)
