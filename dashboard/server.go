@@ -13,7 +13,6 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"html/template"
 	"io"
 	"io/fs"
@@ -34,7 +33,7 @@ import (
 	"github.com/yidu-io/yidu/internal/metric"
 )
 
-//go:embed web/templates/*.html web/static/*
+//go:embed web/templates/*.html web/static/* web/i18n/*.json
 var webFS embed.FS
 
 // Options configures a Server.
@@ -127,7 +126,8 @@ type Server struct {
 	log                       *slog.Logger
 	met                       *metrics
 	now                       func() time.Time
-	pages                     *template.Template
+	pages                     map[string]*template.Template
+	cats                      map[string]catalogue
 	auth                      *authenticator
 	proxies                   []netip.Prefix
 	// httpsOnly: PublicURL is https, every cookie is Secure.
@@ -191,16 +191,20 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	pages, err := template.New("").Funcs(templateFuncs).ParseFS(webFS, "web/templates/*.html")
+	cats, err := loadCatalogues()
 	if err != nil {
-		return nil, fmt.Errorf("dashboard: templates: %w", err)
+		return nil, err
+	}
+	pages, err := parsePages(cats)
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{
 		msgs: msgs, bms: bms, dir: dir,
 		remindIv: opts.RemindInterval, apps: map[string]yidu.App{},
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
-		pages: pages, auth: auth, proxies: opts.TrustedProxies,
+		pages: pages, cats: cats, auth: auth, proxies: opts.TrustedProxies,
 		httpsOnly:      strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
 		depts:          newDeptCache(dir, opts.Now, time.Minute),
 		curves:         newCurveCache(msgs, opts.Now, 5*time.Second),
@@ -239,6 +243,8 @@ func (s *Server) Routes() http.Handler {
 	r.Use(s.instrument, s.writeDeadline, securityHeaders, cop.Handler)
 	r.Handle("/static/*", http.StripPrefix("/static/", noListing(http.FileServerFS(static))))
 	r.Get("/login", s.handleLoginPage)
+	r.Get("/lang", s.handleLang)
+	r.Get("/i18n/*", s.handleCatalogue)
 	r.Post("/login", s.handleLogin)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requirePage)
@@ -320,7 +326,7 @@ type metrics struct {
 // routeNames are the chi patterns, pre-set to 0 in the metrics. Requests
 // refused before routing (401) count under "/api/v1/*".
 var routeNames = []string{
-	"/login", "/logout", "/", "/m/{msgid}", "/static/*",
+	"/login", "/logout", "/", "/m/{msgid}", "/static/*", "/lang", "/i18n/*",
 	"/api/v1/*", "/api/v1/messages", "/api/v1/messages/{msgid}", "/api/v1/messages/{msgid}/progress",
 	"/api/v1/messages/{msgid}/departments", "/api/v1/messages/{msgid}/recipients",
 	"/api/v1/messages/{msgid}/export.csv", "/api/v1/messages/{msgid}/remind", "/api/v1/messages/{msgid}/recall",
