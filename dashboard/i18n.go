@@ -18,10 +18,10 @@ import (
 //
 // Adding a word: put the same key in web/i18n/zh-CN.json and
 // web/i18n/en.json (TestCatalogues fails if one lacks it), then use it in a
-// template as {{t "key"}} or in a script as t("key") (app.js loads
+// template as {{t "key"}} or in a script as tr("key") (app.js loads
 // /i18n/<lang>.json, the catalogue of <html lang>). Keys are dotted,
-// page.thing ("login.submit"); "%s"/"%d" placeholders go through tf in
-// templates and tf(key, ...) in scripts. A template using an unknown key
+// page.thing ("login.submit"); a key with fmt placeholders ("%s", "%d")
+// goes through {{tf "key" args...}} in templates. A template using an unknown key
 // fails TestTemplatesUseKnownKeys. Chinese words come from
 // /work/shared/zh-CN.md's table.
 

@@ -64,6 +64,16 @@ func TestTemplatesUseKnownKeys(t *testing.T) {
 			}
 		}
 	}
+	js, _ := webFS.ReadFile("web/static/app.js")
+	for _, m := range regexp.MustCompile(`\btr\("([^"]+)"\)`).FindAllStringSubmatch(string(js), -1) {
+		n++
+		if _, ok := cats["en"][m[1]]; !ok {
+			t.Errorf("app.js uses unknown key %q", m[1])
+		}
+	}
+	if han.Match(js) {
+		t.Error("app.js has a literal Chinese label")
+	}
 	if n < 50 {
 		t.Errorf("templates use %d keys, want the page's labels through the catalogue", n)
 	}
