@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/audit"
 )
 
 // Authentication: bearer tokens for programs, password sign-in for people.
@@ -561,6 +564,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errBadPassword):
 		s.met.logins.WithLabelValues("bad_password").Inc()
 		s.log.InfoContext(r.Context(), "sign-in refused", "ip", ip)
+		_ = s.record(r, audit.Event{Actor: user, ActorKind: "password", Action: yidu.ActionSignInFailed, Outcome: "refused"})
 		s.renderLogin(w, r, http.StatusUnauthorized, "login.wrong")
 		return
 	case err != nil:
@@ -569,6 +573,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.met.logins.WithLabelValues("ok").Inc()
+	_ = s.record(r, audit.Event{Actor: user, ActorKind: "password", Action: yidu.ActionSignIn})
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", Expires: sess.expires,
 		MaxAge: int(s.auth.ttl.Seconds()), HttpOnly: true,

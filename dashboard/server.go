@@ -38,6 +38,8 @@ var webFS embed.FS
 
 // Options configures a Server.
 type Options struct {
+	// Audit records the audited actions (nil: none).
+	Audit Auditor
 	// Tokens are the API bearer tokens.
 	Tokens []Token
 	// Users may sign in to the page.
@@ -128,6 +130,7 @@ type Server struct {
 	now                       func() time.Time
 	pages                     map[string]*template.Template
 	cats                      map[string]catalogue
+	audit                     Auditor
 	auth                      *authenticator
 	proxies                   []netip.Prefix
 	// httpsOnly: PublicURL is https, every cookie is Secure.
@@ -204,7 +207,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		remindIv: opts.RemindInterval, apps: map[string]yidu.App{},
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
-		pages: pages, cats: cats, auth: auth, proxies: opts.TrustedProxies,
+		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auth: auth, proxies: opts.TrustedProxies,
 		httpsOnly:      strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
 		depts:          newDeptCache(dir, opts.Now, time.Minute),
 		curves:         newCurveCache(msgs, opts.Now, 5*time.Second),
@@ -321,6 +324,8 @@ type metrics struct {
 	exportRows prometheus.Counter
 	reminded   prometheus.Counter
 	logins     *prometheus.CounterVec
+	// auditFailures counts audit writes that failed.
+	auditFailures prometheus.Counter
 }
 
 // routeNames are the chi patterns, pre-set to 0 in the metrics. Requests
@@ -339,10 +344,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		requests: f.CounterVec("yidu_dashboard_requests_total", "Dashboard HTTP requests by route pattern and status.", "route", "status"),
 		duration: f.HistogramVec("yidu_dashboard_request_seconds", "Dashboard request time by route (SSE streams excluded).",
 			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}, "route"),
-		streams:    f.Gauge("yidu_dashboard_sse_streams", "Open /events streams."),
-		exportRows: f.Counter("yidu_dashboard_export_rows_total", "CSV rows written by export.csv."),
-		reminded:   f.Counter("yidu_dashboard_reminded_total", "People sent a reminder."),
-		logins:     f.CounterVec("yidu_dashboard_logins_total", "Sign-in attempts by result.", "result"),
+		streams:       f.Gauge("yidu_dashboard_sse_streams", "Open /events streams."),
+		exportRows:    f.Counter("yidu_dashboard_export_rows_total", "CSV rows written by export.csv."),
+		reminded:      f.Counter("yidu_dashboard_reminded_total", "People sent a reminder."),
+		logins:        f.CounterVec("yidu_dashboard_logins_total", "Sign-in attempts by result.", "result"),
+		auditFailures: f.Counter("yidu_dashboard_audit_failures_total", "Audit events that could not be written (each also logged at error level)."),
 	}
 	metric.Preset(m.requests.MetricVec, routeNames, []string{"200"})
 	metric.Preset(m.duration.MetricVec, routeNames)
