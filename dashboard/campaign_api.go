@@ -108,6 +108,13 @@ func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *princ
 		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
 		Schedule: yidu.Schedule{SendAt: reg.SendAt, Draft: reg.Draft, Timezone: app.Timezone}, By: p.name,
 	})
+	// A draft is composed; a notice with send_at is scheduled.
+	act := yidu.ActionSchedule
+	if reg.Draft {
+		act = yidu.ActionCompose
+	}
+	ev := event(r, act, app.CorpID, app.Name, cmp.Or(n.MsgID, reg.MsgID))
+	s.recordDone(r, ev, err)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -215,6 +222,7 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		p.Schedule = &sc
 	}
 	out, err := s.campaigns.Edit(r.Context(), principalFrom(r.Context()).corps, n.MsgID, p)
+	s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -242,6 +250,7 @@ func (s *Server) handleCancelNotice(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalFrom(r.Context())
 	out, err := s.campaigns.Cancel(r.Context(), p.corps, n.MsgID, p.name)
+	s.recordDone(r, event(r, yidu.ActionCancel, n.App.CorpID, n.App.Name, n.MsgID), err)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -257,6 +266,11 @@ func (s *Server) handleSendNotice(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalFrom(r.Context())
 	out, err := s.campaigns.SendNow(r.Context(), p.corps, n.MsgID, p.name)
+	// Send now: the notice is sent by campaign's Runner at once; its
+	// recipients are counted when it registers.
+	ev := event(r, yidu.ActionSend, n.App.CorpID, n.App.Name, n.MsgID)
+	ev.Detail = "send_now"
+	s.recordDone(r, ev, err)
 	if err != nil {
 		s.fail(w, r, err)
 		return
