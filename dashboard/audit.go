@@ -95,13 +95,16 @@ func outcome(code int) string {
 }
 
 // recordDone records e after the action ran: err nil is "ok", else the outcome
-// of err's status. Input refused before the action ran records nothing
-// (hostile input writes nothing); an action that ran, or was refused by
+// of err's status. Input refused as invalid (400, 413), before or by the
+// store, records nothing (hostile input writes nothing); an action that ran, or was refused by
 // the store, leaves one row. A failed write is counted and logged by
 // record; the action's answer stands.
 func (s *Server) recordDone(r *http.Request, e audit.Event, err error) {
 	if err != nil {
 		code, _ := httpStatus(err)
+		if code == http.StatusBadRequest || code == http.StatusRequestEntityTooLarge {
+			return // invalid input: nothing ran, nothing is written
+		}
 		e.Outcome = outcome(code)
 	}
 	_ = s.record(r, e)

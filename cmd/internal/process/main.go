@@ -469,6 +469,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			Tokens:     dashboardTokens(cfg.Dashboard.Tokens),
 			Users:      dashboardUsers(cfg.Dashboard.Users),
 			Audit:      audit.NewMySQL(m.DB),
+			AuditLog:   audit.NewMySQL(m.DB),
 			SessionTTL: cfg.Dashboard.SessionTTL.D(),
 			// Shared by every replica, kept across restarts.
 			Sessions:       dashboard.NewRedisSessions(m.Redis, cfg.Redis.Prefix),
