@@ -181,3 +181,13 @@ func (m *MySQL) List(ctx context.Context, q Query) ([]Event, int64, error) {
 	}
 	return out, next, nil
 }
+
+// Older counts the events older than before (what Purge would delete:
+// the dry run of `yidu archive purge`).
+func (m *MySQL) Older(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	if err := m.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_events WHERE at < ?`, before.UTC()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("audit: count older: %w", err)
+	}
+	return n, nil
+}

@@ -39,7 +39,20 @@ type Config struct {
 	Flushd    Flushd    `yaml:"flushd"`
 	WeCom     WeCom     `yaml:"wecom"`
 	Apps      []App     `yaml:"apps"`
+	Audit     Audit     `yaml:"audit"`
 }
+
+// Audit configures the audit trail (table audit_events, issue 31).
+type Audit struct {
+	// Retention is how long audit events are kept: `yidu archive purge`
+	// deletes older ones. 0 keeps every event.
+	Retention Duration `yaml:"retention"`
+}
+
+// DefaultAuditRetention keeps audit events 180 days: China's
+// Cybersecurity Law (art. 21) asks network logs be kept at least six
+// months.
+const DefaultAuditRetention = 180 * 24 * time.Hour
 
 // WeCom configures the WeCom server API yidu calls (sending, directory).
 type WeCom struct {
@@ -413,6 +426,7 @@ func (c *Config) checkLimits() error {
 // Default returns the configuration used for anything the file leaves out.
 func Default() Config {
 	return Config{
+		Audit: Audit{Retention: Duration(DefaultAuditRetention)},
 		Receiver: Receiver{
 			Listen:          "127.0.0.1:8080",
 			TimestampWindow: Duration(10 * time.Minute),
@@ -635,6 +649,9 @@ func (c Config) Validate() error {
 	}
 	if c.Receiver.SpoolDir != "" && c.Receiver.SpoolMaxBytes < 1<<20 {
 		return fmt.Errorf("config: receiver.spool_max_bytes %d must be at least 1 MiB", c.Receiver.SpoolMaxBytes)
+	}
+	if r := c.Audit.Retention.D(); r < 0 || (r > 0 && r < 24*time.Hour) {
+		return fmt.Errorf("config: audit.retention %v must be 0 (keep every event) or at least 24h", r)
 	}
 	if c.Flushd.BatchSize <= 0 || c.Flushd.BatchSize > flushd.MaxBatchSize {
 		return fmt.Errorf("config: flushd.batch_size %d must be in 1..%d", c.Flushd.BatchSize, flushd.MaxBatchSize)
