@@ -2,9 +2,11 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -119,6 +121,13 @@ func auditCorps(p *principal) (corps []string, ok bool) {
 // such as a password sign-in).
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	out, code, err := s.auditPage(r)
+	if errors.Is(err, errBadParam) {
+		// Each of parseAuditQuery's messages starts with its parameter.
+		msg := err.Error()
+		field, _, _ := strings.Cut(strings.TrimPrefix(msg, errBadParam.Error()+": "), " ")
+		writeFieldError(w, field, msg)
+		return
+	}
 	if err != nil {
 		if code != 0 {
 			writeError(w, code, err.Error())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -34,10 +35,14 @@ func newCampaignFixture(tb testing.TB) (*fixture, *campaign.Store) {
 	tb.Helper()
 	var st *campaign.Store
 	f := newFixtureOpts(tb, false, func(o *Options) {
-		s, err := campaign.NewStore(testenv.MySQL(tb), campaign.Options{Known: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		db := testenv.MySQL(tb)
+		s, err := campaign.NewStore(db, campaign.Options{Known: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(tb, "campaign.NewStore", err)
 		st, o.Campaigns = s, s
+		// The audit on the same database (GET /audit in the contract test).
+		rec := audit.NewMySQL(db)
+		o.Audit, o.AuditLog = rec, rec
 	})
 	return f, st
 }
