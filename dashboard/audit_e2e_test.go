@@ -75,6 +75,15 @@ func TestAuditEndToEnd(t *testing.T) {
 	must("POST", "/api/v1/messages/hello/recall", "", 200)
 	// A hostile body is refused before anything runs: no row.
 	must("POST", "/api/v1/messages", `{"msgid":"e2e bad","app":"hr"}`, 400)
+	// The admin page (操作日志), server-rendered in the default language;
+	// viewing it records nothing.
+	if w := f.page(c, "/audit?action=remind"); w.Code != 200 || !strings.Contains(w.Body.String(), "操作日志") ||
+		!strings.Contains(w.Body.String(), `data-action="remind"`) || strings.Contains(w.Body.String(), `data-action="send"`) {
+		t.Fatalf("audit page: %d %s", w.Code, w.Body.String())
+	}
+	if w := f.page(c, "/audit?limit=9999"); w.Code != 400 {
+		t.Errorf("audit page with a bad limit: %d", w.Code)
+	}
 	if code := f.request(t, "POST", "/logout", c, csrf); code != http.StatusSeeOther {
 		t.Fatalf("logout %d", code)
 	}

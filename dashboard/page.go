@@ -69,6 +69,8 @@ type pageData struct {
 	Script string
 	// Limits are the card's limits the compose page counts against.
 	Limits cardLimits
+	// Audit is the audit page's filter and events.
+	Audit *auditView
 }
 
 // signalView is one signal's line on the message page.

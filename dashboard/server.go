@@ -300,6 +300,7 @@ func (s *Server) Routes() http.Handler {
 		r.Get("/", s.handleListPage)
 		r.Get("/m/{msgid}", s.handleMessagePage)
 		r.Get("/new", s.handleComposePage)
+		r.Get("/audit", s.handleAuditPage)
 	})
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(s.requireAPI)
