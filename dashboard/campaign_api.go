@@ -50,10 +50,12 @@ type audienceJSON struct {
 	UserIDs     []string `json:"userids"`
 	Departments []int64  `json:"departments"`
 	All         bool     `json:"all"`
+	// Tags are WeCom tag ids (yidu.Audience.Tags).
+	Tags []int64 `json:"tags"`
 }
 
 func toAudienceJSON(a yidu.Audience) *audienceJSON {
-	return &audienceJSON{UserIDs: nonNil(a.UserIDs), Departments: nonNil(a.Departments), All: a.All}
+	return &audienceJSON{UserIDs: nonNil(a.UserIDs), Departments: nonNil(a.Departments), All: a.All, Tags: nonNil(a.Tags)}
 }
 
 func nonNil[T any](s []T) []T {
@@ -202,7 +204,7 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 	}
 	p := campaign.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: principalFrom(r.Context()).name}
 	if b.Audience != nil {
-		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All}
+		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All}
 	}
 	if b.SendAt != nil || b.Draft != nil {
 		sc := yidu.Schedule{Draft: b.Draft != nil && *b.Draft}

@@ -6,26 +6,45 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
-// known is the fixture directory's UserIDs for campaign's check.
+// knownIDs is the fixture directory for campaign's check: these UserIDs
+// are active (uids 1..), all reaches them, departments 1-4 and tag 5 each
+// hold one of them, other ids nobody.
 type knownIDs map[string]bool
 
-func (k knownIDs) Known(_ context.Context, _ string, ids []string) (map[string]uint32, error) {
-	out := map[string]uint32{}
-	for i, id := range ids {
-		if k[id] {
-			out[id] = uint32(i + 1)
+func (k knownIDs) Expand(_ context.Context, _ string, a yidu.Audience) (idmap.Expansion, error) {
+	x := idmap.Expansion{Recipients: roaring.New()}
+	if a.All {
+		x.Recipients.AddRange(1, uint64(len(k))+1)
+	}
+	for _, d := range a.Departments {
+		if d >= 1 && d <= 4 {
+			x.Recipients.Add(uint32(d))
 		}
 	}
-	return out, nil
+	if slices.Contains(a.Tags, 5) {
+		x.Recipients.Add(1)
+	}
+	for i, id := range a.UserIDs {
+		if k[id] {
+			x.Recipients.Add(uint32(100 + i))
+		} else {
+			x.Unknown = append(x.Unknown, id)
+		}
+	}
+	return x, nil
 }
 
 // newCampaignFixture is the fixture with a real campaign.Store on a fresh
@@ -34,7 +53,7 @@ func newCampaignFixture(tb testing.TB) (*fixture, *campaign.Store) {
 	tb.Helper()
 	var st *campaign.Store
 	f := newFixtureOpts(tb, false, func(o *Options) {
-		s, err := campaign.NewStore(testenv.MySQL(tb), campaign.Options{Known: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(testenv.MySQL(tb), campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(tb, "campaign.NewStore", err)
 		st, o.Campaigns = s, s
@@ -182,4 +201,45 @@ func FuzzPatchBody(f *testing.F) {
 		}
 		_ = fieldOf(body)
 	})
+}
+
+// TestScheduleTags: a scheduled notice or a draft addressed to tags keeps
+// them (POST, GET, PATCH), and a tag that reaches nobody is refused with
+// the field named and nothing written.
+func TestScheduleTags(t *testing.T) {
+	f, st := newCampaignFixture(t)
+	at := f.clock.Now().Add(time.Hour).Format(time.RFC3339)
+	tagsOf := func(j map[string]any) []any {
+		au, _ := j["audience"].(map[string]any)
+		tags, _ := au["tags"].([]any)
+		return tags
+	}
+	code, j := f.api(t, "POST", "/messages", `{"msgid":"tag-sched","app":"hr","title":"安全培训","audience":{"tags":[5],"userids":["ghost"]},"send":true,"send_at":"`+at+`"}`)
+	if code != 201 || len(tagsOf(j)) != 1 || tagsOf(j)[0].(float64) != 5 {
+		t.Fatalf("schedule to a tag: %d %v", code, j)
+	}
+	code, j = f.api(t, "POST", "/messages", `{"msgid":"tag-draft","app":"hr","title":"草稿","audience":{"departments":[2]},"draft":true}`)
+	if code != 201 || tagsOf(j) == nil || len(tagsOf(j)) != 0 {
+		t.Fatalf("draft: %d %v; want tags []", code, j)
+	}
+	if code, j = f.api(t, "PATCH", "/messages/tag-draft", `{"audience":{"tags":[5]}}`); code != 200 || len(tagsOf(j)) != 1 {
+		t.Fatalf("patch to a tag: %d %v", code, j)
+	}
+	if code, j = f.api(t, "GET", "/messages/tag-draft", ""); code != 200 || len(tagsOf(j)) != 1 || tagsOf(j)[0].(float64) != 5 {
+		t.Fatalf("get: %d %v", code, j)
+	}
+	for _, c := range []struct{ method, target, body string }{
+		{"POST", "/messages", `{"app":"hr","title":"t","audience":{"tags":[99]},"send":true,"send_at":"` + at + `"}`},
+		{"PATCH", "/messages/tag-draft", `{"audience":{"tags":[99],"userids":["ghost"]}}`},
+	} {
+		if code, j := f.api(t, c.method, c.target, c.body); code != 400 || j["field"] != "audience" {
+			t.Errorf("%s %s: %d %v; want 400 field audience", c.method, c.target, code, j)
+		}
+	}
+	if ns, _, _ := st.List(t.Context(), nil, "", "", "", 50); len(ns) != 2 {
+		t.Errorf("%d notices stored, want 2", len(ns))
+	}
+	if n, _ := st.Get(t.Context(), nil, "tag-draft"); !slices.Equal(n.Audience.Tags, []int64{5}) {
+		t.Errorf("draft's tags after a refused patch: %v; want [5]", n.Audience.Tags)
+	}
 }
