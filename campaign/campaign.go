@@ -110,12 +110,12 @@ type Options struct {
 
 // Store keeps the notices (campaigns table).
 type Store struct {
-	db    *sql.DB
-	dir   Directory
-	apps  map[string]yidu.App
-	log   *slog.Logger
-	now   func() time.Time
-	met   *metrics
+	db   *sql.DB
+	dir  Directory
+	apps map[string]yidu.App
+	log  *slog.Logger
+	now  func() time.Time
+	met  *metrics
 }
 
 type metrics struct {
