@@ -304,7 +304,7 @@ func TestLatenessAndHeld(t *testing.T) {
 	}
 	a, _ := s.Get(ctx, nil, late.MsgID)
 	b, _ := s.Get(ctx, nil, held.MsgID)
-	if a.State != yidu.StateHeld || a.Reason == "" || reg.count(late.MsgID) != 0 {
+	if a.State != yidu.StateHeld || a.Reason != HeldReason(120, 2*time.Hour) || reg.count(late.MsgID) != 0 {
 		t.Errorf("over max lateness: %s %q, sent %d", a.State, a.Reason, reg.count(late.MsgID))
 	}
 	if b.State != yidu.StateSent || b.SentLateBy != 2*time.Hour+90*time.Second-2*time.Minute {

@@ -243,3 +243,79 @@ func TestScheduleTags(t *testing.T) {
 		t.Errorf("draft's tags after a refused patch: %v; want [5]", n.Audience.Tags)
 	}
 }
+
+// heldRegistrar is a Registrar for a Runner whose notices are only held
+// in these tests: a registration is a test failure.
+type heldRegistrar struct{ tb testing.TB }
+
+func (h heldRegistrar) RegisterAndSend(context.Context, yidu.Registration) (yidu.Registered, error) {
+	h.tb.Errorf("a held notice was registered")
+	return yidu.Registered{}, errors.New("not in this test")
+}
+
+// TestHeldNotice (issue 29, 2): a notice more than max_lateness past its
+// send_at is held; the API and the list page say why, the page offers
+// send and cancel for it (cancel only for a scheduled one), and a send by
+// hand makes it due again.
+func TestHeldNotice(t *testing.T) {
+	f, st := newCampaignFixture(t)
+	at := f.clock.Now().Add(time.Hour).Format(time.RFC3339)
+	for _, id := range []string{"late-held", "late-cancel"} {
+		if code, j := f.api(t, "POST", "/messages", `{"msgid":"`+id+`","app":"hr","title":"停电通知","audience":{"userids":["alice"]},"send":true,"send_at":"`+at+`"}`); code != 201 {
+			t.Fatalf("schedule %s: %d %v", id, code, j)
+		}
+	}
+	at2 := f.clock.Now().Add(5 * time.Hour).Format(time.RFC3339)
+	if code, j := f.api(t, "POST", "/messages", `{"msgid":"later","app":"hr","title":"排期通知","audience":{"userids":["alice"]},"send":true,"send_at":"`+at2+`"}`); code != 201 {
+		t.Fatalf("schedule later: %d %v", code, j)
+	}
+	// yidu was down from before the send_at until 3 h 10 min after it.
+	f.clock.Add(4*time.Hour + 10*time.Minute)
+	r, err := campaign.NewRunner(st, heldRegistrar{t}, campaign.RunnerOptions{MaxLateness: 2 * time.Hour})
+	testenv.Check(t, "NewRunner", err)
+	if n, err := r.Tick(t.Context()); err != nil || n != 0 {
+		t.Fatalf("Tick: %d claimed, %v; want 0 (held)", n, err)
+	}
+	want := campaign.HeldReason(190, 2*time.Hour)
+	code, j := f.api(t, "GET", "/messages/late-held", "")
+	if code != 200 || j["state"] != "held" || j["state_reason"] != want {
+		t.Fatalf("held notice: %d %v; want state held, state_reason %q", code, j, want)
+	}
+	if !strings.Contains(want, "190 minutes late") || !strings.Contains(want, "max_lateness (120 minutes)") {
+		t.Errorf("reason %q does not say how late and the bound", want)
+	}
+
+	cookie, _ := f.login(t)
+	req := httptest.NewRequest("GET", "/", nil)
+	req.AddCookie(cookie)
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, req)
+	page := w.Body.String()
+	row := func(id string) string {
+		i := strings.Index(page, `data-msgid="`+id+`"`)
+		if i < 0 {
+			t.Fatalf("list page has no row %s", id)
+		}
+		end := strings.Index(page[i:], "</li>")
+		return page[i : i+end]
+	}
+	held := row("late-held")
+	for _, s := range []string{`data-state="held"`, "待处理", want, `class="held-why"`, `class="notice-send"`, `class="notice-cancel"`} {
+		if !strings.Contains(held, s) {
+			t.Errorf("held row lacks %q:\n%s", s, held)
+		}
+	}
+	later := row("later")
+	if !strings.Contains(later, `class="notice-cancel"`) || strings.Contains(later, `class="notice-send"`) || strings.Contains(later, "held-why") {
+		t.Errorf("scheduled row: want cancel only, no send, no held text:\n%s", later)
+	}
+
+	// The page's buttons call these: send now makes it due (never held
+	// again), cancel ends the other.
+	if code, j = f.api(t, "POST", "/messages/late-held/send", ""); code != 202 || j["state"] != "scheduled" || j["state_reason"] != "" {
+		t.Errorf("send held: %d %v", code, j)
+	}
+	if code, j = f.api(t, "POST", "/messages/late-cancel/cancel", ""); code != 200 || j["state"] != "cancelled" {
+		t.Errorf("cancel held: %d %v", code, j)
+	}
+}
