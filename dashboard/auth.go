@@ -16,6 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/audit"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -106,9 +109,16 @@ func (m *memSessions) Delete(_ context.Context, id string) error {
 // principal is who is asking and which corps they may see.
 type principal struct {
 	name string
-	// corps nil means every corp ("*"); empty means none.
+	// corps are the corps the principal is an admin of (acc.AdminCorps):
+	// nil means every corp ("*"); empty means none. Until every endpoint
+	// answers through an access.View (issue 31), a sender or viewer grant
+	// admits nothing here: a scoped principal is refused, never shown
+	// more than its scope.
 	corps   []string
 	session *session // nil for bearer tokens
+	// acc is the principal as package access knows it: its name, kind
+	// and grants (for the audit's actor and the role checks).
+	acc *access.Principal
 }
 
 // key names the principal in the per-principal limits: a token by its
@@ -125,11 +135,16 @@ func (p *principal) allows(corp string) bool {
 	return p.corps == nil || slices.Contains(p.corps, corp)
 }
 
-func grantedCorps(corps []string) []string {
-	if slices.Contains(corps, "*") {
-		return nil
+// grants resolves one configured user's or token's grants with access
+// (which decides what they mean) and the corps it is an admin of.
+func grants(name string, kind access.Kind, corps []string, role yidu.Role, corp string, apps []string, depts []int64) (*access.Principal, []string, error) {
+	gs, all, err := access.ConfigGrants(corps, role, corp, apps, depts)
+	if err != nil {
+		return nil, nil, err
 	}
-	return append([]string{}, corps...)
+	p := access.NewPrincipal(name, kind, all, gs)
+	admin, _ := p.AdminCorps()
+	return p, admin, nil
 }
 
 type principalKey struct{}
@@ -143,6 +158,7 @@ func principalFrom(ctx context.Context) *principal {
 type session struct {
 	user    string
 	corps   []string
+	acc     *access.Principal
 	csrf    string
 	expires time.Time
 }
@@ -151,11 +167,13 @@ type tokenEntry struct {
 	name  string
 	sum   [sha256.Size]byte
 	corps []string
+	acc   *access.Principal
 }
 
 type userEntry struct {
 	hash  []byte
 	corps []string
+	acc   *access.Principal
 }
 
 // Sign-in limits (docs/reliability.md, Hostile use). Unknown and known
@@ -262,6 +280,8 @@ type authenticator struct {
 	dummyHash []byte
 
 	sessions SessionStore
+	// wecom resolves WeCom members' sessions at each request (nil: none).
+	wecom *access.Access
 
 	mu                     sync.Mutex
 	byAddr, byPair, byName *buckets
@@ -279,10 +299,17 @@ func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func(
 		if len(t.Token) < 16 {
 			return nil, fmt.Errorf("dashboard: tokens[%d] (%s) is shorter than 16 characters", i, t.Name)
 		}
-		a.tokens = append(a.tokens, tokenEntry{name: t.Name, sum: sha256.Sum256([]byte(t.Token)), corps: grantedCorps(t.Corps)})
+		acc, corps, err := grants(t.Name, access.KindToken, t.Corps, t.Role, t.Corp, t.Apps, t.Departments)
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: tokens[%d] (%s): %w", i, t.Name, err)
+		}
+		a.tokens = append(a.tokens, tokenEntry{name: t.Name, sum: sha256.Sum256([]byte(t.Token)), corps: corps, acc: acc})
 	}
 	cost := bcrypt.DefaultCost
 	for i, u := range users {
+		if strings.HasPrefix(u.Name, wecomUserPrefix) {
+			return nil, fmt.Errorf("dashboard: users[%d] (%s): a name may not start with %q (WeCom members' sessions): %w", i, u.Name, wecomUserPrefix, yidu.ErrInvalid)
+		}
 		c, err := bcrypt.Cost([]byte(u.PasswordHash))
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: users[%d] (%s): password_hash is not bcrypt: %w", i, u.Name, err)
@@ -290,7 +317,11 @@ func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func(
 		if i == 0 || c > cost {
 			cost = c
 		}
-		a.users[u.Name] = &userEntry{hash: []byte(u.PasswordHash), corps: grantedCorps(u.Corps)}
+		acc, corps, err := grants(u.Name, access.KindUser, u.Corps, u.Role, u.Corp, u.Apps, u.Departments)
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: users[%d] (%s): %w", i, u.Name, err)
+		}
+		a.users[u.Name] = &userEntry{hash: []byte(u.PasswordHash), corps: corps, acc: acc}
 	}
 	// The users' cost, so an unknown name costs what a known one does.
 	h, err := bcrypt.GenerateFromPassword([]byte("yidu-dummy-password"), cost)
@@ -314,7 +345,7 @@ func (a *authenticator) bearer(tok string) (*principal, bool) {
 	if found == nil {
 		return nil, false
 	}
-	return &principal{name: "token:" + found.name, corps: found.corps}, true
+	return &principal{name: "token:" + found.name, corps: found.corps, acc: found.acc}, true
 }
 
 var (
@@ -364,7 +395,7 @@ func (a *authenticator) login(ctx context.Context, ip, user, password string) (i
 	if err := a.sessions.Put(ctx, id, st, a.ttl); err != nil {
 		return "", nil, fmt.Errorf("dashboard: store session: %w", err)
 	}
-	return id, &session{user: user, corps: u.corps, csrf: csrf, expires: st.Expires}, nil
+	return id, &session{user: user, corps: u.corps, acc: u.acc, csrf: csrf, expires: st.Expires}, nil
 }
 
 // lookup returns the live session id names, resolved against the current
@@ -377,11 +408,36 @@ func (a *authenticator) lookup(ctx context.Context, id string) (*session, bool, 
 	if !ok {
 		return nil, false, nil
 	}
+	if rest, ok := strings.CutPrefix(st.User, wecomUserPrefix); ok && a.wecom != nil {
+		// A WeCom member is resolved against the directory at each
+		// request: one who left (at the last sync) or lost every role
+		// is signed out.
+		corp, userID, _ := strings.Cut(rest, ":")
+		p, err := a.wecom.WeCom(ctx, corp, userID)
+		if errors.Is(err, access.ErrNotMember) || errors.Is(err, access.ErrNoRole) || (err == nil && !a.now().Before(st.Expires)) {
+			return nil, false, a.logout(ctx, id)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("dashboard: resolve wecom member: %w", err)
+		}
+		corps, _ := p.AdminCorps()
+		return &session{user: st.User, corps: corps, acc: p, csrf: st.CSRF, expires: st.Expires}, true, nil
+	}
 	u := a.users[st.User]
 	if u == nil || !a.now().Before(st.Expires) {
 		return nil, false, a.logout(ctx, id)
 	}
-	return &session{user: st.User, corps: u.corps, csrf: st.CSRF, expires: st.Expires}, true, nil
+	return &session{user: st.User, corps: u.corps, acc: u.acc, csrf: st.CSRF, expires: st.Expires}, true, nil
+}
+
+// open opens a session for user (a sign-in already proven).
+func (a *authenticator) open(ctx context.Context, user string) (string, *session, error) {
+	id, csrf := randomToken(), randomToken()
+	st := Session{User: user, CSRF: csrf, Expires: a.now().Add(a.ttl)}
+	if err := a.sessions.Put(ctx, id, st, a.ttl); err != nil {
+		return "", nil, fmt.Errorf("dashboard: store session: %w", err)
+	}
+	return id, &session{user: user, csrf: csrf, expires: st.Expires}, nil
 }
 
 func (a *authenticator) logout(ctx context.Context, id string) error {
@@ -451,7 +507,7 @@ func (s *Server) requireAPI(next http.Handler) http.Handler {
 				writeError(w, http.StatusForbidden, "missing or wrong CSRF token")
 				return
 			}
-			p = &principal{name: sess.user, corps: sess.corps, session: sess}
+			p = &principal{name: sess.user, corps: sess.corps, session: sess, acc: sess.acc}
 		} else {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="yidu"`)
 			writeError(w, http.StatusUnauthorized, "authentication required")
@@ -481,7 +537,7 @@ func (s *Server) requirePage(next http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, "missing or wrong CSRF token")
 			return
 		}
-		p := &principal{name: sess.user, corps: sess.corps, session: sess}
+		p := &principal{name: sess.user, corps: sess.corps, session: sess, acc: sess.acc}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
 }
@@ -542,12 +598,12 @@ func (s *Server) secure(r *http.Request) bool {
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	if err := r.ParseForm(); err != nil {
-		s.renderLogin(w, http.StatusBadRequest, "Bad request")
+		s.renderLogin(w, r, http.StatusBadRequest, "error.bad_request")
 		return
 	}
 	user, pass := r.PostForm.Get("username"), r.PostForm.Get("password")
 	if len(user) > 128 || len(pass) > 72 { // bcrypt reads at most 72 bytes
-		s.renderLogin(w, http.StatusUnauthorized, "Wrong name or password / 用户名或密码错误")
+		s.renderLogin(w, r, http.StatusUnauthorized, "login.wrong")
 		return
 	}
 	ip := s.clientIP(r)
@@ -556,19 +612,21 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errRateLimited):
 		s.met.logins.WithLabelValues("rate_limited").Inc()
 		w.Header().Set("Retry-After", "60")
-		s.renderLogin(w, http.StatusTooManyRequests, "Too many attempts, try again in a minute / 尝试次数过多，请稍后再试")
+		s.renderLogin(w, r, http.StatusTooManyRequests, "login.too_many")
 		return
 	case errors.Is(err, errBadPassword):
 		s.met.logins.WithLabelValues("bad_password").Inc()
 		s.log.InfoContext(r.Context(), "sign-in refused", "ip", ip)
-		s.renderLogin(w, http.StatusUnauthorized, "Wrong name or password / 用户名或密码错误")
+		_ = s.record(r, audit.Event{Actor: user, ActorKind: "password", Action: yidu.ActionSignInFailed, Outcome: "refused"})
+		s.renderLogin(w, r, http.StatusUnauthorized, "login.wrong")
 		return
 	case err != nil:
 		s.log.ErrorContext(r.Context(), "sign-in", "err", err)
-		s.renderLogin(w, http.StatusServiceUnavailable, "Sign-in is unavailable, try again shortly / 暂时无法登录，请稍后再试")
+		s.renderLogin(w, r, http.StatusServiceUnavailable, "login.unavailable")
 		return
 	}
 	s.met.logins.WithLabelValues("ok").Inc()
+	_ = s.record(r, audit.Event{Actor: user, ActorKind: "password", Action: yidu.ActionSignIn})
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", Expires: sess.expires,
 		MaxAge: int(s.auth.ttl.Seconds()), HttpOnly: true,

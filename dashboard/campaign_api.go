@@ -50,7 +50,8 @@ type audienceJSON struct {
 	UserIDs     []string `json:"userids"`
 	Departments []int64  `json:"departments"`
 	All         bool     `json:"all"`
-	// Tags are WeCom tag ids (yidu.Audience.Tags).
+	// Tags are WeCom tag ids (the directory's Audience.Tags): the page's
+	// edit and duplicate read them back, and PATCH takes them.
 	Tags []int64 `json:"tags"`
 }
 
@@ -204,7 +205,7 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 	}
 	p := campaign.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: principalFrom(r.Context()).name}
 	if b.Audience != nil {
-		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All}
+		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All, Tags: b.Audience.Tags}
 	}
 	sendAt, err := bodyTime("send_at", b.SendAt)
 	if err != nil {

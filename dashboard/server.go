@@ -13,7 +13,6 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"html/template"
 	"io"
 	"io/fs"
@@ -35,13 +34,17 @@ import (
 	"github.com/yidu-io/yidu/internal/metric"
 )
 
-//go:embed web/templates/*.html web/static/*
+//go:embed web/templates/*.html web/static/* web/i18n/*.json
 var webFS embed.FS
 
 // Options configures a Server.
 type Options struct {
+	// Audit records the audited actions (nil: none).
+	Audit Auditor
 	// Tokens are the API bearer tokens.
 	Tokens []Token
+	// WeCom enables sign-in with WeCom (nil: password sign-in only).
+	WeCom *WeComLogin
 	// Users may sign in to the page.
 	Users []User
 	// SessionTTL is how long a sign-in lasts (default 12 h).
@@ -101,6 +104,9 @@ type Options struct {
 	// Campaigns keeps drafts and scheduled notices (campaign.Store); nil
 	// answers send_at and draft with 503.
 	Campaigns Campaigns
+	// FollowUps keeps follow-up policies and rounds (campaign.Rounds);
+	// nil: the follow_up endpoints answer 404.
+	FollowUps FollowUps
 	// ConfirmOver is dashboard.confirm_over (default DefaultConfirmOver):
 	// above it the page asks to type the recipient count (GET /apps).
 	ConfirmOver int
@@ -111,6 +117,13 @@ type Token struct {
 	Name  string
 	Token string
 	Corps []string
+
+	// Role, Corp, Apps and Departments grant one role instead of Corps
+	// (access.ConfigGrants).
+	Role        yidu.Role
+	Corp        string
+	Apps        []string
+	Departments []int64
 }
 
 // User is a person who may sign in to the page.
@@ -119,6 +132,13 @@ type User struct {
 	// PasswordHash is a bcrypt hash (yidu hash-password prints one).
 	PasswordHash string
 	Corps        []string
+
+	// Role, Corp, Apps and Departments grant one role instead of Corps
+	// (access.ConfigGrants).
+	Role        yidu.Role
+	Corp        string
+	Apps        []string
+	Departments []int64
 }
 
 // Server is the dashboard. Build it with New, serve Routes, Close it to end
@@ -134,11 +154,16 @@ type Server struct {
 	log                       *slog.Logger
 	met                       *metrics
 	now                       func() time.Time
-	pages                     *template.Template
+	pages                     map[string]*template.Template
+	cats                      map[string]catalogue
+	audit                     Auditor
 	auth                      *authenticator
 	proxies                   []netip.Prefix
 	// httpsOnly: PublicURL is https, every cookie is Secure.
 	httpsOnly bool
+	// publicURL and wecomLogin: sign-in with WeCom (wecomlogin.go).
+	publicURL  string
+	wecomLogin *WeComLogin
 
 	status    statusLine
 	restoring singleflight.Group
@@ -159,6 +184,7 @@ type Server struct {
 	done        chan struct{}
 	// campaigns, confirmOver: Options; appList the apps in config order.
 	campaigns   Campaigns
+	followUps   FollowUps
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
@@ -202,16 +228,24 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	pages, err := template.New("").Funcs(templateFuncs).ParseFS(webFS, "web/templates/*.html")
+	if opts.WeCom != nil {
+		auth.wecom = opts.WeCom.Access
+	}
+	cats, err := loadCatalogues()
 	if err != nil {
-		return nil, fmt.Errorf("dashboard: templates: %w", err)
+		return nil, err
+	}
+	pages, err := parsePages(cats)
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{
 		msgs: msgs, bms: bms, dir: dir,
 		remindIv: opts.RemindInterval, apps: map[string]yidu.App{},
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
-		pages: pages, auth: auth, proxies: opts.TrustedProxies,
+		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auth: auth, proxies: opts.TrustedProxies,
+		publicURL: opts.PublicURL, wecomLogin: opts.WeCom,
 		httpsOnly:      strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
 		depts:          newDeptCache(dir, opts.Now, time.Minute),
 		curves:         newCurveCache(msgs, opts.Now, 5*time.Second),
@@ -229,6 +263,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		s.apps[a.Name] = a
 	}
 	s.campaigns, s.confirmOver, s.appList = opts.Campaigns, cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
+	s.followUps = opts.FollowUps
 	return s, nil
 }
 
@@ -251,12 +286,17 @@ func (s *Server) Routes() http.Handler {
 	r.Use(s.instrument, s.writeDeadline, securityHeaders, cop.Handler)
 	r.Handle("/static/*", http.StripPrefix("/static/", noListing(http.FileServerFS(static))))
 	r.Get("/login", s.handleLoginPage)
+	r.Get("/lang", s.handleLang)
+	r.Get("/i18n/*", s.handleCatalogue)
 	r.Post("/login", s.handleLogin)
+	r.Get("/login/wecom", s.handleWeComStart)
+	r.Get("/login/wecom/callback", s.handleWeComCallback)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requirePage)
 		r.Post("/logout", s.handleLogout)
 		r.Get("/", s.handleListPage)
 		r.Get("/m/{msgid}", s.handleMessagePage)
+		r.Get("/new", s.handleComposePage)
 	})
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(s.requireAPI)
@@ -275,6 +315,9 @@ func (s *Server) Routes() http.Handler {
 			r.Post("/remind", s.withMessage(s.handleRemind))
 			r.Post("/recall", s.withMessage(s.handleRecall))
 			r.Get("/events", s.withMessage(s.handleEvents))
+			r.Get("/follow_up", s.withMessage(s.handleGetFollowUp))
+			r.Put("/follow_up", s.withMessage(s.handlePutFollowUp))
+			r.Post("/follow_up/cancel-round", s.withMessage(s.handleCancelRound))
 		})
 		r.Get("/directory/departments", s.handleDirectoryDepartments)
 		r.Get("/directory/tags", s.handleDirectoryTags)
@@ -336,12 +379,14 @@ type metrics struct {
 	exportRows prometheus.Counter
 	reminded   prometheus.Counter
 	logins     *prometheus.CounterVec
+	// auditFailures counts audit writes that failed.
+	auditFailures prometheus.Counter
 }
 
 // routeNames are the chi patterns, pre-set to 0 in the metrics. Requests
 // refused before routing (401) count under "/api/v1/*".
 var routeNames = []string{
-	"/login", "/logout", "/", "/m/{msgid}", "/static/*",
+	"/login", "/logout", "/", "/m/{msgid}", "/static/*", "/lang", "/i18n/*",
 	"/api/v1/*", "/api/v1/messages", "/api/v1/messages/{msgid}", "/api/v1/messages/{msgid}/progress",
 	"/api/v1/messages/{msgid}/departments", "/api/v1/messages/{msgid}/recipients",
 	"/api/v1/messages/{msgid}/export.csv", "/api/v1/messages/{msgid}/remind", "/api/v1/messages/{msgid}/recall",
@@ -354,10 +399,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		requests: f.CounterVec("yidu_dashboard_requests_total", "Dashboard HTTP requests by route pattern and status.", "route", "status"),
 		duration: f.HistogramVec("yidu_dashboard_request_seconds", "Dashboard request time by route (SSE streams excluded).",
 			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}, "route"),
-		streams:    f.Gauge("yidu_dashboard_sse_streams", "Open /events streams."),
-		exportRows: f.Counter("yidu_dashboard_export_rows_total", "CSV rows written by export.csv."),
-		reminded:   f.Counter("yidu_dashboard_reminded_total", "People sent a reminder."),
-		logins:     f.CounterVec("yidu_dashboard_logins_total", "Sign-in attempts by result.", "result"),
+		streams:       f.Gauge("yidu_dashboard_sse_streams", "Open /events streams."),
+		exportRows:    f.Counter("yidu_dashboard_export_rows_total", "CSV rows written by export.csv."),
+		reminded:      f.Counter("yidu_dashboard_reminded_total", "People sent a reminder."),
+		logins:        f.CounterVec("yidu_dashboard_logins_total", "Sign-in attempts by result.", "result"),
+		auditFailures: f.Counter("yidu_dashboard_audit_failures_total", "Audit events that could not be written (each also logged at error level)."),
 	}
 	metric.Preset(m.requests.MetricVec, routeNames, []string{"200"})
 	metric.Preset(m.duration.MetricVec, routeNames)

@@ -166,6 +166,8 @@ type Server struct {
 	calls  map[string]int  // path → count
 	// CallbackIPs is getcallbackip's answer.
 	CallbackIPs []string
+	// codes are the codes the sign-in pages issued (signin.go).
+	codes map[string]issuedCode
 	messages
 }
 
@@ -247,6 +249,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls[r.URL.Path]++
+	if s.signIn(w, r) {
+		return
+	}
 	out := s.serve(r)
 	if _, ok := out["errcode"]; !ok {
 		out["errcode"] = 0
@@ -458,6 +463,9 @@ func (s *Server) serve(r *http.Request) reply {
 			"isreportenter": report, "redirect_domain": g.app.RedirectDomain}
 	case "/cgi-bin/auth/getuserinfo":
 		id, ok := c.Codes[q.Get("code")]
+		if !ok {
+			id, ok = s.useCode(c.CorpID, q.Get("code"))
+		}
 		if !ok {
 			return fail(ErrInvalidCode, "invalid code")
 		}

@@ -112,6 +112,9 @@ type Dashboard struct {
 	PublicURL string `yaml:"public_url"`
 	// RemindInterval is the least time between two reminders of a message.
 	RemindInterval Duration `yaml:"remind_interval"`
+	// MinReminderDelay is the least time between a send and a follow-up
+	// round, and between two rounds (yidu.Policy.Validate).
+	MinReminderDelay Duration `yaml:"min_reminder_delay"`
 	// MaxStreams bounds the live /events streams of the dashboard (503
 	// beyond); MaxStreamsPerPrincipal those of one token or one person
 	// (429 beyond). StreamWriteTimeout drops a stream whose event does not
@@ -139,6 +142,14 @@ type Token struct {
 	Name  string   `yaml:"name"`
 	Token string   `yaml:"token"`
 	Corps []string `yaml:"corps"`
+
+	// Role, Corp, Apps and Departments grant one role instead of Corps
+	// (issue 31): {role: viewer, corp: ww…, departments: [4]}. Corps
+	// alone stays an admin of those corps.
+	Role        string   `yaml:"role"`
+	Corp        string   `yaml:"corp"`
+	Apps        []string `yaml:"apps"`
+	Departments []int64  `yaml:"departments"`
 }
 
 // User is a person who may sign in to the dashboard.
@@ -147,6 +158,14 @@ type User struct {
 	// PasswordHash is a bcrypt hash (yidu hash-password prints one).
 	PasswordHash string   `yaml:"password_hash"`
 	Corps        []string `yaml:"corps"`
+
+	// Role, Corp, Apps and Departments grant one role instead of Corps
+	// (issue 31): {role: viewer, corp: ww…, departments: [4]}. Corps
+	// alone stays an admin of those corps.
+	Role        string   `yaml:"role"`
+	Corp        string   `yaml:"corp"`
+	Apps        []string `yaml:"apps"`
+	Departments []int64  `yaml:"departments"`
 
 	// from says where the user came from in errors (default
 	// dashboard.users[i]).
@@ -306,6 +325,12 @@ type App struct {
 	// button, link, enter_agent (yidu.ParseReadSignals); left out: button
 	// and link. Every signal is recorded either way.
 	ReadSignals []string `yaml:"read_signals,omitempty"`
+	// EscalationFallback are the UserIDs that get the follow-up digest of
+	// the people no department leader sits above (issue 30).
+	EscalationFallback []string `yaml:"escalation_fallback,omitempty"`
+	// FollowUp is the follow-up policy a notice of the app gets when it
+	// names none (the compose page's default); nil: none.
+	FollowUp *yidu.Policy `yaml:"follow_up,omitempty"`
 	// Timezone is the app's IANA time zone, in which scheduled notices
 	// are entered and shown (default Asia/Shanghai).
 	Timezone string `yaml:"timezone"`
@@ -402,6 +427,8 @@ func Default() Config {
 			Listen:         "127.0.0.1:8081",
 			SessionTTL:     Duration(12 * time.Hour),
 			RemindInterval: Duration(time.Hour),
+
+			MinReminderDelay: Duration(yidu.DefaultMinReminderDelay),
 
 			MaxStreams:             dashboard.DefaultMaxStreams,
 			MaxStreamsPerPrincipal: dashboard.DefaultMaxStreamsPerPrincipal,
@@ -586,7 +613,13 @@ func (c Config) Validate() error {
 		if _, err := yidu.ParseReadSignals(a.ReadSignals); err != nil {
 			return fmt.Errorf("config: app %q: read_signals: %w", a.Name, err)
 		}
+		if err := checkFollowUp(a, c.Dashboard.ReminderDelay()); err != nil {
+			return fmt.Errorf("config: app %q: %w", a.Name, err)
+		}
 		seen[a.Name] = true
+	}
+	if d := c.Dashboard.MinReminderDelay; d != 0 && d < Duration(time.Second) {
+		return errors.New("config: dashboard.min_reminder_delay must be at least 1s (0: the default 10m)")
 	}
 	if _, err := clientip.ParseProxies(c.Receiver.TrustedProxies); err != nil {
 		return fmt.Errorf("config: receiver.trusted_proxies: %w", err)
@@ -805,4 +838,32 @@ func (c Config) App(name string) (App, bool) {
 		}
 	}
 	return App{}, false
+}
+
+// checkFollowUp checks an app's escalation_fallback UserIDs and default
+// follow-up policy: a default has no deadline (a notice's own date).
+func checkFollowUp(a App, minDelay time.Duration) error {
+	for _, u := range a.EscalationFallback {
+		if !yidu.UserID(u).Valid() {
+			return fmt.Errorf("escalation_fallback: %q is not a WeCom UserID", yidu.Truncate(u, 64))
+		}
+	}
+	if a.FollowUp == nil {
+		return nil
+	}
+	if a.FollowUp.Deadline != nil {
+		return errors.New("follow_up.deadline: a default policy takes no deadline")
+	}
+	if err := a.FollowUp.Validate(time.Time{}, minDelay); err != nil {
+		return fmt.Errorf("follow_up: %w", err)
+	}
+	return nil
+}
+
+// ReminderDelay is dashboard.min_reminder_delay, 0 being its default.
+func (d Dashboard) ReminderDelay() time.Duration {
+	if d.MinReminderDelay == 0 {
+		return yidu.DefaultMinReminderDelay
+	}
+	return time.Duration(d.MinReminderDelay)
 }

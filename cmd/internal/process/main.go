@@ -29,6 +29,7 @@ import (
 	"github.com/silenceper/wechat/v2/util"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/campaign"
@@ -459,13 +460,18 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		}
 		cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
 		m.campaignCancel, m.campaignDone = ccancel, make(chan struct{})
+		rounds := followUpRounds(m, cfg, log)
 		go func() {
 			defer close(m.campaignDone)
+			roundsDone := make(chan struct{})
+			go func() { defer close(roundsDone); _ = rounds.Run(cctx, 2*time.Second) }()
 			_ = runner.Run(cctx)
+			<-roundsDone
 		}()
 		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
 			Tokens:     dashboardTokens(cfg.Dashboard.Tokens),
 			Users:      dashboardUsers(cfg.Dashboard.Users),
+			Audit:      audit.NewMySQL(m.DB),
 			SessionTTL: cfg.Dashboard.SessionTTL.D(),
 			// Shared by every replica, kept across restarts.
 			Sessions:       dashboard.NewRedisSessions(m.Redis, cfg.Redis.Prefix),
@@ -485,6 +491,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			Registerer:             m.Registry,
 			Campaigns:              camps,
 			ConfirmOver:            cfg.Dashboard.ConfirmOver,
+			FollowUps:              rounds,
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
@@ -781,12 +788,14 @@ func (m *Main) close() error {
 
 func dashboardTokens(ts []config.Token) []dashboard.Token {
 	return each(ts, func(t config.Token) dashboard.Token {
-		return dashboard.Token{Name: t.Name, Token: t.Token, Corps: t.Corps}
+		return dashboard.Token{Name: t.Name, Token: t.Token, Corps: t.Corps,
+			Role: yidu.Role(t.Role), Corp: t.Corp, Apps: t.Apps, Departments: t.Departments}
 	})
 }
 
 func dashboardUsers(us []config.User) []dashboard.User {
 	return each(us, func(u config.User) dashboard.User {
-		return dashboard.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps}
+		return dashboard.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps,
+			Role: yidu.Role(u.Role), Corp: u.Corp, Apps: u.Apps, Departments: u.Departments}
 	})
 }

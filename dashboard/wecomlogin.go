@@ -1,0 +1,124 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/yidu-io/yidu/access"
+)
+
+// WeComLogin is sign-in with WeCom (issue 31): GET /login/wecom?next=
+// sends the browser to WeCom's OAuth2 web authorization inside WeCom's
+// browser, to its web login elsewhere (package access builds both URLs
+// and cites them); GET /login/wecom/callback finishes it.
+type WeComLogin struct {
+	// CorpID and AgentID are the app people sign in through.
+	CorpID  string
+	AgentID int64
+	// Endpoints are WeCom's sign-in hosts (wecom.oauth_base, login_base).
+	Endpoints access.Endpoints
+	// Access resolves the member against the directory and roles.
+	Access *access.Access
+	// States keeps started sign-ins and used codes (Redis).
+	States *access.States
+	// OAuth exchanges a code for a UserID (wecom.OAuth, doc path 91023).
+	OAuth interface {
+		UserID(ctx context.Context, corpID string, agentID int64, code string) (string, error)
+	}
+}
+
+const (
+	loginNonceCookie = "yidu_login"
+	wecomUserPrefix  = "wecom:"
+)
+
+// callbackURL is the redirect_uri: from the configured public URL, never
+// from the request (the host must be the app's trusted domain).
+func (s *Server) callbackURL() string {
+	return strings.TrimRight(s.publicURL, "/") + "/login/wecom/callback"
+}
+
+func (s *Server) handleWeComStart(w http.ResponseWriter, r *http.Request) {
+	wl := s.wecomLogin
+	if wl == nil || s.publicURL == "" {
+		writeError(w, http.StatusNotFound, "sign-in with WeCom is not configured")
+		return
+	}
+	state, nonce, err := wl.States.Begin(r.Context(), wl.CorpID, r.URL.Query().Get("next"))
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "wecom sign-in start", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "sign-in is unavailable, try again shortly")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: loginNonceCookie, Value: nonce, Path: "/login/wecom", MaxAge: int(access.StateTTL.Seconds()),
+		HttpOnly: true, Secure: s.secure(r), SameSite: http.SameSiteLaxMode,
+	})
+	to := wl.Endpoints.LoginURL(wl.CorpID, wl.AgentID, s.callbackURL(), state)
+	if access.InWeCom(r.UserAgent()) {
+		to = wl.Endpoints.AuthorizeURL(wl.CorpID, wl.AgentID, s.callbackURL(), state)
+	}
+	http.Redirect(w, r, to, http.StatusFound)
+}
+
+func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
+	wl := s.wecomLogin
+	if wl == nil || s.publicURL == "" {
+		writeError(w, http.StatusNotFound, "sign-in with WeCom is not configured")
+		return
+	}
+	ctx := r.Context()
+	q := r.URL.Query()
+	nonce := ""
+	if c, err := r.Cookie(loginNonceCookie); err == nil {
+		nonce = c.Value
+	}
+	http.SetCookie(w, &http.Cookie{Name: loginNonceCookie, Value: "", Path: "/login/wecom", MaxAge: -1, HttpOnly: true, Secure: s.secure(r), SameSite: http.SameSiteLaxMode})
+	code := q.Get("code")
+	next, corp, err := wl.States.Finish(ctx, q.Get("state"), nonce)
+	if err == nil && (code == "" || len(code) > 512) { // WeCom's codes are at most 512 bytes (doc path 91022)
+		err = access.ErrBadState
+	}
+	if err == nil {
+		err = wl.States.UseCode(ctx, code)
+	}
+	var userID string
+	if err == nil {
+		userID, err = wl.OAuth.UserID(ctx, corp, wl.AgentID, code)
+		if err == nil && userID == "" {
+			err = access.ErrNotMember // not a member of the corp (an openid)
+		}
+	}
+	if err == nil {
+		_, err = wl.Access.WeCom(ctx, corp, userID)
+	}
+	switch {
+	case errors.Is(err, access.ErrBadState), errors.Is(err, access.ErrCodeUsed):
+		s.met.logins.WithLabelValues("bad_state").Inc()
+		s.renderLogin(w, r, http.StatusBadRequest, "login.expired")
+		return
+	case errors.Is(err, access.ErrNotMember), errors.Is(err, access.ErrNoRole):
+		s.met.logins.WithLabelValues("no_access").Inc()
+		s.renderLogin(w, r, http.StatusForbidden, "login.no_access")
+		return
+	case err != nil:
+		s.log.ErrorContext(ctx, "wecom sign-in", "err", err)
+		s.renderLogin(w, r, http.StatusServiceUnavailable, "login.unavailable")
+		return
+	}
+	id, sess, err := s.auth.open(ctx, wecomUserPrefix+corp+":"+userID)
+	if err != nil {
+		s.log.ErrorContext(ctx, "wecom sign-in", "err", err)
+		s.renderLogin(w, r, http.StatusServiceUnavailable, "login.unavailable")
+		return
+	}
+	s.met.logins.WithLabelValues("ok").Inc()
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: id, Path: "/", Expires: sess.expires,
+		MaxAge: int(s.auth.ttl.Seconds()), HttpOnly: true,
+		Secure: s.secure(r), SameSite: http.SameSiteLaxMode,
+	})
+	http.Redirect(w, r, access.SafeNext(next), http.StatusSeeOther)
+}
