@@ -73,6 +73,9 @@ var (
 // The compose page's directory endpoints read idmap's Index and Expand.
 var _ dashboard.AudienceDirectory = (*idmap.Mapper)(nil)
 
+// campaign checks a notice's audience with the registration's expansion.
+var _ campaign.Directory = (*idmap.Mapper)(nil)
+
 // Roles says which parts Run starts.
 type Roles struct {
 	Receiver  bool
@@ -447,7 +450,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		if err != nil {
 			return err
 		}
-		camps, err := campaign.NewStore(m.DB, campaign.Options{Known: m.Mapper, Apps: DomainApps(cfg.Apps), Logger: log, Registerer: m.Registry})
+		camps, err := campaign.NewStore(m.DB, campaign.Options{Directory: m.Mapper, Apps: DomainApps(cfg.Apps), Logger: log, Registerer: m.Registry})
 		if err != nil {
 			return fmt.Errorf("campaign: %w", err)
 		}
