@@ -100,7 +100,7 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	// One audit row per sign-in, success or failure; the actor is the
 	// UserID when WeCom named one (never the code or the state).
-	ev := audit.Event{Actor: cmp.Or(userID, "unknown"), ActorKind: string(access.KindWeCom), CorpID: corp, Action: yidu.ActionSignInFailed}
+	ev := audit.Event{Actor: cmp.Or(userID, "unknown"), ActorKind: string(access.KindWeCom), CorpID: cmp.Or(corp, wl.CorpID), Action: yidu.ActionSignInFailed}
 	if err == nil && who != nil {
 		ev.Role = string(who.Role(corp))
 	}
