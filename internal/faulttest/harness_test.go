@@ -88,6 +88,10 @@ type env struct {
 
 	mu    sync.Mutex
 	procs []*proc
+	// dataDirs is each receiver address's YIDU_DATA_DIR: the receiver
+	// restarted on an address finds its predecessor's spool there, as on
+	// a pod's volume (spool on by default: docs/configuration.md).
+	dataDirs map[string]string
 	kcl   *kgo.Client // admin, see group_test.go
 }
 
@@ -406,10 +410,38 @@ func (e *env) startServer(name, role, path string, extraEnv ...string) *proc {
 // WeCom keeps calling.
 func (e *env) startReceiver(name, addr string) *proc {
 	e.t.Helper()
+	return e.startReceiverEnv(name, addr)
+}
+
+// startReceiverEnv is startReceiver with extra environment.
+func (e *env) startReceiverEnv(name, addr string, extra ...string) *proc {
+	e.t.Helper()
+	dir := e.dataDir(addr)
+	extra = append([]string{"YIDU_DATA_DIR=" + dir}, extra...)
+	var p *proc
 	if addr == "" {
-		return e.startServer(name, "receiver", "/healthz")
+		p = e.startServer(name, "receiver", "/healthz", extra...)
+	} else {
+		p = e.startServer(name, "receiver", "/healthz", append(extra, "YIDU_RECEIVER_LISTEN="+addr)...)
 	}
-	return e.startServer(name, "receiver", "/healthz", "YIDU_RECEIVER_LISTEN="+addr)
+	e.mu.Lock()
+	e.dataDirs[p.addr] = dir
+	e.mu.Unlock()
+	return p
+}
+
+// dataDir is the data directory of the receiver on addr: its
+// predecessor's, else a new one ("" is a new receiver).
+func (e *env) dataDir(addr string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dataDirs == nil {
+		e.dataDirs = map[string]string{}
+	}
+	if d, ok := e.dataDirs[addr]; ok && addr != "" {
+		return d
+	}
+	return e.t.TempDir()
 }
 
 // startFlushd runs `yidu flushd`, optionally with another MySQL DSN.
