@@ -92,7 +92,7 @@ type env struct {
 	// restarted on an address finds its predecessor's spool there, as on
 	// a pod's volume (spool on by default: docs/configuration.md).
 	dataDirs map[string]string
-	kcl   *kgo.Client // admin, see group_test.go
+	kcl      *kgo.Client // admin, see group_test.go
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -264,6 +264,19 @@ func (k *kafkaCluster) start(tb testing.TB) {
 	}
 }
 
+// freeze stops the broker with its port answering nothing: a client's
+// new connections hang, as a broker stopped with SIGSTOP leaves them.
+func (k *kafkaCluster) freeze() {
+	k.ln.freeze()
+	k.stop()
+}
+
+// thaw starts the frozen broker again.
+func (k *kafkaCluster) thaw(tb testing.TB) {
+	k.ln.thaw()
+	k.start(tb)
+}
+
 func (k *kafkaCluster) stop() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -283,6 +296,10 @@ type heldListener struct {
 	mu   sync.Mutex
 	cur  *attachedListener
 	done chan struct{}
+	// frozen: connections are held open, unanswered (a broker stopped
+	// with SIGSTOP), until thaw closes them.
+	frozen bool
+	held   []net.Conn
 }
 
 func holdListener(ln net.Listener) *heldListener {
@@ -300,6 +317,11 @@ func (h *heldListener) serve() {
 		}
 		h.mu.Lock()
 		a := h.cur
+		if h.frozen {
+			h.held = append(h.held, c)
+			h.mu.Unlock()
+			continue
+		}
 		h.mu.Unlock()
 		if a == nil {
 			c.Close()
@@ -323,7 +345,27 @@ func (h *heldListener) attach() net.Listener {
 	return a
 }
 
+// freeze holds the port's new connections unanswered until thaw.
+func (h *heldListener) freeze() {
+	h.mu.Lock()
+	h.frozen = true
+	h.mu.Unlock()
+}
+
+// thaw closes the held connections and passes new ones on again.
+func (h *heldListener) thaw() {
+	h.mu.Lock()
+	h.frozen = false
+	held := h.held
+	h.held = nil
+	h.mu.Unlock()
+	for _, c := range held {
+		c.Close()
+	}
+}
+
 func (h *heldListener) close() {
+	h.thaw()
 	h.ln.Close()
 	<-h.done
 }
