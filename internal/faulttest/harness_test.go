@@ -57,6 +57,10 @@ type envOptions struct {
 	// MySQLProxy puts a TCP proxy the scenario can cut (env.proxy) between
 	// flushd and MySQL.
 	MySQLProxy bool
+	// Serve runs one `yidu serve` (every role, the default config: no
+	// spool_dir, the data directory in its own $HOME) instead of
+	// receivers and flushd (restart_test.go).
+	Serve bool
 	// Partitions of the deltas topic (default 4).
 	Partitions int32
 	// BatchSize is flushd's uids per UPDATE (default 100: small, so one
@@ -92,6 +96,10 @@ type env struct {
 	// restarted on an address finds its predecessor's spool there, as on
 	// a pod's volume (spool on by default: docs/configuration.md).
 	dataDirs map[string]string
+	// serveHome is `yidu serve`'s $HOME (envOptions.Serve), serveDash its
+	// dashboard.
+	serveHome string
+	serveDash *proc
 	kcl      *kgo.Client // admin, see group_test.go
 }
 
@@ -174,6 +182,15 @@ func (e *env) deploy(o envOptions) {
 	e.t.Helper()
 	e.msgs = messages(o.Notices, o.Members)
 	e.register(e.msgs)
+	if o.Serve {
+		e.serveHome = e.t.TempDir()
+		rcv, dash := e.startServe("serve", "", "")
+		e.receivers = append(e.receivers, rcv)
+		e.serveDash = dash
+		e.wecom = newWeCom(e.t, rcv.addr)
+		e.reads = readsOf(e.msgs)
+		return
+	}
 	var addrs []string
 	for i := range o.Receivers {
 		name := "receiver"
