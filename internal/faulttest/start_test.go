@@ -79,6 +79,11 @@ func TestReceiverStartsDuringOutage(t *testing.T) {
 			f.up()
 			up := time.Now()
 			<-done
+			// Recorded through a degraded path is recorded: the member's
+			// button still turns into "已读 ✓" (issue 32).
+			if bare := e.wecom.bare.Load(); bare > 0 {
+				t.Errorf("%d presses answered 200 without the passive reply (%d with it)", bare, e.wecom.replies.Load())
+			}
 			e.verifyHealed(fmt.Sprintf("%d. receiver started, %s", 20+i, tt.name),
 				fmt.Sprintf("receiver kill -9, %s, new receiver answered in %s (/readyz %d %q); %s %.0f s",
 					tt.name, listened.Round(10*time.Millisecond), code, strings.TrimSpace(body), tt.dep, up.Sub(down).Seconds()), dash)
