@@ -105,11 +105,17 @@ type env struct {
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
+	return newEnvWith(t, o, nil)
+}
+
+// newEnvWith is newEnv with receiver settings added to the configuration.
+func newEnvWith(t *testing.T, o envOptions, receiver map[string]any) *env {
+	t.Helper()
 	o.setDefaults()
 	e := &env{t: t, started: time.Now()}
 	e.dsn = testenv.MySQLDSN(t)
 	e.rdb, e.prefix = testenv.Redis(t)
-	e.start(o, testenv.RedisAddr(t), e.dsn, nil)
+	e.start(o, testenv.RedisAddr(t), e.dsn, receiver)
 	return e
 }
 
