@@ -100,7 +100,7 @@ type env struct {
 	// dashboard.
 	serveHome string
 	serveDash *proc
-	kcl      *kgo.Client // admin, see group_test.go
+	kcl       *kgo.Client // admin, see group_test.go
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
