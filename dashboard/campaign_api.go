@@ -50,10 +50,13 @@ type audienceJSON struct {
 	UserIDs     []string `json:"userids"`
 	Departments []int64  `json:"departments"`
 	All         bool     `json:"all"`
+	// Tags are WeCom tag ids (the directory's Audience.Tags): the page's
+	// edit and duplicate read them back, and PATCH takes them.
+	Tags []int64 `json:"tags"`
 }
 
 func toAudienceJSON(a yidu.Audience) *audienceJSON {
-	return &audienceJSON{UserIDs: nonNil(a.UserIDs), Departments: nonNil(a.Departments), All: a.All}
+	return &audienceJSON{UserIDs: nonNil(a.UserIDs), Departments: nonNil(a.Departments), All: a.All, Tags: nonNil(a.Tags)}
 }
 
 func nonNil[T any](s []T) []T {
@@ -177,12 +180,12 @@ func (s *Server) addNotice(ctx context.Context, corps []string, j *messageJSON) 
 
 // patchBody is PATCH /messages/{msgid}: the fields of POST, each optional.
 type patchBody struct {
-	Title    *string       `json:"title"`
-	Body     *string       `json:"body"`
-	URL      *string       `json:"url"`
-	Audience *audienceJSON `json:"audience"`
-	SendAt   *time.Time    `json:"send_at"`
-	Draft    *bool         `json:"draft"`
+	Title    *string          `json:"title"`
+	Body     *string          `json:"body"`
+	URL      *string          `json:"url"`
+	Audience *audienceJSON    `json:"audience"`
+	SendAt   *json.RawMessage `json:"send_at"`
+	Draft    *bool            `json:"draft"`
 }
 
 func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
@@ -197,17 +200,22 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 	}
 	var b patchBody
 	if err := decodeStrict(http.MaxBytesReader(w, r.Body, maxRegisterBody), &b); err != nil {
-		s.fail(w, r, err)
+		s.failBody(w, r, err)
 		return
 	}
 	p := campaign.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: principalFrom(r.Context()).name}
 	if b.Audience != nil {
-		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All}
+		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All, Tags: b.Audience.Tags}
 	}
-	if b.SendAt != nil || b.Draft != nil {
+	sendAt, err := bodyTime("send_at", b.SendAt)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if sendAt != nil || b.Draft != nil {
 		sc := yidu.Schedule{Draft: b.Draft != nil && *b.Draft}
-		if b.SendAt != nil {
-			sc.SendAt = *b.SendAt
+		if sendAt != nil {
+			sc.SendAt = *sendAt
 		}
 		p.Schedule = &sc
 	}
@@ -348,7 +356,7 @@ func decodeStrict(r io.Reader, v any) error {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			return fmt.Errorf("%w: more than %d bytes", errTooLarge, mbe.Limit)
 		}
-		return badParam("body: %v", err)
+		return bodyError(err)
 	}
 	return nil
 }
@@ -371,4 +379,16 @@ func fieldOf(msg string) string {
 		return f
 	}
 	return ""
+}
+
+// failBody answers a POST or PATCH /messages body that did not decode; one
+// over maxRegisterBody can only be its audience's UserIDs (every other
+// field is bounded far below), so the 413 names the audience.
+func (s *Server) failBody(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errTooLarge) {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"field": "audience",
+			"error": fmt.Sprintf("audience too large: the body is over %d bytes (at most %d UserIDs)", maxRegisterBody, yidu.MaxUserIDs)})
+		return
+	}
+	s.fail(w, r, err)
 }

@@ -116,6 +116,12 @@ func contractCases() []contractCase {
 		{name: "send a draft now", op: "POST /messages/{msgid}/send", method: "POST", target: "/messages/contract-draft/send", auth: "token", want: 202},
 		{name: "cancel", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 200},
 		{name: "cancel again", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 409},
+		// This server has no follow-up engine (Options.FollowUps nil):
+		// the follow-up endpoints say 404; campaign's tests run the engine.
+		{name: "follow-up none", op: "GET /messages/{msgid}/follow_up", method: "GET", target: "/messages/hello/follow_up", auth: "token", want: 404},
+		{name: "follow-up put none", op: "PUT /messages/{msgid}/follow_up", method: "PUT", target: "/messages/hello/follow_up",
+			body: `{"reminders":["2h"]}`, auth: "token", want: 404},
+		{name: "cancel round none", op: "POST /messages/{msgid}/follow_up/cancel-round", method: "POST", target: "/messages/hello/follow_up/cancel-round", auth: "token", want: 404},
 		{name: "apps", op: "GET /apps", method: "GET", target: "/apps", auth: "token", want: 200},
 
 		{name: "events", op: "GET /messages/{msgid}/events", method: "GET", target: "/messages/hello/events", auth: "token", want: 200, stream: true},

@@ -130,6 +130,11 @@ func TestLoadRejects(t *testing.T) {
 		{"spool dir with trailing space", "receiver: {spool_dir: '/var/lib/yidu/spool '}", "receiver.spool_dir"},
 		{"root spool dir", "receiver: {spool_dir: /}", "receiver.spool_dir"},
 		{"root spool dir, uncleaned", "receiver: {spool_dir: /var/..//}", "receiver.spool_dir"},
+		{"min reminder delay under 1s", "dashboard: {min_reminder_delay: 500ms}", "dashboard.min_reminder_delay"},
+		{"fallback not a userid", "apps: [{name: a, corp_id: c, escalation_fallback: ['bad id']}]", "escalation_fallback"},
+		{"default policy under the minimum", "apps: [{name: a, corp_id: c, follow_up: {reminders: [5m]}}]", "follow_up: invalid: reminders"},
+		{"default policy with a deadline", "apps: [{name: a, corp_id: c, follow_up: {reminders: [2h], deadline: 2026-12-10T18:00:00+08:00}}]", "follow_up.deadline"},
+		{"default policy bad hours", "apps: [{name: a, corp_id: c, follow_up: {reminders: [2h], working_hours: '19:00-09:00'}}]", "working_hours"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -336,6 +341,64 @@ func TestLimits(t *testing.T) {
 			err := c.Validate()
 			if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 				t.Errorf("Validate() = %v; want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestFollowUpConfig: an app's default policy and fallback load as
+// written; a test may lower the minimum delay to 1 s.
+func TestFollowUpConfig(t *testing.T) {
+	p := writeConfig(t, `dashboard: {min_reminder_delay: 1s}
+apps: [{name: a, corp_id: c, escalation_fallback: [hr-lead], follow_up: {reminders: [3s, 'next 09:30', 1d], escalate_after: 1, working_hours: '09:00-19:00', working_days: mon-fri}}]`)
+	c, err := Load(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := c.App("a")
+	if a.FollowUp == nil || !slices.Equal(a.FollowUp.Reminders, []string{"3s", "next 09:30", "1d"}) || a.FollowUp.EscalateAfter != 1 ||
+		a.FollowUp.WorkingDays != "mon-fri" || !slices.Equal(a.EscalationFallback, []string{"hr-lead"}) ||
+		time.Duration(c.Dashboard.MinReminderDelay) != time.Second {
+		t.Errorf("loaded %+v, %+v, min %s", a.FollowUp, a.EscalationFallback, time.Duration(c.Dashboard.MinReminderDelay))
+	}
+	if d := time.Duration(Default().Dashboard.MinReminderDelay); d != 10*time.Minute {
+		t.Errorf("default min_reminder_delay %s; want 10m", d)
+	}
+}
+
+// TestSpoolDefault: the spool is on unless turned off, in data_dir's
+// spool/; data_dir defaults to the XDG state directory, and is checked
+// as receiver.spool_dir is.
+func TestSpoolDefault(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    string
+		wantErr string
+	}{
+		{"XDG state home", map[string]string{"XDG_STATE_HOME": "/s", "HOME": "/h"}, "/s/yidu/spool", ""},
+		{"home alone", map[string]string{"HOME": "/h"}, "/h/.local/state/yidu/spool", ""},
+		{"a relative XDG_STATE_HOME is ignored", map[string]string{"XDG_STATE_HOME": "rel", "HOME": "/h"}, "/h/.local/state/yidu/spool", ""},
+		{"YIDU_DATA_DIR", map[string]string{"YIDU_DATA_DIR": "/var/lib/yidu", "HOME": "/h"}, "/var/lib/yidu/spool", ""},
+		{"spool_dir wins", map[string]string{"YIDU_RECEIVER_SPOOL_DIR": "/x", "YIDU_DATA_DIR": "/d"}, "/x", ""},
+		{"off", map[string]string{"YIDU_RECEIVER_SPOOL_DIR": "off", "HOME": "/h"}, SpoolOff, ""},
+		{"no home: no spool", map[string]string{}, "", ""},
+		{"a relative data_dir", map[string]string{"YIDU_DATA_DIR": "yidu-data"}, "", "data_dir"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Load("", func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Load = %v; want an error naming %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Receiver.SpoolDir != tt.want {
+				t.Errorf("receiver.spool_dir = %q; want %q", cfg.Receiver.SpoolDir, tt.want)
 			}
 		})
 	}

@@ -345,8 +345,33 @@ func testAnalyticsDoc(t *testing.T, blocks []sqlBlock, dialect string) {
 		facts = append(facts, row)
 	}
 
+	// One follow-up round, as the engine records it (reminder_log,
+	// migration 00012), 100 s after t0 to who was unread then: lisi
+	// (read at 150 s), alice, wangwu (200 s), mallory (only opened the
+	// app), bob (610 s), carol; mallory's reminder WeCom refused.
+	remindedAt := time.Unix(at(100), 0)
+	for i, who := range []string{"alice", "bob", "carol", "lisi", "mallory", "wangwu"} {
+		outcome := "sent"
+		if who == "mallory" {
+			outcome = "invalid"
+		}
+		if _, err := m.DB.ExecContext(ctx, `INSERT INTO reminder_log (corp_id, msgid, round, kind, uid, userid, batch, reminded_at, outcome)
+			SELECT corp_id, 'notice-facts', 1, 'reminder', uid, userid, ?, ?, ? FROM users WHERE corp_id = ? AND userid = ?`,
+			i/3, dbTime(remindedAt), outcome, testCorp, who); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// Each check returns the rows its block must answer.
 	checks := map[string]func() [][]string{
+		// Reached: 5 (mallory refused); lisi, wangwu, bob read within 1 h.
+		"reminder-effect": func() [][]string { return [][]string{{"1", "5", "3", "3", "2"}} },
+		"reminded-people": func() [][]string {
+			return [][]string{
+				{"1", "alice", "sent", "0", "NULL"}, {"1", "bob", "sent", "1", "510"}, {"1", "carol", "sent", "0", "NULL"},
+				{"1", "lisi", "sent", "1", "50"}, {"1", "mallory", "invalid", "0", "NULL"}, {"1", "wangwu", "sent", "1", "100"},
+			}
+		},
 		"rate-per-message":      func() [][]string { return perMessage(false) },
 		"rate-per-department":   func() [][]string { return deptRows },
 		"time-to-read":          func() [][]string { return [][]string{{"1", "1"}, {"2", "1"}, {"3", "1"}, {"10", "1"}} },

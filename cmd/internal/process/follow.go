@@ -1,0 +1,47 @@
+package process
+
+import (
+	"cmp"
+	"log/slog"
+	"time"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/tracker"
+)
+
+// The follow-up round engine's providers (issue 30).
+var (
+	_ campaign.LiveReads   = (*bitmap.Store)(nil)
+	_ campaign.RoundSender = (*tracker.Registry)(nil)
+	_ campaign.People      = campaign.SQLDirectory{}
+	_ campaign.OrgSource   = campaign.SQLDirectory{}
+)
+
+// followUpRounds builds the follow-up round engine (issue 30) from the
+// configuration: each app's zone and escalation fallback, the minimum
+// delay, the tracker as sender (the same cards and records as "remind
+// now") and the live bitmaps as the source of each round's people.
+func followUpRounds(m *Main, cfg config.Config, log *slog.Logger) *campaign.Rounds {
+	zones := map[string]*time.Location{}
+	fallback := map[string][]string{}
+	for _, a := range cfg.Apps {
+		loc, err := time.LoadLocation(cmp.Or(a.Timezone, yidu.DefaultTimezone))
+		if err != nil {
+			log.Warn("follow-up: app time zone; UTC used", "app", a.Name, "err", err)
+			loc = time.UTC
+		}
+		zones[a.Name] = loc
+		fallback[a.Name] = a.EscalationFallback
+	}
+	dir := campaign.SQLDirectory{DB: m.DB}
+	return &campaign.Rounds{
+		DB: m.DB, Reads: m.Store, People: dir, Org: dir, Sender: m.Tracker,
+		Log: log.With("component", "follow-up"), Now: time.Now, Owner: campaign.DefaultOwner(),
+		TTL: campaign.DefaultLeaseTTL, MinGap: cfg.Dashboard.ReminderDelay(),
+		Zone:     func(app string) *time.Location { return zones[app] },
+		Fallback: func(app string) []string { return fallback[app] },
+	}
+}
