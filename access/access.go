@@ -119,6 +119,12 @@ func (p *Principal) MayRemindScoped(corp, app string) bool {
 	return p.MaySend(corp, app) || p.departments(corp) != nil
 }
 
+// Departments returns the departments whose subtrees the principal
+// views in corp (its viewer grants and, for a leader, the departments it
+// leads): the departments panel of a scoped principal shows these
+// subtrees only. nil when it views none.
+func (p *Principal) Departments(corp string) []int64 { return p.departments(corp) }
+
 // departments is the union of the principal's viewer departments in
 // corp, sorted and deduplicated; nil when it views none.
 func (p *Principal) departments(corp string) []int64 {

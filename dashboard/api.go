@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -173,24 +174,29 @@ func (s *Server) message(r *http.Request) (yidu.Message, error) {
 		return yidu.Message{}, err
 	}
 	p := principalFrom(r.Context())
-	if p == nil || (p.corps != nil && len(p.corps) == 0) {
+	if p == nil {
 		return yidu.Message{}, errNotFound
 	}
-	m, ok, err := s.msgs.GetMessage(r.Context(), p.corps, id)
+	corps := p.readCorps()
+	if corps != nil && len(corps) == 0 {
+		return yidu.Message{}, errNotFound
+	}
+	m, ok, err := s.msgs.GetMessage(r.Context(), corps, id)
 	if err != nil {
 		return yidu.Message{}, fmt.Errorf("dashboard: get message: %w", err)
 	}
-	if !ok || !p.allows(m.CorpID) {
+	if !ok || (corps != nil && !slices.Contains(corps, m.CorpID)) {
 		return yidu.Message{}, errNotFound
 	}
 	return m, nil
 }
 
 // withMessage serves a route under /messages/{msgid}: h runs only for a
-// message the caller may see; anything else is answered here.
+// message the caller may see, with the caller's View in the request
+// (gate); anything else is answered here.
 func (s *Server) withMessage(h func(http.ResponseWriter, *http.Request, yidu.Message)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		m, err := s.message(r)
+		m, r, err := s.gate(r)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -278,6 +284,10 @@ func (s *Server) bitmaps(ctx context.Context, m yidu.Message) (rec, readRec *roa
 			if read == nil { // nobody has read yet: the key may not exist
 				read = roaring.New()
 			}
+			// A scoped caller's View (gate) narrows both: every answer
+			// built on them covers recipients ∩ View only.
+			v := viewFrom(ctx)
+			rec = v.Restrict(rec)
 			return rec, roaring.And(read, rec), nil
 		}
 		if attempt == 1 {
@@ -341,21 +351,41 @@ func parseListFilter(q url.Values) (listFilter, error) {
 // the keys exist (no rebuild: a list must stay cheap).
 func (s *Server) listMessages(ctx context.Context, p *principal, f listFilter, cursor string, limit int) (listJSON, error) {
 	out := listJSON{Messages: []messageJSON{}}
-	if p.corps != nil && len(p.corps) == 0 {
+	corps := p.readCorps()
+	if corps != nil && len(corps) == 0 {
 		return out, nil
 	}
-	msgs, next, err := s.msgs.SearchMessages(ctx, p.corps, f.title, f.app, cursor, limit)
+	msgs, next, err := s.msgs.SearchMessages(ctx, corps, f.title, f.app, cursor, limit)
 	if err != nil {
 		return out, fmt.Errorf("dashboard: list messages: %w", err)
 	}
 	for _, m := range msgs {
-		if !p.allows(m.CorpID) {
+		if corps != nil && !slices.Contains(corps, m.CorpID) {
 			continue
 		}
 		j := toJSON(m)
-		c, found, err := s.liveCounts(ctx, m)
-		if m.Recalled() {
-			c, found = frozen(m, c), true
+		v, err := s.view(ctx, p, m)
+		if err != nil {
+			return out, err
+		}
+		if v.None() {
+			continue
+		}
+		var c counts
+		found := false
+		if v.All() {
+			c, found, err = s.liveCounts(ctx, m)
+			if m.Recalled() {
+				c, found = frozen(m, c), true
+			}
+		} else {
+			// A scoped row: recipients ∩ View, or left out when they do
+			// not meet (the notice is 404 to them). The list does not
+			// rebuild expired keys, so such a notice waits for its page.
+			c, found, err = s.scopedRow(ctx, m, v)
+			if err == nil && !found {
+				continue
+			}
 		}
 		if err != nil {
 			return out, err
@@ -409,7 +439,7 @@ func (s *Server) handleListMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	c, err := s.counts(r.Context(), m)
+	c, err := s.scopedCounts(r.Context(), m)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -448,7 +478,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	app, ok := s.apps[reg.App]
-	if !ok || !p.allows(app.CorpID) {
+	if !ok || !s.maySend(p, app.CorpID, app.Name) { // access: admin, or a sender of this app
 		s.fail(w, r, badParam("unknown app %q", yidu.Truncate(reg.App, 64)))
 		return
 	}
@@ -530,6 +560,13 @@ type remindJSON struct {
 // per message per RemindInterval (persisted by the tracker; the in-flight
 // set closes the window between two quick clicks).
 func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Message) {
+	// access decides who may remind: a sender of the app (everyone) or a
+	// scoped viewer such as a leader, whose reminder goes to the unread
+	// people of its View only (bitmaps restricts them).
+	if p := principalFrom(r.Context()); !s.mayRemind(p, m) {
+		writeError(w, http.StatusForbidden, "your role may not remind through this app")
+		return
+	}
 	if m.Recalled() {
 		s.fail(w, r, yidu.ErrRecalled)
 		return
@@ -649,6 +686,10 @@ type recallJSON struct {
 // (message/recall, doc path 96460) and freezes its numbers (docs/api.md).
 // Same authentication and CSRF as Remind (requireAPI).
 func (s *Server) handleRecall(w http.ResponseWriter, r *http.Request, m yidu.Message) {
+	if p := principalFrom(r.Context()); !s.maySend(p, m.CorpID, m.App) || scoped(r.Context()) {
+		writeError(w, http.StatusForbidden, "your role may not recall through this app")
+		return
+	}
 	release, ok := s.exclusive(w, m)
 	if !ok {
 		return

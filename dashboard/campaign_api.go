@@ -127,7 +127,7 @@ func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *princ
 // before (with its state when campaign sent it), else a notice not yet
 // registered.
 func (s *Server) handleGetNotice(w http.ResponseWriter, r *http.Request) {
-	m, err := s.message(r)
+	m, r, err := s.gate(r)
 	if err == nil {
 		s.handleGetMessage(w, r, m)
 		return
@@ -240,7 +240,7 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 func (s *Server) noticeOrSent(r *http.Request) (campaign.Notice, error) {
 	n, err := s.notice(r)
 	if errors.Is(err, campaign.ErrNotFound) || errors.Is(err, errNotFound) {
-		if _, merr := s.message(r); merr == nil {
+		if _, _, merr := s.gate(r); merr == nil {
 			return n, fmt.Errorf("%w: the message is sent", campaign.ErrNotEditable)
 		}
 	}
@@ -347,7 +347,7 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 		Apps []appJSON `json:"apps"`
 	}{Apps: []appJSON{}}
 	for _, a := range s.appList {
-		if p.allows(a.CorpID) {
+		if s.maySend(p, a.CorpID, a.Name) { // only the apps p may send from
 			out.Apps = append(out.Apps, appJSON{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID,
 				Timezone: cmpOr(a.Timezone, yidu.DefaultTimezone), ConfirmOver: s.confirmOver})
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -152,7 +153,33 @@ func (s *Server) handleDepartments(w http.ResponseWriter, r *http.Request, m yid
 		writeJSON(w, http.StatusOK, map[string]any{"msgid": m.MsgID, "departments": []deptJSON{}, "loading": true})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"msgid": m.MsgID, "departments": breakdown(t, rec, readRec)})
+	out := breakdown(t, rec, readRec)
+	if v := viewFrom(r.Context()); !v.All() {
+		// Only the scope's departments: the subtrees access says the
+		// principal views (a parent above a leader's subtree is not
+		// theirs, even though it holds their people).
+		var roots []int64
+		if p := principalFrom(r.Context()); p.acc != nil {
+			roots = p.acc.Departments(m.CorpID)
+		}
+		out = slices.DeleteFunc(out, func(d deptJSON) bool { return !t.within(d.ID, roots) })
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"msgid": m.MsgID, "departments": out})
+}
+
+// within reports whether department id is one of roots or below one.
+func (t *deptTree) within(id int64, roots []int64) bool {
+	for seen := 0; seen <= len(t.order); seen++ { // bounded: a cycle ends
+		if slices.Contains(roots, id) {
+			return true
+		}
+		d := t.byID[id]
+		if d == nil || d.ParentID == id {
+			return false
+		}
+		id = d.ParentID
+	}
+	return false
 }
 
 // deptWait is the longest a department view waits for a corp's first

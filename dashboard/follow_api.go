@@ -20,6 +20,12 @@ type FollowUps interface {
 // handleGetFollowUp is GET /messages/{msgid}/follow_up: the policy, the
 // next round and its time, and each round done with its effect.
 func (s *Server) handleGetFollowUp(w http.ResponseWriter, r *http.Request, m yidu.Message) {
+	// The follow-up is the whole notice's (rounds to every unread
+	// recipient): only for those access lets send through its app.
+	if !s.maySend(principalFrom(r.Context()), m.CorpID, m.App) || scoped(r.Context()) {
+		writeError(w, http.StatusForbidden, "your role may not manage this notice's follow-up")
+		return
+	}
 	if s.followUps == nil {
 		writeError(w, http.StatusNotFound, "no follow-up")
 		return
@@ -67,6 +73,12 @@ func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yid
 // handleCancelRound is POST /messages/{msgid}/follow_up/cancel-round: the
 // round due or sending stops (after its current batch); 409 when none is.
 func (s *Server) handleCancelRound(w http.ResponseWriter, r *http.Request, m yidu.Message) {
+	// The follow-up is the whole notice's (rounds to every unread
+	// recipient): only for those access lets send through its app.
+	if !s.maySend(principalFrom(r.Context()), m.CorpID, m.App) || scoped(r.Context()) {
+		writeError(w, http.StatusForbidden, "your role may not manage this notice's follow-up")
+		return
+	}
 	if s.followUps == nil {
 		writeError(w, http.StatusNotFound, "no follow-up")
 		return

@@ -264,10 +264,10 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 	d := pageFor(r, "message.title")
-	m, err := s.message(r)
+	m, r, err := s.gate(r)
 	if err == nil {
 		var c counts
-		if c, err = s.counts(r.Context(), m); err == nil {
+		if c, err = s.scopedCounts(r.Context(), m); err == nil {
 			d.Msg = toJSON(m)
 			d.Msg.setCounts(c)
 			d.Signals = signalViews(s.apps[m.App], c.bySignal)

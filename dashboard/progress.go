@@ -154,12 +154,13 @@ func newCurveCache(src ReadHistory, now func() time.Time, ttl time.Duration) *ca
 }
 
 func (s *Server) progress(ctx context.Context, m yidu.Message) (progressJSON, error) {
-	c, err := s.counts(ctx, m)
+	// Within the caller's View (scope.go): counts, curve and ETA.
+	c, err := s.scopedCounts(ctx, m)
 	if err != nil {
 		return progressJSON{}, err
 	}
 	rec, read := c.recipients, c.read
-	curve, err := s.curves.get(ctx, m.CorpID+"\x00"+m.MsgID)
+	curve, err := s.scopedCurve(ctx, m)
 	if err != nil {
 		return progressJSON{}, err
 	}

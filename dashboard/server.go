@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/metric"
 )
@@ -47,6 +48,10 @@ type Options struct {
 	Tokens []Token
 	// WeCom enables sign-in with WeCom (nil: password sign-in only).
 	WeCom *WeComLogin
+	// Access answers whom a scoped principal (sender, viewer, leader)
+	// sees (issue 31); nil takes WeCom.Access, and without either a
+	// principal that is not an admin of the corp sees nothing.
+	Access *access.Access
 	// Users may sign in to the page.
 	Users []User
 	// SessionTTL is how long a sign-in lasts (default 12 h).
@@ -167,6 +172,8 @@ type Server struct {
 	// publicURL and wecomLogin: sign-in with WeCom (wecomlogin.go).
 	publicURL  string
 	wecomLogin *WeComLogin
+	// access gives the Views of scoped principals (scope.go).
+	access *access.Access
 
 	status    statusLine
 	restoring singleflight.Group
@@ -233,6 +240,9 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	}
 	if opts.WeCom != nil {
 		auth.wecom = opts.WeCom.Access
+		if opts.Access == nil {
+			opts.Access = opts.WeCom.Access
+		}
 	}
 	cats, err := loadCatalogues()
 	if err != nil {
@@ -248,7 +258,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
 		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auditLog: opts.AuditLog, auth: auth, proxies: opts.TrustedProxies,
-		publicURL: opts.PublicURL, wecomLogin: opts.WeCom,
+		publicURL: opts.PublicURL, wecomLogin: opts.WeCom, access: opts.Access,
 		httpsOnly:      strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
 		depts:          newDeptCache(dir, opts.Now, time.Minute),
 		curves:         newCurveCache(msgs, opts.Now, 5*time.Second),

@@ -1,0 +1,183 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+)
+
+// Scope (issue 31): every answer about a notice covers the notice's
+// recipients ∩ the caller's access.View. package access decides whom a
+// principal sees; here the View rides in the request's context from
+// withMessage to the bitmaps, so every handler below it (progress,
+// departments, recipients, search, export.csv, events, remind) reads
+// restricted bitmaps without a check of its own.
+
+type viewKey struct{}
+
+// withView returns ctx carrying v.
+func withView(ctx context.Context, v access.View) context.Context {
+	return context.WithValue(ctx, viewKey{}, v)
+}
+
+// viewFrom returns the View withMessage put in ctx; Everyone when none
+// (the caller is an admin path that never went through withMessage).
+func viewFrom(ctx context.Context) access.View {
+	if v, ok := ctx.Value(viewKey{}).(access.View); ok {
+		return v
+	}
+	return access.Everyone
+}
+
+// scoped reports whether ctx carries a View narrower than everyone.
+func scoped(ctx context.Context) bool { return !viewFrom(ctx).All() }
+
+// readCorps are the corps in which p holds any role (admin, sender or
+// viewer): where it may look a notice up at all. nil is every corp.
+func (p *principal) readCorps() []string {
+	if p.corps == nil {
+		return nil
+	}
+	out := slices.Clone(p.corps)
+	if p.acc != nil {
+		for _, g := range p.acc.Grants() {
+			if !slices.Contains(out, g.Scope.Corp) {
+				out = append(out, g.Scope.Corp)
+			}
+		}
+	}
+	return out
+}
+
+// view asks access whom p sees of m. Without an Access (no directory to
+// resolve departments) a principal that is not an admin of the corp sees
+// nobody: refused, never shown more than its scope.
+func (s *Server) view(ctx context.Context, p *principal, m yidu.Message) (access.View, error) {
+	if p.acc == nil || s.access == nil {
+		if p.allows(m.CorpID) {
+			return access.Everyone, nil
+		}
+		return access.View{}, nil
+	}
+	v, err := s.access.View(ctx, p.acc, m.CorpID, m.App)
+	if err != nil {
+		return access.View{}, fmt.Errorf("dashboard: scope: %w", err)
+	}
+	return v, nil
+}
+
+// gate finds the route's notice and the caller's View of it: a notice
+// with no recipient in the View is errNotFound, like a missing one. The
+// returned request carries the View for the handlers.
+func (s *Server) gate(r *http.Request) (yidu.Message, *http.Request, error) {
+	m, err := s.message(r)
+	if err != nil {
+		return m, r, err
+	}
+	v, err := s.view(r.Context(), principalFrom(r.Context()), m)
+	if err != nil {
+		return m, r, err
+	}
+	if v.None() {
+		return m, r, errNotFound
+	}
+	if !v.All() {
+		rec, _, err := s.bitmaps(r.Context(), m) // no View in ctx yet: all recipients
+		if err != nil {
+			return m, r, err
+		}
+		if !v.Sees(rec) {
+			return m, r, errNotFound
+		}
+	}
+	return m, r.WithContext(withView(r.Context(), v)), nil
+}
+
+// scopedCounts are m's numbers within ctx's View: BITCOUNT for everyone;
+// |recipients ∩ View| and |read ∩ recipients ∩ View| otherwise. The
+// signals are not kept per person in Redis and are left at zero for a
+// scoped caller rather than shown for everyone.
+func (s *Server) scopedCounts(ctx context.Context, m yidu.Message) (counts, error) {
+	if !scoped(ctx) {
+		return s.counts(ctx, m)
+	}
+	rec, readRec, err := s.bitmaps(ctx, m)
+	if err != nil {
+		return counts{}, err
+	}
+	return counts{recipients: int64(rec.GetCardinality()), read: int64(readRec.GetCardinality())}, nil
+}
+
+// scopedCurve is m's reads per minute within ctx's View, from the read
+// times of the View's readers (MySQL); the whole notice's cached curve
+// for everyone.
+func (s *Server) scopedCurve(ctx context.Context, m yidu.Message) ([]yidu.MinuteCount, error) {
+	if !scoped(ctx) {
+		return s.curves.get(ctx, m.CorpID+"\x00"+m.MsgID)
+	}
+	_, readRec, err := s.bitmaps(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	times, err := s.msgs.ReadTimes(ctx, m.CorpID, m.MsgID, readRec.ToArray())
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: scoped read times: %w", err)
+	}
+	per := map[int64]int64{}
+	for _, t := range times {
+		per[t.Truncate(time.Minute).Unix()]++
+	}
+	keys := make([]int64, 0, len(per))
+	for k := range per {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]yidu.MinuteCount, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, yidu.MinuteCount{Minute: time.Unix(k, 0).UTC(), Reads: per[k]})
+	}
+	return out, nil
+}
+
+// scopedRow is one list row's counts within v, from the live bitmaps
+// only (found false: the keys are gone, or no recipient is in v).
+func (s *Server) scopedRow(ctx context.Context, m yidu.Message, v access.View) (counts, bool, error) {
+	rec, found, err := s.bms.RecipientBitmap(ctx, m.CorpID, m.MsgID)
+	if err != nil || !found || !v.Sees(rec) {
+		return counts{}, false, err
+	}
+	read, _, err := s.bms.ReadBitmap(ctx, m.CorpID, m.MsgID)
+	if err != nil {
+		return counts{}, false, err
+	}
+	rec = v.Restrict(rec)
+	n := int64(0)
+	if read != nil {
+		n = int64(read.AndCardinality(rec))
+	}
+	return counts{recipients: int64(rec.GetCardinality()), read: n}, true, nil
+}
+
+// maySend reports whether p may send, remind everyone of and recall
+// notices of app in corp (access.Principal.MaySend); a principal without
+// grants from access is an admin of its corps.
+func (s *Server) maySend(p *principal, corp, app string) bool {
+	if p.acc == nil {
+		return p.allows(corp)
+	}
+	return p.acc.MaySend(corp, app)
+}
+
+// mayRemind reports whether p may remind the unread people of its View
+// of m (access.Principal.MayRemindScoped).
+func (s *Server) mayRemind(p *principal, m yidu.Message) bool {
+	if p.acc == nil {
+		return p.allows(m.CorpID)
+	}
+	return p.acc.MayRemindScoped(m.CorpID, m.App)
+}
