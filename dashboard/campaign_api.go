@@ -101,6 +101,12 @@ func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *princ
 		s.fail(w, r, yidu.Invalidf("sent_at is set when the notice is sent, not with send_at or draft"))
 		return
 	}
+	// A draft's policy is checked against now; the deadline of one sent
+	// later than that is the deadline (plan stops it).
+	if err := s.checkFollowUp(reg.FollowUp, cmp.Or(reg.SendAt, s.now())); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	n, err := s.campaigns.Create(r.Context(), campaign.Draft{
 		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
 		Schedule: yidu.Schedule{SendAt: reg.SendAt, Draft: reg.Draft, Timezone: app.Timezone}, By: p.name,
@@ -109,8 +115,21 @@ func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *princ
 		s.fail(w, r, err)
 		return
 	}
+	j := noticeJSON(n)
+	if reg.FollowUp != nil {
+		// Stored keyed by msgid: the round engine starts it once the
+		// Runner has registered the notice.
+		if err := s.followUps.StorePolicy(r.Context(), app.CorpID, n.MsgID, *reg.FollowUp, cmp.Or(n.SendAt, s.now()), p.name); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if err := s.addFollowUp(r.Context(), app.CorpID, &j); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	w.Header().Set("Location", "/api/v1/messages/"+n.MsgID)
-	writeJSON(w, http.StatusCreated, noticeJSON(n))
+	writeJSON(w, http.StatusCreated, j)
 }
 
 // handleGetNotice is GET /messages/{msgid}: a registered message as
@@ -131,7 +150,12 @@ func (s *Server) handleGetNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, noticeJSON(n))
+	j := noticeJSON(n)
+	if err := s.addFollowUp(r.Context(), n.App.CorpID, &j); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j)
 }
 
 // notice finds the notice of the route's msgid the caller may see.
@@ -183,6 +207,8 @@ type patchBody struct {
 	Audience *audienceJSON `json:"audience"`
 	SendAt   *time.Time    `json:"send_at"`
 	Draft    *bool         `json:"draft"`
+	// FollowUp replaces the notice's follow-up policy.
+	FollowUp *yidu.Policy `json:"follow_up"`
 }
 
 func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
@@ -200,7 +226,22 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p := campaign.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: principalFrom(r.Context()).name}
+	if b.FollowUp != nil {
+		s.patchFollowUp(w, r, n, b)
+		return
+	}
+	p := b.patch(principalFrom(r.Context()).name)
+	out, err := s.campaigns.Edit(r.Context(), principalFrom(r.Context()).corps, n.MsgID, p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, noticeJSON(out))
+}
+
+// patch is the campaign edit of b's fields other than follow_up.
+func (b patchBody) patch(by string) campaign.Patch {
+	p := campaign.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: by}
 	if b.Audience != nil {
 		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All}
 	}
@@ -211,12 +252,62 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Schedule = &sc
 	}
-	out, err := s.campaigns.Edit(r.Context(), principalFrom(r.Context()).corps, n.MsgID, p)
-	if err != nil {
-		s.fail(w, r, err)
+	return p
+}
+
+// patchFollowUp is a PATCH carrying follow_up. The policy is checked
+// against the send time the patch leaves (now for a draft) before the
+// rest of the patch is applied, so a bad policy writes nothing. A notice
+// campaign already sent takes the policy as PUT .../follow_up does.
+func (s *Server) patchFollowUp(w http.ResponseWriter, r *http.Request, n campaign.Notice, b patchBody) {
+	if s.followUps == nil {
+		s.fail(w, r, errNoFollowUps)
 		return
 	}
-	writeJSON(w, http.StatusOK, noticeJSON(out))
+	pol, by := *b.FollowUp, principalFrom(r.Context()).name
+	b.FollowUp = nil
+	if n.State == yidu.StateSent {
+		if b != (patchBody{}) {
+			s.fail(w, r, fmt.Errorf("%w: %s is sent; only follow_up can change", campaign.ErrNotEditable, n.MsgID))
+			return
+		}
+		if err := s.followUps.SetPolicy(r.Context(), n.App.CorpID, n.MsgID, pol, by); err != nil {
+			s.fail(w, r, inFollowUp(err))
+			return
+		}
+	} else {
+		if !n.State.Editable() {
+			s.fail(w, r, fmt.Errorf("%w: %s is %s", campaign.ErrNotEditable, n.MsgID, n.State))
+			return
+		}
+		sendAt := n.SendAt
+		switch {
+		case b.Draft != nil && *b.Draft:
+			sendAt = time.Time{}
+		case b.SendAt != nil:
+			sendAt = *b.SendAt
+		case n.State == yidu.StateDraft:
+			sendAt = time.Time{}
+		}
+		sendAt = cmp.Or(sendAt, s.now())
+		if err := s.followUps.CheckPolicy(pol, sendAt); err != nil {
+			s.fail(w, r, inFollowUp(err))
+			return
+		}
+		if b != (patchBody{}) {
+			p := b.patch(by)
+			var err error
+			if n, err = s.campaigns.Edit(r.Context(), principalFrom(r.Context()).corps, n.MsgID, p); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
+		if err := s.followUps.StorePolicy(r.Context(), n.App.CorpID, n.MsgID, pol, sendAt, by); err != nil {
+			s.fail(w, r, inFollowUp(err))
+			return
+		}
+	}
+	s.handleGetNotice(w, r)
 }
 
 // noticeOrSent is notice, with a message registered outside campaign
@@ -367,8 +458,12 @@ func fieldOf(msg string) string {
 	case "body", "title", "url", "msgid", "app", "send_at", "sent_at", "audience", "send", "draft", "state", "cursor", "limit", "q", "timezone":
 		return f
 	}
-	if strings.HasPrefix(f, "audience.") {
+	if strings.HasPrefix(f, "audience.") || f == "follow_up" || strings.HasPrefix(f, "follow_up.") {
 		return f
+	}
+	switch f {
+	case "reminders", "escalate_after", "deadline", "working_hours", "working_days":
+		return f // PUT .../follow_up: the body is the policy
 	}
 	return ""
 }

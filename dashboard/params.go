@@ -134,6 +134,8 @@ type registerBody struct {
 	// registering it now (docs/api.md, Scheduled notices).
 	SendAt *time.Time `json:"send_at"`
 	Draft  bool       `json:"draft"`
+	// FollowUp is the notice's follow-up policy (docs/api.md, Follow-up).
+	FollowUp *yidu.Policy `json:"follow_up"`
 }
 
 // maxRegisterBody bounds POST /messages: yidu.MaxUserIDs UserIDs of 64
@@ -149,6 +151,8 @@ type registration struct {
 	// SendAt, Draft: registerBody's.
 	SendAt time.Time
 	Draft  bool
+	// FollowUp is the posted follow-up policy; nil: none.
+	FollowUp *yidu.Policy
 }
 
 // decodeRegistration parses the body. Only the JSON shape is checked
@@ -175,6 +179,7 @@ func decodeRegistration(r io.Reader) (registration, error) {
 		Audience: yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All},
 	}}
 	reg.Draft = b.Draft
+	reg.FollowUp = b.FollowUp
 	if b.SendAt != nil {
 		if b.SendAt.IsZero() {
 			return registration{}, badParam("send_at out of range")
