@@ -18,6 +18,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/audit"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -597,12 +598,12 @@ func (s *Server) secure(r *http.Request) bool {
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	if err := r.ParseForm(); err != nil {
-		s.renderLogin(w, http.StatusBadRequest, "Bad request")
+		s.renderLogin(w, r, http.StatusBadRequest, "error.bad_request")
 		return
 	}
 	user, pass := r.PostForm.Get("username"), r.PostForm.Get("password")
 	if len(user) > 128 || len(pass) > 72 { // bcrypt reads at most 72 bytes
-		s.renderLogin(w, http.StatusUnauthorized, "Wrong name or password / 用户名或密码错误")
+		s.renderLogin(w, r, http.StatusUnauthorized, "login.wrong")
 		return
 	}
 	ip := s.clientIP(r)
@@ -611,19 +612,21 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errRateLimited):
 		s.met.logins.WithLabelValues("rate_limited").Inc()
 		w.Header().Set("Retry-After", "60")
-		s.renderLogin(w, http.StatusTooManyRequests, "Too many attempts, try again in a minute / 尝试次数过多，请稍后再试")
+		s.renderLogin(w, r, http.StatusTooManyRequests, "login.too_many")
 		return
 	case errors.Is(err, errBadPassword):
 		s.met.logins.WithLabelValues("bad_password").Inc()
 		s.log.InfoContext(r.Context(), "sign-in refused", "ip", ip)
-		s.renderLogin(w, http.StatusUnauthorized, "Wrong name or password / 用户名或密码错误")
+		_ = s.record(r, audit.Event{Actor: user, ActorKind: "password", Action: yidu.ActionSignInFailed, Outcome: "refused"})
+		s.renderLogin(w, r, http.StatusUnauthorized, "login.wrong")
 		return
 	case err != nil:
 		s.log.ErrorContext(r.Context(), "sign-in", "err", err)
-		s.renderLogin(w, http.StatusServiceUnavailable, "Sign-in is unavailable, try again shortly / 暂时无法登录，请稍后再试")
+		s.renderLogin(w, r, http.StatusServiceUnavailable, "login.unavailable")
 		return
 	}
 	s.met.logins.WithLabelValues("ok").Inc()
+	_ = s.record(r, audit.Event{Actor: user, ActorKind: "password", Action: yidu.ActionSignIn})
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", Expires: sess.expires,
 		MaxAge: int(s.auth.ttl.Seconds()), HttpOnly: true,

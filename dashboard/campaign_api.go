@@ -50,10 +50,13 @@ type audienceJSON struct {
 	UserIDs     []string `json:"userids"`
 	Departments []int64  `json:"departments"`
 	All         bool     `json:"all"`
+	// Tags are WeCom tag ids (the directory's Audience.Tags): the page's
+	// edit and duplicate read them back, and PATCH takes them.
+	Tags []int64 `json:"tags"`
 }
 
 func toAudienceJSON(a yidu.Audience) *audienceJSON {
-	return &audienceJSON{UserIDs: nonNil(a.UserIDs), Departments: nonNil(a.Departments), All: a.All}
+	return &audienceJSON{UserIDs: nonNil(a.UserIDs), Departments: nonNil(a.Departments), All: a.All, Tags: nonNil(a.Tags)}
 }
 
 func nonNil[T any](s []T) []T {
@@ -243,7 +246,7 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 func (b patchBody) patch(by string) campaign.Patch {
 	p := campaign.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: by}
 	if b.Audience != nil {
-		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All}
+		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All, Tags: b.Audience.Tags}
 	}
 	if b.SendAt != nil || b.Draft != nil {
 		sc := yidu.Schedule{Draft: b.Draft != nil && *b.Draft}

@@ -642,9 +642,9 @@ func TestPageEscapes(t *testing.T) {
 	}
 	// The by_signal breakdown, the counted signals (hr's defaults) marked.
 	for _, want := range []string{
-		`<span class="signal counted">Button 按钮 <b id="signal-button">3</b></span>`,
-		`<span class="signal counted">Link 链接 <b id="signal-link">1</b></span>`,
-		`<span class="signal">Opened app 进入应用 <b id="signal-enter-agent">3</b></span>`,
+		`<span class="signal counted">已确认 <b id="signal-button">3</b></span>`,
+		`<span class="signal counted">已打开 <b id="signal-link">1</b></span>`,
+		`<span class="signal">进入应用 <b id="signal-enter-agent">3</b></span>`,
 	} {
 		if !strings.Contains(rw.Body.String(), want) {
 			t.Errorf("message page lacks %s", want)

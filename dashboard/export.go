@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/audit"
 )
 
 // utf8BOM makes Excel read the file as UTF-8, so Chinese names survive.
@@ -73,6 +74,13 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	set, readRec, tree, err := s.selection(ctx, m, rq)
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	// Fail closed: no personal data leaves without its audit row.
+	actor, kind := actorOf(r)
+	if err := s.record(r, audit.Event{Actor: actor, ActorKind: kind, Action: yidu.ActionExport, CorpID: m.CorpID, App: m.App,
+		MsgID: m.MsgID, People: int64(set.GetCardinality()), Detail: "state=" + string(rq.state)}); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "export unavailable, try again shortly")
 		return
 	}
 	h := w.Header()

@@ -94,7 +94,7 @@ func TestListPage(t *testing.T) {
 	for _, want := range []string{
 		`value="policy"`, `<option value="hr">hr</option>`,
 		`href="/m/holiday"`,
-		`<b class="send-result">partial</b> · batches 批次: sent 已送达 <span class="batches-sent">1</span> · refused 被拒 <span class="batches-refused">1</span> · unknown 未知 <span class="batches-unknown">1</span>`,
+		`<b class="send-result">部分发送</b> · 批次: 已送达 <span class="batches-sent">1</span> · 被拒 <span class="batches-refused">1</span> · 未知 <span class="batches-unknown">1</span>`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("list page ?q=policy lacks %s", want)
@@ -105,13 +105,13 @@ func TestListPage(t *testing.T) {
 	}
 	body = page("/?app=ops")
 	if !strings.Contains(body, `href="/m/rota"`) || strings.Contains(body, `href="/m/holiday"`) ||
-		!strings.Contains(body, `<b class="send-result">sent</b> · batches 批次: sent 已送达 <span class="batches-sent">1</span></div>`) {
+		!strings.Contains(body, `<b class="send-result">已发送</b> · 批次: 已送达 <span class="batches-sent">1</span></div>`) {
 		t.Error("list page ?app=ops: want only ops's message, sent in one batch")
 	}
 	if body := page("/?app=hr"); !strings.Contains(body, `<option value="hr" selected>`) {
 		t.Error("list page ?app=hr: want hr selected")
 	}
-	if body := page("/?q=nothing"); !strings.Contains(body, "No message matches") {
+	if body := page("/?q=nothing"); !strings.Contains(body, "无匹配通知") {
 		t.Error("list page with no match: want it said")
 	}
 }

@@ -39,9 +39,17 @@ var templateFuncs = template.FuncMap{
 }
 
 type pageData struct {
-	Title string
-	User  string
-	CSRF  string
+	// Title is a literal title (a notice's); TitleKey the catalogue key of
+	// the page's title otherwise.
+	Title    string
+	TitleKey string
+	// Lang is the page's language (langFor); Here the path the language
+	// switch returns to.
+	Lang string
+	Here string
+	User string
+	CSRF string
+	// Error is a catalogue key.
 	Error string
 	// Rows are the list page's messages; Query, App and Apps its search.
 	Rows  []listRow
@@ -56,12 +64,18 @@ type pageData struct {
 	Signals []signalView
 	// Status is SetStatus's line, if any.
 	Status string
+	// Script is the page's own script in static/ besides app.js (the
+	// compose page's compose.js), or empty.
+	Script string
+	// Limits are the card's limits the compose page counts against.
+	Limits cardLimits
 }
 
 // signalView is one signal's line on the message page.
 type signalView struct {
 	// ID is the element app.js updates: "signal-" + the API name with '-'.
-	ID    string
+	ID string
+	// Label is a catalogue key.
 	Label string
 	Count int64
 	// Counted: the signal counts as read for the message's app.
@@ -70,9 +84,9 @@ type signalView struct {
 
 // signalLabels are the page's names of the signals.
 var signalLabels = map[yidu.Signal]string{
-	yidu.SignalButton:     "Button 按钮",
-	yidu.SignalLink:       "Link 链接",
-	yidu.SignalEnterAgent: "Opened app 进入应用",
+	yidu.SignalButton:     "signal.button",
+	yidu.SignalLink:       "signal.link",
+	yidu.SignalEnterAgent: "signal.enter_agent",
 }
 
 // signalViews lists m's signals in the API's order; app decides which
@@ -88,20 +102,27 @@ func signalViews(app yidu.App, by yidu.SignalCounts) []signalView {
 
 func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData) {
 	d.Status = s.status.text()
+	pages, ok := s.pages[d.Lang]
+	if !ok {
+		d.Lang = languages[0]
+		pages = s.pages[d.Lang]
+	}
 	var buf bytes.Buffer
-	if err := s.pages.ExecuteTemplate(&buf, name, d); err != nil {
+	if err := pages.ExecuteTemplate(&buf, name, d); err != nil {
 		s.log.Error("render page", "page", name, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Language", d.Lang)
+	w.Header().Add("Vary", "Accept-Language, Cookie")
 	w.WriteHeader(code)
 	_, _ = w.Write(buf.Bytes())
 }
 
-func (s *Server) renderLogin(w http.ResponseWriter, code int, msg string) {
-	s.render(w, code, "login.html", pageData{Title: "Sign in / 登录", Error: msg})
+func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	s.render(w, code, "login.html", pageData{TitleKey: "login.title", Error: msg, Lang: langFor(r), Here: "/login"})
 }
 
 func (s *Server) handleLoginPage(w http.ResponseWriter, r *http.Request) {
@@ -109,12 +130,13 @@ func (s *Server) handleLoginPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	s.renderLogin(w, http.StatusOK, "")
+	s.renderLogin(w, r, http.StatusOK, "")
 }
 
+// pageFor starts r's page; title is a catalogue key.
 func pageFor(r *http.Request, title string) pageData {
 	p := principalFrom(r.Context())
-	d := pageData{Title: title, User: p.name}
+	d := pageData{TitleKey: title, User: p.name, Lang: langFor(r), Here: r.URL.RequestURI()}
 	if p.session != nil {
 		d.CSRF = p.session.csrf
 	}
@@ -182,18 +204,18 @@ func (s *Server) appsFor(p *principal) []string {
 }
 
 func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
-	d := pageFor(r, "Messages / 消息")
+	d := pageFor(r, "list.title")
 	p := principalFrom(r.Context())
 	d.Apps = s.appsFor(p)
 	cursor, err := parseListCursor(r.URL.Query().Get("cursor"))
 	if err != nil {
-		d.Error = "Bad cursor"
+		d.Error = "error.bad_cursor"
 		s.render(w, http.StatusBadRequest, "list.html", d)
 		return
 	}
 	f, err := parseListFilter(r.URL.Query())
 	if err != nil {
-		d.Error = "Bad search / 搜索无效"
+		d.Error = "error.bad_search"
 		s.render(w, http.StatusBadRequest, "list.html", d)
 		return
 	}
@@ -203,12 +225,12 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 		code, _ := httpStatus(err)
 		if code < 500 {
 			s.log.DebugContext(r.Context(), "list page refused", "err", err)
-			d.Error = "Bad cursor"
+			d.Error = "error.bad_cursor"
 			s.render(w, code, "list.html", d)
 			return
 		}
 		s.log.ErrorContext(r.Context(), "list page", "err", err)
-		d.Error = "The message list is unavailable, try again shortly."
+		d.Error = "error.list_unavailable"
 		s.render(w, http.StatusServiceUnavailable, "list.html", d)
 		return
 	}
@@ -239,7 +261,7 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
-	d := pageFor(r, "Message / 消息")
+	d := pageFor(r, "message.title")
 	m, err := s.message(r)
 	if err == nil {
 		var c counts
@@ -265,9 +287,9 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 	if code >= 500 {
 		s.log.ErrorContext(r.Context(), "message page", "err", err)
 	}
-	d.Error = "Message not found / 未找到消息"
+	d.Error = "error.message_not_found"
 	if code != http.StatusNotFound {
-		d.Error = "The message is unavailable, try again shortly."
+		d.Error = "error.message_unavailable"
 	}
 	s.render(w, code, "message.html", d)
 }

@@ -135,7 +135,7 @@ func TestRecall(t *testing.T) {
 		list.AddCookie(c)
 		w = httptest.NewRecorder()
 		f.h.ServeHTTP(w, list)
-		if !strings.Contains(w.Body.String(), "recalled 已撤回") {
+		if !strings.Contains(w.Body.String(), "已撤回") {
 			t.Error("list page does not mark the recalled message")
 		}
 	})

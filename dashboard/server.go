@@ -13,7 +13,6 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"html/template"
 	"io"
 	"io/fs"
@@ -35,11 +34,13 @@ import (
 	"github.com/yidu-io/yidu/internal/metric"
 )
 
-//go:embed web/templates/*.html web/static/*
+//go:embed web/templates/*.html web/static/* web/i18n/*.json
 var webFS embed.FS
 
 // Options configures a Server.
 type Options struct {
+	// Audit records the audited actions (nil: none).
+	Audit Auditor
 	// Tokens are the API bearer tokens.
 	Tokens []Token
 	// WeCom enables sign-in with WeCom (nil: password sign-in only).
@@ -153,7 +154,9 @@ type Server struct {
 	log                       *slog.Logger
 	met                       *metrics
 	now                       func() time.Time
-	pages                     *template.Template
+	pages                     map[string]*template.Template
+	cats                      map[string]catalogue
+	audit                     Auditor
 	auth                      *authenticator
 	proxies                   []netip.Prefix
 	// httpsOnly: PublicURL is https, every cookie is Secure.
@@ -228,16 +231,20 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	if opts.WeCom != nil {
 		auth.wecom = opts.WeCom.Access
 	}
-	pages, err := template.New("").Funcs(templateFuncs).ParseFS(webFS, "web/templates/*.html")
+	cats, err := loadCatalogues()
 	if err != nil {
-		return nil, fmt.Errorf("dashboard: templates: %w", err)
+		return nil, err
+	}
+	pages, err := parsePages(cats)
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{
 		msgs: msgs, bms: bms, dir: dir,
 		remindIv: opts.RemindInterval, apps: map[string]yidu.App{},
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
-		pages: pages, auth: auth, proxies: opts.TrustedProxies,
+		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auth: auth, proxies: opts.TrustedProxies,
 		publicURL: opts.PublicURL, wecomLogin: opts.WeCom,
 		httpsOnly:      strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
 		depts:          newDeptCache(dir, opts.Now, time.Minute),
@@ -279,6 +286,8 @@ func (s *Server) Routes() http.Handler {
 	r.Use(s.instrument, s.writeDeadline, securityHeaders, cop.Handler)
 	r.Handle("/static/*", http.StripPrefix("/static/", noListing(http.FileServerFS(static))))
 	r.Get("/login", s.handleLoginPage)
+	r.Get("/lang", s.handleLang)
+	r.Get("/i18n/*", s.handleCatalogue)
 	r.Post("/login", s.handleLogin)
 	r.Get("/login/wecom", s.handleWeComStart)
 	r.Get("/login/wecom/callback", s.handleWeComCallback)
@@ -287,6 +296,7 @@ func (s *Server) Routes() http.Handler {
 		r.Post("/logout", s.handleLogout)
 		r.Get("/", s.handleListPage)
 		r.Get("/m/{msgid}", s.handleMessagePage)
+		r.Get("/new", s.handleComposePage)
 	})
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(s.requireAPI)
@@ -369,12 +379,14 @@ type metrics struct {
 	exportRows prometheus.Counter
 	reminded   prometheus.Counter
 	logins     *prometheus.CounterVec
+	// auditFailures counts audit writes that failed.
+	auditFailures prometheus.Counter
 }
 
 // routeNames are the chi patterns, pre-set to 0 in the metrics. Requests
 // refused before routing (401) count under "/api/v1/*".
 var routeNames = []string{
-	"/login", "/logout", "/", "/m/{msgid}", "/static/*",
+	"/login", "/logout", "/", "/m/{msgid}", "/static/*", "/lang", "/i18n/*",
 	"/api/v1/*", "/api/v1/messages", "/api/v1/messages/{msgid}", "/api/v1/messages/{msgid}/progress",
 	"/api/v1/messages/{msgid}/departments", "/api/v1/messages/{msgid}/recipients",
 	"/api/v1/messages/{msgid}/export.csv", "/api/v1/messages/{msgid}/remind", "/api/v1/messages/{msgid}/recall",
@@ -387,10 +399,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		requests: f.CounterVec("yidu_dashboard_requests_total", "Dashboard HTTP requests by route pattern and status.", "route", "status"),
 		duration: f.HistogramVec("yidu_dashboard_request_seconds", "Dashboard request time by route (SSE streams excluded).",
 			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}, "route"),
-		streams:    f.Gauge("yidu_dashboard_sse_streams", "Open /events streams."),
-		exportRows: f.Counter("yidu_dashboard_export_rows_total", "CSV rows written by export.csv."),
-		reminded:   f.Counter("yidu_dashboard_reminded_total", "People sent a reminder."),
-		logins:     f.CounterVec("yidu_dashboard_logins_total", "Sign-in attempts by result.", "result"),
+		streams:       f.Gauge("yidu_dashboard_sse_streams", "Open /events streams."),
+		exportRows:    f.Counter("yidu_dashboard_export_rows_total", "CSV rows written by export.csv."),
+		reminded:      f.Counter("yidu_dashboard_reminded_total", "People sent a reminder."),
+		logins:        f.CounterVec("yidu_dashboard_logins_total", "Sign-in attempts by result.", "result"),
+		auditFailures: f.Counter("yidu_dashboard_audit_failures_total", "Audit events that could not be written (each also logged at error level)."),
 	}
 	metric.Preset(m.requests.MetricVec, routeNames, []string{"200"})
 	metric.Preset(m.duration.MetricVec, routeNames)

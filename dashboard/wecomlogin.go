@@ -97,21 +97,21 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, access.ErrBadState), errors.Is(err, access.ErrCodeUsed):
 		s.met.logins.WithLabelValues("bad_state").Inc()
-		s.renderLogin(w, http.StatusBadRequest, "Sign-in expired or was already used, start again / 登录已失效，请重新登录")
+		s.renderLogin(w, r, http.StatusBadRequest, "login.expired")
 		return
 	case errors.Is(err, access.ErrNotMember), errors.Is(err, access.ErrNoRole):
 		s.met.logins.WithLabelValues("no_access").Inc()
-		s.renderLogin(w, http.StatusForbidden, "You have no access to yidu / 您没有访问权限")
+		s.renderLogin(w, r, http.StatusForbidden, "login.no_access")
 		return
 	case err != nil:
 		s.log.ErrorContext(ctx, "wecom sign-in", "err", err)
-		s.renderLogin(w, http.StatusServiceUnavailable, "Sign-in is unavailable, try again shortly / 暂时无法登录，请稍后再试")
+		s.renderLogin(w, r, http.StatusServiceUnavailable, "login.unavailable")
 		return
 	}
 	id, sess, err := s.auth.open(ctx, wecomUserPrefix+corp+":"+userID)
 	if err != nil {
 		s.log.ErrorContext(ctx, "wecom sign-in", "err", err)
-		s.renderLogin(w, http.StatusServiceUnavailable, "Sign-in is unavailable, try again shortly / 暂时无法登录，请稍后再试")
+		s.renderLogin(w, r, http.StatusServiceUnavailable, "login.unavailable")
 		return
 	}
 	s.met.logins.WithLabelValues("ok").Inc()

@@ -29,6 +29,7 @@ import (
 	"github.com/silenceper/wechat/v2/util"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/campaign"
@@ -467,6 +468,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
 			Tokens:     dashboardTokens(cfg.Dashboard.Tokens),
 			Users:      dashboardUsers(cfg.Dashboard.Users),
+			Audit:      audit.NewMySQL(m.DB),
 			SessionTTL: cfg.Dashboard.SessionTTL.D(),
 			// Shared by every replica, kept across restarts.
 			Sessions:       dashboard.NewRedisSessions(m.Redis, cfg.Redis.Prefix),

@@ -2,16 +2,34 @@
 // Data is only ever written with textContent and DOM nodes: no HTML parsing.
 "use strict";
 
+// The page's language is <html lang> (the server chose it); its words come
+// from /i18n/<lang>.json, the same catalogue the templates use. tr(key)
+// before the catalogue has loaded returns the key.
+const LANG = document.documentElement.lang || "zh-CN";
+let catalogue = {};
+function tr(key) { return Object.prototype.hasOwnProperty.call(catalogue, key) ? catalogue[key] : key; }
+const catalogueReady = fetch("/i18n/" + encodeURIComponent(LANG) + ".json", { credentials: "same-origin" })
+  .then((r) => (r.ok ? r.json() : {})).then((c) => { catalogue = c; }, () => {});
+const numFmt = new Intl.NumberFormat(LANG);
+
 // Times: the server writes UTC; every <time datetime> is shown in the
-// viewer's time zone, with the zone named.
-const timeFmt = new Intl.DateTimeFormat(undefined, {
-  year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", timeZoneName: "short",
-});
+// viewer's time zone, 24-hour, as 2026-12-03 18:05; the zone is named only
+// when it is not the corp's (Asia/Shanghai).
+const CORP_ZONE = "Asia/Shanghai";
+const viewerZone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+const timeFmt = new Intl.DateTimeFormat(LANG, Object.assign({
+  year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23",
+}, viewerZone === CORP_ZONE ? {} : { timeZoneName: "short" }));
+function isoLike(d) {
+  const p = {};
+  for (const x of timeFmt.formatToParts(d)) p[x.type] = x.value;
+  return p.year + "-" + p.month + "-" + p.day + " " + p.hour + ":" + p.minute + (p.timeZoneName ? " " + p.timeZoneName : "");
+}
 function fmtTime(s) {
   if (!s) return "–";
   const d = new Date(s);
   if (isNaN(d.getTime())) return "–";
-  return timeFmt.format(d);
+  return isoLike(d);
 }
 function localTimes(root) {
   for (const t of root.querySelectorAll("time[datetime]")) {
@@ -30,7 +48,7 @@ localTimes(document);
   }
 })();
 
-(function () {
+catalogueReady.then(function () {
   const root = document.getElementById("message");
   if (!root) return;
   const msgid = root.dataset.msgid;
@@ -46,7 +64,7 @@ localTimes(document);
   }
   function fmtETA(e) {
     if (!e) return "–";
-    if (e.seconds <= 0) return "reached 已达";
+    if (e.seconds <= 0) return tr("eta.reached");
     const s = e.seconds;
     if (s < 90) return Math.round(s) + " s";
     if (s < 5400) return Math.round(s / 60) + " min";
@@ -140,8 +158,8 @@ localTimes(document);
     }
     svg.appendChild(svgEl("line", { x1: L, x2: L + pw, y1: T + ph, y2: T + ph, class: "axis" }));
     svg.appendChild(svgEl("line", { x1: L, x2: L, y1: T, y2: T + ph, class: "axis" }));
-    svg.appendChild(svgEl("text", { x: L + pw / 2, y: H - 3, class: "axis-label", "text-anchor": "middle" }, "Time 时间 (" + zoneName + ")"));
-    svg.appendChild(svgEl("text", { x: 4, y: 13, class: "axis-label" }, "Read 已读"));
+    svg.appendChild(svgEl("text", { x: L + pw / 2, y: H - 3, class: "axis-label", "text-anchor": "middle" }, tr("curve.axis_time") + " (" + zoneName + ")"));
+    svg.appendChild(svgEl("text", { x: 4, y: 13, class: "axis-label" }, tr("count.read_cap")));
     // The 90 % line.
     if (N) {
       svg.appendChild(svgEl("line", { x1: L, x2: L + pw, y1: y(0.9 * N), y2: y(0.9 * N), class: "target" }));
@@ -188,8 +206,8 @@ localTimes(document);
       cur.setAttribute("x1", cx); cur.setAttribute("x2", cx); cur.setAttribute("visibility", "visible");
     }
     const pc = p.recipients ? (100 * n / p.recipients).toFixed(1) : "0";
-    $("curve-readout").textContent = fmtTime(new Date(t).toISOString()) + " · " + n + " read 已读 (" + pc + "%)" +
-      " · button 按钮 " + by.button + " · link 链接 " + by.link + " · app 进入应用 " + by.enter_agent;
+    $("curve-readout").textContent = fmtTime(new Date(t).toISOString()) + " · " + n + " " + tr("count.read") + " (" + pc + "%)" +
+      " · " + tr("signal.button") + " " + by.button + " · " + tr("signal.link") + " " + by.link + " · " + tr("signal.enter_agent") + " " + by.enter_agent;
   }
   $("curve").addEventListener("pointermove", readout);
   $("curve").addEventListener("pointerdown", readout);
@@ -208,7 +226,7 @@ localTimes(document);
     const box = $("signal-bar");
     if (!box || !p.by_signal) return;
     while (box.firstChild) box.removeChild(box.firstChild);
-    const parts = [["button", "Button 按钮"], ["link", "Link 链接"], ["enter_agent", "Opened app 进入应用"]];
+    const parts = [["button", tr("signal.button")], ["link", tr("signal.link")], ["enter_agent", tr("signal.enter_agent")]];
     const total = parts.reduce((a, [k]) => a + (p.by_signal[k] || 0), 0);
     for (const [k, label] of parts) {
       const n = p.by_signal[k] || 0;
@@ -264,15 +282,15 @@ localTimes(document);
   let deptsLoaded = false, deptRetry = null;
   async function loadDepartments() {
     clearTimeout(deptRetry);
-    if (!deptsLoaded) panelState("departments-state", "Loading… 加载中", "loading");
+    if (!deptsLoaded) panelState("departments-state", tr("state.loading"), "loading");
     try {
       const d = await getJSON(api + "/departments");
       depts = d.departments;
       deptsLoaded = true;
       renderDepartments();
-      panelState("departments-state", depts.length ? "" : "No departments 无部门");
+      panelState("departments-state", depts.length ? "" : tr("dept.none"));
     } catch (e) {
-      panelState("departments-state", "Could not load the departments (" + e.message + "); retrying… 部门加载失败，正在重试", "failed");
+      panelState("departments-state", tr("dept.failed") + " (" + e.message + ")", "failed");
       deptRetry = setTimeout(loadDepartments, 3000);
     }
   }
@@ -338,7 +356,7 @@ localTimes(document);
       if (department) q.set("department", department);
       $(id).href = api + "/export.csv?" + q.toString();
     }
-    $("export-scope").textContent = department ? "department 部门 " + $("department-name").textContent : "whole notice 全部通知";
+    $("export-scope").textContent = department ? tr("dept.name") + " " + $("department-name").textContent : tr("export.whole");
   }
   async function loadRecipients(append) {
     pages = append ? pages + 1 : 1;
@@ -346,26 +364,26 @@ localTimes(document);
     const q = query(append);
     q.set("limit", "100");
     let d;
-    if (!append && !recipientsLoaded) panelState("recipients-state", "Loading… 加载中", "loading");
+    if (!append && !recipientsLoaded) panelState("recipients-state", tr("state.loading"), "loading");
     try { d = await getJSON(api + "/recipients?" + q.toString()); } catch (e) {
       if (my !== seq) return;
-      panelState("recipients-state", "Could not load the people (" + e.message + "); retrying… 人员加载失败，正在重试", "failed");
+      panelState("recipients-state", tr("people.failed") + " (" + e.message + ")", "failed");
       clearTimeout(recRetry);
       recRetry = setTimeout(() => loadRecipients(append), 3000);
       return;
     }
     if (my !== seq) return; // a newer search replaced this one
     recipientsLoaded = true;
-    panelState("recipients-state", d.items.length || append ? "" : "Nobody matches 无匹配人员");
+    panelState("recipients-state", d.items.length || append ? "" : tr("people.none"));
     const tb = $("recipients").tBodies[0];
     if (!append) while (tb.firstChild) tb.removeChild(tb.firstChild);
     $("recipient-total").textContent = d.total;
     for (const r of d.items) {
       const tr = el("tr");
       tr.appendChild(el("td", r.userid));
-      tr.appendChild(el("td", r.name + (r.left ? " (left 已离职)" : "")));
+      tr.appendChild(el("td", r.name + (r.left ? " (" + tr("people.left") + ")" : "")));
       tr.appendChild(el("td", r.departments.map((x) => x.name || x.id).join(", "), "hide-narrow"));
-      tr.appendChild(el("td", r.read ? (r.read_time ? fmtTime(r.read_time) : "read 已读") : "–"));
+      tr.appendChild(el("td", r.read ? (r.read_time ? fmtTime(r.read_time) : tr("count.read")) : "–"));
       tb.appendChild(tr);
     }
     cursor = d.next_cursor;
@@ -392,18 +410,18 @@ localTimes(document);
 
   // --- remind ---------------------------------------------------------
   $("remind").addEventListener("click", async () => {
-    if (!confirm("Send a reminder to everyone who has not read? / 提醒所有未读人员？")) return;
+    if (!confirm(tr("remind.confirm"))) return;
     const btn = $("remind");
     btn.disabled = true;
     $("remind-status").textContent = "…";
     try {
       const r = await fetch(api + "/remind", { method: "POST", credentials: "same-origin", headers: { "X-CSRF-Token": csrf } });
       const d = await r.json();
-      if (r.ok) $("remind-status").textContent = "Reminded 已提醒 " + d.reminded;
-      else if (r.status === 429) $("remind-status").textContent = "Already reminded; next at 下次可提醒 " + fmtTime(d.next_allowed_at);
+      if (r.ok) $("remind-status").textContent = tr("remind.done") + " " + numFmt.format(d.reminded);
+      else if (r.status === 429) $("remind-status").textContent = tr("remind.too_soon") + " " + fmtTime(d.next_allowed_at);
       else $("remind-status").textContent = d.error || ("HTTP " + r.status);
     } catch (e) {
-      $("remind-status").textContent = "Failed 失败";
+      $("remind-status").textContent = tr("action.failed");
     } finally {
       btn.disabled = false;
     }
@@ -411,7 +429,7 @@ localTimes(document);
 
   // --- recall ---------------------------------------------------------
   $("recall").addEventListener("click", async () => {
-    if (!confirm("Recall this notice from everyone's WeCom? Its numbers stop at this moment. / 从所有人的企业微信撤回此通知？统计将停在此刻。")) return;
+    if (!confirm(tr("recall.confirm"))) return;
     const btn = $("recall");
     btn.disabled = true;
     $("recall-status").textContent = "…";
@@ -419,13 +437,13 @@ localTimes(document);
       const r = await fetch(api + "/recall", { method: "POST", credentials: "same-origin", headers: { "X-CSRF-Token": csrf } });
       const d = await r.json();
       if (r.ok) {
-        $("recall-status").textContent = "Recalled 已撤回";
+        $("recall-status").textContent = tr("state.recalled_at");
         location.reload();
         return;
       }
       $("recall-status").textContent = d.error || ("HTTP " + r.status);
     } catch (e) {
-      $("recall-status").textContent = "Failed 失败";
+      $("recall-status").textContent = tr("action.failed");
     }
     btn.disabled = false;
   });
@@ -433,4 +451,4 @@ localTimes(document);
   updateExport();
   loadDepartments();
   loadRecipients(false);
-})();
+});

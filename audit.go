@@ -1,0 +1,39 @@
+package yidu
+
+import "fmt"
+
+// Action is what an audit event records someone doing (issue 31 item 4).
+type Action string
+
+// The audited actions.
+const (
+	ActionSignIn         Action = "sign_in"
+	ActionSignInFailed   Action = "sign_in_failed"
+	ActionSignOut        Action = "sign_out"
+	ActionCompose        Action = "compose"
+	ActionSchedule       Action = "schedule"
+	ActionEdit           Action = "edit"
+	ActionCancel         Action = "cancel"
+	ActionSend           Action = "send"
+	ActionRemind         Action = "remind"
+	ActionRecall         Action = "recall"
+	ActionFollowUpChange Action = "follow_up_change"
+	ActionExport         Action = "export"
+	ActionRoleChange     Action = "role_change"
+)
+
+// Actions lists every audited action.
+func Actions() []Action {
+	return []Action{ActionSignIn, ActionSignInFailed, ActionSignOut, ActionCompose, ActionSchedule, ActionEdit,
+		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange}
+}
+
+// Validate refuses a word that is not an audited action.
+func (a Action) Validate() error {
+	for _, x := range Actions() {
+		if a == x {
+			return nil
+		}
+	}
+	return fmt.Errorf("action %q is not one of the audited actions: %w", string(a), ErrInvalid)
+}

@@ -1,0 +1,58 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/audit"
+)
+
+// recorderFake keeps the events, or fails every write.
+type recorderFake struct {
+	mu     sync.Mutex
+	events []audit.Event
+	fail   bool
+}
+
+func (r *recorderFake) Record(_ context.Context, e audit.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail {
+		return errors.New("mysql down")
+	}
+	r.events = append(r.events, e)
+	return nil
+}
+
+// TestAuditTrail: a sign-in, a failed one and an export leave one event
+// each, never the password or the token; an export whose event cannot be
+// written is refused (fail closed) and counted.
+func TestAuditTrail(t *testing.T) {
+	rec := &recorderFake{}
+	f := newFixtureOpts(t, false, func(o *Options) { o.Audit = rec })
+	f.postLogin("alice", "wrong-password", nil)
+	f.login(t)
+	f.ok(t, "GET", "/api/v1/messages/hello/export.csv?state=all")
+	var got []string
+	for _, e := range rec.events {
+		got = append(got, e.Actor+":"+string(e.Action)+":"+e.Outcome)
+		blob := strings.Join([]string{e.Actor, e.Detail, e.UserAgent, e.ClientIP}, " ")
+		if strings.Contains(blob, "wrong-password") || strings.Contains(blob, acmeToken) || strings.Contains(blob, password) {
+			t.Errorf("event %+v carries a secret", e)
+		}
+	}
+	if len(rec.events) != 3 || rec.events[0].Action != yidu.ActionSignInFailed || rec.events[1].Action != yidu.ActionSignIn ||
+		rec.events[2].Action != yidu.ActionExport || rec.events[2].MsgID != "hello" || rec.events[2].Detail != "state=all" {
+		t.Fatalf("events %v", got)
+	}
+
+	rec.fail = true
+	w := f.do(t, "GET", "/api/v1/messages/hello/export.csv?state=all", acmeToken, nil)
+	if w.Code != 503 || strings.Contains(w.Body.String(), "userid") {
+		t.Errorf("export with the audit down: %d %q; want 503 and no data", w.Code, w.Body.String())
+	}
+}

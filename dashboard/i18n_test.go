@@ -1,0 +1,181 @@
+package dashboard
+
+import (
+	"io/fs"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestCatalogues: every key is in every catalogue, no value is empty, and
+// no value mixes the two languages' scripts the old "Sign in / 登录" way.
+func TestCatalogues(t *testing.T) {
+	cats, err := loadCatalogues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	han := regexp.MustCompile(`\p{Han}`)
+	for _, lang := range languages {
+		for k, v := range cats[lang] {
+			if v == "" {
+				t.Errorf("%s: %s is empty", lang, k)
+			}
+			if lang == "en" && han.MatchString(v) {
+				t.Errorf("en: %s is Chinese: %q", k, v)
+			}
+			if _, ok := cats[languages[0]][k]; !ok {
+				t.Errorf("%s has %s, %s does not", lang, k, languages[0])
+			}
+		}
+		if len(cats[lang]) != len(cats[languages[0]]) {
+			t.Errorf("%s has %d keys, %s %d", lang, len(cats[lang]), languages[0], len(cats[languages[0]]))
+		}
+	}
+}
+
+// TestTemplatesUseKnownKeys: every {{t "key"}} in the templates is in the
+// catalogues, as is every key the Go code hands the templates (errors,
+// titles, signal labels), and no template has Chinese outside a key.
+func TestTemplatesUseKnownKeys(t *testing.T) {
+	cats, err := loadCatalogues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	use := regexp.MustCompile(`\{\{\s*t\s+"([^"]+)"`)
+	han := regexp.MustCompile(`\p{Han}`)
+	names, err := fs.Glob(webFS, "web/templates/*.html")
+	if err != nil || len(names) == 0 {
+		t.Fatal("no templates", err)
+	}
+	n := 0
+	for _, name := range names {
+		b, _ := webFS.ReadFile(name)
+		for _, m := range use.FindAllStringSubmatch(string(b), -1) {
+			n++
+			if _, ok := cats["en"][m[1]]; !ok {
+				t.Errorf("%s uses unknown key %q", name, m[1])
+			}
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			// The language switch names Chinese in Chinese, by design.
+			if han.MatchString(line) && !strings.Contains(line, `id="lang-switch"`) {
+				t.Errorf("%s:%d has a literal Chinese label: %s", name, i+1, line)
+			}
+		}
+	}
+	js, _ := webFS.ReadFile("web/static/app.js")
+	for _, m := range regexp.MustCompile(`\btr\("([^"]+)"\)`).FindAllStringSubmatch(string(js), -1) {
+		n++
+		if _, ok := cats["en"][m[1]]; !ok {
+			t.Errorf("app.js uses unknown key %q", m[1])
+		}
+	}
+	if han.Match(js) {
+		t.Error("app.js has a literal Chinese label")
+	}
+	if n < 50 {
+		t.Errorf("templates use %d keys, want the page's labels through the catalogue", n)
+	}
+	goKeys := []string{"login.title", "list.title", "message.title", "error.bad_cursor", "error.bad_search",
+		"error.list_unavailable", "error.message_not_found", "error.message_unavailable", "error.bad_request",
+		"login.wrong", "login.too_many", "login.unavailable"}
+	for _, l := range signalLabels {
+		goKeys = append(goKeys, l)
+	}
+	for _, r := range []string{"sent", "partial", "failed"} {
+		goKeys = append(goKeys, "send.result."+r)
+	}
+	for _, st := range []string{"sent", "refused", "unknown", "unsent"} {
+		goKeys = append(goKeys, "send.status."+st)
+	}
+	for _, k := range goKeys {
+		if _, ok := cats["zh-CN"][k]; !ok {
+			t.Errorf("the code uses unknown key %q", k)
+		}
+	}
+}
+
+func TestAcceptLanguage(t *testing.T) {
+	for _, c := range []struct{ h, want string }{
+		{"", "zh-CN"},
+		{"en-US,en;q=0.9", "en"},
+		{"zh-CN,zh;q=0.9,en;q=0.8", "zh-CN"},
+		{"fr-FR,en;q=0.5,zh;q=0.4", "en"},
+		{"en;q=0.3,zh-TW;q=0.6", "zh-CN"},
+		{"fr", "zh-CN"},
+		{"en;q=2", "zh-CN"},
+		{"en;q=abc", "zh-CN"},
+		{"EN", "en"},
+		{"english", "zh-CN"},
+	} {
+		if got := acceptLanguage(c.h); got != c.want {
+			t.Errorf("acceptLanguage(%q) = %q, want %q", c.h, got, c.want)
+		}
+	}
+}
+
+func FuzzAcceptLanguage(f *testing.F) {
+	f.Add("en-US,en;q=0.9")
+	f.Add("zh;q=0.1,,;q=")
+	f.Fuzz(func(t *testing.T, h string) {
+		got := acceptLanguage(h)
+		if got != "zh-CN" && got != "en" {
+			t.Fatalf("acceptLanguage(%q) = %q", h, got)
+		}
+	})
+}
+
+// TestPageLanguage: the login page is Chinese by default, English by
+// Accept-Language, and the switch's cookie wins over both; the switch
+// goes back only within the site.
+func TestPageLanguage(t *testing.T) {
+	f := newFixture(t)
+	get := func(path, accept, cookie string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", path, nil)
+		if accept != "" {
+			r.Header.Set("Accept-Language", accept)
+		}
+		if cookie != "" {
+			r.Header.Set("Cookie", langCookie+"="+cookie)
+		}
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		return w
+	}
+	for _, c := range []struct{ accept, cookie, lang, word, not string }{
+		{"", "", "zh-CN", ">登录</button>", "Sign in"},
+		{"en-US,en;q=0.9", "", "en", ">Sign in</button>", "登录"},
+		{"en-US", "zh-CN", "zh-CN", ">登录</button>", "Sign in"},
+		{"zh-CN", "en", "en", ">Sign in</button>", "登录"},
+		{"", "klingon", "zh-CN", ">登录</button>", "Sign in"},
+	} {
+		w := get("/login", c.accept, c.cookie)
+		body := w.Body.String()
+		if !strings.Contains(body, `<html lang="`+c.lang+`">`) || !strings.Contains(body, c.word) || strings.Contains(body, c.not) {
+			t.Errorf("login with Accept-Language %q cookie %q: want %s with %q and without %q:\n%s", c.accept, c.cookie, c.lang, c.word, c.not, body)
+		}
+		if got := w.Header().Get("Content-Language"); got != c.lang {
+			t.Errorf("Content-Language = %q, want %q", got, c.lang)
+		}
+	}
+	w := get("/lang?to=en&back=/m/x", "", "")
+	if w.Code != 303 || w.Header().Get("Location") != "/m/x" || !strings.Contains(w.Header().Get("Set-Cookie"), langCookie+"=en") {
+		t.Errorf("switch: %d %v", w.Code, w.Header())
+	}
+	for _, back := range []string{"//evil.example/", "https://evil.example/", "/\\evil", ""} {
+		if w := get("/lang?to=zh-CN&back="+back, "", ""); w.Header().Get("Location") != "/" {
+			t.Errorf("switch back=%q went to %q", back, w.Header().Get("Location"))
+		}
+	}
+	if w := get("/lang?to=fr", "", ""); w.Code != 400 || w.Header().Get("Set-Cookie") != "" {
+		t.Errorf("switch to fr: %d, cookie %q", w.Code, w.Header().Get("Set-Cookie"))
+	}
+	w = get("/i18n/en.json", "", "")
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"login.submit":"Sign in"`) {
+		t.Errorf("catalogue: %d %s", w.Code, w.Body.String())
+	}
+	if w := get("/i18n/../server.go", "", ""); w.Code != 404 && w.Code != 400 && w.Code != 301 {
+		t.Errorf("catalogue ../: %d", w.Code)
+	}
+}

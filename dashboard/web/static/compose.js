@@ -1,0 +1,668 @@
+// yidu compose page (/new). Plain JS, no build step; data is written with
+// textContent and DOM nodes only. Everything goes through the API the page
+// shares with programs: /api/v1/apps, the directory, the audience preview
+// and POST/PATCH /api/v1/messages (docs/api.md).
+"use strict";
+
+(function () {
+  const form = document.getElementById("compose");
+  if (!form) return;
+  const $ = (id) => document.getElementById(id);
+  const csrf = document.querySelector('meta[name="csrf-token"]').content;
+  const limits = { title: +form.dataset.maxTitle, body: +form.dataset.maxBody, url: +form.dataset.maxUrl };
+  const params = new URLSearchParams(location.search);
+  const editID = params.get("edit") || "";
+  const fromID = params.get("from") || "";
+  const numFmt = new Intl.NumberFormat("en-US"); // 98,231 人
+  const viewerZone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+
+  const state = {
+    apps: [], app: null,
+    depts: new Map(), // id -> {id, parent_id, name, members, children: []}
+    roots: [],
+    tags: new Map(),
+    pickedDepts: new Set(), pickedTags: new Set(),
+    people: new Map(), // userid -> label
+    pasted: new Set(),
+    all: false,
+    recipients: null, // the last preview's count for the current audience
+    editing: null, // the notice being edited (?edit=)
+  };
+
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+  function debounce(fn, ms) {
+    let t = 0;
+    return (...a) => { clearTimeout(t); t = setTimeout(() => fn(...a), ms); };
+  }
+
+  // api calls path with a JSON body (or none) and returns [status, json].
+  async function api(method, path, body) {
+    const h = { "Accept": "application/json" };
+    if (body !== undefined) h["Content-Type"] = "application/json";
+    if (method !== "GET") h["X-CSRF-Token"] = csrf;
+    const r = await fetch(path, { method, credentials: "same-origin", headers: h,
+      body: body === undefined ? undefined : JSON.stringify(body) });
+    if (r.status === 401) { location.href = "/login"; throw new Error("signed out"); }
+    let j = null;
+    try { j = await r.json(); } catch (_) { j = null; }
+    return [r.status, j];
+  }
+  async function getJSON(path) {
+    const [code, j] = await api("GET", path);
+    if (code !== 200) throw new Error((j && j.error) || "HTTP " + code);
+    return j;
+  }
+  const appQ = () => "app=" + encodeURIComponent(state.app ? state.app.name : "");
+
+  // ---- Fields, their counts against the card's limits, and their errors.
+  const chars = (s) => [...s].length; // code points, as Validate counts
+  const bytes = (s) => new TextEncoder().encode(s).length;
+  const fields = [
+    ["title", () => chars($("title").value), limits.title],
+    ["body", () => chars($("body").value), limits.body],
+    ["url", () => bytes($("url").value), limits.url],
+  ];
+  function showCounts() {
+    for (const [id, count, max] of fields) {
+      const n = count();
+      const c = $(id + "-count");
+      c.textContent = n + " / " + max;
+      c.classList.toggle("over", n > max);
+      $(id).setAttribute("aria-invalid", n > max ? "true" : "false");
+    }
+  }
+  function clearErrors() {
+    for (const e of form.querySelectorAll(".field-error")) e.textContent = "";
+  }
+  const fieldBox = { app: "app", title: "title", body: "body", url: "url", send_at: "send_at",
+    audience: "audience", userids: "audience", departments: "audience", tags: "audience", all: "audience" };
+  // showError puts the API's {"error","field"} beside its field.
+  function showError(j, fallback) {
+    const msg = (j && j.error) || fallback;
+    let f = j && j.field ? String(j.field) : "";
+    if (f.startsWith("audience")) f = "audience";
+    const box = $((fieldBox[f] || "form") + "-error");
+    box.textContent = msg;
+    box.scrollIntoView({ block: "center" });
+  }
+  // checkLocal finds what the server would refuse without asking it.
+  function checkLocal() {
+    let ok = true;
+    for (const [id, count, max] of fields) {
+      if (count() > max) {
+        $(id + "-error").textContent = (id === "url" ? "链接最长 " + max + " 字节" : "最多 " + max + " 个字") + "（当前 " + count() + "）";
+        ok = false;
+      }
+    }
+    if ($("title").value.trim() === "") { $("title-error").textContent = "请填写标题"; ok = false; }
+    const u = $("url").value.trim();
+    if (u !== "" && !/^https?:\/\/[^\s]+$/i.test(u)) { $("url-error").textContent = "链接须以 http:// 或 https:// 开头"; ok = false; }
+    return ok;
+  }
+
+  // ---- The card as WeCom shows it on a phone.
+  function showPreview() {
+    $("pv-app").textContent = state.app ? state.app.name : "";
+    const t = $("title").value;
+    $("pv-title").textContent = t || "标题";
+    $("pv-title").classList.toggle("placeholder", !t);
+    $("pv-body").textContent = $("body").value;
+    $("pv-body").hidden = $("body").value === "";
+    $("pv-link").hidden = $("url").value.trim() === "";
+  }
+  for (const id of ["title", "body", "url"]) {
+    $(id).addEventListener("input", () => { showCounts(); showPreview(); $(id + "-error").textContent = ""; });
+  }
+
+  // ---- Apps.
+  async function loadApps() {
+    const j = await getJSON("/api/v1/apps");
+    state.apps = j.apps || [];
+    const sel = $("app");
+    sel.replaceChildren();
+    for (const a of state.apps) {
+      const o = el("option", a.name);
+      o.value = a.name;
+      sel.append(o);
+    }
+    if (state.apps.length === 0) {
+      $("app-error").textContent = "你没有可以发送通知的应用";
+      $("submit").disabled = true;
+      $("save-draft").disabled = true;
+    }
+  }
+  async function selectApp(name) {
+    const prev = state.app;
+    state.app = state.apps.find((a) => a.name === name) || state.apps[0] || null;
+    if (!state.app) return;
+    $("app").value = state.app.name;
+    if (prev && prev.corp_id !== state.app.corp_id) {
+      // Department, tag and UserIDs are a corp's own.
+      state.pickedDepts.clear(); state.pickedTags.clear(); state.people.clear(); state.pasted.clear();
+    }
+    showZone();
+    showPreview();
+    await Promise.all([loadDepts(), loadTags()]);
+    showPicked();
+    refreshCount();
+  }
+  $("app").addEventListener("change", () => selectApp($("app").value));
+
+  // ---- Departments: the tree, with counts of the whole subtree.
+  async function loadDepts() {
+    $("dept-state").hidden = false;
+    $("dept-state").textContent = "正在加载部门…";
+    try {
+      const j = await getJSON("/api/v1/directory/departments?" + appQ());
+      state.depts = new Map();
+      for (const d of j.departments || []) state.depts.set(d.id, { ...d, children: [] });
+      state.roots = [];
+      for (const d of state.depts.values()) {
+        const p = state.depts.get(d.parent_id);
+        if (p && p !== d) p.children.push(d); else state.roots.push(d);
+      }
+      $("dept-state").hidden = state.depts.size > 0;
+      $("dept-state").textContent = "通讯录中没有部门";
+      renderTree();
+    } catch (e) {
+      $("dept-state").textContent = "部门加载失败：" + e.message;
+    }
+  }
+  function deptNode(d, open, only) {
+    const li = el("li");
+    li.dataset.dept = d.id;
+    const row = el("div", null, "node");
+    const kids = only ? d.children.filter((c) => only.has(c.id)) : d.children;
+    const tw = el("button", kids.length ? (open ? "▾" : "▸") : "", "twisty");
+    tw.type = "button";
+    tw.disabled = kids.length === 0;
+    tw.setAttribute("aria-label", open ? "收起" : "展开");
+    tw.setAttribute("aria-expanded", open ? "true" : "false");
+    const lab = el("label");
+    const cb = el("input");
+    cb.type = "checkbox";
+    cb.dataset.dept = d.id;
+    cb.checked = state.pickedDepts.has(d.id);
+    lab.append(cb, " ", el("span", d.name, "name"));
+    row.append(tw, lab, el("span", numFmt.format(d.members || 0) + " 人", "count"));
+    li.append(row);
+    const ul = el("ul");
+    ul.hidden = !open;
+    li.append(ul);
+    const fill = () => { if (!ul.firstChild) for (const c of kids) ul.append(deptNode(c, only !== null, only)); };
+    if (open) fill();
+    tw.addEventListener("click", () => {
+      fill();
+      ul.hidden = !ul.hidden;
+      tw.textContent = ul.hidden ? "▸" : "▾";
+      tw.setAttribute("aria-expanded", ul.hidden ? "false" : "true");
+      tw.setAttribute("aria-label", ul.hidden ? "展开" : "收起");
+    });
+    cb.addEventListener("change", () => {
+      if (cb.checked) state.pickedDepts.add(d.id); else state.pickedDepts.delete(d.id);
+      audienceChanged();
+    });
+    return li;
+  }
+  function renderTree() {
+    const q = $("dept-search").value.trim().toLowerCase();
+    const ul = $("dept-tree");
+    ul.replaceChildren();
+    if (!q) {
+      for (const r of state.roots) ul.append(deptNode(r, true, null));
+      return;
+    }
+    // Matches and their ancestors, opened down to the matches.
+    const only = new Set();
+    let n = 0;
+    for (const d of state.depts.values()) {
+      if (!d.name.toLowerCase().includes(q)) continue;
+      if (++n > 200) break;
+      for (let x = d; x && !only.has(x.id); x = state.depts.get(x.parent_id)) only.add(x.id);
+    }
+    for (const r of state.roots) if (only.has(r.id)) ul.append(deptNode(r, true, only));
+    if (only.size === 0) ul.append(el("li", "没有匹配的部门", "muted"));
+  }
+  $("dept-search").addEventListener("input", debounce(renderTree, 150));
+
+  // ---- Tags, kept apart from departments.
+  async function loadTags() {
+    $("tags-state").hidden = false;
+    $("tags-state").textContent = "正在加载标签…";
+    try {
+      const j = await getJSON("/api/v1/directory/tags?" + appQ());
+      state.tags = new Map((j.tags || []).map((t) => [t.id, t]));
+      const ul = $("tags");
+      ul.replaceChildren();
+      for (const t of state.tags.values()) {
+        const li = el("li");
+        const lab = el("label", null, "check");
+        const cb = el("input");
+        cb.type = "checkbox";
+        cb.dataset.tag = t.id;
+        cb.checked = state.pickedTags.has(t.id);
+        cb.addEventListener("change", () => {
+          if (cb.checked) state.pickedTags.add(t.id); else state.pickedTags.delete(t.id);
+          audienceChanged();
+        });
+        lab.append(cb, " ", el("span", t.name, "name"), " ", el("span", numFmt.format(t.members || 0) + " 人", "count"));
+        li.append(lab);
+        ul.append(li);
+      }
+      $("tags-state").hidden = state.tags.size > 0;
+      $("tags-state").textContent = "通讯录中没有标签";
+    } catch (e) {
+      $("tags-state").textContent = "标签加载失败：" + e.message;
+    }
+  }
+
+  // ---- People, found by name or UserID as one types.
+  let peopleSeq = 0;
+  const searchPeople = debounce(async () => {
+    const q = $("people-q").value.trim();
+    const seq = ++peopleSeq;
+    const ul = $("people-results");
+    if (!q) { ul.replaceChildren(); return; }
+    try {
+      const j = await getJSON("/api/v1/directory/people?" + appQ() + "&limit=20&q=" + encodeURIComponent(q));
+      if (seq !== peopleSeq) return; // a later search answers
+      ul.replaceChildren();
+      for (const p of j.people || []) {
+        const b = el("button", null, "person");
+        b.type = "button";
+        b.dataset.userid = p.userid;
+        b.append(el("span", p.name || p.userid, "name"), " ", el("span", p.userid, "muted"));
+        b.addEventListener("click", () => {
+          state.people.set(p.userid, p.name ? p.name + "（" + p.userid + "）" : p.userid);
+          audienceChanged();
+          b.disabled = true;
+        });
+        b.disabled = state.people.has(p.userid);
+        const li = el("li");
+        li.append(b);
+        ul.append(li);
+      }
+      if (!ul.firstChild) ul.append(el("li", "没有找到成员", "muted"));
+    } catch (e) {
+      if (seq === peopleSeq) ul.replaceChildren(el("li", "搜索失败：" + e.message, "error"));
+    }
+  }, 250);
+  $("people-q").addEventListener("input", searchPeople);
+
+  // ---- A pasted list or a CSV of UserIDs: one a line, the first column.
+  function parseList(text) {
+    const out = [];
+    const lines = text.replace(/^\uFEFF/, "").split(/\r\n|\n|\r/);
+    for (let i = 0; i < lines.length; i++) {
+      let s = lines[i].trim();
+      if (s.startsWith('"')) {
+        const end = s.indexOf('"', 1);
+        s = end > 0 ? s.slice(1, end) : s.slice(1);
+      } else {
+        s = s.split(/[,;\t]/)[0];
+      }
+      s = s.trim();
+      if (s === "") continue;
+      if (i === 0 && /^(userid|user_id|账号|帐号)$/i.test(s)) continue; // a header
+      out.push(s);
+    }
+    return out;
+  }
+  function addList(ids, source) {
+    const before = state.pasted.size;
+    for (const id of ids) state.pasted.add(id);
+    $("paste-status").textContent = source + "：" + numFmt.format(ids.length) + " 个账号，新增 " + numFmt.format(state.pasted.size - before) + " 个";
+    audienceChanged();
+  }
+  $("paste-add").addEventListener("click", () => {
+    addList(parseList($("paste").value), "粘贴");
+    $("paste").value = "";
+  });
+  $("csv").addEventListener("change", async () => {
+    const f = $("csv").files[0];
+    $("csv").value = "";
+    if (!f) return;
+    $("audience-error").textContent = "";
+    const buf = new Uint8Array(await f.arrayBuffer());
+    let text = "";
+    try {
+      if (buf.subarray(0, 8192).includes(0)) throw new Error("binary");
+      text = new TextDecoder("utf-8", { fatal: true }).decode(buf);
+    } catch (_) {
+      $("audience-error").textContent = "“" + f.name + "”不是文本文件：请上传 UTF-8 编码的 CSV 或文本，每行一个账号";
+      return;
+    }
+    addList(parseList(text), f.name);
+  });
+  $("all").addEventListener("change", () => {
+    state.all = $("all").checked;
+    $("audience-parts").classList.toggle("dimmed", state.all);
+    audienceChanged();
+  });
+
+  // ---- What was picked, and the live count.
+  function audience() {
+    const a = {
+      userids: [...new Set([...state.people.keys(), ...state.pasted])],
+      departments: [...state.pickedDepts],
+      all: state.all,
+    };
+    // "tags" only when some are picked: a server without tags takes the rest.
+    if (state.pickedTags.size > 0) a.tags = [...state.pickedTags];
+    return a;
+  }
+  const isEmpty = (a) => !a.all && a.userids.length === 0 && a.departments.length === 0 && !(a.tags && a.tags.length);
+  function chip(label, kind, onRemove) {
+    const li = el("li", null, "chip " + kind);
+    li.append(el("span", label));
+    const x = el("button", "×", "remove");
+    x.type = "button";
+    x.setAttribute("aria-label", "移除 " + label);
+    x.addEventListener("click", onRemove);
+    li.append(x);
+    return li;
+  }
+  function showPicked() {
+    const ul = $("picked");
+    ul.replaceChildren();
+    if (state.all) ul.append(chip("全员", "all", () => { $("all").checked = false; $("all").dispatchEvent(new Event("change")); }));
+    for (const id of state.pickedDepts) {
+      const d = state.depts.get(id);
+      ul.append(chip("部门 " + (d ? d.name : "#" + id), "dept", () => { state.pickedDepts.delete(id); renderTree(); audienceChanged(); }));
+    }
+    for (const id of state.pickedTags) {
+      const t = state.tags.get(id);
+      ul.append(chip("标签 " + (t ? t.name : "#" + id), "tag", () => {
+        state.pickedTags.delete(id);
+        const cb = form.querySelector('input[data-tag="' + id + '"]');
+        if (cb) cb.checked = false;
+        audienceChanged();
+      }));
+    }
+    for (const [u, label] of state.people) {
+      ul.append(chip(label, "person", () => { state.people.delete(u); audienceChanged(); }));
+    }
+    if (state.pasted.size > 0) {
+      ul.append(chip("账号列表 " + numFmt.format(state.pasted.size) + " 个", "list", () => { state.pasted.clear(); $("paste-status").textContent = ""; audienceChanged(); }));
+    }
+    if (!ul.firstChild) ul.append(el("li", "尚未选择", "muted"));
+  }
+  let countSeq = 0;
+  const refreshCount = debounce(async () => {
+    const a = audience();
+    const seq = ++countSeq;
+    state.recipients = null;
+    if (isEmpty(a) || !state.app) {
+      $("recipient-count").textContent = "0";
+      $("left-count").textContent = "";
+      $("count-state").textContent = "";
+      $("unknown").hidden = true;
+      state.recipients = 0;
+      return;
+    }
+    $("count-state").textContent = "计算中…";
+    try {
+      const [code, j] = await api("POST", "/api/v1/audience/preview", { app: state.app.name, audience: a });
+      if (seq !== countSeq) return;
+      if (code !== 200) { $("count-state").textContent = ""; showError(j, "无法计算接收人"); return; }
+      state.recipients = j.recipients;
+      $("recipient-count").textContent = numFmt.format(j.recipients);
+      $("left-count").textContent = j.left ? "（已离职 " + numFmt.format(j.left) + " 人不计入）" : "";
+      $("count-state").textContent = "";
+      const unk = j.unknown_userids || [];
+      $("unknown").hidden = unk.length === 0;
+      $("unknown-count").textContent = numFmt.format(unk.length);
+      const ul = $("unknown-list");
+      ul.replaceChildren();
+      for (const u of unk.slice(0, 200)) ul.append(el("li", u, "chip unknown"));
+      if (unk.length > 200) ul.append(el("li", "… 另有 " + numFmt.format(unk.length - 200) + " 个", "muted"));
+    } catch (e) {
+      if (seq === countSeq) $("count-state").textContent = "接收人计算失败：" + e.message;
+    }
+  }, 300);
+  function audienceChanged() {
+    $("audience-error").textContent = "";
+    state.recipients = null;
+    $("count-state").textContent = "计算中…";
+    showPicked();
+    refreshCount();
+  }
+
+  // ---- When: now, or a time in the corp's zone (the app's timezone).
+  const corpZone = () => (state.app && state.app.timezone) || "Asia/Shanghai";
+  function partsIn(tz, ms) {
+    const f = new Intl.DateTimeFormat("en-US", { timeZone: tz, hourCycle: "h23", year: "numeric", month: "2-digit",
+      day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit" });
+    const g = {};
+    for (const p of f.formatToParts(new Date(ms))) g[p.type] = p.value;
+    return { y: +g.year, mo: +g.month, d: +g.day, h: +g.hour % 24, mi: +g.minute, s: +g.second };
+  }
+  // offsetIn is tz's offset from UTC at the instant ms, in minutes.
+  function offsetIn(tz, ms) {
+    const p = partsIn(tz, ms);
+    return Math.round((Date.UTC(p.y, p.mo - 1, p.d, p.h, p.mi, p.s) - Math.floor(ms / 1000) * 1000) / 60000);
+  }
+  // fromWall reads "2026-12-03T18:05" as a time in tz: {ms, offset}.
+  function fromWall(wall, tz) {
+    const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})/.exec(wall);
+    if (!m) return null;
+    const guess = Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5]);
+    let off = offsetIn(tz, guess);
+    let ms = guess - off * 60000;
+    const off2 = offsetIn(tz, ms);
+    if (off2 !== off) { off = off2; ms = guess - off * 60000; }
+    return { ms, offset: off };
+  }
+  const pad = (n) => String(n).padStart(2, "0");
+  function toWall(ms, tz) {
+    const p = partsIn(tz, ms);
+    return p.y + "-" + pad(p.mo) + "-" + pad(p.d) + "T" + pad(p.h) + ":" + pad(p.mi);
+  }
+  function rfc3339(ms, offset) {
+    const p = new Date(ms + offset * 60000);
+    const a = Math.abs(offset);
+    return p.getUTCFullYear() + "-" + pad(p.getUTCMonth() + 1) + "-" + pad(p.getUTCDate()) + "T" + pad(p.getUTCHours()) + ":" +
+      pad(p.getUTCMinutes()) + ":" + pad(p.getUTCSeconds()) + (offset < 0 ? "-" : "+") + pad(Math.floor(a / 60)) + ":" + pad(a % 60);
+  }
+  // zhTime is "2026年12月3日 18:05" in tz.
+  function zhTime(ms, tz) {
+    const p = partsIn(tz, ms);
+    return p.y + "年" + p.mo + "月" + p.d + "日 " + pad(p.h) + ":" + pad(p.mi);
+  }
+  function sameZone(ms) { return offsetIn(corpZone(), ms) === offsetIn(viewerZone, ms); }
+  function showZone() {
+    $("send-at-zone").textContent = "企业时区 " + corpZone();
+    const w = $("send-at").value ? fromWall($("send-at").value, corpZone()) : null;
+    $("send-at-local").textContent = w && !sameZone(w.ms) ? "你的时区（" + viewerZone + "）：" + zhTime(w.ms, viewerZone) : "";
+    const later = $("when-later").checked;
+    $("later").hidden = !later;
+    $("submit").textContent = later ? "定时发送…" : "立即发送…";
+  }
+  for (const id of ["when-now", "when-later"]) $(id).addEventListener("change", () => {
+    if ($("when-later").checked && !$("send-at").value) {
+      // A default a little ahead, on the minute, in the corp's zone.
+      $("send-at").value = toWall(Date.now() + 60 * 60000, corpZone());
+    }
+    $("send_at-error").textContent = "";
+    showZone();
+  });
+  $("send-at").addEventListener("input", () => { $("send_at-error").textContent = ""; showZone(); });
+  // sendAt is the chosen time as RFC 3339 in the corp's zone, or "".
+  function sendAt() {
+    if (!$("when-later").checked) return "";
+    const v = $("send-at").value;
+    if (!v) return null;
+    // datetime-local may carry seconds (a test sets them): keep them.
+    const w = fromWall(v, corpZone());
+    if (!w) return null;
+    const sec = /T\d{2}:\d{2}:(\d{2})/.exec(v);
+    if (sec) w.ms += +sec[1] * 1000;
+    return rfc3339(w.ms, w.offset);
+  }
+
+  // ---- Saving: a draft, or a confirmed send (now or scheduled).
+  // body is POST /api/v1/messages' body: the fields and extra (send,
+  // send_at, draft).
+  function body(extra) {
+    return Object.assign({ app: state.app ? state.app.name : "", title: $("title").value, body: $("body").value,
+      url: $("url").value.trim(), audience: audience() }, extra);
+  }
+  // patch is PATCH's body: the same fields but the app (a notice keeps
+  // its app) and a schedule: send_at, or draft.
+  function patch(extra) {
+    const b = { title: $("title").value, body: $("body").value, url: $("url").value.trim(), audience: audience() };
+    if (extra.draft) b.draft = true;
+    else if (extra.send_at) { b.send_at = extra.send_at; b.draft = false; }
+    else b.draft = true; // sent now: kept unscheduled, then POST /send
+    if (extra.draft && extra.send_at) b.send_at = extra.send_at;
+    return b;
+  }
+  function busy(on) {
+    for (const id of ["submit", "save-draft", "confirm-ok", "cancel-notice"]) $(id).disabled = on;
+  }
+  async function save(extra, sendNow) {
+    busy(true);
+    $("save-status").textContent = "正在保存…";
+    try {
+      let code, j;
+      if (state.editing) {
+        const path = "/api/v1/messages/" + encodeURIComponent(state.editing.msgid);
+        [code, j] = await api("PATCH", path, patch(extra));
+        if (code === 200 && sendNow) [code, j] = await api("POST", path + "/send");
+      } else {
+        [code, j] = await api("POST", "/api/v1/messages", body(extra));
+      }
+      if (code !== 200 && code !== 201) {
+        $("save-status").textContent = "";
+        hideConfirm();
+        showError(j, "保存失败（HTTP " + code + "）");
+        return;
+      }
+      $("save-status").textContent = "已保存";
+      const st = j && j.state;
+      location.href = st === "draft" || st === "scheduled" ? "/" : "/m/" + encodeURIComponent(j.msgid);
+    } catch (e) {
+      $("save-status").textContent = "";
+      $("form-error").textContent = "保存失败：" + e.message;
+    } finally {
+      busy(false);
+    }
+  }
+  $("save-draft").addEventListener("click", () => {
+    clearErrors();
+    const at = sendAt();
+    save(at ? { draft: true, send_at: at } : { draft: true }, false);
+  });
+
+  let pending = null;
+  function hideConfirm() { $("confirm").hidden = true; pending = null; }
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    clearErrors();
+    if (!checkLocal()) return;
+    const a = audience();
+    if (isEmpty(a)) { $("audience-error").textContent = "请选择发送范围"; return; }
+    if (state.recipients === null) { $("audience-error").textContent = "正在计算接收人，请稍候再发送"; refreshCount(); return; }
+    if (state.recipients === 0) { $("audience-error").textContent = "发送范围内没有可发送的成员"; return; }
+    const at = sendAt();
+    if (at === null) { $("send_at-error").textContent = "请选择发送时间"; return; }
+    const n = state.recipients;
+    pending = at ? { send: true, send_at: at } : { send: true };
+    $("confirm-text").textContent = "确定发送给 " + numFmt.format(n) + " 人？";
+    if (at) {
+      const ms = Date.parse(at);
+      let when = "定时发送：" + zhTime(ms, corpZone()) + "（" + corpZone() + "）";
+      if (!sameZone(ms)) when += "，即你的时区 " + zhTime(ms, viewerZone);
+      $("confirm-when").textContent = when + "。接收人以发送时的通讯录为准。";
+    } else {
+      $("confirm-when").textContent = "立即发送，发出后无法修改，只能撤回。";
+    }
+    const over = state.app && state.app.confirm_over ? state.app.confirm_over : 1000;
+    const typed = n > over;
+    $("confirm-type").hidden = !typed;
+    $("confirm-need").textContent = numFmt.format(n);
+    $("confirm-count").value = "";
+    $("confirm-ok").disabled = typed;
+    $("confirm").hidden = false;
+    (typed ? $("confirm-count") : $("confirm-back")).focus();
+  });
+  $("confirm-count").addEventListener("input", () => {
+    $("confirm-ok").disabled = $("confirm-count").value.replace(/[,\s，]/g, "") !== String(state.recipients);
+  });
+  $("confirm-back").addEventListener("click", hideConfirm);
+  document.addEventListener("keydown", (ev) => { if (ev.key === "Escape" && !$("confirm").hidden) hideConfirm(); });
+  $("confirm-ok").addEventListener("click", () => {
+    if (!pending) return;
+    const extra = pending;
+    save(extra, !extra.send_at && state.editing !== null);
+  });
+  $("cancel-notice").addEventListener("click", async () => {
+    if (!state.editing || !confirm("确定取消这条通知？取消后不会发送。")) return;
+    busy(true);
+    try {
+      const [code, j] = await api("POST", "/api/v1/messages/" + encodeURIComponent(state.editing.msgid) + "/cancel");
+      if (code !== 200) { showError(j, "取消失败（HTTP " + code + "）"); return; }
+      location.href = "/";
+    } finally {
+      busy(false);
+    }
+  });
+
+  // ---- Start: the apps, then a notice to edit or duplicate, if any.
+  function prefill(m) {
+    $("title").value = m.title || "";
+    $("body").value = m.body || "";
+    $("url").value = m.url || "";
+    const a = m.audience || {};
+    state.all = !!a.all;
+    $("all").checked = state.all;
+    state.pickedDepts = new Set(a.departments || []);
+    state.pickedTags = new Set(a.tags || []);
+    const ids = a.userids || [];
+    if (ids.length <= 50) for (const u of ids) state.people.set(u, u); else for (const u of ids) state.pasted.add(u);
+  }
+  async function start() {
+    showCounts();
+    try {
+      await loadApps();
+    } catch (e) {
+      $("form-error").textContent = "应用加载失败：" + e.message;
+      return;
+    }
+    let app = "";
+    const src = editID || fromID;
+    if (src) {
+      try {
+        const m = await getJSON("/api/v1/messages/" + encodeURIComponent(src));
+        prefill(m);
+        app = m.app;
+        if (editID) {
+          if (m.state !== "draft" && m.state !== "scheduled" && m.state !== "held") {
+            $("form-error").textContent = "这条通知已开始发送，无法修改";
+            busy(true);
+          }
+          state.editing = m;
+          $("compose-heading").textContent = m.state === "draft" ? "编辑草稿" : "编辑定时通知";
+          document.title = $("compose-heading").textContent + " · yidu 已读";
+          $("cancel-notice").hidden = false;
+          if (m.send_at) {
+            $("when-later").checked = true;
+            $("send-at").value = toWall(Date.parse(m.send_at), (state.apps.find((x) => x.name === m.app) || {}).timezone || "Asia/Shanghai");
+          }
+        }
+      } catch (e) {
+        $("form-error").textContent = "无法加载通知 " + src + "：" + e.message;
+      }
+    }
+    await selectApp(app || (state.apps[0] && state.apps[0].name));
+    showCounts();
+    showPreview();
+    showZone();
+  }
+  start();
+})();
