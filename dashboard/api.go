@@ -452,7 +452,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(registerTimeout))
 	reg, err := decodeRegistration(http.MaxBytesReader(w, r.Body, maxRegisterBody))
 	if err != nil {
-		s.fail(w, r, err)
+		s.failBody(w, r, err)
 		return
 	}
 	app, ok := s.apps[reg.App]

@@ -204,12 +204,12 @@ func (s *Server) addNotice(ctx context.Context, corps []string, j *messageJSON) 
 
 // patchBody is PATCH /messages/{msgid}: the fields of POST, each optional.
 type patchBody struct {
-	Title    *string       `json:"title"`
-	Body     *string       `json:"body"`
-	URL      *string       `json:"url"`
-	Audience *audienceJSON `json:"audience"`
-	SendAt   *time.Time    `json:"send_at"`
-	Draft    *bool         `json:"draft"`
+	Title    *string          `json:"title"`
+	Body     *string          `json:"body"`
+	URL      *string          `json:"url"`
+	Audience *audienceJSON    `json:"audience"`
+	SendAt   *json.RawMessage `json:"send_at"`
+	Draft    *bool            `json:"draft"`
 	// FollowUp replaces the notice's follow-up policy.
 	FollowUp *yidu.Policy `json:"follow_up"`
 }
@@ -226,14 +226,18 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 	}
 	var b patchBody
 	if err := decodeStrict(http.MaxBytesReader(w, r.Body, maxRegisterBody), &b); err != nil {
-		s.fail(w, r, err)
+		s.failBody(w, r, err)
 		return
 	}
 	if b.FollowUp != nil {
 		s.patchFollowUp(w, r, n, b)
 		return
 	}
-	p := b.patch(principalFrom(r.Context()).name)
+	p, err := b.patch(principalFrom(r.Context()).name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	out, err := s.campaigns.Edit(r.Context(), principalFrom(r.Context()).corps, n.MsgID, p)
 	if err != nil {
 		s.fail(w, r, err)
@@ -243,19 +247,23 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 }
 
 // patch is the campaign edit of b's fields other than follow_up.
-func (b patchBody) patch(by string) campaign.Patch {
+func (b patchBody) patch(by string) (campaign.Patch, error) {
 	p := campaign.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: by}
 	if b.Audience != nil {
 		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All, Tags: b.Audience.Tags}
 	}
-	if b.SendAt != nil || b.Draft != nil {
+	sendAt, err := bodyTime("send_at", b.SendAt)
+	if err != nil {
+		return p, err
+	}
+	if sendAt != nil || b.Draft != nil {
 		sc := yidu.Schedule{Draft: b.Draft != nil && *b.Draft}
-		if b.SendAt != nil {
-			sc.SendAt = *b.SendAt
+		if sendAt != nil {
+			sc.SendAt = *sendAt
 		}
 		p.Schedule = &sc
 	}
-	return p
+	return p, nil
 }
 
 // patchFollowUp is a PATCH carrying follow_up. The policy is checked
@@ -283,12 +291,17 @@ func (s *Server) patchFollowUp(w http.ResponseWriter, r *http.Request, n campaig
 			s.fail(w, r, fmt.Errorf("%w: %s is %s", campaign.ErrNotEditable, n.MsgID, n.State))
 			return
 		}
+		at, err := bodyTime("send_at", b.SendAt)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		sendAt := n.SendAt
 		switch {
 		case b.Draft != nil && *b.Draft:
 			sendAt = time.Time{}
-		case b.SendAt != nil:
-			sendAt = *b.SendAt
+		case at != nil:
+			sendAt = *at
 		case n.State == yidu.StateDraft:
 			sendAt = time.Time{}
 		}
@@ -298,8 +311,11 @@ func (s *Server) patchFollowUp(w http.ResponseWriter, r *http.Request, n campaig
 			return
 		}
 		if b != (patchBody{}) {
-			p := b.patch(by)
-			var err error
+			p, err := b.patch(by)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
 			if n, err = s.campaigns.Edit(r.Context(), principalFrom(r.Context()).corps, n.MsgID, p); err != nil {
 				s.fail(w, r, err)
 				return
@@ -442,7 +458,7 @@ func decodeStrict(r io.Reader, v any) error {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			return fmt.Errorf("%w: more than %d bytes", errTooLarge, mbe.Limit)
 		}
-		return badParam("body: %v", err)
+		return bodyError(err)
 	}
 	return nil
 }
@@ -469,4 +485,16 @@ func fieldOf(msg string) string {
 		return f // PUT .../follow_up: the body is the policy
 	}
 	return ""
+}
+
+// failBody answers a POST or PATCH /messages body that did not decode; one
+// over maxRegisterBody can only be its audience's UserIDs (every other
+// field is bounded far below), so the 413 names the audience.
+func (s *Server) failBody(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errTooLarge) {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"field": "audience",
+			"error": fmt.Sprintf("audience too large: the body is over %d bytes (at most %d UserIDs)", maxRegisterBody, yidu.MaxUserIDs)})
+		return
+	}
+	s.fail(w, r, err)
 }

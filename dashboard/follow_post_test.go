@@ -19,7 +19,7 @@ func newFollowFixture(tb testing.TB) (*fixture, *sql.DB) {
 	tb.Helper()
 	db := testenv.MySQL(tb)
 	f := newFixtureOpts(tb, false, func(o *Options) {
-		s, err := campaign.NewStore(db, campaign.Options{Known: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(tb, "campaign.NewStore", err)
 		o.Campaigns = s

@@ -518,6 +518,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, code, map[string]string{"error": msg, "field": f})
 		return
 	}
+	if errors.Is(err, campaign.ErrNotEditable) {
+		// The notice's state forbids it: the page shows it by the state.
+		writeJSON(w, code, map[string]string{"error": msg, "field": "state"})
+		return
+	}
 	writeError(w, code, msg)
 }
 
