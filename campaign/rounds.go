@@ -99,7 +99,22 @@ func (r *Rounds) SetPolicy(ctx context.Context, corpID, msgID string, p yidu.Pol
 	if n.recalled {
 		return yidu.Invalidf("follow_up: the notice was recalled")
 	}
-	if err := p.Validate(n.sentAt, r.MinGap); err != nil {
+	return r.StorePolicy(ctx, corpID, msgID, p, n.sentAt, by)
+}
+
+// CheckPolicy checks p for a notice sent at sendAt, writing nothing: the
+// dashboard calls it before it sends or stores the notice, so a bad
+// policy leaves nothing behind. The error wraps yidu.ErrInvalid.
+func (r *Rounds) CheckPolicy(p yidu.Policy, sendAt time.Time) error {
+	return p.Validate(sendAt, r.MinGap)
+}
+
+// StorePolicy stores the policy of a notice sent (or to be sent) at
+// sendAt, whether or not it is registered yet: a scheduled notice's or a
+// draft's policy waits keyed by its msgid, and plan starts it once the
+// Runner has registered the notice (plan joins messages).
+func (r *Rounds) StorePolicy(ctx context.Context, corpID, msgID string, p yidu.Policy, sendAt time.Time, by string) error {
+	if err := p.Validate(sendAt, r.MinGap); err != nil {
 		return err
 	}
 	b, err := json.Marshal(p)
@@ -712,6 +727,9 @@ func (r *Rounds) FollowUpOf(ctx context.Context, corpID, msgID string) (FollowUp
 		return fu, true, nil
 	}
 	n, err := r.notice(ctx, corpID, msgID)
+	if errors.Is(err, yidu.ErrInvalid) {
+		return fu, true, nil // not registered yet (scheduled, draft): no round is planned
+	}
 	if err != nil {
 		return fu, false, err
 	}

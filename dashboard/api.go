@@ -19,6 +19,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign"
 )
 
 // messageJSON is a message with its live counts (docs/api.md, "Message").
@@ -51,6 +52,9 @@ type messageJSON struct {
 	// UnknownUserIDs, in the answer of a registration only: audience
 	// UserIDs that name no active member, left out of the recipients.
 	UnknownUserIDs []string `json:"unknown_userids,omitempty"`
+	// FollowUp is the notice's follow-up policy and rounds (CONTRACT.md,
+	// Follow-up); absent for a notice without one, and in list rows.
+	FollowUp *campaign.FollowUp `json:"follow_up,omitempty"`
 	noticeFields
 }
 
@@ -456,6 +460,10 @@ func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request, m yidu
 		s.fail(w, r, fmt.Errorf("dashboard: notice state: %w", err))
 		return
 	}
+	if err := s.addFollowUp(r.Context(), m.CorpID, &j); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, j)
 }
 
@@ -490,6 +498,11 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if reg.SentAt.IsZero() {
 		reg.SentAt = s.now().UTC()
 	}
+	// A bad policy is refused before anything is registered or sent.
+	if err := s.checkFollowUp(reg.FollowUp, reg.SentAt); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	res, err := s.msgs.RegisterAndSend(r.Context(), reg.Registration)
 	m, created, rep := res.Message, res.Created, res.Send
 	// compose is a registration without a send; send sends its cards.
@@ -508,6 +521,16 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		ev.MsgID, ev.People = m.MsgID, m.Recipients
 		s.recordDone(r, ev, nil)
 	}
+	if reg.FollowUp != nil {
+		if !m.RecalledAt.IsZero() {
+			s.fail(w, r, yidu.Invalidf("follow_up: the notice was recalled"))
+			return
+		}
+		if err := s.followUps.StorePolicy(r.Context(), m.CorpID, m.MsgID, *reg.FollowUp, m.SentAt, p.name); err != nil {
+			s.fail(w, r, inFollowUp(err))
+			return
+		}
+	}
 	// The message page's department panel needs the corp's tree: built
 	// now, not on its first view.
 	s.depts.warm(r.Context(), m.CorpID)
@@ -519,6 +542,10 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	}
 	j := toJSON(m)
 	j.UnknownUserIDs = res.UnknownUserIDs
+	if err := s.addFollowUp(r.Context(), m.CorpID, &j); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if reg.Send {
 		// Registered, and what sending did, batch by batch: a send that
 		// sent nothing must say so (issue 13).

@@ -32,6 +32,13 @@ func (f *followUpsFake) CancelRound(context.Context, string, string) (bool, erro
 	return ok, nil
 }
 
+func (f *followUpsFake) CheckPolicy(yidu.Policy, time.Time) error { return nil }
+
+func (f *followUpsFake) StorePolicy(context.Context, string, string, yidu.Policy, time.Time, string) error {
+	f.rounds = 1
+	return nil
+}
+
 // TestAuditEndToEnd performs every audited action once through the
 // dashboard, with the MySQL recorder on MariaDB, and checks that each
 // left exactly one row with its actor, action, msgid and people, that no

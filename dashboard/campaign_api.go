@@ -104,6 +104,12 @@ func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *princ
 		s.fail(w, r, yidu.Invalidf("sent_at is set when the notice is sent, not with send_at or draft"))
 		return
 	}
+	// A draft's policy is checked against now; the deadline of one sent
+	// later than that is the deadline (plan stops it).
+	if err := s.checkFollowUp(reg.FollowUp, cmp.Or(reg.SendAt, s.now())); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	n, err := s.campaigns.Create(r.Context(), campaign.Draft{
 		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
 		Schedule: yidu.Schedule{SendAt: reg.SendAt, Draft: reg.Draft, Timezone: app.Timezone}, By: p.name,
@@ -119,8 +125,21 @@ func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *princ
 		s.fail(w, r, err)
 		return
 	}
+	j := noticeJSON(n)
+	if reg.FollowUp != nil {
+		// Stored keyed by msgid: the round engine starts it once the
+		// Runner has registered the notice.
+		if err := s.followUps.StorePolicy(r.Context(), app.CorpID, n.MsgID, *reg.FollowUp, cmp.Or(n.SendAt, s.now()), p.name); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if err := s.addFollowUp(r.Context(), app.CorpID, &j); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	w.Header().Set("Location", "/api/v1/messages/"+n.MsgID)
-	writeJSON(w, http.StatusCreated, noticeJSON(n))
+	writeJSON(w, http.StatusCreated, j)
 }
 
 // handleGetNotice is GET /messages/{msgid}: a registered message as
@@ -141,7 +160,12 @@ func (s *Server) handleGetNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, noticeJSON(n))
+	j := noticeJSON(n)
+	if err := s.addFollowUp(r.Context(), n.App.CorpID, &j); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j)
 }
 
 // notice finds the notice of the route's msgid the caller may see.
@@ -193,6 +217,8 @@ type patchBody struct {
 	Audience *audienceJSON    `json:"audience"`
 	SendAt   *json.RawMessage `json:"send_at"`
 	Draft    *bool            `json:"draft"`
+	// FollowUp replaces the notice's follow-up policy.
+	FollowUp *yidu.Policy `json:"follow_up"`
 }
 
 func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
@@ -210,21 +236,14 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		s.failBody(w, r, err)
 		return
 	}
-	p := campaign.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: principalFrom(r.Context()).name}
-	if b.Audience != nil {
-		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All, Tags: b.Audience.Tags}
+	if b.FollowUp != nil {
+		s.patchFollowUp(w, r, n, b)
+		return
 	}
-	sendAt, err := bodyTime("send_at", b.SendAt)
+	p, err := b.patch(principalFrom(r.Context()).name)
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	if sendAt != nil || b.Draft != nil {
-		sc := yidu.Schedule{Draft: b.Draft != nil && *b.Draft}
-		if sendAt != nil {
-			sc.SendAt = *sendAt
-		}
-		p.Schedule = &sc
 	}
 	out, err := s.campaigns.Edit(r.Context(), principalFrom(r.Context()).corps, n.MsgID, p)
 	s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
@@ -233,6 +252,92 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, noticeJSON(out))
+}
+
+// patch is the campaign edit of b's fields other than follow_up.
+func (b patchBody) patch(by string) (campaign.Patch, error) {
+	p := campaign.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: by}
+	if b.Audience != nil {
+		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All, Tags: b.Audience.Tags}
+	}
+	sendAt, err := bodyTime("send_at", b.SendAt)
+	if err != nil {
+		return p, err
+	}
+	if sendAt != nil || b.Draft != nil {
+		sc := yidu.Schedule{Draft: b.Draft != nil && *b.Draft}
+		if sendAt != nil {
+			sc.SendAt = *sendAt
+		}
+		p.Schedule = &sc
+	}
+	return p, nil
+}
+
+// patchFollowUp is a PATCH carrying follow_up. The policy is checked
+// against the send time the patch leaves (now for a draft) before the
+// rest of the patch is applied, so a bad policy writes nothing. A notice
+// campaign already sent takes the policy as PUT .../follow_up does.
+func (s *Server) patchFollowUp(w http.ResponseWriter, r *http.Request, n campaign.Notice, b patchBody) {
+	if s.followUps == nil {
+		s.fail(w, r, errNoFollowUps)
+		return
+	}
+	pol, by := *b.FollowUp, principalFrom(r.Context()).name
+	b.FollowUp = nil
+	if n.State == yidu.StateSent {
+		if b != (patchBody{}) {
+			s.fail(w, r, fmt.Errorf("%w: %s is sent; only follow_up can change", campaign.ErrNotEditable, n.MsgID))
+			return
+		}
+		if err := s.followUps.SetPolicy(r.Context(), n.App.CorpID, n.MsgID, pol, by); err != nil {
+			s.fail(w, r, inFollowUp(err))
+			return
+		}
+	} else {
+		if !n.State.Editable() {
+			s.fail(w, r, fmt.Errorf("%w: %s is %s", campaign.ErrNotEditable, n.MsgID, n.State))
+			return
+		}
+		at, err := bodyTime("send_at", b.SendAt)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		sendAt := n.SendAt
+		switch {
+		case b.Draft != nil && *b.Draft:
+			sendAt = time.Time{}
+		case at != nil:
+			sendAt = *at
+		case n.State == yidu.StateDraft:
+			sendAt = time.Time{}
+		}
+		sendAt = cmp.Or(sendAt, s.now())
+		if err := s.followUps.CheckPolicy(pol, sendAt); err != nil {
+			s.fail(w, r, inFollowUp(err))
+			return
+		}
+		if b != (patchBody{}) {
+			p, err := b.patch(by)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			ed, err := s.campaigns.Edit(r.Context(), principalFrom(r.Context()).corps, n.MsgID, p)
+			s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			n = ed
+		}
+		if err := s.followUps.StorePolicy(r.Context(), n.App.CorpID, n.MsgID, pol, sendAt, by); err != nil {
+			s.fail(w, r, inFollowUp(err))
+			return
+		}
+	}
+	s.handleGetNotice(w, r)
 }
 
 // noticeOrSent is notice, with a message registered outside campaign
@@ -389,8 +494,12 @@ func fieldOf(msg string) string {
 	case "body", "title", "url", "msgid", "app", "send_at", "sent_at", "audience", "send", "draft", "state", "cursor", "limit", "q", "timezone":
 		return f
 	}
-	if strings.HasPrefix(f, "audience.") {
+	if strings.HasPrefix(f, "audience.") || f == "follow_up" || strings.HasPrefix(f, "follow_up.") {
 		return f
+	}
+	switch f {
+	case "reminders", "escalate_after", "deadline", "working_hours", "working_days":
+		return f // PUT .../follow_up: the body is the policy
 	}
 	return ""
 }

@@ -2,8 +2,12 @@ package dashboard
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"mime"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/campaign"
@@ -15,6 +19,54 @@ type FollowUps interface {
 	SetPolicy(ctx context.Context, corpID, msgID string, p yidu.Policy, by string) error
 	FollowUpOf(ctx context.Context, corpID, msgID string) (campaign.FollowUp, bool, error)
 	CancelRound(ctx context.Context, corpID, msgID string) (bool, error)
+	// CheckPolicy checks a policy for a notice sent at sendAt, writing
+	// nothing; StorePolicy stores it, registered notice or not.
+	CheckPolicy(p yidu.Policy, sendAt time.Time) error
+	StorePolicy(ctx context.Context, corpID, msgID string, p yidu.Policy, sendAt time.Time, by string) error
+}
+
+// errNoFollowUps answers a follow_up posted to a server without the
+// round engine.
+var errNoFollowUps = yidu.Invalidf("follow_up: follow-up is not configured on this server")
+
+// checkFollowUp checks a posted policy for a notice sent at sendAt before
+// anything is sent or stored; nil p is no policy.
+func (s *Server) checkFollowUp(p *yidu.Policy, sendAt time.Time) error {
+	if p == nil {
+		return nil
+	}
+	if s.followUps == nil {
+		return errNoFollowUps
+	}
+	return inFollowUp(s.followUps.CheckPolicy(*p, sendAt))
+}
+
+// inFollowUp names a policy's field as a field of the posted follow_up
+// ("deadline: ..." becomes "follow_up.deadline: ...").
+func inFollowUp(err error) error {
+	if !errors.Is(err, yidu.ErrInvalid) {
+		return err
+	}
+	msg := strings.TrimPrefix(err.Error(), yidu.ErrInvalid.Error()+": ")
+	if strings.HasPrefix(msg, "follow_up") {
+		return err
+	}
+	return yidu.Invalidf("follow_up.%s", msg)
+}
+
+// addFollowUp sets j.FollowUp from the notice's stored policy and rounds.
+func (s *Server) addFollowUp(ctx context.Context, corpID string, j *messageJSON) error {
+	if s.followUps == nil {
+		return nil
+	}
+	fu, ok, err := s.followUps.FollowUpOf(ctx, corpID, j.MsgID)
+	if err != nil {
+		return fmt.Errorf("dashboard: follow-up: %w", err)
+	}
+	if ok {
+		j.FollowUp = &fu
+	}
+	return nil
 }
 
 // handleGetFollowUp is GET /messages/{msgid}/follow_up: the policy, the

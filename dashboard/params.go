@@ -135,6 +135,8 @@ type registerBody struct {
 	// registering it now (docs/api.md, Scheduled notices).
 	SendAt *json.RawMessage `json:"send_at"`
 	Draft  bool             `json:"draft"`
+	// FollowUp is the notice's follow-up policy (docs/api.md, Follow-up).
+	FollowUp *yidu.Policy `json:"follow_up"`
 }
 
 // maxRegisterBody bounds POST /messages: yidu.MaxUserIDs UserIDs of 64
@@ -150,6 +152,8 @@ type registration struct {
 	// SendAt, Draft: registerBody's.
 	SendAt time.Time
 	Draft  bool
+	// FollowUp is the posted follow-up policy; nil: none.
+	FollowUp *yidu.Policy
 }
 
 // decodeRegistration parses the body. Only the JSON shape is checked
@@ -184,6 +188,7 @@ func decodeRegistration(r io.Reader) (registration, error) {
 		Audience: yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All},
 	}}
 	reg.Draft = b.Draft
+	reg.FollowUp = b.FollowUp
 	if sendAt != nil {
 		if sendAt.IsZero() {
 			return registration{}, badParam("send_at out of range")

@@ -40,6 +40,13 @@ func (r *Registry) RemindBatch(ctx context.Context, m yidu.Message, taskID strin
 	if err != nil {
 		return nil, err
 	}
+	if o.Status == yidu.SendStatus(statusRefused) && o.ErrCode == errTaskIDUsed {
+		// A round's task_id names one batch: WeCom has it only if an
+		// earlier attempt of this batch was delivered, by a replica that
+		// died before marking it (doc path 90236: a reused task_id is
+		// 42014). Sent; its invalid users are unknown.
+		return nil, nil
+	}
 	if o.Status != yidu.SendStatus(statusSent) {
 		return nil, fmt.Errorf("tracker: follow-up batch %s: %s (errcode %d)", taskID, o.Status, o.ErrCode)
 	}

@@ -101,7 +101,7 @@ catalogueReady.then(function () {
   // zone, the 90 % line and a read-out that follows the pointer. Drawn at
   // the element's own pixel width, so text keeps its size on a phone.
   const svgNS = "http://www.w3.org/2000/svg";
-  let lastProgress = null, curvePts = [];
+  let lastProgress = null, curvePts = [], followRounds = [];
   function svgEl(tag, attrs, text) {
     const e = document.createElementNS(svgNS, tag);
     for (const k in attrs) e.setAttribute(k, attrs[k]);
@@ -187,6 +187,13 @@ catalogueReady.then(function () {
       if (cum[k] > 0) svg.appendChild(svgEl("polyline", { points: coords[k].join(" "), class: "sig-line sig-" + k.replace("_", "-") }));
     }
     svg.appendChild(svgEl("polyline", { points: coords.total.join(" "), class: "line" }));
+    // Each reminder round that sent, marked where it started (issue 30).
+    for (const r of followRounds) {
+      const t = new Date(r.at).getTime();
+      if ((r.state !== "sent" && r.state !== "sending") || t < t0 || t > t1) continue;
+      svg.appendChild(svgEl("line", { x1: x(t), x2: x(t), y1: T, y2: T + ph, class: "round-mark" }));
+      svg.appendChild(svgEl("text", { x: x(t) + 3, y: T + 10, class: "round-label" }, tr("follow.round_n").replace("{n}", r.round)));
+    }
     svg.appendChild(svgEl("line", { id: "curve-cursor", x1: 0, x2: 0, y1: T, y2: T + ph, class: "cursor", visibility: "hidden" }));
     svg.dataset.l = L; svg.dataset.pw = pw; svg.dataset.t0 = t0; svg.dataset.t1 = t1; svg.dataset.w = W;
     drawSignals(p);
@@ -267,6 +274,46 @@ catalogueReady.then(function () {
     setInterval(() => getJSON(api + "/progress").then(onProgress).catch(() => {}), 5000);
   }
   getJSON(api + "/progress").then(showProgress).catch(() => {});
+
+  // --- follow-up rounds (issue 30) --------------------------------------
+  // The message JSON carries follow_up when the notice has a policy (GET
+  // .../follow_up would be a 404 without one); else the section stays
+  // hidden. Refreshed each minute: a round's effect grows for 24 h.
+  const fullTime = new Intl.DateTimeFormat(undefined, { month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+  function cell(tr_, text) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    tr_.appendChild(td);
+  }
+  function showFollowUp(fu) {
+    followRounds = fu.rounds || [];
+    $("follow-up").hidden = false;
+    let next = tr("follow.none_next");
+    if (fu.stopped) next = tr("follow.stopped").replace("{reason}", fu.stopped);
+    else if (fu.next_at) next = tr("follow.next").replace("{n}", fu.next_round).replace("{at}", fullTime.format(new Date(fu.next_at)));
+    $("follow-next").textContent = next;
+    const body = $("follow-rows");
+    while (body.firstChild) body.removeChild(body.firstChild);
+    for (const r of followRounds) {
+      const row = document.createElement("tr");
+      const label = tr("follow.round_n").replace("{n}", r.round);
+      cell(row, r.state === "sent" ? label : label + "（" + tr("follow.state." + r.state) + "）");
+      cell(row, fullTime.format(new Date(r.at)));
+      cell(row, String(r.sent_to));
+      cell(row, tr("follow.effect_1h").replace("{n}", r.read_within_1h));
+      cell(row, String(r.read_within_24h));
+      cell(row, r.escalated ? tr("follow.yes") : tr("follow.no"));
+      body.appendChild(row);
+    }
+    if (lastProgress) drawCurve(lastProgress);
+  }
+  function loadFollowUp() {
+    getJSON(api)
+      .then((m) => { if (m && m.follow_up) catalogueReady.then(() => showFollowUp(m.follow_up)); })
+      .catch(() => {});
+  }
+  loadFollowUp();
+  setInterval(loadFollowUp, 60000);
 
   // --- departments ----------------------------------------------------
   let depts = [];

@@ -80,12 +80,14 @@
     for (const e of form.querySelectorAll(".field-error")) e.textContent = "";
   }
   const fieldBox = { app: "app", title: "title", body: "body", url: "url", send_at: "send_at",
-    audience: "audience", userids: "audience", departments: "audience", tags: "audience", all: "audience" };
+    audience: "audience", userids: "audience", departments: "audience", tags: "audience", all: "audience",
+    follow_up: "follow_up" };
   // showError puts the API's {"error","field"} beside its field.
   function showError(j, fallback) {
     const msg = (j && j.error) || fallback;
     let f = j && j.field ? String(j.field) : "";
     if (f.startsWith("audience")) f = "audience";
+    if (f.startsWith("follow_up")) f = "follow_up";
     const box = $((fieldBox[f] || "form") + "-error");
     box.textContent = msg;
     box.scrollIntoView({ block: "center" });
@@ -505,12 +507,64 @@
     return rfc3339(w.ms, w.offset);
   }
 
+  // ---- Follow-up policy (issue 30): a preset fills the fields; editing
+  // one makes it custom. 不提醒 posts no follow_up.
+  const fuPresets = {
+    standard: { reminders: ["2h", "next 09:30"], escalate_after: 2, working_hours: "09:00-19:00", working_days: "mon-fri" },
+    urgent: { reminders: ["30m", "2h"], escalate_after: 1 },
+  };
+  function fuMode() {
+    const r = form.querySelector('input[name="fu"]:checked');
+    return r ? r.value : "none";
+  }
+  function fuFill(p) {
+    $("fu-reminders").value = (p.reminders || []).join(", ");
+    $("fu-escalate").value = String(p.escalate_after || 0);
+    $("fu-deadline").value = p.deadline ? toWall(Date.parse(p.deadline), corpZone()) : "";
+    $("fu-hours").value = p.working_hours || "";
+    $("fu-days").value = p.working_days || "";
+  }
+  // followUp is the policy the fields say, or null for 不提醒.
+  function followUp() {
+    if (fuMode() === "none") return null;
+    const p = { reminders: $("fu-reminders").value.split(/[,，]/).map((s) => s.trim()).filter((s) => s !== "") };
+    const k = parseInt($("fu-escalate").value, 10);
+    if (k > 0) p.escalate_after = k;
+    if ($("fu-deadline").value) {
+      const w = fromWall($("fu-deadline").value, corpZone());
+      if (w) p.deadline = rfc3339(w.ms, w.offset);
+    }
+    if ($("fu-hours").value.trim()) p.working_hours = $("fu-hours").value.trim();
+    if ($("fu-days").value.trim()) p.working_days = $("fu-days").value.trim();
+    return p;
+  }
+  function fuShow() {
+    const mode = fuMode();
+    $("fu-fields").hidden = mode === "none";
+    const p = followUp();
+    $("fu-summary").textContent = p ? "共 " + p.reminders.length + " 次提醒" +
+      (p.escalate_after ? "，第 " + p.escalate_after + " 次提醒后通知部门负责人" : "") : "";
+  }
+  for (const r of form.querySelectorAll('input[name="fu"]')) r.addEventListener("change", () => {
+    if (fuPresets[fuMode()]) fuFill(fuPresets[fuMode()]);
+    $("follow_up-error").textContent = "";
+    fuShow();
+  });
+  for (const id of ["fu-reminders", "fu-escalate", "fu-deadline", "fu-hours", "fu-days"]) $(id).addEventListener("input", () => {
+    $("fu-custom").checked = true;
+    $("follow_up-error").textContent = "";
+    fuShow();
+  });
+
   // ---- Saving: a draft, or a confirmed send (now or scheduled).
   // body is POST /api/v1/messages' body: the fields and extra (send,
   // send_at, draft).
   function body(extra) {
-    return Object.assign({ app: state.app ? state.app.name : "", title: $("title").value, body: $("body").value,
+    const b = Object.assign({ app: state.app ? state.app.name : "", title: $("title").value, body: $("body").value,
       url: $("url").value.trim(), audience: audience() }, extra);
+    const fu = followUp();
+    if (fu) b.follow_up = fu;
+    return b;
   }
   // patch is PATCH's body: the same fields but the app (a notice keeps
   // its app) and a schedule: send_at, or draft.
@@ -520,6 +574,8 @@
     else if (extra.send_at) { b.send_at = extra.send_at; b.draft = false; }
     else b.draft = true; // sent now: kept unscheduled, then POST /send
     if (extra.draft && extra.send_at) b.send_at = extra.send_at;
+    const fu = followUp();
+    if (fu) b.follow_up = fu;
     return b;
   }
   function busy(on) {
@@ -625,6 +681,10 @@
     state.pickedTags = new Set(a.tags || []);
     const ids = a.userids || [];
     if (ids.length <= 50) for (const u of ids) state.people.set(u, u); else for (const u of ids) state.pasted.add(u);
+    if (m.follow_up && m.follow_up.policy) {
+      $("fu-custom").checked = true;
+      fuFill(m.follow_up.policy);
+    }
   }
   async function start() {
     showCounts();
@@ -663,6 +723,7 @@
     showCounts();
     showPreview();
     showZone();
+    fuShow();
   }
   start();
 })();
