@@ -26,13 +26,14 @@ const SendBatch = 1000
 // DefaultReadButtonKey is the read button's key when the app sets none.
 const DefaultReadButtonKey = "yidu_read"
 
-// readButtonText is the card's only button: at most yidu.MaxButtonText
+// readButtonText is the card's only button, yidu.ReadButtonText (the
+// compose page previews the same constant): at most yidu.MaxButtonText
 // characters (button_list.text, path 90236).
-const readButtonText = "我已阅读 Read"
+const readButtonText = yidu.ReadButtonText
 
 // reminderDesc is a reminder card's main_title.desc (at most
 // yidu.MaxCardDesc characters).
-const reminderDesc = "提醒 / Reminder"
+const reminderDesc = "提醒" // one language, like the button
 
 // Per app and member WeCom delivers at most 30 messages a minute and 1000 an
 // hour and silently drops the rest (path 90236). One notice (a send or a
