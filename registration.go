@@ -99,6 +99,24 @@ type Audience struct {
 	All  bool
 }
 
+// CheckRecipients is the rule for an audience's expansion (n active
+// members, idmap.Mapper.Expand): it must reach someone and at most
+// MaxRecipients. The tracker applies it when a registration snapshots the
+// audience and campaign when a notice is stored, so a notice that would
+// not register is refused when it is written, not when it fires. The
+// error names the field: audience.userids when only UserIDs were given.
+func (a Audience) CheckRecipients(n uint64) error {
+	switch {
+	case n == 0 && !a.All && len(a.Departments) == 0 && len(a.Tags) == 0:
+		return Invalidf("audience.userids: none of the %d UserIDs is an active member", len(a.UserIDs))
+	case n == 0:
+		return Invalidf("audience has no members: its departments, tags and UserIDs reach no active member")
+	case n > MaxRecipients:
+		return Invalidf("audience has %d members, at most %d", n, MaxRecipients)
+	}
+	return nil
+}
+
 // Validate checks r, fills its defaults (a generated MsgID, SentAt = now)
 // and puts it in canonical form: the title and body trimmed, SentAt in UTC
 // to the millisecond (DATETIME(3)), UserIDs and Departments sorted and

@@ -11,6 +11,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -19,6 +20,9 @@ import (
 
 // Event is one audited action.
 type Event struct {
+	// ID orders events (the keyset cursor of List); set by List, ignored
+	// by Record.
+	ID int64
 	At time.Time
 	// Actor names who acted: a WeCom sign-in's UserID, a password user's
 	// name or a token's name (never the token).
@@ -93,4 +97,97 @@ func (m *MySQL) Purge(ctx context.Context, before time.Time) (int64, error) {
 			return n, nil
 		}
 	}
+}
+
+// MaxLimit bounds one page of List.
+const MaxLimit = 500
+
+// Query selects events for the audit page and GET /api/v1/audit. Empty
+// fields select everything.
+type Query struct {
+	// Corps restricts the events to these corps; nil means every corp
+	// (an admin of "*"), empty means none.
+	Corps  []string
+	Actor  string
+	Action yidu.Action
+	MsgID  string
+	Since  time.Time
+	// Before is the keyset cursor: events with a smaller id (0: newest).
+	Before int64
+	Limit  int
+}
+
+// List returns up to q.Limit events, newest first, and the cursor of the
+// next page (0 when there is none).
+func (m *MySQL) List(ctx context.Context, q Query) ([]Event, int64, error) {
+	if q.Limit <= 0 || q.Limit > MaxLimit {
+		return nil, 0, fmt.Errorf("audit: limit %d outside 1..%d: %w", q.Limit, MaxLimit, yidu.ErrInvalid)
+	}
+	if q.Corps != nil && len(q.Corps) == 0 {
+		return []Event{}, 0, nil
+	}
+	var where []string
+	var args []any
+	if q.Corps != nil {
+		where = append(where, "corp_id IN (?"+strings.Repeat(", ?", len(q.Corps)-1)+")")
+		for _, c := range q.Corps {
+			args = append(args, c)
+		}
+	}
+	for _, f := range []struct{ col, v string }{{"actor", q.Actor}, {"action", string(q.Action)}, {"msgid", q.MsgID}} {
+		if f.v != "" {
+			where = append(where, f.col+" = ?")
+			args = append(args, f.v)
+		}
+	}
+	if !q.Since.IsZero() {
+		where = append(where, "at >= ?")
+		args = append(args, q.Since.UTC())
+	}
+	if q.Before > 0 {
+		where = append(where, "id < ?")
+		args = append(args, q.Before)
+	}
+	query := `SELECT id, at, actor, actor_kind, role, action, corp_id, app, msgid, people, client_ip, user_agent, outcome, detail
+		FROM audit_events`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY id DESC LIMIT ?"
+	args = append(args, q.Limit+1)
+	rows, err := m.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("audit: list: %w", err)
+	}
+	defer rows.Close()
+	out := []Event{}
+	for rows.Next() {
+		var e Event
+		var action string
+		if err := rows.Scan(&e.ID, &e.At, &e.Actor, &e.ActorKind, &e.Role, &action, &e.CorpID, &e.App, &e.MsgID,
+			&e.People, &e.ClientIP, &e.UserAgent, &e.Outcome, &e.Detail); err != nil {
+			return nil, 0, fmt.Errorf("audit: list: %w", err)
+		}
+		e.Action, e.At = yidu.Action(action), e.At.UTC()
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("audit: list: %w", err)
+	}
+	var next int64
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
+		next = out[len(out)-1].ID
+	}
+	return out, next, nil
+}
+
+// Older counts the events older than before (what Purge would delete:
+// the dry run of `yidu archive purge`).
+func (m *MySQL) Older(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	if err := m.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_events WHERE at < ?`, before.UTC()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("audit: count older: %w", err)
+	}
+	return n, nil
 }

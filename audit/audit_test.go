@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,5 +54,66 @@ func TestActionValidate(t *testing.T) {
 		if err := a.Validate(); !errors.Is(err, yidu.ErrInvalid) {
 			t.Errorf("Validate(%q) = %v", a, err)
 		}
+	}
+}
+
+// TestList: filters, corps restriction and the keyset cursor walk every
+// matching event once, newest first.
+func TestList(t *testing.T) {
+	db := testenv.MySQL(t)
+	m := audit.NewMySQL(db)
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	for i := range 7 {
+		corp := "wwA"
+		if i%3 == 0 {
+			corp = "wwB"
+		}
+		e := audit.Event{At: t0.Add(time.Duration(i) * time.Minute), Actor: "u" + string(rune('0'+i%2)), ActorKind: "token",
+			Action: yidu.ActionRemind, CorpID: corp, MsgID: "m1", Outcome: "ok"}
+		if i == 6 {
+			e.Action, e.MsgID = yidu.ActionSend, "m2"
+		}
+		if err := m.Record(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	walk := func(q audit.Query) []int64 {
+		var ids []int64
+		for range 10 {
+			es, next, err := m.List(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range es {
+				ids = append(ids, e.ID)
+			}
+			if next == 0 {
+				return ids
+			}
+			q.Before = next
+		}
+		t.Fatal("cursor never ended")
+		return nil
+	}
+	for _, c := range []struct {
+		name string
+		q    audit.Query
+		want []int64
+	}{
+		{"all, pages of 2", audit.Query{Limit: 2}, []int64{7, 6, 5, 4, 3, 2, 1}},
+		{"corp wwA", audit.Query{Corps: []string{"wwA"}, Limit: 3}, []int64{6, 5, 3, 2}},
+		{"no corps", audit.Query{Corps: []string{}, Limit: 3}, nil},
+		{"actor u1", audit.Query{Actor: "u1", Limit: 1}, []int64{6, 4, 2}},
+		{"action send", audit.Query{Action: yidu.ActionSend, Limit: 5}, []int64{7}},
+		{"msgid m1 since 10:04", audit.Query{MsgID: "m1", Since: t0.Add(4 * time.Minute), Limit: 5}, []int64{6, 5}},
+	} {
+		got := walk(c.q)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: ids %v, want %v", c.name, got, c.want)
+		}
+	}
+	if _, _, err := m.List(ctx, audit.Query{Limit: audit.MaxLimit + 1}); !errors.Is(err, yidu.ErrInvalid) {
+		t.Errorf("limit over max: %v", err)
 	}
 }

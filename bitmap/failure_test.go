@@ -446,3 +446,26 @@ func TestEnterAgentRedisFails(t *testing.T) {
 		}
 	})
 }
+
+// TestCardPressByUserIDIsRecorded: a press published by UserID while
+// MySQL is down is on record (flushd maps it once MySQL answers), so the
+// receiver still gives the member the passive reply that turns the
+// button into "已读 ✓" (issue 32); only a press kept nowhere is not.
+func TestCardPressByUserIDIsRecorded(t *testing.T) {
+	rec, _, _ := lookupDownRecorder(t)
+	ctx := context.Background()
+	tests := []struct {
+		name, userID, taskID string
+		want                 bool
+	}{
+		{"member looked up in vain", "u1", "m@0", true},
+		{"a malformed task id", "u1", "not a task", false},
+		{"a malformed UserID", "bad user\x00", "m@0", false},
+	}
+	for _, tt := range tests {
+		_, recorded, _ := rec.CardPress(ctx, testCorp, 7, tt.userID, tt.taskID, time.Now())
+		if recorded != tt.want {
+			t.Errorf("%s: CardPress with MySQL down recorded = %v; want %v", tt.name, recorded, tt.want)
+		}
+	}
+}

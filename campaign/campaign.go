@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/metric"
 )
 
@@ -78,11 +79,12 @@ type Draft struct {
 	By       string
 }
 
-// Known is what campaign needs from the directory: which UserIDs are
-// active members (idmap), so that an audience of unknown people only is
-// refused before it is stored.
-type Known interface {
-	Known(ctx context.Context, corpID string, userIDs []string) (map[string]uint32, error)
+// Directory is what campaign needs from the directory (idmap.Mapper):
+// the audience expansion a registration snapshots and the compose page's
+// preview counts (one rule), so that an audience that reaches nobody is
+// refused before it is stored, not when it fires.
+type Directory interface {
+	Expand(ctx context.Context, corpID string, a yidu.Audience) (idmap.Expansion, error)
 }
 
 // Registrar registers and sends (tracker.Registry.RegisterAndSend): a
@@ -94,8 +96,8 @@ type Registrar interface {
 
 // Options configures a Store.
 type Options struct {
-	// Known checks UserIDs; nil skips the check.
-	Known Known
+	// Directory expands audiences to check them; nil skips the check.
+	Directory Directory
 	// Apps are the configured apps: a stored notice names its app, whose
 	// agent id and time zone come from here at send time.
 	Apps   []yidu.App
@@ -108,12 +110,12 @@ type Options struct {
 
 // Store keeps the notices (campaigns table).
 type Store struct {
-	db    *sql.DB
-	known Known
-	apps  map[string]yidu.App
-	log   *slog.Logger
-	now   func() time.Time
-	met   *metrics
+	db   *sql.DB
+	dir  Directory
+	apps map[string]yidu.App
+	log  *slog.Logger
+	now  func() time.Time
+	met  *metrics
 }
 
 type metrics struct {
@@ -143,7 +145,7 @@ func NewStore(db *sql.DB, opts Options) (*Store, error) {
 	if err := f.Err("campaign"); err != nil {
 		return nil, err
 	}
-	st := &Store{db: db, known: opts.Known, apps: map[string]yidu.App{}, log: opts.Logger.With("component", "campaign"), now: opts.Now, met: m}
+	st := &Store{db: db, dir: opts.Directory, apps: map[string]yidu.App{}, log: opts.Logger.With("component", "campaign"), now: opts.Now, met: m}
 	for _, a := range opts.Apps {
 		st.apps[a.Name] = a
 	}
@@ -163,17 +165,14 @@ func (s *Store) check(ctx context.Context, d *Draft) error {
 	if err := d.Schedule.Validate(now); err != nil {
 		return err
 	}
-	au := d.Audience
-	if s.known != nil && len(au.UserIDs) > 0 && len(au.Departments) == 0 && !au.All {
-		known, err := s.known.Known(ctx, d.App.CorpID, au.UserIDs)
-		if err != nil {
-			return fmt.Errorf("campaign: known userids: %w", err)
-		}
-		if len(known) == 0 {
-			return yidu.Invalidf("audience.userids: none of the %d UserIDs is an active member", len(au.UserIDs))
-		}
+	if s.dir == nil {
+		return nil
 	}
-	return nil
+	x, err := s.dir.Expand(ctx, d.App.CorpID, d.Audience)
+	if err != nil {
+		return fmt.Errorf("campaign: expand audience: %w", err)
+	}
+	return d.Audience.CheckRecipients(x.Recipients.GetCardinality())
 }
 
 // Create stores a new draft or scheduled notice; invalid input is

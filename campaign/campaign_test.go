@@ -5,12 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -68,16 +72,32 @@ func (r *registrar) count(id string) int {
 	return len(r.calls[id])
 }
 
-type known map[string]bool
+// directory is a fixed directory for Store.check: zhangsan (1) and lisi
+// (2) are active, department 2 holds both, tag 7 lisi, tag 9 nobody.
+type directory struct{}
 
-func (k known) Known(_ context.Context, _ string, ids []string) (map[string]uint32, error) {
-	out := map[string]uint32{}
-	for i, id := range ids {
-		if k[id] {
-			out[id] = uint32(i + 1)
+func (directory) Expand(_ context.Context, _ string, a yidu.Audience) (idmap.Expansion, error) {
+	users := map[string]uint32{"zhangsan": 1, "lisi": 2}
+	groups := map[int64][]uint32{2: {1, 2}}
+	tags := map[int64][]uint32{7: {2}, 9: nil}
+	x := idmap.Expansion{Recipients: roaring.New()}
+	if a.All {
+		x.Recipients.AddMany([]uint32{1, 2})
+	}
+	for _, d := range a.Departments {
+		x.Recipients.AddMany(groups[d])
+	}
+	for _, t := range a.Tags {
+		x.Recipients.AddMany(tags[t])
+	}
+	for _, u := range a.UserIDs {
+		if uid, ok := users[u]; ok {
+			x.Recipients.Add(uid)
+		} else {
+			x.Unknown = append(x.Unknown, u)
 		}
 	}
-	return out, nil
+	return x, nil
 }
 
 var testApp = yidu.App{Name: "hr", CorpID: "ww1", AgentID: 1000002}
@@ -86,7 +106,7 @@ func setup(t *testing.T) (*sql.DB, *Store, *clock) {
 	t.Helper()
 	db := testenv.MySQL(t)
 	c := &clock{t: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
-	s, err := NewStore(db, Options{Known: known{"zhangsan": true, "lisi": true}, Apps: []yidu.App{testApp}, Now: c.now})
+	s, err := NewStore(db, Options{Directory: directory{}, Apps: []yidu.App{testApp}, Now: c.now})
 	testenv.Check(t, "NewStore", err)
 	return db, s, c
 }
@@ -118,6 +138,9 @@ func TestCreateRefusesBadInput(t *testing.T) {
 		{"send_at over a year ahead", func(d *Draft) { d.Schedule.SendAt = c.now().Add(367 * 24 * time.Hour) }, "send_at"},
 		{"no send_at", func(d *Draft) { d.Schedule.SendAt = time.Time{} }, "send_at"},
 		{"bad time zone", func(d *Draft) { d.Schedule.Timezone = "Mars/Base" }, "timezone"},
+		{"an empty tag", func(d *Draft) { d.Audience = yidu.Audience{Tags: []int64{9}} }, "audience"},
+		{"an unknown tag and unknown userids", func(d *Draft) { d.Audience = yidu.Audience{Tags: []int64{404}, UserIDs: []string{"nobody"}} }, "audience"},
+		{"an unknown department", func(d *Draft) { d.Audience = yidu.Audience{Departments: []int64{404}} }, "audience"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,6 +157,55 @@ func TestCreateRefusesBadInput(t *testing.T) {
 	}
 	if n := testenv.Column[int](t, db, "SELECT COUNT(*) FROM campaigns"); n[0] != 0 {
 		t.Errorf("%d rows written by refused input", n[0])
+	}
+}
+
+// TestTagAudiences: an audience that reaches someone through a tag is
+// stored, unknown UserIDs beside it included, and its tags round-trip
+// through the stored audience into the registration that fires.
+func TestTagAudiences(t *testing.T) {
+	_, s, c := setup(t)
+	ctx := context.Background()
+	reg := &registrar{}
+	r := runner(t, s, reg, "a", c)
+	cases := []struct {
+		name string
+		au   yidu.Audience
+	}{
+		{"a tag", yidu.Audience{Tags: []int64{7}}},
+		{"a tag and unknown userids", yidu.Audience{Tags: []int64{7}, UserIDs: []string{"nobody"}}},
+		{"an empty tag and a department", yidu.Audience{Tags: []int64{9}, Departments: []int64{2}}},
+	}
+	for i, tc := range cases {
+		d := draft(c, time.Minute)
+		d.MsgID = fmt.Sprintf("tag-%d", i)
+		d.Audience = tc.au
+		n, err := s.Create(ctx, d)
+		if err != nil {
+			t.Errorf("%s: Create: %v", tc.name, err)
+			continue
+		}
+		if got, err := s.Get(ctx, nil, n.MsgID); err != nil || !slices.Equal(got.Audience.Tags, tc.au.Tags) {
+			t.Errorf("%s: stored tags %v (%v); want %v", tc.name, got.Audience.Tags, err, tc.au.Tags)
+		}
+	}
+	// A patch replaces the audience, tags included.
+	if _, err := s.Edit(ctx, nil, "tag-0", Patch{Audience: &yidu.Audience{Tags: []int64{7, 9}}}); err != nil {
+		t.Fatalf("Edit: %v", err)
+	}
+	if _, err := s.Edit(ctx, nil, "tag-1", Patch{Audience: &yidu.Audience{Tags: []int64{9}}}); !errors.Is(err, yidu.ErrInvalid) {
+		t.Errorf("Edit to an empty tag: %v; want ErrInvalid", err)
+	}
+	c.add(time.Minute)
+	if n, err := r.Tick(ctx); err != nil || n != len(cases) {
+		t.Fatalf("Tick: %d, %v; want %d", n, err, len(cases))
+	}
+	want := map[string][]int64{"tag-0": {7, 9}, "tag-1": {7}, "tag-2": {9}}
+	for id, tags := range want {
+		calls := reg.calls[id]
+		if len(calls) != 1 || !slices.Equal(calls[0].Audience.Tags, tags) {
+			t.Errorf("%s: registrations %+v; want one with tags %v", id, calls, tags)
+		}
 	}
 }
 
@@ -232,7 +304,7 @@ func TestLatenessAndHeld(t *testing.T) {
 	}
 	a, _ := s.Get(ctx, nil, late.MsgID)
 	b, _ := s.Get(ctx, nil, held.MsgID)
-	if a.State != yidu.StateHeld || a.Reason == "" || reg.count(late.MsgID) != 0 {
+	if a.State != yidu.StateHeld || a.Reason != HeldReason(120, 2*time.Hour) || reg.count(late.MsgID) != 0 {
 		t.Errorf("over max lateness: %s %q, sent %d", a.State, a.Reason, reg.count(late.MsgID))
 	}
 	if b.State != yidu.StateSent || b.SentLateBy != 2*time.Hour+90*time.Second-2*time.Minute {

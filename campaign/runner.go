@@ -178,11 +178,15 @@ func (r *Runner) poll(ctx context.Context, wait bool) (int, error) {
 }
 
 // hold moves the scheduled notices more than MaxLateness past their
-// send_at to held (not those a person asked to send now).
+// send_at to held (not those a person asked to send now). The reason
+// says how late each would have been, for the page and the API
+// (HeldReason's words).
 func (r *Runner) hold(ctx context.Context, now time.Time) error {
-	res, err := r.s.db.ExecContext(ctx, `UPDATE campaigns SET state = 'held', state_reason = ?, updated_at = ?
+	head, tail := heldReasonParts(r.o.MaxLateness)
+	res, err := r.s.db.ExecContext(ctx, `UPDATE campaigns SET state = 'held',
+		state_reason = CONCAT(?, TIMESTAMPDIFF(MINUTE, send_at, ?), ?), updated_at = ?
 		WHERE state = 'scheduled' AND send_at < ? AND state_reason <> ?`,
-		fmt.Sprintf("more than %v late: send or cancel it", r.o.MaxLateness), now, now.Add(-r.o.MaxLateness), reasonSendNow)
+		head, now, tail, now, now.Add(-r.o.MaxLateness), reasonSendNow)
 	if err != nil {
 		return fmt.Errorf("campaign: hold late notices: %w", err)
 	}
@@ -320,4 +324,17 @@ func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// HeldReason is the state_reason of a notice held minutes after its
+// send_at under maxLateness: a person decides, since a notice sent that
+// late (yidu was down) may no longer be true or wanted.
+func HeldReason(minutes int64, maxLateness time.Duration) string {
+	head, tail := heldReasonParts(maxLateness)
+	return fmt.Sprintf("%s%d%s", head, minutes, tail)
+}
+
+func heldReasonParts(maxLateness time.Duration) (head, tail string) {
+	return "held: sent ", fmt.Sprintf(" minutes late would exceed max_lateness (%d minutes); send it now or cancel it",
+		int64(maxLateness/time.Minute))
 }

@@ -444,7 +444,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(registerTimeout))
 	reg, err := decodeRegistration(http.MaxBytesReader(w, r.Body, maxRegisterBody))
 	if err != nil {
-		s.fail(w, r, err)
+		s.failBody(w, r, err)
 		return
 	}
 	app, ok := s.apps[reg.App]
@@ -462,9 +462,21 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.msgs.RegisterAndSend(r.Context(), reg.Registration)
 	m, created, rep := res.Message, res.Created, res.Send
+	// compose is a registration without a send; send sends its cards.
+	act := yidu.ActionCompose
+	if reg.Send {
+		act = yidu.ActionSend
+	}
+	ev := event(r, act, app.CorpID, app.Name, reg.MsgID)
 	if err != nil {
+		s.recordDone(r, ev, err)
 		s.fail(w, r, err)
 		return
+	}
+	if created || reg.Send {
+		// A replayed registration (same msgid, nothing sent) did nothing.
+		ev.MsgID, ev.People = m.MsgID, m.Recipients
+		s.recordDone(r, ev, nil)
 	}
 	// The message page's department panel needs the corp's tree: built
 	// now, not on its first view.
@@ -577,7 +589,9 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	if len(userIDs) > 0 {
 		rep, err := s.msgs.Remind(ctx, m, userIDs)
 		if err != nil {
-			s.fail(w, r, fmt.Errorf("dashboard: remind: %w", err))
+			err = fmt.Errorf("dashboard: remind: %w", err)
+			s.recordDone(r, event(r, yidu.ActionRemind, m.CorpID, m.App, m.MsgID), err)
+			s.fail(w, r, err)
 			return
 		}
 		out.Reminded, out.Batches = rep.Reminded, rep.Batches
@@ -587,6 +601,9 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Mes
 		out.NextAllowedAt = s.now().UTC()
 	}
 	s.met.reminded.Add(float64(out.Reminded))
+	ev := event(r, yidu.ActionRemind, m.CorpID, m.App, m.MsgID)
+	ev.People = int64(out.Reminded)
+	s.recordDone(r, ev, nil)
 	s.log.InfoContext(r.Context(), "reminder sent", "corp", m.CorpID, "msgid", m.MsgID,
 		"reminded", out.Reminded, "refused", out.Refused, "unknown", out.Unknown, "skipped", out.Skipped,
 		"by", principalFrom(r.Context()).name)
@@ -647,6 +664,9 @@ func (s *Server) handleRecall(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	}
 	read := c.read
 	rep, err := s.msgs.Recall(ctx, m, read)
+	ev := event(r, yidu.ActionRecall, m.CorpID, m.App, m.MsgID)
+	ev.People = int64(rep.Recalled)
+	s.recordDone(r, ev, err)
 	if err != nil && !errors.Is(err, yidu.ErrRecallIncomplete) {
 		// The tracker's error says why in words HR can act on (409).
 		s.fail(w, r, err)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
 )
 
@@ -40,16 +43,85 @@ func (s *Server) record(r *http.Request, e audit.Event) error {
 	return nil
 }
 
-// actorOf is the audit actor of r's principal: its name (a user's or a
-// token's), never its secret. When the access package lands, Role comes
-// from its roles.
+// actorOf is the audit actor of r's principal: its name (a WeCom
+// member's UserID, a password user's name, a token's name), never its
+// secret, and how it proved who it is.
 func actorOf(r *http.Request) (name, kind string) {
 	p := principalFrom(r.Context())
 	if p == nil {
 		return "", ""
 	}
+	if p.acc != nil {
+		name := p.acc.Name
+		if p.acc.Kind == access.KindWeCom && p.acc.UserID != "" {
+			name = p.acc.UserID
+		}
+		kind := string(p.acc.Kind)
+		if p.acc.Kind == access.KindUser {
+			kind = "password"
+		}
+		if name != "" {
+			return name, kind
+		}
+	}
 	if p.session != nil {
 		return p.name, "password"
 	}
-	return p.name, "token"
+	return strings.TrimPrefix(p.name, "token:"), "token"
+}
+
+// event is the audit event of r's principal acting on corp (its role
+// there, from access) through app on msgid.
+func event(r *http.Request, action yidu.Action, corp, app, msgID string) audit.Event {
+	actor, kind := actorOf(r)
+	e := audit.Event{Actor: actor, ActorKind: kind, Action: action, CorpID: corp, App: app, MsgID: msgID}
+	if p := principalFrom(r.Context()); p != nil && p.acc != nil && corp != "" {
+		e.Role = string(p.acc.Role(corp))
+	}
+	return e
+}
+
+// outcome is an audit outcome for an HTTP status: ok, refused (the
+// caller's fault) or failed.
+func outcome(code int) string {
+	switch {
+	case code < 400:
+		return "ok"
+	case code < 500:
+		return "refused"
+	default:
+		return "failed"
+	}
+}
+
+// recordDone records e after the action ran: err nil is "ok", else the outcome
+// of err's status. Input refused as invalid (400, 413), before or by the
+// store, records nothing (hostile input writes nothing); an action that ran, or was refused by
+// the store, leaves one row. A failed write is counted and logged by
+// record; the action's answer stands.
+func (s *Server) recordDone(r *http.Request, e audit.Event, err error) {
+	if err != nil {
+		code, _ := httpStatus(err)
+		if code == http.StatusBadRequest || code == http.StatusRequestEntityTooLarge {
+			return // invalid input: nothing ran, nothing is written
+		}
+		e.Outcome = outcome(code)
+	}
+	_ = s.record(r, e)
+}
+
+// signOutEvent is the sign-out event of the session id names, its actor
+// resolved before the session ends; live is false when id names none.
+func (s *Server) signOutEvent(r *http.Request, id string) (e audit.Event, live bool) {
+	sess, ok, err := s.auth.lookup(r.Context(), id)
+	if err != nil || !ok {
+		return audit.Event{}, false
+	}
+	p := &principal{name: sess.user, corps: sess.corps, session: sess, acc: sess.acc}
+	rp := r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+	corp := ""
+	if sess.acc != nil {
+		corp = sess.acc.Corp
+	}
+	return event(rp, yidu.ActionSignOut, corp, "", ""), true
 }

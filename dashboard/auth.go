@@ -637,7 +637,14 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" && len(c.Value) <= 64 {
-		if err := s.auth.logout(r.Context(), c.Value); err != nil {
+		// The actor is the session's owner, looked up before it ends; a
+		// cookie of no live session signs nobody out and records nothing.
+		ev, live := s.signOutEvent(r, c.Value)
+		err := s.auth.logout(r.Context(), c.Value)
+		if live {
+			s.recordDone(r, ev, err)
+		}
+		if err != nil {
 			// The cookie must not outlive a session we failed to end.
 			s.log.ErrorContext(r.Context(), "sign-out", "err", err)
 			writeError(w, http.StatusServiceUnavailable, "sign-out failed, try again shortly")

@@ -108,6 +108,13 @@ func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *princ
 		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
 		Schedule: yidu.Schedule{SendAt: reg.SendAt, Draft: reg.Draft, Timezone: app.Timezone}, By: p.name,
 	})
+	// A draft is composed; a notice with send_at is scheduled.
+	act := yidu.ActionSchedule
+	if reg.Draft {
+		act = yidu.ActionCompose
+	}
+	ev := event(r, act, app.CorpID, app.Name, cmp.Or(n.MsgID, reg.MsgID))
+	s.recordDone(r, ev, err)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -180,12 +187,12 @@ func (s *Server) addNotice(ctx context.Context, corps []string, j *messageJSON) 
 
 // patchBody is PATCH /messages/{msgid}: the fields of POST, each optional.
 type patchBody struct {
-	Title    *string       `json:"title"`
-	Body     *string       `json:"body"`
-	URL      *string       `json:"url"`
-	Audience *audienceJSON `json:"audience"`
-	SendAt   *time.Time    `json:"send_at"`
-	Draft    *bool         `json:"draft"`
+	Title    *string          `json:"title"`
+	Body     *string          `json:"body"`
+	URL      *string          `json:"url"`
+	Audience *audienceJSON    `json:"audience"`
+	SendAt   *json.RawMessage `json:"send_at"`
+	Draft    *bool            `json:"draft"`
 }
 
 func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
@@ -200,21 +207,27 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 	}
 	var b patchBody
 	if err := decodeStrict(http.MaxBytesReader(w, r.Body, maxRegisterBody), &b); err != nil {
-		s.fail(w, r, err)
+		s.failBody(w, r, err)
 		return
 	}
 	p := campaign.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: principalFrom(r.Context()).name}
 	if b.Audience != nil {
 		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All, Tags: b.Audience.Tags}
 	}
-	if b.SendAt != nil || b.Draft != nil {
+	sendAt, err := bodyTime("send_at", b.SendAt)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if sendAt != nil || b.Draft != nil {
 		sc := yidu.Schedule{Draft: b.Draft != nil && *b.Draft}
-		if b.SendAt != nil {
-			sc.SendAt = *b.SendAt
+		if sendAt != nil {
+			sc.SendAt = *sendAt
 		}
 		p.Schedule = &sc
 	}
 	out, err := s.campaigns.Edit(r.Context(), principalFrom(r.Context()).corps, n.MsgID, p)
+	s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -242,6 +255,7 @@ func (s *Server) handleCancelNotice(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalFrom(r.Context())
 	out, err := s.campaigns.Cancel(r.Context(), p.corps, n.MsgID, p.name)
+	s.recordDone(r, event(r, yidu.ActionCancel, n.App.CorpID, n.App.Name, n.MsgID), err)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -257,6 +271,11 @@ func (s *Server) handleSendNotice(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalFrom(r.Context())
 	out, err := s.campaigns.SendNow(r.Context(), p.corps, n.MsgID, p.name)
+	// Send now: the notice is sent by campaign's Runner at once; its
+	// recipients are counted when it registers.
+	ev := event(r, yidu.ActionSend, n.App.CorpID, n.App.Name, n.MsgID)
+	ev.Detail = "send_now"
+	s.recordDone(r, ev, err)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -351,7 +370,7 @@ func decodeStrict(r io.Reader, v any) error {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			return fmt.Errorf("%w: more than %d bytes", errTooLarge, mbe.Limit)
 		}
-		return badParam("body: %v", err)
+		return bodyError(err)
 	}
 	return nil
 }
@@ -374,4 +393,16 @@ func fieldOf(msg string) string {
 		return f
 	}
 	return ""
+}
+
+// failBody answers a POST or PATCH /messages body that did not decode; one
+// over maxRegisterBody can only be its audience's UserIDs (every other
+// field is bounded far below), so the 413 names the audience.
+func (s *Server) failBody(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errTooLarge) {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"field": "audience",
+			"error": fmt.Sprintf("audience too large: the body is over %d bytes (at most %d UserIDs)", maxRegisterBody, yidu.MaxUserIDs)})
+		return
+	}
+	s.fail(w, r, err)
 }

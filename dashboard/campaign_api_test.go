@@ -6,26 +6,46 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
-// known is the fixture directory's UserIDs for campaign's check.
+// knownIDs is the fixture directory for campaign's check: these UserIDs
+// are active (uids 1..), all reaches them, departments 1-4 and tag 5 each
+// hold one of them, other ids nobody.
 type knownIDs map[string]bool
 
-func (k knownIDs) Known(_ context.Context, _ string, ids []string) (map[string]uint32, error) {
-	out := map[string]uint32{}
-	for i, id := range ids {
-		if k[id] {
-			out[id] = uint32(i + 1)
+func (k knownIDs) Expand(_ context.Context, _ string, a yidu.Audience) (idmap.Expansion, error) {
+	x := idmap.Expansion{Recipients: roaring.New()}
+	if a.All {
+		x.Recipients.AddRange(1, uint64(len(k))+1)
+	}
+	for _, d := range a.Departments {
+		if d >= 1 && d <= 4 {
+			x.Recipients.Add(uint32(d))
 		}
 	}
-	return out, nil
+	if slices.Contains(a.Tags, 5) {
+		x.Recipients.Add(1)
+	}
+	for i, id := range a.UserIDs {
+		if k[id] {
+			x.Recipients.Add(uint32(100 + i))
+		} else {
+			x.Unknown = append(x.Unknown, id)
+		}
+	}
+	return x, nil
 }
 
 // newCampaignFixture is the fixture with a real campaign.Store on a fresh
@@ -34,10 +54,14 @@ func newCampaignFixture(tb testing.TB) (*fixture, *campaign.Store) {
 	tb.Helper()
 	var st *campaign.Store
 	f := newFixtureOpts(tb, false, func(o *Options) {
-		s, err := campaign.NewStore(testenv.MySQL(tb), campaign.Options{Known: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		db := testenv.MySQL(tb)
+		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(tb, "campaign.NewStore", err)
 		st, o.Campaigns = s, s
+		// The audit on the same database (GET /audit in the contract test).
+		rec := audit.NewMySQL(db)
+		o.Audit, o.AuditLog = rec, rec
 	})
 	return f, st
 }
@@ -178,16 +202,133 @@ func TestStateBadge(t *testing.T) {
 }
 
 // FuzzPatchBody: any PATCH body is decoded or refused as a bad parameter
-// (400), never a panic or another error.
+// or invalid input (400), never a panic or another error.
 func FuzzPatchBody(f *testing.F) {
 	f.Add(`{"title":"x"}`)
 	f.Add(`{"send_at":"2026-12-03T09:00:00+08:00","draft":false,"audience":{"userids":["a"]}}`)
 	f.Add(`{"nope":1}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		var b patchBody
-		if err := decodeStrict(strings.NewReader(body), &b); err != nil && !errors.Is(err, errBadParam) {
+		if err := decodeStrict(strings.NewReader(body), &b); err != nil && !errors.Is(err, errBadParam) && !errors.Is(err, yidu.ErrInvalid) {
 			t.Fatalf("decode %q: %v", body, err)
 		}
 		_ = fieldOf(body)
 	})
+}
+
+// TestScheduleTags: a scheduled notice or a draft addressed to tags keeps
+// them (POST, GET, PATCH), and a tag that reaches nobody is refused with
+// the field named and nothing written.
+func TestScheduleTags(t *testing.T) {
+	f, st := newCampaignFixture(t)
+	at := f.clock.Now().Add(time.Hour).Format(time.RFC3339)
+	tagsOf := func(j map[string]any) []any {
+		au, _ := j["audience"].(map[string]any)
+		tags, _ := au["tags"].([]any)
+		return tags
+	}
+	code, j := f.api(t, "POST", "/messages", `{"msgid":"tag-sched","app":"hr","title":"安全培训","audience":{"tags":[5],"userids":["ghost"]},"send":true,"send_at":"`+at+`"}`)
+	if code != 201 || len(tagsOf(j)) != 1 || tagsOf(j)[0].(float64) != 5 {
+		t.Fatalf("schedule to a tag: %d %v", code, j)
+	}
+	code, j = f.api(t, "POST", "/messages", `{"msgid":"tag-draft","app":"hr","title":"草稿","audience":{"departments":[2]},"draft":true}`)
+	if code != 201 || tagsOf(j) == nil || len(tagsOf(j)) != 0 {
+		t.Fatalf("draft: %d %v; want tags []", code, j)
+	}
+	if code, j = f.api(t, "PATCH", "/messages/tag-draft", `{"audience":{"tags":[5]}}`); code != 200 || len(tagsOf(j)) != 1 {
+		t.Fatalf("patch to a tag: %d %v", code, j)
+	}
+	if code, j = f.api(t, "GET", "/messages/tag-draft", ""); code != 200 || len(tagsOf(j)) != 1 || tagsOf(j)[0].(float64) != 5 {
+		t.Fatalf("get: %d %v", code, j)
+	}
+	for _, c := range []struct{ method, target, body string }{
+		{"POST", "/messages", `{"app":"hr","title":"t","audience":{"tags":[99]},"send":true,"send_at":"` + at + `"}`},
+		{"PATCH", "/messages/tag-draft", `{"audience":{"tags":[99],"userids":["ghost"]}}`},
+	} {
+		if code, j := f.api(t, c.method, c.target, c.body); code != 400 || j["field"] != "audience" {
+			t.Errorf("%s %s: %d %v; want 400 field audience", c.method, c.target, code, j)
+		}
+	}
+	if ns, _, _ := st.List(t.Context(), nil, "", "", "", 50); len(ns) != 2 {
+		t.Errorf("%d notices stored, want 2", len(ns))
+	}
+	if n, _ := st.Get(t.Context(), nil, "tag-draft"); !slices.Equal(n.Audience.Tags, []int64{5}) {
+		t.Errorf("draft's tags after a refused patch: %v; want [5]", n.Audience.Tags)
+	}
+}
+
+// heldRegistrar is a Registrar for a Runner whose notices are only held
+// in these tests: a registration is a test failure.
+type heldRegistrar struct{ tb testing.TB }
+
+func (h heldRegistrar) RegisterAndSend(context.Context, yidu.Registration) (yidu.Registered, error) {
+	h.tb.Errorf("a held notice was registered")
+	return yidu.Registered{}, errors.New("not in this test")
+}
+
+// TestHeldNotice (issue 29, 2): a notice more than max_lateness past its
+// send_at is held; the API and the list page say why, the page offers
+// send and cancel for it (cancel only for a scheduled one), and a send by
+// hand makes it due again.
+func TestHeldNotice(t *testing.T) {
+	f, st := newCampaignFixture(t)
+	at := f.clock.Now().Add(time.Hour).Format(time.RFC3339)
+	for _, id := range []string{"late-held", "late-cancel"} {
+		if code, j := f.api(t, "POST", "/messages", `{"msgid":"`+id+`","app":"hr","title":"停电通知","audience":{"userids":["alice"]},"send":true,"send_at":"`+at+`"}`); code != 201 {
+			t.Fatalf("schedule %s: %d %v", id, code, j)
+		}
+	}
+	at2 := f.clock.Now().Add(5 * time.Hour).Format(time.RFC3339)
+	if code, j := f.api(t, "POST", "/messages", `{"msgid":"later","app":"hr","title":"排期通知","audience":{"userids":["alice"]},"send":true,"send_at":"`+at2+`"}`); code != 201 {
+		t.Fatalf("schedule later: %d %v", code, j)
+	}
+	// yidu was down from before the send_at until 3 h 10 min after it.
+	f.clock.Add(4*time.Hour + 10*time.Minute)
+	r, err := campaign.NewRunner(st, heldRegistrar{t}, campaign.RunnerOptions{MaxLateness: 2 * time.Hour})
+	testenv.Check(t, "NewRunner", err)
+	if n, err := r.Tick(t.Context()); err != nil || n != 0 {
+		t.Fatalf("Tick: %d claimed, %v; want 0 (held)", n, err)
+	}
+	want := campaign.HeldReason(190, 2*time.Hour)
+	code, j := f.api(t, "GET", "/messages/late-held", "")
+	if code != 200 || j["state"] != "held" || j["state_reason"] != want {
+		t.Fatalf("held notice: %d %v; want state held, state_reason %q", code, j, want)
+	}
+	if !strings.Contains(want, "190 minutes late") || !strings.Contains(want, "max_lateness (120 minutes)") {
+		t.Errorf("reason %q does not say how late and the bound", want)
+	}
+
+	cookie, _ := f.login(t)
+	req := httptest.NewRequest("GET", "/", nil)
+	req.AddCookie(cookie)
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, req)
+	page := w.Body.String()
+	row := func(id string) string {
+		i := strings.Index(page, `data-msgid="`+id+`"`)
+		if i < 0 {
+			t.Fatalf("list page has no row %s", id)
+		}
+		end := strings.Index(page[i:], "</li>")
+		return page[i : i+end]
+	}
+	held := row("late-held")
+	for _, s := range []string{`data-state="held"`, "待处理", want, `class="held-why"`, `class="notice-send"`, `class="notice-cancel"`} {
+		if !strings.Contains(held, s) {
+			t.Errorf("held row lacks %q:\n%s", s, held)
+		}
+	}
+	later := row("later")
+	if !strings.Contains(later, `class="notice-cancel"`) || strings.Contains(later, `class="notice-send"`) || strings.Contains(later, "held-why") {
+		t.Errorf("scheduled row: want cancel only, no send, no held text:\n%s", later)
+	}
+
+	// The page's buttons call these: send now makes it due (never held
+	// again), cancel ends the other.
+	if code, j = f.api(t, "POST", "/messages/late-held/send", ""); code != 202 || j["state"] != "scheduled" || j["state_reason"] != "" {
+		t.Errorf("send held: %d %v", code, j)
+	}
+	if code, j = f.api(t, "POST", "/messages/late-cancel/cancel", ""); code != 200 || j["state"] != "cancelled" {
+		t.Errorf("cancel held: %d %v", code, j)
+	}
 }

@@ -139,10 +139,50 @@ func (s *Server) handleDepartments(w http.ResponseWriter, r *http.Request, m yid
 		s.fail(w, r, err)
 		return
 	}
-	t, err := s.depts.get(r.Context(), m.CorpID)
+	t, err := s.deptTree(r.Context(), m.CorpID)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	if t == nil {
+		// The corp's first tree since the start is still loading: say so
+		// now (the page polls again) rather than keep the view waiting
+		// on the directory.
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusOK, map[string]any{"msgid": m.MsgID, "departments": []deptJSON{}, "loading": true})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"msgid": m.MsgID, "departments": breakdown(t, rec, readRec)})
+}
+
+// deptWait is the longest a department view waits for a corp's first
+// tree after a start (issue 32): a cold cache reads the whole directory,
+// which takes seconds on a large corp or a busy MySQL.
+const deptWait = time.Second
+
+// deptTree returns corp's tree: the cached one (a stale one while it is
+// rebuilt), else the first one if it loads within deptWait, else nil
+// while its load goes on in the background for the next poll.
+func (s *Server) deptTree(ctx context.Context, corp string) (*deptTree, error) {
+	c := s.depts
+	c.mu.Lock()
+	_, cached := c.entries[corp]
+	c.mu.Unlock()
+	if cached {
+		return c.get(ctx, corp)
+	}
+	ch := c.flight.DoChan(corp, func() (any, error) { return c.fill(ctx, corp) })
+	t := time.NewTimer(deptWait)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*deptTree), nil
+	case <-t.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

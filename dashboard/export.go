@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/audit"
 )
 
 // utf8BOM makes Excel read the file as UTF-8, so Chinese names survive.
@@ -77,9 +76,9 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 		return
 	}
 	// Fail closed: no personal data leaves without its audit row.
-	actor, kind := actorOf(r)
-	if err := s.record(r, audit.Event{Actor: actor, ActorKind: kind, Action: yidu.ActionExport, CorpID: m.CorpID, App: m.App,
-		MsgID: m.MsgID, People: int64(set.GetCardinality()), Detail: "state=" + string(rq.state)}); err != nil {
+	e := event(r, yidu.ActionExport, m.CorpID, m.App, m.MsgID)
+	e.People, e.Detail = int64(set.GetCardinality()), "state="+string(rq.state)
+	if err := s.record(r, e); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "export unavailable, try again shortly")
 		return
 	}

@@ -53,7 +53,11 @@ func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yid
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.followUps.SetPolicy(r.Context(), m.CorpID, m.MsgID, p, principalFrom(r.Context()).name); err != nil {
+	err := s.followUps.SetPolicy(r.Context(), m.CorpID, m.MsgID, p, principalFrom(r.Context()).name)
+	ev := event(r, yidu.ActionFollowUpChange, m.CorpID, m.App, m.MsgID)
+	ev.Detail = "policy"
+	s.recordDone(r, ev, err)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -68,6 +72,12 @@ func (s *Server) handleCancelRound(w http.ResponseWriter, r *http.Request, m yid
 		return
 	}
 	ok, err := s.followUps.CancelRound(r.Context(), m.CorpID, m.MsgID)
+	ev := event(r, yidu.ActionFollowUpChange, m.CorpID, m.App, m.MsgID)
+	ev.Detail = "cancel_round"
+	if err == nil && !ok {
+		ev.Outcome = "refused" // 409: nothing to cancel
+	}
+	s.recordDone(r, ev, err)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -129,6 +129,9 @@ func FuzzDecodeRegistration(f *testing.F) {
 		`{"app":"hr","title":"x","body":"第一行\n第二行","url":"https://intra.example.com/p?a=1","send":true,"audience":{"all":true}}`,
 		`{"app":"hr","title":"x","body":"\u0007","url":"javascript:alert(1)","audience":{"all":true}}`,
 		`{"app":"hr","title":"x","url":"https://a b","audience":{"all":true}}`,
+		`{"app":"hr","title":5,"audience":{"userids":[1]}}`,
+		`{"app":"hr","title":"x","audience":{"tags":[7]},"send":true,"send_at":"明天 9:00"}`,
+		`{"app":"hr","title":"x","audience":{"all":true},"sent_at":null,"send_at":null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -137,8 +140,13 @@ func FuzzDecodeRegistration(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		reg, err := decodeRegistration(bytes.NewReader(b))
 		if err != nil {
-			if !errors.Is(err, errBadParam) {
-				t.Fatalf("decode error %v is not a bad parameter (400)", err)
+			// Both are 400; a value of the wrong type or a time that is
+			// not one names its field.
+			if errors.Is(err, yidu.ErrInvalid) && fieldOf(err.Error()) == "" {
+				t.Fatalf("decode error %v names no field", err)
+			}
+			if !errors.Is(err, errBadParam) && !errors.Is(err, yidu.ErrInvalid) {
+				t.Fatalf("decode error %v is not a bad parameter or invalid (400)", err)
 			}
 			return
 		}

@@ -138,6 +138,11 @@ func contractCases() []contractCase {
 			body: `{"app":"hr","audience":{}}`, auth: "token", want: 400},
 		{name: "audience parse-list", op: "POST /audience/parse-list", method: "POST", target: "/audience/parse-list?app=hr",
 			body: "alice\nghost\n", contentType: "text/plain", auth: "token", want: 200},
+
+		{name: "audit", op: "GET /audit", method: "GET", target: "/audit", auth: "token", want: 200},
+		{name: "audit filtered page", op: "GET /audit", method: "GET", target: "/audit?action=schedule&limit=1&since=2026-01-01T00:00:00Z", auth: "token", want: 200},
+		{name: "audit bad limit", op: "GET /audit", method: "GET", target: "/audit?limit=0", auth: "token", want: 400, invalidRequest: true},
+		{name: "audit bad action", op: "GET /audit", method: "GET", target: "/audit?action=drop", auth: "token", want: 400, invalidRequest: true},
 	}
 }
 

@@ -73,6 +73,8 @@ type pageData struct {
 	// (yidu.ReadButtonText): card content the member sees, not page
 	// chrome, so the preview shows it as sent in either page language.
 	ReadButton string
+	// Audit is the audit page's filter and events.
+	Audit *auditView
 }
 
 // signalView is one signal's line on the message page.

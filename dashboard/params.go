@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -117,12 +118,12 @@ func parseQuery(s string) (string, error) {
 
 // registerBody is the JSON body of POST /api/v1/messages (docs/api.md).
 type registerBody struct {
-	MsgID    string     `json:"msgid"`
-	App      string     `json:"app"`
-	Title    string     `json:"title"`
-	Body     string     `json:"body"`
-	URL      string     `json:"url"`
-	SentAt   *time.Time `json:"sent_at"`
+	MsgID    string           `json:"msgid"`
+	App      string           `json:"app"`
+	Title    string           `json:"title"`
+	Body     string           `json:"body"`
+	URL      string           `json:"url"`
+	SentAt   *json.RawMessage `json:"sent_at"`
 	Audience struct {
 		UserIDs     []string `json:"userids"`
 		Departments []int64  `json:"departments"`
@@ -132,8 +133,8 @@ type registerBody struct {
 	Send bool `json:"send"`
 	// SendAt and Draft store the notice for campaign instead of
 	// registering it now (docs/api.md, Scheduled notices).
-	SendAt *time.Time `json:"send_at"`
-	Draft  bool       `json:"draft"`
+	SendAt *json.RawMessage `json:"send_at"`
+	Draft  bool             `json:"draft"`
 }
 
 // maxRegisterBody bounds POST /messages: yidu.MaxUserIDs UserIDs of 64
@@ -161,7 +162,15 @@ func decodeRegistration(r io.Reader) (registration, error) {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			return registration{}, fmt.Errorf("%w: more than %d bytes", errTooLarge, mbe.Limit)
 		}
-		return registration{}, badParam("body: %v", err)
+		return registration{}, bodyError(err)
+	}
+	sendAt, err := bodyTime("send_at", b.SendAt)
+	if err != nil {
+		return registration{}, err
+	}
+	sentAt, err := bodyTime("sent_at", b.SentAt)
+	if err != nil {
+		return registration{}, err
 	}
 	var rest bytes.Buffer
 	if n, _ := io.Copy(&rest, io.LimitReader(dec.Buffered(), 64)); n > 0 && strings.TrimSpace(rest.String()) != "" {
@@ -175,18 +184,55 @@ func decodeRegistration(r io.Reader) (registration, error) {
 		Audience: yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All},
 	}}
 	reg.Draft = b.Draft
-	if b.SendAt != nil {
-		if b.SendAt.IsZero() {
+	if sendAt != nil {
+		if sendAt.IsZero() {
 			return registration{}, badParam("send_at out of range")
 		}
-		reg.SendAt = *b.SendAt
+		reg.SendAt = *sendAt
 	}
-	if b.SentAt != nil {
-		if b.SentAt.IsZero() {
+	if sentAt != nil {
+		if sentAt.IsZero() {
 			// Explicitly year 1: not "absent" (which means now).
 			return registration{}, badParam("sent_at out of range")
 		}
-		reg.SentAt = *b.SentAt
+		reg.SentAt = *sentAt
 	}
 	return reg, nil
+}
+
+// bodyError is a JSON body that does not decode: a value of the wrong
+// type is yidu.ErrInvalid naming its field (the page shows it beside the
+// field, the API answers it in "field"); anything else a bad parameter.
+func bodyError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" && te.Type != nil {
+		kind := "a " + te.Type.Kind().String()
+		switch te.Type.Kind() {
+		case reflect.Slice, reflect.Array:
+			kind = "an array"
+		case reflect.Struct, reflect.Map:
+			kind = "an object"
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+			kind = "a number"
+		case reflect.Bool:
+			kind = "true or false"
+		}
+		return yidu.Invalidf("%s must be %s, not a JSON %s", te.Field, kind, te.Value)
+	}
+	return badParam("body: %v", err)
+}
+
+// bodyTime parses a time field of a body (nil: absent or null). It is
+// decoded here, not by the JSON decoder, whose error would not say which
+// field was not a time.
+func bodyTime(field string, raw *json.RawMessage) (*time.Time, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	var t time.Time
+	if err := json.Unmarshal(*raw, &t); err != nil {
+		return nil, yidu.Invalidf("%s must be an RFC 3339 time such as 2026-12-03T09:00:00+08:00", field)
+	}
+	return &t, nil
 }

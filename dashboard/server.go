@@ -41,6 +41,8 @@ var webFS embed.FS
 type Options struct {
 	// Audit records the audited actions (nil: none).
 	Audit Auditor
+	// AuditLog reads them for GET /api/v1/audit and /audit (nil: 404).
+	AuditLog AuditLog
 	// Tokens are the API bearer tokens.
 	Tokens []Token
 	// WeCom enables sign-in with WeCom (nil: password sign-in only).
@@ -157,6 +159,7 @@ type Server struct {
 	pages                     map[string]*template.Template
 	cats                      map[string]catalogue
 	audit                     Auditor
+	auditLog                  AuditLog
 	auth                      *authenticator
 	proxies                   []netip.Prefix
 	// httpsOnly: PublicURL is https, every cookie is Secure.
@@ -244,7 +247,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		remindIv: opts.RemindInterval, apps: map[string]yidu.App{},
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
-		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auth: auth, proxies: opts.TrustedProxies,
+		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auditLog: opts.AuditLog, auth: auth, proxies: opts.TrustedProxies,
 		publicURL: opts.PublicURL, wecomLogin: opts.WeCom,
 		httpsOnly:      strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
 		depts:          newDeptCache(dir, opts.Now, time.Minute),
@@ -297,6 +300,7 @@ func (s *Server) Routes() http.Handler {
 		r.Get("/", s.handleListPage)
 		r.Get("/m/{msgid}", s.handleMessagePage)
 		r.Get("/new", s.handleComposePage)
+		r.Get("/audit", s.handleAuditPage)
 	})
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(s.requireAPI)
@@ -324,6 +328,7 @@ func (s *Server) Routes() http.Handler {
 		r.Get("/directory/people", s.handleDirectoryPeople)
 		r.Post("/audience/preview", s.handleAudiencePreview)
 		r.Post("/audience/parse-list", s.handleParseList)
+		r.Get("/audit", s.handleAudit)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound, "not found") })
 	return r
@@ -516,6 +521,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if f := fieldOf(msg); f != "" && errors.Is(err, yidu.ErrInvalid) {
 		writeJSON(w, code, map[string]string{"error": msg, "field": f})
+		return
+	}
+	if errors.Is(err, campaign.ErrNotEditable) {
+		// The notice's state forbids it: the page shows it by the state.
+		writeJSON(w, code, map[string]string{"error": msg, "field": "state"})
 		return
 	}
 	writeError(w, code, msg)

@@ -1,12 +1,15 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
 	"strings"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/audit"
 )
 
 // WeComLogin is sign-in with WeCom (issue 31): GET /login/wecom?next=
@@ -91,8 +94,23 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 			err = access.ErrNotMember // not a member of the corp (an openid)
 		}
 	}
+	var who *access.Principal
 	if err == nil {
-		_, err = wl.Access.WeCom(ctx, corp, userID)
+		who, err = wl.Access.WeCom(ctx, corp, userID)
+	}
+	// One audit row per sign-in, success or failure; the actor is the
+	// UserID when WeCom named one (never the code or the state).
+	ev := audit.Event{Actor: cmp.Or(userID, "unknown"), ActorKind: string(access.KindWeCom), CorpID: cmp.Or(corp, wl.CorpID), Action: yidu.ActionSignInFailed}
+	if err == nil && who != nil {
+		ev.Role = string(who.Role(corp))
+	}
+	if err != nil {
+		code := http.StatusServiceUnavailable
+		if errors.Is(err, access.ErrBadState) || errors.Is(err, access.ErrCodeUsed) || errors.Is(err, access.ErrNotMember) || errors.Is(err, access.ErrNoRole) {
+			code = http.StatusForbidden
+		}
+		ev.Outcome = outcome(code)
+		_ = s.record(r, ev)
 	}
 	switch {
 	case errors.Is(err, access.ErrBadState), errors.Is(err, access.ErrCodeUsed):
@@ -110,11 +128,15 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	id, sess, err := s.auth.open(ctx, wecomUserPrefix+corp+":"+userID)
 	if err != nil {
+		ev.Outcome = "failed"
+		_ = s.record(r, ev)
 		s.log.ErrorContext(ctx, "wecom sign-in", "err", err)
 		s.renderLogin(w, r, http.StatusServiceUnavailable, "login.unavailable")
 		return
 	}
 	s.met.logins.WithLabelValues("ok").Inc()
+	ev.Action = yidu.ActionSignIn
+	_ = s.record(r, ev)
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", Expires: sess.expires,
 		MaxAge: int(s.auth.ttl.Seconds()), HttpOnly: true,

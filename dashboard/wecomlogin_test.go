@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +80,9 @@ func TestWeComSignIn(t *testing.T) {
 		Users: []fakewecom.User{{UserID: "boss", Name: "Boss"}, {UserID: "clerk", Name: "Clerk"}}})
 	wbase := fakewecom.Start(t, fw)
 	rdb, prefix := testenv.Redis(t)
+	rec := &recorderFake{}
 	f := newFixtureOpts(t, false, func(o *Options) {
+		o.Audit = rec
 		o.PublicURL = "https://yidu.example.com"
 		o.WeCom = &WeComLogin{CorpID: "acme", AgentID: 1000002, Endpoints: access.Endpoints{OAuthBase: wbase, LoginBase: wbase},
 			Access: acc, States: access.NewStates(rdb, prefix), OAuth: fakeOAuth{base: wbase}}
@@ -167,6 +170,24 @@ func TestWeComSignIn(t *testing.T) {
 	n5, b5 := start("/m/hello?x=1", "Chrome", "boss")
 	if w := callback(n5, b5); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/m/hello?x=1" {
 		t.Errorf("next path = %d %q", w.Code, w.Header().Get("Location"))
+	}
+
+	// One audit row per sign-in: the UserID as actor once WeCom named one,
+	// never the code or the state.
+	var got []string
+	for _, e := range rec.events {
+		got = append(got, e.Actor+":"+e.ActorKind+":"+e.Role+":"+e.CorpID+":"+string(e.Action)+":"+e.Outcome)
+		for _, secret := range []string{back.Get("code"), back.Get("state"), sess.Value} {
+			if strings.Contains(e.Actor+e.Detail+e.UserAgent, secret) {
+				t.Errorf("audit event %+v carries a code, state or cookie", e)
+			}
+		}
+	}
+	want := []string{"boss:wecom:admin:acme:sign_in:ok", "unknown:wecom::acme:sign_in_failed:refused",
+		"unknown:wecom::acme:sign_in_failed:refused", "unknown:wecom::acme:sign_in_failed:refused",
+		"clerk:wecom::acme:sign_in_failed:refused", "boss:wecom:admin:acme:sign_in:ok"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("audit events\n%v\nwant\n%v", got, want)
 	}
 
 	// boss leaves; at the next sync the session ends.

@@ -49,6 +49,23 @@ type SpoolOptions struct {
 	DrainTimeout time.Duration
 	Logger       *slog.Logger
 	Registerer   prometheus.Registerer
+
+	// create opens a new segment file; nil: os.OpenFile. Tests inject a
+	// file that fails as a full disk does (ENOSPC).
+	create func(path string) (segmentFile, error)
+}
+
+// segmentFile is what the spool needs of a segment being written.
+type segmentFile interface {
+	io.Writer
+	Truncate(size int64) error
+	Seek(offset int64, whence int) (int64, error)
+	Sync() error
+	Close() error
+}
+
+func createSegment(path string) (segmentFile, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 }
 
 // ErrSpoolFull is returned when a delta Kafka did not acknowledge does
@@ -82,17 +99,20 @@ type Spool struct {
 
 	syncMu sync.Mutex // held while syncing or sealing the current segment
 
-	mu      sync.Mutex // guards the fields below
-	sealed  []segment  // oldest first
-	cur     *os.File   // nil: none open
+	mu      sync.Mutex  // guards the fields below
+	sealed  []segment   // oldest first
+	cur     segmentFile // nil: none open
 	curName string
 	curSize int64
 	bytes   int64 // every segment, the current one included
 	gen     uint64
 	synced  uint64 // gen of the last write fsync'd
-	seq     uint64
-	down    bool // the spool is not empty: new deltas join it
-	closed  bool
+	// unsynced is the last gen of a segment retired after a failed
+	// write whose final fsync failed too: those writes are not durable.
+	unsynced uint64
+	seq      uint64
+	down     bool // the spool is not empty: new deltas join it
+	closed   bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -130,6 +150,9 @@ func NewSpool(pub publisher, opts SpoolOptions) (*Spool, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.create == nil {
+		opts.create = createSegment
 	}
 	m, err := newSpoolMetrics(opts.Registerer)
 	if err != nil {
@@ -247,11 +270,15 @@ func (s *Spool) write(ds []Delta) error {
 		}
 	}
 	if _, err := s.cur.Write(rec); err != nil {
-		// Cut the torn record off, so the segment's later records stay
-		// readable.
+		// A full disk (ENOSPC) or an I/O error: this read alone is
+		// refused (503, WeCom retries). Cut the torn record off, and
+		// whether or not that worked, retire the segment: the next
+		// record begins a new one, so a torn record can only ever be a
+		// segment's tail and the records before it stay readable.
 		_ = s.cur.Truncate(s.curSize)
-		_, _ = s.cur.Seek(s.curSize, io.SeekStart)
+		s.retireLocked()
 		s.mu.Unlock()
+		s.m.writeErrors.Inc()
 		return fmt.Errorf("delta: spool: write: %w", err)
 	}
 	s.curSize += int64(len(rec))
@@ -268,8 +295,9 @@ func (s *Spool) write(ds []Delta) error {
 func (s *Spool) openLocked() error {
 	s.seq++
 	name := fmt.Sprintf("%020d.spool", s.seq)
-	f, err := os.OpenFile(filepath.Join(s.opts.Dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	f, err := s.opts.create(filepath.Join(s.opts.Dir, name))
 	if err != nil {
+		_ = os.Remove(filepath.Join(s.opts.Dir, name)) // created before a full disk refused more
 		return fmt.Errorf("delta: spool: %w", err)
 	}
 	if err := syncDir(s.opts.Dir); err != nil {
@@ -278,6 +306,25 @@ func (s *Spool) openLocked() error {
 	}
 	s.cur, s.curName, s.curSize = f, name, 0
 	return nil
+}
+
+// retireLocked closes the current segment after a failed write and
+// queues it for the drain. With mu held.
+func (s *Spool) retireLocked() {
+	// Writes of other callbacks since the last fsync are in it: make
+	// them durable, or tell their syncTo they are not.
+	if err := s.cur.Sync(); err == nil {
+		s.synced = s.gen
+	} else {
+		s.unsynced = s.gen
+	}
+	_ = s.cur.Close()
+	if s.curSize > 0 {
+		s.sealed = append(s.sealed, segment{name: s.curName, size: s.curSize})
+	} else {
+		_ = os.Remove(filepath.Join(s.opts.Dir, s.curName))
+	}
+	s.cur = nil
 }
 
 // syncTo returns once write gen is fsync'd.
@@ -290,8 +337,12 @@ func (s *Spool) syncTo(gen uint64) error {
 		return nil
 	}
 	f, upTo := s.cur, s.gen
+	lost := gen <= s.unsynced
 	s.mu.Unlock()
-	if f == nil {
+	if f == nil || lost {
+		if lost {
+			return errors.New("delta: spool: fsync: the segment was retired after a failed write and could not be synced")
+		}
 		return nil // sealed meanwhile: sealing synced it
 	}
 	if err := f.Sync(); err != nil {
@@ -555,6 +606,7 @@ type spoolMetrics struct {
 	drained     prometheus.Counter
 	full        prometheus.Counter
 	drainErrors prometheus.Counter
+	writeErrors prometheus.Counter
 	bytes       prometheus.Gauge
 }
 
@@ -565,6 +617,7 @@ func newSpoolMetrics(reg prometheus.Registerer) (*spoolMetrics, error) {
 		drained:     f.Counter("yidu_receiver_spool_drained_total", "Spooled deltas forwarded to Kafka and acknowledged (again after a restart: at least once)."),
 		full:        f.Counter("yidu_receiver_spool_full_total", "Publishes refused because the spool reached receiver.spool_max_bytes (answered 503)."),
 		drainErrors: f.Counter("yidu_receiver_spool_drain_errors_total", "Failed attempts to forward a spool segment to Kafka (retried every second)."),
+		writeErrors: f.Counter("yidu_receiver_spool_write_errors_total", "Spool writes that failed (a full disk: ENOSPC), each answered 503 for that read alone."),
 		bytes:       f.Gauge("yidu_receiver_spool_bytes", "Bytes in the receiver's spool, waiting for Kafka."),
 	}
 	return m, f.Err("delta")

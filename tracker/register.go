@@ -295,18 +295,12 @@ func (r *Registry) ensureRedis(ctx context.Context, m yidu.Message) (*roaring.Bi
 // expand snapshots the audience as uids (idmap's Expand: the rule the
 // dashboard's preview shows).
 func (r *Registry) expand(ctx context.Context, corpID string, c canonical) (*roaring.Bitmap, error) {
-	x, err := r.ids.Expand(ctx, corpID, yidu.Audience{UserIDs: c.userIDs, Departments: c.depts, Tags: c.tags, All: c.all})
+	a := yidu.Audience{UserIDs: c.userIDs, Departments: c.depts, Tags: c.tags, All: c.all}
+	x, err := r.ids.Expand(ctx, corpID, a)
 	if err != nil {
 		return nil, fmt.Errorf("tracker: expand audience: %w", err)
 	}
-	set := x.Recipients
-	switch n := set.GetCardinality(); {
-	case n == 0:
-		return set, yidu.Invalidf("audience has no members")
-	case n > yidu.MaxRecipients:
-		return set, yidu.Invalidf("audience has %d members, at most %d", n, yidu.MaxRecipients)
-	}
-	return set, nil
+	return x.Recipients, a.CheckRecipients(x.Recipients.GetCardinality())
 }
 
 // insertRows writes one unread row per recipient with multi-row INSERT

@@ -31,6 +31,8 @@ const (
 // Shape (STYLE, wtf): NewMain, ParseFlags, Run that starts and returns, Wait,
 // Close that stops in dependency order.
 type Main struct {
+	// spoolDir is the receiver's temporary spool, removed by Close.
+	spoolDir string
 	// Employees is the company's size; 0 picks by MySQL backend.
 	Employees   int
 	Departments int
@@ -283,6 +285,11 @@ func (m *Main) close() error {
 	if m.Servers != nil {
 		if err := m.Servers.Close(); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if m.spoolDir != "" {
+		if err := os.RemoveAll(m.spoolDir); err != nil {
+			errs = append(errs, fmt.Errorf("demo spool: %w", err))
 		}
 	}
 	if m.fakeSrv != nil {

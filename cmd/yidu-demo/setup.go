@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -49,6 +50,14 @@ func (m *Main) setUp(ctx context.Context) error {
 	cfg, err := config.Load("", m.Getenv)
 	if err != nil {
 		return err
+	}
+	if m.Getenv("YIDU_RECEIVER_SPOOL_DIR") == "" && m.Getenv("YIDU_DATA_DIR") == "" {
+		// A spool of its own, removed at Close: the demo leaves nothing
+		// in the user's state directory.
+		if m.spoolDir, err = os.MkdirTemp("", "yidu-demo-spool-"); err != nil {
+			return fmt.Errorf("demo spool: %w", err)
+		}
+		cfg.Receiver.SpoolDir = m.spoolDir
 	}
 	realRedis := m.Getenv("YIDU_REDIS_ADDR") != ""
 	realMySQL := m.Getenv("YIDU_MYSQL_DSN") != ""

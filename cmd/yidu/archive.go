@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
+	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/flushd"
@@ -95,5 +97,30 @@ func runPurge(ctx context.Context, cfg config.Config, p purgeFlags, logger *slog
 		fmt.Fprint(out, " (dry run: pass --execute to delete)")
 	}
 	fmt.Fprintln(out)
+	if err != nil {
+		return err
+	}
+	return purgeAudit(ctx, db, cfg, p, verb, out)
+}
+
+// purgeAudit deletes (or, in a dry run, counts) the audit events older
+// than audit.retention. A purge of one corp's notices leaves the audit
+// alone: its retention is the whole trail's.
+func purgeAudit(ctx context.Context, db *sql.DB, cfg config.Config, p purgeFlags, verb string, out io.Writer) error {
+	ret := cfg.Audit.Retention.D()
+	if ret <= 0 || p.corp != "" {
+		fmt.Fprintln(out, "audit events kept (audit.retention 0, or --corp given)")
+		return nil
+	}
+	before := time.Now().Add(-ret).UTC()
+	rec := audit.NewMySQL(db)
+	var n int64
+	var err error
+	if p.execute {
+		n, err = rec.Purge(ctx, before)
+	} else {
+		n, err = rec.Older(ctx, before)
+	}
+	fmt.Fprintf(out, "%s %d audit event(s) older than %s (audit.retention %v)\n", verb, n, before.Format(time.RFC3339), ret)
 	return err
 }

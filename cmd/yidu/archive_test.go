@@ -24,6 +24,9 @@ func TestArchivePurge(t *testing.T) {
 		`INSERT INTO message_read_record (corp_id, msgid, uid, is_read, read_time, source, button_at) VALUES
 			('c', 'old', 1, 1, '2025-01-10 09:01:00', 1, '2025-01-10 09:01:00'), ('c', 'old', 2, 0, NULL, 0, NULL),
 			('c', 'old', 3, 0, NULL, 0, NULL), ('c', 'new', 1, 0, NULL, 0, NULL)`,
+		// audit.retention (180 days by default): the 2025 event goes, today's stays.
+		`INSERT INTO audit_events (at, actor, actor_kind, action, outcome) VALUES
+			('2025-01-01 00:00:00', 'hr', 'password', 'sign_in', 'ok'), (UTC_TIMESTAMP(), 'hr', 'password', 'sign_out', 'ok')`,
 	} {
 		_, err := db.Exec(q)
 		testenv.Check(t, q, err)
@@ -40,6 +43,9 @@ func TestArchivePurge(t *testing.T) {
 	if err != nil || !strings.Contains(out, "would delete c/old (sent 2025-01-10T09:00:00Z): 3 recipient rows") || !strings.Contains(out, "dry run") {
 		t.Fatalf("archive purge (dry run) = %q, %v; want the old notice's 3 rows, as a dry run", out, err)
 	}
+	if !strings.Contains(out, "would delete 1 audit event(s) older than") || count("SELECT COUNT(*) FROM audit_events") != 2 {
+		t.Fatalf("archive purge (dry run) = %q; want 1 audit event counted, none deleted", out)
+	}
 	if n := count("SELECT COUNT(*) FROM message_read_record"); n != 4 {
 		t.Fatalf("after the dry run %d recipient rows; want 4", n)
 	}
@@ -47,6 +53,9 @@ func TestArchivePurge(t *testing.T) {
 	out, _, err = runCmd(t, env, "", "archive", "purge", "--before", "2025-02-01", "--execute", "--batch", "2")
 	if err != nil || !strings.Contains(out, "deleted 1 notice(s)") || !strings.Contains(out, "1 summaries kept") {
 		t.Fatalf("archive purge --execute = %q, %v; want 1 notice deleted, its summary kept", out, err)
+	}
+	if got := testenv.Column[string](t, db, "SELECT action FROM audit_events"); !strings.Contains(out, "deleted 1 audit event(s)") || len(got) != 1 || got[0] != "sign_out" {
+		t.Errorf("archive purge --execute = %q, audit events left %v; want only today's sign_out", out, got)
 	}
 	if n := count("SELECT COUNT(*) FROM message_read_record WHERE msgid = 'old'") + count("SELECT COUNT(*) FROM messages WHERE msgid = 'old'"); n != 0 {
 		t.Errorf("old notice has %d rows left; want 0", n)

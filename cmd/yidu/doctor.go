@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/yidu-io/yidu/callback/wxcrypt"
@@ -25,7 +28,13 @@ var errDoctorFailed = fmt.Errorf("doctor: a check failed")
 func doctor(ctx context.Context, cfg config.Config, appName string, out io.Writer) error {
 	app, ok := cfg.App(appName)
 	if !ok {
-		return fmt.Errorf("doctor: no app %q in the configuration", appName)
+		// A name the configuration does not have is a slip on the
+		// command line, as a bad flag is: exit 2.
+		names := make([]string, len(cfg.Apps))
+		for i, a := range cfg.Apps {
+			names[i] = a.Name
+		}
+		return usagef("doctor: no app %q in the configuration (apps: %s)", appName, strings.Join(names, ", "))
 	}
 	var checks []wecom.Check
 	add := func(name string, status wecom.CheckStatus, detail string) {
@@ -68,6 +77,8 @@ func doctor(ctx context.Context, cfg config.Config, appName string, out io.Write
 		}
 	}
 
+	checks = append(checks, spoolCheck(cfg.Receiver))
+
 	failed := false
 	for _, c := range checks {
 		fmt.Fprintf(out, "%-4s %s: %s\n", c.Status, c.Name, c.Detail)
@@ -106,4 +117,54 @@ func verifyCallbackURL(ctx context.Context, c *wxcrypt.Crypter, target string) e
 		return fmt.Errorf("answered 200 but not the decrypted echostr: another token or encoding_aes_key?")
 	}
 	return nil
+}
+
+// tmpfsMagic is statfs(2)'s f_type of a tmpfs (linux/magic.h).
+const tmpfsMagic = 0x01021994
+
+// spoolCheck reports the receiver's spool (docs/reliability.md, Kafka
+// down): where it is, how full, and whether it survives what it must. A
+// spool on tmpfs is gone with the host's memory: the reads it holds
+// during a Kafka outage are lost with a reboot.
+func spoolCheck(r config.Receiver) wecom.Check {
+	c := wecom.Check{Name: "receiver spool"}
+	dir := r.SpoolDir
+	if dir == "" || dir == config.SpoolOff {
+		c.Status, c.Detail = wecom.CheckWarn, "off: a read Kafka does not acknowledge is answered 503, and WeCom gives up after 3 tries (set data_dir or receiver.spool_dir)"
+		return c
+	}
+	var used int64
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.spool"))
+	for _, f := range segs {
+		if fi, err := os.Stat(f); err == nil {
+			used += fi.Size()
+		}
+	}
+	// The directory may not exist yet (the receiver creates it): look at
+	// the nearest existing parent's filesystem.
+	at := dir
+	for {
+		if _, err := os.Stat(at); err == nil || filepath.Dir(at) == at {
+			break
+		}
+		at = filepath.Dir(at)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(at, &st); err != nil {
+		c.Status, c.Detail = wecom.CheckFail, fmt.Sprintf("%s: %v", dir, err)
+		return c
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	c.Status = wecom.CheckOK
+	c.Detail = fmt.Sprintf("%s: %d of %d bytes used (%d segments, %.1f%%), %d bytes free on its filesystem",
+		dir, used, r.SpoolMaxBytes, len(segs), 100*float64(used)/float64(max(r.SpoolMaxBytes, 1)), free)
+	switch {
+	case int64(st.Type) == tmpfsMagic:
+		c.Status = wecom.CheckWarn
+		c.Detail += "; on tmpfs: the spooled reads do not survive a reboot (use a persistent volume)"
+	case free < r.SpoolMaxBytes-used:
+		c.Status = wecom.CheckWarn
+		c.Detail += fmt.Sprintf("; less free space than receiver.spool_max_bytes (%d) leaves: the disk fills first (each read then 503)", r.SpoolMaxBytes)
+	}
+	return c
 }

@@ -9,7 +9,9 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/callback"
+	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/internal/fakewecom"
+	"github.com/yidu-io/yidu/wecom"
 )
 
 // noReads is the ReadRecorder of a receiver that only answers URL
@@ -107,5 +109,41 @@ func TestDoctor(t *testing.T) {
 	}
 	if out, _, err := runCmd(t, nil, "", "doctor", "--config", config(t, "1", "")); exitCode(err) != 2 {
 		t.Errorf("doctor without --app = %v (exit %d); want a usage error\n%s", err, exitCode(err), out)
+	}
+}
+
+// TestDoctorSpool: doctor says where the spool is, how full it is, and
+// warns when it is off or on tmpfs (gone with a reboot).
+func TestDoctorSpool(t *testing.T) {
+	disk := t.TempDir()
+	if err := os.WriteFile(filepath.Join(disk, "00000000000000000001.spool"), make([]byte, 3000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		dir    string
+		status wecom.CheckStatus
+		want   string
+	}{
+		{"off", config.SpoolOff, wecom.CheckWarn, "off: a read Kafka does not acknowledge is answered 503"},
+		{"none", "", wecom.CheckWarn, "off:"},
+		{"on disk, one segment", disk, wecom.CheckOK, disk + ": 3000 of 1048576 bytes used (1 segments, 0.3%)"},
+		{"not created yet", filepath.Join(disk, "a", "b"), wecom.CheckOK, ": 0 of 1048576 bytes used (0 segments"},
+	}
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		tests = append(tests, struct {
+			name   string
+			dir    string
+			status wecom.CheckStatus
+			want   string
+		}{"tmpfs", "/dev/shm/yidu-doctor-test", wecom.CheckWarn, "on tmpfs"})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := spoolCheck(config.Receiver{SpoolDir: tt.dir, SpoolMaxBytes: 1 << 20})
+			if c.Status != tt.status || !strings.Contains(c.Detail, tt.want) {
+				t.Errorf("spoolCheck(%q) = %s %q; want %s containing %q", tt.dir, c.Status, c.Detail, tt.status, tt.want)
+			}
+		})
 	}
 }

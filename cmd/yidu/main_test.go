@@ -152,6 +152,7 @@ func TestExitCodes(t *testing.T) {
 		{"link a malformed msgid", []string{"link", "--app", "hr", "--msgid", "a b", "--to", "https://x.example"}, 2, ""},
 		{"healthcheck without URL", []string{"healthcheck"}, 2, ""},
 		{"serve with an argument", []string{"serve", "extra"}, 2, ""},
+		{"doctor an unknown app", []string{"doctor", "--app", "nope"}, 2, ""},
 		{"bad log level", []string{"serve", "--log-level", "loud"}, 2, ""},
 		{"missing config is a failure, not usage", []string{"--config", "/nonexistent/yidu.yaml", "serve"}, 1, ""},
 	}

@@ -57,6 +57,10 @@ type envOptions struct {
 	// MySQLProxy puts a TCP proxy the scenario can cut (env.proxy) between
 	// flushd and MySQL.
 	MySQLProxy bool
+	// Serve runs one `yidu serve` (every role, the default config: no
+	// spool_dir, the data directory in its own $HOME) instead of
+	// receivers and flushd (restart_test.go).
+	Serve bool
 	// Partitions of the deltas topic (default 4).
 	Partitions int32
 	// BatchSize is flushd's uids per UPDATE (default 100: small, so one
@@ -88,16 +92,30 @@ type env struct {
 
 	mu    sync.Mutex
 	procs []*proc
-	kcl   *kgo.Client // admin, see group_test.go
+	// dataDirs is each receiver address's YIDU_DATA_DIR: the receiver
+	// restarted on an address finds its predecessor's spool there, as on
+	// a pod's volume (spool on by default: docs/configuration.md).
+	dataDirs map[string]string
+	// serveHome is `yidu serve`'s $HOME (envOptions.Serve), serveDash its
+	// dashboard.
+	serveHome string
+	serveDash *proc
+	kcl       *kgo.Client // admin, see group_test.go
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	return newEnvWith(t, o, nil)
+}
+
+// newEnvWith is newEnv with receiver settings added to the configuration.
+func newEnvWith(t *testing.T, o envOptions, receiver map[string]any) *env {
 	t.Helper()
 	o.setDefaults()
 	e := &env{t: t, started: time.Now()}
 	e.dsn = testenv.MySQLDSN(t)
 	e.rdb, e.prefix = testenv.Redis(t)
-	e.start(o, testenv.RedisAddr(t), e.dsn, nil)
+	e.start(o, testenv.RedisAddr(t), e.dsn, receiver)
 	return e
 }
 
@@ -170,6 +188,15 @@ func (e *env) deploy(o envOptions) {
 	e.t.Helper()
 	e.msgs = messages(o.Notices, o.Members)
 	e.register(e.msgs)
+	if o.Serve {
+		e.serveHome = e.t.TempDir()
+		rcv, dash := e.startServe("serve", "", "")
+		e.receivers = append(e.receivers, rcv)
+		e.serveDash = dash
+		e.wecom = newWeCom(e.t, rcv.addr)
+		e.reads = readsOf(e.msgs)
+		return
+	}
 	var addrs []string
 	for i := range o.Receivers {
 		name := "receiver"
@@ -260,6 +287,19 @@ func (k *kafkaCluster) start(tb testing.TB) {
 	}
 }
 
+// freeze stops the broker with its port answering nothing: a client's
+// new connections hang, as a broker stopped with SIGSTOP leaves them.
+func (k *kafkaCluster) freeze() {
+	k.ln.freeze()
+	k.stop()
+}
+
+// thaw starts the frozen broker again.
+func (k *kafkaCluster) thaw(tb testing.TB) {
+	k.ln.thaw()
+	k.start(tb)
+}
+
 func (k *kafkaCluster) stop() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -279,6 +319,10 @@ type heldListener struct {
 	mu   sync.Mutex
 	cur  *attachedListener
 	done chan struct{}
+	// frozen: connections are held open, unanswered (a broker stopped
+	// with SIGSTOP), until thaw closes them.
+	frozen bool
+	held   []net.Conn
 }
 
 func holdListener(ln net.Listener) *heldListener {
@@ -296,6 +340,11 @@ func (h *heldListener) serve() {
 		}
 		h.mu.Lock()
 		a := h.cur
+		if h.frozen {
+			h.held = append(h.held, c)
+			h.mu.Unlock()
+			continue
+		}
 		h.mu.Unlock()
 		if a == nil {
 			c.Close()
@@ -319,7 +368,27 @@ func (h *heldListener) attach() net.Listener {
 	return a
 }
 
+// freeze holds the port's new connections unanswered until thaw.
+func (h *heldListener) freeze() {
+	h.mu.Lock()
+	h.frozen = true
+	h.mu.Unlock()
+}
+
+// thaw closes the held connections and passes new ones on again.
+func (h *heldListener) thaw() {
+	h.mu.Lock()
+	h.frozen = false
+	held := h.held
+	h.held = nil
+	h.mu.Unlock()
+	for _, c := range held {
+		c.Close()
+	}
+}
+
 func (h *heldListener) close() {
+	h.thaw()
 	h.ln.Close()
 	<-h.done
 }
@@ -406,10 +475,38 @@ func (e *env) startServer(name, role, path string, extraEnv ...string) *proc {
 // WeCom keeps calling.
 func (e *env) startReceiver(name, addr string) *proc {
 	e.t.Helper()
+	return e.startReceiverEnv(name, addr)
+}
+
+// startReceiverEnv is startReceiver with extra environment.
+func (e *env) startReceiverEnv(name, addr string, extra ...string) *proc {
+	e.t.Helper()
+	dir := e.dataDir(addr)
+	extra = append([]string{"YIDU_DATA_DIR=" + dir}, extra...)
+	var p *proc
 	if addr == "" {
-		return e.startServer(name, "receiver", "/healthz")
+		p = e.startServer(name, "receiver", "/healthz", extra...)
+	} else {
+		p = e.startServer(name, "receiver", "/healthz", append(extra, "YIDU_RECEIVER_LISTEN="+addr)...)
 	}
-	return e.startServer(name, "receiver", "/healthz", "YIDU_RECEIVER_LISTEN="+addr)
+	e.mu.Lock()
+	e.dataDirs[p.addr] = dir
+	e.mu.Unlock()
+	return p
+}
+
+// dataDir is the data directory of the receiver on addr: its
+// predecessor's, else a new one ("" is a new receiver).
+func (e *env) dataDir(addr string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dataDirs == nil {
+		e.dataDirs = map[string]string{}
+	}
+	if d, ok := e.dataDirs[addr]; ok && addr != "" {
+		return d
+	}
+	return e.t.TempDir()
 }
 
 // startFlushd runs `yidu flushd`, optionally with another MySQL DSN.

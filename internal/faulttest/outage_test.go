@@ -183,6 +183,9 @@ func newOutageEnv(t *testing.T, o outageOptions) (*env, *redisServer, *proc) {
 	}
 	e.start(o.envOptions, redisAddr, yiduDSN, o.Receiver)
 	e.wecom.client = &http.Client{Timeout: wecomTimeout}
+	if o.Serve {
+		return e, rs, e.serveDash
+	}
 	dash := e.startServer("dashboard-live", "dashboard", "/login")
 	return e, rs, dash
 }

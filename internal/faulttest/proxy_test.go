@@ -20,6 +20,9 @@ type proxy struct {
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[net.Conn]struct{}
+	// frozen: new connections are accepted and held, never forwarded
+	// nor answered, as a server stopped with SIGSTOP leaves them.
+	frozen bool
 }
 
 func newProxy(tb testing.TB, target string) *proxy {
@@ -51,6 +54,13 @@ func (p *proxy) serve(ln net.Listener) {
 }
 
 func (p *proxy) pipe(c net.Conn) {
+	p.mu.Lock()
+	if p.frozen {
+		p.conns[c] = struct{}{} // closed by thaw or cut
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
 	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		c.Close()
@@ -109,4 +119,28 @@ func (p *proxy) restore() {
 		time.Sleep(50 * time.Millisecond)
 	}
 	p.tb.Fatalf("proxy: listen %s again: %v", p.addr, err)
+}
+
+// freeze closes every connection and holds the new ones unanswered until
+// thaw: the server behind answers nothing, its port stays open.
+func (p *proxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = true
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// thaw closes the held connections (their clients retry) and forwards
+// the new ones again.
+func (p *proxy) thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = false
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
 }

@@ -85,7 +85,8 @@ func TestFlushdKill9(t *testing.T) {
 // resumes.
 func TestKafkaUnavailable(t *testing.T) {
 	t.Parallel() // mostly waiting out the outage
-	e := newEnv(t, envOptions{Notices: 2, Members: 1200})
+	// Without a spool (spool_dir: off): what a Kafka outage does then.
+	e := newEnvWith(t, envOptions{Notices: 2, Members: 1200}, map[string]any{"spool_dir": "off"})
 	w := e.wecom
 	before, outage, after := e.reads[:1000], e.reads[1000:1060], e.reads[1060:]
 	w.setPhase("before")

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"net/http"
 	"strconv"
@@ -55,6 +56,9 @@ type wecom struct {
 	sent     atomic.Int64 // reads finished (answered or given up)
 	tries    atomic.Int64
 	answered atomic.Int64
+	// replies and bare count the 200s with a passive reply (the card's
+	// button turning into "已读 ✓", doc path 90241) and without one.
+	replies, bare atomic.Int64
 
 	mu       sync.Mutex
 	results  map[readKey]result
@@ -188,7 +192,15 @@ func (w *wecom) post(ctx context.Context, url string, xml []byte) string {
 	if err != nil {
 		return "conn"
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		if bytes.Contains(b, []byte("<Encrypt>")) {
+			w.replies.Add(1)
+		} else {
+			w.bare.Add(1)
+		}
+	}
 	return strconv.Itoa(resp.StatusCode)
 }
 

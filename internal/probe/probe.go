@@ -31,6 +31,11 @@ type Options struct {
 	// run in parallel, each bounded by Timeout; /readyz is 200 only when
 	// every one returns nil.
 	Ready map[string]Check
+	// Degraded are checks that do not make /readyz fail: a failing one is
+	// named in the 200's body ("ready, degraded: redis"), so an operator
+	// sees which dependency is missing while the role still does its job
+	// (the receiver without Redis or MySQL).
+	Degraded map[string]Check
 	// Timeout bounds each check (default DefaultTimeout).
 	Timeout time.Duration
 	// Alive, when set, makes /healthz 503 with its error's text once it
@@ -82,6 +87,9 @@ func Mount(r chi.Router, o Options) {
 	for name := range o.Ready {
 		p.warn[name] = &rate.Sometimes{Interval: 10 * time.Second}
 	}
+	for name := range o.Degraded {
+		p.warn[name] = &rate.Sometimes{Interval: 10 * time.Second}
+	}
 	r.Get("/healthz", p.handleHealth)
 	r.Get("/readyz", p.handleReady)
 	if o.Gatherer != nil {
@@ -109,26 +117,34 @@ func (p *prober) handleHealth(w http.ResponseWriter, _ *http.Request) {
 // handleReady answers 200 when every check passes, else 503 naming the
 // failing checks (not their errors, which may carry addresses).
 func (p *prober) handleReady(w http.ResponseWriter, r *http.Request) {
-	failed := p.failing(r.Context())
+	failed := p.failing(r.Context(), p.o.Ready)
+	var degraded []string
+	if len(p.o.Degraded) > 0 {
+		degraded = p.failing(r.Context(), p.o.Degraded)
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if len(failed) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready: %s\n", strings.Join(failed, ", "))
+		fmt.Fprintf(w, "not ready: %s\n", strings.Join(append(failed, degraded...), ", "))
+		return
+	}
+	if len(degraded) > 0 {
+		fmt.Fprintf(w, "ready, degraded: %s\n", strings.Join(degraded, ", "))
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))
 }
 
-// failing runs every check in parallel and returns the names of those
+// failing runs every one of checks in parallel and returns the names of those
 // that failed, sorted; a check that outlives its timeout is named with
 // "(timeout)" even if it ignores ctx.
-func (p *prober) failing(ctx context.Context) []string {
+func (p *prober) failing(ctx context.Context, checks map[string]Check) []string {
 	type result struct {
 		name string
 		err  error
 	}
-	results := make(chan result, len(p.o.Ready)) // buffered: a late check never blocks
-	for name, check := range p.o.Ready {
+	results := make(chan result, len(checks)) // buffered: a late check never blocks
+	for name, check := range checks {
 		go func() {
 			cctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 			defer cancel()
@@ -137,7 +153,7 @@ func (p *prober) failing(ctx context.Context) []string {
 	}
 	deadline := time.NewTimer(p.o.Timeout + 100*time.Millisecond)
 	defer deadline.Stop()
-	pending := len(p.o.Ready)
+	pending := len(checks)
 	answered := make(map[string]bool, pending)
 	var failed []string
 	for pending > 0 {
@@ -152,7 +168,7 @@ func (p *prober) failing(ctx context.Context) []string {
 				})
 			}
 		case <-deadline.C:
-			for name := range p.o.Ready {
+			for name := range checks {
 				if !answered[name] {
 					failed = append(failed, name+" (timeout)")
 				}
@@ -162,7 +178,7 @@ func (p *prober) failing(ctx context.Context) []string {
 	}
 	slices.Sort(failed)
 	if g := p.o.Status; g != nil {
-		for name := range p.o.Ready {
+		for name := range checks {
 			v := 1.0
 			if slices.Contains(failed, name) || slices.Contains(failed, name+" (timeout)") {
 				v = 0

@@ -39,7 +39,44 @@ type Config struct {
 	Flushd    Flushd    `yaml:"flushd"`
 	WeCom     WeCom     `yaml:"wecom"`
 	Apps      []App     `yaml:"apps"`
+	Audit     Audit     `yaml:"audit"`
+	// DataDir is where yidu keeps state on local disk (YIDU_DATA_DIR): the
+	// receiver's spool, in <data_dir>/spool unless receiver.spool_dir
+	// says otherwise. Default: $XDG_STATE_HOME/yidu, else
+	// ~/.local/state/yidu (DefaultDataDir). Absolute; created 0700.
+	DataDir string `yaml:"data_dir"`
 }
+
+// SpoolOff as receiver.spool_dir turns the spool off: a read Kafka does
+// not acknowledge is then answered 503 (the receiver warns at start).
+const SpoolOff = "off"
+
+// DefaultDataDir returns data_dir's default through getenv: the XDG
+// state directory, $XDG_STATE_HOME/yidu, else $HOME/.local/state/yidu.
+// Not the working directory: a service manager or a shell may start the
+// next receiver elsewhere, and the reads spooled by this one would stay
+// behind.
+func DefaultDataDir(getenv func(string) string) (string, error) {
+	if x := getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "yidu"), nil
+	}
+	if h := getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".local", "state", "yidu"), nil
+	}
+	return "", errors.New("config: data_dir: no XDG_STATE_HOME or HOME to default it from; set data_dir or YIDU_DATA_DIR")
+}
+
+// Audit configures the audit trail (table audit_events, issue 31).
+type Audit struct {
+	// Retention is how long audit events are kept: `yidu archive purge`
+	// deletes older ones. 0 keeps every event.
+	Retention Duration `yaml:"retention"`
+}
+
+// DefaultAuditRetention keeps audit events 180 days: China's
+// Cybersecurity Law (art. 21) asks network logs be kept at least six
+// months.
+const DefaultAuditRetention = 180 * 24 * time.Hour
 
 // WeCom configures the WeCom server API yidu calls (sending, directory).
 type WeCom struct {
@@ -76,7 +113,9 @@ type Receiver struct {
 	// SpoolDir, when set, is a directory on the receiver's own volume
 	// where a delta Kafka did not acknowledge is written (fsync'd) before
 	// the 200, and forwarded once Kafka is back (docs/reliability.md).
-	// Empty: no spool, a read Kafka does not acknowledge is answered 503.
+	// Load defaults it to <data_dir>/spool; "off" (SpoolOff): no spool, a
+	// read Kafka does not acknowledge is answered 503. Empty in a Config
+	// not built by Load: no spool either.
 	SpoolDir string `yaml:"spool_dir"`
 	// SpoolMaxBytes bounds the spool; beyond it such a read is answered
 	// 503 again.
@@ -413,6 +452,7 @@ func (c *Config) checkLimits() error {
 // Default returns the configuration used for anything the file leaves out.
 func Default() Config {
 	return Config{
+		Audit: Audit{Retention: Duration(DefaultAuditRetention)},
 		Receiver: Receiver{
 			Listen:          "127.0.0.1:8080",
 			TimestampWindow: Duration(10 * time.Minute),
@@ -512,6 +552,25 @@ func Load(path string, getenv func(string) string) (Config, error) {
 		cfg.Dashboard.Users = append(cfg.Dashboard.Users, us...)
 	}
 
+	if cfg.Receiver.SpoolDir == "" {
+		// Spool on by default (docs/reliability.md, Kafka down): a Kafka
+		// election longer than WeCom's three tries loses no read.
+		if cfg.DataDir == "" {
+			env := getenv
+			if env == nil {
+				env = os.Getenv
+			}
+			// No home to default from (a bare environment): the receiver
+			// then runs without a spool and says so at start.
+			cfg.DataDir, _ = DefaultDataDir(env)
+		}
+		if cfg.DataDir != "" {
+			if err := checkSpoolDir(cfg.DataDir); err != nil {
+				return cfg, fmt.Errorf("config: data_dir (or YIDU_DATA_DIR) %q: %w", cfg.DataDir, err)
+			}
+			cfg.Receiver.SpoolDir = filepath.Join(cfg.DataDir, "spool")
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
@@ -551,6 +610,7 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	set(&cfg.Receiver.PublicURL, "YIDU_RECEIVER_PUBLIC_URL")
 	set(&cfg.Dashboard.PublicURL, "YIDU_DASHBOARD_PUBLIC_URL")
 	set(&cfg.Receiver.SpoolDir, "YIDU_RECEIVER_SPOOL_DIR")
+	set(&cfg.DataDir, "YIDU_DATA_DIR")
 	set(&cfg.Dashboard.Listen, "YIDU_DASHBOARD_LISTEN")
 	set(&cfg.Flushd.Listen, "YIDU_FLUSHD_LISTEN")
 	set(&cfg.Flushd.InstanceID, "YIDU_FLUSHD_INSTANCE_ID")
@@ -630,11 +690,14 @@ func (c Config) Validate() error {
 	if c.Receiver.MaxBody <= 0 {
 		return errors.New("config: receiver.max_body must be positive")
 	}
-	if err := checkSpoolDir(c.Receiver.SpoolDir); err != nil {
+	if err := checkSpoolDir(c.Receiver.SpoolDir); err != nil && c.Receiver.SpoolDir != SpoolOff {
 		return fmt.Errorf("config: receiver.spool_dir (or YIDU_RECEIVER_SPOOL_DIR) %q: %w", c.Receiver.SpoolDir, err)
 	}
-	if c.Receiver.SpoolDir != "" && c.Receiver.SpoolMaxBytes < 1<<20 {
+	if c.Receiver.SpoolDir != "" && c.Receiver.SpoolDir != SpoolOff && c.Receiver.SpoolMaxBytes < 1<<20 {
 		return fmt.Errorf("config: receiver.spool_max_bytes %d must be at least 1 MiB", c.Receiver.SpoolMaxBytes)
+	}
+	if r := c.Audit.Retention.D(); r < 0 || (r > 0 && r < 24*time.Hour) {
+		return fmt.Errorf("config: audit.retention %v must be 0 (keep every event) or at least 24h", r)
 	}
 	if c.Flushd.BatchSize <= 0 || c.Flushd.BatchSize > flushd.MaxBatchSize {
 		return fmt.Errorf("config: flushd.batch_size %d must be in 1..%d", c.Flushd.BatchSize, flushd.MaxBatchSize)

@@ -365,3 +365,41 @@ apps: [{name: a, corp_id: c, escalation_fallback: [hr-lead], follow_up: {reminde
 		t.Errorf("default min_reminder_delay %s; want 10m", d)
 	}
 }
+
+// TestSpoolDefault: the spool is on unless turned off, in data_dir's
+// spool/; data_dir defaults to the XDG state directory, and is checked
+// as receiver.spool_dir is.
+func TestSpoolDefault(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    string
+		wantErr string
+	}{
+		{"XDG state home", map[string]string{"XDG_STATE_HOME": "/s", "HOME": "/h"}, "/s/yidu/spool", ""},
+		{"home alone", map[string]string{"HOME": "/h"}, "/h/.local/state/yidu/spool", ""},
+		{"a relative XDG_STATE_HOME is ignored", map[string]string{"XDG_STATE_HOME": "rel", "HOME": "/h"}, "/h/.local/state/yidu/spool", ""},
+		{"YIDU_DATA_DIR", map[string]string{"YIDU_DATA_DIR": "/var/lib/yidu", "HOME": "/h"}, "/var/lib/yidu/spool", ""},
+		{"spool_dir wins", map[string]string{"YIDU_RECEIVER_SPOOL_DIR": "/x", "YIDU_DATA_DIR": "/d"}, "/x", ""},
+		{"off", map[string]string{"YIDU_RECEIVER_SPOOL_DIR": "off", "HOME": "/h"}, SpoolOff, ""},
+		{"no home: no spool", map[string]string{}, "", ""},
+		{"a relative data_dir", map[string]string{"YIDU_DATA_DIR": "yidu-data"}, "", "data_dir"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Load("", func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Load = %v; want an error naming %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Receiver.SpoolDir != tt.want {
+				t.Errorf("receiver.spool_dir = %q; want %q", cfg.Receiver.SpoolDir, tt.want)
+			}
+		})
+	}
+}

@@ -1382,6 +1382,28 @@ func TestComposeConfig(t *testing.T) {
 			}
 		})
 	}
+	// The receiver's spool (on by default in data_dir) must be on a named
+	// volume: in the container's own layer it would go with the container.
+	t.Run("spool volume", func(t *testing.T) {
+		rcv := p.Services["receiver"]
+		cfg, _ := loadConfig(t, mountedConfig(t, "receiver", rcv), rcv.Environment)
+		dir := cfg.Receiver.SpoolDir
+		if dir == "" || dir == config.SpoolOff {
+			t.Fatalf("the compose receiver has no spool (receiver.spool_dir %q, data_dir %q)", dir, cfg.DataDir)
+		}
+		on := false
+		for _, v := range rcv.Volumes {
+			src, dst, _ := strings.Cut(v, ":")
+			dst, _, _ = strings.Cut(dst, ":")
+			_, named := p.Volumes[src]
+			if named && (dir == dst || strings.HasPrefix(dir, dst+"/")) {
+				on = true
+			}
+		}
+		if !on {
+			t.Errorf("the receiver's spool %s is on no named volume (volumes %v)", dir, rcv.Volumes)
+		}
+	})
 	t.Run("topic", func(t *testing.T) {
 		init, ok := p.Services["kafka-init"]
 		if !ok {
@@ -1563,10 +1585,14 @@ func TestDockerfile(t *testing.T) {
 	if !(strings.HasPrefix(base, "gcr.io/distroless/static") && strings.Contains(base, "nonroot")) && base != "scratch" {
 		t.Errorf("final stage FROM %s; want distroless static nonroot or scratch", base)
 	}
-	var user, entrypoint string
+	var user, entrypoint, dataDir string
 	var expose, copies []string
 	for _, in := range final[1:] {
 		switch in.op {
+		case "ENV":
+			if v, ok := strings.CutPrefix(in.args, "YIDU_DATA_DIR="); ok {
+				dataDir = v
+			}
 		case "USER":
 			user = in.args
 		case "ENTRYPOINT":
@@ -1586,8 +1612,12 @@ func TestDockerfile(t *testing.T) {
 	if err := json.Unmarshal([]byte(entrypoint), &ep); err != nil || !slices.Equal(ep, []string{"/yidu"}) {
 		t.Errorf("ENTRYPOINT %s; want [\"/yidu\"] (exec form)", entrypoint)
 	}
-	if len(copies) != 1 || !strings.HasPrefix(copies[0], "--from=") || !strings.HasSuffix(copies[0], "/yidu /yidu") {
-		t.Errorf("final stage copies %q; want only the yidu binary from the build stage", copies)
+	// The binary, and data_dir (the default spool) owned by the runtime
+	// user, so a volume mounted there starts writable.
+	if len(copies) != 2 || !strings.HasPrefix(copies[0], "--from=") || !strings.HasSuffix(copies[0], "/yidu /yidu") {
+		t.Errorf("final stage copies %q; want the yidu binary from the build stage, then data_dir", copies)
+	} else if want := "--chown=" + user + " "; dataDir == "" || !strings.Contains(copies[1], want) || !strings.HasSuffix(copies[1], " "+dataDir) {
+		t.Errorf("final stage copies %q with ENV YIDU_DATA_DIR=%q; want data_dir created %sby the runtime user", copies[1], dataDir, want)
 	}
 
 	// The image must expose the ports the manifests use.

@@ -406,6 +406,12 @@ func testAnalyticsDoc(t *testing.T, blocks []sqlBlock, dialect string) {
 			}
 			return want
 		},
+		// The three registrations above, by the e2e token (an admin of
+		// the corp): one compose row each, with their recipients.
+		"audit-by-actor": func() [][]string { return [][]string{{"e2e", "compose", "ok", "3", "11"}} },
+		"audit-message": func() [][]string {
+			return [][]string{{"compose", "e2e", "token", "admin", n(main.Recipients), "ok"}}
+		},
 		// The dashboard's numbers of the notice, by_signal included.
 		"by-signal": func() [][]string {
 			return [][]string{{n(main.Recipients), n(main.Read), n(main.BySignal.Button), n(main.BySignal.Link), n(main.BySignal.EnterAgent)}}

@@ -39,6 +39,7 @@ import (
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/clientip"
+	"github.com/yidu-io/yidu/internal/jitter"
 	"github.com/yidu-io/yidu/internal/metric"
 	"github.com/yidu-io/yidu/internal/probe"
 	"github.com/yidu-io/yidu/reconcile"
@@ -72,6 +73,9 @@ var (
 
 // The compose page's directory endpoints read idmap's Index and Expand.
 var _ dashboard.AudienceDirectory = (*idmap.Mapper)(nil)
+
+// campaign checks a notice's audience with the registration's expansion.
+var _ campaign.Directory = (*idmap.Mapper)(nil)
 
 // Roles says which parts Run starts.
 type Roles struct {
@@ -133,6 +137,13 @@ type Main struct {
 	// dashboard role.
 	campaignCancel context.CancelFunc
 	campaignDone   chan struct{}
+	// bg lives until Close: the receiver's background start work (Kafka
+	// check, UserID warm-up) and, beside the receiver, flushd's start.
+	bg       context.Context
+	bgCancel context.CancelFunc
+	warmDone chan struct{}
+	mu       sync.Mutex // guards closing, Flusher and flushCancel once Run returned
+	closing  bool
 }
 
 // NewMain returns a Main for cfg logging to logger.
@@ -212,7 +223,32 @@ func CreateDatabase(ctx context.Context, dsn string) error {
 }
 
 // Open connects MySQL and Redis and builds the parts every role shares.
+// It pings both: a command run (yidu doctor, yidu send) stops at once
+// with the reason when one is down. Run does not ping: a receiver must
+// listen whatever is down (docs/reliability.md, Starting in an outage).
 func (m *Main) Open(ctx context.Context) error {
+	if err := m.open(); err != nil {
+		return err
+	}
+	return m.ping(ctx)
+}
+
+// ping checks MySQL and Redis within 10 s.
+func (m *Main) ping(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := m.DB.PingContext(pctx); err != nil {
+		return fmt.Errorf("mysql: ping: %w", err)
+	}
+	if err := m.Redis.Ping(pctx).Err(); err != nil {
+		return fmt.Errorf("redis: ping %s: %w", redisWhere(m.Config.Redis), err)
+	}
+	return nil
+}
+
+// open builds the clients and the shared parts without talking to any
+// server: database/sql and go-redis connect on first use.
+func (m *Main) open() error {
 	cfg := m.Config
 	dsn, err := MySQLDSN(cfg.MySQL)
 	if err != nil {
@@ -231,19 +267,11 @@ func (m *Main) Open(ctx context.Context) error {
 	if err := m.Registry.Register(collectors.NewDBStatsCollector(db, "yidu")); err != nil {
 		return fmt.Errorf("mysql: metrics: %w", err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
-		return fmt.Errorf("mysql: ping: %w", err)
-	}
 	if m.Redis, err = NewRedis(cfg.Redis); err != nil {
 		return err
 	}
 	if err := m.Registry.Register(newRedisPoolCollector(m.Redis)); err != nil {
 		return fmt.Errorf("redis: metrics: %w", err)
-	}
-	if err := m.Redis.Ping(pctx).Err(); err != nil {
-		return fmt.Errorf("redis: ping %s: %w", redisWhere(cfg.Redis), err)
 	}
 	log := m.Logger
 	PointWeCom(cfg.WeCom)
@@ -360,13 +388,37 @@ func (o orphanApplier) ApplyOrphans(ctx context.Context, corpID, msgID string) (
 
 // Run opens the connections and starts the roles; it returns once they
 // are listening. Close stops them.
+//
+// With the receiver role nothing waits for a server before the receiver
+// listens (docs/reliability.md, Starting in an outage): WeCom gives a
+// callback three tries 5 s apart, and a receiver that exits or waits
+// while Redis, MySQL or Kafka is down loses the reads of those 15 s. The
+// reads go through the degraded paths meanwhile (unmarked without Redis,
+// by UserID without MySQL, to the spool without Kafka); the Kafka
+// credential check and the UserID warm-up run in the background with
+// retries, and so does flushd's start beside it (yidu serve). flushd or
+// the dashboard alone wait for their servers as before.
 func (m *Main) Run(ctx context.Context, roles Roles) error {
-	if err := m.Open(ctx); err != nil {
+	m.bg, m.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := m.open(); err != nil {
 		return err
 	}
 	cfg := m.Config
 	log := m.Logger
-	if roles.Receiver || roles.Flushd {
+	if !roles.Receiver {
+		if err := m.ping(ctx); err != nil {
+			return err
+		}
+	}
+	if roles.Receiver {
+		go func() {
+			// A refused credential cannot heal by itself: say so loudly,
+			// but keep spooling (the spool forwards once it is fixed).
+			if err := CheckKafka(m.bg, cfg.Kafka, 10*time.Second); err != nil {
+				log.Error("receiver: kafka check failed; reads are spooled until it passes", "err", err)
+			}
+		}()
+	} else if roles.Flushd {
 		if err := CheckKafka(ctx, cfg.Kafka, 10*time.Second); err != nil {
 			return err
 		}
@@ -383,13 +435,15 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		m.Producer = p
 		ids, loader := m.Mapper, m.Tracker
 		if roles.Dashboard || roles.Flushd {
-			if ids, loader, err = m.openReceiverPool(ctx); err != nil {
+			if ids, loader, err = m.openReceiverPool(); err != nil {
 				return err
 			}
 		}
 		m.ReceiverMapper = ids
 		var pub bitmap.Publisher = p
-		if dir := cfg.Receiver.SpoolDir; dir != "" {
+		if dir := cfg.Receiver.SpoolDir; dir == config.SpoolOff || dir == "" {
+			log.Warn("receiver: no spool (receiver.spool_dir off, or no data_dir): a read Kafka does not acknowledge is answered 503, and WeCom gives up after 3 tries")
+		} else if dir := cfg.Receiver.SpoolDir; dir != "" {
 			if m.Spool, err = delta.NewSpool(p, delta.SpoolOptions{
 				Dir: dir, MaxBytes: cfg.Receiver.SpoolMaxBytes, Logger: log, Registerer: m.Registry,
 			}); err != nil {
@@ -435,11 +489,17 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			return fmt.Errorf("receiver: %w", err)
 		}
 		m.Receiver = rcv
-		if cfg.Receiver.Warm {
-			m.WarmReceiver(ctx)
-		}
 		if m.ReceiverAddr, err = m.serveRole("receiver", ReceiverServer(), cfg.Receiver.Listen, rcv.Routes(), m.readiness(cmp.Or(m.ReceiverDB, m.DB), true)); err != nil {
 			return err
+		}
+		m.warmDone = make(chan struct{})
+		if cfg.Receiver.Warm {
+			go func() {
+				defer close(m.warmDone)
+				m.warmRetrying(m.bg)
+			}()
+		} else {
+			close(m.warmDone)
 		}
 	}
 	if roles.Dashboard {
@@ -447,7 +507,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		if err != nil {
 			return err
 		}
-		camps, err := campaign.NewStore(m.DB, campaign.Options{Known: m.Mapper, Apps: DomainApps(cfg.Apps), Logger: log, Registerer: m.Registry})
+		camps, err := campaign.NewStore(m.DB, campaign.Options{Directory: m.Mapper, Apps: DomainApps(cfg.Apps), Logger: log, Registerer: m.Registry})
 		if err != nil {
 			return fmt.Errorf("campaign: %w", err)
 		}
@@ -469,6 +529,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			Tokens:     dashboardTokens(cfg.Dashboard.Tokens),
 			Users:      dashboardUsers(cfg.Dashboard.Users),
 			Audit:      audit.NewMySQL(m.DB),
+			AuditLog:   audit.NewMySQL(m.DB),
 			SessionTTL: cfg.Dashboard.SessionTTL.D(),
 			// Shared by every replica, kept across restarts.
 			Sessions:       dashboard.NewRedisSessions(m.Redis, cfg.Redis.Prefix),
@@ -499,6 +560,59 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		}
 	}
 	if roles.Flushd {
+		if roles.Receiver {
+			// Beside the receiver: flushd waits for MySQL in the
+			// background, the receiver is already listening.
+			m.flushDone = make(chan struct{})
+			go func() {
+				if err := m.waitFor(m.bg, "mysql", func(ctx context.Context) error { return m.DB.PingContext(ctx) }); err != nil {
+					close(m.flushDone) // Close came first: nothing started
+					return
+				}
+				if err := m.startFlushd(m.bg, roles, true); err != nil {
+					m.flushErr = err
+					close(m.flushDone)
+				}
+			}()
+			return nil
+		}
+		return m.startFlushd(ctx, roles, false)
+	}
+	return nil
+}
+
+// waitFor retries check (each try bounded by 10 s) with jittered
+// exponential backoff from 250 ms to 10 s until it passes; it returns
+// ctx's error if ctx ends first. what names the dependency in the log.
+func (m *Main) waitFor(ctx context.Context, what string, check func(context.Context) error) error {
+	backoff := 250 * time.Millisecond
+	for warned := false; ; {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := check(cctx)
+		cancel()
+		if err == nil {
+			if warned {
+				m.Logger.Info("dependency is back", "dependency", what)
+			}
+			return nil
+		}
+		if !warned {
+			m.Logger.Warn("dependency is down; retrying in the background", "dependency", what, "err", err)
+			warned = true
+		}
+		if err := jitter.Sleep(ctx, jitter.Apply(backoff)); err != nil {
+			return err
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// startFlushd builds flushd and starts its loop. async: flushDone was
+// made by the caller (flushd starting in the background).
+func (m *Main) startFlushd(ctx context.Context, roles Roles, async bool) error {
+	cfg := m.Config
+	log := m.Logger
+	{
 		kopts, err := KafkaOpts(cfg.Kafka, m.Registry, "consumer")
 		if err != nil {
 			return err
@@ -531,10 +645,19 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		if err != nil {
 			return fmt.Errorf("flushd: %w", err)
 		}
-		m.Flusher = f
 		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		m.mu.Lock()
+		if m.closing {
+			m.mu.Unlock()
+			cancel()
+			return errors.New("flushd: closed before it started")
+		}
+		m.Flusher = f
 		m.flushCancel = cancel
-		m.flushDone = make(chan struct{})
+		m.mu.Unlock()
+		if !async {
+			m.flushDone = make(chan struct{})
+		}
 		go func() {
 			defer close(m.flushDone)
 			m.flushErr = f.Run(fctx)
@@ -551,7 +674,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 					return nil
 				}
 			}
-			addr, err := m.serve(opsServer(), cfg.Flushd.Listen, m.withProbes(http.NotFoundHandler(), nil, alive))
+			addr, err := m.serve(opsServer(), cfg.Flushd.Listen, m.withProbes(http.NotFoundHandler(), probe.Options{}, alive))
 			if err != nil {
 				return fmt.Errorf("flushd: %w", err)
 			}
@@ -568,7 +691,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 // dashboard and flushd give the main pool, the connections a WeCom
 // callback needs stay free (docs/reliability.md, Hostile use, item 5).
 // Their metrics count into the main ones' series (metric.Shared).
-func (m *Main) openReceiverPool(ctx context.Context) (*idmap.Mapper, *tracker.Registry, error) {
+func (m *Main) openReceiverPool() (*idmap.Mapper, *tracker.Registry, error) {
 	cfg := m.Config
 	db, err := OpenDB(m.dsn)
 	if err != nil {
@@ -580,11 +703,6 @@ func (m *Main) openReceiverPool(ctx context.Context) (*idmap.Mapper, *tracker.Re
 	db.SetMaxIdleConns(n)
 	if err := m.Registry.Register(collectors.NewDBStatsCollector(db, "yidu_receiver")); err != nil {
 		return nil, nil, fmt.Errorf("mysql: receiver pool metrics: %w", err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
-		return nil, nil, fmt.Errorf("mysql: ping (receiver pool): %w", err)
 	}
 	reg := metric.Shared(m.Registry)
 	ids, err := idmap.New(db, idmap.Options{Logger: m.Logger, Registerer: reg})
@@ -606,10 +724,11 @@ func (m *Main) openReceiverPool(ctx context.Context) (*idmap.Mapper, *tracker.Re
 // directory sync in this process (the demo's) does not pay one MySQL
 // lookup per member inside WeCom's 5 s (each bounded by the recorder's
 // 1 s mark timeout). A failure only leaves the cache to fill on demand:
-// it is logged, never fatal. No-op without the receiver role. Run calls it
-// before the receiver listens unless receiver.warm is false; members it
-// has not met then are looked up on demand, and while MySQL is down they
-// are what the outage path publishes by UserID.
+// it is logged, never fatal. No-op without the receiver role. Run warms
+// in the background once the receiver listens (warmRetrying) unless
+// receiver.warm is false; members it has not met meanwhile are looked up
+// on demand, and while MySQL is down they are what the outage path
+// publishes by UserID.
 func (m *Main) WarmReceiver(ctx context.Context) {
 	if m.ReceiverMapper == nil {
 		return
@@ -631,6 +750,34 @@ func (m *Main) WarmReceiver(ctx context.Context) {
 	}
 }
 
+// warmRetrying is WarmReceiver in the background, each corp retried
+// with backoff (waitFor) until MySQL answers or Close.
+func (m *Main) warmRetrying(ctx context.Context) {
+	if m.ReceiverMapper == nil {
+		return
+	}
+	done := map[string]bool{}
+	for _, a := range m.Config.Apps {
+		if done[a.CorpID] {
+			continue
+		}
+		done[a.CorpID] = true
+		n := 0
+		err := m.waitFor(ctx, "mysql (receiver warm-up)", func(ctx context.Context) (err error) {
+			n, err = m.ReceiverMapper.Warm(ctx, a.CorpID)
+			return err
+		})
+		if err != nil {
+			return // closing
+		}
+		m.Logger.Debug("receiver: idmap warmed", "corp", a.CorpID, "members", n)
+	}
+}
+
+// WarmDone is closed once the receiver's background warm-up has loaded
+// every corp (or Close stopped it); nil without the receiver role.
+func (m *Main) WarmDone() <-chan struct{} { return m.warmDone }
+
 // FlushdDone is closed when flushd's Run returns (nil without the flushd
 // role); FlushdErr then says why. cmd watches it: flushd stopping on its
 // own is a failure.
@@ -640,36 +787,52 @@ func (m *Main) FlushdDone() <-chan struct{} { return m.flushDone }
 func (m *Main) FlushdErr() error { return m.flushErr }
 
 // readiness is what a role needs to answer: its MySQL pool (db) and Redis
-// for the dashboard; for the receiver, Kafka without a spool (without it
-// every read is a 503), else only room in the spool (docs/reliability.md).
-func (m *Main) readiness(db *sql.DB, receiver bool) map[string]probe.Check {
-	checks := map[string]probe.Check{}
-	if !receiver {
-		// The receiver takes button and link reads without Redis (they go
-		// to Kafka unmarked) and without MySQL (by UserID, bitmap.Recorder):
-		// neither being down is a reason to take it out of WeCom's reach.
-		checks["mysql"] = func(ctx context.Context) error { return db.PingContext(ctx) }
-		checks["redis"] = func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() }
-	}
-	kafka := receiver
-	if kafka && m.Spool != nil {
-		// Kafka down is no reason to stop taking callbacks: the spool
-		// holds their deltas. A full spool is.
-		checks["spool"] = m.Spool.Ready
-	} else if kafka {
-		checks["kafka"] = func(ctx context.Context) error {
-			if m.Producer == nil {
-				return errors.New("no producer")
-			}
-			return m.Producer.Ping(ctx)
+// for the dashboard. The receiver is ready while a read can be made
+// durable: Kafka answers, or the spool has room (docs/reliability.md);
+// Redis, MySQL and Kafka are only named when down (probe.Options.Degraded),
+// since the receiver records reads without each of them.
+func (m *Main) readiness(db *sql.DB, receiver bool) probe.Options {
+	mysqlUp := func(ctx context.Context) error { return db.PingContext(ctx) }
+	redisUp := func(ctx context.Context) error { return m.Redis.Ping(ctx).Err() }
+	kafkaUp := func(ctx context.Context) error {
+		if m.Producer == nil {
+			return errors.New("no producer")
 		}
+		return m.Producer.Ping(ctx)
 	}
-	return checks
+	if !receiver {
+		return probe.Options{Ready: map[string]probe.Check{"mysql": mysqlUp, "redis": redisUp}}
+	}
+	// Without Redis button and link reads go to Kafka unmarked, without
+	// MySQL by UserID (bitmap.Recorder): neither is a reason to take the
+	// receiver out of WeCom's reach.
+	o := probe.Options{Degraded: map[string]probe.Check{"mysql": mysqlUp, "redis": redisUp}}
+	if m.Spool == nil {
+		// Without a spool every read Kafka does not take is a 503.
+		o.Ready = map[string]probe.Check{"kafka": kafkaUp}
+		return o
+	}
+	// Kafka down is no reason to stop taking callbacks: the spool holds
+	// their deltas. A full spool with Kafka down is.
+	o.Degraded["kafka"] = kafkaUp
+	o.Ready = map[string]probe.Check{"spool": func(ctx context.Context) error {
+		err := m.Spool.Ready(ctx)
+		if err == nil {
+			return nil
+		}
+		if kafkaUp(ctx) == nil {
+			return nil
+		}
+		return err
+	}}
+	return o
 }
 
-// withProbes puts /healthz, /readyz and /metrics in front of a role's routes.
-func (m *Main) withProbes(h http.Handler, ready map[string]probe.Check, alive func() error) http.Handler {
-	return probe.Wrap(h, probe.Options{Ready: ready, Alive: alive, Gatherer: m.Registry, Logger: m.Logger, Status: m.ready})
+// withProbes puts /healthz, /readyz and /metrics in front of a role's
+// routes; o carries the role's checks.
+func (m *Main) withProbes(h http.Handler, o probe.Options, alive func() error) http.Handler {
+	o.Alive, o.Gatherer, o.Logger, o.Status = alive, m.Registry, m.Logger, m.ready
+	return probe.Wrap(h, o)
 }
 
 // Per-role HTTP server settings. All bound slow clients (slow-loris):
@@ -701,7 +864,7 @@ func opsServer() *http.Server { return newServer(10*time.Second, 30*time.Second,
 // serveRole serves role's routes behind the probes (ready its readiness
 // checks) on listen and logs "<role> listening" with the address, which
 // the harnesses read (internal/rig).
-func (m *Main) serveRole(role string, srv *http.Server, listen string, routes http.Handler, ready map[string]probe.Check) (string, error) {
+func (m *Main) serveRole(role string, srv *http.Server, listen string, routes http.Handler, ready probe.Options) (string, error) {
 	addr, err := m.serve(srv, listen, m.withProbes(routes, ready, nil))
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", role, err)
@@ -734,6 +897,13 @@ func (m *Main) Close() error {
 
 func (m *Main) close() error {
 	var errs []error
+	m.mu.Lock()
+	m.closing = true
+	flushCancel := m.flushCancel
+	m.mu.Unlock()
+	if m.bgCancel != nil {
+		m.bgCancel()
+	}
 	// A fresh context: the signal context is already cancelled, and
 	// in-flight callbacks must finish (STYLE anti-pattern 1).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -764,10 +934,12 @@ func (m *Main) close() error {
 		m.campaignCancel()
 		<-m.campaignDone
 	}
-	if m.flushCancel != nil {
-		m.flushCancel()
+	if flushCancel != nil {
+		flushCancel()
+	}
+	if m.flushDone != nil {
 		<-m.flushDone
-		if err := m.flushErr; err != nil {
+		if err := m.flushErr; err != nil && flushCancel != nil {
 			errs = append(errs, fmt.Errorf("flushd: %w", err))
 		}
 	}

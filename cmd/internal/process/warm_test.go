@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 )
 
 // lookupsByResult reads yidu_idmap_lookups_total{result} from m's registry.
@@ -90,6 +91,11 @@ func TestReceiverWarmsAtStart(t *testing.T) {
 		t.Cleanup(func() { m.Close() })
 		if err := m.Run(ctx, Roles{Receiver: true}); err != nil {
 			t.Fatalf("Run(receiver, warm %v): %v", tc.warm, err)
+		}
+		select { // the warm-up runs in the background once the receiver listens
+		case <-m.WarmDone():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("warm %v: the warm-up did not finish within 10 s", tc.warm)
 		}
 		for _, u := range testMembers {
 			if _, ok, err := m.ReceiverMapper.Lookup(ctx, testCorp, u); err != nil || !ok {

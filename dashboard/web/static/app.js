@@ -455,3 +455,63 @@ catalogueReady.then(function () {
   loadDepartments();
   loadRecipients(false);
 });
+
+// The list page's notices not sent yet: a held notice (too late to send
+// on its own) is sent or cancelled by a person, a scheduled notice or a
+// draft cancelled. Nothing is sent by a single click: the audience's
+// count now (the audience preview, what the send will snapshot) is
+// confirmed, and typed above the app's confirm_over.
+catalogueReady.then(function () {
+  const pending = document.getElementById("pending");
+  if (!pending) return;
+  const csrf = document.querySelector('meta[name="csrf-token"]').content;
+  async function call(method, url, body) {
+    const headers = { "Accept": "application/json", "X-CSRF-Token": csrf };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const r = await fetch(url, { method, credentials: "same-origin", headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    if (r.status === 401) { location.href = "/login"; throw new Error("signed out"); }
+    let j = null;
+    try { j = await r.json(); } catch (e) { /* no JSON body */ }
+    if (!r.ok) throw new Error((j && j.error) || "HTTP " + r.status);
+    return j;
+  }
+  async function confirmSend(n) {
+    const [apps, pv] = await Promise.all([
+      call("GET", "/api/v1/apps"),
+      call("POST", "/api/v1/audience/preview", { app: n.app, audience: n.audience }),
+    ]);
+    const app = (apps.apps || []).find((a) => a.name === n.app);
+    const count = pv.recipients;
+    const text = tr("notice.confirm_send").replace("{n}", count.toLocaleString("en-US"));
+    if (app && count > app.confirm_over) {
+      const typed = window.prompt(text + "\n" + tr("notice.type_count"));
+      if (typed === null) return false;
+      if (typed.replace(/[,\s]/g, "") !== String(count)) throw new Error(tr("notice.count_mismatch"));
+      return true;
+    }
+    return window.confirm(text);
+  }
+  pending.addEventListener("click", async (ev) => {
+    const btn = ev.target.closest("button.notice-send, button.notice-cancel");
+    if (!btn) return;
+    const li = btn.closest("li.notice");
+    const out = li.querySelector(".notice-error");
+    const api = "/api/v1/messages/" + encodeURIComponent(li.dataset.msgid);
+    out.textContent = "";
+    btn.disabled = true;
+    try {
+      if (btn.classList.contains("notice-send")) {
+        if (!(await confirmSend(await call("GET", api)))) return;
+        await call("POST", api + "/send");
+      } else {
+        if (!window.confirm(tr("notice.confirm_cancel"))) return;
+        await call("POST", api + "/cancel");
+      }
+      location.reload();
+    } catch (e) {
+      out.textContent = e.message;
+    } finally {
+      btn.disabled = false;
+    }
+  });
+});

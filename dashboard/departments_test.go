@@ -1,0 +1,56 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// TestDepartmentsColdStart: after a restart the corp's department tree
+// is not cached and the directory is slow (held here): the first view
+// answers within deptWait plus a margin with loading true and no rows,
+// instead of waiting; once the directory answers, the next view has the
+// departments.
+func TestDepartmentsColdStart(t *testing.T) {
+	f := newFixture(t)
+	f.dir.mu.Lock() // the directory load blocks until unlocked
+	held := true
+	defer func() {
+		if held {
+			f.dir.mu.Unlock()
+		}
+	}()
+	type view struct {
+		Departments []deptJSON
+		Loading     bool
+	}
+	get := func() (view, time.Duration) {
+		start := time.Now()
+		w := f.ok(t, "GET", "/api/v1/messages/hello/departments")
+		var v view
+		if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		return v, time.Since(start)
+	}
+	v, took := get()
+	if took > deptWait+500*time.Millisecond || !v.Loading || len(v.Departments) != 0 {
+		t.Errorf("first view with the directory held: loading %v, %d departments after %s; want loading, none, within %s", v.Loading, len(v.Departments), took, deptWait)
+	}
+	f.dir.mu.Unlock()
+	held = false
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v, _ = get()
+		if !v.Loading {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still loading 5 s after the directory answered")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(v.Departments) == 0 {
+		t.Error("no departments once the directory answered")
+	}
+}
