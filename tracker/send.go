@@ -668,7 +668,7 @@ func (r *Registry) appOf(m yidu.Message) yidu.App {
 // Remind sends a reminder card to userIDs (the dashboard passes the current
 // non-readers), SendBatch per call; reminder K's batch N carries task_id
 // "<msgid>@r<K>-<N>" so a press on it counts as a read of m. The card is
-// the notice's (body and link) with "Reminder" under the title. Every
+// the notice's (body and link) with "提醒" (reminderDesc) under the title. Every
 // batch is recorded in message_sends with kind "remind" (see
 // LastReminder). The least interval between reminders is the dashboard's
 // to enforce. A recalled message is not reminded (yidu.ErrRecalled).
