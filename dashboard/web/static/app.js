@@ -308,24 +308,24 @@ catalogueReady.then(function () {
     const tb = $("departments").tBodies[0];
     while (tb.firstChild) tb.removeChild(tb.firstChild);
     for (const d of rows) {
-      const tr = el("tr");
+      const row = el("tr");
       const name = el("td", null, "dept");
       const a = el("a", (sortKey ? "" : "\u00a0\u00a0".repeat(d.depth)) + d.name);
       a.dataset.dept = d.id;
       a.addEventListener("click", () => setDepartment(d.id, d.name));
       name.appendChild(a);
-      tr.appendChild(name);
-      tr.appendChild(el("td", d.recipients, "num"));
-      tr.appendChild(el("td", d.read, "num"));
-      tr.appendChild(el("td", d.unread, "num"));
+      row.appendChild(name);
+      row.appendChild(el("td", d.recipients, "num"));
+      row.appendChild(el("td", d.read, "num"));
+      row.appendChild(el("td", d.unread, "num"));
       const pc = el("td", d.percent, "num");
       const bar = el("span", null, "pbar");
       const fill = el("i");
       fill.style.width = Math.min(100, d.percent) + "%";
       bar.appendChild(fill);
       pc.appendChild(bar);
-      tr.appendChild(pc);
-      tb.appendChild(tr);
+      row.appendChild(pc);
+      tb.appendChild(row);
     }
   }
   for (const th of document.querySelectorAll("#departments th[data-sort]")) {
@@ -382,12 +382,12 @@ catalogueReady.then(function () {
     if (!append) while (tb.firstChild) tb.removeChild(tb.firstChild);
     $("recipient-total").textContent = d.total;
     for (const r of d.items) {
-      const tr = el("tr");
-      tr.appendChild(el("td", r.userid));
-      tr.appendChild(el("td", r.name + (r.left ? " (" + tr("people.left") + ")" : "")));
-      tr.appendChild(el("td", r.departments.map((x) => x.name || x.id).join(", "), "hide-narrow"));
-      tr.appendChild(el("td", r.read ? (r.read_time ? fmtTime(r.read_time) : tr("count.read")) : "–"));
-      tb.appendChild(tr);
+      const row = el("tr");
+      row.appendChild(el("td", r.userid));
+      row.appendChild(el("td", r.name + (r.left ? " (" + tr("people.left") + ")" : "")));
+      row.appendChild(el("td", r.departments.map((x) => x.name || x.id).join(", "), "hide-narrow"));
+      row.appendChild(el("td", r.read ? (r.read_time ? fmtTime(r.read_time) : tr("count.read")) : "–"));
+      tb.appendChild(row);
     }
     cursor = d.next_cursor;
     $("more").hidden = !cursor;
