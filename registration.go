@@ -53,6 +53,13 @@ const (
 	MaxURL = 2048
 )
 
+// ReadButtonText is the text of the card's read button (button_list.text,
+// at most MaxButtonText characters, doc path 90236), the one the tracker
+// sends and the compose page previews. It is card content the member reads
+// in WeCom, not page chrome: one language (zh-CN.md keeps 我已阅读), the
+// same whatever language the sender's page speaks.
+const ReadButtonText = "我已阅读"
+
 // Listing bounds of every paged list (messages, recipients pages use their
 // own cursor but the same limits).
 const (

@@ -176,19 +176,27 @@ func TestListPageStates(t *testing.T) {
 	}
 }
 
+// TestStateBadge: the badge is the state's word in the page's language,
+// with the minutes late for a late send; an unknown state shows as itself.
 func TestStateBadge(t *testing.T) {
+	cats, err := loadCatalogues()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
+		lang  string
 		state string
 		late  int64
 		want  string
 	}{
-		{"scheduled", 0, "待发送"}, {"sending", 0, "发送中"}, {"sent", 30, "已发送"}, {"sent", 300, "已发送 · 延迟发送 (5 分钟)"},
-		{"cancelled", 0, "已取消"}, {"failed", 0, "发送失败"}, {"draft", 0, "草稿"},
+		{"zh-CN", "scheduled", 0, "待发送"}, {"zh-CN", "sending", 0, "发送中"}, {"zh-CN", "sent", 30, "已发送"},
+		{"zh-CN", "sent", 300, "已发送 · 延迟发送 (5 分钟)"}, {"zh-CN", "cancelled", 0, "已取消"},
+		{"zh-CN", "failed", 0, "发送失败"}, {"zh-CN", "draft", 0, "草稿"}, {"zh-CN", "held", 0, "待处理"},
+		{"zh-CN", "scheduled", 600, "待发送"}, {"zh-CN", "mystery", 0, "mystery"},
+		{"en", "sent", 300, "Sent · sent 5 min late"}, {"en", "held", 0, "Held"}, {"en", "draft", 0, "Draft"},
 	} {
-		j := messageJSON{}
-		j.State, j.SentLateBy = tc.state, tc.late
-		if got := stateBadge(j); got != tc.want {
-			t.Errorf("%s late %d: %q, want %q", tc.state, tc.late, got, tc.want)
+		if got := stateBadge(cats[tc.lang], tc.state, tc.late); got != tc.want {
+			t.Errorf("%s %s late %d: %q, want %q", tc.lang, tc.state, tc.late, got, tc.want)
 		}
 	}
 }

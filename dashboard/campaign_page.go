@@ -1,37 +1,40 @@
 package dashboard
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/yidu-io/yidu"
 )
 
-// stateWords are the list page's state badges (/work/shared/zh-CN.md).
-var stateWords = map[string]string{
-	string(yidu.StateDraft):     "草稿",
-	string(yidu.StateScheduled): "待发送",
-	string(yidu.StateSending):   "发送中",
-	string(yidu.StateSent):      "已发送",
-	string(yidu.StateCancelled): "已取消",
-	string(yidu.StateFailed):    "发送失败",
-	string(yidu.StateHeld):      "待处理",
+// stateKeys are the catalogue keys of the list page's state badges
+// (/work/shared/zh-CN.md: 草稿, 待发送, 发送中, 已发送, 已取消, 发送失败, 待处理).
+var stateKeys = map[string]string{
+	string(yidu.StateDraft):     "notice_state.draft",
+	string(yidu.StateScheduled): "notice_state.scheduled",
+	string(yidu.StateSending):   "notice_state.sending",
+	string(yidu.StateSent):      "notice_state.sent",
+	string(yidu.StateCancelled): "notice_state.cancelled",
+	string(yidu.StateFailed):    "notice_state.failed",
+	string(yidu.StateHeld):      "notice_state.held",
 }
 
-// stateBadge is a row's badge text: the state's word, "延迟发送 (N 分钟)"
-// for a notice that started sending late.
-func stateBadge(j messageJSON) string {
-	if j.SentLateBy >= 60 && (j.State == string(yidu.StateSent) || j.State == string(yidu.StateSending)) {
-		return fmt.Sprintf("%s · 延迟发送 (%d 分钟)", stateWords[j.State], j.SentLateBy/60)
-	}
-	if w, ok := stateWords[j.State]; ok {
-		return w
-	}
-	return j.State
-}
+// lateKey is the badge's "sent late" suffix, with the minutes as %d.
+const lateKey = "notice_state.late"
 
-// Badge is stateBadge(j), for the templates.
-func (j messageJSON) Badge() string { return stateBadge(j) }
+// stateBadge is a row's badge in the catalogue c: the state's word, then
+// "延迟发送 (N 分钟)" for a notice that started sending late. A state
+// this page does not know shows as itself.
+// The templates call it as {{badge .State .SentLateBy}}.
+func stateBadge(c catalogue, state string, lateBy int64) string {
+	w := state
+	if k, ok := stateKeys[state]; ok {
+		w = c.t(k)
+	}
+	if lateBy >= 60 && (state == string(yidu.StateSent) || state == string(yidu.StateSending)) {
+		return w + " · " + c.tf(lateKey, lateBy/60)
+	}
+	return w
+}
 
 // pendingNotices is the list page's first-page section of notices not yet
 // sent (drafts, scheduled, held, sending, failed), newest first; errors

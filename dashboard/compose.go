@@ -26,8 +26,9 @@ var composeLimits = cardLimits{Title: yidu.MaxCardTitle, Body: yidu.MaxBody, URL
 // ?edit=<msgid> (a draft or scheduled notice) are read by the script,
 // which loads the notice through the API and its access checks.
 func (s *Server) handleComposePage(w http.ResponseWriter, r *http.Request) {
-	d := pageFor(r, "新建通知")
+	d := pageFor(r, "list.new_notice")
 	d.Script = "compose.js"
 	d.Limits = composeLimits
+	d.ReadButton = yidu.ReadButtonText
 	s.render(w, http.StatusOK, "new.html", d)
 }

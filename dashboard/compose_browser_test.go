@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/chromedp/cdproto/network"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -397,6 +398,10 @@ func TestBrowserCompose(t *testing.T) {
 	b.do(t, "viewer in Berlin", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		// Debian's chromium ignores --lang for formats (see process's test).
 		if _, err := cdp.Call(ctx, tg, emulation.SetLocaleOverride, emulation.SetLocaleOverrideParams{Locale: "zh_CN"}); err != nil {
+			return err
+		}
+		// It sends Accept-Language en-US too: ask for the page's default, zh-CN.
+		if _, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Accept-Language": "zh-CN,zh;q=0.9"}}); err != nil {
 			return err
 		}
 		_, err := cdp.Call(ctx, tg, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Europe/Berlin"})

@@ -84,7 +84,8 @@ func (c catalogue) tf(key string, args ...any) string {
 func parsePages(cats map[string]catalogue) (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
 	for lang, c := range cats {
-		funcs := template.FuncMap{"t": c.t, "tf": c.tf, "lang": func() string { return lang }}
+		funcs := template.FuncMap{"t": c.t, "tf": c.tf, "lang": func() string { return lang },
+			"badge": func(state string, lateBy int64) string { return stateBadge(c, state, lateBy) }}
 		p, err := template.New("").Funcs(templateFuncs).Funcs(funcs).ParseFS(webFS, "web/templates/*.html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: templates: %w", err)

@@ -64,15 +64,17 @@ func TestTemplatesUseKnownKeys(t *testing.T) {
 			}
 		}
 	}
-	js, _ := webFS.ReadFile("web/static/app.js")
-	for _, m := range regexp.MustCompile(`\btr\("([^"]+)"\)`).FindAllStringSubmatch(string(js), -1) {
-		n++
-		if _, ok := cats["en"][m[1]]; !ok {
-			t.Errorf("app.js uses unknown key %q", m[1])
+	for _, script := range []string{"app.js", "compose.js"} {
+		js, _ := webFS.ReadFile("web/static/" + script)
+		for _, m := range regexp.MustCompile(`\btrf?\("([^"]+)"`).FindAllStringSubmatch(string(js), -1) {
+			n++
+			if _, ok := cats["en"][m[1]]; !ok {
+				t.Errorf("%s uses unknown key %q", script, m[1])
+			}
 		}
-	}
-	if han.Match(js) {
-		t.Error("app.js has a literal Chinese label")
+		if han.Match(js) {
+			t.Errorf("%s has a literal Chinese label: %s", script, han.FindAllString(string(js), 5))
+		}
 	}
 	if n < 50 {
 		t.Errorf("templates use %d keys, want the page's labels through the catalogue", n)
@@ -80,6 +82,10 @@ func TestTemplatesUseKnownKeys(t *testing.T) {
 	goKeys := []string{"login.title", "list.title", "message.title", "error.bad_cursor", "error.bad_search",
 		"error.list_unavailable", "error.message_not_found", "error.message_unavailable", "error.bad_request",
 		"login.wrong", "login.too_many", "login.unavailable"}
+	for _, k := range stateKeys {
+		goKeys = append(goKeys, k)
+	}
+	goKeys = append(goKeys, lateKey)
 	for _, l := range signalLabels {
 		goKeys = append(goKeys, l)
 	}

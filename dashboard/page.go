@@ -69,6 +69,10 @@ type pageData struct {
 	Script string
 	// Limits are the card's limits the compose page counts against.
 	Limits cardLimits
+	// ReadButton is the card's button text as the tracker sends it
+	// (yidu.ReadButtonText): card content the member sees, not page
+	// chrome, so the preview shows it as sent in either page language.
+	ReadButton string
 	// Audit is the audit page's filter and events.
 	Audit *auditView
 }

@@ -26,13 +26,14 @@ const SendBatch = 1000
 // DefaultReadButtonKey is the read button's key when the app sets none.
 const DefaultReadButtonKey = "yidu_read"
 
-// readButtonText is the card's only button: at most yidu.MaxButtonText
+// readButtonText is the card's only button, yidu.ReadButtonText (the
+// compose page previews the same constant): at most yidu.MaxButtonText
 // characters (button_list.text, path 90236).
-const readButtonText = "我已阅读 Read"
+const readButtonText = yidu.ReadButtonText
 
 // reminderDesc is a reminder card's main_title.desc (at most
 // yidu.MaxCardDesc characters).
-const reminderDesc = "提醒 / Reminder"
+const reminderDesc = "提醒" // one language, like the button
 
 // Per app and member WeCom delivers at most 30 messages a minute and 1000 an
 // hour and silently drops the rest (path 90236). One notice (a send or a
@@ -667,7 +668,7 @@ func (r *Registry) appOf(m yidu.Message) yidu.App {
 // Remind sends a reminder card to userIDs (the dashboard passes the current
 // non-readers), SendBatch per call; reminder K's batch N carries task_id
 // "<msgid>@r<K>-<N>" so a press on it counts as a read of m. The card is
-// the notice's (body and link) with "Reminder" under the title. Every
+// the notice's (body and link) with "提醒" (reminderDesc) under the title. Every
 // batch is recorded in message_sends with kind "remind" (see
 // LastReminder). The least interval between reminders is the dashboard's
 // to enforce. A recalled message is not reminded (yidu.ErrRecalled).

@@ -8,6 +8,9 @@
 const LANG = document.documentElement.lang || "zh-CN";
 let catalogue = {};
 function tr(key) { return Object.prototype.hasOwnProperty.call(catalogue, key) ? catalogue[key] : key; }
+// trf is tr with placeholders {0}, {1}, … filled from args in order
+// (compose.js shares tr, trf, LANG and catalogueReady: app.js loads first).
+function trf(key, ...args) { return tr(key).replace(/\{(\d+)\}/g, (m, i) => (i < args.length ? String(args[i]) : m)); }
 const catalogueReady = fetch("/i18n/" + encodeURIComponent(LANG) + ".json", { credentials: "same-origin" })
   .then((r) => (r.ok ? r.json() : {})).then((c) => { catalogue = c; }, () => {});
 const numFmt = new Intl.NumberFormat(LANG);

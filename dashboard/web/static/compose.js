@@ -13,7 +13,7 @@
   const params = new URLSearchParams(location.search);
   const editID = params.get("edit") || "";
   const fromID = params.get("from") || "";
-  const numFmt = new Intl.NumberFormat("en-US"); // 98,231 人
+  const numFmt = new Intl.NumberFormat(LANG); // grouped digits in the page language (app.js LANG)
   const viewerZone = Intl.DateTimeFormat().resolvedOptions().timeZone;
 
   const state = {
@@ -97,13 +97,13 @@
     let ok = true;
     for (const [id, count, max] of fields) {
       if (count() > max) {
-        $(id + "-error").textContent = (id === "url" ? "链接最长 " + max + " 字节" : "最多 " + max + " 个字") + "（当前 " + count() + "）";
+        $(id + "-error").textContent = trf(id === "url" ? "compose.err_url_max" : "compose.err_text_max", max, count());
         ok = false;
       }
     }
-    if ($("title").value.trim() === "") { $("title-error").textContent = "请填写标题"; ok = false; }
+    if ($("title").value.trim() === "") { $("title-error").textContent = tr("compose.err_title"); ok = false; }
     const u = $("url").value.trim();
-    if (u !== "" && !/^https?:\/\/[^\s]+$/i.test(u)) { $("url-error").textContent = "链接须以 http:// 或 https:// 开头"; ok = false; }
+    if (u !== "" && !/^https?:\/\/[^\s]+$/i.test(u)) { $("url-error").textContent = tr("compose.err_url_scheme"); ok = false; }
     return ok;
   }
 
@@ -111,7 +111,7 @@
   function showPreview() {
     $("pv-app").textContent = state.app ? state.app.name : "";
     const t = $("title").value;
-    $("pv-title").textContent = t || "标题";
+    $("pv-title").textContent = t || tr("compose.title");
     $("pv-title").classList.toggle("placeholder", !t);
     $("pv-body").textContent = $("body").value;
     $("pv-body").hidden = $("body").value === "";
@@ -133,7 +133,7 @@
       sel.append(o);
     }
     if (state.apps.length === 0) {
-      $("app-error").textContent = "你没有可以发送通知的应用";
+      $("app-error").textContent = tr("compose.no_apps");
       $("submit").disabled = true;
       $("save-draft").disabled = true;
     }
@@ -158,7 +158,7 @@
   // ---- Departments: the tree, with counts of the whole subtree.
   async function loadDepts() {
     $("dept-state").hidden = false;
-    $("dept-state").textContent = "正在加载部门…";
+    $("dept-state").textContent = tr("compose.dept_loading");
     try {
       const j = await getJSON("/api/v1/directory/departments?" + appQ());
       state.depts = new Map();
@@ -169,10 +169,10 @@
         if (p && p !== d) p.children.push(d); else state.roots.push(d);
       }
       $("dept-state").hidden = state.depts.size > 0;
-      $("dept-state").textContent = "通讯录中没有部门";
+      $("dept-state").textContent = tr("compose.dept_none");
       renderTree();
     } catch (e) {
-      $("dept-state").textContent = "部门加载失败：" + e.message;
+      $("dept-state").textContent = trf("compose.dept_failed", e.message);
     }
   }
   function deptNode(d, open, only) {
@@ -183,7 +183,7 @@
     const tw = el("button", kids.length ? (open ? "▾" : "▸") : "", "twisty");
     tw.type = "button";
     tw.disabled = kids.length === 0;
-    tw.setAttribute("aria-label", open ? "收起" : "展开");
+    tw.setAttribute("aria-label", open ? tr("compose.collapse") : tr("compose.expand"));
     tw.setAttribute("aria-expanded", open ? "true" : "false");
     const lab = el("label");
     const cb = el("input");
@@ -191,7 +191,7 @@
     cb.dataset.dept = d.id;
     cb.checked = state.pickedDepts.has(d.id);
     lab.append(cb, " ", el("span", d.name, "name"));
-    row.append(tw, lab, el("span", numFmt.format(d.members || 0) + " 人", "count"));
+    row.append(tw, lab, el("span", trf("compose.people_n", numFmt.format(d.members || 0)), "count"));
     li.append(row);
     const ul = el("ul");
     ul.hidden = !open;
@@ -203,7 +203,7 @@
       ul.hidden = !ul.hidden;
       tw.textContent = ul.hidden ? "▸" : "▾";
       tw.setAttribute("aria-expanded", ul.hidden ? "false" : "true");
-      tw.setAttribute("aria-label", ul.hidden ? "展开" : "收起");
+      tw.setAttribute("aria-label", ul.hidden ? tr("compose.expand") : tr("compose.collapse"));
     });
     cb.addEventListener("change", () => {
       if (cb.checked) state.pickedDepts.add(d.id); else state.pickedDepts.delete(d.id);
@@ -228,14 +228,14 @@
       for (let x = d; x && !only.has(x.id); x = state.depts.get(x.parent_id)) only.add(x.id);
     }
     for (const r of state.roots) if (only.has(r.id)) ul.append(deptNode(r, true, only));
-    if (only.size === 0) ul.append(el("li", "没有匹配的部门", "muted"));
+    if (only.size === 0) ul.append(el("li", tr("compose.dept_no_match"), "muted"));
   }
   $("dept-search").addEventListener("input", debounce(renderTree, 150));
 
   // ---- Tags, kept apart from departments.
   async function loadTags() {
     $("tags-state").hidden = false;
-    $("tags-state").textContent = "正在加载标签…";
+    $("tags-state").textContent = tr("compose.tags_loading");
     try {
       const j = await getJSON("/api/v1/directory/tags?" + appQ());
       state.tags = new Map((j.tags || []).map((t) => [t.id, t]));
@@ -252,14 +252,14 @@
           if (cb.checked) state.pickedTags.add(t.id); else state.pickedTags.delete(t.id);
           audienceChanged();
         });
-        lab.append(cb, " ", el("span", t.name, "name"), " ", el("span", numFmt.format(t.members || 0) + " 人", "count"));
+        lab.append(cb, " ", el("span", t.name, "name"), " ", el("span", trf("compose.people_n", numFmt.format(t.members || 0)), "count"));
         li.append(lab);
         ul.append(li);
       }
       $("tags-state").hidden = state.tags.size > 0;
-      $("tags-state").textContent = "通讯录中没有标签";
+      $("tags-state").textContent = tr("compose.tags_none");
     } catch (e) {
-      $("tags-state").textContent = "标签加载失败：" + e.message;
+      $("tags-state").textContent = trf("compose.tags_failed", e.message);
     }
   }
 
@@ -289,9 +289,9 @@
         li.append(b);
         ul.append(li);
       }
-      if (!ul.firstChild) ul.append(el("li", "没有找到成员", "muted"));
+      if (!ul.firstChild) ul.append(el("li", tr("compose.people_none"), "muted"));
     } catch (e) {
-      if (seq === peopleSeq) ul.replaceChildren(el("li", "搜索失败：" + e.message, "error"));
+      if (seq === peopleSeq) ul.replaceChildren(el("li", trf("compose.people_failed", e.message), "error"));
     }
   }, 250);
   $("people-q").addEventListener("input", searchPeople);
@@ -310,7 +310,7 @@
       }
       s = s.trim();
       if (s === "") continue;
-      if (i === 0 && /^(userid|user_id|账号|帐号)$/i.test(s)) continue; // a header
+      if (i === 0 && /^(userid|user_id|\u8d26\u53f7|\u5e10\u53f7)$/i.test(s)) continue; // a header
       out.push(s);
     }
     return out;
@@ -318,11 +318,11 @@
   function addList(ids, source) {
     const before = state.pasted.size;
     for (const id of ids) state.pasted.add(id);
-    $("paste-status").textContent = source + "：" + numFmt.format(ids.length) + " 个账号，新增 " + numFmt.format(state.pasted.size - before) + " 个";
+    $("paste-status").textContent = trf("compose.list_added", source, numFmt.format(ids.length), numFmt.format(state.pasted.size - before));
     audienceChanged();
   }
   $("paste-add").addEventListener("click", () => {
-    addList(parseList($("paste").value), "粘贴");
+    addList(parseList($("paste").value), tr("compose.source_paste"));
     $("paste").value = "";
   });
   $("csv").addEventListener("change", async () => {
@@ -336,7 +336,7 @@
       if (buf.subarray(0, 8192).includes(0)) throw new Error("binary");
       text = new TextDecoder("utf-8", { fatal: true }).decode(buf);
     } catch (_) {
-      $("audience-error").textContent = "“" + f.name + "”不是文本文件：请上传 UTF-8 编码的 CSV 或文本，每行一个账号";
+      $("audience-error").textContent = trf("compose.not_text", f.name);
       return;
     }
     addList(parseList(text), f.name);
@@ -364,7 +364,7 @@
     li.append(el("span", label));
     const x = el("button", "×", "remove");
     x.type = "button";
-    x.setAttribute("aria-label", "移除 " + label);
+    x.setAttribute("aria-label", trf("compose.remove", label));
     x.addEventListener("click", onRemove);
     li.append(x);
     return li;
@@ -372,14 +372,14 @@
   function showPicked() {
     const ul = $("picked");
     ul.replaceChildren();
-    if (state.all) ul.append(chip("全员", "all", () => { $("all").checked = false; $("all").dispatchEvent(new Event("change")); }));
+    if (state.all) ul.append(chip(tr("compose.everyone"), "all", () => { $("all").checked = false; $("all").dispatchEvent(new Event("change")); }));
     for (const id of state.pickedDepts) {
       const d = state.depts.get(id);
-      ul.append(chip("部门 " + (d ? d.name : "#" + id), "dept", () => { state.pickedDepts.delete(id); renderTree(); audienceChanged(); }));
+      ul.append(chip(trf("compose.chip_dept", d ? d.name : "#" + id), "dept", () => { state.pickedDepts.delete(id); renderTree(); audienceChanged(); }));
     }
     for (const id of state.pickedTags) {
       const t = state.tags.get(id);
-      ul.append(chip("标签 " + (t ? t.name : "#" + id), "tag", () => {
+      ul.append(chip(trf("compose.chip_tag", t ? t.name : "#" + id), "tag", () => {
         state.pickedTags.delete(id);
         const cb = form.querySelector('input[data-tag="' + id + '"]');
         if (cb) cb.checked = false;
@@ -390,9 +390,9 @@
       ul.append(chip(label, "person", () => { state.people.delete(u); audienceChanged(); }));
     }
     if (state.pasted.size > 0) {
-      ul.append(chip("账号列表 " + numFmt.format(state.pasted.size) + " 个", "list", () => { state.pasted.clear(); $("paste-status").textContent = ""; audienceChanged(); }));
+      ul.append(chip(trf("compose.chip_list", numFmt.format(state.pasted.size)), "list", () => { state.pasted.clear(); $("paste-status").textContent = ""; audienceChanged(); }));
     }
-    if (!ul.firstChild) ul.append(el("li", "尚未选择", "muted"));
+    if (!ul.firstChild) ul.append(el("li", tr("compose.none_picked"), "muted"));
   }
   let countSeq = 0;
   const refreshCount = debounce(async () => {
@@ -407,14 +407,14 @@
       state.recipients = 0;
       return;
     }
-    $("count-state").textContent = "计算中…";
+    $("count-state").textContent = tr("compose.counting");
     try {
       const [code, j] = await api("POST", "/api/v1/audience/preview", { app: state.app.name, audience: a });
       if (seq !== countSeq) return;
-      if (code !== 200) { $("count-state").textContent = ""; showError(j, "无法计算接收人"); return; }
+      if (code !== 200) { $("count-state").textContent = ""; showError(j, tr("compose.count_failed")); return; }
       state.recipients = j.recipients;
       $("recipient-count").textContent = numFmt.format(j.recipients);
-      $("left-count").textContent = j.left ? "（已离职 " + numFmt.format(j.left) + " 人不计入）" : "";
+      $("left-count").textContent = j.left ? trf("compose.left_n", numFmt.format(j.left)) : "";
       $("count-state").textContent = "";
       const unk = j.unknown_userids || [];
       $("unknown").hidden = unk.length === 0;
@@ -422,15 +422,15 @@
       const ul = $("unknown-list");
       ul.replaceChildren();
       for (const u of unk.slice(0, 200)) ul.append(el("li", u, "chip unknown"));
-      if (unk.length > 200) ul.append(el("li", "… 另有 " + numFmt.format(unk.length - 200) + " 个", "muted"));
+      if (unk.length > 200) ul.append(el("li", trf("compose.more_n", numFmt.format(unk.length - 200)), "muted"));
     } catch (e) {
-      if (seq === countSeq) $("count-state").textContent = "接收人计算失败：" + e.message;
+      if (seq === countSeq) $("count-state").textContent = trf("compose.count_error", e.message);
     }
   }, 300);
   function audienceChanged() {
     $("audience-error").textContent = "";
     state.recipients = null;
-    $("count-state").textContent = "计算中…";
+    $("count-state").textContent = tr("compose.counting");
     showPicked();
     refreshCount();
   }
@@ -471,19 +471,20 @@
     return p.getUTCFullYear() + "-" + pad(p.getUTCMonth() + 1) + "-" + pad(p.getUTCDate()) + "T" + pad(p.getUTCHours()) + ":" +
       pad(p.getUTCMinutes()) + ":" + pad(p.getUTCSeconds()) + (offset < 0 ? "-" : "+") + pad(Math.floor(a / 60)) + ":" + pad(a % 60);
   }
-  // zhTime is "2026年12月3日 18:05" in tz.
+  // zhTime is a date and time in tz, in the catalogue form compose.date
+  // (zh-CN: year, month and day words; en: 2026-12-03 18:05).
   function zhTime(ms, tz) {
     const p = partsIn(tz, ms);
-    return p.y + "年" + p.mo + "月" + p.d + "日 " + pad(p.h) + ":" + pad(p.mi);
+    return trf("compose.date", p.y, LANG === "en" ? pad(p.mo) : p.mo, LANG === "en" ? pad(p.d) : p.d, pad(p.h), pad(p.mi));
   }
   function sameZone(ms) { return offsetIn(corpZone(), ms) === offsetIn(viewerZone, ms); }
   function showZone() {
-    $("send-at-zone").textContent = "企业时区 " + corpZone();
+    $("send-at-zone").textContent = trf("compose.corp_zone", corpZone());
     const w = $("send-at").value ? fromWall($("send-at").value, corpZone()) : null;
-    $("send-at-local").textContent = w && !sameZone(w.ms) ? "你的时区（" + viewerZone + "）：" + zhTime(w.ms, viewerZone) : "";
+    $("send-at-local").textContent = w && !sameZone(w.ms) ? trf("compose.your_zone", viewerZone, zhTime(w.ms, viewerZone)) : "";
     const later = $("when-later").checked;
     $("later").hidden = !later;
-    $("submit").textContent = later ? "定时发送…" : "立即发送…";
+    $("submit").textContent = later ? tr("compose.schedule_btn") : tr("compose.send_btn");
   }
   for (const id of ["when-now", "when-later"]) $(id).addEventListener("change", () => {
     if ($("when-later").checked && !$("send-at").value) {
@@ -583,7 +584,7 @@
   }
   async function save(extra, sendNow) {
     busy(true);
-    $("save-status").textContent = "正在保存…";
+    $("save-status").textContent = tr("compose.saving");
     try {
       let code, j;
       if (state.editing) {
@@ -596,15 +597,15 @@
       if (code !== 200 && code !== 201) {
         $("save-status").textContent = "";
         hideConfirm();
-        showError(j, "保存失败（HTTP " + code + "）");
+        showError(j, trf("compose.save_http", code));
         return;
       }
-      $("save-status").textContent = "已保存";
+      $("save-status").textContent = tr("compose.saved");
       const st = j && j.state;
       location.href = st === "draft" || st === "scheduled" ? "/" : "/m/" + encodeURIComponent(j.msgid);
     } catch (e) {
       $("save-status").textContent = "";
-      $("form-error").textContent = "保存失败：" + e.message;
+      $("form-error").textContent = trf("compose.save_failed", e.message);
     } finally {
       busy(false);
     }
@@ -622,21 +623,21 @@
     clearErrors();
     if (!checkLocal()) return;
     const a = audience();
-    if (isEmpty(a)) { $("audience-error").textContent = "请选择发送范围"; return; }
-    if (state.recipients === null) { $("audience-error").textContent = "正在计算接收人，请稍候再发送"; refreshCount(); return; }
-    if (state.recipients === 0) { $("audience-error").textContent = "发送范围内没有可发送的成员"; return; }
+    if (isEmpty(a)) { $("audience-error").textContent = tr("compose.err_audience"); return; }
+    if (state.recipients === null) { $("audience-error").textContent = tr("compose.err_counting"); refreshCount(); return; }
+    if (state.recipients === 0) { $("audience-error").textContent = tr("compose.err_nobody"); return; }
     const at = sendAt();
-    if (at === null) { $("send_at-error").textContent = "请选择发送时间"; return; }
+    if (at === null) { $("send_at-error").textContent = tr("compose.err_send_at"); return; }
     const n = state.recipients;
     pending = at ? { send: true, send_at: at } : { send: true };
-    $("confirm-text").textContent = "确定发送给 " + numFmt.format(n) + " 人？";
+    $("confirm-text").textContent = trf("compose.confirm", numFmt.format(n));
     if (at) {
       const ms = Date.parse(at);
-      let when = "定时发送：" + zhTime(ms, corpZone()) + "（" + corpZone() + "）";
-      if (!sameZone(ms)) when += "，即你的时区 " + zhTime(ms, viewerZone);
-      $("confirm-when").textContent = when + "。接收人以发送时的通讯录为准。";
+      let when = trf("compose.confirm_at", zhTime(ms, corpZone()), corpZone());
+      if (!sameZone(ms)) when += trf("compose.confirm_at_yours", zhTime(ms, viewerZone));
+      $("confirm-when").textContent = when + tr("compose.confirm_at_note");
     } else {
-      $("confirm-when").textContent = "立即发送，发出后无法修改，只能撤回。";
+      $("confirm-when").textContent = tr("compose.confirm_now");
     }
     const over = state.app && state.app.confirm_over ? state.app.confirm_over : 1000;
     const typed = n > over;
@@ -658,11 +659,11 @@
     save(extra, !extra.send_at && state.editing !== null);
   });
   $("cancel-notice").addEventListener("click", async () => {
-    if (!state.editing || !confirm("确定取消这条通知？取消后不会发送。")) return;
+    if (!state.editing || !confirm(tr("compose.cancel_confirm"))) return;
     busy(true);
     try {
       const [code, j] = await api("POST", "/api/v1/messages/" + encodeURIComponent(state.editing.msgid) + "/cancel");
-      if (code !== 200) { showError(j, "取消失败（HTTP " + code + "）"); return; }
+      if (code !== 200) { showError(j, trf("compose.cancel_http", code)); return; }
       location.href = "/";
     } finally {
       busy(false);
@@ -691,7 +692,7 @@
     try {
       await loadApps();
     } catch (e) {
-      $("form-error").textContent = "应用加载失败：" + e.message;
+      $("form-error").textContent = trf("compose.apps_failed", e.message);
       return;
     }
     let app = "";
@@ -703,12 +704,12 @@
         app = m.app;
         if (editID) {
           if (m.state !== "draft" && m.state !== "scheduled" && m.state !== "held") {
-            $("form-error").textContent = "这条通知已开始发送，无法修改";
+            $("form-error").textContent = tr("compose.already_sending");
             busy(true);
           }
           state.editing = m;
-          $("compose-heading").textContent = m.state === "draft" ? "编辑草稿" : "编辑定时通知";
-          document.title = $("compose-heading").textContent + " · yidu 已读";
+          $("compose-heading").textContent = m.state === "draft" ? tr("compose.edit_draft") : tr("compose.edit_scheduled");
+          document.title = $("compose-heading").textContent + " · " + tr("brand.name");
           $("cancel-notice").hidden = false;
           if (m.send_at) {
             $("when-later").checked = true;
@@ -716,7 +717,7 @@
           }
         }
       } catch (e) {
-        $("form-error").textContent = "无法加载通知 " + src + "：" + e.message;
+        $("form-error").textContent = trf("compose.load_failed", src, e.message);
       }
     }
     await selectApp(app || (state.apps[0] && state.apps[0].name));
@@ -725,5 +726,5 @@
     showZone();
     fuShow();
   }
-  start();
+  catalogueReady.then(start); // app.js loads the catalogue; tr() needs it
 })();
