@@ -509,7 +509,7 @@
   }
 
   // ---- Follow-up policy (issue 30): a preset fills the fields; editing
-  // one makes it custom. 不提醒 posts no follow_up.
+  // one makes it custom. The "none" preset posts no follow_up.
   const fuPresets = {
     standard: { reminders: ["2h", "next 09:30"], escalate_after: 2, working_hours: "09:00-19:00", working_days: "mon-fri" },
     urgent: { reminders: ["30m", "2h"], escalate_after: 1 },
@@ -525,7 +525,7 @@
     $("fu-hours").value = p.working_hours || "";
     $("fu-days").value = p.working_days || "";
   }
-  // followUp is the policy the fields say, or null for 不提醒.
+  // followUp is the policy the fields say, or null for the "none" preset.
   function followUp() {
     if (fuMode() === "none") return null;
     const p = { reminders: $("fu-reminders").value.split(/[,，]/).map((s) => s.trim()).filter((s) => s !== "") };
@@ -543,8 +543,8 @@
     const mode = fuMode();
     $("fu-fields").hidden = mode === "none";
     const p = followUp();
-    $("fu-summary").textContent = p ? "共 " + p.reminders.length + " 次提醒" +
-      (p.escalate_after ? "，第 " + p.escalate_after + " 次提醒后通知部门负责人" : "") : "";
+    $("fu-summary").textContent = p ? trf("compose.fu_summary", p.reminders.length) +
+      (p.escalate_after ? trf("compose.fu_summary_escalate", p.escalate_after) : "") : "";
   }
   for (const r of form.querySelectorAll('input[name="fu"]')) r.addEventListener("change", () => {
     if (fuPresets[fuMode()]) fuFill(fuPresets[fuMode()]);
