@@ -101,8 +101,7 @@ func (c caller) do(t *testing.T, f *fixture, method, target, body string) *httpt
 // signed in with WeCom; plus "rd", a notice to R&D (department 3) only.
 func scopeFixture(t *testing.T, enforce bool) (*fixture, []caller, caller) {
 	const viewerTok, senderTok = "viewer-token-0123456789", "sender-token-0123456789"
-	var f *fixture
-	f = newFixtureOpts(t, false, func(o *Options) {
+	f := newFixtureOpts(t, false, func(o *Options) {
 		o.Apps = append(o.Apps, yidu.App{Name: "hr2", CorpID: "acme", AgentID: 1000009})
 		o.Tokens = append(o.Tokens,
 			Token{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
