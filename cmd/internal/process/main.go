@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -733,21 +734,27 @@ func (m *Main) WarmReceiver(ctx context.Context) {
 	if m.ReceiverMapper == nil {
 		return
 	}
-	done := map[string]bool{}
-	for _, a := range m.Config.Apps {
-		if done[a.CorpID] {
-			continue
-		}
-		done[a.CorpID] = true
+	for _, corp := range m.corpIDs() {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // as the start's ping
-		n, err := m.ReceiverMapper.Warm(wctx, a.CorpID)
+		n, err := m.ReceiverMapper.Warm(wctx, corp)
 		cancel()
 		if err != nil {
-			m.Logger.Warn("receiver: idmap warm failed; the cache fills on demand", "corp", a.CorpID, "err", err)
+			m.Logger.Warn("receiver: idmap warm failed; the cache fills on demand", "corp", corp, "err", err)
 			continue
 		}
-		m.Logger.Debug("receiver: idmap warmed", "corp", a.CorpID, "members", n)
+		m.Logger.Debug("receiver: idmap warmed", "corp", corp, "members", n)
 	}
+}
+
+// corpIDs returns the configured apps' corps, each once, in order.
+func (m *Main) corpIDs() []string {
+	var out []string
+	for _, a := range m.Config.Apps {
+		if !slices.Contains(out, a.CorpID) {
+			out = append(out, a.CorpID)
+		}
+	}
+	return out
 }
 
 // warmRetrying is WarmReceiver in the background, each corp retried
@@ -756,21 +763,16 @@ func (m *Main) warmRetrying(ctx context.Context) {
 	if m.ReceiverMapper == nil {
 		return
 	}
-	done := map[string]bool{}
-	for _, a := range m.Config.Apps {
-		if done[a.CorpID] {
-			continue
-		}
-		done[a.CorpID] = true
+	for _, corp := range m.corpIDs() {
 		n := 0
 		err := m.waitFor(ctx, "mysql (receiver warm-up)", func(ctx context.Context) (err error) {
-			n, err = m.ReceiverMapper.Warm(ctx, a.CorpID)
+			n, err = m.ReceiverMapper.Warm(ctx, corp)
 			return err
 		})
 		if err != nil {
 			return // closing
 		}
-		m.Logger.Debug("receiver: idmap warmed", "corp", a.CorpID, "members", n)
+		m.Logger.Debug("receiver: idmap warmed", "corp", corp, "members", n)
 	}
 }
 
