@@ -282,3 +282,37 @@ func (m *Mapper) Tags(ctx context.Context, corpID string) ([]yidu.Tag, error) {
 	}
 	return out, nil
 }
+
+// LedDepartments returns the departments userID leads, as synced from
+// department_leader (department/list, doc path 90208), ascending; none
+// for a member who left or leads nothing. access.Leaders: a leader views
+// the subtrees they lead.
+func (m *Mapper) LedDepartments(ctx context.Context, corpID, userID string) ([]int64, error) {
+	m.metrics.query(opRead)
+	rows, err := m.db.QueryContext(ctx,
+		`SELECT dl.dept_id FROM department_leaders dl JOIN users u ON u.corp_id = dl.corp_id AND u.uid = dl.uid
+		 WHERE dl.corp_id = ? AND u.userid = ? AND u.status = 1 ORDER BY dl.dept_id`, corpID, userID)
+	if err != nil {
+		return nil, fmt.Errorf("idmap: led departments: %w", err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var d int64
+		if err := rows.Scan(&d); err != nil {
+			return nil, fmt.Errorf("idmap: led departments: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("idmap: led departments: %w", err)
+	}
+	return out, nil
+}
+
+// DirectoryVersion is Version as access.Versioned wants it: a scope's
+// bitmap is kept until the directory changes.
+func (m *Mapper) DirectoryVersion(ctx context.Context, corpID string) (int64, error) {
+	v, err := m.Version(ctx, corpID)
+	return int64(v), err
+}

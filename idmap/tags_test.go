@@ -102,6 +102,19 @@ func TestSyncTagsLeaders(t *testing.T) {
 		t.Errorf("leaders of 3 = %v", got)
 	}
 
+	led := func(userID string) string {
+		t.Helper()
+		ds, err := m.LedDepartments(ctx, corp, userID)
+		testenv.Check(t, "LedDepartments", err)
+		return fmt.Sprint(ds)
+	}
+	if got := led("b") + led("c") + led("a") + led("nobody"); got != "[2][3][][]" {
+		t.Errorf("LedDepartments of b, c, a, nobody = %s; want [2][3][][]", got)
+	}
+	if dv, err := m.DirectoryVersion(ctx, corp); err != nil || dv != int64(v1) {
+		t.Errorf("DirectoryVersion = %d, %v; want %d", dv, err, v1)
+	}
+
 	idx, err := m.Index(ctx, corp)
 	testenv.Check(t, "Index", err)
 	tags := map[int64]int{}
@@ -132,6 +145,9 @@ func TestSyncTagsLeaders(t *testing.T) {
 	testenv.Check(t, "Leaders", err)
 	if len(leaders[3]) != 0 {
 		t.Errorf("leaders of 3 after the only one left: %v", leaders[3])
+	}
+	if got := led("c"); got != "[]" {
+		t.Errorf("LedDepartments of c after leaving = %s; want []", got)
 	}
 	idx2, err := m.Index(ctx, corp)
 	testenv.Check(t, "Index", err)
