@@ -38,7 +38,17 @@ const (
 type Grant struct {
 	Role  yidu.Role
 	Scope yidu.Scope
+	// led marks the viewer grant Access.WeCom gives a department leader
+	// from the directory (department_leader), never one of the
+	// configuration: a leader may remind their own unread people, a
+	// configured viewer reads only (issue 31). Unexported, so no
+	// configuration or caller can forge it.
+	led bool
 }
+
+// Leader reports whether g is a department leader's automatic grant
+// (the subtrees the directory says they lead), not a configured one.
+func (g Grant) Leader() bool { return g.led }
 
 // Principal is who is asking and the grants they hold. It is a value
 // resolved at each request (from the configuration, the roles and the
@@ -111,12 +121,26 @@ func (p *Principal) MaySend(corp, app string) bool {
 	return false
 }
 
-// MayRemindScoped reports whether the principal may remind the unread
-// people of its View of a notice of app in corp: a sender of the app
-// (its View is the whole audience) or a viewer (a department leader's
-// "make sure your team reads it"); the reminder goes to View ∩ unread.
+// MayRemindScoped reports whether the principal may remind unread
+// people of a notice of app in corp: a sender of the app (everyone
+// unread) or a department leader (the unread people of the subtrees it
+// leads, Access.RemindView; "make sure your team reads it"). A viewer
+// of the configuration (a user, a token, dashboard.roles) reads only.
 func (p *Principal) MayRemindScoped(corp, app string) bool {
-	return p.MaySend(corp, app) || p.departments(corp) != nil
+	return p.MaySend(corp, app) || p.ledDepartments(corp) != nil
+}
+
+// ledDepartments is the union of the departments p leads in corp (its
+// leader grants), sorted and deduplicated; nil when it leads none.
+func (p *Principal) ledDepartments(corp string) []int64 {
+	var ds []int64
+	for _, g := range p.grants {
+		if g.Scope.Corp == corp && g.Role == yidu.RoleViewer && g.led {
+			ds = append(ds, g.Scope.Departments...)
+		}
+	}
+	slices.Sort(ds)
+	return slices.Compact(ds)
 }
 
 // Departments returns the departments whose subtrees the principal
@@ -341,7 +365,7 @@ func (a *Access) WeCom(ctx context.Context, corp, userID string) (*Principal, er
 			return nil, fmt.Errorf("access: read led departments: %w", err)
 		}
 		if len(led) > 0 {
-			grants = append(grants, Grant{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: corp, Departments: led}})
+			grants = append(grants, Grant{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: corp, Departments: led}, led: true})
 		}
 	}
 	if len(grants) == 0 {
@@ -359,6 +383,26 @@ func (a *Access) View(ctx context.Context, p *Principal, corp, app string) (View
 		return Everyone, nil
 	}
 	ds := p.departments(corp)
+	if ds == nil {
+		return View{}, nil
+	}
+	uids, err := a.subtrees(ctx, corp, ds)
+	if err != nil {
+		return View{}, err
+	}
+	return View{uids: uids}, nil
+}
+
+// RemindView returns whom p may remind of a notice of app in corp (the
+// reminder goes to RemindView ∩ unread): Everyone for an admin of the
+// corp or a sender of the app; the members of the subtrees it leads for
+// a department leader (a viewer grant of the configuration adds none:
+// viewers read only); nobody otherwise.
+func (a *Access) RemindView(ctx context.Context, p *Principal, corp, app string) (View, error) {
+	if p.MaySend(corp, app) {
+		return Everyone, nil
+	}
+	ds := p.ledDepartments(corp)
 	if ds == nil {
 		return View{}, nil
 	}

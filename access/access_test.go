@@ -157,6 +157,32 @@ func TestViewIsTheSubtree(t *testing.T) {
 		}
 	}
 
+	// Only a leader's grant reminds, and only within what it leads.
+	for _, tc := range []struct {
+		userID string
+		remind bool
+		want   []string // RemindView; nil: nobody
+	}{
+		{userID: "eng1", remind: true, want: []string{"eng1", "back1", "both"}},
+		{userID: "sales1"}, // a viewer of the configuration reads only
+		{userID: "back1", remind: true, want: []string{"sales1", "eng1", "back1", "boss", "both"}}, // sender of hr: everyone
+	} {
+		p, err := a.WeCom(ctx, corp, tc.userID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.MayRemindScoped(corp, "hr"); got != tc.remind {
+			t.Errorf("%s: MayRemindScoped = %v, want %v", tc.userID, got, tc.remind)
+		}
+		rv, err := a.RemindView(ctx, p, corp, "hr")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := rv.Restrict(everyone), f.set(tc.want...); !got.Equals(want) {
+			t.Errorf("%s: RemindView = %v, want %v", tc.userID, got.ToArray(), want.ToArray())
+		}
+	}
+
 	// Leaders off: eng1 holds no role.
 	off, err := access.New(access.Config{}, dir, time.Now)
 	if err != nil {
@@ -178,41 +204,66 @@ func TestViewIsTheSubtree(t *testing.T) {
 	}
 }
 
-// TestScopeFollowsTheDirectory: a cached scope is rebuilt once ScopeTTL
-// passes (a directory without versions), so a member moved out of the
-// subtree drops out of the leader's View.
+// unversioned is the synced directory without DirectoryVersion: a scope
+// is then kept for ScopeTTL.
+type unversioned struct{ m *idmap.Mapper }
+
+func (u unversioned) DepartmentMembers(ctx context.Context, corpID string, ds []int64, rec bool) (*roaring.Bitmap, error) {
+	return u.m.DepartmentMembers(ctx, corpID, ds, rec)
+}
+func (u unversioned) Lookup(ctx context.Context, corpID, userID string) (uint32, bool, error) {
+	return u.m.Lookup(ctx, corpID, userID)
+}
+func (u unversioned) Users(ctx context.Context, corpID string, uids []uint32) (map[uint32]yidu.User, error) {
+	return u.m.Users(ctx, corpID, uids)
+}
+
+// TestScopeFollowsTheDirectory: a member moved out of the subtree drops
+// out of the viewer's View at the next sync (the Mapper's directory
+// version), or once ScopeTTL passes for a directory without versions.
 func TestScopeFollowsTheDirectory(t *testing.T) {
 	if !testenv.Real() {
 		t.Skip("YIDU_TEST_REAL=1 runs it against MariaDB")
 	}
-	ctx := context.Background()
-	f := newFixture(t)
-	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-	a, err := access.New(access.Config{ScopeTTL: time.Minute}, f.m, func() time.Time { return now })
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := access.NewPrincipal("viewer4", access.KindToken, false, []access.Grant{{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: corp, Departments: []int64{4}}}})
-	everyone := f.set("sales1", "eng1", "back1", "boss", "both")
-	count := func() uint64 {
-		v, err := a.View(ctx, p, corp, "hr")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.Count(everyone)
-	}
-	if got := count(); got != 3 {
-		t.Fatalf("View of 4 = %d people, want 3", got)
-	}
-	l := tree()
-	l.Members[4].Departments = []int64{3} // "both" moves to sales only
-	f.sync(l)
-	if got := count(); got != 3 {
-		t.Fatalf("within the TTL: %d, want the cached 3", got)
-	}
-	now = now.Add(time.Minute)
-	if got := count(); got != 2 {
-		t.Fatalf("after the TTL: %d, want 2", got)
+	for _, tc := range []struct {
+		name      string
+		dir       func(*idmap.Mapper) access.Directory
+		withinTTL uint64 // the View's size after the sync, before the TTL
+	}{
+		{"versioned (idmap.Mapper)", func(m *idmap.Mapper) access.Directory { return m }, 2},
+		{"without versions", func(m *idmap.Mapper) access.Directory { return unversioned{m} }, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t)
+			now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+			a, err := access.New(access.Config{ScopeTTL: time.Minute}, tc.dir(f.m), func() time.Time { return now })
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := access.NewPrincipal("viewer4", access.KindToken, false, []access.Grant{{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: corp, Departments: []int64{4}}}})
+			everyone := f.set("sales1", "eng1", "back1", "boss", "both")
+			count := func() uint64 {
+				v, err := a.View(ctx, p, corp, "hr")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v.Count(everyone)
+			}
+			if got := count(); got != 3 {
+				t.Fatalf("View of 4 = %d people, want 3", got)
+			}
+			l := tree()
+			l.Members[4].Departments = []int64{3} // "both" moves to sales only
+			f.sync(l)
+			if got := count(); got != tc.withinTTL {
+				t.Fatalf("after the sync, within the TTL: %d, want %d", got, tc.withinTTL)
+			}
+			now = now.Add(time.Minute)
+			if got := count(); got != 2 {
+				t.Fatalf("after the TTL: %d, want 2", got)
+			}
+		})
 	}
 }
 
@@ -231,7 +282,9 @@ func TestPrincipalRoles(t *testing.T) {
 		{"sender of hr sends hr", senderHR, corp, "hr", yidu.RoleSender, true, true, true},
 		{"sender of hr cannot send it", senderHR, corp, "it", yidu.RoleSender, false, false, true},
 		{"sender of hr, other corp", senderHR, "wwother", "hr", "", false, false, false},
-		{"viewer cannot send", viewer, corp, "hr", yidu.RoleViewer, false, true, true},
+		// A configured viewer reads only: reminding is a sender's or a
+		// department leader's (TestViewIsTheSubtree).
+		{"viewer cannot send or remind", viewer, corp, "hr", yidu.RoleViewer, false, false, true},
 		{"viewer, other corp", viewer, "wwother", "hr", "", false, false, false},
 		{"admin sends any app", admin, corp, "it", yidu.RoleAdmin, true, true, true},
 		{"admin, other corp", admin, "wwother", "it", "", false, false, false},

@@ -588,11 +588,22 @@ type remindJSON struct {
 // set closes the window between two quick clicks).
 func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Message) {
 	// access decides who may remind: a sender of the app (everyone) or a
-	// scoped viewer such as a leader, whose reminder goes to the unread
-	// people of its View only (bitmaps restricts them).
-	if p := principalFrom(r.Context()); !s.mayRemind(p, m) {
+	// department leader, whose reminder goes to the unread people of the
+	// subtrees it leads only (the remind View, which bitmaps applies); a
+	// viewer of the configuration reads only.
+	rv, ok, err := s.remindView(r.Context(), principalFrom(r.Context()), m)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !ok {
 		writeError(w, http.StatusForbidden, "your role may not remind through this app")
 		return
+	}
+	if !rv.All() {
+		// The led subtrees are within the gate's View (a leader views what
+		// it leads), so they replace it.
+		r = r.WithContext(withView(r.Context(), rv))
 	}
 	if m.Recalled() {
 		s.fail(w, r, yidu.ErrRecalled)

@@ -173,11 +173,20 @@ func (s *Server) maySend(p *principal, corp, app string) bool {
 	return p.acc.MaySend(corp, app)
 }
 
-// mayRemind reports whether p may remind the unread people of its View
-// of m (access.Principal.MayRemindScoped).
-func (s *Server) mayRemind(p *principal, m yidu.Message) bool {
-	if p.acc == nil {
-		return p.allows(m.CorpID)
+// remindView is whom p may remind of m (access.Access.RemindView): a
+// sender of the app everyone, a department leader the subtrees it leads;
+// ok is false when p may remind nobody (a viewer of the configuration
+// reads only). The reminder goes to the returned View ∩ unread.
+func (s *Server) remindView(ctx context.Context, p *principal, m yidu.Message) (v access.View, ok bool, err error) {
+	if p.acc == nil || s.access == nil {
+		return access.Everyone, p.allows(m.CorpID), nil
 	}
-	return p.acc.MayRemindScoped(m.CorpID, m.App)
+	if !p.acc.MayRemindScoped(m.CorpID, m.App) {
+		return access.View{}, false, nil
+	}
+	v, err = s.access.RemindView(ctx, p.acc, m.CorpID, m.App)
+	if err != nil {
+		return access.View{}, false, fmt.Errorf("dashboard: remind scope: %w", err)
+	}
+	return v, !v.None(), nil
 }
