@@ -78,6 +78,16 @@ func (f *fakeBitmaps) RecipientBitmap(_ context.Context, corp, msg string) (*roa
 	return f.clone(f.rec, corp, msg)
 }
 
+func (f *fakeBitmaps) SignalBitmap(_ context.Context, corp, msg string, sig yidu.Signal) (*roaring.Bitmap, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.sigs[key(corp, msg)][sig]
+	if !ok {
+		return nil, false, nil
+	}
+	return b.Clone(), true, nil
+}
+
 // clone returns a copy of the message's bitmap in bms (f.rec or f.read), as
 // the store hands out its own.
 func (f *fakeBitmaps) clone(bms map[string]*roaring.Bitmap, corp, msg string) (*roaring.Bitmap, bool, error) {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 )
@@ -99,9 +101,9 @@ func (s *Server) gate(r *http.Request) (yidu.Message, *http.Request, error) {
 }
 
 // scopedCounts are m's numbers within ctx's View: BITCOUNT for everyone;
-// |recipients ∩ View| and |read ∩ recipients ∩ View| otherwise. The
-// signals are not kept per person in Redis and are left at zero for a
-// scoped caller rather than shown for everyone.
+// |recipients ∩ View|, |read ∩ recipients ∩ View| and each signal's
+// |signal ∩ recipients ∩ View| otherwise (one bitmap per signal in
+// Redis, ANDed without building the intersection).
 func (s *Server) scopedCounts(ctx context.Context, m yidu.Message) (counts, error) {
 	if !scoped(ctx) {
 		return s.counts(ctx, m)
@@ -110,7 +112,27 @@ func (s *Server) scopedCounts(ctx context.Context, m yidu.Message) (counts, erro
 	if err != nil {
 		return counts{}, err
 	}
-	return counts{recipients: int64(rec.GetCardinality()), read: int64(readRec.GetCardinality())}, nil
+	by, err := s.signalCounts(ctx, m, rec)
+	if err != nil {
+		return counts{}, err
+	}
+	return counts{recipients: int64(rec.GetCardinality()), read: int64(readRec.GetCardinality()), bySignal: by}, nil
+}
+
+// signalCounts counts each signal's members within rec (the recipients
+// already restricted to a View).
+func (s *Server) signalCounts(ctx context.Context, m yidu.Message, rec *roaring.Bitmap) (yidu.SignalCounts, error) {
+	var by yidu.SignalCounts
+	for _, sig := range yidu.Signals() {
+		b, found, err := s.bms.SignalBitmap(ctx, m.CorpID, m.MsgID, sig)
+		if err != nil {
+			return by, fmt.Errorf("dashboard: signal bitmap: %w", err)
+		}
+		if found && b != nil {
+			by.Set(sig, int64(b.AndCardinality(rec)))
+		}
+	}
+	return by, nil
 }
 
 // scopedCurve is m's reads per minute within ctx's View, from the read
@@ -160,7 +182,11 @@ func (s *Server) scopedRow(ctx context.Context, m yidu.Message, v access.View) (
 	if read != nil {
 		n = int64(read.AndCardinality(rec))
 	}
-	return counts{recipients: int64(rec.GetCardinality()), read: n}, true, nil
+	by, err := s.signalCounts(ctx, m, rec)
+	if err != nil {
+		return counts{}, false, err
+	}
+	return counts{recipients: int64(rec.GetCardinality()), read: n, bySignal: by}, true, nil
 }
 
 // maySend reports whether p may send, remind everyone of and recall

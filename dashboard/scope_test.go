@@ -237,6 +237,18 @@ func scopedAnswers(t *testing.T, f *fixture, c caller) []string {
 	if w := get("/api/v1/messages/hello/progress"); json.NewDecoder(w.Body).Decode(&p) != nil || p.Recipients != 2 || p.Read != 1 || curveTotal(p.Curve) != 1 {
 		t.Errorf("progress = %d/%d, curve %d, want 1 of 2 read, 1 on the curve (Alice)", p.Read, p.Recipients, curveTotal(p.Curve))
 	}
+	// Each signal within department 4: Alice pressed the button, lisi
+	// opened the app; the link (erin, 9) is another department's.
+	wantBy := yidu.SignalCounts{Button: 1, EnterAgent: 1}
+	if p.BySignal != wantBy {
+		t.Errorf("progress by_signal = %+v, want %+v", p.BySignal, wantBy)
+	}
+	if one.BySignal == nil || *one.BySignal != wantBy {
+		t.Errorf("GET hello by_signal = %+v, want %+v", one.BySignal, wantBy)
+	}
+	if len(list.Messages) == 1 && (list.Messages[0].BySignal == nil || *list.Messages[0].BySignal != wantBy) {
+		t.Errorf("list by_signal = %+v, want %+v", list.Messages[0].BySignal, wantBy)
+	}
 	var ds struct{ Departments []deptJSON }
 	if w := get("/api/v1/messages/hello/departments"); json.NewDecoder(w.Body).Decode(&ds) != nil || len(ds.Departments) != 1 || ds.Departments[0].ID != 4 {
 		t.Errorf("departments = %+v, want department 4 only", ds.Departments)
