@@ -399,7 +399,7 @@ func (s *Server) listMessages(ctx context.Context, p *principal, f listFilter, c
 		}
 		// A notice campaign sent carries its send_at and lateness (one
 		// primary-key read per row).
-		if err := s.addNotice(ctx, p.corps, &j); err != nil {
+		if err := s.addNotice(ctx, p, &j); err != nil {
 			return out, fmt.Errorf("dashboard: notice state: %w", err)
 		}
 		out.Messages = append(out.Messages, j)
@@ -450,16 +450,22 @@ func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request, m yidu
 	}
 	j := toJSON(m)
 	j.setCounts(c)
+	if err := s.addNotice(r.Context(), principalFrom(r.Context()), &j); err != nil {
+		s.fail(w, r, fmt.Errorf("dashboard: notice state: %w", err))
+		return
+	}
+	if scoped(r.Context()) {
+		// The send report and the follow-up count the whole notice's
+		// people: a scoped caller gets its View's numbers only.
+		writeJSON(w, http.StatusOK, j)
+		return
+	}
 	outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("dashboard: send outcomes: %w", err))
 		return
 	}
 	j.Send = toSendJSON(m.MsgID, outcomes)
-	if err := s.addNotice(r.Context(), principalFrom(r.Context()).corps, &j); err != nil {
-		s.fail(w, r, fmt.Errorf("dashboard: notice state: %w", err))
-		return
-	}
 	if err := s.addFollowUp(r.Context(), m.CorpID, &j); err != nil {
 		s.fail(w, r, err)
 		return

@@ -178,27 +178,43 @@ func (s *Server) notice(r *http.Request) (campaign.Notice, error) {
 		return campaign.Notice{}, err
 	}
 	p := principalFrom(r.Context())
-	if p == nil || (p.corps != nil && len(p.corps) == 0) {
+	if p == nil {
 		return campaign.Notice{}, errNotFound
 	}
-	n, err := s.campaigns.Get(r.Context(), p.corps, id)
+	corps := p.readCorps()
+	if corps != nil && len(corps) == 0 {
+		return campaign.Notice{}, errNotFound
+	}
+	n, err := s.campaigns.Get(r.Context(), corps, id)
 	if err != nil {
 		return campaign.Notice{}, err
 	}
-	if !p.allows(n.App.CorpID) {
+	// A notice not sent yet is its senders': an admin of the corp or a
+	// sender of its app (access decides). To anyone else, a viewer or a
+	// leader included, it is missing, like one of another corp.
+	if !s.maySend(p, n.App.CorpID, n.App.Name) {
 		return campaign.Notice{}, errNotFound
 	}
 	return n, nil
 }
 
+// mayManage reports whether p may see and change n as its sender (an
+// admin of the corp, a sender of its app): the campaign list shows it.
+func (s *Server) mayManage(p *principal, n campaign.Notice) bool {
+	return s.maySend(p, n.App.CorpID, n.App.Name)
+}
+
 // addNotice adds the campaign state of a registered message to j ("sent"
-// for a message registered through the API without campaign).
-func (s *Server) addNotice(ctx context.Context, corps []string, j *messageJSON) error {
+// for a message registered through the API without campaign). The
+// audience as asked (UserIDs, departments, tags of the whole notice) is
+// its senders' only: a scoped viewer sees the state, not whom else it
+// was for.
+func (s *Server) addNotice(ctx context.Context, p *principal, j *messageJSON) error {
 	j.State = string(yidu.StateSent)
 	if s.campaigns == nil {
 		return nil
 	}
-	n, err := s.campaigns.Get(ctx, corps, j.MsgID)
+	n, err := s.campaigns.Get(ctx, []string{j.CorpID}, j.MsgID)
 	if errors.Is(err, campaign.ErrNotFound) {
 		return nil
 	}
@@ -206,6 +222,9 @@ func (s *Server) addNotice(ctx context.Context, corps []string, j *messageJSON) 
 		return err
 	}
 	j.setNotice(n)
+	if !s.mayManage(p, n) {
+		j.Audience = nil
+	}
 	return nil
 }
 
@@ -245,7 +264,7 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.campaigns.Edit(r.Context(), principalFrom(r.Context()).corps, n.MsgID, p)
+	out, err := s.campaigns.Edit(r.Context(), []string{n.App.CorpID}, n.MsgID, p)
 	s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
 	if err != nil {
 		s.fail(w, r, err)
@@ -324,7 +343,7 @@ func (s *Server) patchFollowUp(w http.ResponseWriter, r *http.Request, n campaig
 				s.fail(w, r, err)
 				return
 			}
-			ed, err := s.campaigns.Edit(r.Context(), principalFrom(r.Context()).corps, n.MsgID, p)
+			ed, err := s.campaigns.Edit(r.Context(), []string{n.App.CorpID}, n.MsgID, p)
 			s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
 			if err != nil {
 				s.fail(w, r, err)
@@ -341,11 +360,16 @@ func (s *Server) patchFollowUp(w http.ResponseWriter, r *http.Request, n campaig
 }
 
 // noticeOrSent is notice, with a message registered outside campaign
-// answered 409 (it is sent: nothing to edit) rather than 404.
+// answered 409 (it is sent: nothing to edit) rather than 404, and one the
+// caller may see but not send (a viewer, a leader, a sender of another
+// app who views its departments) 403.
 func (s *Server) noticeOrSent(r *http.Request) (campaign.Notice, error) {
 	n, err := s.notice(r)
 	if errors.Is(err, campaign.ErrNotFound) || errors.Is(err, errNotFound) {
-		if _, _, merr := s.gate(r); merr == nil {
+		if m, _, merr := s.gate(r); merr == nil {
+			if !s.maySend(principalFrom(r.Context()), m.CorpID, m.App) {
+				return n, errForbidden
+			}
 			return n, fmt.Errorf("%w: the message is sent", campaign.ErrNotEditable)
 		}
 	}
@@ -359,7 +383,7 @@ func (s *Server) handleCancelNotice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalFrom(r.Context())
-	out, err := s.campaigns.Cancel(r.Context(), p.corps, n.MsgID, p.name)
+	out, err := s.campaigns.Cancel(r.Context(), []string{n.App.CorpID}, n.MsgID, p.name)
 	s.recordDone(r, event(r, yidu.ActionCancel, n.App.CorpID, n.App.Name, n.MsgID), err)
 	if err != nil {
 		s.fail(w, r, err)
@@ -375,7 +399,7 @@ func (s *Server) handleSendNotice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalFrom(r.Context())
-	out, err := s.campaigns.SendNow(r.Context(), p.corps, n.MsgID, p.name)
+	out, err := s.campaigns.SendNow(r.Context(), []string{n.App.CorpID}, n.MsgID, p.name)
 	// Send now: the notice is sent by campaign's Runner at once; its
 	// recipients are counted when it registers.
 	ev := event(r, yidu.ActionSend, n.App.CorpID, n.App.Name, n.MsgID)
@@ -410,17 +434,20 @@ func (s *Server) listNotices(w http.ResponseWriter, r *http.Request, state yidu.
 	}
 	out := listJSON{Messages: []messageJSON{}}
 	p := principalFrom(r.Context())
-	if s.campaigns == nil || (p.corps != nil && len(p.corps) == 0) {
+	corps := p.readCorps()
+	if s.campaigns == nil || (corps != nil && len(corps) == 0) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	ns, next, err := s.campaigns.List(r.Context(), p.corps, state, f.app, cursor, limit)
+	ns, next, err := s.campaigns.List(r.Context(), corps, state, f.app, cursor, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	for _, n := range ns {
-		if p.allows(n.App.CorpID) && (f.title == "" || strings.Contains(strings.ToLower(n.Title), strings.ToLower(f.title))) {
+		// Notices not sent yet are their senders' (notice): a viewer's
+		// list of them is empty, a sender's holds its apps' only.
+		if s.mayManage(p, n) && (f.title == "" || strings.Contains(strings.ToLower(n.Title), strings.ToLower(f.title))) {
 			out.Messages = append(out.Messages, noticeJSON(n))
 		}
 	}

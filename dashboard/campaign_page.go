@@ -44,18 +44,22 @@ func (s *Server) pendingNotices(r *http.Request, app string) []messageJSON {
 		return nil
 	}
 	p := principalFrom(r.Context())
-	if p == nil || (p.corps != nil && len(p.corps) == 0) {
+	if p == nil {
+		return nil
+	}
+	corps := p.readCorps()
+	if corps != nil && len(corps) == 0 {
 		return nil
 	}
 	var out []messageJSON
 	for _, st := range []yidu.NoticeState{yidu.StateHeld, yidu.StateFailed, yidu.StateSending, yidu.StateScheduled, yidu.StateDraft} {
-		ns, _, err := s.campaigns.List(r.Context(), p.corps, st, app, "", yidu.DefaultListLimit)
+		ns, _, err := s.campaigns.List(r.Context(), corps, st, app, "", yidu.DefaultListLimit)
 		if err != nil {
 			s.log.WarnContext(r.Context(), "list page: pending notices", "err", err)
 			return out
 		}
 		for _, n := range ns {
-			if p.allows(n.App.CorpID) {
+			if s.mayManage(p, n) { // its senders' only (notice)
 				out = append(out, noticeJSON(n))
 			}
 		}

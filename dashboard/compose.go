@@ -27,6 +27,12 @@ var composeLimits = cardLimits{Title: yidu.MaxCardTitle, Body: yidu.MaxBody, URL
 // which loads the notice through the API and its access checks.
 func (s *Server) handleComposePage(w http.ResponseWriter, r *http.Request) {
 	d := pageFor(r, "list.new_notice")
+	if !s.canSend(principalFrom(r.Context())) {
+		// A viewer or a leader reads only: nothing to compose with.
+		d.Error = "compose.senders_only"
+		s.render(w, http.StatusForbidden, "new.html", d)
+		return
+	}
 	d.Script = "compose.js"
 	d.Limits = composeLimits
 	d.ReadButton = yidu.ReadButtonText

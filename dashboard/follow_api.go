@@ -98,6 +98,11 @@ func (s *Server) handleGetFollowUp(w http.ResponseWriter, r *http.Request, m yid
 // policy of a sent notice. A policy the root's Validate refuses, or one on
 // a recalled notice, is a 400 naming the field; nothing is written.
 func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yidu.Message) {
+	// As GET: the policy is the whole notice's, its senders' to set.
+	if !s.maySend(principalFrom(r.Context()), m.CorpID, m.App) || scoped(r.Context()) {
+		writeError(w, http.StatusForbidden, "your role may not manage this notice's follow-up")
+		return
+	}
 	if s.followUps == nil {
 		writeError(w, http.StatusNotFound, "no follow-up")
 		return

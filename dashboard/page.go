@@ -75,6 +75,9 @@ type pageData struct {
 	ReadButton string
 	// Audit is the audit page's filter and events.
 	Audit *auditView
+	// CanSend: the principal may send through some app (the list's "new
+	// notice" button, the compose page).
+	CanSend bool
 }
 
 // signalView is one signal's line on the message page.
@@ -197,11 +200,13 @@ func countBatches(outcomes []yidu.BatchOutcome) *batchCounts {
 	return c
 }
 
-// appsFor lists the names of the apps p may see, sorted.
+// appsFor lists the names of the apps whose notices p may see, sorted:
+// those it may send through, and every app of a corp where it views
+// departments.
 func (s *Server) appsFor(p *principal) []string {
 	var out []string
 	for name, a := range s.apps {
-		if p.allows(a.CorpID) {
+		if s.maySend(p, a.CorpID, a.Name) || (p.acc != nil && p.acc.Departments(a.CorpID) != nil) {
 			out = append(out, name)
 		}
 	}
@@ -209,10 +214,21 @@ func (s *Server) appsFor(p *principal) []string {
 	return out
 }
 
+// canSend reports whether p may send through any configured app.
+func (s *Server) canSend(p *principal) bool {
+	for _, a := range s.appList {
+		if s.maySend(p, a.CorpID, a.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 	d := pageFor(r, "list.title")
 	p := principalFrom(r.Context())
 	d.Apps = s.appsFor(p)
+	d.CanSend = s.canSend(p)
 	cursor, err := parseListCursor(r.URL.Query().Get("cursor"))
 	if err != nil {
 		d.Error = "error.bad_cursor"
@@ -276,11 +292,15 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 			d.Msg.setCounts(c)
 			d.Signals = signalViews(s.apps[m.App], c.bySignal)
 			d.Title = m.Title
-			// The send report is a part of the page, not a condition of it.
-			if outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID); err != nil {
-				s.log.ErrorContext(r.Context(), "message page: send outcomes", "err", err)
-			} else {
-				d.Msg.Send = toSendJSON(m.MsgID, outcomes)
+			// The send report is a part of the page, not a condition of it;
+			// it counts the whole notice's people, so a scoped caller
+			// (scope.go) goes without.
+			if !scoped(r.Context()) {
+				if outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID); err != nil {
+					s.log.ErrorContext(r.Context(), "message page: send outcomes", "err", err)
+				} else {
+					d.Msg.Send = toSendJSON(m.MsgID, outcomes)
+				}
 			}
 			s.render(w, http.StatusOK, "message.html", d)
 			return

@@ -282,6 +282,16 @@ func scopedAnswers(t *testing.T, f *fixture, c caller) []string {
 	if w := c.do(t, f, "POST", "/api/v1/messages", `{"app":"hr","msgid":"x2","title":"t","audience":{"userids":["lisi"]},"send":true}`); w.Code < 400 {
 		t.Errorf("register as a viewer = %d, want refused", w.Code)
 	}
+	if c.cookie != nil {
+		// The pages: a leader reads only, so no compose page and no
+		// "new notice" button.
+		if w := f.page(c.cookie, "/new"); w.Code != http.StatusForbidden || strings.Contains(w.Body.String(), "compose.js") {
+			t.Errorf("GET /new as a leader = %d, want 403 without the compose script", w.Code)
+		}
+		if w := f.page(c.cookie, "/"); w.Code != http.StatusOK || strings.Contains(w.Body.String(), `id="new-notice"`) {
+			t.Errorf("list page as a leader = %d, want 200 without the new-notice button", w.Code)
+		}
+	}
 	if w := c.do(t, f, "GET", "/api/v1/directory/people?app=hr&q=wang", ""); w.Code < 400 {
 		t.Errorf("directory as a viewer = %d, want refused", w.Code)
 	}

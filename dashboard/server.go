@@ -478,6 +478,9 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 var (
 	errNotFound    = errors.New("not found")
 	errUnavailable = errors.New("temporarily unavailable")
+	// errForbidden: the caller sees the notice but its role may not
+	// change it (a viewer, a leader, a sender of another app).
+	errForbidden = errors.New("your role may not change this notice")
 )
 
 func httpStatus(err error) (int, string) {
@@ -488,6 +491,8 @@ func httpStatus(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, err.Error()
 	case errors.Is(err, errNotFound):
 		return http.StatusNotFound, "not found"
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden, errForbidden.Error()
 	case errors.Is(err, yidu.ErrInvalid):
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, yidu.ErrRateLimited):
