@@ -178,41 +178,54 @@ func TestViewIsTheSubtree(t *testing.T) {
 	}
 }
 
-// TestScopeFollowsTheDirectory: a cached scope is rebuilt once ScopeTTL
-// passes (a directory without versions), so a member moved out of the
+// TestScopeFollowsTheDirectory: a cached scope is rebuilt at once when
+// the directory's version moves (idmap.Mapper), and once ScopeTTL passes
+// for a directory without versions, so a member moved out of the
 // subtree drops out of the leader's View.
 func TestScopeFollowsTheDirectory(t *testing.T) {
 	if !testenv.Real() {
 		t.Skip("YIDU_TEST_REAL=1 runs it against MariaDB")
 	}
 	ctx := context.Background()
-	f := newFixture(t)
-	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-	a, err := access.New(access.Config{ScopeTTL: time.Minute}, f.m, func() time.Time { return now })
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := access.NewPrincipal("viewer4", access.KindToken, false, []access.Grant{{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: corp, Departments: []int64{4}}}})
-	everyone := f.set("sales1", "eng1", "back1", "boss", "both")
-	count := func() uint64 {
-		v, err := a.View(ctx, p, corp, "hr")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.Count(everyone)
-	}
-	if got := count(); got != 3 {
-		t.Fatalf("View of 4 = %d people, want 3", got)
-	}
-	l := tree()
-	l.Members[4].Departments = []int64{3} // "both" moves to sales only
-	f.sync(l)
-	if got := count(); got != 3 {
-		t.Fatalf("within the TTL: %d, want the cached 3", got)
-	}
-	now = now.Add(time.Minute)
-	if got := count(); got != 2 {
-		t.Fatalf("after the TTL: %d, want 2", got)
+	for _, tt := range []struct {
+		name      string
+		versioned bool
+	}{{"versioned", true}, {"ttl", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+			var dir access.Directory = f.m
+			if !tt.versioned {
+				dir = struct{ access.Directory }{f.m} // hides DirectoryVersion
+			}
+			a, err := access.New(access.Config{ScopeTTL: time.Minute}, dir, func() time.Time { return now })
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := access.NewPrincipal("viewer4", access.KindToken, false, []access.Grant{{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: corp, Departments: []int64{4}}}})
+			everyone := f.set("sales1", "eng1", "back1", "boss", "both")
+			count := func() uint64 {
+				v, err := a.View(ctx, p, corp, "hr")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v.Count(everyone)
+			}
+			if got := count(); got != 3 {
+				t.Fatalf("View of 4 = %d people, want 3", got)
+			}
+			l := tree()
+			l.Members[4].Departments = []int64{3} // "both" moves to sales only
+			f.sync(l)
+			want := map[bool]uint64{true: 2, false: 3}[tt.versioned]
+			if got := count(); got != want {
+				t.Fatalf("right after the sync: %d, want %d", got, want)
+			}
+			now = now.Add(time.Minute)
+			if got := count(); got != 2 {
+				t.Fatalf("after the TTL: %d, want 2", got)
+			}
+		})
 	}
 }
 

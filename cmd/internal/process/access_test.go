@@ -89,6 +89,13 @@ func TestServeAccessFromConfig(t *testing.T) {
 		t.Errorf("admin's progress = %d %v; want 4 recipients, 2 read", code, p)
 	}
 
+	// The configured roles were recorded as role changes at start.
+	var detail string
+	if err := m.DB.QueryRow("SELECT detail FROM audit_events WHERE action = 'role_change' AND detail LIKE '%research-viewer'").Scan(&detail); err != nil ||
+		detail != "grant viewer departments=2 of "+testCorp+" to token research-viewer" {
+		t.Errorf("role_change of the viewer token = %q, %v", detail, err)
+	}
+
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, addr := range []string{m.ReceiverAddr, m.DashboardAddr} {
 		resp, err := http.Get("http://" + addr + "/WW_verify_Zx81Ab.txt")

@@ -572,6 +572,13 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			return fmt.Errorf("dashboard: %w", err)
 		}
 		m.Dashboard = d
+		// Roles are configuration: a start with other grants than the last
+		// one is recorded as role_change events (access.RecordRoleChanges).
+		if n, err := access.RecordRoleChanges(ctx, m.DB, audit.NewMySQL(m.DB), roleHolders(cfg.Dashboard), time.Now()); err != nil {
+			log.Error("dashboard: role changes not audited", "err", err)
+		} else if n > 0 {
+			log.Info("dashboard: role changes audited", "changes", n)
+		}
 		if m.DashboardAddr, err = m.serveRole("dashboard", dashboardServer(), cfg.Dashboard.Listen, d.Routes(), m.readiness(m.DB, false)); err != nil {
 			return err
 		}
@@ -974,6 +981,35 @@ func (m *Main) close() error {
 		m.DB.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// roleHolders are every grant the dashboard configuration makes: users',
+// tokens' and dashboard.roles[]'s (an entry dashboard.New would refuse
+// holds none).
+func roleHolders(d config.Dashboard) []access.Holder {
+	var out []access.Holder
+	add := func(kind access.Kind, name string, corps []string, role, corp string, apps []string, depts []int64) {
+		gs, all, err := access.ConfigGrants(corps, yidu.Role(role), corp, apps, depts)
+		if err != nil {
+			return
+		}
+		if all {
+			out = append(out, access.Holder{Kind: kind, Name: name, AllCorps: true})
+		}
+		for _, g := range gs {
+			out = append(out, access.Holder{Kind: kind, Name: name, Grant: g})
+		}
+	}
+	for _, u := range d.Users {
+		add(access.KindUser, u.Name, u.Corps, u.Role, u.Corp, u.Apps, u.Departments)
+	}
+	for _, t := range d.Tokens {
+		add(access.KindToken, t.Name, t.Corps, t.Role, t.Corp, t.Apps, t.Departments)
+	}
+	for _, r := range accessRoles(d.Roles) {
+		out = append(out, access.Holder{Kind: access.KindWeCom, Name: r.UserID, Grant: r.Grant})
+	}
+	return out
 }
 
 // accessRoles are dashboard.roles[] as package access takes them.
