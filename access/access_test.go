@@ -204,40 +204,27 @@ func TestViewIsTheSubtree(t *testing.T) {
 	}
 }
 
-// unversioned is the synced directory without DirectoryVersion: a scope
-// is then kept for ScopeTTL.
-type unversioned struct{ m *idmap.Mapper }
-
-func (u unversioned) DepartmentMembers(ctx context.Context, corpID string, ds []int64, rec bool) (*roaring.Bitmap, error) {
-	return u.m.DepartmentMembers(ctx, corpID, ds, rec)
-}
-func (u unversioned) Lookup(ctx context.Context, corpID, userID string) (uint32, bool, error) {
-	return u.m.Lookup(ctx, corpID, userID)
-}
-func (u unversioned) Users(ctx context.Context, corpID string, uids []uint32) (map[uint32]yidu.User, error) {
-	return u.m.Users(ctx, corpID, uids)
-}
-
-// TestScopeFollowsTheDirectory: a member moved out of the subtree drops
-// out of the viewer's View at the next sync (the Mapper's directory
-// version), or once ScopeTTL passes for a directory without versions.
+// TestScopeFollowsTheDirectory: a cached scope is rebuilt at once when
+// the directory's version moves (idmap.Mapper), and once ScopeTTL passes
+// for a directory without versions, so a member moved out of the
+// subtree drops out of the leader's View.
 func TestScopeFollowsTheDirectory(t *testing.T) {
 	if !testenv.Real() {
 		t.Skip("YIDU_TEST_REAL=1 runs it against MariaDB")
 	}
-	for _, tc := range []struct {
+	ctx := context.Background()
+	for _, tt := range []struct {
 		name      string
-		dir       func(*idmap.Mapper) access.Directory
-		withinTTL uint64 // the View's size after the sync, before the TTL
-	}{
-		{"versioned (idmap.Mapper)", func(m *idmap.Mapper) access.Directory { return m }, 2},
-		{"without versions", func(m *idmap.Mapper) access.Directory { return unversioned{m} }, 3},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
+		versioned bool
+	}{{"versioned", true}, {"ttl", false}} {
+		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
 			now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-			a, err := access.New(access.Config{ScopeTTL: time.Minute}, tc.dir(f.m), func() time.Time { return now })
+			var dir access.Directory = f.m
+			if !tt.versioned {
+				dir = struct{ access.Directory }{f.m} // hides DirectoryVersion
+			}
+			a, err := access.New(access.Config{ScopeTTL: time.Minute}, dir, func() time.Time { return now })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,8 +243,9 @@ func TestScopeFollowsTheDirectory(t *testing.T) {
 			l := tree()
 			l.Members[4].Departments = []int64{3} // "both" moves to sales only
 			f.sync(l)
-			if got := count(); got != tc.withinTTL {
-				t.Fatalf("after the sync, within the TTL: %d, want %d", got, tc.withinTTL)
+			want := map[bool]uint64{true: 2, false: 3}[tt.versioned]
+			if got := count(); got != want {
+				t.Fatalf("right after the sync: %d, want %d", got, want)
 			}
 			now = now.Add(time.Minute)
 			if got := count(); got != 2 {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -527,7 +528,15 @@ func (s *Server) requirePage(next http.Handler) http.Handler {
 		}
 		if !ok {
 			if safeMethod(r.Method) {
-				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				// Back to this page once signed in; inside WeCom's
+				// browser straight through WeCom (a leader opening a
+				// digest card's link signs in without a click).
+				next := url.QueryEscape(access.SafeNext(r.URL.RequestURI()))
+				if s.wecomLogin != nil && s.publicURL != "" && access.InWeCom(r.UserAgent()) {
+					http.Redirect(w, r, "/login/wecom?next="+next, http.StatusSeeOther)
+					return
+				}
+				http.Redirect(w, r, "/login?next="+next, http.StatusSeeOther)
 				return
 			}
 			writeError(w, http.StatusUnauthorized, "authentication required")
@@ -632,7 +641,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		MaxAge: int(s.auth.ttl.Seconds()), HttpOnly: true,
 		Secure: s.secure(r), SameSite: http.SameSiteLaxMode,
 	})
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	http.Redirect(w, r, access.SafeNext(r.PostForm.Get("next")), http.StatusSeeOther)
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {

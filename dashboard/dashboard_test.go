@@ -57,10 +57,11 @@ func TestAuthRequired(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []string{"/", "/m/hello"} {
+	// The sign-in page brings the person back to the page they asked for.
+	for p, want := range map[string]string{"/": "/login?next=%2F", "/m/hello": "/login?next=%2Fm%2Fhello", "/m/x?a=1": "/login?next=%2Fm%2Fx%3Fa%3D1"} {
 		w := f.do(t, "GET", p, "", nil)
-		if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/login" {
-			t.Errorf("GET %s without session = %d %q; want 303 to /login", p, w.Code, w.Header().Get("Location"))
+		if w.Code != http.StatusSeeOther || w.Header().Get("Location") != want {
+			t.Errorf("GET %s without session = %d %q; want 303 to %s", p, w.Code, w.Header().Get("Location"), want)
 		}
 	}
 	// A bearer token is for the API, not the page.
@@ -242,6 +243,19 @@ func TestLoginAndSession(t *testing.T) {
 		f.h.ServeHTTP(w, r)
 		if cs := w.Result().Cookies(); len(cs) != 1 || !cs[0].Secure {
 			t.Errorf("TLS login cookies = %+v; want one Secure cookie", cs)
+		}
+	})
+
+	t.Run("back to next, never another host", func(t *testing.T) {
+		for next, want := range map[string]string{"/m/hello?x=1": "/m/hello?x=1", "//evil.example/x": "/", "https://evil.example": "/", "/\\evil.example": "/", "": "/"} {
+			form := url.Values{"username": {"alice"}, "password": {password}, "next": {next}}
+			r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			w := httptest.NewRecorder()
+			f.h.ServeHTTP(w, r)
+			if w.Code != http.StatusSeeOther || w.Header().Get("Location") != want {
+				t.Errorf("login with next %q = %d to %q; want %q", next, w.Code, w.Header().Get("Location"), want)
+			}
 		}
 	})
 

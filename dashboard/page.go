@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 )
 
 // The page is server-rendered html/template (every value escaped by
@@ -62,6 +63,9 @@ type pageData struct {
 	Pending []messageJSON
 	// Signals is the message page's by_signal breakdown.
 	Signals []signalView
+	// WeComLogin is the sign-in page's link to sign in with WeCom ("":
+	// not configured).
+	WeComLogin string
 	// Status is SetStatus's line, if any.
 	Status string
 	// Script is the page's own script in static/ besides app.js (the
@@ -131,7 +135,12 @@ func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData
 }
 
 func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, code int, msg string) {
-	s.render(w, code, "login.html", pageData{TitleKey: "login.title", Error: msg, Lang: langFor(r), Here: "/login"})
+	next := access.SafeNext(r.FormValue("next"))
+	d := pageData{TitleKey: "login.title", Error: msg, Lang: langFor(r), Here: "/login", Next: next}
+	if s.wecomLogin != nil && s.publicURL != "" {
+		d.WeComLogin = "/login/wecom?next=" + url.QueryEscape(next)
+	}
+	s.render(w, code, "login.html", d)
 }
 
 func (s *Server) handleLoginPage(w http.ResponseWriter, r *http.Request) {

@@ -190,6 +190,23 @@ func TestWeComSignIn(t *testing.T) {
 		t.Errorf("audit events\n%v\nwant\n%v", got, want)
 	}
 
+	// A page asked for without a session: inside WeCom's browser straight
+	// to WeCom's sign-in and back to it; elsewhere to the sign-in page,
+	// which offers WeCom and keeps next for the password form.
+	for ua, want := range map[string]string{"Mozilla/5.0 (iPhone) wxwork/4.1.20": "/login/wecom?next=%2Fm%2Fhello", "Chrome": "/login?next=%2Fm%2Fhello"} {
+		r := httptest.NewRequest("GET", "/m/hello", nil)
+		r.Header.Set("User-Agent", ua)
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		if w.Code != http.StatusSeeOther || w.Header().Get("Location") != want {
+			t.Errorf("GET /m/hello as %q = %d %q; want 303 to %s", ua, w.Code, w.Header().Get("Location"), want)
+		}
+	}
+	if w := f.page(nil, "/login?next=%2Fm%2Fhello"); !strings.Contains(w.Body.String(), `href="/login/wecom?next=%2Fm%2Fhello"`) ||
+		!strings.Contains(w.Body.String(), `name="next" value="/m/hello"`) {
+		t.Errorf("sign-in page: no WeCom link or next field: %s", w.Body)
+	}
+
 	// boss leaves; at the next sync the session ends.
 	dirl.l.Members = dirl.l.Members[1:]
 	if _, err := syncer.Sync(ctx, "acme"); err != nil {

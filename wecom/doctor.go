@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/silenceper/wechat/v2/util"
 
@@ -60,7 +61,13 @@ func Explain(code int64) string { return codeMeanings[code] }
 // 90200), the callback IPs (getcallbackip, which also shows whether this
 // server's IP is trusted: 60020), and with the contacts-sync secret a
 // first page of user/list_id (96067).
-func Doctor(ctx context.Context, app App, contactsSecret string) []Check {
+//
+// trusted are the URLs whose host must be the app's trusted domain
+// (可信域名): the OAuth2 redirect_uri of tracked links and of sign-in
+// with WeCom is refused otherwise ("redirect_uri需使用应用可信域名"). WeCom
+// asks the domain to equal the URL's host exactly, port included
+// (构造网页授权链接, doc path 91022).
+func Doctor(ctx context.Context, app App, contactsSecret string, trusted ...TrustedURL) []Check {
 	d, err := NewDirectory(app, DirectoryOptions{ContactsSecret: contactsSecret})
 	if err != nil {
 		return []Check{{Name: "configuration", Status: CheckFail, Detail: err.Error()}}
@@ -109,6 +116,9 @@ func Doctor(ctx context.Context, app App, contactsSecret string) []Check {
 			dom = Check{Name: "OAuth2 trusted domain", Status: CheckWarn, Detail: "none set (可信域名): tracked links cannot identify members"}
 		}
 		out = append(out, dom)
+		for _, t := range trusted {
+			out = append(out, trustedCheck(t, agent.RedirectDomain))
+		}
 	}
 
 	var ips struct {
@@ -200,4 +210,42 @@ func failure(name string, err error) Check {
 		err = ue.Err // the URL carries the token
 	}
 	return Check{Name: name, Status: CheckFail, Detail: "WeCom unreachable: " + err.Error()}
+}
+
+// TrustedURL is a URL whose host must be the app's trusted domain, and
+// what yidu needs it for ("sign-in with WeCom (dashboard.public_url)").
+type TrustedURL struct {
+	For string
+	URL string
+	// Required makes a mismatch FAIL (sign-in cannot work); otherwise
+	// it is a warning (tracked links fall back to the card's button).
+	Required bool
+}
+
+// trustedCheck compares t's host with the app's redirect_domain: equal,
+// case aside, port included, a default port left out as browsers do.
+func trustedCheck(t TrustedURL, domain string) Check {
+	c := Check{Name: "trusted domain for " + t.For}
+	u, err := url.Parse(t.URL)
+	if err != nil || u.Host == "" {
+		c.Status, c.Detail = CheckFail, fmt.Sprintf("%q is not a URL with a host", t.URL)
+		return c
+	}
+	host := strings.ToLower(u.Host)
+	if p := u.Port(); (u.Scheme == "https" && p == "443") || (u.Scheme == "http" && p == "80") {
+		host = strings.ToLower(u.Hostname())
+	}
+	bad := CheckWarn
+	if t.Required {
+		bad = CheckFail
+	}
+	switch {
+	case domain == "":
+		c.Status, c.Detail = bad, "no trusted domain (可信域名) is set; set it to "+host+" (应用管理 → the app → 网页授权及JS-SDK)"
+	case !strings.EqualFold(domain, host):
+		c.Status, c.Detail = bad, fmt.Sprintf("%s is not the trusted domain %s: WeCom refuses the redirect (redirect_uri需使用应用可信域名); the domain must be exactly the host, port included", host, domain)
+	default:
+		c.Status, c.Detail = CheckOK, host+" is the trusted domain"
+	}
+	return c
 }

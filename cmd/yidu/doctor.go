@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -56,7 +58,14 @@ func doctor(ctx context.Context, cfg config.Config, appName string, out io.Write
 	} else {
 		process.PointWeCom(cfg.WeCom)
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		checks = append(checks, wecom.Doctor(wctx, wecom.App{CorpID: app.CorpID, AgentID: app.AgentID, Secret: app.Secret}, app.ContactsSecret)...)
+		var trusted []wecom.TrustedURL
+		if cfg.Receiver.PublicURL != "" {
+			trusted = append(trusted, wecom.TrustedURL{For: "tracked links (receiver.public_url)", URL: cfg.Receiver.PublicURL})
+		}
+		if la, ok := cfg.WeComLoginApp(); ok && la.Name == app.Name {
+			trusted = append(trusted, wecom.TrustedURL{For: "sign-in with WeCom (dashboard.public_url)", URL: cfg.Dashboard.PublicURL, Required: true})
+		}
+		checks = append(checks, wecom.Doctor(wctx, wecom.App{CorpID: app.CorpID, AgentID: app.AgentID, Secret: app.Secret}, app.ContactsSecret, trusted...)...)
 		cancel()
 	}
 
@@ -77,6 +86,7 @@ func doctor(ctx context.Context, cfg config.Config, appName string, out io.Write
 		}
 	}
 
+	checks = append(checks, verifyFileChecks(ctx, cfg)...)
 	checks = append(checks, spoolCheck(cfg.Receiver))
 
 	failed := false
@@ -117,6 +127,57 @@ func verifyCallbackURL(ctx context.Context, c *wxcrypt.Crypter, target string) e
 		return fmt.Errorf("answered 200 but not the decrypted echostr: another token or encoding_aes_key?")
 	}
 	return nil
+}
+
+// verifyFileChecks fetch wecom.verify_file from the root of the
+// receiver's and the dashboard's public URLs, as WeCom does when the
+// trusted domain is verified (可信域名 → 申请校验域名).
+func verifyFileChecks(ctx context.Context, cfg config.Config) []wecom.Check {
+	name, body, err := cfg.WeCom.ReadVerifyFile()
+	switch {
+	case err != nil:
+		return []wecom.Check{{Name: "domain verification file", Status: wecom.CheckFail, Detail: err.Error()}}
+	case name == "":
+		return []wecom.Check{{Name: "domain verification file", Status: wecom.CheckSkipped, Detail: "wecom.verify_file not set (WeCom asks for it when the trusted domain is verified)"}}
+	}
+	var out []wecom.Check
+	for _, base := range []string{cfg.Receiver.PublicURL, cfg.Dashboard.PublicURL} {
+		if base == "" {
+			continue
+		}
+		u, err := url.Parse(base)
+		if err != nil {
+			continue
+		}
+		target := u.Scheme + "://" + u.Host + "/" + name
+		c := wecom.Check{Name: "domain verification file", Status: wecom.CheckOK, Detail: target + " serves it"}
+		if got, err := fetchSmall(ctx, target); err != nil {
+			c.Status, c.Detail = wecom.CheckFail, target+": "+err.Error()
+		} else if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(body)) {
+			c.Status, c.Detail = wecom.CheckFail, target+": answers another content than wecom.verify_file (is the ingress serving it, and is it yidu?)"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// fetchSmall GETs target and returns at most 1 KiB of a 200's body.
+func fetchSmall(ctx context.Context, target string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("unreachable: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("answered %s", resp.Status)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 }
 
 // tmpfsMagic is statfs(2)'s f_type of a tmpfs (linux/magic.h).

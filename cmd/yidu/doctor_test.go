@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -71,7 +72,8 @@ func TestDoctor(t *testing.T) {
 		{name: "all set, app secret alone", agent: "1000002", publicURL: good, env: map[string]string{"YIDU_APP_HR_SECRET": "wide"},
 			want: []string{"ok   callback secrets", "ok   gettoken (app secret)", "ok   agent/get (app secret): agent 1000002 is this secret's app; visible range: 1 departments",
 				"ok   上报进入应用事件: isreportenter=1", "ok   OAuth2 trusted domain: redirect_domain yidu.example.com", "ok   getcallbackip", "ok   department/simplelist (app secret): 2 departments; the visible range holds the root",
-				"ok   department/list", "ok   user/simplelist (app secret): department 1: 1 direct members, 1 with a name", "skip contacts-sync secret", "ok   callback URL"}},
+				"ok   department/list", "ok   user/simplelist (app secret): department 1: 1 direct members, 1 with a name", "skip contacts-sync secret", "ok   callback URL",
+				"warn trusted domain for tracked links (receiver.public_url): 127.0.0.1:"}},
 		{name: "with the contacts-sync secret", agent: "1000002", publicURL: good, env: map[string]string{"YIDU_APP_HR_SECRET": "wide", "YIDU_APP_HR_CONTACTS_SECRET": "contacts"},
 			want: []string{"ok   gettoken (contacts-sync secret)", "ok   user/list_id (contacts-sync secret): 2 member-department pairs"}},
 		{name: "a narrow visible range", agent: "1000003", env: map[string]string{"YIDU_APP_HR_SECRET": "narrow"},
@@ -107,6 +109,58 @@ func TestDoctor(t *testing.T) {
 			}
 		})
 	}
+	// The dashboard's and the receiver's hosts against the trusted domain,
+	// and the verification file at their root, as WeCom fetches it.
+	verifyDir := t.TempDir()
+	verifyPath := filepath.Join(verifyDir, "WW_verify_Dr0ctor.txt")
+	if err := os.WriteFile(verifyPath, []byte("Dr0ctorToken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serving := func(body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/WW_verify_Dr0ctor.txt" {
+				_, _ = w.Write([]byte(body))
+				return
+			}
+			http.NotFound(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	right, wrong := serving("Dr0ctorToken"), serving("something else")
+	for _, tt := range []struct {
+		name, dashboard string
+		fails           bool
+		want            []string
+	}{
+		{"dashboard on the trusted domain", "https://yidu.example.com", true, // the file is not served there
+			[]string{"ok   trusted domain for sign-in with WeCom (dashboard.public_url): yidu.example.com is the trusted domain",
+				"FAIL domain verification file: https://yidu.example.com/WW_verify_Dr0ctor.txt: unreachable"}},
+		{"dashboard on another host", right, true,
+			[]string{"FAIL trusted domain for sign-in with WeCom (dashboard.public_url): " + strings.TrimPrefix(right, "http://") + " is not the trusted domain yidu.example.com",
+				"ok   domain verification file: " + right + "/WW_verify_Dr0ctor.txt serves it"}},
+		{"another file served", wrong, true, []string{"FAIL domain verification file: " + wrong + "/WW_verify_Dr0ctor.txt: answers another content"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "yidu.yaml")
+			text := "wecom: {api_base: \"" + api + "\", verify_file: " + verifyPath + "}\n" +
+				"dashboard: {public_url: \"" + tt.dashboard + "\"}\n" +
+				"apps:\n  - {name: hr, corp_id: " + corp + ", agent_id: 1000002, token: t0k, encoding_aes_key: " + aesKey + "}\n"
+			if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := runCmd(t, map[string]string{"YIDU_APP_HR_SECRET": "wide"}, "", "doctor", "--app", "hr", "--config", p)
+			if (err != nil) != tt.fails {
+				t.Errorf("doctor = %v; want failure %v\n%s", err, tt.fails, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+
 	if out, _, err := runCmd(t, nil, "", "doctor", "--config", config(t, "1", "")); exitCode(err) != 2 {
 		t.Errorf("doctor without --app = %v (exit %d); want a usage error\n%s", err, exitCode(err), out)
 	}

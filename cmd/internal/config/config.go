@@ -82,6 +82,44 @@ const DefaultAuditRetention = 180 * 24 * time.Hour
 type WeCom struct {
 	// APIBase is the API origin; tests and the demo point it at a fake.
 	APIBase string `yaml:"api_base"`
+	// OAuthBase is the origin of WeCom's OAuth2 web authorization
+	// (/connect/oauth2/authorize, doc path 91022), and LoginBase that of
+	// its web login (/wwlogin/sso/login, doc path 98152): sign-in with
+	// WeCom (issue 31). WeCom's own by default; a fake, a proxy or a
+	// test may stand in.
+	OAuthBase string `yaml:"oauth_base"`
+	LoginBase string `yaml:"login_base"`
+	// VerifyFile is the domain verification file WeCom hands out for the
+	// app's trusted domain (可信域名 → 申请校验域名: WW_verify_….txt).
+	// The receiver and the dashboard serve it at their root, so nothing
+	// need be put behind the ingress by hand. Empty: none served.
+	VerifyFile string `yaml:"verify_file"`
+}
+
+// verifyFileName is the name WeCom gives its domain verification file.
+var verifyFileName = regexp.MustCompile(`^WW_verify_[A-Za-z0-9]{1,64}\.txt$`)
+
+// maxVerifyFile bounds wecom.verify_file: WeCom's holds a short token.
+const maxVerifyFile = 1 << 10
+
+// ReadVerifyFile returns wecom.verify_file's name and content ("" and
+// nil when none is configured).
+func (w WeCom) ReadVerifyFile() (name string, content []byte, err error) {
+	if w.VerifyFile == "" {
+		return "", nil, nil
+	}
+	name = filepath.Base(w.VerifyFile)
+	if !verifyFileName.MatchString(name) {
+		return "", nil, fmt.Errorf("config: wecom.verify_file %q: the file's name must be WeCom's, WW_verify_<letters and digits>.txt", w.VerifyFile)
+	}
+	b, err := os.ReadFile(w.VerifyFile)
+	if err != nil {
+		return "", nil, fmt.Errorf("config: wecom.verify_file: %w", err)
+	}
+	if len(b) == 0 || len(b) > maxVerifyFile {
+		return "", nil, fmt.Errorf("config: wecom.verify_file %q: %d bytes; WeCom's file holds a short token (1..%d bytes)", w.VerifyFile, len(b), maxVerifyFile)
+	}
+	return name, b, nil
 }
 
 // DefaultWeComAPI is WeCom's server API origin.
@@ -174,6 +212,53 @@ type Dashboard struct {
 	// while yidu was down is held for a person to send or cancel (default
 	// 2h); a later one is sent on start and marked late.
 	MaxLateness Duration `yaml:"max_lateness"`
+
+	// LoginApp names the app (apps[].name) people sign in to the
+	// dashboard through with WeCom (issue 31): its corp's members, as
+	// the synced directory has them. Empty: the first app with a secret,
+	// when public_url is set; "off": password sign-in only.
+	LoginApp string `yaml:"login_app"`
+	// Roles grant roles to WeCom members; RolesFile is a YAML file
+	// holding more (a list of the same shape), as users_file is.
+	Roles     []RoleGrant `yaml:"roles"`
+	RolesFile string      `yaml:"roles_file"`
+	// LeadersSee makes each department leader, as the synced directory
+	// names them (department_leader), a viewer of the subtrees they lead
+	// for every notice of their corp, and lets them remind their own
+	// unread people. Default true; false: only roles count.
+	LeadersSee *bool `yaml:"leaders_see"`
+}
+
+// LoginOff as dashboard.login_app turns sign-in with WeCom off.
+const LoginOff = "off"
+
+// RoleGrant is one role of a WeCom member (dashboard.roles[]): admin of
+// corp, sender of apps (apps[].name) in corp, or viewer of departments'
+// subtrees in corp.
+type RoleGrant struct {
+	UserID      string   `yaml:"userid"`
+	Role        string   `yaml:"role"`
+	Corp        string   `yaml:"corp"`
+	Apps        []string `yaml:"apps"`
+	Departments []int64  `yaml:"departments"`
+}
+
+// SeeLeaders is LeadersSee with its default.
+func (d Dashboard) SeeLeaders() bool { return d.LeadersSee == nil || *d.LeadersSee }
+
+// WeComLoginApp returns the app people sign in through with WeCom, and
+// false when sign-in with WeCom is off: login_app "off", no public_url
+// (the redirect must be the configured one), or no app with a secret.
+func (c Config) WeComLoginApp() (App, bool) {
+	if c.Dashboard.LoginApp == LoginOff || c.Dashboard.PublicURL == "" {
+		return App{}, false
+	}
+	for _, a := range c.Apps {
+		if (c.Dashboard.LoginApp == "" || a.Name == c.Dashboard.LoginApp) && a.Secret != "" {
+			return a, true
+		}
+	}
+	return App{}, false
 }
 
 // Token is an API bearer token and the corps it may see ("*" for all).
@@ -540,6 +625,19 @@ func Load(path string, getenv func(string) string) (Config, error) {
 			cfg.Dashboard.Users = append(cfg.Dashboard.Users, us...)
 		}
 	}
+	if f := cfg.Dashboard.RolesFile; f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return cfg, fmt.Errorf("config: dashboard.roles_file: %w", err)
+		}
+		var rs []RoleGrant
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&rs); err != nil && !errors.Is(err, io.EOF) {
+			return cfg, fmt.Errorf("config: dashboard.roles_file %s: a list of {userid, role, corp, apps, departments}: %w", f, err)
+		}
+		cfg.Dashboard.Roles = append(cfg.Dashboard.Roles, rs...)
+	}
 	if f := cfg.Dashboard.UsersFile; f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -626,6 +724,8 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	set(&cfg.Kafka.SASL.Password, "YIDU_KAFKA_SASL_PASSWORD")
 	set(&cfg.Dashboard.UsersFile, "YIDU_DASHBOARD_USERS_FILE")
 	set(&cfg.WeCom.APIBase, "YIDU_WECOM_API_BASE")
+	set(&cfg.WeCom.OAuthBase, "YIDU_WECOM_OAUTH_BASE")
+	set(&cfg.WeCom.LoginBase, "YIDU_WECOM_LOGIN_BASE")
 	if v := getenv("YIDU_KAFKA_BROKERS"); v != "" {
 		cfg.Kafka.Brokers = strings.Split(v, ",")
 	}
@@ -748,6 +848,9 @@ func (c Config) Validate() error {
 	if err := c.checkLimits(); err != nil {
 		return err
 	}
+	if err := c.checkSignIn(); err != nil {
+		return err
+	}
 	names := map[string]bool{}
 	for i, u := range c.Dashboard.Users {
 		where := u.from
@@ -774,6 +877,68 @@ func (c Config) Validate() error {
 		}
 		if exampleSecret(t.Token) {
 			return fmt.Errorf("config: %s (%s): the example token shipped with yidu, which is public; generate a random one (openssl rand -base64 32)", where, t.Name)
+		}
+	}
+	return nil
+}
+
+// checkSignIn checks sign-in with WeCom and the roles (issue 31): the
+// sign-in hosts, the login app, the verification file, and each role
+// as package yidu's Scope.Validate has it, its apps among apps[] of its
+// corp.
+func (c Config) checkSignIn() error {
+	for _, b := range []struct{ key, v string }{{"wecom.oauth_base", c.WeCom.OAuthBase}, {"wecom.login_base", c.WeCom.LoginBase}} {
+		if b.v == "" {
+			continue
+		}
+		u, err := url.Parse(b.v)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return fmt.Errorf("config: %s %q: want an origin such as https://open.weixin.qq.com (yidu appends WeCom's paths)", b.key, b.v)
+		}
+	}
+	if l := c.Dashboard.LoginApp; l != "" && l != LoginOff {
+		a, ok := c.App(l)
+		switch {
+		case !ok:
+			return fmt.Errorf("config: dashboard.login_app %q: no such app in apps[]", l)
+		case a.Secret == "":
+			return fmt.Errorf("config: dashboard.login_app %q: the app has no secret (%s), which auth/getuserinfo needs", l, EnvName(l, "secret"))
+		case c.Dashboard.PublicURL == "":
+			return fmt.Errorf("config: dashboard.login_app %q: sign-in with WeCom needs dashboard.public_url (the redirect WeCom returns to)", l)
+		}
+	}
+	if _, _, err := c.WeCom.ReadVerifyFile(); err != nil {
+		return err
+	}
+	appsOf := func(where, who, corp string, apps []string) error {
+		for _, name := range apps {
+			if a, ok := c.App(name); !ok || a.CorpID != corp {
+				return fmt.Errorf("config: %s (%s): app %q is not an app of corp %s in apps[]", where, who, name, corp)
+			}
+		}
+		return nil
+	}
+	for i, t := range c.Dashboard.Tokens {
+		if err := appsOf(fmt.Sprintf("dashboard.tokens[%d]", i), t.Name, t.Corp, t.Apps); err != nil {
+			return err
+		}
+	}
+	for i, u := range c.Dashboard.Users {
+		if err := appsOf(fmt.Sprintf("dashboard.users[%d]", i), u.Name, u.Corp, u.Apps); err != nil {
+			return err
+		}
+	}
+	for i, r := range c.Dashboard.Roles {
+		where := fmt.Sprintf("dashboard.roles[%d]", i)
+		if r.UserID == "" || len(r.UserID) > 64 {
+			return fmt.Errorf("config: %s: userid is required (a WeCom UserID, at most 64 bytes)", where)
+		}
+		sc := yidu.Scope{Corp: r.Corp, Apps: r.Apps, Departments: r.Departments}
+		if err := sc.Validate(yidu.Role(r.Role)); err != nil {
+			return fmt.Errorf("config: %s (%s): %w", where, r.UserID, err)
+		}
+		if err := appsOf(where, r.UserID, r.Corp, r.Apps); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -135,6 +135,20 @@ func TestLoadRejects(t *testing.T) {
 		{"default policy under the minimum", "apps: [{name: a, corp_id: c, follow_up: {reminders: [5m]}}]", "follow_up: invalid: reminders"},
 		{"default policy with a deadline", "apps: [{name: a, corp_id: c, follow_up: {reminders: [2h], deadline: 2026-12-10T18:00:00+08:00}}]", "follow_up.deadline"},
 		{"default policy bad hours", "apps: [{name: a, corp_id: c, follow_up: {reminders: [2h], working_hours: '19:00-09:00'}}]", "working_hours"},
+		{"oauth base with a path", "wecom: {oauth_base: 'https://open.weixin.qq.com/connect'}", "wecom.oauth_base"},
+		{"login base not http", "wecom: {login_base: 'javascript:alert(1)'}", "wecom.login_base"},
+		{"login app unknown", "dashboard: {login_app: nope, public_url: 'https://d.example'}", "dashboard.login_app"},
+		{"login app without secret", "apps: [{name: a, corp_id: c}]\ndashboard: {login_app: a, public_url: 'https://d.example'}", "no secret"},
+		{"login app without public url", "apps: [{name: a, corp_id: c, secret: s}]\ndashboard: {login_app: a}", "dashboard.public_url"},
+		{"role without userid", "dashboard: {roles: [{role: admin, corp: c}]}", "dashboard.roles[0]: userid"},
+		{"role unknown", "dashboard: {roles: [{userid: u, role: boss, corp: c}]}", "not one of admin"},
+		{"viewer without departments", "dashboard: {roles: [{userid: u, role: viewer, corp: c}]}", "departments is required"},
+		{"sender of an unknown app", "apps: [{name: a, corp_id: c}]\ndashboard: {roles: [{userid: u, role: sender, corp: c, apps: [b]}]}", "app \"b\" is not an app of corp c"},
+		{"sender of another corp's app", "apps: [{name: a, corp_id: c}]\ndashboard: {roles: [{userid: u, role: sender, corp: d, apps: [a]}]}", "not an app of corp d"},
+		{"token sender of an unknown app", "apps: [{name: a, corp_id: c}]\ndashboard: {tokens: [{name: t, token: 0123456789abcdef0, role: sender, corp: c, apps: [b]}]}", "dashboard.tokens[0]"},
+		{"missing roles file", "dashboard: {roles_file: /nonexistent/roles.yaml}", "dashboard.roles_file"},
+		{"verify file misnamed", "wecom: {verify_file: /etc/passwd}", "WW_verify_"},
+		{"verify file missing", "wecom: {verify_file: /nonexistent/WW_verify_abc123.txt}", "wecom.verify_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -399,6 +413,49 @@ func TestSpoolDefault(t *testing.T) {
 			}
 			if cfg.Receiver.SpoolDir != tt.want {
 				t.Errorf("receiver.spool_dir = %q; want %q", cfg.Receiver.SpoolDir, tt.want)
+			}
+		})
+	}
+}
+
+// TestSignInConfig: the WeCom sign-in app defaults to the first app with
+// a secret once dashboard.public_url is set, "off" turns it off, roles
+// come from the file and the list, leaders see by default, and the
+// verification file is read.
+func TestSignInConfig(t *testing.T) {
+	dir := t.TempDir()
+	roles := filepath.Join(dir, "roles.yaml")
+	writeFile(t, roles, "- {userid: lisi, role: viewer, corp: c, departments: [4]}\n")
+	verify := filepath.Join(dir, "WW_verify_AbC123.txt")
+	writeFile(t, verify, "AbC123token")
+	base := "apps: [{name: a, corp_id: c}, {name: b, corp_id: c, secret: s}]\n"
+	tests := []struct {
+		name, yaml string
+		login      string // the sign-in app's name, "" for off
+		roles      int
+		leaders    bool
+	}{
+		{"no public url: off", base, "", 0, true},
+		{"first app with a secret", base + "dashboard: {public_url: 'https://d.example'}", "b", 0, true},
+		{"off", base + "dashboard: {public_url: 'https://d.example', login_app: 'off'}", "", 0, true},
+		{"roles from list and file, leaders off", base + "dashboard: {roles: [{userid: zs, role: sender, corp: c, apps: [a]}], roles_file: " + roles + ", leaders_see: false}", "", 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Load(writeConfig(t, tt.yaml+"\nwecom: {verify_file: "+verify+"}\n"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			app, ok := cfg.WeComLoginApp()
+			if got := map[bool]string{true: app.Name}[ok]; got != tt.login {
+				t.Errorf("WeComLoginApp = %q; want %q", got, tt.login)
+			}
+			if len(cfg.Dashboard.Roles) != tt.roles || cfg.Dashboard.SeeLeaders() != tt.leaders {
+				t.Errorf("roles %d, leaders see %v; want %d, %v", len(cfg.Dashboard.Roles), cfg.Dashboard.SeeLeaders(), tt.roles, tt.leaders)
+			}
+			name, body, err := cfg.WeCom.ReadVerifyFile()
+			if err != nil || name != "WW_verify_AbC123.txt" || string(body) != "AbC123token" {
+				t.Errorf("ReadVerifyFile = %q %q %v", name, body, err)
 			}
 		})
 	}

@@ -407,10 +407,17 @@ func testAnalyticsDoc(t *testing.T, blocks []sqlBlock, dialect string) {
 			return want
 		},
 		// The three registrations above, by the e2e token (an admin of
-		// the corp): one compose row each, with their recipients.
-		"audit-by-actor": func() [][]string { return [][]string{{"e2e", "compose", "ok", "3", "11"}} },
+		// the corp): one compose row each, with their recipients; and the
+		// token's own grant, recorded at start.
+		"audit-by-actor": func() [][]string {
+			return [][]string{{"e2e", "compose", "ok", "3", "11"}, {"yidu.yaml", "role_change", "ok", "1", "1"}}
+		},
 		"audit-message": func() [][]string {
 			return [][]string{{"compose", "e2e", "token", "admin", n(main.Recipients), "ok"}}
+		},
+		// The e2e token's grant, recorded when the dashboard started.
+		"role-changes": func() [][]string {
+			return [][]string{{"admin", testCorp, "grant admin of " + testCorp + " to token e2e"}}
 		},
 		// The dashboard's numbers of the notice, by_signal included.
 		"by-signal": func() [][]string {

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"github.com/silenceper/wechat/v2/util"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/callback"
@@ -143,8 +145,12 @@ type Main struct {
 	bg       context.Context
 	bgCancel context.CancelFunc
 	warmDone chan struct{}
-	mu       sync.Mutex // guards closing, Flusher and flushCancel once Run returned
-	closing  bool
+	// verifyName and verifyBody: wecom.verify_file, served at the root of
+	// the receiver and the dashboard.
+	verifyName string
+	verifyBody []byte
+	mu         sync.Mutex // guards closing, Flusher and flushCancel once Run returned
+	closing    bool
 }
 
 // NewMain returns a Main for cfg logging to logger.
@@ -406,6 +412,10 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 	}
 	cfg := m.Config
 	log := m.Logger
+	var err error
+	if m.verifyName, m.verifyBody, err = cfg.WeCom.ReadVerifyFile(); err != nil {
+		return err
+	}
 	if !roles.Receiver {
 		if err := m.ping(ctx); err != nil {
 			return err
@@ -526,7 +536,13 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			_ = runner.Run(cctx)
 			<-roundsDone
 		}()
+		acc, err := access.New(access.Config{Roles: accessRoles(cfg.Dashboard.Roles), LeadersSee: cfg.Dashboard.SeeLeaders()}, m.Mapper, time.Now)
+		if err != nil {
+			return fmt.Errorf("dashboard: %w", err)
+		}
 		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
+			Access:     acc,
+			WeCom:      weComLogin(cfg, acc, m),
 			Tokens:     dashboardTokens(cfg.Dashboard.Tokens),
 			Users:      dashboardUsers(cfg.Dashboard.Users),
 			Audit:      audit.NewMySQL(m.DB),
@@ -556,6 +572,13 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			return fmt.Errorf("dashboard: %w", err)
 		}
 		m.Dashboard = d
+		// Roles are configuration: a start with other grants than the last
+		// one is recorded as role_change events (access.RecordRoleChanges).
+		if n, err := access.RecordRoleChanges(ctx, m.DB, audit.NewMySQL(m.DB), roleHolders(cfg.Dashboard), time.Now()); err != nil {
+			log.Error("dashboard: role changes not audited", "err", err)
+		} else if n > 0 {
+			log.Info("dashboard: role changes audited", "changes", n)
+		}
 		if m.DashboardAddr, err = m.serveRole("dashboard", dashboardServer(), cfg.Dashboard.Listen, d.Routes(), m.readiness(m.DB, false)); err != nil {
 			return err
 		}
@@ -867,6 +890,9 @@ func opsServer() *http.Server { return newServer(10*time.Second, 30*time.Second,
 // checks) on listen and logs "<role> listening" with the address, which
 // the harnesses read (internal/rig).
 func (m *Main) serveRole(role string, srv *http.Server, listen string, routes http.Handler, ready probe.Options) (string, error) {
+	if m.verifyName != "" {
+		routes = verifyFile(m.verifyName, m.verifyBody, routes)
+	}
 	addr, err := m.serve(srv, listen, m.withProbes(routes, ready, nil))
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", role, err)
@@ -955,6 +981,81 @@ func (m *Main) close() error {
 		m.DB.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// roleHolders are every grant the dashboard configuration makes: users',
+// tokens' and dashboard.roles[]'s (an entry dashboard.New would refuse
+// holds none).
+func roleHolders(d config.Dashboard) []access.Holder {
+	var out []access.Holder
+	add := func(kind access.Kind, name string, corps []string, role, corp string, apps []string, depts []int64) {
+		gs, all, err := access.ConfigGrants(corps, yidu.Role(role), corp, apps, depts)
+		if err != nil {
+			return
+		}
+		if all {
+			out = append(out, access.Holder{Kind: kind, Name: name, AllCorps: true})
+		}
+		for _, g := range gs {
+			out = append(out, access.Holder{Kind: kind, Name: name, Grant: g})
+		}
+	}
+	for _, u := range d.Users {
+		add(access.KindUser, u.Name, u.Corps, u.Role, u.Corp, u.Apps, u.Departments)
+	}
+	for _, t := range d.Tokens {
+		add(access.KindToken, t.Name, t.Corps, t.Role, t.Corp, t.Apps, t.Departments)
+	}
+	for _, r := range accessRoles(d.Roles) {
+		out = append(out, access.Holder{Kind: access.KindWeCom, Name: r.UserID, Grant: r.Grant})
+	}
+	return out
+}
+
+// accessRoles are dashboard.roles[] as package access takes them.
+func accessRoles(rs []config.RoleGrant) []access.RoleGrant {
+	return each(rs, func(r config.RoleGrant) access.RoleGrant {
+		return access.RoleGrant{UserID: r.UserID, Grant: access.Grant{Role: yidu.Role(r.Role),
+			Scope: yidu.Scope{Corp: r.Corp, Apps: r.Apps, Departments: r.Departments}}}
+	})
+}
+
+// weComLogin is sign-in with WeCom through dashboard.login_app (issue
+// 31); nil when it is off (config.WeComLoginApp).
+func weComLogin(cfg config.Config, acc *access.Access, m *Main) *dashboard.WeComLogin {
+	app, ok := cfg.WeComLoginApp()
+	if !ok {
+		return nil
+	}
+	return &dashboard.WeComLogin{
+		CorpID: app.CorpID, AgentID: app.AgentID,
+		Endpoints: access.Endpoints{
+			OAuthBase: cmp.Or(cfg.WeCom.OAuthBase, access.DefaultEndpoints.OAuthBase),
+			LoginBase: cmp.Or(cfg.WeCom.LoginBase, access.DefaultEndpoints.LoginBase),
+		},
+		Access: acc,
+		States: access.NewStates(m.Redis, cfg.Redis.Prefix),
+		OAuth:  wecom.NewOAuth(WeComApps([]config.App{app})),
+	}
+}
+
+// verifyFile serves WeCom's domain verification file (wecom.verify_file,
+// 可信域名 → 申请校验域名) at /name, in front of next: WeCom fetches it
+// from the root of the trusted domain, which is the receiver's or the
+// dashboard's host.
+func verifyFile(name string, body []byte, next http.Handler) http.Handler {
+	path := "/" + name
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != path || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		if r.Method == http.MethodGet {
+			_, _ = w.Write(body)
+		}
+	})
 }
 
 func dashboardTokens(ts []config.Token) []dashboard.Token {
