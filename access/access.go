@@ -219,6 +219,19 @@ func (v View) Sees(b *roaring.Bitmap) bool {
 	return b.Intersects(v.uids)
 }
 
+// UIDs returns the View's members, read only (shared by every request
+// of the scope); nil for Everyone. For a store that counts within a set
+// without building the notice's bitmaps (bitmap.Store.CountsWithin).
+func (v View) UIDs() *roaring.Bitmap {
+	if v.all {
+		return nil
+	}
+	if v.uids == nil {
+		return roaring.New()
+	}
+	return v.uids
+}
+
 // Contains reports whether uid is in the View.
 func (v View) Contains(uid uint32) bool { return v.all || (v.uids != nil && v.uids.Contains(uid)) }
 

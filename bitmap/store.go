@@ -452,6 +452,70 @@ func (s *Store) counts(ctx context.Context, corpID, msgID string, withSignals bo
 	return rc.Val(), rd.Val(), bySignal, true, nil
 }
 
+// CountsWithin counts the message within scope (a scoped viewer's
+// numbers, issue 31): |recipients ∩ scope|, |read ∩ recipients ∩ scope|
+// and each signal's |signal ∩ recipients ∩ scope|. The five bitmaps come
+// in one round trip and are read as Redis stores them, one bit test per
+// member of scope, without building them: a 10,000-person scope of a
+// 1,000,000-recipient notice costs 10,000 tests, not five decodings of
+// 125 KB. found=false when the message is not in Redis.
+func (s *Store) CountsWithin(ctx context.Context, corpID, msgID string, scope *roaring.Bitmap) (recipients, read int64, bySignal yidu.SignalCounts, found bool, err error) {
+	var rc, rd *redis.StringCmd
+	var sigs [yidu.NumSignals]*redis.StringCmd
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		rc = p.Get(ctx, s.msgKey(corpID, msgID, "rcpt"))
+		rd = p.Get(ctx, s.msgKey(corpID, msgID, "read"))
+		for _, sig := range yidu.Signals() {
+			sigs[sig.Index()] = p.Get(ctx, s.signalKey(corpID, msgID, sig))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, 0, bySignal, false, fmt.Errorf("bitmap: counts within %s/%s: %w", corpID, msgID, err)
+	}
+	raw := func(c *redis.StringCmd) []byte {
+		b, _ := c.Bytes() // redis.Nil: no such key, no bits
+		return b
+	}
+	rec := raw(rc)
+	if errors.Is(rc.Err(), redis.Nil) {
+		return 0, 0, bySignal, false, nil
+	}
+	rdb := raw(rd)
+	var sb [yidu.NumSignals][]byte
+	for i := range sigs {
+		sb[i] = raw(sigs[i])
+	}
+	var by [yidu.NumSignals]int64
+	it := scope.Iterator()
+	for it.HasNext() {
+		uid := it.Next()
+		if !bitSet(rec, uid) {
+			continue
+		}
+		recipients++
+		if bitSet(rdb, uid) {
+			read++
+		}
+		for i := range sb {
+			if bitSet(sb[i], uid) {
+				by[i]++
+			}
+		}
+	}
+	for _, sig := range yidu.Signals() {
+		bySignal.Set(sig, by[sig.Index()])
+	}
+	return recipients, read, bySignal, true, nil
+}
+
+// bitSet reports whether bit n of a Redis string bitmap is set (bit n is
+// bit 7-n%8 of byte n/8; past the end, unset).
+func bitSet(b []byte, n uint32) bool {
+	i := int(n >> 3)
+	return i < len(b) && b[i]&(0x80>>(n&7)) != 0
+}
+
 func (s *Store) bitmap(ctx context.Context, key string) (*roaring.Bitmap, bool, error) {
 	b, err := s.rdb.Get(ctx, key).Bytes()
 	if errors.Is(err, redis.Nil) {

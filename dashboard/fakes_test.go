@@ -78,14 +78,23 @@ func (f *fakeBitmaps) RecipientBitmap(_ context.Context, corp, msg string) (*roa
 	return f.clone(f.rec, corp, msg)
 }
 
-func (f *fakeBitmaps) SignalBitmap(_ context.Context, corp, msg string, sig yidu.Signal) (*roaring.Bitmap, bool, error) {
+func (f *fakeBitmaps) CountsWithin(_ context.Context, corp, msg string, scope *roaring.Bitmap) (int64, int64, yidu.SignalCounts, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	b, ok := f.sigs[key(corp, msg)][sig]
+	var by yidu.SignalCounts
+	r, ok := f.rec[key(corp, msg)]
 	if !ok {
-		return nil, false, nil
+		return 0, 0, by, false, nil
 	}
-	return b.Clone(), true, nil
+	in := roaring.And(r, scope)
+	var n int64
+	if rd := f.read[key(corp, msg)]; rd != nil {
+		n = int64(rd.AndCardinality(in))
+	}
+	for sig, b := range f.sigs[key(corp, msg)] {
+		by.Set(sig, int64(b.AndCardinality(in)))
+	}
+	return int64(in.GetCardinality()), n, by, true, nil
 }
 
 // clone returns a copy of the message's bitmap in bms (f.rec or f.read), as

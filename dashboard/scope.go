@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/RoaringBitmap/roaring/v2"
-
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 )
@@ -102,37 +100,28 @@ func (s *Server) gate(r *http.Request) (yidu.Message, *http.Request, error) {
 
 // scopedCounts are m's numbers within ctx's View: BITCOUNT for everyone;
 // |recipients ∩ View|, |read ∩ recipients ∩ View| and each signal's
-// |signal ∩ recipients ∩ View| otherwise (one bitmap per signal in
-// Redis, ANDed without building the intersection).
+// |signal ∩ recipients ∩ View| otherwise, from one round trip and one
+// bit test per member of the View (Bitmaps.CountsWithin): a notice's
+// 1,000,000-recipient bitmaps are never decoded for it.
 func (s *Server) scopedCounts(ctx context.Context, m yidu.Message) (counts, error) {
 	if !scoped(ctx) {
 		return s.counts(ctx, m)
 	}
-	rec, readRec, err := s.bitmaps(ctx, m)
-	if err != nil {
-		return counts{}, err
-	}
-	by, err := s.signalCounts(ctx, m, rec)
-	if err != nil {
-		return counts{}, err
-	}
-	return counts{recipients: int64(rec.GetCardinality()), read: int64(readRec.GetCardinality()), bySignal: by}, nil
-}
-
-// signalCounts counts each signal's members within rec (the recipients
-// already restricted to a View).
-func (s *Server) signalCounts(ctx context.Context, m yidu.Message, rec *roaring.Bitmap) (yidu.SignalCounts, error) {
-	var by yidu.SignalCounts
-	for _, sig := range yidu.Signals() {
-		b, found, err := s.bms.SignalBitmap(ctx, m.CorpID, m.MsgID, sig)
+	for attempt := 0; ; attempt++ {
+		rec, read, by, found, err := s.bms.CountsWithin(ctx, m.CorpID, m.MsgID, viewFrom(ctx).UIDs())
 		if err != nil {
-			return by, fmt.Errorf("dashboard: signal bitmap: %w", err)
+			return counts{}, fmt.Errorf("dashboard: scoped counts: %w", err)
 		}
-		if found && b != nil {
-			by.Set(sig, int64(b.AndCardinality(rec)))
+		if found {
+			return counts{recipients: rec, read: read, bySignal: by}, nil
+		}
+		if attempt == 1 {
+			return counts{}, fmt.Errorf("dashboard: counts of %s still missing after restore: %w", m.MsgID, errUnavailable)
+		}
+		if err := s.restore(ctx, m); err != nil {
+			return counts{}, err
 		}
 	}
-	return by, nil
 }
 
 // scopedCurve is m's reads per minute within ctx's View, from the read
@@ -169,24 +158,11 @@ func (s *Server) scopedCurve(ctx context.Context, m yidu.Message) ([]yidu.Minute
 // scopedRow is one list row's counts within v, from the live bitmaps
 // only (found false: the keys are gone, or no recipient is in v).
 func (s *Server) scopedRow(ctx context.Context, m yidu.Message, v access.View) (counts, bool, error) {
-	rec, found, err := s.bms.RecipientBitmap(ctx, m.CorpID, m.MsgID)
-	if err != nil || !found || !v.Sees(rec) {
+	rec, read, by, found, err := s.bms.CountsWithin(ctx, m.CorpID, m.MsgID, v.UIDs())
+	if err != nil || !found || rec == 0 {
 		return counts{}, false, err
 	}
-	read, _, err := s.bms.ReadBitmap(ctx, m.CorpID, m.MsgID)
-	if err != nil {
-		return counts{}, false, err
-	}
-	rec = v.Restrict(rec)
-	n := int64(0)
-	if read != nil {
-		n = int64(read.AndCardinality(rec))
-	}
-	by, err := s.signalCounts(ctx, m, rec)
-	if err != nil {
-		return counts{}, false, err
-	}
-	return counts{recipients: int64(rec.GetCardinality()), read: n, bySignal: by}, true, nil
+	return counts{recipients: rec, read: read, bySignal: by}, true, nil
 }
 
 // maySend reports whether p may send, remind everyone of and recall

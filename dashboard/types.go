@@ -64,10 +64,12 @@ type Bitmaps interface {
 	CountsBySignal(ctx context.Context, corpID, msgID string) (recipients, read int64, bySignal yidu.SignalCounts, found bool, err error)
 	ReadBitmap(ctx context.Context, corpID, msgID string) (*roaring.Bitmap, bool, error)
 	RecipientBitmap(ctx context.Context, corpID, msgID string) (*roaring.Bitmap, bool, error)
-	// SignalBitmap is the members who gave sig (found false: nobody yet,
-	// or the keys are gone): a scoped caller's per-signal counts are
-	// |signal ∩ recipients ∩ View| (scope.go).
-	SignalBitmap(ctx context.Context, corpID, msgID string, sig yidu.Signal) (*roaring.Bitmap, bool, error)
+	// CountsWithin is the message's counts within scope, a scoped
+	// caller's View (scope.go): |recipients ∩ scope|, |read ∩ recipients
+	// ∩ scope| and each signal's |signal ∩ recipients ∩ scope|, in one
+	// round trip and without building the bitmaps (found=false: the keys
+	// are gone).
+	CountsWithin(ctx context.Context, corpID, msgID string, scope *roaring.Bitmap) (recipients, read int64, bySignal yidu.SignalCounts, found bool, err error)
 	RestoreReads(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap) error
 }
 
