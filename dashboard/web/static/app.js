@@ -313,6 +313,14 @@ catalogueReady.then(function () {
       const row = document.createElement("tr");
       const label = tr("follow.round_n").replace("{n}", r.round);
       cell(row, r.state === "sent" ? label : label + "（" + roundState(r.state) + "）");
+      if (r.spread_until) {
+        const note = document.createElement("div");
+        note.className = "muted spread";
+        note.textContent = r.state === "pending" || r.state === "sending"
+          ? tr("follow.spread").replace("{at}", fullTime.format(new Date(r.spread_until)))
+          : tr("follow.spread_done");
+        row.firstChild.appendChild(note);
+      }
       cell(row, fullTime.format(new Date(r.at)));
       cell(row, String(r.sent_to));
       cell(row, tr("follow.effect_1h").replace("{n}", r.read_within_1h));
