@@ -807,7 +807,7 @@ func (r *Rounds) FollowUpOf(ctx context.Context, corpID, msgID string) (FollowUp
 		return fu, false, fmt.Errorf("campaign: policy of %s: %w", msgID, err)
 	}
 	fu.Stopped = stopped.String
-	rows, err := r.DB.QueryContext(ctx, `SELECT x.round, COALESCE(x.started_at, x.due_at), x.state, x.sent_to, x.escalated, x.spread_until,
+	rows, err := r.DB.QueryContext(ctx, `SELECT x.round, COALESCE(x.started_at, x.due_at), x.due_at, x.state, x.sent_to, x.escalated, x.spread_until,
 			COALESCE(e.read_within_1h, 0), COALESCE(e.read_within_24h, 0)
 		FROM follow_up_rounds x
 		LEFT JOIN reminder_effect e ON e.corp_id = x.corp_id AND e.msgid = x.msgid AND e.round = x.round
@@ -819,11 +819,17 @@ func (r *Rounds) FollowUpOf(ctx context.Context, corpID, msgID string) (FollowUp
 	for rows.Next() {
 		var rr RoundReport
 		var spread sql.NullTime
-		if err := rows.Scan(&rr.Round, &rr.At, &rr.State, &rr.SentTo, &rr.Escalated, &spread, &rr.ReadWithin1h, &rr.ReadWithin24h); err != nil {
+		var due time.Time
+		if err := rows.Scan(&rr.Round, &rr.At, &due, &rr.State, &rr.SentTo, &rr.Escalated, &spread, &rr.ReadWithin1h, &rr.ReadWithin24h); err != nil {
 			return fu, false, fmt.Errorf("campaign: rounds: %w", err)
 		}
 		if spread.Valid {
 			rr.SpreadUntil = &spread.Time
+			if rr.State == "pending" {
+				// A spread round waiting for its next part is the next
+				// thing to send.
+				fu.NextRound, fu.NextAt = rr.Round, &due
+			}
 		}
 		fu.Rounds = append(fu.Rounds, rr)
 	}
@@ -844,7 +850,7 @@ func (r *Rounds) FollowUpOf(ctx context.Context, corpID, msgID string) (FollowUp
 	if err != nil {
 		return fu, true, nil // a policy the minimum now refuses: shown, not scheduled
 	}
-	if times := s.Times(n.sentAt, r.zone(n.app)); len(fu.Rounds) < len(times) {
+	if times := s.Times(n.sentAt, r.zone(n.app)); fu.NextAt == nil && len(fu.Rounds) < len(times) {
 		fu.NextRound = len(fu.Rounds) + 1
 		at := times[len(fu.Rounds)]
 		fu.NextAt = &at

@@ -354,6 +354,9 @@ func TestRoundSpreadOverDays(t *testing.T) {
 		fu.Rounds[0].SentTo != 3 || fu.Rounds[0].State != "pending" {
 		t.Fatalf("after day 1: %+v; want round 1 pending, sent to 3, spread until %s", fu.Rounds, wantUntil)
 	}
+	if next := time.Date(2026, 12, 4, 9, 0, 0, 0, sh); fu.NextRound != 1 || fu.NextAt == nil || !fu.NextAt.Equal(next) {
+		t.Errorf("after day 1 next is round %d at %v; want round 1's rest at %s", fu.NextRound, fu.NextAt, next)
+	}
 	f.tick(8 * time.Hour) // 17:00, same day: the quota is spent
 	f.live.markRead("n", 4)
 	f.tick(23*time.Hour + 59*time.Minute) // 08:59 the next day: before the working hours

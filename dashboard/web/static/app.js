@@ -190,7 +190,9 @@ catalogueReady.then(function () {
     for (const k in coords) at(k, t0);
     curvePts = [{ t: t0, n: 0, by: { button: 0, link: 0, enter_agent: 0 } }];
     for (const c of pts) {
-      const start = new Date(c.at).getTime();
+      // The first bucket starts at the minute, before the send: the
+      // plot starts at the send.
+      const start = Math.max(t0, new Date(c.at).getTime());
       for (const k in coords) at(k, start);
       cum.total += c.reads;
       for (const k of sigs) cum[k] += (c.by_signal && c.by_signal[k]) || 0;
@@ -202,12 +204,19 @@ catalogueReady.then(function () {
       if (cum[k] > 0) svg.appendChild(svgEl("polyline", { points: coords[k].join(" "), class: "sig-line sig-" + k.replace("_", "-") }));
     }
     svg.appendChild(svgEl("polyline", { points: coords.total.join(" "), class: "line" }));
-    // Each reminder round that sent, marked where it started (issue 30).
+    // Each reminder round that sent (a spread one: its first part),
+    // marked where it started (issue 30); a label too close to the one
+    // before goes a line lower.
+    let lastLabel = -Infinity, labelRow = 0;
     for (const r of followRounds) {
       const t = new Date(r.at).getTime();
-      if ((r.state !== "sent" && r.state !== "sending") || t < t0 || t > t1) continue;
+      const started = r.state === "sent" || r.state === "sending" || (r.state === "pending" && r.sent_to > 0);
+      if (!started || t < t0 || t > t1) continue;
       svg.appendChild(svgEl("line", { x1: x(t), x2: x(t), y1: T, y2: T + ph, class: "round-mark" }));
-      svg.appendChild(svgEl("text", { x: x(t) + 3, y: T + 10, class: "round-label" }, tr("follow.round_n").replace("{n}", r.round)));
+      const label = tr("follow.round_n").replace("{n}", r.round);
+      labelRow = x(t) - lastLabel < label.length * 8 + 6 ? (labelRow + 1) % 4 : 0;
+      lastLabel = x(t);
+      svg.appendChild(svgEl("text", { x: x(t) + 3, y: T + 10 + labelRow * 12, class: "round-label" }, label));
     }
     svg.appendChild(svgEl("line", { id: "curve-cursor", x1: 0, x2: 0, y1: T, y2: T + ph, class: "cursor", visibility: "hidden" }));
     svg.dataset.l = L; svg.dataset.pw = pw; svg.dataset.t0 = t0; svg.dataset.t1 = t1; svg.dataset.w = W;
