@@ -410,3 +410,32 @@ func TestDailyQuotaDefault(t *testing.T) {
 		t.Errorf("2 active members: %+v; want limit 400, used 0", q)
 	}
 }
+
+// TestSpreadRoundResumes: the replica sending a spread round's first
+// part dies (its send fails, outcome unknown); another resumes the batch
+// after the lease, still waits for the next day for the rest, and no one
+// is reminded twice.
+func TestSpreadRoundResumes(t *testing.T) {
+	f := newFixture(t)
+	f.rounds.DailyQuota = func(string) int { return 3 }
+	f.notice("n", []uint32{1, 2, 3, 4, 5}, yidu.Policy{Reminders: []string{"1h"}})
+	f.send.failAt = "n@f1-0"
+	f.tick(time.Hour)
+	f.rounds.Owner = "b"
+	f.tick(time.Hour + 2*time.Minute) // a's lease is over
+	if got := f.send.batches["n@f1-0"]; !slices.Equal(got, []string{"u1", "u2", "u3"}) || f.send.calls["n@f1-0"] != 2 {
+		t.Fatalf("batch 0 = %v after %d calls; want u1-u3 resent once by b", got, f.send.calls["n@f1-0"])
+	}
+	if f.send.calls["n@f1-1"] != 0 {
+		t.Fatalf("the rest sent the same day: %v", f.send.calls)
+	}
+	f.tick(24 * time.Hour)
+	if got := f.send.batches["n@f1-1"]; !slices.Equal(got, []string{"u4", "u5"}) {
+		t.Errorf("day 2 reminded %v; want u4, u5", got)
+	}
+	var people, rows int
+	testenv.Check(t, "log", f.rounds.DB.QueryRow(`SELECT COUNT(DISTINCT uid), COUNT(*) FROM reminder_log WHERE msgid = 'n' AND outcome = 'sent'`).Scan(&people, &rows))
+	if people != 5 || rows != 5 {
+		t.Errorf("reminder_log: %d people in %d rows; want 5 in 5", people, rows)
+	}
+}
