@@ -255,7 +255,7 @@ func TestBrowserLeaderSignIn(t *testing.T) {
 			t.Errorf("the WeCom sign-in link says %q; want 使用企业微信登录", got)
 		}
 		b.do(t, "使用企业微信登录", chromedp.Click(chromedp.ID("login-wecom")))
-		leaderLink := `a[href*="as=` + leaderUserID + `"]`
+		leaderLink := `a[data-userid="` + leaderUserID + `"]`
 		waitAcrossNavigation(t, b, `location.host === "`+fake.Host+`" && document.querySelector('`+leaderLink+`') !== null`)
 		if got := eval[string](t, b, "location.pathname"); got != "/wwlogin/sso/login" {
 			t.Errorf("a desktop browser signs in at the fake's %s; want WeCom's web login /wwlogin/sso/login", got)
@@ -263,6 +263,9 @@ func TestBrowserLeaderSignIn(t *testing.T) {
 		redirect := eval[string](t, b, `new URLSearchParams(location.search).get("redirect_uri")`)
 		if redirect != home+"/login/wecom/callback" {
 			t.Errorf("redirect_uri = %q; want the configured public URL's callback %s/login/wecom/callback", redirect, home)
+		}
+		if got := eval[string](t, b, `document.querySelector('`+leaderLink+`').parentElement.textContent`); got != "王经理 (leader4) · 市场部负责人" {
+			t.Errorf("the fake's entry for the leader = %q; want 王经理 (leader4) · 市场部负责人", got)
 		}
 		b.screenshot(t, dir, "leader-fake-signin")
 		b.do(t, "sign in as the leader", chromedp.Click(chromedp.CSS(leaderLink)))
@@ -377,6 +380,21 @@ func TestBrowserLeaderSignIn(t *testing.T) {
 		if got := eval[string](t, b, "location.pathname"); got != "/login" {
 			t.Errorf("after a replayed callback /m/%s is %s; want /login (no session)", leaderMsgID, got)
 		}
+		// The used code with a fresh sign-in's own state and cookie: the
+		// code is good once, whatever state comes with it.
+		b.do(t, "start again", chromedp.Navigate(home+"/login/wecom?next="+url.QueryEscape("/m/"+leaderMsgID)))
+		waitAcrossNavigation(t, b, `location.host === "`+fake.Host+`" && new URLSearchParams(location.search).get("state") !== null`)
+		state := eval[string](t, b, `new URLSearchParams(location.search).get("state")`)
+		old, _ := url.Parse(cb)
+		fresh := home + "/login/wecom/callback?" + url.Values{"code": {old.Query().Get("code")}, "state": {state}}.Encode()
+		b.do(t, "the used code, a fresh state", chromedp.Navigate(fresh), chromedp.WaitVisible(chromedp.ID("login-form")))
+		if got := eval[string](t, b, `(document.getElementById("login-error") || {textContent: ""}).textContent`); !strings.Contains(got, "登录已失效") {
+			t.Errorf("a used code with a fresh state shows %q; want 登录已失效", got)
+		}
+		b.do(t, "the notice again", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("login-form")))
+		if got := eval[string](t, b, "location.pathname"); got != "/login" {
+			t.Errorf("after a used code /m/%s is %s; want /login (no session)", leaderMsgID, got)
+		}
 	})
 
 	t.Run("inside WeCom", func(t *testing.T) {
@@ -390,7 +408,7 @@ func TestBrowserLeaderSignIn(t *testing.T) {
 		}
 		before := calls.count()
 		b.do(t, "open from WeCom", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)), chromedp.Navigate(page))
-		leaderLink := `a[href*="as=` + leaderUserID + `"]`
+		leaderLink := `a[data-userid="` + leaderUserID + `"]`
 		waitAcrossNavigation(t, b, `location.host === "`+fake.Host+`" && document.querySelector('`+leaderLink+`') !== null`)
 		if got := eval[string](t, b, "location.pathname"); got != "/connect/oauth2/authorize" {
 			t.Errorf("inside WeCom the notice goes to the fake's %s; want straight to the OAuth2 authorization", got)
