@@ -78,7 +78,7 @@ func freeAddr(tb testing.TB) string {
 // mustRunLeaderStack runs yidu with sign-in with WeCom against a fake
 // WeCom holding leaderPeople, syncs the directory, sends a notice to
 // everyone and delivers the presses of those who read.
-func mustRunLeaderStack(t *testing.T) (*Main, string) {
+func mustRunLeaderStack(t *testing.T) (*Main, *fakewecom.Server, string) {
 	t.Helper()
 	addr := freeAddr(t)
 	corp := fakewecom.Corp{
@@ -139,7 +139,7 @@ func mustRunLeaderStack(t *testing.T) (*Main, string) {
 	if code := api(t, m, "GET", "/messages/"+leaderMsgID+"/progress", nil, &whole); code != http.StatusOK || whole.Recipients != 10 || whole.Read != 6 {
 		t.Fatalf("the admin's progress = %d %+v; want 10 recipients, 6 read", code, whole)
 	}
-	return m, base
+	return m, fake, base
 }
 
 // zhCN sets the tab's language to Chinese (Accept-Language and the
@@ -222,7 +222,7 @@ func TestBrowserLeaderSignIn(t *testing.T) {
 		t.Skip("browser test: skipped with -short")
 	}
 	testenv.LookPath(t, "chromium")
-	m, fakeBase := mustRunLeaderStack(t)
+	m, fakeWeCom, fakeBase := mustRunLeaderStack(t)
 	home := "http://" + m.DashboardAddr
 	page := home + "/m/" + leaderMsgID
 	dir := artifactsDir(t)
@@ -349,6 +349,31 @@ func TestBrowserLeaderSignIn(t *testing.T) {
 			if strings.Contains(body, p.name) || strings.Contains(body, "研发部") {
 				t.Errorf("export.csv names %s or 研发部:\n%s", p.name, body)
 			}
+		}
+	})
+
+	t.Run("remind", func(t *testing.T) {
+		// 提醒未读 reaches the leader's own unread people, nobody in 3.
+		before := len(fakeWeCom.Sent())
+		eval[bool](t, b, `(window.confirm = () => true, true)`)
+		b.do(t, "提醒未读", chromedp.Click(chromedp.ID("remind")))
+		b.wait(t, "reminded", `document.getElementById("remind-status").textContent.startsWith("已提醒")`)
+		var to []string
+		for _, s := range fakeWeCom.Sent()[before:] {
+			u, _ := s.Body["touser"].(string)
+			to = append(to, strings.Split(u, "|")...)
+		}
+		var unread []leaderPerson
+		for _, p := range subtree {
+			if !p.read && p.userID != "xuming" { // xuming read in "live"
+				unread = append(unread, p)
+			}
+		}
+		if !sameUserIDs(to, unread) {
+			t.Errorf("the leader's reminder went to %q; want their unread people %v only", to, userIDsOf(unread))
+		}
+		if got := eval[string](t, b, `document.getElementById("remind-status").textContent`); got != "已提醒 "+strconv.Itoa(len(unread)) {
+			t.Errorf("remind status = %q; want 已提醒 %d", got, len(unread))
 		}
 	})
 
