@@ -467,6 +467,7 @@ func TestBrowserLeaderSignIn(t *testing.T) {
 		if q["scope"] != "snsapi_base" || q["redirect_uri"] != home+"/login/wecom/callback" || q["appid"] != testCorp {
 			t.Errorf("authorize query = %v; want snsapi_base, the corp and the public URL's callback", q)
 		}
+		b.screenshot(t, dir, "leader-fake-authorize-phone")
 		b.do(t, "authorize as the leader", chromedp.Click(chromedp.CSS(leaderLink)))
 		waitAcrossNavigation(t, b, `location.host === "`+m.DashboardAddr+`" && document.getElementById("progress-bar") !== null`)
 		if got := eval[string](t, b, "location.pathname"); got != "/m/"+leaderMsgID {
