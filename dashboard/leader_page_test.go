@@ -65,6 +65,16 @@ func TestLeaderPage(t *testing.T) {
 			if got := strings.Contains(page("/"), `id="new-notice"`); got != tt.wantSender {
 				t.Errorf("新建通知 on the list = %v; want %v", got, tt.wantSender)
 			}
+			if tt.wantSender {
+				if got := strings.Contains(page("/"), `class="send-outcome`); !got {
+					t.Error("the list shows no send outcome to who may send")
+				}
+			} else if strings.Contains(page("/"), `class="send-outcome`) {
+				t.Error("the list shows the leader the send outcome (the whole notice's batches)")
+			}
+			if w := f.page(tt.cookie, "/new"); tt.wantSender != (w.Code == http.StatusOK) || (!tt.wantSender && !strings.Contains(w.Body.String(), "您没有发送通知的权限")) {
+				t.Errorf("GET /new = %d; want 200 for who may send, 403 您没有发送通知的权限 otherwise", w.Code)
+			}
 			r := f.browse(httptestGet("/api/v1/messages/hello"), tt.cookie, nil)
 			var got struct {
 				Recipients int             `json:"recipients"`

@@ -239,13 +239,22 @@ func (s *Server) appsFor(p *principal) []string {
 	return out
 }
 
+// maySendAny reports whether p may send through any app: who may not (a
+// department leader) is offered no 新建通知.
+func (s *Server) maySendAny(p *principal) bool {
+	for name, a := range s.apps {
+		if s.maySend(p, a.CorpID, name) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 	d := pageFor(r, "list.title")
 	p := principalFrom(r.Context())
 	d.Apps = s.appsFor(p)
-	for name, a := range s.apps {
-		d.MaySend = d.MaySend || s.maySend(p, a.CorpID, name)
-	}
+	d.MaySend = s.maySendAny(p)
 	cursor, err := parseListCursor(r.URL.Query().Get("cursor"))
 	if err != nil {
 		d.Error = "error.bad_cursor"
@@ -278,6 +287,12 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, m := range list.Messages {
 		row := listRow{messageJSON: m}
+		if !s.maySend(p, m.CorpID, m.App) {
+			// A viewer (a department leader) sees their people only; the
+			// batches count the whole notice's.
+			d.Rows = append(d.Rows, row)
+			continue
+		}
 		// The send outcome is a part of the row, not a condition of it.
 		if outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID); err != nil {
 			s.log.WarnContext(r.Context(), "list page: send outcomes", "msgid", m.MsgID, "err", err)
