@@ -387,6 +387,9 @@ func TestBrowserLeaderSignIn(t *testing.T) {
 			t.Errorf("list percent = %q; want department 4's %s (the company's is 80)", got, want.Percent)
 		}
 		text := eval[string](t, b, li+`.textContent`)
+		if eval[bool](t, b, li+`.querySelector(".send-outcome") !== null`) {
+			t.Error("the leader's list row shows the send outcome (the whole notice's batches)")
+		}
 		if eval[bool](t, b, `document.getElementById("new-notice") !== null`) {
 			t.Error("the leader's list offers 新建通知; a leader sends nothing")
 		}
