@@ -450,12 +450,16 @@ func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request, m yidu
 	}
 	j := toJSON(m)
 	j.setCounts(c)
-	outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID)
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("dashboard: send outcomes: %w", err))
-		return
+	// The send report counts the whole notice's people: a scoped viewer
+	// gets none (issue 31: every answer covers their scope only).
+	if !scoped(r.Context()) {
+		outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("dashboard: send outcomes: %w", err))
+			return
+		}
+		j.Send = toSendJSON(m.MsgID, outcomes)
 	}
-	j.Send = toSendJSON(m.MsgID, outcomes)
 	if err := s.addNotice(r.Context(), principalFrom(r.Context()).corps, &j); err != nil {
 		s.fail(w, r, fmt.Errorf("dashboard: notice state: %w", err))
 		return

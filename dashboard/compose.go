@@ -27,6 +27,13 @@ var composeLimits = cardLimits{Title: yidu.MaxCardTitle, Body: yidu.MaxBody, URL
 // which loads the notice through the API and its access checks.
 func (s *Server) handleComposePage(w http.ResponseWriter, r *http.Request) {
 	d := pageFor(r, "list.new_notice")
+	if !s.maySendAny(principalFrom(r.Context())) {
+		// A viewer (a department leader) sends nothing: say so rather
+		// than show a form whose app list is empty.
+		d.Error = "error.may_not_send"
+		s.render(w, http.StatusForbidden, "message.html", d)
+		return
+	}
 	d.Script = "compose.js"
 	d.Limits = composeLimits
 	d.ReadButton = yidu.ReadButtonText

@@ -81,9 +81,9 @@ catalogueReady.then(function () {
     if (!e) return "–";
     if (e.seconds <= 0) return tr("eta.reached");
     const s = e.seconds;
-    if (s < 90) return Math.round(s) + " s";
-    if (s < 5400) return Math.round(s / 60) + " min";
-    return (s / 3600).toFixed(1) + " h";
+    if (s < 90) return trf("eta.seconds", numFmt.format(Math.round(s)));
+    if (s < 5400) return trf("eta.minutes", numFmt.format(Math.round(s / 60)));
+    return trf("eta.hours", numFmt.format(Math.round(s / 360) / 10));
   }
   async function getJSON(url) {
     const r = await fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } });
@@ -435,7 +435,7 @@ catalogueReady.then(function () {
       if (department) q.set("department", department);
       $(id).href = api + "/export.csv?" + q.toString();
     }
-    $("export-scope").textContent = department ? tr("dept.name") + " " + $("department-name").textContent : tr("export.whole");
+    $("export-scope").textContent = department ? tr("dept.name") + " " + $("department-name").textContent : tr($("export-scope").dataset.whole === "export.mine" ? "export.mine" : "export.whole");
   }
   async function loadRecipients(append) {
     pages = append ? pages + 1 : 1;
