@@ -131,7 +131,7 @@ type window struct {
 	days       [7]bool
 }
 
-// FollowUpFollowUpSchedule is a validated Policy ready to say when each round fires.
+// FollowUpSchedule is a validated Policy ready to say when each round fires.
 type FollowUpSchedule struct {
 	rounds        []reminder
 	win           window
@@ -324,3 +324,24 @@ func (w window) next(t time.Time, loc *time.Location) time.Time {
 	}
 	return t // no working day at all cannot pass Compile
 }
+
+// NextDay returns the start of the working time on the first working day
+// after t's day in loc: where a round spread over days (the app's daily
+// quota ran out) sends its next part.
+func (s *FollowUpSchedule) NextDay(t time.Time, loc *time.Location) time.Time {
+	l := t.In(loc)
+	return s.win.next(time.Date(l.Year(), l.Month(), l.Day()+1, 0, 0, 0, 0, loc), loc)
+}
+
+// DayEnd returns the end of the working time of t's day in loc (the next
+// midnight when the policy has no working hours).
+func (s *FollowUpSchedule) DayEnd(t time.Time, loc *time.Location) time.Time {
+	l := t.In(loc)
+	if s.win.all || s.win.end == 24*60 {
+		return time.Date(l.Year(), l.Month(), l.Day()+1, 0, 0, 0, 0, loc)
+	}
+	return time.Date(l.Year(), l.Month(), l.Day(), s.win.end/60, s.win.end%60, 0, 0, loc)
+}
+
+// Deadline is the policy's deadline; nil is none.
+func (s *FollowUpSchedule) Deadline() *time.Time { return s.deadline }

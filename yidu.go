@@ -58,6 +58,9 @@ type App struct {
 	// Timezone is the app's IANA time zone (apps[].timezone; empty means
 	// DefaultTimezone): scheduled notices are entered and shown in it.
 	Timezone string
+	// FollowUp is the app's default follow-up policy (apps[].follow_up):
+	// a notice posted without "follow_up" gets it; nil is none.
+	FollowUp *Policy
 }
 
 // MinuteCount is the number of flushed reads whose read_time falls in one

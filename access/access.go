@@ -63,6 +63,10 @@ type Principal struct {
 	UserID string
 	// Corp is the corp a WeCom principal signed in to ("" otherwise).
 	Corp string
+	// DisplayName is a WeCom principal's name in the synced directory
+	// ("" otherwise, or while the directory gives UserIDs only): what the
+	// page shows for who is signed in.
+	DisplayName string
 	// allCorps: an admin of every corp ("*" in corps).
 	allCorps bool
 	grants   []Grant
@@ -384,7 +388,7 @@ func (a *Access) WeCom(ctx context.Context, corp, userID string) (*Principal, er
 	if len(grants) == 0 {
 		return nil, ErrNoRole
 	}
-	return &Principal{Name: userID, Kind: KindWeCom, UserID: userID, Corp: corp, grants: grants}, nil
+	return &Principal{Name: userID, Kind: KindWeCom, UserID: userID, Corp: corp, DisplayName: us[uid].Name, grants: grants}, nil
 }
 
 // View returns whom p sees of a notice of app in corp: Everyone for an

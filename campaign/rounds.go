@@ -78,6 +78,11 @@ type Rounds struct {
 	Zone func(app string) *time.Location
 	// Fallback is each app's apps[].escalation_fallback UserIDs.
 	Fallback func(app string) []string
+	// DailyQuota is each app's apps[].daily_quota, recipient-sends a day
+	// in its zone; 0 is the default (dailyQuota). A round larger than
+	// what is left of the day sends what fits and the rest on the next
+	// working days. Nil: no quota.
+	DailyQuota func(app string) int
 }
 
 // notice is what a round needs of a notice.
@@ -316,7 +321,11 @@ func (r *Rounds) renew(ctx context.Context, corpID, msgID string, round int) (he
 	return true, c.Valid, nil
 }
 
-// run claims and sends one round (or resumes it).
+// run claims and sends one round (or resumes it). A round larger than
+// what is left of the app's daily quota records and sends the part that
+// fits, and waits (pending, spread_until set) for the next working day,
+// when it records the next part from who is unread then and was not
+// reminded in this round yet.
 func (r *Rounds) run(ctx context.Context, corpID, msgID string, round int) error {
 	ok, err := r.claim(ctx, corpID, msgID, round)
 	if err != nil || !ok {
@@ -329,32 +338,53 @@ func (r *Rounds) run(ctx context.Context, corpID, msgID string, round int) error
 	if n.recalled {
 		return r.finish(ctx, n, round, "cancelled")
 	}
-	var recorded int
-	if err := r.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM follow_up_batches WHERE corp_id = ? AND msgid = ? AND round = ? AND kind = 'reminder'`,
-		corpID, msgID, round).Scan(&recorded); err != nil {
+	var policy string
+	if err := r.DB.QueryRowContext(ctx, `SELECT policy FROM follow_ups WHERE corp_id = ? AND msgid = ?`, corpID, msgID).Scan(&policy); err == nil {
+		_ = json.Unmarshal([]byte(policy), &n.policy)
+	}
+	s, err := n.policy.Compile(n.sentAt, r.MinGap)
+	if err != nil {
+		s, _ = (&yidu.Policy{}).Compile(n.sentAt, 0) // any time of any day
+	}
+	var recorded, pending int
+	var spread sql.NullTime
+	if err := r.DB.QueryRowContext(ctx, `SELECT
+			(SELECT COUNT(*) FROM follow_up_batches b WHERE b.corp_id = x.corp_id AND b.msgid = x.msgid AND b.round = x.round AND b.kind = 'reminder'),
+			(SELECT COUNT(*) FROM follow_up_batches b WHERE b.corp_id = x.corp_id AND b.msgid = x.msgid AND b.round = x.round AND b.kind = 'reminder' AND b.state = 'pending'),
+			x.spread_until
+		FROM follow_up_rounds x WHERE x.corp_id = ? AND x.msgid = ? AND x.round = ?`, corpID, msgID, round).Scan(&recorded, &pending, &spread); err != nil {
 		return fmt.Errorf("campaign: batches: %w", err)
 	}
-	if recorded == 0 {
-		people, err := r.record(ctx, n, round)
+	if pending == 0 && (recorded == 0 || spread.Valid) {
+		q, err := r.dailyQuota(ctx, n, r.Now())
 		if err != nil {
 			return err
 		}
-		if people == 0 {
+		people, rest, err := r.record(ctx, n, round, recorded, q, s)
+		if err != nil {
+			return err
+		}
+		if recorded == 0 && people == 0 && rest == 0 {
 			if err := r.finish(ctx, n, round, "skipped"); err != nil {
 				return err
 			}
 			return r.stop(ctx, n, "everyone_read")
 		}
+		spread.Valid = spread.Valid || rest > 0
 	}
 	if stopped, err := r.sendBatches(ctx, n, round); err != nil || stopped {
 		return err
 	}
-	var p yidu.Policy
-	var policy string
-	if err := r.DB.QueryRowContext(ctx, `SELECT policy FROM follow_ups WHERE corp_id = ? AND msgid = ?`, corpID, msgID).Scan(&policy); err == nil {
-		_ = json.Unmarshal([]byte(policy), &p)
+	if spread.Valid {
+		left, _, err := r.candidates(ctx, n, round, true)
+		if err != nil {
+			return err
+		}
+		if len(left) > 0 {
+			return r.postpone(ctx, n, round, s, len(left))
+		}
 	}
-	if p.EscalateAfter == round {
+	if n.policy.EscalateAfter == round {
 		if err := r.escalate(ctx, n, round); err != nil {
 			return err
 		}
@@ -362,32 +392,105 @@ func (r *Rounds) run(ctx context.Context, corpID, msgID string, round int) error
 	return r.finish(ctx, n, round, "sent")
 }
 
-// record takes the round's people at this moment, the live recipients
-// and not read, without those who left, and records them in batches
-// (follow_up_batches and reminder_log, one transaction) before anything
-// is sent.
-func (r *Rounds) record(ctx context.Context, n notice, round int) (int, error) {
+// postpone puts a spread round back to pending until the next working
+// day, with rest people still to remind, and says until when it will
+// take (spread_until). A next day past the policy's deadline ends the
+// round with the people it reached.
+func (r *Rounds) postpone(ctx context.Context, n notice, round int, s *yidu.FollowUpSchedule, rest int) error {
+	now, loc := r.Now(), r.zone(n.app)
+	next := s.NextDay(now, loc)
+	if d := s.Deadline(); d != nil && next.After(*d) {
+		return r.finish(ctx, n, round, "sent")
+	}
+	q, err := r.dailyQuota(ctx, n, next)
+	if err != nil {
+		return err
+	}
+	until := spreadUntil(s, now, loc, rest, q.limit)
+	if _, err := r.DB.ExecContext(ctx, `UPDATE follow_up_rounds SET state = 'pending', due_at = ?, spread_until = ?, owner = NULL, lease_until = NULL,
+			sent_to = (SELECT COUNT(*) FROM reminder_log l WHERE l.corp_id = ? AND l.msgid = ? AND l.round = ? AND l.kind = 'reminder' AND l.outcome = 'sent')
+		WHERE `+roundWhere+` AND state = 'sending' AND owner = ?`,
+		next, until, n.corpID, n.msgID, round, n.corpID, n.msgID, round, r.Owner); err != nil {
+		return fmt.Errorf("campaign: postpone round: %w", err)
+	}
+	r.Log.Info("follow-up round spread over days (daily quota)", "msgid", n.msgID, "round", round, "rest", rest, "next", next, "until", until)
+	return nil
+}
+
+// candidates are the round's people at this moment: the live recipients
+// not read, active in the directory, and (reminded) not already in the
+// round's reminder_log.
+func (r *Rounds) candidates(ctx context.Context, n notice, round int, reminded bool) ([]uint32, map[uint32]Member, error) {
 	rec, ok, err := r.Reads.RecipientBitmap(ctx, n.corpID, n.msgID)
 	if err != nil || !ok {
-		return 0, fmt.Errorf("campaign: recipients of %s (found %v): %w", n.msgID, ok, err)
+		return nil, nil, fmt.Errorf("campaign: recipients of %s (found %v): %w", n.msgID, ok, err)
 	}
 	read, _, err := r.Reads.ReadBitmap(ctx, n.corpID, n.msgID)
 	if err != nil {
-		return 0, fmt.Errorf("campaign: reads of %s: %w", n.msgID, err)
+		return nil, nil, fmt.Errorf("campaign: reads of %s: %w", n.msgID, err)
 	}
 	unread := roaring.AndNot(rec, read)
-	uids := unread.ToArray()
-	members, err := r.People.Active(ctx, n.corpID, uids)
+	if reminded {
+		rows, err := r.DB.QueryContext(ctx, `SELECT uid FROM reminder_log WHERE corp_id = ? AND msgid = ? AND round = ? AND kind = 'reminder'`,
+			n.corpID, n.msgID, round)
+		if err != nil {
+			return nil, nil, fmt.Errorf("campaign: reminded: %w", err)
+		}
+		done := roaring.New()
+		for rows.Next() {
+			var uid uint32
+			if err := rows.Scan(&uid); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("campaign: reminded: %w", err)
+			}
+			done.Add(uid)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("campaign: reminded: %w", err)
+		}
+		unread.AndNot(done)
+	}
+	members, err := r.People.Active(ctx, n.corpID, unread.ToArray())
 	if err != nil {
-		return 0, fmt.Errorf("campaign: members: %w", err)
+		return nil, nil, fmt.Errorf("campaign: members: %w", err)
+	}
+	uids := make([]uint32, 0, len(members))
+	it := unread.Iterator()
+	for it.HasNext() {
+		if uid := it.Next(); hasMember(members, uid) {
+			uids = append(uids, uid) // one who left, or is not in the directory, is skipped
+		}
+	}
+	return uids, members, nil
+}
+
+func hasMember(m map[uint32]Member, uid uint32) bool {
+	_, ok := m[uid]
+	return ok
+}
+
+// record takes the round's people at this moment (candidates; after a
+// part sent on an earlier day, those not reminded yet), as many as q
+// leaves for today, and records them in batches numbered from first
+// (follow_up_batches and reminder_log, one transaction) before anything
+// is sent. rest are the people left for a later day; with any, the
+// round's spread_until is set in the same transaction.
+func (r *Rounds) record(ctx context.Context, n notice, round, first int, q quota, s *yidu.FollowUpSchedule) (people, rest int, err error) {
+	uids, members, err := r.candidates(ctx, n, round, first > 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	if left := q.left(); len(uids) > left {
+		uids, rest = uids[:left], len(uids)-left
 	}
 	now := r.Now()
 	tx, err := r.DB.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("campaign: record round: %w", err)
+		return 0, 0, fmt.Errorf("campaign: record round: %w", err)
 	}
 	defer tx.Rollback()
-	batch, count, people := roaring.New(), 0, 0
+	batch, count := roaring.New(), first
 	flush := func() error {
 		if batch.IsEmpty() {
 			return nil
@@ -401,17 +504,17 @@ func (r *Rounds) record(ctx context.Context, n notice, round int) (int, error) {
 			return err
 		}
 		args := make([]any, 0, batch.GetCardinality()*8)
-		q := []byte(`INSERT INTO reminder_log (corp_id, msgid, round, kind, uid, userid, batch, reminded_at, outcome) VALUES `)
+		stmt := []byte(`INSERT INTO reminder_log (corp_id, msgid, round, kind, uid, userid, batch, reminded_at, outcome) VALUES `)
 		it := batch.Iterator()
 		for i := 0; it.HasNext(); i++ {
 			uid := it.Next()
 			if i > 0 {
-				q = append(q, ',')
+				stmt = append(stmt, ',')
 			}
-			q = append(q, "(?, ?, ?, 'reminder', ?, ?, ?, ?, 'pending')"...)
+			stmt = append(stmt, "(?, ?, ?, 'reminder', ?, ?, ?, ?, 'pending')"...)
 			args = append(args, n.corpID, n.msgID, round, uid, members[uid].UserID, count, now.UTC().Truncate(time.Second))
 		}
-		if _, err := tx.ExecContext(ctx, string(q), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, string(stmt), args...); err != nil {
 			return err
 		}
 		count++
@@ -419,24 +522,28 @@ func (r *Rounds) record(ctx context.Context, n notice, round int) (int, error) {
 		return nil
 	}
 	for _, uid := range uids {
-		if _, ok := members[uid]; !ok {
-			continue // left the company, or not in the directory: skipped
-		}
 		batch.Add(uid)
 		people++
 		if batch.GetCardinality() == RoundBatch {
 			if err := flush(); err != nil {
-				return 0, fmt.Errorf("campaign: record batch: %w", err)
+				return 0, 0, fmt.Errorf("campaign: record batch: %w", err)
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return 0, fmt.Errorf("campaign: record batch: %w", err)
+		return 0, 0, fmt.Errorf("campaign: record batch: %w", err)
+	}
+	if rest > 0 {
+		loc := r.zone(n.app)
+		if _, err := tx.ExecContext(ctx, `UPDATE follow_up_rounds SET spread_until = ? WHERE `+roundWhere,
+			spreadUntil(s, now, loc, rest, q.limit), n.corpID, n.msgID, round); err != nil {
+			return 0, 0, fmt.Errorf("campaign: spread round: %w", err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("campaign: record round: %w", err)
+		return 0, 0, fmt.Errorf("campaign: record round: %w", err)
 	}
-	return people, nil
+	return people, rest, nil
 }
 
 // sendBatches sends the round's batches still pending, in order, each
@@ -700,7 +807,7 @@ func (r *Rounds) FollowUpOf(ctx context.Context, corpID, msgID string) (FollowUp
 		return fu, false, fmt.Errorf("campaign: policy of %s: %w", msgID, err)
 	}
 	fu.Stopped = stopped.String
-	rows, err := r.DB.QueryContext(ctx, `SELECT x.round, COALESCE(x.started_at, x.due_at), x.state, x.sent_to, x.escalated, x.spread_until,
+	rows, err := r.DB.QueryContext(ctx, `SELECT x.round, COALESCE(x.started_at, x.due_at), x.due_at, x.state, x.sent_to, x.escalated, x.spread_until,
 			COALESCE(e.read_within_1h, 0), COALESCE(e.read_within_24h, 0)
 		FROM follow_up_rounds x
 		LEFT JOIN reminder_effect e ON e.corp_id = x.corp_id AND e.msgid = x.msgid AND e.round = x.round
@@ -712,11 +819,17 @@ func (r *Rounds) FollowUpOf(ctx context.Context, corpID, msgID string) (FollowUp
 	for rows.Next() {
 		var rr RoundReport
 		var spread sql.NullTime
-		if err := rows.Scan(&rr.Round, &rr.At, &rr.State, &rr.SentTo, &rr.Escalated, &spread, &rr.ReadWithin1h, &rr.ReadWithin24h); err != nil {
+		var due time.Time
+		if err := rows.Scan(&rr.Round, &rr.At, &due, &rr.State, &rr.SentTo, &rr.Escalated, &spread, &rr.ReadWithin1h, &rr.ReadWithin24h); err != nil {
 			return fu, false, fmt.Errorf("campaign: rounds: %w", err)
 		}
 		if spread.Valid {
 			rr.SpreadUntil = &spread.Time
+			if rr.State == "pending" {
+				// A spread round waiting for its next part is the next
+				// thing to send.
+				fu.NextRound, fu.NextAt = rr.Round, &due
+			}
 		}
 		fu.Rounds = append(fu.Rounds, rr)
 	}
@@ -737,7 +850,7 @@ func (r *Rounds) FollowUpOf(ctx context.Context, corpID, msgID string) (FollowUp
 	if err != nil {
 		return fu, true, nil // a policy the minimum now refuses: shown, not scheduled
 	}
-	if times := s.Times(n.sentAt, r.zone(n.app)); len(fu.Rounds) < len(times) {
+	if times := s.Times(n.sentAt, r.zone(n.app)); fu.NextAt == nil && len(fu.Rounds) < len(times) {
 		fu.NextRound = len(fu.Rounds) + 1
 		at := times[len(fu.Rounds)]
 		fu.NextAt = &at

@@ -331,3 +331,111 @@ func TestCancelRoundAndRecall(t *testing.T) {
 		t.Errorf("a policy on a recalled notice: %v; want ErrInvalid", err)
 	}
 }
+
+// TestRoundSpreadOverDays: a round larger than what is left of the app's
+// daily quota sends what fits (the first send already used 5 of 8), says
+// until when the rest will take, and on the next working day reminds the
+// others still unread then, each person once.
+func TestRoundSpreadOverDays(t *testing.T) {
+	f := newFixture(t)
+	f.rounds.DailyQuota = func(string) int { return 8 }
+	f.notice("n", []uint32{1, 2, 3, 4, 5}, yidu.Policy{Reminders: []string{"1h"}, WorkingHours: "09:00-18:00"})
+	_, err := f.rounds.DB.Exec(`INSERT INTO message_sends (corp_id, msgid, kind, batch, status, sent_at, users) VALUES ('c', 'n', 'send', 0, 'sent', ?, 5)`, f.t0)
+	testenv.Check(t, "first send", err)
+	f.tick(time.Hour)
+	if got := f.send.batches["n@f1-0"]; !slices.Equal(got, []string{"u1", "u2", "u3"}) {
+		t.Fatalf("day 1 reminded %v; want u1, u2, u3 (3 left of 8)", got)
+	}
+	sh := f.rounds.Zone("hr")
+	wantUntil := time.Date(2026, 12, 4, 18, 0, 0, 0, sh) // the end of the next working day
+	fu, _, err := f.rounds.FollowUpOf(context.Background(), "c", "n")
+	testenv.Check(t, "follow-up", err)
+	if len(fu.Rounds) != 1 || fu.Rounds[0].SpreadUntil == nil || !fu.Rounds[0].SpreadUntil.Equal(wantUntil) ||
+		fu.Rounds[0].SentTo != 3 || fu.Rounds[0].State != "pending" {
+		t.Fatalf("after day 1: %+v; want round 1 pending, sent to 3, spread until %s", fu.Rounds, wantUntil)
+	}
+	if next := time.Date(2026, 12, 4, 9, 0, 0, 0, sh); fu.NextRound != 1 || fu.NextAt == nil || !fu.NextAt.Equal(next) {
+		t.Errorf("after day 1 next is round %d at %v; want round 1's rest at %s", fu.NextRound, fu.NextAt, next)
+	}
+	f.tick(8 * time.Hour) // 17:00, same day: the quota is spent
+	f.live.markRead("n", 4)
+	f.tick(23*time.Hour + 59*time.Minute) // 08:59 the next day: before the working hours
+	if len(f.send.calls) != 1 {
+		t.Fatalf("sent before the next working day: %v", f.send.calls)
+	}
+	f.tick(24 * time.Hour) // 09:00 the next day
+	if got := f.send.batches["n@f1-1"]; !slices.Equal(got, []string{"u5"}) {
+		t.Errorf("day 2 reminded %v; want u5 (u4 read meanwhile, u1-u3 reminded on day 1)", got)
+	}
+	f.tick(25 * time.Hour)
+	for task, n := range f.send.calls {
+		if n != 1 {
+			t.Errorf("%s sent %d times", task, n)
+		}
+	}
+	fu, _, err = f.rounds.FollowUpOf(context.Background(), "c", "n")
+	testenv.Check(t, "follow-up", err)
+	if len(fu.Rounds) != 1 || fu.Rounds[0].State != "sent" || fu.Rounds[0].SentTo != 4 || fu.Rounds[0].SpreadUntil == nil {
+		t.Errorf("after day 2: %+v; want round 1 sent to 4, still showing it was spread", fu.Rounds)
+	}
+	if r := f.stopped("n"); r != "done" {
+		t.Errorf("stopped_reason %q; want done", r)
+	}
+	var logged int
+	testenv.Check(t, "log", f.rounds.DB.QueryRow(`SELECT COUNT(*) FROM reminder_log WHERE msgid = 'n' AND outcome = 'sent'`).Scan(&logged))
+	if logged != 4 {
+		t.Errorf("reminder_log: %d sent; want 4", logged)
+	}
+}
+
+// TestDailyQuotaDefault: without apps[].daily_quota the allowance is the
+// synced directory's active members × 200; a corp with no directory is
+// not limited.
+func TestDailyQuotaDefault(t *testing.T) {
+	f := newFixture(t)
+	f.rounds.DailyQuota = func(string) int { return 0 }
+	n := notice{corpID: "c", msgID: "n", app: "hr"}
+	q, err := f.rounds.dailyQuota(context.Background(), n, f.t0)
+	testenv.Check(t, "quota", err)
+	if q.limit != -1 {
+		t.Errorf("no directory: limit %d; want unlimited", q.limit)
+	}
+	for uid, status := range []int{1, 1, 2} {
+		_, err := f.rounds.DB.Exec(`INSERT INTO users (corp_id, uid, userid, status) VALUES ('c', ?, ?, ?)`, uid+1, fmt.Sprintf("u%d", uid+1), status)
+		testenv.Check(t, "user", err)
+	}
+	q, err = f.rounds.dailyQuota(context.Background(), n, f.t0)
+	testenv.Check(t, "quota", err)
+	if q.limit != 2*SendsPerSeat || q.used != 0 {
+		t.Errorf("2 active members: %+v; want limit 400, used 0", q)
+	}
+}
+
+// TestSpreadRoundResumes: the replica sending a spread round's first
+// part dies (its send fails, outcome unknown); another resumes the batch
+// after the lease, still waits for the next day for the rest, and no one
+// is reminded twice.
+func TestSpreadRoundResumes(t *testing.T) {
+	f := newFixture(t)
+	f.rounds.DailyQuota = func(string) int { return 3 }
+	f.notice("n", []uint32{1, 2, 3, 4, 5}, yidu.Policy{Reminders: []string{"1h"}})
+	f.send.failAt = "n@f1-0"
+	f.tick(time.Hour)
+	f.rounds.Owner = "b"
+	f.tick(time.Hour + 2*time.Minute) // a's lease is over
+	if got := f.send.batches["n@f1-0"]; !slices.Equal(got, []string{"u1", "u2", "u3"}) || f.send.calls["n@f1-0"] != 2 {
+		t.Fatalf("batch 0 = %v after %d calls; want u1-u3 resent once by b", got, f.send.calls["n@f1-0"])
+	}
+	if f.send.calls["n@f1-1"] != 0 {
+		t.Fatalf("the rest sent the same day: %v", f.send.calls)
+	}
+	f.tick(24 * time.Hour)
+	if got := f.send.batches["n@f1-1"]; !slices.Equal(got, []string{"u4", "u5"}) {
+		t.Errorf("day 2 reminded %v; want u4, u5", got)
+	}
+	var people, rows int
+	testenv.Check(t, "log", f.rounds.DB.QueryRow(`SELECT COUNT(DISTINCT uid), COUNT(*) FROM reminder_log WHERE msgid = 'n' AND outcome = 'sent'`).Scan(&people, &rows))
+	if people != 5 || rows != 5 {
+		t.Errorf("reminder_log: %d people in %d rows; want 5 in 5", people, rows)
+	}
+}

@@ -497,6 +497,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reg.Registration.App = app
+	s.defaultFollowUp(&reg, app)
 	if reg.Draft || !reg.SendAt.IsZero() {
 		s.handleSchedule(w, r, p, app, reg)
 		return
@@ -527,7 +528,9 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		ev.MsgID, ev.People = m.MsgID, m.Recipients
 		s.recordDone(r, ev, nil)
 	}
-	if reg.FollowUp != nil {
+	// The app's default goes to a notice this POST created: a replay
+	// must not undo a policy changed since.
+	if reg.FollowUp != nil && (created || !reg.FollowUpDefault) {
 		if !m.RecalledAt.IsZero() {
 			s.fail(w, r, yidu.Invalidf("follow_up: the notice was recalled"))
 			return

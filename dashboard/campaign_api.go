@@ -471,6 +471,10 @@ type appJSON struct {
 	AgentID     int64  `json:"agent_id"`
 	Timezone    string `json:"timezone"`
 	ConfirmOver int    `json:"confirm_over"`
+	// FollowUp is the app's default follow-up policy (apps[].follow_up),
+	// which the compose page starts from; absent: none, or the
+	// deployment runs no follow-ups.
+	FollowUp *yidu.Policy `json:"follow_up,omitempty"`
 }
 
 func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
@@ -482,6 +486,9 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 		if s.maySend(p, a.CorpID, a.Name) { // only the apps p may send from
 			out.Apps = append(out.Apps, appJSON{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID,
 				Timezone: cmpOr(a.Timezone, yidu.DefaultTimezone), ConfirmOver: s.confirmOver})
+			if s.followUps != nil {
+				out.Apps[len(out.Apps)-1].FollowUp = a.FollowUp
+			}
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

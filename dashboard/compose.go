@@ -27,10 +27,11 @@ var composeLimits = cardLimits{Title: yidu.MaxCardTitle, Body: yidu.MaxBody, URL
 // which loads the notice through the API and its access checks.
 func (s *Server) handleComposePage(w http.ResponseWriter, r *http.Request) {
 	d := pageFor(r, "list.new_notice")
-	if !s.canSend(principalFrom(r.Context())) {
-		// A viewer or a leader reads only: nothing to compose with.
-		d.Error = "compose.senders_only"
-		s.render(w, http.StatusForbidden, "new.html", d)
+	if !s.maySendAny(principalFrom(r.Context())) {
+		// A viewer (a department leader) sends nothing: say so rather
+		// than show a form whose app list is empty.
+		d.Error = "error.may_not_send"
+		s.render(w, http.StatusForbidden, "message.html", d)
 		return
 	}
 	d.Script = "compose.js"

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -153,5 +154,61 @@ func TestPostFollowUp(t *testing.T) {
 	}
 	if p := storedPolicy(t, db, "fu-draft"); !strings.Contains(p, "next 09:30") || !strings.Contains(p, "09:00-19:00") {
 		t.Errorf("policy after PATCH: %s", p)
+	}
+}
+
+// TestPostFollowUpAppDefault: a POST without "follow_up" gets the app's
+// default policy (apps[].follow_up), now, scheduled or as a draft; an
+// explicit null gets none and an explicit policy is kept; GET /apps
+// gives the compose page the default.
+func TestPostFollowUpAppDefault(t *testing.T) {
+	db := testenv.MySQL(t)
+	def := yidu.Policy{Reminders: []string{"2h", "next 09:30"}, EscalateAfter: 1}
+	f := newFixtureOpts(t, false, func(o *Options) {
+		o.Apps[0].FollowUp = &def
+		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+			Apps: o.Apps, Now: o.Now})
+		testenv.Check(t, "campaign.NewStore", err)
+		o.Campaigns = s
+		o.FollowUps = &campaign.Rounds{DB: db, Now: o.Now, MinGap: time.Minute, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Zone: func(string) *time.Location { return time.UTC }}
+	})
+	code, j := f.api(t, "GET", "/apps", "")
+	apps, _ := j["apps"].([]any)
+	if code != 200 || len(apps) == 0 {
+		t.Fatalf("GET /apps: %d %v", code, j)
+	}
+	if fu, _ := apps[0].(map[string]any)["follow_up"].(map[string]any); fu == nil || fu["escalate_after"] != float64(1) {
+		t.Errorf("GET /apps: app %v; want its default follow_up", apps[0])
+	}
+	sendAt := f.clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	tests := []struct {
+		name, extra, want string
+	}{
+		{"now, none named", `"send":true`, `{"reminders":["2h","next 09:30"],"escalate_after":1}`},
+		{"scheduled, none named", `"send":true,"send_at":"` + sendAt + `"`, `{"reminders":["2h","next 09:30"],"escalate_after":1}`},
+		{"draft, none named", `"draft":true`, `{"reminders":["2h","next 09:30"],"escalate_after":1}`},
+		{"now, null", `"send":true,"follow_up":null`, ""},
+		{"draft, null", `"draft":true,"follow_up":null`, ""},
+		{"now, its own", `"send":true,"follow_up":{"reminders":["1d"]}`, `{"reminders":["1d"]}`},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("def-%d", i)
+			code, j := f.api(t, "POST", "/messages", `{"msgid":"`+id+`","app":"hr","title":"新考勤制度","audience":{"userids":["alice"]},`+tt.extra+`}`)
+			if code != 201 {
+				t.Fatalf("POST: %d %v", code, j)
+			}
+			if got := storedPolicy(t, db, id); got != tt.want {
+				t.Errorf("stored policy %q; want %q", got, tt.want)
+			}
+			if (j["follow_up"] != nil) != (tt.want != "") {
+				t.Errorf("answer's follow_up %v; want one: %v", j["follow_up"], tt.want != "")
+			}
+		})
+	}
+	code, j = f.api(t, "POST", "/messages", `{"msgid":"def-bad","app":"hr","title":"t","audience":{"userids":["alice"]},"send":true,"follow_up":{"reminders":"2h"}}`)
+	if code != 400 || !strings.Contains(fmt.Sprint(j["error"]), "follow_up.reminders") {
+		t.Errorf("a follow_up of the wrong shape: %d %v; want 400 naming follow_up.reminders", code, j)
 	}
 }

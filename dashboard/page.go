@@ -63,6 +63,14 @@ type pageData struct {
 	Pending []messageJSON
 	// Signals is the message page's by_signal breakdown.
 	Signals []signalView
+	// MaySend shows what sends (新建通知, 撤回, 复制) and MayRemind 提醒未读
+	// to those who may; the API refuses the others anyway (issue 31: a
+	// department leader reads and reminds, and sends nothing).
+	MaySend   bool
+	MayRemind bool
+	// Scoped: the caller sees part of the notice's recipients (a viewer),
+	// so the page names its exports "my people", not the whole notice.
+	Scoped bool
 	// WeComLogin is the sign-in page's link to sign in with WeCom ("":
 	// not configured).
 	WeComLogin string
@@ -79,9 +87,6 @@ type pageData struct {
 	ReadButton string
 	// Audit is the audit page's filter and events.
 	Audit *auditView
-	// CanSend: the principal may send through some app (the list's "new
-	// notice" button, the compose page).
-	CanSend bool
 }
 
 // signalView is one signal's line on the message page.
@@ -151,10 +156,23 @@ func (s *Server) handleLoginPage(w http.ResponseWriter, r *http.Request) {
 	s.renderLogin(w, r, http.StatusOK, "")
 }
 
+// shownName is who the page says is signed in: a WeCom member by their
+// directory name and UserID (王经理 (leader4)), never the session's
+// internal key (wecom:<corp>:<UserID>); others by their name.
+func (p *principal) shownName() string {
+	if p.acc == nil || p.acc.Kind != access.KindWeCom {
+		return p.name
+	}
+	if p.acc.DisplayName == "" || p.acc.DisplayName == p.acc.UserID {
+		return p.acc.UserID
+	}
+	return p.acc.DisplayName + " (" + p.acc.UserID + ")"
+}
+
 // pageFor starts r's page; title is a catalogue key.
 func pageFor(r *http.Request, title string) pageData {
 	p := principalFrom(r.Context())
-	d := pageData{TitleKey: title, User: p.name, Lang: langFor(r), Here: r.URL.RequestURI()}
+	d := pageData{TitleKey: title, User: p.shownName(), Lang: langFor(r), Here: r.URL.RequestURI()}
 	if p.session != nil {
 		d.CSRF = p.session.csrf
 	}
@@ -223,10 +241,11 @@ func (s *Server) appsFor(p *principal) []string {
 	return out
 }
 
-// canSend reports whether p may send through any configured app.
-func (s *Server) canSend(p *principal) bool {
-	for _, a := range s.appList {
-		if s.maySend(p, a.CorpID, a.Name) {
+// maySendAny reports whether p may send through any app: who may not (a
+// department leader) is offered no 新建通知.
+func (s *Server) maySendAny(p *principal) bool {
+	for name, a := range s.apps {
+		if s.maySend(p, a.CorpID, name) {
 			return true
 		}
 	}
@@ -237,7 +256,7 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 	d := pageFor(r, "list.title")
 	p := principalFrom(r.Context())
 	d.Apps = s.appsFor(p)
-	d.CanSend = s.canSend(p)
+	d.MaySend = s.maySendAny(p)
 	cursor, err := parseListCursor(r.URL.Query().Get("cursor"))
 	if err != nil {
 		d.Error = "error.bad_cursor"
@@ -270,6 +289,12 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, m := range list.Messages {
 		row := listRow{messageJSON: m}
+		if !s.maySend(p, m.CorpID, m.App) {
+			// A viewer (a department leader) sees their people only; the
+			// batches count the whole notice's.
+			d.Rows = append(d.Rows, row)
+			continue
+		}
 		// The send outcome is a part of the row, not a condition of it.
 		if outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID); err != nil {
 			s.log.WarnContext(r.Context(), "list page: send outcomes", "msgid", m.MsgID, "err", err)
@@ -301,10 +326,12 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 			d.Msg.setCounts(c)
 			d.Signals = signalViews(s.apps[m.App], c.bySignal)
 			d.Title = m.Title
-			// The send report is a part of the page, not a condition of it;
-			// it counts the whole notice's people, so a scoped caller
-			// (scope.go) goes without.
-			if !scoped(r.Context()) {
+			p := principalFrom(r.Context())
+			d.MaySend, d.MayRemind = s.maySend(p, m.CorpID, m.App), s.mayRemind(p, m)
+			d.Scoped = scoped(r.Context())
+			// The send report is a part of the page, not a condition of it.
+			// It counts the whole notice's people: not for a scoped viewer.
+			if !d.Scoped {
 				if outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID); err != nil {
 					s.log.ErrorContext(r.Context(), "message page: send outcomes", "err", err)
 				} else {

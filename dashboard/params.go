@@ -135,8 +135,38 @@ type registerBody struct {
 	// registering it now (docs/api.md, Scheduled notices).
 	SendAt *json.RawMessage `json:"send_at"`
 	Draft  bool             `json:"draft"`
-	// FollowUp is the notice's follow-up policy (docs/api.md, Follow-up).
-	FollowUp *yidu.Policy `json:"follow_up"`
+	// FollowUp is the notice's follow-up policy (docs/api.md, Follow-up):
+	// absent, the app's default; null, none.
+	FollowUp optionalPolicy `json:"follow_up"`
+}
+
+// optionalPolicy is a body's "follow_up": set says the key was there
+// (null included), so an absent one can mean the app's default and
+// null none.
+type optionalPolicy struct {
+	set bool
+	p   *yidu.Policy
+}
+
+// UnmarshalJSON decodes a policy as strictly as the body around it;
+// json calls it for null too.
+func (o *optionalPolicy) UnmarshalJSON(b []byte) error {
+	o.set = true
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	var p yidu.Policy
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) && te.Field != "" {
+			te.Field = "follow_up." + te.Field
+			return te
+		}
+		return fmt.Errorf("follow_up: %w", err)
+	}
+	o.p = &p
+	return nil
 }
 
 // maxRegisterBody bounds POST /messages: yidu.MaxUserIDs UserIDs of 64
@@ -154,6 +184,21 @@ type registration struct {
 	Draft  bool
 	// FollowUp is the posted follow-up policy; nil: none.
 	FollowUp *yidu.Policy
+	// FollowUpSet says the body had "follow_up" (null included);
+	// FollowUpDefault that FollowUp is the app's default, because it had
+	// none (defaultFollowUp).
+	FollowUpSet, FollowUpDefault bool
+}
+
+// defaultFollowUp gives a registration that named no follow_up its
+// app's default policy (apps[].follow_up), when the deployment runs
+// follow-ups.
+func (s *Server) defaultFollowUp(reg *registration, app yidu.App) {
+	if reg.FollowUpSet || app.FollowUp == nil || s.followUps == nil {
+		return
+	}
+	p := *app.FollowUp
+	reg.FollowUp, reg.FollowUpDefault = &p, true
 }
 
 // decodeRegistration parses the body. Only the JSON shape is checked
@@ -188,7 +233,7 @@ func decodeRegistration(r io.Reader) (registration, error) {
 		Audience: yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All},
 	}}
 	reg.Draft = b.Draft
-	reg.FollowUp = b.FollowUp
+	reg.FollowUp, reg.FollowUpSet = b.FollowUp.p, b.FollowUp.set
 	if sendAt != nil {
 		if sendAt.IsZero() {
 			return registration{}, badParam("send_at out of range")

@@ -175,6 +175,16 @@ func (s *Server) maySend(p *principal, corp, app string) bool {
 	return p.acc.MaySend(corp, app)
 }
 
+// mayRemind reports whether p may remind unread people of m at all
+// (access.Principal.MayRemindScoped: a sender of the app or a department
+// leader, not a viewer of the configuration): the page's 提醒未读.
+func (s *Server) mayRemind(p *principal, m yidu.Message) bool {
+	if p.acc == nil {
+		return p.allows(m.CorpID)
+	}
+	return p.acc.MayRemindScoped(m.CorpID, m.App)
+}
+
 // remindView is whom p may remind of m (access.Access.RemindView): a
 // sender of the app everyone, a department leader the subtrees it leads;
 // ok is false when p may remind nobody (a viewer of the configuration

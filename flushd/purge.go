@@ -43,6 +43,11 @@ type PurgedMessage struct {
 	// Records, Orphans and Sends count the notice's rows in
 	// message_read_record, read_orphans and message_sends.
 	Records, Orphans, Sends int64
+	// Reminders counts its reminder_log rows (one per person reminded
+	// per follow-up round, and per leader's digest); FollowUps its rows
+	// in follow_ups, follow_up_rounds, follow_up_batches and campaigns
+	// (issues 29 and 30).
+	Reminders, FollowUps int64
 	// Summarized: its summary is in message_summaries.
 	Summarized bool
 }
@@ -51,6 +56,7 @@ type PurgedMessage struct {
 type PurgeReport struct {
 	Messages                int
 	Records, Orphans, Sends int64
+	Reminders, FollowUps    int64
 	Summaries               int
 	// Statements counts the batched DELETEs run (the messages rows'
 	// one-row DELETEs aside); Longest is the longest of them.
@@ -60,7 +66,9 @@ type PurgeReport struct {
 
 // Purge deletes the notices sent before opts.Before: their recipient rows
 // (message_read_record), parked reads (read_orphans), send attempts
-// (message_sends) and the messages row, one notice after another. Rows go
+// (message_sends), follow-up (reminder_log, follow_up_batches,
+// follow_up_rounds, follow_ups), its campaigns row and the messages row,
+// one notice after another. Rows go
 // in DELETEs of at most opts.BatchSize, each committed on its own, so no
 // statement holds many locks for long and flushd and registration keep
 // writing meanwhile. Unless opts.DropSummaries, the notice's
@@ -100,6 +108,8 @@ func Purge(ctx context.Context, db DB, opts PurgeOptions, each func(PurgedMessag
 		rep.Records += pm.Records
 		rep.Orphans += pm.Orphans
 		rep.Sends += pm.Sends
+		rep.Reminders += pm.Reminders
+		rep.FollowUps += pm.FollowUps
 		if pm.Summarized {
 			rep.Summaries++
 		}
@@ -153,16 +163,38 @@ JOIN (SELECT COUNT(button_at) AS button, COUNT(link_at) AS link, COUNT(enter_at)
       FROM message_read_record WHERE corp_id = ? AND msgid = ?) c
 WHERE s.corp_id = ? AND s.msgid = ?`
 
+// purgeTables are a notice's rows Purge deletes before its messages row,
+// each with the rest of its primary key after (corp_id, msgid): each
+// DELETE takes the next range of it, and is safe for statement-based
+// replication. campaigns is keyed by msgid alone (migration 00011).
+func purgeTables(pm *PurgedMessage) []struct {
+	table, order string
+	n            *int64
+} {
+	return []struct {
+		table, order string
+		n            *int64
+	}{
+		{"message_read_record", "uid", &pm.Records},
+		{"read_orphans", "uid", &pm.Orphans},
+		{"message_sends", "kind, batch, sent_at", &pm.Sends},
+		{"reminder_log", "round, kind, uid", &pm.Reminders},
+		{"follow_up_batches", "round, kind, batch", &pm.FollowUps},
+		{"follow_up_rounds", "round", &pm.FollowUps},
+		{"follow_ups", "msgid", &pm.FollowUps},
+		{"campaigns", "msgid", &pm.FollowUps},
+	}
+}
+
 func purgeMessage(ctx context.Context, db DB, opts PurgeOptions, pm *PurgedMessage, rep *PurgeReport) error {
 	id := []any{pm.CorpID, pm.MsgID}
 	if !opts.Execute {
-		for _, c := range []struct {
-			table string
-			n     *int64
-		}{{"message_read_record", &pm.Records}, {"read_orphans", &pm.Orphans}, {"message_sends", &pm.Sends}} {
-			if err := queryCount(ctx, db, c.n, "SELECT COUNT(*) FROM "+c.table+" WHERE corp_id = ? AND msgid = ?", id...); err != nil {
+		for _, c := range purgeTables(pm) {
+			var n int64
+			if err := queryCount(ctx, db, &n, "SELECT COUNT(*) FROM "+c.table+" WHERE corp_id = ? AND msgid = ?", id...); err != nil {
 				return fmt.Errorf("flushd: purge %s/%s: count %s: %w", pm.CorpID, pm.MsgID, c.table, err)
 			}
+			*c.n += n
 		}
 		return nil
 	}
@@ -176,16 +208,7 @@ func purgeMessage(ctx context.Context, db DB, opts PurgeOptions, pm *PurgedMessa
 		}
 		pm.Summarized = n == 1
 	}
-	for _, c := range []struct {
-		table, order string
-		n            *int64
-	}{
-		{"message_read_record", "uid", &pm.Records},
-		{"read_orphans", "uid", &pm.Orphans},
-		{"message_sends", "kind, batch, sent_at", &pm.Sends},
-	} {
-		// ORDER BY the rest of the primary key: each DELETE takes the next
-		// range of it, and is safe for statement-based replication.
+	for _, c := range purgeTables(pm) {
 		q := "DELETE FROM " + c.table + " WHERE corp_id = ? AND msgid = ? ORDER BY " + c.order + " LIMIT ?"
 		for {
 			start := time.Now()

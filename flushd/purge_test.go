@@ -24,7 +24,8 @@ func insertMessage(tb testing.TB, db *sql.DB, corpID, msgID string, sentAt time.
 func tableCounts(tb testing.TB, db *sql.DB, corpID, msgID string) string {
 	tb.Helper()
 	var out string
-	for _, table := range []string{"messages", "message_read_record", "read_orphans", "message_sends"} {
+	for _, table := range []string{"messages", "message_read_record", "read_orphans", "message_sends",
+		"reminder_log", "follow_up_batches", "follow_up_rounds", "follow_ups", "campaigns"} {
 		var n int
 		testenv.Check(tb, "count "+table, db.QueryRow("SELECT COUNT(*) FROM "+table+" WHERE corp_id = ? AND msgid = ?", corpID, msgID).Scan(&n))
 		out += fmt.Sprintf("%s %d ", table, n)
@@ -81,6 +82,21 @@ func TestPurge(t *testing.T) {
 		`UPDATE message_read_record SET enter_at = '2025-01-10 09:30:00' WHERE corp_id = 'c' AND msgid = 'old' AND uid = 6`,
 		`INSERT INTO read_orphans (corp_id, msgid, uid, read_time, source) VALUES ('c', 'old', 100, '2025-01-10 10:00:00', 1), ('c', 'old', 101, '2025-01-10 10:00:00', 3)`,
 		`INSERT INTO message_sends (corp_id, msgid, kind, batch, status, sent_at) VALUES ('c', 'old', 'send', 0, 'sent', '2025-01-10 09:00:00'), ('c', 'old', 'remind', 0, 'sent', '2025-01-11 09:00:00')`,
+		// old: a follow-up of one round to 2 people and a leader's
+		// digest, sent from yidu (its campaigns row).
+		`INSERT INTO follow_ups (corp_id, msgid, policy, stopped_reason, updated_at) VALUES ('c', 'old', '{"reminders":["1d"]}', 'done', '2025-01-10 09:00:00')`,
+		`INSERT INTO follow_up_rounds (corp_id, msgid, round, state, due_at, sent_to) VALUES ('c', 'old', 1, 'sent', '2025-01-11 09:00:00', 2)`,
+		`INSERT INTO follow_up_batches (corp_id, msgid, round, kind, batch, state, uids, people, created_at)
+			VALUES ('c', 'old', 1, 'reminder', 0, 'sent', x'00', 2, '2025-01-11 09:00:00')`,
+		`INSERT INTO reminder_log (corp_id, msgid, round, kind, uid, userid, batch, reminded_at, outcome) VALUES
+			('c', 'old', 1, 'reminder', 7, 'u7', 0, '2025-01-11 09:00:00', 'sent'), ('c', 'old', 1, 'reminder', 8, 'u8', 0, '2025-01-11 09:00:00', 'sent'),
+			('c', 'old', 1, 'digest', 10, 'lead', 0, '2025-01-11 09:00:00', 'sent')`,
+		`INSERT INTO campaigns (msgid, corp_id, app, title, audience, state, created_at, updated_at) VALUES ('old', 'c', 'hr', 'title old', '{}', 'sent', '2025-01-10 09:00:00', '2025-01-10 09:00:00')`,
+		// new (not purged): the same follow-up rows, which must stay.
+		`INSERT INTO follow_ups (corp_id, msgid, policy, updated_at) VALUES ('c', 'new', '{"reminders":["1d"]}', '2025-02-10 09:00:00')`,
+		`INSERT INTO follow_up_rounds (corp_id, msgid, round, state, due_at) VALUES ('c', 'new', 1, 'sent', '2025-02-11 09:00:00')`,
+		`INSERT INTO reminder_log (corp_id, msgid, round, kind, uid, userid, batch, reminded_at, outcome) VALUES ('c', 'new', 1, 'reminder', 1, 'u1', 0, '2025-02-11 09:00:00', 'sent')`,
+		`INSERT INTO campaigns (msgid, corp_id, app, title, audience, state, created_at, updated_at) VALUES ('new', 'c', 'hr', 'title new', '{}', 'sent', '2025-02-10 09:00:00', '2025-02-10 09:00:00')`,
 		// kept: a summary kept by an earlier, interrupted purge.
 		`INSERT INTO message_summaries (corp_id, msgid, app, title, sent_at, recipients, read_count, button, link, enter_agent)
 			VALUES ('c', 'kept', 'hr', 'earlier', '2025-01-20 09:00:00', 5, 4, 4, 0, 0)`,
@@ -98,12 +114,12 @@ func TestPurge(t *testing.T) {
 	// Dry run (the default): counted, nothing written.
 	var seen []string
 	rep, err := Purge(ctx, db, PurgeOptions{Before: before, CorpID: "c"}, func(pm PurgedMessage) {
-		seen = append(seen, fmt.Sprintf("%s/%s %d %d %d", pm.CorpID, pm.MsgID, pm.Records, pm.Orphans, pm.Sends))
+		seen = append(seen, fmt.Sprintf("%s/%s %d %d %d %d %d", pm.CorpID, pm.MsgID, pm.Records, pm.Orphans, pm.Sends, pm.Reminders, pm.FollowUps))
 	})
-	if err != nil || rep.Messages != 2 || rep.Records != 17 || rep.Orphans != 2 || rep.Sends != 2 || rep.Statements != 0 {
-		t.Fatalf("dry run = %+v, %v; want 2 notices, 17 records, 2 orphans, 2 sends, no DELETE", rep, err)
+	if err != nil || rep.Messages != 2 || rep.Records != 17 || rep.Orphans != 2 || rep.Sends != 2 || rep.Reminders != 3 || rep.FollowUps != 4 || rep.Statements != 0 {
+		t.Fatalf("dry run = %+v, %v; want 2 notices, 17 records, 2 orphans, 2 sends, 3 reminders, 4 follow-up rows, no DELETE", rep, err)
 	}
-	if fmt.Sprint(seen) != "[c/old 12 2 2 c/kept 5 0 0]" {
+	if fmt.Sprint(seen) != "[c/old 12 2 2 3 4 c/kept 5 0 0 0 0]" {
 		t.Errorf("dry run reported %v; want old then kept", seen)
 	}
 	if got := tableCounts(t, db, "c", "old"); got != oldRows {
@@ -115,12 +131,14 @@ func TestPurge(t *testing.T) {
 
 	// The purge of corp c before February, 5 rows a DELETE.
 	rep, err = Purge(ctx, db, PurgeOptions{Before: before, CorpID: "c", BatchSize: 5, Execute: true}, nil)
-	// old: 3 + 1 + 1 DELETEs, kept: 2 + 1 + 1.
-	if err != nil || rep.Messages != 2 || rep.Records != 17 || rep.Orphans != 2 || rep.Sends != 2 || rep.Summaries != 2 || rep.Statements != 9 {
-		t.Fatalf("purge = %+v, %v; want 2 notices, 17 records, 2 orphans, 2 sends, 2 summaries, 9 DELETEs", rep, err)
+	// old: 3 + 1 + 1 + 1 + 4×1 DELETEs, kept: 2 + 1 + 1 + 1 + 4×1.
+	if err != nil || rep.Messages != 2 || rep.Records != 17 || rep.Orphans != 2 || rep.Sends != 2 || rep.Reminders != 3 || rep.FollowUps != 4 ||
+		rep.Summaries != 2 || rep.Statements != 19 {
+		t.Fatalf("purge = %+v, %v; want 2 notices, 17 records, 2 orphans, 2 sends, 3 reminders, 4 follow-up rows, 2 summaries, 19 DELETEs", rep, err)
 	}
 	for _, msg := range []string{"old", "kept"} {
-		if got, want := tableCounts(t, db, "c", msg), "messages 0 message_read_record 0 read_orphans 0 message_sends 0 "; got != want {
+		if got, want := tableCounts(t, db, "c", msg), "messages 0 message_read_record 0 read_orphans 0 message_sends 0 "+
+			"reminder_log 0 follow_up_batches 0 follow_up_rounds 0 follow_ups 0 campaigns 0 "; got != want {
 			t.Errorf("after the purge %s has %s; want %s", msg, got, want)
 		}
 	}
@@ -130,7 +148,8 @@ func TestPurge(t *testing.T) {
 	if got, want := summaryRow(t, db, "message_summaries", "c", "kept"), "earlier: 5 recipients, 4 read, 0%, median 0, to 90% {0 false}, button 4 link 0 enter 0"; got != want {
 		t.Errorf("message_summaries of kept = %q; want the earlier summary %q", got, want)
 	}
-	if got := tableCounts(t, db, "d", "other-corp"); got != "messages 1 message_read_record 3 read_orphans 0 message_sends 0 " {
+	if got := tableCounts(t, db, "d", "other-corp"); got != "messages 1 message_read_record 3 read_orphans 0 message_sends 0 "+
+		"reminder_log 0 follow_up_batches 0 follow_up_rounds 0 follow_ups 0 campaigns 0 " {
 		t.Errorf("d/other-corp after corp c's purge: %s; want untouched", got)
 	}
 
@@ -145,7 +164,8 @@ func TestPurge(t *testing.T) {
 	if rep, err := Purge(ctx, db, PurgeOptions{Before: before, Execute: true}, nil); err != nil || rep.Messages != 0 {
 		t.Errorf("second purge = %+v, %v; want nothing", rep, err)
 	}
-	if got := tableCounts(t, db, "c", "new"); got != "messages 1 message_read_record 5 read_orphans 0 message_sends 0 " {
+	if got := tableCounts(t, db, "c", "new"); got != "messages 1 message_read_record 5 read_orphans 0 message_sends 0 "+
+		"reminder_log 1 follow_up_batches 0 follow_up_rounds 1 follow_ups 1 campaigns 1 " {
 		t.Errorf("c/new, sent after the date: %s; want untouched", got)
 	}
 

@@ -71,6 +71,10 @@ type Main struct {
 	APIToken string
 	// DashboardURL is the page's address.
 	DashboardURL string
+	// Leader is a department leader to sign in as with WeCom (the fake's
+	// sign-in page), and LeaderDept the department they lead: the banner
+	// names them, and their page shows that department's subtree only.
+	Leader, LeaderDept string
 	// Backends says which servers are embedded, for the banner.
 	Backends string
 
@@ -323,6 +327,9 @@ func (m *Main) printBanner() {
 		m.employees, m.Departments, m.MsgID, m.Backends)
 	fmt.Fprintf(w, "  Dashboard  %s\n", m.DashboardURL)
 	fmt.Fprintf(w, "  Login      %s / %s\n", m.User, m.Password)
+	if m.Leader != "" {
+		fmt.Fprintf(w, "  As leader  %slogin → 使用企业微信登录 → %s, leader of %s: sees that department's people only\n", m.DashboardURL, m.Leader, m.LeaderDept)
+	}
 	fmt.Fprintf(w, "  API token  %s\n", m.APIToken)
 	fmt.Fprintf(w, "  Receiver   http://%s/wecom/callback/%s\n\n", m.App.ReceiverAddr, demoApp)
 	fmt.Fprintf(w, "Ready after %.1fs. The directory sync and the notice follow in the background; the page shows them.\n", time.Since(m.started).Seconds())

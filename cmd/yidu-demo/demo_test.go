@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -159,6 +160,14 @@ func TestDemoExitWhenDone(t *testing.T) {
 		t.Errorf("GET / after login = %d; want 200", code)
 	}
 
+	// The banner's leader signs in with WeCom through the fake and sees
+	// their department's subtree only.
+	if m.Leader == "" || !strings.Contains(out.String(), "使用企业微信登录 → "+m.Leader+", leader of "+m.LeaderDept) {
+		t.Errorf("the banner names no department leader to sign in as (%q):\n%s", m.Leader, out)
+	} else {
+		signInAsLeader(t, m)
+	}
+
 	addrs := []string{m.App.DashboardAddr, m.App.ReceiverAddr, m.Servers.RedisAddr, m.Servers.KafkaBrokers[0], m.fakeSrv.Addr, m.front.addr}
 	closed = true
 	if err := m.Close(); err != nil {
@@ -202,6 +211,67 @@ func login(t *testing.T, base, user, password string) int {
 		t.Errorf("dashboard page does not list %q", demoTitle)
 	}
 	return resp.StatusCode
+}
+
+// signInAsLeader signs in as the banner's leader through the fake
+// WeCom's web login, as the browser would (redirects followed, cookies
+// kept), and checks that the notice's progress covers the people of the
+// department they lead, with its subtree, and nobody else.
+func signInAsLeader(t *testing.T, m *Main) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	get := func(target string) (*http.Response, []byte) {
+		t.Helper()
+		resp, err := c.Get(target)
+		if err != nil {
+			t.Fatalf("GET %s: %v", target, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	resp, page := get(m.DashboardURL + "login/wecom?next=" + url.QueryEscape("/m/"+m.MsgID))
+	signIn := resp.Request.URL
+	if resp.StatusCode != http.StatusOK || signIn.Host != m.fakeSrv.Addr || !bytes.Contains(page, []byte(`data-userid="`+m.Leader+`"`)) {
+		t.Fatalf("sign-in with WeCom = %d at %s; want the fake's page listing %s", resp.StatusCode, signIn, m.Leader)
+	}
+	q := signIn.Query()
+	q.Set("as", m.Leader)
+	signIn.RawQuery = q.Encode()
+	resp, _ = get(signIn.String())
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/m/"+m.MsgID {
+		t.Fatalf("signing in as %s ended %d at %s; want the notice's page", m.Leader, resp.StatusCode, resp.Request.URL)
+	}
+	var led int
+	if _, err := fmt.Sscanf(m.LeaderDept[strings.LastIndex(m.LeaderDept, "(")+1:], "%d)", &led); err != nil {
+		t.Fatalf("leader's department %q: %v", m.LeaderDept, err)
+	}
+	subtree := map[int]bool{led: true}
+	for changed := true; changed; {
+		changed = false
+		for _, d := range m.company.Departments {
+			if subtree[d.ParentID] && !subtree[d.ID] {
+				subtree[d.ID], changed = true, true
+			}
+		}
+	}
+	want := 0
+	for _, u := range m.company.Users {
+		if slices.ContainsFunc(u.Departments, func(d int) bool { return subtree[d] }) {
+			want++
+		}
+	}
+	resp, body := get(m.DashboardURL + "api/v1/messages/" + url.PathEscape(m.MsgID) + "/progress")
+	var pr struct {
+		Recipients int `json:"recipients"`
+	}
+	if err := json.Unmarshal(body, &pr); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the leader's /progress = %d %s: %v", resp.StatusCode, body, err)
+	}
+	if pr.Recipients != want || want == 0 || want == m.employees {
+		t.Errorf("the leader's /progress counts %d recipients; want their subtree's %d (of %d)", pr.Recipients, want, m.employees)
+	}
 }
 
 func readerSet(p plan) map[string]bool {

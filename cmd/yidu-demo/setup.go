@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -122,10 +123,22 @@ func (m *Main) setUp(ctx context.Context) error {
 
 	secret, token, aesKey := randomHex(16), randomHex(8), randomAESKey()
 	company := wecomsim.Company(demoCorp, demoAgent, secret, employees, m.Departments)
+	// Sign-in with WeCom against the fake (issue 31): the callback is
+	// under the dashboard's public URL, so its port is chosen before Run;
+	// the fake, like WeCom, refuses a redirect outside the app's trusted
+	// domain.
+	dashAddr, err := freeOrAny(m.ListenDashboard)
+	if err != nil {
+		return err
+	}
+	company.Apps[0].RedirectDomain = dashAddr
+	m.Leader, m.LeaderDept = demoLeader(company)
 	if err := m.startFakeWeCom(company); err != nil {
 		return err
 	}
 	cfg.WeCom.APIBase = "http://" + m.fakeSrv.Addr
+	cfg.WeCom.OAuthBase, cfg.WeCom.LoginBase = cfg.WeCom.APIBase, cfg.WeCom.APIBase
+	cfg.Dashboard.PublicURL = "http://" + dashAddr
 	// The demo's plan counts the readers who only open the app (enterOnly),
 	// so its app lists enter_agent among the read signals; by default an
 	// app entry is recorded (by_signal) but is not a read.
@@ -139,7 +152,7 @@ func (m *Main) setUp(ctx context.Context) error {
 	}
 	cfg.Dashboard.Users = []config.User{{Name: m.User, PasswordHash: string(hash), Corps: []string{"*"}}}
 	cfg.Dashboard.Tokens = append(cfg.Dashboard.Tokens, config.Token{Name: "demo", Token: m.APIToken, Corps: []string{"*"}})
-	cfg.Dashboard.Listen = freeOrAny(m.ListenDashboard)
+	cfg.Dashboard.Listen = dashAddr
 	cfg.Receiver.Listen = m.ListenReceiver
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -283,16 +296,38 @@ func (m *Main) startFakeWeCom(c fakewecom.Corp) error {
 	return nil
 }
 
-// freeOrAny returns addr when it can be listened on now, else 127.0.0.1:0
-// (another demo or service holds 8081). The check races with other
+// freeOrAny returns addr when it can be listened on now, else a free
+// 127.0.0.1 port (another demo or service holds 8081), never port 0: the
+// dashboard's public URL, which WeCom's sign-in returns to, needs the
+// port before the dashboard starts. The check races with other
 // processes; losing the race fails Run with a clear listen error.
-func freeOrAny(addr string) string {
+func freeOrAny(addr string) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return "127.0.0.1:0"
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
 	}
-	ln.Close()
-	return addr
+	if err != nil {
+		return "", fmt.Errorf("dashboard address: %w", err)
+	}
+	defer ln.Close()
+	a := ln.Addr().(*net.TCPAddr)
+	if a.IP.IsUnspecified() { // ":8081": browsers reach it on 127.0.0.1
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port)), nil
+	}
+	return a.String(), nil
+}
+
+// demoLeader picks the leader to sign in as: the leader of department 2
+// (a subtree under the head office), else of the head office itself.
+func demoLeader(c fakewecom.Corp) (userID, dept string) {
+	for _, want := range []int{2, 1} {
+		for _, d := range c.Departments {
+			if d.ID == want && len(d.Leaders) > 0 {
+				return d.Leaders[0], fmt.Sprintf("%s (%d)", d.Name, d.ID)
+			}
+		}
+	}
+	return "", ""
 }
 
 // register posts the notice to everyone through the dashboard API, as HR's

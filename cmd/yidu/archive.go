@@ -85,11 +85,11 @@ func runPurge(ctx context.Context, cfg config.Config, p purgeFlags, logger *slog
 	}
 	start := time.Now()
 	rep, err := flushd.Purge(ctx, db, opts, func(pm flushd.PurgedMessage) {
-		fmt.Fprintf(out, "%s %s/%s (sent %s): %d recipient rows, %d parked reads, %d send attempts\n",
-			verb, pm.CorpID, pm.MsgID, pm.SentAt.UTC().Format(time.RFC3339), pm.Records, pm.Orphans, pm.Sends)
+		fmt.Fprintf(out, "%s %s/%s (sent %s): %d recipient rows, %d parked reads, %d send attempts, %d reminders, %d follow-up rows\n",
+			verb, pm.CorpID, pm.MsgID, pm.SentAt.UTC().Format(time.RFC3339), pm.Records, pm.Orphans, pm.Sends, pm.Reminders, pm.FollowUps)
 	})
-	fmt.Fprintf(out, "%s %d notice(s) sent before %s: %d recipient rows, %d parked reads, %d send attempts",
-		verb, rep.Messages, p.at.Format(time.RFC3339), rep.Records, rep.Orphans, rep.Sends)
+	fmt.Fprintf(out, "%s %d notice(s) sent before %s: %d recipient rows, %d parked reads, %d send attempts, %d reminders, %d follow-up rows",
+		verb, rep.Messages, p.at.Format(time.RFC3339), rep.Records, rep.Orphans, rep.Sends, rep.Reminders, rep.FollowUps)
 	if p.execute {
 		fmt.Fprintf(out, "; %d summaries kept; %d DELETEs, longest %v, in %v",
 			rep.Summaries, rep.Statements, rep.Longest.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))

@@ -24,6 +24,12 @@ func TestArchivePurge(t *testing.T) {
 		`INSERT INTO message_read_record (corp_id, msgid, uid, is_read, read_time, source, button_at) VALUES
 			('c', 'old', 1, 1, '2025-01-10 09:01:00', 1, '2025-01-10 09:01:00'), ('c', 'old', 2, 0, NULL, 0, NULL),
 			('c', 'old', 3, 0, NULL, 0, NULL), ('c', 'new', 1, 0, NULL, 0, NULL)`,
+		// old had a follow-up: one round to 2 people; new's stays.
+		`INSERT INTO follow_ups (corp_id, msgid, policy, updated_at) VALUES
+			('c', 'old', '{"reminders":["1d"]}', '2025-01-10 09:00:00'), ('c', 'new', '{"reminders":["1d"]}', '2025-03-10 09:00:00')`,
+		`INSERT INTO follow_up_rounds (corp_id, msgid, round, state, due_at, sent_to) VALUES ('c', 'old', 1, 'sent', '2025-01-11 09:00:00', 2)`,
+		`INSERT INTO reminder_log (corp_id, msgid, round, kind, uid, userid, batch, reminded_at, outcome) VALUES
+			('c', 'old', 1, 'reminder', 2, 'u2', 0, '2025-01-11 09:00:00', 'sent'), ('c', 'old', 1, 'reminder', 3, 'u3', 0, '2025-01-11 09:00:00', 'sent')`,
 		// audit.retention (180 days by default): the 2025 event goes, today's stays.
 		`INSERT INTO audit_events (at, actor, actor_kind, action, outcome) VALUES
 			('2025-01-01 00:00:00', 'hr', 'password', 'sign_in', 'ok'), (UTC_TIMESTAMP(), 'hr', 'password', 'sign_out', 'ok')`,
@@ -40,7 +46,7 @@ func TestArchivePurge(t *testing.T) {
 	}
 
 	out, _, err := runCmd(t, env, "", "archive", "purge", "--before", "2025-02-01")
-	if err != nil || !strings.Contains(out, "would delete c/old (sent 2025-01-10T09:00:00Z): 3 recipient rows") || !strings.Contains(out, "dry run") {
+	if err != nil || !strings.Contains(out, "would delete c/old (sent 2025-01-10T09:00:00Z): 3 recipient rows, 0 parked reads, 0 send attempts, 2 reminders, 2 follow-up rows") || !strings.Contains(out, "dry run") {
 		t.Fatalf("archive purge (dry run) = %q, %v; want the old notice's 3 rows, as a dry run", out, err)
 	}
 	if !strings.Contains(out, "would delete 1 audit event(s) older than") || count("SELECT COUNT(*) FROM audit_events") != 2 {
@@ -59,6 +65,13 @@ func TestArchivePurge(t *testing.T) {
 	}
 	if n := count("SELECT COUNT(*) FROM message_read_record WHERE msgid = 'old'") + count("SELECT COUNT(*) FROM messages WHERE msgid = 'old'"); n != 0 {
 		t.Errorf("old notice has %d rows left; want 0", n)
+	}
+	if n := count("SELECT COUNT(*) FROM reminder_log WHERE msgid = 'old'") + count("SELECT COUNT(*) FROM follow_up_rounds WHERE msgid = 'old'") +
+		count("SELECT COUNT(*) FROM follow_ups WHERE msgid = 'old'"); n != 0 {
+		t.Errorf("old notice has %d follow-up rows left; want 0", n)
+	}
+	if n := count("SELECT COUNT(*) FROM follow_ups WHERE msgid = 'new'"); n != 1 {
+		t.Errorf("new notice has %d follow_ups rows; want 1", n)
 	}
 	if n := count("SELECT COUNT(*) FROM message_read_record WHERE msgid = 'new'"); n != 1 {
 		t.Errorf("new notice has %d recipient rows; want 1 (sent after the date)", n)

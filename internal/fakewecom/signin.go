@@ -6,6 +6,7 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -18,8 +19,9 @@ import (
 //	GET /wwlogin/sso/login?login_type=CorpApp&appid=&agentid=&redirect_uri=&state=
 //	    the web login of a self-built app (doc path 98152)
 //
-// Without as= each answers a page listing the corp's members, each a link
-// that signs in as them; with as=<UserID> it redirects to
+// Without as= each answers a page (in Chinese) listing the corp's members,
+// each a link (a[data-userid]) that signs in as them, leaders marked
+// with the departments they lead; with as=<UserID> it redirects to
 // redirect_uri?code=&state=. A code so issued is good once, for 5
 // minutes, as WeCom's are (doc path 91023); getuserinfo answers 40029
 // for it after that. (Corp.Codes, seeded by tests, stay reusable.)
@@ -73,15 +75,30 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) (ok bool) {
 	}
 	as := q.Get("as")
 	if as == "" {
+		// WeCom's own pages are Chinese; so is the fake's. Each member
+		// is a link (data-userid), and a department's leader says which
+		// departments they lead, so a test or a demo user finds one.
+		title := "企业微信登录（模拟）"
+		if r.URL.Path == "/connect/oauth2/authorize" {
+			title = "企业微信网页授权（模拟）"
+		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = w.Write([]byte("<!doctype html><title>fake WeCom sign-in</title><ul>"))
+		_, _ = w.Write([]byte(`<!doctype html><html lang="zh-CN"><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>` +
+			title + `</title><h1>` + title + `</h1><p>选择登录的成员：</p><ul id="members">`))
 		for _, u := range c.Users {
 			v := url.Values{}
 			for k, vs := range q {
 				v[k] = vs
 			}
 			v.Set("as", u.UserID)
-			_, _ = w.Write([]byte(`<li><a href="` + html.EscapeString(r.URL.Path+"?"+v.Encode()) + `">` + html.EscapeString(u.Name+" ("+u.UserID+")") + "</a>"))
+			led := ""
+			for _, d := range c.Departments {
+				if slices.Contains(d.Leaders, u.UserID) {
+					led += " · " + d.Name + "负责人"
+				}
+			}
+			_, _ = w.Write([]byte(`<li><a data-userid="` + html.EscapeString(u.UserID) + `" href="` + html.EscapeString(r.URL.Path+"?"+v.Encode()) + `">` +
+				html.EscapeString(u.Name+" ("+u.UserID+")") + `</a>` + html.EscapeString(led)))
 		}
 		_, _ = w.Write([]byte("</ul>"))
 		return true

@@ -455,6 +455,11 @@ type App struct {
 	// FollowUp is the follow-up policy a notice of the app gets when it
 	// names none (the compose page's default); nil: none.
 	FollowUp *yidu.Policy `yaml:"follow_up,omitempty"`
+	// DailyQuota is how many recipient-sends the app may make a day in
+	// its zone (WeCom: seats × 200 per app, doc path 90454). Follow-up
+	// rounds larger than what is left are spread over the next working
+	// days. 0: the synced directory's active members × 200.
+	DailyQuota int `yaml:"daily_quota,omitempty"`
 	// Timezone is the app's IANA time zone, in which scheduled notices
 	// are entered and shown (default Asia/Shanghai).
 	Timezone string `yaml:"timezone"`
@@ -1071,6 +1076,9 @@ func (c Config) App(name string) (App, bool) {
 // checkFollowUp checks an app's escalation_fallback UserIDs and default
 // follow-up policy: a default has no deadline (a notice's own date).
 func checkFollowUp(a App, minDelay time.Duration) error {
+	if a.DailyQuota < 0 {
+		return fmt.Errorf("daily_quota: %d; want 0 (seats × 200) or more", a.DailyQuota)
+	}
 	for _, u := range a.EscalationFallback {
 		if !yidu.UserID(u).Valid() {
 			return fmt.Errorf("escalation_fallback: %q is not a WeCom UserID", yidu.Truncate(u, 64))

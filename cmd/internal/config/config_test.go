@@ -134,6 +134,7 @@ func TestLoadRejects(t *testing.T) {
 		{"fallback not a userid", "apps: [{name: a, corp_id: c, escalation_fallback: ['bad id']}]", "escalation_fallback"},
 		{"default policy under the minimum", "apps: [{name: a, corp_id: c, follow_up: {reminders: [5m]}}]", "follow_up: invalid: reminders"},
 		{"default policy with a deadline", "apps: [{name: a, corp_id: c, follow_up: {reminders: [2h], deadline: 2026-12-10T18:00:00+08:00}}]", "follow_up.deadline"},
+		{"negative daily quota", "apps: [{name: a, corp_id: c, daily_quota: -1}]", "daily_quota"},
 		{"default policy bad hours", "apps: [{name: a, corp_id: c, follow_up: {reminders: [2h], working_hours: '19:00-09:00'}}]", "working_hours"},
 		{"oauth base with a path", "wecom: {oauth_base: 'https://open.weixin.qq.com/connect'}", "wecom.oauth_base"},
 		{"login base not http", "wecom: {login_base: 'javascript:alert(1)'}", "wecom.login_base"},
@@ -364,14 +365,14 @@ func TestLimits(t *testing.T) {
 // written; a test may lower the minimum delay to 1 s.
 func TestFollowUpConfig(t *testing.T) {
 	p := writeConfig(t, `dashboard: {min_reminder_delay: 1s}
-apps: [{name: a, corp_id: c, escalation_fallback: [hr-lead], follow_up: {reminders: [3s, 'next 09:30', 1d], escalate_after: 1, working_hours: '09:00-19:00', working_days: mon-fri}}]`)
+apps: [{name: a, corp_id: c, daily_quota: 5000, escalation_fallback: [hr-lead], follow_up: {reminders: [3s, 'next 09:30', 1d], escalate_after: 1, working_hours: '09:00-19:00', working_days: mon-fri}}]`)
 	c, err := Load(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, _ := c.App("a")
 	if a.FollowUp == nil || !slices.Equal(a.FollowUp.Reminders, []string{"3s", "next 09:30", "1d"}) || a.FollowUp.EscalateAfter != 1 ||
-		a.FollowUp.WorkingDays != "mon-fri" || !slices.Equal(a.EscalationFallback, []string{"hr-lead"}) ||
+		a.FollowUp.WorkingDays != "mon-fri" || !slices.Equal(a.EscalationFallback, []string{"hr-lead"}) || a.DailyQuota != 5000 ||
 		time.Duration(c.Dashboard.MinReminderDelay) != time.Second {
 		t.Errorf("loaded %+v, %+v, min %s", a.FollowUp, a.EscalationFallback, time.Duration(c.Dashboard.MinReminderDelay))
 	}

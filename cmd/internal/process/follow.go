@@ -27,6 +27,7 @@ var (
 func followUpRounds(m *Main, cfg config.Config, log *slog.Logger) *campaign.Rounds {
 	zones := map[string]*time.Location{}
 	fallback := map[string][]string{}
+	quota := map[string]int{}
 	for _, a := range cfg.Apps {
 		loc, err := time.LoadLocation(cmp.Or(a.Timezone, yidu.DefaultTimezone))
 		if err != nil {
@@ -35,13 +36,15 @@ func followUpRounds(m *Main, cfg config.Config, log *slog.Logger) *campaign.Roun
 		}
 		zones[a.Name] = loc
 		fallback[a.Name] = a.EscalationFallback
+		quota[a.Name] = a.DailyQuota
 	}
 	dir := campaign.SQLDirectory{DB: m.DB}
 	return &campaign.Rounds{
 		DB: m.DB, Reads: m.Store, People: dir, Org: dir, Sender: m.Tracker,
 		Log: log.With("component", "follow-up"), Now: time.Now, Owner: campaign.DefaultOwner(),
 		TTL: campaign.DefaultLeaseTTL, MinGap: cfg.Dashboard.ReminderDelay(),
-		Zone:     func(app string) *time.Location { return zones[app] },
-		Fallback: func(app string) []string { return fallback[app] },
+		Zone:       func(app string) *time.Location { return zones[app] },
+		Fallback:   func(app string) []string { return fallback[app] },
+		DailyQuota: func(app string) int { return quota[app] },
 	}
 }

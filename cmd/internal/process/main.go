@@ -337,7 +337,7 @@ func DomainApps(apps []config.App) []yidu.App { return each(apps, domainApp) }
 
 func domainApp(a config.App) yidu.App {
 	return yidu.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, ReadButtonKey: a.ReadButtonKey, ReadSignals: a.Signals(),
-		Timezone: a.Timezone}
+		Timezone: a.Timezone, FollowUp: a.FollowUp}
 }
 
 // WeComApps returns what the WeCom API clients need of the apps: their

@@ -81,9 +81,9 @@ catalogueReady.then(function () {
     if (!e) return "–";
     if (e.seconds <= 0) return tr("eta.reached");
     const s = e.seconds;
-    if (s < 90) return Math.round(s) + " s";
-    if (s < 5400) return Math.round(s / 60) + " min";
-    return (s / 3600).toFixed(1) + " h";
+    if (s < 90) return trf("eta.seconds", numFmt.format(Math.round(s)));
+    if (s < 5400) return trf("eta.minutes", numFmt.format(Math.round(s / 60)));
+    return trf("eta.hours", numFmt.format(Math.round(s / 360) / 10));
   }
   async function getJSON(url) {
     const r = await fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } });
@@ -190,7 +190,9 @@ catalogueReady.then(function () {
     for (const k in coords) at(k, t0);
     curvePts = [{ t: t0, n: 0, by: { button: 0, link: 0, enter_agent: 0 } }];
     for (const c of pts) {
-      const start = new Date(c.at).getTime();
+      // The first bucket starts at the minute, before the send: the
+      // plot starts at the send.
+      const start = Math.max(t0, new Date(c.at).getTime());
       for (const k in coords) at(k, start);
       cum.total += c.reads;
       for (const k of sigs) cum[k] += (c.by_signal && c.by_signal[k]) || 0;
@@ -202,12 +204,19 @@ catalogueReady.then(function () {
       if (cum[k] > 0) svg.appendChild(svgEl("polyline", { points: coords[k].join(" "), class: "sig-line sig-" + k.replace("_", "-") }));
     }
     svg.appendChild(svgEl("polyline", { points: coords.total.join(" "), class: "line" }));
-    // Each reminder round that sent, marked where it started (issue 30).
+    // Each reminder round that sent (a spread one: its first part),
+    // marked where it started (issue 30); a label too close to the one
+    // before goes a line lower.
+    let lastLabel = -Infinity, labelRow = 0;
     for (const r of followRounds) {
       const t = new Date(r.at).getTime();
-      if ((r.state !== "sent" && r.state !== "sending") || t < t0 || t > t1) continue;
+      const started = r.state === "sent" || r.state === "sending" || (r.state === "pending" && r.sent_to > 0);
+      if (!started || t < t0 || t > t1) continue;
       svg.appendChild(svgEl("line", { x1: x(t), x2: x(t), y1: T, y2: T + ph, class: "round-mark" }));
-      svg.appendChild(svgEl("text", { x: x(t) + 3, y: T + 10, class: "round-label" }, tr("follow.round_n").replace("{n}", r.round)));
+      const label = tr("follow.round_n").replace("{n}", r.round);
+      labelRow = x(t) - lastLabel < label.length * 8 + 6 ? (labelRow + 1) % 4 : 0;
+      lastLabel = x(t);
+      svg.appendChild(svgEl("text", { x: x(t) + 3, y: T + 10 + labelRow * 12, class: "round-label" }, label));
     }
     svg.appendChild(svgEl("line", { id: "curve-cursor", x1: 0, x2: 0, y1: T, y2: T + ph, class: "cursor", visibility: "hidden" }));
     svg.dataset.l = L; svg.dataset.pw = pw; svg.dataset.t0 = t0; svg.dataset.t1 = t1; svg.dataset.w = W;
@@ -313,6 +322,14 @@ catalogueReady.then(function () {
       const row = document.createElement("tr");
       const label = tr("follow.round_n").replace("{n}", r.round);
       cell(row, r.state === "sent" ? label : label + "（" + roundState(r.state) + "）");
+      if (r.spread_until) {
+        const note = document.createElement("div");
+        note.className = "muted spread";
+        note.textContent = r.state === "pending" || r.state === "sending"
+          ? tr("follow.spread").replace("{at}", fullTime.format(new Date(r.spread_until)))
+          : tr("follow.spread_done");
+        row.firstChild.appendChild(note);
+      }
       cell(row, fullTime.format(new Date(r.at)));
       cell(row, String(r.sent_to));
       cell(row, tr("follow.effect_1h").replace("{n}", r.read_within_1h));
@@ -418,7 +435,7 @@ catalogueReady.then(function () {
       if (department) q.set("department", department);
       $(id).href = api + "/export.csv?" + q.toString();
     }
-    $("export-scope").textContent = department ? tr("dept.name") + " " + $("department-name").textContent : tr("export.whole");
+    $("export-scope").textContent = department ? tr("dept.name") + " " + $("department-name").textContent : tr($("export-scope").dataset.whole === "export.mine" ? "export.mine" : "export.whole");
   }
   async function loadRecipients(append) {
     pages = append ? pages + 1 : 1;

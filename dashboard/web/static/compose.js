@@ -149,6 +149,7 @@
     }
     showZone();
     showPreview();
+    fuApp();
     await Promise.all([loadDepts(), loadTags()]);
     showPicked();
     refreshCount();
@@ -509,7 +510,9 @@
   }
 
   // ---- Follow-up policy (issue 30): a preset fills the fields; editing
-  // one makes it custom. The "none" preset posts no follow_up.
+  // one makes it custom. "app" is the app's default (apps[].follow_up),
+  // the first choice of a new notice of an app that has one. The "none"
+  // preset posts "follow_up": null: a POST without it gets the default.
   const fuPresets = {
     standard: { reminders: ["2h", "next 09:30"], escalate_after: 2, working_hours: "09:00-19:00", working_days: "mon-fri" },
     urgent: { reminders: ["30m", "2h"], escalate_after: 1 },
@@ -546,6 +549,16 @@
     $("fu-summary").textContent = p ? trf("compose.fu_summary", p.reminders.length) +
       (p.escalate_after ? trf("compose.fu_summary_escalate", p.escalate_after) : "") : "";
   }
+  // fuApp offers the app's default, and picks it for a new notice.
+  function fuApp() {
+    const def = state.app && state.app.follow_up;
+    $("fu-app-label").hidden = !def;
+    if (def) fuPresets.app = def; else delete fuPresets.app;
+    if (state.editing || state.fuPrefilled) return; // the notice's own policy, or none
+    if (def) { $("fu-app").checked = true; fuFill(def); }
+    else if (fuMode() === "app") $("fu-none").checked = true;
+    fuShow();
+  }
   for (const r of form.querySelectorAll('input[name="fu"]')) r.addEventListener("change", () => {
     if (fuPresets[fuMode()]) fuFill(fuPresets[fuMode()]);
     $("follow_up-error").textContent = "";
@@ -563,8 +576,7 @@
   function body(extra) {
     const b = Object.assign({ app: state.app ? state.app.name : "", title: $("title").value, body: $("body").value,
       url: $("url").value.trim(), audience: audience() }, extra);
-    const fu = followUp();
-    if (fu) b.follow_up = fu;
+    b.follow_up = followUp(); // null: none, not the app's default
     return b;
   }
   // patch is PATCH's body: the same fields but the app (a notice keeps
@@ -683,6 +695,7 @@
     const ids = a.userids || [];
     if (ids.length <= 50) for (const u of ids) state.people.set(u, u); else for (const u of ids) state.pasted.add(u);
     if (m.follow_up && m.follow_up.policy) {
+      state.fuPrefilled = true;
       $("fu-custom").checked = true;
       fuFill(m.follow_up.policy);
     }
