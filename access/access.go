@@ -172,7 +172,16 @@ func (p *Principal) departments(corp string) []int64 {
 type View struct {
 	all  bool
 	uids *roaring.Bitmap // read only: shared by every request of the scope
+	// key names uids: the corp, the departments and the directory's
+	// version (or the time the bitmap was built) it was built at.
+	key string
 }
+
+// Key names the View's members for a cache of answers computed within it:
+// two Views with one Key see the same people (same corp, departments and
+// directory version). "" for Everyone and for nobody. It holds no
+// personal data.
+func (v View) Key() string { return v.key }
 
 // Everyone is the View of an admin or of a sender of the notice's app.
 var Everyone = View{all: true}
@@ -403,11 +412,7 @@ func (a *Access) View(ctx context.Context, p *Principal, corp, app string) (View
 	if ds == nil {
 		return View{}, nil
 	}
-	uids, err := a.subtrees(ctx, corp, ds)
-	if err != nil {
-		return View{}, err
-	}
-	return View{uids: uids}, nil
+	return a.subtrees(ctx, corp, ds)
 }
 
 // RemindView returns whom p may remind of a notice of app in corp (the
@@ -423,23 +428,19 @@ func (a *Access) RemindView(ctx context.Context, p *Principal, corp, app string)
 	if ds == nil {
 		return View{}, nil
 	}
-	uids, err := a.subtrees(ctx, corp, ds)
-	if err != nil {
-		return View{}, err
-	}
-	return View{uids: uids}, nil
+	return a.subtrees(ctx, corp, ds)
 }
 
 // subtrees returns the active members of ds's subtrees, cached per corp
 // and department set until the directory's version changes (or ScopeTTL
 // passes, for a directory without versions).
-func (a *Access) subtrees(ctx context.Context, corp string, ds []int64) (*roaring.Bitmap, error) {
+func (a *Access) subtrees(ctx context.Context, corp string, ds []int64) (View, error) {
 	key := fmt.Sprint(corp, ds)
 	version := int64(-1)
 	if v, ok := a.dir.(Versioned); ok {
 		n, err := v.DirectoryVersion(ctx, corp)
 		if err != nil {
-			return nil, fmt.Errorf("access: directory version: %w", err)
+			return View{}, fmt.Errorf("access: directory version: %w", err)
 		}
 		version = n
 	}
@@ -447,21 +448,21 @@ func (a *Access) subtrees(ctx context.Context, corp string, ds []int64) (*roarin
 	a.mu.Lock()
 	c, ok := a.cache[key]
 	a.mu.Unlock()
-	if ok && c.version == version && (version >= 0 || now.Sub(c.at) < a.cfg.ScopeTTL) {
-		return c.uids, nil
+	if !ok || c.version != version || (version < 0 && now.Sub(c.at) >= a.cfg.ScopeTTL) {
+		uids, err := a.dir.DepartmentMembers(ctx, corp, ds, true)
+		if err != nil {
+			return View{}, fmt.Errorf("access: subtree members: %w", err)
+		}
+		uids.RunOptimize()
+		c = cached{version: version, at: now, uids: uids}
+		a.mu.Lock()
+		if len(a.cache) >= maxCached {
+			clear(a.cache)
+		}
+		a.cache[key] = c
+		a.mu.Unlock()
 	}
-	uids, err := a.dir.DepartmentMembers(ctx, corp, ds, true)
-	if err != nil {
-		return nil, fmt.Errorf("access: subtree members: %w", err)
-	}
-	uids.RunOptimize()
-	a.mu.Lock()
-	if len(a.cache) >= maxCached {
-		clear(a.cache)
-	}
-	a.cache[key] = cached{version: version, at: now, uids: uids}
-	a.mu.Unlock()
-	return uids, nil
+	return View{uids: c.uids, key: fmt.Sprintf("%s@%d/%d", key, c.version, c.at.UnixNano())}, nil
 }
 
 // AdminCorps returns the corps the principal is an admin of; all is true

@@ -195,10 +195,30 @@ func TestViewIsTheSubtree(t *testing.T) {
 		t.Errorf("WeCom(nobody) = %v, want ErrNotMember", err)
 	}
 
+	// A View's Key names its people: the same until the directory moves.
+	eng1, err := a.WeCom(ctx, corp, "eng1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewKey := func() string {
+		v, err := a.View(ctx, eng1, corp, "hr")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Key()
+	}
+	k1 := viewKey()
+	if k1 == "" || viewKey() != k1 || access.Everyone.Key() != "" {
+		t.Errorf("View keys %q, %q, Everyone %q: want one non-empty key, and none for Everyone", k1, viewKey(), access.Everyone.Key())
+	}
+
 	// A member who left loses access at the next sync.
 	l := tree()
 	l.Members = slices.DeleteFunc(l.Members, func(m yidu.Member) bool { return m.UserID == "sales1" })
 	f.sync(l)
+	if viewKey() == k1 {
+		t.Errorf("View key %q unchanged after a sync", k1)
+	}
 	if _, err := a.WeCom(ctx, corp, "sales1"); !errors.Is(err, access.ErrNotMember) {
 		t.Errorf("after leaving: WeCom(sales1) = %v, want ErrNotMember", err)
 	}

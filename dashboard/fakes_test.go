@@ -192,6 +192,8 @@ type fakeMessages struct {
 	// curveGate, when set, holds every ReadsPerMinute until it receives
 	// (a slow archive).
 	curveGate chan struct{}
+	// readTimes counts ReadTimes calls (a scoped curve's MySQL reads).
+	readTimes int
 }
 
 func newFakeMessages(now func() time.Time) *fakeMessages {
@@ -282,6 +284,7 @@ func (f *fakeMessages) FirstReads(ctx context.Context, corp, id string, uids []u
 func (f *fakeMessages) ReadTimes(_ context.Context, corp, id string, uids []uint32) (map[uint32]time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.readTimes++
 	out := map[uint32]time.Time{}
 	if s, ok := f.msgs[key(corp, id)]; ok {
 		for _, u := range uids {

@@ -348,3 +348,29 @@ func TestScopeAttackerNeedsEnforcement(t *testing.T) {
 		}
 	}
 }
+
+// TestScopedCurveCached: a scoped caller's curve is read from MySQL once
+// per View and 5 s (cache.go; the whole notice's curve is cached alike),
+// however often it asks (a live stream asks every second): a viewer token
+// and a leader of the same department share it.
+func TestScopedCurveCached(t *testing.T) {
+	f, callers, _ := scopeFixture(t, true)
+	reads := func() int {
+		f.msgs.mu.Lock()
+		defer f.msgs.mu.Unlock()
+		return f.msgs.readTimes
+	}
+	before := reads()
+	for range 3 {
+		for _, c := range callers {
+			var p progressJSON
+			w := c.do(t, f, "GET", "/api/v1/messages/hello/progress", "")
+			if json.NewDecoder(w.Body).Decode(&p) != nil || curveTotal(p.Curve) != 1 {
+				t.Fatalf("%s: progress = %d, curve %d, want Alice's read", c.name, w.Code, curveTotal(p.Curve))
+			}
+		}
+	}
+	if got := reads() - before; got != 1 {
+		t.Errorf("6 scoped progress calls of one View read MySQL %d times, want 1", got)
+	}
+}

@@ -179,6 +179,8 @@ type Server struct {
 	restoring singleflight.Group
 	depts     *cache[*deptTree]
 	curves    *cache[[]yidu.MinuteCount]
+	// scopedCurves are the curves within a scoped caller's View (scope.go).
+	scopedCurves *cache[[]yidu.MinuteCount]
 
 	remindMu       sync.Mutex
 	remindInFlight map[string]bool
@@ -272,6 +274,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		queryWait:      cmp.Or(opts.QueryWait, DefaultQueryWait),
 		done:           make(chan struct{}),
 	}
+	s.scopedCurves = s.newScopedCurveCache(5 * time.Second)
 	for _, a := range opts.Apps {
 		s.apps[a.Name] = a
 	}
