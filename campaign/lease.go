@@ -3,12 +3,46 @@ package campaign
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/jitter"
 )
+
+// execRetry runs one autocommit statement, again when InnoDB chose it as
+// a deadlock's victim (1213) or it waited too long for a lock (1205):
+// replicas claiming, renewing and holding rows of the same index range at
+// once deadlock now and then, and the statement did nothing, so running
+// it again is safe. About 1.3 s at most.
+func execRetry(ctx context.Context, db *sql.DB, stmt string, args ...any) (sql.Result, error) {
+	const attempts = 7
+	var (
+		res sql.Result
+		err error
+	)
+	for i := range attempts {
+		res, err = db.ExecContext(ctx, stmt, args...)
+		var me *mysql.MySQLError
+		if err == nil || !errors.As(err, &me) || (me.Number != 1213 && me.Number != 1205) {
+			return res, err
+		}
+		// Jittered: the statements that deadlocked together must not run
+		// again together.
+		t := time.NewTimer(jitter.Apply(time.Duration(10<<i) * time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return res, err
+}
 
 // Lease claims a row of a table that has the columns state, owner and
 // lease_until (campaigns; the follow-up rounds reuse it for their own
@@ -53,7 +87,7 @@ func (l Lease) Claim(ctx context.Context, db *sql.DB, now time.Time, from []yidu
 	stmt := fmt.Sprintf(`UPDATE %s SET state = 'sending', owner = ?, lease_until = ?, attempts = attempts + 1%s
 		WHERE %s AND (state IN (%s) OR (state = 'sending' AND lease_until <= ?))`,
 		l.Table, set, where, strings.Join(states, ", "))
-	res, err := db.ExecContext(ctx, stmt, q...)
+	res, err := execRetry(ctx, db, stmt, q...)
 	if err != nil {
 		return false, fmt.Errorf("campaign: claim %s: %w", l.Table, err)
 	}
@@ -70,7 +104,7 @@ func (l Lease) Claim(ctx context.Context, db *sql.DB, now time.Time, from []yidu
 func (l Lease) Renew(ctx context.Context, db *sql.DB, now time.Time, where string, args ...any) (bool, error) {
 	q := append([]any{now.Add(l.TTL)}, args...)
 	q = append(q, l.Owner)
-	res, err := db.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET lease_until = ?
+	res, err := execRetry(ctx, db, fmt.Sprintf(`UPDATE %s SET lease_until = ?
 		WHERE %s AND state = 'sending' AND owner = ?`, l.Table, where), q...)
 	if err != nil {
 		return false, fmt.Errorf("campaign: renew %s: %w", l.Table, err)
@@ -100,7 +134,7 @@ func (l Lease) Finish(ctx context.Context, db *sql.DB, state yidu.NoticeState, s
 	}
 	q := append([]any{string(state)}, args...)
 	q = append(q, l.Owner)
-	res, err := db.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET state = ?, owner = NULL, lease_until = NULL%s
+	res, err := execRetry(ctx, db, fmt.Sprintf(`UPDATE %s SET state = ?, owner = NULL, lease_until = NULL%s
 		WHERE %s AND state = 'sending' AND owner = ?`, l.Table, set, where), q...)
 	if err != nil {
 		return false, fmt.Errorf("campaign: finish %s: %w", l.Table, err)
@@ -118,7 +152,7 @@ func (l Lease) Finish(ctx context.Context, db *sql.DB, state yidu.NoticeState, s
 func (l Lease) Release(ctx context.Context, db *sql.DB, until time.Time, where string, args ...any) error {
 	q := append([]any{until}, args...)
 	q = append(q, l.Owner)
-	_, err := db.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET lease_until = ?
+	_, err := execRetry(ctx, db, fmt.Sprintf(`UPDATE %s SET lease_until = ?
 		WHERE %s AND state = 'sending' AND owner = ?`, l.Table, where), q...)
 	if err != nil {
 		return fmt.Errorf("campaign: release %s: %w", l.Table, err)

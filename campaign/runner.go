@@ -183,7 +183,7 @@ func (r *Runner) poll(ctx context.Context, wait bool) (int, error) {
 // (HeldReason's words).
 func (r *Runner) hold(ctx context.Context, now time.Time) error {
 	head, tail := heldReasonParts(r.o.MaxLateness)
-	res, err := r.s.db.ExecContext(ctx, `UPDATE campaigns SET state = 'held',
+	res, err := execRetry(ctx, r.s.db, `UPDATE campaigns SET state = 'held',
 		state_reason = CONCAT(?, TIMESTAMPDIFF(MINUTE, send_at, ?), ?), updated_at = ?
 		WHERE state = 'scheduled' AND send_at < ? AND state_reason <> ?`,
 		head, now, tail, now, now.Add(-r.o.MaxLateness), reasonSendNow)
