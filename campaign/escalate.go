@@ -134,6 +134,9 @@ func leaderDept(org Org, d int64, uid uint32) int64 {
 	return d
 }
 
+// DigestLinkText is the words of the digest's link to the leader's page.
+const DigestLinkText = "查看我负责的人员"
+
 // DigestText is the digest card's text for g: "您负责的 40 人中有 12 人未读
 // 《新考勤制度》" and up to MaxDigestNames of their names, in uid order
 // (name gives each uid's display name).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"log/slog"
 	"strconv"
 	"time"
@@ -83,6 +84,11 @@ type Rounds struct {
 	// what is left of the day sends what fits and the rest on the next
 	// working days. Nil: no quota.
 	DailyQuota func(app string) int
+	// PageURL is the dashboard's page of a notice (dashboard.public_url +
+	// "/m/" + msgid), linked from each leader's digest: opened inside
+	// WeCom it signs the leader in and shows their own people. Nil or
+	// "": the digest carries the list only.
+	PageURL func(msgID string) string
 }
 
 // notice is what a round needs of a notice.
@@ -715,7 +721,15 @@ func (r *Rounds) escalate(ctx context.Context, n notice, round int) error {
 		}
 		taskID := n.msgID + "@d" + strconv.Itoa(round) + "-" + strconv.Itoa(i)
 		outcome := "sent"
-		if err := r.Sender.Digest(ctx, n.msg, taskID, d.userID, head+"\n"+names); err != nil {
+		text := head + "\n" + names
+		if r.PageURL != nil {
+			if u := r.PageURL(n.msgID); u != "" {
+				// A text message may carry <a href> links (message/send,
+				// msgtype text, doc path 90236).
+				text += "\n" + `<a href="` + html.EscapeString(u) + `">` + DigestLinkText + "</a>"
+			}
+		}
+		if err := r.Sender.Digest(ctx, n.msg, taskID, d.userID, text); err != nil {
 			outcome = "failed"
 			r.Log.Warn("digest", "msgid", n.msgID, "round", round, "err", err)
 		}

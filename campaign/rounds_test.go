@@ -74,11 +74,12 @@ type fakeSender struct {
 	batches map[string][]string // task id → users, last call
 	calls   map[string]int
 	digests map[string][]string // userid → headlines
+	texts   map[string][]string // userid → whole texts
 	failAt  string
 }
 
 func newSender() *fakeSender {
-	return &fakeSender{batches: map[string][]string{}, calls: map[string]int{}, digests: map[string][]string{}}
+	return &fakeSender{batches: map[string][]string{}, calls: map[string]int{}, digests: map[string][]string{}, texts: map[string][]string{}}
 }
 
 func (s *fakeSender) RemindBatch(_ context.Context, _ yidu.Message, taskID string, _ int, users []string) ([]string, error) {
@@ -98,6 +99,7 @@ func (s *fakeSender) Digest(_ context.Context, _ yidu.Message, _, userID, text s
 	defer s.mu.Unlock()
 	headline, _, _ := strings.Cut(text, "\n")
 	s.digests[userID] = append(s.digests[userID], headline)
+	s.texts[userID] = append(s.texts[userID], text)
 	return nil
 }
 
@@ -180,6 +182,7 @@ func TestRoundsGoToTheNonReadersOfTheMoment(t *testing.T) {
 		t.Fatalf("a round before its time: %v", f.send.calls)
 	}
 	f.live.markRead("n", 1)
+	f.rounds.PageURL = func(id string) string { return "https://yidu.example.com/m/" + id + "?a=1&b=<2>" }
 	// yidu was down from 00:30 to 03:00: round 1 (due 01:00) fires at
 	// start, to who is unread then; round 2 (due 02:00) at the next tick.
 	f.tick(3 * time.Hour)
@@ -191,6 +194,10 @@ func TestRoundsGoToTheNonReadersOfTheMoment(t *testing.T) {
 	}
 	if len(f.send.digests) != 1 {
 		t.Errorf("digests to %v; want the leader only (10 read: nobody to the fallback)", f.send.digests)
+	}
+	// The digest opens the leader's own view of the notice (escaped).
+	if got := f.send.texts["u10"]; len(got) != 1 || !strings.HasSuffix(got[0], "\n"+`<a href="https://yidu.example.com/m/n?a=1&amp;b=&lt;2&gt;">查看我负责的人员</a>`) {
+		t.Errorf("leader's digest %q; want it to end with a link to the notice's page", got)
 	}
 	f.live.markRead("n", 2)
 	f.tick(3*time.Hour + time.Second)

@@ -3,6 +3,8 @@ package process
 import (
 	"cmp"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/yidu-io/yidu"
@@ -46,5 +48,16 @@ func followUpRounds(m *Main, cfg config.Config, log *slog.Logger) *campaign.Roun
 		Zone:       func(app string) *time.Location { return zones[app] },
 		Fallback:   func(app string) []string { return fallback[app] },
 		DailyQuota: func(app string) int { return quota[app] },
+		PageURL:    digestPage(cfg),
 	}
+}
+
+// digestPage links a leader's digest to the notice's page when they can
+// sign in to it with WeCom (config.WeComLoginApp); nil otherwise.
+func digestPage(cfg config.Config) func(msgID string) string {
+	if _, ok := cfg.WeComLoginApp(); !ok {
+		return nil
+	}
+	base := strings.TrimRight(cfg.Dashboard.PublicURL, "/")
+	return func(msgID string) string { return base + "/m/" + url.PathEscape(msgID) }
 }
