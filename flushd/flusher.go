@@ -392,8 +392,13 @@ func (f *Flusher) flushDue(ctx context.Context) {
 	points := f.p.commitPoints(nil)
 	f.mu.Unlock()
 	// Redis before the commit: a crash in between replays the deltas, and
-	// the replay sets the bits again.
-	f.heal(ctx)
+	// the replay sets the bits again. So nothing is committed while Redis
+	// still lacks bits of what was written (healed false): a kill -9
+	// then replays those deltas and the replay heals them, where a
+	// commit would have left them to `yidu reconcile`.
+	if !f.heal(ctx) {
+		points = nil
+	}
 	if err := f.commit(ctx, points); err != nil && ctx.Err() == nil {
 		f.logger.Error("commit offsets; retrying with the next flush", "err", err)
 	}
@@ -477,7 +482,9 @@ func (f *Flusher) drain(ctx context.Context) error {
 	left := f.p.uids
 	f.live.retryAt = time.Time{} // one last try, backoff or not
 	f.mu.Unlock()
-	f.heal(ctx)
+	if !f.heal(ctx) {
+		points = nil // the next owner replays them and heals
+	}
 	cerr := f.commit(ctx, points)
 
 	// Whatever is left is replayed by the next owner; forgetting it here
@@ -512,7 +519,9 @@ func (f *Flusher) revoked(_ context.Context, _ *kgo.Client, tps map[string][]int
 	}, f.onRetry)
 	points := f.p.commitPoints(parts)
 	f.mu.Unlock()
-	f.heal(ctx)
+	if !f.heal(ctx) {
+		points = nil // the new owner replays them and heals
+	}
 	if err != nil {
 		f.logger.Error("revoked partitions keep unwritten reads; their new owner replays them",
 			"partitions", parts, "err", err)

@@ -179,11 +179,18 @@ func newLiveMetrics(reg prometheus.Registerer) (*liveMetrics, error) {
 
 // heal sets the backlog's bits in Redis, one message at a time, each
 // bounded by liveTimeout; what fails waits for the next flush, with
-// backoff. Called without f.mu held.
-func (f *Flusher) heal(ctx context.Context) {
+// backoff. It reports whether Redis now has every bit written so far
+// (the backlog is empty), which is when offsets may be committed.
+// Called without f.mu held.
+func (f *Flusher) heal(ctx context.Context) (healed bool) {
 	if f.liveView == nil {
-		return
+		return true
 	}
+	defer func() {
+		f.mu.Lock()
+		healed = len(f.live.msgs) == 0
+		f.mu.Unlock()
+	}()
 	f.mu.Lock()
 	todo := f.live.take(time.Now())
 	f.mu.Unlock()
@@ -210,4 +217,5 @@ func (f *Flusher) heal(ctx context.Context) {
 	f.mu.Lock()
 	f.live.putBack(todo, time.Now(), f.liveBackoff, f.lm)
 	f.mu.Unlock()
+	return
 }
