@@ -114,7 +114,7 @@ func TestFlusherSetsWrittenBits(t *testing.T) {
 	_, ends := e.offsets(t)
 	behind := false
 	for p, c := range e.committed(t) {
-		behind = behind || c < ends[p]
+		behind = behind || (ends[p] != 0 && c < ends[p]) // an empty partition has nothing to commit
 	}
 	if !behind {
 		t.Errorf("offsets committed to the end %v while Redis lacks written bits; want them held back", ends)
