@@ -69,17 +69,26 @@ func (s *Server) addFollowUp(ctx context.Context, corpID string, j *messageJSON)
 	return nil
 }
 
-// handleGetFollowUp is GET /messages/{msgid}/follow_up: the policy, the
-// next round and its time, and each round done with its effect.
-func (s *Server) handleGetFollowUp(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	// The follow-up is the whole notice's (rounds to every unread
-	// recipient): only for those access lets send through its app.
+// followUpAllowed answers 403 unless access lets the caller send through
+// m's app unscoped (the follow-up is the whole notice's: rounds to every
+// unread recipient), and 404 without a round engine; it reports whether
+// the handler may go on.
+func (s *Server) followUpAllowed(w http.ResponseWriter, r *http.Request, m yidu.Message) bool {
 	if !s.maySend(principalFrom(r.Context()), m.CorpID, m.App) || scoped(r.Context()) {
 		writeError(w, http.StatusForbidden, "your role may not manage this notice's follow-up")
-		return
+		return false
 	}
 	if s.followUps == nil {
 		writeError(w, http.StatusNotFound, "no follow-up")
+		return false
+	}
+	return true
+}
+
+// handleGetFollowUp is GET /messages/{msgid}/follow_up: the policy, the
+// next round and its time, and each round done with its effect.
+func (s *Server) handleGetFollowUp(w http.ResponseWriter, r *http.Request, m yidu.Message) {
+	if !s.followUpAllowed(w, r, m) {
 		return
 	}
 	fu, ok, err := s.followUps.FollowUpOf(r.Context(), m.CorpID, m.MsgID)
@@ -98,13 +107,7 @@ func (s *Server) handleGetFollowUp(w http.ResponseWriter, r *http.Request, m yid
 // policy of a sent notice. A policy the root's Validate refuses, or one on
 // a recalled notice, is a 400 naming the field; nothing is written.
 func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	// As GET: the policy is the whole notice's, its senders' to set.
-	if !s.maySend(principalFrom(r.Context()), m.CorpID, m.App) || scoped(r.Context()) {
-		writeError(w, http.StatusForbidden, "your role may not manage this notice's follow-up")
-		return
-	}
-	if s.followUps == nil {
-		writeError(w, http.StatusNotFound, "no follow-up")
+	if !s.followUpAllowed(w, r, m) {
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -130,14 +133,7 @@ func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yid
 // handleCancelRound is POST /messages/{msgid}/follow_up/cancel-round: the
 // round due or sending stops (after its current batch); 409 when none is.
 func (s *Server) handleCancelRound(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	// The follow-up is the whole notice's (rounds to every unread
-	// recipient): only for those access lets send through its app.
-	if !s.maySend(principalFrom(r.Context()), m.CorpID, m.App) || scoped(r.Context()) {
-		writeError(w, http.StatusForbidden, "your role may not manage this notice's follow-up")
-		return
-	}
-	if s.followUps == nil {
-		writeError(w, http.StatusNotFound, "no follow-up")
+	if !s.followUpAllowed(w, r, m) {
 		return
 	}
 	ok, err := s.followUps.CancelRound(r.Context(), m.CorpID, m.MsgID)
