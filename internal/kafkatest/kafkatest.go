@@ -342,14 +342,23 @@ func (n *Node) Thaw() error {
 
 // Restart starts a stopped or killed node again on its ports and data and
 // returns once it is an unfenced broker again.
-func (n *Node) Restart(ctx context.Context) error {
-	if p := n.current(); p != nil && p.Running() {
-		return fmt.Errorf("kafkatest: node %d is running", n.ID)
+func (n *Node) Restart(ctx context.Context) error { return n.c.Restart(ctx, n) }
+
+// Restart starts stopped or killed nodes again, all at once (a node alone
+// cannot serve while the quorum lacks its voters), and returns once each
+// is an unfenced broker again.
+func (c *Cluster) Restart(ctx context.Context, nodes ...*Node) error {
+	for _, n := range nodes {
+		if p := n.current(); p != nil && p.Running() {
+			return fmt.Errorf("kafkatest: node %d is running", n.ID)
+		}
 	}
-	if err := n.launch(); err != nil {
-		return err
+	for _, n := range nodes {
+		if err := n.launch(); err != nil {
+			return err
+		}
 	}
-	return n.c.WaitReady(ctx, n)
+	return c.WaitReady(ctx, nodes...)
 }
 
 func (n *Node) propsPath() string { return filepath.Join(n.dir, "server.properties") }
