@@ -296,7 +296,14 @@ func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func(
 		now: now, ttl: ttl, users: map[string]*userEntry{}, sessions: store,
 		byAddr: newBuckets(perAddress, true), byPair: newBuckets(perPair, true), byName: newBuckets(perName, false),
 	}
+	names := map[string]bool{}
 	for i, t := range tokens {
+		// The name is the token's actor in the audit and its key in the
+		// per-principal limits: it must name one token.
+		if t.Name == "" || names[t.Name] {
+			return nil, fmt.Errorf("dashboard: tokens[%d]: a token needs a name of its own (%q is empty or used twice): %w", i, t.Name, yidu.ErrInvalid)
+		}
+		names[t.Name] = true
 		if len(t.Token) < 16 {
 			return nil, fmt.Errorf("dashboard: tokens[%d] (%s) is shorter than 16 characters", i, t.Name)
 		}

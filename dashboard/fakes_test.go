@@ -236,6 +236,39 @@ func (f *fakeMessages) SearchMessages(_ context.Context, corps []string, title, 
 	return out, "", nil
 }
 
+// SearchVisible filters first, then pages, as the tracker does.
+func (f *fakeMessages) SearchVisible(ctx context.Context, corps []string, title, app, cursor string, limit int, keep func(yidu.Message) (bool, error)) ([]yidu.Message, string, error) {
+	all, _, err := f.SearchMessages(ctx, corps, title, app, cursor, 1<<30)
+	if err != nil {
+		return nil, "", err
+	}
+	var out []yidu.Message
+	for i, m := range all {
+		if keep != nil {
+			ok, err := keep(m)
+			if err != nil {
+				return nil, "", err
+			}
+			if !ok {
+				continue
+			}
+		}
+		out = append(out, m)
+		if len(out) == limit && i < len(all)-1 {
+			return out, key(m.CorpID, m.MsgID), nil
+		}
+	}
+	return out, "", nil
+}
+
+// Reaches reports whether uids meet the recipients (MySQL in the tracker).
+func (f *fakeMessages) Reaches(_ context.Context, corp, id string, uids *roaring.Bitmap) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.msgs[key(corp, id)]
+	return ok && uids != nil && s.rec.Intersects(uids), nil
+}
+
 func (f *fakeMessages) GetMessage(_ context.Context, corps []string, id string) (yidu.Message, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
