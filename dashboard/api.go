@@ -543,7 +543,13 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, yidu.Invalidf("follow_up: the notice was recalled"))
 			return
 		}
-		if err := s.followUps.StorePolicy(r.Context(), m.CorpID, m.MsgID, *reg.FollowUp, m.SentAt, p.name); err != nil {
+		err := s.followUps.StorePolicy(r.Context(), m.CorpID, m.MsgID, *reg.FollowUp, m.SentAt, p.name)
+		if !created {
+			// A replay that changes the policy is a follow-up change
+			// (a new notice's policy is part of its send row).
+			s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, inFollowUp(err))
+		}
+		if err != nil {
 			s.fail(w, r, inFollowUp(err))
 			return
 		}

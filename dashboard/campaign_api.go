@@ -310,7 +310,9 @@ func (s *Server) patchFollowUp(w http.ResponseWriter, r *http.Request, n campaig
 			s.fail(w, r, fmt.Errorf("%w: %s is sent; only follow_up can change", campaign.ErrNotEditable, n.MsgID))
 			return
 		}
-		if err := s.followUps.SetPolicy(r.Context(), n.App.CorpID, n.MsgID, pol, by); err != nil {
+		err := s.followUps.SetPolicy(r.Context(), n.App.CorpID, n.MsgID, pol, by)
+		s.recordFollowUp(r, n.App.CorpID, n.App.Name, n.MsgID, inFollowUp(err))
+		if err != nil {
 			s.fail(w, r, inFollowUp(err))
 			return
 		}
@@ -352,7 +354,9 @@ func (s *Server) patchFollowUp(w http.ResponseWriter, r *http.Request, n campaig
 			}
 			n = ed
 		}
-		if err := s.followUps.StorePolicy(r.Context(), n.App.CorpID, n.MsgID, pol, sendAt, by); err != nil {
+		err = s.followUps.StorePolicy(r.Context(), n.App.CorpID, n.MsgID, pol, sendAt, by)
+		s.recordFollowUp(r, n.App.CorpID, n.App.Name, n.MsgID, inFollowUp(err))
+		if err != nil {
 			s.fail(w, r, inFollowUp(err))
 			return
 		}

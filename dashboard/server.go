@@ -316,7 +316,7 @@ func (s *Server) Routes() http.Handler {
 		r.Get("/audit", s.handleAuditPage)
 	})
 	r.Route("/api/v1", func(r chi.Router) {
-		r.Use(s.requireAPI)
+		r.Use(s.requireAPI, s.auditRefusals)
 		r.Get("/messages", s.handleListMessages)
 		r.Post("/messages", s.handleRegister)
 		r.Get("/apps", s.handleApps)
