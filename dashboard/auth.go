@@ -633,7 +633,14 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errBadPassword):
 		s.met.logins.WithLabelValues("bad_password").Inc()
 		s.log.InfoContext(r.Context(), "sign-in refused", "ip", ip)
-		_ = s.record(r, audit.Event{Actor: user, ActorKind: "password", Action: yidu.ActionSignInFailed, Outcome: "refused"})
+		// The name typed is anyone's input: a configured user's name is
+		// recorded (someone tried their password), anything else only as
+		// "unknown" (issue 38: no row names whatever a stranger typed).
+		actor := "unknown"
+		if s.auth.users[user] != nil {
+			actor = user
+		}
+		_ = s.record(r, audit.Event{Actor: actor, ActorKind: "password", Action: yidu.ActionSignInFailed, Outcome: "refused"})
 		s.renderLogin(w, r, http.StatusUnauthorized, "login.wrong")
 		return
 	case err != nil:

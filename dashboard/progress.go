@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -241,6 +242,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	var last changed
 	sent := false
 	idle := time.Duration(0)
+	// The session and the scope are checked again every streamRecheck
+	// (issue 38): a stream ends when its caller signed out, left the
+	// company, or no longer sees the notice, and frees its slots.
+	recheck := time.NewTicker(s.streamRecheck)
+	defer recheck.Stop()
 	for {
 		p, err := s.progress(ctx, m)
 		if err != nil {
@@ -263,6 +269,17 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 			return
 		case <-s.done:
 			return
+		case <-recheck.C:
+			rr, ok, err := s.recheck(r)
+			if err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "events: recheck", "msgid", m.MsgID, "err", err)
+			}
+			if !ok {
+				_ = send("event: end\ndata: {}\n\n")
+				return
+			}
+			ctx = rr.Context()
+			continue
 		case <-tick.C:
 		}
 		if idle += s.sseInterval; idle >= keepAlive {
@@ -272,6 +289,37 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 			}
 		}
 	}
+}
+
+// recheck resolves the stream's caller again (its session, which for a
+// WeCom member checks the directory) and its View of the route's notice:
+// ok false when either is gone. An error (a store down) keeps the stream
+// (ok true) until the next check; the request returned carries the View
+// of now.
+func (s *Server) recheck(r *http.Request) (*http.Request, bool, error) {
+	p := principalFrom(r.Context())
+	if p == nil {
+		return r, false, nil
+	}
+	if p.session != nil {
+		_, sess, ok, err := s.sessionFrom(r)
+		if err != nil {
+			return r, true, err
+		}
+		if !ok {
+			return r, false, nil
+		}
+		p = &principal{name: sess.user, corps: sess.corps, session: sess, acc: sess.acc}
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+	}
+	_, rr, err := s.gate(r)
+	switch {
+	case errors.Is(err, errNotFound):
+		return r, false, nil
+	case err != nil:
+		return r, true, err
+	}
+	return rr, true, nil
 }
 
 func curveTotal(c []curvePoint) int64 {

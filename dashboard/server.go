@@ -86,6 +86,10 @@ type Options struct {
 	// /events streams (default DefaultMaxStreamsPerPrincipal; 429 beyond),
 	// so that one principal cannot hold all MaxStreams.
 	MaxStreamsPerPrincipal int
+	// StreamRecheck is how often a live stream checks again that its
+	// caller's session and scope still admit it (default
+	// DefaultStreamRecheck); it ends when they do not.
+	StreamRecheck time.Duration
 	// StreamWriteTimeout bounds writing one event of a live stream
 	// (default DefaultStreamWriteTimeout): a client that does not take its
 	// events is dropped and its slots freed.
@@ -189,6 +193,8 @@ type Server struct {
 	userStreams *perKey
 	streamWrite time.Duration
 	sseInterval time.Duration
+	// streamRecheck: Options.StreamRecheck.
+	streamRecheck time.Duration
 
 	queries     chan struct{}
 	userQueries *perKey
@@ -200,6 +206,8 @@ type Server struct {
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
+	// wecomLimits bound WeCom sign-in per address and in total.
+	wecomLimits *signInLimiter
 }
 
 // New checks opts and builds a Server over the tracked messages, their
@@ -269,6 +277,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		userStreams:    newPerKey(opts.MaxStreamsPerPrincipal),
 		streamWrite:    cmp.Or(opts.StreamWriteTimeout, DefaultStreamWriteTimeout),
 		sseInterval:    time.Second,
+		streamRecheck:  cmp.Or(opts.StreamRecheck, DefaultStreamRecheck),
 		queries:        make(chan struct{}, opts.MaxQueries),
 		userQueries:    newPerKey(opts.MaxQueriesPerPrincipal),
 		queryWait:      cmp.Or(opts.QueryWait, DefaultQueryWait),
@@ -280,6 +289,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	}
 	s.campaigns, s.confirmOver, s.appList = opts.Campaigns, cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
 	s.followUps = opts.FollowUps
+	s.wecomLimits = newSignInLimiter(opts.Now)
 	return s, nil
 }
 
