@@ -124,6 +124,24 @@ func (s *Server) heavyQuery(next http.Handler) http.Handler {
 	})
 }
 
+// exportSlot admits an export only while exports hold less than half
+// the heavy-query slots: an export lasts as long as its client reads, so
+// slow exports could otherwise hold them all and starve every search
+// and department view (issue 38). Beyond it, 503 at once.
+func (s *Server) exportSlot(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.exports <- struct{}{}:
+			defer func() { <-s.exports }()
+		default:
+			w.Header().Set("Retry-After", retryAfter)
+			writeError(w, http.StatusServiceUnavailable, "too many exports at once, try again shortly")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // Sign-in with WeCom limits (issue 38): each start stores a state in
 // Redis for StateTTL and each callback with a state may cost a call of
 // auth/getuserinfo on the login app's token, whose quota the tracked

@@ -198,6 +198,19 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 		return
 	}
 	defer release()
+	if scoped(r.Context()) {
+		// Scoped callers (leaders, viewers) together hold at most half
+		// the slots: 32 leaders at their 8 each cannot fill them all and
+		// leave HR without a live view (issue 38).
+		select {
+		case s.scopedStreams <- struct{}{}:
+			defer func() { <-s.scopedStreams }()
+		default:
+			w.Header().Set("Retry-After", "10")
+			writeError(w, http.StatusServiceUnavailable, "too many live streams")
+			return
+		}
+	}
 	select {
 	case s.streams <- struct{}{}:
 		defer func() { <-s.streams }()

@@ -189,7 +189,11 @@ type Server struct {
 	remindMu       sync.Mutex
 	remindInFlight map[string]bool
 
-	streams     chan struct{}
+	streams chan struct{}
+	// scopedStreams: half of streams, what scoped callers hold together.
+	scopedStreams chan struct{}
+	// exports: half of queries, what exports hold together.
+	exports     chan struct{}
 	userStreams *perKey
 	streamWrite time.Duration
 	sseInterval time.Duration
@@ -274,6 +278,8 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		curves:         newCurveCache(msgs, opts.Now, 5*time.Second),
 		remindInFlight: map[string]bool{},
 		streams:        make(chan struct{}, opts.MaxStreams),
+		scopedStreams:  make(chan struct{}, max(1, opts.MaxStreams/2)),
+		exports:        make(chan struct{}, max(1, opts.MaxQueries/2)),
 		userStreams:    newPerKey(opts.MaxStreamsPerPrincipal),
 		streamWrite:    cmp.Or(opts.StreamWriteTimeout, DefaultStreamWriteTimeout),
 		sseInterval:    time.Second,
@@ -338,7 +344,7 @@ func (s *Server) Routes() http.Handler {
 			r.Get("/progress", s.withMessage(s.handleProgress))
 			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))
 			r.With(s.heavyQuery).Get("/recipients", s.withMessage(s.handleRecipients))
-			r.With(s.heavyQuery).Get("/export.csv", s.withMessage(s.handleExport))
+			r.With(s.heavyQuery, s.exportSlot).Get("/export.csv", s.withMessage(s.handleExport))
 			r.Post("/remind", s.withMessage(s.handleRemind))
 			r.Post("/recall", s.withMessage(s.handleRecall))
 			r.Get("/events", s.withMessage(s.handleEvents))
