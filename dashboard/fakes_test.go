@@ -625,7 +625,7 @@ func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixtur
 	f.msgs.add(&stored{m: f.secret, rec: roaring.BitmapOf(1), read: roaring.New()})
 	f.bms.put(f.secret, roaring.BitmapOf(1), nil)
 
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	hash, err := fixtureHash()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -688,9 +688,19 @@ var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`)
 
 // browse sends r as a browser would: with the session cookie c (nil:
 // none) and the headers hdr.
+// fixtureHash is alice's password hash, one for every fixture: replicas
+// of one deployment share their configuration (a session names the
+// credential it was opened with).
+var fixtureHash = sync.OnceValues(func() ([]byte, error) {
+	return bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+})
+
 func (f *fixture) browse(r *http.Request, c *http.Cookie, hdr map[string]string) *httptest.ResponseRecorder {
 	if c != nil {
 		r.AddCookie(c)
+		if safeMethod(r.Method) {
+			r.Header.Set("Sec-Fetch-Site", "same-origin") // a browser on the page; hdr may say otherwise
+		}
 	}
 	for k, v := range hdr {
 		r.Header.Set(k, v)
