@@ -439,6 +439,44 @@ func TestInsiderOnRealServices(t *testing.T) {
 				t.Errorf("admin's progress of cut-a = %d", w.Code)
 			}
 		}},
+		{"suspected: scoped callers hold at most half the live streams", func(t *testing.T) {
+			o := s.opts()
+			o.MaxStreams = 2
+			srv, err := dashboard.New(s.reg, s.store, s.mapper, o)
+			testenv.Check(t, "dashboard.New", err)
+			defer srv.Close()
+			ts := httptest.NewServer(srv.Routes())
+			defer ts.Close()
+			open := func(c caller) *http.Response {
+				t.Helper()
+				req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/api/v1/messages/n1/events", nil)
+				if c.token != "" {
+					req.Header.Set("Authorization", "Bearer "+c.token)
+				} else {
+					req.AddCookie(c.cookie)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp
+			}
+			first := open(s.leader)
+			defer first.Body.Close()
+			if first.StatusCode != 200 {
+				t.Fatalf("the leader's stream = %d", first.StatusCode)
+			}
+			second := open(s.viewer)
+			second.Body.Close()
+			if second.StatusCode != http.StatusServiceUnavailable {
+				t.Errorf("a second scoped stream of 2 slots = %d, want 503", second.StatusCode)
+			}
+			third := open(s.admin)
+			third.Body.Close()
+			if third.StatusCode != 200 {
+				t.Errorf("the admin's stream beside a leader's = %d, want 200", third.StatusCode)
+			}
+		}},
 		{"suspected: a password user removed and added again does not get the old sessions back", func(t *testing.T) {
 			form := url.Values{"username": {passUser}, "password": {"anna-password"}}
 			r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
