@@ -24,7 +24,8 @@ import (
 type Campaigns interface {
 	Create(ctx context.Context, d campaign.Draft) (campaign.Notice, error)
 	Get(ctx context.Context, corps []string, msgID string) (campaign.Notice, error)
-	List(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int) ([]campaign.Notice, string, error)
+	// List filters with keep first, then pages (campaign.Store.List).
+	List(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int, keep func(campaign.Notice) bool) ([]campaign.Notice, string, error)
 	Edit(ctx context.Context, corps []string, msgID string, p campaign.Patch) (campaign.Notice, error)
 	Cancel(ctx context.Context, corps []string, msgID, by string) (campaign.Notice, error)
 	SendNow(ctx context.Context, corps []string, msgID, by string) (campaign.Notice, error)
@@ -309,7 +310,9 @@ func (s *Server) patchFollowUp(w http.ResponseWriter, r *http.Request, n campaig
 			s.fail(w, r, fmt.Errorf("%w: %s is sent; only follow_up can change", campaign.ErrNotEditable, n.MsgID))
 			return
 		}
-		if err := s.followUps.SetPolicy(r.Context(), n.App.CorpID, n.MsgID, pol, by); err != nil {
+		err := s.followUps.SetPolicy(r.Context(), n.App.CorpID, n.MsgID, pol, by)
+		s.recordFollowUp(r, n.App.CorpID, n.App.Name, n.MsgID, inFollowUp(err))
+		if err != nil {
 			s.fail(w, r, inFollowUp(err))
 			return
 		}
@@ -351,7 +354,9 @@ func (s *Server) patchFollowUp(w http.ResponseWriter, r *http.Request, n campaig
 			}
 			n = ed
 		}
-		if err := s.followUps.StorePolicy(r.Context(), n.App.CorpID, n.MsgID, pol, sendAt, by); err != nil {
+		err = s.followUps.StorePolicy(r.Context(), n.App.CorpID, n.MsgID, pol, sendAt, by)
+		s.recordFollowUp(r, n.App.CorpID, n.App.Name, n.MsgID, inFollowUp(err))
+		if err != nil {
 			s.fail(w, r, inFollowUp(err))
 			return
 		}
@@ -439,17 +444,19 @@ func (s *Server) listNotices(w http.ResponseWriter, r *http.Request, state yidu.
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	ns, next, err := s.campaigns.List(r.Context(), corps, state, f.app, cursor, limit)
+	// Notices not sent yet are their senders' (notice): a viewer's list
+	// of them is empty, a sender's holds its apps' only. The filter comes
+	// before the page, so the cursor names none of the others (issue 38).
+	keep := func(n campaign.Notice) bool {
+		return s.mayManage(p, n) && (f.title == "" || strings.Contains(strings.ToLower(n.Title), strings.ToLower(f.title)))
+	}
+	ns, next, err := s.campaigns.List(r.Context(), corps, state, f.app, cursor, limit, keep)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	for _, n := range ns {
-		// Notices not sent yet are their senders' (notice): a viewer's
-		// list of them is empty, a sender's holds its apps' only.
-		if s.mayManage(p, n) && (f.title == "" || strings.Contains(strings.ToLower(n.Title), strings.ToLower(f.title))) {
-			out.Messages = append(out.Messages, noticeJSON(n))
-		}
+		out.Messages = append(out.Messages, noticeJSON(n))
 	}
 	out.NextCursor = next
 	writeJSON(w, http.StatusOK, out)

@@ -86,6 +86,10 @@ type Options struct {
 	// /events streams (default DefaultMaxStreamsPerPrincipal; 429 beyond),
 	// so that one principal cannot hold all MaxStreams.
 	MaxStreamsPerPrincipal int
+	// StreamRecheck is how often a live stream checks again that its
+	// caller's session and scope still admit it (default
+	// DefaultStreamRecheck); it ends when they do not.
+	StreamRecheck time.Duration
 	// StreamWriteTimeout bounds writing one event of a live stream
 	// (default DefaultStreamWriteTimeout): a client that does not take its
 	// events is dropped and its slots freed.
@@ -185,10 +189,16 @@ type Server struct {
 	remindMu       sync.Mutex
 	remindInFlight map[string]bool
 
-	streams     chan struct{}
+	streams chan struct{}
+	// scopedStreams: half of streams, what scoped callers hold together.
+	scopedStreams chan struct{}
+	// exports: half of queries, what exports hold together.
+	exports     chan struct{}
 	userStreams *perKey
 	streamWrite time.Duration
 	sseInterval time.Duration
+	// streamRecheck: Options.StreamRecheck.
+	streamRecheck time.Duration
 
 	queries     chan struct{}
 	userQueries *perKey
@@ -200,6 +210,8 @@ type Server struct {
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
+	// wecomLimits bound WeCom sign-in per address and in total.
+	wecomLimits *signInLimiter
 }
 
 // New checks opts and builds a Server over the tracked messages, their
@@ -266,9 +278,12 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		curves:         newCurveCache(msgs, opts.Now, 5*time.Second),
 		remindInFlight: map[string]bool{},
 		streams:        make(chan struct{}, opts.MaxStreams),
+		scopedStreams:  make(chan struct{}, max(1, opts.MaxStreams/2)),
+		exports:        make(chan struct{}, max(1, opts.MaxQueries/2)),
 		userStreams:    newPerKey(opts.MaxStreamsPerPrincipal),
 		streamWrite:    cmp.Or(opts.StreamWriteTimeout, DefaultStreamWriteTimeout),
 		sseInterval:    time.Second,
+		streamRecheck:  cmp.Or(opts.StreamRecheck, DefaultStreamRecheck),
 		queries:        make(chan struct{}, opts.MaxQueries),
 		userQueries:    newPerKey(opts.MaxQueriesPerPrincipal),
 		queryWait:      cmp.Or(opts.QueryWait, DefaultQueryWait),
@@ -280,6 +295,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	}
 	s.campaigns, s.confirmOver, s.appList = opts.Campaigns, cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
 	s.followUps = opts.FollowUps
+	s.wecomLimits = newSignInLimiter(opts.Now)
 	return s, nil
 }
 
@@ -316,7 +332,7 @@ func (s *Server) Routes() http.Handler {
 		r.Get("/audit", s.handleAuditPage)
 	})
 	r.Route("/api/v1", func(r chi.Router) {
-		r.Use(s.requireAPI)
+		r.Use(s.requireAPI, s.auditRefusals)
 		r.Get("/messages", s.handleListMessages)
 		r.Post("/messages", s.handleRegister)
 		r.Get("/apps", s.handleApps)
@@ -328,7 +344,7 @@ func (s *Server) Routes() http.Handler {
 			r.Get("/progress", s.withMessage(s.handleProgress))
 			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))
 			r.With(s.heavyQuery).Get("/recipients", s.withMessage(s.handleRecipients))
-			r.With(s.heavyQuery).Get("/export.csv", s.withMessage(s.handleExport))
+			r.With(s.heavyQuery, s.exportSlot).Get("/export.csv", s.withMessage(s.handleExport))
 			r.Post("/remind", s.withMessage(s.handleRemind))
 			r.Post("/recall", s.withMessage(s.handleRecall))
 			r.Get("/events", s.withMessage(s.handleEvents))

@@ -893,11 +893,22 @@ func (c Config) Validate() error {
 		}
 		names[u.Name] = true
 	}
+	tokenNames := map[string]bool{}
 	for i, t := range c.Dashboard.Tokens {
 		where := fmt.Sprintf("dashboard.tokens[%d].token", i)
 		if t.Name == "env" {
 			where = "YIDU_API_TOKEN"
 		}
+		// A token's name is its actor in the audit and its key in the
+		// per-principal limits: without one, or shared, its acts name
+		// nobody (issue 38).
+		switch {
+		case t.Name == "":
+			return fmt.Errorf("config: dashboard.tokens[%d].name is required (the audit names a token's acts by it)", i)
+		case tokenNames[t.Name]:
+			return fmt.Errorf("config: dashboard.tokens[%d]: token name %q is used twice (the audit could not tell them apart)", i, t.Name)
+		}
+		tokenNames[t.Name] = true
 		if len(t.Token) < 16 {
 			return fmt.Errorf("config: %s (%s): token must be at least 16 characters", where, t.Name)
 		}
