@@ -116,6 +116,10 @@ type Store struct {
 	log  *slog.Logger
 	now  func() time.Time
 	met  *metrics
+	// betweenWrites, set by tests only, runs inside create's transaction
+	// after the notice's row and before the follow-up policy's: an error
+	// stands for a crash between the two writes.
+	betweenWrites func() error
 }
 
 type metrics struct {
@@ -178,6 +182,12 @@ func (s *Store) check(ctx context.Context, d *Draft) error {
 // Create stores a new draft or scheduled notice; invalid input is
 // yidu.ErrInvalid and writes nothing, a msgid in use yidu.ErrConflict.
 func (s *Store) Create(ctx context.Context, d Draft) (Notice, error) {
+	return s.create(ctx, d, nil)
+}
+
+// create is Create with also (nil: none) writing in the same transaction
+// (a compose's follow-up policy): both are stored, or neither.
+func (s *Store) create(ctx context.Context, d Draft, also func(ctx context.Context, tx execer, d Draft) error) (Notice, error) {
 	if err := s.check(ctx, &d); err != nil {
 		return Notice{}, err
 	}
@@ -193,7 +203,12 @@ func (s *Store) Create(ctx context.Context, d Draft) (Notice, error) {
 	} else {
 		sendAt = d.Schedule.SendAt
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO campaigns
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Notice{}, fmt.Errorf("campaign: insert %s: %w", d.MsgID, err)
+	}
+	defer tx.Rollback()
+	_, err = tx.ExecContext(ctx, `INSERT INTO campaigns
 		(msgid, corp_id, app, title, body, url, audience, state, send_at, created_by, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		d.MsgID, d.App.CorpID, d.App.Name, d.Title, d.Body, d.URL, aud, string(state), sendAt, d.By, now, now)
@@ -206,9 +221,24 @@ func (s *Store) Create(ctx context.Context, d Draft) (Notice, error) {
 	// A msgid already registered outside campaign would make the send a
 	// conflict: refuse it now.
 	var n int
-	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM messages WHERE msgid = ?", d.MsgID).Scan(&n); err == nil && n > 0 {
-		_, _ = s.db.ExecContext(ctx, "DELETE FROM campaigns WHERE msgid = ? AND state = ?", d.MsgID, string(state))
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM messages WHERE msgid = ?", d.MsgID).Scan(&n); err != nil {
+		return Notice{}, fmt.Errorf("campaign: insert %s: %w", d.MsgID, err)
+	}
+	if n > 0 {
 		return Notice{}, fmt.Errorf("%w: msgid %s", yidu.ErrConflict, d.MsgID)
+	}
+	if s.betweenWrites != nil {
+		if err := s.betweenWrites(); err != nil {
+			return Notice{}, err
+		}
+	}
+	if also != nil {
+		if err := also(ctx, tx, d); err != nil {
+			return Notice{}, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return Notice{}, fmt.Errorf("campaign: insert %s: %w", d.MsgID, err)
 	}
 	s.met.transitions.WithLabelValues(string(state)).Inc()
 	s.log.InfoContext(ctx, "notice saved", "corp", d.App.CorpID, "msgid", d.MsgID, "state", state, "by", d.By)
@@ -417,8 +447,11 @@ func (s *Store) Cancel(ctx context.Context, corps []string, msgID, by string) (N
 	return s.Get(ctx, corps, msgID)
 }
 
-// SendNow makes a draft or held notice due now: the Runner claims it as
-// any scheduled notice (so it is sent once, by one replica). A held
+// SendNow makes a draft, scheduled or held notice due now: the Runner
+// claims it as any scheduled notice (so it is sent once, by one replica).
+// The UPDATE is conditional on the notice not being due now already, so
+// of concurrent requests one makes it due and the others are
+// ErrNotEditable: one act, one audit row. A held
 // notice keeps its send_at, so its lateness is reported, and is not held
 // again (hold_ok).
 func (s *Store) SendNow(ctx context.Context, corps []string, msgID, by string) (Notice, error) {
@@ -434,12 +467,12 @@ func (s *Store) SendNow(ctx context.Context, corps []string, msgID, by string) (
 	// Runner (Runner.due), and send_at is now unless it was earlier.
 	res, err := s.db.ExecContext(ctx, `UPDATE campaigns SET state = 'scheduled', state_reason = ?,
 		send_at = IF(send_at IS NULL OR send_at > ?, ?, send_at), updated_at = ?
-		WHERE msgid = ? AND state = ?`, reasonSendNow, now, now, now, msgID, string(n.State))
+		WHERE msgid = ? AND state = ? AND state_reason <> ?`, reasonSendNow, now, now, now, msgID, string(n.State), reasonSendNow)
 	if err != nil {
 		return Notice{}, fmt.Errorf("campaign: send %s: %w", msgID, err)
 	}
 	if c, err := res.RowsAffected(); err == nil && c == 0 {
-		return Notice{}, fmt.Errorf("%w: %s changed state", ErrNotEditable, msgID)
+		return Notice{}, fmt.Errorf("%w: %s is already being sent now, or changed state", ErrNotEditable, msgID)
 	}
 	s.log.InfoContext(ctx, "notice sent by hand", "corp", n.App.CorpID, "msgid", msgID, "by", by)
 	return s.Get(ctx, corps, msgID)

@@ -613,6 +613,7 @@ func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixtur
 		},
 		SessionTTL:     time.Hour,
 		RemindInterval: time.Hour,
+		Ledger:         newFakeLedger(),
 	}
 	if edit != nil {
 		edit(&opts)

@@ -237,3 +237,27 @@ func (s *Server) remindView(ctx context.Context, p *principal, m yidu.Message) (
 	}
 	return v, !v.None(), nil
 }
+
+// caller is p as campaign takes it: its access.Principal, or for a
+// principal configured without one (corps only) an admin of its corps.
+func (s *Server) caller(p *principal) *access.Principal {
+	if p == nil {
+		return nil
+	}
+	if p.acc != nil {
+		return p.acc
+	}
+	gs, all, err := access.ConfigGrants(cmpCorps(p.corps), "", "", nil, nil)
+	if err != nil {
+		return nil
+	}
+	return access.NewPrincipal(p.name, access.KindToken, all, gs)
+}
+
+// cmpCorps is corps as ConfigGrants reads them: nil (every corp) is "*".
+func cmpCorps(corps []string) []string {
+	if corps == nil {
+		return []string{"*"}
+	}
+	return corps
+}

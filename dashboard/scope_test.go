@@ -122,7 +122,7 @@ func scopeFixture(t *testing.T, enforce bool) (*fixture, []caller, caller) {
 		t.Fatal(err)
 	}
 	if enforce {
-		f.srv.access = acc
+		f.srv.setAccess(acc)
 	}
 	f.srv.auth.wecom = acc
 	rd := yidu.Message{CorpID: "acme", MsgID: "rd", App: "hr", Title: "R&D only", SentAt: t0, Recipients: 3}
