@@ -431,13 +431,6 @@ func (f *fakeMessages) Remind(_ context.Context, m yidu.Message, userIDs []strin
 	return rep, nil
 }
 
-func (f *fakeMessages) LastReminder(_ context.Context, corp, id string) (time.Time, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t, ok := f.lastRem[key(corp, id)]
-	return t, ok, nil
-}
-
 type fakeDirectory struct {
 	mu      sync.Mutex
 	users   map[string]map[uint32]yidu.User
