@@ -410,7 +410,7 @@ func (s *Store) Edit(ctx context.Context, corps []string, msgID string, p Patch)
 	if d.Schedule.Draft {
 		state, sendAt = yidu.StateDraft, nil
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE campaigns SET title = ?, body = ?, url = ?, audience = ?, state = ?, send_at = ?,
+	res, err := execRetry(ctx, s.db, `UPDATE campaigns SET title = ?, body = ?, url = ?, audience = ?, state = ?, send_at = ?,
 		state_reason = '', updated_at = ? WHERE msgid = ? AND state = ?`,
 		d.Title, d.Body, d.URL, aud, string(state), sendAt, s.now().UTC(), msgID, string(n.State))
 	if err != nil {
@@ -434,7 +434,7 @@ func (s *Store) Cancel(ctx context.Context, corps []string, msgID, by string) (N
 		return Notice{}, fmt.Errorf("%w: %s is %s", ErrNotEditable, msgID, n.State)
 	}
 	now := s.now().UTC()
-	res, err := s.db.ExecContext(ctx, `UPDATE campaigns SET state = 'cancelled', finished_at = ?, updated_at = ?
+	res, err := execRetry(ctx, s.db, `UPDATE campaigns SET state = 'cancelled', finished_at = ?, updated_at = ?
 		WHERE msgid = ? AND state IN ('draft', 'scheduled', 'held')`, now, now, msgID)
 	if err != nil {
 		return Notice{}, fmt.Errorf("campaign: cancel %s: %w", msgID, err)
@@ -465,7 +465,7 @@ func (s *Store) SendNow(ctx context.Context, corps []string, msgID, by string) (
 	now := s.now().UTC().Truncate(time.Millisecond)
 	// A person's "send now" is never held: state_reason 'now' tells the
 	// Runner (Runner.due), and send_at is now unless it was earlier.
-	res, err := s.db.ExecContext(ctx, `UPDATE campaigns SET state = 'scheduled', state_reason = ?,
+	res, err := execRetry(ctx, s.db, `UPDATE campaigns SET state = 'scheduled', state_reason = ?,
 		send_at = IF(send_at IS NULL OR send_at > ?, ?, send_at), updated_at = ?
 		WHERE msgid = ? AND state = ? AND state_reason <> ?`, reasonSendNow, now, now, now, msgID, string(n.State), reasonSendNow)
 	if err != nil {
