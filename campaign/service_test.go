@@ -145,7 +145,9 @@ func (f *serviceFixture) service(t *testing.T, owner string) *Service {
 
 func (f *serviceFixture) remind(s *Service, p *access.Principal) (RemindReport, error) {
 	return s.Remind(context.Background(), Remind{Caller: p, Message: f.m,
-		Unread: func(_ context.Context, v access.View) (*roaring.Bitmap, error) { return v.Restrict(f.unread.Clone()), nil },
+		Unread: func(_ context.Context, v access.View) (*roaring.Bitmap, error) {
+			return v.Restrict(f.unread.Clone()), nil
+		},
 		UserIDs: func(_ context.Context, _ string, uids *roaring.Bitmap) (map[uint32]string, int, error) {
 			out := map[uint32]string{}
 			for _, u := range uids.ToArray() {
