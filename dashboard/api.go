@@ -507,7 +507,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		reg.SentAt = s.now().UTC()
 	}
 	// A bad policy is refused before anything is registered or sent.
-	if err := s.checkFollowUp(reg.FollowUp, reg.SentAt); err != nil {
+	if err := s.acts.CheckFollowUp(reg.FollowUp, reg.SentAt); err != nil {
 		s.fail(w, r, err)
 		return
 	}

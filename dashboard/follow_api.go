@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"time"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/campaign"
@@ -20,11 +19,6 @@ type FollowUps interface {
 	FollowUpOf(ctx context.Context, corpID, msgID string) (campaign.FollowUp, bool, error)
 }
 
-// checkFollowUp checks a posted policy for a notice sent at sendAt before
-// anything is sent or stored; nil p is no policy.
-func (s *Server) checkFollowUp(p *yidu.Policy, sendAt time.Time) error {
-	return s.acts.CheckFollowUp(p, sendAt)
-}
 
 // addFollowUp sets j.FollowUp from the notice's stored policy and rounds.
 func (s *Server) addFollowUp(ctx context.Context, corpID string, j *messageJSON) error {
