@@ -82,3 +82,10 @@ func (l *fakeLedger) Unrecord(_ context.Context, corp, msg string, at time.Time)
 	}
 	return nil
 }
+
+// forget drops who was reminded of a notice.
+func (l *fakeLedger) forget(corp, msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.reminded, key(corp, msg))
+}
