@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -459,5 +460,74 @@ func TestServiceComposeOneTransaction(t *testing.T) {
 	}
 	if c := count("campaigns", d.MsgID); c != 0 {
 		t.Errorf("a refused compose left %d rows", c)
+	}
+}
+
+// TestServiceWhoMay: every act refuses a caller who may not send through
+// the notice's app (a viewer, a leader, a sender of another app) before
+// it writes anything, and lets the app's sender through.
+func TestServiceWhoMay(t *testing.T) {
+	f := newServiceFixture(t)
+	s := f.service(t, "replica-a")
+	ctx := context.Background()
+	sender := principal(t, "hr-sender", yidu.RoleSender, []string{testApp.Name}, nil)
+	n, err := s.Compose(ctx, sender, Compose{Draft: draft(f.c, time.Hour), FollowUpSet: true})
+	testenv.Check(t, "Compose", err)
+	title := "改"
+	pol := yidu.Policy{Reminders: []string{"2h"}}
+	read := func(context.Context) (int64, error) { return 0, nil }
+	acts := map[string]func(p *access.Principal) error{
+		"edit":         func(p *access.Principal) error { _, err := s.Edit(ctx, p, n, Patch{Title: &title}, nil); return err },
+		"edit policy":  func(p *access.Principal) error { _, err := s.Edit(ctx, p, n, Patch{}, &pol); return err },
+		"cancel":       func(p *access.Principal) error { _, err := s.Cancel(ctx, p, n); return err },
+		"send now":     func(p *access.Principal) error { _, err := s.SendNow(ctx, p, n); return err },
+		"set policy":   func(p *access.Principal) error { return s.SetFollowUp(ctx, p, f.m, pol) },
+		"cancel round": func(p *access.Principal) error { _, err := s.CancelRound(ctx, p, f.m); return err },
+		"recall": func(p *access.Principal) error {
+			_, err := s.Recall(ctx, Recall{Caller: p, Message: f.m, Read: read})
+			return err
+		},
+	}
+	for who, p := range map[string]*access.Principal{
+		"viewer":                principal(t, "viewer", yidu.RoleViewer, nil, []int64{2}),
+		"leader":                f.leader(t, "lead2"),
+		"sender of another app": principal(t, "it", yidu.RoleSender, []string{"it"}, nil),
+		"admin of another corp": access.NewPrincipal("x", access.KindToken, false, []access.Grant{{Role: yidu.RoleAdmin, Scope: yidu.Scope{Corp: "ww2"}}}),
+		"nobody (no principal)": nil,
+	} {
+		for act, do := range acts {
+			if err := do(p); !errors.Is(err, ErrForbidden) {
+				t.Errorf("%s by a %s = %v; want ErrForbidden", act, who, err)
+			}
+		}
+	}
+	if f.msg.recalls != 0 {
+		t.Errorf("a refused recall reached WeCom %d times", f.msg.recalls)
+	}
+	got, err := f.store.Get(ctx, nil, n.MsgID)
+	testenv.Check(t, "Get", err)
+	if got.Title != n.Title || got.State != yidu.StateScheduled {
+		t.Errorf("after refused acts the notice is %q %s; want it untouched", got.Title, got.State)
+	}
+
+	// The sender: a bad policy with an edit writes neither; a good one both.
+	bad := yidu.Policy{Reminders: []string{"1s"}}
+	if _, err := s.Edit(ctx, sender, n, Patch{Title: &title}, &bad); !errors.Is(err, yidu.ErrInvalid) || !strings.Contains(err.Error(), "follow_up.") {
+		t.Errorf("edit with a bad policy = %v; want ErrInvalid naming follow_up", err)
+	}
+	if got, _ := f.store.Get(ctx, nil, n.MsgID); got.Title != n.Title {
+		t.Errorf("an edit with a bad policy changed the title to %q", got.Title)
+	}
+	if _, err := s.Edit(ctx, sender, n, Patch{Title: &title}, &pol); err != nil {
+		t.Fatalf("edit with a policy: %v", err)
+	}
+	if got, _ := f.store.Get(ctx, nil, n.MsgID); got.Title != title {
+		t.Errorf("title = %q; want %q", got.Title, title)
+	}
+	if p := testenv.Column[string](t, f.db, "SELECT policy FROM follow_ups WHERE msgid = ?", n.MsgID); len(p) != 1 || p[0] != `{"reminders":["2h"]}` {
+		t.Errorf("policy = %v; want the edit's", p)
+	}
+	if _, err := s.Cancel(ctx, sender, n); err != nil {
+		t.Errorf("cancel by the sender: %v", err)
 	}
 }
