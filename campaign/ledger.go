@@ -2,7 +2,9 @@ package campaign
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,7 +76,14 @@ func (s *SQLLedger) Claim(ctx context.Context, corpID, msgID, act string) (func(
 		corpID, msgID, string(actIdle)); err != nil {
 		return nil, false, fmt.Errorf("campaign: act row: %w", err)
 	}
-	ok, err := s.l.Claim(ctx, s.db, s.now(), []yidu.NoticeState{actIdle}, "act = ?", actWhere, act, corpID, msgID)
+	// Each claim is its own owner: a request of this replica that took
+	// over a claim whose lease ran out is never released by the one it
+	// took it from.
+	l := s.l
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	l.Owner += "/" + hex.EncodeToString(b[:])
+	ok, err := l.Claim(ctx, s.db, s.now(), []yidu.NoticeState{actIdle}, "act = ?", actWhere, act, corpID, msgID)
 	if err != nil || !ok {
 		return nil, false, err
 	}
@@ -89,7 +98,7 @@ func (s *SQLLedger) Claim(ctx context.Context, corpID, msgID, act string) (func(
 				return
 			case <-t.C:
 				rctx, cancel := context.WithTimeout(context.Background(), s.l.TTL/3)
-				held, err := s.l.Renew(rctx, s.db, s.now(), actWhere, corpID, msgID)
+				held, err := l.Renew(rctx, s.db, s.now(), actWhere, corpID, msgID)
 				cancel()
 				if err != nil || !held {
 					// The per-person record still keeps a replica that
@@ -105,7 +114,7 @@ func (s *SQLLedger) Claim(ctx context.Context, corpID, msgID, act string) (func(
 		// A fresh context: the claim must end even when the request's did.
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := s.l.Finish(rctx, s.db, actIdle, "", actWhere, corpID, msgID); err != nil {
+		if _, err := l.Finish(rctx, s.db, actIdle, "", actWhere, corpID, msgID); err != nil {
 			s.log.Warn("act claim not released; it ends with its lease", "corp", corpID, "msgid", msgID, "act", act, "err", err)
 		}
 	}

@@ -354,11 +354,24 @@ func TestLedgerTakesOverADeadClaim(t *testing.T) {
 		t.Fatalf("claim of a live claim = %v, %v; want refused", ok, err)
 	}
 	f.c.add(2 * time.Second)
-	release, ok, err := l.Claim(ctx, f.m.CorpID, f.m.MsgID, "recall")
+	releaseA, ok, err := l.Claim(ctx, f.m.CorpID, f.m.MsgID, "recall")
 	if !ok || err != nil {
 		t.Fatalf("claim of a dead claim = %v, %v; want taken over", ok, err)
 	}
-	release()
+	// A request of the same replica takes over after the first one's
+	// lease ran out; the first one's release must not end the second's.
+	f.c.add(time.Hour)
+	releaseB, ok, err := l.Claim(ctx, f.m.CorpID, f.m.MsgID, "remind")
+	if !ok || err != nil {
+		t.Fatalf("claim after the lease ran out = %v, %v; want taken over", ok, err)
+	}
+	releaseA()
+	var state, act string
+	if err := f.db.QueryRow(`SELECT state, act FROM notice_acts WHERE corp_id = ? AND msgid = ?`, f.m.CorpID, f.m.MsgID).Scan(&state, &act); err != nil ||
+		state != "sending" || act != "remind" {
+		t.Errorf("after the old holder's release: %s %s, %v; want the new claim (sending, remind) kept", state, act, err)
+	}
+	releaseB()
 }
 
 // TestServiceSendNowOnce: 16 concurrent "send now" of a scheduled notice
