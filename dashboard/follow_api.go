@@ -19,7 +19,6 @@ type FollowUps interface {
 	FollowUpOf(ctx context.Context, corpID, msgID string) (campaign.FollowUp, bool, error)
 }
 
-
 // addFollowUp sets j.FollowUp from the notice's stored policy and rounds.
 func (s *Server) addFollowUp(ctx context.Context, corpID string, j *messageJSON) error {
 	if s.followUps == nil {

@@ -220,7 +220,6 @@ func (s *Server) mayRemind(p *principal, m yidu.Message) bool {
 	return p.acc.MayRemindScoped(m.CorpID, m.App)
 }
 
-
 // caller is p as campaign takes it: its access.Principal, or for a
 // principal configured without one (corps only) an admin of its corps.
 func (s *Server) caller(p *principal) *access.Principal {
