@@ -20,12 +20,16 @@ const (
 	ActionFollowUpChange Action = "follow_up_change"
 	ActionExport         Action = "export"
 	ActionRoleChange     Action = "role_change"
+	// ActionRecipients is a read of a notice's recipient list (UserIDs,
+	// names, departments, read state), a page or a search of it: the
+	// personal data of export, page by page (issue 38).
+	ActionRecipients Action = "recipients"
 )
 
 // Actions lists every audited action.
 func Actions() []Action {
 	return []Action{ActionSignIn, ActionSignInFailed, ActionSignOut, ActionCompose, ActionSchedule, ActionEdit,
-		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange}
+		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange, ActionRecipients}
 }
 
 // Validate refuses a word that is not an audited action.

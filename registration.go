@@ -84,6 +84,10 @@ type Registration struct {
 	Audience Audience
 	// Send sends the card through WeCom after the registration succeeded.
 	Send bool
+	// FromNotice marks the registration that sends a draft or scheduled
+	// notice (campaign's Runner), which alone may register the msgid the
+	// notice holds (issue 38). The API never sets it.
+	FromNotice bool
 }
 
 // Audience is who receives a message: the union of UserIDs, every member of

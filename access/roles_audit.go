@@ -35,6 +35,17 @@ type Holder struct {
 	Grant    Grant
 }
 
+// KindLeaders holds the grant dashboard.leaders_see gives every
+// department leader the directory names (LeadersHolder).
+const KindLeaders Kind = "leaders"
+
+// LeadersHolder is dashboard.leaders_see as a held grant: a viewer grant
+// of every corp held by "department leaders", so that turning it on or
+// off is a role_change event like any grant (issue 38).
+func LeadersHolder() Holder {
+	return Holder{Kind: KindLeaders, Name: "department_leaders", AllCorps: true, Grant: Grant{Role: yidu.RoleViewer}}
+}
+
 // key identifies a held grant: its holder, corp, role and scope.
 func (h Holder) key() (key, scope string) {
 	corp := h.Grant.Scope.Corp

@@ -58,6 +58,12 @@ func TestRecordRoleChanges(t *testing.T) {
 		{"lisi views 5 instead", []access.Holder{first[0], first[1], viewer(5)}, []string{
 			"grant viewer departments=5 of acme to wecom lisi",
 			"revoke viewer departments=3,4 of acme to wecom lisi"}},
+		// dashboard.leaders_see on, then off: a grant and a revoke
+		// (issue 38: it grants every department leader a viewer role).
+		{"leaders_see on", []access.Holder{first[0], first[1], viewer(5), access.LeadersHolder()}, []string{
+			"grant viewer of * to leaders department_leaders"}},
+		{"leaders_see off", []access.Holder{first[0], first[1], viewer(5)}, []string{
+			"revoke viewer of * to leaders department_leaders"}},
 	}
 	var all []string
 	for _, st := range steps {

@@ -24,8 +24,8 @@ import (
 func ownRecEnv(tb testing.TB, opts Options, pub func(Publisher) Publisher, loader MessageLoader) (*recEnv, *ownRedis) {
 	tb.Helper()
 	s, o := ownStore(tb, opts)
-	p, brokers := testenv.Producer(tb, testTopic)
-	e := &recEnv{s: s, rdb: o.Client, loader: newFakeLoader(), pub: &flakyPublisher{pub: p}, brokers: brokers}
+	p, brokers, topic := testenv.Producer(tb, testTopic)
+	e := &recEnv{s: s, rdb: o.Client, loader: newFakeLoader(), pub: &flakyPublisher{pub: p}, brokers: brokers, topic: topic}
 	if loader == nil {
 		loader = e.loader
 	}
@@ -141,7 +141,7 @@ func TestRecorderRedisDown(t *testing.T) {
 		{CorpID: testCorp, MsgID: "m", UID: 2, ReadTime: at.Unix(), Source: delta.SourceLink, Counted: true},
 		{CorpID: testCorp, MsgID: "m", UID: 3, ReadTime: at.Unix(), Source: delta.SourceEnterAgent, Counted: false},
 	}
-	if got := testenv.Deltas(t, e.brokers, testTopic); !slices.Equal(got, want) {
+	if got := testenv.Deltas(t, e.brokers, e.topic); !slices.Equal(got, want) {
 		t.Errorf("deltas published with Redis down = %+v; want %+v", got, want)
 	}
 }
@@ -179,7 +179,7 @@ func TestRecorderReleasesAfterFailedPublish(t *testing.T) {
 			if n, err := path.read(e.rec, ctx); n != 1 || err != nil {
 				t.Errorf("retry inside the lease = %d, %v; want 1, nil (re-emitted at once)", n, err)
 			}
-			if got := testenv.Deltas(t, e.brokers, testTopic); len(got) != 1 || got[0].UID != 1 || !got[0].Counted {
+			if got := testenv.Deltas(t, e.brokers, e.topic); len(got) != 1 || got[0].UID != 1 || !got[0].Counted {
 				t.Errorf("deltas = %+v; want one counted delta for uid 1", got)
 			}
 		})
@@ -249,7 +249,7 @@ func TestRecorderRestoreFails(t *testing.T) {
 		if n := testutil.ToFloat64(e.rec.m.restores.WithLabelValues("error")); n != 1 {
 			t.Errorf("restores_total{result=error} = %v; want 1", n)
 		}
-		if got := testenv.Deltas(t, e.brokers, testTopic); len(got) != 0 {
+		if got := testenv.Deltas(t, e.brokers, e.topic); len(got) != 0 {
 			t.Errorf("deltas published without the bit set: %+v", got)
 		}
 	})
@@ -296,7 +296,7 @@ func TestRecorderAckAndReleaseFail(t *testing.T) {
 		testenv.WaitFor(t, 5*time.Second, "ack_errors_total = 1", func() bool {
 			return testutil.ToFloat64(e.rec.m.ackErrors) == 1
 		})
-		got := testenv.Deltas(t, e.brokers, testTopic)
+		got := testenv.Deltas(t, e.brokers, e.topic)
 		if want := []delta.Delta{{CorpID: testCorp, MsgID: "m", UID: 1, ReadTime: at.Unix(), Source: delta.SourceCard, Counted: true}}; !slices.Equal(got, want) {
 			t.Errorf("deltas = %+v; want %+v", got, want)
 		}
@@ -372,7 +372,7 @@ func TestReEmitKeepsFirstDecision(t *testing.T) {
 		t.Errorf("EnterAgent after the lease = %d, %v; want 1 (re-emitted as counted), nil", n, err)
 	}
 	want := []delta.Delta{{CorpID: testCorp, MsgID: "m", UID: 3, ReadTime: at.Unix(), Source: delta.SourceEnterAgent, Counted: true}}
-	if got := testenv.Deltas(t, e.brokers, testTopic); !slices.Equal(got, want) {
+	if got := testenv.Deltas(t, e.brokers, e.topic); !slices.Equal(got, want) {
 		t.Errorf("deltas = %+v; want %+v", got, want)
 	}
 }
@@ -441,7 +441,7 @@ func TestEnterAgentRedisFails(t *testing.T) {
 		if n, err := rec.EnterAgent(ctx, testCorp, 7, "u1", at); err == nil || n != 1 {
 			t.Errorf("EnterAgent with the cursor not moved = %d, %v; want 1 (the delta is durable) and an error", n, err)
 		}
-		if got := testenv.Deltas(t, e.brokers, testTopic); len(got) != 1 || !got[0].Counted {
+		if got := testenv.Deltas(t, e.brokers, e.topic); len(got) != 1 || !got[0].Counted {
 			t.Errorf("deltas = %+v; want one counted enter_agent delta", got)
 		}
 	})

@@ -29,6 +29,7 @@ type recEnv struct {
 	loader  *fakeLoader
 	pub     *flakyPublisher
 	brokers []string
+	topic   string
 }
 
 // newRecEnv returns a Recorder on a fresh store and topic; apps, when
@@ -36,8 +37,8 @@ type recEnv struct {
 func newRecEnv(tb testing.TB, opts Options, apps ...yidu.App) *recEnv {
 	tb.Helper()
 	s, rdb := mustStore(tb, opts)
-	p, brokers := testenv.Producer(tb, testTopic)
-	e := &recEnv{s: s, rdb: rdb, loader: newFakeLoader(), pub: &flakyPublisher{pub: p}, brokers: brokers}
+	p, brokers, topic := testenv.Producer(tb, testTopic)
+	e := &recEnv{s: s, rdb: rdb, loader: newFakeLoader(), pub: &flakyPublisher{pub: p}, brokers: brokers, topic: topic}
 	rec, err := NewRecorder(s, fakeIDs{}, e.pub, e.loader, RecorderOptions{Apps: apps, Registerer: prometheus.NewRegistry()})
 	testenv.Check(tb, "NewRecorder", err)
 	e.rec = rec
@@ -156,7 +157,7 @@ func TestCardAndLinkRead(t *testing.T) {
 			if got := e.signal(t, msg, sig); !slices.Equal(got, []uint32{1, 2}) {
 				t.Errorf("%s bitmap = %v; want [1 2]", sig, got)
 			}
-			got := testenv.Deltas(t, e.brokers, testTopic)
+			got := testenv.Deltas(t, e.brokers, e.topic)
 			testenv.SortDeltas(got)
 			want := []delta.Delta{
 				{CorpID: testCorp, MsgID: msg, UID: 1, ReadTime: at.Unix(), Source: path.src, Counted: true},
@@ -198,7 +199,7 @@ func TestCardReadAfterCrashedAttempt(t *testing.T) {
 	if n, err := e.rec.CardRead(ctx, testCorp, 7, "u3", "task-1", at); n != 0 || err != nil {
 		t.Errorf("CardRead after the re-emit = %d, %v; want 0, nil (duplicate)", n, err)
 	}
-	if got := testenv.Deltas(t, e.brokers, testTopic); len(got) != 1 || got[0].UID != 3 {
+	if got := testenv.Deltas(t, e.brokers, e.topic); len(got) != 1 || got[0].UID != 3 {
 		t.Errorf("deltas = %+v; want one for uid 3", got)
 	}
 }
@@ -286,7 +287,7 @@ func testEnterAgent(t *testing.T, apps []yidu.App, counted bool) {
 	if e.loader.actives != 1 {
 		t.Errorf("ActiveMessages called %d times; want once (index rebuilt, then complete)", e.loader.actives)
 	}
-	got := testenv.Deltas(t, e.brokers, testTopic)
+	got := testenv.Deltas(t, e.brokers, e.topic)
 	var ids []string
 	for _, d := range got {
 		if d.UID != 1 || d.Source != delta.SourceEnterAgent || d.Counted != counted {
@@ -391,7 +392,7 @@ func TestRecorderConcurrent(t *testing.T) {
 	if total.Load() != want || want == 0 {
 		t.Errorf("new reads reported %d; read bits %d", total.Load(), want)
 	}
-	got := testenv.Deltas(t, e.brokers, testTopic)
+	got := testenv.Deltas(t, e.brokers, e.topic)
 	seen := map[string]bool{}
 	for _, d := range got {
 		k := fmt.Sprintf("%s/%d", d.MsgID, d.UID)

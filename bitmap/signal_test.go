@@ -71,7 +71,7 @@ func TestSignalsKeptApart(t *testing.T) {
 		p, _ := e.s.PendingUIDs(ctx, testCorp, msg)
 		return len(p) == 0
 	})
-	got := testenv.Deltas(t, e.brokers, testTopic)
+	got := testenv.Deltas(t, e.brokers, e.topic)
 	testenv.SortDeltas(got)
 	want := []delta.Delta{
 		{CorpID: testCorp, MsgID: msg, UID: 1, ReadTime: T.Unix(), Source: delta.SourceEnterAgent},
@@ -245,7 +245,7 @@ func TestCrashedAttemptPerSignal(t *testing.T) {
 	if n, err := e.rec.EnterAgent(long, testCorp, 7, "u3", at); n != 0 || err != nil {
 		t.Errorf("EnterAgent past the lease = %d, %v; want 0 (taken over, not counted), nil", n, err)
 	}
-	got := testenv.Deltas(t, e.brokers, testTopic)
+	got := testenv.Deltas(t, e.brokers, e.topic)
 	testenv.SortDeltas(got)
 	want := []delta.Delta{
 		{CorpID: testCorp, MsgID: "task-1", UID: 3, ReadTime: at.Unix(), Source: delta.SourceCard, Counted: true},

@@ -26,6 +26,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/metric"
+	"github.com/yidu-io/yidu/internal/namespace"
 )
 
 // ErrNotEditable: the notice started sending (or ended); an edit, a
@@ -203,29 +204,27 @@ func (s *Store) create(ctx context.Context, d Draft, also func(ctx context.Conte
 	} else {
 		sendAt = d.Schedule.SendAt
 	}
+	// The msgid is claimed in the one namespace (internal/namespace) in
+	// the same transaction as the row and the compose's follow-up policy:
+	// another corp's or app's msgid, or one registered already, is
+	// refused without saying whose.
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Notice{}, fmt.Errorf("campaign: insert %s: %w", d.MsgID, err)
+		return Notice{}, fmt.Errorf("campaign: begin %s: %w", d.MsgID, err)
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }()
+	if err := namespace.Claim(ctx, tx, d.App.CorpID, d.App.Name, d.MsgID, namespace.Notice, now); err != nil {
+		return Notice{}, err
+	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO campaigns
 		(msgid, corp_id, app, title, body, url, audience, state, send_at, created_by, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		d.MsgID, d.App.CorpID, d.App.Name, d.Title, d.Body, d.URL, aud, string(state), sendAt, d.By, now, now)
 	if err != nil {
 		if isDuplicate(err) {
-			return Notice{}, fmt.Errorf("%w: msgid %s", yidu.ErrConflict, d.MsgID)
+			return Notice{}, fmt.Errorf("%w: msgid %s is taken", yidu.ErrConflict, d.MsgID)
 		}
 		return Notice{}, fmt.Errorf("campaign: insert %s: %w", d.MsgID, err)
-	}
-	// A msgid already registered outside campaign would make the send a
-	// conflict: refuse it now.
-	var n int
-	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM messages WHERE msgid = ?", d.MsgID).Scan(&n); err != nil {
-		return Notice{}, fmt.Errorf("campaign: insert %s: %w", d.MsgID, err)
-	}
-	if n > 0 {
-		return Notice{}, fmt.Errorf("%w: msgid %s", yidu.ErrConflict, d.MsgID)
 	}
 	if s.betweenWrites != nil {
 		if err := s.betweenWrites(); err != nil {
@@ -238,7 +237,7 @@ func (s *Store) create(ctx context.Context, d Draft, also func(ctx context.Conte
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return Notice{}, fmt.Errorf("campaign: insert %s: %w", d.MsgID, err)
+		return Notice{}, fmt.Errorf("campaign: commit %s: %w", d.MsgID, err)
 	}
 	s.met.transitions.WithLabelValues(string(state)).Inc()
 	s.log.InfoContext(ctx, "notice saved", "corp", d.App.CorpID, "msgid", d.MsgID, "state", state, "by", d.By)
@@ -300,10 +299,49 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// List returns the notices of corps (nil: any) in state (empty: any),
-// newest first, after cursor (a msgid of the previous page), at most
-// limit, and the next cursor ("" at the end).
-func (s *Store) List(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int) ([]Notice, string, error) {
+// List returns the notices of corps (nil: any) in state (empty: any)
+// that keep keeps (nil: every one), newest first, after cursor (a msgid
+// of the previous page), at most limit, and the next cursor ("" at the
+// end). The filter comes first, then the page (issue 38): the cursor is
+// always a notice keep kept, and a cursor naming one it does not keep is
+// yidu.ErrInvalid, so neither says anything of the others.
+func (s *Store) List(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int, keep func(Notice) bool) ([]Notice, string, error) {
+	if cursor != "" && keep != nil {
+		n, err := s.Get(ctx, corps, cursor)
+		if errors.Is(err, ErrNotFound) || (err == nil && !keep(n)) {
+			return nil, "", yidu.Invalidf("cursor is not a cursor of this list")
+		}
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	var out []Notice
+	for {
+		page, next, err := s.list(ctx, corps, state, app, cursor, max(limit, 100))
+		if err != nil {
+			return nil, "", err
+		}
+		for i, n := range page {
+			if keep != nil && !keep(n) {
+				continue
+			}
+			out = append(out, n)
+			if len(out) == limit {
+				if i == len(page)-1 && next == "" {
+					return out, "", nil
+				}
+				return out, n.MsgID, nil
+			}
+		}
+		if next == "" {
+			return out, "", nil
+		}
+		cursor = next
+	}
+}
+
+// list is one page of List before keep.
+func (s *Store) list(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int) ([]Notice, string, error) {
 	var where []string
 	var args []any
 	if corps != nil && !contains(corps, "*") {

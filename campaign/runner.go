@@ -245,7 +245,7 @@ func (r *Runner) fire(ctx context.Context, msgID string) {
 		return
 	}
 	reg := yidu.Registration{MsgID: n.MsgID, App: n.App, Title: n.Title, Body: n.Body, URL: n.URL,
-		SentAt: n.StartedAt, Audience: n.Audience, Send: true}
+		SentAt: n.StartedAt, Audience: n.Audience, Send: true, FromNotice: true}
 	res, err := r.reg.RegisterAndSend(fctx, reg)
 	switch {
 	case err == nil && complete(res.Send):

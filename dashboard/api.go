@@ -360,43 +360,51 @@ func (s *Server) listMessages(ctx context.Context, p *principal, f listFilter, c
 	if corps != nil && len(corps) == 0 {
 		return out, nil
 	}
-	msgs, next, err := s.msgs.SearchMessages(ctx, corps, f.title, f.app, cursor, limit)
-	if err != nil {
-		return out, fmt.Errorf("dashboard: list messages: %w", err)
+	// Filter first, then page: keep decides what the caller sees of each
+	// message (its View) and the tracker pages over those only, so the
+	// cursor never names a notice the caller gets 404 on (issue 38).
+	type row struct {
+		c     counts
+		found bool
 	}
-	for _, m := range msgs {
+	rows := map[string]row{}
+	keep := func(m yidu.Message) (bool, error) {
 		if corps != nil && !slices.Contains(corps, m.CorpID) {
-			continue
+			return false, nil
 		}
-		j := toJSON(m)
 		v, err := s.view(ctx, p, m)
-		if err != nil {
-			return out, err
+		if err != nil || v.None() {
+			return false, err
 		}
-		if v.None() {
-			continue
-		}
-		var c counts
-		found := false
+		var rw row
 		if v.All() {
-			c, found, err = s.liveCounts(ctx, m)
+			rw.c, rw.found, err = s.liveCounts(ctx, m)
 			if m.Recalled() {
-				c, found = frozen(m, c), true
+				rw.c, rw.found = frozen(m, rw.c), true
 			}
 		} else {
 			// A scoped row: recipients ∩ View, or left out when they do
 			// not meet (the notice is 404 to them). The list does not
 			// rebuild expired keys, so such a notice waits for its page.
-			c, found, err = s.scopedRow(ctx, m, v)
-			if err == nil && !found {
-				continue
+			rw.c, rw.found, err = s.scopedRow(ctx, m, v)
+			if err == nil && !rw.found {
+				return false, nil
 			}
 		}
 		if err != nil {
-			return out, err
+			return false, err
 		}
-		if found {
-			j.setCounts(c)
+		rows[m.CorpID+"\x00"+m.MsgID] = rw
+		return true, nil
+	}
+	msgs, next, err := s.msgs.SearchVisible(ctx, corps, f.title, f.app, cursor, limit, keep)
+	if err != nil {
+		return out, fmt.Errorf("dashboard: list messages: %w", err)
+	}
+	for _, m := range msgs {
+		j := toJSON(m)
+		if rw := rows[m.CorpID+"\x00"+m.MsgID]; rw.found {
+			j.setCounts(rw.c)
 		}
 		// A notice campaign sent carries its send_at and lateness (one
 		// primary-key read per row).
@@ -532,7 +540,13 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	// The app's default goes to a notice this POST created: a replay
 	// must not undo a policy changed since.
 	if reg.FollowUp != nil && (created || !reg.FollowUpDefault) {
-		if err := s.acts.StoreFollowUp(r.Context(), s.caller(p), m, *reg.FollowUp); err != nil {
+		err := s.acts.StoreFollowUp(r.Context(), s.caller(p), m, *reg.FollowUp)
+		if !created {
+			// A replay that changes the policy is a follow-up change
+			// (a new notice's policy is part of its send row).
+			s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, err)
+		}
+		if err != nil {
 			s.fail(w, r, err)
 			return
 		}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
@@ -27,8 +29,84 @@ type noAudit struct{}
 
 func (noAudit) Record(context.Context, audit.Event) error { return nil }
 
+// recorded marks that a request wrote its audit row (auditRefusals).
+type recorded struct{ done bool }
+
+type recordedKey struct{}
+
+// refusedActions are the audited acts of the write routes, by chi's
+// pattern: a 403 on one of them is recorded as that act, refused.
+var refusedActions = map[string]yidu.Action{
+	"/api/v1/messages/{msgid}/":                       yidu.ActionEdit,
+	"/api/v1/messages/{msgid}/cancel":                 yidu.ActionCancel,
+	"/api/v1/messages/{msgid}/send":                   yidu.ActionSend,
+	"/api/v1/messages/{msgid}/remind":                 yidu.ActionRemind,
+	"/api/v1/messages/{msgid}/recall":                 yidu.ActionRecall,
+	"/api/v1/messages/{msgid}/follow_up":              yidu.ActionFollowUpChange,
+	"/api/v1/messages/{msgid}/follow_up/cancel-round": yidu.ActionFollowUpChange,
+	"/api/v1/messages":                                yidu.ActionSend,
+}
+
+// auditRefusals records a write the caller's role may not do (403) that
+// its handler did not record itself: a refused attempt leaves a row with
+// the caller's name as any act does (issue 38). Reads refused are not
+// acts and record nothing.
+func (s *Server) auditRefusals(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if safeMethod(r.Method) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		mark := &recorded{}
+		r = r.WithContext(context.WithValue(r.Context(), recordedKey{}, mark))
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.status != http.StatusForbidden || mark.done {
+			return
+		}
+		route := ""
+		if rc := chi.RouteContext(r.Context()); rc != nil {
+			route = rc.RoutePattern()
+		}
+		act, ok := refusedActions[route]
+		if !ok {
+			return
+		}
+		msgID := ""
+		if rc := chi.RouteContext(r.Context()); rc != nil {
+			msgID = yidu.Truncate(rc.URLParam("msgid"), 128)
+		}
+		corp, app := s.whereIs(r, msgID)
+		e := event(r, act, corp, app, msgID)
+		e.Outcome, e.Detail = "refused", r.Method+" "+route
+		_ = s.record(r, e)
+	})
+}
+
+// whereIs is the corp and app of msgID within the caller's corps (a
+// message, else a notice), for a refused act's audit row; "" when none.
+func (s *Server) whereIs(r *http.Request, msgID string) (corp, app string) {
+	p := principalFrom(r.Context())
+	if msgID == "" || p == nil {
+		return "", ""
+	}
+	corps := p.readCorps()
+	if m, ok, err := s.msgs.GetMessage(r.Context(), corps, msgID); err == nil && ok {
+		return m.CorpID, m.App
+	}
+	if s.campaigns != nil {
+		if n, err := s.campaigns.Get(r.Context(), corps, msgID); err == nil {
+			return n.App.CorpID, n.App.Name
+		}
+	}
+	return "", ""
+}
+
 // record fills e's time, client and user agent from r and writes it.
 func (s *Server) record(r *http.Request, e audit.Event) error {
+	if m, ok := r.Context().Value(recordedKey{}).(*recorded); ok {
+		m.done = true
+	}
 	e.At = s.now()
 	e.ClientIP = s.clientIP(r)
 	e.UserAgent = r.UserAgent()

@@ -59,6 +59,17 @@ type Session struct {
 	// CSRF is the token the page sends back with every POST.
 	CSRF    string    `json:"csrf"`
 	Expires time.Time `json:"expires"`
+	// Cred names the password user's credential the session was opened
+	// with (a hash of its bcrypt hash): a user removed and added again
+	// with another password within session_ttl does not get the old
+	// sessions back (issue 38). Empty for a WeCom member.
+	Cred string `json:"cred,omitempty"`
+}
+
+// credOf names a password hash without being one.
+func credOf(hash []byte) string {
+	sum := sha256.Sum256(hash)
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 
 // memSessions is the SessionStore of a single dashboard process.
@@ -296,7 +307,14 @@ func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func(
 		now: now, ttl: ttl, users: map[string]*userEntry{}, sessions: store,
 		byAddr: newBuckets(perAddress, true), byPair: newBuckets(perPair, true), byName: newBuckets(perName, false),
 	}
+	names := map[string]bool{}
 	for i, t := range tokens {
+		// The name is the token's actor in the audit and its key in the
+		// per-principal limits: it must name one token.
+		if t.Name == "" || names[t.Name] {
+			return nil, fmt.Errorf("dashboard: tokens[%d]: a token needs a name of its own (%q is empty or used twice): %w", i, t.Name, yidu.ErrInvalid)
+		}
+		names[t.Name] = true
 		if len(t.Token) < 16 {
 			return nil, fmt.Errorf("dashboard: tokens[%d] (%s) is shorter than 16 characters", i, t.Name)
 		}
@@ -392,7 +410,7 @@ func (a *authenticator) login(ctx context.Context, ip, user, password string) (i
 	}
 	a.mu.Unlock()
 	id, csrf := randomToken(), randomToken()
-	st := Session{User: user, CSRF: csrf, Expires: now.Add(a.ttl)}
+	st := Session{User: user, CSRF: csrf, Expires: now.Add(a.ttl), Cred: credOf(u.hash)}
 	if err := a.sessions.Put(ctx, id, st, a.ttl); err != nil {
 		return "", nil, fmt.Errorf("dashboard: store session: %w", err)
 	}
@@ -425,7 +443,7 @@ func (a *authenticator) lookup(ctx context.Context, id string) (*session, bool, 
 		return &session{user: st.User, corps: corps, acc: p, csrf: st.CSRF, expires: st.Expires}, true, nil
 	}
 	u := a.users[st.User]
-	if u == nil || !a.now().Before(st.Expires) {
+	if u == nil || !a.now().Before(st.Expires) || subtle.ConstantTimeCompare([]byte(st.Cred), []byte(credOf(u.hash))) != 1 {
 		return nil, false, a.logout(ctx, id)
 	}
 	return &session{user: st.User, corps: u.corps, acc: u.acc, csrf: st.CSRF, expires: st.Expires}, true, nil
@@ -508,6 +526,14 @@ func (s *Server) requireAPI(next http.Handler) http.Handler {
 				writeError(w, http.StatusForbidden, "missing or wrong CSRF token")
 				return
 			}
+			// A link on another site must not act or read in the
+			// session's name (issue 38: an export with the attacker's
+			// filters, audited as the victim's): the browser says where
+			// the request came from.
+			if !fromThisSite(r, strings.HasSuffix(r.URL.Path, "/export.csv")) {
+				writeError(w, http.StatusForbidden, "cross-site request refused")
+				return
+			}
 			p = &principal{name: sess.user, corps: sess.corps, session: sess, acc: sess.acc}
 		} else {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="yidu"`)
@@ -516,6 +542,25 @@ func (s *Server) requireAPI(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// fromThisSite reports whether a session's request came from this site:
+// Sec-Fetch-Site same-origin, or none (typed, a bookmark). A browser that
+// sends no Sec-Fetch-Site is believed unless strict, which asks it for a
+// Referer of this host instead (the page's own export links send one:
+// Referrer-Policy same-origin).
+func fromThisSite(r *http.Request, strict bool) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return true
+	case "":
+		if !strict {
+			return true
+		}
+		ref, err := url.Parse(r.Referer())
+		return err == nil && ref.Host != "" && strings.EqualFold(ref.Host, r.Host)
+	}
+	return false
 }
 
 // requirePage admits a session; others are sent to the sign-in page.
@@ -626,7 +671,14 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errBadPassword):
 		s.met.logins.WithLabelValues("bad_password").Inc()
 		s.log.InfoContext(r.Context(), "sign-in refused", "ip", ip)
-		_ = s.record(r, audit.Event{Actor: user, ActorKind: "password", Action: yidu.ActionSignInFailed, Outcome: "refused"})
+		// The name typed is anyone's input: a configured user's name is
+		// recorded (someone tried their password), anything else only as
+		// "unknown" (issue 38: no row names whatever a stranger typed).
+		actor := "unknown"
+		if s.auth.users[user] != nil {
+			actor = user
+		}
+		_ = s.record(r, audit.Event{Actor: actor, ActorKind: "password", Action: yidu.ActionSignInFailed, Outcome: "refused"})
 		s.renderLogin(w, r, http.StatusUnauthorized, "login.wrong")
 		return
 	case err != nil:

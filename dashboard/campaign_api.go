@@ -24,7 +24,8 @@ import (
 type Campaigns interface {
 	Create(ctx context.Context, d campaign.Draft) (campaign.Notice, error)
 	Get(ctx context.Context, corps []string, msgID string) (campaign.Notice, error)
-	List(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int) ([]campaign.Notice, string, error)
+	// List filters with keep first, then pages (campaign.Store.List).
+	List(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int, keep func(campaign.Notice) bool) ([]campaign.Notice, string, error)
 	Edit(ctx context.Context, corps []string, msgID string, p campaign.Patch) (campaign.Notice, error)
 	Cancel(ctx context.Context, corps []string, msgID, by string) (campaign.Notice, error)
 	SendNow(ctx context.Context, corps []string, msgID, by string) (campaign.Notice, error)
@@ -250,6 +251,10 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 	if b.FollowUp == nil || (err == nil && b.withoutFollowUp() != (patchBody{})) {
 		s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
 	}
+	if b.FollowUp != nil {
+		// A policy changed on any route is a follow-up change (issue 38).
+		s.recordFollowUp(r, n.App.CorpID, n.App.Name, n.MsgID, err)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -365,17 +370,19 @@ func (s *Server) listNotices(w http.ResponseWriter, r *http.Request, state yidu.
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	ns, next, err := s.campaigns.List(r.Context(), corps, state, f.app, cursor, limit)
+	// Notices not sent yet are their senders' (notice): a viewer's list
+	// of them is empty, a sender's holds its apps' only. The filter comes
+	// before the page, so the cursor names none of the others (issue 38).
+	keep := func(n campaign.Notice) bool {
+		return s.mayManage(p, n) && (f.title == "" || strings.Contains(strings.ToLower(n.Title), strings.ToLower(f.title)))
+	}
+	ns, next, err := s.campaigns.List(r.Context(), corps, state, f.app, cursor, limit, keep)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	for _, n := range ns {
-		// Notices not sent yet are their senders' (notice): a viewer's
-		// list of them is empty, a sender's holds its apps' only.
-		if s.mayManage(p, n) && (f.title == "" || strings.Contains(strings.ToLower(n.Title), strings.ToLower(f.title))) {
-			out.Messages = append(out.Messages, noticeJSON(n))
-		}
+		out.Messages = append(out.Messages, noticeJSON(n))
 	}
 	out.NextCursor = next
 	writeJSON(w, http.StatusOK, out)

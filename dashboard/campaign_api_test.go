@@ -123,7 +123,7 @@ func TestScheduleAPI(t *testing.T) {
 			t.Errorf("%s: %d %v, want 400 field %s", tc.name, code, j, tc.field)
 		}
 	}
-	if ns, _, _ := st.List(t.Context(), nil, "", "", "", 50); len(ns) != 2 {
+	if ns, _, _ := st.List(t.Context(), nil, "", "", "", 50, nil); len(ns) != 2 {
 		t.Errorf("%d notices stored, want 2 (refused input writes nothing)", len(ns))
 	}
 	// Cancel; then edit and cancel again are 409; a registered message too.
@@ -249,7 +249,7 @@ func TestScheduleTags(t *testing.T) {
 			t.Errorf("%s %s: %d %v; want 400 field audience", c.method, c.target, code, j)
 		}
 	}
-	if ns, _, _ := st.List(t.Context(), nil, "", "", "", 50); len(ns) != 2 {
+	if ns, _, _ := st.List(t.Context(), nil, "", "", "", 50, nil); len(ns) != 2 {
 		t.Errorf("%d notices stored, want 2", len(ns))
 	}
 	if n, _ := st.Get(t.Context(), nil, "tag-draft"); !slices.Equal(n.Audience.Tags, []int64{5}) {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign"
 )
 
 // stateKeys are the catalogue keys of the list page's state badges
@@ -53,15 +54,14 @@ func (s *Server) pendingNotices(r *http.Request, app string) []messageJSON {
 	}
 	var out []messageJSON
 	for _, st := range []yidu.NoticeState{yidu.StateHeld, yidu.StateFailed, yidu.StateSending, yidu.StateScheduled, yidu.StateDraft} {
-		ns, _, err := s.campaigns.List(r.Context(), corps, st, app, "", yidu.DefaultListLimit)
+		// its senders' only (notice)
+		ns, _, err := s.campaigns.List(r.Context(), corps, st, app, "", yidu.DefaultListLimit, func(n campaign.Notice) bool { return s.mayManage(p, n) })
 		if err != nil {
 			s.log.WarnContext(r.Context(), "list page: pending notices", "err", err)
 			return out
 		}
 		for _, n := range ns {
-			if s.mayManage(p, n) { // its senders' only (notice)
-				out = append(out, noticeJSON(n))
-			}
+			out = append(out, noticeJSON(n))
 		}
 	}
 	return out

@@ -601,6 +601,9 @@ func TestNeutralise(t *testing.T) {
 		{"", ""}, {"张三", "张三"}, {"=1+1", "'=1+1"}, {"+1", "'+1"}, {"-1", "'-1"}, {"@SUM(A1)", "'@SUM(A1)"},
 		{"\tx", "'\tx"}, {"\rx", "'\rx"}, {"a=b", "a=b"}, {"'x", "'x"},
 		{";=1+1", ";'=1+1"}, {"a;+b;c", "a;'+b;c"}, {"=x;=y", "'=x;'=y"}, {"研发; 销售", "研发; 销售"},
+		// A second department name after "; ": a spreadsheet splitting on
+		// ';' may trim the space (issue 38).
+		{"研发; =HYPERLINK(\"x\")", "研发;' =HYPERLINK(\"x\")"}, {"  -1", "'  -1"},
 	}
 	for _, tc := range tests {
 		if got := neutralise(tc.in); got != tc.want {

@@ -167,6 +167,22 @@ func (s *Server) handleDepartments(w http.ResponseWriter, r *http.Request, m yid
 	writeJSON(w, http.StatusOK, map[string]any{"msgid": m.MsgID, "departments": out})
 }
 
+// deptsInScope returns whether a department of m's corp is within ctx's
+// View: every department for everyone; for a scoped caller the subtrees
+// access says it views (issue 38: an in-scope person's other
+// departments are not shown, and ?department= outside the scope is
+// answered as a department that does not exist).
+func (s *Server) deptsInScope(ctx context.Context, m yidu.Message, t *deptTree) func(id int64) bool {
+	if !scoped(ctx) {
+		return func(int64) bool { return true }
+	}
+	var roots []int64
+	if p := principalFrom(ctx); p != nil && p.acc != nil {
+		roots = p.acc.Departments(m.CorpID)
+	}
+	return func(id int64) bool { return t != nil && t.within(id, roots) }
+}
+
 // within reports whether department id is one of roots or below one.
 func (t *deptTree) within(id int64, roots []int64) bool {
 	for seen := 0; seen <= len(t.order); seen++ { // bounded: a cycle ends

@@ -30,10 +30,13 @@ func neutralise(cell string) string {
 }
 
 func neutralisePart(part string) string {
-	if part == "" {
+	// A spreadsheet that splits on ';' may trim the space after it: the
+	// first byte that is not a space decides.
+	lead := strings.TrimLeft(part, " ")
+	if lead == "" {
 		return part
 	}
-	switch part[0] {
+	switch lead[0] {
 	case '=', '+', '-', '@', '\t', '\r':
 		return "'" + part
 	}
@@ -96,6 +99,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	// as before signals were kept apart).
 	_, _ = bw.Write(csvRow(line, []string{"userid", "name", "departments", "state", "read_time", "first_signal", "first_signal_time"}))
 
+	inScope := s.deptsInScope(ctx, m, tree)
 	var rows int64
 	row := make([]string, 7)
 	names := make([]string, 0, 8)
@@ -120,11 +124,13 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 			}
 			names = names[:0]
 			for _, id := range u.Departments {
-				if d, ok := tree.byID[id]; ok {
-					names = append(names, d.Name)
+				if d, ok := tree.byID[id]; ok && inScope(id) {
+					// Each name neutralised on its own: the second is a
+					// cell of its own where ';' separates cells.
+					names = append(names, neutralisePart(d.Name))
 				}
 			}
-			row[0], row[1], row[2] = neutralise(u.UserID), neutralise(u.Name), neutralise(strings.Join(names, "; "))
+			row[0], row[1], row[2] = neutralise(u.UserID), neutralise(u.Name), strings.Join(names, "; ")
 			row[3], row[4], row[5], row[6] = "unread", "", "", ""
 			if readRec.Contains(uid) {
 				row[3] = "read"

@@ -235,6 +235,39 @@ func (f *fakeMessages) SearchMessages(_ context.Context, corps []string, title, 
 	return out, "", nil
 }
 
+// SearchVisible filters first, then pages, as the tracker does.
+func (f *fakeMessages) SearchVisible(ctx context.Context, corps []string, title, app, cursor string, limit int, keep func(yidu.Message) (bool, error)) ([]yidu.Message, string, error) {
+	all, _, err := f.SearchMessages(ctx, corps, title, app, cursor, 1<<30)
+	if err != nil {
+		return nil, "", err
+	}
+	var out []yidu.Message
+	for i, m := range all {
+		if keep != nil {
+			ok, err := keep(m)
+			if err != nil {
+				return nil, "", err
+			}
+			if !ok {
+				continue
+			}
+		}
+		out = append(out, m)
+		if len(out) == limit && i < len(all)-1 {
+			return out, key(m.CorpID, m.MsgID), nil
+		}
+	}
+	return out, "", nil
+}
+
+// Reaches reports whether uids meet the recipients (MySQL in the tracker).
+func (f *fakeMessages) Reaches(_ context.Context, corp, id string, uids *roaring.Bitmap) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.msgs[key(corp, id)]
+	return ok && uids != nil && s.rec.Intersects(uids), nil
+}
+
 func (f *fakeMessages) GetMessage(_ context.Context, corps []string, id string) (yidu.Message, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -584,7 +617,7 @@ func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixtur
 	f.msgs.add(&stored{m: f.secret, rec: roaring.BitmapOf(1), read: roaring.New()})
 	f.bms.put(f.secret, roaring.BitmapOf(1), nil)
 
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	hash, err := fixtureHash()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -648,9 +681,19 @@ var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`)
 
 // browse sends r as a browser would: with the session cookie c (nil:
 // none) and the headers hdr.
+// fixtureHash is alice's password hash, one for every fixture: replicas
+// of one deployment share their configuration (a session names the
+// credential it was opened with).
+var fixtureHash = sync.OnceValues(func() ([]byte, error) {
+	return bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+})
+
 func (f *fixture) browse(r *http.Request, c *http.Cookie, hdr map[string]string) *httptest.ResponseRecorder {
 	if c != nil {
 		r.AddCookie(c)
+		if safeMethod(r.Method) {
+			r.Header.Set("Sec-Fetch-Site", "same-origin") // a browser on the page; hdr may say otherwise
+		}
 	}
 	for k, v := range hdr {
 		r.Header.Set(k, v)

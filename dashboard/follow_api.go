@@ -68,6 +68,14 @@ func (s *Server) handleGetFollowUp(w http.ResponseWriter, r *http.Request, m yid
 	writeJSON(w, http.StatusOK, fu)
 }
 
+// recordFollowUp records a follow-up policy change on any route (PUT
+// follow_up, PATCH, a replayed POST: issue 38) as follow_up_change.
+func (s *Server) recordFollowUp(r *http.Request, corp, app, msgID string, err error) {
+	ev := event(r, yidu.ActionFollowUpChange, corp, app, msgID)
+	ev.Detail = "policy"
+	s.recordDone(r, ev, err)
+}
+
 // handlePutFollowUp is PUT /messages/{msgid}/follow_up: set or change the
 // policy of a sent notice. A policy the root's Validate refuses, or one on
 // a recalled notice, is a 400 naming the field; nothing is written.
@@ -88,9 +96,7 @@ func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yid
 	if refusedFollowUp(w, r, s, err) {
 		return
 	}
-	ev := event(r, yidu.ActionFollowUpChange, m.CorpID, m.App, m.MsgID)
-	ev.Detail = "policy"
-	s.recordDone(r, ev, err)
+	s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, err)
 	if err != nil {
 		s.fail(w, r, err)
 		return

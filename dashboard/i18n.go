@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/yidu-io/yidu/access"
 )
 
 // The page speaks one language at a time: Simplified Chinese by default
@@ -145,10 +147,9 @@ func (s *Server) handleLang(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "to must be one of "+strings.Join(languages, ", "))
 		return
 	}
-	back := r.URL.Query().Get("back")
-	if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.ContainsAny(back, "\\\r\n") {
-		back = "/"
-	}
+	// The same rule as sign-in's next (access.SafeNext): a path of this
+	// site, never one a browser could read as another host.
+	back := access.SafeNext(r.URL.Query().Get("back"))
 	http.SetCookie(w, &http.Cookie{Name: langCookie, Value: to, Path: "/", MaxAge: 365 * 24 * 3600,
 		HttpOnly: false, Secure: s.httpsOnly, SameSite: http.SameSiteLaxMode})
 	http.Redirect(w, r, back, http.StatusSeeOther)

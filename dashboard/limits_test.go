@@ -439,3 +439,64 @@ func TestBuckets(t *testing.T) {
 		}
 	}
 }
+
+// TestExportsHoldHalfTheQueries (issue 38): an export lasts as long as
+// its client reads, so exports together hold at most half the heavy-query
+// slots; a third export while two run is 503 at once, and a search still
+// gets a slot.
+func TestExportsHoldHalfTheQueries(t *testing.T) {
+	f := newFixture(t)
+	gb := &gatedBitmaps{fakeBitmaps: f.bms, entered: make(chan struct{}, 16), open: make(chan struct{})}
+	srv, err := New(f.msgs, gb, f.dir, Options{
+		Tokens: []Token{
+			{Name: "acme", Token: acmeToken, Corps: []string{"acme"}},
+			{Name: "admin", Token: adminToken, Corps: []string{"*"}},
+			{Name: "other", Token: otherToken, Corps: []string{"acme"}},
+		},
+		MaxQueriesPerPrincipal: 2, MaxQueries: 4, QueryWait: 100 * time.Millisecond,
+		Now: f.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	h := srv.Routes()
+	get := func(token, target string) <-chan int {
+		ch := make(chan int, 1)
+		go func() {
+			r := httptest.NewRequest("GET", target, nil)
+			r.Header.Set("Authorization", "Bearer "+token)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			ch <- w.Code
+		}()
+		return ch
+	}
+	entered := func(what string) {
+		t.Helper()
+		select {
+		case <-gb.entered:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s never reached the query", what)
+		}
+	}
+	held := []<-chan int{get(acmeToken, "/api/v1/messages/hello/export.csv"), get(adminToken, "/api/v1/messages/hello/export.csv")}
+	entered("first export")
+	entered("second export")
+	select {
+	case code := <-get(otherToken, "/api/v1/messages/hello/export.csv"):
+		if code != http.StatusServiceUnavailable {
+			t.Errorf("a third export while two run = %d; want 503", code)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the third export got no answer")
+	}
+	held = append(held, get(otherToken, "/api/v1/messages/hello/recipients"))
+	entered("a search while two exports run")
+	close(gb.open)
+	for i, ch := range held {
+		if code := <-ch; code != http.StatusOK {
+			t.Errorf("held query %d = %d; want 200", i, code)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -197,6 +198,19 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 		return
 	}
 	defer release()
+	if scoped(r.Context()) {
+		// Scoped callers (leaders, viewers) together hold at most half
+		// the slots: 32 leaders at their 8 each cannot fill them all and
+		// leave HR without a live view (issue 38).
+		select {
+		case s.scopedStreams <- struct{}{}:
+			defer func() { <-s.scopedStreams }()
+		default:
+			w.Header().Set("Retry-After", "10")
+			writeError(w, http.StatusServiceUnavailable, "too many live streams")
+			return
+		}
+	}
 	select {
 	case s.streams <- struct{}{}:
 		defer func() { <-s.streams }()
@@ -241,6 +255,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	var last changed
 	sent := false
 	idle := time.Duration(0)
+	// The session and the scope are checked again every streamRecheck
+	// (issue 38): a stream ends when its caller signed out, left the
+	// company, or no longer sees the notice, and frees its slots.
+	recheck := time.NewTicker(s.streamRecheck)
+	defer recheck.Stop()
 	for {
 		p, err := s.progress(ctx, m)
 		if err != nil {
@@ -263,6 +282,17 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 			return
 		case <-s.done:
 			return
+		case <-recheck.C:
+			rr, ok, err := s.recheck(r)
+			if err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "events: recheck", "msgid", m.MsgID, "err", err)
+			}
+			if !ok {
+				_ = send("event: end\ndata: {}\n\n")
+				return
+			}
+			ctx = rr.Context()
+			continue
 		case <-tick.C:
 		}
 		if idle += s.sseInterval; idle >= keepAlive {
@@ -272,6 +302,37 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 			}
 		}
 	}
+}
+
+// recheck resolves the stream's caller again (its session, which for a
+// WeCom member checks the directory) and its View of the route's notice:
+// ok false when either is gone. An error (a store down) keeps the stream
+// (ok true) until the next check; the request returned carries the View
+// of now.
+func (s *Server) recheck(r *http.Request) (*http.Request, bool, error) {
+	p := principalFrom(r.Context())
+	if p == nil {
+		return r, false, nil
+	}
+	if p.session != nil {
+		_, sess, ok, err := s.sessionFrom(r)
+		if err != nil {
+			return r, true, err
+		}
+		if !ok {
+			return r, false, nil
+		}
+		p = &principal{name: sess.user, corps: sess.corps, session: sess, acc: sess.acc}
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+	}
+	_, rr, err := s.gate(r)
+	switch {
+	case errors.Is(err, errNotFound):
+		return r, false, nil
+	case err != nil:
+		return r, true, err
+	}
+	return rr, true, nil
 }
 
 func curveTotal(c []curvePoint) int64 {

@@ -72,7 +72,7 @@ func (s *Server) selection(ctx context.Context, m yidu.Message, rq recipientQuer
 	}
 	if rq.hasDep {
 		d, ok := tree.byID[rq.dept]
-		if !ok {
+		if !ok || !s.deptsInScope(ctx, m, tree)(rq.dept) {
 			return nil, nil, nil, badParam("unknown department %d", rq.dept)
 		}
 		set = roaring.And(set, d.Members)
@@ -105,9 +105,13 @@ func matches(u yidu.User, q string) bool {
 	return q == "" || strings.Contains(strings.ToLower(u.UserID), q) || strings.Contains(strings.ToLower(u.Name), q)
 }
 
-func deptRefs(t *deptTree, ids []int64) []deptRef {
+// deptRefs are the departments ids that inScope keeps, with their names.
+func deptRefs(t *deptTree, ids []int64, inScope func(int64) bool) []deptRef {
 	out := make([]deptRef, 0, len(ids))
 	for _, id := range ids {
+		if !inScope(id) {
+			continue
+		}
 		ref := deptRef{ID: id}
 		if d, ok := t.byID[id]; ok {
 			ref.Name = d.Name
@@ -128,7 +132,28 @@ func (s *Server) handleRecipients(w http.ResponseWriter, r *http.Request, m yidu
 		s.fail(w, r, err)
 		return
 	}
+	// A page of recipients is personal data like export.csv: it leaves
+	// with its audit row, or not at all (issue 38).
+	e := event(r, yidu.ActionRecipients, m.CorpID, m.App, m.MsgID)
+	e.People, e.Detail = int64(len(out.Items)), recipientsDetail(rq)
+	if err := s.record(r, e); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "recipients unavailable, try again shortly")
+		return
+	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// recipientsDetail is the audit detail of a recipients read: what was
+// asked (state, department, the search as typed, clipped).
+func recipientsDetail(rq recipientQuery) string {
+	d := "state=" + string(rq.state)
+	if rq.hasDep {
+		d += " department=" + strconv.FormatInt(rq.dept, 10)
+	}
+	if rq.q != "" {
+		d += " q=" + strconv.Quote(yidu.Truncate(rq.q, 64))
+	}
+	return d
 }
 
 // recipients pages through the selection by uid: next_cursor is the last
@@ -148,6 +173,7 @@ func (s *Server) recipients(ctx context.Context, m yidu.Message, rq recipientQue
 		next := rq.after + 1
 		start = &next
 	}
+	inScope := s.deptsInScope(ctx, m, tree)
 	var last uint32
 	scanned, more := 0, false
 	size := chunkSize
@@ -167,7 +193,7 @@ func (s *Server) recipients(ctx context.Context, m yidu.Message, rq recipientQue
 				continue
 			}
 			out.Items = append(out.Items, recipientJSON{UID: uid, UserID: u.UserID, Name: u.Name,
-				Departments: deptRefs(tree, u.Departments), Read: readRec.Contains(uid), Left: u.Status == yidu.StatusLeft})
+				Departments: deptRefs(tree, u.Departments, inScope), Read: readRec.Contains(uid), Left: u.Status == yidu.StatusLeft})
 		}
 		return nil
 	})

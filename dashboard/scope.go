@@ -88,15 +88,36 @@ func (s *Server) gate(r *http.Request) (yidu.Message, *http.Request, error) {
 		return m, r, errNotFound
 	}
 	if !v.All() {
-		rec, _, err := s.bitmaps(r.Context(), m) // no View in ctx yet: all recipients
+		// The scope check comes before any restore (issue 38): a scoped
+		// caller cannot make yidu rebuild the keys of a notice it may not
+		// see. The live keys answer when they exist; MySQL's rows
+		// otherwise, one probe per member of the View.
+		ok, err := s.reaches(r.Context(), m, v)
 		if err != nil {
 			return m, r, err
 		}
-		if !v.Sees(rec) {
+		if !ok {
 			return m, r, errNotFound
 		}
 	}
 	return m, r.WithContext(withView(r.Context(), v)), nil
+}
+
+// reaches reports whether v meets m's recipients, without rebuilding
+// m's keys: from Redis when they are live, from MySQL otherwise.
+func (s *Server) reaches(ctx context.Context, m yidu.Message, v access.View) (bool, error) {
+	rec, _, _, found, err := s.bms.CountsWithin(ctx, m.CorpID, m.MsgID, v.UIDs())
+	if err != nil {
+		return false, fmt.Errorf("dashboard: scope check: %w", err)
+	}
+	if found {
+		return rec > 0, nil
+	}
+	ok, err := s.msgs.Reaches(ctx, m.CorpID, m.MsgID, v.UIDs())
+	if err != nil {
+		return false, fmt.Errorf("dashboard: scope check: %w", err)
+	}
+	return ok, nil
 }
 
 // scopedCounts are m's numbers within ctx's View: BITCOUNT for everyone;

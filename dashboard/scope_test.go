@@ -318,6 +318,7 @@ func firstEvent(t *testing.T, f *fixture, c caller) progressJSON {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	} else {
 		req.AddCookie(c.cookie)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

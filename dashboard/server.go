@@ -87,6 +87,10 @@ type Options struct {
 	// /events streams (default DefaultMaxStreamsPerPrincipal; 429 beyond),
 	// so that one principal cannot hold all MaxStreams.
 	MaxStreamsPerPrincipal int
+	// StreamRecheck is how often a live stream checks again that its
+	// caller's session and scope still admit it (default
+	// DefaultStreamRecheck); it ends when they do not.
+	StreamRecheck time.Duration
 	// StreamWriteTimeout bounds writing one event of a live stream
 	// (default DefaultStreamWriteTimeout): a client that does not take its
 	// events is dropped and its slots freed.
@@ -191,10 +195,16 @@ type Server struct {
 	acts    *campaign.Service
 	actOpts campaign.ServiceOptions
 
-	streams     chan struct{}
+	streams chan struct{}
+	// scopedStreams: half of streams, what scoped callers hold together.
+	scopedStreams chan struct{}
+	// exports: half of queries, what exports hold together.
+	exports     chan struct{}
 	userStreams *perKey
 	streamWrite time.Duration
 	sseInterval time.Duration
+	// streamRecheck: Options.StreamRecheck.
+	streamRecheck time.Duration
 
 	queries     chan struct{}
 	userQueries *perKey
@@ -206,6 +216,8 @@ type Server struct {
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
+	// wecomLimits bound WeCom sign-in per address and in total.
+	wecomLimits *signInLimiter
 }
 
 // New checks opts and builds a Server over the tracked messages, their
@@ -267,17 +279,20 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
 		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auditLog: opts.AuditLog, auth: auth, proxies: opts.TrustedProxies,
 		publicURL: opts.PublicURL, wecomLogin: opts.WeCom, access: opts.Access,
-		httpsOnly:   strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
-		depts:       newDeptCache(dir, opts.Now, time.Minute),
-		curves:      newCurveCache(msgs, opts.Now, 5*time.Second),
-		streams:     make(chan struct{}, opts.MaxStreams),
-		userStreams: newPerKey(opts.MaxStreamsPerPrincipal),
-		streamWrite: cmp.Or(opts.StreamWriteTimeout, DefaultStreamWriteTimeout),
-		sseInterval: time.Second,
-		queries:     make(chan struct{}, opts.MaxQueries),
-		userQueries: newPerKey(opts.MaxQueriesPerPrincipal),
-		queryWait:   cmp.Or(opts.QueryWait, DefaultQueryWait),
-		done:        make(chan struct{}),
+		httpsOnly:     strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
+		depts:         newDeptCache(dir, opts.Now, time.Minute),
+		curves:        newCurveCache(msgs, opts.Now, 5*time.Second),
+		streams:       make(chan struct{}, opts.MaxStreams),
+		scopedStreams: make(chan struct{}, max(1, opts.MaxStreams/2)),
+		exports:       make(chan struct{}, max(1, opts.MaxQueries/2)),
+		userStreams:   newPerKey(opts.MaxStreamsPerPrincipal),
+		streamWrite:   cmp.Or(opts.StreamWriteTimeout, DefaultStreamWriteTimeout),
+		sseInterval:   time.Second,
+		streamRecheck: cmp.Or(opts.StreamRecheck, DefaultStreamRecheck),
+		queries:       make(chan struct{}, opts.MaxQueries),
+		userQueries:   newPerKey(opts.MaxQueriesPerPrincipal),
+		queryWait:     cmp.Or(opts.QueryWait, DefaultQueryWait),
+		done:          make(chan struct{}),
 	}
 	s.scopedCurves = s.newScopedCurveCache(5 * time.Second)
 	for _, a := range opts.Apps {
@@ -295,6 +310,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	s.actOpts = campaign.ServiceOptions{Store: opts.Campaigns, Rounds: opts.FollowUps, Messenger: msgs,
 		Scope: scope, Ledger: opts.Ledger, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
 	s.acts = campaign.NewService(s.actOpts)
+	s.wecomLimits = newSignInLimiter(opts.Now)
 	return s, nil
 }
 
@@ -331,7 +347,7 @@ func (s *Server) Routes() http.Handler {
 		r.Get("/audit", s.handleAuditPage)
 	})
 	r.Route("/api/v1", func(r chi.Router) {
-		r.Use(s.requireAPI)
+		r.Use(s.requireAPI, s.auditRefusals)
 		r.Get("/messages", s.handleListMessages)
 		r.Post("/messages", s.handleRegister)
 		r.Get("/apps", s.handleApps)
@@ -343,7 +359,7 @@ func (s *Server) Routes() http.Handler {
 			r.Get("/progress", s.withMessage(s.handleProgress))
 			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))
 			r.With(s.heavyQuery).Get("/recipients", s.withMessage(s.handleRecipients))
-			r.With(s.heavyQuery).Get("/export.csv", s.withMessage(s.handleExport))
+			r.With(s.heavyQuery, s.exportSlot).Get("/export.csv", s.withMessage(s.handleExport))
 			r.Post("/remind", s.withMessage(s.handleRemind))
 			r.Post("/recall", s.withMessage(s.handleRecall))
 			r.Get("/events", s.withMessage(s.handleEvents))

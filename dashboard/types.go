@@ -16,10 +16,18 @@ import (
 
 // Catalog reads the tracked messages, scoped to the caller's corps.
 type Catalog interface {
-	// SearchMessages lists newest first the messages whose title contains
+	// SearchVisible lists newest first the messages whose title contains
 	// title (any case) and, when app is not empty, of that app; corps nil
 	// means every corp. Empty title and app list every message.
-	SearchMessages(ctx context.Context, corps []string, title, app, cursor string, limit int) (msgs []yidu.Message, next string, err error)
+	//
+	// SearchVisible filters first, then pages (issue 38): keep decides
+	// which messages the caller may see, and neither the page nor next
+	// names one it refused.
+	SearchVisible(ctx context.Context, corps []string, title, app, cursor string, limit int, keep func(yidu.Message) (bool, error)) (msgs []yidu.Message, next string, err error)
+	// Reaches reports whether any of uids is a recipient of msgID, from
+	// MySQL without restoring Redis: the scope check of a notice whose
+	// keys expired comes before any restore.
+	Reaches(ctx context.Context, corpID, msgID string, uids *roaring.Bitmap) (bool, error)
 	// GetMessage finds msgID within corps (nil: any).
 	GetMessage(ctx context.Context, corps []string, msgID string) (yidu.Message, bool, error)
 	// LoadReads rebuilds a message from MySQL when Redis lost its keys:

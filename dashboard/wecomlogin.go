@@ -49,6 +49,9 @@ func (s *Server) handleWeComStart(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "sign-in with WeCom is not configured")
 		return
 	}
+	if !s.limitWeCom(w, r) {
+		return
+	}
 	state, nonce, err := wl.States.Begin(r.Context(), wl.CorpID, r.URL.Query().Get("next"))
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "wecom sign-in start", "err", err)
@@ -70,6 +73,9 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 	wl := s.wecomLogin
 	if wl == nil || s.publicURL == "" {
 		writeError(w, http.StatusNotFound, "sign-in with WeCom is not configured")
+		return
+	}
+	if !s.limitWeCom(w, r) {
 		return
 	}
 	ctx := r.Context()
@@ -104,7 +110,10 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 	if err == nil && who != nil {
 		ev.Role = string(who.Role(corp))
 	}
-	if err != nil {
+	// A state or code that is not a live sign-in's (forged, replayed,
+	// expired) is anyone's to send: counted, never an audit row.
+	forged := errors.Is(err, access.ErrBadState) || errors.Is(err, access.ErrCodeUsed)
+	if err != nil && !forged {
 		code := http.StatusServiceUnavailable
 		if errors.Is(err, access.ErrBadState) || errors.Is(err, access.ErrCodeUsed) || errors.Is(err, access.ErrNotMember) || errors.Is(err, access.ErrNoRole) {
 			code = http.StatusForbidden

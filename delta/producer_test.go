@@ -12,8 +12,7 @@ import (
 )
 
 func TestProducerPublish(t *testing.T) {
-	const topic = "yidu.reads"
-	p, brokers := testenv.Producer(t, topic)
+	p, brokers, topic := testenv.Producer(t, "yidu.reads")
 	ctx := context.Background()
 	testenv.Check(t, "Ping", p.Ping(ctx))
 	want := []delta.Delta{
@@ -33,7 +32,7 @@ func TestProducerPublish(t *testing.T) {
 }
 
 func TestProducerErrors(t *testing.T) {
-	p, _ := testenv.Producer(t, "yidu.reads")
+	p, _, _ := testenv.Producer(t, "yidu.reads")
 	t.Run("ctx done", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -43,7 +42,7 @@ func TestProducerErrors(t *testing.T) {
 		}
 	})
 	t.Run("missing topic", func(t *testing.T) {
-		_, brokers := testenv.Kafka(t, "other", 1)
+		brokers, _ := testenv.Topic(t, "other", 1)
 		q, err := delta.NewProducer(brokers, "yidu.missing", delta.ProducerOptions{})
 		testenv.Check(t, "delta.NewProducer", err)
 		defer q.Close()

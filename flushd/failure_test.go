@@ -113,7 +113,7 @@ func (e *kafkaEnv) offsetCommitFails(n int, code int16) *atomic.Int32 {
 // rows are written; the offsets are committed by a later flush once the
 // coordinator accepts them again, never taken as committed before.
 func TestFlusherCommitFails(t *testing.T) {
-	e := newKafkaEnv(t, 2)
+	e := newKfakeEnv(t, 2)
 	const messages, n = 4, 50
 	e.recipients(t, messages, n)
 	const fails = 3
@@ -135,7 +135,7 @@ func TestFlusherCommitFails(t *testing.T) {
 // commit returns the commit's error: the next owner replays those reads,
 // and the caller must not report a clean stop.
 func TestFlusherDrainCommitFails(t *testing.T) {
-	e := newKafkaEnv(t, 1)
+	e := newKfakeEnv(t, 1)
 	const messages, n = 2, 50
 	e.recipients(t, messages, n)
 	f := e.start(t, Options{Interval: time.Hour}, nil)
@@ -214,7 +214,7 @@ func TestFlusherRevokeWriteFails(t *testing.T) {
 // lost: their pending reads are dropped uncommitted, the member rejoins
 // and replays them, and every read is written once.
 func TestFlusherSessionLost(t *testing.T) {
-	e := newKafkaEnv(t, 2)
+	e := newKfakeEnv(t, 2)
 	const messages, n = 4, 25
 	e.recipients(t, messages, n)
 	logs := &testenv.SyncBuffer{}

@@ -21,7 +21,10 @@ import (
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
-// kafkaEnv is a kfake cluster with the deltas topic and a MySQL database.
+// kafkaEnv is a Kafka with the deltas topic and a MySQL database: Apache
+// Kafka where YIDU_TEST_KAFKA_BROKERS names one (a topic and a group of
+// the test's own), kfake otherwise; cluster is set only on kfake
+// (newKfakeEnv), for the tests that make the broker misbehave.
 type kafkaEnv struct {
 	db      *sql.DB
 	spy     *spyDB
@@ -34,16 +37,31 @@ type kafkaEnv struct {
 	adm     *kadm.Client
 }
 
-func newKafkaEnv(t *testing.T, partitions int32, opts ...kfake.Opt) *kafkaEnv {
+func newKafkaEnv(t *testing.T, partitions int32) *kafkaEnv {
+	t.Helper()
+	e := &kafkaEnv{group: testenv.RandomName("flushd-test-"), parts: partitions}
+	e.brokers, e.topic = testenv.Topic(t, "yidu.reads", partitions)
+	return e.open(t)
+}
+
+// newKfakeEnv is newKafkaEnv on kfake always, with opts: for the tests
+// that control its answers (ControlKey) or its group settings.
+func newKfakeEnv(t *testing.T, partitions int32, opts ...kfake.Opt) *kafkaEnv {
 	t.Helper()
 	e := &kafkaEnv{topic: "yidu.reads", group: "flushd-test", parts: partitions}
-	e.db = testenv.MySQL(t)
-	e.spy = &spyDB{DB: e.db}
 	var err error
 	e.cluster, err = kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, e.topic)}, opts...)...)
 	testenv.Check(t, "kfake", err)
 	t.Cleanup(e.cluster.Close)
 	e.brokers = e.cluster.ListenAddrs()
+	return e.open(t)
+}
+
+func (e *kafkaEnv) open(t *testing.T) *kafkaEnv {
+	t.Helper()
+	e.db = testenv.MySQL(t)
+	e.spy = &spyDB{DB: e.db}
+	var err error
 	e.prod, err = kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.DefaultProduceTopic(e.topic))
 	testenv.Check(t, "producer", err)
 	t.Cleanup(e.prod.Close)
@@ -541,7 +559,7 @@ func takeover(t *testing.T, e *kafkaEnv, opts Options) time.Duration {
 // partitions until its session times out; Options.SessionTimeout sets that
 // (franz-go's default would make the replacement wait 45 s).
 func TestFlusherSessionTimeout(t *testing.T) {
-	e := newKafkaEnv(t, 2, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	e := newKfakeEnv(t, 2, kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	const session = 2 * time.Second
 	took := takeover(t, e, Options{SessionTimeout: session})
 	t.Logf("replacement wrote the reads %v after starting (session timeout %v)", took, session)
@@ -556,7 +574,7 @@ func TestFlusherSessionTimeout(t *testing.T) {
 // InstanceID takes the partitions back at once, long before the killed
 // member's session would time out.
 func TestFlusherStaticMember(t *testing.T) {
-	e := newKafkaEnv(t, 2)
+	e := newKfakeEnv(t, 2)
 	const session = 30 * time.Second
 	took := takeover(t, e, Options{SessionTimeout: session, InstanceID: "flushd-0"})
 	t.Logf("replacement with the same instance id wrote the reads %v after starting (session timeout %v)", took, session)
@@ -607,7 +625,7 @@ func TestFlusherFetchWait(t *testing.T) {
 		{"set", 50 * time.Millisecond, 50},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := newKafkaEnv(t, 1)
+			e := newKfakeEnv(t, 1)
 			seen := make(chan *kmsg.FetchRequest, 1)
 			e.cluster.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 				e.cluster.KeepControl()

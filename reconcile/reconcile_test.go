@@ -32,6 +32,7 @@ type fixture struct {
 	ids      *idmap.Mapper
 	producer *delta.Producer
 	brokers  []string
+	topic    string
 	rec      *reconcile.Reconciler
 	now      time.Time
 }
@@ -40,7 +41,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	db := testenv.MySQL(t)
 	rdb, prefix := testenv.Redis(t)
-	_, brokers := testenv.Kafka(t, "yidu.reads", 1)
+	brokers, topic := testenv.Topic(t, "yidu.reads", 1)
 	store, err := bitmap.New(rdb, bitmap.Options{Prefix: prefix})
 	testenv.Check(t, "bitmap.New", err)
 	t.Cleanup(store.Close)
@@ -48,13 +49,13 @@ func newFixture(t *testing.T) *fixture {
 	testenv.Check(t, "idmap.New", err)
 	reg, err := tracker.New(db, ids, store, tracker.Options{})
 	testenv.Check(t, "tracker.New", err)
-	p, err := delta.NewProducer(brokers, "yidu.reads", delta.ProducerOptions{})
+	p, err := delta.NewProducer(brokers, topic, delta.ProducerOptions{})
 	testenv.Check(t, "producer", err)
 	t.Cleanup(p.Close)
 	now := time.Date(2026, 11, 29, 9, 30, 0, 0, time.UTC)
 	rec, err := reconcile.New(reg, store, p, reconcile.Options{Now: func() time.Time { return now }})
 	testenv.Check(t, "reconcile.New", err)
-	return &fixture{db: db, rdb: rdb, prefix: prefix, store: store, registry: reg, ids: ids, producer: p, brokers: brokers, now: now, rec: rec}
+	return &fixture{db: db, rdb: rdb, prefix: prefix, store: store, registry: reg, ids: ids, producer: p, brokers: brokers, topic: topic, now: now, rec: rec}
 }
 
 // register registers msgID to n members user0..user{n-1} (uids 0..n-1).
@@ -86,7 +87,7 @@ func (f *fixture) recipients(t *testing.T, m yidu.Message) *roaring.Bitmap {
 
 func (f *fixture) consume(t *testing.T, want int) []delta.Delta {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.ConsumeTopics("yidu.reads"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.ConsumeTopics(f.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	testenv.Check(t, "consumer", err)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

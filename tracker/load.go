@@ -2,7 +2,9 @@ package tracker
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -251,6 +253,93 @@ func (r *Registry) SearchMessages(ctx context.Context, corps []string, title, ap
 		next = cursor{last.SentAt, last.CorpID, last.MsgID}.String()
 	}
 	return out, next, nil
+}
+
+// MaxVisibleScan bounds how many messages one SearchVisible call reads
+// to fill a page of the visible ones; a caller who sees few of many gets
+// a shorter page and a cursor past what was read.
+const MaxVisibleScan = 5000
+
+// SearchVisible is SearchMessages of the messages keep keeps: the filter
+// comes first, then the page (issue 38), so that neither the page nor
+// its cursor says anything of a message keep refused. next names the
+// last message returned, or, when MaxVisibleScan messages were read
+// without filling the page, only the millisecond before which the next
+// page starts (every message of that millisecond was read). keep nil
+// keeps every message.
+func (r *Registry) SearchVisible(ctx context.Context, corps []string, title, app, cur string, limit int, keep func(yidu.Message) (bool, error)) ([]yidu.Message, string, error) {
+	if limit <= 0 {
+		limit = yidu.DefaultListLimit
+	}
+	limit = min(limit, yidu.MaxListLimit)
+	if keep == nil {
+		return r.SearchMessages(ctx, corps, title, app, cur, limit)
+	}
+	var out []yidu.Message
+	scanned := 0
+	var last yidu.Message
+	for {
+		page, next, err := r.SearchMessages(ctx, corps, title, app, cur, yidu.MaxListLimit)
+		if err != nil {
+			return nil, "", err
+		}
+		for i, m := range page {
+			// Past the scan bound, only the rest of the same millisecond
+			// is read, so that a time-only cursor skips nothing.
+			if scanned >= MaxVisibleScan && !m.SentAt.Equal(last.SentAt) {
+				return out, cursor{last.SentAt, "-", "-"}.String(), nil
+			}
+			scanned++
+			last = m
+			ok, err := keep(m)
+			if err != nil {
+				return nil, "", err
+			}
+			if !ok {
+				continue
+			}
+			out = append(out, m)
+			if len(out) == limit {
+				if i == len(page)-1 && next == "" {
+					return out, "", nil // the very last message
+				}
+				return out, cursor{m.SentAt, m.CorpID, m.MsgID}.String(), nil
+			}
+		}
+		if next == "" {
+			return out, "", nil
+		}
+		cur = next
+	}
+}
+
+// Reaches reports whether any of uids is a recipient of msgID in MySQL
+// (its message_read_record rows, one primary-key probe per uid): the
+// scope check of a notice whose Redis keys expired, which must not
+// restore them for a caller who may not see it (issue 38).
+func (r *Registry) Reaches(ctx context.Context, corpID, msgID string, uids *roaring.Bitmap) (bool, error) {
+	if uids == nil || uids.IsEmpty() {
+		return false, nil
+	}
+	const chunk = 1000
+	it := uids.Iterator()
+	args := make([]any, 0, chunk+2)
+	for it.HasNext() {
+		args = append(args[:0], corpID, msgID)
+		for len(args) < chunk+2 && it.HasNext() {
+			args = append(args, it.Next())
+		}
+		var one int
+		err := r.db.QueryRowContext(ctx, "SELECT 1 FROM message_read_record WHERE corp_id = ? AND msgid = ? AND uid IN (?"+
+			strings.Repeat(",?", len(args)-3)+") LIMIT 1", args...).Scan(&one)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return false, fmt.Errorf("tracker: recipients of %s within a scope: %w", msgID, err)
+		}
+	}
+	return false, nil
 }
 
 // likeEscaper quotes LIKE's wildcards (and its escape character) so a

@@ -13,6 +13,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/namespace"
 )
 
 // InsertBatch is the most rows in one INSERT IGNORE statement (3
@@ -183,6 +184,9 @@ func (r *Registry) register(ctx context.Context, reg yidu.Registration, c canoni
 				m.App != reg.App.Name || m.AgentID != reg.App.AgentID {
 				return m, nil, "conflict", fmt.Errorf("%w: msgid %s", yidu.ErrConflict, reg.MsgID)
 			}
+			if err := r.claim(ctx, reg); err != nil {
+				return m, nil, "conflict", err
+			}
 			if row.state == stateActive {
 				recipients, err := r.ensureRedis(ctx, m)
 				return m, recipients, "existing", err
@@ -198,6 +202,9 @@ func (r *Registry) register(ctx context.Context, reg yidu.Registration, c canoni
 		if err != nil {
 			return yidu.Message{}, nil, resultOf(err), err
 		}
+		if err := r.claim(ctx, reg); err != nil {
+			return yidu.Message{}, nil, resultOf(err), err
+		}
 		m := yidu.Message{
 			CorpID: corp, MsgID: reg.MsgID, App: reg.App.Name, AgentID: reg.App.AgentID,
 			Title: reg.Title, Body: reg.Body, URL: reg.URL, SentAt: reg.SentAt, Recipients: int64(recipients.GetCardinality()),
@@ -211,13 +218,8 @@ func (r *Registry) register(ctx context.Context, reg yidu.Registration, c canoni
 			return m, nil, "error", fmt.Errorf("tracker: insert message %s: %w", m.MsgID, err)
 		}
 		if n, err := res.RowsAffected(); err == nil && n == 0 {
-			// The msgid exists: registered concurrently in this corp (a
-			// re-registration), or another corp holds it (msgids are
-			// unique in the deployment, migration 00005).
-			var owner string
-			if err := r.db.QueryRowContext(ctx, "SELECT corp_id FROM messages WHERE msgid = ?", m.MsgID).Scan(&owner); err == nil && owner != corp {
-				return yidu.Message{}, nil, "conflict", fmt.Errorf("%w: msgid %s is another corp's", yidu.ErrConflict, m.MsgID)
-			}
+			// The msgid exists: registered concurrently in this corp and
+			// app (the claim admitted it): a re-registration.
 			continue
 		}
 		m, recipients, err = r.completeWith(ctx, m, recipients, false)
@@ -225,9 +227,24 @@ func (r *Registry) register(ctx context.Context, reg yidu.Registration, c canoni
 	}
 }
 
+// claim takes reg's msgid in the one namespace of notices, drafts and
+// scheduled notices (internal/namespace): another corp's or app's msgid,
+// or a waiting notice's (unless this is that notice's send), is
+// yidu.ErrConflict without saying whose.
+func (r *Registry) claim(ctx context.Context, reg yidu.Registration) error {
+	kind := namespace.Message
+	if reg.FromNotice {
+		kind = namespace.NoticeSend
+	}
+	return namespace.Claim(ctx, r.db, reg.App.CorpID, reg.App.Name, reg.MsgID, kind, r.now())
+}
+
 func resultOf(err error) string {
 	if errors.Is(err, yidu.ErrInvalid) {
 		return "invalid"
+	}
+	if errors.Is(err, yidu.ErrConflict) {
+		return "conflict"
 	}
 	return "error"
 }

@@ -26,11 +26,14 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/cmd/yidu-bench/naive"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/kafkatest"
 	"github.com/yidu-io/yidu/internal/rig"
 	"github.com/yidu-io/yidu/migrations"
 )
@@ -61,6 +64,11 @@ type Config struct {
 	rig.Servers
 	// KafkaBrokers, when set, is used instead of starting yidu-kfake.
 	KafkaBrokers []string
+	// ApacheKafka starts a three-node Apache Kafka cluster (kafkatest:
+	// replication 3, min.insync.replicas 2) from the jars in KafkaLibs
+	// instead of yidu-kfake; its JVMs' CPU counts with the yidu arm's.
+	ApacheKafka bool
+	KafkaLibs   string
 	// KfakeBin is the yidu-kfake binary; empty builds it with `go build`.
 	KfakeBin   string
 	Partitions int
@@ -147,6 +155,7 @@ type Report struct {
 	FlushInterval string             `json:"flush_interval"`
 	Rate          float64            `json:"rate"`
 	Cold          bool               `json:"cold_receiver,omitempty"`
+	Kafka         string             `json:"kafka"`
 	WorkloadBytes int64              `json:"workload_bytes"`
 	LoadAvgBefore [3]float64         `json:"loadavg_before"`
 	Arms          []ArmResult        `json:"arms"`
@@ -170,6 +179,8 @@ type bench struct {
 	bins    rig.Binaries
 	brokers []string
 	kfake   *rig.Proc
+	ak      *kafkatest.Cluster
+	akDir   string
 	mysqld  []int
 	redisd  []int
 	report  *Report
@@ -283,10 +294,19 @@ func (b *bench) setup(ctx context.Context) error {
 	b.logf("%d members in %s", b.cfg.Recipients, time.Since(start).Round(time.Millisecond))
 
 	if slices.Contains(b.cfg.Arms, armYidu) {
-		if len(b.cfg.KafkaBrokers) > 0 {
+		switch {
+		case b.cfg.ApacheKafka:
+			if err := b.startApacheKafka(ctx); err != nil {
+				return err
+			}
+		case len(b.cfg.KafkaBrokers) > 0:
 			b.brokers = b.cfg.KafkaBrokers
-		} else if err := b.startKfake(ctx); err != nil {
-			return err
+			b.report.Kafka = "brokers " + strings.Join(b.brokers, ",")
+		default:
+			if err := b.startKfake(ctx); err != nil {
+				return err
+			}
+			b.report.Kafka = "kfake (yidu-kfake, one process)"
 		}
 	}
 	return nil
@@ -312,11 +332,44 @@ func (b *bench) startKfake(ctx context.Context) error {
 	return nil
 }
 
+// startApacheKafka starts a three-node Apache Kafka cluster in a scratch
+// folder and creates the deltas topic on it as `yidu kafka topic` does:
+// replication 3, min.insync.replicas 2.
+func (b *bench) startApacheKafka(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "yidu-bench-kafka-")
+	if err != nil {
+		return err
+	}
+	b.akDir = dir
+	start := time.Now()
+	if b.ak, err = kafkatest.Start(ctx, kafkatest.Options{Libs: b.cfg.KafkaLibs, Dir: dir, Nodes: 3}); err != nil {
+		return err
+	}
+	b.brokers = b.ak.Brokers()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if _, _, problems, err := delta.EnsureTopic(ctx, cl, delta.TopicSpec{Name: "yidu.reads", Partitions: int32(b.cfg.Partitions)}); err != nil || len(problems) > 0 {
+		return fmt.Errorf("yidu-bench: deltas topic: %v %v", err, problems)
+	}
+	b.report.Kafka = "Apache Kafka 4.4, three nodes (replication 3, min.insync.replicas 2)"
+	b.logf("Apache Kafka: three nodes at %s (pids %v) in %s", strings.Join(b.brokers, ","), b.ak.Pids(), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
 // cleanup stops the broker, deletes the Redis keys, drops the database
 // and removes the built binary.
 func (b *bench) cleanup() {
 	if b.kfake != nil {
 		_ = b.kfake.Stop(5 * time.Second)
+	}
+	if b.ak != nil {
+		b.ak.Close()
+	}
+	if b.akDir != "" {
+		_ = os.RemoveAll(b.akDir)
 	}
 	_ = b.bins.Close()
 	if b.db != nil {
@@ -481,6 +534,9 @@ func (b *bench) yidu(ctx context.Context) (ArmResult, error) {
 	var pids []int
 	if b.kfake != nil {
 		pids = append(pids, b.kfake.Pid())
+	}
+	if b.ak != nil {
+		pids = append(pids, b.ak.Pids()...)
 	}
 	res, err := b.measure(ctx, arm{
 		name: armYidu, host: m.ReceiverAddr, pids: pids, profile: b.cfg.CPUProfile,

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/yidu-io/yidu/internal/kafkatest"
 	"github.com/yidu-io/yidu/internal/rig"
 	"github.com/yidu-io/yidu/internal/rig/rigtest"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // TestBenchEndsExact runs a small storm through all three arms and checks
@@ -125,5 +128,32 @@ func TestBuildWorkload(t *testing.T) {
 				t.Errorf("%d distinct deliveries; want %d", len(seen), tt.users+tt.duplicates)
 			}
 		})
+	}
+}
+
+// TestBenchApacheKafka runs the yidu arm small on a three-node Apache
+// Kafka cluster the bench starts itself (-kafka apache): exact, and the
+// JVMs' CPU counted with the arm's.
+func TestBenchApacheKafka(t *testing.T) {
+	testenv.Long(t)
+	servers := rigtest.Servers(t)
+	const R = 2000
+	var progress bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		Servers: servers, ApacheKafka: true, KafkaLibs: os.Getenv(kafkatest.LibsEnv),
+		Recipients: R, Conns: 8, Extra: 0.05, FlushInterval: 200 * time.Millisecond,
+		Arms: []string{armYidu}, ArmTimeout: time.Minute, Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	y := rep.Arms[0]
+	if y.Exact == nil || !*y.Exact {
+		t.Errorf("not exact: %s", y.ExactDetail)
+	}
+	if y.KafkaCPUPer1000 <= 0 || !strings.Contains(rep.Kafka, "Apache Kafka") {
+		t.Errorf("Kafka %q, its CPU %.3f s/1k; want Apache Kafka's JVMs counted", rep.Kafka, y.KafkaCPUPer1000)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/yidu-io/yidu/internal/kafkatest"
 	"github.com/yidu-io/yidu/internal/rig"
 )
 
@@ -42,7 +43,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"bound on the whole run (cleanup runs after it)", "log the yidu arm's warnings")
 	fs := cmd.FlagSet
 	var cfg Config
-	kafka := fs.String("kafka", "", "Kafka brokers, comma-separated (default: start yidu-kfake as a child process)")
+	kafka := fs.String("kafka", "", "Kafka of the yidu arm: \"apache\" starts a three-node Apache Kafka cluster from -kafka-libs; host:port,... uses those brokers; empty starts yidu-kfake as a child process")
+	fs.StringVar(&cfg.KafkaLibs, "kafka-libs", os.Getenv(kafkatest.LibsEnv), "with -kafka apache: the folder of Kafka's jars (.ci/kafka/fetch.sh prints it)")
 	fs.IntVar(&cfg.Partitions, "partitions", 4, "partitions of the deltas topic (yidu-kfake)")
 	fs.IntVar(&cfg.Recipients, "r", 100_000, "recipients R of the notice")
 	fs.IntVar(&cfg.Conns, "c", 64, "concurrent keep-alive connections C")
@@ -58,7 +60,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.Servers, cfg.KfakeBin = cmd.Servers, cmd.KfakeBin
-	if *kafka != "" {
+	switch *kafka {
+	case "":
+	case "apache":
+		cfg.ApacheKafka = true
+	default:
 		cfg.KafkaBrokers = strings.Split(*kafka, ",")
 	}
 	cfg.Arms = strings.Split(*arms, ",")
@@ -87,10 +93,10 @@ func writeTable(w io.Writer, rep *Report) {
 	if rep.Cold {
 		cold = " receiver.warm=false"
 	}
-	fmt.Fprintf(w, "\nR=%d C=%d extra=%.0f%% flush=%s rate=%s%s GOMAXPROCS=%d %s load avg before %.2f %.2f %.2f\n\n",
-		rep.Recipients, rep.Conns, rep.Extra*100, rep.FlushInterval, rateString(rep.Rate), cold, rep.GOMAXPROCS, rep.GoVersion,
+	fmt.Fprintf(w, "\nR=%d C=%d extra=%.0f%% flush=%s rate=%s%s Kafka: %s GOMAXPROCS=%d %s load avg before %.2f %.2f %.2f\n\n",
+		rep.Recipients, rep.Conns, rep.Extra*100, rep.FlushInterval, rateString(rep.Rate), cold, rep.Kafka, rep.GOMAXPROCS, rep.GoVersion,
 		rep.LoadAvgBefore[0], rep.LoadAvgBefore[1], rep.LoadAvgBefore[2])
-	fmt.Fprintln(w, "| arm | accepted/s | p50 ms | p99 ms | p999 ms | errors | dashboard exact | MySQL exact | exact | MySQL UPDATEs | Redis msg / dedup | peak RSS MB | CPU s/1k: bench proc (kfake) / mysqld / redis | load avg |")
+	fmt.Fprintln(w, "| arm | accepted/s | p50 ms | p99 ms | p999 ms | errors | dashboard exact | MySQL exact | exact | MySQL UPDATEs | Redis msg / dedup | peak RSS MB | CPU s/1k: bench proc (Kafka) / mysqld / redis | load avg |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---|---|")
 	for _, r := range rep.Arms {
 		exact := "n/a"

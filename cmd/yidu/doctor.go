@@ -17,6 +17,7 @@ import (
 	"github.com/yidu-io/yidu/callback/wxcrypt"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/cmd/internal/process"
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/wecom"
 )
 
@@ -88,6 +89,7 @@ func doctor(ctx context.Context, cfg config.Config, appName string, out io.Write
 
 	checks = append(checks, verifyFileChecks(ctx, cfg)...)
 	checks = append(checks, spoolCheck(cfg.Receiver))
+	checks = append(checks, kafkaTopicCheck(ctx, cfg.Kafka))
 
 	failed := false
 	for _, c := range checks {
@@ -98,6 +100,31 @@ func doctor(ctx context.Context, cfg config.Config, appName string, out io.Write
 		return errDoctorFailed
 	}
 	return nil
+}
+
+// kafkaTopicCheck reads the deltas topic's settings from the brokers and
+// compares them with the configuration's (kafka.replication_factor,
+// min_insync_replicas, partitions): a topic with one copy, or whose
+// acks=all returns with one copy, can lose a read WeCom was answered 200
+// for.
+func kafkaTopicCheck(ctx context.Context, c config.Kafka) wecom.Check {
+	const name = "kafka topic"
+	cl, err := kafkaClient(c)
+	if err != nil {
+		return wecom.Check{Name: name, Status: wecom.CheckFail, Detail: err.Error()}
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	st, err := delta.DescribeTopic(ctx, cl, c.Topic)
+	if err != nil {
+		return wecom.Check{Name: name, Status: wecom.CheckFail, Detail: fmt.Sprintf("%s: %v", strings.Join(c.Brokers, ","), err)}
+	}
+	if problems := st.Problems(topicSpec(c)); len(problems) > 0 {
+		return wecom.Check{Name: name, Status: wecom.CheckFail, Detail: strings.Join(problems, "; ")}
+	}
+	return wecom.Check{Name: name, Status: wecom.CheckOK, Detail: fmt.Sprintf("%s: %d partitions, replication factor %d, min.insync.replicas %d",
+		c.Topic, st.Partitions, st.ReplicationFactor, st.MinInsyncReplicas)}
 }
 
 // verifyCallbackURL sends target the signed verification GET WeCom sends

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/internal/fakewecom"
+	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/wecom"
 )
 
@@ -61,6 +63,11 @@ func TestDoctor(t *testing.T) {
 		}
 		return p
 	}
+	// The deltas topic, as `yidu kafka topic` would make it on a single
+	// broker: the kafka topic check passes (TestKafkaTopic fails it).
+	brokers, topic := testenv.Topic(t, "yidu.reads", 1)
+	kafka := map[string]string{"YIDU_KAFKA_BROKERS": strings.Join(brokers, ","), "YIDU_KAFKA_TOPIC": topic,
+		"YIDU_KAFKA_REPLICATION_FACTOR": "1", "YIDU_KAFKA_MIN_INSYNC_REPLICAS": "1", "YIDU_KAFKA_PARTITIONS": "1"}
 	tests := []struct {
 		name      string
 		agent     string
@@ -70,7 +77,7 @@ func TestDoctor(t *testing.T) {
 		want      []string
 	}{
 		{name: "all set, app secret alone", agent: "1000002", publicURL: good, env: map[string]string{"YIDU_APP_HR_SECRET": "wide"},
-			want: []string{"ok   callback secrets", "ok   gettoken (app secret)", "ok   agent/get (app secret): agent 1000002 is this secret's app; visible range: 1 departments",
+			want: []string{"ok   kafka topic: " + topic + ": 1 partitions, replication factor 1, min.insync.replicas 1", "ok   callback secrets", "ok   gettoken (app secret)", "ok   agent/get (app secret): agent 1000002 is this secret's app; visible range: 1 departments",
 				"ok   上报进入应用事件: isreportenter=1", "ok   OAuth2 trusted domain: redirect_domain yidu.example.com", "ok   getcallbackip", "ok   department/simplelist (app secret): 2 departments; the visible range holds the root",
 				"ok   department/list", "ok   user/simplelist (app secret): department 1: 1 direct members, 1 with a name", "skip contacts-sync secret", "ok   callback URL",
 				"warn trusted domain for tracked links (receiver.public_url): 127.0.0.1:"}},
@@ -93,7 +100,9 @@ func TestDoctor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, _, err := runCmd(t, tt.env, "", "doctor", "--app", "hr", "--config", config(t, tt.agent, tt.publicURL))
+			env := maps.Clone(kafka)
+			maps.Copy(env, tt.env)
+			out, _, err := runCmd(t, env, "", "doctor", "--app", "hr", "--config", config(t, tt.agent, tt.publicURL))
 			if (err != nil) != tt.fails || exitCode(err) != map[bool]int{false: 0, true: 1}[tt.fails] {
 				t.Errorf("doctor = %v (exit %d); want failure %v\n%s", err, exitCode(err), tt.fails, out)
 			}
@@ -149,7 +158,9 @@ func TestDoctor(t *testing.T) {
 			if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			out, _, err := runCmd(t, map[string]string{"YIDU_APP_HR_SECRET": "wide"}, "", "doctor", "--app", "hr", "--config", p)
+			env := maps.Clone(kafka)
+			env["YIDU_APP_HR_SECRET"] = "wide"
+			out, _, err := runCmd(t, env, "", "doctor", "--app", "hr", "--config", p)
 			if (err != nil) != tt.fails {
 				t.Errorf("doctor = %v; want failure %v\n%s", err, tt.fails, out)
 			}

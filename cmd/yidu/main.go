@@ -112,6 +112,7 @@ var commands = map[string]command{
 	"flushd":        {"flushd", "Runs flushd: Kafka deltas → MySQL in batches (probes on flushd.listen).", true},
 	"dashboard":     {"dashboard", "Runs the dashboard page and /api/v1 (dashboard.listen).", true},
 	"migrate":       {"migrate up|status|down", "Applies (up), lists (status) or rolls back one (down) schema migration.", true},
+	"kafka":         {"kafka topic [--check]", "Creates the deltas topic (kafka.topic) with kafka.partitions, replication_factor and min_insync_replicas when it does not exist, and checks the one there; --check creates nothing. Exits 1 when the topic differs (docs/deploy.md, Kafka).", true},
 	"directory":     {"directory sync --app NAME", "Pulls app NAME's WeCom address book into MySQL (departments, members, leavers).", true},
 	"reconcile":     {"reconcile --msgid M [--app NAME] | --all-active", "Compares messages' Redis bitmaps with MySQL and repairs either side.", true},
 	"link":          {"link --app NAME --msgid M --to URL", "Prints the tracked link of message M that opens URL (receiver.public_url).", true},
@@ -168,6 +169,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		msgID     *string
 		allActive *bool
 		to        *string
+		check     *bool
 		purge     purgeFlags
 	)
 	switch name {
@@ -179,6 +181,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		app = fs.String("app", "", "with --msgid: the app (or corp) the message belongs to; optional")
 	case "archive":
 		purge.register(fs)
+	case "kafka":
+		check = fs.Bool("check", false, "only check the topic; create nothing")
 	case "link":
 		app = fs.String("app", "", "app name from the configuration (required)")
 		msgID = fs.String("msgid", "", "the tracked message the link belongs to (required)")
@@ -201,7 +205,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// `yidu migrate up --config F` and `yidu directory sync --app A`: the
 	// step comes first, flags after it (the flag package stops at it).
 	var positional []string
-	if (name == "migrate" || name == "directory" || name == "archive") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	if (name == "migrate" || name == "directory" || name == "archive" || name == "kafka") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		positional, args = args[:1], args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
@@ -238,6 +242,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	case "directory":
 		if len(positional) != 1 || positional[0] != "sync" || *app == "" {
+			return bad()
+		}
+	case "kafka":
+		if len(positional) != 1 || positional[0] != "topic" {
 			return bad()
 		}
 	case "reconcile":
@@ -289,6 +297,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch name {
 	case "migrate":
 		return migrate(ctx, cfg, positional, stdout)
+	case "kafka":
+		return kafkaTopic(ctx, cfg.Kafka, *check, stdout)
 	case "directory":
 		return syncDirectory(ctx, cfg, *app, logger, stdout)
 	case "reconcile":

@@ -66,7 +66,9 @@ func TestREADMECommands(t *testing.T) {
 		t.Fatalf("found %d ./yidu commands in README.md; want at least 6", len(cmds))
 	}
 	_, prefix := testenv.Redis(t)
-	_, brokers := testenv.Kafka(t, "yidu.reads", 2)
+	// A Kafka with no deltas topic yet: the README's `yidu kafka topic`
+	// creates it (one copy: the test's Kafka has one broker).
+	brokers := testenv.KafkaBrokers(t)
 	wecom := fakewecom.Start(t, fakewecom.New(fakewecom.Corp{
 		CorpID: "ww1234567890abcdef", Apps: []fakewecom.App{{AgentID: 1000002, Secret: "hr-secret"}},
 		Departments: []fakewecom.Department{{ID: 1, Name: "总部"}},
@@ -75,15 +77,20 @@ func TestREADMECommands(t *testing.T) {
 	// The example names database yidu and real addresses; the test's own
 	// database, Redis namespace, kfake and fake WeCom stand in for them.
 	env := map[string]string{
-		"YIDU_MYSQL_DSN":        testenv.MySQLDSN(t),
-		"YIDU_REDIS_ADDR":       testenv.RedisAddr(t),
-		"YIDU_REDIS_PREFIX":     prefix,
-		"YIDU_KAFKA_BROKERS":    strings.Join(brokers, ","),
-		"YIDU_RECEIVER_LISTEN":  "127.0.0.1:0",
-		"YIDU_DASHBOARD_LISTEN": "127.0.0.1:0",
-		"YIDU_FLUSHD_LISTEN":    "127.0.0.1:0",
-		"YIDU_WECOM_API_BASE":   wecom,
-		"YIDU_APP_HR_SECRET":    "hr-secret",
+		"YIDU_MYSQL_DSN":                 testenv.MySQLDSN(t),
+		"YIDU_REDIS_ADDR":                testenv.RedisAddr(t),
+		"YIDU_REDIS_PREFIX":              prefix,
+		"YIDU_KAFKA_BROKERS":             strings.Join(brokers, ","),
+		"YIDU_KAFKA_TOPIC":               testenv.RandomName("yidu.reads."),
+		"YIDU_KAFKA_GROUP":               testenv.RandomName("yidu-flushd-"),
+		"YIDU_KAFKA_PARTITIONS":          "2",
+		"YIDU_KAFKA_REPLICATION_FACTOR":  "1",
+		"YIDU_KAFKA_MIN_INSYNC_REPLICAS": "1",
+		"YIDU_RECEIVER_LISTEN":           "127.0.0.1:0",
+		"YIDU_DASHBOARD_LISTEN":          "127.0.0.1:0",
+		"YIDU_FLUSHD_LISTEN":             "127.0.0.1:0",
+		"YIDU_WECOM_API_BASE":            wecom,
+		"YIDU_APP_HR_SECRET":             "hr-secret",
 	}
 	for i, args := range cmds {
 		t.Run(strings.Join(args[:min(2, len(args))], " "), func(t *testing.T) {

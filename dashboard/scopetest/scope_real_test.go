@@ -109,6 +109,7 @@ func (c caller) do(t *testing.T, h http.Handler, method, target, body string) *h
 	if c.cookie != nil {
 		r.AddCookie(c.cookie)
 		r.Header.Set("X-CSRF-Token", c.csrf)
+		r.Header.Set("Sec-Fetch-Site", "same-origin") // the page's own requests
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)

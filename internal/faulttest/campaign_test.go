@@ -57,6 +57,7 @@ func (s *slowWeCom) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // 5,000-recipient send and the other finishes it without a duplicate
 // delivery.
 func TestCampaignExactlyOnce(t *testing.T) {
+	testenv.Long(t)
 	const secret = "campaign-secret"
 	members := 5000
 	users := make([]fakewecom.User, members)

@@ -31,6 +31,7 @@ import (
 // non-readers of its moment, and 销售部's leader gets one digest after
 // round 1 with the counts of that moment.
 func TestFollowUpRounds(t *testing.T) {
+	testenv.Long(t)
 	members := []string{"m0", "m1", "m2", "m3", "m4", "m5"}
 	fr := newFollowRig(t, members)
 	fake, db := fr.fake, fr.db
@@ -247,6 +248,7 @@ func postNotice(t *testing.T, addr string, body map[string]any) {
 // expired, each batch is delivered once, and every non-reader, and only
 // they, is reminded exactly once.
 func TestFollowUpRoundKill(t *testing.T) {
+	testenv.Long(t)
 	members := make([]string, 2500)
 	for i := range members {
 		members[i] = userIDs.ID(i)

@@ -26,7 +26,7 @@ func (e *env) admin() *kgo.Client {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.kcl == nil {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.addr()))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/kafkatest"
 	"github.com/yidu-io/yidu/internal/rig"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -66,6 +68,11 @@ type envOptions struct {
 	// BatchSize is flushd's uids per UPDATE (default 100: small, so one
 	// flush is many statements and a kill lands between two of them).
 	BatchSize int
+	// ApacheKafka runs the scenario on a three-node Apache Kafka cluster
+	// of its own (kafkatest: replication 3, min.insync.replicas 2, no
+	// topic auto-creation; the deltas topic made by `yidu kafka topic`)
+	// instead of kfake; e.ak is the cluster.
+	ApacheKafka bool
 }
 
 // env is one scenario's deployment: a fresh database, a Redis prefix, a
@@ -80,8 +87,13 @@ type env struct {
 	rdb     *redis.Client
 	prefix  string
 	store   *bitmap.Store
-	kafka   *kafkaCluster
+	kafka   *kafkaCluster      // kfake, unless ApacheKafka
+	ak      *kafkatest.Cluster // ApacheKafka
+	brokers []string
 	cfgPath string
+	// liveBound is how long after the last answer the dashboard, Redis
+	// and MySQL may take to agree (default liveBound).
+	liveBound time.Duration
 
 	msgs      []message
 	reads     []readEvent // one per (notice, member), shuffled
@@ -147,7 +159,13 @@ func (e *env) start(o envOptions, redisAddr, yiduDSN string, receiver map[string
 	testenv.Check(t, "bitmap.New", err)
 	e.store = store
 	t.Cleanup(e.store.Close)
-	e.kafka = startKafka(t, o.Partitions)
+	if o.ApacheKafka {
+		e.ak = kafkatest.ForTest(t)
+		e.brokers = e.ak.Brokers()
+	} else {
+		e.kafka = startKafka(t, o.Partitions)
+		e.brokers = []string{e.kafka.addr()}
+	}
 
 	// Every server binds a free port and logs it (rig.Proc.Addr); a
 	// restarted receiver gets its predecessor's via YIDU_RECEIVER_LISTEN.
@@ -164,7 +182,7 @@ func (e *env) start(o envOptions, redisAddr, yiduDSN string, receiver map[string
 			"tokens": []map[string]any{{"name": "faulttest", "token": apiToken, "corps": []string{app.CorpID}}}},
 		"redis": map[string]any{"addr": redisAddr, "prefix": e.prefix},
 		"mysql": map[string]any{"dsn": yiduDSN},
-		"kafka": map[string]any{"brokers": []string{e.kafka.addr()}, "topic": topic, "group": group},
+		"kafka": map[string]any{"brokers": e.brokers, "topic": topic, "group": group, "partitions": o.Partitions},
 		// Several flushd per scenario, tests in parallel.
 		"flushd": map[string]any{"listen": "127.0.0.1:0", "interval": "300ms", "batch_size": o.BatchSize, "drain_timeout": "5s"},
 		"wecom":  map[string]any{"api_base": "http://127.0.0.1:1"}, // nothing is sent; never reach WeCom
@@ -176,6 +194,15 @@ func (e *env) start(o envOptions, redisAddr, yiduDSN string, receiver map[string
 	e.cfgPath = filepath.Join(t.TempDir(), "yidu.yaml")
 	if err := os.WriteFile(e.cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if o.ApacheKafka {
+		// As an operator prepares a Kafka that auto-creates nothing: the
+		// topic with the defaults, 3 copies, 2 in sync.
+		out, err := exec.Command(yiduBin, "kafka", "topic", "--config", e.cfgPath).CombinedOutput()
+		if err != nil {
+			t.Fatalf("yidu kafka topic: %v\n%s", err, out)
+		}
+		t.Logf("yidu kafka topic: %s", strings.TrimSpace(string(out)))
 	}
 	// Registered after testenv's cleanups, so it runs before them: the
 	// processes die before their database is dropped.

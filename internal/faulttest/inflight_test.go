@@ -7,6 +7,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // TestRetryWhileDeadAttemptHoldsLease is TestReceiverKill9's loss made
@@ -21,6 +22,7 @@ import (
 // that WeCom tries again. WeCom's three tries outlast the lease, so the
 // read must end up answered 200 and in MySQL with its CreateTime.
 func TestRetryWhileDeadAttemptHoldsLease(t *testing.T) {
+	testenv.Long(t)
 	e := newEnv(t, envOptions{Notices: 1, Members: 10})
 	msgs := e.msgs
 

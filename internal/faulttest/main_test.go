@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu/internal/rig"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // bins builds the binaries; yiduBin is cmd/yidu, built once by TestMain.
@@ -23,6 +24,12 @@ var (
 // as real OS processes, so it must be the real binary, not Run called
 // in-process.
 func TestMain(m *testing.M) {
+	if os.Getenv(testenv.LongEnv) != "1" {
+		// Every scenario here takes minutes: they run in CI (.ci/run sets
+		// YIDU_TEST_LONG=1), not in the README's go test ./..., and
+		// skip themselves without the binary.
+		os.Exit(m.Run())
+	}
 	var err error
 	if yiduBin, err = bins.Path(context.Background(), "yidu"); err != nil {
 		fmt.Fprintln(os.Stderr, "faulttest:", err)

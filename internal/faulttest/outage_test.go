@@ -1,6 +1,7 @@
 package faulttest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -309,7 +310,8 @@ func (e *env) verifyHealed(name, faults string, dash *proc) healed {
 	var err error
 	dashOK := false
 	prev := map[string]int64{}
-	deadline := last.Add(liveBound)
+	bound := cmp.Or(e.liveBound, liveBound)
+	deadline := last.Add(bound)
 	for {
 		if st, err = e.load(ctx, e.msgs); err != nil {
 			e.t.Fatalf("load: %v", err)
@@ -358,7 +360,7 @@ func (e *env) verifyHealed(name, faults string, dash *proc) healed {
 			lost++
 			problems = append(problems, fmt.Sprintf("%v: CreateTime %d, MySQL read_time %d (source %d)", k, r.At, row.At, row.Source))
 		case !st.redis[k]:
-			problems = append(problems, fmt.Sprintf("%v: in MySQL, read bit not set in Redis %s after the last answer", k, liveBound))
+			problems = append(problems, fmt.Sprintf("%v: in MySQL, read bit not set in Redis %s after the last answer", k, bound))
 		}
 		if !r.OK {
 			problems = append(problems, fmt.Sprintf("%v: WeCom gave up after %d tries", k, r.Tries))
@@ -370,7 +372,7 @@ func (e *env) verifyHealed(name, faults string, dash *proc) healed {
 		}
 	}
 	if !dashOK {
-		problems = append(problems, fmt.Sprintf("dashboard read counts %v differ from MySQL's %d reads %s after the last answer", prev, len(st.mysql), liveBound))
+		problems = append(problems, fmt.Sprintf("dashboard read counts %v differ from MySQL's %d reads %s after the last answer", prev, len(st.mysql), bound))
 	}
 	if h.Backwards > 0 {
 		problems = append(problems, fmt.Sprintf("the dashboard's count went down %d times while converging", h.Backwards))
@@ -380,7 +382,7 @@ func (e *env) verifyHealed(name, faults string, dash *proc) healed {
 	if h.Converged >= 0 {
 		rep.Faults += fmt.Sprintf("; dashboard = MySQL %s after the last answer, no reconcile", h.Converged.Round(10*time.Millisecond))
 	} else {
-		rep.Faults += fmt.Sprintf("; dashboard ≠ MySQL %s after the last answer", liveBound)
+		rep.Faults += fmt.Sprintf("; dashboard ≠ MySQL %s after the last answer", bound)
 	}
 	addReport(rep)
 	e.t.Logf("%s: reads=%d tries=%d retries=%d 200s=%d gave_up=%d lost=%d dupes=%d in_mysql=%d converged=%s elapsed=%s statuses=%v",
@@ -412,6 +414,7 @@ func joinLines(s []string) string {
 // that moment get their bits from flushd as it writes them, so the
 // dashboard converges to MySQL without `yidu reconcile`.
 func TestRedisKilledDataLost(t *testing.T) {
+	testenv.Long(t)
 	t.Parallel() // mostly waiting on WeCom's 5 s retries
 	e, rs, dash := newOutageEnv(t, outageOptions{envOptions: envOptions{Notices: 2, Members: 300}, OwnRedis: true})
 	done := e.goPressStorm(context.Background(), e.reads, 40)
@@ -433,6 +436,7 @@ func TestRedisKilledDataLost(t *testing.T) {
 // every press is answered 200 and in MySQL, and the dashboard equals MySQL
 // without `yidu reconcile`.
 func TestRedisStopped25s(t *testing.T) {
+	testenv.Long(t)
 	t.Parallel() // mostly waiting out the outage
 	e, rs, dash := newOutageEnv(t, outageOptions{envOptions: envOptions{Notices: 2, Members: 450}, OwnRedis: true})
 	done := e.goPressStorm(context.Background(), e.reads, 20) // 900 presses, 45 s
@@ -466,6 +470,7 @@ func TestRedisStopped25s(t *testing.T) {
 // (retrying meanwhile): every press is answered 200 and in MySQL, and the
 // dashboard equals MySQL without `yidu reconcile`.
 func TestMySQLStopped25s(t *testing.T) {
+	testenv.Long(t)
 	t.Parallel() // mostly waiting out the outage
 	// A cold cache (receiver.warm false): the members the receiver has
 	// not met before the cut are the ones published by UserID.

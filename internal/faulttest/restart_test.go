@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu/internal/rig"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // startServe runs `yidu serve` with the scenario's configuration (no
@@ -52,6 +53,7 @@ func (e *env) startServe(name, rcvAddr, dashAddr string) (rcv, dash *proc) {
 // Once with the split roles (spool in the receiver's data directory),
 // once with `yidu serve` and the default configuration.
 func TestRestartsInsideOutages(t *testing.T) {
+	testenv.Long(t)
 	for _, serve := range []bool{false, true} {
 		name := "split_roles"
 		if serve {
@@ -116,6 +118,7 @@ func TestRestartsInsideOutages(t *testing.T) {
 // the torn record, logs it, and forwards the spool once Kafka is back:
 // no press lost, none counted twice.
 func TestSpoolKeptAcrossSIGTERM(t *testing.T) {
+	testenv.Long(t)
 	t.Parallel()
 	e, _, dash := newOutageEnv(t, outageOptions{envOptions: envOptions{Notices: 2, Members: 300}})
 	rcv := e.receivers[0]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu/internal/rig"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // TestReceiverKill9: the receiver process is killed with SIGKILL three
@@ -17,6 +18,7 @@ import (
 // the lease or answers 503, never 200 without a delta (see
 // TestRetryWhileDeadAttemptHoldsLease).
 func TestReceiverKill9(t *testing.T) {
+	testenv.Long(t)
 	e := newEnv(t, envOptions{Notices: 2, Members: 1500})
 	rcv := e.receivers[0]
 	done := e.wecom.goPlay(context.Background(), e.reads, 16)
@@ -36,6 +38,7 @@ func TestReceiverKill9(t *testing.T) {
 // run the next of the flush or commit its offsets), three times at a
 // random moment.
 func TestFlushdKill9(t *testing.T) {
+	testenv.Long(t)
 	e := newEnv(t, envOptions{Notices: 4, Members: 800, Flushd: []string{"flushd-0"}})
 	fl := e.flushd[0]
 	done := e.wecom.goPlay(context.Background(), e.reads, 8)
@@ -84,6 +87,7 @@ func TestFlushdKill9(t *testing.T) {
 // the receiver answers 200 again without a restart of its own, and flushd
 // resumes.
 func TestKafkaUnavailable(t *testing.T) {
+	testenv.Long(t)
 	t.Parallel() // mostly waiting out the outage
 	// Without a spool (spool_dir: off): what a Kafka outage does then.
 	e := newEnvWith(t, envOptions{Notices: 2, Members: 1200}, map[string]any{"spool_dir": "off"})
@@ -138,6 +142,7 @@ func TestKafkaUnavailable(t *testing.T) {
 // rows for 4 s while their reads arrive: flushd's UPDATE waits on the
 // lock and completes once it is released.
 func TestMySQLUnavailableAndSlow(t *testing.T) {
+	testenv.Long(t)
 	t.Parallel() // mostly waiting out the outage and the lock
 	e := newEnv(t, envOptions{Notices: 2, Members: 1000, MySQLProxy: true})
 	w, msgs := e.wecom, e.msgs
@@ -219,6 +224,7 @@ func TestMySQLUnavailableAndSlow(t *testing.T) {
 // moment are put back by `yidu reconcile --all-active` once flushd has
 // written them.
 func TestRedisDataLost(t *testing.T) {
+	testenv.Long(t)
 	e := newEnv(t, envOptions{Notices: 2, Members: 1500})
 	done := e.wecom.goPlay(context.Background(), e.reads, 16)
 	deleted := 0
@@ -264,6 +270,7 @@ func (e *env) wipeRedis() int {
 // rebalanced while deltas flow, the dead member's unwritten reads are
 // replayed by their new owner.
 func TestTwoOfEach(t *testing.T) {
+	testenv.Long(t)
 	e := newEnv(t, envOptions{Notices: 8, Members: 400, Receivers: 2, Flushd: []string{"flushd-a", "flushd-b"}, Partitions: 4})
 	fa, w := e.flushd[0], e.wecom
 	done := w.goPlay(context.Background(), e.reads, 8)

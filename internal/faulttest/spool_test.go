@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // spoolBytes returns the bytes of the spool segments in dir.
@@ -52,6 +54,7 @@ func (e *env) endOffsets() int64 {
 // is answered 200, reaches MySQL with its CreateTime, and the dashboard
 // equals MySQL without `yidu reconcile`.
 func TestKafkaStopped25s(t *testing.T) {
+	testenv.Long(t)
 	t.Parallel() // mostly waiting out the outage
 	spool := t.TempDir()
 	e, _, dash := newOutageEnv(t, outageOptions{envOptions: envOptions{Notices: 2, Members: 450},
@@ -95,6 +98,7 @@ func waitSpoolEmpty(t *testing.T, dir string) {
 // spool directory. It forwards the spool again (at least once; flushd's
 // guard makes the duplicates no-ops): 0 presses lost, no row twice.
 func TestReceiverKilledDuringSpoolDrain(t *testing.T) {
+	testenv.Long(t)
 	t.Parallel()
 	spool := t.TempDir()
 	e, _, dash := newOutageEnv(t, outageOptions{envOptions: envOptions{Notices: 2, Members: 1500},

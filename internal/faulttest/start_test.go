@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // listenBound is how soon a receiver started during an outage must take
@@ -24,6 +26,7 @@ const listenBound = 2 * time.Second
 // dependency is back every press is in MySQL and the dashboard without
 // `yidu reconcile`.
 func TestReceiverStartsDuringOutage(t *testing.T) {
+	testenv.Long(t)
 	type outage struct {
 		down, up func()
 	}

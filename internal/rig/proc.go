@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +42,10 @@ type Spec struct {
 	// 127.0.0.1:0 and says which port it got, so no port is picked by
 	// one process and bound by another.
 	Announce func(line string) (what, addr string, ok bool)
+	// DieWithParent has the kernel kill the child when this process
+	// exits in any way (PR_SET_PDEATHSIG), for a child that cannot
+	// watch a held stdin: a JVM (Apache Kafka's broker).
+	DieWithParent bool
 }
 
 // Proc is a running child process. Its output is read line by line: the
@@ -80,6 +85,13 @@ func Start(s Spec) (*Proc, error) {
 			return nil, err
 		}
 		p.stdin = in
+	}
+	if s.DieWithParent {
+		// The signal follows the thread that forked the child, so that
+		// thread stays locked while it does; Go keeps idle threads.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 	}
 	if err := cmd.Start(); err != nil {
 		pr.Close()

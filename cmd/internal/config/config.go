@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -377,6 +378,13 @@ type Kafka struct {
 	Brokers []string `yaml:"brokers"`
 	Topic   string   `yaml:"topic"`
 	Group   string   `yaml:"group"`
+	// Partitions, ReplicationFactor and MinInsyncReplicas are what
+	// `yidu kafka topic` creates the topic with and what it and `yidu
+	// doctor` check an existing one against (0: delta's defaults, 12, 3
+	// and 2). A managed Kafka auto-creates no topic.
+	Partitions        int32 `yaml:"partitions"`
+	ReplicationFactor int16 `yaml:"replication_factor"`
+	MinInsyncReplicas int   `yaml:"min_insync_replicas"`
 	// SessionTimeout is how long flushd's consumer group waits for a
 	// member that went silent (killed, host lost) before giving its
 	// partitions to the others; the broker bounds it
@@ -725,6 +733,16 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	set(&cfg.MySQL.DSN, "YIDU_MYSQL_DSN")
 	set(&cfg.MySQL.Dialect, "YIDU_MYSQL_DIALECT")
 	set(&cfg.Kafka.Topic, "YIDU_KAFKA_TOPIC")
+	set(&cfg.Kafka.Group, "YIDU_KAFKA_GROUP")
+	if v, err := strconv.Atoi(getenv("YIDU_KAFKA_PARTITIONS")); err == nil && v > 0 && v < 1<<31-1 {
+		cfg.Kafka.Partitions = int32(v)
+	}
+	if v, err := strconv.Atoi(getenv("YIDU_KAFKA_REPLICATION_FACTOR")); err == nil && v > 0 && v < 1<<15 {
+		cfg.Kafka.ReplicationFactor = int16(v)
+	}
+	if v, err := strconv.Atoi(getenv("YIDU_KAFKA_MIN_INSYNC_REPLICAS")); err == nil && v > 0 {
+		cfg.Kafka.MinInsyncReplicas = v
+	}
 	set(&cfg.Kafka.SASL.Username, "YIDU_KAFKA_SASL_USERNAME")
 	set(&cfg.Kafka.SASL.Password, "YIDU_KAFKA_SASL_PASSWORD")
 	set(&cfg.Dashboard.UsersFile, "YIDU_DASHBOARD_USERS_FILE")
@@ -819,6 +837,9 @@ func (c Config) Validate() error {
 	if c.Kafka.Topic == "" || len(c.Kafka.Brokers) == 0 {
 		return errors.New("config: kafka.brokers and kafka.topic are required")
 	}
+	if c.Kafka.Partitions < 0 || c.Kafka.ReplicationFactor < 0 || c.Kafka.MinInsyncReplicas < 0 {
+		return errors.New("config: kafka.partitions, kafka.replication_factor and kafka.min_insync_replicas must not be negative (0: the defaults 12, 3, 2)")
+	}
 	if err := c.Kafka.TLS.validate("kafka.tls"); err != nil {
 		return err
 	}
@@ -872,11 +893,22 @@ func (c Config) Validate() error {
 		}
 		names[u.Name] = true
 	}
+	tokenNames := map[string]bool{}
 	for i, t := range c.Dashboard.Tokens {
 		where := fmt.Sprintf("dashboard.tokens[%d].token", i)
 		if t.Name == "env" {
 			where = "YIDU_API_TOKEN"
 		}
+		// A token's name is its actor in the audit and its key in the
+		// per-principal limits: without one, or shared, its acts name
+		// nobody (issue 38).
+		switch {
+		case t.Name == "":
+			return fmt.Errorf("config: dashboard.tokens[%d].name is required (the audit names a token's acts by it)", i)
+		case tokenNames[t.Name]:
+			return fmt.Errorf("config: dashboard.tokens[%d]: token name %q is used twice (the audit could not tell them apart)", i, t.Name)
+		}
+		tokenNames[t.Name] = true
 		if len(t.Token) < 16 {
 			return fmt.Errorf("config: %s (%s): token must be at least 16 characters", where, t.Name)
 		}

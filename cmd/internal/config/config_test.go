@@ -98,6 +98,8 @@ func TestLoadRejects(t *testing.T) {
 		{"instance id dot", "flushd: {instance_id: '.'}", "instance_id"},
 		{"instance id too long", "flushd: {instance_id: " + strings.Repeat("a", 250) + "}", "instance_id"},
 		{"short api token", "dashboard: {tokens: [{name: x, token: short}]}", "16 characters"},
+		{"nameless api token", "dashboard: {tokens: [{token: nameless-token-0123456789, corps: ['*']}]}", "name is required"},
+		{"api token name twice", "dashboard: {tokens: [{name: ci, token: first-token-0123456789, corps: ['*']}, {name: ci, token: second-token-0123456789, corps: ['*']}]}", "used twice"},
 		{"contacts secret is the app's", "apps: [{name: a, corp_id: c, secret: s3, contacts_secret: s3}]", "YIDU_APP_A_CONTACTS_SECRET"},
 		{"public url not http", "receiver: {public_url: 'ftp://yidu.example.com'}", "public_url"},
 		{"public url relative", "receiver: {public_url: '/yidu'}", "public_url"},

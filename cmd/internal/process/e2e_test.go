@@ -60,8 +60,8 @@ func mustRunMainWith(tb testing.TB, edit func(*config.Config)) *Main {
 	_, prefix := testenv.Redis(tb)
 	cfg.Redis.Addr = testenv.RedisAddr(tb)
 	cfg.Redis.Prefix = prefix
-	_, brokers := testenv.Kafka(tb, "yidu.reads", 4)
-	cfg.Kafka.Brokers = brokers
+	cfg.Kafka.Brokers, cfg.Kafka.Topic = testenv.Topic(tb, "yidu.reads", 4)
+	cfg.Kafka.Group = testenv.RandomName("yidu-flushd-")
 	cfg.Flushd.Interval = config.Duration(200 * time.Millisecond)
 	cfg.Receiver.Listen = "127.0.0.1:0"
 	cfg.Dashboard.Listen = "127.0.0.1:0"

@@ -1016,6 +1016,9 @@ func roleHolders(d config.Dashboard) []access.Holder {
 	for _, r := range accessRoles(d.Roles) {
 		out = append(out, access.Holder{Kind: access.KindWeCom, Name: r.UserID, Grant: r.Grant})
 	}
+	if d.SeeLeaders() {
+		out = append(out, access.LeadersHolder())
+	}
 	return out
 }
 

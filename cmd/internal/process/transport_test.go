@@ -47,7 +47,7 @@ func saslKafka(tb testing.TB, user, pass string) []string {
 func TestKafkaSASLEndToEnd(t *testing.T) {
 	brokers := saslKafka(t, "yidu", "scram-secret")
 	m := mustRunMainWith(t, func(c *config.Config) {
-		c.Kafka.Brokers = brokers
+		c.Kafka.Brokers, c.Kafka.Topic = brokers, "yidu.reads" // kfake's, with SASL: not the suite's Kafka
 		c.Kafka.SASL = config.SASL{Mechanism: config.SASLScramSHA256, Username: "yidu", Password: "scram-secret"}
 	})
 	sentAt := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
