@@ -117,6 +117,10 @@ type Store struct {
 	log  *slog.Logger
 	now  func() time.Time
 	met  *metrics
+	// betweenWrites, set by tests only, runs inside create's transaction
+	// after the notice's row and before the follow-up policy's: an error
+	// stands for a crash between the two writes.
+	betweenWrites func() error
 }
 
 type metrics struct {
@@ -179,6 +183,12 @@ func (s *Store) check(ctx context.Context, d *Draft) error {
 // Create stores a new draft or scheduled notice; invalid input is
 // yidu.ErrInvalid and writes nothing, a msgid in use yidu.ErrConflict.
 func (s *Store) Create(ctx context.Context, d Draft) (Notice, error) {
+	return s.create(ctx, d, nil)
+}
+
+// create is Create with also (nil: none) writing in the same transaction
+// (a compose's follow-up policy): both are stored, or neither.
+func (s *Store) create(ctx context.Context, d Draft, also func(ctx context.Context, tx execer, d Draft) error) (Notice, error) {
 	if err := s.check(ctx, &d); err != nil {
 		return Notice{}, err
 	}
@@ -195,8 +205,9 @@ func (s *Store) Create(ctx context.Context, d Draft) (Notice, error) {
 		sendAt = d.Schedule.SendAt
 	}
 	// The msgid is claimed in the one namespace (internal/namespace) in
-	// the same transaction as the row: another corp's or app's msgid, or
-	// one registered already, is refused without saying whose.
+	// the same transaction as the row and the compose's follow-up policy:
+	// another corp's or app's msgid, or one registered already, is
+	// refused without saying whose.
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Notice{}, fmt.Errorf("campaign: begin %s: %w", d.MsgID, err)
@@ -214,6 +225,16 @@ func (s *Store) Create(ctx context.Context, d Draft) (Notice, error) {
 			return Notice{}, fmt.Errorf("%w: msgid %s is taken", yidu.ErrConflict, d.MsgID)
 		}
 		return Notice{}, fmt.Errorf("campaign: insert %s: %w", d.MsgID, err)
+	}
+	if s.betweenWrites != nil {
+		if err := s.betweenWrites(); err != nil {
+			return Notice{}, err
+		}
+	}
+	if also != nil {
+		if err := also(ctx, tx, d); err != nil {
+			return Notice{}, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return Notice{}, fmt.Errorf("campaign: commit %s: %w", d.MsgID, err)
@@ -427,7 +448,7 @@ func (s *Store) Edit(ctx context.Context, corps []string, msgID string, p Patch)
 	if d.Schedule.Draft {
 		state, sendAt = yidu.StateDraft, nil
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE campaigns SET title = ?, body = ?, url = ?, audience = ?, state = ?, send_at = ?,
+	res, err := execRetry(ctx, s.db, `UPDATE campaigns SET title = ?, body = ?, url = ?, audience = ?, state = ?, send_at = ?,
 		state_reason = '', updated_at = ? WHERE msgid = ? AND state = ?`,
 		d.Title, d.Body, d.URL, aud, string(state), sendAt, s.now().UTC(), msgID, string(n.State))
 	if err != nil {
@@ -451,7 +472,7 @@ func (s *Store) Cancel(ctx context.Context, corps []string, msgID, by string) (N
 		return Notice{}, fmt.Errorf("%w: %s is %s", ErrNotEditable, msgID, n.State)
 	}
 	now := s.now().UTC()
-	res, err := s.db.ExecContext(ctx, `UPDATE campaigns SET state = 'cancelled', finished_at = ?, updated_at = ?
+	res, err := execRetry(ctx, s.db, `UPDATE campaigns SET state = 'cancelled', finished_at = ?, updated_at = ?
 		WHERE msgid = ? AND state IN ('draft', 'scheduled', 'held')`, now, now, msgID)
 	if err != nil {
 		return Notice{}, fmt.Errorf("campaign: cancel %s: %w", msgID, err)
@@ -464,8 +485,11 @@ func (s *Store) Cancel(ctx context.Context, corps []string, msgID, by string) (N
 	return s.Get(ctx, corps, msgID)
 }
 
-// SendNow makes a draft or held notice due now: the Runner claims it as
-// any scheduled notice (so it is sent once, by one replica). A held
+// SendNow makes a draft, scheduled or held notice due now: the Runner
+// claims it as any scheduled notice (so it is sent once, by one replica).
+// The UPDATE is conditional on the notice not being due now already, so
+// of concurrent requests one makes it due and the others are
+// ErrNotEditable: one act, one audit row. A held
 // notice keeps its send_at, so its lateness is reported, and is not held
 // again (hold_ok).
 func (s *Store) SendNow(ctx context.Context, corps []string, msgID, by string) (Notice, error) {
@@ -479,14 +503,14 @@ func (s *Store) SendNow(ctx context.Context, corps []string, msgID, by string) (
 	now := s.now().UTC().Truncate(time.Millisecond)
 	// A person's "send now" is never held: state_reason 'now' tells the
 	// Runner (Runner.due), and send_at is now unless it was earlier.
-	res, err := s.db.ExecContext(ctx, `UPDATE campaigns SET state = 'scheduled', state_reason = ?,
+	res, err := execRetry(ctx, s.db, `UPDATE campaigns SET state = 'scheduled', state_reason = ?,
 		send_at = IF(send_at IS NULL OR send_at > ?, ?, send_at), updated_at = ?
-		WHERE msgid = ? AND state = ?`, reasonSendNow, now, now, now, msgID, string(n.State))
+		WHERE msgid = ? AND state = ? AND state_reason <> ?`, reasonSendNow, now, now, now, msgID, string(n.State), reasonSendNow)
 	if err != nil {
 		return Notice{}, fmt.Errorf("campaign: send %s: %w", msgID, err)
 	}
 	if c, err := res.RowsAffected(); err == nil && c == 0 {
-		return Notice{}, fmt.Errorf("%w: %s changed state", ErrNotEditable, msgID)
+		return Notice{}, fmt.Errorf("%w: %s is already being sent now, or changed state", ErrNotEditable, msgID)
 	}
 	s.log.InfoContext(ctx, "notice sent by hand", "corp", n.App.CorpID, "msgid", msgID, "by", by)
 	return s.Get(ctx, corps, msgID)

@@ -125,6 +125,17 @@ func (r *Rounds) CheckPolicy(p yidu.Policy, sendAt time.Time) error {
 // draft's policy waits keyed by its msgid, and plan starts it once the
 // Runner has registered the notice (plan joins messages).
 func (r *Rounds) StorePolicy(ctx context.Context, corpID, msgID string, p yidu.Policy, sendAt time.Time, by string) error {
+	return r.storePolicy(ctx, r.DB, corpID, msgID, p, sendAt, by)
+}
+
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// storePolicy is StorePolicy through ex (a compose's transaction).
+func (r *Rounds) storePolicy(ctx context.Context, ex execer, corpID, msgID string, p yidu.Policy, sendAt time.Time, by string) error {
 	if err := p.Validate(sendAt, r.MinGap); err != nil {
 		return err
 	}
@@ -132,7 +143,7 @@ func (r *Rounds) StorePolicy(ctx context.Context, corpID, msgID string, p yidu.P
 	if err != nil {
 		return fmt.Errorf("campaign: policy: %w", err)
 	}
-	_, err = r.DB.ExecContext(ctx, `INSERT INTO follow_ups (corp_id, msgid, policy, updated_by, updated_at) VALUES (?, ?, ?, ?, ?)
+	_, err = ex.ExecContext(ctx, `INSERT INTO follow_ups (corp_id, msgid, policy, updated_by, updated_at) VALUES (?, ?, ?, ?, ?)
 		ON DUPLICATE KEY UPDATE policy = VALUES(policy), updated_by = VALUES(updated_by), updated_at = VALUES(updated_at), stopped_reason = NULL`,
 		corpID, msgID, string(b), by, r.Now())
 	if err != nil {

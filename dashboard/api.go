@@ -19,6 +19,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
 )
 
@@ -514,7 +515,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		reg.SentAt = s.now().UTC()
 	}
 	// A bad policy is refused before anything is registered or sent.
-	if err := s.checkFollowUp(reg.FollowUp, reg.SentAt); err != nil {
+	if err := s.acts.CheckFollowUp(reg.FollowUp, reg.SentAt); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -539,18 +540,14 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	// The app's default goes to a notice this POST created: a replay
 	// must not undo a policy changed since.
 	if reg.FollowUp != nil && (created || !reg.FollowUpDefault) {
-		if !m.RecalledAt.IsZero() {
-			s.fail(w, r, yidu.Invalidf("follow_up: the notice was recalled"))
-			return
-		}
-		err := s.followUps.StorePolicy(r.Context(), m.CorpID, m.MsgID, *reg.FollowUp, m.SentAt, p.name)
+		err := s.acts.StoreFollowUp(r.Context(), s.caller(p), m, *reg.FollowUp)
 		if !created {
 			// A replay that changes the policy is a follow-up change
 			// (a new notice's policy is part of its send row).
-			s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, inFollowUp(err))
+			s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, err)
 		}
 		if err != nil {
-			s.fail(w, r, inFollowUp(err))
+			s.fail(w, r, err)
 			return
 		}
 	}
@@ -606,127 +603,62 @@ type remindJSON struct {
 	Skipped int `json:"skipped"`
 }
 
-// handleRemind sends a reminder to the current non-readers, at most once
-// per message per RemindInterval (persisted by the tracker; the in-flight
-// set closes the window between two quick clicks).
+// handleRemind is POST /messages/{msgid}/remind: campaign decides whom
+// the caller may remind (its scope), who is due (the interval is per
+// person) and claims the notice in MySQL.
 func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	// access decides who may remind: a sender of the app (everyone) or a
-	// department leader, whose reminder goes to the unread people of the
-	// subtrees it leads only (the remind View, which bitmaps applies); a
-	// viewer of the configuration reads only.
-	rv, ok, err := s.remindView(r.Context(), principalFrom(r.Context()), m)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if !ok {
-		writeError(w, http.StatusForbidden, "your role may not remind through this app")
-		return
-	}
-	if !rv.All() {
-		// The led subtrees are within the gate's View (a leader views what
-		// it leads), so they replace it.
-		r = r.WithContext(withView(r.Context(), rv))
-	}
-	if m.Recalled() {
-		s.fail(w, r, yidu.ErrRecalled)
-		return
-	}
-	release, ok := s.exclusive(w, m)
-	if !ok {
-		return
-	}
-	defer release()
-
-	interval := s.remindIv
-	last, ok, err := s.msgs.LastReminder(r.Context(), m.CorpID, m.MsgID)
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("dashboard: last reminder: %w", err))
-		return
-	}
-	if now := s.now(); ok && now.Before(last.Add(interval)) {
-		wait := last.Add(interval).Sub(now)
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		writeJSON(w, http.StatusTooManyRequests, map[string]any{
-			"error": "this message was reminded recently", "next_allowed_at": last.Add(interval).UTC(),
-		})
-		return
-	}
 	// The reminder outlives an impatient client: half-sent batches are worse.
 	// 300,000 non-readers are 300 calls at WeCom's rate: longer than the
 	// write timeout of an ordinary answer.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), registerTimeout)
 	defer cancel()
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(registerTimeout))
-	rec, readRec, err := s.bitmaps(ctx, m)
+	rep, err := s.acts.Remind(ctx, campaign.Remind{Caller: s.caller(principalFrom(r.Context())), Message: m,
+		Unread: func(ctx context.Context, v access.View) (*roaring.Bitmap, error) {
+			rec, readRec, err := s.bitmaps(withView(ctx, v), m)
+			if err != nil {
+				return nil, err
+			}
+			return roaring.AndNot(rec, readRec), nil
+		},
+		UserIDs: s.userIDs,
+	})
 	if err != nil {
+		if !errors.Is(err, campaign.ErrForbidden) && !errors.Is(err, campaign.ErrBusy) && !errors.As(err, new(*campaign.TooSoonError)) &&
+			!errors.Is(err, yidu.ErrRecalled) {
+			s.recordDone(r, event(r, yidu.ActionRemind, m.CorpID, m.App, m.MsgID), err)
+		}
 		s.fail(w, r, err)
 		return
 	}
-	unread := roaring.AndNot(rec, readRec)
-	var userIDs []string
-	missing := 0
-	err = s.forEachUserChunk(ctx, m.CorpID, unread, nil, chunkSize, nil, func(uids []uint32, users map[uint32]yidu.User) error {
-		missing += len(uids) - len(users)
-		for _, u := range users {
+	s.met.reminded.Add(float64(rep.Reminded))
+	ev := event(r, yidu.ActionRemind, m.CorpID, m.App, m.MsgID)
+	ev.People = int64(rep.Reminded)
+	s.recordDone(r, ev, nil)
+	writeJSON(w, http.StatusOK, remindJSON{Reminded: rep.Reminded, NextAllowedAt: rep.NextAllowedAt.UTC(), Unread: rep.Unread,
+		Batches: rep.Batches, Refused: rep.Refused, Unknown: rep.Unknown, Invalid: rep.Invalid, Skipped: rep.Skipped})
+}
+
+// userIDs resolves uids to the UserIDs of the active members among them;
+// skipped counts those without a user or a UserID (members who left are
+// neither).
+func (s *Server) userIDs(ctx context.Context, corp string, uids *roaring.Bitmap) (map[uint32]string, int, error) {
+	out := map[uint32]string{}
+	skipped := 0
+	err := s.forEachUserChunk(ctx, corp, uids, nil, chunkSize, nil, func(uids []uint32, users map[uint32]yidu.User) error {
+		skipped += len(uids) - len(users)
+		for uid, u := range users {
 			switch {
 			case u.Status == yidu.StatusLeft:
 			case u.UserID == "":
-				missing++
+				skipped++
 			default:
-				userIDs = append(userIDs, u.UserID)
+				out[uid] = u.UserID
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out := remindJSON{NextAllowedAt: s.now().Add(interval).UTC(), Unread: len(userIDs) + missing, Skipped: missing}
-	if len(userIDs) > 0 {
-		rep, err := s.msgs.Remind(ctx, m, userIDs)
-		if err != nil {
-			err = fmt.Errorf("dashboard: remind: %w", err)
-			s.recordDone(r, event(r, yidu.ActionRemind, m.CorpID, m.App, m.MsgID), err)
-			s.fail(w, r, err)
-			return
-		}
-		out.Reminded, out.Batches = rep.Reminded, rep.Batches
-		out.Refused, out.Unknown, out.Invalid = rep.Refused, rep.Unknown, rep.Invalid
-		out.Skipped += rep.BadUserIDs + rep.Missing
-	} else {
-		out.NextAllowedAt = s.now().UTC()
-	}
-	s.met.reminded.Add(float64(out.Reminded))
-	ev := event(r, yidu.ActionRemind, m.CorpID, m.App, m.MsgID)
-	ev.People = int64(out.Reminded)
-	s.recordDone(r, ev, nil)
-	s.log.InfoContext(r.Context(), "reminder sent", "corp", m.CorpID, "msgid", m.MsgID,
-		"reminded", out.Reminded, "refused", out.Refused, "unknown", out.Unknown, "skipped", out.Skipped,
-		"by", principalFrom(r.Context()).name)
-	writeJSON(w, http.StatusOK, out)
-}
-
-// exclusive lets one reminder or recall of m run at a time (a recall
-// racing a reminder would miss the reminder's batches); when another runs
-// it has answered 429 and ok is false.
-func (s *Server) exclusive(w http.ResponseWriter, m yidu.Message) (release func(), ok bool) {
-	key := m.CorpID + "\x00" + m.MsgID
-	s.remindMu.Lock()
-	busy := s.remindInFlight[key]
-	s.remindInFlight[key] = true
-	s.remindMu.Unlock()
-	if busy {
-		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusTooManyRequests, "a reminder or recall of this message is in progress")
-		return nil, false
-	}
-	return func() {
-		s.remindMu.Lock()
-		delete(s.remindInFlight, key)
-		s.remindMu.Unlock()
-	}, true
+	return out, skipped, err
 }
 
 // recallJSON is the answer of POST /messages/{msgid}/recall.
@@ -744,28 +676,21 @@ type recallJSON struct {
 }
 
 // handleRecall recalls every card of the message through WeCom
-// (message/recall, doc path 96460) and freezes its numbers (docs/api.md).
-// Same authentication and CSRF as Remind (requireAPI).
+// (message/recall, doc path 96460) and freezes its numbers (docs/api.md);
+// campaign decides who may and claims the notice in MySQL.
 func (s *Server) handleRecall(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	if p := principalFrom(r.Context()); !s.maySend(p, m.CorpID, m.App) || scoped(r.Context()) {
-		writeError(w, http.StatusForbidden, "your role may not recall through this app")
-		return
-	}
-	release, ok := s.exclusive(w, m)
-	if !ok {
-		return
-	}
-	defer release()
 	// The recall outlives an impatient client: half-recalled is worse.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Minute)
 	defer cancel()
-	c, err := s.counts(ctx, m)
-	if err != nil {
+	rep, err := s.acts.Recall(ctx, campaign.Recall{Caller: s.caller(principalFrom(r.Context())), Message: m,
+		Read: func(ctx context.Context) (int64, error) {
+			c, err := s.counts(ctx, m)
+			return c.read, err
+		}})
+	if errors.Is(err, campaign.ErrForbidden) || errors.Is(err, campaign.ErrBusy) {
 		s.fail(w, r, err)
 		return
 	}
-	read := c.read
-	rep, err := s.msgs.Recall(ctx, m, read)
 	ev := event(r, yidu.ActionRecall, m.CorpID, m.App, m.MsgID)
 	ev.People = int64(rep.Recalled)
 	s.recordDone(r, ev, err)
@@ -774,23 +699,19 @@ func (s *Server) handleRecall(w http.ResponseWriter, r *http.Request, m yidu.Mes
 		s.fail(w, r, err)
 		return
 	}
-	out := recallJSON{MsgID: m.MsgID, Read: read, Recalled: rep.Recalled, Already: rep.Already,
+	out := recallJSON{MsgID: m.MsgID, Read: rep.Read, Recalled: rep.Recalled, Already: rep.Already,
 		Unrecallable: rep.Unrecallable, Failed: make([]batchJSON, 0, len(rep.Failed))}
 	for _, o := range rep.Failed {
 		out.Failed = append(out.Failed, toBatchJSON(m.MsgID, o))
 	}
 	if err != nil {
 		code, msg := httpStatus(err)
-		s.log.WarnContext(r.Context(), "recall incomplete", "corp", m.CorpID, "msgid", m.MsgID,
-			"recalled", rep.Recalled, "failed", len(rep.Failed), "by", principalFrom(r.Context()).name)
 		out.Error = msg
 		writeJSON(w, code, out)
 		return
 	}
 	at := rep.RecalledAt.UTC()
 	out.RecalledAt = &at
-	s.log.InfoContext(r.Context(), "message recalled", "corp", m.CorpID, "msgid", m.MsgID,
-		"recalled", rep.Recalled, "already", rep.Already, "unrecallable", rep.Unrecallable, "by", principalFrom(r.Context()).name)
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -90,8 +90,9 @@ func noticeJSON(n campaign.Notice) messageJSON {
 	return j
 }
 
-// handleSchedule is POST /messages with send_at or draft: the notice is
-// stored for campaign's Runner, which registers and sends it at its time.
+// handleSchedule is POST /messages with send_at or draft: campaign
+// stores the notice (and its follow-up policy, in one transaction) for its
+// Runner, which registers and sends it at its time.
 func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *principal, app yidu.App, reg registration) {
 	if s.campaigns == nil {
 		writeError(w, http.StatusServiceUnavailable, "scheduled sending is not configured")
@@ -105,39 +106,24 @@ func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *princ
 		s.fail(w, r, yidu.Invalidf("sent_at is set when the notice is sent, not with send_at or draft"))
 		return
 	}
-	// A draft's policy is checked against now; the deadline of one sent
-	// later than that is the deadline (plan stops it).
-	if err := s.checkFollowUp(reg.FollowUp, cmp.Or(reg.SendAt, s.now())); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	n, err := s.campaigns.Create(r.Context(), campaign.Draft{
+	n, err := s.acts.Compose(r.Context(), s.caller(p), campaign.Compose{Draft: campaign.Draft{
 		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
-		Schedule: yidu.Schedule{SendAt: reg.SendAt, Draft: reg.Draft, Timezone: app.Timezone}, By: p.name,
-	})
+		Schedule: yidu.Schedule{SendAt: reg.SendAt, Draft: reg.Draft, Timezone: app.Timezone},
+	}, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet})
 	// A draft is composed; a notice with send_at is scheduled.
 	act := yidu.ActionSchedule
 	if reg.Draft {
 		act = yidu.ActionCompose
 	}
-	ev := event(r, act, app.CorpID, app.Name, cmp.Or(n.MsgID, reg.MsgID))
-	s.recordDone(r, ev, err)
+	s.recordDone(r, event(r, act, app.CorpID, app.Name, cmp.Or(n.MsgID, reg.MsgID)), err)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	j := noticeJSON(n)
-	if reg.FollowUp != nil {
-		// Stored keyed by msgid: the round engine starts it once the
-		// Runner has registered the notice.
-		if err := s.followUps.StorePolicy(r.Context(), app.CorpID, n.MsgID, *reg.FollowUp, cmp.Or(n.SendAt, s.now()), p.name); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		if err := s.addFollowUp(r.Context(), app.CorpID, &j); err != nil {
-			s.fail(w, r, err)
-			return
-		}
+	if err := s.addFollowUp(r.Context(), app.CorpID, &j); err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	w.Header().Set("Location", "/api/v1/messages/"+n.MsgID)
 	writeJSON(w, http.StatusCreated, j)
@@ -256,22 +242,34 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		s.failBody(w, r, err)
 		return
 	}
+	p, err := b.patch("")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.acts.Edit(r.Context(), s.caller(principalFrom(r.Context())), n, p, b.FollowUp)
+	if b.FollowUp == nil || (err == nil && b.withoutFollowUp() != (patchBody{})) {
+		s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
+	}
 	if b.FollowUp != nil {
-		s.patchFollowUp(w, r, n, b)
-		return
+		// A policy changed on any route is a follow-up change (issue 38).
+		s.recordFollowUp(r, n.App.CorpID, n.App.Name, n.MsgID, err)
 	}
-	p, err := b.patch(principalFrom(r.Context()).name)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.campaigns.Edit(r.Context(), []string{n.App.CorpID}, n.MsgID, p)
-	s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
-	if err != nil {
-		s.fail(w, r, err)
+	if b.FollowUp != nil {
+		s.handleGetNotice(w, r)
 		return
 	}
 	writeJSON(w, http.StatusOK, noticeJSON(out))
+}
+
+// withoutFollowUp is b with follow_up left out.
+func (b patchBody) withoutFollowUp() patchBody {
+	b.FollowUp = nil
+	return b
 }
 
 // patch is the campaign edit of b's fields other than follow_up.
@@ -292,76 +290,6 @@ func (b patchBody) patch(by string) (campaign.Patch, error) {
 		p.Schedule = &sc
 	}
 	return p, nil
-}
-
-// patchFollowUp is a PATCH carrying follow_up. The policy is checked
-// against the send time the patch leaves (now for a draft) before the
-// rest of the patch is applied, so a bad policy writes nothing. A notice
-// campaign already sent takes the policy as PUT .../follow_up does.
-func (s *Server) patchFollowUp(w http.ResponseWriter, r *http.Request, n campaign.Notice, b patchBody) {
-	if s.followUps == nil {
-		s.fail(w, r, errNoFollowUps)
-		return
-	}
-	pol, by := *b.FollowUp, principalFrom(r.Context()).name
-	b.FollowUp = nil
-	if n.State == yidu.StateSent {
-		if b != (patchBody{}) {
-			s.fail(w, r, fmt.Errorf("%w: %s is sent; only follow_up can change", campaign.ErrNotEditable, n.MsgID))
-			return
-		}
-		err := s.followUps.SetPolicy(r.Context(), n.App.CorpID, n.MsgID, pol, by)
-		s.recordFollowUp(r, n.App.CorpID, n.App.Name, n.MsgID, inFollowUp(err))
-		if err != nil {
-			s.fail(w, r, inFollowUp(err))
-			return
-		}
-	} else {
-		if !n.State.Editable() {
-			s.fail(w, r, fmt.Errorf("%w: %s is %s", campaign.ErrNotEditable, n.MsgID, n.State))
-			return
-		}
-		at, err := bodyTime("send_at", b.SendAt)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		sendAt := n.SendAt
-		switch {
-		case b.Draft != nil && *b.Draft:
-			sendAt = time.Time{}
-		case at != nil:
-			sendAt = *at
-		case n.State == yidu.StateDraft:
-			sendAt = time.Time{}
-		}
-		sendAt = cmp.Or(sendAt, s.now())
-		if err := s.followUps.CheckPolicy(pol, sendAt); err != nil {
-			s.fail(w, r, inFollowUp(err))
-			return
-		}
-		if b != (patchBody{}) {
-			p, err := b.patch(by)
-			if err != nil {
-				s.fail(w, r, err)
-				return
-			}
-			ed, err := s.campaigns.Edit(r.Context(), []string{n.App.CorpID}, n.MsgID, p)
-			s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
-			if err != nil {
-				s.fail(w, r, err)
-				return
-			}
-			n = ed
-		}
-		err = s.followUps.StorePolicy(r.Context(), n.App.CorpID, n.MsgID, pol, sendAt, by)
-		s.recordFollowUp(r, n.App.CorpID, n.App.Name, n.MsgID, inFollowUp(err))
-		if err != nil {
-			s.fail(w, r, inFollowUp(err))
-			return
-		}
-	}
-	s.handleGetNotice(w, r)
 }
 
 // noticeOrSent is notice, with a message registered outside campaign
@@ -387,8 +315,7 @@ func (s *Server) handleCancelNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p := principalFrom(r.Context())
-	out, err := s.campaigns.Cancel(r.Context(), []string{n.App.CorpID}, n.MsgID, p.name)
+	out, err := s.acts.Cancel(r.Context(), s.caller(principalFrom(r.Context())), n)
 	s.recordDone(r, event(r, yidu.ActionCancel, n.App.CorpID, n.App.Name, n.MsgID), err)
 	if err != nil {
 		s.fail(w, r, err)
@@ -403,8 +330,7 @@ func (s *Server) handleSendNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p := principalFrom(r.Context())
-	out, err := s.campaigns.SendNow(r.Context(), []string{n.App.CorpID}, n.MsgID, p.name)
+	out, err := s.acts.SendNow(r.Context(), s.caller(principalFrom(r.Context())), n)
 	// Send now: the notice is sent by campaign's Runner at once; its
 	// recipients are counted when it registers.
 	ev := event(r, yidu.ActionSend, n.App.CorpID, n.App.Name, n.MsgID)

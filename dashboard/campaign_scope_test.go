@@ -47,7 +47,7 @@ func TestCampaignScope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.srv.access = acc
+	f.srv.setAccess(acc)
 
 	at := f.clock.Now().Add(time.Hour).Format(time.RFC3339)
 	schedule := func(tok, msgid, app string) int {

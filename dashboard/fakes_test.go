@@ -187,7 +187,6 @@ type fakeMessages struct {
 	reminders []yidu.Message
 	remindTo  [][]string
 	recalls   []string
-	lastRem   map[string]time.Time
 	now       func() time.Time
 	// curveGate, when set, holds every ReadsPerMinute until it receives
 	// (a slow archive).
@@ -197,7 +196,7 @@ type fakeMessages struct {
 }
 
 func newFakeMessages(now func() time.Time) *fakeMessages {
-	return &fakeMessages{msgs: map[string]*stored{}, lastRem: map[string]time.Time{}, now: now}
+	return &fakeMessages{msgs: map[string]*stored{}, now: now}
 }
 
 func (f *fakeMessages) add(s *stored) {
@@ -459,16 +458,8 @@ func (f *fakeMessages) Remind(_ context.Context, m yidu.Message, userIDs []strin
 		}
 	}
 	f.remindTo = append(f.remindTo, ok)
-	f.lastRem[key(m.CorpID, m.MsgID)] = f.now()
 	rep.Reminded, rep.Batches = len(ok), (len(ok)+999)/1000
 	return rep, nil
-}
-
-func (f *fakeMessages) LastReminder(_ context.Context, corp, id string) (time.Time, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t, ok := f.lastRem[key(corp, id)]
-	return t, ok, nil
 }
 
 type fakeDirectory struct {
@@ -562,6 +553,7 @@ type fixture struct {
 	bms    *fakeBitmaps
 	dir    *fakeDirectory
 	reg    *prometheus.Registry
+	ledger *fakeLedger
 	hello  yidu.Message // acme, 10 recipients, 4 read
 	secret yidu.Message // other corp
 }
@@ -579,7 +571,7 @@ func newFixtureWith(tb testing.TB, idsOnlyDir bool) *fixture {
 func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixture {
 	tb.Helper()
 	c := &clock{t: t0.Add(30 * time.Minute)}
-	f := &fixture{clock: c, msgs: newFakeMessages(c.Now), bms: newFakeBitmaps(), reg: prometheus.NewRegistry()}
+	f := &fixture{clock: c, msgs: newFakeMessages(c.Now), bms: newFakeBitmaps(), reg: prometheus.NewRegistry(), ledger: newFakeLedger()}
 	f.dir = &fakeDirectory{
 		users: map[string]map[uint32]yidu.User{"acme": {}, "other": {}},
 		depts: map[string][]yidu.Department{"acme": {
@@ -646,6 +638,7 @@ func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixtur
 		},
 		SessionTTL:     time.Hour,
 		RemindInterval: time.Hour,
+		Ledger:         f.ledger,
 	}
 	if edit != nil {
 		edit(&opts)

@@ -6,52 +6,17 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/campaign"
 )
 
 // FollowUps keeps notices' follow-up policies and reports their rounds
-// (campaign.Rounds, issue 30).
+// (campaign.Rounds, issue 30); the dashboard reads FollowUpOf, and
+// campaign.Service makes the changes.
 type FollowUps interface {
-	SetPolicy(ctx context.Context, corpID, msgID string, p yidu.Policy, by string) error
+	campaign.Policies
 	FollowUpOf(ctx context.Context, corpID, msgID string) (campaign.FollowUp, bool, error)
-	CancelRound(ctx context.Context, corpID, msgID string) (bool, error)
-	// CheckPolicy checks a policy for a notice sent at sendAt, writing
-	// nothing; StorePolicy stores it, registered notice or not.
-	CheckPolicy(p yidu.Policy, sendAt time.Time) error
-	StorePolicy(ctx context.Context, corpID, msgID string, p yidu.Policy, sendAt time.Time, by string) error
-}
-
-// errNoFollowUps answers a follow_up posted to a server without the
-// round engine.
-var errNoFollowUps = yidu.Invalidf("follow_up: follow-up is not configured on this server")
-
-// checkFollowUp checks a posted policy for a notice sent at sendAt before
-// anything is sent or stored; nil p is no policy.
-func (s *Server) checkFollowUp(p *yidu.Policy, sendAt time.Time) error {
-	if p == nil {
-		return nil
-	}
-	if s.followUps == nil {
-		return errNoFollowUps
-	}
-	return inFollowUp(s.followUps.CheckPolicy(*p, sendAt))
-}
-
-// inFollowUp names a policy's field as a field of the posted follow_up
-// ("deadline: ..." becomes "follow_up.deadline: ...").
-func inFollowUp(err error) error {
-	if !errors.Is(err, yidu.ErrInvalid) {
-		return err
-	}
-	msg := strings.TrimPrefix(err.Error(), yidu.ErrInvalid.Error()+": ")
-	if strings.HasPrefix(msg, "follow_up") {
-		return err
-	}
-	return yidu.Invalidf("follow_up.%s", msg)
 }
 
 // addFollowUp sets j.FollowUp from the notice's stored policy and rounds.
@@ -115,7 +80,7 @@ func (s *Server) recordFollowUp(r *http.Request, corp, app, msgID string, err er
 // policy of a sent notice. A policy the root's Validate refuses, or one on
 // a recalled notice, is a 400 naming the field; nothing is written.
 func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	if !s.followUpAllowed(w, r, m) {
+	if refusedFollowUp(w, r, s, s.acts.MayFollowUp(s.caller(principalFrom(r.Context())), m)) {
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -127,7 +92,10 @@ func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yid
 		s.fail(w, r, err)
 		return
 	}
-	err := s.followUps.SetPolicy(r.Context(), m.CorpID, m.MsgID, p, principalFrom(r.Context()).name)
+	err := s.acts.SetFollowUp(r.Context(), s.caller(principalFrom(r.Context())), m, p)
+	if refusedFollowUp(w, r, s, err) {
+		return
+	}
 	s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, err)
 	if err != nil {
 		s.fail(w, r, err)
@@ -139,10 +107,10 @@ func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yid
 // handleCancelRound is POST /messages/{msgid}/follow_up/cancel-round: the
 // round due or sending stops (after its current batch); 409 when none is.
 func (s *Server) handleCancelRound(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	if !s.followUpAllowed(w, r, m) {
+	ok, err := s.acts.CancelRound(r.Context(), s.caller(principalFrom(r.Context())), m)
+	if refusedFollowUp(w, r, s, err) {
 		return
 	}
-	ok, err := s.followUps.CancelRound(r.Context(), m.CorpID, m.MsgID)
 	ev := event(r, yidu.ActionFollowUpChange, m.CorpID, m.App, m.MsgID)
 	ev.Detail = "cancel_round"
 	if err == nil && !ok {
@@ -158,4 +126,19 @@ func (s *Server) handleCancelRound(w http.ResponseWriter, r *http.Request, m yid
 		return
 	}
 	s.handleGetFollowUp(w, r, m)
+}
+
+// refusedFollowUp answers a follow-up change campaign refused before
+// acting (403 for the caller's role, 404 without a round engine) and
+// reports whether it did.
+func refusedFollowUp(w http.ResponseWriter, r *http.Request, s *Server, err error) bool {
+	switch {
+	case errors.Is(err, campaign.ErrForbidden):
+		s.fail(w, r, err)
+	case errors.Is(err, campaign.ErrNoFollowUps):
+		writeError(w, http.StatusNotFound, "no follow-up")
+	default:
+		return false
+	}
+	return true
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/tracker"
@@ -134,8 +135,10 @@ func TestIntegration(t *testing.T) {
 	reg, err := tracker.New(db, mapper, store, tracker.Options{Logger: logger, Apps: []yidu.App{app}})
 	testenv.Check(t, "tracker.New", err)
 	const token = "integration-token-0123456789"
+	ledger, err := campaign.NewSQLLedger(db, "", 0, nil, logger)
+	testenv.Check(t, "campaign.NewSQLLedger", err)
 	srv, err := New(reg, store, mapper, Options{
-		Apps: []yidu.App{app}, Logger: logger,
+		Apps: []yidu.App{app}, Logger: logger, Ledger: ledger,
 		Tokens: []Token{
 			{Name: "it", Token: token, Corps: []string{corp}},
 			{Name: "other", Token: "other-corp-token-0123456789", Corps: []string{"someone-else"}},

@@ -194,11 +194,9 @@ type registration struct {
 // app's default policy (apps[].follow_up), when the deployment runs
 // follow-ups.
 func (s *Server) defaultFollowUp(reg *registration, app yidu.App) {
-	if reg.FollowUpSet || app.FollowUp == nil || s.followUps == nil {
-		return
+	if d := s.acts.DefaultFollowUp(app, reg.FollowUpSet); d != nil {
+		reg.FollowUp, reg.FollowUpDefault = d, true
 	}
-	p := *app.FollowUp
-	reg.FollowUp, reg.FollowUpDefault = &p, true
 }
 
 // decodeRegistration parses the body. Only the JSON shape is checked

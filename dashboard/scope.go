@@ -241,20 +241,26 @@ func (s *Server) mayRemind(p *principal, m yidu.Message) bool {
 	return p.acc.MayRemindScoped(m.CorpID, m.App)
 }
 
-// remindView is whom p may remind of m (access.Access.RemindView): a
-// sender of the app everyone, a department leader the subtrees it leads;
-// ok is false when p may remind nobody (a viewer of the configuration
-// reads only). The reminder goes to the returned View ∩ unread.
-func (s *Server) remindView(ctx context.Context, p *principal, m yidu.Message) (v access.View, ok bool, err error) {
-	if p.acc == nil || s.access == nil {
-		return access.Everyone, p.allows(m.CorpID), nil
+// caller is p as campaign takes it: its access.Principal, or for a
+// principal configured without one (corps only) an admin of its corps.
+func (s *Server) caller(p *principal) *access.Principal {
+	if p == nil {
+		return nil
 	}
-	if !p.acc.MayRemindScoped(m.CorpID, m.App) {
-		return access.View{}, false, nil
+	if p.acc != nil {
+		return p.acc
 	}
-	v, err = s.access.RemindView(ctx, p.acc, m.CorpID, m.App)
+	gs, all, err := access.ConfigGrants(cmpCorps(p.corps), "", "", nil, nil)
 	if err != nil {
-		return access.View{}, false, fmt.Errorf("dashboard: remind scope: %w", err)
+		return nil
 	}
-	return v, !v.None(), nil
+	return access.NewPrincipal(p.name, access.KindToken, all, gs)
+}
+
+// cmpCorps is corps as ConfigGrants reads them: nil (every corp) is "*".
+func cmpCorps(corps []string) []string {
+	if corps == nil {
+		return []string{"*"}
+	}
+	return corps
 }

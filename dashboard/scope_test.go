@@ -122,7 +122,7 @@ func scopeFixture(t *testing.T, enforce bool) (*fixture, []caller, caller) {
 		t.Fatal(err)
 	}
 	if enforce {
-		f.srv.access = acc
+		f.srv.setAccess(acc)
 	}
 	f.srv.auth.wecom = acc
 	rd := yidu.Message{CorpID: "acme", MsgID: "rd", App: "hr", Title: "R&D only", SentAt: t0, Recipients: 3}
@@ -302,9 +302,7 @@ func scopedAnswers(t *testing.T, f *fixture, c caller) []string {
 	case !c.mayRemind && w.Code != http.StatusForbidden:
 		t.Errorf("remind as a viewer of the configuration = %d, want 403 (viewers read only): %s", w.Code, w.Body)
 	}
-	f.msgs.mu.Lock() // forget the reminder's time, for the next caller
-	delete(f.msgs.lastRem, key("acme", "hello"))
-	f.msgs.mu.Unlock()
+	f.ledger.forget("acme", "hello") // who was reminded, for the next caller
 	return out
 }
 

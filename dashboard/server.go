@@ -17,6 +17,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -69,8 +70,8 @@ type Options struct {
 	// the session cookie Secure whatever the dashboard itself sees (TLS
 	// ended at an ingress that sets no X-Forwarded-Proto).
 	PublicURL string
-	// RemindInterval is the least time between two reminders of a message
-	// (default 1 h).
+	// RemindInterval is the least time between two manual reminders of
+	// one person (default 1 h; campaign.Service).
 	RemindInterval time.Duration
 	// Apps are the WeCom applications: POST /messages may register only for
 	// an app of a granted corp, and the tracker sends through it.
@@ -112,12 +113,16 @@ type Options struct {
 	// a client (default DefaultExportStall): an export lasts as long as
 	// the client keeps reading.
 	ExportStall time.Duration
-	// Campaigns keeps drafts and scheduled notices (campaign.Store); nil
-	// answers send_at and draft with 503.
-	Campaigns Campaigns
-	// FollowUps keeps follow-up policies and rounds (campaign.Rounds);
-	// nil: the follow_up endpoints answer 404.
+	// Campaigns keeps drafts and scheduled notices; nil answers send_at
+	// and draft with 503.
+	Campaigns *campaign.Store
+	// FollowUps keeps follow-up policies and rounds; nil: the follow_up
+	// endpoints answer 404.
 	FollowUps FollowUps
+	// Ledger claims reminders and recalls and keeps who was reminded when
+	// (campaign.SQLLedger, shared by every replica); nil: reminders and
+	// recalls answer 503.
+	Ledger campaign.Ledger
 	// ConfirmOver is dashboard.confirm_over (default DefaultConfirmOver):
 	// above it the page asks to type the recipient count (GET /apps).
 	ConfirmOver int
@@ -155,10 +160,9 @@ type User struct {
 // Server is the dashboard. Build it with New, serve Routes, Close it to end
 // the live streams before shutting the HTTP server down.
 type Server struct {
-	msgs     Messages
-	bms      Bitmaps
-	dir      Directory
-	remindIv time.Duration
+	msgs Messages
+	bms  Bitmaps
+	dir  Directory
 	// writeTimeout and exportStall: Options.WriteTimeout, ExportStall.
 	writeTimeout, exportStall time.Duration
 	apps                      map[string]yidu.App
@@ -186,8 +190,10 @@ type Server struct {
 	// scopedCurves are the curves within a scoped caller's View (scope.go).
 	scopedCurves *cache[[]yidu.MinuteCount]
 
-	remindMu       sync.Mutex
-	remindInFlight map[string]bool
+	// acts decides every act on a notice (campaign.Service), built from
+	// actOpts.
+	acts    *campaign.Service
+	actOpts campaign.ServiceOptions
 
 	streams chan struct{}
 	// scopedStreams: half of streams, what scoped callers hold together.
@@ -268,33 +274,42 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	}
 	s := &Server{
 		msgs: msgs, bms: bms, dir: dir,
-		remindIv: opts.RemindInterval, apps: map[string]yidu.App{},
+		apps:         map[string]yidu.App{},
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
 		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auditLog: opts.AuditLog, auth: auth, proxies: opts.TrustedProxies,
 		publicURL: opts.PublicURL, wecomLogin: opts.WeCom, access: opts.Access,
-		httpsOnly:      strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
-		depts:          newDeptCache(dir, opts.Now, time.Minute),
-		curves:         newCurveCache(msgs, opts.Now, 5*time.Second),
-		remindInFlight: map[string]bool{},
-		streams:        make(chan struct{}, opts.MaxStreams),
-		scopedStreams:  make(chan struct{}, max(1, opts.MaxStreams/2)),
-		exports:        make(chan struct{}, max(1, opts.MaxQueries/2)),
-		userStreams:    newPerKey(opts.MaxStreamsPerPrincipal),
-		streamWrite:    cmp.Or(opts.StreamWriteTimeout, DefaultStreamWriteTimeout),
-		sseInterval:    time.Second,
-		streamRecheck:  cmp.Or(opts.StreamRecheck, DefaultStreamRecheck),
-		queries:        make(chan struct{}, opts.MaxQueries),
-		userQueries:    newPerKey(opts.MaxQueriesPerPrincipal),
-		queryWait:      cmp.Or(opts.QueryWait, DefaultQueryWait),
-		done:           make(chan struct{}),
+		httpsOnly:     strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
+		depts:         newDeptCache(dir, opts.Now, time.Minute),
+		curves:        newCurveCache(msgs, opts.Now, 5*time.Second),
+		streams:       make(chan struct{}, opts.MaxStreams),
+		scopedStreams: make(chan struct{}, max(1, opts.MaxStreams/2)),
+		exports:       make(chan struct{}, max(1, opts.MaxQueries/2)),
+		userStreams:   newPerKey(opts.MaxStreamsPerPrincipal),
+		streamWrite:   cmp.Or(opts.StreamWriteTimeout, DefaultStreamWriteTimeout),
+		sseInterval:   time.Second,
+		streamRecheck: cmp.Or(opts.StreamRecheck, DefaultStreamRecheck),
+		queries:       make(chan struct{}, opts.MaxQueries),
+		userQueries:   newPerKey(opts.MaxQueriesPerPrincipal),
+		queryWait:     cmp.Or(opts.QueryWait, DefaultQueryWait),
+		done:          make(chan struct{}),
 	}
 	s.scopedCurves = s.newScopedCurveCache(5 * time.Second)
 	for _, a := range opts.Apps {
 		s.apps[a.Name] = a
 	}
-	s.campaigns, s.confirmOver, s.appList = opts.Campaigns, cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
+	s.confirmOver, s.appList = cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
+	if opts.Campaigns != nil {
+		s.campaigns = opts.Campaigns
+	}
 	s.followUps = opts.FollowUps
+	var scope campaign.Scope
+	if opts.Access != nil {
+		scope = opts.Access
+	}
+	s.actOpts = campaign.ServiceOptions{Store: opts.Campaigns, Rounds: opts.FollowUps, Messenger: msgs,
+		Scope: scope, Ledger: opts.Ledger, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
+	s.acts = campaign.NewService(s.actOpts)
 	s.wecomLimits = newSignInLimiter(opts.Now)
 	return s, nil
 }
@@ -524,6 +539,14 @@ func httpStatus(err error) (int, string) {
 		return http.StatusConflict, "the notice started sending or ended: it can no longer be changed"
 	case errors.Is(err, campaign.ErrNotFound):
 		return http.StatusNotFound, "not found"
+	case errors.Is(err, campaign.ErrForbidden):
+		return http.StatusForbidden, strings.TrimPrefix(err.Error(), campaign.ErrForbidden.Error()+": ")
+	case errors.Is(err, campaign.ErrBusy):
+		return http.StatusTooManyRequests, campaign.ErrBusy.Error()
+	case errors.As(err, new(*campaign.TooSoonError)):
+		return http.StatusTooManyRequests, err.Error()
+	case errors.Is(err, campaign.ErrNoCampaigns), errors.Is(err, campaign.ErrNoLedger):
+		return http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, yidu.ErrRecalled):
 		return http.StatusConflict, "the message was recalled"
 	case errors.Is(err, yidu.ErrNotRecallable):
@@ -556,6 +579,17 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if f := fieldOf(msg); f != "" && errors.Is(err, yidu.ErrInvalid) {
 		writeJSON(w, code, map[string]string{"error": msg, "field": f})
 		return
+	}
+	if ts := (*campaign.TooSoonError)(nil); errors.As(err, &ts) {
+		// Everyone unread in the caller's scope was reminded within the
+		// interval: when the first of them may be reminded again.
+		wait := ts.Next.Sub(s.now())
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+		writeJSON(w, code, map[string]any{"error": msg, "next_allowed_at": ts.Next.UTC()})
+		return
+	}
+	if errors.Is(err, campaign.ErrBusy) {
+		w.Header().Set("Retry-After", "5")
 	}
 	if errors.Is(err, campaign.ErrNotEditable) {
 		// The notice's state forbids it: the page shows it by the state.

@@ -54,9 +54,6 @@ type Registrar interface {
 	Recall(ctx context.Context, m yidu.Message, read int64) (yidu.RecallReport, error)
 	// SendOutcomes is the recorded state of m's send batches.
 	SendOutcomes(ctx context.Context, corpID, msgID string) ([]yidu.BatchOutcome, error)
-	// LastReminder is when msgID was last reminded (persisted, so a restart
-	// does not reopen the interval).
-	LastReminder(ctx context.Context, corpID, msgID string) (at time.Time, ok bool, err error)
 }
 
 // Messages is what the dashboard needs from tracker.Registry.

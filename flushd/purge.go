@@ -44,9 +44,10 @@ type PurgedMessage struct {
 	// message_read_record, read_orphans and message_sends.
 	Records, Orphans, Sends int64
 	// Reminders counts its reminder_log rows (one per person reminded
-	// per follow-up round, and per leader's digest); FollowUps its rows
-	// in follow_ups, follow_up_rounds, follow_up_batches and campaigns
-	// (issues 29 and 30).
+	// per follow-up round, and per leader's digest) and manual_reminders
+	// rows (one per person per manual reminder); FollowUps its rows in
+	// follow_ups, follow_up_rounds, follow_up_batches, campaigns and
+	// notice_acts (issues 29, 30 and 37).
 	Reminders, FollowUps int64
 	// Summarized: its summary is in message_summaries.
 	Summarized bool
@@ -67,7 +68,8 @@ type PurgeReport struct {
 // Purge deletes the notices sent before opts.Before: their recipient rows
 // (message_read_record), parked reads (read_orphans), send attempts
 // (message_sends), follow-up (reminder_log, follow_up_batches,
-// follow_up_rounds, follow_ups), its campaigns row and the messages row,
+// follow_up_rounds, follow_ups), manual reminders (manual_reminders,
+// notice_acts), its campaigns row and the messages row,
 // one notice after another. Rows go
 // in DELETEs of at most opts.BatchSize, each committed on its own, so no
 // statement holds many locks for long and flushd and registration keep
@@ -179,6 +181,8 @@ func purgeTables(pm *PurgedMessage) []struct {
 		{"read_orphans", "uid", &pm.Orphans},
 		{"message_sends", "kind, batch, sent_at", &pm.Sends},
 		{"reminder_log", "round, kind, uid", &pm.Reminders},
+		{"manual_reminders", "uid, reminded_at", &pm.Reminders},
+		{"notice_acts", "msgid", &pm.FollowUps},
 		{"follow_up_batches", "round, kind, batch", &pm.FollowUps},
 		{"follow_up_rounds", "round", &pm.FollowUps},
 		{"follow_ups", "msgid", &pm.FollowUps},

@@ -665,13 +665,14 @@ func (r *Registry) appOf(m yidu.Message) yidu.App {
 	return yidu.App{Name: m.App, CorpID: m.CorpID, AgentID: m.AgentID}
 }
 
-// Remind sends a reminder card to userIDs (the dashboard passes the current
-// non-readers), SendBatch per call; reminder K's batch N carries task_id
-// "<msgid>@r<K>-<N>" so a press on it counts as a read of m. The card is
-// the notice's (body and link) with "提醒" (reminderDesc) under the title. Every
-// batch is recorded in message_sends with kind "remind" (see
-// LastReminder). The least interval between reminders is the dashboard's
-// to enforce. A recalled message is not reminded (yidu.ErrRecalled).
+// Remind sends a reminder card to userIDs (campaign.Service passes the
+// unread people it found due), SendBatch per call; reminder K's batch N
+// carries task_id "<msgid>@r<K>-<N>" so a press on it counts as a read of
+// m. The card is the notice's (body and link) with "提醒" (reminderDesc)
+// under the title. Every batch is recorded in message_sends with kind
+// "remind" (so recall recalls it). Who may remind whom, and the least
+// interval between two reminders of a person, are campaign.Service's to
+// decide. A recalled message is not reminded (yidu.ErrRecalled).
 func (r *Registry) Remind(ctx context.Context, m yidu.Message, userIDs []string) (yidu.RemindReport, error) {
 	var rep yidu.RemindReport
 	if r.sender == nil {

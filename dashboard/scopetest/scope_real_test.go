@@ -251,8 +251,10 @@ func TestScopeOnRealServices(t *testing.T) {
 	camps, err := campaign.NewStore(db, campaign.Options{Directory: mapper, Apps: apps, Now: clock})
 	testenv.Check(t, "campaign.NewStore", err)
 	aud := audit.NewMySQL(db)
+	ledger, err := campaign.NewSQLLedger(db, "", 0, clock, nil)
+	testenv.Check(t, "campaign.NewSQLLedger", err)
 	srv, err := dashboard.New(reg, store, mapper, dashboard.Options{
-		Apps: apps, Now: clock, PublicURL: publicURL, Access: acc, Audit: aud, AuditLog: aud, Campaigns: camps,
+		Apps: apps, Now: clock, PublicURL: publicURL, Access: acc, Audit: aud, AuditLog: aud, Campaigns: camps, Ledger: ledger,
 		Sessions: dashboard.NewRedisSessions(rdb, prefix),
 		Tokens: []dashboard.Token{
 			{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: corp, Departments: []int64{4}},

@@ -540,6 +540,10 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
 		}
+		ledger, err := campaign.NewSQLLedger(m.DB, "", 0, time.Now, log)
+		if err != nil {
+			return fmt.Errorf("campaign: %w", err)
+		}
 		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
 			Access:     acc,
 			WeCom:      weComLogin(cfg, acc, m),
@@ -567,6 +571,9 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			Campaigns:              camps,
 			ConfirmOver:            cfg.Dashboard.ConfirmOver,
 			FollowUps:              rounds,
+			// Reminders and recalls are claimed in MySQL, so replicas act
+			// once (issue 37).
+			Ledger: ledger,
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)

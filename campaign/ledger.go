@@ -1,0 +1,185 @@
+package campaign
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/yidu-io/yidu"
+)
+
+// Ledger is what a person's acts on a sent notice need to act once
+// across replicas: the claim of the notice for one act at a time, and
+// who was reminded when. SQLLedger keeps them in MySQL.
+type Ledger interface {
+	// Claim takes the notice for act ("remind", "recall"); ok is false
+	// when another request, on any replica, holds it. release ends the
+	// claim; until then the claim is renewed.
+	Claim(ctx context.Context, corpID, msgID, act string) (release func(), ok bool, err error)
+	// Reminded is when each person of the notice reminded after since was
+	// last reminded, by hand or by a follow-up round.
+	Reminded(ctx context.Context, corpID, msgID string, since time.Time) (map[uint32]time.Time, error)
+	// Record writes that uids were reminded at at by by (scope: whose
+	// reminder it was, "all" or "led"); Unrecord takes it back (nothing
+	// was sent).
+	Record(ctx context.Context, corpID, msgID string, at time.Time, by, scope string, uids []uint32) error
+	Unrecord(ctx context.Context, corpID, msgID string, at time.Time) error
+}
+
+// SQLLedger is the Ledger over MySQL: notice_acts claimed with Lease (the
+// same conditional UPDATE as a scheduled send's or a round's), and
+// manual_reminders with reminder_log (migrations 00012, 00015).
+type SQLLedger struct {
+	db  *sql.DB
+	l   Lease
+	now func() time.Time
+	log *slog.Logger
+}
+
+// NewSQLLedger returns the ledger over db for owner (DefaultOwner when
+// ""), claims lasting ttl (DefaultLeaseTTL when 0) unless renewed; nil
+// now is time.Now.
+func NewSQLLedger(db *sql.DB, owner string, ttl time.Duration, now func() time.Time, log *slog.Logger) (*SQLLedger, error) {
+	if db == nil {
+		return nil, errors.New("campaign: ledger: db is required")
+	}
+	if owner == "" {
+		owner = DefaultOwner()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &SQLLedger{db: db, l: Lease{Table: "notice_acts", Owner: owner, TTL: or(ttl, DefaultLeaseTTL)}, now: now, log: log}, nil
+}
+
+const actWhere = "corp_id = ? AND msgid = ?"
+
+// actIdle is a notice_acts row nobody holds.
+const actIdle yidu.NoticeState = "idle"
+
+// Claim creates the notice's row if it has none and claims it: of any
+// number of replicas claiming at once, MySQL's row lock lets one move it
+// from idle to sending. A goroutine renews the claim every third of its
+// TTL until release, so a long reminder keeps it, and a replica that died
+// holding it loses it after the TTL.
+func (s *SQLLedger) Claim(ctx context.Context, corpID, msgID, act string) (func(), bool, error) {
+	if _, err := execRetry(ctx, s.db, `INSERT IGNORE INTO notice_acts (corp_id, msgid, state) VALUES (?, ?, ?)`,
+		corpID, msgID, string(actIdle)); err != nil {
+		return nil, false, fmt.Errorf("campaign: act row: %w", err)
+	}
+	// Each claim is its own owner: a request of this replica that took
+	// over a claim whose lease ran out is never released by the one it
+	// took it from.
+	l := s.l
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	l.Owner += "/" + hex.EncodeToString(b[:])
+	ok, err := l.Claim(ctx, s.db, s.now(), []yidu.NoticeState{actIdle}, "act = ?", actWhere, act, corpID, msgID)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.l.TTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				rctx, cancel := context.WithTimeout(context.Background(), s.l.TTL/3)
+				held, err := l.Renew(rctx, s.db, s.now(), actWhere, corpID, msgID)
+				cancel()
+				if err != nil || !held {
+					// The per-person record still keeps a replica that
+					// takes over from reminding these people again.
+					s.log.Warn("act claim not renewed", "corp", corpID, "msgid", msgID, "act", act, "held", held, "err", err)
+				}
+			}
+		}
+	}()
+	release := func() {
+		close(stop)
+		<-done
+		// A fresh context: the claim must end even when the request's did.
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := l.Finish(rctx, s.db, actIdle, "", actWhere, corpID, msgID); err != nil {
+			s.log.Warn("act claim not released; it ends with its lease", "corp", corpID, "msgid", msgID, "act", act, "err", err)
+		}
+	}
+	return release, true, nil
+}
+
+// Reminded reads manual_reminders and the follow-up rounds' reminder_log
+// (a person a round reminded is not reminded again by hand within the
+// interval, as before per notice).
+func (s *SQLLedger) Reminded(ctx context.Context, corpID, msgID string, since time.Time) (map[uint32]time.Time, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT uid, MAX(at) FROM (
+			SELECT uid, reminded_at AS at FROM manual_reminders WHERE corp_id = ? AND msgid = ? AND reminded_at > ?
+			UNION ALL
+			SELECT uid, reminded_at AS at FROM reminder_log WHERE corp_id = ? AND msgid = ? AND kind = 'reminder' AND reminded_at > ?
+		) x GROUP BY uid`, corpID, msgID, since.UTC(), corpID, msgID, since.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("campaign: reminded: %w", err)
+	}
+	defer rows.Close()
+	out := map[uint32]time.Time{}
+	for rows.Next() {
+		var uid uint32
+		var at time.Time
+		if err := rows.Scan(&uid, &at); err != nil {
+			return nil, fmt.Errorf("campaign: reminded: %w", err)
+		}
+		out[uid] = at
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("campaign: reminded: %w", err)
+	}
+	return out, nil
+}
+
+// Record inserts one row per person, RoundBatch rows a statement, in one
+// transaction: the people are reminded entirely or not at all.
+func (s *SQLLedger) Record(ctx context.Context, corpID, msgID string, at time.Time, by, scope string, uids []uint32) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("campaign: record reminder: %w", err)
+	}
+	defer tx.Rollback()
+	at = at.UTC()
+	for start := 0; start < len(uids); start += RoundBatch {
+		chunk := uids[start:min(start+RoundBatch, len(uids))]
+		args := make([]any, 0, len(chunk)*6)
+		for _, u := range chunk {
+			args = append(args, corpID, msgID, u, at, by, scope)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO manual_reminders (corp_id, msgid, uid, reminded_at, reminded_by, scope) VALUES (?, ?, ?, ?, ?, ?)`+
+			strings.Repeat(", (?, ?, ?, ?, ?, ?)", len(chunk)-1), args...); err != nil {
+			return fmt.Errorf("campaign: record reminder: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("campaign: record reminder: %w", err)
+	}
+	return nil
+}
+
+// Unrecord deletes the rows Record wrote at at.
+func (s *SQLLedger) Unrecord(ctx context.Context, corpID, msgID string, at time.Time) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM manual_reminders WHERE corp_id = ? AND msgid = ? AND reminded_at = ?`,
+		corpID, msgID, at.UTC()); err != nil {
+		return fmt.Errorf("campaign: unrecord reminder: %w", err)
+	}
+	return nil
+}

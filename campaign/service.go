@@ -1,0 +1,527 @@
+package campaign
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+)
+
+// ErrForbidden: the caller's role does not allow the act (the
+// dashboard's 403). Its text says which act.
+var ErrForbidden = errors.New("forbidden")
+
+// ErrBusy: another reminder or recall of the notice holds its claim, on
+// this replica or another (the dashboard's 429, retry in seconds).
+var ErrBusy = errors.New("a reminder or recall of this message is in progress")
+
+// TooSoonError: every unread person in the caller's scope was reminded
+// within the interval; Next is when the first of them may be reminded
+// again (the dashboard's 429 with next_allowed_at).
+type TooSoonError struct{ Next time.Time }
+
+func (e *TooSoonError) Error() string {
+	return "this message was reminded recently"
+}
+
+// Messenger sends and recalls cards (tracker.Registry).
+type Messenger interface {
+	Remind(ctx context.Context, m yidu.Message, userIDs []string) (yidu.RemindReport, error)
+	Recall(ctx context.Context, m yidu.Message, read int64) (yidu.RecallReport, error)
+}
+
+// Scope says whom a caller may remind (access.Access.RemindView).
+type Scope interface {
+	RemindView(ctx context.Context, p *access.Principal, corp, app string) (access.View, error)
+}
+
+// ServiceOptions configures a Service.
+type ServiceOptions struct {
+	// Store keeps drafts and scheduled notices; nil: compose, edit,
+	// cancel and send now are ErrNoCampaigns.
+	Store *Store
+	// Rounds keeps follow-up policies (*Rounds); nil: no follow-up (a
+	// posted one is refused, the apps' defaults are not applied).
+	Rounds Policies
+	// Messenger sends reminders and recalls.
+	Messenger Messenger
+	// Scope gives a department leader's people; nil: only a sender of the
+	// app (or an admin) reminds, everyone.
+	Scope Scope
+	// Ledger claims acts and keeps who was reminded when; required for
+	// Remind and Recall.
+	Ledger Ledger
+	// RemindInterval is the least time between two manual reminders of
+	// one person (dashboard.remind_interval; default 1 h).
+	RemindInterval time.Duration
+	Logger         *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Policies keeps follow-up policies and cancels rounds (Rounds).
+type Policies interface {
+	SetPolicy(ctx context.Context, corpID, msgID string, p yidu.Policy, by string) error
+	CheckPolicy(p yidu.Policy, sendAt time.Time) error
+	StorePolicy(ctx context.Context, corpID, msgID string, p yidu.Policy, sendAt time.Time, by string) error
+	CancelRound(ctx context.Context, corpID, msgID string) (bool, error)
+}
+
+// Service decides the acts of people on notices: compose, edit, cancel,
+// send now, remind, recall and the follow-up. Each method takes the
+// caller and decides whether it may, what is due and what the defaults
+// are; the dashboard only translates HTTP to and from it.
+type Service struct {
+	o   ServiceOptions
+	log *slog.Logger
+}
+
+// ErrNoCampaigns: the server keeps no drafts or scheduled notices.
+var ErrNoCampaigns = errors.New("scheduled sending is not configured")
+
+// InFollowUp names a policy's field as a field of the posted follow_up
+// ("deadline: ..." becomes "follow_up.deadline: ...").
+func InFollowUp(err error) error {
+	if !errors.Is(err, yidu.ErrInvalid) {
+		return err
+	}
+	msg := strings.TrimPrefix(err.Error(), yidu.ErrInvalid.Error()+": ")
+	if strings.HasPrefix(msg, "follow_up") {
+		return err
+	}
+	return yidu.Invalidf("follow_up.%s", msg)
+}
+
+// ErrNoLedger: the server has no Ledger to claim reminders and recalls.
+var ErrNoLedger = errors.New("reminders and recalls are not configured")
+
+// ErrNoFollowUps: a follow_up posted to a server without the round
+// engine.
+var ErrNoFollowUps = yidu.Invalidf("follow_up: follow-up is not configured on this server")
+
+// NewService returns a Service.
+func NewService(o ServiceOptions) *Service {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.RemindInterval <= 0 {
+		o.RemindInterval = time.Hour
+	}
+	return &Service{o: o, log: o.Logger.With("component", "campaign")}
+}
+
+// RemindInterval is the least time between two manual reminders of one
+// person.
+func (s *Service) RemindInterval() time.Duration { return s.o.RemindInterval }
+
+// FollowUps reports whether the server runs follow-up rounds.
+func (s *Service) FollowUps() bool { return s.o.Rounds != nil }
+
+// mustSend refuses a caller who may not send through app (an admin of the
+// corp or a sender of the app may).
+func mustSend(p *access.Principal, corp, app, what string) error {
+	if p == nil || !p.MaySend(corp, app) {
+		return fmt.Errorf("%w: your role may not %s through this app", ErrForbidden, what)
+	}
+	return nil
+}
+
+// DefaultFollowUp is the follow-up policy a new notice of app gets when
+// its request named none (set false): the app's apps[].follow_up, when
+// the server runs rounds. nil: none.
+func (s *Service) DefaultFollowUp(app yidu.App, set bool) *yidu.Policy {
+	if set || app.FollowUp == nil || s.o.Rounds == nil {
+		return nil
+	}
+	p := *app.FollowUp
+	return &p
+}
+
+// CheckFollowUp checks a posted policy for a notice sent at sendAt before
+// anything is sent or stored; nil p is no policy. The error names the
+// field inside follow_up.
+func (s *Service) CheckFollowUp(p *yidu.Policy, sendAt time.Time) error {
+	if p == nil {
+		return nil
+	}
+	if s.o.Rounds == nil {
+		return ErrNoFollowUps
+	}
+	return InFollowUp(s.o.Rounds.CheckPolicy(*p, sendAt))
+}
+
+// Compose is a new draft or scheduled notice, stored with its follow-up
+// policy in one transaction: the posted one, else the app's default
+// (followUpSet: the request named one, null included).
+type Compose struct {
+	Draft       Draft
+	FollowUp    *yidu.Policy
+	FollowUpSet bool
+}
+
+// Compose stores a draft or a scheduled notice for the caller, who must
+// be allowed to send through its app; the notice and its follow-up
+// policy are written in one transaction, so a failure between them
+// leaves neither.
+func (s *Service) Compose(ctx context.Context, p *access.Principal, c Compose) (Notice, error) {
+	if s.o.Store == nil {
+		return Notice{}, ErrNoCampaigns
+	}
+	app := c.Draft.App
+	if err := mustSend(p, app.CorpID, app.Name, "send"); err != nil {
+		return Notice{}, err
+	}
+	if !c.Draft.Schedule.Draft && c.Draft.Schedule.SendAt.IsZero() {
+		return Notice{}, yidu.Invalidf("send_at is required unless draft")
+	}
+	pol := c.FollowUp
+	if d := s.DefaultFollowUp(app, c.FollowUpSet); d != nil {
+		pol = d
+	}
+	// A draft's policy is checked against now; the deadline of one sent
+	// later than that is the deadline (plan stops it).
+	sendAt := cmp.Or(c.Draft.Schedule.SendAt, s.o.Now())
+	if err := s.CheckFollowUp(pol, sendAt); err != nil {
+		return Notice{}, err
+	}
+	c.Draft.By = p.Name
+	if pol == nil {
+		return s.o.Store.create(ctx, c.Draft, nil)
+	}
+	rounds, ok := s.o.Rounds.(*Rounds)
+	if !ok {
+		// A test's fake keeps policies elsewhere: stored after the notice.
+		n, err := s.o.Store.create(ctx, c.Draft, nil)
+		if err != nil {
+			return n, err
+		}
+		return n, InFollowUp(s.o.Rounds.StorePolicy(ctx, app.CorpID, n.MsgID, *pol, sendAt, p.Name))
+	}
+	return s.o.Store.create(ctx, c.Draft, func(ctx context.Context, tx execer, d Draft) error {
+		return InFollowUp(rounds.storePolicy(ctx, tx, app.CorpID, d.MsgID, *pol, sendAt, p.Name))
+	})
+}
+
+// Edit changes a draft, scheduled or held notice of the caller's app,
+// and with pol its follow-up policy, checked against the send time the
+// edit leaves (now for a draft) before anything is written. A notice
+// campaign already sent takes a policy and nothing else.
+func (s *Service) Edit(ctx context.Context, p *access.Principal, n Notice, patch Patch, pol *yidu.Policy) (Notice, error) {
+	if s.o.Store == nil {
+		return Notice{}, ErrNoCampaigns
+	}
+	if err := mustSend(p, n.App.CorpID, n.App.Name, "change this notice"); err != nil {
+		return Notice{}, err
+	}
+	patch.By = p.Name
+	if pol == nil {
+		return s.o.Store.Edit(ctx, []string{n.App.CorpID}, n.MsgID, patch)
+	}
+	if s.o.Rounds == nil {
+		return Notice{}, ErrNoFollowUps
+	}
+	empty := patch.Title == nil && patch.Body == nil && patch.URL == nil && patch.Audience == nil && patch.Schedule == nil
+	if n.State == yidu.StateSent {
+		if !empty {
+			return Notice{}, fmt.Errorf("%w: %s is sent; only follow_up can change", ErrNotEditable, n.MsgID)
+		}
+		if err := s.o.Rounds.SetPolicy(ctx, n.App.CorpID, n.MsgID, *pol, p.Name); err != nil {
+			return Notice{}, InFollowUp(err)
+		}
+		return n, nil
+	}
+	if !n.State.Editable() {
+		return Notice{}, fmt.Errorf("%w: %s is %s", ErrNotEditable, n.MsgID, n.State)
+	}
+	sendAt := n.SendAt
+	switch {
+	case patch.Schedule != nil && patch.Schedule.Draft:
+		sendAt = time.Time{}
+	case patch.Schedule != nil:
+		sendAt = patch.Schedule.SendAt
+	case n.State == yidu.StateDraft:
+		sendAt = time.Time{}
+	}
+	sendAt = cmp.Or(sendAt, s.o.Now())
+	if err := s.o.Rounds.CheckPolicy(*pol, sendAt); err != nil {
+		return Notice{}, InFollowUp(err)
+	}
+	if !empty {
+		ed, err := s.o.Store.Edit(ctx, []string{n.App.CorpID}, n.MsgID, patch)
+		if err != nil {
+			return Notice{}, err
+		}
+		n = ed
+	}
+	if err := s.o.Rounds.StorePolicy(ctx, n.App.CorpID, n.MsgID, *pol, sendAt, p.Name); err != nil {
+		return Notice{}, InFollowUp(err)
+	}
+	return n, nil
+}
+
+// Cancel cancels a draft, scheduled or held notice of the caller's app.
+func (s *Service) Cancel(ctx context.Context, p *access.Principal, n Notice) (Notice, error) {
+	if s.o.Store == nil {
+		return Notice{}, ErrNoCampaigns
+	}
+	if err := mustSend(p, n.App.CorpID, n.App.Name, "cancel this notice"); err != nil {
+		return Notice{}, err
+	}
+	return s.o.Store.Cancel(ctx, []string{n.App.CorpID}, n.MsgID, p.Name)
+}
+
+// SendNow makes a draft, scheduled or held notice of the caller's app due
+// now; the Runner sends it once. Of concurrent requests one makes it due,
+// the others are ErrNotEditable (it is already being sent).
+func (s *Service) SendNow(ctx context.Context, p *access.Principal, n Notice) (Notice, error) {
+	if s.o.Store == nil {
+		return Notice{}, ErrNoCampaigns
+	}
+	if err := mustSend(p, n.App.CorpID, n.App.Name, "send"); err != nil {
+		return Notice{}, err
+	}
+	return s.o.Store.SendNow(ctx, []string{n.App.CorpID}, n.MsgID, p.Name)
+}
+
+// MayFollowUp says whether p may change m's follow-up (ErrForbidden), and
+// whether the server runs follow-ups (ErrNoFollowUps): the dashboard asks
+// before it reads the body, so a caller without the right learns nothing
+// from the body's errors.
+func (s *Service) MayFollowUp(p *access.Principal, m yidu.Message) error {
+	if err := mustSend(p, m.CorpID, m.App, "manage this notice's follow-up"); err != nil {
+		return err
+	}
+	if s.o.Rounds == nil {
+		return ErrNoFollowUps
+	}
+	return nil
+}
+
+// SetFollowUp sets or changes the follow-up policy of a sent notice of the
+// caller's app (the whole notice's: rounds to every unread recipient).
+func (s *Service) SetFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pol yidu.Policy) error {
+	if err := s.MayFollowUp(p, m); err != nil {
+		return err
+	}
+	return s.o.Rounds.SetPolicy(ctx, m.CorpID, m.MsgID, pol, p.Name)
+}
+
+// StoreFollowUp stores the follow-up policy of a notice the caller just
+// registered (sent now): the posted one, or the app's default.
+func (s *Service) StoreFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pol yidu.Policy) error {
+	if err := mustSend(p, m.CorpID, m.App, "manage this notice's follow-up"); err != nil {
+		return err
+	}
+	if s.o.Rounds == nil {
+		return ErrNoFollowUps
+	}
+	if m.Recalled() {
+		return yidu.Invalidf("follow_up: the notice was recalled")
+	}
+	return InFollowUp(s.o.Rounds.StorePolicy(ctx, m.CorpID, m.MsgID, pol, m.SentAt, p.Name))
+}
+
+// CancelRound stops the notice's current round; false when none is due
+// or sending.
+func (s *Service) CancelRound(ctx context.Context, p *access.Principal, m yidu.Message) (bool, error) {
+	if err := s.MayFollowUp(p, m); err != nil {
+		return false, err
+	}
+	return s.o.Rounds.CancelRound(ctx, m.CorpID, m.MsgID)
+}
+
+// Remind is a manual reminder ("Remind unread") of a sent notice.
+type Remind struct {
+	Caller  *access.Principal
+	Message yidu.Message
+	// Unread gives the notice's live unread recipients within v, rebuilt
+	// from MySQL when Redis lost them (the dashboard's reader until the
+	// progress package owns it).
+	Unread func(ctx context.Context, v access.View) (*roaring.Bitmap, error)
+	// UserIDs resolves uids to the UserIDs of the active members among
+	// them; skipped counts those who cannot be addressed (no UserID). A
+	// member who left is neither.
+	UserIDs func(ctx context.Context, corpID string, uids *roaring.Bitmap) (userIDs map[uint32]string, skipped int, err error)
+}
+
+// RemindReport is what a reminder did.
+type RemindReport struct {
+	yidu.RemindReport
+	// Unread is how many unread people the reminder was for (in the
+	// caller's scope, not reminded within the interval, members who left
+	// excluded); Skipped those who could not be addressed.
+	Unread, Skipped int
+	// NextAllowedAt is when the people reminded now may be reminded again.
+	NextAllowedAt time.Time
+	// Scope is "all" (a sender's reminder) or "led" (a leader's).
+	Scope string
+}
+
+// Remind sends a reminder card to the unread people in the caller's scope
+// (a sender of the app or an admin: every unread person; a department
+// leader: the unread people of the subtrees it leads) who were not
+// reminded within the interval, by hand or by a round. The notice is
+// claimed in MySQL first (ErrBusy while another reminder or recall of it
+// runs, on any replica), and the people are recorded before the cards
+// leave, so any number of requests on any number of replicas remind each
+// person once per interval. When everyone unread in scope was reminded
+// within the interval, the error is a *TooSoonError.
+func (s *Service) Remind(ctx context.Context, r Remind) (RemindReport, error) {
+	p, m := r.Caller, r.Message
+	v, scope, err := s.remindView(ctx, p, m)
+	if err != nil {
+		return RemindReport{}, err
+	}
+	if m.Recalled() {
+		return RemindReport{}, fmt.Errorf("%w: %s", yidu.ErrRecalled, m.MsgID)
+	}
+	if s.o.Ledger == nil {
+		return RemindReport{}, ErrNoLedger
+	}
+	release, ok, err := s.o.Ledger.Claim(ctx, m.CorpID, m.MsgID, "remind")
+	if err != nil {
+		return RemindReport{}, err
+	}
+	if !ok {
+		return RemindReport{}, ErrBusy
+	}
+	defer release()
+	unread, err := r.Unread(ctx, v)
+	if err != nil {
+		return RemindReport{}, err
+	}
+	now := s.o.Now().UTC().Truncate(time.Millisecond)
+	iv := s.o.RemindInterval
+	recent, err := s.o.Ledger.Reminded(ctx, m.CorpID, m.MsgID, now.Add(-iv))
+	if err != nil {
+		return RemindReport{}, err
+	}
+	due := unread.Clone()
+	var next time.Time
+	for uid, at := range recent {
+		if due.Contains(uid) {
+			due.Remove(uid)
+			if n := at.Add(iv); next.IsZero() || n.Before(next) {
+				next = n
+			}
+		}
+	}
+	users, skipped, err := r.UserIDs(ctx, m.CorpID, due)
+	if err != nil {
+		return RemindReport{}, err
+	}
+	if len(users) == 0 && !next.IsZero() {
+		return RemindReport{}, &TooSoonError{Next: next}
+	}
+	rep := RemindReport{Unread: len(users) + skipped, Skipped: skipped, NextAllowedAt: now.Add(iv), Scope: scope}
+	if len(users) == 0 {
+		rep.NextAllowedAt = now
+		return rep, nil
+	}
+	uids := make([]uint32, 0, len(users))
+	ids := make([]string, 0, len(users))
+	for uid, id := range users {
+		uids = append(uids, uid)
+		ids = append(ids, id)
+	}
+	slices.Sort(uids)
+	if err := s.o.Ledger.Record(ctx, m.CorpID, m.MsgID, now, p.Name, scope, uids); err != nil {
+		return RemindReport{}, err
+	}
+	sent, err := s.o.Messenger.Remind(ctx, m, ids)
+	if err != nil {
+		if sent.Batches == 0 {
+			// Nothing left: the people are not reminded, and the interval
+			// does not hold them.
+			if uerr := s.o.Ledger.Unrecord(context.WithoutCancel(ctx), m.CorpID, m.MsgID, now); uerr != nil {
+				s.log.Warn("reminder not sent, its record kept", "corp", m.CorpID, "msgid", m.MsgID, "err", uerr)
+			}
+		}
+		return RemindReport{}, fmt.Errorf("campaign: remind: %w", err)
+	}
+	rep.RemindReport = sent
+	rep.Skipped += sent.BadUserIDs + sent.Missing
+	s.log.InfoContext(ctx, "reminder sent", "corp", m.CorpID, "msgid", m.MsgID, "scope", scope,
+		"reminded", sent.Reminded, "refused", sent.Refused, "unknown", sent.Unknown, "skipped", rep.Skipped, "by", p.Name)
+	return rep, nil
+}
+
+// remindView is whom p may remind of m and whose reminder it is: "all"
+// for a sender of the app or an admin, "led" for a department leader
+// (access decides); ErrForbidden for anyone else (a viewer reads only).
+func (s *Service) remindView(ctx context.Context, p *access.Principal, m yidu.Message) (access.View, string, error) {
+	if p == nil {
+		return access.View{}, "", fmt.Errorf("%w: your role may not remind through this app", ErrForbidden)
+	}
+	if p.MaySend(m.CorpID, m.App) {
+		return access.Everyone, "all", nil
+	}
+	if s.o.Scope == nil || !p.MayRemindScoped(m.CorpID, m.App) {
+		return access.View{}, "", fmt.Errorf("%w: your role may not remind through this app", ErrForbidden)
+	}
+	v, err := s.o.Scope.RemindView(ctx, p, m.CorpID, m.App)
+	if err != nil {
+		return access.View{}, "", fmt.Errorf("campaign: remind scope: %w", err)
+	}
+	if v.None() {
+		return access.View{}, "", fmt.Errorf("%w: your role may not remind through this app", ErrForbidden)
+	}
+	if v.All() {
+		return v, "all", nil
+	}
+	return v, "led", nil
+}
+
+// Recall is a recall of a sent notice.
+type Recall struct {
+	Caller  *access.Principal
+	Message yidu.Message
+	// Read is the notice's read count now, frozen by the recall.
+	Read func(ctx context.Context) (int64, error)
+}
+
+// Recall recalls every card of the notice (the caller must be allowed to
+// send through its app), claimed in MySQL as a reminder is: one recall
+// or reminder of a notice runs at a time across replicas (ErrBusy), so a
+// recall never misses a reminder's batches and WeCom is asked once.
+func (s *Service) Recall(ctx context.Context, r Recall) (RecallReport, error) {
+	m := r.Message
+	if err := mustSend(r.Caller, m.CorpID, m.App, "recall"); err != nil {
+		return RecallReport{}, err
+	}
+	if s.o.Ledger == nil {
+		return RecallReport{}, ErrNoLedger
+	}
+	release, ok, err := s.o.Ledger.Claim(ctx, m.CorpID, m.MsgID, "recall")
+	if err != nil {
+		return RecallReport{}, err
+	}
+	if !ok {
+		return RecallReport{}, ErrBusy
+	}
+	defer release()
+	read, err := r.Read(ctx)
+	if err != nil {
+		return RecallReport{}, err
+	}
+	rep, err := s.o.Messenger.Recall(ctx, m, read)
+	return RecallReport{RecallReport: rep, Read: read}, err
+}
+
+// RecallReport is what a recall did, with the read count it froze.
+type RecallReport struct {
+	yidu.RecallReport
+	Read int64
+}
