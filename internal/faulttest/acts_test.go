@@ -32,6 +32,7 @@ import (
 // scheduled notice make it due once (one 202) and each recipient gets
 // one card; 16 concurrent recalls ask WeCom to recall each card once.
 func TestActsOnceAcrossProcesses(t *testing.T) {
+	testenv.Long(t)
 	const secret = "acts-secret"
 	members := 1500
 	users := make([]fakewecom.User, members)
