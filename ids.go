@@ -144,6 +144,26 @@ const MaxTaskID = 128
 // "<msgid>@<n>" (docs/architecture.md, "Why one TaskId per send batch").
 func TaskID(m MsgID, n int) string { return string(m) + "@" + strconv.Itoa(n) }
 
+// ReminderTaskID returns the task_id of batch n of manual reminder k (1,
+// 2, …) of message m: "<msgid>@r<k>-<n>". A press on it counts as a read
+// of m (ParseTaskID takes the part before the '@').
+func ReminderTaskID(m MsgID, k, n int) string {
+	return string(m) + "@r" + strconv.Itoa(k) + "-" + strconv.Itoa(n)
+}
+
+// RoundTaskID returns the task_id of batch n of follow-up round k of
+// message m: "<msgid>@f<k>-<n>". A resent batch keeps it, so WeCom's
+// duplicate check stops a second delivery (doc path 90236).
+func RoundTaskID(m MsgID, k, n int) string {
+	return string(m) + "@f" + strconv.Itoa(k) + "-" + strconv.Itoa(n)
+}
+
+// DigestTaskID returns the task_id of leader digest i of follow-up round
+// k of message m: "<msgid>@d<k>-<i>".
+func DigestTaskID(m MsgID, k, i int) string {
+	return string(m) + "@d" + strconv.Itoa(k) + "-" + strconv.Itoa(i)
+}
+
 // ValidTaskID reports whether s is a WeCom task_id: [0-9A-Za-z_\-@]{1,128}
 // (message/send, doc path 90236). Any card's, not only ours.
 func ValidTaskID(s string) bool { return len(s) <= MaxTaskID && idChars(s, true) }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"html"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -605,7 +604,7 @@ func (r *Rounds) sendBatches(ctx context.Context, n notice, round int) (stopped 
 			users = append(users, m.UserID)
 			byUser[m.UserID] = uid
 		}
-		taskID := n.msgID + "@f" + strconv.Itoa(round) + "-" + strconv.Itoa(p.batch)
+		taskID := yidu.RoundTaskID(yidu.MsgID(n.msgID), round, p.batch)
 		invalid, err := r.Sender.RemindBatch(ctx, n.msg, taskID, p.batch, users)
 		if err != nil {
 			// Unknown outcome: the batch stays pending; the next owner
@@ -719,7 +718,7 @@ func (r *Rounds) escalate(ctx context.Context, n notice, round int) error {
 		if k, _ := res.RowsAffected(); k == 0 {
 			continue // recorded by an earlier owner of the round
 		}
-		taskID := n.msgID + "@d" + strconv.Itoa(round) + "-" + strconv.Itoa(i)
+		taskID := yidu.DigestTaskID(yidu.MsgID(n.msgID), round, i)
 		outcome := "sent"
 		text := head + "\n" + names
 		if r.PageURL != nil {
