@@ -1,10 +1,7 @@
 package dashboard
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,8 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/yidu-io/yidu"
@@ -173,8 +168,7 @@ type previewDeptJSON struct {
 }
 
 // handleAudiencePreview: POST /api/v1/audience/preview. It validates the
-// audience with the registration's rule (yidu.Registration.Validate's
-// audience part), expands it with the registration's expansion, and
+// audience with the registration's rule (yidu.Audience.Validate), expands it with the registration's expansion, and
 // writes nothing.
 func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -202,7 +196,7 @@ func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	au := yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All}
-	if err := validateAudience(&au, s.now()); err != nil {
+	if err := au.Validate(); err != nil {
 		writeFieldError(w, "audience", err.Error())
 		return
 	}
@@ -267,18 +261,6 @@ func pickedAbove(idx *idmap.Index, d int64, picked map[int64]bool) bool {
 	}
 }
 
-// validateAudience checks au with the registration's rule and puts it in
-// canonical form: Registration.Validate is the one rule, so it is run on a
-// registration that is valid but for the audience.
-func validateAudience(au *yidu.Audience, now time.Time) error {
-	reg := yidu.Registration{MsgID: "preview", App: yidu.App{CorpID: "preview", Name: "preview", AgentID: 1}, Title: "preview", Audience: *au}
-	if err := reg.Validate(now); err != nil {
-		return err
-	}
-	*au = reg.Audience
-	return nil
-}
-
 // handleParseList: POST /api/v1/audience/parse-list?app=, a text/plain
 // or text/csv body of UserIDs (one per line; a CSV's first column).
 func (s *Server) handleParseList(w http.ResponseWriter, r *http.Request) {
@@ -300,7 +282,7 @@ func (s *Server) handleParseList(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, "list", "list: body over "+strconv.Itoa(maxParseListLen)+" bytes")
 		return
 	}
-	ids, err := ParseUserIDList(body, mt == "text/csv")
+	ids, err := yidu.ParseUserIDList(body, mt == "text/csv")
 	if err != nil {
 		writeFieldError(w, "list", err.Error())
 		return
@@ -328,62 +310,9 @@ func (s *Server) handleParseList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"userids": known, "unknown_userids": missing})
 }
 
-// ParseUserIDList parses a pasted list or CSV of UserIDs: one per line
-// (a CSV's first column), blank lines, a UTF-8 BOM and surrounding spaces
-// ignored, duplicates dropped (first spelling kept), in first-seen order.
-// It refuses what is not text (NUL bytes, invalid UTF-8), more than
-// yidu.MaxUserIDs entries, and an entry that is not a WeCom UserID
-// (a header line "userid" is skipped). Errors start with "list".
+// ParseUserIDList parses a pasted list or CSV of UserIDs.
+//
+// Deprecated: moved to yidu.ParseUserIDList; kept while other branches merge.
 func ParseUserIDList(data []byte, isCSV bool) ([]string, error) {
-	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	if !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
-		return nil, yidu.Invalidf("list is not UTF-8 text")
-	}
-	var out []string
-	seen := map[string]bool{}
-	add := func(line int, v string) error {
-		v = strings.TrimSpace(v)
-		if v == "" || (len(out) == 0 && strings.EqualFold(v, "userid")) {
-			return nil
-		}
-		if !yidu.UserID(v).Valid() {
-			return yidu.Invalidf("list: line %d: %q is not a WeCom UserID", line, yidu.Truncate(v, 70))
-		}
-		if k := yidu.UserID(v).Fold(); !seen[k] {
-			if len(out) == yidu.MaxUserIDs {
-				return yidu.Invalidf("list: more than %d UserIDs", yidu.MaxUserIDs)
-			}
-			seen[k] = true
-			out = append(out, v)
-		}
-		return nil
-	}
-	if isCSV {
-		cr := csv.NewReader(bytes.NewReader(data))
-		cr.FieldsPerRecord = -1
-		cr.LazyQuotes = true
-		for line := 1; ; line++ {
-			rec, err := cr.Read()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return nil, yidu.Invalidf("list: not CSV: %v", err)
-			}
-			if len(rec) > 0 {
-				if err := add(line, rec[0]); err != nil {
-					return nil, err
-				}
-			}
-		}
-		return out, nil
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), len(data)+1)
-	for line := 1; sc.Scan(); line++ {
-		if err := add(line, sc.Text()); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return yidu.ParseUserIDList(data, isCSV)
 }
