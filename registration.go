@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/RoaringBitmap/roaring/v2"
 )
 
 // Bounds on one registration. They keep a single request from holding
@@ -97,6 +99,17 @@ type Audience struct {
 	// users and every member of its departments' subtrees.
 	Tags []int64
 	All  bool
+}
+
+// Expansion is an audience expanded against the synced directory.
+type Expansion struct {
+	// Recipients are the active members the audience reaches: the union
+	// of its UserIDs, its departments' subtrees, its tags (users and
+	// departments' subtrees) and, with All, every active member.
+	Recipients *roaring.Bitmap
+	// Unknown are the audience's UserIDs that name no member at all, as
+	// given; Left those naming members who left. Neither is a recipient.
+	Unknown, Left []string
 }
 
 // CheckRecipients is the rule for an audience's expansion (n active

@@ -21,7 +21,7 @@ import (
 // snapshots (one rule: the preview's count is the registration's).
 type AudienceDirectory interface {
 	Index(ctx context.Context, corpID string) (*idmap.Index, error)
-	Expand(ctx context.Context, corpID string, a yidu.Audience) (idmap.Expansion, error)
+	Expand(ctx context.Context, corpID string, a yidu.Audience) (yidu.Expansion, error)
 }
 
 // Bounds of the directory endpoints' input.

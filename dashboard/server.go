@@ -31,7 +31,6 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
-	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/metric"
 )
 
@@ -504,9 +503,9 @@ func httpStatus(err error) (int, string) {
 		return http.StatusServiceUnavailable, "sending through WeCom is not configured"
 	case errors.Is(err, yidu.ErrConflict):
 		return http.StatusConflict, "msgid exists with a different audience, title, body or url"
-	case errors.Is(err, campaign.ErrNotEditable):
+	case errors.Is(err, yidu.ErrNotEditable):
 		return http.StatusConflict, "the notice started sending or ended: it can no longer be changed"
-	case errors.Is(err, campaign.ErrNotFound):
+	case errors.Is(err, yidu.ErrNotFound):
 		return http.StatusNotFound, "not found"
 	case errors.Is(err, yidu.ErrRecalled):
 		return http.StatusConflict, "the message was recalled"
@@ -541,7 +540,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, code, map[string]string{"error": msg, "field": f})
 		return
 	}
-	if errors.Is(err, campaign.ErrNotEditable) {
+	if errors.Is(err, yidu.ErrNotEditable) {
 		// The notice's state forbids it: the page shows it by the state.
 		writeJSON(w, code, map[string]string{"error": msg, "field": "state"})
 		return
