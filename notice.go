@@ -66,4 +66,3 @@ type Patch struct {
 	Schedule *Schedule
 	By       string
 }
-

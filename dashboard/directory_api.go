@@ -11,17 +11,29 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/idmap"
 )
 
 // AudienceDirectory is what the compose page's endpoints need of the
-// directory (idmap.Mapper): the in-memory Index of a corp's directory at
-// its current version, and the audience expansion a registration
-// snapshots (one rule: the preview's count is the registration's).
+// directory (idmap.Mapper, through cmd's adapter): the in-memory index of
+// a corp's directory at its current version, and the audience expansion a
+// registration snapshots (one rule: the preview's count is the
+// registration's).
 type AudienceDirectory interface {
-	Index(ctx context.Context, corpID string) (*idmap.Index, error)
+	DirectoryIndex(ctx context.Context, corpID string) (DirectoryIndex, error)
 	Expand(ctx context.Context, corpID string, a yidu.Audience) (yidu.Expansion, error)
+}
+
+// DirectoryIndex is one corp's directory at one version (idmap.Index):
+// read-only, what the compose page lists, searches and counts.
+type DirectoryIndex interface {
+	Departments() []yidu.DepartmentNode
+	Org() *yidu.Org
+	SubtreeMembers(ids ...int64) *roaring.Bitmap
+	Tags() []yidu.TagCount
+	Search(q string, limit int) []yidu.Person
 }
 
 // Bounds of the directory endpoints' input.
@@ -59,7 +71,7 @@ func (s *Server) appOf(w http.ResponseWriter, r *http.Request, name string) (yid
 }
 
 // directoryIndex returns the Index of the query's app's corp.
-func (s *Server) directoryIndex(w http.ResponseWriter, r *http.Request) (*idmap.Index, bool) {
+func (s *Server) directoryIndex(w http.ResponseWriter, r *http.Request) (DirectoryIndex, bool) {
 	ad, ok := s.audienceDir(w)
 	if !ok {
 		return nil, false
@@ -68,7 +80,7 @@ func (s *Server) directoryIndex(w http.ResponseWriter, r *http.Request) (*idmap.
 	if !ok {
 		return nil, false
 	}
-	idx, err := ad.Index(r.Context(), app.CorpID)
+	idx, err := ad.DirectoryIndex(r.Context(), app.CorpID)
 	if err != nil {
 		s.fail(w, r, err)
 		return nil, false
@@ -200,7 +212,7 @@ func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, "audience", err.Error())
 		return
 	}
-	idx, err := ad.Index(r.Context(), app.CorpID)
+	idx, err := ad.DirectoryIndex(r.Context(), app.CorpID)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -217,15 +229,16 @@ func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 	for _, d := range au.Departments {
 		picked[d] = true
 	}
+	org := idx.Org()
 	for _, d := range au.Departments {
-		if _, known := idx.Department(d); known && !pickedAbove(idx, d, picked) {
+		if _, known := org.Department(d); known && !org.Above(d, func(p int64) bool { return picked[p] }) {
 			tops = append(tops, d)
 		}
 	}
 	if len(tops) == 0 {
-		for _, root := range idx.Children(0) {
-			tops = append(tops, idx.Children(root)...)
-			if len(idx.Children(root)) == 0 {
+		for _, root := range org.Children(0) {
+			tops = append(tops, org.Children(root)...)
+			if len(org.Children(root)) == 0 {
 				tops = append(tops, root)
 			}
 		}
@@ -236,29 +249,13 @@ func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 		if n == 0 {
 			continue
 		}
-		dep, _ := idx.Department(d)
+		dep, _ := org.Department(d)
 		depts = append(depts, previewDeptJSON{ID: d, Name: dep.Name, Recipients: n})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"recipients": x.Recipients.GetCardinality(), "unknown_userids": append([]string{}, x.Unknown...),
 		"left": len(x.Left), "departments": depts,
 	})
-}
-
-// pickedAbove reports whether an ancestor of d is picked (cycle-safe).
-func pickedAbove(idx *idmap.Index, d int64, picked map[int64]bool) bool {
-	seen := map[int64]bool{d: true}
-	for {
-		dep, ok := idx.Department(d)
-		if !ok || dep.ParentID == 0 || seen[dep.ParentID] {
-			return false
-		}
-		if picked[dep.ParentID] {
-			return true
-		}
-		d = dep.ParentID
-		seen[d] = true
-	}
 }
 
 // handleParseList: POST /api/v1/audience/parse-list?app=, a text/plain

@@ -14,18 +14,20 @@ import (
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
-var _ AudienceDirectory = (*idmap.Mapper)(nil)
-
-func (f *fakeDirectory) Index(ctx context.Context, corp string) (*idmap.Index, error) {
+func (f *fakeDirectory) DirectoryIndex(ctx context.Context, corp string) (DirectoryIndex, error) {
 	if f.audience == nil {
 		return nil, errors.New("fake directory: no audience directory")
 	}
-	return f.audience.Index(ctx, corp)
+	idx, err := f.audience.Index(ctx, corp)
+	if err != nil {
+		return nil, err
+	}
+	return idx, nil
 }
 
-func (f *fakeDirectory) Expand(ctx context.Context, corp string, a yidu.Audience) (idmap.Expansion, error) {
+func (f *fakeDirectory) Expand(ctx context.Context, corp string, a yidu.Audience) (yidu.Expansion, error) {
 	if f.audience == nil {
-		return idmap.Expansion{}, errors.New("fake directory: no audience directory")
+		return yidu.Expansion{}, errors.New("fake directory: no audience directory")
 	}
 	return f.audience.Expand(ctx, corp, a)
 }

@@ -74,8 +74,26 @@ var (
 	_ reconcile.Publisher     = (*delta.Producer)(nil)
 )
 
-// The compose page's directory endpoints read idmap's Index and Expand.
-var _ dashboard.AudienceDirectory = (*idmap.Mapper)(nil)
+// The compose page's directory endpoints read idmap's Index and Expand,
+// through audienceDirectory.
+var (
+	_ dashboard.AudienceDirectory = audienceDirectory{}
+	_ dashboard.DirectoryIndex    = (*idmap.Index)(nil)
+)
+
+// audienceDirectory is idmap.Mapper as the dashboard's directory: its
+// Index as the dashboard's DirectoryIndex, so the dashboard imports no
+// idmap. The Mapper's other methods (UserIDs, Users, …) are promoted.
+type audienceDirectory struct{ *idmap.Mapper }
+
+// DirectoryIndex returns the Mapper's Index of corpID.
+func (a audienceDirectory) DirectoryIndex(ctx context.Context, corpID string) (dashboard.DirectoryIndex, error) {
+	idx, err := a.Index(ctx, corpID)
+	if err != nil {
+		return nil, err
+	}
+	return idx, nil
+}
 
 // campaign checks a notice's audience with the registration's expansion.
 var _ campaign.Directory = (*idmap.Mapper)(nil)
@@ -540,7 +558,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
 		}
-		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
+		d, err := dashboard.New(m.Tracker, m.Store, audienceDirectory{m.Mapper}, dashboard.Options{
 			Access:     acc,
 			WeCom:      weComLogin(cfg, acc, m),
 			Tokens:     dashboardTokens(cfg.Dashboard.Tokens),
