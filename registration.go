@@ -146,8 +146,8 @@ func (r *Registration) Validate(now time.Time) error {
 	switch {
 	case !CorpID(a.CorpID).Valid():
 		return Invalidf("app corp_id must match [0-9A-Za-z_-]{1,%d}", MaxCorpID)
-	case a.Name == "" || len(a.Name) > 64 || !idChars(a.Name, false):
-		return Invalidf("app name must match [0-9A-Za-z_-]{1,64}")
+	case !ValidAppName(a.Name):
+		return Invalidf("app name must match %s", AppNameRule)
 	case a.AgentID <= 0:
 		return Invalidf("app agent_id must be positive")
 	}

@@ -207,29 +207,8 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	if msgs == nil || bms == nil || dir == nil {
 		return nil, errors.New("dashboard: messages, bitmaps and directory are required")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.MaxStreams <= 0 {
-		opts.MaxStreams = DefaultMaxStreams
-	}
-	if opts.MaxStreamsPerPrincipal <= 0 {
-		opts.MaxStreamsPerPrincipal = DefaultMaxStreamsPerPrincipal
-	}
-	if opts.MaxQueries <= 0 {
-		opts.MaxQueries = DefaultMaxQueries
-	}
-	if opts.MaxQueriesPerPrincipal <= 0 {
-		opts.MaxQueriesPerPrincipal = DefaultMaxQueriesPerPrincipal
-	}
-	if opts.SessionTTL <= 0 {
-		opts.SessionTTL = 12 * time.Hour
-	}
-	if opts.RemindInterval <= 0 {
-		opts.RemindInterval = time.Hour
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	met, err := newMetrics(opts.Registerer)
 	if err != nil {

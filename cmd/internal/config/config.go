@@ -1,6 +1,14 @@
 // Package config is yidu's configuration: one YAML file (docs/configuration.md)
 // with environment overrides for secrets and addresses. It reads no
 // environment itself: cmd passes os.Getenv in.
+//
+// It parses, and checks what crosses libraries (an app a role names
+// exists, the dashboard's queries leave half the MySQL pool, secrets come
+// from where they must) and the domain's rules (package yidu). It imports
+// none of the libraries it configures: each owns its defaults and its
+// checks (their Options, zero meaning the default), and
+// cmd/internal/process maps a Config onto them and runs those checks
+// (process.Check) before anything starts.
 package config
 
 import (
@@ -23,9 +31,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/campaign"
-	"github.com/yidu-io/yidu/dashboard"
-	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/internal/clientip"
 )
 
@@ -508,33 +513,21 @@ const (
 	DefaultReceiverConns = 32
 )
 
-// checkLimits checks the pools and the dashboard's per-principal limits: a
-// principal's share within the whole, and the dashboard's heavy queries
-// leaving at least half the pool to the other roles.
-// Zero is the default.
+// checkLimits checks the MySQL pools and what crosses them: the
+// dashboard's heavy queries leave at least half of the pool to the other
+// roles. Zero is the default (the dashboard's, capped at half the pool by
+// process); each principal's share within its whole is the dashboard's
+// own check (dashboard.Options.Validate).
 func (c *Config) checkLimits() error {
-	d := c.Dashboard
 	conns := cmp.Or(c.MySQL.MaxOpenConns, DefaultMySQLConns)
-	d.MaxStreams = cmp.Or(d.MaxStreams, dashboard.DefaultMaxStreams)
-	d.ConfirmOver = cmp.Or(d.ConfirmOver, dashboard.DefaultConfirmOver)
-	d.MaxLateness = cmp.Or(d.MaxLateness, Duration(campaign.DefaultMaxLateness))
-	d.MaxStreamsPerPrincipal = cmp.Or(d.MaxStreamsPerPrincipal, dashboard.DefaultMaxStreamsPerPrincipal)
-	d.StreamWriteTimeout = cmp.Or(d.StreamWriteTimeout, Duration(dashboard.DefaultStreamWriteTimeout))
-	d.MaxQueries = cmp.Or(d.MaxQueries, min(dashboard.DefaultMaxQueries, conns/2))
-	d.MaxQueriesPerPrincipal = cmp.Or(d.MaxQueriesPerPrincipal, min(dashboard.DefaultMaxQueriesPerPrincipal, d.MaxQueries))
+	d := c.Dashboard
 	switch {
 	case conns < 2:
 		return fmt.Errorf("config: mysql.max_open_conns %d must be at least 2", c.MySQL.MaxOpenConns)
 	case c.MySQL.ReceiverConns < 0:
 		return fmt.Errorf("config: mysql.receiver_conns %d must be positive", c.MySQL.ReceiverConns)
-	case d.MaxStreams < 1 || d.MaxStreamsPerPrincipal < 1 || d.MaxStreamsPerPrincipal > d.MaxStreams:
-		return fmt.Errorf("config: dashboard.max_streams_per_principal %d must be in 1..dashboard.max_streams (%d)", d.MaxStreamsPerPrincipal, d.MaxStreams)
-	case d.StreamWriteTimeout <= 0:
-		return errors.New("config: dashboard.stream_write_timeout must be positive")
-	case d.MaxQueries < 1 || d.MaxQueries > conns/2:
-		return fmt.Errorf("config: dashboard.max_queries %d must be in 1..%d (half of mysql.max_open_conns: the rest is the other roles')", d.MaxQueries, conns/2)
-	case d.MaxQueriesPerPrincipal < 1 || d.MaxQueriesPerPrincipal > d.MaxQueries:
-		return fmt.Errorf("config: dashboard.max_queries_per_principal %d must be in 1..dashboard.max_queries (%d)", d.MaxQueriesPerPrincipal, d.MaxQueries)
+	case d.MaxQueries < 0 || d.MaxQueries > conns/2:
+		return fmt.Errorf("config: dashboard.max_queries %d must be in 1..%d (half of mysql.max_open_conns: the rest is the other roles'; 0: the default, capped so)", d.MaxQueries, conns/2)
 	}
 	return nil
 }
@@ -544,44 +537,25 @@ func Default() Config {
 	return Config{
 		Audit: Audit{Retention: Duration(DefaultAuditRetention)},
 		Receiver: Receiver{
-			Listen:          "127.0.0.1:8080",
-			TimestampWindow: Duration(10 * time.Minute),
-			MaxBody:         64 << 10,
-			Timeout:         Duration(3 * time.Second),
-			MemberRate:      20,
-			MemberBurst:     100,
-			SpoolMaxBytes:   1 << 30,
-			Warm:            true,
+			Listen:        "127.0.0.1:8080",
+			MemberRate:    20,
+			MemberBurst:   100,
+			SpoolMaxBytes: 1 << 30,
+			Warm:          true,
 		},
 		Dashboard: Dashboard{
-			Listen:         "127.0.0.1:8081",
-			SessionTTL:     Duration(12 * time.Hour),
-			RemindInterval: Duration(time.Hour),
-
+			Listen:           "127.0.0.1:8081",
 			MinReminderDelay: Duration(yidu.DefaultMinReminderDelay),
-
-			MaxStreams:             dashboard.DefaultMaxStreams,
-			MaxStreamsPerPrincipal: dashboard.DefaultMaxStreamsPerPrincipal,
-			StreamWriteTimeout:     Duration(dashboard.DefaultStreamWriteTimeout),
-			MaxQueries:             dashboard.DefaultMaxQueries,
-			MaxQueriesPerPrincipal: dashboard.DefaultMaxQueriesPerPrincipal,
 		},
 		Redis: Redis{Addr: "127.0.0.1:6379", Prefix: "yidu", TTL: Duration(30 * 24 * time.Hour)},
 		MySQL: MySQL{DSN: "root@tcp(127.0.0.1:3306)/yidu", Dialect: DialectAuto, MaxOpenConns: DefaultMySQLConns, ReceiverConns: DefaultReceiverConns},
 		WeCom: WeCom{APIBase: DefaultWeComAPI},
 		Kafka: Kafka{
-			Brokers:        []string{"127.0.0.1:9092"},
-			Topic:          "yidu.reads",
-			Group:          "yidu-flushd",
-			SessionTimeout: Duration(10 * time.Second),
+			Brokers: []string{"127.0.0.1:9092"},
+			Topic:   "yidu.reads",
+			Group:   "yidu-flushd",
 		},
-		Flushd: Flushd{
-			Listen:       "127.0.0.1:8082",
-			Interval:     Duration(time.Minute),
-			BatchSize:    5000,
-			MaxPending:   1_000_000,
-			DrainTimeout: Duration(20 * time.Second),
-		},
+		Flushd: Flushd{Listen: "127.0.0.1:8082"},
 	}
 }
 
@@ -746,8 +720,6 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	}
 }
 
-var appName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-
 // instanceID is what Kafka accepts as a group.instance.id (the rule for
 // topic names: [a-zA-Z0-9._-], at most 249 characters, not "." or "..").
 var instanceID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
@@ -757,8 +729,8 @@ func (c Config) Validate() error {
 	seen := map[string]bool{}
 	for i, a := range c.Apps {
 		switch {
-		case !appName.MatchString(a.Name):
-			return fmt.Errorf("config: apps[%d]: name %q must match %s", i, a.Name, appName)
+		case !yidu.ValidAppName(a.Name):
+			return fmt.Errorf("config: apps[%d]: name %q must match %s", i, a.Name, yidu.AppNameRule)
 		case seen[a.Name]:
 			return fmt.Errorf("config: apps[%d]: duplicate name %q", i, a.Name)
 		case a.CorpID == "":
@@ -789,11 +761,11 @@ func (c Config) Validate() error {
 	if _, err := clientip.ParseProxies(c.Receiver.TrustedProxies); err != nil {
 		return fmt.Errorf("config: receiver.trusted_proxies: %w", err)
 	}
-	if err := checkPublicURL(c.Receiver.PublicURL); err != nil {
+	if err := yidu.CheckPublicURL(c.Receiver.PublicURL); err != nil {
 		return fmt.Errorf("config: receiver.public_url %q: %w", c.Receiver.PublicURL, err)
 	}
-	if c.Receiver.MaxBody <= 0 {
-		return errors.New("config: receiver.max_body must be positive")
+	if c.Receiver.MaxBody < 0 {
+		return errors.New("config: receiver.max_body must be positive (0: the receiver's default)")
 	}
 	if err := checkSpoolDir(c.Receiver.SpoolDir); err != nil && c.Receiver.SpoolDir != SpoolOff {
 		return fmt.Errorf("config: receiver.spool_dir (or YIDU_RECEIVER_SPOOL_DIR) %q: %w", c.Receiver.SpoolDir, err)
@@ -804,17 +776,14 @@ func (c Config) Validate() error {
 	if r := c.Audit.Retention.D(); r < 0 || (r > 0 && r < 24*time.Hour) {
 		return fmt.Errorf("config: audit.retention %v must be 0 (keep every event) or at least 24h", r)
 	}
-	if c.Flushd.BatchSize <= 0 || c.Flushd.BatchSize > flushd.MaxBatchSize {
-		return fmt.Errorf("config: flushd.batch_size %d must be in 1..%d", c.Flushd.BatchSize, flushd.MaxBatchSize)
-	}
 	if id := c.Flushd.InstanceID; id != "" && (!instanceID.MatchString(id) || id == "." || id == "..") {
 		return fmt.Errorf("config: flushd.instance_id (or YIDU_FLUSHD_INSTANCE_ID) %q must match %s", c.Flushd.InstanceID, instanceID)
 	}
-	if c.Kafka.SessionTimeout <= 0 {
-		return errors.New("config: kafka.session_timeout must be positive")
+	if c.Kafka.SessionTimeout < 0 {
+		return errors.New("config: kafka.session_timeout must be positive (0: flushd's default)")
 	}
-	if c.Flushd.Interval <= 0 {
-		return errors.New("config: flushd.interval must be positive")
+	if c.Flushd.Interval < 0 {
+		return errors.New("config: flushd.interval must be positive (0: flushd's default)")
 	}
 	if c.Kafka.Topic == "" || len(c.Kafka.Brokers) == 0 {
 		return errors.New("config: kafka.brokers and kafka.topic are required")
@@ -824,11 +793,6 @@ func (c Config) Validate() error {
 	}
 	if err := c.MySQL.TLS.validate("mysql.tls"); err != nil {
 		return err
-	}
-	switch flushd.Dialect(c.MySQL.Dialect) {
-	case DialectAuto, flushd.DialectMariaDB, flushd.DialectMySQL, flushd.DialectTiDB:
-	default:
-		return fmt.Errorf("config: mysql.dialect %q must be auto, mariadb, mysql or tidb", c.MySQL.Dialect)
 	}
 	if err := c.Redis.TLS.validate("redis.tls"); err != nil {
 		return err
@@ -847,7 +811,7 @@ func (c Config) Validate() error {
 	if _, err := c.Dashboard.Proxies(); err != nil {
 		return err
 	}
-	if err := checkPublicURL(c.Dashboard.PublicURL); err != nil {
+	if err := yidu.CheckPublicURL(c.Dashboard.PublicURL); err != nil {
 		return fmt.Errorf("config: dashboard.public_url %q: %w", c.Dashboard.PublicURL, err)
 	}
 	if err := c.checkLimits(); err != nil {
@@ -876,9 +840,6 @@ func (c Config) Validate() error {
 		where := fmt.Sprintf("dashboard.tokens[%d].token", i)
 		if t.Name == "env" {
 			where = "YIDU_API_TOKEN"
-		}
-		if len(t.Token) < 16 {
-			return fmt.Errorf("config: %s (%s): token must be at least 16 characters", where, t.Name)
 		}
 		if exampleSecret(t.Token) {
 			return fmt.Errorf("config: %s (%s): the example token shipped with yidu, which is public; generate a random one (openssl rand -base64 32)", where, t.Name)
@@ -1013,26 +974,6 @@ func (s SASL) validate() error {
 	}
 	if s.Password == "" {
 		return errors.New("config: kafka.sasl: the password comes from YIDU_KAFKA_SASL_PASSWORD, which is empty")
-	}
-	return nil
-}
-
-// checkPublicURL accepts "" or an absolute http(s) URL without query,
-// fragment or credentials: links are built by appending "/r/..." to it.
-func checkPublicURL(s string) error {
-	if s == "" {
-		return nil
-	}
-	u, err := url.Parse(s)
-	switch {
-	case err != nil:
-		return err
-	case u.Scheme != "https" && u.Scheme != "http":
-		return errors.New("must be an http(s) URL")
-	case u.Host == "":
-		return errors.New("has no host")
-	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "":
-		return errors.New("must not carry credentials, a query or a fragment")
 	}
 	return nil
 }
