@@ -65,7 +65,9 @@ type Directory interface {
 // Store is what tracker needs from bitmap.Store.
 type Store interface {
 	PutMessage(ctx context.Context, m yidu.Message, recipients *roaring.Bitmap) error
-	RestoreMessage(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap) error
+	// RestoreReads puts a message Redis lost back from MySQL: its
+	// recipients, readers and each signal's members (ORed in).
+	RestoreReads(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap) error
 	MessageMeta(ctx context.Context, corpID, msgID string) (yidu.Message, bool, error)
 }
 
