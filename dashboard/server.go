@@ -27,11 +27,11 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/internal/metric"
+	"github.com/yidu-io/yidu/progress"
 )
 
 //go:embed web/templates/*.html web/static/* web/i18n/*.json
@@ -174,10 +174,12 @@ type Server struct {
 	// access gives the Views of scoped principals (scope.go).
 	access *access.Access
 
-	status    statusLine
-	restoring singleflight.Group
-	depts     *cache[*deptTree]
-	curves    *cache[[]yidu.MinuteCount]
+	status statusLine
+	// prog answers every count, bitmap and scoped curve (restore-on-miss
+	// once, package progress).
+	prog   *progress.Progress
+	depts  *cache[*deptTree]
+	curves *cache[[]yidu.MinuteCount]
 	// scopedCurves are the curves within a scoped caller's View (scope.go).
 	scopedCurves *cache[[]yidu.MinuteCount]
 
@@ -210,6 +212,10 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	prog, err := progress.New(msgs, bms, progress.Options{Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
 	met, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
@@ -233,7 +239,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		return nil, err
 	}
 	s := &Server{
-		msgs: msgs, bms: bms, dir: dir,
+		msgs: msgs, bms: bms, dir: dir, prog: prog,
 		remindIv: opts.RemindInterval, apps: map[string]yidu.App{},
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
@@ -458,7 +464,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 // Request outcomes, mapped to HTTP status in one place (httpStatus).
 var (
 	errNotFound    = errors.New("not found")
-	errUnavailable = errors.New("temporarily unavailable")
+	errUnavailable = progress.ErrUnavailable
 	// errForbidden: the caller sees the notice but its role may not
 	// change it (a viewer, a leader, a sender of another app).
 	errForbidden = errors.New("your role may not change this notice")
