@@ -211,10 +211,6 @@ func (s *Server) withMessage(h func(http.ResponseWriter, *http.Request, yidu.Mes
 	}
 }
 
-// restore rebuilds a message's Redis keys from MySQL (progress.Restore:
-// concurrent requests for one message share one rebuild).
-func (s *Server) restore(ctx context.Context, m yidu.Message) error { return s.prog.Restore(ctx, m) }
-
 // countsOf is progress's counts as the JSON writers take them.
 func countsOf(c progress.Counts) counts {
 	return counts{recipients: c.Recipients, read: c.Read, bySignal: c.BySignal}
