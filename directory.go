@@ -37,6 +37,30 @@ type User struct {
 	BadUserID bool
 }
 
+// TagCount is a tag with its active member count (users plus
+// departments' subtrees, deduplicated): the compose page's tag list.
+type TagCount struct {
+	ID      int64
+	Name    string
+	Members int
+}
+
+// Person is an active member as people search finds them.
+type Person struct {
+	UID         uint32
+	UserID      string
+	Name        string
+	Departments []int64
+}
+
+// DepartmentNode is a department with its subtree's active member count
+// (deduplicated) and its leaders' UserIDs.
+type DepartmentNode struct {
+	Department
+	Members int
+	Leaders []string
+}
+
 // Member is one member as a read of WeCom's directory lists them.
 type Member struct {
 	UserID string

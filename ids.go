@@ -2,6 +2,8 @@ package yidu
 
 import (
 	"crypto/rand"
+	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -144,6 +146,26 @@ const MaxTaskID = 128
 // "<msgid>@<n>" (docs/architecture.md, "Why one TaskId per send batch").
 func TaskID(m MsgID, n int) string { return string(m) + "@" + strconv.Itoa(n) }
 
+// ReminderTaskID returns the task_id of batch n of manual reminder k (1,
+// 2, …) of message m: "<msgid>@r<k>-<n>". A press on it counts as a read
+// of m (ParseTaskID takes the part before the '@').
+func ReminderTaskID(m MsgID, k, n int) string {
+	return string(m) + "@r" + strconv.Itoa(k) + "-" + strconv.Itoa(n)
+}
+
+// RoundTaskID returns the task_id of batch n of follow-up round k of
+// message m: "<msgid>@f<k>-<n>". A resent batch keeps it, so WeCom's
+// duplicate check stops a second delivery (doc path 90236).
+func RoundTaskID(m MsgID, k, n int) string {
+	return string(m) + "@f" + strconv.Itoa(k) + "-" + strconv.Itoa(n)
+}
+
+// DigestTaskID returns the task_id of leader digest i of follow-up round
+// k of message m: "<msgid>@d<k>-<i>".
+func DigestTaskID(m MsgID, k, i int) string {
+	return string(m) + "@d" + strconv.Itoa(k) + "-" + strconv.Itoa(i)
+}
+
 // ValidTaskID reports whether s is a WeCom task_id: [0-9A-Za-z_\-@]{1,128}
 // (message/send, doc path 90236). Any card's, not only ours.
 func ValidTaskID(s string) bool { return len(s) <= MaxTaskID && idChars(s, true) }
@@ -161,4 +183,51 @@ func ParseTaskID(taskID string) (MsgID, bool) {
 		return "", false
 	}
 	return MsgID(m), true
+}
+
+// AppNameRule is ValidAppName's rule as a regular expression, for the
+// errors that refuse an app name to say it the same way everywhere.
+const AppNameRule = "[a-z0-9][a-z0-9_-]{0,63}"
+
+// ValidAppName reports whether name is an app name yidu accepts
+// (apps[].name, yidu.App.Name): 1..64 bytes of [a-z0-9_-], the first a
+// letter or digit. It names the callback route (/callback/{app}), the
+// API's "app", a metric label and the apps' environment variables
+// (YIDU_APP_<NAME>_SECRET), so it is lower-case and never starts with
+// '_' (callback's "_unknown" label cannot be an app).
+func ValidAppName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z'
+		if !alnum && (i == 0 || c != '_' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckPublicURL checks a public URL yidu builds links on (the receiver's
+// tracked links and their OAuth2 redirect, the dashboard's sign-in
+// redirect): empty, or an absolute http(s) URL with a host and without
+// credentials, query or fragment, since paths are appended to it. The one
+// rule for receiver.public_url and dashboard.public_url.
+func CheckPublicURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme != "https" && u.Scheme != "http":
+		return errors.New("must be an http(s) URL")
+	case u.Host == "":
+		return errors.New("has no host")
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "":
+		return errors.New("must not carry credentials, a query or a fragment")
+	}
+	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/RoaringBitmap/roaring/v2"
 )
 
 // Bounds on one registration. They keep a single request from holding
@@ -103,6 +105,17 @@ type Audience struct {
 	All  bool
 }
 
+// Expansion is an audience expanded against the synced directory.
+type Expansion struct {
+	// Recipients are the active members the audience reaches: the union
+	// of its UserIDs, its departments' subtrees, its tags (users and
+	// departments' subtrees) and, with All, every active member.
+	Recipients *roaring.Bitmap
+	// Unknown are the audience's UserIDs that name no member at all, as
+	// given; Left those naming members who left. Neither is a recipient.
+	Unknown, Left []string
+}
+
 // CheckRecipients is the rule for an audience's expansion (n active
 // members, idmap.Mapper.Expand): it must reach someone and at most
 // MaxRecipients. The tracker applies it when a registration snapshots the
@@ -137,8 +150,8 @@ func (r *Registration) Validate(now time.Time) error {
 	switch {
 	case !CorpID(a.CorpID).Valid():
 		return Invalidf("app corp_id must match [0-9A-Za-z_-]{1,%d}", MaxCorpID)
-	case a.Name == "" || len(a.Name) > 64 || !idChars(a.Name, false):
-		return Invalidf("app name must match [0-9A-Za-z_-]{1,64}")
+	case !ValidAppName(a.Name):
+		return Invalidf("app name must match %s", AppNameRule)
 	case a.AgentID <= 0:
 		return Invalidf("app agent_id must be positive")
 	}
@@ -170,32 +183,40 @@ func (r *Registration) Validate(now time.Time) error {
 	if y := r.SentAt.Year(); y < 2000 || r.SentAt.After(now.Add(MaxSentAtAhead)) {
 		return Invalidf("sent_at must be after 2000 and at most %v ahead of now", MaxSentAtAhead)
 	}
-	au := &r.Audience
-	if len(au.UserIDs) == 0 && len(au.Departments) == 0 && len(au.Tags) == 0 && !au.All {
+	return r.Audience.Validate()
+}
+
+// Validate checks a and puts it in canonical form: UserIDs, Departments
+// and Tags sorted and unique. It is the audience part of
+// Registration.Validate, and the one rule for an audience wherever one is
+// checked (a stored notice, the compose page's preview). Every error wraps
+// ErrInvalid and starts with the field.
+func (a *Audience) Validate() error {
+	if len(a.UserIDs) == 0 && len(a.Departments) == 0 && len(a.Tags) == 0 && !a.All {
 		return Invalidf("audience needs userids, departments, tags or all")
 	}
-	if len(au.UserIDs) > MaxUserIDs || len(au.Departments) > MaxDepartments || len(au.Tags) > MaxTags {
+	if len(a.UserIDs) > MaxUserIDs || len(a.Departments) > MaxDepartments || len(a.Tags) > MaxTags {
 		return Invalidf("audience too large (at most %d userids, %d departments, %d tags)", MaxUserIDs, MaxDepartments, MaxTags)
 	}
-	for _, t := range au.Tags {
+	for _, t := range a.Tags {
 		if t < 0 { // tagid is a non-negative integer (tag/create, doc path 90210)
 			return Invalidf("audience.tags: %d is not a tag id", t)
 		}
 	}
-	for _, u := range au.UserIDs {
+	for _, u := range a.UserIDs {
 		if !UserID(u).Valid() {
 			return Invalidf("audience.userids: %q is not a WeCom UserID", Truncate(u, 70))
 		}
 	}
-	for _, d := range au.Departments {
+	for _, d := range a.Departments {
 		if d <= 0 {
 			return Invalidf("audience.departments: %d is not a department id", d)
 		}
 	}
-	au.UserIDs = slices.Compact(slices.Sorted(slices.Values(au.UserIDs)))
-	au.Departments = slices.Compact(slices.Sorted(slices.Values(au.Departments)))
-	if au.Tags != nil {
-		au.Tags = slices.Compact(slices.Sorted(slices.Values(au.Tags)))
+	a.UserIDs = slices.Compact(slices.Sorted(slices.Values(a.UserIDs)))
+	a.Departments = slices.Compact(slices.Sorted(slices.Values(a.Departments)))
+	if a.Tags != nil {
+		a.Tags = slices.Compact(slices.Sorted(slices.Values(a.Tags)))
 	}
 	return nil
 }

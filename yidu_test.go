@@ -132,6 +132,37 @@ func TestParseTaskID(t *testing.T) {
 	}
 }
 
+// TestTaskIDFormats pins every task_id yidu sends: the formats are part of
+// the deployed data (message_sends, cards already in members' chats), and
+// each must parse back to its message and fit WeCom's 128 bytes with the
+// longest msgid.
+func TestTaskIDFormats(t *testing.T) {
+	long := MsgID(strings.Repeat("m", MaxMsgID))
+	tests := []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"send", TaskID("n1", 3), "n1@3"},
+		{"reminder", ReminderTaskID("n1", 2, 5), "n1@r2-5"},
+		{"round", RoundTaskID("n1", 1, 0), "n1@f1-0"},
+		{"digest", DigestTaskID("n1", 4, 7), "n1@d4-7"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s task_id = %q; want %q", tt.name, tt.got, tt.want)
+		}
+		if m, ok := ParseTaskID(tt.got); !ok || m != "n1" {
+			t.Errorf("ParseTaskID(%q) = %q, %v; want n1, true", tt.got, m, ok)
+		}
+	}
+	for _, id := range []string{TaskID(long, 9999), ReminderTaskID(long, 999, 999), RoundTaskID(long, 99, 999), DigestTaskID(long, 99, 9999)} {
+		if !ValidTaskID(id) {
+			t.Errorf("ValidTaskID(%q) = false: a task_id yidu sends must be WeCom's", id)
+		}
+	}
+}
+
 func TestNewMsgID(t *testing.T) {
 	seen := map[MsgID]bool{}
 	for range 100 {

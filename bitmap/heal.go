@@ -116,17 +116,13 @@ func (h *Healer) Heal(ctx context.Context, corpID, msgID string, read *roaring.B
 		return set, err
 	}
 	// Loaded after flushd's statement committed, so the snapshot holds
-	// what w names; RestoreReads ORs, so a concurrent restore from an
-	// older snapshot loses nothing either.
-	m, rcpt, mread, msignals, found, err := h.loader.LoadReads(ctx, corpID, msgID)
-	if err != nil {
-		return 0, fmt.Errorf("bitmap: heal: load %s/%s: %w", corpID, msgID, err)
-	}
-	if !found {
+	// what w names; Restore ORs, so a concurrent restore from an older
+	// snapshot loses nothing either.
+	if found, err := h.store.Restore(ctx, h.loader, corpID, msgID); err != nil || !found {
+		if err != nil {
+			return 0, fmt.Errorf("bitmap: heal: %w", err)
+		}
 		return 0, nil
-	}
-	if err := h.store.RestoreReads(ctx, m, rcpt, mread, msignals); err != nil {
-		return 0, fmt.Errorf("bitmap: heal: %w", err)
 	}
 	h.log.Info("message restored from MySQL", "corp_id", corpID, "msgid", msgID)
 	return 0, nil

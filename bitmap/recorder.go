@@ -545,21 +545,16 @@ func (r *Recorder) unmarked(ctx context.Context, sig yidu.Signal, counted bool, 
 
 // restore loads a message Redis lacks from MySQL; found=false: unknown.
 func (r *Recorder) restore(ctx context.Context, corpID, msgID string) (bool, error) {
-	m, rcpt, read, signals, found, err := r.loader.LoadReads(ctx, corpID, msgID)
-	if err != nil {
+	found, err := r.store.Restore(ctx, r.loader, corpID, msgID)
+	switch {
+	case err != nil:
 		r.m.restores.WithLabelValues("error").Inc()
-		return false, fmt.Errorf("bitmap: load %s/%s: %w", corpID, msgID, err)
-	}
-	if !found {
+	case !found:
 		r.m.restores.WithLabelValues("not_found").Inc()
-		return false, nil
+	default:
+		r.m.restores.WithLabelValues("restored").Inc()
 	}
-	if err := r.store.RestoreReads(ctx, m, rcpt, read, signals); err != nil {
-		r.m.restores.WithLabelValues("error").Inc()
-		return false, err
-	}
-	r.m.restores.WithLabelValues("restored").Inc()
-	return true, nil
+	return found, err
 }
 
 // count adds n to reads{source=src, outcome}. Nothing to add is skipped

@@ -194,11 +194,11 @@ func checkLinkTarget(to string) error {
 	return nil
 }
 
-// checkPublicURL accepts the receiver's public origin (and path prefix).
+// checkPublicURL accepts the receiver's public origin (and path prefix):
+// yidu.CheckPublicURL's rule, and not empty.
 func checkPublicURL(s string) error {
-	u, err := url.Parse(s)
-	if s == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("callback: public URL %q must be an absolute http(s) URL without query", s)
+	if err := yidu.CheckPublicURL(s); s == "" || err != nil {
+		return fmt.Errorf("callback: public URL %q must be an absolute http(s) URL without credentials, query or fragment", s)
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // unknownApp labels requests for an app that is not configured; it cannot
-// be an app name (config requires [a-z0-9] first), and keeps label values
+// be an app name (yidu.ValidAppName requires [a-z0-9] first), and keeps label values
 // bounded whatever path a client sends.
 const unknownApp = "_unknown"
 

@@ -24,68 +24,36 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/metric"
 	"github.com/yidu-io/yidu/internal/namespace"
 )
 
-// ErrNotEditable: the notice started sending (or ended); an edit, a
-// cancel or a send by hand is refused (the dashboard's 409).
-var ErrNotEditable = errors.New("the notice is no longer editable")
+// ErrNotEditable is yidu.ErrNotEditable.
+//
+// Deprecated: moved to yidu.ErrNotEditable; kept while other branches merge.
+var ErrNotEditable = yidu.ErrNotEditable
 
-// ErrNotFound: no notice with this msgid in the caller's corps.
-var ErrNotFound = errors.New("no such notice")
+// ErrNotFound is yidu.ErrNotFound.
+//
+// Deprecated: moved to yidu.ErrNotFound; kept while other branches merge.
+var ErrNotFound = yidu.ErrNotFound
 
-// Notice is one notice sent from yidu, before, while and after it is sent.
-type Notice struct {
-	MsgID string
-	// App is the app it is sent from; its CorpID scopes the notice.
-	App   yidu.App
-	Title string
-	Body  string
-	URL   string
-	// Audience is as asked (not expanded): the registration snapshots it
-	// at send time.
-	Audience yidu.Audience
-	State    yidu.NoticeState
-	// SendAt is when it is (or was) due; zero for a draft.
-	SendAt time.Time
-	// StartedAt is the first claim: the registration's sent_at.
-	StartedAt time.Time
-	// FinishedAt is when it reached sent, failed or cancelled.
-	FinishedAt time.Time
-	// SentLateBy is how much StartedAt was past SendAt (0 on time).
-	SentLateBy time.Duration
-	// Reason says why it failed or is held.
-	Reason string
-	// Attempts counts the claims (a resume after a crash or a retry after
-	// WeCom refused a batch is one more).
-	Attempts  int
-	CreatedBy string
-	CreatedAt time.Time
-	UpdatedAt time.Time
-}
+// Notice is yidu.Notice.
+//
+// Deprecated: moved to yidu.Notice; kept while other branches merge.
+type Notice = yidu.Notice
 
-// Draft is what a person asks for: a new notice or (Patch) the fields of
-// one to change.
-type Draft struct {
-	// MsgID: empty generates one.
-	MsgID    string
-	App      yidu.App
-	Title    string
-	Body     string
-	URL      string
-	Audience yidu.Audience
-	Schedule yidu.Schedule
-	By       string
-}
+// Draft is yidu.Draft.
+//
+// Deprecated: moved to yidu.Draft; kept while other branches merge.
+type Draft = yidu.Draft
 
 // Directory is what campaign needs from the directory (idmap.Mapper):
 // the audience expansion a registration snapshots and the compose page's
 // preview counts (one rule), so that an audience that reaches nobody is
 // refused before it is stored, not when it fires.
 type Directory interface {
-	Expand(ctx context.Context, corpID string, a yidu.Audience) (idmap.Expansion, error)
+	Expand(ctx context.Context, corpID string, a yidu.Audience) (yidu.Expansion, error)
 }
 
 // Registrar registers and sends (tracker.Registry.RegisterAndSend): a
@@ -395,14 +363,10 @@ func (s *Store) list(ctx context.Context, corps []string, state yidu.NoticeState
 	return out, next, nil
 }
 
-// Patch is a partial edit: nil fields are kept.
-type Patch struct {
-	Title, Body, URL *string
-	Audience         *yidu.Audience
-	// Schedule replaces the schedule (a draft, or a new send_at).
-	Schedule *yidu.Schedule
-	By       string
-}
+// Patch is yidu.Patch.
+//
+// Deprecated: moved to yidu.Patch; kept while other branches merge.
+type Patch = yidu.Patch
 
 // Edit changes a draft, scheduled or held notice; ErrNotEditable once it
 // is sending (or ended), yidu.ErrInvalid for bad input (nothing written).

@@ -14,7 +14,6 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -76,11 +75,11 @@ func (r *registrar) count(id string) int {
 // (2) are active, department 2 holds both, tag 7 lisi, tag 9 nobody.
 type directory struct{}
 
-func (directory) Expand(_ context.Context, _ string, a yidu.Audience) (idmap.Expansion, error) {
+func (directory) Expand(_ context.Context, _ string, a yidu.Audience) (yidu.Expansion, error) {
 	users := map[string]uint32{"zhangsan": 1, "lisi": 2}
 	groups := map[int64][]uint32{2: {1, 2}}
 	tags := map[int64][]uint32{7: {2}, 9: nil}
-	x := idmap.Expansion{Recipients: roaring.New()}
+	x := yidu.Expansion{Recipients: roaring.New()}
 	if a.All {
 		x.Recipients.AddMany([]uint32{1, 2})
 	}

@@ -6,23 +6,18 @@ import (
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/yidu-io/yidu"
 )
 
 // MaxDigestNames is how many non-readers one leader's digest card names;
 // the rest are counted, and the leader's scoped page lists them all.
 const MaxDigestNames = 10
 
-// Org is the part of the synced directory escalation needs, by dense uid
-// (idmap) and department id.
-type Org struct {
-	// Parent maps each department to its parent (0 for a root).
-	Parent map[int64]int64
-	// Leaders are each department's leaders (department_leader of
-	// department/list, doc path 90208), as uids.
-	Leaders map[int64][]uint32
-	// Departments are each member's direct departments.
-	Departments map[uint32][]int64
-}
+// Org is yidu.Org.
+//
+// Deprecated: moved to yidu.Org; kept while other branches merge.
+type Org = yidu.Org
 
 // Group is what one leader (or the fallback) is told after a round: the
 // notice's recipients who escalate to them, and those of them who have
@@ -47,7 +42,7 @@ type Escalation struct {
 // several departments goes to the nearest leader of each. Departments
 // with no leader up to the root go to the fallback. Only groups with a
 // non-reader are kept: a leader whose people have all read gets no card.
-func Escalate(org Org, recipients, read *roaring.Bitmap) Escalation {
+func Escalate(org *Org, recipients, read *roaring.Bitmap) Escalation {
 	out := Escalation{Leaders: map[uint32]*Group{}}
 	nearest := map[int64][]uint32{} // dept → leaders at or above it (first dept up that has any), memo
 	var up func(d int64, depth int) []uint32
@@ -60,7 +55,7 @@ func Escalate(org Org, recipients, read *roaring.Bitmap) Escalation {
 		}
 		l := org.Leaders[d]
 		if len(l) == 0 {
-			l = up(org.Parent[d], depth+1)
+			l = up(org.Parent(d), depth+1)
 		}
 		nearest[d] = l
 		return l
@@ -77,7 +72,7 @@ func Escalate(org Org, recipients, read *roaring.Bitmap) Escalation {
 			}
 			// uid is the only leader there: climb above the department
 			// that named them.
-			d = org.Parent[leaderDept(org, d, uid)]
+			d = org.Parent(leaderDept(org, d, uid))
 		}
 		return nil
 	}
@@ -94,7 +89,7 @@ func Escalate(org Org, recipients, read *roaring.Bitmap) Escalation {
 		uid := it.Next()
 		unread := !read.Contains(uid)
 		var to []uint32
-		for _, d := range org.Departments[uid] {
+		for _, d := range org.Memberships[uid] {
 			to = append(to, leadersFor(uid, d)...)
 		}
 		slices.Sort(to)
@@ -124,12 +119,12 @@ func Escalate(org Org, recipients, read *roaring.Bitmap) Escalation {
 }
 
 // leaderDept is the department at or above d whose leaders include uid.
-func leaderDept(org Org, d int64, uid uint32) int64 {
+func leaderDept(org *Org, d int64, uid uint32) int64 {
 	for depth := 0; d != 0 && depth <= 64; depth++ {
 		if slices.Contains(org.Leaders[d], uid) {
 			return d
 		}
-		d = org.Parent[d]
+		d = org.Parent(d)
 	}
 	return d
 }

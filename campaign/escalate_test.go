@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/yidu-io/yidu"
 )
 
 // The tree of the tests:
@@ -17,15 +19,27 @@ import (
 //	│   └── 5 Sales East (leaders 500, 501)
 //	└── (none)
 //	9 Orphan root (no leader anywhere up)
-func testOrg() Org {
-	return Org{
-		Parent:  map[int64]int64{1: 0, 2: 1, 3: 2, 4: 1, 5: 4, 9: 0},
-		Leaders: map[int64][]uint32{1: {100}, 2: {200}, 5: {500, 501}},
-		Departments: map[uint32][]int64{
+//
+// orgOf builds a tree from parent links (department → parent) with its
+// leaders and memberships.
+func orgOf(parent map[int64]int64, leaders map[int64][]uint32, members map[uint32][]int64) *Org {
+	var depts []yidu.Department
+	for d, p := range parent {
+		depts = append(depts, yidu.Department{ID: d, ParentID: p})
+	}
+	slices.SortFunc(depts, func(a, b yidu.Department) int { return int(a.ID - b.ID) })
+	o := yidu.NewOrg(depts)
+	o.Leaders, o.Memberships = leaders, members
+	return o
+}
+
+func testOrg() *Org {
+	return orgOf(map[int64]int64{1: 0, 2: 1, 3: 2, 4: 1, 5: 4, 9: 0},
+		map[int64][]uint32{1: {100}, 2: {200}, 5: {500, 501}},
+		map[uint32][]int64{
 			100: {1}, 200: {2}, 500: {5}, 501: {5},
 			1: {2}, 2: {3}, 3: {4}, 4: {5}, 5: {9}, 6: {3, 5},
-		},
-	}
+		})
 }
 
 func TestEscalate(t *testing.T) {
@@ -113,7 +127,7 @@ func keys(m map[uint32]*Group) []uint32 {
 }
 
 func TestEscalateCycle(t *testing.T) {
-	org := Org{Parent: map[int64]int64{1: 2, 2: 1}, Departments: map[uint32][]int64{7: {1}}}
+	org := orgOf(map[int64]int64{1: 2, 2: 1}, nil, map[uint32][]int64{7: {1}})
 	got := Escalate(org, roaring.BitmapOf(7), roaring.New())
 	if got.Fallback == nil || got.Fallback.Unread.GetCardinality() != 1 {
 		t.Fatalf("a cyclic tree: %+v; want 7 to the fallback", got)

@@ -44,8 +44,11 @@ func (r *Rounds) dailyQuota(ctx context.Context, n notice, now time.Time) (quota
 	q := quota{limit: r.DailyQuota(n.app)}
 	if q.limit == 0 {
 		var members int
-		if err := r.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE corp_id = ? AND status = 1`, n.corpID).Scan(&members); err != nil {
-			return q, fmt.Errorf("campaign: members of %s: %w", n.corpID, err)
+		if r.Seats != nil {
+			var err error
+			if members, err = r.Seats.CountActive(ctx, n.corpID); err != nil {
+				return q, fmt.Errorf("campaign: members of %s: %w", n.corpID, err)
+			}
 		}
 		if members == 0 {
 			return quota{limit: -1}, nil

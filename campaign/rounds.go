@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"html"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -27,11 +26,9 @@ type LiveReads interface {
 	ReadBitmap(ctx context.Context, corpID, msgID string) (*roaring.Bitmap, bool, error)
 }
 
-// Member is an active member of the synced directory.
-type Member struct {
-	UserID string
-	Name   string
-}
+// Member is an active member of the synced directory: its UserID and
+// name are what a round uses.
+type Member = yidu.User
 
 // People resolves uids to the active members among them; a member who
 // left is absent from the answer, and so is skipped by every round.
@@ -39,9 +36,16 @@ type People interface {
 	Active(ctx context.Context, corpID string, uids []uint32) (map[uint32]Member, error)
 }
 
-// OrgSource gives the department tree with its leaders (Escalate's input).
+// OrgSource gives the department tree with its leaders and memberships
+// (Escalate's input).
 type OrgSource interface {
-	Org(ctx context.Context, corpID string) (Org, error)
+	Org(ctx context.Context, corpID string) (*yidu.Org, error)
+}
+
+// Seats counts a corp's active members: a daily quota's default
+// (dailyQuota).
+type Seats interface {
+	CountActive(ctx context.Context, corpID string) (int, error)
 }
 
 // RoundSender sends the cards of a round: the notice's reminder card
@@ -69,6 +73,9 @@ type Rounds struct {
 	Reads  LiveReads
 	People People
 	Org    OrgSource
+	// Seats counts members for the default daily quota; nil: a quota of
+	// 0 is unlimited, as for a corp with no synced directory.
+	Seats  Seats
 	Sender RoundSender
 	Log    *slog.Logger
 	Now    func() time.Time
@@ -616,7 +623,7 @@ func (r *Rounds) sendBatches(ctx context.Context, n notice, round int) (stopped 
 			users = append(users, m.UserID)
 			byUser[m.UserID] = uid
 		}
-		taskID := n.msgID + "@f" + strconv.Itoa(round) + "-" + strconv.Itoa(p.batch)
+		taskID := yidu.RoundTaskID(yidu.MsgID(n.msgID), round, p.batch)
 		invalid, err := r.Sender.RemindBatch(ctx, n.msg, taskID, p.batch, users)
 		if err != nil {
 			// Unknown outcome: the batch stays pending; the next owner
@@ -730,7 +737,7 @@ func (r *Rounds) escalate(ctx context.Context, n notice, round int) error {
 		if k, _ := res.RowsAffected(); k == 0 {
 			continue // recorded by an earlier owner of the round
 		}
-		taskID := n.msgID + "@d" + strconv.Itoa(round) + "-" + strconv.Itoa(i)
+		taskID := yidu.DigestTaskID(yidu.MsgID(n.msgID), round, i)
 		outcome := "sent"
 		text := head + "\n" + names
 		if r.PageURL != nil {

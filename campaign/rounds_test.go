@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,9 +65,19 @@ func (p fakePeople) Active(_ context.Context, _ string, uids []uint32) (map[uint
 	return out, nil
 }
 
-type fixedOrg Org
+type fixedOrg struct{ org *Org }
 
-func (o fixedOrg) Org(context.Context, string) (Org, error) { return Org(o), nil }
+func (o fixedOrg) Org(context.Context, string) (*Org, error) { return o.org, nil }
+
+// sqlSeats counts the users table the test writes (idmap.Mapper.CountActive
+// in production).
+type sqlSeats struct{ db *sql.DB }
+
+func (s sqlSeats) CountActive(ctx context.Context, corpID string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE corp_id = ? AND status = 1`, corpID).Scan(&n)
+	return n, err
+}
 
 // fakeSender records every call; failAt makes one task id fail once.
 type fakeSender struct {
@@ -137,8 +148,9 @@ func newBenchFixture(t testing.TB, left ...uint32) *fixture {
 		t.Fatal(err)
 	}
 	f.rounds = &Rounds{DB: db, Reads: f.live, People: fakePeople{roaring.BitmapOf(left...)},
-		Org: fixedOrg{Parent: map[int64]int64{1: 0}, Leaders: map[int64][]uint32{1: {10}},
-			Departments: map[uint32][]int64{1: {1}, 2: {1}, 3: {1}, 4: {1}, 5: {1}, 10: {1}}},
+		Org: fixedOrg{orgOf(map[int64]int64{1: 0}, map[int64][]uint32{1: {10}},
+			map[uint32][]int64{1: {1}, 2: {1}, 3: {1}, 4: {1}, 5: {1}, 10: {1}})},
+		Seats:  sqlSeats{db},
 		Sender: f.send, Log: slog.New(slog.DiscardHandler), Now: f.clock.Now, Owner: "a", TTL: time.Minute,
 		MinGap: time.Second, Zone: func(string) *time.Location { return sh }, Fallback: func(string) []string { return []string{"hr-lead"} }}
 	return f

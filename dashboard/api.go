@@ -21,6 +21,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/progress"
 )
 
 // messageJSON is a message with its live counts (docs/api.md, "Message").
@@ -210,98 +211,37 @@ func (s *Server) withMessage(h func(http.ResponseWriter, *http.Request, yidu.Mes
 	}
 }
 
-// restore rebuilds a message's Redis keys from MySQL; concurrent requests
-// for one message share one rebuild.
-func (s *Server) restore(ctx context.Context, m yidu.Message) error {
-	key := m.CorpID + "\x00" + m.MsgID
-	_, err, _ := s.restoring.Do(key, func() (any, error) {
-		lm, rec, read, signals, ok, err := s.msgs.LoadReads(context.WithoutCancel(ctx), m.CorpID, m.MsgID)
-		if err != nil {
-			return nil, fmt.Errorf("dashboard: load message: %w", err)
-		}
-		if !ok {
-			return nil, errNotFound
-		}
-		if read == nil {
-			read = roaring.New()
-		}
-		if err := s.bms.RestoreReads(context.WithoutCancel(ctx), lm, rec, read, signals); err != nil {
-			return nil, fmt.Errorf("dashboard: restore message: %w", err)
-		}
-		s.log.InfoContext(ctx, "restored message keys from MySQL", "corp", m.CorpID, "msgid", m.MsgID)
-		return nil, nil
-	})
-	return err
+// countsOf is progress's counts as the JSON writers take them.
+func countsOf(c progress.Counts) counts {
+	return counts{recipients: c.Recipients, read: c.Read, bySignal: c.BySignal}
 }
 
 // liveCounts returns BITCOUNT of the live bitmaps (found=false: the keys
 // are gone).
 func (s *Server) liveCounts(ctx context.Context, m yidu.Message) (counts, bool, error) {
-	rec, read, by, found, err := s.bms.CountsBySignal(ctx, m.CorpID, m.MsgID)
-	if err != nil {
-		return counts{}, false, fmt.Errorf("dashboard: counts: %w", err)
-	}
-	return counts{recipients: rec, read: read, bySignal: by}, found, nil
+	c, found, err := s.prog.Live(ctx, m, access.Everyone)
+	return countsOf(c), found, err
 }
 
 // frozen returns c with a recalled message's recipients and read as they
 // were at its recall (the signals stay live).
 func frozen(m yidu.Message, c counts) counts {
-	if m.Recalled() {
-		c.recipients, c.read = m.Recipients, m.ReadAtRecall
-	}
-	return c
+	f := progress.Frozen(m, progress.Counts{Recipients: c.recipients, Read: c.read, BySignal: c.bySignal})
+	return countsOf(f)
 }
 
 // counts is BITCOUNT of the live bitmaps, rebuilding them once if gone;
 // for a recalled message, recipients and read frozen at its recall.
 func (s *Server) counts(ctx context.Context, m yidu.Message) (counts, error) {
-	for attempt := 0; ; attempt++ {
-		c, found, err := s.liveCounts(ctx, m)
-		if err != nil {
-			return counts{}, err
-		}
-		if found {
-			return frozen(m, c), nil
-		}
-		if attempt == 1 {
-			return counts{}, fmt.Errorf("dashboard: counts of %s still missing after restore: %w", m.MsgID, errUnavailable)
-		}
-		if err := s.restore(ctx, m); err != nil {
-			return counts{}, err
-		}
-	}
+	c, err := s.prog.Counts(ctx, m, access.Everyone)
+	return countsOf(c), err
 }
 
 // bitmaps returns the recipients and the read recipients (read ∩
-// recipients, so a stray bit can never count).
+// recipients, so a stray bit can never count), both within ctx's View
+// (gate): every answer built on them covers recipients ∩ View only.
 func (s *Server) bitmaps(ctx context.Context, m yidu.Message) (rec, readRec *roaring.Bitmap, err error) {
-	for attempt := 0; ; attempt++ {
-		rec, found, err := s.bms.RecipientBitmap(ctx, m.CorpID, m.MsgID)
-		if err != nil {
-			return nil, nil, fmt.Errorf("dashboard: recipient bitmap: %w", err)
-		}
-		if found {
-			read, _, err := s.bms.ReadBitmap(ctx, m.CorpID, m.MsgID)
-			if err != nil {
-				return nil, nil, fmt.Errorf("dashboard: read bitmap: %w", err)
-			}
-			if read == nil { // nobody has read yet: the key may not exist
-				read = roaring.New()
-			}
-			// A scoped caller's View (gate) narrows both: every answer
-			// built on them covers recipients ∩ View only.
-			v := viewFrom(ctx)
-			rec = v.Restrict(rec)
-			return rec, roaring.And(read, rec), nil
-		}
-		if attempt == 1 {
-			return nil, nil, fmt.Errorf("dashboard: bitmaps of %s still missing after restore: %w", m.MsgID, errUnavailable)
-		}
-		if err := s.restore(ctx, m); err != nil {
-			return nil, nil, err
-		}
-	}
+	return s.prog.Bitmaps(ctx, m, viewFrom(ctx))
 }
 
 type listJSON struct {

@@ -315,8 +315,8 @@ func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func(
 			return nil, fmt.Errorf("dashboard: tokens[%d]: a token needs a name of its own (%q is empty or used twice): %w", i, t.Name, yidu.ErrInvalid)
 		}
 		names[t.Name] = true
-		if len(t.Token) < 16 {
-			return nil, fmt.Errorf("dashboard: tokens[%d] (%s) is shorter than 16 characters", i, t.Name)
+		if len(t.Token) < MinTokenLength { // Options.Validate's rule, for a caller that skipped it
+			return nil, fmt.Errorf("dashboard: tokens[%d] (%s): token must be at least %d characters", i, t.Name, MinTokenLength)
 		}
 		acc, corps, err := grants(t.Name, access.KindToken, t.Corps, t.Role, t.Corp, t.Apps, t.Departments)
 		if err != nil {

@@ -22,13 +22,13 @@ import (
 // scheduled notices. The dashboard translates HTTP to these calls; the
 // store decides (states, validation, the claim).
 type Campaigns interface {
-	Create(ctx context.Context, d campaign.Draft) (campaign.Notice, error)
-	Get(ctx context.Context, corps []string, msgID string) (campaign.Notice, error)
+	Create(ctx context.Context, d yidu.Draft) (yidu.Notice, error)
+	Get(ctx context.Context, corps []string, msgID string) (yidu.Notice, error)
 	// List filters with keep first, then pages (campaign.Store.List).
-	List(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int, keep func(campaign.Notice) bool) ([]campaign.Notice, string, error)
-	Edit(ctx context.Context, corps []string, msgID string, p campaign.Patch) (campaign.Notice, error)
-	Cancel(ctx context.Context, corps []string, msgID, by string) (campaign.Notice, error)
-	SendNow(ctx context.Context, corps []string, msgID, by string) (campaign.Notice, error)
+	List(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int, keep func(yidu.Notice) bool) ([]yidu.Notice, string, error)
+	Edit(ctx context.Context, corps []string, msgID string, p yidu.Patch) (yidu.Notice, error)
+	Cancel(ctx context.Context, corps []string, msgID, by string) (yidu.Notice, error)
+	SendNow(ctx context.Context, corps []string, msgID, by string) (yidu.Notice, error)
 }
 
 // DefaultConfirmOver is dashboard.confirm_over's default: above it the
@@ -68,7 +68,7 @@ func nonNil[T any](s []T) []T {
 }
 
 // setNotice copies n's state into j.
-func (j *messageJSON) setNotice(n campaign.Notice) {
+func (j *messageJSON) setNotice(n yidu.Notice) {
 	j.State = string(n.State)
 	if !n.SendAt.IsZero() {
 		at := n.SendAt.UTC()
@@ -83,7 +83,7 @@ func (j *messageJSON) setNotice(n campaign.Notice) {
 // held, cancelled, failed before registering): no recipients, no progress;
 // sent_at is when it started sending, else its send_at, else (a draft)
 // when it was saved.
-func noticeJSON(n campaign.Notice) messageJSON {
+func noticeJSON(n yidu.Notice) messageJSON {
 	j := messageJSON{MsgID: n.MsgID, CorpID: n.App.CorpID, App: n.App.Name, AgentID: n.App.AgentID,
 		Title: n.Title, Body: n.Body, URL: n.URL, SentAt: cmp.Or(n.StartedAt, n.SendAt, n.CreatedAt).UTC()}
 	j.setNotice(n)
@@ -106,7 +106,7 @@ func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *princ
 		s.fail(w, r, yidu.Invalidf("sent_at is set when the notice is sent, not with send_at or draft"))
 		return
 	}
-	n, err := s.acts.Compose(r.Context(), s.caller(p), campaign.Compose{Draft: campaign.Draft{
+	n, err := s.acts.Compose(r.Context(), s.caller(p), campaign.Compose{Draft: yidu.Draft{
 		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
 		Schedule: yidu.Schedule{SendAt: reg.SendAt, Draft: reg.Draft, Timezone: app.Timezone},
 	}, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet})
@@ -156,38 +156,38 @@ func (s *Server) handleGetNotice(w http.ResponseWriter, r *http.Request) {
 }
 
 // notice finds the notice of the route's msgid the caller may see.
-func (s *Server) notice(r *http.Request) (campaign.Notice, error) {
+func (s *Server) notice(r *http.Request) (yidu.Notice, error) {
 	if s.campaigns == nil {
-		return campaign.Notice{}, errNotFound
+		return yidu.Notice{}, errNotFound
 	}
 	id, err := parseMsgID(chi.URLParam(r, "msgid"))
 	if err != nil {
-		return campaign.Notice{}, err
+		return yidu.Notice{}, err
 	}
 	p := principalFrom(r.Context())
 	if p == nil {
-		return campaign.Notice{}, errNotFound
+		return yidu.Notice{}, errNotFound
 	}
 	corps := p.readCorps()
 	if corps != nil && len(corps) == 0 {
-		return campaign.Notice{}, errNotFound
+		return yidu.Notice{}, errNotFound
 	}
 	n, err := s.campaigns.Get(r.Context(), corps, id)
 	if err != nil {
-		return campaign.Notice{}, err
+		return yidu.Notice{}, err
 	}
 	// A notice not sent yet is its senders': an admin of the corp or a
 	// sender of its app (access decides). To anyone else, a viewer or a
 	// leader included, it is missing, like one of another corp.
 	if !s.maySend(p, n.App.CorpID, n.App.Name) {
-		return campaign.Notice{}, errNotFound
+		return yidu.Notice{}, errNotFound
 	}
 	return n, nil
 }
 
 // mayManage reports whether p may see and change n as its sender (an
 // admin of the corp, a sender of its app): the campaign list shows it.
-func (s *Server) mayManage(p *principal, n campaign.Notice) bool {
+func (s *Server) mayManage(p *principal, n yidu.Notice) bool {
 	return s.maySend(p, n.App.CorpID, n.App.Name)
 }
 
@@ -202,7 +202,7 @@ func (s *Server) addNotice(ctx context.Context, p *principal, j *messageJSON) er
 		return nil
 	}
 	n, err := s.campaigns.Get(ctx, []string{j.CorpID}, j.MsgID)
-	if errors.Is(err, campaign.ErrNotFound) {
+	if errors.Is(err, yidu.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -273,8 +273,8 @@ func (b patchBody) withoutFollowUp() patchBody {
 }
 
 // patch is the campaign edit of b's fields other than follow_up.
-func (b patchBody) patch(by string) (campaign.Patch, error) {
-	p := campaign.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: by}
+func (b patchBody) patch(by string) (yidu.Patch, error) {
+	p := yidu.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: by}
 	if b.Audience != nil {
 		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All, Tags: b.Audience.Tags}
 	}
@@ -296,14 +296,14 @@ func (b patchBody) patch(by string) (campaign.Patch, error) {
 // answered 409 (it is sent: nothing to edit) rather than 404, and one the
 // caller may see but not send (a viewer, a leader, a sender of another
 // app who views its departments) 403.
-func (s *Server) noticeOrSent(r *http.Request) (campaign.Notice, error) {
+func (s *Server) noticeOrSent(r *http.Request) (yidu.Notice, error) {
 	n, err := s.notice(r)
-	if errors.Is(err, campaign.ErrNotFound) || errors.Is(err, errNotFound) {
+	if errors.Is(err, yidu.ErrNotFound) || errors.Is(err, errNotFound) {
 		if m, _, merr := s.gate(r); merr == nil {
 			if !s.maySend(principalFrom(r.Context()), m.CorpID, m.App) {
 				return n, errForbidden
 			}
-			return n, fmt.Errorf("%w: the message is sent", campaign.ErrNotEditable)
+			return n, fmt.Errorf("%w: the message is sent", yidu.ErrNotEditable)
 		}
 	}
 	return n, err
@@ -373,7 +373,7 @@ func (s *Server) listNotices(w http.ResponseWriter, r *http.Request, state yidu.
 	// Notices not sent yet are their senders' (notice): a viewer's list
 	// of them is empty, a sender's holds its apps' only. The filter comes
 	// before the page, so the cursor names none of the others (issue 38).
-	keep := func(n campaign.Notice) bool {
+	keep := func(n yidu.Notice) bool {
 		return s.mayManage(p, n) && (f.title == "" || strings.Contains(strings.ToLower(n.Title), strings.ToLower(f.title)))
 	}
 	ns, next, err := s.campaigns.List(r.Context(), corps, state, f.app, cursor, limit, keep)

@@ -16,7 +16,6 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
-	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -25,8 +24,8 @@ import (
 // hold one of them, other ids nobody.
 type knownIDs map[string]bool
 
-func (k knownIDs) Expand(_ context.Context, _ string, a yidu.Audience) (idmap.Expansion, error) {
-	x := idmap.Expansion{Recipients: roaring.New()}
+func (k knownIDs) Expand(_ context.Context, _ string, a yidu.Audience) (yidu.Expansion, error) {
+	x := yidu.Expansion{Recipients: roaring.New()}
 	if a.All {
 		x.Recipients.AddRange(1, uint64(len(k))+1)
 	}

@@ -16,6 +16,7 @@ import (
 // department's set is the union of its direct members and its whole
 // subtree, so a person in two sub-departments counts once in the parent.
 type deptTree struct {
+	org   *yidu.Org
 	order []deptNode // depth-first, parents before children
 	byID  map[int64]*deptNode
 }
@@ -28,55 +29,17 @@ type deptNode struct {
 	Direct       *roaring.Bitmap // nil when none
 }
 
-// buildDeptTree computes the recursive sets bottom-up. Departments whose
-// parent is unknown are roots; a cycle (corrupt directory) is cut where it
-// is met instead of looping.
+// buildDeptTree computes the recursive sets with yidu.Org's one walk:
+// departments whose parent is unknown are roots; a cycle (corrupt
+// directory) is cut where it is met instead of looping.
 func buildDeptTree(depts []yidu.Department, direct map[int64]*roaring.Bitmap) *deptTree {
-	t := &deptTree{byID: make(map[int64]*deptNode, len(depts))}
-	known := make(map[int64]yidu.Department, len(depts))
-	for _, d := range depts {
-		known[d.ID] = d
-	}
-	children := map[int64][]int64{}
-	var roots []int64
-	for _, d := range depts {
-		if _, ok := known[d.ParentID]; ok && d.ParentID != d.ID {
-			children[d.ParentID] = append(children[d.ParentID], d.ID)
-		} else {
-			roots = append(roots, d.ID)
-		}
-	}
-	visited := map[int64]bool{}
-	var walk func(id int64, depth int) *roaring.Bitmap
-	walk = func(id int64, depth int) *roaring.Bitmap {
-		visited[id] = true
-		d := known[id]
-		t.order = append(t.order, deptNode{ID: id, ParentID: d.ParentID, Name: d.Name, Depth: depth})
-		idx := len(t.order) - 1
-		sets := []*roaring.Bitmap{}
-		if m := direct[id]; m != nil {
-			sets = append(sets, m)
-		}
-		for _, c := range children[id] {
-			if !visited[c] {
-				sets = append(sets, walk(c, depth+1))
-			}
-		}
-		set := roaring.FastOr(sets...)
-		t.order[idx].Members = set
-		t.order[idx].Direct = direct[id]
-		return set
-	}
-	for _, r := range roots {
-		if !visited[r] {
-			walk(r, 0)
-		}
-	}
-	for _, d := range depts { // members of a pure cycle: still listed
-		if !visited[d.ID] {
-			walk(d.ID, 0)
-		}
-	}
+	t := &deptTree{org: yidu.NewOrg(depts)}
+	sets := t.org.SubtreeSets(direct)
+	t.order = make([]deptNode, 0, len(depts))
+	t.org.Walk(func(d yidu.Department, depth int) {
+		t.order = append(t.order, deptNode{ID: d.ID, ParentID: d.ParentID, Name: d.Name, Depth: depth, Members: sets[d.ID], Direct: direct[d.ID]})
+	})
+	t.byID = make(map[int64]*deptNode, len(t.order))
 	for i := range t.order {
 		t.byID[t.order[i].ID] = &t.order[i]
 	}
@@ -162,7 +125,7 @@ func (s *Server) handleDepartments(w http.ResponseWriter, r *http.Request, m yid
 		if p := principalFrom(r.Context()); p.acc != nil {
 			roots = p.acc.Departments(m.CorpID)
 		}
-		out = slices.DeleteFunc(out, func(d deptJSON) bool { return !t.within(d.ID, roots) })
+		out = slices.DeleteFunc(out, func(d deptJSON) bool { return !t.org.Within(d.ID, roots) })
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"msgid": m.MsgID, "departments": out})
 }

@@ -1,10 +1,7 @@
 package dashboard
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,21 +9,31 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
-	"time"
 	"unicode/utf8"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/idmap"
 )
 
 // AudienceDirectory is what the compose page's endpoints need of the
-// directory (idmap.Mapper): the in-memory Index of a corp's directory at
-// its current version, and the audience expansion a registration
-// snapshots (one rule: the preview's count is the registration's).
+// directory (idmap.Mapper, through cmd's adapter): the in-memory index of
+// a corp's directory at its current version, and the audience expansion a
+// registration snapshots (one rule: the preview's count is the
+// registration's).
 type AudienceDirectory interface {
-	Index(ctx context.Context, corpID string) (*idmap.Index, error)
-	Expand(ctx context.Context, corpID string, a yidu.Audience) (idmap.Expansion, error)
+	DirectoryIndex(ctx context.Context, corpID string) (DirectoryIndex, error)
+	Expand(ctx context.Context, corpID string, a yidu.Audience) (yidu.Expansion, error)
+}
+
+// DirectoryIndex is one corp's directory at one version (idmap.Index):
+// read-only, what the compose page lists, searches and counts.
+type DirectoryIndex interface {
+	Departments() []yidu.DepartmentNode
+	Org() *yidu.Org
+	SubtreeMembers(ids ...int64) *roaring.Bitmap
+	Tags() []yidu.TagCount
+	Search(q string, limit int) []yidu.Person
 }
 
 // Bounds of the directory endpoints' input.
@@ -64,7 +71,7 @@ func (s *Server) appOf(w http.ResponseWriter, r *http.Request, name string) (yid
 }
 
 // directoryIndex returns the Index of the query's app's corp.
-func (s *Server) directoryIndex(w http.ResponseWriter, r *http.Request) (*idmap.Index, bool) {
+func (s *Server) directoryIndex(w http.ResponseWriter, r *http.Request) (DirectoryIndex, bool) {
 	ad, ok := s.audienceDir(w)
 	if !ok {
 		return nil, false
@@ -73,7 +80,7 @@ func (s *Server) directoryIndex(w http.ResponseWriter, r *http.Request) (*idmap.
 	if !ok {
 		return nil, false
 	}
-	idx, err := ad.Index(r.Context(), app.CorpID)
+	idx, err := ad.DirectoryIndex(r.Context(), app.CorpID)
 	if err != nil {
 		s.fail(w, r, err)
 		return nil, false
@@ -173,8 +180,7 @@ type previewDeptJSON struct {
 }
 
 // handleAudiencePreview: POST /api/v1/audience/preview. It validates the
-// audience with the registration's rule (yidu.Registration.Validate's
-// audience part), expands it with the registration's expansion, and
+// audience with the registration's rule (yidu.Audience.Validate), expands it with the registration's expansion, and
 // writes nothing.
 func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -202,11 +208,11 @@ func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	au := yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All}
-	if err := validateAudience(&au, s.now()); err != nil {
+	if err := au.Validate(); err != nil {
 		writeFieldError(w, "audience", err.Error())
 		return
 	}
-	idx, err := ad.Index(r.Context(), app.CorpID)
+	idx, err := ad.DirectoryIndex(r.Context(), app.CorpID)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -223,15 +229,16 @@ func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 	for _, d := range au.Departments {
 		picked[d] = true
 	}
+	org := idx.Org()
 	for _, d := range au.Departments {
-		if _, known := idx.Department(d); known && !pickedAbove(idx, d, picked) {
+		if _, known := org.Department(d); known && !org.Above(d, func(p int64) bool { return picked[p] }) {
 			tops = append(tops, d)
 		}
 	}
 	if len(tops) == 0 {
-		for _, root := range idx.Children(0) {
-			tops = append(tops, idx.Children(root)...)
-			if len(idx.Children(root)) == 0 {
+		for _, root := range org.Children(0) {
+			tops = append(tops, org.Children(root)...)
+			if len(org.Children(root)) == 0 {
 				tops = append(tops, root)
 			}
 		}
@@ -242,41 +249,13 @@ func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 		if n == 0 {
 			continue
 		}
-		dep, _ := idx.Department(d)
+		dep, _ := org.Department(d)
 		depts = append(depts, previewDeptJSON{ID: d, Name: dep.Name, Recipients: n})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"recipients": x.Recipients.GetCardinality(), "unknown_userids": append([]string{}, x.Unknown...),
 		"left": len(x.Left), "departments": depts,
 	})
-}
-
-// pickedAbove reports whether an ancestor of d is picked (cycle-safe).
-func pickedAbove(idx *idmap.Index, d int64, picked map[int64]bool) bool {
-	seen := map[int64]bool{d: true}
-	for {
-		dep, ok := idx.Department(d)
-		if !ok || dep.ParentID == 0 || seen[dep.ParentID] {
-			return false
-		}
-		if picked[dep.ParentID] {
-			return true
-		}
-		d = dep.ParentID
-		seen[d] = true
-	}
-}
-
-// validateAudience checks au with the registration's rule and puts it in
-// canonical form: Registration.Validate is the one rule, so it is run on a
-// registration that is valid but for the audience.
-func validateAudience(au *yidu.Audience, now time.Time) error {
-	reg := yidu.Registration{MsgID: "preview", App: yidu.App{CorpID: "preview", Name: "preview", AgentID: 1}, Title: "preview", Audience: *au}
-	if err := reg.Validate(now); err != nil {
-		return err
-	}
-	*au = reg.Audience
-	return nil
 }
 
 // handleParseList: POST /api/v1/audience/parse-list?app=, a text/plain
@@ -300,7 +279,7 @@ func (s *Server) handleParseList(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, "list", "list: body over "+strconv.Itoa(maxParseListLen)+" bytes")
 		return
 	}
-	ids, err := ParseUserIDList(body, mt == "text/csv")
+	ids, err := yidu.ParseUserIDList(body, mt == "text/csv")
 	if err != nil {
 		writeFieldError(w, "list", err.Error())
 		return
@@ -328,62 +307,9 @@ func (s *Server) handleParseList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"userids": known, "unknown_userids": missing})
 }
 
-// ParseUserIDList parses a pasted list or CSV of UserIDs: one per line
-// (a CSV's first column), blank lines, a UTF-8 BOM and surrounding spaces
-// ignored, duplicates dropped (first spelling kept), in first-seen order.
-// It refuses what is not text (NUL bytes, invalid UTF-8), more than
-// yidu.MaxUserIDs entries, and an entry that is not a WeCom UserID
-// (a header line "userid" is skipped). Errors start with "list".
+// ParseUserIDList parses a pasted list or CSV of UserIDs.
+//
+// Deprecated: moved to yidu.ParseUserIDList; kept while other branches merge.
 func ParseUserIDList(data []byte, isCSV bool) ([]string, error) {
-	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	if !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
-		return nil, yidu.Invalidf("list is not UTF-8 text")
-	}
-	var out []string
-	seen := map[string]bool{}
-	add := func(line int, v string) error {
-		v = strings.TrimSpace(v)
-		if v == "" || (len(out) == 0 && strings.EqualFold(v, "userid")) {
-			return nil
-		}
-		if !yidu.UserID(v).Valid() {
-			return yidu.Invalidf("list: line %d: %q is not a WeCom UserID", line, yidu.Truncate(v, 70))
-		}
-		if k := yidu.UserID(v).Fold(); !seen[k] {
-			if len(out) == yidu.MaxUserIDs {
-				return yidu.Invalidf("list: more than %d UserIDs", yidu.MaxUserIDs)
-			}
-			seen[k] = true
-			out = append(out, v)
-		}
-		return nil
-	}
-	if isCSV {
-		cr := csv.NewReader(bytes.NewReader(data))
-		cr.FieldsPerRecord = -1
-		cr.LazyQuotes = true
-		for line := 1; ; line++ {
-			rec, err := cr.Read()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return nil, yidu.Invalidf("list: not CSV: %v", err)
-			}
-			if len(rec) > 0 {
-				if err := add(line, rec[0]); err != nil {
-					return nil, err
-				}
-			}
-		}
-		return out, nil
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), len(data)+1)
-	for line := 1; sc.Scan(); line++ {
-		if err := add(line, sc.Text()); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return yidu.ParseUserIDList(data, isCSV)
 }

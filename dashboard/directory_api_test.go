@@ -14,18 +14,20 @@ import (
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
-var _ AudienceDirectory = (*idmap.Mapper)(nil)
-
-func (f *fakeDirectory) Index(ctx context.Context, corp string) (*idmap.Index, error) {
+func (f *fakeDirectory) DirectoryIndex(ctx context.Context, corp string) (DirectoryIndex, error) {
 	if f.audience == nil {
 		return nil, errors.New("fake directory: no audience directory")
 	}
-	return f.audience.Index(ctx, corp)
+	idx, err := f.audience.Index(ctx, corp)
+	if err != nil {
+		return nil, err
+	}
+	return idx, nil
 }
 
-func (f *fakeDirectory) Expand(ctx context.Context, corp string, a yidu.Audience) (idmap.Expansion, error) {
+func (f *fakeDirectory) Expand(ctx context.Context, corp string, a yidu.Audience) (yidu.Expansion, error) {
 	if f.audience == nil {
-		return idmap.Expansion{}, errors.New("fake directory: no audience directory")
+		return yidu.Expansion{}, errors.New("fake directory: no audience directory")
 	}
 	return f.audience.Expand(ctx, corp, a)
 }
@@ -175,34 +177,4 @@ func mapsEqual(a, b map[int64]int) bool {
 		}
 	}
 	return true
-}
-
-// FuzzParseUserIDList: any input parses or is refused with an error
-// naming the field; what parses is valid, unique UserIDs, at most
-// yidu.MaxUserIDs.
-func FuzzParseUserIDList(f *testing.F) {
-	for _, s := range []string{"alice\nbob\n", "userid,name\r\nalice,A\n", "\xef\xbb\xbfa\n\n b \n", "\"a\nb\",c\n", "\x00", "a b"} {
-		f.Add([]byte(s), true)
-		f.Add([]byte(s), false)
-	}
-	f.Fuzz(func(t *testing.T, data []byte, isCSV bool) {
-		ids, err := ParseUserIDList(data, isCSV)
-		if err != nil {
-			if !errors.Is(err, yidu.ErrInvalid) || !strings.Contains(err.Error(), "list") {
-				t.Fatalf("error %q: not ErrInvalid naming list", err)
-			}
-			return
-		}
-		seen := map[string]bool{}
-		for _, id := range ids {
-			k := yidu.UserID(id).Fold()
-			if !yidu.UserID(id).Valid() || seen[k] {
-				t.Fatalf("parsed %q: invalid or duplicate", id)
-			}
-			seen[k] = true
-		}
-		if len(ids) > yidu.MaxUserIDs {
-			t.Fatalf("%d ids", len(ids))
-		}
-	})
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/idmap"
 )
 
 // In-memory stand-ins for tracker, bitmap and idmap, following
@@ -467,9 +468,12 @@ type fakeDirectory struct {
 	users   map[string]map[uint32]yidu.User
 	depts   map[string][]yidu.Department
 	queries int
-	// audience answers Index and Expand (directory_api_test.go); nil:
-	// they fail.
-	audience AudienceDirectory
+	// audience answers DirectoryIndex and Expand (directory_api_test.go);
+	// nil: they fail.
+	audience interface {
+		Index(ctx context.Context, corpID string) (*idmap.Index, error)
+		Expand(ctx context.Context, corpID string, a yidu.Audience) (yidu.Expansion, error)
+	}
 }
 
 func (f *fakeDirectory) Users(_ context.Context, corp string, uids []uint32) (map[uint32]yidu.User, error) {

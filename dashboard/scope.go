@@ -126,24 +126,8 @@ func (s *Server) reaches(ctx context.Context, m yidu.Message, v access.View) (bo
 // bit test per member of the View (Bitmaps.CountsWithin): a notice's
 // 1,000,000-recipient bitmaps are never decoded for it.
 func (s *Server) scopedCounts(ctx context.Context, m yidu.Message) (counts, error) {
-	if !scoped(ctx) {
-		return s.counts(ctx, m)
-	}
-	for attempt := 0; ; attempt++ {
-		rec, read, by, found, err := s.bms.CountsWithin(ctx, m.CorpID, m.MsgID, viewFrom(ctx).UIDs())
-		if err != nil {
-			return counts{}, fmt.Errorf("dashboard: scoped counts: %w", err)
-		}
-		if found {
-			return counts{recipients: rec, read: read, bySignal: by}, nil
-		}
-		if attempt == 1 {
-			return counts{}, fmt.Errorf("dashboard: counts of %s still missing after restore: %w", m.MsgID, errUnavailable)
-		}
-		if err := s.restore(ctx, m); err != nil {
-			return counts{}, err
-		}
-	}
+	c, err := s.prog.Counts(ctx, m, viewFrom(ctx))
+	return countsOf(c), err
 }
 
 // scopedCurve is m's reads per minute within ctx's View, from the read
@@ -164,30 +148,9 @@ func (s *Server) scopedCurve(ctx context.Context, m yidu.Message) ([]yidu.Minute
 }
 
 // loadScopedCurve reads m's scoped curve: the read times of the
-// readers within ctx's View, per minute.
+// readers within ctx's View, per minute (progress.Curve).
 func (s *Server) loadScopedCurve(ctx context.Context, m yidu.Message) ([]yidu.MinuteCount, error) {
-	_, readRec, err := s.bitmaps(ctx, m)
-	if err != nil {
-		return nil, err
-	}
-	times, err := s.msgs.ReadTimes(ctx, m.CorpID, m.MsgID, readRec.ToArray())
-	if err != nil {
-		return nil, fmt.Errorf("dashboard: scoped read times: %w", err)
-	}
-	per := map[int64]int64{}
-	for _, t := range times {
-		per[t.Truncate(time.Minute).Unix()]++
-	}
-	keys := make([]int64, 0, len(per))
-	for k := range per {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	out := make([]yidu.MinuteCount, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, yidu.MinuteCount{Minute: time.Unix(k, 0).UTC(), Reads: per[k]})
-	}
-	return out, nil
+	return s.prog.Curve(ctx, m, viewFrom(ctx))
 }
 
 type messageKey struct{}
@@ -214,11 +177,11 @@ func (s *Server) newScopedCurveCache(ttl time.Duration) *cache[[]yidu.MinuteCoun
 // scopedRow is one list row's counts within v, from the live bitmaps
 // only (found false: the keys are gone, or no recipient is in v).
 func (s *Server) scopedRow(ctx context.Context, m yidu.Message, v access.View) (counts, bool, error) {
-	rec, read, by, found, err := s.bms.CountsWithin(ctx, m.CorpID, m.MsgID, v.UIDs())
-	if err != nil || !found || rec == 0 {
+	c, found, err := s.prog.Live(ctx, m, v)
+	if err != nil || !found || c.Recipients == 0 {
 		return counts{}, false, err
 	}
-	return counts{recipients: rec, read: read, bySignal: by}, true, nil
+	return countsOf(c), true, nil
 }
 
 // maySend reports whether p may send, remind everyone of and recall

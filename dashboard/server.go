@@ -28,12 +28,12 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/metric"
+	"github.com/yidu-io/yidu/progress"
 )
 
 //go:embed web/templates/*.html web/static/* web/i18n/*.json
@@ -183,10 +183,12 @@ type Server struct {
 	// access gives the Views of scoped principals (scope.go).
 	access *access.Access
 
-	status    statusLine
-	restoring singleflight.Group
-	depts     *cache[*deptTree]
-	curves    *cache[[]yidu.MinuteCount]
+	status statusLine
+	// prog answers every count, bitmap and scoped curve (restore-on-miss
+	// once, package progress).
+	prog   *progress.Progress
+	depts  *cache[*deptTree]
+	curves *cache[[]yidu.MinuteCount]
 	// scopedCurves are the curves within a scoped caller's View (scope.go).
 	scopedCurves *cache[[]yidu.MinuteCount]
 
@@ -226,29 +228,12 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	if msgs == nil || bms == nil || dir == nil {
 		return nil, errors.New("dashboard: messages, bitmaps and directory are required")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.MaxStreams <= 0 {
-		opts.MaxStreams = DefaultMaxStreams
-	}
-	if opts.MaxStreamsPerPrincipal <= 0 {
-		opts.MaxStreamsPerPrincipal = DefaultMaxStreamsPerPrincipal
-	}
-	if opts.MaxQueries <= 0 {
-		opts.MaxQueries = DefaultMaxQueries
-	}
-	if opts.MaxQueriesPerPrincipal <= 0 {
-		opts.MaxQueriesPerPrincipal = DefaultMaxQueriesPerPrincipal
-	}
-	if opts.SessionTTL <= 0 {
-		opts.SessionTTL = 12 * time.Hour
-	}
-	if opts.RemindInterval <= 0 {
-		opts.RemindInterval = time.Hour
+	prog, err := progress.New(msgs, bms, progress.Options{Logger: opts.Logger})
+	if err != nil {
+		return nil, err
 	}
 	met, err := newMetrics(opts.Registerer)
 	if err != nil {
@@ -273,7 +258,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		return nil, err
 	}
 	s := &Server{
-		msgs: msgs, bms: bms, dir: dir,
+		msgs: msgs, bms: bms, dir: dir, prog: prog,
 		apps:         map[string]yidu.App{},
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
@@ -511,7 +496,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 // Request outcomes, mapped to HTTP status in one place (httpStatus).
 var (
 	errNotFound    = errors.New("not found")
-	errUnavailable = errors.New("temporarily unavailable")
+	errUnavailable = progress.ErrUnavailable
 	// errForbidden: the caller sees the notice but its role may not
 	// change it (a viewer, a leader, a sender of another app).
 	errForbidden = errors.New("your role may not change this notice")
@@ -535,9 +520,9 @@ func httpStatus(err error) (int, string) {
 		return http.StatusServiceUnavailable, "sending through WeCom is not configured"
 	case errors.Is(err, yidu.ErrConflict):
 		return http.StatusConflict, "msgid exists with a different audience, title, body or url"
-	case errors.Is(err, campaign.ErrNotEditable):
+	case errors.Is(err, yidu.ErrNotEditable):
 		return http.StatusConflict, "the notice started sending or ended: it can no longer be changed"
-	case errors.Is(err, campaign.ErrNotFound):
+	case errors.Is(err, yidu.ErrNotFound):
 		return http.StatusNotFound, "not found"
 	case errors.Is(err, campaign.ErrForbidden):
 		return http.StatusForbidden, strings.TrimPrefix(err.Error(), campaign.ErrForbidden.Error()+": ")
@@ -591,7 +576,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, campaign.ErrBusy) {
 		w.Header().Set("Retry-After", "5")
 	}
-	if errors.Is(err, campaign.ErrNotEditable) {
+	if errors.Is(err, yidu.ErrNotEditable) {
 		// The notice's state forbids it: the page shows it by the state.
 		writeJSON(w, code, map[string]string{"error": msg, "field": "state"})
 		return

@@ -122,8 +122,7 @@ const DefaultBatchSize = 5000
 // 3 in all, parking binds 8 per orphan in statements of at most
 // maxParkRows). It stays the limit of releases that parked every batch in
 // one statement of 5 placeholders per uid, so no configuration that
-// loaded before stops loading. config.maxBatchSize repeats it; a test
-// keeps the two equal.
+// loaded before stops loading (Options.Validate is the one check).
 const MaxBatchSize = (65535 - 2) / 5
 
 // maxParkRows is the most orphans one INSERT parks (8 placeholders each).

@@ -10,16 +10,10 @@ import (
 	"github.com/yidu-io/yidu"
 )
 
-// Expansion is an audience expanded against the synced directory.
-type Expansion struct {
-	// Recipients are the active members the audience reaches: the union
-	// of its UserIDs, its departments' subtrees, its tags (users and
-	// departments' subtrees) and, with All, every active member.
-	Recipients *roaring.Bitmap
-	// Unknown are the audience's UserIDs that name no member at all, as
-	// given; Left those naming members who left. Neither is a recipient.
-	Unknown, Left []string
-}
+// Expansion is yidu.Expansion.
+//
+// Deprecated: moved to yidu.Expansion; kept while other branches merge.
+type Expansion = yidu.Expansion
 
 // Expand expands a (validated) audience: the one rule a registration's
 // snapshot (tracker) and the dashboard's preview share, so the count a

@@ -160,23 +160,8 @@ func (m *Mapper) DepartmentMembers(ctx context.Context, corpID string, deptIDs [
 		if err != nil {
 			return nil, err
 		}
-		children := make(map[int64][]int64, len(depts))
-		for _, d := range depts {
-			children[d.ParentID] = append(children[d.ParentID], d.ID)
-		}
-		queue := make([]int64, 0, len(want))
-		for d := range want {
-			queue = append(queue, d)
-		}
-		for len(queue) > 0 {
-			d := queue[len(queue)-1]
-			queue = queue[:len(queue)-1]
-			for _, c := range children[d] {
-				if _, ok := want[c]; !ok {
-					want[c] = struct{}{}
-					queue = append(queue, c)
-				}
-			}
+		for _, d := range yidu.NewOrg(depts).Subtree(deptIDs...) {
+			want[d] = struct{}{}
 		}
 	}
 	ids := make([]int64, 0, len(want))

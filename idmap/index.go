@@ -23,9 +23,7 @@ type Index struct {
 	// Version is the directory version it was read at.
 	Version uint64
 
-	depts    []yidu.Department // WeCom's display order (Mapper.Departments)
-	byID     map[int64]int     // dept id → index in depts
-	children map[int64][]int64
+	org      *yidu.Org                 // the tree, in WeCom's display order (Mapper.Departments)
 	subtree  map[int64]*roaring.Bitmap // active members of the department's whole subtree
 	leaders  map[int64][]string        // dept → leaders' UserIDs (active)
 	leadUIDs map[int64][]uint32
@@ -36,29 +34,20 @@ type Index struct {
 	keys     []string // people[i]'s UserID folded + "\x00" + name lower-cased, for search
 }
 
-// IndexTag is a tag with its active member count (users plus departments'
-// subtrees, deduplicated).
-type IndexTag struct {
-	ID      int64
-	Name    string
-	Members int
-}
+// IndexTag is yidu.TagCount.
+//
+// Deprecated: moved to yidu.TagCount; kept while other branches merge.
+type IndexTag = yidu.TagCount
 
-// Person is an active member as people search finds them.
-type Person struct {
-	UID         uint32
-	UserID      string
-	Name        string
-	Departments []int64
-}
+// Person is yidu.Person.
+//
+// Deprecated: moved to yidu.Person; kept while other branches merge.
+type Person = yidu.Person
 
-// DepartmentNode is a department with its subtree's active member count
-// (deduplicated) and its leaders' UserIDs.
-type DepartmentNode struct {
-	yidu.Department
-	Members int
-	Leaders []string
-}
+// DepartmentNode is yidu.DepartmentNode.
+//
+// Deprecated: moved to yidu.DepartmentNode; kept while other branches merge.
+type DepartmentNode = yidu.DepartmentNode
 
 // indexCache holds each corp's last Index.
 type indexCache struct {
@@ -127,8 +116,7 @@ func (m *Mapper) buildIndex(ctx context.Context, corpID string) (*Index, error) 
 		return nil, fmt.Errorf("idmap: index: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	idx := &Index{byID: map[int64]int{}, children: map[int64][]int64{}, subtree: map[int64]*roaring.Bitmap{},
-		leaders: map[int64][]string{}, leadUIDs: map[int64][]uint32{}, tagSets: map[int64]*roaring.Bitmap{}, all: roaring.New()}
+	idx := &Index{leaders: map[int64][]string{}, leadUIDs: map[int64][]uint32{}, tagSets: map[int64]*roaring.Bitmap{}, all: roaring.New()}
 	each := func(what, q string, scan func(*sql.Rows) error) error {
 		m.metrics.query(opRead)
 		rows, err := tx.QueryContext(ctx, q, corpID)
@@ -151,20 +139,20 @@ func (m *Mapper) buildIndex(ctx context.Context, corpID string) (*Index, error) 
 	}); err != nil {
 		return nil, err
 	}
+	var depts []yidu.Department
 	err = each("departments", `SELECT dept_id, parent_id, name, sort_order FROM departments
 		WHERE corp_id = ? ORDER BY parent_id, sort_order DESC, dept_id`, func(r *sql.Rows) error {
 		var d yidu.Department
 		if err := r.Scan(&d.ID, &d.ParentID, &d.Name, &d.Order); err != nil {
 			return err
 		}
-		idx.byID[d.ID] = len(idx.depts)
-		idx.depts = append(idx.depts, d)
-		idx.children[d.ParentID] = append(idx.children[d.ParentID], d.ID)
+		depts = append(depts, d)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	idx.org = yidu.NewOrg(depts)
 	userIDs := map[uint32]string{}
 	err = each("users", "SELECT uid, userid, name, departments FROM users WHERE corp_id = ? AND status = 1 ORDER BY uid", func(r *sql.Rows) error {
 		var p Person
@@ -250,30 +238,9 @@ func (m *Mapper) buildIndex(ctx context.Context, corpID string) (*Index, error) 
 	if err != nil {
 		return nil, err
 	}
-	// Subtrees bottom-up, cycle-safe: a department is in its own subtree
-	// once, whatever the parent_id links say.
-	var visit func(d int64, path map[int64]bool) *roaring.Bitmap
-	visit = func(d int64, path map[int64]bool) *roaring.Bitmap {
-		if bm, ok := idx.subtree[d]; ok {
-			return bm
-		}
-		path[d] = true
-		bm := roaring.New()
-		if own := direct[d]; own != nil {
-			bm.Or(own)
-		}
-		for _, c := range idx.children[d] {
-			if !path[c] {
-				bm.Or(visit(c, path))
-			}
-		}
-		delete(path, d)
-		idx.subtree[d] = bm
-		return bm
-	}
-	for _, d := range idx.depts {
-		visit(d.ID, map[int64]bool{})
-	}
+	// Subtrees bottom-up, cycle-safe (yidu.Org's one walk).
+	idx.subtree = idx.org.SubtreeSets(direct)
+	idx.org.Leaders = idx.leadUIDs
 	for i := range idx.tags {
 		set := idx.tagSets[idx.tags[i].ID]
 		for _, d := range tagDepts[idx.tags[i].ID] {
@@ -300,24 +267,21 @@ func bitmapOf(m map[int64]*roaring.Bitmap, k int64) *roaring.Bitmap {
 // Departments returns every department with its subtree's active member
 // count and leaders, in WeCom's display order (by parent, then order).
 func (x *Index) Departments() []DepartmentNode {
-	out := make([]DepartmentNode, 0, len(x.depts))
-	for _, d := range x.depts {
+	out := make([]DepartmentNode, 0, len(x.org.Departments()))
+	for _, d := range x.org.Departments() {
 		out = append(out, DepartmentNode{Department: d, Members: int(x.subtree[d.ID].GetCardinality()), Leaders: x.leaders[d.ID]})
 	}
 	return out
 }
 
 // Department returns department id, if the directory has it.
-func (x *Index) Department(id int64) (yidu.Department, bool) {
-	i, ok := x.byID[id]
-	if !ok {
-		return yidu.Department{}, false
-	}
-	return x.depts[i], true
-}
+func (x *Index) Department(id int64) (yidu.Department, bool) { return x.org.Department(id) }
 
 // Children returns the ids of id's direct sub-departments (0: the roots).
-func (x *Index) Children(id int64) []int64 { return x.children[id] }
+func (x *Index) Children(id int64) []int64 { return x.org.Children(id) }
+
+// Org returns the department tree with its (active) leaders.
+func (x *Index) Org() *yidu.Org { return x.org }
 
 // SubtreeMembers returns a copy of the active members of the departments
 // ids and their sub-departments (a leader's or a viewer's scope). Unknown

@@ -340,3 +340,46 @@ func TestReadModel(t *testing.T) {
 		}
 	})
 }
+
+// TestRepeatedRegistrationRestoresSignals: Redis lost a message's keys and
+// the same registration comes again (a campaign send resumed, a client's
+// retry): the tracker puts the message back from MySQL with each signal's
+// members, so by_signal counts what MySQL holds. Before, it restored the
+// recipients and readers only, and the keys being back kept every other
+// reader's restore-on-miss from filling the signals in: by_signal stayed
+// short of the reads until each member pressed again.
+func TestRepeatedRegistrationRestoresSignals(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	reg := e.registration("lost", yidu.Audience{UserIDs: []string{"amy", "bo", "cy"}})
+	if _, _, err := e.reg.Register(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	uids := e.rows(t, "lost")
+	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	_, err := e.db.Exec("UPDATE message_read_record SET is_read = 1, read_time = ?, source = 1, button_at = ?, enter_at = ?"+
+		" WHERE corp_id = ? AND msgid = 'lost' AND uid = ?", at, at, at, e.app.CorpID, uids[0])
+	testenv.Check(t, "flushd's row", err)
+	_, err = e.db.Exec("UPDATE message_read_record SET is_read = 1, read_time = ?, source = 3, link_at = ?"+
+		" WHERE corp_id = ? AND msgid = 'lost' AND uid = ?", at, at, e.app.CorpID, uids[1])
+	testenv.Check(t, "flushd's row", err)
+
+	keys, err := e.rdb.Keys(ctx, e.prefix+"*").Result()
+	testenv.Check(t, "keys", err)
+	if len(keys) == 0 {
+		t.Fatal("no keys to lose")
+	}
+	testenv.Check(t, "lose redis", e.rdb.Del(ctx, keys...).Err())
+
+	if _, _, err := e.reg.Register(ctx, reg); err != nil {
+		t.Fatalf("repeated Register: %v", err)
+	}
+	rec, read, by, found, err := e.store.CountsBySignal(ctx, e.app.CorpID, "lost")
+	if err != nil || !found {
+		t.Fatalf("CountsBySignal = found %v, %v", found, err)
+	}
+	want := yidu.SignalCounts{Button: 1, Link: 1, EnterAgent: 1}
+	if rec != 3 || read != 2 || by != want {
+		t.Errorf("after the restore: recipients %d, read %d, by_signal %v; want 3, 2, %v (MySQL's)", rec, read, by, want)
+	}
+}

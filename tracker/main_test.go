@@ -17,6 +17,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
@@ -72,8 +73,11 @@ type env struct {
 	ids   *idmap.Mapper
 	store *bitmap.Store
 	reg   *Registry
-	prom  *prometheus.Registry
-	app   yidu.App
+	// rdb and prefix are the store's Redis and key prefix (to lose keys).
+	rdb    redis.UniversalClient
+	prefix string
+	prom   *prometheus.Registry
+	app    yidu.App
 	// secret is the app's secret, which only the WeCom client holds.
 	secret string
 
@@ -108,7 +112,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	e.ids = ids
 	store, err := bitmap.New(rdb, bitmap.Options{Prefix: prefix, Registerer: prometheus.NewRegistry()})
 	testenv.Check(tb, "bitmap.New", err)
-	e.store = store
+	e.store, e.rdb, e.prefix = store, rdb, prefix
 	tb.Cleanup(e.store.Close)
 	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Apps: []fakewecom.App{{AgentID: e.app.AgentID, Secret: e.secret}}})
 	o := Options{
@@ -215,7 +219,7 @@ func (failingStore) PutMessage(context.Context, yidu.Message, *roaring.Bitmap) e
 	return errRedisDown
 }
 
-func (failingStore) RestoreMessage(context.Context, yidu.Message, *roaring.Bitmap, *roaring.Bitmap) error {
+func (failingStore) RestoreReads(context.Context, yidu.Message, *roaring.Bitmap, *roaring.Bitmap, map[yidu.Signal]*roaring.Bitmap) error {
 	return errRedisDown
 }
 

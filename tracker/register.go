@@ -292,18 +292,22 @@ func (r *Registry) completeWith(ctx context.Context, m yidu.Message, recipients 
 }
 
 // ensureRedis puts an active message back in Redis when an earlier attempt
-// failed there (or the keys expired), from MySQL so no read is lost.
+// failed there (or the keys expired), from MySQL so no read is lost: the
+// same restore as the recorder's, the healer's and the dashboard's
+// (LoadReads' rows, RestoreReads).
 func (r *Registry) ensureRedis(ctx context.Context, m yidu.Message) (*roaring.Bitmap, error) {
 	if _, found, err := r.store.MessageMeta(ctx, m.CorpID, m.MsgID); err != nil {
 		return nil, fmt.Errorf("tracker: redis meta of %s: %w", m.MsgID, err)
 	} else if found {
 		return nil, nil // recipients loaded lazily by send when needed
 	}
-	recipients, read, err := r.loadRows(ctx, m.CorpID, m.MsgID)
+	// Every signal's members too: once the keys are back, no reader's
+	// restore-on-miss fills them in, and by_signal would count short.
+	recipients, read, signals, err := r.loadReadRows(ctx, m.CorpID, m.MsgID)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.store.RestoreMessage(ctx, m, recipients, read); err != nil {
+	if err := r.store.RestoreReads(ctx, m, recipients, read, signals); err != nil {
 		return nil, fmt.Errorf("tracker: restore message %s in redis: %w", m.MsgID, err)
 	}
 	return recipients, nil

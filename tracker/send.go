@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -721,7 +720,7 @@ func (r *Registry) Remind(ctx context.Context, m yidu.Message, userIDs []string)
 			rep.Outcomes = append(rep.Outcomes, yidu.BatchOutcome{Batch: n, Status: yidu.SendUnsent, Users: len(chunk), Reminder: true})
 			continue
 		}
-		taskID := m.MsgID + "@r" + strconv.Itoa(k) + "-" + strconv.Itoa(n)
+		taskID := yidu.ReminderTaskID(yidu.MsgID(m.MsgID), k, n)
 		body, err := c.request(chunk, taskID)
 		if err != nil {
 			return rep, fmt.Errorf("tracker: card body: %w", err)

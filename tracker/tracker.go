@@ -25,7 +25,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/jitter"
 	"github.com/yidu-io/yidu/internal/metric"
 	"github.com/yidu-io/yidu/wecom"
@@ -59,14 +58,16 @@ type Directory interface {
 	Known(ctx context.Context, corpID string, userIDs []string) (map[string]uint32, error)
 	// Expand expands an audience to its recipients (idmap.Mapper.Expand:
 	// the one rule registration and the dashboard's preview share).
-	Expand(ctx context.Context, corpID string, a yidu.Audience) (idmap.Expansion, error)
+	Expand(ctx context.Context, corpID string, a yidu.Audience) (yidu.Expansion, error)
 	UserIDs(ctx context.Context, corpID string, uids []uint32) (map[uint32]string, error)
 }
 
 // Store is what tracker needs from bitmap.Store.
 type Store interface {
 	PutMessage(ctx context.Context, m yidu.Message, recipients *roaring.Bitmap) error
-	RestoreMessage(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap) error
+	// RestoreReads puts a message Redis lost back from MySQL: its
+	// recipients, readers and each signal's members (ORed in).
+	RestoreReads(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap) error
 	MessageMeta(ctx context.Context, corpID, msgID string) (yidu.Message, bool, error)
 }
 

@@ -157,6 +157,9 @@ func (m *Main) setUp(ctx context.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := process.Check(cfg); err != nil {
+		return err
+	}
 
 	err = m.step("Migrating MySQL and starting the receiver, flushd and the dashboard", func() error {
 		if err := migrate(ctx, cfg.MySQL.DSN); err != nil {

@@ -289,6 +289,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
+	// The libraries' own checks of what the file maps onto.
+	if err := process.Check(cfg); err != nil {
+		return err
+	}
 	// mysql.tls: registered with the driver once, for every command.
 	if cfg.MySQL.DSN, err = process.MySQLDSN(cfg.MySQL); err != nil {
 		return err

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/cmd/internal/process"
 )
 
 // The tests run in deploy/ (TestMain moves there); every path is
@@ -168,6 +169,9 @@ func loadConfig(tb testing.TB, path string, env map[string]string) (config.Confi
 	})
 	if err != nil {
 		tb.Fatalf("config.Load(%s) with the manifest's environment: %v", path, err)
+	}
+	if err := process.Check(cfg); err != nil {
+		tb.Fatalf("process.Check(%s) (the libraries' own checks): %v", path, err)
 	}
 	return cfg, read
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/tracker"
 )
 
@@ -18,8 +19,9 @@ import (
 var (
 	_ campaign.LiveReads   = (*bitmap.Store)(nil)
 	_ campaign.RoundSender = (*tracker.Registry)(nil)
-	_ campaign.People      = campaign.SQLDirectory{}
-	_ campaign.OrgSource   = campaign.SQLDirectory{}
+	_ campaign.People      = (*idmap.Mapper)(nil)
+	_ campaign.OrgSource   = (*idmap.Mapper)(nil)
+	_ campaign.Seats       = (*idmap.Mapper)(nil)
 )
 
 // followUpRounds builds the follow-up round engine (issue 30) from the
@@ -40,9 +42,8 @@ func followUpRounds(m *Main, cfg config.Config, log *slog.Logger) *campaign.Roun
 		fallback[a.Name] = a.EscalationFallback
 		quota[a.Name] = a.DailyQuota
 	}
-	dir := campaign.SQLDirectory{DB: m.DB}
 	return &campaign.Rounds{
-		DB: m.DB, Reads: m.Store, People: dir, Org: dir, Sender: m.Tracker,
+		DB: m.DB, Reads: m.Store, People: m.Mapper, Org: m.Mapper, Seats: m.Mapper, Sender: m.Tracker,
 		Log: log.With("component", "follow-up"), Now: time.Now, Owner: campaign.DefaultOwner(),
 		TTL: campaign.DefaultLeaseTTL, MinGap: cfg.Dashboard.ReminderDelay(),
 		Zone:       func(app string) *time.Location { return zones[app] },

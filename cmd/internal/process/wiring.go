@@ -1,0 +1,64 @@
+package process
+
+import (
+	"context"
+
+	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/callback"
+	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/dashboard"
+	"github.com/yidu-io/yidu/delta"
+	"github.com/yidu-io/yidu/flushd"
+	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/reconcile"
+	"github.com/yidu-io/yidu/tracker"
+	"github.com/yidu-io/yidu/wecom"
+)
+
+// The providers satisfy the interfaces their consumers declare; checked
+// here so that no provider imports a consumer.
+var (
+	_ callback.ReadRecorder   = (*bitmap.Recorder)(nil)
+	_ callback.Deduper        = (*callback.RedisDedup)(nil)
+	_ callback.ContactApplier = (*idmap.Mapper)(nil)
+	_ callback.OAuth          = (*wecom.OAuth)(nil)
+	_ bitmap.UIDLookup        = (*idmap.Mapper)(nil)
+	_ bitmap.MessageLoader    = (*tracker.Registry)(nil)
+	_ bitmap.Publisher        = (*delta.Producer)(nil)
+	_ bitmap.Publisher        = (*delta.Spool)(nil)
+	_ tracker.Directory       = (*idmap.Mapper)(nil)
+	_ tracker.Store           = (*bitmap.Store)(nil)
+	_ tracker.Sender          = (*wecom.Sender)(nil)
+	_ dashboard.Messages      = (*tracker.Registry)(nil)
+	_ dashboard.Bitmaps       = (*bitmap.Store)(nil)
+	_ dashboard.Directory     = (*idmap.Mapper)(nil)
+	_ flushd.LiveView         = (*bitmap.Healer)(nil)
+	_ flushd.Members          = (*idmap.Mapper)(nil)
+	_ reconcile.Archive       = (*tracker.Registry)(nil)
+	_ reconcile.Bitmaps       = (*bitmap.Store)(nil)
+	_ reconcile.Publisher     = (*delta.Producer)(nil)
+)
+
+// The compose page's directory endpoints read idmap's Index and Expand,
+// through audienceDirectory.
+var (
+	_ dashboard.AudienceDirectory = audienceDirectory{}
+	_ dashboard.DirectoryIndex    = (*idmap.Index)(nil)
+)
+
+// audienceDirectory is idmap.Mapper as the dashboard's directory: its
+// Index as the dashboard's DirectoryIndex, so the dashboard imports no
+// idmap. The Mapper's other methods (UserIDs, Users, …) are promoted.
+type audienceDirectory struct{ *idmap.Mapper }
+
+// DirectoryIndex returns the Mapper's Index of corpID.
+func (a audienceDirectory) DirectoryIndex(ctx context.Context, corpID string) (dashboard.DirectoryIndex, error) {
+	idx, err := a.Index(ctx, corpID)
+	if err != nil {
+		return nil, err
+	}
+	return idx, nil
+}
+
+// campaign checks a notice's audience with the registration's expansion.
+var _ campaign.Directory = (*idmap.Mapper)(nil)

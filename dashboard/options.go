@@ -1,0 +1,71 @@
+package dashboard
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/yidu-io/yidu"
+)
+
+// MinTokenLength is the shortest API bearer token (Options.Tokens): a
+// token is a shared secret compared in constant time, so its length is
+// its strength.
+const MinTokenLength = 16
+
+// Validate fills o's zero values with the defaults documented on Options
+// and checks what the dashboard alone decides: each principal's share
+// within its whole, the stream write bound, the tokens' length and the
+// public URL. New calls it; cmd calls it on the options it maps from the
+// configuration too, so that a bad file is refused before anything
+// starts. Errors name the option as the configuration spells it.
+func (o *Options) Validate() error {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxStreams == 0 {
+		o.MaxStreams = DefaultMaxStreams
+	}
+	if o.MaxStreamsPerPrincipal == 0 {
+		o.MaxStreamsPerPrincipal = min(DefaultMaxStreamsPerPrincipal, o.MaxStreams)
+	}
+	if o.StreamWriteTimeout == 0 {
+		o.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	if o.MaxQueries == 0 {
+		o.MaxQueries = DefaultMaxQueries
+	}
+	if o.MaxQueriesPerPrincipal == 0 {
+		o.MaxQueriesPerPrincipal = min(DefaultMaxQueriesPerPrincipal, o.MaxQueries)
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 12 * time.Hour
+	}
+	if o.RemindInterval <= 0 {
+		o.RemindInterval = time.Hour
+	}
+	switch {
+	case o.MaxStreams < 1:
+		return fmt.Errorf("dashboard: max_streams %d must be positive", o.MaxStreams)
+	case o.MaxStreamsPerPrincipal < 1 || o.MaxStreamsPerPrincipal > o.MaxStreams:
+		return fmt.Errorf("dashboard: max_streams_per_principal %d must be in 1..max_streams (%d)", o.MaxStreamsPerPrincipal, o.MaxStreams)
+	case o.StreamWriteTimeout < 0:
+		return fmt.Errorf("dashboard: stream_write_timeout %v must be positive", o.StreamWriteTimeout)
+	case o.MaxQueries < 1:
+		return fmt.Errorf("dashboard: max_queries %d must be positive", o.MaxQueries)
+	case o.MaxQueriesPerPrincipal < 1 || o.MaxQueriesPerPrincipal > o.MaxQueries:
+		return fmt.Errorf("dashboard: max_queries_per_principal %d must be in 1..max_queries (%d)", o.MaxQueriesPerPrincipal, o.MaxQueries)
+	}
+	for i, t := range o.Tokens {
+		if len(t.Token) < MinTokenLength {
+			return fmt.Errorf("dashboard: tokens[%d] (%s): token must be at least %d characters", i, t.Name, MinTokenLength)
+		}
+	}
+	if err := yidu.CheckPublicURL(o.PublicURL); err != nil {
+		return fmt.Errorf("dashboard: public_url %q: %w", o.PublicURL, err)
+	}
+	return nil
+}

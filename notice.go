@@ -1,0 +1,68 @@
+package yidu
+
+import (
+	"errors"
+	"time"
+)
+
+// Errors of a notice's life (campaign returns them, the edges map them).
+var (
+	// ErrNotEditable: the notice started sending (or ended); an edit, a
+	// cancel or a send by hand is refused (the dashboard's 409).
+	ErrNotEditable = errors.New("the notice is no longer editable")
+	// ErrNotFound: no notice with this msgid in the caller's corps.
+	ErrNotFound = errors.New("no such notice")
+)
+
+// Notice is one notice sent from yidu, before, while and after it is sent.
+type Notice struct {
+	MsgID string
+	// App is the app it is sent from; its CorpID scopes the notice.
+	App   App
+	Title string
+	Body  string
+	URL   string
+	// Audience is as asked (not expanded): the registration snapshots it
+	// at send time.
+	Audience Audience
+	State    NoticeState
+	// SendAt is when it is (or was) due; zero for a draft.
+	SendAt time.Time
+	// StartedAt is the first claim: the registration's sent_at.
+	StartedAt time.Time
+	// FinishedAt is when it reached sent, failed or cancelled.
+	FinishedAt time.Time
+	// SentLateBy is how much StartedAt was past SendAt (0 on time).
+	SentLateBy time.Duration
+	// Reason says why it failed or is held.
+	Reason string
+	// Attempts counts the claims (a resume after a crash or a retry after
+	// WeCom refused a batch is one more).
+	Attempts  int
+	CreatedBy string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Draft is what a person asks for: a new notice or (Patch) the fields of
+// one to change.
+type Draft struct {
+	// MsgID: empty generates one.
+	MsgID    string
+	App      App
+	Title    string
+	Body     string
+	URL      string
+	Audience Audience
+	Schedule Schedule
+	By       string
+}
+
+// Patch is a partial edit: nil fields are kept.
+type Patch struct {
+	Title, Body, URL *string
+	Audience         *Audience
+	// Schedule replaces the schedule (a draft, or a new send_at).
+	Schedule *Schedule
+	By       string
+}
