@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/campaign"
 )
 
 // stateKeys are the catalogue keys of the list page's state badges
