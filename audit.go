@@ -20,12 +20,18 @@ const (
 	ActionFollowUpChange Action = "follow_up_change"
 	ActionExport         Action = "export"
 	ActionRoleChange     Action = "role_change"
+	// ActionUpload: an attachment uploaded (issue 39).
+	ActionUpload Action = "upload"
+	// ActionPageDenied: someone who is not a recipient of a notice (or
+	// has left) was refused its reading page (issue 39).
+	ActionPageDenied Action = "page_denied"
 )
 
 // Actions lists every audited action.
 func Actions() []Action {
 	return []Action{ActionSignIn, ActionSignInFailed, ActionSignOut, ActionCompose, ActionSchedule, ActionEdit,
-		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange}
+		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange,
+		ActionUpload, ActionPageDenied}
 }
 
 // Validate refuses a word that is not an audited action.

@@ -52,9 +52,24 @@ type contractCase struct {
 	stream bool
 }
 
+// uploadType is the Content-Type of upload's bodies.
+const uploadType = "multipart/form-data; boundary=contractboundary"
+
+// upload is a multipart body with data as the part "file".
+func upload(data string) string {
+	return "--contractboundary\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.pdf\"\r\n" +
+		"Content-Type: application/pdf\r\n\r\n" + data + "\r\n--contractboundary--\r\n"
+}
+
 func contractCases() []contractCase {
 	reg := `{"msgid":"contract-1","app":"hr","title":"Contract 合同","audience":{"userids":["alice","bob"]}}`
 	return []contractCase{
+		{name: "upload", op: "POST /attachments", method: "POST", target: "/attachments?app=hr", body: upload("%PDF-1.7\n"),
+			contentType: uploadType, auth: "token", want: 201},
+		{name: "upload html", op: "POST /attachments", method: "POST", target: "/attachments?app=hr", body: upload("<html>"),
+			contentType: uploadType, auth: "token", want: 400},
+		{name: "upload as another corp", op: "POST /attachments", method: "POST", target: "/attachments?app=ops", body: upload("%PDF-1.7\n"),
+			contentType: uploadType, auth: "token", want: 403},
 		{name: "list", op: "GET /messages", method: "GET", target: "/messages", auth: "token", want: 200},
 		{name: "list page", op: "GET /messages", method: "GET", target: "/messages?limit=1", auth: "token", want: 200},
 		{name: "list with a session", op: "GET /messages", method: "GET", target: "/messages", auth: "session", want: 200},
@@ -169,6 +184,7 @@ func init() {
 func TestOpenAPIContract(t *testing.T) {
 	doc := loadSpec(t)
 	f, _ := newCampaignFixture(t)
+	f.srv.attachments = &fakeAttachments{}
 	withAudienceDirectory(t, f)
 	cookie, csrf := f.login(t)
 	cases := contractCases()

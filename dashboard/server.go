@@ -114,6 +114,9 @@ type Options struct {
 	// FollowUps keeps follow-up policies and rounds (campaign.Rounds);
 	// nil: the follow_up endpoints answer 404.
 	FollowUps FollowUps
+	// Attachments keeps uploaded attachments (attachment.Store); nil:
+	// POST /api/v1/attachments answers 404.
+	Attachments Attachments
 	// ConfirmOver is dashboard.confirm_over (default DefaultConfirmOver):
 	// above it the page asks to type the recipient count (GET /apps).
 	ConfirmOver int
@@ -197,6 +200,7 @@ type Server struct {
 	// campaigns, confirmOver: Options; appList the apps in config order.
 	campaigns   Campaigns
 	followUps   FollowUps
+	attachments Attachments
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
@@ -280,6 +284,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	}
 	s.campaigns, s.confirmOver, s.appList = opts.Campaigns, cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
 	s.followUps = opts.FollowUps
+	s.attachments = opts.Attachments
 	return s, nil
 }
 
@@ -342,6 +347,7 @@ func (s *Server) Routes() http.Handler {
 		r.Post("/audience/preview", s.handleAudiencePreview)
 		r.Post("/audience/parse-list", s.handleParseList)
 		r.Get("/audit", s.handleAudit)
+		r.Post("/attachments", s.handleUploadAttachment)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound, "not found") })
 	return r
@@ -408,7 +414,7 @@ var routeNames = []string{
 	"/api/v1/*", "/api/v1/messages", "/api/v1/messages/{msgid}", "/api/v1/messages/{msgid}/progress",
 	"/api/v1/messages/{msgid}/departments", "/api/v1/messages/{msgid}/recipients",
 	"/api/v1/messages/{msgid}/export.csv", "/api/v1/messages/{msgid}/remind", "/api/v1/messages/{msgid}/recall",
-	"/api/v1/messages/{msgid}/events",
+	"/api/v1/messages/{msgid}/events", "/api/v1/attachments",
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/callback"
@@ -540,6 +541,10 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
 		}
+		atts, err := attachment.New(m.DB, attachment.Options{Logger: log})
+		if err != nil {
+			return fmt.Errorf("dashboard: %w", err)
+		}
 		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
 			Access:     acc,
 			WeCom:      weComLogin(cfg, acc, m),
@@ -567,6 +572,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			Campaigns:              camps,
 			ConfirmOver:            cfg.Dashboard.ConfirmOver,
 			FollowUps:              rounds,
+			Attachments:            atts,
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
