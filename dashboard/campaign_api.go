@@ -238,6 +238,10 @@ type patchBody struct {
 	Draft    *bool            `json:"draft"`
 	// FollowUp replaces the notice's follow-up policy.
 	FollowUp *yidu.Policy `json:"follow_up"`
+	// Content and Reacknowledge make a sent notice's next version
+	// (content_api.go).
+	Content       *contentJSON `json:"content"`
+	Reacknowledge *bool        `json:"reacknowledge"`
 }
 
 func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
@@ -246,13 +250,21 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := s.noticeOrSent(r)
-	if err != nil {
+	if err != nil && !errors.Is(err, campaign.ErrNotEditable) {
 		s.fail(w, r, err)
 		return
 	}
 	var b patchBody
-	if err := decodeStrict(http.MaxBytesReader(w, r.Body, maxRegisterBody), &b); err != nil {
-		s.failBody(w, r, err)
+	if derr := decodeStrict(http.MaxBytesReader(w, r.Body, maxRegisterBody), &b); derr != nil {
+		s.failBody(w, r, derr)
+		return
+	}
+	if b.Content != nil || b.Reacknowledge != nil {
+		s.patchContent(w, r, b)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	if b.FollowUp != nil {

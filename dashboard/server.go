@@ -117,6 +117,9 @@ type Options struct {
 	// Attachments keeps uploaded attachments (attachment.Store); nil:
 	// POST /api/v1/attachments answers 404.
 	Attachments Attachments
+	// Notices keeps the versions of notices' content (notice.Store); nil:
+	// a body with content is refused and GET .../content answers 404.
+	Notices Notices
 	// ConfirmOver is dashboard.confirm_over (default DefaultConfirmOver):
 	// above it the page asks to type the recipient count (GET /apps).
 	ConfirmOver int
@@ -201,6 +204,7 @@ type Server struct {
 	campaigns   Campaigns
 	followUps   FollowUps
 	attachments Attachments
+	notices     Notices
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
@@ -284,7 +288,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	}
 	s.campaigns, s.confirmOver, s.appList = opts.Campaigns, cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
 	s.followUps = opts.FollowUps
-	s.attachments = opts.Attachments
+	s.attachments, s.notices = opts.Attachments, opts.Notices
 	return s, nil
 }
 
@@ -331,6 +335,7 @@ func (s *Server) Routes() http.Handler {
 			r.Post("/cancel", s.handleCancelNotice)
 			r.Post("/send", s.handleSendNotice)
 			r.Get("/progress", s.withMessage(s.handleProgress))
+			r.Get("/content", s.withMessage(s.handleGetContent))
 			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))
 			r.With(s.heavyQuery).Get("/recipients", s.withMessage(s.handleRecipients))
 			r.With(s.heavyQuery).Get("/export.csv", s.withMessage(s.handleExport))
@@ -414,7 +419,7 @@ var routeNames = []string{
 	"/api/v1/*", "/api/v1/messages", "/api/v1/messages/{msgid}", "/api/v1/messages/{msgid}/progress",
 	"/api/v1/messages/{msgid}/departments", "/api/v1/messages/{msgid}/recipients",
 	"/api/v1/messages/{msgid}/export.csv", "/api/v1/messages/{msgid}/remind", "/api/v1/messages/{msgid}/recall",
-	"/api/v1/messages/{msgid}/events", "/api/v1/attachments",
+	"/api/v1/messages/{msgid}/events", "/api/v1/attachments", "/api/v1/messages/{msgid}/content",
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {

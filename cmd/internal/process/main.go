@@ -46,6 +46,7 @@ import (
 	"github.com/yidu-io/yidu/internal/jitter"
 	"github.com/yidu-io/yidu/internal/metric"
 	"github.com/yidu-io/yidu/internal/probe"
+	"github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/reconcile"
 	"github.com/yidu-io/yidu/tracker"
 	"github.com/yidu-io/yidu/wecom"
@@ -545,6 +546,10 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
 		}
+		notices, err := notice.New(m.DB, atts, notice.Options{Logger: log})
+		if err != nil {
+			return fmt.Errorf("dashboard: %w", err)
+		}
 		d, err := dashboard.New(m.Tracker, m.Store, m.Mapper, dashboard.Options{
 			Access:     acc,
 			WeCom:      weComLogin(cfg, acc, m),
@@ -573,6 +578,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			ConfirmOver:            cfg.Dashboard.ConfirmOver,
 			FollowUps:              rounds,
 			Attachments:            atts,
+			Notices:                notices,
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
