@@ -85,17 +85,17 @@ func TestContentVersions(t *testing.T) {
 		method, target, body string
 		want                 int
 	}{
-		"content on a draft": {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"draft":true,"content":{"markdown":"x"}}`, 400},
-		"unknown read_rule": {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"content":{"markdown":"x"},"read_rule":"glanced"}`, 400},
-		"read_rule without content": {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"read_rule":"link"}`, 400},
-		"min_read_seconds too long": {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"content":{"markdown":"x"},"min_read_seconds":3601}`, 400},
-		"unknown attachment": {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"content":{"markdown":"x","attachments":["att_nope"]}}`, 400},
-		"patch with the audience": {"PATCH", "/api/v1/messages/perf", `{"content":{"markdown":"y"},"audience":{"all":true}}`, 400},
+		"content on a draft":                     {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"draft":true,"content":{"markdown":"x"}}`, 400},
+		"unknown read_rule":                      {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"content":{"markdown":"x"},"read_rule":"glanced"}`, 400},
+		"read_rule without content":              {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"read_rule":"link"}`, 400},
+		"min_read_seconds too long":              {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"content":{"markdown":"x"},"min_read_seconds":3601}`, 400},
+		"unknown attachment":                     {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"content":{"markdown":"x","attachments":["att_nope"]}}`, 400},
+		"patch with the audience":                {"PATCH", "/api/v1/messages/perf", `{"content":{"markdown":"y"},"audience":{"all":true}}`, 400},
 		"patch of a notice sent without content": {"PATCH", "/api/v1/messages/hello", `{"content":{"markdown":"y"}}`, 400},
-		"patch of another corp's notice": {"PATCH", "/api/v1/messages/secret", `{"content":{"markdown":"y"}}`, 404},
-		"version 0": {"GET", "/api/v1/messages/perf/content?v=0", "", 400},
-		"version 4": {"GET", "/api/v1/messages/perf/content?v=4", "", 404},
-		"no content": {"GET", "/api/v1/messages/hello/content", "", 404},
+		"patch of another corp's notice":         {"PATCH", "/api/v1/messages/secret", `{"content":{"markdown":"y"}}`, 404},
+		"version 0":                              {"GET", "/api/v1/messages/perf/content?v=0", "", 400},
+		"version 4":                              {"GET", "/api/v1/messages/perf/content?v=4", "", 404},
+		"no content":                             {"GET", "/api/v1/messages/hello/content", "", 404},
 	} {
 		var body *strings.Reader
 		if tc.body != "" {
