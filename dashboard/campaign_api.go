@@ -543,6 +543,9 @@ func fieldOf(msg string) string {
 	if strings.HasPrefix(f, "audience.") || f == "follow_up" || strings.HasPrefix(f, "follow_up.") {
 		return f
 	}
+	if f == "content" || strings.HasPrefix(f, "content.") || f == "read_rule" || f == "min_read_seconds" {
+		return f // issue 39: the notice's content and its read rule
+	}
 	switch f {
 	case "reminders", "escalate_after", "deadline", "working_hours", "working_days":
 		return f // PUT .../follow_up: the body is the policy

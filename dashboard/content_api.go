@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/content"
 	"github.com/yidu-io/yidu/notice"
 )
 
@@ -184,4 +186,27 @@ func (s *Server) handleGetContent(w http.ResponseWriter, r *http.Request, m yidu
 		v = all[n-1]
 	}
 	writeJSON(w, http.StatusOK, versionOut(v, all))
+}
+
+// handlePreviewContent is POST /api/v1/content/preview {"markdown": "…"}:
+// the text as the reading page will show it, rendered and sanitized by the
+// same code (the compose page's live preview). It writes nothing.
+func (s *Server) handlePreviewContent(w http.ResponseWriter, r *http.Request) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+		return
+	}
+	var b struct {
+		Markdown string `json:"markdown"`
+	}
+	if err := decodeStrict(http.MaxBytesReader(w, r.Body, content.MaxMarkdown*6+64), &b); err != nil {
+		s.failBody(w, r, err)
+		return
+	}
+	html, err := content.Render(b.Markdown)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"html": html})
 }

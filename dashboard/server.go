@@ -353,6 +353,7 @@ func (s *Server) Routes() http.Handler {
 		r.Post("/audience/parse-list", s.handleParseList)
 		r.Get("/audit", s.handleAudit)
 		r.Post("/attachments", s.handleUploadAttachment)
+		r.Post("/content/preview", s.handlePreviewContent)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound, "not found") })
 	return r
@@ -419,7 +420,7 @@ var routeNames = []string{
 	"/api/v1/*", "/api/v1/messages", "/api/v1/messages/{msgid}", "/api/v1/messages/{msgid}/progress",
 	"/api/v1/messages/{msgid}/departments", "/api/v1/messages/{msgid}/recipients",
 	"/api/v1/messages/{msgid}/export.csv", "/api/v1/messages/{msgid}/remind", "/api/v1/messages/{msgid}/recall",
-	"/api/v1/messages/{msgid}/events", "/api/v1/attachments", "/api/v1/messages/{msgid}/content",
+	"/api/v1/messages/{msgid}/events", "/api/v1/attachments", "/api/v1/messages/{msgid}/content", "/api/v1/content/preview",
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
