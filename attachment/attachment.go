@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/yidu-io/yidu"
@@ -52,13 +53,17 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// SpoolDir holds uploads while they are checked and written (default
+	// os.TempDir()).
+	SpoolDir string
 }
 
 // Store keeps attachments in MySQL (migration 00020).
 type Store struct {
-	db  *sql.DB
-	log *slog.Logger
-	now func() time.Time
+	db    *sql.DB
+	log   *slog.Logger
+	now   func() time.Time
+	spool string
 }
 
 // New returns a Store over db.
@@ -72,12 +77,13 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{db: db, log: opts.Logger.With("component", "attachment"), now: opts.Now}, nil
+	return &Store{db: db, log: opts.Logger.With("component", "attachment"), now: opts.Now, spool: opts.SpoolDir}, nil
 }
 
-// Read reads one upload: at most content.MaxAttachmentSize bytes (more is
-// ErrTooLarge), typed by its first bytes (content.Sniff), named by
-// content.CleanName. Nothing the client claims about the type is used.
+// Read reads one upload into memory: at most content.MaxAttachmentSize
+// bytes (more is ErrTooLarge), typed by its first bytes (content.Sniff),
+// named by content.CleanName. Nothing the client claims about the type is
+// used. Put applies the same checks while spooling to disk.
 func Read(name string, r io.Reader) (clean string, typ content.Type, data []byte, err error) {
 	return readLimited(name, r, content.MaxAttachmentSize)
 }
@@ -85,51 +91,87 @@ func Read(name string, r io.Reader) (clean string, typ content.Type, data []byte
 // readLimited is Read with the size limit given, so the fuzz target can
 // cross it cheaply.
 func readLimited(name string, r io.Reader, limit int) (clean string, typ content.Type, data []byte, err error) {
-	clean, err = content.CleanName(name)
+	var buf bytes.Buffer
+	up, err := check(name, r, int64(limit), &buf)
 	if err != nil {
 		return "", "", nil, err
 	}
-	data, err = io.ReadAll(io.LimitReader(r, int64(limit)+1))
-	if err != nil {
-		return "", "", nil, fmt.Errorf("attachment: read upload: %w", err)
-	}
-	if len(data) > limit {
-		return "", "", nil, ErrTooLarge
-	}
-	typ, err = content.Sniff(data)
-	if err != nil {
-		return "", "", nil, err
-	}
-	return clean, typ, data, nil
+	return up.name, up.typ, buf.Bytes(), nil
 }
 
-// Put stores an upload for corp: Read's checks, the bytes once per hash,
-// and a new id naming them with the uploader's file name.
+// upload is what check found.
+type upload struct {
+	name string
+	typ  content.Type
+	sum  content.Hash
+	size int64
+}
+
+// check is the one reading of an upload: its name cleaned, its type
+// sniffed from its first bytes, then every byte copied to w while counted
+// against limit and hashed. On an error w holds part of the upload at most.
+func check(name string, r io.Reader, limit int64, w io.Writer) (upload, error) {
+	clean, err := content.CleanName(name)
+	if err != nil {
+		return upload{}, err
+	}
+	head := make([]byte, 512)
+	n, err := io.ReadFull(r, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return upload{}, fmt.Errorf("attachment: read upload: %w", err)
+	}
+	head = head[:n]
+	typ, err := content.Sniff(head)
+	if err != nil {
+		return upload{}, err
+	}
+	h := newHasher()
+	copied, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(io.MultiReader(bytes.NewReader(head), r), limit+1))
+	if err != nil {
+		return upload{}, fmt.Errorf("attachment: read upload: %w", err)
+	}
+	if copied > limit {
+		return upload{}, ErrTooLarge
+	}
+	var sum content.Hash
+	copy(sum[:], h.Sum(nil))
+	return upload{name: clean, typ: typ, sum: sum, size: copied}, nil
+}
+
+// Put stores an upload for corp: check's checks, the bytes once per hash,
+// and a new id naming them with the uploader's file name. The upload is
+// spooled to a temporary file, not held in memory: a 20 MB upload costs
+// one chunk of memory.
 func (s *Store) Put(ctx context.Context, corp, by, name string, r io.Reader) (Attachment, error) {
 	if !yidu.CorpID(corp).Valid() {
 		return Attachment{}, yidu.Invalidf("corp_id is not valid")
 	}
-	clean, typ, data, err := Read(name, r)
+	tmp, err := os.CreateTemp(s.spool, "yidu-upload-*")
+	if err != nil {
+		return Attachment{}, fmt.Errorf("attachment: spool: %w", err)
+	}
+	defer func() { tmp.Close(); os.Remove(tmp.Name()) }()
+	up, err := check(name, r, content.MaxAttachmentSize, tmp)
 	if err != nil {
 		return Attachment{}, err
 	}
-	sum := content.Sum(data)
-	if err := s.putBlob(ctx, sum, typ, data); err != nil {
+	if err := s.putBlob(ctx, up, tmp); err != nil {
 		return Attachment{}, err
 	}
 	var idb [12]byte
 	_, _ = rand.Read(idb[:])
-	a := Attachment{ID: "att_" + hex.EncodeToString(idb[:]), SHA256: sum.String(), Name: clean, Type: typ, Size: int64(len(data))}
+	a := Attachment{ID: "att_" + hex.EncodeToString(idb[:]), SHA256: up.sum.String(), Name: up.name, Type: up.typ, Size: up.size}
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO attachments (id, corp_id, sha256, name, type, size, created_by, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, a.ID, corp, sum[:], a.Name, string(a.Type), a.Size, yidu.Truncate(by, 128), s.now().UTC()); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, a.ID, corp, up.sum[:], a.Name, string(a.Type), a.Size, yidu.Truncate(by, 128), s.now().UTC()); err != nil {
 		return Attachment{}, fmt.Errorf("attachment: insert %s: %w", a.ID, err)
 	}
 	return a, nil
 }
 
-// putBlob writes data's chunks, then its blob row (the mark that every
-// chunk is there). Bytes already kept are not written again.
-func (s *Store) putBlob(ctx context.Context, sum content.Hash, typ content.Type, data []byte) error {
+// putBlob writes the spooled upload's chunks, then its blob row (the mark
+// that every chunk is there). Bytes already kept are not written again.
+func (s *Store) putBlob(ctx context.Context, up upload, f *os.File) error {
+	sum := up.sum
 	var one int
 	switch err := s.db.QueryRowContext(ctx, `SELECT 1 FROM attachment_blobs WHERE sha256 = ?`, sum[:]).Scan(&one); {
 	case err == nil:
@@ -137,17 +179,29 @@ func (s *Store) putBlob(ctx context.Context, sum content.Hash, typ content.Type,
 	case !errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("attachment: look up blob %s: %w", sum, err)
 	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("attachment: spool: %w", err)
+	}
+	chunk := make([]byte, ChunkSize)
 	n := 0
-	for off := 0; off < len(data); off += ChunkSize {
-		chunk := data[off:min(off+ChunkSize, len(data))]
-		if _, err := s.db.ExecContext(ctx, `INSERT IGNORE INTO attachment_chunks (sha256, seq, data) VALUES (?, ?, ?)`,
-			sum[:], n, chunk); err != nil {
-			return fmt.Errorf("attachment: write chunk %d of %s: %w", n, sum, err)
+	for {
+		k, err := io.ReadFull(f, chunk)
+		if k > 0 {
+			if _, err := s.db.ExecContext(ctx, `INSERT IGNORE INTO attachment_chunks (sha256, seq, data) VALUES (?, ?, ?)`,
+				sum[:], n, chunk[:k]); err != nil {
+				return fmt.Errorf("attachment: write chunk %d of %s: %w", n, sum, err)
+			}
+			n++
 		}
-		n++
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("attachment: spool: %w", err)
+		}
 	}
 	if _, err := s.db.ExecContext(ctx, `INSERT IGNORE INTO attachment_blobs (sha256, type, size, chunks, created_at) VALUES (?, ?, ?, ?, ?)`,
-		sum[:], string(typ), len(data), n, s.now().UTC()); err != nil {
+		sum[:], string(up.typ), up.size, n, s.now().UTC()); err != nil {
 		return fmt.Errorf("attachment: write blob %s: %w", sum, err)
 	}
 	return nil

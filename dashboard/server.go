@@ -352,7 +352,8 @@ func (s *Server) Routes() http.Handler {
 		r.Post("/audience/preview", s.handleAudiencePreview)
 		r.Post("/audience/parse-list", s.handleParseList)
 		r.Get("/audit", s.handleAudit)
-		r.Post("/attachments", s.handleUploadAttachment)
+		// An upload holds up to 20 MB in memory: bounded like a heavy query.
+		r.With(s.heavyQuery).Post("/attachments", s.handleUploadAttachment)
 		r.Post("/content/preview", s.handlePreviewContent)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound, "not found") })
