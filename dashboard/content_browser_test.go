@@ -73,7 +73,35 @@ func TestBrowserComposeContent(t *testing.T) {
 	b.wait(t, "the notice's page", `location.pathname.startsWith("/m/")`)
 	msgid := strings.TrimPrefix(evalJS[string](t, b, `location.pathname`), "/m/")
 
-	w := f.ok(t, "GET", "/api/v1/messages/"+msgid+"/content")
+	b.wait(t, "the full text on the notice's page", `!document.getElementById("fulltext-card").hidden && document.getElementById("version-text").textContent.includes("考核周期为一年。")`)
+
+	// A material version 2: the page shows it as current, version 1 stays readable.
+	if w := f.do(t, "PATCH", "/api/v1/messages/"+msgid, acmeToken, strings.NewReader(`{"content":{"markdown":"# 第四条\n\n考核周期为半年。"},"reacknowledge":true}`)); w.Code != 200 {
+		t.Fatalf("PATCH = %d: %s", w.Code, w.Body)
+	}
+	b.do(t, "reload", chromedp.Reload())
+	b.wait(t, "version 2", `document.querySelectorAll("#version-pick option").length === 2 && document.getElementById("version-text").textContent.includes("考核周期为半年。") && document.getElementById("version-meta").textContent.includes("需重新确认")`)
+	b.do(t, "pick version 1", chromedp.SetValue(chromedp.ID("version-pick"), "1"),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Evaluate[bool](`document.getElementById("version-pick").dispatchEvent(new Event("change"))`)(ctx, tg)
+			return err
+		}))
+	b.wait(t, "version 1 again", `document.getElementById("version-text").textContent.includes("考核周期为一年。") && document.getElementById("version-attachments").textContent.includes("评分表.pdf")`)
+	if w := evalJS[float64](t, b, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); w > 0 {
+		t.Errorf("the notice's page scrolls sideways by %.0f px at 390 px: %s", w, evalJS[string](t, b, `[...document.querySelectorAll("body *")].filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1).slice(0, 8).map((e) => e.tagName + "#" + e.id + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).join(", ")`))
+	}
+	b.shot(t, "message-versions-390")
+	card, err := chromedp.Run(b.ctx, chromedp.Screenshot(chromedp.ID("fulltext-card")))
+	if err != nil {
+		t.Fatalf("screenshot of the full text: %v", err)
+	}
+	if dir := os.Getenv("YIDU_ARTIFACTS"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "message-fulltext-v1-390.png"), card, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	w := f.ok(t, "GET", "/api/v1/messages/"+msgid+"/content?v=1")
 	var v versionJSON
 	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
 		t.Fatal(err)
