@@ -260,6 +260,10 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if b.Content != nil || b.Reacknowledge != nil {
+		if err == nil && n.State != yidu.StateSent {
+			s.fail(w, r, yidu.Invalidf("content: a draft or a scheduled notice cannot carry content yet; send it now with its content"))
+			return
+		}
 		s.patchContent(w, r, b)
 		return
 	}

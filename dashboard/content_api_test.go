@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -116,4 +117,30 @@ func TestContentVersions(t *testing.T) {
 type jsonAnswer struct {
 	code int
 	body string
+}
+
+// TestContentOfDraftRefused: a draft or scheduled notice carries no content
+// yet; a PATCH with content says so (400 content) and changes nothing.
+func TestContentOfDraftRefused(t *testing.T) {
+	f, _ := newCampaignFixture(t)
+	withAudienceDirectory(t, f)
+	db := testenv.MySQL(t)
+	atts, err := attachment.New(db, attachment.Options{})
+	testenv.Check(t, "attachment.New", err)
+	ns, err := notice.New(db, atts, notice.Options{})
+	testenv.Check(t, "notice.New", err)
+	f.srv.notices = ns
+	w := f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(`{"msgid":"d1","app":"hr","title":"t","audience":{"userids":["zhangsan"]},"draft":true}`))
+	if w.Code != 201 {
+		t.Fatalf("draft = %d: %s", w.Code, w.Body)
+	}
+	w = f.do(t, "PATCH", "/api/v1/messages/d1", acmeToken, strings.NewReader(`{"content":{"markdown":"x"}}`))
+	var j map[string]string
+	_ = json.Unmarshal(w.Body.Bytes(), &j)
+	if w.Code != 400 || j["field"] != "content" {
+		t.Fatalf("PATCH content of a draft = %d %v; want 400 naming content", w.Code, j)
+	}
+	if _, err := ns.Get(t.Context(), "acme", "d1", 0); !errors.Is(err, notice.ErrNotFound) {
+		t.Fatalf("the draft has content after a refused PATCH: %v", err)
+	}
 }
