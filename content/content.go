@@ -24,7 +24,6 @@ import (
 	"github.com/microcosm-cc/bluemonday"
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
-	"github.com/yuin/goldmark/parser"
 
 	"github.com/yidu-io/yidu"
 )
@@ -45,7 +44,6 @@ const (
 // it writes "<!-- raw HTML omitted -->", which the sanitizer drops too).
 var md = goldmark.New(
 	goldmark.WithExtensions(extension.NewTable(extension.WithTableCellAlignMethod(extension.TableCellAlignAttribute))),
-	goldmark.WithParserOptions(parser.WithAutoHeadingID()),
 )
 
 // policy is the allow-list the rendered HTML passes through. It is built
@@ -60,7 +58,8 @@ func newPolicy() *bluemonday.Policy {
 	p.AllowAttrs("align").Matching(regexp.MustCompile(`^(left|center|right)$`)).OnElements("th", "td")
 	p.AllowElements("th", "td")
 	p.AllowAttrs("start").Matching(bluemonday.Integer).OnElements("ol")
-	p.AllowAttrs("id").Matching(regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)).OnElements("h1", "h2", "h3", "h4", "h5", "h6")
+	// No id attribute at all: a heading named "ack" or "notice-end" must
+	// not stand in for the reading page's own elements.
 	p.AllowAttrs("href").OnElements("a")
 	p.AllowURLSchemes("http", "https", "mailto")
 	p.AllowRelativeURLs(true)

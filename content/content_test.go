@@ -19,7 +19,8 @@ func TestRender(t *testing.T) {
 		wantError bool
 	}{
 		{name: "heading and paragraph", in: "# 绩效考核办法\n\n第四条 考核周期为一年。",
-			want: []string{`<h1 id=`, "绩效考核办法</h1>", "<p>第四条 考核周期为一年。</p>"}},
+			want: []string{"<h1>绩效考核办法</h1>", "<p>第四条 考核周期为一年。</p>"}},
+		{name: "no id to clobber the page's own", in: "# ack\n\n<p id=\"notice-end\">x</p>\n\n[a](#ack)", wantNot: []string{"id="}},
 		{name: "table with alignment", in: "| 等级 | 分数 |\n|:--|--:|\n| A | 90 |\n",
 			want: []string{"<table>", `<th align="left">等级</th>`, `<td align="right">90</td>`}},
 		{name: "raw script", in: "<script>alert(1)</script>\n\nok", want: []string{"<p>ok</p>"}, wantNot: []string{"<script", "alert"}},
@@ -179,7 +180,7 @@ func checkSafe(t *testing.T, in, out string) {
 			}
 			for _, a := range n.Attr {
 				k := strings.ToLower(a.Key)
-				if strings.HasPrefix(k, "on") || k == "style" || k == "src" || k == "srcset" {
+				if strings.HasPrefix(k, "on") || k == "style" || k == "src" || k == "srcset" || k == "id" || k == "name" {
 					t.Fatalf("Render(%q) = %q: attribute %s survived", in, out, a.Key)
 				}
 				if k == "href" {
