@@ -368,10 +368,12 @@ catalogueReady.then(function () {
     pick.value = String(v.version);
     let meta = trf("fulltext.created", fmtTime(v.created_at), v.created_by);
     if (v.version > 1) meta += " · " + tr(v.reacknowledge ? "fulltext.material" : "fulltext.not_material");
-    meta += " · " + tr("fulltext.rule." + v.read_rule);
+    const rules = { app: tr("fulltext.rule.app"), link: tr("fulltext.rule.link"), read_to_end: tr("fulltext.rule.read_to_end"), acknowledged: tr("fulltext.rule.acknowledged") };
+    meta += " · " + (rules[v.read_rule] || rules.app);
     $("version-meta").textContent = meta;
     $("version-title").textContent = v.title;
-    $("version-text").innerHTML = v.html;
+    // Parsed inert (DOMParser runs no script) and moved in as nodes.
+    $("version-text").replaceChildren(...new DOMParser().parseFromString(v.html, "text/html").body.childNodes);
     const ul = $("version-attachments");
     ul.replaceChildren();
     for (const a of v.attachments) {

@@ -601,7 +601,7 @@
       $("content-error").textContent = "";
       // Sanitized by the server (bluemonday's allow-list): no script,
       // image or event handler; the page's CSP forbids inline script too.
-      $("pv-content").innerHTML = j.html;
+      $("pv-content").replaceChildren(...new DOMParser().parseFromString(j.html, "text/html").body.childNodes);
     } catch (_) { /* the next keystroke tries again */ }
   }, 300);
   function contentChanged() {
