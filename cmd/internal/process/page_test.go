@@ -1,0 +1,98 @@
+package process
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/internal/fakewecom"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+const pageSecret = "page-app-secret"
+
+// TestReadingPageEndToEnd: a notice sent with full text is read on the
+// receiver's reading page by a recipient signed in through (the fake)
+// WeCom's OAuth2, inside WeCom's browser: the page shows the text under
+// their watermark, and the dashboard counts the signal link. A member the
+// notice was not sent to gets 404 and an audit row.
+func TestReadingPageEndToEnd(t *testing.T) {
+	addr := freeAddr(t)
+	fake := fakewecom.New(fakewecom.Corp{CorpID: testCorp,
+		Apps:  []fakewecom.App{{AgentID: testAgent, Secret: pageSecret, RedirectDomain: addr}},
+		Users: []fakewecom.User{{UserID: "zhangsan", Name: "张三", Departments: []int{1}}, {UserID: "lisi", Name: "李四", Departments: []int{1}}},
+		Departments: []fakewecom.Department{{ID: 1, Name: "总公司"}}})
+	base := fakewecom.Start(t, fake)
+	m := mustRunMainWith(t, func(c *config.Config) {
+		c.WeCom.APIBase, c.WeCom.OAuthBase, c.WeCom.LoginBase = base, base, base
+		c.Apps[0].Secret = pageSecret
+		c.Receiver.Listen = addr
+		c.Receiver.PublicURL = "http://" + addr
+	})
+	reg := map[string]any{"msgid": "perf-2026", "app": "hr", "title": "2026年度绩效考核办法", "send": true,
+		"audience":  map[string]any{"userids": []string{"zhangsan"}},
+		"content":   map[string]any{"markdown": "# 第四条\n\n考核周期为一年。<script>alert(1)</script>"},
+		"read_rule": "link"}
+	if code := api(t, m, "POST", "/messages", reg, nil); code != http.StatusCreated {
+		t.Fatalf("send with content = %d; want 201", code)
+	}
+
+	// open follows the redirects of one browser inside WeCom, signing in
+	// as userID on the fake's page.
+	open := func(userID string) (*http.Response, string) {
+		t.Helper()
+		jar, _ := cookiejar.New(nil)
+		c := &http.Client{Jar: jar, Timeout: 10 * time.Second, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+			if strings.HasSuffix(r.URL.Path, "/connect/oauth2/authorize") && r.URL.Query().Get("as") == "" {
+				q := r.URL.Query()
+				q.Set("as", userID)
+				r.URL.RawQuery = q.Encode()
+			}
+			if strings.Contains(r.URL.String(), userID) && r.URL.Host == addr {
+				t.Errorf("the UserID travels in a URL of the receiver: %s", r.URL)
+			}
+			return nil
+		}}
+		req, _ := http.NewRequest("GET", "http://"+addr+"/r/hr/perf-2026", nil)
+		req.Header.Set("User-Agent", "Mozilla/5.0 (iPhone) AppleWebKit/605.1.15 MicroMessenger/8.0 wxwork/4.1.20")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("open the page as %s: %v", userID, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+
+	resp, body := open("zhangsan")
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/r/hr/perf-2026" {
+		t.Fatalf("page = %d at %s: %.300s", resp.StatusCode, resp.Request.URL, body)
+	}
+	for _, want := range []string{"2026年度绩效考核办法", "考核周期为一年。", `id="watermark"`, "zhangsan", `id="notice-end"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<script>alert") {
+		t.Error("a script from the Markdown reached the page")
+	}
+	testenv.WaitFor(t, 10*time.Second, "the link signal on the dashboard", func() bool {
+		var p struct {
+			BySignal map[string]int `json:"by_signal"`
+		}
+		return api(t, m, "GET", "/messages/perf-2026/progress", nil, &p) == http.StatusOK && p.BySignal["link"] == 1
+	})
+
+	resp, body = open("lisi")
+	if resp.StatusCode != http.StatusNotFound || strings.Contains(body, "考核") {
+		t.Fatalf("a non-recipient's page = %d; want 404 without the text", resp.StatusCode)
+	}
+	rows := testenv.Column[string](t, m.DB, "SELECT actor FROM audit_events WHERE action = 'page_denied' AND msgid = 'perf-2026'")
+	if len(rows) != 1 || rows[0] != "lisi" {
+		t.Errorf("page_denied audit rows = %v; want one for lisi", rows)
+	}
+}
