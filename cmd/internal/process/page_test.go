@@ -23,8 +23,8 @@ const pageSecret = "page-app-secret"
 func TestReadingPageEndToEnd(t *testing.T) {
 	addr := freeAddr(t)
 	fake := fakewecom.New(fakewecom.Corp{CorpID: testCorp,
-		Apps:  []fakewecom.App{{AgentID: testAgent, Secret: pageSecret, RedirectDomain: addr}},
-		Users: []fakewecom.User{{UserID: "zhangsan", Name: "张三", Departments: []int{1}}, {UserID: "lisi", Name: "李四", Departments: []int{1}}},
+		Apps:        []fakewecom.App{{AgentID: testAgent, Secret: pageSecret, RedirectDomain: addr}},
+		Users:       []fakewecom.User{{UserID: "zhangsan", Name: "张三", Departments: []int{1}}, {UserID: "lisi", Name: "李四", Departments: []int{1}}},
 		Departments: []fakewecom.Department{{ID: 1, Name: "总公司"}}})
 	base := fakewecom.Start(t, fake)
 	m := mustRunMainWith(t, func(c *config.Config) {
