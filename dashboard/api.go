@@ -500,6 +500,9 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	s.defaultFollowUp(&reg, app)
 	// Bad content is refused before anything is stored, registered or sent.
 	ver, err := s.prepareContent(r.Context(), reg, app.CorpID)
+	if err == nil && ver != nil {
+		err = s.linkToPage(&reg, app.Name)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

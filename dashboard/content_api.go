@@ -86,6 +86,24 @@ func (s *Server) prepareContent(ctx context.Context, reg registration, corp stri
 	return &v, err
 }
 
+// linkToPage makes the card of a notice with content open its reading
+// page (Options.ReadingPage): the card's url is the page's, through the
+// tracked link like any card url, so a msgid is chosen now if the body
+// named none. A url of the caller's own is refused: the text is in yidu.
+func (s *Server) linkToPage(reg *registration, app string) error {
+	if s.readingPage == nil {
+		return nil
+	}
+	if reg.URL != "" {
+		return yidu.Invalidf("url: a notice with full text links to its reading page; leave url empty")
+	}
+	if reg.MsgID == "" {
+		reg.MsgID = string(yidu.NewMsgID())
+	}
+	reg.URL = s.readingPage(app, reg.MsgID)
+	return nil
+}
+
 // createContent stores a sent registration's content as version 1.
 func (s *Server) createContent(ctx context.Context, m yidu.Message, reg registration, v *notice.Version, by string) error {
 	rule, _ := yidu.ParseReadRule(reg.ReadRule)

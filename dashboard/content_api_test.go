@@ -144,3 +144,31 @@ func TestContentOfDraftRefused(t *testing.T) {
 		t.Fatalf("the draft has content after a refused PATCH: %v", err)
 	}
 }
+
+// TestContentLinksToPage: with a reading page, a notice with content
+// links its card there (a msgid chosen if none was named), and a url of
+// its own is refused before anything is sent.
+func TestContentLinksToPage(t *testing.T) {
+	f, _ := newContentFixture(t)
+	f.srv.readingPage = func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
+	w := f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(`{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"content":{"markdown":"x"}}`))
+	var m struct {
+		MsgID string `json:"msgid"`
+		URL   string `json:"url"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || w.Code != 201 {
+		t.Fatalf("register = %d: %s", w.Code, w.Body)
+	}
+	if m.MsgID == "" || m.URL != "https://read.example.com/r/hr/"+m.MsgID {
+		t.Fatalf("msgid %q url %q; want the reading page's", m.MsgID, m.URL)
+	}
+	w = f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(`{"msgid":"own","app":"hr","title":"t","url":"https://x.example.com/","audience":{"userids":["zhangsan"]},"send":true,"content":{"markdown":"x"}}`))
+	var j map[string]string
+	_ = json.Unmarshal(w.Body.Bytes(), &j)
+	if w.Code != 400 || j["field"] != "url" {
+		t.Fatalf("content with a url of its own = %d %v; want 400 naming url", w.Code, j)
+	}
+	if w := f.do(t, "GET", "/api/v1/messages/own", acmeToken, nil); w.Code != 404 {
+		t.Fatalf("the refused notice exists: %d", w.Code)
+	}
+}

@@ -120,6 +120,10 @@ type Options struct {
 	// Notices keeps the versions of notices' content (notice.Store); nil:
 	// a body with content is refused and GET .../content answers 404.
 	Notices Notices
+	// ReadingPage is the reading page's URL of app's msgid on the receiver
+	// (receiver.public_url); a notice with content links its card there.
+	// nil: its card keeps the url it was given.
+	ReadingPage func(app, msgID string) string
 	// ConfirmOver is dashboard.confirm_over (default DefaultConfirmOver):
 	// above it the page asks to type the recipient count (GET /apps).
 	ConfirmOver int
@@ -205,6 +209,7 @@ type Server struct {
 	followUps   FollowUps
 	attachments Attachments
 	notices     Notices
+	readingPage func(app, msgID string) string
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
@@ -288,7 +293,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	}
 	s.campaigns, s.confirmOver, s.appList = opts.Campaigns, cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
 	s.followUps = opts.FollowUps
-	s.attachments, s.notices = opts.Attachments, opts.Notices
+	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
 	return s, nil
 }
 

@@ -591,6 +591,7 @@ func (m *Main) Run(ctx context.Context, roles Roles) error {
 			FollowUps:              rounds,
 			Attachments:            atts,
 			Notices:                notices,
+			ReadingPage:            readingPageURL(cfg.Receiver.PublicURL),
 		})
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,4 +111,16 @@ func pageFront(pages, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readingPageURL returns the URL of a notice's reading page on the
+// receiver, nil when receiver.public_url is not set (no page).
+func readingPageURL(public string) func(app, msgID string) string {
+	if public == "" {
+		return nil
+	}
+	base := strings.TrimRight(public, "/")
+	return func(app, msgID string) string {
+		return base + "/r/" + url.PathEscape(app) + "/" + url.PathEscape(msgID)
+	}
 }

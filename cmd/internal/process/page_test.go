@@ -1,9 +1,11 @@
 package process
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -41,12 +43,46 @@ func TestReadingPageEndToEnd(t *testing.T) {
 		t.Fatalf("send with content = %d; want 201", code)
 	}
 
-	// open follows the redirects of one browser inside WeCom, signing in
-	// as userID on the fake's page.
+	// The card opens the reading page, through the tracked link.
+	sent := fake.Sent()
+	if len(sent) != 1 {
+		t.Fatalf("message/send deliveries = %d; want 1", len(sent))
+	}
+	var card struct {
+		TemplateCard struct {
+			CardAction struct {
+				URL string `json:"url"`
+			} `json:"card_action"`
+		} `json:"template_card"`
+	}
+	if err := json.Unmarshal(sent[0].Raw, &card); err != nil {
+		t.Fatal(err)
+	}
+	cardURL := card.TemplateCard.CardAction.URL
+	link, err := url.Parse(cardURL)
+	if err != nil || link.Query().Get("to") != "http://"+addr+"/r/hr/perf-2026" || link.Query().Get("sig") == "" {
+		t.Fatalf("card url = %q; want the tracked link to the reading page", cardURL)
+	}
+
+	// A url of its own beside full text is refused.
+	bad := map[string]any{"app": "hr", "title": "t", "send": true, "url": "https://intranet.example.com/p/1",
+		"audience": map[string]any{"userids": []string{"zhangsan"}}, "content": map[string]any{"markdown": "x"}}
+	if code := api(t, m, "POST", "/messages", bad, nil); code != http.StatusBadRequest {
+		t.Errorf("full text with a url of its own = %d; want 400", code)
+	}
+
+	// open follows the redirects of one browser inside WeCom from the
+	// card, signing in as userID on the fake's page.
 	open := func(userID string) (*http.Response, string) {
 		t.Helper()
 		jar, _ := cookiejar.New(nil)
 		c := &http.Client{Jar: jar, Timeout: 10 * time.Second, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+			// The tracked link names WeCom's own host (callback.authorizeURL,
+			// not wecom.oauth_base): the test's browser asks the fake.
+			if r.URL.Host == "open.weixin.qq.com" {
+				fb, _ := url.Parse(base)
+				r.URL.Scheme, r.URL.Host, r.Host = fb.Scheme, fb.Host, fb.Host
+			}
 			if strings.HasSuffix(r.URL.Path, "/connect/oauth2/authorize") && r.URL.Query().Get("as") == "" {
 				q := r.URL.Query()
 				q.Set("as", userID)
@@ -57,7 +93,7 @@ func TestReadingPageEndToEnd(t *testing.T) {
 			}
 			return nil
 		}}
-		req, _ := http.NewRequest("GET", "http://"+addr+"/r/hr/perf-2026", nil)
+		req, _ := http.NewRequest("GET", cardURL, nil)
 		req.Header.Set("User-Agent", "Mozilla/5.0 (iPhone) AppleWebKit/605.1.15 MicroMessenger/8.0 wxwork/4.1.20")
 		resp, err := c.Do(req)
 		if err != nil {
