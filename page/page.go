@@ -41,7 +41,7 @@ import (
 	"github.com/yidu-io/yidu/notice"
 )
 
-//go:embed web/page.html web/page.css
+//go:embed web/page.html web/page.css web/page.js web/pdfjs/pdf.min.mjs web/pdfjs/pdf.worker.min.mjs
 var webFS embed.FS
 
 // Reader is a member as the page needs them.
@@ -163,7 +163,10 @@ func New(readers Readers, notices Notices, blobs Blobs, reads Reads, oauth OAuth
 func (s *Server) Routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(headers)
-	r.Get("/r/static/page.css", s.handleCSS)
+	r.Get("/r/static/page.css", s.static("web/page.css", "text/css; charset=utf-8"))
+	r.Get("/r/static/page.js", s.static("web/page.js", "text/javascript; charset=utf-8"))
+	r.Get("/r/static/pdfjs/pdf.min.mjs", s.static("web/pdfjs/pdf.min.mjs", "text/javascript; charset=utf-8"))
+	r.Get("/r/static/pdfjs/pdf.worker.min.mjs", s.static("web/pdfjs/pdf.worker.min.mjs", "text/javascript; charset=utf-8"))
 	r.Get("/r/{app}/signin", s.handleSignIn)
 	r.Get("/r/{app}/{msgid}", s.handleView)
 	r.Get("/r/{app}/{msgid}/a/{sha}", s.handleAttachment)
@@ -476,9 +479,17 @@ func (s *Server) handleAttachment(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, "", time.Time{}, f)
 }
 
-func (s *Server) handleCSS(w http.ResponseWriter, r *http.Request) {
-	b, _ := webFS.ReadFile("web/page.css")
-	w.Header().Set("Content-Type", "text/css; charset=utf-8")
-	w.Header().Set("Cache-Control", "public, max-age=300")
-	_, _ = w.Write(b)
+// static serves an embedded asset (the style sheet, the page's script and
+// the vendored pdf.js: no CDN).
+func (s *Server) static(name, ctype string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, err := webFS.ReadFile(name)
+		if err != nil {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", ctype)
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		_, _ = w.Write(b)
+	}
 }
