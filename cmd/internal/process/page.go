@@ -80,7 +80,12 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 	// spool); a lost cache is filled again from MySQL.
 	cache, err := attachment.NewCache(filepath.Join(cmp.Or(cfg.DataDir, os.TempDir()), "attachments"), atts)
 	if err != nil {
-		return nil, err
+		// A data_dir the receiver may not write (spool off) must not stop
+		// it: the cache is only a cache.
+		log.Warn("reading page: attachment cache in data_dir refused, using the temporary directory", "err", err)
+		if cache, err = attachment.NewCache(filepath.Join(os.TempDir(), "yidu-attachments"), atts); err != nil {
+			return nil, err
+		}
 	}
 	notices, err := notice.New(db, atts, notice.Options{Logger: log})
 	if err != nil {
