@@ -298,9 +298,6 @@ func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusFound)
 }
 
-// errDenied: not a recipient, or left; the visit gets 404 and an audit row.
-var errDenied = errors.New("page: not a recipient")
-
 // reader returns the signed-in reader of app's msgid, or answers for the
 // request itself (sign-in, 404, 503) and returns ok false.
 func (s *Server) reader(w http.ResponseWriter, r *http.Request, a App, msgID string, startSignIn bool) (session, Reader, bool) {
