@@ -32,6 +32,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
@@ -110,12 +111,22 @@ type Options struct {
 	Prefix string
 	// SessionTTL is how long a reader stays signed in (default 12 h).
 	SessionTTL time.Duration
+	// SignInRate bounds the sign-ins this receiver starts a second (burst
+	// twice that; default DefaultSignInRate): each writes a state to Redis
+	// and allows one code exchange with WeCom, so a flood of visitors
+	// without a session spends neither without bound (503 beyond).
+	SignInRate float64
 	Logger     *slog.Logger
 	Now        func() time.Time
 }
 
+// DefaultSignInRate is Options.SignInRate's default, as the tracked
+// links' code exchanges (callback.DefaultLinkExchangeRate).
+const DefaultSignInRate = 100
+
 // Server serves the reading pages.
 type Server struct {
+	signIns *rate.Limiter
 	readers Readers
 	notices Notices
 	blobs   Blobs
@@ -146,11 +157,14 @@ func New(readers Readers, notices Notices, blobs Blobs, reads Reads, oauth OAuth
 	if opts.SessionTTL <= 0 {
 		opts.SessionTTL = 12 * time.Hour
 	}
+	if opts.SignInRate <= 0 {
+		opts.SignInRate = DefaultSignInRate
+	}
 	tmpl, err := template.ParseFS(webFS, "web/page.html")
 	if err != nil {
 		return nil, fmt.Errorf("page: template: %w", err)
 	}
-	s := &Server{readers: readers, notices: notices, blobs: blobs, reads: reads, oauth: oauth, audit: aud, opts: opts,
+	s := &Server{signIns: rate.NewLimiter(rate.Limit(opts.SignInRate), max(1, int(2*opts.SignInRate))), readers: readers, notices: notices, blobs: blobs, reads: reads, oauth: oauth, audit: aud, opts: opts,
 		apps: map[string]App{}, tmpl: tmpl, log: opts.Logger.With("component", "page"),
 		secure: strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://")}
 	for _, a := range opts.Apps {
@@ -229,6 +243,11 @@ func (s *Server) redirectURI(app string) string {
 // startSignIn sends the browser to WeCom's sign-in, bound to it by a
 // nonce cookie; it comes back to next, a path of this app's pages.
 func (s *Server) startSignIn(w http.ResponseWriter, r *http.Request, a App) {
+	if !s.signIns.Allow() {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "访问人数较多，请稍后再试", http.StatusServiceUnavailable)
+		return
+	}
 	state, nonce, err := s.opts.States.Begin(r.Context(), a.CorpID, r.URL.RequestURI())
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "page: sign-in start", "err", err)

@@ -327,3 +327,29 @@ func TestReadingPage(t *testing.T) {
 		}
 	})
 }
+
+// TestSignInRate: sign-ins started beyond the rate are 503, and write no
+// state to Redis.
+func TestSignInRate(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s, err := New(fakeReaders{}, &fakeNotices{}, fakeBlobs{t.TempDir()}, &fakeReads{}, fakeOAuth{}, &fakeAudit{}, Options{
+		PublicURL: "https://read.example.com", Apps: []App{{Name: "hr", CorpID: corp, AgentID: 1000002}},
+		Endpoints: access.DefaultEndpoints, States: access.NewStates(rdb, prefix), Redis: rdb, Prefix: prefix, SignInRate: 0.5,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.Routes()
+	codes := map[int]int{}
+	for range 5 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/r/hr/perf", nil))
+		codes[w.Code]++
+	}
+	if codes[302] != 1 || codes[503] != 4 {
+		t.Fatalf("answers %v; want one 302 (burst 1) and four 503", codes)
+	}
+	if keys, _ := rdb.Keys(t.Context(), prefix+"*").Result(); len(keys) != 1 {
+		t.Fatalf("Redis keys %v; want the one started sign-in's state", keys)
+	}
+}
