@@ -99,6 +99,14 @@ func readLimited(name string, r io.Reader, limit int) (clean string, typ content
 	return up.name, up.typ, buf.Bytes(), nil
 }
 
+// cutShort is an upload whose body broke off (a malformed multipart
+// body, a client gone, a body over the request's bound): the client's
+// doing, so it wraps yidu.ErrInvalid, and the cause (an
+// *http.MaxBytesError stays findable).
+func cutShort(err error) error {
+	return fmt.Errorf("%w: the upload was cut short: %w", yidu.ErrInvalid, err)
+}
+
 // upload is what check found.
 type upload struct {
 	name string
@@ -118,7 +126,7 @@ func check(name string, r io.Reader, limit int64, w io.Writer) (upload, error) {
 	head := make([]byte, 512)
 	n, err := io.ReadFull(r, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return upload{}, fmt.Errorf("attachment: read upload: %w", err)
+		return upload{}, cutShort(err)
 	}
 	head = head[:n]
 	typ, err := content.Sniff(head)
@@ -128,7 +136,7 @@ func check(name string, r io.Reader, limit int64, w io.Writer) (upload, error) {
 	h := newHasher()
 	copied, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(io.MultiReader(bytes.NewReader(head), r), limit+1))
 	if err != nil {
-		return upload{}, fmt.Errorf("attachment: read upload: %w", err)
+		return upload{}, cutShort(err)
 	}
 	if copied > limit {
 		return upload{}, ErrTooLarge
