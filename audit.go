@@ -24,12 +24,18 @@ const (
 	// names, departments, read state), a page or a search of it: the
 	// personal data of export, page by page (issue 38).
 	ActionRecipients Action = "recipients"
+	// ActionUpload: an attachment uploaded (issue 39).
+	ActionUpload Action = "upload"
+	// ActionPageDenied: someone who is not a recipient of a notice (or
+	// has left) was refused its reading page (issue 39).
+	ActionPageDenied Action = "page_denied"
 )
 
 // Actions lists every audited action.
 func Actions() []Action {
 	return []Action{ActionSignIn, ActionSignInFailed, ActionSignOut, ActionCompose, ActionSchedule, ActionEdit,
-		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange, ActionRecipients}
+		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange, ActionRecipients,
+		ActionUpload, ActionPageDenied}
 }
 
 // Validate refuses a word that is not an audited action.

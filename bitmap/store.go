@@ -548,6 +548,20 @@ func (s *Store) RecipientBitmap(ctx context.Context, corpID, msgID string) (*roa
 	return s.bitmap(ctx, s.msgKey(corpID, msgID, "rcpt"))
 }
 
+// IsRecipient reports whether uid is a recipient of the message (one
+// round trip: EXISTS and GETBIT of its rcpt key); found=false when Redis
+// does not hold the message (ask MySQL). The reading page asks it per view.
+func (s *Store) IsRecipient(ctx context.Context, corpID, msgID string, uid uint32) (is, found bool, err error) {
+	key := s.msgKey(corpID, msgID, "rcpt")
+	pipe := s.rdb.Pipeline()
+	ex := pipe.Exists(ctx, key)
+	bit := pipe.GetBit(ctx, key, int64(uid))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, false, fmt.Errorf("bitmap: recipient %s: %w", key, err)
+	}
+	return bit.Val() == 1, ex.Val() == 1, nil
+}
+
 // MessageMeta returns the message's meta; found=false when not in Redis.
 func (s *Store) MessageMeta(ctx context.Context, corpID, msgID string) (yidu.Message, bool, error) {
 	h, err := s.rdb.HGetAll(ctx, s.msgKey(corpID, msgID, "meta")).Result()

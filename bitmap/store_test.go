@@ -322,3 +322,23 @@ func BenchmarkMark(b *testing.B) {
 	b.ReportMetric(meanObserved(b, s.m.batchCalls), "calls/pipeline")
 	b.ReportMetric(meanObserved(b, s.m.batchCmds), "commands/pipeline")
 }
+
+// TestIsRecipient: the reading page's check agrees with the recipients
+// bitmap, in Redis's bit order, and says when Redis lacks the message.
+func TestIsRecipient(t *testing.T) {
+	s, _ := mustStore(t, Options{})
+	ctx := context.Background()
+	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("r", 7, time.Now()), uids(0, 9, 100000)))
+	for _, tc := range []struct {
+		uid  uint32
+		want bool
+	}{{0, true}, {1, false}, {8, false}, {9, true}, {100000, true}, {100001, false}, {1 << 30, false}} {
+		is, found, err := s.IsRecipient(ctx, testCorp, "r", tc.uid)
+		if err != nil || !found || is != tc.want {
+			t.Errorf("IsRecipient(%d) = %v, %v, %v; want %v, true", tc.uid, is, found, err, tc.want)
+		}
+	}
+	if is, found, err := s.IsRecipient(ctx, testCorp, "absent", 0); err != nil || found || is {
+		t.Errorf("IsRecipient of a message Redis lacks = %v, %v, %v; want false, false", is, found, err)
+	}
+}

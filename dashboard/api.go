@@ -447,6 +447,15 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	}
 	reg.Registration.App = app
 	s.defaultFollowUp(&reg, app)
+	// Bad content is refused before anything is stored, registered or sent.
+	ver, err := s.prepareContent(r.Context(), reg, app.CorpID)
+	if err == nil && ver != nil {
+		err = s.linkToPage(&reg, app.Name)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if reg.Draft || !reg.SendAt.IsZero() {
 		s.handleSchedule(w, r, p, app, reg)
 		return
@@ -471,6 +480,13 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		s.recordDone(r, ev, err)
 		s.fail(w, r, err)
 		return
+	}
+	if ver != nil {
+		// What was sent is version 1; a replay finds it stored.
+		if err := s.createContent(r.Context(), m, reg, ver, p.name); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	if created || reg.Send {
 		// A replayed registration (same msgid, nothing sent) did nothing.

@@ -225,6 +225,10 @@ type patchBody struct {
 	Draft    *bool            `json:"draft"`
 	// FollowUp replaces the notice's follow-up policy.
 	FollowUp *yidu.Policy `json:"follow_up"`
+	// Content and Reacknowledge make a sent notice's next version
+	// (content_api.go).
+	Content       *contentJSON `json:"content"`
+	Reacknowledge *bool        `json:"reacknowledge"`
 }
 
 func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
@@ -233,13 +237,25 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := s.noticeOrSent(r)
-	if err != nil {
+	if err != nil && !errors.Is(err, campaign.ErrNotEditable) {
 		s.fail(w, r, err)
 		return
 	}
 	var b patchBody
-	if err := decodeStrict(http.MaxBytesReader(w, r.Body, maxRegisterBody), &b); err != nil {
-		s.failBody(w, r, err)
+	if derr := decodeStrict(http.MaxBytesReader(w, r.Body, maxRegisterBody), &b); derr != nil {
+		s.failBody(w, r, derr)
+		return
+	}
+	if b.Content != nil || b.Reacknowledge != nil {
+		if err == nil && n.State != yidu.StateSent {
+			s.fail(w, r, yidu.Invalidf("content: a draft or a scheduled notice cannot carry content yet; send it now with its content"))
+			return
+		}
+		s.patchContent(w, r, b)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	p, err := b.patch("")
@@ -463,6 +479,9 @@ func fieldOf(msg string) string {
 	}
 	if strings.HasPrefix(f, "audience.") || f == "follow_up" || strings.HasPrefix(f, "follow_up.") {
 		return f
+	}
+	if f == "content" || strings.HasPrefix(f, "content.") || f == "read_rule" || f == "min_read_seconds" {
+		return f // issue 39: the notice's content and its read rule
 	}
 	switch f {
 	case "reminders", "escalate_after", "deadline", "working_hours", "working_days":

@@ -52,9 +52,28 @@ type contractCase struct {
 	stream bool
 }
 
+// uploadType is the Content-Type of upload's bodies.
+const uploadType = "multipart/form-data; boundary=contractboundary"
+
+// upload is a multipart body with data as the part "file".
+func upload(data string) string {
+	return "--contractboundary\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.pdf\"\r\n" +
+		"Content-Type: application/pdf\r\n\r\n" + data + "\r\n--contractboundary--\r\n"
+}
+
 func contractCases() []contractCase {
 	reg := `{"msgid":"contract-1","app":"hr","title":"Contract 合同","audience":{"userids":["alice","bob"]}}`
 	return []contractCase{
+		{name: "upload", op: "POST /attachments", method: "POST", target: "/attachments?app=hr", body: upload("%PDF-1.7\n"),
+			contentType: uploadType, auth: "token", want: 201},
+		{name: "upload html", op: "POST /attachments", method: "POST", target: "/attachments?app=hr", body: upload("<html>"),
+			contentType: uploadType, auth: "token", want: 400},
+		{name: "upload as another corp", op: "POST /attachments", method: "POST", target: "/attachments?app=ops", body: upload("%PDF-1.7\n"),
+			contentType: uploadType, auth: "token", want: 403},
+		{name: "preview", op: "POST /content/preview", method: "POST", target: "/content/preview",
+			body: `{"markdown":"# 第一条\n\n<script>x</script>"}`, auth: "session", want: 200},
+		{name: "preview unknown field", op: "POST /content/preview", method: "POST", target: "/content/preview",
+			body: `{"md":"x"}`, auth: "token", want: 400, invalidRequest: true},
 		{name: "list", op: "GET /messages", method: "GET", target: "/messages", auth: "token", want: 200},
 		{name: "list page", op: "GET /messages", method: "GET", target: "/messages?limit=1", auth: "token", want: 200},
 		{name: "list with a session", op: "GET /messages", method: "GET", target: "/messages", auth: "session", want: 200},
@@ -77,6 +96,8 @@ func contractCases() []contractCase {
 		{name: "message unknown", op: "GET /messages/{msgid}", method: "GET", target: "/messages/nosuch", auth: "token", want: 404},
 
 		{name: "progress", op: "GET /messages/{msgid}/progress", method: "GET", target: "/messages/hello/progress", auth: "token", want: 200},
+		{name: "content of a notice without", op: "GET /messages/{msgid}/content", method: "GET", target: "/messages/hello/content", auth: "token", want: 404},
+		{name: "content bad version", op: "GET /messages/{msgid}/content", method: "GET", target: "/messages/hello/content?v=0", auth: "token", want: 404, invalidRequest: true},
 		{name: "progress unknown", op: "GET /messages/{msgid}/progress", method: "GET", target: "/messages/nosuch/progress", auth: "token", want: 404},
 
 		{name: "departments", op: "GET /messages/{msgid}/departments", method: "GET", target: "/messages/hello/departments", auth: "token", want: 200},
@@ -169,6 +190,7 @@ func init() {
 func TestOpenAPIContract(t *testing.T) {
 	doc := loadSpec(t)
 	f, _ := newCampaignFixture(t)
+	f.srv.attachments = &fakeAttachments{}
 	withAudienceDirectory(t, f)
 	cookie, csrf := f.login(t)
 	cases := contractCases()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/notice"
 )
 
 // The page is server-rendered html/template (every value escaped by
@@ -71,6 +72,9 @@ type pageData struct {
 	// Scoped: the caller sees part of the notice's recipients (a viewer),
 	// so the page names its exports "my people", not the whole notice.
 	Scoped bool
+	// HasContent: the notice has full text (issue 39); the page shows its
+	// versions.
+	HasContent bool
 	// WeComLogin is the sign-in page's link to sign in with WeCom ("":
 	// not configured).
 	WeComLogin string
@@ -329,6 +333,14 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 			p := principalFrom(r.Context())
 			d.MaySend, d.MayRemind = s.maySend(p, m.CorpID, m.App), s.mayRemind(p, m)
 			d.Scoped = scoped(r.Context())
+			if s.notices != nil {
+				// A part of the page, not a condition of it.
+				if _, err := s.notices.Get(r.Context(), m.CorpID, m.MsgID, 1); err == nil {
+					d.HasContent = true
+				} else if !errors.Is(err, notice.ErrNotFound) {
+					s.log.ErrorContext(r.Context(), "message page: content", "err", err)
+				}
+			}
 			// The send report is a part of the page, not a condition of it.
 			// It counts the whole notice's people: not for a scoped viewer.
 			if !d.Scoped {

@@ -138,6 +138,11 @@ type registerBody struct {
 	// FollowUp is the notice's follow-up policy (docs/api.md, Follow-up):
 	// absent, the app's default; null, none.
 	FollowUp optionalPolicy `json:"follow_up"`
+	// Content, ReadRule and MinReadSeconds: the notice's text and
+	// attachments, kept as version 1 (docs/api.md, Content).
+	Content        *contentJSON `json:"content"`
+	ReadRule       string       `json:"read_rule"`
+	MinReadSeconds int          `json:"min_read_seconds"`
 }
 
 // optionalPolicy is a body's "follow_up": set says the key was there
@@ -188,6 +193,10 @@ type registration struct {
 	// FollowUpDefault that FollowUp is the app's default, because it had
 	// none (defaultFollowUp).
 	FollowUpSet, FollowUpDefault bool
+	// Content, ReadRule, MinReadSeconds: registerBody's.
+	Content        *contentJSON
+	ReadRule       string
+	MinReadSeconds int
 }
 
 // defaultFollowUp gives a registration that named no follow_up its
@@ -231,6 +240,7 @@ func decodeRegistration(r io.Reader) (registration, error) {
 		Audience: yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All},
 	}}
 	reg.Draft = b.Draft
+	reg.Content, reg.ReadRule, reg.MinReadSeconds = b.Content, b.ReadRule, b.MinReadSeconds
 	reg.FollowUp, reg.FollowUpSet = b.FollowUp.p, b.FollowUp.set
 	if sendAt != nil {
 		if sendAt.IsZero() {

@@ -123,6 +123,16 @@ type Options struct {
 	// (campaign.SQLLedger, shared by every replica); nil: reminders and
 	// recalls answer 503.
 	Ledger campaign.Ledger
+	// Attachments keeps uploaded attachments (attachment.Store); nil:
+	// POST /api/v1/attachments answers 404.
+	Attachments Attachments
+	// Notices keeps the versions of notices' content (notice.Store); nil:
+	// a body with content is refused and GET .../content answers 404.
+	Notices Notices
+	// ReadingPage is the reading page's URL of app's msgid on the receiver
+	// (receiver.public_url); a notice with content links its card there.
+	// nil: its card keeps the url it was given.
+	ReadingPage func(app, msgID string) string
 	// ConfirmOver is dashboard.confirm_over (default DefaultConfirmOver):
 	// above it the page asks to type the recipient count (GET /apps).
 	ConfirmOver int
@@ -215,6 +225,9 @@ type Server struct {
 	// campaigns, confirmOver: Options; appList the apps in config order.
 	campaigns   Campaigns
 	followUps   FollowUps
+	attachments Attachments
+	notices     Notices
+	readingPage func(app, msgID string) string
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
@@ -296,6 +309,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		Scope: scope, Ledger: opts.Ledger, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
 	s.acts = campaign.NewService(s.actOpts)
 	s.wecomLimits = newSignInLimiter(opts.Now)
+	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
 	return s, nil
 }
 
@@ -342,6 +356,7 @@ func (s *Server) Routes() http.Handler {
 			r.Post("/cancel", s.handleCancelNotice)
 			r.Post("/send", s.handleSendNotice)
 			r.Get("/progress", s.withMessage(s.handleProgress))
+			r.Get("/content", s.withMessage(s.handleGetContent))
 			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))
 			r.With(s.heavyQuery).Get("/recipients", s.withMessage(s.handleRecipients))
 			r.With(s.heavyQuery, s.exportSlot).Get("/export.csv", s.withMessage(s.handleExport))
@@ -358,6 +373,9 @@ func (s *Server) Routes() http.Handler {
 		r.Post("/audience/preview", s.handleAudiencePreview)
 		r.Post("/audience/parse-list", s.handleParseList)
 		r.Get("/audit", s.handleAudit)
+		// An upload holds up to 20 MB in memory: bounded like a heavy query.
+		r.With(s.heavyQuery).Post("/attachments", s.handleUploadAttachment)
+		r.Post("/content/preview", s.handlePreviewContent)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound, "not found") })
 	return r
@@ -424,7 +442,7 @@ var routeNames = []string{
 	"/api/v1/*", "/api/v1/messages", "/api/v1/messages/{msgid}", "/api/v1/messages/{msgid}/progress",
 	"/api/v1/messages/{msgid}/departments", "/api/v1/messages/{msgid}/recipients",
 	"/api/v1/messages/{msgid}/export.csv", "/api/v1/messages/{msgid}/remind", "/api/v1/messages/{msgid}/recall",
-	"/api/v1/messages/{msgid}/events",
+	"/api/v1/messages/{msgid}/events", "/api/v1/attachments", "/api/v1/messages/{msgid}/content", "/api/v1/content/preview",
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {

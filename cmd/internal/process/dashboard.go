@@ -10,10 +10,12 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/dashboard"
+	"github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/wecom"
 )
 
@@ -63,6 +65,15 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		return fmt.Errorf("campaign: %w", err)
 	}
 	opts.Ledger = ledger
+	atts, err := attachment.New(m.DB, attachment.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	notices, err := notice.New(m.DB, atts, notice.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	opts.Attachments, opts.Notices, opts.ReadingPage = atts, notices, readingPageURL(cfg.Receiver.PublicURL)
 	d, err := dashboard.New(m.Tracker, m.Store, audienceDirectory{m.Mapper}, opts)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)

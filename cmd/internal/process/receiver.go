@@ -90,7 +90,19 @@ func (m *Main) startReceiver(roles Roles) error {
 		return fmt.Errorf("receiver: %w", err)
 	}
 	m.Receiver = rcv
-	if m.ReceiverAddr, err = m.serveRole("receiver", ReceiverServer(), cfg.Receiver.Listen, rcv.Routes(), m.readiness(cmp.Or(m.ReceiverDB, m.DB), true)); err != nil {
+	routes := rcv.Routes()
+	// The reading page of notices with content (issue 39) beside the
+	// tracked links, on receiver.public_url.
+	if oauth != nil {
+		pages, err := m.readingPage(cfg, ids, loader, oauth, log)
+		if err != nil {
+			return fmt.Errorf("receiver: reading page: %w", err)
+		}
+		if pages != nil {
+			routes = pageFront(pages.Routes(), routes)
+		}
+	}
+	if m.ReceiverAddr, err = m.serveRole("receiver", ReceiverServer(), cfg.Receiver.Listen, routes, m.readiness(cmp.Or(m.ReceiverDB, m.DB), true)); err != nil {
 		return err
 	}
 	m.warmDone = make(chan struct{})

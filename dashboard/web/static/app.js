@@ -347,6 +347,47 @@ catalogueReady.then(function () {
   loadFollowUp();
   setInterval(loadFollowUp, 60000);
 
+  // --- full text and its versions (issue 39) ---------------------------
+  // GET .../content?v=N: every version stays readable; the html is the
+  // server's sanitized rendering (no script, image or event handler).
+  async function showVersion(n) {
+    let v;
+    try { v = await getJSON(api + "/content" + (n ? "?v=" + n : "")); } catch (_) { return; }
+    await catalogueReady;
+    $("fulltext-card").hidden = false;
+    const pick = $("version-pick");
+    if (pick.options.length !== v.versions) {
+      pick.replaceChildren();
+      for (let i = v.versions; i >= 1; i--) {
+        const o = document.createElement("option");
+        o.value = String(i);
+        o.textContent = trf("fulltext.version_n", i) + (i === v.versions ? tr("fulltext.current") : "");
+        pick.appendChild(o);
+      }
+    }
+    pick.value = String(v.version);
+    let meta = trf("fulltext.created", fmtTime(v.created_at), v.created_by);
+    if (v.version > 1) meta += " · " + tr(v.reacknowledge ? "fulltext.material" : "fulltext.not_material");
+    const rules = { app: tr("fulltext.rule.app"), link: tr("fulltext.rule.link"), read_to_end: tr("fulltext.rule.read_to_end"), acknowledged: tr("fulltext.rule.acknowledged") };
+    meta += " · " + (rules[v.read_rule] || rules.app);
+    $("version-meta").textContent = meta;
+    $("version-title").textContent = v.title;
+    // Parsed inert (DOMParser runs no script) and moved in as nodes.
+    $("version-text").replaceChildren(...new DOMParser().parseFromString(v.html, "text/html").body.childNodes);
+    const ul = $("version-attachments");
+    ul.replaceChildren();
+    for (const a of v.attachments) {
+      const li = document.createElement("li");
+      li.textContent = a.name + " · " + (a.size >= 1048576 ? (a.size / 1048576).toFixed(1) + " MB" : Math.max(1, Math.round(a.size / 1024)) + " KB") + " · " + a.sha256.slice(0, 12);
+      ul.appendChild(li);
+    }
+    $("version-sha").textContent = v.sha256;
+  }
+  if ($("fulltext-card")) {
+    $("version-pick").addEventListener("change", () => showVersion(+$("version-pick").value));
+    showVersion(0);
+  }
+
   // --- departments ----------------------------------------------------
   let depts = [];
   let sortKey = null, sortDir = 1;

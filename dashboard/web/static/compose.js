@@ -81,7 +81,8 @@
   }
   const fieldBox = { app: "app", title: "title", body: "body", url: "url", send_at: "send_at",
     audience: "audience", userids: "audience", departments: "audience", tags: "audience", all: "audience",
-    follow_up: "follow_up" };
+    follow_up: "follow_up", content: "content", "content.markdown": "content", "content.attachments": "content",
+    read_rule: "read_rule", min_read_seconds: "read_rule" };
   // showError puts the API's {"error","field"} beside its field.
   function showError(j, fallback) {
     const msg = (j && j.error) || fallback;
@@ -570,6 +571,86 @@
     fuShow();
   });
 
+  // ---- The full text (issue 39): Markdown with a live preview rendered
+  // by the server's own renderer (POST /api/v1/content/preview), the
+  // attachments uploaded one by one (POST /api/v1/attachments), the read
+  // rule. A notice with full text is sent now only (docs/api.md).
+  const atts = []; // {id, sha256, name, type, size}, in order
+  const maxAttachments = 10;
+  function hasContent() { return $("markdown").value.trim() !== "" || atts.length > 0; }
+  function sizeText(n) { return n >= 1048576 ? (n / 1048576).toFixed(1) + " MB" : Math.max(1, Math.round(n / 1024)) + " KB"; }
+  function showAttachments() {
+    for (const ul of [$("attachment-list"), $("pv-attachments")]) ul.replaceChildren();
+    atts.forEach((a, i) => {
+      const li = el("li", null, "attachment");
+      li.append(el("span", a.name, "name"), el("span", sizeText(a.size), "muted"));
+      const rm = el("button", tr("compose.attach_remove"), "light small");
+      rm.type = "button";
+      rm.addEventListener("click", () => { atts.splice(i, 1); showAttachments(); contentChanged(); });
+      li.append(rm);
+      $("attachment-list").append(li);
+      $("pv-attachments").append(el("li", a.name + " · " + sizeText(a.size)));
+    });
+  }
+  const renderPreview = debounce(async () => {
+    const md = $("markdown").value;
+    if (md.trim() === "") { $("pv-content").replaceChildren(); return; }
+    try {
+      const [code, j] = await api("POST", "/api/v1/content/preview", { markdown: md });
+      if (code !== 200) { $("content-error").textContent = (j && j.error) || "HTTP " + code; return; }
+      $("content-error").textContent = "";
+      // Sanitized by the server (bluemonday's allow-list): no script,
+      // image or event handler; the page's CSP forbids inline script too.
+      $("pv-content").replaceChildren(...new DOMParser().parseFromString(j.html, "text/html").body.childNodes);
+    } catch (_) { /* the next keystroke tries again */ }
+  }, 300);
+  function contentChanged() {
+    const on = hasContent();
+    $("reading-preview").hidden = !on;
+    $("pv-reading-title").textContent = $("title").value;
+    $("markdown-count").textContent = bytes($("markdown").value) > 1024 ? Math.ceil(bytes($("markdown").value) / 1024) + " / 200 KB" : "";
+    $("when-later").disabled = on;
+    $("save-draft").disabled = on;
+    if (on && $("when-later").checked) { $("when-now").checked = true; $("when-now").dispatchEvent(new Event("change", { bubbles: true })); }
+    $("send_at-error").textContent = on ? tr("compose.err_content_later") : "";
+    renderPreview();
+  }
+  $("markdown").addEventListener("input", contentChanged);
+  $("title").addEventListener("input", () => { $("pv-reading-title").textContent = $("title").value; });
+  $("attachment-file").addEventListener("change", async (ev) => {
+    const files = [...ev.target.files];
+    ev.target.value = "";
+    $("content-error").textContent = "";
+    for (const f of files) {
+      if (atts.length >= maxAttachments) { $("content-error").textContent = tr("compose.attach_max"); break; }
+      $("attachment-status").textContent = trf("compose.attach_uploading", f.name);
+      const fd = new FormData();
+      fd.append("file", f, f.name);
+      try {
+        const r = await fetch("/api/v1/attachments?" + appQ(), { method: "POST", credentials: "same-origin",
+          headers: { "Accept": "application/json", "X-CSRF-Token": csrf }, body: fd });
+        let j = null;
+        try { j = await r.json(); } catch (_) { j = null; }
+        if (r.status !== 201) { $("content-error").textContent = trf("compose.attach_failed", f.name, (j && j.error) || "HTTP " + r.status); continue; }
+        atts.push(j);
+      } catch (e) {
+        $("content-error").textContent = trf("compose.attach_failed", f.name, e.message);
+      }
+    }
+    $("attachment-status").textContent = "";
+    showAttachments();
+    contentChanged();
+  });
+  // contentBody adds the full text, attachments and read rule to a POST
+  // body when the notice has any.
+  function contentBody(b) {
+    if (!hasContent()) return b;
+    b.content = { markdown: $("markdown").value, attachments: atts.map((a) => a.id) };
+    b.read_rule = $("read-rule").value;
+    b.min_read_seconds = Math.max(0, Math.floor(+$("min-read").value || 0));
+    return b;
+  }
+
   // ---- Saving: a draft, or a confirmed send (now or scheduled).
   // body is POST /api/v1/messages' body: the fields and extra (send,
   // send_at, draft).
@@ -577,7 +658,7 @@
     const b = Object.assign({ app: state.app ? state.app.name : "", title: $("title").value, body: $("body").value,
       url: $("url").value.trim(), audience: audience() }, extra);
     b.follow_up = followUp(); // null: none, not the app's default
-    return b;
+    return contentBody(b);
   }
   // patch is PATCH's body: the same fields but the app (a notice keeps
   // its app) and a schedule: send_at, or draft.
@@ -593,6 +674,7 @@
   }
   function busy(on) {
     for (const id of ["submit", "save-draft", "confirm-ok", "cancel-notice"]) $(id).disabled = on;
+    if (!on && hasContent()) $("save-draft").disabled = true; // full text: sent now only
   }
   async function save(extra, sendNow) {
     busy(true);
@@ -721,6 +803,7 @@
             busy(true);
           }
           state.editing = m;
+          $("fulltext").hidden = true; // drafts and scheduled notices carry no full text yet
           $("compose-heading").textContent = m.state === "draft" ? tr("compose.edit_draft") : tr("compose.edit_scheduled");
           document.title = $("compose-heading").textContent + " · " + tr("brand.name");
           $("cancel-notice").hidden = false;

@@ -1,0 +1,131 @@
+package process
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/notice"
+	"github.com/yidu-io/yidu/page"
+)
+
+var (
+	_ page.Reads   = (*bitmap.Recorder)(nil)
+	_ page.Notices = (*notice.Store)(nil)
+	_ page.Blobs   = (*attachment.Cache)(nil)
+	_ page.Auditor = (*audit.MySQL)(nil)
+)
+
+// pageReaders answers the reading page's who-is-it over the directory
+// and the recipients: Redis's bitmap first (one round trip), MySQL when
+// Redis lacks the message or is down.
+type pageReaders struct {
+	ids    *idmap.Mapper
+	store  *bitmap.Store
+	loader bitmap.MessageLoader
+}
+
+func (p pageReaders) Reader(ctx context.Context, corp, userID string) (page.Reader, bool, error) {
+	uid, ok, err := p.ids.Lookup(ctx, corp, userID)
+	if err != nil || !ok {
+		return page.Reader{}, false, err
+	}
+	users, err := p.ids.Users(ctx, corp, []uint32{uid})
+	if err != nil {
+		return page.Reader{}, false, err
+	}
+	u, ok := users[uid]
+	if !ok {
+		return page.Reader{}, false, nil
+	}
+	return page.Reader{UID: uid, Name: u.Name, Left: u.Status == yidu.StatusLeft}, true, nil
+}
+
+func (p pageReaders) IsRecipient(ctx context.Context, corp, msgID string, uid uint32) (bool, error) {
+	if is, found, err := p.store.IsRecipient(ctx, corp, msgID, uid); err == nil && found {
+		return is, nil
+	}
+	got, err := p.loader.RecipientOf(ctx, corp, uid, []string{msgID})
+	if err != nil {
+		return false, fmt.Errorf("page: recipient of %s: %w", msgID, err)
+	}
+	return len(got) == 1, nil
+}
+
+// readingPage builds the reading page of notices with content (issue 39)
+// on the receiver's pool; nil when receiver.public_url is not set.
+func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.MessageLoader, oauth page.OAuth, log *slog.Logger) (*page.Server, error) {
+	if cfg.Receiver.PublicURL == "" || oauth == nil {
+		return nil, nil
+	}
+	db := cmp.Or(m.ReceiverDB, m.DB)
+	atts, err := attachment.New(db, attachment.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	// Cached by hash under data_dir (the receiver's local state, like the
+	// spool); a lost cache is filled again from MySQL.
+	cache, err := attachment.NewCache(filepath.Join(cmp.Or(cfg.DataDir, os.TempDir()), "attachments"), atts)
+	if err != nil {
+		// A data_dir the receiver may not write (spool off) must not stop
+		// it: the cache is only a cache.
+		log.Warn("reading page: attachment cache in data_dir refused, using the temporary directory", "err", err)
+		if cache, err = attachment.NewCache(filepath.Join(os.TempDir(), "yidu-attachments"), atts); err != nil {
+			return nil, err
+		}
+	}
+	notices, err := notice.New(db, atts, notice.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	var apps []page.App
+	for _, a := range cfg.Apps {
+		apps = append(apps, page.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID})
+	}
+	return page.New(pageReaders{ids: ids, store: m.Store, loader: loader}, notices, cache, m.Recorder, oauth, audit.NewMySQL(db), page.Options{
+		PublicURL: cfg.Receiver.PublicURL, Apps: apps,
+		Endpoints: access.Endpoints{
+			OAuthBase: cmp.Or(cfg.WeCom.OAuthBase, access.DefaultEndpoints.OAuthBase),
+			LoginBase: cmp.Or(cfg.WeCom.LoginBase, access.DefaultEndpoints.LoginBase),
+		},
+		States: access.NewStates(m.Redis, cfg.Redis.Prefix), Redis: m.Redis, Prefix: cfg.Redis.Prefix, Logger: log,
+	})
+}
+
+// pageFront sends the reading pages' requests to pages and the rest to
+// next: under /r/, a request with a signature is a tracked link (the
+// receiver's), one without is the reading page's.
+func pageFront(pages, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/r/") && !r.URL.Query().Has("sig") {
+			pages.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readingPageURL returns the URL of a notice's reading page on the
+// receiver, nil when receiver.public_url is not set (no page).
+func readingPageURL(public string) func(app, msgID string) string {
+	if public == "" {
+		return nil
+	}
+	base := strings.TrimRight(public, "/")
+	return func(app, msgID string) string {
+		return base + "/r/" + url.PathEscape(app) + "/" + url.PathEscape(msgID)
+	}
+}

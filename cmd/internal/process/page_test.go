@@ -1,0 +1,134 @@
+package process
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/internal/fakewecom"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+const pageSecret = "page-app-secret"
+
+// TestReadingPageEndToEnd: a notice sent with full text is read on the
+// receiver's reading page by a recipient signed in through (the fake)
+// WeCom's OAuth2, inside WeCom's browser: the page shows the text under
+// their watermark, and the dashboard counts the signal link. A member the
+// notice was not sent to gets 404 and an audit row.
+func TestReadingPageEndToEnd(t *testing.T) {
+	addr := freeAddr(t)
+	fake := fakewecom.New(fakewecom.Corp{CorpID: testCorp,
+		Apps:        []fakewecom.App{{AgentID: testAgent, Secret: pageSecret, RedirectDomain: addr}},
+		Users:       []fakewecom.User{{UserID: "zhangsan", Name: "张三", Departments: []int{1}}, {UserID: "lisi", Name: "李四", Departments: []int{1}}},
+		Departments: []fakewecom.Department{{ID: 1, Name: "总公司"}}})
+	base := fakewecom.Start(t, fake)
+	m := mustRunMainWith(t, func(c *config.Config) {
+		c.WeCom.APIBase, c.WeCom.OAuthBase, c.WeCom.LoginBase = base, base, base
+		c.Apps[0].Secret = pageSecret
+		c.Receiver.Listen = addr
+		c.Receiver.PublicURL = "http://" + addr
+	})
+	reg := map[string]any{"msgid": "perf-2026", "app": "hr", "title": "2026年度绩效考核办法", "send": true,
+		"audience":  map[string]any{"userids": []string{"zhangsan"}},
+		"content":   map[string]any{"markdown": "# 第四条\n\n考核周期为一年。<script>alert(1)</script>"},
+		"read_rule": "link"}
+	if code := api(t, m, "POST", "/messages", reg, nil); code != http.StatusCreated {
+		t.Fatalf("send with content = %d; want 201", code)
+	}
+
+	// The card opens the reading page, through the tracked link.
+	sent := fake.Sent()
+	if len(sent) != 1 {
+		t.Fatalf("message/send deliveries = %d; want 1", len(sent))
+	}
+	var card struct {
+		TemplateCard struct {
+			CardAction struct {
+				URL string `json:"url"`
+			} `json:"card_action"`
+		} `json:"template_card"`
+	}
+	if err := json.Unmarshal(sent[0].Raw, &card); err != nil {
+		t.Fatal(err)
+	}
+	cardURL := card.TemplateCard.CardAction.URL
+	link, err := url.Parse(cardURL)
+	if err != nil || link.Query().Get("to") != "http://"+addr+"/r/hr/perf-2026" || link.Query().Get("sig") == "" {
+		t.Fatalf("card url = %q; want the tracked link to the reading page", cardURL)
+	}
+
+	// A url of its own beside full text is refused.
+	bad := map[string]any{"app": "hr", "title": "t", "send": true, "url": "https://intranet.example.com/p/1",
+		"audience": map[string]any{"userids": []string{"zhangsan"}}, "content": map[string]any{"markdown": "x"}}
+	if code := api(t, m, "POST", "/messages", bad, nil); code != http.StatusBadRequest {
+		t.Errorf("full text with a url of its own = %d; want 400", code)
+	}
+
+	// open follows the redirects of one browser inside WeCom from the
+	// card, signing in as userID on the fake's page.
+	open := func(userID string) (*http.Response, string) {
+		t.Helper()
+		jar, _ := cookiejar.New(nil)
+		c := &http.Client{Jar: jar, Timeout: 10 * time.Second, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+			// The tracked link names WeCom's own host (callback.authorizeURL,
+			// not wecom.oauth_base): the test's browser asks the fake.
+			if r.URL.Host == "open.weixin.qq.com" {
+				fb, _ := url.Parse(base)
+				r.URL.Scheme, r.URL.Host, r.Host = fb.Scheme, fb.Host, fb.Host
+			}
+			if strings.HasSuffix(r.URL.Path, "/connect/oauth2/authorize") && r.URL.Query().Get("as") == "" {
+				q := r.URL.Query()
+				q.Set("as", userID)
+				r.URL.RawQuery = q.Encode()
+			}
+			if strings.Contains(r.URL.String(), userID) && r.URL.Host == addr {
+				t.Errorf("the UserID travels in a URL of the receiver: %s", r.URL)
+			}
+			return nil
+		}}
+		req, _ := http.NewRequest("GET", cardURL, nil)
+		req.Header.Set("User-Agent", "Mozilla/5.0 (iPhone) AppleWebKit/605.1.15 MicroMessenger/8.0 wxwork/4.1.20")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("open the page as %s: %v", userID, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+
+	resp, body := open("zhangsan")
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/r/hr/perf-2026" {
+		t.Fatalf("page = %d at %s: %.300s", resp.StatusCode, resp.Request.URL, body)
+	}
+	for _, want := range []string{"2026年度绩效考核办法", "考核周期为一年。", `id="watermark"`, "zhangsan", `id="notice-end"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<script>alert") {
+		t.Error("a script from the Markdown reached the page")
+	}
+	testenv.WaitFor(t, 10*time.Second, "the link signal on the dashboard", func() bool {
+		var p struct {
+			BySignal map[string]int `json:"by_signal"`
+		}
+		return api(t, m, "GET", "/messages/perf-2026/progress", nil, &p) == http.StatusOK && p.BySignal["link"] == 1
+	})
+
+	resp, body = open("lisi")
+	if resp.StatusCode != http.StatusNotFound || strings.Contains(body, "考核") {
+		t.Fatalf("a non-recipient's page = %d; want 404 without the text", resp.StatusCode)
+	}
+	rows := testenv.Column[string](t, m.DB, "SELECT actor FROM audit_events WHERE action = 'page_denied' AND msgid = 'perf-2026'")
+	if len(rows) != 1 || rows[0] != "lisi" {
+		t.Errorf("page_denied audit rows = %v; want one for lisi", rows)
+	}
+}

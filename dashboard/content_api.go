@@ -1,0 +1,230 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/content"
+	"github.com/yidu-io/yidu/notice"
+)
+
+// Notices keeps the versions of notices' content (notice.Store): the
+// service renders, checks and numbers; these handlers translate.
+type Notices interface {
+	Prepare(ctx context.Context, corp string, d notice.Draft) (notice.Version, error)
+	Create(ctx context.Context, corp, msgid string, v notice.Version, set notice.Settings, by string) (notice.Version, error)
+	Update(ctx context.Context, corp, msgid string, v notice.Version, reacknowledge bool, by string) (notice.Version, bool, error)
+	Get(ctx context.Context, corp, msgid string, n int) (notice.Version, error)
+	List(ctx context.Context, corp, msgid string) ([]notice.Version, error)
+}
+
+// contentJSON is a body's "content".
+type contentJSON struct {
+	Markdown    string   `json:"markdown"`
+	Attachments []string `json:"attachments"`
+}
+
+// versionJSON is one version as GET .../content answers it.
+type versionJSON struct {
+	Version        int                     `json:"version"`
+	Versions       int                     `json:"versions"`
+	Material       int                     `json:"material_version"`
+	Title          string                  `json:"title"`
+	Markdown       string                  `json:"markdown"`
+	HTML           string                  `json:"html"`
+	Attachments    []attachment.Attachment `json:"attachments"`
+	SHA256         string                  `json:"sha256"`
+	Reacknowledge  bool                    `json:"reacknowledge"`
+	ReadRule       yidu.ReadRule           `json:"read_rule"`
+	MinReadSeconds int                     `json:"min_read_seconds"`
+	CreatedBy      string                  `json:"created_by"`
+	CreatedAt      time.Time               `json:"created_at"`
+}
+
+func versionOut(v notice.Version, all []notice.Version) versionJSON {
+	atts := v.Attachments
+	if atts == nil {
+		atts = []attachment.Attachment{}
+	}
+	return versionJSON{Version: v.N, Versions: len(all), Material: notice.Material(all), Title: v.Title, Markdown: v.Markdown,
+		HTML: v.HTML, Attachments: atts, SHA256: v.SHA256.String(), Reacknowledge: v.Reacknowledge,
+		ReadRule: v.Settings.ReadRule, MinReadSeconds: v.Settings.MinReadSeconds, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt}
+}
+
+// errNoContent: content was posted where this deployment keeps none.
+var errNoContent = yidu.Invalidf("content: this deployment keeps no notice content")
+
+// prepareContent checks a registration's content before anything is
+// registered or sent: nil when it has none.
+func (s *Server) prepareContent(ctx context.Context, reg registration, corp string) (*notice.Version, error) {
+	if reg.Content == nil {
+		if reg.ReadRule != "" || reg.MinReadSeconds != 0 {
+			return nil, yidu.Invalidf("read_rule: a notice without content has the app's rule")
+		}
+		return nil, nil
+	}
+	if s.notices == nil {
+		return nil, errNoContent
+	}
+	if reg.Draft || !reg.SendAt.IsZero() {
+		return nil, yidu.Invalidf("content: a scheduled notice or a draft cannot carry content yet; send it now")
+	}
+	if _, err := yidu.ParseReadRule(reg.ReadRule); err != nil {
+		return nil, err
+	}
+	if err := yidu.CheckMinReadSeconds(reg.MinReadSeconds); err != nil {
+		return nil, err
+	}
+	v, err := s.notices.Prepare(ctx, corp, notice.Draft{Title: reg.Title, Markdown: reg.Content.Markdown, Attachments: reg.Content.Attachments})
+	return &v, err
+}
+
+// linkToPage makes the card of a notice with content open its reading
+// page (Options.ReadingPage): the card's url is the page's, through the
+// tracked link like any card url, so a msgid is chosen now if the body
+// named none. A url of the caller's own is refused: the text is in yidu.
+func (s *Server) linkToPage(reg *registration, app string) error {
+	if s.readingPage == nil {
+		return nil
+	}
+	if reg.URL != "" {
+		return yidu.Invalidf("url: a notice with full text links to its reading page; leave url empty")
+	}
+	if reg.MsgID == "" {
+		reg.MsgID = string(yidu.NewMsgID())
+	}
+	reg.URL = s.readingPage(app, reg.MsgID)
+	return nil
+}
+
+// createContent stores a sent registration's content as version 1.
+func (s *Server) createContent(ctx context.Context, m yidu.Message, reg registration, v *notice.Version, by string) error {
+	rule, _ := yidu.ParseReadRule(reg.ReadRule)
+	_, err := s.notices.Create(ctx, m.CorpID, m.MsgID, *v, notice.Settings{ReadRule: rule, MinReadSeconds: reg.MinReadSeconds}, by)
+	if err != nil {
+		return fmt.Errorf("dashboard: content of %s: %w", m.MsgID, err)
+	}
+	return nil
+}
+
+// patchContent is PATCH /messages/{msgid} with "content" (and optionally
+// "title" and "reacknowledge") of a sent notice: version N+1.
+func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBody) {
+	if s.notices == nil {
+		s.fail(w, r, errNoContent)
+		return
+	}
+	m, r, err := s.gate(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p := principalFrom(r.Context())
+	if !s.maySend(p, m.CorpID, m.App) || scoped(r.Context()) {
+		s.fail(w, r, errForbidden)
+		return
+	}
+	if b.Content == nil || b.Body != nil || b.URL != nil || b.Audience != nil || b.SendAt != nil || b.Draft != nil || b.FollowUp != nil {
+		s.fail(w, r, yidu.Invalidf("content: a sent notice's PATCH carries content, and optionally title and reacknowledge, only"))
+		return
+	}
+	cur, err := s.notices.Get(r.Context(), m.CorpID, m.MsgID, 0)
+	if errors.Is(err, notice.ErrNotFound) {
+		s.fail(w, r, yidu.Invalidf("content: the notice was sent without content"))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	title := cur.Title
+	if b.Title != nil {
+		title = *b.Title
+	}
+	v, err := s.notices.Prepare(r.Context(), m.CorpID, notice.Draft{Title: title, Markdown: b.Content.Markdown, Attachments: b.Content.Attachments})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	reack := b.Reacknowledge != nil && *b.Reacknowledge
+	nv, made, err := s.notices.Update(r.Context(), m.CorpID, m.MsgID, v, reack, p.name)
+	ev := event(r, yidu.ActionEdit, m.CorpID, m.App, m.MsgID)
+	ev.Detail = "version " + strconv.Itoa(nv.N)
+	if reack {
+		ev.Detail += " (material)"
+	}
+	if made || err != nil {
+		s.recordDone(r, ev, err)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	all, err := s.notices.List(r.Context(), m.CorpID, m.MsgID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, versionOut(nv, all))
+}
+
+// handleGetContent is GET /messages/{msgid}/content?v=N: version N of the
+// notice's content (the current one without v).
+func (s *Server) handleGetContent(w http.ResponseWriter, r *http.Request, m yidu.Message) {
+	if s.notices == nil {
+		s.fail(w, r, errNotFound)
+		return
+	}
+	n := 0
+	if q := r.URL.Query().Get("v"); q != "" {
+		var err error
+		if n, err = strconv.Atoi(q); err != nil || n < 1 || len(q) > 9 {
+			s.fail(w, r, badParam("v is a version number, 1 or more"))
+			return
+		}
+	}
+	all, err := s.notices.List(r.Context(), m.CorpID, m.MsgID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(all) == 0 || n > len(all) {
+		s.fail(w, r, errNotFound)
+		return
+	}
+	v := all[len(all)-1]
+	if n > 0 {
+		v = all[n-1]
+	}
+	writeJSON(w, http.StatusOK, versionOut(v, all))
+}
+
+// handlePreviewContent is POST /api/v1/content/preview {"markdown": "…"}:
+// the text as the reading page will show it, rendered and sanitized by the
+// same code (the compose page's live preview). It writes nothing.
+func (s *Server) handlePreviewContent(w http.ResponseWriter, r *http.Request) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+		return
+	}
+	var b struct {
+		Markdown string `json:"markdown"`
+	}
+	if err := decodeStrict(http.MaxBytesReader(w, r.Body, content.MaxMarkdown*6+64), &b); err != nil {
+		s.failBody(w, r, err)
+		return
+	}
+	html, err := content.Render(b.Markdown)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"html": html})
+}

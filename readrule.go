@@ -1,0 +1,45 @@
+package yidu
+
+// ReadRule is what makes a notice read (issue 39), chosen per notice:
+// the app's read signals as before, or one of the reading page's signals.
+type ReadRule string
+
+// The read rules.
+const (
+	// ReadRuleApp: the app's read_signals decide (the default).
+	ReadRuleApp ReadRule = "app"
+	// ReadRuleLink: the reading page was opened.
+	ReadRuleLink ReadRule = "link"
+	// ReadRuleReadToEnd: the text's end and every attachment's last page
+	// were on screen.
+	ReadRuleReadToEnd ReadRule = "read_to_end"
+	// ReadRuleAcknowledged: the reader pressed 我已阅读并知悉 after reading
+	// to the end.
+	ReadRuleAcknowledged ReadRule = "acknowledged"
+)
+
+// MaxMinReadSeconds bounds a notice's min_read_seconds (an hour).
+const MaxMinReadSeconds = 3600
+
+// ParseReadRule returns the rule named s; "" is ReadRuleApp.
+func ParseReadRule(s string) (ReadRule, error) {
+	switch r := ReadRule(s); r {
+	case "":
+		return ReadRuleApp, nil
+	case ReadRuleApp, ReadRuleLink, ReadRuleReadToEnd, ReadRuleAcknowledged:
+		return r, nil
+	}
+	return "", Invalidf("read_rule %q is not one of app, link, read_to_end, acknowledged", Truncate(s, 32))
+}
+
+// Acknowledging reports whether r counts only acknowledgements, so that a
+// material new version makes earlier ones stop counting.
+func (r ReadRule) Acknowledging() bool { return r == ReadRuleAcknowledged }
+
+// CheckMinReadSeconds checks a notice's min_read_seconds.
+func CheckMinReadSeconds(n int) error {
+	if n < 0 || n > MaxMinReadSeconds {
+		return Invalidf("min_read_seconds is %d; it is 0 to %d", n, MaxMinReadSeconds)
+	}
+	return nil
+}
