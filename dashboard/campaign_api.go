@@ -237,7 +237,7 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := s.noticeOrSent(r)
-	if err != nil && !errors.Is(err, campaign.ErrNotEditable) {
+	if err != nil && !errors.Is(err, yidu.ErrNotEditable) {
 		s.fail(w, r, err)
 		return
 	}
