@@ -127,7 +127,7 @@ func mustRunInsider(t *testing.T) *insiderStack {
 		}
 	}
 	s.reg, s.store, s.mapper = reg, store, mapper
-	srv, err := dashboard.New(reg, store, mapper, s.opts())
+	srv, err := dashboard.New(reg, store, directory{mapper}, s.opts())
 	testenv.Check(t, "dashboard.New", err)
 	t.Cleanup(srv.Close)
 	s.h = srv.Routes()
@@ -295,7 +295,7 @@ func TestInsiderOnRealServices(t *testing.T) {
 			} {
 				o := s.opts()
 				o.Tokens = toks
-				if srv, err := dashboard.New(s.reg, s.store, s.mapper, o); err == nil {
+				if srv, err := dashboard.New(s.reg, s.store, directory{s.mapper}, o); err == nil {
 					srv.Close()
 					t.Errorf("dashboard.New with tokens %v started", []string{toks[0].Name})
 				}
@@ -442,7 +442,7 @@ func TestInsiderOnRealServices(t *testing.T) {
 		{"suspected: scoped callers hold at most half the live streams", func(t *testing.T) {
 			o := s.opts()
 			o.MaxStreams = 2
-			srv, err := dashboard.New(s.reg, s.store, s.mapper, o)
+			srv, err := dashboard.New(s.reg, s.store, directory{s.mapper}, o)
 			testenv.Check(t, "dashboard.New", err)
 			defer srv.Close()
 			ts := httptest.NewServer(srv.Routes())
@@ -503,7 +503,7 @@ func TestInsiderOnRealServices(t *testing.T) {
 			testenv.Check(t, "bcrypt", err)
 			o := s.opts()
 			o.Users = []dashboard.User{{Name: passUser, PasswordHash: string(hash), Corps: []string{s.corp}}}
-			srv, err := dashboard.New(s.reg, s.store, s.mapper, o)
+			srv, err := dashboard.New(s.reg, s.store, directory{s.mapper}, o)
 			testenv.Check(t, "dashboard.New", err)
 			defer srv.Close()
 			if w := anna.do(t, srv.Routes(), "GET", "/api/v1/messages/n1/progress", ""); w.Code != http.StatusUnauthorized {

@@ -253,7 +253,7 @@ func TestScopeOnRealServices(t *testing.T) {
 	aud := audit.NewMySQL(db)
 	ledger, err := campaign.NewSQLLedger(db, "", 0, clock, nil)
 	testenv.Check(t, "campaign.NewSQLLedger", err)
-	srv, err := dashboard.New(reg, store, mapper, dashboard.Options{
+	srv, err := dashboard.New(reg, store, directory{mapper}, dashboard.Options{
 		Apps: apps, Now: clock, PublicURL: publicURL, Access: acc, Audit: aud, AuditLog: aud, Campaigns: camps, Ledger: ledger,
 		Sessions: dashboard.NewRedisSessions(rdb, prefix),
 		Tokens: []dashboard.Token{
