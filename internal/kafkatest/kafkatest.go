@@ -225,43 +225,6 @@ func (n *Node) ready(ctx context.Context) error {
 	return fmt.Errorf("broker %d not in its own metadata yet", n.ID)
 }
 
-// CreateTopic creates topic with partitions, the cluster's replication
-// (3 on three nodes) and min.insync.replicas (2 on three nodes).
-func (c *Cluster) CreateTopic(ctx context.Context, topic string, partitions int32) error {
-	adm, err := c.Admin()
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-	rf, isr := c.replication()
-	resp, err := adm.CreateTopic(ctx, partitions, rf, map[string]*string{"min.insync.replicas": ptr(strconv.Itoa(isr))}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return fmt.Errorf("kafkatest: create topic %s: %w", topic, err)
-	}
-	// Wait for every partition to have a leader, so the first produce
-	// does not meet a partition still being placed.
-	for {
-		td, err := adm.ListTopics(ctx, topic)
-		if err == nil && td[topic].Err == nil && len(td[topic].Partitions) == int(partitions) {
-			ok := true
-			for _, p := range td[topic].Partitions {
-				ok = ok && p.Leader >= 0 && p.Err == nil
-			}
-			if ok {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kafkatest: topic %s has no leaders: %w", topic, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // replication is the replication factor and min.insync.replicas of the
 // cluster's topics: 3 and 2 on three nodes, 1 and 1 on one.
 func (c *Cluster) replication() (rf int16, isr int) {
@@ -505,8 +468,6 @@ func freePorts(n int) ([]int, error) {
 	}
 	return out, nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // ForTest starts a three-node Apache Kafka cluster (KRaft, on
 // loopback, replication 3, min.insync.replicas 2, no topic

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/internal/kafkatest"
 )
 
@@ -19,14 +20,16 @@ func TestThreeNodes(t *testing.T) {
 	t.Logf("three nodes up in %s", time.Since(start).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := c.CreateTopic(ctx, "t", 1); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...), kgo.DefaultProduceTopic("t"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...), kgo.DefaultProduceTopic("t"), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	// The topic as `yidu kafka topic` makes it: 3 copies, 2 in sync.
+	if _, st, problems, err := delta.EnsureTopic(ctx, cl, delta.TopicSpec{Name: "t", Partitions: 1}); err != nil || len(problems) > 0 {
+		t.Fatalf("EnsureTopic = %+v, %v, %v", st, problems, err)
+	}
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("one")}).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
