@@ -128,6 +128,11 @@ func DescribeTopic(ctx context.Context, cl *kgo.Client, name string) (TopicState
 	if err == nil {
 		err = rc.Err
 	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		// The broker that answered for the configs has not learnt of a
+		// topic just created; to the caller it does not exist yet.
+		return TopicState{}, nil
+	}
 	if err != nil {
 		return TopicState{}, fmt.Errorf("delta: describe configs of %s: %w", name, err)
 	}

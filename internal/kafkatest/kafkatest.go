@@ -441,11 +441,17 @@ func (n *Node) logTail() string {
 }
 
 // newClusterID is a random KRaft cluster id: 16 bytes, base64 URL
-// without padding (what kafka-storage.sh random-uuid prints).
+// without padding (what kafka-storage.sh random-uuid prints). Like
+// Kafka's Uuid.randomUuid it never starts with '-': kafka-storage
+// would read such an id as an option and refuse to format.
 func newClusterID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	for {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id
+		}
+	}
 }
 
 // freePorts returns n distinct free loopback ports. They are free when
