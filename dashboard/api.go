@@ -183,7 +183,7 @@ func (s *Server) message(r *http.Request) (yidu.Message, error) {
 	if p == nil {
 		return yidu.Message{}, errNotFound
 	}
-	corps := p.readCorps()
+	corps := p.Corps()
 	if corps != nil && len(corps) == 0 {
 		return yidu.Message{}, errNotFound
 	}
@@ -294,9 +294,9 @@ func parseListFilter(q url.Values) (listFilter, error) {
 
 // listMessages is one page of the caller's messages with live counts where
 // the keys exist (no rebuild: a list must stay cheap).
-func (s *Server) listMessages(ctx context.Context, p *principal, f listFilter, cursor string, limit int) (listJSON, error) {
+func (s *Server) listMessages(ctx context.Context, p *access.Principal, f listFilter, cursor string, limit int) (listJSON, error) {
 	out := listJSON{Messages: []messageJSON{}}
-	corps := p.readCorps()
+	corps := p.Corps()
 	if corps != nil && len(corps) == 0 {
 		return out, nil
 	}
@@ -483,7 +483,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	}
 	if ver != nil {
 		// What was sent is version 1; a replay finds it stored.
-		if err := s.createContent(r.Context(), m, reg, ver, p.name); err != nil {
+		if err := s.createContent(r.Context(), m, reg, ver, byName(p)); err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -496,7 +496,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	// The app's default goes to a notice this POST created: a replay
 	// must not undo a policy changed since.
 	if reg.FollowUp != nil && (created || !reg.FollowUpDefault) {
-		err := s.acts.StoreFollowUp(r.Context(), s.caller(p), m, *reg.FollowUp)
+		err := s.acts.StoreFollowUp(r.Context(), p, m, *reg.FollowUp)
 		if !created {
 			// A replay that changes the policy is a follow-up change
 			// (a new notice's policy is part of its send row).
@@ -514,7 +514,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if created {
 		code = http.StatusCreated
 		s.log.InfoContext(r.Context(), "message registered", "corp", m.CorpID, "msgid", m.MsgID,
-			"recipients", m.Recipients, "by", p.name)
+			"recipients", m.Recipients, "by", byName(p))
 	}
 	j := toJSON(m)
 	j.UnknownUserIDs = res.UnknownUserIDs
@@ -569,7 +569,7 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), registerTimeout)
 	defer cancel()
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(registerTimeout))
-	rep, err := s.acts.Remind(ctx, campaign.Remind{Caller: s.caller(principalFrom(r.Context())), Message: m,
+	rep, err := s.acts.Remind(ctx, campaign.Remind{Caller: principalFrom(r.Context()), Message: m,
 		Unread: func(ctx context.Context, v access.View) (*roaring.Bitmap, error) {
 			rec, readRec, err := s.bitmaps(withView(ctx, v), m)
 			if err != nil {
@@ -638,7 +638,7 @@ func (s *Server) handleRecall(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	// The recall outlives an impatient client: half-recalled is worse.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Minute)
 	defer cancel()
-	rep, err := s.acts.Recall(ctx, campaign.Recall{Caller: s.caller(principalFrom(r.Context())), Message: m,
+	rep, err := s.acts.Recall(ctx, campaign.Recall{Caller: principalFrom(r.Context()), Message: m,
 		Read: func(ctx context.Context) (int64, error) {
 			c, err := s.counts(ctx, m)
 			return c.read, err

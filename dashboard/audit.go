@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -90,7 +89,7 @@ func (s *Server) whereIs(r *http.Request, msgID string) (corp, app string) {
 	if msgID == "" || p == nil {
 		return "", ""
 	}
-	corps := p.readCorps()
+	corps := p.Corps()
 	if m, ok, err := s.msgs.GetMessage(r.Context(), corps, msgID); err == nil && ok {
 		return m.CorpID, m.App
 	}
@@ -129,23 +128,15 @@ func actorOf(r *http.Request) (name, kind string) {
 	if p == nil {
 		return "", ""
 	}
-	if p.acc != nil {
-		name := p.acc.Name
-		if p.acc.Kind == access.KindWeCom && p.acc.UserID != "" {
-			name = p.acc.UserID
-		}
-		kind := string(p.acc.Kind)
-		if p.acc.Kind == access.KindUser {
-			kind = "password"
-		}
-		if name != "" {
-			return name, kind
-		}
+	name = p.Name
+	if p.Kind == access.KindWeCom && p.UserID != "" {
+		name = p.UserID
 	}
-	if p.session != nil {
-		return p.name, "password"
+	kind = string(p.Kind)
+	if p.Kind == access.KindUser {
+		kind = "password"
 	}
-	return strings.TrimPrefix(p.name, "token:"), "token"
+	return name, kind
 }
 
 // event is the audit event of r's principal acting on corp (its role
@@ -153,8 +144,8 @@ func actorOf(r *http.Request) (name, kind string) {
 func event(r *http.Request, action yidu.Action, corp, app, msgID string) audit.Event {
 	actor, kind := actorOf(r)
 	e := audit.Event{Actor: actor, ActorKind: kind, Action: action, CorpID: corp, App: app, MsgID: msgID}
-	if p := principalFrom(r.Context()); p != nil && p.acc != nil && corp != "" {
-		e.Role = string(p.acc.Role(corp))
+	if p := principalFrom(r.Context()); p != nil && corp != "" {
+		e.Role = string(p.Role(corp))
 	}
 	return e
 }
@@ -191,15 +182,10 @@ func (s *Server) recordDone(r *http.Request, e audit.Event, err error) {
 // signOutEvent is the sign-out event of the session id names, its actor
 // resolved before the session ends; live is false when id names none.
 func (s *Server) signOutEvent(r *http.Request, id string) (e audit.Event, live bool) {
-	sess, ok, err := s.auth.lookup(r.Context(), id)
+	sess, ok, err := s.auth.Lookup(r.Context(), id)
 	if err != nil || !ok {
 		return audit.Event{}, false
 	}
-	p := &principal{name: sess.user, corps: sess.corps, session: sess, acc: sess.acc}
-	rp := r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
-	corp := ""
-	if sess.acc != nil {
-		corp = sess.acc.Corp
-	}
-	return event(rp, yidu.ActionSignOut, corp, "", ""), true
+	rp := r.WithContext(withCaller(r.Context(), sess.Principal, sess))
+	return event(rp, yidu.ActionSignOut, sess.Principal.Corp, "", ""), true
 }

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
 )
 
@@ -106,11 +107,11 @@ func hasControl(s string) bool {
 
 // auditCorps is the corps whose events p may read: those it administers
 // (nil: every corp); ok is false when it administers none.
-func auditCorps(p *principal) (corps []string, ok bool) {
-	if p == nil || p.acc == nil {
+func auditCorps(p *access.Principal) (corps []string, ok bool) {
+	if p == nil {
 		return nil, false
 	}
-	corps, all := p.acc.AdminCorps()
+	corps, all := p.AdminCorps()
 	if all {
 		return nil, true
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
 )
 
@@ -93,7 +94,7 @@ func noticeJSON(n yidu.Notice) messageJSON {
 // handleSchedule is POST /messages with send_at or draft: campaign
 // stores the notice (and its follow-up policy, in one transaction) for its
 // Runner, which registers and sends it at its time.
-func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *principal, app yidu.App, reg registration) {
+func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *access.Principal, app yidu.App, reg registration) {
 	if s.campaigns == nil {
 		writeError(w, http.StatusServiceUnavailable, "scheduled sending is not configured")
 		return
@@ -106,7 +107,7 @@ func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *princ
 		s.fail(w, r, yidu.Invalidf("sent_at is set when the notice is sent, not with send_at or draft"))
 		return
 	}
-	n, err := s.acts.Compose(r.Context(), s.caller(p), campaign.Compose{Draft: yidu.Draft{
+	n, err := s.acts.Compose(r.Context(), p, campaign.Compose{Draft: yidu.Draft{
 		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
 		Schedule: yidu.Schedule{SendAt: reg.SendAt, Draft: reg.Draft, Timezone: app.Timezone},
 	}, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet})
@@ -168,7 +169,7 @@ func (s *Server) notice(r *http.Request) (yidu.Notice, error) {
 	if p == nil {
 		return yidu.Notice{}, errNotFound
 	}
-	corps := p.readCorps()
+	corps := p.Corps()
 	if corps != nil && len(corps) == 0 {
 		return yidu.Notice{}, errNotFound
 	}
@@ -187,7 +188,7 @@ func (s *Server) notice(r *http.Request) (yidu.Notice, error) {
 
 // mayManage reports whether p may see and change n as its sender (an
 // admin of the corp, a sender of its app): the campaign list shows it.
-func (s *Server) mayManage(p *principal, n yidu.Notice) bool {
+func (s *Server) mayManage(p *access.Principal, n yidu.Notice) bool {
 	return s.maySend(p, n.App.CorpID, n.App.Name)
 }
 
@@ -196,7 +197,7 @@ func (s *Server) mayManage(p *principal, n yidu.Notice) bool {
 // audience as asked (UserIDs, departments, tags of the whole notice) is
 // its senders' only: a scoped viewer sees the state, not whom else it
 // was for.
-func (s *Server) addNotice(ctx context.Context, p *principal, j *messageJSON) error {
+func (s *Server) addNotice(ctx context.Context, p *access.Principal, j *messageJSON) error {
 	j.State = string(yidu.StateSent)
 	if s.campaigns == nil {
 		return nil
@@ -263,7 +264,7 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.acts.Edit(r.Context(), s.caller(principalFrom(r.Context())), n, p, b.FollowUp)
+	out, err := s.acts.Edit(r.Context(), principalFrom(r.Context()), n, p, b.FollowUp)
 	if b.FollowUp == nil || (err == nil && b.withoutFollowUp() != (patchBody{})) {
 		s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
 	}
@@ -331,7 +332,7 @@ func (s *Server) handleCancelNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.acts.Cancel(r.Context(), s.caller(principalFrom(r.Context())), n)
+	out, err := s.acts.Cancel(r.Context(), principalFrom(r.Context()), n)
 	s.recordDone(r, event(r, yidu.ActionCancel, n.App.CorpID, n.App.Name, n.MsgID), err)
 	if err != nil {
 		s.fail(w, r, err)
@@ -346,7 +347,7 @@ func (s *Server) handleSendNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.acts.SendNow(r.Context(), s.caller(principalFrom(r.Context())), n)
+	out, err := s.acts.SendNow(r.Context(), principalFrom(r.Context()), n)
 	// Send now: the notice is sent by campaign's Runner at once; its
 	// recipients are counted when it registers.
 	ev := event(r, yidu.ActionSend, n.App.CorpID, n.App.Name, n.MsgID)
@@ -381,7 +382,7 @@ func (s *Server) listNotices(w http.ResponseWriter, r *http.Request, state yidu.
 	}
 	out := listJSON{Messages: []messageJSON{}}
 	p := principalFrom(r.Context())
-	corps := p.readCorps()
+	corps := p.Corps()
 	if s.campaigns == nil || (corps != nil && len(corps) == 0) {
 		writeJSON(w, http.StatusOK, out)
 		return

@@ -47,7 +47,7 @@ func (s *Server) pendingNotices(r *http.Request, app string) []messageJSON {
 	if p == nil {
 		return nil
 	}
-	corps := p.readCorps()
+	corps := p.Corps()
 	if corps != nil && len(corps) == 0 {
 		return nil
 	}

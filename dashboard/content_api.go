@@ -154,7 +154,7 @@ func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBod
 		return
 	}
 	reack := b.Reacknowledge != nil && *b.Reacknowledge
-	nv, made, err := s.notices.Update(r.Context(), m.CorpID, m.MsgID, v, reack, p.name)
+	nv, made, err := s.notices.Update(r.Context(), m.CorpID, m.MsgID, v, reack, byName(p))
 	ev := event(r, yidu.ActionEdit, m.CorpID, m.App, m.MsgID)
 	ev.Detail = "version " + strconv.Itoa(nv.N)
 	if reack {

@@ -122,8 +122,8 @@ func (s *Server) handleDepartments(w http.ResponseWriter, r *http.Request, m yid
 		// principal views (a parent above a leader's subtree is not
 		// theirs, even though it holds their people).
 		var roots []int64
-		if p := principalFrom(r.Context()); p.acc != nil {
-			roots = p.acc.Departments(m.CorpID)
+		if p := principalFrom(r.Context()); p != nil {
+			roots = p.Departments(m.CorpID)
 		}
 		out = slices.DeleteFunc(out, func(d deptJSON) bool { return !t.org.Within(d.ID, roots) })
 	}
@@ -140,8 +140,8 @@ func (s *Server) deptsInScope(ctx context.Context, m yidu.Message, t *deptTree) 
 		return func(int64) bool { return true }
 	}
 	var roots []int64
-	if p := principalFrom(ctx); p != nil && p.acc != nil {
-		roots = p.acc.Departments(m.CorpID)
+	if p := principalFrom(ctx); p != nil {
+		roots = p.Departments(m.CorpID)
 	}
 	return func(id int64) bool { return t != nil && t.within(id, roots) }
 }

@@ -558,6 +558,7 @@ type fixture struct {
 	dir    *fakeDirectory
 	reg    *prometheus.Registry
 	ledger *fakeLedger
+	opts   Options
 	hello  yidu.Message // acme, 10 recipients, 4 read
 	secret yidu.Message // other corp
 }
@@ -647,6 +648,7 @@ func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixtur
 	if edit != nil {
 		edit(&opts)
 	}
+	f.opts = opts
 	srv, err := New(f.msgs, f.bms, dir, opts)
 	if err != nil {
 		tb.Fatal(err)

@@ -80,7 +80,7 @@ func (s *Server) recordFollowUp(r *http.Request, corp, app, msgID string, err er
 // policy of a sent notice. A policy the root's Validate refuses, or one on
 // a recalled notice, is a 400 naming the field; nothing is written.
 func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	if refusedFollowUp(w, r, s, s.acts.MayFollowUp(s.caller(principalFrom(r.Context())), m)) {
+	if refusedFollowUp(w, r, s, s.acts.MayFollowUp(principalFrom(r.Context()), m)) {
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -92,7 +92,7 @@ func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yid
 		s.fail(w, r, err)
 		return
 	}
-	err := s.acts.SetFollowUp(r.Context(), s.caller(principalFrom(r.Context())), m, p)
+	err := s.acts.SetFollowUp(r.Context(), principalFrom(r.Context()), m, p)
 	if refusedFollowUp(w, r, s, err) {
 		return
 	}
@@ -107,7 +107,7 @@ func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yid
 // handleCancelRound is POST /messages/{msgid}/follow_up/cancel-round: the
 // round due or sending stops (after its current batch); 409 when none is.
 func (s *Server) handleCancelRound(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	ok, err := s.acts.CancelRound(r.Context(), s.caller(principalFrom(r.Context())), m)
+	ok, err := s.acts.CancelRound(r.Context(), principalFrom(r.Context()), m)
 	if refusedFollowUp(w, r, s, err) {
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/yidu-io/yidu/access"
 )
 
 // TestLeaderPage is what the leader's browser test found (issue 31): the
@@ -56,8 +58,8 @@ func TestLeaderPage(t *testing.T) {
 			if hidden(body, "remind") {
 				t.Error("#remind hidden; a leader may remind their own unread people, an admin everyone")
 			}
-			if !strings.Contains(body, tt.wantWho) || strings.Contains(body, wecomUserPrefix) {
-				t.Errorf("the page does not say %s, or shows the session key %s…", tt.wantWho, wecomUserPrefix)
+			if !strings.Contains(body, tt.wantWho) || strings.Contains(body, access.WeComUserPrefix) {
+				t.Errorf("the page does not say %s, or shows the session key %s…", tt.wantWho, access.WeComUserPrefix)
 			}
 			if !strings.Contains(body, `id="export-scope"`) || !strings.Contains(body, tt.wantExport+"</span>") {
 				t.Errorf("export scope is not %s", tt.wantExport)

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/yidu-io/yidu/access"
@@ -15,6 +16,18 @@ func (s *Server) setAccess(acc *access.Access) {
 	s.access = acc
 	s.actOpts.Scope = acc
 	s.acts = campaign.NewService(s.actOpts)
+}
+
+// resolveWeCom makes the fixture's sessions of WeCom members resolve
+// with acc, as Options.WeCom.Access does.
+func (f *fixture) resolveWeCom(tb testing.TB, acc *access.Access) {
+	tb.Helper()
+	ids, err := access.NewIdentities(access.IdentityOptions{Tokens: f.opts.Tokens, Users: f.opts.Users,
+		SessionTTL: f.opts.SessionTTL, Sessions: f.opts.Sessions, WeCom: acc, Now: f.opts.Now})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f.srv.auth = ids
 }
 
 // fakeLedger is campaign.Ledger in memory for the HTTP tests (the MySQL

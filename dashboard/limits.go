@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Limits on what one principal may hold at once (docs/reliability.md,
@@ -78,7 +76,7 @@ func (p *perKey) release(key string) {
 // release; when the principal holds max already it answers 429 with msg
 // (and Retry-After) and returns nil.
 func (p *perKey) acquireOwn(w http.ResponseWriter, r *http.Request, msg string) (release func()) {
-	who := principalFrom(r.Context()).key()
+	who := principalFrom(r.Context()).Key()
 	if !p.acquire(who) {
 		w.Header().Set("Retry-After", retryAfter)
 		writeError(w, http.StatusTooManyRequests, msg)
@@ -142,67 +140,10 @@ func (s *Server) exportSlot(next http.Handler) http.Handler {
 	})
 }
 
-// Sign-in with WeCom limits (issue 38): each start stores a state in
-// Redis for StateTTL and each callback with a state may cost a call of
-// auth/getuserinfo on the login app's token, whose quota the tracked
-// links share. Both routes together are limited per client address and
-// in total, before anything is stored, called or audited.
-var (
-	// wecomPerAddress: an office behind one NAT address signing in at
-	// nine (two requests per sign-in).
-	wecomPerAddress = bucketRule{burst: 40, every: time.Second}
-	// wecomTotal: every address together.
-	wecomTotal = bucketRule{burst: 400, every: 50 * time.Millisecond}
-)
-
-// signInLimiter admits WeCom sign-in requests per address and in total.
-type signInLimiter struct {
-	now   func() time.Time
-	mu    sync.Mutex
-	total *rate.Limiter
-	addrs map[string]*rate.Limiter
-}
-
-func newSignInLimiter(now func() time.Time) *signInLimiter {
-	return &signInLimiter{now: now, addrs: map[string]*rate.Limiter{},
-		total: rate.NewLimiter(rate.Every(wecomTotal.every), int(wecomTotal.burst))}
-}
-
-// allow takes one request of ip; false when ip or everyone is over.
-func (l *signInLimiter) allow(ip string) bool {
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	a, ok := l.addrs[ip]
-	if !ok {
-		if len(l.addrs) >= maxLimiters {
-			// Full: forget the addresses back at their burst (equal to
-			// new ones); if none is, start over (the total still holds).
-			for k, v := range l.addrs {
-				if v.TokensAt(now) >= wecomPerAddress.burst {
-					delete(l.addrs, k)
-				}
-			}
-			if len(l.addrs) >= maxLimiters {
-				clear(l.addrs)
-			}
-		}
-		a = rate.NewLimiter(rate.Every(wecomPerAddress.every), int(wecomPerAddress.burst))
-		l.addrs[ip] = a
-	}
-	if a.TokensAt(now) < 1 {
-		return false
-	}
-	if !l.total.AllowN(now, 1) {
-		return false
-	}
-	return a.AllowN(now, 1)
-}
-
 // limitWeCom answers 429 for a WeCom sign-in request over its limits
 // (nothing stored, called or audited) and reports whether it may go on.
 func (s *Server) limitWeCom(w http.ResponseWriter, r *http.Request) bool {
-	if s.wecomLimits.allow(s.clientIP(r)) {
+	if s.wecomLimits.Allow(s.clientIP(r)) {
 		return true
 	}
 	s.met.logins.WithLabelValues("rate_limited").Inc()

@@ -6,12 +6,8 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 )
-
-// MinTokenLength is the shortest API bearer token (Options.Tokens): a
-// token is a shared secret compared in constant time, so its length is
-// its strength.
-const MinTokenLength = 16
 
 // Validate fills o's zero values with the defaults documented on Options
 // and checks what the dashboard alone decides: each principal's share
@@ -60,8 +56,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("dashboard: max_queries_per_principal %d must be in 1..max_queries (%d)", o.MaxQueriesPerPrincipal, o.MaxQueries)
 	}
 	for i, t := range o.Tokens {
-		if len(t.Token) < MinTokenLength {
-			return fmt.Errorf("dashboard: tokens[%d] (%s): token must be at least %d characters", i, t.Name, MinTokenLength)
+		if len(t.Token) < access.MinTokenLength {
+			return fmt.Errorf("dashboard: tokens[%d] (%s): token must be at least %d characters", i, t.Name, access.MinTokenLength)
 		}
 	}
 	if err := yidu.CheckPublicURL(o.PublicURL); err != nil {

@@ -163,22 +163,21 @@ func (s *Server) handleLoginPage(w http.ResponseWriter, r *http.Request) {
 // shownName is who the page says is signed in: a WeCom member by their
 // directory name and UserID (王经理 (leader4)), never the session's
 // internal key (wecom:<corp>:<UserID>); others by their name.
-func (p *principal) shownName() string {
-	if p.acc == nil || p.acc.Kind != access.KindWeCom {
-		return p.name
+func shownName(p *access.Principal) string {
+	if p.Kind != access.KindWeCom {
+		return p.Name
 	}
-	if p.acc.DisplayName == "" || p.acc.DisplayName == p.acc.UserID {
-		return p.acc.UserID
+	if p.DisplayName == "" || p.DisplayName == p.UserID {
+		return p.UserID
 	}
-	return p.acc.DisplayName + " (" + p.acc.UserID + ")"
+	return p.DisplayName + " (" + p.UserID + ")"
 }
 
 // pageFor starts r's page; title is a catalogue key.
 func pageFor(r *http.Request, title string) pageData {
-	p := principalFrom(r.Context())
-	d := pageData{TitleKey: title, User: p.shownName(), Lang: langFor(r), Here: r.URL.RequestURI()}
-	if p.session != nil {
-		d.CSRF = p.session.csrf
+	d := pageData{TitleKey: title, User: shownName(principalFrom(r.Context())), Lang: langFor(r), Here: r.URL.RequestURI()}
+	if sess := signInFrom(r.Context()); sess != nil {
+		d.CSRF = sess.CSRF
 	}
 	return d
 }
@@ -234,10 +233,10 @@ func countBatches(outcomes []yidu.BatchOutcome) *batchCounts {
 // appsFor lists the names of the apps whose notices p may see, sorted:
 // those it may send through, and every app of a corp where it views
 // departments.
-func (s *Server) appsFor(p *principal) []string {
+func (s *Server) appsFor(p *access.Principal) []string {
 	var out []string
 	for name, a := range s.apps {
-		if s.maySend(p, a.CorpID, a.Name) || (p.acc != nil && p.acc.Departments(a.CorpID) != nil) {
+		if s.maySend(p, a.CorpID, a.Name) || p.Departments(a.CorpID) != nil {
 			out = append(out, name)
 		}
 	}
@@ -247,7 +246,7 @@ func (s *Server) appsFor(p *principal) []string {
 
 // maySendAny reports whether p may send through any app: who may not (a
 // department leader) is offered no 新建通知.
-func (s *Server) maySendAny(p *principal) bool {
+func (s *Server) maySendAny(p *access.Principal) bool {
 	for name, a := range s.apps {
 		if s.maySend(p, a.CorpID, name) {
 			return true

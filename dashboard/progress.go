@@ -314,7 +314,7 @@ func (s *Server) recheck(r *http.Request) (*http.Request, bool, error) {
 	if p == nil {
 		return r, false, nil
 	}
-	if p.session != nil {
+	if signInFrom(r.Context()) != nil {
 		_, sess, ok, err := s.sessionFrom(r)
 		if err != nil {
 			return r, true, err
@@ -322,8 +322,7 @@ func (s *Server) recheck(r *http.Request) (*http.Request, bool, error) {
 		if !ok {
 			return r, false, nil
 		}
-		p = &principal{name: sess.user, corps: sess.corps, session: sess, acc: sess.acc}
-		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		r = r.WithContext(withCaller(r.Context(), sess.Principal, sess))
 	}
 	_, rr, err := s.gate(r)
 	switch {

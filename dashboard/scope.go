@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/yidu-io/yidu"
@@ -38,34 +37,17 @@ func viewFrom(ctx context.Context) access.View {
 // scoped reports whether ctx carries a View narrower than everyone.
 func scoped(ctx context.Context) bool { return !viewFrom(ctx).All() }
 
-// readCorps are the corps in which p holds any role (admin, sender or
-// viewer): where it may look a notice up at all. nil is every corp.
-func (p *principal) readCorps() []string {
-	if p.corps == nil {
-		return nil
-	}
-	out := slices.Clone(p.corps)
-	if p.acc != nil {
-		for _, g := range p.acc.Grants() {
-			if !slices.Contains(out, g.Scope.Corp) {
-				out = append(out, g.Scope.Corp)
-			}
-		}
-	}
-	return out
-}
-
 // view asks access whom p sees of m. Without an Access (no directory to
 // resolve departments) a principal that is not an admin of the corp sees
 // nobody: refused, never shown more than its scope.
-func (s *Server) view(ctx context.Context, p *principal, m yidu.Message) (access.View, error) {
-	if p.acc == nil || s.access == nil {
-		if p.allows(m.CorpID) {
+func (s *Server) view(ctx context.Context, p *access.Principal, m yidu.Message) (access.View, error) {
+	if s.access == nil {
+		if p.Admin(m.CorpID) {
 			return access.Everyone, nil
 		}
 		return access.View{}, nil
 	}
-	v, err := s.access.View(ctx, p.acc, m.CorpID, m.App)
+	v, err := s.access.View(ctx, p, m.CorpID, m.App)
 	if err != nil {
 		return access.View{}, fmt.Errorf("dashboard: scope: %w", err)
 	}
@@ -185,45 +167,14 @@ func (s *Server) scopedRow(ctx context.Context, m yidu.Message, v access.View) (
 }
 
 // maySend reports whether p may send, remind everyone of and recall
-// notices of app in corp (access.Principal.MaySend); a principal without
-// grants from access is an admin of its corps.
-func (s *Server) maySend(p *principal, corp, app string) bool {
-	if p.acc == nil {
-		return p.allows(corp)
-	}
-	return p.acc.MaySend(corp, app)
+// notices of app in corp (access.Principal.MaySend).
+func (s *Server) maySend(p *access.Principal, corp, app string) bool {
+	return p.MaySend(corp, app)
 }
 
 // mayRemind reports whether p may remind unread people of m at all
 // (access.Principal.MayRemindScoped: a sender of the app or a department
 // leader, not a viewer of the configuration): the page's 提醒未读.
-func (s *Server) mayRemind(p *principal, m yidu.Message) bool {
-	if p.acc == nil {
-		return p.allows(m.CorpID)
-	}
-	return p.acc.MayRemindScoped(m.CorpID, m.App)
-}
-
-// caller is p as campaign takes it: its access.Principal, or for a
-// principal configured without one (corps only) an admin of its corps.
-func (s *Server) caller(p *principal) *access.Principal {
-	if p == nil {
-		return nil
-	}
-	if p.acc != nil {
-		return p.acc
-	}
-	gs, all, err := access.ConfigGrants(cmpCorps(p.corps), "", "", nil, nil)
-	if err != nil {
-		return nil
-	}
-	return access.NewPrincipal(p.name, access.KindToken, all, gs)
-}
-
-// cmpCorps is corps as ConfigGrants reads them: nil (every corp) is "*".
-func cmpCorps(corps []string) []string {
-	if corps == nil {
-		return []string{"*"}
-	}
-	return corps
+func (s *Server) mayRemind(p *access.Principal, m yidu.Message) bool {
+	return p.MayRemindScoped(m.CorpID, m.App)
 }

@@ -124,19 +124,19 @@ func scopeFixture(t *testing.T, enforce bool) (*fixture, []caller, caller) {
 	if enforce {
 		f.srv.setAccess(acc)
 	}
-	f.srv.auth.wecom = acc
+	f.resolveWeCom(t, acc)
 	rd := yidu.Message{CorpID: "acme", MsgID: "rd", App: "hr", Title: "R&D only", SentAt: t0, Recipients: 3}
 	f.msgs.add(&stored{m: rd, rec: roaring.BitmapOf(3, 5, 10), read: roaring.BitmapOf(3)})
 	f.bms.put(rd, roaring.BitmapOf(3, 5, 10), roaring.BitmapOf(3))
 
-	id, sess, err := f.srv.auth.open(context.Background(), wecomUserPrefix+"acme:lisi")
+	id, sess, err := f.srv.auth.OpenWeCom(context.Background(), "acme", "lisi")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dept4 := []uint32{2, 4} // lisi, Alice (dave left)
 	callers := []caller{
 		{name: "viewer token of 4", token: viewerTok, wantRecipient: dept4},
-		{name: "leader of 4 (WeCom)", cookie: &http.Cookie{Name: sessionCookie, Value: id}, csrf: sess.csrf, wantRecipient: dept4, mayRemind: true},
+		{name: "leader of 4 (WeCom)", cookie: &http.Cookie{Name: sessionCookie, Value: id}, csrf: sess.CSRF, wantRecipient: dept4, mayRemind: true},
 	}
 	return f, callers, caller{name: "sender of hr2", token: senderTok}
 }

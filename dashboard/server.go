@@ -2,9 +2,9 @@
 // who has read a tracked message: live counts from the Redis bitmaps, the
 // per-department breakdown, the unread list, CSV export and reminders.
 //
-// People sign in with a password (bcrypt) and get a session kept in a
-// SessionStore (Redis, shared by every replica); programs use bearer
-// tokens. Both see only their corps.
+// Who is asking is package access's (password users, bearer tokens,
+// WeCom sign-in, sessions in Redis shared by every replica); the
+// dashboard keeps the session cookie and the CSRF check.
 package dashboard
 
 import (
@@ -60,7 +60,7 @@ type Options struct {
 	// Sessions keeps sign-in sessions (NewRedisSessions, so that replicas
 	// share them and a restart keeps them); nil keeps them in this
 	// process's memory, which suits one process only.
-	Sessions SessionStore
+	Sessions access.SessionStore
 	// TrustedProxies are the networks of the reverse proxies (an ingress
 	// controller) whose X-Forwarded-For and X-Forwarded-Proto are
 	// believed: for the per-address sign-in limit and the cookie's Secure
@@ -138,35 +138,6 @@ type Options struct {
 	ConfirmOver int
 }
 
-// Token is an API bearer token and the corps it may see ("*" for all).
-type Token struct {
-	Name  string
-	Token string
-	Corps []string
-
-	// Role, Corp, Apps and Departments grant one role instead of Corps
-	// (access.ConfigGrants).
-	Role        yidu.Role
-	Corp        string
-	Apps        []string
-	Departments []int64
-}
-
-// User is a person who may sign in to the page.
-type User struct {
-	Name string
-	// PasswordHash is a bcrypt hash (yidu hash-password prints one).
-	PasswordHash string
-	Corps        []string
-
-	// Role, Corp, Apps and Departments grant one role instead of Corps
-	// (access.ConfigGrants).
-	Role        yidu.Role
-	Corp        string
-	Apps        []string
-	Departments []int64
-}
-
 // Server is the dashboard. Build it with New, serve Routes, Close it to end
 // the live streams before shutting the HTTP server down.
 type Server struct {
@@ -183,7 +154,7 @@ type Server struct {
 	cats                      map[string]catalogue
 	audit                     Auditor
 	auditLog                  AuditLog
-	auth                      *authenticator
+	auth                      *access.Identities
 	proxies                   []netip.Prefix
 	// httpsOnly: PublicURL is https, every cookie is Secure.
 	httpsOnly bool
@@ -232,7 +203,7 @@ type Server struct {
 	appList     []yidu.App
 	closeOnce   sync.Once
 	// wecomLimits bound WeCom sign-in per address and in total.
-	wecomLimits *signInLimiter
+	wecomLimits *access.WeComLimiter
 }
 
 // New checks opts and builds a Server over the tracked messages, their
@@ -252,15 +223,16 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	auth, err := newAuthenticator(opts.Tokens, opts.Users, opts.SessionTTL, opts.Now, opts.Sessions)
-	if err != nil {
-		return nil, err
-	}
+	idOpts := access.IdentityOptions{Tokens: opts.Tokens, Users: opts.Users, SessionTTL: opts.SessionTTL, Sessions: opts.Sessions, Now: opts.Now}
 	if opts.WeCom != nil {
-		auth.wecom = opts.WeCom.Access
+		idOpts.WeCom = opts.WeCom.Access
 		if opts.Access == nil {
 			opts.Access = opts.WeCom.Access
 		}
+	}
+	auth, err := access.NewIdentities(idOpts)
+	if err != nil {
+		return nil, err
 	}
 	cats, err := loadCatalogues()
 	if err != nil {
@@ -308,7 +280,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	s.actOpts = campaign.ServiceOptions{Store: opts.Campaigns, Rounds: opts.FollowUps, Messenger: msgs,
 		Scope: scope, Ledger: opts.Ledger, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
 	s.acts = campaign.NewService(s.actOpts)
-	s.wecomLimits = newSignInLimiter(opts.Now)
+	s.wecomLimits = access.NewWeComLimiter(opts.Now)
 	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
 	return s, nil
 }

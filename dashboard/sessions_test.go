@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -34,7 +35,7 @@ func (f *fixture) request(tb testing.TB, method, target string, c *http.Cookie, 
 // on both.
 func TestSessionsSharedByReplicas(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
-	store := NewRedisSessions(rdb, prefix)
+	store := access.NewRedisSessions(rdb, prefix)
 	withStore := func(o *Options) { o.Sessions = store }
 	a := newFixtureOpts(t, false, withStore)
 	b := newFixtureOpts(t, false, withStore)
@@ -72,34 +73,11 @@ func TestSessionsSharedByReplicas(t *testing.T) {
 	}
 }
 
-func TestRedisSessionsKeyAndTTL(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
-	store := NewRedisSessions(rdb, prefix)
-	ctx := context.Background()
-	const id = "cookie-id-that-must-not-appear-in-redis"
-	testenv.Check(t, "Put", store.Put(ctx, id, Session{User: "alice", CSRF: "c", Expires: time.Now().Add(time.Hour)}, time.Hour))
-	keys, err := rdb.Keys(ctx, prefix+":*").Result()
-	testenv.Check(t, "KEYS", err)
-	if len(keys) != 1 || strings.Contains(keys[0], id) {
-		t.Fatalf("keys = %v; want one, hashed", keys)
-	}
-	if ttl := rdb.TTL(ctx, keys[0]).Val(); ttl <= 0 || ttl > time.Hour {
-		t.Errorf("TTL = %v; want the session's (≤ 1h)", ttl)
-	}
-	s, ok, err := store.Get(ctx, id)
-	if err != nil || !ok || s.User != "alice" || s.CSRF != "c" {
-		t.Errorf("Get = %+v, %v, %v; want alice's session", s, ok, err)
-	}
-	if _, ok, err := store.Get(ctx, "other"); ok || err != nil {
-		t.Errorf("Get(unknown) = %v, %v; want not found", ok, err)
-	}
-}
-
 // TestRemovedUserSignedOut: a session outlives no user: the next deploy
 // without the user ends it.
 func TestRemovedUserSignedOut(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
-	store := NewRedisSessions(rdb, prefix)
+	store := access.NewRedisSessions(rdb, prefix)
 	a := newFixtureOpts(t, false, func(o *Options) { o.Sessions = store })
 	c, _ := a.login(t)
 	without := newFixtureOpts(t, false, func(o *Options) { o.Sessions = store; o.Users = nil })
@@ -113,9 +91,9 @@ type brokenStore struct{}
 
 var errDown = errors.New("redis: connection refused")
 
-func (brokenStore) Put(context.Context, string, Session, time.Duration) error { return errDown }
-func (brokenStore) Get(context.Context, string) (Session, bool, error) {
-	return Session{}, false, errDown
+func (brokenStore) Put(context.Context, string, access.Session, time.Duration) error { return errDown }
+func (brokenStore) Get(context.Context, string) (access.Session, bool, error) {
+	return access.Session{}, false, errDown
 }
 func (brokenStore) Delete(context.Context, string) error { return errDown }
 

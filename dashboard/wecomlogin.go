@@ -32,10 +32,7 @@ type WeComLogin struct {
 	}
 }
 
-const (
-	loginNonceCookie = "yidu_login"
-	wecomUserPrefix  = "wecom:"
-)
+const loginNonceCookie = "yidu_login"
 
 // callbackURL is the redirect_uri: from the configured public URL, never
 // from the request (the host must be the app's trusted domain).
@@ -135,7 +132,7 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, r, http.StatusServiceUnavailable, "login.unavailable")
 		return
 	}
-	id, sess, err := s.auth.open(ctx, wecomUserPrefix+corp+":"+userID)
+	id, sess, err := s.auth.OpenWeCom(ctx, corp, userID)
 	if err != nil {
 		ev.Outcome = "failed"
 		_ = s.record(r, ev)
@@ -147,8 +144,8 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 	ev.Action = yidu.ActionSignIn
 	_ = s.record(r, ev)
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: id, Path: "/", Expires: sess.expires,
-		MaxAge: int(s.auth.ttl.Seconds()), HttpOnly: true,
+		Name: sessionCookie, Value: id, Path: "/", Expires: sess.Expires,
+		MaxAge: int(s.auth.TTL().Seconds()), HttpOnly: true,
 		Secure: s.secure(r), SameSite: http.SameSiteLaxMode,
 	})
 	http.Redirect(w, r, access.SafeNext(next), http.StatusSeeOther)

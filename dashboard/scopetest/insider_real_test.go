@@ -113,7 +113,7 @@ func mustRunInsider(t *testing.T) *insiderStack {
 			Apps: apps, Now: clock, PublicURL: publicURL, Access: acc, Audit: aud, AuditLog: aud, Campaigns: camps,
 			FollowUps: &campaign.Rounds{DB: s.db, Now: clock, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler),
 				Zone: func(string) *time.Location { return time.UTC }},
-			Sessions:      dashboard.NewRedisSessions(s.rdb, s.prefix),
+			Sessions:      access.NewRedisSessions(s.rdb, s.prefix),
 			StreamRecheck: 100 * time.Millisecond,
 			Tokens: []dashboard.Token{
 				{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: s.corp, Departments: []int64{4}},

@@ -255,7 +255,7 @@ func TestScopeOnRealServices(t *testing.T) {
 	testenv.Check(t, "campaign.NewSQLLedger", err)
 	srv, err := dashboard.New(reg, store, directory{mapper}, dashboard.Options{
 		Apps: apps, Now: clock, PublicURL: publicURL, Access: acc, Audit: aud, AuditLog: aud, Campaigns: camps, Ledger: ledger,
-		Sessions: dashboard.NewRedisSessions(rdb, prefix),
+		Sessions: access.NewRedisSessions(rdb, prefix),
 		Tokens: []dashboard.Token{
 			{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: corp, Departments: []int64{4}},
 			{Name: "shr", Token: senderTok, Role: yidu.RoleSender, Corp: corp, Apps: []string{"hr"}},

@@ -54,7 +54,7 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	opts.Access, opts.WeCom = acc, weComLogin(cfg, acc, m)
 	opts.Audit, opts.AuditLog = audit.NewMySQL(m.DB), audit.NewMySQL(m.DB)
 	// Shared by every replica, kept across restarts.
-	opts.Sessions = dashboard.NewRedisSessions(m.Redis, cfg.Redis.Prefix)
+	opts.Sessions = access.NewRedisSessions(m.Redis, cfg.Redis.Prefix)
 	opts.TrustedProxies = proxies
 	opts.Logger, opts.Registerer = log, m.Registry
 	opts.Campaigns, opts.FollowUps = camps, rounds
@@ -170,16 +170,16 @@ func verifyFile(name string, body []byte, next http.Handler) http.Handler {
 	})
 }
 
-func dashboardTokens(ts []config.Token) []dashboard.Token {
-	return each(ts, func(t config.Token) dashboard.Token {
-		return dashboard.Token{Name: t.Name, Token: t.Token, Corps: t.Corps,
+func dashboardTokens(ts []config.Token) []access.Token {
+	return each(ts, func(t config.Token) access.Token {
+		return access.Token{Name: t.Name, Token: t.Token, Corps: t.Corps,
 			Role: yidu.Role(t.Role), Corp: t.Corp, Apps: t.Apps, Departments: t.Departments}
 	})
 }
 
-func dashboardUsers(us []config.User) []dashboard.User {
-	return each(us, func(u config.User) dashboard.User {
-		return dashboard.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps,
+func dashboardUsers(us []config.User) []access.User {
+	return each(us, func(u config.User) access.User {
+		return access.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps,
 			Role: yidu.Role(u.Role), Corp: u.Corp, Apps: u.Apps, Departments: u.Departments}
 	})
 }

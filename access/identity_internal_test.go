@@ -1,0 +1,86 @@
+package access
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu/internal/testenv"
+	"golang.org/x/crypto/bcrypt"
+)
+
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+// TestDummyHashCost: an unknown name is compared against a hash of the
+// users' cost, so it takes as long as a wrong password.
+func TestDummyHashCost(t *testing.T) {
+	h, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost+1)
+	testenv.Check(t, "hash", err)
+	ids, err := NewIdentities(IdentityOptions{Users: []User{{Name: "alice", PasswordHash: string(h), Corps: []string{"acme"}}}})
+	testenv.Check(t, "NewIdentities", err)
+	hc, _ := bcrypt.Cost(ids.users["alice"].hash)
+	if dc, err := bcrypt.Cost(ids.dummyHash); err != nil || dc != hc {
+		t.Errorf("dummy hash cost = %d (%v); want the users' %d", dc, err, hc)
+	}
+}
+
+// TestBuckets: a bucket refills at its rate up to its burst and takes a
+// token back; a full set drops idle buckets first, and when none is idle a
+// new name starts empty (fail closed) while a new address starts full.
+func TestBuckets(t *testing.T) {
+	r := bucketRule{burst: 2, every: time.Second}
+	var b bucket
+	b.tokens, b.at = 2, t0
+	for i, want := range []bool{true, true, false} {
+		if got := b.take(r, t0); got != want {
+			t.Fatalf("take %d of a burst of 2 = %v; want %v", i+1, got, want)
+		}
+	}
+	if b.take(r, t0.Add(999*time.Millisecond)) || !b.take(r, t0.Add(2*time.Second)) {
+		t.Error("refill: want a token after 1 s, not before")
+	}
+	b.give(r)
+	b.give(r)
+	b.give(r)
+	if got := b.level(r, t0.Add(2*time.Second)); got != 2 {
+		t.Errorf("give beyond the burst: level %v; want 2", got)
+	}
+	for _, failOpen := range []bool{true, false} {
+		bs := newBuckets(r, failOpen)
+		for i := range maxLimiters {
+			bs.get(strconv.Itoa(i), t0).take(r, t0)
+		}
+		if got := bs.get("new", t0).level(r, t0); (got == r.burst) != failOpen || len(bs.m) > maxLimiters {
+			t.Errorf("failOpen %v, full of busy buckets: new key level %v, %d kept; want burst only when failing open, ≤ %d", failOpen, got, len(bs.m), maxLimiters)
+		}
+		later := t0.Add(time.Minute) // every bucket idle again
+		if got := bs.get("newer", later).level(r, later); got != r.burst || len(bs.m) != 1 {
+			t.Errorf("failOpen %v, full of idle buckets: new key level %v, %d kept; want burst, the idle ones dropped", failOpen, got, len(bs.m))
+		}
+	}
+}
+
+func TestRedisSessionsKeyAndTTL(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	store := NewRedisSessions(rdb, prefix)
+	ctx := context.Background()
+	const id = "cookie-id-that-must-not-appear-in-redis"
+	testenv.Check(t, "Put", store.Put(ctx, id, Session{User: "alice", CSRF: "c", Expires: time.Now().Add(time.Hour)}, time.Hour))
+	keys, err := rdb.Keys(ctx, prefix+":*").Result()
+	testenv.Check(t, "KEYS", err)
+	if len(keys) != 1 || strings.Contains(keys[0], id) {
+		t.Fatalf("keys = %v; want one, hashed", keys)
+	}
+	if ttl := rdb.TTL(ctx, keys[0]).Val(); ttl <= 0 || ttl > time.Hour {
+		t.Errorf("TTL = %v; want the session's (≤ 1h)", ttl)
+	}
+	s, ok, err := store.Get(ctx, id)
+	if err != nil || !ok || s.User != "alice" || s.CSRF != "c" {
+		t.Errorf("Get = %+v, %v, %v; want alice's session", s, ok, err)
+	}
+	if _, ok, err := store.Get(ctx, "other"); ok || err != nil {
+		t.Errorf("Get(unknown) = %v, %v; want not found", ok, err)
+	}
+}

@@ -1,0 +1,148 @@
+package access
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxSessions bounds the sessions of one process without a store.
+const maxSessions = 10_000
+
+// SessionStore keeps sign-in sessions by id: NewRedisSessions shares them
+// between dashboard replicas and keeps them across restarts; without one
+// (IdentityOptions.Sessions nil) they live in this process's memory.
+type SessionStore interface {
+	// Put stores s under id until ttl passes.
+	Put(ctx context.Context, id string, s Session, ttl time.Duration) error
+	// Get returns the session stored under id; ok is false when there is
+	// none (never stored, expired or deleted).
+	Get(ctx context.Context, id string) (s Session, ok bool, err error)
+	// Delete removes the session: sign-out, everywhere.
+	Delete(ctx context.Context, id string) error
+}
+
+// Session is a signed-in person's session as stored.
+type Session struct {
+	User string `json:"user"`
+	// CSRF is the token the page sends back with every POST.
+	CSRF    string    `json:"csrf"`
+	Expires time.Time `json:"expires"`
+	// Cred names the password user's credential the session was opened
+	// with (a hash of its bcrypt hash): a user removed and added again
+	// with another password within session_ttl does not get the old
+	// sessions back (issue 38). Empty for a WeCom member.
+	Cred string `json:"cred,omitempty"`
+}
+
+// memSessions is the SessionStore of a single dashboard process.
+type memSessions struct {
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]Session
+}
+
+func newMemSessions(now func() time.Time) *memSessions {
+	return &memSessions{now: now, m: map[string]Session{}}
+}
+
+func (m *memSessions) Put(_ context.Context, id string, s Session, _ time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.m) >= maxSessions {
+		now := m.now()
+		for k, v := range m.m {
+			if !now.Before(v.Expires) {
+				delete(m.m, k)
+			}
+		}
+		for k := range m.m { // still full: drop an arbitrary one
+			if len(m.m) < maxSessions {
+				break
+			}
+			delete(m.m, k)
+		}
+	}
+	m.m[id] = s
+	return nil
+}
+
+func (m *memSessions) Get(_ context.Context, id string) (Session, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.m[id]
+	return s, ok, nil
+}
+
+func (m *memSessions) Delete(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, id)
+	return nil
+}
+
+// RedisSessions is the SessionStore of several dashboard replicas: one
+// key per session, "<prefix>:session:<sha256(id)>", holding the session
+// as JSON and expiring with it. The key is a hash of the cookie's id, so
+// whoever reads Redis cannot sign in with what they read.
+type RedisSessions struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+var _ SessionStore = (*RedisSessions)(nil)
+
+// NewRedisSessions returns a SessionStore on rdb whose keys start with
+// prefix (config redis.prefix).
+func NewRedisSessions(rdb redis.UniversalClient, prefix string) *RedisSessions {
+	return &RedisSessions{rdb: rdb, prefix: prefix}
+}
+
+func (r *RedisSessions) key(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return r.prefix + ":session:" + hex.EncodeToString(sum[:])
+}
+
+// Put stores s under id for ttl.
+func (r *RedisSessions) Put(ctx context.Context, id string, s Session, ttl time.Duration) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("access: encode session: %w", err)
+	}
+	if err := r.rdb.Set(ctx, r.key(id), b, ttl).Err(); err != nil {
+		return fmt.Errorf("access: redis set session: %w", err)
+	}
+	return nil
+}
+
+// Get returns the session stored under id.
+func (r *RedisSessions) Get(ctx context.Context, id string) (Session, bool, error) {
+	b, err := r.rdb.Get(ctx, r.key(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return Session{}, false, nil
+	}
+	if err != nil {
+		return Session{}, false, fmt.Errorf("access: redis get session: %w", err)
+	}
+	var s Session
+	if err := json.Unmarshal(b, &s); err != nil {
+		// Not ours to trust: treat as no session.
+		return Session{}, false, nil
+	}
+	return s, true, nil
+}
+
+// Delete removes the session under id.
+func (r *RedisSessions) Delete(ctx context.Context, id string) error {
+	if err := r.rdb.Del(ctx, r.key(id)).Err(); err != nil {
+		return fmt.Errorf("access: redis delete session: %w", err)
+	}
+	return nil
+}
