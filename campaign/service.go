@@ -44,6 +44,21 @@ type Scope interface {
 	RemindView(ctx context.Context, p *access.Principal, corp, app string) (access.View, error)
 }
 
+// Readers says who of a notice is unread and how to address them, and
+// its read count now (progress.Progress, which restores Redis from MySQL
+// once when it lost the keys): campaign decides whom a reminder is for
+// from them, the dashboard hands nothing in.
+type Readers interface {
+	// Unread is the notice's unread recipients within v.
+	Unread(ctx context.Context, m yidu.Message, v access.View) (*roaring.Bitmap, error)
+	// UserIDs resolves uids to the UserIDs of the active members among
+	// them; skipped counts those who cannot be addressed (no UserID). A
+	// member who left is neither.
+	UserIDs(ctx context.Context, corpID string, uids *roaring.Bitmap) (userIDs map[uint32]string, skipped int, err error)
+	// ReadNow is the notice's read count now, which a recall freezes.
+	ReadNow(ctx context.Context, m yidu.Message) (int64, error)
+}
+
 // ServiceOptions configures a Service.
 type ServiceOptions struct {
 	// Store keeps drafts and scheduled notices; nil: compose, edit,
@@ -60,6 +75,9 @@ type ServiceOptions struct {
 	// Ledger claims acts and keeps who was reminded when; required for
 	// Remind and Recall.
 	Ledger Ledger
+	// Readers says who is unread and their UserIDs; required for Remind
+	// and Recall.
+	Readers Readers
 	// RemindInterval is the least time between two manual reminders of
 	// one person (dashboard.remind_interval; default 1 h).
 	RemindInterval time.Duration
@@ -346,14 +364,6 @@ func (s *Service) CancelRound(ctx context.Context, p *access.Principal, m yidu.M
 type Remind struct {
 	Caller  *access.Principal
 	Message yidu.Message
-	// Unread gives the notice's live unread recipients within v, rebuilt
-	// from MySQL when Redis lost them (the dashboard's reader until the
-	// progress package owns it).
-	Unread func(ctx context.Context, v access.View) (*roaring.Bitmap, error)
-	// UserIDs resolves uids to the UserIDs of the active members among
-	// them; skipped counts those who cannot be addressed (no UserID). A
-	// member who left is neither.
-	UserIDs func(ctx context.Context, corpID string, uids *roaring.Bitmap) (userIDs map[uint32]string, skipped int, err error)
 }
 
 // RemindReport is what a reminder did.
@@ -387,7 +397,7 @@ func (s *Service) Remind(ctx context.Context, r Remind) (RemindReport, error) {
 	if m.Recalled() {
 		return RemindReport{}, fmt.Errorf("%w: %s", yidu.ErrRecalled, m.MsgID)
 	}
-	if s.o.Ledger == nil {
+	if s.o.Ledger == nil || s.o.Readers == nil {
 		return RemindReport{}, ErrNoLedger
 	}
 	release, ok, err := s.o.Ledger.Claim(ctx, m.CorpID, m.MsgID, "remind")
@@ -398,7 +408,7 @@ func (s *Service) Remind(ctx context.Context, r Remind) (RemindReport, error) {
 		return RemindReport{}, ErrBusy
 	}
 	defer release()
-	unread, err := r.Unread(ctx, v)
+	unread, err := s.o.Readers.Unread(ctx, m, v)
 	if err != nil {
 		return RemindReport{}, err
 	}
@@ -418,7 +428,7 @@ func (s *Service) Remind(ctx context.Context, r Remind) (RemindReport, error) {
 			}
 		}
 	}
-	users, skipped, err := r.UserIDs(ctx, m.CorpID, due)
+	users, skipped, err := s.o.Readers.UserIDs(ctx, m.CorpID, due)
 	if err != nil {
 		return RemindReport{}, err
 	}
@@ -488,8 +498,6 @@ func (s *Service) remindView(ctx context.Context, p *access.Principal, m yidu.Me
 type Recall struct {
 	Caller  *access.Principal
 	Message yidu.Message
-	// Read is the notice's read count now, frozen by the recall.
-	Read func(ctx context.Context) (int64, error)
 }
 
 // Recall recalls every card of the notice (the caller must be allowed to
@@ -501,7 +509,7 @@ func (s *Service) Recall(ctx context.Context, r Recall) (RecallReport, error) {
 	if err := mustSend(r.Caller, m.CorpID, m.App, "recall"); err != nil {
 		return RecallReport{}, err
 	}
-	if s.o.Ledger == nil {
+	if s.o.Ledger == nil || s.o.Readers == nil {
 		return RecallReport{}, ErrNoLedger
 	}
 	release, ok, err := s.o.Ledger.Claim(ctx, m.CorpID, m.MsgID, "recall")
@@ -512,7 +520,7 @@ func (s *Service) Recall(ctx context.Context, r Recall) (RecallReport, error) {
 		return RecallReport{}, ErrBusy
 	}
 	defer release()
-	read, err := r.Read(ctx)
+	read, err := s.o.Readers.ReadNow(ctx, m)
 	if err != nil {
 		return RecallReport{}, err
 	}

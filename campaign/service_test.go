@@ -141,22 +141,33 @@ func (f *serviceFixture) service(t *testing.T, owner string) *Service {
 	testenv.Check(t, "NewSQLLedger", err)
 	rounds := &Rounds{DB: f.db, Now: f.c.now, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler)}
 	return NewService(ServiceOptions{Store: f.store, Rounds: rounds, Messenger: f.msg, Scope: f.acc, Ledger: l,
-		RemindInterval: time.Hour, Now: f.c.now})
+		Readers: readers{f: f, read: 1}, RemindInterval: time.Hour, Now: f.c.now})
 }
 
 func (f *serviceFixture) remind(s *Service, p *access.Principal) (RemindReport, error) {
-	return s.Remind(context.Background(), Remind{Caller: p, Message: f.m,
-		Unread: func(_ context.Context, v access.View) (*roaring.Bitmap, error) {
-			return v.Restrict(f.unread.Clone()), nil
-		},
-		UserIDs: func(_ context.Context, _ string, uids *roaring.Bitmap) (map[uint32]string, int, error) {
-			out := map[uint32]string{}
-			for _, u := range uids.ToArray() {
-				out[u] = fmt.Sprint("u", u)
-			}
-			return out, 0, nil
-		}})
+	return s.Remind(context.Background(), Remind{Caller: p, Message: f.m})
 }
+
+// readers is Readers over the fixture's unread set: u<uid> is each
+// one's UserID, and the read count is read.
+type readers struct {
+	f    *serviceFixture
+	read int64
+}
+
+func (r readers) Unread(_ context.Context, _ yidu.Message, v access.View) (*roaring.Bitmap, error) {
+	return v.Restrict(r.f.unread.Clone()), nil
+}
+
+func (readers) UserIDs(_ context.Context, _ string, uids *roaring.Bitmap) (map[uint32]string, int, error) {
+	out := map[uint32]string{}
+	for _, u := range uids.ToArray() {
+		out[u] = fmt.Sprint("u", u)
+	}
+	return out, 0, nil
+}
+
+func (r readers) ReadNow(context.Context, yidu.Message) (int64, error) { return r.read, nil }
 
 func principal(t *testing.T, name string, role yidu.Role, apps []string, depts []int64) *access.Principal {
 	t.Helper()
@@ -321,8 +332,7 @@ func TestServiceActsOnceAcrossReplicas(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := reps[i%2].Recall(context.Background(), Recall{Caller: admin, Message: f.m,
-				Read: func(context.Context) (int64, error) { return 1, nil }})
+			_, err := reps[i%2].Recall(context.Background(), Recall{Caller: admin, Message: f.m})
 			if err != nil && !errors.Is(err, ErrBusy) {
 				t.Errorf("recall: %v", err)
 			}
@@ -488,7 +498,6 @@ func TestServiceWhoMay(t *testing.T) {
 	testenv.Check(t, "Compose", err)
 	title := "改"
 	pol := yidu.Policy{Reminders: []string{"2h"}}
-	read := func(context.Context) (int64, error) { return 0, nil }
 	acts := map[string]func(p *access.Principal) error{
 		"edit":         func(p *access.Principal) error { _, err := s.Edit(ctx, p, n, Patch{Title: &title}, nil); return err },
 		"edit policy":  func(p *access.Principal) error { _, err := s.Edit(ctx, p, n, Patch{}, &pol); return err },
@@ -497,7 +506,7 @@ func TestServiceWhoMay(t *testing.T) {
 		"set policy":   func(p *access.Principal) error { return s.SetFollowUp(ctx, p, f.m, pol) },
 		"cancel round": func(p *access.Principal) error { _, err := s.CancelRound(ctx, p, f.m); return err },
 		"recall": func(p *access.Principal) error {
-			_, err := s.Recall(ctx, Recall{Caller: p, Message: f.m, Read: read})
+			_, err := s.Recall(ctx, Recall{Caller: p, Message: f.m})
 			return err
 		},
 	}

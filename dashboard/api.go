@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -163,14 +162,8 @@ func (j *messageJSON) setCounts(c counts) {
 	j.Recipients, j.Read, j.Unread, j.Percent, j.BySignal, j.Live = c.recipients, &read, &unread, &pct, &by, true
 }
 
-// percent is read/recipients in percent, one decimal, rounded down so 99.96%
-// never shows as 100 before everyone has read.
-func percent(read, recipients int64) float64 {
-	if recipients <= 0 {
-		return 0
-	}
-	return math.Floor(float64(read)*1000/float64(recipients)) / 10
-}
+// percent is progress.Percent.
+var percent = progress.Percent
 
 // message finds the {msgid} of the route within the caller's corps. Another
 // corp's message is errNotFound, exactly like a missing one.
@@ -509,7 +502,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	}
 	// The message page's department panel needs the corp's tree: built
 	// now, not on its first view.
-	s.depts.warm(r.Context(), m.CorpID)
+	s.prog.WarmDepartments(r.Context(), m.CorpID)
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
@@ -569,16 +562,7 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), registerTimeout)
 	defer cancel()
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(registerTimeout))
-	rep, err := s.acts.Remind(ctx, campaign.Remind{Caller: principalFrom(r.Context()), Message: m,
-		Unread: func(ctx context.Context, v access.View) (*roaring.Bitmap, error) {
-			rec, readRec, err := s.bitmaps(withView(ctx, v), m)
-			if err != nil {
-				return nil, err
-			}
-			return roaring.AndNot(rec, readRec), nil
-		},
-		UserIDs: s.userIDs,
-	})
+	rep, err := s.acts.Remind(ctx, campaign.Remind{Caller: principalFrom(r.Context()), Message: m})
 	if err != nil {
 		if !errors.Is(err, campaign.ErrForbidden) && !errors.Is(err, campaign.ErrBusy) && !errors.As(err, new(*campaign.TooSoonError)) &&
 			!errors.Is(err, yidu.ErrRecalled) {
@@ -593,28 +577,6 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	s.recordDone(r, ev, nil)
 	writeJSON(w, http.StatusOK, remindJSON{Reminded: rep.Reminded, NextAllowedAt: rep.NextAllowedAt.UTC(), Unread: rep.Unread,
 		Batches: rep.Batches, Refused: rep.Refused, Unknown: rep.Unknown, Invalid: rep.Invalid, Skipped: rep.Skipped})
-}
-
-// userIDs resolves uids to the UserIDs of the active members among them;
-// skipped counts those without a user or a UserID (members who left are
-// neither).
-func (s *Server) userIDs(ctx context.Context, corp string, uids *roaring.Bitmap) (map[uint32]string, int, error) {
-	out := map[uint32]string{}
-	skipped := 0
-	err := s.forEachUserChunk(ctx, corp, uids, nil, chunkSize, nil, func(uids []uint32, users map[uint32]yidu.User) error {
-		skipped += len(uids) - len(users)
-		for uid, u := range users {
-			switch {
-			case u.Status == yidu.StatusLeft:
-			case u.UserID == "":
-				skipped++
-			default:
-				out[uid] = u.UserID
-			}
-		}
-		return nil
-	})
-	return out, skipped, err
 }
 
 // recallJSON is the answer of POST /messages/{msgid}/recall.
@@ -638,11 +600,7 @@ func (s *Server) handleRecall(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	// The recall outlives an impatient client: half-recalled is worse.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Minute)
 	defer cancel()
-	rep, err := s.acts.Recall(ctx, campaign.Recall{Caller: principalFrom(r.Context()), Message: m,
-		Read: func(ctx context.Context) (int64, error) {
-			c, err := s.counts(ctx, m)
-			return c.read, err
-		}})
+	rep, err := s.acts.Recall(ctx, campaign.Recall{Caller: principalFrom(r.Context()), Message: m})
 	if errors.Is(err, campaign.ErrForbidden) || errors.Is(err, campaign.ErrBusy) {
 		s.fail(w, r, err)
 		return
@@ -669,81 +627,4 @@ func (s *Server) handleRecall(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	at := rep.RecalledAt.UTC()
 	out.RecalledAt = &at
 	writeJSON(w, http.StatusOK, out)
-}
-
-// chunkSize is how many uids go to the directory at once: big enough to
-// amortise the query, small enough that export memory stays flat.
-const chunkSize = 1000
-
-// forEachUserChunk walks set in uid order from start (nil: the beginning),
-// handing each chunk and its users to fn. fn returning errStop ends early.
-func (s *Server) forEachUserChunk(ctx context.Context, corp string, set *roaring.Bitmap, start *uint32, size int, tree *deptTree, fn func(uids []uint32, users map[uint32]yidu.User) error) error {
-	it := set.Iterator()
-	if start != nil {
-		it.AdvanceIfNeeded(*start)
-	}
-	buf := make([]uint32, 0, size)
-	for it.HasNext() {
-		buf = buf[:0]
-		for len(buf) < size && it.HasNext() {
-			buf = append(buf, it.Next())
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		users, err := s.users(ctx, corp, buf, tree)
-		if err != nil {
-			return err
-		}
-		if err := fn(buf, users); err != nil {
-			if errors.Is(err, errStop) {
-				return nil
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-var errStop = errors.New("stop")
-
-// users looks uids up in the directory. A Directory without Users (idmap
-// today) gives UserIDs only; departments then come from the tree's direct
-// member sets, one small intersection per department and chunk. tree nil:
-// departments are not needed.
-func (s *Server) users(ctx context.Context, corp string, uids []uint32, tree *deptTree) (map[uint32]yidu.User, error) {
-	if ud, ok := s.dir.(UserDirectory); ok {
-		users, err := ud.Users(ctx, corp, uids)
-		if err != nil {
-			return nil, fmt.Errorf("dashboard: users: %w", err)
-		}
-		return users, nil
-	}
-	ids, err := s.dir.UserIDs(ctx, corp, uids)
-	if err != nil {
-		return nil, fmt.Errorf("dashboard: user ids: %w", err)
-	}
-	users := make(map[uint32]yidu.User, len(ids))
-	for uid, id := range ids {
-		users[uid] = yidu.User{UID: uid, UserID: id}
-	}
-	if tree == nil || len(uids) == 0 {
-		return users, nil
-	}
-	chunk := roaring.BitmapOf(uids...)
-	for i := range tree.order {
-		d := &tree.order[i]
-		if d.Direct == nil || !d.Direct.Intersects(chunk) {
-			continue
-		}
-		it := roaring.And(d.Direct, chunk).Iterator()
-		for it.HasNext() {
-			uid := it.Next()
-			if u, ok := users[uid]; ok {
-				u.Departments = append(u.Departments, d.ID)
-				users[uid] = u
-			}
-		}
-	}
-	return users, nil
 }

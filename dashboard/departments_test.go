@@ -12,6 +12,7 @@ import (
 // instead of waiting; once the directory answers, the next view has the
 // departments.
 func TestDepartmentsColdStart(t *testing.T) {
+	const deptWait = time.Second // progress waits this long for a first tree
 	f := newFixture(t)
 	f.dir.mu.Lock() // the directory load blocks until unlocked
 	held := true

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/yidu-io/yidu/progress"
+
 	"github.com/yidu-io/yidu"
 )
 
@@ -73,14 +75,14 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 		return
 	}
 	ctx := r.Context()
-	set, readRec, tree, err := s.selection(ctx, m, rq)
+	sel, err := s.prog.Select(ctx, m, viewFrom(ctx), principalFrom(ctx), rq)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	// Fail closed: no personal data leaves without its audit row.
 	e := event(r, yidu.ActionExport, m.CorpID, m.App, m.MsgID)
-	e.People, e.Detail = int64(set.GetCardinality()), "state="+string(rq.state)
+	e.People, e.Detail = int64(sel.Total()), "state="+string(rq.State)
 	if err := s.record(r, e); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "export unavailable, try again shortly")
 		return
@@ -89,7 +91,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	h.Set("Content-Type", "text/csv; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	// msgid matches [0-9A-Za-z_-]: safe inside the quoted filename.
-	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-%s.csv"`, m.MsgID, rq.state))
+	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-%s.csv"`, m.MsgID, rq.State))
 	rc := http.NewResponseController(w)
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var line []byte
@@ -99,42 +101,22 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	// as before signals were kept apart).
 	_, _ = bw.Write(csvRow(line, []string{"userid", "name", "departments", "state", "read_time", "first_signal", "first_signal_time"}))
 
-	inScope := s.deptsInScope(ctx, m, tree)
 	var rows int64
 	row := make([]string, 7)
 	names := make([]string, 0, 8)
-	err = s.forEachUserChunk(ctx, m.CorpID, set, nil, chunkSize, tree, func(uids []uint32, users map[uint32]yidu.User) error {
-		var readUIDs []uint32
-		for _, uid := range uids {
-			if readRec.Contains(uid) {
-				readUIDs = append(readUIDs, uid)
-			}
-		}
-		var first map[uint32]yidu.FirstRead
-		if len(readUIDs) > 0 {
-			var err error
-			if first, err = s.msgs.FirstReads(ctx, m.CorpID, m.MsgID, readUIDs); err != nil {
-				return fmt.Errorf("dashboard: read times: %w", err)
-			}
-		}
-		for _, uid := range uids {
-			u := users[uid]
-			if !matches(u, rq.q) {
-				continue
-			}
+	err = sel.Rows(ctx, func(chunk []progress.Row) error {
+		for _, rw := range chunk {
 			names = names[:0]
-			for _, id := range u.Departments {
-				if d, ok := tree.byID[id]; ok && inScope(id) {
-					// Each name neutralised on its own: the second is a
-					// cell of its own where ';' separates cells.
-					names = append(names, neutralisePart(d.Name))
-				}
+			for _, d := range rw.Departments {
+				// Each name neutralised on its own: the second is a
+				// cell of its own where ';' separates cells.
+				names = append(names, neutralisePart(d))
 			}
-			row[0], row[1], row[2] = neutralise(u.UserID), neutralise(u.Name), strings.Join(names, "; ")
+			row[0], row[1], row[2] = neutralise(rw.User.UserID), neutralise(rw.User.Name), strings.Join(names, "; ")
 			row[3], row[4], row[5], row[6] = "unread", "", "", ""
-			if readRec.Contains(uid) {
+			if rw.Read {
 				row[3] = "read"
-				if f, ok := first[uid]; ok {
+				if f := rw.First; f != nil {
 					row[4] = f.At.UTC().Format(time.RFC3339)
 					row[5], row[6] = f.SignalName(), row[4]
 				}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/progress"
 )
 
 // Fuzz targets for every parser of outside input. Seeds are inline; run
@@ -49,7 +50,7 @@ func FuzzParseState(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if st != StateAll && st != StateRead && st != StateUnread {
+		if st != progress.StateAll && st != progress.StateRead && st != progress.StateUnread {
 			t.Fatalf("parseState(%q) = %q", s, st)
 		}
 	})

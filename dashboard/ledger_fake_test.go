@@ -8,6 +8,7 @@ import (
 
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/progress"
 )
 
 // setAccess wires acc after New, as the scope tests do, into the
@@ -102,3 +103,14 @@ func (l *fakeLedger) forget(corp, msg string) {
 	defer l.mu.Unlock()
 	delete(l.reminded, key(corp, msg))
 }
+
+// The answers as the tests decode them (package progress owns them).
+type (
+	progressJSON   = progress.Report
+	recipientsJSON = progress.RecipientPage
+	recipientJSON  = progress.Recipient
+	deptJSON       = progress.Department
+	deptRef        = progress.DeptRef
+)
+
+func curveTotal(c []progress.CurvePoint) int64 { return progress.Report{Curve: c}.CurveTotal() }

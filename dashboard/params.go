@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/yidu-io/yidu/progress"
+
 	"github.com/yidu-io/yidu"
 )
 
@@ -35,22 +37,12 @@ func parseMsgID(s string) (string, error) {
 	return s, nil
 }
 
-// State selects recipients by read state.
-type State string
-
-// States of a recipient.
-const (
-	StateAll    State = "all"
-	StateRead   State = "read"
-	StateUnread State = "unread"
-)
-
-func parseState(s string) (State, error) {
-	switch State(s) {
-	case "", StateAll:
-		return StateAll, nil
-	case StateRead, StateUnread:
-		return State(s), nil
+func parseState(s string) (progress.State, error) {
+	switch progress.State(s) {
+	case "", progress.StateAll:
+		return progress.StateAll, nil
+	case progress.StateRead, progress.StateUnread:
+		return progress.State(s), nil
 	}
 	return "", badParam("state must be read, unread or all")
 }

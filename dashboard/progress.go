@@ -5,172 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/yidu-io/yidu/progress"
 
 	"github.com/yidu-io/yidu"
 )
 
-// estimateWindow is how far back the read rate is measured: long enough to
-// smooth out bursts, short enough to follow a notice as it slows down.
-const estimateWindow = 5 * time.Minute
-
-// maxCurvePoints bounds the curve sent to the page: older messages get
-// their minutes merged into wider buckets.
-const maxCurvePoints = 720
-
-// eta is an estimated time to reach a share of the recipients.
-type eta struct {
-	Seconds float64   `json:"seconds"`
-	At      time.Time `json:"at"`
-}
-
-type curvePoint struct {
-	At    time.Time `json:"at"`
-	Reads int64     `json:"reads"`
-	// BySignal splits Reads by the signal that made each read count.
-	BySignal yidu.SignalCounts `json:"by_signal"`
-}
-
-type progressJSON struct {
-	MsgID      string    `json:"msgid"`
-	SentAt     time.Time `json:"sent_at"`
-	AsOf       time.Time `json:"as_of"`
-	Recipients int64     `json:"recipients"`
-	Read       int64     `json:"read"`
-	Unread     int64     `json:"unread"`
-	Percent    float64   `json:"percent"`
-	// BySignal counts the recipients who gave each signal, counted as
-	// read or not.
-	BySignal yidu.SignalCounts `json:"by_signal"`
-	// RatePerMinute is the read rate over the last estimateWindow; null
-	// when it cannot be estimated.
-	RatePerMinute *float64 `json:"rate_per_minute"`
-	ETA90         *eta     `json:"eta_90"`
-	ETA100        *eta     `json:"eta_100"`
-	// BucketMinutes is the width of each curve point (1 unless merged).
-	BucketMinutes int          `json:"bucket_minutes"`
-	Curve         []curvePoint `json:"curve"`
-}
-
-// estimate derives the read rate and the times to 90% and 100%.
-//
-// The rate is (reads now − reads at the window start) / window, where the
-// window is the last 5 minutes (or the time since sending, if shorter; under
-// a minute is too little to say anything). "Reads now" is the exact live
-// BITCOUNT; "reads at the window start" sums the per-minute curve (MySQL,
-// flushed reads) over the minutes that ended before the window began —
-// flushd writes every interval (1 minute by default), well inside the
-// window, so those minutes are complete. A rate of zero gives null ETAs
-// unless the target is already reached (ETA 0).
-func estimate(now, sentAt time.Time, recipients, read int64, curve []yidu.MinuteCount) (rate *float64, eta90, eta100 *eta) {
-	reached := func(target int64) *eta {
-		if read >= target {
-			return &eta{Seconds: 0, At: now.UTC()}
-		}
-		return nil
-	}
-	target90 := int64(math.Ceil(0.9 * float64(recipients)))
-	eta90, eta100 = reached(target90), reached(recipients)
-	window := min(estimateWindow, now.Sub(sentAt))
-	if window < time.Minute || recipients <= 0 {
-		return nil, eta90, eta100
-	}
-	start := now.Add(-window)
-	var before int64
-	for _, c := range curve {
-		if !c.Minute.Add(time.Minute).After(start) {
-			before += c.Reads
-		}
-	}
-	perSecond := float64(read-before) / window.Seconds()
-	if perSecond < 0 {
-		perSecond = 0
-	}
-	perMinute := perSecond * 60
-	rate = &perMinute
-	at := func(target int64, done *eta) *eta {
-		if done != nil || perSecond <= 0 {
-			return done
-		}
-		secs := math.Ceil(float64(target-read) / perSecond)
-		return &eta{Seconds: secs, At: now.Add(time.Duration(secs) * time.Second).UTC()}
-	}
-	return rate, at(target90, eta90), at(recipients, eta100)
-}
-
-// bucketCurve merges minutes into buckets so at most maxCurvePoints remain.
-func bucketCurve(curve []yidu.MinuteCount, sentAt time.Time) ([]curvePoint, int) {
-	out := []curvePoint{}
-	if len(curve) == 0 {
-		return out, 1
-	}
-	first := sentAt.Truncate(time.Minute)
-	if curve[0].Minute.Before(first) {
-		first = curve[0].Minute
-	}
-	span := int(curve[len(curve)-1].Minute.Sub(first)/time.Minute) + 1
-	width := max(1, (span+maxCurvePoints-1)/maxCurvePoints)
-	bucket := time.Duration(width) * time.Minute
-	for _, c := range curve {
-		at := first.Add(c.Minute.Sub(first) / bucket * bucket).UTC()
-		if n := len(out); n > 0 && out[n-1].At.Equal(at) {
-			p := &out[n-1]
-			p.Reads += c.Reads
-			p.BySignal.Button += c.BySignal.Button
-			p.BySignal.Link += c.BySignal.Link
-			p.BySignal.EnterAgent += c.BySignal.EnterAgent
-			continue
-		}
-		out = append(out, curvePoint{At: at, Reads: c.Reads, BySignal: c.BySignal})
-	}
-	return out, width
-}
-
-// maxCacheEntries bounds each cache (corps, messages).
-const maxCacheEntries = 4096
-
-// newCurveCache keeps each message's per-minute curve for ttl, so a page
-// polling every second (or many SSE streams) costs MySQL one GROUP BY per
-// ttl per message. Keys are corp + "\x00" + msgid.
-//
-// An expired curve is answered while one reload runs in the background:
-// the count comes from Redis and must not wait for the archive. At
-// 1,000,000 recipients in the storm the GROUP BY took seconds on a busy
-// MySQL, and the progress request that met the expiry waited for it, so
-// the page stood still for as long (docs/benchmarks.md, issue 16).
-func newCurveCache(src ReadHistory, now func() time.Time, ttl time.Duration) *cache[[]yidu.MinuteCount] {
-	c := newCache(now, ttl, maxCacheEntries, func(ctx context.Context, key string) ([]yidu.MinuteCount, error) {
-		corp, msgID, _ := strings.Cut(key, "\x00")
-		curve, err := src.ReadsPerMinute(ctx, corp, msgID)
-		if err != nil {
-			return nil, fmt.Errorf("dashboard: reads per minute: %w", err)
-		}
-		return curve, nil
-	})
-	c.stale = true
-	return c
-}
-
-func (s *Server) progress(ctx context.Context, m yidu.Message) (progressJSON, error) {
-	// Within the caller's View (scope.go): counts, curve and ETA.
-	c, err := s.scopedCounts(ctx, m)
-	if err != nil {
-		return progressJSON{}, err
-	}
-	rec, read := c.recipients, c.read
-	curve, err := s.scopedCurve(ctx, m)
-	if err != nil {
-		return progressJSON{}, err
-	}
-	now := s.now()
-	p := progressJSON{MsgID: m.MsgID, SentAt: m.SentAt.UTC(), AsOf: now.UTC(),
-		Recipients: rec, Read: read, Unread: rec - read, Percent: percent(read, rec), BySignal: c.bySignal}
-	p.RatePerMinute, p.ETA90, p.ETA100 = estimate(now, m.SentAt, rec, read, curve)
-	p.Curve, p.BucketMinutes = bucketCurve(curve, m.SentAt)
-	return p, nil
+// progress is m's progress within ctx's View (progress.Report).
+func (s *Server) progress(ctx context.Context, m yidu.Message) (progress.Report, error) {
+	return s.prog.Report(ctx, m, viewFrom(ctx))
 }
 
 func (s *Server) handleProgress(w http.ResponseWriter, r *http.Request, m yidu.Message) {
@@ -267,7 +112,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 				s.log.WarnContext(ctx, "events: progress", "msgid", m.MsgID, "err", err)
 			}
 		} else {
-			key := changed{p.Recipients, p.Read, curveTotal(p.Curve), p.BySignal}
+			key := changed{p.Recipients, p.Read, p.CurveTotal(), p.BySignal}
 			if !sent || key != last {
 				sent, last = true, key
 				b, _ := json.Marshal(p)
@@ -332,12 +177,4 @@ func (s *Server) recheck(r *http.Request) (*http.Request, bool, error) {
 		return r, true, err
 	}
 	return rr, true, nil
-}
-
-func curveTotal(c []curvePoint) int64 {
-	var n int64
-	for _, p := range c {
-		n += p.Reads
-	}
-	return n
 }

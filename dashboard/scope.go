@@ -2,10 +2,8 @@ package dashboard
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
@@ -102,58 +100,10 @@ func (s *Server) reaches(ctx context.Context, m yidu.Message, v access.View) (bo
 	return ok, nil
 }
 
-// scopedCounts are m's numbers within ctx's View: BITCOUNT for everyone;
-// |recipients ∩ View|, |read ∩ recipients ∩ View| and each signal's
-// |signal ∩ recipients ∩ View| otherwise, from one round trip and one
-// bit test per member of the View (Bitmaps.CountsWithin): a notice's
-// 1,000,000-recipient bitmaps are never decoded for it.
+// scopedCounts are m's numbers within ctx's View (progress.Counts).
 func (s *Server) scopedCounts(ctx context.Context, m yidu.Message) (counts, error) {
 	c, err := s.prog.Counts(ctx, m, viewFrom(ctx))
 	return countsOf(c), err
-}
-
-// scopedCurve is m's reads per minute within ctx's View, from the read
-// times of the View's readers (MySQL); the whole notice's cached curve
-// for everyone. A scoped curve is cached like the whole one (5 s, per
-// notice and View.Key), so a leader's live stream, which asks every
-// second, reads MySQL once per 5 s however many of the scope watch.
-func (s *Server) scopedCurve(ctx context.Context, m yidu.Message) ([]yidu.MinuteCount, error) {
-	if !scoped(ctx) {
-		return s.curves.get(ctx, m.CorpID+"\x00"+m.MsgID)
-	}
-	if k := viewFrom(ctx).Key(); k != "" {
-		// The loader finds the View in ctx (the cache's load keeps its
-		// values); one Key is one set of people.
-		return s.scopedCurves.get(carryMessage(ctx, m), m.CorpID+"\x00"+m.MsgID+"\x00"+k)
-	}
-	return s.loadScopedCurve(ctx, m)
-}
-
-// loadScopedCurve reads m's scoped curve: the read times of the
-// readers within ctx's View, per minute (progress.Curve).
-func (s *Server) loadScopedCurve(ctx context.Context, m yidu.Message) ([]yidu.MinuteCount, error) {
-	return s.prog.Curve(ctx, m, viewFrom(ctx))
-}
-
-type messageKey struct{}
-
-// carryMessage returns ctx carrying m, for the scoped curve's loader.
-func carryMessage(ctx context.Context, m yidu.Message) context.Context {
-	return context.WithValue(ctx, messageKey{}, m)
-}
-
-// newScopedCurveCache keeps scoped curves for ttl; its loader reads the
-// notice and the View from the context of the get that missed.
-func (s *Server) newScopedCurveCache(ttl time.Duration) *cache[[]yidu.MinuteCount] {
-	c := newCache(s.now, ttl, maxCacheEntries, func(ctx context.Context, _ string) ([]yidu.MinuteCount, error) {
-		m, ok := ctx.Value(messageKey{}).(yidu.Message)
-		if !ok {
-			return nil, errors.New("dashboard: scoped curve without its message")
-		}
-		return s.loadScopedCurve(ctx, m)
-	})
-	c.stale = true
-	return c
 }
 
 // scopedRow is one list row's counts within v, from the live bitmaps

@@ -167,11 +167,7 @@ type Server struct {
 	status statusLine
 	// prog answers every count, bitmap and scoped curve (restore-on-miss
 	// once, package progress).
-	prog   *progress.Progress
-	depts  *cache[*deptTree]
-	curves *cache[[]yidu.MinuteCount]
-	// scopedCurves are the curves within a scoped caller's View (scope.go).
-	scopedCurves *cache[[]yidu.MinuteCount]
+	prog *progress.Progress
 
 	// acts decides every act on a notice (campaign.Service), built from
 	// actOpts.
@@ -215,7 +211,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	prog, err := progress.New(msgs, bms, progress.Options{Logger: opts.Logger})
+	prog, err := progress.New(msgs, bms, progress.Options{Logger: opts.Logger, Directory: dir, History: msgs, Now: opts.Now})
 	if err != nil {
 		return nil, err
 	}
@@ -250,8 +246,6 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auditLog: opts.AuditLog, auth: auth, proxies: opts.TrustedProxies,
 		publicURL: opts.PublicURL, wecomLogin: opts.WeCom, access: opts.Access,
 		httpsOnly:     strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
-		depts:         newDeptCache(dir, opts.Now, time.Minute),
-		curves:        newCurveCache(msgs, opts.Now, 5*time.Second),
 		streams:       make(chan struct{}, opts.MaxStreams),
 		scopedStreams: make(chan struct{}, max(1, opts.MaxStreams/2)),
 		exports:       make(chan struct{}, max(1, opts.MaxQueries/2)),
@@ -264,7 +258,6 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		queryWait:     cmp.Or(opts.QueryWait, DefaultQueryWait),
 		done:          make(chan struct{}),
 	}
-	s.scopedCurves = s.newScopedCurveCache(5 * time.Second)
 	for _, a := range opts.Apps {
 		s.apps[a.Name] = a
 	}
@@ -278,7 +271,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		scope = opts.Access
 	}
 	s.actOpts = campaign.ServiceOptions{Store: opts.Campaigns, Rounds: opts.FollowUps, Messenger: msgs,
-		Scope: scope, Ledger: opts.Ledger, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
+		Scope: scope, Ledger: opts.Ledger, Readers: prog, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
 	s.acts = campaign.NewService(s.actOpts)
 	s.wecomLimits = access.NewWeComLimiter(opts.Now)
 	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
@@ -496,6 +489,8 @@ func httpStatus(err error) (int, string) {
 	switch {
 	case errors.Is(err, errBadParam):
 		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, progress.ErrUnknownDepartment):
+		return http.StatusBadRequest, errBadParam.Error() + ": " + err.Error()
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge, err.Error()
 	case errors.Is(err, errNotFound):

@@ -1,9 +1,11 @@
 // Package progress answers "how far is this notice, for this viewer": a
 // notice's counts (each signal's too), its recipients and readers as
-// bitmaps, and its reads per minute, within an access.View. It reads the
-// live bitmaps and, when Redis lost a notice's keys, puts them back from
-// MySQL once (restore-on-miss, written here once for every answer), so the
-// HTTP edge only translates.
+// bitmaps, its reads per minute and the ETAs (Report), the department
+// breakdown (Departments), recipient pages and export rows (Select),
+// and for campaign who is unread and their UserIDs, all within an
+// access.View. It reads the live bitmaps and, when Redis lost a notice's
+// keys, puts them back from MySQL once (restore-on-miss, written here
+// once for every answer), so the HTTP edge only translates.
 package progress
 
 import (
@@ -41,18 +43,57 @@ type Archive interface {
 	ReadTimes(ctx context.Context, corpID, msgID string, uids []uint32) (map[uint32]time.Time, error)
 }
 
+// History is what progress reads of the flushed reads beyond Archive
+// (tracker.Registry): the whole notice's curve and each reader's first
+// signal.
+type History interface {
+	ReadsPerMinute(ctx context.Context, corpID, msgID string) ([]yidu.MinuteCount, error)
+	FirstReads(ctx context.Context, corpID, msgID string, uids []uint32) (map[uint32]yidu.FirstRead, error)
+}
+
+// Directory is what progress reads of the synced directory
+// (idmap.Mapper): the department tree and who the uids are.
+type Directory interface {
+	// UserIDs maps uids to UserIDs (uids without a user are left out).
+	UserIDs(ctx context.Context, corpID string, uids []uint32) (map[uint32]string, error)
+	Departments(ctx context.Context, corpID string) ([]yidu.Department, error)
+	// DepartmentMemberSets returns each department's active direct members.
+	DepartmentMemberSets(ctx context.Context, corpID string) (map[int64]*roaring.Bitmap, error)
+}
+
+// UserDirectory is implemented by a Directory that also knows names,
+// departments and status (idmap.Mapper.Users). Without it recipients
+// show UserIDs only and their departments come from the member sets.
+type UserDirectory interface {
+	Users(ctx context.Context, corpID string, uids []uint32) (map[uint32]yidu.User, error)
+}
+
 // Options configures a Progress.
 type Options struct {
 	// Logger receives the restores (nil: discarded).
 	Logger *slog.Logger
+	// Directory gives departments and people (nil: departments,
+	// recipients and export answer nothing).
+	Directory Directory
+	// History gives curves and first reads (nil: empty curves).
+	History History
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
 }
 
 // Progress reads notices' numbers. Safe for concurrent use.
 type Progress struct {
 	archive   Archive
 	bms       Bitmaps
+	dir       Directory
+	history   History
+	now       func() time.Time
 	log       *slog.Logger
 	restoring singleflight.Group
+	// depts keeps each corp's department tree (1 min, stale while
+	// rebuilt); curves and scopedCurves the curves (5 s).
+	depts                *cache[*deptTree]
+	curves, scopedCurves *cache[[]yidu.MinuteCount]
 }
 
 // New returns a Progress over the archive and the live bitmaps.
@@ -63,7 +104,14 @@ func New(archive Archive, bms Bitmaps, opts Options) (*Progress, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Progress{archive: archive, bms: bms, log: opts.Logger.With("component", "progress")}, nil
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	p := &Progress{archive: archive, bms: bms, dir: opts.Directory, history: opts.History, now: opts.Now,
+		log: opts.Logger.With("component", "progress")}
+	p.depts = newDeptCache(opts.Directory, opts.Now, time.Minute)
+	p.newCurveCaches(5 * time.Second)
+	return p, nil
 }
 
 // Counts are a notice's numbers within a View.

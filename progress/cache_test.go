@@ -1,4 +1,4 @@
-package dashboard
+package progress
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // TestCacheStale checks the department cache's refresh: warm loads before
@@ -64,4 +66,9 @@ func TestCacheStale(t *testing.T) {
 		t.Errorf("get after a failed reload = %d, %v; want the old 2", v, err)
 	}
 	release <- struct{}{} // the reload that last get started
+}
+
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	testenv.WaitFor(tb, 15*time.Second, what, cond)
 }
