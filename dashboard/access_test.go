@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 )
 
 // Scoped tokens (issue 31) until every endpoint answers through an
@@ -18,8 +19,8 @@ func TestScopedTokensGetNothingYet(t *testing.T) {
 	const viewerTok, senderTok = "viewer-token-0123456789", "sender-token-0123456789"
 	f := newFixtureOpts(t, false, func(o *Options) {
 		o.Tokens = append(o.Tokens,
-			Token{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
-			Token{Name: "sops", Token: senderTok, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"ops"}},
+			access.Token{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
+			access.Token{Name: "sops", Token: senderTok, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"ops"}},
 		)
 	})
 	routes := []struct{ method, path, body string }{
@@ -60,13 +61,13 @@ func TestScopedTokensGetNothingYet(t *testing.T) {
 }
 
 func TestScopedTokenConfigRefused(t *testing.T) {
-	for _, tok := range []Token{
+	for _, tok := range []access.Token{
 		{Name: "both", Token: "both-token-0123456789", Corps: []string{"acme"}, Role: yidu.RoleAdmin, Corp: "acme"},
 		{Name: "nodept", Token: "nodept-token-0123456789", Role: yidu.RoleViewer, Corp: "acme"},
 		{Name: "badrole", Token: "badrole-token-0123456789", Role: "owner", Corp: "acme"},
 	} {
 		f := newFixture(t)
-		if _, err := New(f.msgs, f.bms, f.dir, Options{Tokens: []Token{tok}}); err == nil || !strings.Contains(err.Error(), tok.Name) {
+		if _, err := New(f.msgs, f.bms, f.dir, Options{Tokens: []access.Token{tok}}); err == nil || !strings.Contains(err.Error(), tok.Name) {
 			t.Errorf("New with token %s = %v, want an error naming it", tok.Name, err)
 		}
 	}

@@ -14,7 +14,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/go-chi/chi/v5"
 
 	"github.com/yidu-io/yidu"
@@ -151,19 +150,10 @@ func toSendJSON(msgID string, outcomes []yidu.BatchOutcome) *sendJSON {
 	return j
 }
 
-// counts are a message's live numbers.
-type counts struct {
-	recipients, read int64
-	bySignal         yidu.SignalCounts
+func (j *messageJSON) setCounts(c progress.Counts) {
+	read, unread, pct, by := c.Read, c.Recipients-c.Read, progress.Percent(c.Read, c.Recipients), c.BySignal
+	j.Recipients, j.Read, j.Unread, j.Percent, j.BySignal, j.Live = c.Recipients, &read, &unread, &pct, &by, true
 }
-
-func (j *messageJSON) setCounts(c counts) {
-	read, unread, pct, by := c.read, c.recipients-c.read, percent(c.read, c.recipients), c.bySignal
-	j.Recipients, j.Read, j.Unread, j.Percent, j.BySignal, j.Live = c.recipients, &read, &unread, &pct, &by, true
-}
-
-// percent is progress.Percent.
-var percent = progress.Percent
 
 // message finds the {msgid} of the route within the caller's corps. Another
 // corp's message is errNotFound, exactly like a missing one.
@@ -202,39 +192,6 @@ func (s *Server) withMessage(h func(http.ResponseWriter, *http.Request, yidu.Mes
 		}
 		h(w, r, m)
 	}
-}
-
-// countsOf is progress's counts as the JSON writers take them.
-func countsOf(c progress.Counts) counts {
-	return counts{recipients: c.Recipients, read: c.Read, bySignal: c.BySignal}
-}
-
-// liveCounts returns BITCOUNT of the live bitmaps (found=false: the keys
-// are gone).
-func (s *Server) liveCounts(ctx context.Context, m yidu.Message) (counts, bool, error) {
-	c, found, err := s.prog.Live(ctx, m, access.Everyone)
-	return countsOf(c), found, err
-}
-
-// frozen returns c with a recalled message's recipients and read as they
-// were at its recall (the signals stay live).
-func frozen(m yidu.Message, c counts) counts {
-	f := progress.Frozen(m, progress.Counts{Recipients: c.recipients, Read: c.read, BySignal: c.bySignal})
-	return countsOf(f)
-}
-
-// counts is BITCOUNT of the live bitmaps, rebuilding them once if gone;
-// for a recalled message, recipients and read frozen at its recall.
-func (s *Server) counts(ctx context.Context, m yidu.Message) (counts, error) {
-	c, err := s.prog.Counts(ctx, m, access.Everyone)
-	return countsOf(c), err
-}
-
-// bitmaps returns the recipients and the read recipients (read ∩
-// recipients, so a stray bit can never count), both within ctx's View
-// (gate): every answer built on them covers recipients ∩ View only.
-func (s *Server) bitmaps(ctx context.Context, m yidu.Message) (rec, readRec *roaring.Bitmap, err error) {
-	return s.prog.Bitmaps(ctx, m, viewFrom(ctx))
 }
 
 type listJSON struct {
@@ -297,7 +254,7 @@ func (s *Server) listMessages(ctx context.Context, p *access.Principal, f listFi
 	// message (its View) and the tracker pages over those only, so the
 	// cursor never names a notice the caller gets 404 on (issue 38).
 	type row struct {
-		c     counts
+		c     progress.Counts
 		found bool
 	}
 	rows := map[string]row{}
@@ -310,21 +267,7 @@ func (s *Server) listMessages(ctx context.Context, p *access.Principal, f listFi
 			return false, err
 		}
 		var rw row
-		if v.All() {
-			rw.c, rw.found, err = s.liveCounts(ctx, m)
-			if m.Recalled() {
-				rw.c, rw.found = frozen(m, rw.c), true
-			}
-		} else {
-			// A scoped row: recipients ∩ View, or left out when they do
-			// not meet (the notice is 404 to them). The list does not
-			// rebuild expired keys, so such a notice waits for its page.
-			rw.c, rw.found, err = s.scopedRow(ctx, m, v)
-			if err == nil && !rw.found {
-				return false, nil
-			}
-		}
-		if err != nil {
+		if rw.c, rw.found, err = s.prog.ListCounts(ctx, m, v); err != nil || (!v.All() && !rw.found) {
 			return false, err
 		}
 		rows[m.CorpID+"\x00"+m.MsgID] = rw
@@ -385,7 +328,7 @@ func (s *Server) handleListMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	c, err := s.scopedCounts(r.Context(), m)
+	c, err := s.prog.Counts(r.Context(), m, viewFrom(r.Context()))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -434,7 +377,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	app, ok := s.apps[reg.App]
-	if !ok || !s.maySend(p, app.CorpID, app.Name) { // access: admin, or a sender of this app
+	if !ok || !p.MaySend(app.CorpID, app.Name) { // access: admin, or a sender of this app
 		s.fail(w, r, badParam("unknown app %q", yidu.Truncate(reg.App, 64)))
 		return
 	}

@@ -35,7 +35,7 @@ func (s *Server) handleUploadAttachment(w http.ResponseWriter, r *http.Request) 
 	}
 	p := principalFrom(r.Context())
 	app, ok := s.apps[r.URL.Query().Get("app")]
-	if !ok || !s.maySend(p, app.CorpID, app.Name) || scoped(r.Context()) {
+	if !ok || !p.MaySend(app.CorpID, app.Name) || scoped(r.Context()) {
 		writeError(w, http.StatusForbidden, "your role may not send through this app")
 		return
 	}

@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
 )
 
@@ -105,19 +104,6 @@ func hasControl(s string) bool {
 	return false
 }
 
-// auditCorps is the corps whose events p may read: those it administers
-// (nil: every corp); ok is false when it administers none.
-func auditCorps(p *access.Principal) (corps []string, ok bool) {
-	if p == nil {
-		return nil, false
-	}
-	corps, all := p.AdminCorps()
-	if all {
-		return nil, true
-	}
-	return corps, len(corps) > 0
-}
-
 // handleAudit is GET /api/v1/audit: admins only, the events of the corps
 // they administer (an admin of every corp also sees events of no corp,
 // such as a password sign-in).
@@ -154,8 +140,8 @@ func (s *Server) auditPage(r *http.Request) (auditListJSON, int, error) {
 	if s.auditLog == nil {
 		return auditListJSON{}, http.StatusNotFound, errorString("the audit log is not configured")
 	}
-	corps, ok := auditCorps(principalFrom(r.Context()))
-	if !ok {
+	corps, all := principalFrom(r.Context()).AdminCorps() // those it administers; nil: every corp
+	if !all && len(corps) == 0 {
 		return auditListJSON{}, http.StatusForbidden, errAuditAdmins
 	}
 	q, err := parseAuditQuery(r.URL.Query())

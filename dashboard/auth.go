@@ -25,13 +25,6 @@ const (
 	csrfField     = "csrf"
 )
 
-// Token and User are the configured bearer tokens and password users
-// (package access checks and resolves them).
-type (
-	Token = access.Token
-	User  = access.User
-)
-
 type principalKey struct{}
 
 type signInKey struct{}

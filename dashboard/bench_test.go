@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -90,7 +91,7 @@ func benchServer(b testing.TB, n, depts int, bms Bitmaps, mods ...func(*Options)
 	}
 	opts := Options{
 		Now:    c.Now,
-		Tokens: []Token{{Name: "b", Token: acmeToken, Corps: []string{"acme"}}},
+		Tokens: []access.Token{{Name: "b", Token: acmeToken, Corps: []string{"acme"}}},
 	}
 	for _, mod := range mods {
 		mod(&opts)

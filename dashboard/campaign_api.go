@@ -156,40 +156,14 @@ func (s *Server) handleGetNotice(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, j)
 }
 
-// notice finds the notice of the route's msgid the caller may see.
+// notice finds the notice of the route's msgid the caller may see
+// (campaign.Service.Notice decides).
 func (s *Server) notice(r *http.Request) (yidu.Notice, error) {
-	if s.campaigns == nil {
-		return yidu.Notice{}, errNotFound
-	}
 	id, err := parseMsgID(chi.URLParam(r, "msgid"))
 	if err != nil {
 		return yidu.Notice{}, err
 	}
-	p := principalFrom(r.Context())
-	if p == nil {
-		return yidu.Notice{}, errNotFound
-	}
-	corps := p.Corps()
-	if corps != nil && len(corps) == 0 {
-		return yidu.Notice{}, errNotFound
-	}
-	n, err := s.campaigns.Get(r.Context(), corps, id)
-	if err != nil {
-		return yidu.Notice{}, err
-	}
-	// A notice not sent yet is its senders': an admin of the corp or a
-	// sender of its app (access decides). To anyone else, a viewer or a
-	// leader included, it is missing, like one of another corp.
-	if !s.maySend(p, n.App.CorpID, n.App.Name) {
-		return yidu.Notice{}, errNotFound
-	}
-	return n, nil
-}
-
-// mayManage reports whether p may see and change n as its sender (an
-// admin of the corp, a sender of its app): the campaign list shows it.
-func (s *Server) mayManage(p *access.Principal, n yidu.Notice) bool {
-	return s.maySend(p, n.App.CorpID, n.App.Name)
+	return s.acts.Notice(r.Context(), principalFrom(r.Context()), id)
 }
 
 // addNotice adds the campaign state of a registered message to j ("sent"
@@ -210,7 +184,7 @@ func (s *Server) addNotice(ctx context.Context, p *access.Principal, j *messageJ
 		return err
 	}
 	j.setNotice(n)
-	if !s.mayManage(p, n) {
+	if !p.MaySend(n.App.CorpID, n.App.Name) {
 		j.Audience = nil
 	}
 	return nil
@@ -317,7 +291,7 @@ func (s *Server) noticeOrSent(r *http.Request) (yidu.Notice, error) {
 	n, err := s.notice(r)
 	if errors.Is(err, yidu.ErrNotFound) || errors.Is(err, errNotFound) {
 		if m, _, merr := s.gate(r); merr == nil {
-			if !s.maySend(principalFrom(r.Context()), m.CorpID, m.App) {
+			if !principalFrom(r.Context()).MaySend(m.CorpID, m.App) {
 				return n, errForbidden
 			}
 			return n, fmt.Errorf("%w: the message is sent", yidu.ErrNotEditable)
@@ -391,7 +365,7 @@ func (s *Server) listNotices(w http.ResponseWriter, r *http.Request, state yidu.
 	// of them is empty, a sender's holds its apps' only. The filter comes
 	// before the page, so the cursor names none of the others (issue 38).
 	keep := func(n yidu.Notice) bool {
-		return s.mayManage(p, n) && (f.title == "" || strings.Contains(strings.ToLower(n.Title), strings.ToLower(f.title)))
+		return p.MaySend(n.App.CorpID, n.App.Name) && (f.title == "" || strings.Contains(strings.ToLower(n.Title), strings.ToLower(f.title)))
 	}
 	ns, next, err := s.campaigns.List(r.Context(), corps, state, f.app, cursor, limit, keep)
 	if err != nil {
@@ -433,7 +407,7 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 		Apps []appJSON `json:"apps"`
 	}{Apps: []appJSON{}}
 	for _, a := range s.appList {
-		if s.maySend(p, a.CorpID, a.Name) { // only the apps p may send from
+		if p.MaySend(a.CorpID, a.Name) { // only the apps p may send from
 			out.Apps = append(out.Apps, appJSON{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID,
 				Timezone: cmpOr(a.Timezone, yidu.DefaultTimezone), ConfirmOver: s.confirmOver})
 			if s.followUps != nil {

@@ -54,7 +54,7 @@ func (s *Server) pendingNotices(r *http.Request, app string) []messageJSON {
 	var out []messageJSON
 	for _, st := range []yidu.NoticeState{yidu.StateHeld, yidu.StateFailed, yidu.StateSending, yidu.StateScheduled, yidu.StateDraft} {
 		// its senders' only (notice)
-		ns, _, err := s.campaigns.List(r.Context(), corps, st, app, "", yidu.DefaultListLimit, func(n yidu.Notice) bool { return s.mayManage(p, n) })
+		ns, _, err := s.campaigns.List(r.Context(), corps, st, app, "", yidu.DefaultListLimit, func(n yidu.Notice) bool { return p.MaySend(n.App.CorpID, n.App.Name) })
 		if err != nil {
 			s.log.WarnContext(r.Context(), "list page: pending notices", "err", err)
 			return out

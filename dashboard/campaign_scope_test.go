@@ -26,9 +26,9 @@ func TestCampaignScope(t *testing.T) {
 	f := newFixtureOpts(t, false, func(o *Options) {
 		o.Apps = append(o.Apps, yidu.App{Name: "hr2", CorpID: "acme", AgentID: 1000009})
 		o.Tokens = append(o.Tokens,
-			Token{Name: "shr", Token: senderHR, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr"}},
-			Token{Name: "shr2", Token: senderHR2, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr2"}},
-			Token{Name: "v4", Token: viewer4, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
+			access.Token{Name: "shr", Token: senderHR, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr"}},
+			access.Token{Name: "shr2", Token: senderHR2, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr2"}},
+			access.Token{Name: "v4", Token: viewer4, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
 		)
 		db := testenv.MySQL(t)
 		st, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},

@@ -127,7 +127,7 @@ func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBod
 		return
 	}
 	p := principalFrom(r.Context())
-	if !s.maySend(p, m.CorpID, m.App) || scoped(r.Context()) {
+	if !p.MaySend(m.CorpID, m.App) || scoped(r.Context()) {
 		s.fail(w, r, errForbidden)
 		return
 	}

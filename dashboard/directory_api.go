@@ -63,7 +63,7 @@ func (s *Server) audienceDir(w http.ResponseWriter) (AudienceDirectory, bool) {
 // a granted corp (apps the principal may use), else a 400 on "app".
 func (s *Server) appOf(w http.ResponseWriter, r *http.Request, name string) (yidu.App, bool) {
 	app, ok := s.apps[name]
-	if !ok || !s.maySend(principalFrom(r.Context()), app.CorpID, app.Name) {
+	if !ok || !principalFrom(r.Context()).MaySend(app.CorpID, app.Name) {
 		writeFieldError(w, "app", "app: unknown app "+strconv.Quote(yidu.Truncate(name, 64)))
 		return yidu.App{}, false
 	}

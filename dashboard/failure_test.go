@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -47,7 +48,7 @@ func newFailEnv(tb testing.TB, db *sql.DB, rdb redis.UniversalClient, corp strin
 	testenv.Check(tb, "tracker.New", err)
 	const token = "failure-token-0123456789"
 	srv, err := New(reg, store, mapper, Options{Apps: []yidu.App{app}, Logger: logger,
-		Tokens: []Token{{Name: "it", Token: token, Corps: []string{corp}}}})
+		Tokens: []access.Token{{Name: "it", Token: token, Corps: []string{corp}}}})
 	testenv.Check(tb, "New", err)
 	tb.Cleanup(srv.Close)
 	return &failEnv{h: srv.Routes(), token: token, logs: logs}

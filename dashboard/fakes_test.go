@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/idmap"
 )
 
@@ -633,12 +634,12 @@ func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixtur
 	opts := Options{
 		Registerer: f.reg, Now: c.Now,
 		Apps: []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}, {Name: "ops", CorpID: "other", AgentID: 1000003}},
-		Tokens: []Token{
+		Tokens: []access.Token{
 			{Name: "acme", Token: acmeToken, Corps: []string{"acme"}},
 			{Name: "other", Token: otherToken, Corps: []string{"other"}},
 			{Name: "admin", Token: adminToken, Corps: []string{"*"}},
 		},
-		Users: []User{
+		Users: []access.User{
 			{Name: "alice", PasswordHash: string(hash), Corps: []string{"acme"}},
 		},
 		SessionTTL:     time.Hour,

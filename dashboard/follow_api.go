@@ -39,7 +39,7 @@ func (s *Server) addFollowUp(ctx context.Context, corpID string, j *messageJSON)
 // unread recipient), and 404 without a round engine; it reports whether
 // the handler may go on.
 func (s *Server) followUpAllowed(w http.ResponseWriter, r *http.Request, m yidu.Message) bool {
-	if !s.maySend(principalFrom(r.Context()), m.CorpID, m.App) || scoped(r.Context()) {
+	if !principalFrom(r.Context()).MaySend(m.CorpID, m.App) || scoped(r.Context()) {
 		writeError(w, http.StatusForbidden, "your role may not manage this notice's follow-up")
 		return false
 	}

@@ -17,19 +17,21 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/progress"
 	"github.com/yidu-io/yidu/tracker"
 )
 
 // The real providers satisfy the dashboard's interfaces.
 var (
-	_ Messages      = (*tracker.Registry)(nil)
-	_ Bitmaps       = (*bitmap.Store)(nil)
-	_ Directory     = (*idmap.Mapper)(nil)
-	_ UserDirectory = (*idmap.Mapper)(nil)
+	_ Messages               = (*tracker.Registry)(nil)
+	_ Bitmaps                = (*bitmap.Store)(nil)
+	_ Directory              = (*idmap.Mapper)(nil)
+	_ progress.UserDirectory = (*idmap.Mapper)(nil)
 )
 
 // synthCorp is a synthetic directory: root 1, ten departments under it
@@ -139,7 +141,7 @@ func TestIntegration(t *testing.T) {
 	testenv.Check(t, "campaign.NewSQLLedger", err)
 	srv, err := New(reg, store, mapper, Options{
 		Apps: []yidu.App{app}, Logger: logger, Ledger: ledger,
-		Tokens: []Token{
+		Tokens: []access.Token{
 			{Name: "it", Token: token, Corps: []string{corp}},
 			{Name: "other", Token: "other-corp-token-0123456789", Corps: []string{"someone-else"}},
 		},

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -109,7 +110,7 @@ func TestEventsDropStalledReader(t *testing.T) {
 	f := newFixture(t)
 	bms := &changingBitmaps{fakeBitmaps: f.bms}
 	srv, err := New(f.msgs, bms, f.dir, Options{
-		Tokens:                 []Token{{Name: "acme", Token: acmeToken, Corps: []string{"acme"}}},
+		Tokens:                 []access.Token{{Name: "acme", Token: acmeToken, Corps: []string{"acme"}}},
 		MaxStreamsPerPrincipal: 1,
 		StreamWriteTimeout:     200 * time.Millisecond,
 		Now:                    f.clock.Now,
@@ -187,7 +188,7 @@ func TestHeavyQueryLimits(t *testing.T) {
 	f := newFixture(t)
 	gb := &gatedBitmaps{fakeBitmaps: f.bms, entered: make(chan struct{}, 16), open: make(chan struct{})}
 	srv, err := New(f.msgs, gb, f.dir, Options{
-		Tokens: []Token{
+		Tokens: []access.Token{
 			{Name: "acme", Token: acmeToken, Corps: []string{"acme"}},
 			{Name: "admin", Token: adminToken, Corps: []string{"*"}},
 			{Name: "other", Token: otherToken, Corps: []string{"acme"}},
@@ -405,7 +406,7 @@ func TestExportsHoldHalfTheQueries(t *testing.T) {
 	f := newFixture(t)
 	gb := &gatedBitmaps{fakeBitmaps: f.bms, entered: make(chan struct{}, 16), open: make(chan struct{})}
 	srv, err := New(f.msgs, gb, f.dir, Options{
-		Tokens: []Token{
+		Tokens: []access.Token{
 			{Name: "acme", Token: acmeToken, Corps: []string{"acme"}},
 			{Name: "admin", Token: adminToken, Corps: []string{"*"}},
 			{Name: "other", Token: otherToken, Corps: []string{"acme"}},

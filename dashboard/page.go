@@ -13,6 +13,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/notice"
+	"github.com/yidu-io/yidu/progress"
 )
 
 // The page is server-rendered html/template (every value escaped by
@@ -236,7 +237,7 @@ func countBatches(outcomes []yidu.BatchOutcome) *batchCounts {
 func (s *Server) appsFor(p *access.Principal) []string {
 	var out []string
 	for name, a := range s.apps {
-		if s.maySend(p, a.CorpID, a.Name) || p.Departments(a.CorpID) != nil {
+		if p.MaySend(a.CorpID, a.Name) || p.Departments(a.CorpID) != nil {
 			out = append(out, name)
 		}
 	}
@@ -248,7 +249,7 @@ func (s *Server) appsFor(p *access.Principal) []string {
 // department leader) is offered no 新建通知.
 func (s *Server) maySendAny(p *access.Principal) bool {
 	for name, a := range s.apps {
-		if s.maySend(p, a.CorpID, name) {
+		if p.MaySend(a.CorpID, name) {
 			return true
 		}
 	}
@@ -292,7 +293,7 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, m := range list.Messages {
 		row := listRow{messageJSON: m}
-		if !s.maySend(p, m.CorpID, m.App) {
+		if !p.MaySend(m.CorpID, m.App) {
 			// A viewer (a department leader) sees their people only; the
 			// batches count the whole notice's.
 			d.Rows = append(d.Rows, row)
@@ -323,14 +324,14 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 	d := pageFor(r, "message.title")
 	m, r, err := s.gate(r)
 	if err == nil {
-		var c counts
-		if c, err = s.scopedCounts(r.Context(), m); err == nil {
+		var c progress.Counts
+		if c, err = s.prog.Counts(r.Context(), m, viewFrom(r.Context())); err == nil {
 			d.Msg = toJSON(m)
 			d.Msg.setCounts(c)
-			d.Signals = signalViews(s.apps[m.App], c.bySignal)
+			d.Signals = signalViews(s.apps[m.App], c.BySignal)
 			d.Title = m.Title
 			p := principalFrom(r.Context())
-			d.MaySend, d.MayRemind = s.maySend(p, m.CorpID, m.App), s.mayRemind(p, m)
+			d.MaySend, d.MayRemind = p.MaySend(m.CorpID, m.App), p.MayRemindScoped(m.CorpID, m.App)
 			d.Scoped = scoped(r.Context())
 			if s.notices != nil {
 				// A part of the page, not a condition of it.

@@ -72,7 +72,7 @@ func (s *Server) gate(r *http.Request) (yidu.Message, *http.Request, error) {
 		// caller cannot make yidu rebuild the keys of a notice it may not
 		// see. The live keys answer when they exist; MySQL's rows
 		// otherwise, one probe per member of the View.
-		ok, err := s.reaches(r.Context(), m, v)
+		ok, err := s.prog.Reaches(r.Context(), m, v)
 		if err != nil {
 			return m, r, err
 		}
@@ -81,50 +81,4 @@ func (s *Server) gate(r *http.Request) (yidu.Message, *http.Request, error) {
 		}
 	}
 	return m, r.WithContext(withView(r.Context(), v)), nil
-}
-
-// reaches reports whether v meets m's recipients, without rebuilding
-// m's keys: from Redis when they are live, from MySQL otherwise.
-func (s *Server) reaches(ctx context.Context, m yidu.Message, v access.View) (bool, error) {
-	rec, _, _, found, err := s.bms.CountsWithin(ctx, m.CorpID, m.MsgID, v.UIDs())
-	if err != nil {
-		return false, fmt.Errorf("dashboard: scope check: %w", err)
-	}
-	if found {
-		return rec > 0, nil
-	}
-	ok, err := s.msgs.Reaches(ctx, m.CorpID, m.MsgID, v.UIDs())
-	if err != nil {
-		return false, fmt.Errorf("dashboard: scope check: %w", err)
-	}
-	return ok, nil
-}
-
-// scopedCounts are m's numbers within ctx's View (progress.Counts).
-func (s *Server) scopedCounts(ctx context.Context, m yidu.Message) (counts, error) {
-	c, err := s.prog.Counts(ctx, m, viewFrom(ctx))
-	return countsOf(c), err
-}
-
-// scopedRow is one list row's counts within v, from the live bitmaps
-// only (found false: the keys are gone, or no recipient is in v).
-func (s *Server) scopedRow(ctx context.Context, m yidu.Message, v access.View) (counts, bool, error) {
-	c, found, err := s.prog.Live(ctx, m, v)
-	if err != nil || !found || c.Recipients == 0 {
-		return counts{}, false, err
-	}
-	return countsOf(c), true, nil
-}
-
-// maySend reports whether p may send, remind everyone of and recall
-// notices of app in corp (access.Principal.MaySend).
-func (s *Server) maySend(p *access.Principal, corp, app string) bool {
-	return p.MaySend(corp, app)
-}
-
-// mayRemind reports whether p may remind unread people of m at all
-// (access.Principal.MayRemindScoped: a sender of the app or a department
-// leader, not a viewer of the configuration): the page's 提醒未读.
-func (s *Server) mayRemind(p *access.Principal, m yidu.Message) bool {
-	return p.MayRemindScoped(m.CorpID, m.App)
 }

@@ -28,7 +28,7 @@ func (subtreeDir) Users(context.Context, string, []uint32) (map[uint32]yidu.User
 }
 
 // BenchmarkScopedCountsRedis is a scoped viewer's counts as /progress
-// computes them (scopedCounts), on real Redis: the recipients, read and
+// computes them (progress.Counts), on real Redis: the recipients, read and
 // three signal bitmaps of a 1,000,000-recipient notice (70 % read) read
 // from bitmap.Store and counted within a 10,000-person subtree (every
 // 100th uid). It reports the p99 of one call.
@@ -69,11 +69,11 @@ func BenchmarkScopedCountsRedis(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c, err := s.scopedCounts(withView(ctx, v), m)
+		c, err := s.prog.Counts(ctx, m, v)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if c.recipients != n/every || c.bySignal.Button+c.bySignal.Link+c.bySignal.EnterAgent != c.read {
+		if c.Recipients != n/every || c.BySignal.Button+c.BySignal.Link+c.BySignal.EnterAgent != c.Read {
 			b.Fatalf("counts %+v", c)
 		}
 		times = append(times, time.Since(t0))

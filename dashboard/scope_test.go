@@ -107,8 +107,8 @@ func scopeFixture(t *testing.T, enforce bool) (*fixture, []caller, caller) {
 	f := newFixtureOpts(t, false, func(o *Options) {
 		o.Apps = append(o.Apps, yidu.App{Name: "hr2", CorpID: "acme", AgentID: 1000009})
 		o.Tokens = append(o.Tokens,
-			Token{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
-			Token{Name: "s2", Token: senderTok, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr2"}},
+			access.Token{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
+			access.Token{Name: "s2", Token: senderTok, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr2"}},
 		)
 	})
 	for uid, u := range f.dir.users["acme"] {

@@ -46,7 +46,7 @@ type Options struct {
 	// AuditLog reads them for GET /api/v1/audit and /audit (nil: 404).
 	AuditLog AuditLog
 	// Tokens are the API bearer tokens.
-	Tokens []Token
+	Tokens []access.Token
 	// WeCom enables sign-in with WeCom (nil: password sign-in only).
 	WeCom *WeComLogin
 	// Access answers whom a scoped principal (sender, viewer, leader)
@@ -54,7 +54,7 @@ type Options struct {
 	// principal that is not an admin of the corp sees nothing.
 	Access *access.Access
 	// Users may sign in to the page.
-	Users []User
+	Users []access.User
 	// SessionTTL is how long a sign-in lasts (default 12 h).
 	SessionTTL time.Duration
 	// Sessions keeps sign-in sessions (NewRedisSessions, so that replicas

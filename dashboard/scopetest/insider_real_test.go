@@ -115,12 +115,12 @@ func mustRunInsider(t *testing.T) *insiderStack {
 				Zone: func(string) *time.Location { return time.UTC }},
 			Sessions:      access.NewRedisSessions(s.rdb, s.prefix),
 			StreamRecheck: 100 * time.Millisecond,
-			Tokens: []dashboard.Token{
+			Tokens: []access.Token{
 				{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: s.corp, Departments: []int64{4}},
 				{Name: "sit", Token: senderITTok, Role: yidu.RoleSender, Corp: s.corp, Apps: []string{"it"}},
 				{Name: "admin", Token: adminTok, Corps: []string{s.corp}},
 			},
-			Users: []dashboard.User{{Name: passUser, PasswordHash: string(hash), Corps: []string{s.corp}}},
+			Users: []access.User{{Name: passUser, PasswordHash: string(hash), Corps: []string{s.corp}}},
 			WeCom: &dashboard.WeComLogin{CorpID: s.corp, AgentID: hrAgent, Access: acc,
 				Endpoints: access.Endpoints{OAuthBase: wecomBase, LoginBase: wecomBase},
 				States:    access.NewStates(s.rdb, s.prefix), OAuth: wecom.NewOAuth(wapps)},
@@ -289,7 +289,7 @@ func TestInsiderOnRealServices(t *testing.T) {
 				t.Errorf("a refused recall left %d rows, want 1", got)
 			}
 			// Tokens without a name, or sharing one, do not start.
-			for _, toks := range [][]dashboard.Token{
+			for _, toks := range [][]access.Token{
 				{{Token: "nameless-token-0123456789", Corps: []string{s.corp}}},
 				{{Name: "twin", Token: "twin-token-a-0123456789", Corps: []string{s.corp}}, {Name: "twin", Token: "twin-token-b-0123456789", Corps: []string{s.corp}}},
 			} {
@@ -502,7 +502,7 @@ func TestInsiderOnRealServices(t *testing.T) {
 			hash, err := bcrypt.GenerateFromPassword([]byte("the-new-anna"), bcrypt.MinCost)
 			testenv.Check(t, "bcrypt", err)
 			o := s.opts()
-			o.Users = []dashboard.User{{Name: passUser, PasswordHash: string(hash), Corps: []string{s.corp}}}
+			o.Users = []access.User{{Name: passUser, PasswordHash: string(hash), Corps: []string{s.corp}}}
 			srv, err := dashboard.New(s.reg, s.store, directory{s.mapper}, o)
 			testenv.Check(t, "dashboard.New", err)
 			defer srv.Close()

@@ -256,7 +256,7 @@ func TestScopeOnRealServices(t *testing.T) {
 	srv, err := dashboard.New(reg, store, directory{mapper}, dashboard.Options{
 		Apps: apps, Now: clock, PublicURL: publicURL, Access: acc, Audit: aud, AuditLog: aud, Campaigns: camps, Ledger: ledger,
 		Sessions: access.NewRedisSessions(rdb, prefix),
-		Tokens: []dashboard.Token{
+		Tokens: []access.Token{
 			{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: corp, Departments: []int64{4}},
 			{Name: "shr", Token: senderTok, Role: yidu.RoleSender, Corp: corp, Apps: []string{"hr"}},
 			{Name: "admin", Token: adminTok, Corps: []string{corp}},
