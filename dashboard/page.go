@@ -109,6 +109,9 @@ var signalLabels = map[yidu.Signal]string{
 	yidu.SignalButton:     "signal.button",
 	yidu.SignalLink:       "signal.link",
 	yidu.SignalEnterAgent: "signal.enter_agent",
+	// The reading page's (issue 39).
+	yidu.SignalReadToEnd:    "signal.read_to_end",
+	yidu.SignalAcknowledged: "signal.acknowledged",
 }
 
 // signalViews lists m's signals in the API's order; app decides which
