@@ -79,3 +79,40 @@ func TestPageSignal(t *testing.T) {
 		t.Errorf("PageSignal(version 0) = nil error; want an error")
 	}
 }
+
+// TestReadRule: a message whose read rule is acknowledged is read only by
+// an acknowledgement: a card press, the page opened and read to its end
+// are recorded but do not count, whatever the app counts; the rule
+// survives a restore from MySQL.
+func TestReadRule(t *testing.T) {
+	e := newRecEnv(t, Options{})
+	ctx := context.Background()
+	at := time.Now().Truncate(time.Second)
+	const msg = "notice-r"
+	m := testMessage(msg, 7, at.Add(-time.Minute))
+	m.ReadRule = yidu.ReadRuleAcknowledged
+	e.register(t, m, uids(1, 2))
+	ev := PageEvent{Version: 1}
+	if n, err := e.rec.CardRead(ctx, testCorp, 7, "u1", msg+"@0", at); n != 0 || err != nil {
+		t.Errorf("CardRead under the acknowledged rule = %d, %v; want 0 (recorded, not read)", n, err)
+	}
+	for _, sig := range []yidu.Signal{yidu.SignalLink, yidu.SignalReadToEnd} {
+		if n, err := e.rec.PageSignal(ctx, sig, testCorp, 7, "u1", msg, at, ev); n != 0 || err != nil {
+			t.Errorf("PageSignal(%v) = %d, %v; want 0", sig, n, err)
+		}
+	}
+	if _, rd, by, _, err := e.s.CountsBySignal(ctx, testCorp, msg); err != nil || rd != 0 || by.Button != 1 || by.Link != 1 || by.ReadToEnd != 1 {
+		t.Errorf("before the ack: read %d, %+v, %v; want 0 read, each signal once", rd, by, err)
+	}
+	// Redis loses the message; the restore brings the rule back.
+	wipe(t, e.rdb, e.s)
+	if n, err := e.rec.PageSignal(ctx, yidu.SignalAcknowledged, testCorp, 7, "u2", msg, at, ev); n != 1 || err != nil {
+		t.Errorf("ack after a restore = %d, %v; want 1", n, err)
+	}
+	if n, err := e.rec.CardRead(ctx, testCorp, 7, "u1", msg+"@0", at); n != 0 || err != nil {
+		t.Errorf("CardRead after a restore = %d, %v; want 0", n, err)
+	}
+	if _, rd, _, _, err := e.s.CountsBySignal(ctx, testCorp, msg); err != nil || rd != 1 {
+		t.Errorf("read = %d, %v; want 1 (the acknowledgement)", rd, err)
+	}
+}

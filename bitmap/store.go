@@ -294,7 +294,7 @@ func (s *Store) RestoreReads(ctx context.Context, m yidu.Message, recipients, re
 		args = append(args, ToRedis(signals[sig]))
 	}
 	args = append(args, "app", m.App, "agent_id", m.AgentID, "title", m.Title,
-		"sent_at_ms", m.SentAt.UnixMilli(), "recipients", m.Recipients)
+		"sent_at_ms", m.SentAt.UnixMilli(), "recipients", m.Recipients, "rule", int(m.ReadRule.Code()))
 	if err := restoreScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("bitmap: put message %s/%s: %w", m.CorpID, m.MsgID, err)
 	}

@@ -114,13 +114,14 @@ var signalLabels = map[yidu.Signal]string{
 	yidu.SignalAcknowledged: "signal.acknowledged",
 }
 
-// signalViews lists m's signals in the API's order; app decides which
-// count as read (an app no longer configured: the defaults).
-func signalViews(app yidu.App, by yidu.SignalCounts) []signalView {
+// signalViews lists m's signals in the API's order; the message's read
+// rule, else its app, decides which count as read (an app no longer
+// configured: the defaults).
+func signalViews(rule yidu.ReadRule, app yidu.App, by yidu.SignalCounts) []signalView {
 	out := make([]signalView, 0, yidu.NumSignals)
 	for _, sig := range yidu.Signals() {
 		out = append(out, signalView{ID: "signal-" + strings.ReplaceAll(sig.String(), "_", "-"),
-			Label: signalLabels[sig], Count: by.Get(sig), Counted: app.CountsAsRead(sig)})
+			Label: signalLabels[sig], Count: by.Get(sig), Counted: rule.CountsAsRead(app, sig)})
 	}
 	return out
 }
@@ -331,7 +332,7 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 		if c, err = s.scopedCounts(r.Context(), m); err == nil {
 			d.Msg = toJSON(m)
 			d.Msg.setCounts(c)
-			d.Signals = signalViews(s.apps[m.App], c.bySignal)
+			d.Signals = signalViews(m.ReadRule, s.apps[m.App], c.bySignal)
 			d.Title = m.Title
 			p := principalFrom(r.Context())
 			d.MaySend, d.MayRemind = s.maySend(p, m.CorpID, m.App), s.mayRemind(p, m)

@@ -180,6 +180,12 @@ func TestBrowserReadingPage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var before struct {
+		Read int `json:"read"`
+	}
+	if api(t, m, "GET", "/messages/perf-2026/progress", nil, &before); before.Read != 0 {
+		t.Errorf("read before the acknowledgement = %d; want 0 (read_rule acknowledged)", before.Read)
+	}
 	b.do(t, "acknowledge", chromedp.Click(chromedp.ID("ack")))
 	b.wait(t, "acknowledged", `document.getElementById("ack").classList.contains("done") && document.getElementById("ack").textContent.includes("已确认知悉")`)
 	if png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot()); err == nil {
@@ -191,9 +197,11 @@ func TestBrowserReadingPage(t *testing.T) {
 	// version read with the reader's address and browser.
 	testenv.WaitFor(t, 10*time.Second, "link, read_to_end and acknowledged on the dashboard", func() bool {
 		var p struct {
+			Read     int            `json:"read"`
 			BySignal map[string]int `json:"by_signal"`
 		}
-		return api(t, m, "GET", "/messages/perf-2026/progress", nil, &p) == http.StatusOK &&
+		// read_rule acknowledged: the acknowledgement is the read.
+		return api(t, m, "GET", "/messages/perf-2026/progress", nil, &p) == http.StatusOK && p.Read == 1 &&
 			p.BySignal["link"] == 1 && p.BySignal["read_to_end"] == 1 && p.BySignal["acknowledged"] == 1
 	})
 	testenv.WaitFor(t, 20*time.Second, "page_signals in MySQL", func() bool {
