@@ -242,6 +242,10 @@ type PageEvent struct {
 	// IP and UserAgent are the reader's, as the receiver saw them; the
 	// User-Agent is cut to delta.MaxField bytes.
 	IP, UserAgent string
+	// Stale: an acknowledgement of a version older than the notice's
+	// current material version. It is archived (its delta, uncounted)
+	// and sets no bit: it no longer counts.
+	Stale bool
 }
 
 // PageSignal records that userID gave signal sig (link, read_to_end or
@@ -274,6 +278,19 @@ func (r *Recorder) PageSignal(ctx context.Context, sig yidu.Signal, corpID strin
 	}
 	if !ok {
 		return 0, err
+	}
+	if ev.Stale {
+		page.ArchiveOnly = true
+		d := delta.Delta{CorpID: corpID, MsgID: msgID, UID: uid, ReadTime: at.Unix(), Source: src, Page: page}
+		start := time.Now()
+		err := r.pub.Publish(ctx, []delta.Delta{d})
+		r.m.publish.Observe(time.Since(start).Seconds())
+		if err != nil {
+			r.m.publishErrors.Inc()
+			return 0, fmt.Errorf("bitmap: %s: publish: %w", src, err)
+		}
+		r.count(src, outcomeLabelUncounted, 1)
+		return 0, nil
 	}
 	n, _, err := r.record(ctx, sig, corpID, agentID, uid, []string{msgID}, at, page)
 	return n, err
@@ -482,8 +499,10 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 				// The member gave the signal before, perhaps on another
 				// version: the archive keeps each version's event
 				// (page_signals), so the event travels without a lease;
-				// flushd keeps the first of each version.
-				ds = append(ds, delta.Delta{CorpID: corpID, MsgID: msgIDs[i], UID: uid, ReadTime: at.Unix(), Source: src, Counted: counted, Page: page})
+				// flushd keeps the first of each version. It never counts:
+				// the mark that set the bit decided whether the signal
+				// made a read (the notice's rule, in Redis).
+				ds = append(ds, delta.Delta{CorpID: corpID, MsgID: msgIDs[i], UID: uid, ReadTime: at.Unix(), Source: src, Page: page})
 				continue
 			}
 			dups++

@@ -29,7 +29,8 @@
 // skips such values as malformed: upgrade flushd before the receivers.
 //
 // A version 4 value is a reading page's signal (issue 39): a version 2
-// or 3 value (flag bit 1 optional, uid 0 when set) followed by the page
+// or 3 value (flag bit 1 optional, uid 0 when set; flag bit 2: archive
+// only, never with bit 0, see Page.ArchiveOnly) followed by the page
 // event, which the archive keeps per version (page_signals):
 //
 //	uvarint notice version (≥ 1)
@@ -60,6 +61,9 @@ const Version = 4
 const (
 	flagCounted = 1
 	flagUserID  = 2
+	// flagArchive, version 4 only: the page event is archived and gives
+	// no signal (Page.ArchiveOnly).
+	flagArchive = 4
 )
 
 // Source says what produced a delta: one of the read signals
@@ -148,6 +152,10 @@ type Page struct {
 	IP string
 	// UserAgent is the reader's browser, at most MaxField bytes.
 	UserAgent string
+	// ArchiveOnly: the event is kept in the archive and sets no signal
+	// (an acknowledgement of a version older than the notice's current
+	// material version: it no longer counts). Never counted.
+	ArchiveOnly bool
 }
 
 // MaxField is the longest string field a value holds (corp_id, msgid,
@@ -212,6 +220,9 @@ func appendPage(b []byte, d Delta) []byte {
 	if d.UserID != "" {
 		flags |= flagUserID
 	}
+	if d.Page.ArchiveOnly {
+		flags |= flagArchive
+	}
 	b = append(b, 4, byte(d.Source), flags)
 	b = binary.AppendUvarint(b, uint64(d.UID))
 	b = binary.AppendVarint(b, d.ReadTime)
@@ -271,9 +282,10 @@ func Unmarshal(b []byte) (Delta, error) {
 		byUser = true
 		b = b[3:]
 	case 4:
-		if len(b) < 3 || b[2]&^(flagCounted|flagUserID) != 0 {
+		if len(b) < 3 || b[2]&^(flagCounted|flagUserID|flagArchive) != 0 || b[2]&(flagCounted|flagArchive) == flagCounted|flagArchive {
 			return d, fmt.Errorf("%w: flags", ErrMalformed)
 		}
+		d.Page.ArchiveOnly = b[2]&flagArchive != 0
 		if !d.Source.Page() {
 			return d, fmt.Errorf("%w: a page event of source %d", ErrMalformed, d.Source)
 		}

@@ -24,6 +24,8 @@ func TestRoundTrip(t *testing.T) {
 			Page: Page{Version: 2, IP: "203.0.113.7", UserAgent: "Mozilla/5.0 wxwork/4.1"}}, 4},
 		{"page read to end, not counted", Delta{CorpID: "c", MsgID: "m", UID: 9, ReadTime: 1764406800, Source: SourceReadToEnd,
 			Page: Page{Version: 1}}, 4},
+		{"page ack archived only", Delta{CorpID: "c", MsgID: "m", UID: 9, ReadTime: 1764406800, Source: SourceAck,
+			Page: Page{Version: 1, ArchiveOnly: true}}, 4},
 		{"page link by userid", Delta{CorpID: "c", MsgID: "m", UserID: "zhangsan", ReadTime: 1764406800, Source: SourceLink,
 			Page: Page{Version: 3, IP: "::1", UserAgent: "UA"}}, 4},
 	}
@@ -107,7 +109,8 @@ func TestUnmarshalRejects(t *testing.T) {
 		{"v4 version 0", append(Marshal(Delta{CorpID: "c", MsgID: "m", UID: 1, Source: SourceAck, Page: Page{Version: 1}})[:9], 0, 0, 0)},
 		{"v4 reconcile", append([]byte{4, 4}, Marshal(Delta{CorpID: "c", MsgID: "m", UID: 1, Source: SourceAck, Page: Page{Version: 1}})[2:]...)},
 		{"v4 without the page", Marshal(Delta{CorpID: "c", MsgID: "m", UID: 1, Source: SourceAck, Page: Page{Version: 1}})[:9]},
-		{"v4 unknown flag", append([]byte{4, 6, 4}, Marshal(Delta{CorpID: "c", MsgID: "m", UID: 1, Source: SourceAck, Page: Page{Version: 1}})[3:]...)},
+		{"v4 counted and archive only", append([]byte{4, 6, 5}, Marshal(Delta{CorpID: "c", MsgID: "m", UID: 1, Source: SourceAck, Page: Page{Version: 1}})[3:]...)},
+		{"v4 unknown flag", append([]byte{4, 6, 8}, Marshal(Delta{CorpID: "c", MsgID: "m", UID: 1, Source: SourceAck, Page: Page{Version: 1}})[3:]...)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

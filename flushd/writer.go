@@ -80,7 +80,7 @@ func readOf(d delta.Delta) Read {
 	if d.Counted {
 		r.At, r.Source = d.ReadTime, d.Source
 	}
-	if sig, ok := d.Source.Signal(); ok {
+	if sig, ok := d.Source.Signal(); ok && !d.Page.ArchiveOnly {
 		*r.signal(sig) = d.ReadTime
 	}
 	if d.Page.Version != 0 {
@@ -140,6 +140,7 @@ func (r Read) check() error {
 		}
 	}
 	for _, p := range r.Pages {
+		empty = false
 		if !p.Source.Page() || p.Version == 0 || len(p.IP) > 64 || len(p.UserAgent) > delta.MaxField {
 			return fmt.Errorf("%w: uid %d: page event %d of version %d", ErrInvalid, r.UID, p.Source, p.Version)
 		}

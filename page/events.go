@@ -79,6 +79,10 @@ type view struct {
 	// notice's min_read_seconds then.
 	ShownMs int64 `json:"shown"`
 	MinRead int   `json:"min_read"`
+	// Material is the notice's current material version when the page
+	// was served: an acknowledgement of an older version is archived and
+	// does not count (yidu.ReadRule.Acknowledging).
+	Material int `json:"material,omitempty"`
 }
 
 // Event is one event the reading page posts.
@@ -225,7 +229,8 @@ func (s *Server) record(ctx context.Context, sess session, a App, msgID string, 
 		return ErrBadEvent
 	}
 	if _, err := s.reads.PageSignal(ctx, ev.Signal, a.CorpID, a.AgentID, v.UserID, v.MsgID, now,
-		bitmap.PageEvent{Version: v.Version, IP: ev.IP, UserAgent: ev.UserAgent}); err != nil {
+		bitmap.PageEvent{Version: v.Version, IP: ev.IP, UserAgent: ev.UserAgent,
+			Stale: ev.Signal == yidu.SignalAcknowledged && v.Version < v.Material}); err != nil {
 		return err
 	}
 	// Durable now; what follows only spares a replay its write (and

@@ -448,7 +448,7 @@ func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.opts.Now()
 	token, ended, acked, err := s.beginView(r.Context(), view{App: a.Name, Corp: a.CorpID, MsgID: msgID, UserID: sess.UserID, UID: rd.UID,
-		Version: v.N, ShownMs: now.UnixMilli(), MinRead: v.Settings.MinReadSeconds})
+		Version: v.N, ShownMs: now.UnixMilli(), MinRead: v.Settings.MinReadSeconds, Material: material(all)})
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "page: view", "err", err)
 		http.Error(w, "暂时无法打开，请稍后再试", http.StatusServiceUnavailable)
@@ -476,6 +476,18 @@ func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
 	if err := s.tmpl.ExecuteTemplate(w, "page.html", out); err != nil {
 		s.log.ErrorContext(r.Context(), "page: render", "err", err)
 	}
+}
+
+// material returns the latest material version of a notice (1 when no
+// later version is material).
+func material(all []notice.Version) int {
+	m := 1
+	for _, v := range all {
+		if v.Reacknowledge && v.N > m {
+			m = v.N
+		}
+	}
+	return m
 }
 
 var shanghai = func() *time.Location {

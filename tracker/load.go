@@ -85,11 +85,17 @@ func (r *Registry) loadReadRows(ctx context.Context, corpID, msgID string) (reci
 }
 
 // loadPageSignals adds the members who gave the reading page's signals
-// read_to_end and acknowledged, of any version (page_signals, issue 39),
-// to signals; only recipients, as every signal bitmap.
+// read_to_end (of any version) and acknowledged (of the current material
+// version or later) (page_signals, issue 39) to signals; only recipients,
+// as every signal bitmap.
 func (r *Registry) loadPageSignals(ctx context.Context, corpID, msgID string, recipients *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap) error {
-	rows, err := r.db.QueryContext(ctx, "SELECT DISTINCT uid, source FROM page_signals WHERE corp_id = ? AND msgid = ? AND source IN (?, ?)",
-		corpID, msgID, int(yidu.SignalReadToEnd), int(yidu.SignalAcknowledged))
+	// Only acknowledgements of the current material version count
+	// (yidu.ReadRule.Acknowledging): those of earlier versions are kept
+	// in page_signals, not restored.
+	rows, err := r.db.QueryContext(ctx, "SELECT DISTINCT uid, source FROM page_signals WHERE corp_id = ? AND msgid = ?"+
+		" AND (source = ? OR source = ? AND version >= (SELECT COALESCE(MAX(version), 1) FROM notice_versions"+
+		" WHERE corp_id = ? AND msgid = ? AND reacknowledge = 1))",
+		corpID, msgID, int(yidu.SignalReadToEnd), int(yidu.SignalAcknowledged), corpID, msgID)
 	if err != nil {
 		return fmt.Errorf("tracker: load page signals of %s: %w", msgID, err)
 	}
@@ -512,6 +518,28 @@ func (r *Registry) HasPageSignal(ctx context.Context, corpID, msgID string, uid 
 	}
 	if err != nil {
 		return false, fmt.Errorf("tracker: page signal of %s: %w", msgID, err)
+	}
+	return true, nil
+}
+
+// ResetAcknowledged makes the acknowledgements of message msgID stop
+// counting after a material new version (issue 39; "a read never goes
+// back to unread, except when a material new version asks for it"):
+// under read_rule acknowledged every read is an acknowledgement, so every
+// read row becomes unread (MySQL first, the truth a restore reads), then
+// Redis's read and acknowledged bitmaps are emptied. The acknowledgements
+// stay in page_signals, per version. A message under another rule is
+// left alone (reset false).
+func (r *Registry) ResetAcknowledged(ctx context.Context, m yidu.Message) (reset bool, err error) {
+	if !m.ReadRule.Acknowledging() {
+		return false, nil
+	}
+	if _, err := r.db.ExecContext(ctx, "UPDATE message_read_record SET is_read = 0, read_time = NULL, source = 0"+
+		" WHERE corp_id = ? AND msgid = ? AND is_read = 1", m.CorpID, m.MsgID); err != nil {
+		return false, fmt.Errorf("tracker: reset acknowledgements of %s: %w", m.MsgID, err)
+	}
+	if err := r.store.ResetAcknowledged(ctx, m.CorpID, m.MsgID); err != nil {
+		return false, err
 	}
 	return true, nil
 }
