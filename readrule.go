@@ -43,3 +43,47 @@ func CheckMinReadSeconds(n int) error {
 	}
 	return nil
 }
+
+// Signal returns the one signal that makes a message read under r; ok
+// is false for ReadRuleApp (the app's read_signals decide).
+func (r ReadRule) Signal() (sig Signal, ok bool) {
+	switch r {
+	case ReadRuleLink:
+		return SignalLink, true
+	case ReadRuleReadToEnd:
+		return SignalReadToEnd, true
+	case ReadRuleAcknowledged:
+		return SignalAcknowledged, true
+	}
+	return 0, false
+}
+
+// Code returns r as messages.read_rule stores it: the code of its signal,
+// 0 for ReadRuleApp.
+func (r ReadRule) Code() uint8 {
+	if sig, ok := r.Signal(); ok {
+		return uint8(sig)
+	}
+	return 0
+}
+
+// ReadRuleOfCode returns the rule messages.read_rule code stores; an
+// unknown code is ReadRuleApp.
+func ReadRuleOfCode(code uint8) ReadRule {
+	for _, r := range []ReadRule{ReadRuleLink, ReadRuleReadToEnd, ReadRuleAcknowledged} {
+		if r.Code() == code {
+			return r
+		}
+	}
+	return ReadRuleApp
+}
+
+// CountsAsRead reports whether signal s makes a message of app a under
+// rule r read: r's signal alone, or the app's read signals under
+// ReadRuleApp.
+func (r ReadRule) CountsAsRead(a App, s Signal) bool {
+	if sig, ok := r.Signal(); ok {
+		return s == sig
+	}
+	return a.CountsAsRead(s)
+}

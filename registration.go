@@ -86,6 +86,9 @@ type Registration struct {
 	Audience Audience
 	// Send sends the card through WeCom after the registration succeeded.
 	Send bool
+	// ReadRule is what makes the message read ("" or ReadRuleApp: the
+	// app's read signals); a notice with content may choose another.
+	ReadRule ReadRule
 	// FromNotice marks the registration that sends a draft or scheduled
 	// notice (campaign's Runner), which alone may register the msgid the
 	// notice holds (issue 38). The API never sets it.

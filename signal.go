@@ -27,14 +27,28 @@ const (
 	// SignalLink: the member opened the notice through its tracked link
 	// (identified by WeCom OAuth2).
 	SignalLink Signal = 3
+	// SignalReadToEnd: on the reading page (issue 39), the end of the text
+	// (#notice-end) and the last page of every attachment were on screen.
+	// Its value is 5: 4 is message_read_record.source's code of a read
+	// yidu reconcile re-emitted (delta.SourceReconcile), kept stable.
+	SignalReadToEnd Signal = 5
+	// SignalAcknowledged: on the reading page, the reader pressed
+	// 我已阅读并知悉 (#ack) after reading to the end.
+	SignalAcknowledged Signal = 6
 )
 
 // NumSignals is the number of signals; arrays indexed by Signal.Index have
 // this length.
-const NumSignals = 3
+const NumSignals = 5
 
 // Signals returns every signal, in the order the API and the page list them.
-func Signals() []Signal { return []Signal{SignalButton, SignalLink, SignalEnterAgent} }
+func Signals() []Signal {
+	return []Signal{SignalButton, SignalLink, SignalEnterAgent, SignalReadToEnd, SignalAcknowledged}
+}
+
+// PageSignals returns the signals the reading page records with the
+// version read (link opened on the page, read to the end, acknowledged).
+func PageSignals() []Signal { return []Signal{SignalLink, SignalReadToEnd, SignalAcknowledged} }
 
 // DefaultReadSignals returns the signals that count as read when an app
 // lists none: a button press (acknowledged) and a tracked link opened (the
@@ -42,15 +56,20 @@ func Signals() []Signal { return []Signal{SignalButton, SignalLink, SignalEnterA
 func DefaultReadSignals() []Signal { return []Signal{SignalButton, SignalLink} }
 
 // Valid reports whether s is a known signal.
-func (s Signal) Valid() bool { return s >= SignalButton && s <= SignalLink }
+func (s Signal) Valid() bool {
+	return s >= SignalButton && s <= SignalLink || s == SignalReadToEnd || s == SignalAcknowledged
+}
 
 // Index returns s's position 0..NumSignals-1 in arrays indexed by signal.
 // It panics for an invalid signal.
 func (s Signal) Index() int {
-	if !s.Valid() {
-		panic("yidu: index of invalid signal " + strconv.Itoa(int(s)))
+	switch {
+	case s >= SignalButton && s <= SignalLink:
+		return int(s) - 1
+	case s == SignalReadToEnd || s == SignalAcknowledged:
+		return int(s) - 2
 	}
-	return int(s) - 1
+	panic("yidu: index of invalid signal " + strconv.Itoa(int(s)))
 }
 
 // String returns the signal's name in the configuration and the API.
@@ -62,18 +81,23 @@ func (s Signal) String() string {
 		return "enter_agent"
 	case SignalLink:
 		return "link"
+	case SignalReadToEnd:
+		return "read_to_end"
+	case SignalAcknowledged:
+		return "acknowledged"
 	}
 	return "signal(" + strconv.Itoa(int(s)) + ")"
 }
 
-// ParseSignal returns the signal named name (button, link, enter_agent).
+// ParseSignal returns the signal named name (button, link, enter_agent,
+// read_to_end, acknowledged).
 func ParseSignal(name string) (Signal, error) {
 	for _, s := range Signals() {
 		if s.String() == name {
 			return s, nil
 		}
 	}
-	return 0, Invalidf("unknown read signal %q (want button, link or enter_agent)", Truncate(name, 32))
+	return 0, Invalidf("unknown read signal %q (want button, link, enter_agent, read_to_end or acknowledged)", Truncate(name, 32))
 }
 
 // ParseReadSignals parses an app's read_signals: at least one signal, each
@@ -139,6 +163,10 @@ type SignalCounts struct {
 	Button     int64 `json:"button"`
 	Link       int64 `json:"link"`
 	EnterAgent int64 `json:"enter_agent"`
+	// ReadToEnd and Acknowledged are the reading page's signals (issue
+	// 39), of any version.
+	ReadToEnd    int64 `json:"read_to_end"`
+	Acknowledged int64 `json:"acknowledged"`
 }
 
 // Get returns the count of signal s (0 for an invalid signal).
@@ -150,6 +178,10 @@ func (c SignalCounts) Get(s Signal) int64 {
 		return c.Link
 	case SignalEnterAgent:
 		return c.EnterAgent
+	case SignalReadToEnd:
+		return c.ReadToEnd
+	case SignalAcknowledged:
+		return c.Acknowledged
 	}
 	return 0
 }
@@ -163,6 +195,10 @@ func (c *SignalCounts) Set(s Signal, n int64) {
 		c.Link = n
 	case SignalEnterAgent:
 		c.EnterAgent = n
+	case SignalReadToEnd:
+		c.ReadToEnd = n
+	case SignalAcknowledged:
+		c.Acknowledged = n
 	default:
 		panic(fmt.Sprintf("yidu: set count of invalid signal %d", s))
 	}

@@ -46,8 +46,21 @@ func TestSignalNames(t *testing.T) {
 	if SignalButton != 1 || SignalEnterAgent != 2 || SignalLink != 3 {
 		t.Errorf("signal values %d %d %d; want the source codes 1 2 3", SignalButton, SignalEnterAgent, SignalLink)
 	}
-	if Signal(0).Valid() || Signal(4).Valid() {
-		t.Errorf("signals 0 and 4 are valid; want neither")
+	if SignalReadToEnd != 5 || SignalAcknowledged != 6 {
+		t.Errorf("page signal values %d %d; want 5 6 (4 is reconcile's source code)", SignalReadToEnd, SignalAcknowledged)
+	}
+	for _, s := range []Signal{0, 4, 7} {
+		if s.Valid() {
+			t.Errorf("signal %d is valid; want invalid", s)
+		}
+	}
+	seen := map[int]bool{}
+	for _, s := range Signals() {
+		i := s.Index()
+		if i < 0 || i >= NumSignals || seen[i] {
+			t.Errorf("%v.Index() = %d; want a distinct index in 0..%d", s, i, NumSignals-1)
+		}
+		seen[i] = true
 	}
 }
 
@@ -80,7 +93,7 @@ func TestSignalCountsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"button":10,"link":11,"enter_agent":12}`; string(b) != want {
+	if want := `{"button":10,"link":11,"enter_agent":12,"read_to_end":13,"acknowledged":14}`; string(b) != want {
 		t.Errorf("json.Marshal(%+v) = %s; want %s", c, b, want)
 	}
 	if c.Get(SignalEnterAgent) != 12 || c.Get(Signal(9)) != 0 {

@@ -35,6 +35,9 @@ type Message struct {
 	// moment: ReadAtRecall is its read count then.
 	RecalledAt   time.Time
 	ReadAtRecall int64
+	// ReadRule is what makes the message read ("" or ReadRuleApp: the
+	// app's read signals; messages.read_rule).
+	ReadRule ReadRule
 }
 
 // Recalled reports whether m was recalled.

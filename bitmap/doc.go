@@ -3,9 +3,11 @@
 // effect, within the 5 s WeCom waits for an answer (path 90238).
 //
 // Signals are kept apart (yidu.Signal): a card button press, a tracked link
-// opened and an app entry (enter_agent) each set their own bitmap; only a
-// signal the message's app counts as read (yidu.App.ReadSignals) sets the
-// read bit too. The Recorder decides, and the delta carries the decision to
+// opened, an app entry (enter_agent) and the reading page's read_to_end and
+// acknowledged each set their own bitmap; only a signal that counts as read
+// sets the read bit too: the message's read rule's signal when it has one
+// (meta rule, yidu.ReadRule), else those its app lists
+// (yidu.App.ReadSignals). The Recorder decides, and the delta carries the decision to
 // flushd, so Redis's read bitmap and MySQL's is_read follow the same one.
 //
 // # Key scheme
@@ -25,7 +27,9 @@
 //	                              (unix ms) and 'c' (counted) or 'u': signals
 //	                              whose bit is set but whose delta Kafka has
 //	                              not acknowledged yet
-//	<p>:m:{<corp>/<msgid>}:meta   hash app, agent_id, title, sent_at_ms, recipients
+//	<p>:m:{<corp>/<msgid>}:meta   hash app, agent_id, title, sent_at_ms, recipients,
+//	                              rule (the read rule's signal code, 0: the
+//	                              app's read signals decide)
 //	<p>:m:{<corp>/<msgid>}:tmp    scratch for BITOP OR inside one script
 //	<p>:a:{<corp>/<agentid>}:msgs sorted set msgid → ceil(sent_at) unix s; the
 //	                              member "" (score 0) says the set is complete

@@ -103,6 +103,12 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = string.format('%d', now + tonumber(ARGV[2]))
 local field = ':' .. ARGV[4]
 local counted = ARGV[5] == '1'
+-- The message's read rule (issue 39), when not the app's: only its one
+-- signal counts.
+local rule = redis.call('HGET', meta, 'rule')
+if rule and rule ~= '0' then
+  counted = rule == ARGV[4]
+end
 local mode = counted and 'c' or 'u'
 local out = {}
 local touched = false

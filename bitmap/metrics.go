@@ -48,7 +48,7 @@ type recorderMetrics struct {
 	reads *prometheus.CounterVec
 	// newReads[src] is reads{source=src, outcome=new}, resolved once: the
 	// read path counts one per callback.
-	newReads      [delta.SourceLink + 1]prometheus.Counter
+	newReads      [delta.SourceAck + 1]prometheus.Counter
 	publish       prometheus.Histogram
 	publishErrors prometheus.Counter
 	restores      *prometheus.CounterVec
@@ -69,10 +69,10 @@ func newRecorderMetrics(reg prometheus.Registerer) (*recorderMetrics, error) {
 			"Pending leases not cleared after Kafka's ack (a later signal re-emits)."),
 	}
 	metric.Preset(m.reads.MetricVec,
-		[]string{delta.SourceCard.String(), delta.SourceEnterAgent.String(), delta.SourceLink.String()},
+		[]string{delta.SourceCard.String(), delta.SourceEnterAgent.String(), delta.SourceLink.String(), delta.SourceReadToEnd.String(), delta.SourceAck.String()},
 		[]string{outcomeLabelNew, outcomeLabelUncounted, outcomeLabelDuplicate, outcomeLabelInFlight, outcomeLabelNotRecipient, outcomeLabelUnknownMsgID, outcomeLabelUnknownUser})
 	metric.Preset(m.restores.MetricVec, []string{"restored", "not_found", "error"})
-	for _, src := range []delta.Source{delta.SourceCard, delta.SourceEnterAgent, delta.SourceLink} {
+	for _, src := range []delta.Source{delta.SourceCard, delta.SourceEnterAgent, delta.SourceLink, delta.SourceReadToEnd, delta.SourceAck} {
 		m.newReads[src] = m.reads.WithLabelValues(src.String(), outcomeLabelNew)
 	}
 	return m, f.Err("bitmap: recorder")

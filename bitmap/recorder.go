@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -201,13 +202,13 @@ func (r *Recorder) CardPress(ctx context.Context, corpID string, agentID int64, 
 	}
 	uid, ok, err := r.member(ctx, delta.SourceCard, corpID, userID)
 	if err != nil && ctx.Err() == nil {
-		n, err := r.byUserID(ctx, yidu.SignalButton, corpID, agentID, userID, string(msgID), at, err)
+		n, err := r.byUserID(ctx, yidu.SignalButton, corpID, agentID, userID, string(msgID), at, delta.Page{}, err)
 		return n, err == nil, err
 	}
 	if !ok {
 		return 0, false, err
 	}
-	n, kept, err := r.record(ctx, yidu.SignalButton, corpID, agentID, uid, []string{string(msgID)}, at)
+	n, kept, err := r.record(ctx, yidu.SignalButton, corpID, agentID, uid, []string{string(msgID)}, at, delta.Page{})
 	return n, kept > 0, err
 }
 
@@ -225,13 +226,87 @@ func (r *Recorder) LinkRead(ctx context.Context, corpID string, agentID int64, u
 	}
 	uid, ok, err := r.member(ctx, delta.SourceLink, corpID, userID)
 	if err != nil && ctx.Err() == nil {
-		return r.byUserID(ctx, yidu.SignalLink, corpID, agentID, userID, msgID, at, err)
+		return r.byUserID(ctx, yidu.SignalLink, corpID, agentID, userID, msgID, at, delta.Page{}, err)
 	}
 	if !ok {
 		return 0, err
 	}
-	n, _, err := r.record(ctx, yidu.SignalLink, corpID, agentID, uid, []string{msgID}, at)
+	n, _, err := r.record(ctx, yidu.SignalLink, corpID, agentID, uid, []string{msgID}, at, delta.Page{})
 	return n, err
+}
+
+// PageEvent is a reading page's event behind a page signal (issue 39).
+type PageEvent struct {
+	// Version is the notice version the page showed (≥ 1).
+	Version int
+	// IP and UserAgent are the reader's, as the receiver saw them; the
+	// User-Agent is cut to delta.MaxField bytes.
+	IP, UserAgent string
+	// Stale: an acknowledgement of a version older than the notice's
+	// current material version. It is archived (its delta, uncounted)
+	// and sets no bit: it no longer counts.
+	Stale bool
+}
+
+// PageSignal records that userID gave signal sig (link, read_to_end or
+// acknowledged) on the reading page of message msgID at at, reading
+// version ev.Version. Like LinkRead it returns once the signal's bit is
+// set and its delta durable (Kafka or the spool), and the number of new
+// signals that count as read. Unlike the card's signals, a member who
+// gave the signal before (on an earlier version) still gets a delta: the
+// archive keeps each version's event (page_signals), so a member's
+// acknowledgement of version 2 is on record beside that of version 1.
+// The page decides whether an event is new for its version; a repeat
+// reaching here only makes flushd keep the first row. An unknown member,
+// a non-recipient or another app's message → (0, nil), nothing written.
+func (r *Recorder) PageSignal(ctx context.Context, sig yidu.Signal, corpID string, agentID int64, userID, msgID string, at time.Time, ev PageEvent) (int, error) {
+	src := delta.SourceOf(sig)
+	if sig != yidu.SignalLink && sig != yidu.SignalReadToEnd && sig != yidu.SignalAcknowledged {
+		return 0, fmt.Errorf("bitmap: page signal %v is not a page's", sig)
+	}
+	if ev.Version < 1 || int64(ev.Version) > 1<<32-1 {
+		return 0, fmt.Errorf("bitmap: page signal of version %d", ev.Version)
+	}
+	if !yidu.MsgID(msgID).Valid() {
+		r.count(src, outcomeLabelUnknownMsgID, 1)
+		return 0, nil
+	}
+	page := delta.Page{Version: uint32(ev.Version), IP: truncateBytes(ev.IP, 64), UserAgent: truncateBytes(ev.UserAgent, delta.MaxField)}
+	uid, ok, err := r.member(ctx, src, corpID, userID)
+	if err != nil && ctx.Err() == nil {
+		return r.byUserID(ctx, sig, corpID, agentID, userID, msgID, at, page, err)
+	}
+	if !ok {
+		return 0, err
+	}
+	if ev.Stale {
+		page.ArchiveOnly = true
+		d := delta.Delta{CorpID: corpID, MsgID: msgID, UID: uid, ReadTime: at.Unix(), Source: src, Page: page}
+		start := time.Now()
+		err := r.pub.Publish(ctx, []delta.Delta{d})
+		r.m.publish.Observe(time.Since(start).Seconds())
+		if err != nil {
+			r.m.publishErrors.Inc()
+			return 0, fmt.Errorf("bitmap: %s: publish: %w", src, err)
+		}
+		r.count(src, outcomeLabelUncounted, 1)
+		return 0, nil
+	}
+	n, _, err := r.record(ctx, sig, corpID, agentID, uid, []string{msgID}, at, page)
+	return n, err
+}
+
+// truncateBytes returns s as valid UTF-8 (what utf8mb4 stores) of at most
+// n bytes, cut at a rune boundary.
+func truncateBytes(s string, n int) string {
+	s = strings.ToValidUTF8(s, "")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // EnterAgent records that userID opened the app at at, after every tracked
@@ -273,7 +348,7 @@ func (r *Recorder) EnterAgent(ctx context.Context, corpID string, agentID int64,
 	}
 	n := 0
 	if len(ids) > 0 {
-		if n, _, err = r.record(ctx, yidu.SignalEnterAgent, corpID, agentID, uid, ids, at); err != nil {
+		if n, _, err = r.record(ctx, yidu.SignalEnterAgent, corpID, agentID, uid, ids, at, delta.Page{}); err != nil {
 			return 0, err
 		}
 	}
@@ -312,7 +387,7 @@ func (r *Recorder) enterWithoutRedis(ctx context.Context, corpID string, agentID
 	if len(mine) == 0 {
 		return 0, nil
 	}
-	return r.unmarked(ctx, yidu.SignalEnterAgent, r.counted(corpID, agentID, yidu.SignalEnterAgent), corpID, uid, mine, at, cause)
+	return r.unmarked(ctx, yidu.SignalEnterAgent, r.counted(corpID, agentID, yidu.SignalEnterAgent), corpID, uid, mine, at, delta.Page{}, cause)
 }
 
 // record marks that uid gave signal sig on msgIDs and publishes the new
@@ -330,16 +405,16 @@ const inFlightPoll = 50 * time.Millisecond
 // record also returns kept: how many of msgIDs now hold the signal (new
 // or repeated; all of them when published unmarked), the rest naming no
 // message of the app or no recipient.
-func (r *Recorder) record(ctx context.Context, sig yidu.Signal, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (reads, kept int, err error) {
+func (r *Recorder) record(ctx context.Context, sig yidu.Signal, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time, page delta.Page) (reads, kept int, err error) {
 	counted := r.counted(corpID, agentID, sig)
 	for waiting := false; ; waiting = true {
-		n, k, inFlight, err := r.recordOnce(ctx, sig, counted, corpID, agentID, uid, msgIDs, at)
+		n, k, inFlight, err := r.recordOnce(ctx, sig, counted, corpID, agentID, uid, msgIDs, at, page)
 		if waiting && err != nil && ctx.Err() != nil {
 			// The deadline came while looking again at a read in flight.
 			return reads, kept, fmt.Errorf("%w: %s (%w)", ErrInFlight, strings.Join(msgIDs, ","), err)
 		}
 		if errors.Is(err, errRedisDown) && sig != yidu.SignalEnterAgent && ctx.Err() == nil {
-			u, err := r.unmarked(ctx, sig, counted, corpID, uid, msgIDs, at, err)
+			u, err := r.unmarked(ctx, sig, counted, corpID, uid, msgIDs, at, page, err)
 			if err != nil {
 				return reads + n + u, kept, err
 			}
@@ -366,7 +441,7 @@ func (r *Recorder) record(ctx context.Context, sig yidu.Signal, corpID string, a
 // recordOnce marks, publishes and acks once; it returns the number of new
 // counted reads, how many msgIDs hold the signal now (new or duplicate)
 // and the msgIDs whose signal another attempt holds in flight.
-func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time) (int, int, []string, error) {
+func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool, corpID string, agentID int64, uid uint32, msgIDs []string, at time.Time, page delta.Page) (int, int, []string, error) {
 	src := delta.SourceOf(sig)
 	targets := make([]Target, len(msgIDs))
 	for i, id := range msgIDs {
@@ -414,12 +489,22 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 			// The outcome, not counted, says whether the signal counts: a
 			// re-emission carries what the attempt that set the bit decided.
 			fresh = append(fresh, targets[i])
-			ds = append(ds, delta.Delta{CorpID: corpID, MsgID: msgIDs[i], UID: uid, ReadTime: at.Unix(), Source: src, Counted: o[0] == OutcomeNew})
+			ds = append(ds, delta.Delta{CorpID: corpID, MsgID: msgIDs[i], UID: uid, ReadTime: at.Unix(), Source: src, Counted: o[0] == OutcomeNew, Page: page})
 			if o[0] == OutcomeNew {
 				reads++
 			}
 		case OutcomeDuplicate:
 			r.count(src, outcomeLabelDuplicate, 1)
+			if page.Version != 0 {
+				// The member gave the signal before, perhaps on another
+				// version: the archive keeps each version's event
+				// (page_signals), so the event travels without a lease;
+				// flushd keeps the first of each version. It never counts:
+				// the mark that set the bit decided whether the signal
+				// made a read (the notice's rule, in Redis).
+				ds = append(ds, delta.Delta{CorpID: corpID, MsgID: msgIDs[i], UID: uid, ReadTime: at.Unix(), Source: src, Page: page})
+				continue
+			}
 			dups++
 		case OutcomeInFlight:
 			r.count(src, outcomeLabelInFlight, 1)
@@ -448,7 +533,7 @@ func (r *Recorder) recordOnce(ctx context.Context, sig yidu.Signal, counted bool
 		return 0, 0, nil, err
 	}
 	r.count(src, outcomeLabelNew, reads)
-	r.count(src, outcomeLabelUncounted, len(ds)-reads)
+	r.count(src, outcomeLabelUncounted, len(fresh)-reads)
 	// The deltas are durable: the ack only tidies the leases up, so the
 	// 200 does not wait for it (Store.AckAsync).
 	if err := r.store.AckAsync(fresh, r.ackFailed); err != nil {
@@ -479,13 +564,13 @@ const (
 // writes the recipient row (a non-member or non-recipient changes none)
 // and sets the bits (flushd.LiveView). Nothing is marked in Redis: the
 // uid is not known here. It returns how many count as read.
-func (r *Recorder) byUserID(ctx context.Context, sig yidu.Signal, corpID string, agentID int64, userID, msgID string, at time.Time, cause error) (int, error) {
+func (r *Recorder) byUserID(ctx context.Context, sig yidu.Signal, corpID string, agentID int64, userID, msgID string, at time.Time, page delta.Page, cause error) (int, error) {
 	src := delta.SourceOf(sig)
 	if !yidu.UserID(userID).Valid() {
 		return 0, cause
 	}
 	counted := r.counted(corpID, agentID, sig)
-	d := delta.Delta{CorpID: corpID, MsgID: msgID, UserID: userID, ReadTime: at.Unix(), Source: src, Counted: counted}
+	d := delta.Delta{CorpID: corpID, MsgID: msgID, UserID: userID, ReadTime: at.Unix(), Source: src, Counted: counted, Page: page}
 	start := time.Now()
 	err := r.pub.Publish(ctx, []delta.Delta{d})
 	r.m.publish.Observe(time.Since(start).Seconds())
@@ -520,11 +605,11 @@ func (r *Recorder) mark(ctx context.Context, targets []Target) ([][]Outcome, err
 // unmarked publishes signal sig of uid on msgIDs without Redis (see
 // Recorder) and returns how many count as read, once Kafka (or the spool)
 // has the deltas.
-func (r *Recorder) unmarked(ctx context.Context, sig yidu.Signal, counted bool, corpID string, uid uint32, msgIDs []string, at time.Time, cause error) (int, error) {
+func (r *Recorder) unmarked(ctx context.Context, sig yidu.Signal, counted bool, corpID string, uid uint32, msgIDs []string, at time.Time, page delta.Page, cause error) (int, error) {
 	src := delta.SourceOf(sig)
 	ds := make([]delta.Delta, len(msgIDs))
 	for i, id := range msgIDs {
-		ds[i] = delta.Delta{CorpID: corpID, MsgID: id, UID: uid, ReadTime: at.Unix(), Source: src, Counted: counted}
+		ds[i] = delta.Delta{CorpID: corpID, MsgID: id, UID: uid, ReadTime: at.Unix(), Source: src, Counted: counted, Page: page}
 	}
 	start := time.Now()
 	err := r.pub.Publish(ctx, ds)

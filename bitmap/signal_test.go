@@ -203,7 +203,7 @@ func TestRestoreReadsSignals(t *testing.T) {
 	if err != nil || !found || rc != 3 || rd != 2 || by != (yidu.SignalCounts{Button: 1, Link: 1, EnterAgent: 1}) {
 		t.Errorf("CountsBySignal = %d, %d, %+v, %v, %v; want 3, 2, {1 1 1}", rc, rd, by, found, err)
 	}
-	for _, sig := range yidu.Signals() {
+	for _, sig := range []yidu.Signal{yidu.SignalButton, yidu.SignalLink, yidu.SignalEnterAgent} { // the signals given
 		ttl, err := rdb.PTTL(ctx, s.signalKey(testCorp, "m", sig)).Result()
 		if err != nil || ttl < 29*24*time.Hour {
 			t.Errorf("PTTL %s = %v, %v; want about 30 days", sig, ttl, err)

@@ -294,7 +294,7 @@ func (s *Store) RestoreReads(ctx context.Context, m yidu.Message, recipients, re
 		args = append(args, ToRedis(signals[sig]))
 	}
 	args = append(args, "app", m.App, "agent_id", m.AgentID, "title", m.Title,
-		"sent_at_ms", m.SentAt.UnixMilli(), "recipients", m.Recipients)
+		"sent_at_ms", m.SentAt.UnixMilli(), "recipients", m.Recipients, "rule", int(m.ReadRule.Code()))
 	if err := restoreScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("bitmap: put message %s/%s: %w", m.CorpID, m.MsgID, err)
 	}
@@ -303,6 +303,29 @@ func (s *Store) RestoreReads(ctx context.Context, m yidu.Message, recipients, re
 	}
 	return nil
 }
+
+// ResetAcknowledged makes a message's acknowledgements stop counting
+// (a material new version of a notice read under read_rule acknowledged,
+// issue 39): its read and acknowledged bitmaps are emptied, so progress
+// counts only acknowledgements of the new version, each one a new mark.
+// Under that rule nothing else made the message read. A message Redis
+// lacks is left alone: its restore reads MySQL, reset first.
+func (s *Store) ResetAcknowledged(ctx context.Context, corpID, msgID string) error {
+	if err := resetAckScript.Run(ctx, s.rdb, []string{
+		s.msgKey(corpID, msgID, "rcpt"), s.msgKey(corpID, msgID, "read"), s.signalKey(corpID, msgID, yidu.SignalAcknowledged),
+	}).Err(); err != nil {
+		return fmt.Errorf("bitmap: reset acknowledgements of %s/%s: %w", corpID, msgID, err)
+	}
+	return nil
+}
+
+var resetAckScript = redis.NewScript(`
+-- KEYS: rcpt, read, acknowledged
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('DEL', KEYS[2], KEYS[3])
+end
+return 1
+`)
 
 // indexSentinel is the app index member that says the index holds every
 // active message of the app: after Redis lost data, a PutMessage alone
@@ -583,6 +606,9 @@ func (s *Store) MessageMeta(ctx context.Context, corpID, msgID string) (yidu.Mes
 	m.AgentID = num("agent_id")
 	m.SentAt = time.UnixMilli(num("sent_at_ms"))
 	m.Recipients = num("recipients")
+	if c, err := strconv.ParseUint(h["rule"], 10, 8); err == nil && c != 0 {
+		m.ReadRule = yidu.ReadRuleOfCode(uint8(c))
+	}
 	if perr != nil {
 		return yidu.Message{}, false, perr
 	}

@@ -386,6 +386,8 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	// Bad content is refused before anything is stored, registered or sent.
 	ver, err := s.prepareContent(r.Context(), reg, app.CorpID)
 	if err == nil && ver != nil {
+		// What makes it read is fixed at registration (messages.read_rule).
+		reg.Registration.ReadRule, _ = yidu.ParseReadRule(reg.ReadRule)
 		err = s.linkToPage(&reg, app.Name)
 	}
 	if err != nil {

@@ -25,6 +25,12 @@ type Notices interface {
 	List(ctx context.Context, corp, msgid string) ([]notice.Version, error)
 }
 
+// Acknowledgements resets what counts as read after a material version
+// (tracker.Registry.ResetAcknowledged: only under read_rule acknowledged).
+type Acknowledgements interface {
+	ResetAcknowledged(ctx context.Context, m yidu.Message) (bool, error)
+}
+
 // contentJSON is a body's "content".
 type contentJSON struct {
 	Markdown    string   `json:"markdown"`
@@ -162,6 +168,10 @@ func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBod
 	}
 	if made || err != nil {
 		s.recordDone(r, ev, err)
+	}
+	if err == nil && made && reack && s.acks != nil {
+		// A material version: earlier acknowledgements stop counting.
+		_, err = s.acks.ResetAcknowledged(r.Context(), m)
 	}
 	if err != nil {
 		s.fail(w, r, err)

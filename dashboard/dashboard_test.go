@@ -110,7 +110,7 @@ func TestGetMessage(t *testing.T) {
 		t.Errorf("GET hello = %+v; want 10 recipients, 4 read, 40%%, by_signal %+v", m, bySignal)
 	}
 	raw := decode[map[string]json.RawMessage](t, f.ok(t, "GET", "/api/v1/messages/hello"))
-	if got, want := string(raw["by_signal"]), `{"button":3,"link":1,"enter_agent":3}`; got != want {
+	if got, want := string(raw["by_signal"]), `{"button":3,"link":1,"enter_agent":3,"read_to_end":0,"acknowledged":0}`; got != want {
 		t.Errorf("by_signal = %s; want %s", got, want)
 	}
 

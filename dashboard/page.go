@@ -110,15 +110,19 @@ var signalLabels = map[yidu.Signal]string{
 	yidu.SignalButton:     "signal.button",
 	yidu.SignalLink:       "signal.link",
 	yidu.SignalEnterAgent: "signal.enter_agent",
+	// The reading page's (issue 39).
+	yidu.SignalReadToEnd:    "signal.read_to_end",
+	yidu.SignalAcknowledged: "signal.acknowledged",
 }
 
-// signalViews lists m's signals in the API's order; app decides which
-// count as read (an app no longer configured: the defaults).
-func signalViews(app yidu.App, by yidu.SignalCounts) []signalView {
+// signalViews lists m's signals in the API's order; the message's read
+// rule, else its app, decides which count as read (an app no longer
+// configured: the defaults).
+func signalViews(rule yidu.ReadRule, app yidu.App, by yidu.SignalCounts) []signalView {
 	out := make([]signalView, 0, yidu.NumSignals)
 	for _, sig := range yidu.Signals() {
 		out = append(out, signalView{ID: "signal-" + strings.ReplaceAll(sig.String(), "_", "-"),
-			Label: signalLabels[sig], Count: by.Get(sig), Counted: app.CountsAsRead(sig)})
+			Label: signalLabels[sig], Count: by.Get(sig), Counted: rule.CountsAsRead(app, sig)})
 	}
 	return out
 }
@@ -328,7 +332,7 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 		if c, err = s.prog.Counts(r.Context(), m, viewFrom(r.Context())); err == nil {
 			d.Msg = toJSON(m)
 			d.Msg.setCounts(c)
-			d.Signals = signalViews(s.apps[m.App], c.BySignal)
+			d.Signals = signalViews(m.ReadRule, s.apps[m.App], c.BySignal)
 			d.Title = m.Title
 			p := principalFrom(r.Context())
 			d.MaySend, d.MayRemind = p.MaySend(m.CorpID, m.App), p.MayRemindScoped(m.CorpID, m.App)

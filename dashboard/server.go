@@ -129,6 +129,10 @@ type Options struct {
 	// Notices keeps the versions of notices' content (notice.Store); nil:
 	// a body with content is refused and GET .../content answers 404.
 	Notices Notices
+	// Acknowledgements makes earlier acknowledgements stop counting when
+	// a material version of a notice under read_rule acknowledged is made
+	// (tracker.Registry); nil: they keep counting.
+	Acknowledgements Acknowledgements
 	// ReadingPage is the reading page's URL of app's msgid on the receiver
 	// (receiver.public_url); a notice with content links its card there.
 	// nil: its card keeps the url it was given.
@@ -194,6 +198,7 @@ type Server struct {
 	followUps   FollowUps
 	attachments Attachments
 	notices     Notices
+	acks        Acknowledgements
 	readingPage func(app, msgID string) string
 	confirmOver int
 	appList     []yidu.App
@@ -275,6 +280,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	s.acts = campaign.NewService(s.actOpts)
 	s.wecomLimits = access.NewWeComLimiter(opts.Now)
 	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
+	s.acks = opts.Acknowledgements
 	return s, nil
 }
 

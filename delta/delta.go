@@ -28,6 +28,18 @@
 // flushd resolves it (see Delta.UserID). A flushd older than version 3
 // skips such values as malformed: upgrade flushd before the receivers.
 //
+// A version 4 value is a reading page's signal (issue 39): a version 2
+// or 3 value (flag bit 1 optional, uid 0 when set; flag bit 2: archive
+// only, never with bit 0, see Page.ArchiveOnly) followed by the page
+// event, which the archive keeps per version (page_signals):
+//
+//	uvarint notice version (≥ 1)
+//	uvarint len(ip), ip bytes (the reader's address, may be empty)
+//	uvarint len(user_agent), user_agent bytes (at most 255)
+//
+// A flushd older than version 4 skips such values as malformed: upgrade
+// flushd before the receivers.
+//
 // The record key is corp_id + "/" + msgid, so every delta of one message
 // lands on one partition, in order.
 package delta
@@ -42,13 +54,16 @@ import (
 
 // Version is the newest encoding version; Marshal writes the oldest one
 // that can hold a delta (see the package doc).
-const Version = 3
+const Version = 4
 
 // Flags of a version 2 or 3 value: bit 0 counted, bit 1 (version 3 only,
 // and always) the value ends in a UserID.
 const (
 	flagCounted = 1
 	flagUserID  = 2
+	// flagArchive, version 4 only: the page event is archived and gives
+	// no signal (Page.ArchiveOnly).
+	flagArchive = 4
 )
 
 // Source says what produced a delta: one of the read signals
@@ -58,10 +73,12 @@ type Source uint8
 // Sources of a delta; the values are stored in message_read_record.source.
 const (
 	SourceUnknown    Source = 0
-	SourceCard       Source = Source(yidu.SignalButton)     // template_card_event button press
-	SourceEnterAgent Source = Source(yidu.SignalEnterAgent) // enter_agent after the message was sent
-	SourceLink       Source = Source(yidu.SignalLink)       // tracked link opened through OAuth2
-	SourceReconcile  Source = 4                             // re-emitted by yidu reconcile: a read, no signal
+	SourceCard       Source = Source(yidu.SignalButton)       // template_card_event button press
+	SourceEnterAgent Source = Source(yidu.SignalEnterAgent)   // enter_agent after the message was sent
+	SourceLink       Source = Source(yidu.SignalLink)         // tracked link opened through OAuth2
+	SourceReconcile  Source = 4                               // re-emitted by yidu reconcile: a read, no signal
+	SourceReadToEnd  Source = Source(yidu.SignalReadToEnd)    // the reading page read to its end
+	SourceAck        Source = Source(yidu.SignalAcknowledged) // 我已阅读并知悉 pressed on the reading page
 )
 
 // SourceOf returns the source of signal s's deltas.
@@ -74,8 +91,12 @@ func (s Source) Signal() (sig yidu.Signal, ok bool) {
 	return sig, sig.Valid()
 }
 
+// Page reports whether s is one of the reading page's signals (link,
+// read_to_end, acknowledged), the sources a version 4 value may carry.
+func (s Source) Page() bool { return s == SourceLink || s == SourceReadToEnd || s == SourceAck }
+
 // valid reports whether s is a source a delta may carry.
-func (s Source) valid() bool { return s >= SourceCard && s <= SourceReconcile }
+func (s Source) valid() bool { return s >= SourceCard && s <= SourceAck }
 
 // String returns the source's name.
 func (s Source) String() string {
@@ -88,6 +109,10 @@ func (s Source) String() string {
 		return "link"
 	case SourceReconcile:
 		return "reconcile"
+	case SourceReadToEnd:
+		return "read_to_end"
+	case SourceAck:
+		return "acknowledged"
 	}
 	return "unknown"
 }
@@ -112,7 +137,30 @@ type Delta struct {
 	// (idmap), unmarked in Redis; flushd maps it before writing. Only a
 	// signal's delta carries one, never a reconcile delta.
 	UserID string
+	// Page, when its Version is set, is the reading page's event behind
+	// the signal: the version read, the reader's address and User-Agent
+	// (version 4 values). The archive keeps one row per member, signal
+	// and version (page_signals).
+	Page Page
 }
+
+// Page is a reading page's event (Delta.Page).
+type Page struct {
+	// Version is the notice version the page showed (≥ 1; 0: no page).
+	Version uint32
+	// IP is the reader's address as the receiver saw it.
+	IP string
+	// UserAgent is the reader's browser, at most MaxField bytes.
+	UserAgent string
+	// ArchiveOnly: the event is kept in the archive and sets no signal
+	// (an acknowledgement of a version older than the notice's current
+	// material version: it no longer counts). Never counted.
+	ArchiveOnly bool
+}
+
+// MaxField is the longest string field a value holds (corp_id, msgid,
+// userid, a page's IP and User-Agent); longer ones do not decode.
+const MaxField = maxField
 
 // ErrMalformed is returned by Unmarshal for a value it cannot decode.
 var ErrMalformed = errors.New("delta: malformed value")
@@ -135,6 +183,9 @@ func AppendKey(b []byte, corpID, msgID string) []byte {
 // AppendMarshal appends d's encoding to b and returns the extended slice:
 // version 1 when d is counted, version 2 otherwise (see the package doc).
 func AppendMarshal(b []byte, d Delta) []byte {
+	if d.Page.Version != 0 {
+		return appendPage(b, d)
+	}
 	switch {
 	case d.UserID != "":
 		flags := byte(flagUserID)
@@ -160,6 +211,36 @@ func AppendMarshal(b []byte, d Delta) []byte {
 	return b
 }
 
+// appendPage appends d as a version 4 value (see the package doc).
+func appendPage(b []byte, d Delta) []byte {
+	var flags byte
+	if d.Counted {
+		flags |= flagCounted
+	}
+	if d.UserID != "" {
+		flags |= flagUserID
+	}
+	if d.Page.ArchiveOnly {
+		flags |= flagArchive
+	}
+	b = append(b, 4, byte(d.Source), flags)
+	b = binary.AppendUvarint(b, uint64(d.UID))
+	b = binary.AppendVarint(b, d.ReadTime)
+	b = appendField(b, d.CorpID)
+	b = appendField(b, d.MsgID)
+	if d.UserID != "" {
+		b = appendField(b, d.UserID)
+	}
+	b = binary.AppendUvarint(b, uint64(d.Page.Version))
+	b = appendField(b, d.Page.IP)
+	return appendField(b, d.Page.UserAgent)
+}
+
+func appendField(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
 // Marshal returns d's encoding.
 func Marshal(d Delta) []byte {
 	return AppendMarshal(make([]byte, 0, 16+len(d.CorpID)+len(d.MsgID)), d)
@@ -169,7 +250,7 @@ func Marshal(d Delta) []byte {
 // source it does not know is malformed: it could be written nowhere.
 func Unmarshal(b []byte) (Delta, error) {
 	var d Delta
-	byUser := false
+	byUser, page := false, false
 	if len(b) < 2 {
 		return d, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
 	}
@@ -199,6 +280,18 @@ func Unmarshal(b []byte) (Delta, error) {
 			return d, fmt.Errorf("%w: a reconcile delta with a userid", ErrMalformed)
 		}
 		byUser = true
+		b = b[3:]
+	case 4:
+		if len(b) < 3 || b[2]&^(flagCounted|flagUserID|flagArchive) != 0 || b[2]&(flagCounted|flagArchive) == flagCounted|flagArchive {
+			return d, fmt.Errorf("%w: flags", ErrMalformed)
+		}
+		d.Page.ArchiveOnly = b[2]&flagArchive != 0
+		if !d.Source.Page() {
+			return d, fmt.Errorf("%w: a page event of source %d", ErrMalformed, d.Source)
+		}
+		d.Counted = b[2]&flagCounted != 0
+		byUser = b[2]&flagUserID != 0
+		page = true
 		b = b[3:]
 	default:
 		return d, fmt.Errorf("%w: version %d", ErrMalformed, b[0])
@@ -236,6 +329,20 @@ func Unmarshal(b []byte) (Delta, error) {
 			return d, fmt.Errorf("%w: empty userid", ErrMalformed)
 		}
 		d.UserID = s
+	}
+	if page {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || v == 0 || v > 1<<32-1 {
+			return d, fmt.Errorf("%w: page version", ErrMalformed)
+		}
+		d.Page.Version = uint32(v)
+		b = b[n:]
+		if d.Page.IP, b, err = field(b, "ip"); err != nil {
+			return d, err
+		}
+		if d.Page.UserAgent, b, err = field(b, "user_agent"); err != nil {
+			return d, err
+		}
 	}
 	if len(b) != 0 {
 		return d, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(b))

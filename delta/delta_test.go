@@ -20,6 +20,14 @@ func TestRoundTrip(t *testing.T) {
 		{"link not counted", Delta{CorpID: "c", MsgID: "m", UID: 9, ReadTime: 1764406800, Source: SourceLink}, 2},
 		{"by userid, counted", Delta{CorpID: "c", MsgID: "m", UserID: "zhangsan", ReadTime: 1764406800, Source: SourceCard, Counted: true}, 3},
 		{"by userid, not counted", Delta{CorpID: "c", MsgID: "m", UserID: "李四", ReadTime: 1764406800, Source: SourceLink}, 3},
+		{"page ack", Delta{CorpID: "c", MsgID: "m", UID: 9, ReadTime: 1764406800, Source: SourceAck, Counted: true,
+			Page: Page{Version: 2, IP: "203.0.113.7", UserAgent: "Mozilla/5.0 wxwork/4.1"}}, 4},
+		{"page read to end, not counted", Delta{CorpID: "c", MsgID: "m", UID: 9, ReadTime: 1764406800, Source: SourceReadToEnd,
+			Page: Page{Version: 1}}, 4},
+		{"page ack archived only", Delta{CorpID: "c", MsgID: "m", UID: 9, ReadTime: 1764406800, Source: SourceAck,
+			Page: Page{Version: 1, ArchiveOnly: true}}, 4},
+		{"page link by userid", Delta{CorpID: "c", MsgID: "m", UserID: "zhangsan", ReadTime: 1764406800, Source: SourceLink,
+			Page: Page{Version: 3, IP: "::1", UserAgent: "UA"}}, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +95,7 @@ func TestUnmarshalRejects(t *testing.T) {
 		{"trailing", append(append([]byte{}, good...), 0)},
 		{"huge corp len", []byte{1, 1, 0, 0, 0xff, 0x7f}},
 		{"source 0", append([]byte{1, 0}, good[2:]...)},
-		{"unknown source", append([]byte{1, 5}, good[2:]...)},
+		{"unknown source", append([]byte{1, 7}, good[2:]...)},
 		{"v2 without flags", []byte{2, 2}},
 		{"v2 unknown flag", append([]byte{2, 2, 2}, good2[3:]...)},
 		{"v2 reconcile not counted", append([]byte{2, 4, 0}, good2[3:]...)},
@@ -98,6 +106,11 @@ func TestUnmarshalRejects(t *testing.T) {
 		{"v3 with a uid", append(append([]byte{3, 1, 3}, good2[3:]...), 1, 'u')},
 		{"v3 reconcile", Marshal(Delta{CorpID: "c", MsgID: "m", UserID: "u", Source: SourceReconcile, Counted: true})},
 		{"v3 truncated", Marshal(Delta{CorpID: "c", MsgID: "m", UserID: "zhangsan", Source: SourceCard})[:12]},
+		{"v4 version 0", append(Marshal(Delta{CorpID: "c", MsgID: "m", UID: 1, Source: SourceAck, Page: Page{Version: 1}})[:9], 0, 0, 0)},
+		{"v4 reconcile", append([]byte{4, 4}, Marshal(Delta{CorpID: "c", MsgID: "m", UID: 1, Source: SourceAck, Page: Page{Version: 1}})[2:]...)},
+		{"v4 without the page", Marshal(Delta{CorpID: "c", MsgID: "m", UID: 1, Source: SourceAck, Page: Page{Version: 1}})[:9]},
+		{"v4 counted and archive only", append([]byte{4, 6, 5}, Marshal(Delta{CorpID: "c", MsgID: "m", UID: 1, Source: SourceAck, Page: Page{Version: 1}})[3:]...)},
+		{"v4 unknown flag", append([]byte{4, 6, 8}, Marshal(Delta{CorpID: "c", MsgID: "m", UID: 1, Source: SourceAck, Page: Page{Version: 1}})[3:]...)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,12 +127,14 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add([]byte{2, 3, 1, 7, 10, 1, 'c', 1, 'm'}) // version 2, counted
 	f.Add([]byte{1, 1})
 	f.Add(Marshal(Delta{CorpID: "corp", MsgID: "msg", UserID: "zhangsan", ReadTime: 5, Source: SourceCard, Counted: true}))
+	f.Add(Marshal(Delta{CorpID: "corp", MsgID: "msg", UID: 3, ReadTime: 5, Source: SourceAck, Page: Page{Version: 2, IP: "10.0.0.1", UserAgent: "wxwork"}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := Unmarshal(b)
 		if err != nil {
 			return
 		}
-		if !d.Source.valid() || (d.Source == SourceReconcile && (!d.Counted || d.UserID != "")) || (d.UserID != "" && d.UID != 0) {
+		if !d.Source.valid() || (d.Source == SourceReconcile && (!d.Counted || d.UserID != "")) || (d.UserID != "" && d.UID != 0) ||
+			(b[0] == 4) != (d.Page.Version != 0) {
 			t.Fatalf("Unmarshal(%x) accepted %+v", b, d)
 		}
 		if again, err := Unmarshal(Marshal(d)); err != nil || again != d {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"slices"
+	"reflect"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -92,7 +92,7 @@ func TestPendingFirstRead(t *testing.T) {
 		{UID: 7, At: base, Source: delta.SourceCard, Button: base, EnterAgent: base - 200},
 		{UID: 9, EnterAgent: base + 2},
 	}
-	if !slices.Equal(got, want) {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("reads = %+v; want %+v", got, want)
 	}
 	p.drop([]int32{0})

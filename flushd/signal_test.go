@@ -165,3 +165,52 @@ func TestFlusherSignals(t *testing.T) {
 	}
 	testenv.Check(t, "stop", f.stop(t))
 }
+
+// TestWritePageEvents: the reading page's events land in page_signals, one
+// row per member, signal and version (the earliest kept), with the IP and
+// User-Agent; a replay writes nothing more; an uncounted page signal
+// changes no message_read_record row and parks nothing; a counted one
+// (an app counting acknowledged) makes the row read with source 6.
+func TestWritePageEvents(t *testing.T) {
+	w, _, db := newTestWriter(t)
+	ctx := context.Background()
+	insertRecipients(t, db, "corp", "m1", 0, 3)
+	pe := func(src delta.Source, v uint32, at int64) []PageEvent {
+		return []PageEvent{{Source: src, Version: v, At: at, IP: "203.0.113.9", UserAgent: "Mozilla/5.0 wxwork/4.1"}}
+	}
+	reads := []Read{
+		{UID: 0, Link: base, Pages: pe(delta.SourceLink, 1, base)},
+		{UID: 0, ReadToEnd: base + 5, Pages: pe(delta.SourceReadToEnd, 1, base+5)},
+		{UID: 0, Acknowledged: base + 9, Pages: pe(delta.SourceAck, 1, base+9)},
+		{UID: 0, Acknowledged: base + 99, Pages: pe(delta.SourceAck, 2, base+99)},
+		{UID: 1, ReadToEnd: base + 3, Pages: pe(delta.SourceReadToEnd, 2, base+3)},
+		{UID: 2, At: base + 7, Source: delta.SourceAck, Acknowledged: base + 7, Pages: pe(delta.SourceAck, 1, base+7)},
+		{UID: 1, Pages: pe(delta.SourceAck, 1, base+8)}, // archived only: an ack of a version no longer material
+	}
+	if u, o, err := w.Write(ctx, "corp", "m1", reads); err != nil || u != 2 || o != 0 {
+		t.Fatalf("Write = %d, %d, %v; want 2 (uid 0's link_at, uid 2's read), 0, nil", u, o, err)
+	}
+	if u, o, err := w.Write(ctx, "corp", "m1", reads); err != nil || u != 0 || o != 0 {
+		t.Fatalf("replayed Write = %d, %d, %v; want 0, 0, nil", u, o, err)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM page_signals WHERE corp_id = 'corp' AND msgid = 'm1'").Scan(&n); err != nil || n != 7 {
+		t.Errorf("page_signals rows = %d, %v; want 7", n, err)
+	}
+	var ip, ua string
+	var at time.Time
+	if err := db.QueryRow("SELECT ip, user_agent, seen_at FROM page_signals WHERE uid = 0 AND source = 6 AND version = 2").Scan(&ip, &ua, &at); err != nil ||
+		ip != "203.0.113.9" || ua != "Mozilla/5.0 wxwork/4.1" || at.Unix() != base+99 {
+		t.Errorf("uid 0's ack of v2 = %q %q %v, %v; want the event", ip, ua, at, err)
+	}
+	var read, src int
+	if err := db.QueryRow("SELECT is_read, source FROM message_read_record WHERE corp_id = 'corp' AND msgid = 'm1' AND uid = 2").Scan(&read, &src); err != nil || read != 1 || src != 6 {
+		t.Errorf("uid 2's row: is_read %d source %d, %v; want 1, 6", read, src, err)
+	}
+	if err := db.QueryRow("SELECT is_read FROM message_read_record WHERE corp_id = 'corp' AND msgid = 'm1' AND uid = 1").Scan(&read); err != nil || read != 0 {
+		t.Errorf("uid 1's row: is_read %d, %v; want 0 (read_to_end does not count for the app)", read, err)
+	}
+	if err := db.QueryRow("SELECT COUNT(*) FROM read_orphans").Scan(&n); err != nil || n != 0 {
+		t.Errorf("read_orphans = %d, %v; want 0", n, err)
+	}
+}

@@ -37,6 +37,23 @@ type Read struct {
 	// Button, Link and EnterAgent are the first time of each signal,
 	// counted or not (button_at, link_at, enter_at); 0: not seen.
 	Button, Link, EnterAgent int64
+	// ReadToEnd and Acknowledged are the first time of the reading page's
+	// signals (issue 39), of any version; 0: not seen. message_read_record
+	// has no column for them: their facts are Pages, in page_signals.
+	ReadToEnd, Acknowledged int64
+	// Pages are the reading page's events behind the read (delta version
+	// 4), one per signal and version, the earliest of each kept.
+	Pages []PageEvent
+}
+
+// PageEvent is a reading page's event as page_signals keeps it.
+type PageEvent struct {
+	Source  delta.Source
+	Version uint32
+	At      int64
+	IP      string
+	// UserAgent is at most delta.MaxField bytes.
+	UserAgent string
 }
 
 // signal returns r's field for signal sig.
@@ -48,6 +65,10 @@ func (r *Read) signal(sig yidu.Signal) *int64 {
 		return &r.Link
 	case yidu.SignalEnterAgent:
 		return &r.EnterAgent
+	case yidu.SignalReadToEnd:
+		return &r.ReadToEnd
+	case yidu.SignalAcknowledged:
+		return &r.Acknowledged
 	}
 	panic(fmt.Sprintf("flushd: invalid signal %d", sig))
 }
@@ -59,8 +80,11 @@ func readOf(d delta.Delta) Read {
 	if d.Counted {
 		r.At, r.Source = d.ReadTime, d.Source
 	}
-	if sig, ok := d.Source.Signal(); ok {
+	if sig, ok := d.Source.Signal(); ok && !d.Page.ArchiveOnly {
 		*r.signal(sig) = d.ReadTime
+	}
+	if d.Page.Version != 0 {
+		r.Pages = []PageEvent{{Source: d.Source, Version: d.Page.Version, At: d.ReadTime, IP: d.Page.IP, UserAgent: d.Page.UserAgent}}
 	}
 	return r
 }
@@ -78,6 +102,21 @@ func (r *Read) merge(o Read) {
 			}
 		}
 	}
+	for _, e := range o.Pages {
+		i := slices.IndexFunc(r.Pages, func(p PageEvent) bool { return p.Source == e.Source && p.Version == e.Version })
+		switch {
+		case i < 0:
+			r.Pages = append(r.Pages, e)
+		case e.At < r.Pages[i].At:
+			r.Pages[i] = e
+		}
+	}
+}
+
+// onRecord reports whether r has something for its message_read_record
+// row: a counted read or a time of a signal with a column there.
+func (r Read) onRecord() bool {
+	return r.Source != 0 || r.Button != 0 || r.Link != 0 || r.EnterAgent != 0
 }
 
 // check reports whether r can be stored: a counted read of a known source
@@ -85,7 +124,7 @@ func (r *Read) merge(o Read) {
 func (r Read) check() error {
 	empty := r.Source == 0
 	if r.Source != 0 {
-		if r.Source > delta.SourceReconcile {
+		if r.Source > delta.SourceAck {
 			return fmt.Errorf("%w: uid %d: source %d", ErrInvalid, r.UID, r.Source)
 		}
 		if err := checkTime(r.UID, "read_time", r.At); err != nil {
@@ -98,6 +137,15 @@ func (r Read) check() error {
 			if err := checkTime(r.UID, sig.String(), t); err != nil {
 				return err
 			}
+		}
+	}
+	for _, p := range r.Pages {
+		empty = false
+		if !p.Source.Page() || p.Version == 0 || len(p.IP) > 64 || len(p.UserAgent) > delta.MaxField {
+			return fmt.Errorf("%w: uid %d: page event %d of version %d", ErrInvalid, r.UID, p.Source, p.Version)
+		}
+		if err := checkTime(r.UID, "page event", p.At); err != nil {
+			return err
 		}
 	}
 	if empty {
@@ -205,6 +253,7 @@ func (w *Writer) Write(ctx context.Context, corpID, msgID string, reads []Read) 
 			return 0, 0, err
 		}
 	}
+	reads, pages := splitPages(reads)
 	size := w.batchSize
 	if w.stmt == StatementCase {
 		size = min(size, maxCaseBatch)
@@ -217,7 +266,69 @@ func (w *Writer) Write(ctx context.Context, corpID, msgID string, reads []Read) 
 			return updated, orphaned, err
 		}
 	}
+	if len(pages) > 0 {
+		if err := w.writePages(ctx, corpID, msgID, pages); err != nil {
+			return updated, orphaned, err
+		}
+	}
 	return updated, orphaned, nil
+}
+
+// pageRow is a page event of one member.
+type pageRow struct {
+	uid uint32
+	PageEvent
+}
+
+// splitPages returns the reads with something for message_read_record
+// and the page events of all of them. When no read carries a page event
+// (every card storm) it returns reads itself and no copy.
+func splitPages(reads []Read) ([]Read, []pageRow) {
+	var pages []pageRow
+	onRecord := true
+	for _, r := range reads {
+		for _, p := range r.Pages {
+			pages = append(pages, pageRow{r.UID, p})
+		}
+		onRecord = onRecord && r.onRecord()
+	}
+	if onRecord {
+		return reads, pages
+	}
+	out := make([]Read, 0, len(reads))
+	for _, r := range reads {
+		if r.onRecord() {
+			out = append(out, r)
+		}
+	}
+	return out, pages
+}
+
+// maxPageRows is the most page events one INSERT writes (8 placeholders
+// each).
+const maxPageRows = 1000
+
+// writePages keeps page events in page_signals, one row per member,
+// signal and version; a row already there (a replay, a repeated event)
+// stays as it is. The page checked the reader is a recipient before it
+// recorded the event.
+func (w *Writer) writePages(ctx context.Context, corpID, msgID string, pages []pageRow) error {
+	for chunk := range slices.Chunk(pages, maxPageRows) {
+		var q strings.Builder
+		args := make([]any, 0, 8*len(chunk))
+		q.WriteString("INSERT IGNORE INTO page_signals (corp_id, msgid, uid, source, version, seen_at, ip, user_agent) VALUES ")
+		for i, p := range chunk {
+			if i > 0 {
+				q.WriteByte(',')
+			}
+			q.WriteString("(?,?,?,?,?,?,?,?)")
+			args = append(args, corpID, msgID, p.uid, uint8(p.Source), p.Version, datetime(p.At), p.IP, p.UserAgent)
+		}
+		if _, err := w.db.ExecContext(ctx, q.String(), args...); err != nil {
+			return fmt.Errorf("flushd: page events of %s/%s (%d): %w", corpID, msgID, len(chunk), err)
+		}
+	}
+	return nil
 }
 
 // firstReads returns reads sorted by uid with one Read per uid, merged

@@ -222,7 +222,9 @@ func TestWriteInvalid(t *testing.T) {
 		{"read_time year 10000", "corp", "m1", card(maxReadTime + 1)},
 		{"signal time year 10000", "corp", "m1", Read{UID: 1, EnterAgent: maxReadTime + 1}},
 		{"signal time before 2000", "corp", "m1", Read{UID: 1, Link: minReadTime - 1}},
-		{"unknown source", "corp", "m1", Read{UID: 1, At: base, Source: delta.SourceReconcile + 1}},
+		{"unknown source", "corp", "m1", Read{UID: 1, At: base, Source: delta.SourceAck + 1}},
+		{"page event of version 0", "corp", "m1", Read{UID: 1, Acknowledged: base, Pages: []PageEvent{{Source: delta.SourceAck, At: base}}}},
+		{"page event of the card", "corp", "m1", Read{UID: 1, Button: base, Pages: []PageEvent{{Source: delta.SourceCard, Version: 1, At: base}}}},
 		{"nothing to write", "corp", "m1", Read{UID: 1, At: base}},
 	}
 	for _, tt := range tests {

@@ -7,8 +7,12 @@
 // recipient, or has left, gets 404 and an audit row.
 //
 // Opening the page records the signal link through the read path, as the
-// tracked link's landing does. The signals read_to_end and acknowledged
-// are not served yet.
+// tracked link's landing does, with the version shown. The page posts the
+// signals read_to_end (the end of the text and the last page of every
+// attachment were on screen) and acknowledged (#ack, 我已阅读并知悉) to
+// POST /r/<app>/<msgid>/events; see events.go for what each event must
+// show before it is recorded. Each is answered 200 only once durable
+// (Redis and Kafka, or the receiver's spool), as a card press.
 package page
 
 import (
@@ -22,7 +26,9 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -38,6 +44,7 @@ import (
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/content"
 	"github.com/yidu-io/yidu/notice"
 )
@@ -72,9 +79,10 @@ type Blobs interface {
 	Open(ctx context.Context, sum content.Hash) (*os.File, error)
 }
 
-// Reads records the signal link (bitmap.Recorder, as the tracked link).
+// Reads records the page's signals through the read path, with the
+// version read (bitmap.Recorder).
 type Reads interface {
-	LinkRead(ctx context.Context, corpID string, agentID int64, userID, msgID string, at time.Time) (int, error)
+	PageSignal(ctx context.Context, sig yidu.Signal, corpID string, agentID int64, userID, msgID string, at time.Time, ev bitmap.PageEvent) (int, error)
 }
 
 // OAuth exchanges a sign-in code for a UserID (wecom.OAuth, doc path
@@ -116,8 +124,14 @@ type Options struct {
 	// and allows one code exchange with WeCom, so a flood of visitors
 	// without a session spends neither without bound (503 beyond).
 	SignInRate float64
-	Logger     *slog.Logger
-	Now        func() time.Time
+	// Archive answers what MySQL holds of a reader's page signals when
+	// Redis lacks it (required).
+	Archive Archive
+	// DoneTTL is how long Redis keeps what a reader did on each version
+	// (default 30 days, the bitmaps' TTL); the archive answers after.
+	DoneTTL time.Duration
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 // DefaultSignInRate is Options.SignInRate's default, as the tracked
@@ -131,6 +145,7 @@ type Server struct {
 	notices Notices
 	blobs   Blobs
 	reads   Reads
+	archive Archive
 	oauth   OAuth
 	audit   Auditor
 	opts    Options
@@ -138,12 +153,18 @@ type Server struct {
 	tmpl    *template.Template
 	log     *slog.Logger
 	secure  bool
+	// origin is PublicURL's scheme://host, the only Origin an event may
+	// carry.
+	origin string
 }
 
 // New returns a Server.
 func New(readers Readers, notices Notices, blobs Blobs, reads Reads, oauth OAuth, aud Auditor, opts Options) (*Server, error) {
-	if readers == nil || notices == nil || blobs == nil || reads == nil || oauth == nil || aud == nil || opts.States == nil || opts.Redis == nil {
-		return nil, errors.New("page: readers, notices, blobs, reads, oauth, audit, states and redis are required")
+	if readers == nil || notices == nil || blobs == nil || reads == nil || oauth == nil || aud == nil || opts.States == nil || opts.Redis == nil || opts.Archive == nil {
+		return nil, errors.New("page: readers, notices, blobs, reads, oauth, audit, states, redis and archive are required")
+	}
+	if opts.DoneTTL <= 0 {
+		opts.DoneTTL = 30 * 24 * time.Hour
 	}
 	if _, err := url.Parse(opts.PublicURL); err != nil || !strings.HasPrefix(opts.PublicURL, "http") {
 		return nil, errors.New("page: public_url must be an absolute http(s) URL")
@@ -164,9 +185,12 @@ func New(readers Readers, notices Notices, blobs Blobs, reads Reads, oauth OAuth
 	if err != nil {
 		return nil, fmt.Errorf("page: template: %w", err)
 	}
-	s := &Server{signIns: rate.NewLimiter(rate.Limit(opts.SignInRate), max(1, int(2*opts.SignInRate))), readers: readers, notices: notices, blobs: blobs, reads: reads, oauth: oauth, audit: aud, opts: opts,
+	s := &Server{signIns: rate.NewLimiter(rate.Limit(opts.SignInRate), max(1, int(2*opts.SignInRate))), readers: readers, notices: notices, blobs: blobs, reads: reads, archive: opts.Archive, oauth: oauth, audit: aud, opts: opts,
 		apps: map[string]App{}, tmpl: tmpl, log: opts.Logger.With("component", "page"),
 		secure: strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://")}
+	if u, err := url.Parse(opts.PublicURL); err == nil {
+		s.origin = u.Scheme + "://" + u.Host
+	}
 	for _, a := range opts.Apps {
 		s.apps[a.Name] = a
 	}
@@ -184,6 +208,7 @@ func (s *Server) Routes() http.Handler {
 	r.Get("/r/{app}/signin", s.handleSignIn)
 	r.Get("/r/{app}/{msgid}", s.handleView)
 	r.Get("/r/{app}/{msgid}/a/{sha}", s.handleAttachment)
+	r.Post("/r/{app}/{msgid}/events", s.handleEvent)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "not found", http.StatusNotFound) })
 	return r
 }
@@ -361,8 +386,8 @@ func (s *Server) reader(w http.ResponseWriter, r *http.Request, a App, msgID str
 	return sess, rd, true
 }
 
-// view is what the template shows.
-type view struct {
+// pageView is what the template shows.
+type pageView struct {
 	Title        string
 	Text         template.HTML
 	Version      int
@@ -373,6 +398,13 @@ type view struct {
 	UserID       string
 	At           string
 	Watermark    []int
+	// View is the token the page's events name; Ended and Acked what
+	// the reader already did on this version; MinRead the seconds before
+	// #ack may be pressed; Events the events' path relative to the page.
+	View         string
+	Events       string
+	Ended, Acked bool
+	MinRead      int
 }
 
 type attachmentView struct {
@@ -415,13 +447,23 @@ func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.opts.Now()
-	// The page was opened: the signal link, as the tracked link's landing
-	// records it (best-effort: the reader must reach the text).
-	if _, err := s.reads.LinkRead(context.WithoutCancel(r.Context()), a.CorpID, a.AgentID, sess.UserID, msgID, now); err != nil {
+	token, ended, acked, err := s.beginView(r.Context(), view{App: a.Name, Corp: a.CorpID, MsgID: msgID, UserID: sess.UserID, UID: rd.UID,
+		Version: v.N, ShownMs: now.UnixMilli(), MinRead: v.Settings.MinReadSeconds, Material: material(all)})
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "page: view", "err", err)
+		http.Error(w, "暂时无法打开，请稍后再试", http.StatusServiceUnavailable)
+		return
+	}
+	// The page was opened: the signal link with the version shown, as the
+	// tracked link's landing records it (best-effort: the reader must
+	// reach the text).
+	if _, err := s.reads.PageSignal(context.WithoutCancel(r.Context()), yidu.SignalLink, a.CorpID, a.AgentID, sess.UserID, msgID, now,
+		bitmap.PageEvent{Version: v.N, IP: clientIP(r), UserAgent: r.UserAgent()}); err != nil {
 		s.log.ErrorContext(r.Context(), "page: link not recorded", "app", a.Name, "msgid", msgID, "err", err)
 	}
-	out := view{Title: v.Title, Text: template.HTML(v.HTML), Version: v.N, Versions: len(all), SHA256: v.SHA256.String(), // #nosec: sanitized by content.Render
-		Reader: rd.Name, UserID: sess.UserID, At: now.In(shanghai).Format("2006-01-02 15:04"), Watermark: make([]int, 24)}
+	out := pageView{Title: v.Title, Text: template.HTML(v.HTML), Version: v.N, Versions: len(all), SHA256: v.SHA256.String(), // #nosec: sanitized by content.Render
+		Reader: rd.Name, UserID: sess.UserID, At: now.In(shanghai).Format("2006-01-02 15:04"), Watermark: make([]int, 24),
+		View: token, Events: url.PathEscape(msgID) + "/events", Ended: ended, Acked: acked, MinRead: v.Settings.MinReadSeconds}
 	for _, att := range v.Attachments {
 		av := attachmentView{Name: att.Name, Href: url.PathEscape(msgID) + "/a/" + att.SHA256, Size: size(att.Size)}
 		if att.Type.Image() {
@@ -434,6 +476,18 @@ func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
 	if err := s.tmpl.ExecuteTemplate(w, "page.html", out); err != nil {
 		s.log.ErrorContext(r.Context(), "page: render", "err", err)
 	}
+}
+
+// material returns the latest material version of a notice (1 when no
+// later version is material).
+func material(all []notice.Version) int {
+	m := 1
+	for _, v := range all {
+		if v.Reacknowledge && v.N > m {
+			m = v.N
+		}
+	}
+	return m
 }
 
 var shanghai = func() *time.Location {
@@ -493,6 +547,92 @@ func (s *Server) handleAttachment(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Disposition", "inline; filename*=UTF-8''"+url.PathEscape(att.Name))
 	w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; plugin-types application/pdf")
 	http.ServeContent(w, r, "", time.Time{}, f)
+}
+
+// maxEventBody bounds an event's body.
+const maxEventBody = 1 << 10
+
+// handleEvent takes an event of the reading page (see events.go): a JSON
+// body from the page's own script, with the reader's session cookie.
+func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.apps[chi.URLParam(r, "app")]
+	msgID := chi.URLParam(r, "msgid")
+	if !ok || !yidu.MsgID(msgID).Valid() {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	// A cross-site page can neither send the cookie (SameSite=Lax) nor
+	// this content type without a preflight this server never answers.
+	if mt := strings.TrimSpace(strings.Split(r.Header.Get("Content-Type"), ";")[0]); !strings.EqualFold(mt, "application/json") ||
+		r.Header.Get("Sec-Fetch-Site") == "cross-site" || (r.Header.Get("Origin") != "" && r.Header.Get("Origin") != s.origin) {
+		eventError(w, http.StatusForbidden, "cross_site", "请求来源不正确")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxEventBody))
+	if err != nil {
+		eventError(w, http.StatusRequestEntityTooLarge, "too_large", "请求过大")
+		return
+	}
+	ev, err := ParseEvent(body)
+	if err != nil {
+		eventError(w, http.StatusBadRequest, "bad_event", "事件格式不正确")
+		return
+	}
+	ev.IP, ev.UserAgent = clientIP(r), r.UserAgent()
+	sess, ok, err := s.sessionOf(r)
+	if err == nil && !ok {
+		err = ErrNoSession
+	}
+	if err == nil {
+		err = s.record(r.Context(), sess, a, msgID, ev)
+	}
+	for _, e := range eventErrors {
+		if errors.Is(err, e.err) {
+			eventError(w, e.status, e.code, e.message)
+			return
+		}
+	}
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "page: event", "app", a.Name, "msgid", msgID, "signal", ev.Signal.String(), "err", err)
+		w.Header().Set("Retry-After", "1")
+		eventError(w, http.StatusServiceUnavailable, "unavailable", "暂时无法记录，请稍后再试")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "event": ev.Signal.String(), "version": ev.Version})
+}
+
+// eventErrors maps the events' outcomes to their answers (one table).
+var eventErrors = []struct {
+	err     error
+	status  int
+	code    string
+	message string
+}{
+	{ErrNoSession, http.StatusUnauthorized, "no_session", "未登录，请重新打开通知"},
+	{ErrUnknownView, http.StatusForbidden, "unknown_view", "页面已过期，请刷新"},
+	{ErrNotYourView, http.StatusForbidden, "not_your_view", "无权记录他人的阅读"},
+	{ErrVersionNotShown, http.StatusConflict, "version_not_shown", "页面未显示该版本"},
+	{ErrNotReadToEnd, http.StatusConflict, "not_read_to_end", "请先阅读到底"},
+	{ErrTooSoon, http.StatusConflict, "too_soon", "阅读时间不足"},
+	{ErrAlreadyAcknowledged, http.StatusConflict, "already_acknowledged", "已确认过本版本"},
+	{ErrBadEvent, http.StatusBadRequest, "bad_event", "事件格式不正确"},
+}
+
+func eventError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "message": message})
+}
+
+// clientIP is the address the request came from (no proxy header is
+// trusted).
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // static serves an embedded asset (the style sheet, the page's script and

@@ -3,21 +3,27 @@ package page
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/content"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/notice"
@@ -39,12 +45,14 @@ func (fakeReaders) Reader(_ context.Context, c, userID string) (Reader, bool, er
 		return Reader{UID: 2, Name: "李四"}, true, nil
 	case "dave":
 		return Reader{UID: 3, Name: "Dave", Left: true}, true, nil
+	case "wangwu":
+		return Reader{UID: 4, Name: "王五"}, true, nil
 	}
 	return Reader{}, false, nil
 }
 
 func (fakeReaders) IsRecipient(_ context.Context, c, msgID string, uid uint32) (bool, error) {
-	return msgID == "perf" && (uid == 1 || uid == 3), nil
+	return msgID == "perf" && (uid == 1 || uid == 3 || uid == 4), nil
 }
 
 type fakeNotices struct{ versions []notice.Version }
@@ -72,16 +80,45 @@ func (f fakeBlobs) Open(_ context.Context, sum content.Hash) (*os.File, error) {
 	return os.Open(filepath.Join(f.dir, sum.String()))
 }
 
+// fakeReads records the page's signals; with fail set it refuses them
+// (Kafka and the spool down).
 type fakeReads struct {
-	mu    sync.Mutex
-	links []string
+	mu     sync.Mutex
+	links  []string
+	events []string // "<userid>/<msgid>/<signal>/v<N>/<ip>"
+	fail   bool
 }
 
-func (f *fakeReads) LinkRead(_ context.Context, c string, agentID int64, userID, msgID string, _ time.Time) (int, error) {
+func (f *fakeReads) PageSignal(_ context.Context, sig yidu.Signal, c string, agentID int64, userID, msgID string, _ time.Time, ev bitmap.PageEvent) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.links = append(f.links, userID+"/"+msgID)
-	return 1, nil
+	if f.fail {
+		return 0, errors.New("kafka down")
+	}
+	if sig == yidu.SignalLink {
+		f.links = append(f.links, userID+"/"+msgID)
+		return 1, nil
+	}
+	f.events = append(f.events, fmt.Sprintf("%s/%s/%s/v%d/%s", userID, msgID, sig, ev.Version, ev.IP))
+	return 0, nil
+}
+
+func (f *fakeReads) got() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.events)
+}
+
+// fakeArchive is page_signals: what flushd archived.
+type fakeArchive struct {
+	mu   sync.Mutex
+	rows map[string]bool // "<uid>/<signal>/<version>"
+}
+
+func (f *fakeArchive) HasPageSignal(_ context.Context, c, msgID string, uid uint32, sig yidu.Signal, version int) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rows[fmt.Sprintf("%d/%s/%d", uid, sig, version)], nil
 }
 
 // fakeOAuth knows codes "code-<userid>".
@@ -110,11 +147,14 @@ func (f *fakeAudit) Record(_ context.Context, e audit.Event) error {
 }
 
 type fixture struct {
-	h     http.Handler
-	reads *fakeReads
-	audit *fakeAudit
-	pdf   []byte
-	pdfAt attachment.Attachment
+	h       http.Handler
+	reads   *fakeReads
+	archive *fakeArchive
+	rdb     redis.UniversalClient
+	now     *atomic.Int64 // unix ms
+	audit   *fakeAudit
+	pdf     []byte
+	pdfAt   attachment.Attachment
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -131,13 +171,16 @@ func newFixture(t *testing.T) *fixture {
 	html2, _ := content.Render("# 第四条\n\n考核周期为半年。")
 	ns := &fakeNotices{versions: []notice.Version{
 		{N: 1, Title: "2026年度绩效考核办法", HTML: html1, Attachments: []attachment.Attachment{att}, SHA256: content.VersionHash("t", html1, nil)},
-		{N: 2, Title: "2026年度绩效考核办法", HTML: html2, Attachments: []attachment.Attachment{att}, Reacknowledge: true},
+		{N: 2, Title: "2026年度绩效考核办法", HTML: html2, Attachments: []attachment.Attachment{att}, Reacknowledge: true,
+			Settings: notice.Settings{ReadRule: yidu.ReadRuleAcknowledged, MinReadSeconds: 30}},
 	}}
-	f := &fixture{reads: &fakeReads{}, audit: &fakeAudit{}, pdf: pdf, pdfAt: att}
+	f := &fixture{reads: &fakeReads{}, archive: &fakeArchive{rows: map[string]bool{}}, rdb: rdb, now: &atomic.Int64{}, audit: &fakeAudit{}, pdf: pdf, pdfAt: att}
+	f.now.Store(time.Date(2026, 12, 3, 1, 5, 0, 0, time.UTC).UnixMilli())
 	s, err := New(fakeReaders{}, ns, fakeBlobs{dir}, f.reads, fakeOAuth{}, f.audit, Options{
 		PublicURL: "https://read.example.com", Apps: []App{{Name: "hr", CorpID: corp, AgentID: 1000002}},
 		Endpoints: access.DefaultEndpoints, States: access.NewStates(rdb, prefix), Redis: rdb, Prefix: prefix,
-		Now: func() time.Time { return time.Date(2026, 12, 3, 1, 5, 0, 0, time.UTC) },
+		Archive: f.archive,
+		Now:     func() time.Time { return time.UnixMilli(f.now.Load()).UTC() },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +377,7 @@ func TestSignInRate(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s, err := New(fakeReaders{}, &fakeNotices{}, fakeBlobs{t.TempDir()}, &fakeReads{}, fakeOAuth{}, &fakeAudit{}, Options{
 		PublicURL: "https://read.example.com", Apps: []App{{Name: "hr", CorpID: corp, AgentID: 1000002}},
-		Endpoints: access.DefaultEndpoints, States: access.NewStates(rdb, prefix), Redis: rdb, Prefix: prefix, SignInRate: 0.5,
+		Endpoints: access.DefaultEndpoints, States: access.NewStates(rdb, prefix), Redis: rdb, Prefix: prefix, SignInRate: 0.5, Archive: &fakeArchive{},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,8 @@ func (r *Registry) LoadMessage(ctx context.Context, corpID, msgID string) (yidu.
 
 // LoadReads returns an active message, its recipients, the recipients who
 // read it and, per signal, the recipients who gave it (button_at, link_at,
-// enter_at set), from MySQL in one query, for bitmap.Recorder, reconcile and
+// enter_at set; a page_signals row of read_to_end or acknowledged), from
+// MySQL in two queries, for bitmap.Recorder, reconcile and
 // the dashboard when Redis lacks the message. found=false: no such active
 // message (a registration still writing its rows does not count).
 func (r *Registry) LoadReads(ctx context.Context, corpID, msgID string) (m yidu.Message, recipients, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap, found bool, err error) {
@@ -77,7 +78,43 @@ func (r *Registry) loadReadRows(ctx context.Context, corpID, msgID string) (reci
 		return nil, nil, nil, fmt.Errorf("tracker: load rows of %s: %w", msgID, err)
 	}
 	signals = map[yidu.Signal]*roaring.Bitmap{yidu.SignalButton: button, yidu.SignalLink: link, yidu.SignalEnterAgent: enter}
+	if err := r.loadPageSignals(ctx, corpID, msgID, recipients, signals); err != nil {
+		return nil, nil, nil, err
+	}
 	return recipients, read, signals, nil
+}
+
+// loadPageSignals adds the members who gave the reading page's signals
+// read_to_end (of any version) and acknowledged (of the current material
+// version or later) (page_signals, issue 39) to signals; only recipients,
+// as every signal bitmap.
+func (r *Registry) loadPageSignals(ctx context.Context, corpID, msgID string, recipients *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap) error {
+	// Only acknowledgements of the current material version count
+	// (yidu.ReadRule.Acknowledging): those of earlier versions are kept
+	// in page_signals, not restored.
+	rows, err := r.db.QueryContext(ctx, "SELECT DISTINCT uid, source FROM page_signals WHERE corp_id = ? AND msgid = ?"+
+		" AND (source = ? OR source = ? AND version >= (SELECT COALESCE(MAX(version), 1) FROM notice_versions"+
+		" WHERE corp_id = ? AND msgid = ? AND reacknowledge = 1))",
+		corpID, msgID, int(yidu.SignalReadToEnd), int(yidu.SignalAcknowledged), corpID, msgID)
+	if err != nil {
+		return fmt.Errorf("tracker: load page signals of %s: %w", msgID, err)
+	}
+	defer rows.Close()
+	signals[yidu.SignalReadToEnd], signals[yidu.SignalAcknowledged] = roaring.New(), roaring.New()
+	var uid uint32
+	var src uint8
+	for rows.Next() {
+		if err := rows.Scan(&uid, &src); err != nil {
+			return fmt.Errorf("tracker: scan page signal of %s: %w", msgID, err)
+		}
+		if bm := signals[yidu.Signal(src)]; bm != nil && recipients.Contains(uid) {
+			bm.Add(uid)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("tracker: load page signals of %s: %w", msgID, err)
+	}
+	return nil
 }
 
 // ActiveMessages returns the active messages of one app sent at or after
@@ -466,4 +503,43 @@ func (r *Registry) ReadsPerMinute(ctx context.Context, corpID, msgID string) ([]
 		return nil, fmt.Errorf("tracker: reads per minute: %w", err)
 	}
 	return out, nil
+}
+
+// HasPageSignal reports whether the archive holds member uid's signal sig
+// on version of message msgID (page_signals): the reading page asks when
+// Redis lacks what a member did on a version (an ack needs read_to_end of
+// the same version first).
+func (r *Registry) HasPageSignal(ctx context.Context, corpID, msgID string, uid uint32, sig yidu.Signal, version int) (bool, error) {
+	var one int
+	err := r.db.QueryRowContext(ctx, "SELECT 1 FROM page_signals WHERE corp_id = ? AND msgid = ? AND uid = ? AND source = ? AND version = ?",
+		corpID, msgID, uid, int(sig), version).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("tracker: page signal of %s: %w", msgID, err)
+	}
+	return true, nil
+}
+
+// ResetAcknowledged makes the acknowledgements of message msgID stop
+// counting after a material new version (issue 39; "a read never goes
+// back to unread, except when a material new version asks for it"):
+// under read_rule acknowledged every read is an acknowledgement, so every
+// read row becomes unread (MySQL first, the truth a restore reads), then
+// Redis's read and acknowledged bitmaps are emptied. The acknowledgements
+// stay in page_signals, per version. A message under another rule is
+// left alone (reset false).
+func (r *Registry) ResetAcknowledged(ctx context.Context, m yidu.Message) (reset bool, err error) {
+	if !m.ReadRule.Acknowledging() {
+		return false, nil
+	}
+	if _, err := r.db.ExecContext(ctx, "UPDATE message_read_record SET is_read = 0, read_time = NULL, source = 0"+
+		" WHERE corp_id = ? AND msgid = ? AND is_read = 1", m.CorpID, m.MsgID); err != nil {
+		return false, fmt.Errorf("tracker: reset acknowledgements of %s: %w", m.MsgID, err)
+	}
+	if err := r.store.ResetAcknowledged(ctx, m.CorpID, m.MsgID); err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -140,14 +140,26 @@ type messageRow struct {
 	state int
 }
 
-const messageCols = "corp_id, msgid, app, agent_id, title, body, url, sent_at, recipient_count, recalled_at, COALESCE(read_at_recall, 0)"
+const messageCols = "corp_id, msgid, app, agent_id, title, body, url, sent_at, recipient_count, recalled_at, COALESCE(read_at_recall, 0), read_rule"
+
+// ReadRuleOf is the message's rule as yidu.Message keeps it: "" for the
+// app's (so messages without a rule compare equal to those registered
+// before rules existed), else the rule.
+func ReadRuleOf(code uint8) yidu.ReadRule {
+	if r := yidu.ReadRuleOfCode(code); r != yidu.ReadRuleApp {
+		return r
+	}
+	return ""
+}
 
 func scanMessage(s interface{ Scan(...any) error }, extra ...any) (yidu.Message, error) {
 	var m yidu.Message
 	var recalled sql.NullTime
+	var rule uint8
 	dst := append([]any{&m.CorpID, &m.MsgID, &m.App, &m.AgentID, &m.Title, &m.Body, &m.URL, &m.SentAt, &m.Recipients,
-		&recalled, &m.ReadAtRecall}, extra...)
+		&recalled, &m.ReadAtRecall, &rule}, extra...)
 	err := s.Scan(dst...)
+	m.ReadRule = ReadRuleOf(rule)
 	m.SentAt = m.SentAt.UTC()
 	if recalled.Valid {
 		m.RecalledAt = recalled.Time.UTC()
@@ -208,12 +220,13 @@ func (r *Registry) register(ctx context.Context, reg yidu.Registration, c canoni
 		m := yidu.Message{
 			CorpID: corp, MsgID: reg.MsgID, App: reg.App.Name, AgentID: reg.App.AgentID,
 			Title: reg.Title, Body: reg.Body, URL: reg.URL, SentAt: reg.SentAt, Recipients: int64(recipients.GetCardinality()),
+			ReadRule: ReadRuleOf(reg.ReadRule.Code()),
 		}
 		res, err := r.db.ExecContext(ctx, `INSERT INTO messages
-			(corp_id, msgid, app, agent_id, title, body, url, sent_at, recipient_count, audience_hash, state)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+			(corp_id, msgid, app, agent_id, title, body, url, sent_at, recipient_count, audience_hash, state, read_rule)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
 			ON DUPLICATE KEY UPDATE corp_id = corp_id`,
-			corp, m.MsgID, m.App, m.AgentID, m.Title, m.Body, m.URL, m.SentAt, m.Recipients, c.hash)
+			corp, m.MsgID, m.App, m.AgentID, m.Title, m.Body, m.URL, m.SentAt, m.Recipients, c.hash, m.ReadRule.Code())
 		if err != nil {
 			return m, nil, "error", fmt.Errorf("tracker: insert message %s: %w", m.MsgID, err)
 		}

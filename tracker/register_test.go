@@ -360,3 +360,27 @@ func TestRegisterAppliesOrphans(t *testing.T) {
 		t.Errorf("read times after registration = %v, %v (applied %d); want bo read at %v", times, err, applied, at)
 	}
 }
+
+// TestRegisterReadRule: a message's read rule is kept (messages.read_rule)
+// and comes back from MySQL with it; a message without one has the app's.
+func TestRegisterReadRule(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	reg := e.registration("ack-1", yidu.Audience{UserIDs: []string{"amy"}})
+	reg.ReadRule = yidu.ReadRuleAcknowledged
+	if _, _, err := e.reg.Register(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.reg.Register(ctx, e.registration("app-1", yidu.Audience{UserIDs: []string{"amy"}})); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]yidu.ReadRule{"ack-1": yidu.ReadRuleAcknowledged, "app-1": ""} {
+		m, _, _, _, found, err := e.reg.LoadReads(ctx, reg.App.CorpID, id)
+		if err != nil || !found || m.ReadRule != want {
+			t.Errorf("LoadReads(%s).ReadRule = %q, %v, %v; want %q", id, m.ReadRule, found, err, want)
+		}
+	}
+	if got, _ := e.rdb.HGet(ctx, e.prefix+":m:{"+reg.App.CorpID+"/ack-1}:meta", "rule").Result(); got != "6" {
+		t.Errorf("Redis meta rule = %q; want 6", got)
+	}
+}

@@ -69,6 +69,9 @@ type Store interface {
 	// recipients, readers and each signal's members (ORed in).
 	RestoreReads(ctx context.Context, m yidu.Message, recipients, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap) error
 	MessageMeta(ctx context.Context, corpID, msgID string) (yidu.Message, bool, error)
+	// ResetAcknowledged empties a message's read and acknowledged
+	// bitmaps (a material new version under read_rule acknowledged).
+	ResetAcknowledged(ctx context.Context, corpID, msgID string) error
 }
 
 // OrphanApplier applies reads that flushd parked in read_orphans because

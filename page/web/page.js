@@ -20,6 +20,10 @@ async function draw(box) {
     box.appendChild(canvas);
     await page.render({ canvas, canvasContext: canvas.getContext("2d"), viewport: vp }).promise;
   }
+  // The last page's bottom edge: on screen, the PDF was read to its end.
+  const end = document.createElement("div");
+  end.className = "pdf-end";
+  box.appendChild(end);
   box.dataset.pages = String(doc.numPages);
 }
 
@@ -27,5 +31,100 @@ for (const box of document.querySelectorAll(".pdf-pages[data-src]")) {
   draw(box).catch((e) => {
     box.dataset.error = String(e && e.message || e);
     box.classList.add("failed");
+  });
+}
+
+// Reaching the end (issue 39): the end of the text (#notice-end), the
+// bottom of the last page of every PDF (.pdf-end) and every image
+// attachment must each have been on screen; then the page posts read_to_end once, and #ack is enabled once
+// the notice's min_read_seconds have passed too. The server checks both
+// again: the button is only a convenience.
+const box = document.getElementById("ack-box");
+const ack = document.getElementById("ack");
+const hint = document.getElementById("ack-hint");
+const loadedAt = Date.now();
+const minRead = Number(box.dataset.minRead || 0) * 1000;
+let ended = box.dataset.ended === "1";
+const acked = box.dataset.acked === "1";
+
+async function post(event) {
+  const res = await fetch(box.dataset.events, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ event, version: Number(box.dataset.version), view: box.dataset.view }),
+  });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(body.message || String(res.status));
+  return body;
+}
+
+function enable() {
+  if (acked || !ended) return;
+  const wait = loadedAt + minRead - Date.now();
+  if (wait > 0) {
+    if (hint) hint.textContent = "请至少阅读 " + Math.ceil(wait / 1000) + " 秒后确认";
+    setTimeout(enable, Math.min(wait, 1000));
+    return;
+  }
+  ack.disabled = false;
+  if (hint) hint.textContent = "";
+}
+
+const seen = new Set();
+const targets = new Set();
+function reached() {
+  for (const t of targets) if (!seen.has(t)) return false;
+  // Every PDF must have drawn its last page (or failed, when its box is
+  // the target instead).
+  for (const pdf of document.querySelectorAll(".pdf-pages[data-src]")) {
+    if (!pdf.dataset.pages && !pdf.classList.contains("failed")) return false;
+  }
+  return true;
+}
+let posting = false;
+async function check() {
+  if (ended || posting || !reached()) return;
+  posting = true;
+  try {
+    await post("read_to_end");
+    ended = true;
+    ack.dataset.ended = "1";
+    enable();
+  } catch (e) {
+    if (hint) hint.textContent = e.message;
+    setTimeout(() => { posting = false; check(); }, 2000);
+    return;
+  }
+  posting = false;
+}
+const io = new IntersectionObserver((entries) => {
+  for (const e of entries) if (e.isIntersecting) { seen.add(e.target); io.unobserve(e.target); }
+  check();
+});
+function watch(el) { if (el && !targets.has(el)) { targets.add(el); io.observe(el); } }
+function watchAll() {
+  watch(document.getElementById("notice-end"));
+  for (const img of document.querySelectorAll(".attachment.image img")) watch(img);
+  for (const pdf of document.querySelectorAll(".pdf-pages[data-src]")) {
+    watch(pdf.querySelector(".pdf-end") || (pdf.classList.contains("failed") ? pdf : null));
+  }
+  check();
+}
+if (!acked) {
+  watchAll();
+  new MutationObserver(watchAll).observe(document.querySelector("main"), { subtree: true, childList: true, attributes: true, attributeFilter: ["class", "data-pages"] });
+  enable();
+  ack.addEventListener("click", async () => {
+    ack.disabled = true;
+    try {
+      await post("acknowledged");
+      ack.textContent = "已确认知悉（第 " + box.dataset.version + " 版）";
+      ack.classList.add("done");
+      box.dataset.acked = "1";
+    } catch (e) {
+      if (hint) hint.textContent = e.message;
+      ack.disabled = false;
+    }
   });
 }

@@ -452,6 +452,20 @@ func testAnalyticsDoc(t *testing.T, blocks []sqlBlock, dialect string) {
 			t.Errorf("%s: message_summary median_seconds %v; PERCENTILE_CONT(0.5) %v", msg, median, pc)
 		}
 	}
+	// The reading page's signals of zhangsan on notice-facts: opened, read
+	// to the end and acknowledged version 1, acknowledged version 2.
+	pageAt := time.Unix(at(60), 0)
+	for _, ps := range []struct{ source, version int }{{3, 1}, {5, 1}, {6, 1}, {6, 2}} {
+		if _, err := m.DB.ExecContext(ctx, `INSERT INTO page_signals (corp_id, msgid, uid, source, version, seen_at, ip, user_agent)
+			SELECT corp_id, 'notice-facts', uid, ?, ?, ?, '203.0.113.9', 'wxwork/4.1' FROM users WHERE corp_id = ? AND userid = 'zhangsan'`,
+			ps.source, ps.version, dbTime(pageAt), testCorp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checks["page-acknowledged"] = func() [][]string {
+		return [][]string{{"zhangsan", "张三", "1", dbTime(pageAt), "203.0.113.9", "wxwork/4.1"}, {"zhangsan", "张三", "2", dbTime(pageAt), "203.0.113.9", "wxwork/4.1"}}
+	}
+	checks["page-per-version"] = func() [][]string { return [][]string{{"1", "1", "1", "1"}, {"2", "0", "0", "1"}} }
 	ran := map[string]bool{}
 	for _, b := range blocks {
 		if b.check == "" {

@@ -74,6 +74,7 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		return fmt.Errorf("dashboard: %w", err)
 	}
 	opts.Attachments, opts.Notices, opts.ReadingPage = atts, notices, readingPageURL(cfg.Receiver.PublicURL)
+	opts.Acknowledgements = m.Tracker
 	d, err := dashboard.New(m.Tracker, m.Store, audienceDirectory{m.Mapper}, opts)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/page"
+	"github.com/yidu-io/yidu/tracker"
 )
 
 var (
@@ -27,6 +28,7 @@ var (
 	_ page.Notices = (*notice.Store)(nil)
 	_ page.Blobs   = (*attachment.Cache)(nil)
 	_ page.Auditor = (*audit.MySQL)(nil)
+	_ page.Archive = (*tracker.Registry)(nil)
 )
 
 // pageReaders answers the reading page's who-is-it over the directory
@@ -91,6 +93,10 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 	if err != nil {
 		return nil, err
 	}
+	archive, ok := loader.(page.Archive)
+	if !ok {
+		return nil, fmt.Errorf("reading page: the message loader %T does not read page_signals", loader)
+	}
 	var apps []page.App
 	for _, a := range cfg.Apps {
 		apps = append(apps, page.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID})
@@ -101,7 +107,7 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 			OAuthBase: cmp.Or(cfg.WeCom.OAuthBase, access.DefaultEndpoints.OAuthBase),
 			LoginBase: cmp.Or(cfg.WeCom.LoginBase, access.DefaultEndpoints.LoginBase),
 		},
-		States: access.NewStates(m.Redis, cfg.Redis.Prefix), Redis: m.Redis, Prefix: cfg.Redis.Prefix, Logger: log,
+		States: access.NewStates(m.Redis, cfg.Redis.Prefix), Redis: m.Redis, Prefix: cfg.Redis.Prefix, Archive: archive, Logger: log,
 	})
 }
 

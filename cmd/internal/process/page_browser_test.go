@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime/multipart"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -94,7 +96,7 @@ func TestBrowserReadingPage(t *testing.T) {
 	addr := freeAddr(t)
 	fake := fakewecom.New(fakewecom.Corp{CorpID: testCorp,
 		Apps:        []fakewecom.App{{AgentID: testAgent, Secret: pageSecret, RedirectDomain: addr}},
-		Users:       []fakewecom.User{{UserID: "zhangsan", Name: "张三", Departments: []int{1}}},
+		Users:       []fakewecom.User{{UserID: "zhangsan", Name: "张三", Departments: []int{1}}, {UserID: "lisi", Name: "李四", Departments: []int{1}}},
 		Departments: []fakewecom.Department{{ID: 1, Name: "总公司"}}})
 	base := fakewecom.Start(t, fake)
 	m := mustRunMainWith(t, func(c *config.Config) {
@@ -117,9 +119,16 @@ func TestBrowserReadingPage(t *testing.T) {
 		strings.Repeat("第五条 评分细则见附件《评分表》。员工对考核结果有异议的，可在结果公布后五个工作日内提出复核申请。\n\n", 6)
 	reg := map[string]any{"msgid": "perf-2026", "app": "hr", "title": "2026年度绩效考核办法", "send": true,
 		"audience": map[string]any{"userids": []string{"zhangsan"}},
-		"content":  map[string]any{"markdown": md, "attachments": []string{att}}}
+		"content":  map[string]any{"markdown": md, "attachments": []string{att}}, "read_rule": "acknowledged"}
 	if code := api(t, m, "POST", "/messages", reg, nil); code != http.StatusCreated {
 		t.Fatalf("send with content = %d; want 201", code)
+	}
+	// The card's link is the tracked link to the reading page: the
+	// browser opens where it lands (the tracked link's hop through WeCom's
+	// own https host is TestReadingPageEndToEnd's).
+	pageURL := "http://" + addr + "/r/hr/perf-2026"
+	if sent := fake.Sent(); len(sent) != 1 || !strings.Contains(string(sent[0].Raw), url.QueryEscape(pageURL)) {
+		t.Fatalf("the card does not link to the reading page %s", pageURL)
 	}
 
 	b := mustStartBrowser(t, 90*time.Second)
@@ -127,7 +136,7 @@ func TestBrowserReadingPage(t *testing.T) {
 		_, err := cdp.Call(ctx, tg, emulation.SetUserAgentOverride, emulation.SetUserAgentOverrideParams{UserAgent: wecomUA})
 		return err
 	}))
-	b.do(t, "open the page", chromedp.Navigate("http://"+addr+"/r/hr/perf-2026"), chromedp.WaitVisible(chromedp.CSS(`a[data-userid="zhangsan"]`)))
+	b.do(t, "open the page", chromedp.Navigate(pageURL), chromedp.WaitVisible(chromedp.CSS(`a[data-userid="zhangsan"]`)))
 	if got := eval[string](t, b, `location.pathname`); got != "/connect/oauth2/authorize" {
 		t.Fatalf("without a session the page went to %s; want WeCom's OAuth2 authorization", got)
 	}
@@ -147,12 +156,83 @@ func TestBrowserReadingPage(t *testing.T) {
 		t.Errorf("the page scrolls sideways by %.0f px at 390 px", w)
 	}
 	b.screenshot(t, dir, "reading-page-390")
-	eval[bool](t, b, `(document.getElementById("notice-end").scrollIntoView(), true)`)
+
+	// #ack stays disabled until the text's end and the PDF's last page
+	// were both on screen.
+	ackDisabled := `document.getElementById("ack").disabled`
+	if !eval[bool](t, b, ackDisabled) {
+		t.Fatal("#ack is enabled at the top of the page")
+	}
+	eval[bool](t, b, `(document.querySelector(".pdf-pages canvas").scrollIntoView({block: "start"}), true)`)
+	time.Sleep(300 * time.Millisecond)
+	if !eval[bool](t, b, ackDisabled) || eval[bool](t, b, `document.querySelector(".pdf-end").getBoundingClientRect().top < innerHeight`) {
+		t.Fatal("#ack is enabled (or the PDF's end is on screen) at the PDF's first page")
+	}
+	eval[bool](t, b, `(document.querySelector(".pdf-end").scrollIntoView({block: "end"}), true)`)
+	time.Sleep(300 * time.Millisecond)
+	if !eval[bool](t, b, ackDisabled) && eval[bool](t, b, `document.getElementById("notice-end").getBoundingClientRect().top > innerHeight`) {
+		t.Fatal("#ack is enabled with the PDF's end on screen but not the text's end")
+	}
+	eval[bool](t, b, `(document.getElementById("ack").scrollIntoView({block: "end"}), true)`)
+	b.wait(t, "#ack enabled once both ends were reached", `!document.getElementById("ack").disabled`)
 	if png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot()); err == nil {
 		if err := os.WriteFile(filepath.Join(dir, "reading-page-390-end.png"), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	var before struct {
+		Read int `json:"read"`
+	}
+	if api(t, m, "GET", "/messages/perf-2026/progress", nil, &before); before.Read != 0 {
+		t.Errorf("read before the acknowledgement = %d; want 0 (read_rule acknowledged)", before.Read)
+	}
+	b.do(t, "acknowledge", chromedp.Click(chromedp.ID("ack")))
+	b.wait(t, "acknowledged", `document.getElementById("ack").classList.contains("done") && document.getElementById("ack").textContent.includes("已确认知悉")`)
+	if png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot()); err == nil {
+		if err := os.WriteFile(filepath.Join(dir, "reading-page-390-acknowledged.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The dashboard counts each signal, and the archive keeps the
+	// version read with the reader's address and browser.
+	testenv.WaitFor(t, 10*time.Second, "link, read_to_end and acknowledged on the dashboard", func() bool {
+		var p struct {
+			Read     int            `json:"read"`
+			BySignal map[string]int `json:"by_signal"`
+		}
+		// read_rule acknowledged: the acknowledgement is the read.
+		return api(t, m, "GET", "/messages/perf-2026/progress", nil, &p) == http.StatusOK && p.Read == 1 &&
+			p.BySignal["link"] == 1 && p.BySignal["read_to_end"] == 1 && p.BySignal["acknowledged"] == 1
+	})
+	testenv.WaitFor(t, 20*time.Second, "page_signals in MySQL", func() bool {
+		rows := testenv.Column[string](t, m.DB, "SELECT CONCAT(source, '/', version, '/', ip, '/', user_agent) FROM page_signals WHERE msgid = 'perf-2026' ORDER BY source")
+		return len(rows) == 3 && strings.HasPrefix(rows[0], "3/1/127.0.0.1/") && strings.HasPrefix(rows[1], "5/1/") && strings.HasPrefix(rows[2], "6/1/") && strings.HasSuffix(rows[2], wecomUA)
+	})
+
+	// A non-recipient gets 404.
+	b.do(t, "sign out", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, network.ClearBrowserCookies, cdp.Empty{})
+		return err
+	}))
+	b.do(t, "open as lisi", chromedp.Navigate(pageURL), chromedp.WaitVisible(chromedp.CSS(`a[data-userid="lisi"]`)),
+		chromedp.Click(chromedp.CSS(`a[data-userid="lisi"]`)))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// Evaluations during the sign-in's redirects find no context:
+		// look again until the last page stands.
+		got, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`location.pathname === "/r/hr/perf-2026" && document.body.textContent.includes("not found")`))
+		if err == nil && got {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lisi's page is not a 404 (%v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if eval[bool](t, b, `document.body.textContent.includes("考核")`) {
+		t.Error("a non-recipient sees the text")
+	}
+	b.screenshot(t, dir, "reading-page-390-not-recipient")
 	if p := b.consoleProblems(); len(p) > 0 {
 		t.Logf("console: %q", p)
 	}

@@ -116,11 +116,13 @@ func TestReadingPageEndToEnd(t *testing.T) {
 	if strings.Contains(body, "<script>alert") {
 		t.Error("a script from the Markdown reached the page")
 	}
-	testenv.WaitFor(t, 10*time.Second, "the link signal on the dashboard", func() bool {
+	// read_rule link: the page opened is the read.
+	testenv.WaitFor(t, 10*time.Second, "the link signal on the dashboard, counted as read", func() bool {
 		var p struct {
+			Read     int            `json:"read"`
 			BySignal map[string]int `json:"by_signal"`
 		}
-		return api(t, m, "GET", "/messages/perf-2026/progress", nil, &p) == http.StatusOK && p.BySignal["link"] == 1
+		return api(t, m, "GET", "/messages/perf-2026/progress", nil, &p) == http.StatusOK && p.BySignal["link"] == 1 && p.Read == 1
 	})
 
 	resp, body = open("lisi")

@@ -106,6 +106,8 @@ catalogueReady.then(function () {
       $("signal-button").textContent = p.by_signal.button;
       $("signal-link").textContent = p.by_signal.link;
       $("signal-enter-agent").textContent = p.by_signal.enter_agent;
+      $("signal-read-to-end").textContent = p.by_signal.read_to_end || 0;
+      $("signal-acknowledged").textContent = p.by_signal.acknowledged || 0;
     }
     drawCurve(p);
   }
