@@ -1,0 +1,420 @@
+package ledger
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Problem is one way the ledger and the facts disagree.
+type Problem struct {
+	// Seq is the entry concerned (0: a fact with no entry).
+	Seq uint64 `json:"seq"`
+	// What is "altered", "deleted" or "inserted".
+	What string `json:"what"`
+	// Detail names the entry or row and what differs.
+	Detail string `json:"detail"`
+}
+
+func (p Problem) String() string {
+	if p.Seq == 0 {
+		return p.What + ": " + p.Detail
+	}
+	return fmt.Sprintf("%s: entry %d: %s", p.What, p.Seq, p.Detail)
+}
+
+// Report is what Verify found.
+type Report struct {
+	Corp string
+	// Roots are the heads of the days checked, recomputed from the
+	// entries (Sealed: the day's recorded root, which they match unless
+	// a Problem says otherwise).
+	Roots []DayRoot
+	// Entries counts the entries checked; Facts the read rows, send rows
+	// and versions compared with them.
+	Entries, Facts int
+	// Problems, the first (lowest seq; facts without an entry last)
+	// first.
+	Problems []Problem
+}
+
+// Verify recomputes corp's trees from the stored entries (every day, or
+// only day when it is not "") and cross-checks the entries with the facts
+// they record: each entry's leaf hash against its body and its body
+// against its row; seq and day_index without gaps; each sealed day's
+// root; each read row of message_read_record against its one signal
+// entry, and each send or reminder entry against its message_sends batch.
+// Messages sent before corp's first entry are not cross-checked (nothing
+// ledgered them). An error is returned only when the check could not run.
+func (l *Ledger) Verify(ctx context.Context, corp, day string) (Report, error) {
+	rep := Report{Corp: corp}
+	if day != "" {
+		if _, err := time.Parse(time.DateOnly, day); err != nil {
+			return rep, fmt.Errorf("ledger: day %q: %w", day, ErrInvalid)
+		}
+	}
+	if err := l.verifyTrees(ctx, corp, day, &rep); err != nil {
+		return rep, err
+	}
+	if err := l.verifySignals(ctx, corp, day, &rep); err != nil {
+		return rep, err
+	}
+	if err := l.verifySends(ctx, corp, day, &rep); err != nil {
+		return rep, err
+	}
+	slices.SortStableFunc(rep.Problems, func(a, b Problem) int {
+		if (a.Seq == 0) != (b.Seq == 0) {
+			if a.Seq == 0 {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.Seq, b.Seq)
+	})
+	return rep, nil
+}
+
+// bodyHead is the part of every body Verify compares with the row.
+type bodyHead struct {
+	Corp  string `json:"corp"`
+	Seq   uint64 `json:"seq"`
+	Day   string `json:"day"`
+	Index uint64 `json:"index"`
+	Kind  Kind   `json:"kind"`
+	MsgID string `json:"msgid"`
+	UID   *int64 `json:"uid"`
+}
+
+func (l *Ledger) verifyTrees(ctx context.Context, corp, day string, rep *Report) error {
+	q := "SELECT " + entryColumns + " FROM ledger_entries WHERE corp_id = ?"
+	args := []any{corp}
+	if day != "" {
+		q += " AND day = ?"
+		args = append(args, day)
+	}
+	rows, err := l.db.QueryContext(ctx, q+" ORDER BY seq", args...)
+	if err != nil {
+		return fmt.Errorf("ledger: verify %s: %w", corp, err)
+	}
+	defer rows.Close()
+	var (
+		prev      Entry
+		have      bool
+		leaves    []Hash
+		curDay    string
+		firstSeq  uint64
+		closeTree = func() error {
+			if curDay == "" {
+				return nil
+			}
+			r := DayRoot{Corp: corp, Day: curDay, Size: uint64(len(leaves)), Root: Root(leaves), FirstSeq: firstSeq}
+			s, err := l.sealed(ctx, corp, curDay)
+			if err != nil {
+				return err
+			}
+			if s != nil {
+				r.Sealed, r.SealedAt = true, s.SealedAt
+				if s.Size != r.Size || s.Root != r.Root || s.FirstSeq != r.FirstSeq {
+					rep.Problems = append(rep.Problems, Problem{Seq: max(firstSeq, 1), What: "altered",
+						Detail: fmt.Sprintf("day %s: its %d entries from seq %d hash to %s, sealed was %d entries from seq %d with root %s",
+							curDay, r.Size, firstSeq, r.Root, s.Size, s.FirstSeq, s.Root)})
+				}
+			}
+			rep.Roots = append(rep.Roots, r)
+			return nil
+		}
+	)
+	for rows.Next() {
+		e, err := scanEntry(corp, rows)
+		if err != nil {
+			return fmt.Errorf("ledger: verify %s: %w", corp, err)
+		}
+		rep.Entries++
+		switch {
+		case !have && day == "" && e.Seq != 1:
+			rep.Problems = append(rep.Problems, Problem{Seq: 1, What: "deleted",
+				Detail: fmt.Sprintf("the ledger starts at seq %d", e.Seq)})
+		case have && e.Seq != prev.Seq+1:
+			rep.Problems = append(rep.Problems, Problem{Seq: prev.Seq + 1, What: "deleted",
+				Detail: fmt.Sprintf("seq %d..%d missing (day %s)", prev.Seq+1, e.Seq-1, e.Day)})
+		}
+		if e.Day != curDay {
+			if err := closeTree(); err != nil {
+				return err
+			}
+			curDay, leaves, firstSeq = e.Day, leaves[:0], e.Seq
+		}
+		if e.Index != uint64(len(leaves)) {
+			rep.Problems = append(rep.Problems, Problem{Seq: e.Seq, What: "altered",
+				Detail: fmt.Sprintf("day %s index %d where %d was due", e.Day, e.Index, len(leaves))})
+		}
+		leaves = append(leaves, e.LeafHash)
+		if e.Body != nil {
+			if p, bad := checkBody(corp, e); bad {
+				rep.Problems = append(rep.Problems, p)
+			}
+		}
+		prev, have = e, true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ledger: verify %s: %w", corp, err)
+	}
+	return closeTree()
+}
+
+// checkBody compares an entry's body with its leaf hash and its row.
+func checkBody(corp string, e Entry) (Problem, bool) {
+	if LeafHash(e.Body) != e.LeafHash {
+		return Problem{Seq: e.Seq, What: "altered", Detail: fmt.Sprintf("its body no longer hashes to its leaf hash %s (%s %s)", e.LeafHash, e.Kind, e.MsgID)}, true
+	}
+	var h bodyHead
+	if err := json.Unmarshal(e.Body, &h); err != nil {
+		return Problem{Seq: e.Seq, What: "altered", Detail: "its body is not JSON: " + err.Error()}, true
+	}
+	uidOK := (h.UID == nil && !e.Person) || (h.UID != nil && e.Person && *h.UID == int64(e.UID))
+	if h.Corp != corp || h.Seq != e.Seq || h.Day != e.Day || h.Index != e.Index || h.Kind != e.Kind || h.MsgID != e.MsgID || !uidOK {
+		return Problem{Seq: e.Seq, What: "altered", Detail: fmt.Sprintf("its row (seq %d, day %s, index %d, %s, msgid %s, uid %d) is not what its body says: %s",
+			e.Seq, e.Day, e.Index, e.Kind, e.MsgID, e.UID, e.Body)}, true
+	}
+	return Problem{}, false
+}
+
+// genesis is when corp's ledger began: the start of its first entry's day.
+func (l *Ledger) genesis(ctx context.Context, corp string) (time.Time, bool, error) {
+	var day string
+	err := l.db.QueryRowContext(ctx, "SELECT CAST(day AS CHAR) FROM ledger_entries WHERE corp_id = ? ORDER BY seq LIMIT 1", corp).Scan(&day)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("ledger: verify %s: %w", corp, err)
+	}
+	t, err := time.ParseInLocation(time.DateOnly, day, Zone)
+	return t, err == nil, err
+}
+
+type signalBody struct {
+	ReadTime string `json:"read_time"`
+	Source   int64  `json:"source"`
+}
+
+type readKey struct {
+	msgid string
+	uid   uint32
+}
+
+func (k readKey) less(o readKey) int {
+	if c := cmp.Compare(k.msgid, o.msgid); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.uid, o.uid)
+}
+
+// verifySignals merges the signal entries and the read rows of the
+// messages sent since genesis, both in (msgid, uid) order.
+func (l *Ledger) verifySignals(ctx context.Context, corp, day string, rep *Report) error {
+	gen, ok, err := l.genesis(ctx, corp)
+	if err != nil || !ok {
+		return err
+	}
+	type sig struct {
+		key  readKey
+		seq  uint64
+		day  string
+		body []byte
+	}
+	var sigs []sig
+	rows, err := l.db.QueryContext(ctx, "SELECT msgid, uid, seq, CAST(day AS CHAR), body FROM ledger_entries WHERE corp_id = ? AND kind = ?", corp, string(KindSignal))
+	if err != nil {
+		return fmt.Errorf("ledger: verify %s: signal entries: %w", corp, err)
+	}
+	for rows.Next() {
+		var s sig
+		var uid sql.NullInt64
+		if err := rows.Scan(&s.key.msgid, &uid, &s.seq, &s.day, &s.body); err != nil {
+			rows.Close()
+			return fmt.Errorf("ledger: verify %s: signal entries: %w", corp, err)
+		}
+		s.key.uid = uint32(uid.Int64)
+		sigs = append(sigs, s)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ledger: verify %s: signal entries: %w", corp, err)
+	}
+	slices.SortFunc(sigs, func(a, b sig) int {
+		if c := a.key.less(b.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	rows, err = l.db.QueryContext(ctx, `SELECT r.msgid, r.uid, DATE_FORMAT(r.read_time, '%Y-%m-%dT%H:%i:%sZ'), r.source
+FROM message_read_record r JOIN messages m ON m.corp_id = r.corp_id AND m.msgid = r.msgid
+WHERE r.corp_id = ? AND r.is_read = 1 AND m.sent_at >= ? ORDER BY r.msgid, r.uid`, corp, gen.UTC())
+	if err != nil {
+		return fmt.Errorf("ledger: verify %s: read rows: %w", corp, err)
+	}
+	defer rows.Close()
+	i := 0
+	inDay := func(s sig) bool { return day == "" || s.day == day }
+	unmatched := func(s sig) {
+		if inDay(s) {
+			rep.Problems = append(rep.Problems, Problem{Seq: s.seq, What: "deleted",
+				Detail: fmt.Sprintf("it records a read of %s by uid %d that message_read_record no longer has", s.key.msgid, s.key.uid)})
+		}
+	}
+	for rows.Next() {
+		var k readKey
+		var at sql.NullString
+		var source int64
+		if err := rows.Scan(&k.msgid, &k.uid, &at, &source); err != nil {
+			return fmt.Errorf("ledger: verify %s: read rows: %w", corp, err)
+		}
+		rep.Facts++
+		for i < len(sigs) && sigs[i].key.less(k) < 0 {
+			unmatched(sigs[i])
+			i++
+		}
+		if i == len(sigs) || sigs[i].key != k {
+			if day == "" {
+				rep.Problems = append(rep.Problems, Problem{What: "inserted",
+					Detail: fmt.Sprintf("message_read_record %s uid %d (read %s, source %d) has no ledger entry", k.msgid, k.uid, at.String, source)})
+			}
+			continue
+		}
+		s := sigs[i]
+		i++
+		if inDay(s) && s.body != nil {
+			var b signalBody
+			if err := json.Unmarshal(s.body, &b); err != nil || b.ReadTime != at.String || b.Source != source {
+				rep.Problems = append(rep.Problems, Problem{Seq: s.seq, What: "altered",
+					Detail: fmt.Sprintf("message_read_record %s uid %d says read %s source %d; the entry says %s", k.msgid, k.uid, at.String, source, s.body)})
+			}
+		}
+		for i < len(sigs) && sigs[i].key == k {
+			if inDay(sigs[i]) {
+				rep.Problems = append(rep.Problems, Problem{Seq: sigs[i].seq, What: "inserted",
+					Detail: fmt.Sprintf("a second signal entry for %s uid %d (the first is entry %d)", k.msgid, k.uid, s.seq)})
+			}
+			i++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ledger: verify %s: read rows: %w", corp, err)
+	}
+	for ; i < len(sigs); i++ {
+		unmatched(sigs[i])
+	}
+	return nil
+}
+
+type sendBody struct {
+	Batch      int64  `json:"batch"`
+	At         string `json:"at"`
+	ErrCode    int64  `json:"errcode"`
+	WeComMsgID string `json:"wecom_msgid"`
+	Invalid    bool   `json:"invalid"`
+	UserID     string `json:"userid"`
+}
+
+// verifySends checks each send and reminder entry against its batch row
+// in message_sends: the batch was recorded, with the entry's errcode and
+// WeCom msgid, and the entry's invalid flag agrees with the row's
+// invaliduser list.
+func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report) error {
+	q := "SELECT seq, kind, msgid, body FROM ledger_entries WHERE corp_id = ? AND kind IN (?, ?)"
+	args := []any{corp, string(KindSend), string(KindReminder)}
+	if day != "" {
+		q += " AND day = ?"
+		args = append(args, day)
+	}
+	rows, err := l.db.QueryContext(ctx, q+" ORDER BY seq", args...)
+	if err != nil {
+		return fmt.Errorf("ledger: verify %s: send entries: %w", corp, err)
+	}
+	type batchKey struct {
+		msgid, kind string
+		batch       int64
+		at          string
+	}
+	type batchRow struct {
+		errcode int64
+		wmsg    string
+		invalid map[string]bool
+		found   bool
+	}
+	cache := map[batchKey]*batchRow{}
+	type pending struct {
+		seq  uint64
+		key  batchKey
+		body sendBody
+	}
+	var todo []pending
+	for rows.Next() {
+		var seq uint64
+		var kind, msgid string
+		var body []byte
+		if err := rows.Scan(&seq, &kind, &msgid, &body); err != nil {
+			rows.Close()
+			return fmt.Errorf("ledger: verify %s: send entries: %w", corp, err)
+		}
+		if body == nil {
+			continue
+		}
+		var b sendBody
+		if err := json.Unmarshal(body, &b); err != nil {
+			continue // checkBody reports it
+		}
+		k := batchKey{msgid: msgid, kind: "send", batch: b.Batch, at: b.At}
+		if kind == string(KindReminder) {
+			k.kind = "remind"
+		}
+		todo = append(todo, pending{seq, k, b})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ledger: verify %s: send entries: %w", corp, err)
+	}
+	for _, p := range todo {
+		r, ok := cache[p.key]
+		if !ok {
+			r = &batchRow{}
+			at, err := time.Parse(time.RFC3339Nano, p.key.at)
+			if err == nil {
+				var inv sql.NullString
+				err = l.db.QueryRowContext(ctx, "SELECT errcode, COALESCE(wecom_msgid, ''), invalid FROM message_sends"+
+					" WHERE corp_id = ? AND msgid = ? AND kind = ? AND batch = ? AND sent_at = ?",
+					corp, p.key.msgid, p.key.kind, p.key.batch, at.UTC()).Scan(&r.errcode, &r.wmsg, &inv)
+				switch {
+				case errors.Is(err, sql.ErrNoRows):
+				case err != nil:
+					return fmt.Errorf("ledger: verify %s: send rows: %w", corp, err)
+				default:
+					r.found = true
+					r.invalid = map[string]bool{}
+					for _, u := range bytes.Split([]byte(inv.String), []byte("|")) {
+						r.invalid[string(u)] = true
+					}
+				}
+			}
+			cache[p.key] = r
+			rep.Facts++
+		}
+		switch {
+		case !r.found:
+			rep.Problems = append(rep.Problems, Problem{Seq: p.seq, What: "deleted",
+				Detail: fmt.Sprintf("its batch %d of %s sent at %s is not in message_sends", p.key.batch, p.key.msgid, p.key.at)})
+		case r.errcode != p.body.ErrCode || r.wmsg != p.body.WeComMsgID || r.invalid[p.body.UserID] != p.body.Invalid:
+			rep.Problems = append(rep.Problems, Problem{Seq: p.seq, What: "altered",
+				Detail: fmt.Sprintf("message_sends batch %d of %s: errcode %d, msgid %q, %s invalid %v; the entry says errcode %d, msgid %q, invalid %v",
+					p.key.batch, p.key.msgid, r.errcode, r.wmsg, p.body.UserID, r.invalid[p.body.UserID], p.body.ErrCode, p.body.WeComMsgID, p.body.Invalid)})
+		}
+	}
+	return nil
+}
