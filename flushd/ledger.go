@@ -167,4 +167,3 @@ func ApplyOrphansLedgered(ctx context.Context, db *sql.DB, l Ledger, corpID, msg
 	}
 	return n, nil
 }
-

@@ -92,7 +92,7 @@ func TestFlushdWritesOneEntryPerRowMadeRead(t *testing.T) {
 	at := f.clk.t.Add(-time.Minute)
 	f.read(t, []uint32{1, 2, 3}, at)
 	f.read(t, []uint32{2, 3, 4}, at.Add(time.Second)) // 2, 3 redelivered: no entry
-	f.clk.t = f.clk.t.Add(24 * time.Hour)              // the next day
+	f.clk.t = f.clk.t.Add(24 * time.Hour)             // the next day
 	f.read(t, []uint32{5}, at.Add(24*time.Hour))
 	seqs := testenv.Column[uint64](t, f.db, "SELECT seq FROM ledger_entries WHERE corp_id = ? ORDER BY seq", corp)
 	if fmt.Sprint(seqs) != "[1 2 3 4 5]" {
