@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/yidu-io/yidu/ledger"
@@ -87,12 +87,18 @@ func unreadRows(ctx context.Context, tx DB, corpID, msgID string, reads []Read) 
 	if len(counted) == 0 {
 		return out, nil
 	}
-	var q strings.Builder
-	args := make([]any, 0, len(counted)+2)
-	q.WriteString("SELECT uid FROM message_read_record WHERE corp_id = ? AND msgid = ? AND is_read = 0 AND uid IN (")
-	args = appendUIDs(&q, append(args, corpID, msgID), counted)
-	q.WriteString(") FOR UPDATE")
-	rows, err := tx.QueryContext(ctx, q.String(), args...)
+	// The uids are literals (numbers only): a prepared statement of 5000
+	// parameters costs more to prepare and bind than to run.
+	q := make([]byte, 0, 96+11*len(counted))
+	q = append(q, "SELECT uid FROM message_read_record WHERE corp_id = ? AND msgid = ? AND is_read = 0 AND uid IN ("...)
+	for i, r := range counted {
+		if i > 0 {
+			q = append(q, ',')
+		}
+		q = strconv.AppendUint(q, uint64(r.UID), 10)
+	}
+	q = append(q, ") FOR UPDATE"...)
+	rows, err := tx.QueryContext(ctx, string(q), corpID, msgID)
 	if err != nil {
 		return nil, fmt.Errorf("flushd: lock unread rows of %s/%s: %w", corpID, msgID, err)
 	}

@@ -94,13 +94,9 @@ func TestFlushdWritesOneEntryPerRowMadeRead(t *testing.T) {
 	f.read(t, []uint32{2, 3, 4}, at.Add(time.Second)) // 2, 3 redelivered: no entry
 	f.clk.t = f.clk.t.Add(24 * time.Hour)             // the next day
 	f.read(t, []uint32{5}, at.Add(24*time.Hour))
-	seqs := testenv.Column[uint64](t, f.db, "SELECT seq FROM ledger_entries WHERE corp_id = ? ORDER BY seq", corp)
-	if fmt.Sprint(seqs) != "[1 2 3 4 5]" {
-		t.Fatalf("seqs = %v; want [1 2 3 4 5]", seqs)
-	}
-	days := testenv.Column[string](t, f.db, "SELECT CONCAT(CAST(day AS CHAR), '/', day_index) FROM ledger_entries WHERE corp_id = ? ORDER BY seq", corp)
-	if want := "[2026-12-03/0 2026-12-03/1 2026-12-03/2 2026-12-03/3 2026-12-04/0]"; fmt.Sprint(days) != want {
-		t.Fatalf("day/index = %v; want %s", days, want)
+	blocks := testenv.Column[string](t, f.db, "SELECT CONCAT(first_seq, '+', count, '@', CAST(day AS CHAR), '/', first_index) FROM ledger_blocks WHERE corp_id = ? ORDER BY first_seq", corp)
+	if want := "[1+3@2026-12-03/0 4+1@2026-12-03/3 5+1@2026-12-04/0]"; fmt.Sprint(blocks) != want {
+		t.Fatalf("blocks (seq+count@day/index) = %v; want %s", blocks, want)
 	}
 	es, err := f.l.EntriesFor(context.Background(), corp, msg, "u4")
 	testenv.Check(t, "EntriesFor", err)
@@ -181,18 +177,20 @@ func TestVerifyNamesTampering(t *testing.T) {
 			f.exec(t, "UPDATE message_read_record SET is_read = 1, read_time = '2026-12-03 01:00:00', source = 1 WHERE corp_id = ? AND msgid = ? AND uid = 7", corp, msg)
 		}, "inserted", 0, "uid 7"},
 		{"ledger body edited", func(t *testing.T, f *fixture) {
-			f.exec(t, "UPDATE ledger_entries SET body = REPLACE(body, '\"source\":1', '\"source\":3') WHERE corp_id = ? AND seq = 2", corp)
+			f.exec(t, "UPDATE ledger_blocks SET bodies = REPLACE(bodies, '\"seq\":2,\"source\":1', '\"seq\":2,\"source\":3') WHERE corp_id = ? AND first_seq = 1", corp)
 		}, "altered", 2, "hashes"},
 		{"ledger body and leaf hash edited together", func(t *testing.T, f *fixture) {
-			f.exec(t, "UPDATE ledger_entries SET body = REPLACE(body, '\"source\":1', '\"source\":3') WHERE corp_id = ? AND seq = 2", corp)
-			f.exec(t, "UPDATE ledger_entries SET leaf_hash = UNHEX(SHA2(CONCAT(X'00', body), 256)) WHERE corp_id = ? AND seq = 2", corp)
+			// Entry 2's body says source 3 and its leaf is recomputed to
+			// match: only the sealed root (and the read row) can tell.
+			f.exec(t, "UPDATE ledger_blocks SET bodies = REPLACE(bodies, '\"seq\":2,\"source\":1', '\"seq\":2,\"source\":3') WHERE corp_id = ? AND first_seq = 1", corp)
+			f.exec(t, "UPDATE ledger_blocks SET leaves = CONCAT(SUBSTRING(leaves, 1, 32), UNHEX(SHA2(CONCAT(X'00', SUBSTRING_INDEX(SUBSTRING_INDEX(bodies, '\n', 2), '\n', -1)), 256)), SUBSTRING(leaves, 65)) WHERE corp_id = ? AND first_seq = 1", corp)
 		}, "altered", 1, "sealed"},
 		{"ledger row deleted", func(t *testing.T, f *fixture) {
-			f.exec(t, "DELETE FROM ledger_entries WHERE corp_id = ? AND seq = 3", corp)
-		}, "altered", 1, "sealed"},
+			f.exec(t, "DELETE FROM ledger_blocks WHERE corp_id = ? AND first_seq = 1", corp)
+		}, "deleted", 1, "starts at seq 5"},
 		{"ledger row of today deleted", func(t *testing.T, f *fixture) {
-			f.exec(t, "DELETE FROM ledger_entries WHERE corp_id = ? AND seq = 5", corp)
-		}, "deleted", 5, "seq 5..5 missing"},
+			f.exec(t, "DELETE FROM ledger_blocks WHERE corp_id = ? AND first_seq = 5", corp)
+		}, "deleted", 5, "the head says the ledger has 6 entries, its last is seq 4"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,10 +9,10 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/yidu-io/yidu"
@@ -60,6 +60,7 @@ type Entry struct {
 	// whole message (a version, a recall).
 	UID    uint32 `json:"uid"`
 	Person bool   `json:"person"`
+	// UserID is set by EntriesFor (the person asked for).
 	UserID string `json:"userid,omitempty"`
 	// Body is the canonical JSON the leaf hash covers; nil once
 	// anonymised.
@@ -112,9 +113,6 @@ func New(db *sql.DB, opts Options) (*Ledger, error) {
 	return &Ledger{db: db, now: opts.Now, audit: opts.Audit, log: opts.Logger.With("component", "ledger")}, nil
 }
 
-// insertRows is the most entries one INSERT carries (10 placeholders each).
-const insertRows = 1000
-
 // Append writes facts of corp as the next entries of its ledger, in tx:
 // the transaction that makes the facts durable, so they and their entries
 // commit or vanish together. It locks the corp's ledger_heads row until tx
@@ -157,52 +155,51 @@ func Append(ctx context.Context, tx Tx, now time.Time, corp string, facts []Fact
 		day, size = today, 0
 	}
 	first := next
-	var q strings.Builder
-	args := make([]any, 0, 10*min(len(facts), insertRows))
-	flush := func() error {
-		if len(args) == 0 {
-			return nil
+	for _, g := range groups(facts) {
+		b := block{corp: corp, firstSeq: next, day: day, firstIndex: size, kind: g[0].Kind, msgID: g[0].MsgID, count: len(g)}
+		b.leaves = make([]byte, 0, len(g)*len(Hash{}))
+		b.bodies = make([]byte, 0, len(g)*(190+len(corp)+len(b.msgID)))
+		if g[0].Person {
+			b.uids = make([]byte, 0, 4*len(g))
 		}
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-			return fmt.Errorf("ledger: append %d entries of %s: %w", len(args)/10, corp, err)
-		}
-		q.Reset()
-		args = args[:0]
-		return nil
-	}
-	for _, f := range facts {
-		body, err := entryBody(corp, next, day, size, f)
-		if err != nil {
-			return 0, err
-		}
-		leaf := LeafHash(body)
-		if len(args) == 0 {
-			q.WriteString("INSERT INTO ledger_entries (corp_id, seq, day, day_index, kind, msgid, uid, userid, body, leaf_hash) VALUES ")
-		} else {
-			q.WriteByte(',')
-		}
-		q.WriteString("(?,?,?,?,?,?,?,?,?,?)")
-		var uid any
-		if f.Person {
-			uid = f.UID
-		}
-		args = append(args, corp, next, day, size, string(f.Kind), f.MsgID, uid, f.UserID, body, leaf[:])
-		next++
-		size++
-		if len(args) == 10*insertRows {
-			if err := flush(); err != nil {
+		var start int
+		for i, f := range g {
+			if i > 0 {
+				b.bodies = append(b.bodies, '\n')
+			}
+			start = len(b.bodies)
+			var err error
+			if b.bodies, err = appendBody(b.bodies, corp, next, day, size, f); err != nil {
 				return 0, err
 			}
+			leaf := LeafHash(b.bodies[start:])
+			b.leaves = append(b.leaves, leaf[:]...)
+			if f.Person {
+				b.uids = binary.BigEndian.AppendUint32(b.uids, f.UID)
+			}
+			next++
+			size++
 		}
-	}
-	if err := flush(); err != nil {
-		return 0, err
+		if _, err := tx.ExecContext(ctx, "INSERT INTO ledger_blocks (corp_id, first_seq, count, day, first_index, kind, msgid, uids, bodies, leaves)"+
+			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", corp, b.firstSeq, b.count, day, b.firstIndex, string(b.kind), b.msgID,
+			nonNil(b.uids), b.bodies, b.leaves); err != nil {
+			return 0, fmt.Errorf("ledger: append %d entries of %s: %w", b.count, corp, err)
+		}
 	}
 	if _, err := tx.ExecContext(ctx, "UPDATE ledger_heads SET next_seq = ?, day = ?, day_size = ? WHERE corp_id = ?",
 		next, day, size, corp); err != nil {
 		return 0, fmt.Errorf("ledger: advance head of %s: %w", corp, err)
 	}
 	return first, nil
+}
+
+// appendBody appends f's canonical body at its place to dst.
+func appendBody(dst []byte, corp string, seq uint64, day string, index uint64, f Fact) ([]byte, error) {
+	if f.isSignal {
+		return f.signal.appendBody(dst, corp, seq, day, index)
+	}
+	b, err := entryBody(corp, seq, day, index, f)
+	return append(dst, b...), err
 }
 
 // entryBody is f's canonical body at its place.
@@ -219,22 +216,6 @@ func entryBody(corp string, seq uint64, day string, index uint64, f Fact) ([]byt
 	return body, nil
 }
 
-const entryColumns = "seq, CAST(day AS CHAR), day_index, kind, msgid, uid, userid, body, leaf_hash"
-
-func scanEntry(corp string, rows *sql.Rows) (Entry, error) {
-	e := Entry{Corp: corp}
-	var uid sql.NullInt64
-	var leaf []byte
-	if err := rows.Scan(&e.Seq, &e.Day, &e.Index, &e.Kind, &e.MsgID, &uid, &e.UserID, &e.Body, &leaf); err != nil {
-		return e, err
-	}
-	if uid.Valid {
-		e.UID, e.Person = uint32(uid.Int64), true
-	}
-	copy(e.LeafHash[:], leaf)
-	return e, nil
-}
-
 // EntriesFor returns, in seq order, the entries of notice msgID about the
 // person userID (sends, reminders, signals) and those of the whole notice
 // (versions, recall). ErrNotFound: corp has no such UserID.
@@ -247,40 +228,38 @@ func (l *Ledger) EntriesFor(ctx context.Context, corp, msgID, userID string) ([]
 	if err != nil {
 		return nil, fmt.Errorf("ledger: uid of %s: %w", userID, err)
 	}
-	return l.query(ctx, corp, "SELECT "+entryColumns+" FROM ledger_entries WHERE corp_id = ? AND msgid = ? AND (uid = ? OR uid IS NULL) ORDER BY seq",
-		corp, msgID, uid)
+	blocks, err := readBlocks(ctx, l.db, corp, "AND msgid = ? ORDER BY first_seq", msgID)
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, b := range blocks {
+		es, _ := b.entries()
+		for _, e := range es {
+			if !e.Person || e.UID == uid {
+				if e.Person {
+					e.UserID = userID
+				}
+				out = append(out, e)
+			}
+		}
+	}
+	return out, nil
 }
 
 // Entry returns entry seq of corp.
 func (l *Ledger) Entry(ctx context.Context, corp string, seq uint64) (Entry, error) {
-	es, err := l.query(ctx, corp, "SELECT "+entryColumns+" FROM ledger_entries WHERE corp_id = ? AND seq = ?", corp, seq)
+	blocks, err := readBlocks(ctx, l.db, corp, "AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1", seq)
 	if err != nil {
 		return Entry{}, err
 	}
-	if len(es) == 0 {
-		return Entry{}, fmt.Errorf("ledger: entry %d of %s: %w", seq, corp, ErrNotFound)
-	}
-	return es[0], nil
-}
-
-func (l *Ledger) query(ctx context.Context, corp, q string, args ...any) ([]Entry, error) {
-	rows, err := l.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: entries of %s: %w", corp, err)
-	}
-	defer rows.Close()
-	var out []Entry
-	for rows.Next() {
-		e, err := scanEntry(corp, rows)
-		if err != nil {
-			return nil, fmt.Errorf("ledger: entries of %s: %w", corp, err)
+	if len(blocks) == 1 {
+		es, _ := blocks[0].entries()
+		if i := seq - blocks[0].firstSeq; i < uint64(len(es)) {
+			return es[i], nil
 		}
-		out = append(out, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ledger: entries of %s: %w", corp, err)
-	}
-	return out, nil
+	return Entry{}, fmt.Errorf("ledger: entry %d of %s: %w", seq, corp, ErrNotFound)
 }
 
 // Tree is one day's tree of a corp: its leaves as stored and, once
@@ -327,26 +306,9 @@ func (t *Tree) Prove(index uint64) (Proof, error) {
 // DayTree reads the tree of corp's day (YYYY-MM-DD).
 func (l *Ledger) DayTree(ctx context.Context, corp, day string) (*Tree, error) {
 	t := &Tree{Corp: corp, Day: day}
-	rows, err := l.db.QueryContext(ctx, "SELECT seq, leaf_hash FROM ledger_entries WHERE corp_id = ? AND day = ? ORDER BY day_index", corp, day)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: tree of %s %s: %w", corp, day, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq uint64
-		var leaf []byte
-		if err := rows.Scan(&seq, &leaf); err != nil {
-			return nil, fmt.Errorf("ledger: tree of %s %s: %w", corp, day, err)
-		}
-		if len(t.Leaves) == 0 {
-			t.FirstSeq = seq
-		}
-		var h Hash
-		copy(h[:], leaf)
-		t.Leaves = append(t.Leaves, h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ledger: tree of %s %s: %w", corp, day, err)
+	var err error
+	if t.Leaves, t.FirstSeq, err = dayLeaves(ctx, l.db, corp, day); err != nil {
+		return nil, err
 	}
 	sealed, err := l.sealed(ctx, corp, day)
 	if err != nil {
@@ -375,16 +337,11 @@ func (l *Ledger) sealed(ctx context.Context, corp, day string) (*DayRoot, error)
 // tree: against the sealed root once the day is sealed, against today's
 // head as it stands otherwise.
 func (l *Ledger) Prove(ctx context.Context, corp string, seq uint64) (Proof, error) {
-	var day string
-	var index uint64
-	err := l.db.QueryRowContext(ctx, "SELECT CAST(day AS CHAR), day_index FROM ledger_entries WHERE corp_id = ? AND seq = ?",
-		corp, seq).Scan(&day, &index)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Proof{}, fmt.Errorf("ledger: entry %d of %s: %w", seq, corp, ErrNotFound)
-	}
+	e, err := l.Entry(ctx, corp, seq)
 	if err != nil {
-		return Proof{}, fmt.Errorf("ledger: entry %d of %s: %w", seq, corp, err)
+		return Proof{}, err
 	}
+	day, index := e.Day, e.Index
 	t, err := l.DayTree(ctx, corp, day)
 	if err != nil {
 		return Proof{}, err

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"testing"
+	"time"
 )
 
 // The Certificate Transparency reference leaves and their tree heads for
@@ -157,6 +158,30 @@ func TestCanonical(t *testing.T) {
 	for _, bad := range []Body{{"f": 1.5}, {"s": "\xff"}, {"名": "x"}} {
 		if _, err := Canonical(bad); err == nil {
 			t.Errorf("Canonical(%v) = nil error; want one", bad)
+		}
+	}
+}
+
+// The signal fast path writes exactly Canonical's bytes of its members.
+func TestSignalBodyFastPath(t *testing.T) {
+	for _, s := range []Signal{
+		{MsgID: "m1", UID: 7, Source: 1, ReadTime: time.Date(2026, 12, 3, 1, 2, 3, 0, time.UTC)},
+		{MsgID: "m\"2", UID: 0, Source: 3, ReadTime: time.Date(2026, 1, 2, 23, 59, 59, 120e6, Zone), Signal: "acknowledged",
+			Version: 2, ClientIP: "10.0.0.1", UserAgent: "Mozilla/5.0 \"wxwork\"\n中文"},
+	} {
+		f := s.Fact()
+		got, err := appendBody(nil, "wwc", 9, "2026-12-03", 4, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := s.Members()
+		b["corp"], b["seq"], b["day"], b["index"], b["kind"] = "wwc", uint64(9), "2026-12-03", uint64(4), "signal"
+		want, err := Canonical(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("fast body = %s\nCanonical  = %s", got, want)
 		}
 	}
 }

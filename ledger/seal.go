@@ -46,30 +46,22 @@ func (l *Ledger) Seal(ctx context.Context, corp, day string) (DayRoot, error) {
 			return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: move head: %w", day, corp, err)
 		}
 	}
+	// Another replica may have sealed the day while we waited for the head.
+	var done int
+	switch err := tx.QueryRowContext(ctx, "SELECT 1 FROM ledger_roots WHERE corp_id = ? AND day = ?", corp, day).Scan(&done); {
+	case err == nil:
+		tx.Rollback()
+		s, err := l.sealed(ctx, corp, day)
+		return derefRoot(s), err
+	case err != sql.ErrNoRows:
+		return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, err)
+	}
 	r := DayRoot{Corp: corp, Day: day, Sealed: true, SealedAt: now.UTC().Truncate(time.Millisecond)}
-	rows, err := tx.QueryContext(ctx, "SELECT seq, leaf_hash FROM ledger_entries WHERE corp_id = ? AND day = ? ORDER BY day_index", corp, day)
+	leaves, first, err := dayLeaves(ctx, tx, corp, day)
 	if err != nil {
-		return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, err)
+		return DayRoot{}, err
 	}
-	var leaves []Hash
-	for rows.Next() {
-		var seq uint64
-		var b []byte
-		if err := rows.Scan(&seq, &b); err != nil {
-			rows.Close()
-			return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, err)
-		}
-		if len(leaves) == 0 {
-			r.FirstSeq = seq
-		}
-		var h Hash
-		copy(h[:], b)
-		leaves = append(leaves, h)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, err)
-	}
+	r.FirstSeq = first
 	r.Size, r.Root = uint64(len(leaves)), Root(leaves)
 	if _, err := tx.ExecContext(ctx, "INSERT INTO ledger_roots (corp_id, day, size, root, first_seq, sealed_at) VALUES (?, ?, ?, ?, ?, ?)",
 		corp, day, r.Size, r.Root[:], r.FirstSeq, r.SealedAt); err != nil {
@@ -94,7 +86,7 @@ func (l *Ledger) Seal(ctx context.Context, corp, day string) (DayRoot, error) {
 // after midnight (Asia/Shanghai), e.g. from `yidu evidence seal` or a
 // timer; a day left unsealed stays provable against its current head.
 func (l *Ledger) SealDue(ctx context.Context) ([]DayRoot, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT e.corp_id, CAST(e.day AS CHAR) FROM ledger_entries e
+	rows, err := l.db.QueryContext(ctx, `SELECT e.corp_id, CAST(e.day AS CHAR) FROM ledger_blocks e
 LEFT JOIN ledger_roots r ON r.corp_id = e.corp_id AND r.day = e.day
 WHERE e.day < ? AND r.day IS NULL GROUP BY e.corp_id, e.day ORDER BY e.day, e.corp_id`, Day(l.now()))
 	if err != nil {

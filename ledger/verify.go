@@ -92,17 +92,14 @@ type bodyHead struct {
 }
 
 func (l *Ledger) verifyTrees(ctx context.Context, corp, day string, rep *Report) error {
-	q := "SELECT " + entryColumns + " FROM ledger_entries WHERE corp_id = ?"
-	args := []any{corp}
+	where, args := "", []any{}
 	if day != "" {
-		q += " AND day = ?"
-		args = append(args, day)
+		where, args = "AND day = ?", []any{day}
 	}
-	rows, err := l.db.QueryContext(ctx, q+" ORDER BY seq", args...)
+	blocks, err := readBlocks(ctx, l.db, corp, where+" ORDER BY first_seq", args...)
 	if err != nil {
 		return fmt.Errorf("ledger: verify %s: %w", corp, err)
 	}
-	defer rows.Close()
 	var (
 		prev      Entry
 		have      bool
@@ -130,42 +127,77 @@ func (l *Ledger) verifyTrees(ctx context.Context, corp, day string, rep *Report)
 			return nil
 		}
 	)
+	for _, b := range blocks {
+		es, bad := b.entries()
+		if bad != nil {
+			rep.Problems = append(rep.Problems, Problem{Seq: b.firstSeq, What: "altered", Detail: bad.Error()})
+		}
+		for _, e := range es {
+			rep.Entries++
+			switch {
+			case !have && day == "" && e.Seq != 1:
+				rep.Problems = append(rep.Problems, Problem{Seq: 1, What: "deleted",
+					Detail: fmt.Sprintf("the ledger starts at seq %d", e.Seq)})
+			case have && e.Seq != prev.Seq+1:
+				rep.Problems = append(rep.Problems, Problem{Seq: prev.Seq + 1, What: "deleted",
+					Detail: fmt.Sprintf("seq %d..%d missing (day %s)", prev.Seq+1, e.Seq-1, e.Day)})
+			}
+			if e.Day != curDay {
+				if err := closeTree(); err != nil {
+					return err
+				}
+				curDay, leaves, firstSeq = e.Day, leaves[:0], e.Seq
+			}
+			if e.Index != uint64(len(leaves)) {
+				rep.Problems = append(rep.Problems, Problem{Seq: e.Seq, What: "altered",
+					Detail: fmt.Sprintf("day %s index %d where %d was due", e.Day, e.Index, len(leaves))})
+			}
+			leaves = append(leaves, e.LeafHash)
+			if e.Body != nil {
+				if p, bad := checkBody(corp, e); bad {
+					rep.Problems = append(rep.Problems, p)
+				}
+			}
+			prev, have = e, true
+		}
+	}
+	if day == "" {
+		// A tail cut off leaves no gap: the head still counts it.
+		var next uint64
+		err := l.db.QueryRowContext(ctx, "SELECT next_seq FROM ledger_heads WHERE corp_id = ?", corp).Scan(&next)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("ledger: verify %s: head: %w", corp, err)
+		}
+		if last := prev.Seq; err == nil && next != last+1 {
+			rep.Problems = append(rep.Problems, Problem{Seq: last + 1, What: "deleted",
+				Detail: fmt.Sprintf("the head says the ledger has %d entries, its last is seq %d", next-1, last)})
+		}
+	}
+	if err := closeTree(); err != nil {
+		return err
+	}
+	// A sealed day whose entries are all gone has no tree to close.
+	seen := map[string]bool{}
+	for _, r := range rep.Roots {
+		seen[r.Day] = true
+	}
+	rows, err := l.db.QueryContext(ctx, "SELECT CAST(day AS CHAR), size, first_seq FROM ledger_roots WHERE corp_id = ? AND (? = '' OR day = ?) ORDER BY day", corp, day, day)
+	if err != nil {
+		return fmt.Errorf("ledger: verify %s: roots: %w", corp, err)
+	}
+	defer rows.Close()
 	for rows.Next() {
-		e, err := scanEntry(corp, rows)
-		if err != nil {
-			return fmt.Errorf("ledger: verify %s: %w", corp, err)
+		var d string
+		var size, first uint64
+		if err := rows.Scan(&d, &size, &first); err != nil {
+			return fmt.Errorf("ledger: verify %s: roots: %w", corp, err)
 		}
-		rep.Entries++
-		switch {
-		case !have && day == "" && e.Seq != 1:
-			rep.Problems = append(rep.Problems, Problem{Seq: 1, What: "deleted",
-				Detail: fmt.Sprintf("the ledger starts at seq %d", e.Seq)})
-		case have && e.Seq != prev.Seq+1:
-			rep.Problems = append(rep.Problems, Problem{Seq: prev.Seq + 1, What: "deleted",
-				Detail: fmt.Sprintf("seq %d..%d missing (day %s)", prev.Seq+1, e.Seq-1, e.Day)})
+		if !seen[d] && size > 0 {
+			rep.Problems = append(rep.Problems, Problem{Seq: first, What: "deleted",
+				Detail: fmt.Sprintf("day %s was sealed with %d entries from seq %d and has none", d, size, first)})
 		}
-		if e.Day != curDay {
-			if err := closeTree(); err != nil {
-				return err
-			}
-			curDay, leaves, firstSeq = e.Day, leaves[:0], e.Seq
-		}
-		if e.Index != uint64(len(leaves)) {
-			rep.Problems = append(rep.Problems, Problem{Seq: e.Seq, What: "altered",
-				Detail: fmt.Sprintf("day %s index %d where %d was due", e.Day, e.Index, len(leaves))})
-		}
-		leaves = append(leaves, e.LeafHash)
-		if e.Body != nil {
-			if p, bad := checkBody(corp, e); bad {
-				rep.Problems = append(rep.Problems, p)
-			}
-		}
-		prev, have = e, true
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("ledger: verify %s: %w", corp, err)
-	}
-	return closeTree()
+	return rows.Err()
 }
 
 // checkBody compares an entry's body with its leaf hash and its row.
@@ -188,7 +220,7 @@ func checkBody(corp string, e Entry) (Problem, bool) {
 // genesis is when corp's ledger began: the start of its first entry's day.
 func (l *Ledger) genesis(ctx context.Context, corp string) (time.Time, bool, error) {
 	var day string
-	err := l.db.QueryRowContext(ctx, "SELECT CAST(day AS CHAR) FROM ledger_entries WHERE corp_id = ? ORDER BY seq LIMIT 1", corp).Scan(&day)
+	err := l.db.QueryRowContext(ctx, "SELECT CAST(day AS CHAR) FROM ledger_blocks WHERE corp_id = ? ORDER BY first_seq LIMIT 1", corp).Scan(&day)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, false, nil
 	}
@@ -230,23 +262,15 @@ func (l *Ledger) verifySignals(ctx context.Context, corp, day string, rep *Repor
 		body []byte
 	}
 	var sigs []sig
-	rows, err := l.db.QueryContext(ctx, "SELECT msgid, uid, seq, CAST(day AS CHAR), body FROM ledger_entries WHERE corp_id = ? AND kind = ?", corp, string(KindSignal))
+	blocks, err := readBlocks(ctx, l.db, corp, "AND kind = ?", string(KindSignal))
 	if err != nil {
 		return fmt.Errorf("ledger: verify %s: signal entries: %w", corp, err)
 	}
-	for rows.Next() {
-		var s sig
-		var uid sql.NullInt64
-		if err := rows.Scan(&s.key.msgid, &uid, &s.seq, &s.day, &s.body); err != nil {
-			rows.Close()
-			return fmt.Errorf("ledger: verify %s: signal entries: %w", corp, err)
+	for _, b := range blocks {
+		es, _ := b.entries()
+		for _, e := range es {
+			sigs = append(sigs, sig{key: readKey{e.MsgID, e.UID}, seq: e.Seq, day: e.Day, body: e.Body})
 		}
-		s.key.uid = uint32(uid.Int64)
-		sigs = append(sigs, s)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("ledger: verify %s: signal entries: %w", corp, err)
 	}
 	slices.SortFunc(sigs, func(a, b sig) int {
 		if c := a.key.less(b.key); c != 0 {
@@ -254,7 +278,7 @@ func (l *Ledger) verifySignals(ctx context.Context, corp, day string, rep *Repor
 		}
 		return cmp.Compare(a.seq, b.seq)
 	})
-	rows, err = l.db.QueryContext(ctx, `SELECT r.msgid, r.uid, DATE_FORMAT(r.read_time, '%Y-%m-%dT%H:%i:%sZ'), r.source
+	rows, err := l.db.QueryContext(ctx, `SELECT r.msgid, r.uid, DATE_FORMAT(r.read_time, '%Y-%m-%dT%H:%i:%sZ'), r.source
 FROM message_read_record r JOIN messages m ON m.corp_id = r.corp_id AND m.msgid = r.msgid
 WHERE r.corp_id = ? AND r.is_read = 1 AND m.sent_at >= ? ORDER BY r.msgid, r.uid`, corp, gen.UTC())
 	if err != nil {
@@ -352,13 +376,12 @@ type sendBody struct {
 // WeCom msgid, and the entry's invalid flag agrees with the row's
 // invaliduser list.
 func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report) error {
-	q := "SELECT seq, kind, msgid, body FROM ledger_entries WHERE corp_id = ? AND kind IN (?, ?)"
-	args := []any{corp, string(KindSend), string(KindReminder)}
+	where, args := "AND kind IN (?, ?)", []any{string(KindSend), string(KindReminder)}
 	if day != "" {
-		q += " AND day = ?"
+		where += " AND day = ?"
 		args = append(args, day)
 	}
-	rows, err := l.db.QueryContext(ctx, q+" ORDER BY seq", args...)
+	blocks, err := readBlocks(ctx, l.db, corp, where+" ORDER BY first_seq", args...)
 	if err != nil {
 		return fmt.Errorf("ledger: verify %s: send entries: %w", corp, err)
 	}
@@ -380,30 +403,22 @@ func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report)
 		body sendBody
 	}
 	var todo []pending
-	for rows.Next() {
-		var seq uint64
-		var kind, msgid string
-		var body []byte
-		if err := rows.Scan(&seq, &kind, &msgid, &body); err != nil {
-			rows.Close()
-			return fmt.Errorf("ledger: verify %s: send entries: %w", corp, err)
+	for _, bl := range blocks {
+		es, _ := bl.entries()
+		for _, e := range es {
+			if e.Body == nil {
+				continue
+			}
+			var b sendBody
+			if err := json.Unmarshal(e.Body, &b); err != nil {
+				continue // checkBody reports it
+			}
+			k := batchKey{msgid: e.MsgID, kind: "send", batch: b.Batch, at: b.At}
+			if e.Kind == KindReminder {
+				k.kind = "remind"
+			}
+			todo = append(todo, pending{e.Seq, k, b})
 		}
-		if body == nil {
-			continue
-		}
-		var b sendBody
-		if err := json.Unmarshal(body, &b); err != nil {
-			continue // checkBody reports it
-		}
-		k := batchKey{msgid: msgid, kind: "send", batch: b.Batch, at: b.At}
-		if kind == string(KindReminder) {
-			k.kind = "remind"
-		}
-		todo = append(todo, pending{seq, k, b})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("ledger: verify %s: send entries: %w", corp, err)
 	}
 	for _, p := range todo {
 		r, ok := cache[p.key]

@@ -16,28 +16,33 @@ CREATE TABLE ledger_heads (
     PRIMARY KEY (corp_id)
 ) ENGINE=InnoDB;
 
--- ledger_entries: seq 1, 2, … per corp without gaps; day_index 0, 1, …
--- within a day (the leaf's position in the day's Merkle tree). body is
--- the canonical JSON the leaf hash covers (SHA-256(0x00 || body)); it is
--- NULL once anonymised (retention), leaf_hash stays so the day's root
--- still verifies. msgid, uid and userid repeat the body's for look-ups;
--- uid is NULL for an entry of the whole message (a version, a recall).
-CREATE TABLE ledger_entries (
-    corp_id   VARCHAR(64)  CHARACTER SET ascii NOT NULL,
-    seq       BIGINT UNSIGNED NOT NULL,
-    day       DATE NOT NULL,
-    day_index BIGINT UNSIGNED NOT NULL,
-    kind      VARCHAR(16)  CHARACTER SET ascii NOT NULL,
-    msgid     VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
-    uid       INT UNSIGNED NULL,
-    userid    VARCHAR(64)  CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
-    body      BLOB NULL,
-    leaf_hash BINARY(32) NOT NULL,
-    PRIMARY KEY (corp_id, seq),
-    UNIQUE KEY ledger_day (corp_id, day, day_index),
-    KEY ledger_person (corp_id, msgid, uid, kind)
+-- ledger_blocks: the entries, one row per append (a flushd batch, a send
+-- batch, a version): count entries of one kind and one message, seq
+-- first_seq … first_seq+count-1 per corp without gaps, day_index
+-- first_index … within day (the leaves' positions in the day's Merkle
+-- tree). A row per entry cost MySQL more than the batch UPDATE itself
+-- (docs/benchmarks.md, The evidence ledger). bodies are the entries'
+-- canonical JSON bodies joined by a newline (canonical JSON has none of
+-- its own), leaves their leaf hashes (SHA-256(0x00 || body)), 32 bytes
+-- each, uids their recipients' uids, 4 bytes big-endian each (empty for
+-- a kind of the whole message: version, recall). Retention empties a
+-- body and keeps its leaf, so the day's root still verifies.
+CREATE TABLE ledger_blocks (
+    corp_id     VARCHAR(64)  CHARACTER SET ascii NOT NULL,
+    first_seq   BIGINT UNSIGNED NOT NULL,
+    count       INT UNSIGNED NOT NULL,
+    day         DATE NOT NULL,
+    first_index BIGINT UNSIGNED NOT NULL,
+    kind        VARCHAR(16)  CHARACTER SET ascii NOT NULL,
+    msgid       VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
+    uids        MEDIUMBLOB NOT NULL,
+    bodies      LONGBLOB NOT NULL,
+    leaves      MEDIUMBLOB NOT NULL,
+    PRIMARY KEY (corp_id, first_seq),
+    UNIQUE KEY ledger_day (corp_id, day, first_index),
+    KEY ledger_message (corp_id, msgid, kind)
 ) ENGINE=InnoDB;
 
 -- +goose Down
-DROP TABLE ledger_entries;
+DROP TABLE ledger_blocks;
 DROP TABLE ledger_heads;
