@@ -171,10 +171,10 @@ func TestVerifyNamesTampering(t *testing.T) {
 			f.exec(t, "DELETE FROM message_read_record WHERE corp_id = ? AND msgid = ? AND uid = 3", corp, msg)
 		}, "deleted", 3, "uid 3"},
 		{"read row inserted by hand", func(t *testing.T, f *fixture) {
-			f.exec(t, "INSERT INTO message_read_record (corp_id, msgid, uid, is_read, read_time, source) VALUES (?, ?, 42, 1, '2026-12-03 01:00:00', 1)", corp, msg)
+			f.exec(t, "INSERT INTO message_read_record (corp_id, msgid, uid, is_read, read_time, source) VALUES (?, ?, 42, 1, '2026-12-04 01:00:00', 1)", corp, msg)
 		}, "inserted", 0, "uid 42"},
 		{"row flipped read by hand", func(t *testing.T, f *fixture) {
-			f.exec(t, "UPDATE message_read_record SET is_read = 1, read_time = '2026-12-03 01:00:00', source = 1 WHERE corp_id = ? AND msgid = ? AND uid = 7", corp, msg)
+			f.exec(t, "UPDATE message_read_record SET is_read = 1, read_time = '2026-12-04 01:00:00', source = 1 WHERE corp_id = ? AND msgid = ? AND uid = 7", corp, msg)
 		}, "inserted", 0, "uid 7"},
 		{"ledger body edited", func(t *testing.T, f *fixture) {
 			f.exec(t, "UPDATE ledger_blocks SET bodies = REPLACE(bodies, '\"seq\":2,\"source\":1', '\"seq\":2,\"source\":3') WHERE corp_id = ? AND first_seq = 1", corp)

@@ -141,8 +141,8 @@ func Append(ctx context.Context, tx Tx, now time.Time, corp string, facts []Fact
 	// The no-op update takes the row's exclusive lock when it exists and
 	// creates it when it does not; the locking read then sees the newest
 	// committed head.
-	if _, err := tx.ExecContext(ctx, "INSERT INTO ledger_heads (corp_id, next_seq, day, day_size) VALUES (?, 1, ?, 0)"+
-		" ON DUPLICATE KEY UPDATE next_seq = next_seq", corp, today); err != nil {
+	if _, err := tx.ExecContext(ctx, "INSERT INTO ledger_heads (corp_id, next_seq, day, day_size, started_at) VALUES (?, 1, ?, 0, ?)"+
+		" ON DUPLICATE KEY UPDATE next_seq = next_seq", corp, today, now.UTC()); err != nil {
 		return 0, fmt.Errorf("ledger: lock head of %s: %w", corp, err)
 	}
 	var next, size uint64

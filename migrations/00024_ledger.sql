@@ -13,6 +13,9 @@ CREATE TABLE ledger_heads (
     next_seq BIGINT UNSIGNED NOT NULL,
     day      DATE NOT NULL,
     day_size BIGINT UNSIGNED NOT NULL,
+    -- started_at: when the corp's ledger began; verify does not ask an
+    -- entry of a read older than it (flushed before there was a ledger).
+    started_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
     PRIMARY KEY (corp_id)
 ) ENGINE=InnoDB;
 
