@@ -17,6 +17,7 @@ package tracker
 import (
 	"context"
 	"database/sql"
+	"github.com/yidu-io/yidu/ledger"
 	"log/slog"
 	"sync"
 	"time"
@@ -71,6 +72,12 @@ type Store interface {
 	MessageMeta(ctx context.Context, corpID, msgID string) (yidu.Message, bool, error)
 }
 
+// Ledger appends evidence entries in the transaction of their facts
+// (ledger.Ledger).
+type Ledger interface {
+	Append(ctx context.Context, tx ledger.Tx, corp string, facts []ledger.Fact) (uint64, error)
+}
+
 // OrphanApplier applies reads that flushd parked in read_orphans because
 // they arrived before the message's rows (flushd provides it).
 type OrphanApplier interface {
@@ -85,6 +92,10 @@ type Options struct {
 	Sender Sender
 	// OrphanApplier, when set, runs after every completed registration.
 	OrphanApplier OrphanApplier
+	// Ledger, when set, gets one evidence entry per recipient of each
+	// send or reminder batch whose outcome is recorded, in the
+	// transaction that records it (issue 40).
+	Ledger Ledger
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 	// Apps gives Remind each app's read_button_key.
@@ -130,6 +141,7 @@ type Registry struct {
 	store   Store
 	sender  Sender
 	orphans OrphanApplier
+	ledger  Ledger
 	log     *slog.Logger
 	met     *metrics
 	now     func() time.Time
@@ -177,6 +189,7 @@ func New(db *sql.DB, ids Directory, store Store, opts Options) (*Registry, error
 		store:   store,
 		sender:  opts.Sender,
 		orphans: opts.OrphanApplier,
+		ledger:  opts.Ledger,
 		log:     opts.Logger.With("component", "tracker"),
 		met:     met,
 		now:     opts.Now,

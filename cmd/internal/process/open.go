@@ -168,6 +168,7 @@ func (m *Main) open() error {
 		Registerer:    m.Registry,
 		Sender:        sender,
 		OrphanApplier: orphanApplier{db, m.Ledger},
+		Ledger:        m.Ledger,
 		Apps:          DomainApps(cfg.Apps),
 		Links:         CardLinks(cfg),
 	})
