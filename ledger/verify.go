@@ -68,6 +68,9 @@ func (l *Ledger) Verify(ctx context.Context, corp, day string) (Report, error) {
 	if err := l.verifySends(ctx, corp, day, &rep); err != nil {
 		return rep, err
 	}
+	if err := l.verifyVersions(ctx, corp, day, &rep); err != nil {
+		return rep, err
+	}
 	slices.SortStableFunc(rep.Problems, func(a, b Problem) int {
 		if (a.Seq == 0) != (b.Seq == 0) {
 			if a.Seq == 0 {
@@ -454,6 +457,81 @@ func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report)
 			rep.Problems = append(rep.Problems, Problem{Seq: p.seq, What: "altered",
 				Detail: fmt.Sprintf("message_sends batch %d of %s: errcode %d, msgid %q, %s invalid %v; the entry says errcode %d, msgid %q, invalid %v",
 					p.key.batch, p.key.msgid, r.errcode, r.wmsg, p.body.UserID, r.invalid[p.body.UserID], p.body.ErrCode, p.body.WeComMsgID, p.body.Invalid)})
+		}
+	}
+	return nil
+}
+
+// verifyVersions checks each version entry against notice_versions (its
+// sha256) and each version stored since the ledger began against its
+// entry.
+func (l *Ledger) verifyVersions(ctx context.Context, corp, day string, rep *Report) error {
+	gen, ok, err := l.genesis(ctx, corp)
+	if err != nil || !ok {
+		return err
+	}
+	blocks, err := readBlocks(ctx, l.db, corp, "AND kind = ?", string(KindVersion))
+	if err != nil {
+		return fmt.Errorf("ledger: verify %s: version entries: %w", corp, err)
+	}
+	type key struct {
+		msgid string
+		n     int64
+	}
+	type ent struct {
+		seq  uint64
+		day  string
+		hash string
+	}
+	entries := map[key]ent{}
+	for _, b := range blocks {
+		es, _ := b.entries()
+		for _, e := range es {
+			var v struct {
+				Version int64  `json:"version"`
+				SHA256  string `json:"sha256"`
+			}
+			if e.Body == nil || json.Unmarshal(e.Body, &v) != nil {
+				continue
+			}
+			entries[key{e.MsgID, v.Version}] = ent{e.Seq, e.Day, v.SHA256}
+		}
+	}
+	rows, err := l.db.QueryContext(ctx, "SELECT msgid, version, LOWER(HEX(sha256)), created_at >= ? FROM notice_versions WHERE corp_id = ?", gen.UTC(), corp)
+	if err != nil {
+		return fmt.Errorf("ledger: verify %s: versions: %w", corp, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k key
+		var sum string
+		var since bool
+		if err := rows.Scan(&k.msgid, &k.n, &sum, &since); err != nil {
+			return fmt.Errorf("ledger: verify %s: versions: %w", corp, err)
+		}
+		rep.Facts++
+		e, ok := entries[k]
+		delete(entries, k)
+		switch {
+		case !ok && since && day == "":
+			rep.Problems = append(rep.Problems, Problem{What: "inserted",
+				Detail: fmt.Sprintf("notice_versions %s v%d has no ledger entry", k.msgid, k.n)})
+		case ok && e.hash != sum && (day == "" || e.day == day):
+			rep.Problems = append(rep.Problems, Problem{Seq: e.seq, What: "altered",
+				Detail: fmt.Sprintf("notice_versions %s v%d has sha256 %s; the entry says %s", k.msgid, k.n, sum, e.hash)})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ledger: verify %s: versions: %w", corp, err)
+	}
+	live, err := l.messages(ctx, corp)
+	if err != nil {
+		return err
+	}
+	for k, e := range entries {
+		if live[k.msgid] && (day == "" || e.day == day) {
+			rep.Problems = append(rep.Problems, Problem{Seq: e.seq, What: "deleted",
+				Detail: fmt.Sprintf("it records version %d of %s, which notice_versions no longer has", k.n, k.msgid)})
 		}
 	}
 	return nil
