@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/ledger"
 )
@@ -132,4 +133,84 @@ func pidCPU(pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// BenchmarkFlushLedgerReplicas and BenchmarkFlushNoLedgerReplicas: two
+// Writers at once, as two flushd replicas, each writing 25,000 card
+// presses of its own message of the same corp in batches of 5000. With
+// the ledger both take the corp's head lock last in each batch's
+// transaction; the benchmark reports rows/s and InnoDB's row-lock wait
+// per batch (Innodb_row_lock_time, ms), which is the serialization.
+func BenchmarkFlushLedgerReplicas(b *testing.B) { benchReplicas(b, true) }
+
+// BenchmarkFlushNoLedgerReplicas: see BenchmarkFlushLedgerReplicas.
+func BenchmarkFlushNoLedgerReplicas(b *testing.B) { benchReplicas(b, false) }
+
+func benchReplicas(b *testing.B, withLedger bool) {
+	db := testenv.MySQL(b)
+	db.SetMaxOpenConns(16)
+	const half = benchRows / 2
+	msgs := []string{"bench", "bench2"}
+	insertRecipients(b, db, "corp", msgs[0], 0, half)
+	insertRecipients(b, db, "corp", msgs[1], 0, half)
+	reads := make([]Read, half)
+	for i := range reads {
+		at := base + int64(i%3600)
+		reads[i] = Read{UID: uint32(i), At: at, Source: delta.SourceCard, Button: at}
+	}
+	var writers [2]*Writer
+	for i := range writers {
+		opts := WriterOptions{BatchSize: DefaultBatchSize}
+		if withLedger {
+			l, err := ledger.New(db, ledger.Options{})
+			testenv.Check(b, "ledger", err)
+			opts.Ledger = l
+		}
+		w, err := NewWriter(db, opts)
+		testenv.Check(b, "NewWriter", err)
+		writers[i] = w
+	}
+	lockTime := func() int64 {
+		var name string
+		var v int64
+		testenv.Check(b, "status", db.QueryRow("SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_time'").Scan(&name, &v))
+		return v
+	}
+	ctx := context.Background()
+	var elapsed time.Duration
+	var waited int64
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		for _, q := range []string{
+			"UPDATE message_read_record SET is_read = 0, read_time = NULL, source = 0, button_at = NULL WHERE corp_id = 'corp'",
+			"DELETE FROM ledger_blocks", "DELETE FROM ledger_heads"} {
+			_, err := db.Exec(q)
+			testenv.Check(b, q, err)
+		}
+		b.StartTimer()
+		start, l0 := time.Now(), lockTime()
+		errs := make(chan error, 2)
+		for i, w := range writers {
+			go func() {
+				_, _, err := w.Write(ctx, "corp", msgs[i], reads)
+				errs <- err
+			}()
+		}
+		for range writers {
+			testenv.Check(b, "write", <-errs)
+		}
+		elapsed += time.Since(start)
+		waited += lockTime() - l0
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(benchRows*b.N)/elapsed.Seconds(), "rows/s")
+	b.ReportMetric(float64(waited)/float64(b.N*benchRows/DefaultBatchSize), "lock-wait-ms/batch")
+	if withLedger {
+		var n int
+		testenv.Check(b, "count", db.QueryRow("SELECT SUM(count) FROM ledger_blocks").Scan(&n))
+		if n != benchRows {
+			b.Fatalf("%d ledger entries; want %d", n, benchRows)
+		}
+	}
 }
