@@ -29,13 +29,16 @@ const (
 	// ActionPageDenied: someone who is not a recipient of a notice (or
 	// has left) was refused its reading page (issue 39).
 	ActionPageDenied Action = "page_denied"
+	// ActionLedgerRoot: a day's evidence ledger root was sealed (issue 40;
+	// actor "yidu", detail "day=… size=… root=…").
+	ActionLedgerRoot Action = "ledger_root"
 )
 
 // Actions lists every audited action.
 func Actions() []Action {
 	return []Action{ActionSignIn, ActionSignInFailed, ActionSignOut, ActionCompose, ActionSchedule, ActionEdit,
 		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange, ActionRecipients,
-		ActionUpload, ActionPageDenied}
+		ActionUpload, ActionPageDenied, ActionLedgerRoot}
 }
 
 // Validate refuses a word that is not an audited action.

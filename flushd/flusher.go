@@ -59,6 +59,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives flushd's metrics (nil: registered nowhere).
 	Registerer prometheus.Registerer
+	// Ledger, when set, gets one evidence entry per row a batch makes
+	// read, in the batch's transaction (issue 40; db must then be a
+	// *sql.DB). Nil: batches are single statements, no ledger.
+	Ledger Ledger
 	// FetchWait is how long the broker may hold a fetch to gather
 	// FetchMinBytes of deltas before it answers (default 200 ms; Kafka's
 	// fetch.max.wait.ms with fetch.min.bytes). With franz-go's defaults
@@ -170,6 +174,9 @@ func New(db DB, opts Options) (*Flusher, error) {
 	}
 	w, err := newWriter(db, opts.BatchSize, opts.Statement, logger, m)
 	if err != nil {
+		return nil, err
+	}
+	if err := w.setLedger(opts.Ledger); err != nil {
 		return nil, err
 	}
 	lm, err := newLiveMetrics(opts.Registerer)

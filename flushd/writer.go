@@ -16,6 +16,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/delta"
+	"github.com/yidu-io/yidu/ledger"
 )
 
 // DB is what flushd needs from *sql.DB. It is an interface so tests can
@@ -190,6 +191,7 @@ const (
 // at most its batch size, one statement per batch.
 type Writer struct {
 	db        DB
+	ledger    Ledger
 	batchSize int
 	stmt      Statement
 	logger    *slog.Logger
@@ -208,6 +210,8 @@ type WriterOptions struct {
 	Logger *slog.Logger
 	// Registerer receives its metrics (nil: registered nowhere).
 	Registerer prometheus.Registerer
+	// Ledger: see Options.Ledger.
+	Ledger Ledger
 }
 
 // NewWriter returns a Writer on db.
@@ -219,7 +223,11 @@ func NewWriter(db DB, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newWriter(db, opts.BatchSize, opts.Statement, opts.Logger.With("component", "flushd"), m)
+	w, err := newWriter(db, opts.BatchSize, opts.Statement, opts.Logger.With("component", "flushd"), m)
+	if err != nil {
+		return nil, err
+	}
+	return w, w.setLedger(opts.Ledger)
 }
 
 func newWriter(db DB, batchSize int, stmt Statement, logger *slog.Logger, m *metrics) (*Writer, error) {
@@ -359,8 +367,17 @@ func firstReads(reads []Read) []Read {
 }
 
 func (w *Writer) writeBatch(ctx context.Context, corpID, msgID string, reads []Read) (updated, orphaned int, err error) {
+	if w.ledger != nil {
+		return w.writeLedgered(ctx, corpID, msgID, reads)
+	}
+	return w.writeOn(ctx, w.db, nil, corpID, msgID, reads)
+}
+
+// writeOn runs a batch's statements on db; facts, when not nil, gathers
+// the ledger facts of parked reads applied on the way (see park).
+func (w *Writer) writeOn(ctx context.Context, db DB, facts *[]ledger.Fact, corpID, msgID string, reads []Read) (updated, orphaned int, err error) {
 	if w.stmt == StatementCase {
-		return w.exec(ctx, corpID, msgID, reads, caseStatement)
+		return w.exec(ctx, db, facts, corpID, msgID, reads, caseStatement)
 	}
 	// Reads with one time (nearly all: a delta carries one signal) take
 	// the compact statement, the few with several the full one.
@@ -372,7 +389,7 @@ func (w *Writer) writeBatch(ctx context.Context, corpID, msgID string, reads []R
 		if len(part.reads) == 0 {
 			continue
 		}
-		u, o, err := w.exec(ctx, corpID, msgID, part.reads, part.build)
+		u, o, err := w.exec(ctx, db, facts, corpID, msgID, part.reads, part.build)
 		updated += u
 		orphaned += o
 		if err != nil {
@@ -384,10 +401,10 @@ func (w *Writer) writeBatch(ctx context.Context, corpID, msgID string, reads []R
 
 // exec runs the statement build makes of reads and parks the reads
 // without a recipient row.
-func (w *Writer) exec(ctx context.Context, corpID, msgID string, reads []Read, build func(corpID, msgID string, reads []Read) (string, []any)) (updated, orphaned int, err error) {
+func (w *Writer) exec(ctx context.Context, db DB, facts *[]ledger.Fact, corpID, msgID string, reads []Read, build func(corpID, msgID string, reads []Read) (string, []any)) (updated, orphaned int, err error) {
 	query, args := build(corpID, msgID, reads)
 	start := time.Now()
-	res, err := w.db.ExecContext(ctx, query, args...)
+	res, err := db.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, 0, fmt.Errorf("flushd: update %s/%s (%d uids): %w", corpID, msgID, len(reads), err)
 	}
@@ -404,7 +421,7 @@ func (w *Writer) exec(ctx context.Context, corpID, msgID string, reads []Read, b
 	}
 	// Fewer rows changed than uids: some had it all before (a replay) or
 	// have no row yet. Only the latter must be kept.
-	orphaned, err = w.park(ctx, corpID, msgID, reads)
+	orphaned, err = w.park(ctx, db, facts, corpID, msgID, reads)
 	return int(n), orphaned, err
 }
 
@@ -648,13 +665,13 @@ func parkStatement(corpID, msgID string, orphans []Read) (string, []any) {
 // park finds the reads without a recipient row and keeps them in
 // read_orphans, then applies orphans of the message in case the rows
 // appeared meanwhile (see the package doc).
-func (w *Writer) park(ctx context.Context, corpID, msgID string, reads []Read) (int, error) {
+func (w *Writer) park(ctx context.Context, db DB, facts *[]ledger.Fact, corpID, msgID string, reads []Read) (int, error) {
 	var q strings.Builder
 	args := make([]any, 0, len(reads)+2)
 	q.WriteString("SELECT uid FROM message_read_record WHERE corp_id = ? AND msgid = ? AND uid IN (")
 	args = appendUIDs(&q, append(args, corpID, msgID), reads)
 	q.WriteByte(')')
-	rows, err := w.db.QueryContext(ctx, q.String(), args...)
+	rows, err := db.QueryContext(ctx, q.String(), args...)
 	if err != nil {
 		return 0, fmt.Errorf("flushd: find orphans of %s/%s: %w", corpID, msgID, err)
 	}
@@ -684,13 +701,20 @@ func (w *Writer) park(ctx context.Context, corpID, msgID string, reads []Read) (
 	n := len(orphans)
 	for chunk := range slices.Chunk(orphans, maxParkRows) {
 		q, args := parkStatement(corpID, msgID, chunk)
-		if _, err := w.db.ExecContext(ctx, q, args...); err != nil {
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
 			return 0, fmt.Errorf("flushd: park %d orphans of %s/%s: %w", len(chunk), corpID, msgID, err)
 		}
 	}
 	w.m.orphans.Add(float64(n))
 	w.logger.Warn("reads parked without a recipient row", "corp_id", corpID, "msgid", msgID, "orphans", n)
-	if _, err := ApplyOrphans(ctx, w.db, corpID, msgID); err != nil {
+	if facts != nil {
+		f, err := orphanFacts(ctx, db, corpID, msgID)
+		if err != nil {
+			return n, err
+		}
+		*facts = append(*facts, f...)
+	}
+	if _, err := ApplyOrphans(ctx, db, corpID, msgID); err != nil {
 		return n, err
 	}
 	return n, nil
@@ -699,6 +723,11 @@ func (w *Writer) park(ctx context.Context, corpID, msgID string, reads []Read) (
 // ApplyOrphans applies the parked reads of message (corpID, msgID) whose
 // recipient rows now exist; see the package-level ApplyOrphans.
 func (w *Writer) ApplyOrphans(ctx context.Context, corpID, msgID string) (applied int, err error) {
+	if w.ledger != nil {
+		if db, ok := w.db.(*sql.DB); ok {
+			return ApplyOrphansLedgered(ctx, db, w.ledger, corpID, msgID)
+		}
+	}
 	return ApplyOrphans(ctx, w.db, corpID, msgID)
 }
 

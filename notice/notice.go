@@ -8,9 +8,11 @@ package notice
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/yidu-io/yidu/ledger"
 	"log/slog"
 	"time"
 
@@ -62,14 +64,24 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Ledger, when set, gets a version entry for each version stored, in
+	// the transaction that stores it (issue 40).
+	Ledger Ledger
+}
+
+// Ledger appends evidence entries in the transaction of their facts
+// (ledger.Ledger).
+type Ledger interface {
+	Append(ctx context.Context, tx ledger.Tx, corp string, facts []ledger.Fact) (uint64, error)
 }
 
 // Store keeps versions in MySQL (notice_versions, migration 00021).
 type Store struct {
-	db   *sql.DB
-	atts Attachments
-	log  *slog.Logger
-	now  func() time.Time
+	db     *sql.DB
+	atts   Attachments
+	log    *slog.Logger
+	now    func() time.Time
+	ledger Ledger
 }
 
 // New returns a Store over db, resolving attachments through atts.
@@ -83,7 +95,7 @@ func New(db *sql.DB, atts Attachments, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{db: db, atts: atts, log: opts.Logger.With("component", "notice"), now: opts.Now}, nil
+	return &Store{db: db, atts: atts, log: opts.Logger.With("component", "notice"), now: opts.Now, ledger: opts.Ledger}, nil
 }
 
 // Prepare checks and renders d for corp: the text's limits (content.Render),
@@ -130,7 +142,7 @@ func (s *Store) Create(ctx context.Context, corp, msgid string, v Version, set S
 		set.ReadRule = yidu.ReadRuleApp
 	}
 	v.N, v.Reacknowledge, v.Settings, v.CreatedBy, v.CreatedAt = 1, false, set, yidu.Truncate(by, 128), s.now().UTC().Truncate(time.Millisecond)
-	err := s.insert(ctx, s.db, corp, msgid, v)
+	err := s.create(ctx, corp, msgid, v)
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1062 {
 		old, gerr := s.Get(ctx, corp, msgid, 1)
@@ -198,10 +210,49 @@ func (s *Store) update(ctx context.Context, corp, msgid string, v Version, reack
 	if err := s.insert(ctx, tx, corp, msgid, v); err != nil {
 		return Version{}, false, err
 	}
+	if err := s.ledgerVersion(ctx, tx, corp, msgid, v); err != nil {
+		return Version{}, false, err
+	}
 	if err := tx.Commit(); err != nil {
 		return Version{}, false, fmt.Errorf("notice: update %s: %w", msgid, err)
 	}
 	return v, true, nil
+}
+
+// create inserts version 1, with its ledger entry in one transaction when
+// the Store has a ledger.
+func (s *Store) create(ctx context.Context, corp, msgid string, v Version) error {
+	if s.ledger == nil {
+		return s.insert(ctx, s.db, corp, msgid, v)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("notice: create %s: %w", msgid, err)
+	}
+	defer tx.Rollback()
+	if err := s.insert(ctx, tx, corp, msgid, v); err != nil {
+		return err
+	}
+	if err := s.ledgerVersion(ctx, tx, corp, msgid, v); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("notice: create %s: %w", msgid, err)
+	}
+	return nil
+}
+
+// ledgerVersion appends v's entry in tx (the one that stores v).
+func (s *Store) ledgerVersion(ctx context.Context, tx *sql.Tx, corp, msgid string, v Version) error {
+	if s.ledger == nil {
+		return nil
+	}
+	f := ledger.Version{MsgID: msgid, Number: v.N, SHA256: hex.EncodeToString(v.SHA256[:]), Reacknowledge: v.Reacknowledge,
+		At: v.CreatedAt, By: v.CreatedBy}.Fact()
+	if _, err := s.ledger.Append(ctx, tx, corp, []ledger.Fact{f}); err != nil {
+		return fmt.Errorf("notice: ledger %s v%d: %w", msgid, v.N, err)
+	}
+	return nil
 }
 
 type execer interface {

@@ -2,7 +2,9 @@ package tracker
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"github.com/yidu-io/yidu/ledger"
 	"time"
 
 	"github.com/yidu-io/yidu"
@@ -98,8 +100,7 @@ func (r *Registry) Recall(ctx context.Context, m yidu.Message, read int64) (yidu
 		return rep, fmt.Errorf("%w: WeCom recalled %d of %d batches of %s; recall again to retry the rest",
 			yidu.ErrRecallIncomplete, rep.Recalled, len(todo), m.MsgID)
 	}
-	if _, err := r.db.ExecContext(ctx, "UPDATE messages SET recalled_at = ?, read_at_recall = ?"+
-		" WHERE corp_id = ? AND msgid = ? AND recalled_at IS NULL", now, max(read, 0), m.CorpID, m.MsgID); err != nil {
+	if err := r.markRecalled(ctx, m, now, read, rep); err != nil {
 		return rep, fmt.Errorf("tracker: mark %s recalled: %w", m.MsgID, err)
 	}
 	rep.RecalledAt = now.Truncate(time.Millisecond)
@@ -127,4 +128,31 @@ func batchName(msgID string, row sendRow) string {
 		return fmt.Sprintf("reminder batch %d of %s (sent %s)", row.batch, msgID, row.at.Format(time.RFC3339))
 	}
 	return fmt.Sprintf("batch %s", yidu.TaskID(yidu.MsgID(msgID), row.batch))
+}
+
+// markRecalled marks m recalled and, with a ledger, appends the recall's
+// entry in the same transaction when this call is the one that marked it.
+func (r *Registry) markRecalled(ctx context.Context, m yidu.Message, now time.Time, read int64, rep yidu.RecallReport) error {
+	const q = "UPDATE messages SET recalled_at = ?, read_at_recall = ? WHERE corp_id = ? AND msgid = ? AND recalled_at IS NULL"
+	if r.ledger == nil {
+		_, err := r.db.ExecContext(ctx, q, now, max(read, 0), m.CorpID, m.MsgID)
+		return err
+	}
+	tx, err := r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, q, now, max(read, 0), m.CorpID, m.MsgID)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	f := ledger.Recall{MsgID: m.MsgID, At: now, Batches: rep.Recalled + rep.Already}.Fact()
+	if _, err := r.ledger.Append(ctx, tx, m.CorpID, []ledger.Fact{f}); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/yidu-io/yidu/ledger"
 	"maps"
 	"slices"
 	"strings"
@@ -212,6 +213,7 @@ func (r *Registry) Send(ctx context.Context, app yidu.App, m yidu.Message) (yidu
 // sendBatch is one batch's recipients.
 type sendBatch struct {
 	users            []string
+	uids             []uint32 // users' uids, in the same order
 	missing, badUIDs int
 }
 
@@ -325,6 +327,7 @@ func (r *Registry) userIDs(ctx context.Context, corpID string, uids []uint32, re
 			b.badUIDs++
 		default:
 			b.users = append(b.users, id)
+			b.uids = append(b.uids, u)
 		}
 	}
 	rep.Missing += b.missing
@@ -543,9 +546,7 @@ func (r *Registry) batch(ctx context.Context, kind string, m yidu.Message, n int
 		// and an undelivered one would never be retried.
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if _, err := r.db.ExecContext(wctx, "UPDATE message_sends SET status = ?, errcode = ?, invalid = ?, wecom_msgid = ?, response_code = ?"+
-			" WHERE corp_id = ? AND msgid = ? AND kind = ? AND batch = ? AND sent_at = ?",
-			status, o.ErrCode, inv, wmsg, rc, m.CorpID, m.MsgID, kind, n, at); err != nil {
+		if err := r.recordOutcome(wctx, kind, m, n, at, b, status, o.ErrCode, inv, wmsg, rc, res.InvalidUsers); err != nil {
 			r.log.Error("record send outcome", "corp", m.CorpID, "msgid", m.MsgID, "batch", n, "status", status, "err", err)
 		}
 	}
@@ -560,6 +561,40 @@ func (r *Registry) batch(ctx context.Context, kind string, m yidu.Message, n int
 		return o, fmt.Errorf("tracker: send batch %d of %s: %w", n, m.MsgID, ctx.Err())
 	}
 	return o, nil
+}
+
+// recordOutcome writes a batch's final status and, with a ledger, one
+// evidence entry per recipient in the same transaction (issue 40).
+func (r *Registry) recordOutcome(ctx context.Context, kind string, m yidu.Message, n int, at time.Time, b sendBatch,
+	status string, errcode int64, inv, wmsg, rc sql.NullString, invalid []string) error {
+	const q = "UPDATE message_sends SET status = ?, errcode = ?, invalid = ?, wecom_msgid = ?, response_code = ?" +
+		" WHERE corp_id = ? AND msgid = ? AND kind = ? AND batch = ? AND sent_at = ?"
+	args := []any{status, errcode, inv, wmsg, rc, m.CorpID, m.MsgID, kind, n, at}
+	if r.ledger == nil {
+		_, err := r.db.ExecContext(ctx, q, args...)
+		return err
+	}
+	tx, err := r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return err
+	}
+	bad := make(map[string]bool, len(invalid))
+	for _, u := range invalid {
+		bad[u] = true
+	}
+	facts := make([]ledger.Fact, len(b.users))
+	for i, u := range b.users {
+		facts[i] = ledger.Delivery{Reminder: kind == kindRemind, MsgID: m.MsgID, UID: b.uids[i], UserID: u, Batch: n, At: at,
+			ErrCode: errcode, WeComMsgID: wmsg.String, Invalid: bad[u]}.Fact()
+	}
+	if _, err := r.ledger.Append(ctx, tx, m.CorpID, facts); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // stops reports whether a batch's outcome ends its send: WeCom's frequency

@@ -17,6 +17,7 @@ package tracker
 import (
 	"context"
 	"database/sql"
+	"github.com/yidu-io/yidu/ledger"
 	"log/slog"
 	"sync"
 	"time"
@@ -74,6 +75,12 @@ type Store interface {
 	ResetAcknowledged(ctx context.Context, corpID, msgID string) error
 }
 
+// Ledger appends evidence entries in the transaction of their facts
+// (ledger.Ledger).
+type Ledger interface {
+	Append(ctx context.Context, tx ledger.Tx, corp string, facts []ledger.Fact) (uint64, error)
+}
+
 // OrphanApplier applies reads that flushd parked in read_orphans because
 // they arrived before the message's rows (flushd provides it).
 type OrphanApplier interface {
@@ -88,6 +95,10 @@ type Options struct {
 	Sender Sender
 	// OrphanApplier, when set, runs after every completed registration.
 	OrphanApplier OrphanApplier
+	// Ledger, when set, gets one evidence entry per recipient of each
+	// send or reminder batch whose outcome is recorded, in the
+	// transaction that records it (issue 40).
+	Ledger Ledger
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 	// Apps gives Remind each app's read_button_key.
@@ -133,6 +144,7 @@ type Registry struct {
 	store   Store
 	sender  Sender
 	orphans OrphanApplier
+	ledger  Ledger
 	log     *slog.Logger
 	met     *metrics
 	now     func() time.Time
@@ -180,6 +192,7 @@ func New(db *sql.DB, ids Directory, store Store, opts Options) (*Registry, error
 		store:   store,
 		sender:  opts.Sender,
 		orphans: opts.OrphanApplier,
+		ledger:  opts.Ledger,
 		log:     opts.Logger.With("component", "tracker"),
 		met:     met,
 		now:     opts.Now,

@@ -12,6 +12,7 @@
 //	yidu link       --config yidu.yaml --app hr --msgid M --to URL
 //	yidu archive    --config yidu.yaml purge --before 2025-01-01 [--execute]
 //	yidu doctor     --config yidu.yaml --app hr
+//	yidu evidence   --config yidu.yaml verify --corp ww… [--day 2026-12-03]
 //	yidu hash-password                   # prompts without echo, or reads stdin
 //	yidu healthcheck http://127.0.0.1:8080/readyz
 //	yidu version                         # or yidu --version
@@ -56,6 +57,7 @@ commands:
   link         --app NAME --msgid M --to URL   (print a tracked link)
   archive      purge --before DATE [--execute]   (delete old notices' detail, keep summaries)
   doctor       --app NAME           (check the WeCom app's setup from this server)
+  evidence     verify --corp ID [--day D] | seal   (check the evidence ledger against MySQL; seal ended days)
   hash-password  print a bcrypt hash of a password (prompted without echo on a terminal, else one line of stdin)
   healthcheck URL  exit 0 when URL answers 200 (container probes)
   version      print the version, VCS revision and Go version (also --version)
@@ -118,6 +120,7 @@ var commands = map[string]command{
 	"link":          {"link --app NAME --msgid M --to URL", "Prints the tracked link of message M that opens URL (receiver.public_url).", true},
 	"archive":       {"archive purge --before DATE [--corp ID] [--batch N] [--execute] [--keep-summaries=false]", "Deletes the notices sent before DATE from MySQL (recipient rows, parked reads, send attempts, the notice) in small batches, keeping each one's summary in message_summaries (docs/analytics.md, Retention). A dry run (the default) prints what would go.", true},
 	"doctor":        {"doctor --app NAME", "Checks app NAME's WeCom setup from this server: its secrets, what the API lets it read, the callback URL (docs/wecom-setup.md). Sends nothing.", true},
+	"evidence":      {"evidence verify --corp ID [--day YYYY-MM-DD] | evidence seal", "verify recomputes the corp's daily Merkle trees from the evidence ledger and cross-checks its entries with the read records and send batches; it prints each day's root and exits 0 when all agree, or names the first entry altered, deleted or inserted and exits 1 (docs/evidence.md). seal records the root of every ended day not sealed yet.", true},
 	"hash-password": {"hash-password", "Prints a bcrypt hash for dashboard users: prompts twice without echo on a terminal, else reads one line of stdin.", false},
 	"healthcheck":   {"healthcheck URL", "Exits 0 when URL answers 200 (for container health checks: the image has no shell or curl).", false},
 	"version":       {"version", "Prints the module version, VCS revision and time, and the Go version.", false},
@@ -171,6 +174,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		to        *string
 		check     *bool
 		purge     purgeFlags
+		evCorp    *string
+		evDay     *string
 	)
 	switch name {
 	case "directory", "doctor":
@@ -181,6 +186,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		app = fs.String("app", "", "with --msgid: the app (or corp) the message belongs to; optional")
 	case "archive":
 		purge.register(fs)
+	case "evidence":
+		evCorp = fs.String("corp", "", "verify: the corp whose ledger to check (required)")
+		evDay = fs.String("day", "", "verify: check only this Asia/Shanghai day, YYYY-MM-DD (default: every day)")
 	case "kafka":
 		check = fs.Bool("check", false, "only check the topic; create nothing")
 	case "link":
@@ -205,7 +213,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// `yidu migrate up --config F` and `yidu directory sync --app A`: the
 	// step comes first, flags after it (the flag package stops at it).
 	var positional []string
-	if (name == "migrate" || name == "directory" || name == "archive" || name == "kafka") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	if (name == "migrate" || name == "directory" || name == "archive" || name == "kafka" || name == "evidence") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		positional, args = args[:1], args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
@@ -274,6 +282,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if *app == "" || len(positional) != 0 {
 			return bad()
 		}
+	case "evidence":
+		if err := checkEvidenceArgs(positional, *evCorp, *evDay); err != nil {
+			return err
+		}
 	default:
 		if len(positional) != 0 {
 			return bad()
@@ -313,6 +325,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return doctor(ctx, cfg, *app, stdout)
 	case "archive":
 		return runPurge(ctx, cfg, purge, logger, stdout)
+	case "evidence":
+		return runEvidence(ctx, cfg, positional[0], *evCorp, *evDay, logger, stdout)
 	}
 
 	roles := map[string]process.Roles{

@@ -69,7 +69,11 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
-	notices, err := notice.New(m.DB, atts, notice.Options{Logger: log})
+	nopts := notice.Options{Logger: log}
+	if m.Ledger != nil {
+		nopts.Ledger = m.Ledger
+	}
+	notices, err := notice.New(m.DB, atts, nopts)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"github.com/yidu-io/yidu/ledger"
 	"io"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -300,6 +302,16 @@ func TestServeEndToEnd(t *testing.T) {
 		"Alice":    fmt.Sprintf("read %d source 1 button %d enter %d", readAt+20, readAt+20, readAt+2),
 		"wangwu":   "unread",
 	})
+	// The evidence ledger: flushd wrote one signal entry per read row in
+	// the same transactions, and it agrees with them (issue 40).
+	rep, err := m.Ledger.Verify(context.Background(), testCorp, "")
+	if err != nil || len(rep.Problems) != 0 || rep.Facts < 3 {
+		t.Errorf("ledger verify = %d entries, %d facts, %v, %v; want the 3 reads, clean", rep.Entries, rep.Facts, rep.Problems, err)
+	}
+	es, err := m.Ledger.EntriesFor(context.Background(), testCorp, "notice-e2e", "Alice")
+	if err != nil || len(es) != 1 || es[0].Kind != ledger.KindSignal || !strings.Contains(string(es[0].Body), time.Unix(readAt+20, 0).UTC().Format(time.RFC3339)) {
+		t.Errorf("Alice's entries = %v, %v; want her one read", es, err)
+	}
 }
 
 // TestServeEnterAgentCounts: an app that lists enter_agent in its

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/yidu-io/yidu/ledger"
 	"log/slog"
 	"net/http"
 	"time"
@@ -33,11 +34,17 @@ func flushStatement(ctx context.Context, db *sql.DB, dialect string, log *slog.L
 	return st, nil
 }
 
-// orphanApplier adapts flushd.ApplyOrphans to tracker.OrphanApplier.
-type orphanApplier struct{ db *sql.DB }
+// orphanApplier adapts flushd.ApplyOrphansLedgered to tracker.OrphanApplier.
+type orphanApplier struct {
+	db *sql.DB
+	l  *ledger.Ledger
+}
 
 func (o orphanApplier) ApplyOrphans(ctx context.Context, corpID, msgID string) (int, error) {
-	return flushd.ApplyOrphans(ctx, o.db, corpID, msgID)
+	if o.l == nil {
+		return flushd.ApplyOrphans(ctx, o.db, corpID, msgID)
+	}
+	return flushd.ApplyOrphansLedgered(ctx, o.db, o.l, corpID, msgID)
 }
 
 // startFlushd builds flushd and starts its loop. async: flushDone was
@@ -61,6 +68,9 @@ func (m *Main) startFlushd(ctx context.Context, roles Roles, async bool) error {
 		opts := FlushdOptions(cfg)
 		opts.Statement, opts.Live, opts.Members, opts.KafkaOpts = stmt, healer, m.Mapper, kopts
 		opts.Logger, opts.Registerer = log, m.Registry
+		if m.Ledger != nil {
+			opts.Ledger = m.Ledger
+		}
 		f, err := flushd.New(m.DB, opts)
 		if err != nil {
 			return fmt.Errorf("flushd: %w", err)
@@ -82,6 +92,9 @@ func (m *Main) startFlushd(ctx context.Context, roles Roles, async bool) error {
 			defer close(m.flushDone)
 			m.flushErr = f.Run(fctx)
 		}()
+		if m.Ledger != nil {
+			go sealLoop(fctx, m.Ledger, log)
+		}
 		log.Info("flushd consuming", "topic", cfg.Kafka.Topic, "group", cfg.Kafka.Group)
 		if !roles.Receiver && !roles.Dashboard && cfg.Flushd.Listen != "" {
 			// flushd alone has no HTTP of its own: serve its probes and
@@ -103,4 +116,26 @@ func (m *Main) startFlushd(ctx context.Context, roles Roles, async bool) error {
 		}
 	}
 	return nil
+}
+
+// sealInterval is how often flushd seals the evidence ledger's ended days.
+const sealInterval = 10 * time.Minute
+
+// sealLoop seals every ended day of the evidence ledger (ledger.SealDue)
+// at start and every sealInterval until ctx ends. Every flushd replica
+// runs it; a day is sealed once (under the corp's head lock).
+func sealLoop(ctx context.Context, l *ledger.Ledger, log *slog.Logger) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := l.SealDue(ctx); err != nil && ctx.Err() == nil {
+			log.Error("ledger: seal ended days", "err", err)
+		}
+		t.Reset(sealInterval)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/yidu-io/yidu/ledger"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -72,9 +73,12 @@ type Main struct {
 	// receiver's pool (openReceiverPool); WarmReceiver fills its cache.
 	ReceiverMapper *idmap.Mapper
 	Tracker        *tracker.Registry
-	Flusher        *flushd.Flusher
-	Receiver       *callback.Receiver
-	Dashboard      *dashboard.Server
+	// Ledger is the evidence ledger (issue 40): flushd and the tracker
+	// append to it in their transactions.
+	Ledger    *ledger.Ledger
+	Flusher   *flushd.Flusher
+	Receiver  *callback.Receiver
+	Dashboard *dashboard.Server
 
 	// ReceiverAddr and DashboardAddr are the bound addresses (":0" resolved).
 	ReceiverAddr  string

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/ledger"
 	"net/http"
 	"strings"
 	"time"
@@ -154,6 +156,9 @@ func (m *Main) open() error {
 	if m.Mapper, err = idmap.New(db, idmap.Options{Logger: log, Registerer: m.Registry}); err != nil {
 		return err
 	}
+	if m.Ledger, err = ledger.New(db, ledger.Options{Audit: audit.NewMySQL(db), Logger: log}); err != nil {
+		return err
+	}
 	sender := m.Sender
 	if sender == nil {
 		sender = wecom.NewSender(WeComApps(cfg.Apps), wecom.SenderOptions{})
@@ -162,7 +167,8 @@ func (m *Main) open() error {
 		Logger:        log,
 		Registerer:    m.Registry,
 		Sender:        sender,
-		OrphanApplier: orphanApplier{db},
+		OrphanApplier: orphanApplier{db, m.Ledger},
+		Ledger:        m.Ledger,
 		Apps:          DomainApps(cfg.Apps),
 		Links:         CardLinks(cfg),
 	})

@@ -1,7 +1,9 @@
 package process
 
 import (
+	"context"
 	"encoding/json"
+	"github.com/yidu-io/yidu/ledger"
 	"net/http"
 	"net/url"
 	"slices"
@@ -167,5 +169,18 @@ func TestSendAndRecallEndToEnd(t *testing.T) {
 	}
 	if code := api(t, m, "POST", "/messages/notice-card/remind", nil, nil); code != http.StatusConflict {
 		t.Errorf("remind after recall = %d; want 409", code)
+	}
+	// The evidence ledger holds the send batch's entries (one per
+	// recipient) and the recall's, each written with its fact (issue 40).
+	kinds := map[ledger.Kind]int{}
+	es, err := m.Ledger.EntriesFor(context.Background(), testCorp, "notice-card", "zhangsan")
+	for _, e := range es {
+		kinds[e.Kind]++
+	}
+	if err != nil || kinds[ledger.KindSend] != 1 || kinds[ledger.KindRecall] != 1 {
+		t.Errorf("zhangsan's entries by kind = %v, %v; want one send, one recall", kinds, err)
+	}
+	if rep, err := m.Ledger.Verify(context.Background(), testCorp, ""); err != nil || len(rep.Problems) != 0 {
+		t.Errorf("ledger verify = %v, %v; want clean", rep.Problems, err)
 	}
 }

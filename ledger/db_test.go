@@ -1,0 +1,218 @@
+package ledger_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/delta"
+	"github.com/yidu-io/yidu/flushd"
+	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/ledger"
+)
+
+const (
+	corp = "wwledger"
+	msg  = "m-ledger-1"
+)
+
+// clock is a settable clock for the ledger.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+// fixture is a migrated database with one message of n recipients
+// (uids 0..n-1, UserIDs u0…), a ledger and a flushd Writer using it.
+type fixture struct {
+	db  *sql.DB
+	l   *ledger.Ledger
+	w   *flushd.Writer
+	clk *clock
+}
+
+func newFixture(t *testing.T, n int) *fixture {
+	t.Helper()
+	db := testenv.MySQL(t)
+	ctx := context.Background()
+	f := &fixture{db: db, clk: &clock{t: time.Date(2026, 12, 3, 10, 0, 0, 0, ledger.Zone)}}
+	var err error
+	f.l, err = ledger.New(db, ledger.Options{Now: f.clk.now, Audit: audit.NewMySQL(db)})
+	testenv.Check(t, "ledger", err)
+	f.w, err = flushd.NewWriter(db, flushd.WriterOptions{Ledger: f.l})
+	testenv.Check(t, "writer", err)
+	_, err = db.ExecContext(ctx, "INSERT INTO messages (corp_id, msgid, app, agent_id, sent_at, recipient_count, audience_hash, state) VALUES (?, ?, 'hr', 1, ?, ?, '', 1)",
+		corp, msg, f.clk.t.Add(-time.Hour).UTC(), n)
+	testenv.Check(t, "message", err)
+	for i := range n {
+		_, err = db.ExecContext(ctx, "INSERT INTO users (corp_id, uid, userid) VALUES (?, ?, ?)", corp, i, fmt.Sprintf("u%d", i))
+		testenv.Check(t, "user", err)
+		_, err = db.ExecContext(ctx, "INSERT INTO message_read_record (corp_id, msgid, uid) VALUES (?, ?, ?)", corp, msg, i)
+		testenv.Check(t, "row", err)
+	}
+	return f
+}
+
+func (f *fixture) read(t *testing.T, uids []uint32, at time.Time) {
+	t.Helper()
+	var reads []flushd.Read
+	for _, u := range uids {
+		reads = append(reads, flushd.Read{UID: u, At: at.Unix(), Source: delta.SourceCard, Button: at.Unix()})
+	}
+	if _, _, err := f.w.Write(context.Background(), corp, msg, reads); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+}
+
+func (f *fixture) verify(t *testing.T, day string) ledger.Report {
+	t.Helper()
+	rep, err := f.l.Verify(context.Background(), corp, day)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	return rep
+}
+
+func (f *fixture) exec(t *testing.T, q string, args ...any) {
+	t.Helper()
+	res, err := f.db.ExecContext(context.Background(), q, args...)
+	testenv.Check(t, q, err)
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("%s: %d rows changed; want 1", q, n)
+	}
+}
+
+func TestFlushdWritesOneEntryPerRowMadeRead(t *testing.T) {
+	f := newFixture(t, 10)
+	at := f.clk.t.Add(-time.Minute)
+	f.read(t, []uint32{1, 2, 3}, at)
+	f.read(t, []uint32{2, 3, 4}, at.Add(time.Second)) // 2, 3 redelivered: no entry
+	f.clk.t = f.clk.t.Add(24 * time.Hour)             // the next day
+	f.read(t, []uint32{5}, at.Add(24*time.Hour))
+	blocks := testenv.Column[string](t, f.db, "SELECT CONCAT(first_seq, '+', count, '@', CAST(day AS CHAR), '/', first_index) FROM ledger_blocks WHERE corp_id = ? ORDER BY first_seq", corp)
+	if want := "[1+3@2026-12-03/0 4+1@2026-12-03/3 5+1@2026-12-04/0]"; fmt.Sprint(blocks) != want {
+		t.Fatalf("blocks (seq+count@day/index) = %v; want %s", blocks, want)
+	}
+	es, err := f.l.EntriesFor(context.Background(), corp, msg, "u4")
+	testenv.Check(t, "EntriesFor", err)
+	if len(es) != 1 || es[0].Seq != 4 || es[0].UID != 4 || es[0].Kind != ledger.KindSignal {
+		t.Fatalf("EntriesFor(u4) = %+v; want entry 4", es)
+	}
+	wantBody := fmt.Sprintf(`{"corp":"%s","day":"2026-12-03","index":3,"kind":"signal","msgid":"%s","read_time":"%s","seq":4,"source":1,"uid":4}`,
+		corp, msg, at.Add(time.Second).UTC().Format(time.RFC3339))
+	if string(es[0].Body) != wantBody {
+		t.Errorf("body = %s; want %s", es[0].Body, wantBody)
+	}
+	if es[0].LeafHash != ledger.LeafHash([]byte(wantBody)) {
+		t.Errorf("leaf hash is not SHA-256(0x00 || body)")
+	}
+
+	// Seal 2026-12-03 (it ended): root recorded with its size, in the
+	// audit log too; proofs of its entries verify against it.
+	r, err := f.l.Seal(context.Background(), corp, "2026-12-03")
+	testenv.Check(t, "Seal", err)
+	if r.Size != 4 || r.FirstSeq != 1 || !r.Sealed {
+		t.Fatalf("Seal = %+v; want 4 leaves from seq 1", r)
+	}
+	if _, err := f.l.Seal(context.Background(), corp, "2026-12-04"); !errors.Is(err, ledger.ErrNotEnded) {
+		t.Errorf("Seal(today) = %v; want ErrNotEnded", err)
+	}
+	details := testenv.Column[string](t, f.db, "SELECT detail FROM audit_events WHERE action = 'ledger_root' AND corp_id = ?", corp)
+	if len(details) != 1 || !strings.Contains(details[0], "root="+r.Root.String()) {
+		t.Errorf("audit rows = %v; want one naming root %s", details, r.Root)
+	}
+	for seq := uint64(1); seq <= 5; seq++ {
+		e, err := f.l.Entry(context.Background(), corp, seq)
+		testenv.Check(t, "Entry", err)
+		p, err := f.l.Prove(context.Background(), corp, seq)
+		testenv.Check(t, "Prove", err)
+		if err := ledger.VerifyInclusion(e.LeafHash, p); err != nil {
+			t.Errorf("entry %d: VerifyInclusion = %v", seq, err)
+		}
+		if seq <= 4 && p.Root != r.Root {
+			t.Errorf("entry %d proved against %s; want the sealed %s", seq, p.Root, r.Root)
+		}
+		// The proof survives JSON (what the evidence ZIP carries).
+		b, _ := json.Marshal(p)
+		var q ledger.Proof
+		testenv.Check(t, "json", json.Unmarshal(b, &q))
+		if err := ledger.VerifyInclusion(e.LeafHash, q); err != nil {
+			t.Errorf("entry %d after JSON: %v", seq, err)
+		}
+	}
+	rep := f.verify(t, "")
+	if len(rep.Problems) != 0 || len(rep.Roots) != 2 || rep.Entries != 5 || rep.Facts != 5 {
+		t.Fatalf("Verify = %+v; want clean, 2 days, 5 entries, 5 read rows", rep)
+	}
+	if rep.Roots[0].Root != r.Root || !rep.Roots[0].Sealed {
+		t.Errorf("Verify's first root = %+v; want the sealed one", rep.Roots[0])
+	}
+}
+
+// Each tampering is caught and the first problem names the entry (or the
+// row without one).
+func TestVerifyNamesTampering(t *testing.T) {
+	tests := []struct {
+		name   string
+		tamper func(t *testing.T, f *fixture)
+		what   string
+		seq    uint64
+		detail string
+	}{
+		{"update of a read_time", func(t *testing.T, f *fixture) {
+			f.exec(t, "UPDATE message_read_record SET read_time = read_time - INTERVAL 1 DAY WHERE corp_id = ? AND msgid = ? AND uid = 2", corp, msg)
+		}, "altered", 2, "uid 2"},
+		{"delete of a read row", func(t *testing.T, f *fixture) {
+			f.exec(t, "DELETE FROM message_read_record WHERE corp_id = ? AND msgid = ? AND uid = 3", corp, msg)
+		}, "deleted", 3, "uid 3"},
+		{"read row inserted by hand", func(t *testing.T, f *fixture) {
+			f.exec(t, "INSERT INTO message_read_record (corp_id, msgid, uid, is_read, read_time, source) VALUES (?, ?, 42, 1, '2026-12-04 01:00:00', 1)", corp, msg)
+		}, "inserted", 0, "uid 42"},
+		{"row flipped read by hand", func(t *testing.T, f *fixture) {
+			f.exec(t, "UPDATE message_read_record SET is_read = 1, read_time = '2026-12-04 01:00:00', source = 1 WHERE corp_id = ? AND msgid = ? AND uid = 7", corp, msg)
+		}, "inserted", 0, "uid 7"},
+		{"ledger body edited", func(t *testing.T, f *fixture) {
+			f.exec(t, "UPDATE ledger_blocks SET bodies = REPLACE(bodies, '\"seq\":2,\"source\":1', '\"seq\":2,\"source\":3') WHERE corp_id = ? AND first_seq = 1", corp)
+		}, "altered", 2, "hashes"},
+		{"ledger body and leaf hash edited together", func(t *testing.T, f *fixture) {
+			// Entry 2's body says source 3 and its leaf is recomputed to
+			// match: only the sealed root (and the read row) can tell.
+			f.exec(t, "UPDATE ledger_blocks SET bodies = REPLACE(bodies, '\"seq\":2,\"source\":1', '\"seq\":2,\"source\":3') WHERE corp_id = ? AND first_seq = 1", corp)
+			f.exec(t, "UPDATE ledger_blocks SET leaves = CONCAT(SUBSTRING(leaves, 1, 32), UNHEX(SHA2(CONCAT(X'00', SUBSTRING_INDEX(SUBSTRING_INDEX(bodies, '\n', 2), '\n', -1)), 256)), SUBSTRING(leaves, 65)) WHERE corp_id = ? AND first_seq = 1", corp)
+		}, "altered", 1, "sealed"},
+		{"ledger row deleted", func(t *testing.T, f *fixture) {
+			f.exec(t, "DELETE FROM ledger_blocks WHERE corp_id = ? AND first_seq = 1", corp)
+		}, "deleted", 1, "starts at seq 5"},
+		{"ledger row of today deleted", func(t *testing.T, f *fixture) {
+			f.exec(t, "DELETE FROM ledger_blocks WHERE corp_id = ? AND first_seq = 5", corp)
+		}, "deleted", 5, "the head says the ledger has 6 entries, its last is seq 4"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 10)
+			at := f.clk.t.Add(-time.Minute)
+			f.read(t, []uint32{1, 2, 3, 4}, at)
+			f.clk.t = f.clk.t.Add(24 * time.Hour)
+			_, err := f.l.SealDue(context.Background())
+			testenv.Check(t, "SealDue", err)
+			f.read(t, []uint32{5, 6}, f.clk.t.Add(-time.Minute))
+			if rep := f.verify(t, ""); len(rep.Problems) != 0 {
+				t.Fatalf("before tampering: %v", rep.Problems)
+			}
+			tc.tamper(t, f)
+			rep := f.verify(t, "")
+			if len(rep.Problems) == 0 {
+				t.Fatal("Verify found nothing")
+			}
+			p := rep.Problems[0]
+			if p.What != tc.what || p.Seq != tc.seq || !strings.Contains(p.Detail, tc.detail) {
+				t.Errorf("first problem = %q (seq %d); want %s of entry %d mentioning %q; all: %v", p, p.Seq, tc.what, tc.seq, tc.detail, rep.Problems)
+			}
+		})
+	}
+}
