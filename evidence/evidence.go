@@ -16,6 +16,7 @@
 package evidence
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -106,6 +107,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Workers make a ZIP's people at once (default 4): each person is a
+	// few round trips to MySQL and a PDF's CPU.
+	Workers int
 }
 
 // Service builds evidence records from MySQL.
@@ -117,7 +121,7 @@ type Service struct {
 	zone     *time.Location
 	log      *slog.Logger
 	now      func() time.Time
-	fonts    *fonts
+	workers  int
 }
 
 // New returns a Service over db (migrated) and the notices' versions.
@@ -138,12 +142,11 @@ func New(db *sql.DB, versions Versions, opts Options) (*Service, error) {
 		}
 		opts.Zone = z
 	}
-	f, err := loadFonts()
-	if err != nil {
+	if err := checkFont(); err != nil {
 		return nil, err
 	}
 	return &Service{db: db, versions: versions, ledger: opts.Ledger, page: opts.PageEvents, zone: opts.Zone,
-		log: opts.Logger.With("component", "evidence"), now: opts.Now, fonts: f}, nil
+		log: opts.Logger.With("component", "evidence"), now: opts.Now, workers: cmp.Or(opts.Workers, 4)}, nil
 }
 
 // Department is a department of the member's.

@@ -3,7 +3,9 @@ package evidence
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -286,27 +288,27 @@ func TestPDFText(t *testing.T) {
 	}
 }
 
-// TestPDFRareName: a name outside GB 2312 is set with the wide font and
-// still extracts.
+// TestPDFRareName: a name outside GB 2312 (喆) is in the font and
+// extracts, from a single PDF and from a ZIP's shared font cut.
 func TestPDFRareName(t *testing.T) {
 	pdftotext := testenv.LookPath(t, "pdftotext")
 	s := &Service{zone: time.UTC}
-	var err error
-	if s.fonts, err = loadFonts(); err != nil {
-		t.Fatal(err)
-	}
-	if &s.fonts.pick("张三")[0] != &fontCommon[0] || &s.fonts.pick("王喆")[0] != &fontWide[0] {
-		t.Fatal("pick chose the wrong font")
-	}
-	var buf bytes.Buffer
 	rec := Record{MsgID: "m", Person: Person{UserID: "wangzhe", Name: "王喆"}, Roots: map[string]string{}}
-	if err := s.PDF(&buf, rec); err != nil {
-		t.Fatal(err)
+	for _, fc := range []*fontCache{nil, newFontCache("张三")} {
+		var buf bytes.Buffer
+		if err := s.pdf(&buf, rec, fc); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "e.pdf")
+		_ = os.WriteFile(file, buf.Bytes(), 0o600)
+		out, err := exec.Command(pdftotext, file, "-").Output()
+		if err != nil || !strings.Contains(string(out), "王喆") || !strings.Contains(string(out), "未接入账本") {
+			t.Errorf("pdftotext = %q, %v; want 王喆 and 未接入账本", out, err)
+		}
 	}
-	file := filepath.Join(t.TempDir(), "e.pdf")
-	_ = os.WriteFile(file, buf.Bytes(), 0o600)
-	out, err := exec.Command(pdftotext, file, "-").Output()
-	if err != nil || !strings.Contains(string(out), "王喆") {
-		t.Errorf("pdftotext = %q, %v; want 王喆", out, err)
-	}
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }

@@ -23,7 +23,7 @@ var statusWords = map[string]string{
 
 // signalWords are the signals in the page's words (zh-CN.md).
 var signalWords = map[string]string{
-	"button": "已确认（点击“我已阅读”）", "link": "已打开", "enter_agent": "进入应用",
+	"button": "已确认（点击「我已阅读」）", "link": "已打开", "enter_agent": "进入应用",
 	"read_to_end": "已读至末尾", "acknowledged": "已确认",
 }
 
@@ -37,10 +37,26 @@ func (s *Service) at(t time.Time) string { return t.In(s.zone).Format("2006-01-0
 // font is embedded as a subset with its Unicode map, so pdftotext and a
 // reader's search find the name, the UserID, the hashes and the times.
 func (s *Service) PDF(w io.Writer, rec Record) error {
+	return s.pdf(w, rec, nil)
+}
+
+// The template's fixed words outside pdfLines.
+const (
+	pageTitle    = "告知确认书"
+	footerText   = "yidu 生成于（北京时间）　"
+	overflowText = "另有 %d 行未能印在本页，见同名 JSON 记录。"
+)
+
+// pdf is PDF with the fonts of fc (nil: a cut for this PDF alone).
+func (s *Service) pdf(w io.Writer, rec Record, fc *fontCache) error {
 	lines := s.pdfLines(rec)
-	all := make([]string, 0, len(lines)+2)
+	all := make([]string, 0, 2*len(lines)+2)
 	for _, l := range lines {
-		all = append(all, l.text)
+		all = append(all, l.text, l.value)
+	}
+	all = append(all, rec.MsgID, rec.Person.UserID)
+	if fc == nil {
+		fc = newFontCache(all...)
 	}
 	p := fpdf.New("P", "mm", "A4", "")
 	p.SetCreationDate(rec.GeneratedAt)
@@ -49,10 +65,10 @@ func (s *Service) PDF(w io.Writer, rec Record) error {
 	p.SetCreator("yidu", true)
 	p.SetAutoPageBreak(false, 0)
 	p.SetMargins(pageMargin, pageMargin, pageMargin)
-	p.AddUTF8FontFromBytes("cjk", "", s.fonts.pick(all...))
+	p.AddUTF8FontFromBytes("cjk", "", fc.fontFor(all...))
 	p.AddPage()
 	p.SetFont("cjk", "", 18)
-	p.CellFormat(0, 10, "告知确认书", "", 1, "C", false, 0, "")
+	p.CellFormat(0, 10, pageTitle, "", 1, "C", false, 0, "")
 	p.Ln(2)
 	width := 210 - 2*pageMargin
 	skipped := 0
@@ -68,25 +84,21 @@ func (s *Service) PDF(w io.Writer, rec Record) error {
 			p.SetFillColor(235, 238, 242)
 			p.CellFormat(width, 6.5, l.text, "", 1, "L", true, 0, "")
 		case lineHash:
-			p.SetFont("cjk", "", 8)
-			p.CellFormat(p.GetStringWidth(l.text)+1, 4, l.text, "", 0, "L", false, 0, "")
+			write(p, 8, 4, l.text)
 			p.SetFont("Courier", "", 8)
-			p.CellFormat(0, 4, l.value, "", 1, "L", false, 0, "")
+			p.Write(4, l.value)
+			p.Ln(4)
 		case lineSmall:
-			p.SetFont("cjk", "", 7.5)
-			p.MultiCell(width, 3.8, l.text, "", "L", false)
+			write(p, 7.5, 3.8, l.text)
 		default:
-			p.SetFont("cjk", "", 9.5)
-			p.MultiCell(width, 5, l.text, "", "L", false)
+			write(p, 9.5, 5, l.text)
 		}
 	}
 	if skipped > 0 {
-		p.SetFont("cjk", "", 8)
-		p.MultiCell(width, 4, fmt.Sprintf("另有 %d 行未能印在本页，见同名 JSON 记录。", skipped), "", "L", false)
+		write(p, 8, 4, fmt.Sprintf(overflowText, skipped))
 	}
 	p.SetY(285)
-	p.SetFont("cjk", "", 7)
-	p.CellFormat(width, 4, fmt.Sprintf("yidu 生成于 %s（北京时间）· %s · %s", s.at(rec.GeneratedAt), rec.MsgID, rec.Person.UserID), "", 0, "C", false, 0, "")
+	write(p, 7, 4, fmt.Sprintf("yidu 生成于 %s（北京时间）　%s　%s", s.at(rec.GeneratedAt), rec.MsgID, rec.Person.UserID))
 	if err := p.Error(); err != nil {
 		return fmt.Errorf("evidence: pdf: %w", err)
 	}
@@ -94,6 +106,28 @@ func (s *Service) PDF(w io.Writer, rec Record) error {
 		return fmt.Errorf("evidence: pdf: %w", err)
 	}
 	return nil
+}
+
+// write flows text at size with line height h, then ends the line. The
+// CJK font has no Latin letters or digits (Droid Sans Fallback leaves
+// them to another font), so runs of ASCII are set in Helvetica, one of
+// the PDF's standard fonts, and the rest in the embedded font.
+func write(p *fpdf.Fpdf, size, h float64, text string) {
+	for len(text) > 0 {
+		ascii := text[0] < 0x80
+		i := 0
+		for i < len(text) && (text[i] < 0x80) == ascii {
+			i++
+		}
+		if ascii {
+			p.SetFont("Helvetica", "", size)
+		} else {
+			p.SetFont("cjk", "", size)
+		}
+		p.Write(h, text[:i])
+		text = text[i:]
+	}
+	p.Ln(h)
 }
 
 type lineKind int

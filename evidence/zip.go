@@ -29,6 +29,7 @@ type Filter struct {
 type Member struct {
 	UID    uint32
 	UserID string
+	Name   string
 	Read   bool
 }
 
@@ -54,7 +55,7 @@ func (s *Service) Select(ctx context.Context, scope Scope, corp, msgid string, f
 			return Selection{}, err
 		}
 	}
-	q := `SELECT r.uid, u.userid, r.is_read FROM message_read_record r
+	q := `SELECT r.uid, u.userid, u.name, r.is_read FROM message_read_record r
 		JOIN users u ON u.corp_id = r.corp_id AND u.uid = r.uid
 		WHERE r.corp_id = ? AND r.msgid = ?`
 	switch f.State {
@@ -70,7 +71,7 @@ func (s *Service) Select(ctx context.Context, scope Scope, corp, msgid string, f
 	defer rows.Close()
 	for rows.Next() {
 		var mb Member
-		if err := rows.Scan(&mb.UID, &mb.UserID, &mb.Read); err != nil {
+		if err := rows.Scan(&mb.UID, &mb.UserID, &mb.Name, &mb.Read); err != nil {
 			return Selection{}, fmt.Errorf("evidence: recipients of %s: %w", msgid, err)
 		}
 		if scope == nil || !scope.Contains(mb.UID) || (inDept != nil && !inDept[mb.UID]) {
@@ -174,47 +175,41 @@ func (s *Service) WriteZIP(ctx context.Context, w io.Writer, sel Selection) (int
 	if err != nil {
 		return 0, err
 	}
+	// One font for the ZIP: the template's words, the notice's titles,
+	// the departments' and the people's names.
+	seed := []string{sel.msg.title, sel.corp, sel.msgid}
+	for _, v := range versions {
+		seed = append(seed, v.Title)
+	}
+	for _, n := range names {
+		seed = append(seed, n)
+	}
+	for _, p := range sel.People {
+		seed = append(seed, p.Name, p.UserID)
+	}
+	fc := newFontCache(seed...)
 	var manifest bytes.Buffer
 	cw := csv.NewWriter(&manifest)
 	_ = cw.Write(manifestHeader)
 	roots := map[string]string{}
-	var buf bytes.Buffer
 	n := 0
-	for _, p := range sel.People {
-		if err := ctx.Err(); err != nil {
-			return n, err
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for ch := range s.people(ctx, sel, versions, names, fc) {
+		r := <-ch
+		if r.err != nil {
+			return n, r.err
 		}
-		row := s.db.QueryRowContext(ctx, `SELECT `+memberColumns+` FROM users u
-			JOIN message_read_record r ON r.corp_id = u.corp_id AND r.uid = u.uid AND r.msgid = ?
-			WHERE u.corp_id = ? AND u.uid = ?`, sel.msgid, sel.corp, p.UID)
-		mem, err := scanMember(row)
-		if err != nil {
-			return n, fmt.Errorf("evidence: member %d of %s: %w", p.UID, sel.msgid, err)
-		}
-		rec, err := s.build(ctx, sel.corp, sel.msgid, sel.msg, mem, versions, names)
+		rec := r.rec
+		pdfSum, err := store(zw, personFile(rec.Person.UserID, pdfName), r.pdf, rec.GeneratedAt)
 		if err != nil {
 			return n, err
 		}
-		buf.Reset()
-		if err := s.PDF(&buf, rec); err != nil {
-			return n, err
-		}
-		pdfSum, err := store(zw, personFile(rec.Person.UserID, pdfName), buf.Bytes(), rec.GeneratedAt)
+		proofSum, err := store(zw, personFile(rec.Person.UserID, "proofs.json"), r.proofs, rec.GeneratedAt)
 		if err != nil {
 			return n, err
 		}
-		pf := ProofsFile{CorpID: rec.CorpID, MsgID: rec.MsgID, UserID: rec.Person.UserID, LedgerConnected: rec.LedgerConnected,
-			Roots: rec.Roots, Entries: rec.Ledger}
-		if pf.Entries == nil {
-			pf.Entries = []Entry{}
-		}
-		pj, _ := json.MarshalIndent(pf, "", "  ")
-		proofSum, err := store(zw, personFile(rec.Person.UserID, "proofs.json"), pj, rec.GeneratedAt)
-		if err != nil {
-			return n, err
-		}
-		rj, _ := json.MarshalIndent(rec, "", "  ")
-		recSum, err := store(zw, personFile(rec.Person.UserID, "record.json"), rj, rec.GeneratedAt)
+		recSum, err := store(zw, personFile(rec.Person.UserID, "record.json"), r.record, rec.GeneratedAt)
 		if err != nil {
 			return n, err
 		}
@@ -233,6 +228,9 @@ func (s *Service) WriteZIP(ctx context.Context, w io.Writer, sel Selection) (int
 			personFile(rec.Person.UserID, "record.json"), recSum})
 		n++
 	}
+	if err := ctx.Err(); err != nil {
+		return n, err
+	}
 	cw.Flush()
 	now := s.now().UTC()
 	if _, err := store(zw, zipManifest, manifest.Bytes(), now); err != nil {
@@ -249,6 +247,77 @@ func (s *Service) WriteZIP(ctx context.Context, w io.Writer, sel Selection) (int
 		return n, fmt.Errorf("evidence: zip: %w", err)
 	}
 	return n, nil
+}
+
+// personFiles are one person's files in the ZIP, made by a worker.
+type personFiles struct {
+	rec                 Record
+	pdf, proofs, record []byte
+	err                 error
+}
+
+// people makes each person's files on s.workers goroutines and hands
+// them over in sel's order: a channel of one-result channels, at most
+// 2*s.workers ahead of the writer, so memory holds a few people's files
+// and never the ZIP. The database round trips of one person overlap
+// another's PDF. Cancel ctx to stop it early.
+func (s *Service) people(ctx context.Context, sel Selection, versions []notice.Version, names map[int64]string, fc *fontCache) <-chan chan personFiles {
+	out := make(chan chan personFiles, 2*s.workers)
+	go func() {
+		defer close(out)
+		sem := make(chan struct{}, s.workers)
+		for _, p := range sel.People {
+			ch := make(chan personFiles, 1)
+			select {
+			case out <- ch:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				ch <- personFiles{err: ctx.Err()}
+				return
+			}
+			go func() {
+				defer func() { <-sem }()
+				ch <- s.personFiles(ctx, sel, p, versions, names, fc)
+			}()
+		}
+	}()
+	return out
+}
+
+func (s *Service) personFiles(ctx context.Context, sel Selection, p Member, versions []notice.Version, names map[int64]string, fc *fontCache) personFiles {
+	row := s.db.QueryRowContext(ctx, `SELECT `+memberColumns+` FROM users u
+		JOIN message_read_record r ON r.corp_id = u.corp_id AND r.uid = u.uid AND r.msgid = ?
+		WHERE u.corp_id = ? AND u.uid = ?`, sel.msgid, sel.corp, p.UID)
+	mem, err := scanMember(row)
+	if err != nil {
+		return personFiles{err: fmt.Errorf("evidence: member %d of %s: %w", p.UID, sel.msgid, err)}
+	}
+	rec, err := s.build(ctx, sel.corp, sel.msgid, sel.msg, mem, versions, names)
+	if err != nil {
+		return personFiles{err: err}
+	}
+	var buf bytes.Buffer
+	if err := s.pdf(&buf, rec, fc); err != nil {
+		return personFiles{err: err}
+	}
+	pf := ProofsFile{CorpID: rec.CorpID, MsgID: rec.MsgID, UserID: rec.Person.UserID, LedgerConnected: rec.LedgerConnected,
+		Roots: rec.Roots, Entries: rec.Ledger}
+	if pf.Entries == nil {
+		pf.Entries = []Entry{}
+	}
+	pj, err := json.MarshalIndent(pf, "", "  ")
+	if err != nil {
+		return personFiles{err: fmt.Errorf("evidence: proofs: %w", err)}
+	}
+	rj, err := json.Marshal(rec)
+	if err != nil {
+		return personFiles{err: fmt.Errorf("evidence: record: %w", err)}
+	}
+	return personFiles{rec: rec, pdf: buf.Bytes(), proofs: pj, record: rj}
 }
 
 // store writes one file into zw and returns its SHA-256 in hex.
