@@ -56,6 +56,7 @@ commands:
   link         --app NAME --msgid M --to URL   (print a tracked link)
   archive      purge --before DATE [--execute]   (delete old notices' detail, keep summaries)
   doctor       --app NAME           (check the WeCom app's setup from this server)
+  evidence     check FILE.zip       (verify an evidence ZIP offline: hashes and ledger proofs)
   hash-password  print a bcrypt hash of a password (prompted without echo on a terminal, else one line of stdin)
   healthcheck URL  exit 0 when URL answers 200 (container probes)
   version      print the version, VCS revision and Go version (also --version)
@@ -118,6 +119,7 @@ var commands = map[string]command{
 	"link":          {"link --app NAME --msgid M --to URL", "Prints the tracked link of message M that opens URL (receiver.public_url).", true},
 	"archive":       {"archive purge --before DATE [--corp ID] [--batch N] [--execute] [--keep-summaries=false]", "Deletes the notices sent before DATE from MySQL (recipient rows, parked reads, send attempts, the notice) in small batches, keeping each one's summary in message_summaries (docs/analytics.md, Retention). A dry run (the default) prints what would go.", true},
 	"doctor":        {"doctor --app NAME", "Checks app NAME's WeCom setup from this server: its secrets, what the API lets it read, the callback URL (docs/wecom-setup.md). Sends nothing.", true},
+	"evidence":      {"evidence check FILE.zip", "Checks an evidence ZIP offline (docs/evidence-records.md): each file's SHA-256 against manifest.csv, each inclusion proof against its day's root. Exits 1 naming every file that fails.", false},
 	"hash-password": {"hash-password", "Prints a bcrypt hash for dashboard users: prompts twice without echo on a terminal, else reads one line of stdin.", false},
 	"healthcheck":   {"healthcheck URL", "Exits 0 when URL answers 200 (for container health checks: the image has no shell or curl).", false},
 	"version":       {"version", "Prints the module version, VCS revision and time, and the Go version.", false},
@@ -205,7 +207,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// `yidu migrate up --config F` and `yidu directory sync --app A`: the
 	// step comes first, flags after it (the flag package stops at it).
 	var positional []string
-	if (name == "migrate" || name == "directory" || name == "archive" || name == "kafka") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	if (name == "migrate" || name == "directory" || name == "archive" || name == "kafka" || name == "evidence") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		positional, args = args[:1], args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
@@ -236,6 +238,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return bad()
 		}
 		return healthcheck(ctx, positional[0], stdout)
+	case "evidence":
+		if len(positional) != 2 || positional[0] != "check" {
+			return bad()
+		}
+		return evidenceCheck(positional[1], stdout)
 	case "migrate":
 		if len(positional) != 1 || !slices.Contains([]string{"up", "status", "down"}, positional[0]) {
 			return bad()
