@@ -29,13 +29,17 @@ const (
 	// ActionPageDenied: someone who is not a recipient of a notice (or
 	// has left) was refused its reading page (issue 39).
 	ActionPageDenied Action = "page_denied"
+	// ActionEvidence: a member's evidence record viewed or downloaded
+	// (JSON, PDF, a ZIP of many; issue 40), by HR or by the member on
+	// 我的记录.
+	ActionEvidence Action = "evidence"
 )
 
 // Actions lists every audited action.
 func Actions() []Action {
 	return []Action{ActionSignIn, ActionSignInFailed, ActionSignOut, ActionCompose, ActionSchedule, ActionEdit,
 		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange, ActionRecipients,
-		ActionUpload, ActionPageDenied}
+		ActionUpload, ActionPageDenied, ActionEvidence}
 }
 
 // Validate refuses a word that is not an audited action.
