@@ -312,3 +312,19 @@ func sha(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// TestReceived: 我的记录's list is the member's notices with their signals.
+func TestReceived(t *testing.T) {
+	f := newFixture(t, 3)
+	s := f.service(t, false)
+	got, err := s.Received(context.Background(), corp, "zhangsan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].MsgID != "msg1" || !got[0].Read || len(got[0].Signals) != 2 || got[0].Signals[0].Kind != "button" {
+		t.Errorf("Received = %+v", got)
+	}
+	if got, err := s.Received(context.Background(), corp, "nobody"); err != nil || len(got) != 0 {
+		t.Errorf("Received(nobody) = %+v, %v", got, err)
+	}
+}
