@@ -137,7 +137,7 @@ func newFixture(t *testing.T) *fixture {
 	s, err := New(fakeReaders{}, ns, fakeBlobs{dir}, f.reads, fakeOAuth{}, f.audit, Options{
 		PublicURL: "https://read.example.com", Apps: []App{{Name: "hr", CorpID: corp, AgentID: 1000002}},
 		Endpoints: access.DefaultEndpoints, States: access.NewStates(rdb, prefix), Redis: rdb, Prefix: prefix,
-		Now: func() time.Time { return time.Date(2026, 12, 3, 1, 5, 0, 0, time.UTC) },
+		Now:     func() time.Time { return time.Date(2026, 12, 3, 1, 5, 0, 0, time.UTC) },
 		Records: fakeRecords{},
 	})
 	if err != nil {

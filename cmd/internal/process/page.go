@@ -17,8 +17,8 @@ import (
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/cmd/internal/config"
-	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/evidence"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/page"
 )
