@@ -90,13 +90,18 @@ func Check(r io.ReaderAt, size int64) (CheckReport, error) {
 	}
 	listed := map[string]bool{zipManifest: true, zipRoots: true, zipReadme: true}
 	for _, row := range rows[1:] {
+		if len(row) != len(manifestHeader) {
+			problem("%s: a line of %d fields", zipManifest, len(row))
+			continue
+		}
 		rep.People++
-		userid := row[0]
+		dir, _, _ := strings.Cut(row[4], "/")
 		for _, c := range [][2]int{{4, 5}, {6, 7}, {8, 9}} {
 			name, want := row[c[0]], row[c[1]]
 			listed[name] = true
-			if !strings.HasPrefix(name, userid+"/") {
-				problem("%s: listed for %s", name, userid)
+			d, _, _ := strings.Cut(name, "/")
+			if d != dir || d == "" || d == "." || d == ".." || strings.Contains(name, "..") {
+				problem("%s: not in the person's directory %q", name, dir)
 				continue
 			}
 			b, err := read(name)

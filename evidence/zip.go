@@ -13,6 +13,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/notice"
 )
 
@@ -145,7 +146,18 @@ const (
 	pdfName     = "告知确认书.pdf"
 )
 
-func personFile(userid, name string) string { return userid + "/" + name }
+func personFile(dir, name string) string { return dir + "/" + name }
+
+// personDir is the person's directory in the ZIP: their UserID, or
+// uid-N for a UserID that breaks WeCom's rule (kept in the directory so
+// their reads count; it might hold "/" or ".."), so no path in the ZIP
+// leaves it when unpacked.
+func personDir(p Person) string {
+	if yidu.UserID(p.UserID).Valid() {
+		return p.UserID
+	}
+	return fmt.Sprintf("uid-%d", p.UID)
+}
 
 // manifestHeader is manifest.csv's first line.
 var manifestHeader = []string{"userid", "name", "state", "read_time", "pdf", "pdf_sha256", "proofs", "proofs_sha256", "record", "record_sha256"}
@@ -201,15 +213,16 @@ func (s *Service) WriteZIP(ctx context.Context, w io.Writer, sel Selection) (int
 			return n, r.err
 		}
 		rec := r.rec
-		pdfSum, err := store(zw, personFile(rec.Person.UserID, pdfName), r.pdf, rec.GeneratedAt)
+		dir := personDir(rec.Person)
+		pdfSum, err := store(zw, personFile(dir, pdfName), r.pdf, rec.GeneratedAt)
 		if err != nil {
 			return n, err
 		}
-		proofSum, err := store(zw, personFile(rec.Person.UserID, "proofs.json"), r.proofs, rec.GeneratedAt)
+		proofSum, err := store(zw, personFile(dir, "proofs.json"), r.proofs, rec.GeneratedAt)
 		if err != nil {
 			return n, err
 		}
-		recSum, err := store(zw, personFile(rec.Person.UserID, "record.json"), r.record, rec.GeneratedAt)
+		recSum, err := store(zw, personFile(dir, "record.json"), r.record, rec.GeneratedAt)
 		if err != nil {
 			return n, err
 		}
@@ -224,8 +237,8 @@ func (s *Service) WriteZIP(ctx context.Context, w io.Writer, sel Selection) (int
 			}
 		}
 		_ = cw.Write([]string{rec.Person.UserID, rec.Person.Name, state, readTime,
-			personFile(rec.Person.UserID, pdfName), pdfSum, personFile(rec.Person.UserID, "proofs.json"), proofSum,
-			personFile(rec.Person.UserID, "record.json"), recSum})
+			personFile(dir, pdfName), pdfSum, personFile(dir, "proofs.json"), proofSum,
+			personFile(dir, "record.json"), recSum})
 		n++
 	}
 	if err := ctx.Err(); err != nil {

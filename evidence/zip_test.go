@@ -265,3 +265,29 @@ func BenchmarkZIP1000(b *testing.B) {
 type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+// TestZIPBadUserID: a UserID that breaks WeCom's rule (kept so their
+// reads count) names no path in the ZIP: their directory is uid-N, and
+// the ZIP still checks.
+func TestZIPBadUserID(t *testing.T) {
+	f := newFixture(t, 2)
+	mustExec(t, f.db, `INSERT INTO users (corp_id, uid, userid, name, departments) VALUES (?, 99, '../evil', '坏账号', '3')`, corp)
+	mustExec(t, f.db, `INSERT INTO message_read_record (corp_id, msgid, uid) VALUES (?, 'msg1', 99)`, corp)
+	s := f.service(t, false)
+	z, n := buildZIP(t, s, everyone{}, Filter{})
+	if n != 3 {
+		t.Fatalf("ZIP of %d people; want 3", n)
+	}
+	zr, _ := zip.NewReader(bytes.NewReader(z), int64(len(z)))
+	for _, file := range zr.File {
+		if strings.Contains(file.Name, "..") || strings.HasPrefix(file.Name, "/") {
+			t.Errorf("ZIP holds %q", file.Name)
+		}
+	}
+	if _, err := zr.Open("uid-99/" + pdfName); err != nil {
+		t.Errorf("uid-99's PDF: %v", err)
+	}
+	if rep, err := Check(bytes.NewReader(z), int64(len(z))); err != nil || rep.People != 3 {
+		t.Errorf("Check = %+v, %v", rep, err)
+	}
+}
