@@ -54,7 +54,7 @@ commands:
   directory    sync --app NAME      (pull the WeCom directory)
   reconcile    --msgid M | --all-active   (repair Redis/MySQL drift)
   link         --app NAME --msgid M --to URL   (print a tracked link)
-  archive      purge --before DATE [--execute]   (delete old notices' detail, keep summaries)
+  archive      purge [--before DATE] [--execute]   (anonymise notices past retention; delete old notices' detail, keep summaries)
   doctor       --app NAME           (check the WeCom app's setup from this server)
   evidence     check FILE.zip       (verify an evidence ZIP offline: hashes and ledger proofs)
   hash-password  print a bcrypt hash of a password (prompted without echo on a terminal, else one line of stdin)
@@ -117,7 +117,7 @@ var commands = map[string]command{
 	"directory":     {"directory sync --app NAME", "Pulls app NAME's WeCom address book into MySQL (departments, members, leavers).", true},
 	"reconcile":     {"reconcile --msgid M [--app NAME] | --all-active", "Compares messages' Redis bitmaps with MySQL and repairs either side.", true},
 	"link":          {"link --app NAME --msgid M --to URL", "Prints the tracked link of message M that opens URL (receiver.public_url).", true},
-	"archive":       {"archive purge --before DATE [--corp ID] [--batch N] [--execute] [--keep-summaries=false]", "Deletes the notices sent before DATE from MySQL (recipient rows, parked reads, send attempts, the notice) in small batches, keeping each one's summary in message_summaries (docs/analytics.md, Retention). A dry run (the default) prints what would go.", true},
+	"archive":       {"archive purge [--before DATE] [--corp ID] [--batch N] [--execute] [--keep-summaries=false]", "Anonymises the notices past their retention (the notice's own, else apps[].retention: per-person rows, invaliduser lists, audit IPs; docs/evidence-records.md), then deletes the notices sent before DATE from MySQL (recipient rows, parked reads, send attempts, the notice) in small batches, keeping each one's summary in message_summaries (docs/analytics.md, Retention). A dry run (the default) prints what would go.", true},
 	"doctor":        {"doctor --app NAME", "Checks app NAME's WeCom setup from this server: its secrets, what the API lets it read, the callback URL (docs/wecom-setup.md). Sends nothing.", true},
 	"evidence":      {"evidence check FILE.zip", "Checks an evidence ZIP offline (docs/evidence-records.md): each file's SHA-256 against manifest.csv, each inclusion proof against its day's root. Exits 1 naming every file that fails.", false},
 	"hash-password": {"hash-password", "Prints a bcrypt hash for dashboard users: prompts twice without echo on a terminal, else reads one line of stdin.", false},
