@@ -125,3 +125,29 @@ func TestEvidenceScope(t *testing.T) {
 		}
 	}
 }
+
+// TestRegisterRetentionParam: POST /messages takes retention, refuses a
+// bad one naming the field, and refuses it with send_at or draft
+// (campaigns keeps none yet) rather than losing it.
+func TestRegisterRetentionParam(t *testing.T) {
+	tests := []struct {
+		body string
+		want string // "" accepted
+	}{
+		{`{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"retention":"3y"}`, ""},
+		{`{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"retention":"3w"}`, "retention"},
+		{`{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"retention":"3y","draft":true}`, "drafts"},
+	}
+	for _, tt := range tests {
+		reg, err := decodeRegistration(strings.NewReader(tt.body))
+		if tt.want == "" {
+			if err != nil || reg.Retention.String() != "3y" {
+				t.Errorf("decode(%s) = %v, %v; want retention 3y", tt.body, reg.Retention, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("decode(%s) = %v; want an error naming %q", tt.body, err, tt.want)
+		}
+	}
+}
