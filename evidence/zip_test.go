@@ -273,21 +273,27 @@ func TestZIPBadUserID(t *testing.T) {
 	f := newFixture(t, 2)
 	mustExec(t, f.db, `INSERT INTO users (corp_id, uid, userid, name, departments) VALUES (?, 99, '../evil', '坏账号', '3')`, corp)
 	mustExec(t, f.db, `INSERT INTO message_read_record (corp_id, msgid, uid) VALUES (?, 'msg1', 99)`, corp)
+	// A valid UserID may hold "..": it stays its own directory.
+	mustExec(t, f.db, `INSERT INTO users (corp_id, uid, userid, name, departments) VALUES (?, 98, 'wang..wu', '王五', '3')`, corp)
+	mustExec(t, f.db, `INSERT INTO message_read_record (corp_id, msgid, uid) VALUES (?, 'msg1', 98)`, corp)
 	s := f.service(t, false)
 	z, n := buildZIP(t, s, everyone{}, Filter{})
-	if n != 3 {
-		t.Fatalf("ZIP of %d people; want 3", n)
+	if n != 4 {
+		t.Fatalf("ZIP of %d people; want 4", n)
 	}
 	zr, _ := zip.NewReader(bytes.NewReader(z), int64(len(z)))
 	for _, file := range zr.File {
-		if strings.Contains(file.Name, "..") || strings.HasPrefix(file.Name, "/") {
+		if strings.HasPrefix(file.Name, "../") || strings.Contains(file.Name, "/../") || strings.HasPrefix(file.Name, "/") {
 			t.Errorf("ZIP holds %q", file.Name)
 		}
 	}
 	if _, err := zr.Open("uid-99/" + pdfName); err != nil {
 		t.Errorf("uid-99's PDF: %v", err)
 	}
-	if rep, err := Check(bytes.NewReader(z), int64(len(z))); err != nil || rep.People != 3 {
+	if _, err := zr.Open("wang..wu/" + pdfName); err != nil {
+		t.Errorf("wang..wu's PDF: %v", err)
+	}
+	if rep, err := Check(bytes.NewReader(z), int64(len(z))); err != nil || rep.People != 4 {
 		t.Errorf("Check = %+v, %v", rep, err)
 	}
 }
