@@ -32,13 +32,17 @@ const (
 	// ActionLedgerRoot: a day's evidence ledger root was sealed (issue 40;
 	// actor "yidu", detail "day=… size=… root=…").
 	ActionLedgerRoot Action = "ledger_root"
+	// ActionEvidence: a member's evidence record viewed or downloaded
+	// (JSON, PDF, a ZIP of many; issue 40), by HR or by the member on
+	// 我的记录.
+	ActionEvidence Action = "evidence"
 )
 
 // Actions lists every audited action.
 func Actions() []Action {
 	return []Action{ActionSignIn, ActionSignInFailed, ActionSignOut, ActionCompose, ActionSchedule, ActionEdit,
 		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange, ActionRecipients,
-		ActionUpload, ActionPageDenied, ActionLedgerRoot}
+		ActionUpload, ActionPageDenied, ActionLedgerRoot, ActionEvidence}
 }
 
 // Validate refuses a word that is not an audited action.

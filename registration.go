@@ -93,6 +93,9 @@ type Registration struct {
 	// notice (campaign's Runner), which alone may register the msgid the
 	// notice holds (issue 38). The API never sets it.
 	FromNotice bool
+	// Retention is how long the notice keeps personal data after it was
+	// sent (issue 40); zero: its app's default (apps[].retention).
+	Retention Retention
 }
 
 // Audience is who receives a message: the union of UserIDs, every member of

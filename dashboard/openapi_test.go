@@ -111,6 +111,10 @@ func contractCases() []contractCase {
 			target: "/messages/hello/recipients?state=maybe", auth: "token", want: 400, invalidRequest: true},
 
 		{name: "export", op: "GET /messages/{msgid}/export.csv", method: "GET", target: "/messages/hello/export.csv", auth: "token", want: 200},
+		{name: "evidence json", op: "GET /messages/{msgid}/evidence/{file}", method: "GET", target: "/messages/hello/evidence/zhangsan", auth: "token", want: 200},
+		{name: "evidence pdf", op: "GET /messages/{msgid}/evidence/{file}", method: "GET", target: "/messages/hello/evidence/zhangsan.pdf", auth: "token", want: 200},
+		{name: "evidence of no recipient", op: "GET /messages/{msgid}/evidence/{file}", method: "GET", target: "/messages/hello/evidence/notrecipient", auth: "token", want: 404},
+		{name: "evidence zip", op: "GET /messages/{msgid}/evidence.zip", method: "GET", target: "/messages/hello/evidence.zip?state=read", auth: "token", want: 200},
 
 		{name: "remind", op: "POST /messages/{msgid}/remind", method: "POST", target: "/messages/hello/remind", auth: "token", want: 200},
 		{name: "remind again", op: "POST /messages/{msgid}/remind", method: "POST", target: "/messages/hello/remind", auth: "token", want: 429},
@@ -191,6 +195,7 @@ func TestOpenAPIContract(t *testing.T) {
 	doc := loadSpec(t)
 	f, _ := newCampaignFixture(t)
 	f.srv.attachments = &fakeAttachments{}
+	f.srv.evidence = fakeEvidence{f}
 	withAudienceDirectory(t, f)
 	cookie, csrf := f.login(t)
 	cases := contractCases()

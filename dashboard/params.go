@@ -135,6 +135,9 @@ type registerBody struct {
 	Content        *contentJSON `json:"content"`
 	ReadRule       string       `json:"read_rule"`
 	MinReadSeconds int          `json:"min_read_seconds"`
+	// Retention is the notice's retention ("3y"; yidu.ParseRetention);
+	// absent: its app's default.
+	Retention string `json:"retention"`
 }
 
 // optionalPolicy is a body's "follow_up": set says the key was there
@@ -232,6 +235,13 @@ func decodeRegistration(r io.Reader) (registration, error) {
 		Audience: yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All},
 	}}
 	reg.Draft = b.Draft
+	if reg.Retention, err = yidu.ParseRetention(b.Retention); err != nil {
+		return registration{}, err
+	}
+	if !reg.Retention.IsZero() && (b.Draft || b.SendAt != nil) {
+		// campaigns keeps no retention yet: refused rather than lost.
+		return registration{}, yidu.Invalidf("retention is kept for notices sent now only, not yet for drafts and scheduled notices")
+	}
 	reg.Content, reg.ReadRule, reg.MinReadSeconds = b.Content, b.ReadRule, b.MinReadSeconds
 	reg.FollowUp, reg.FollowUpSet = b.FollowUp.p, b.FollowUp.set
 	if sendAt != nil {

@@ -137,6 +137,9 @@ type Options struct {
 	// (receiver.public_url); a notice with content links its card there.
 	// nil: its card keeps the url it was given.
 	ReadingPage func(app, msgID string) string
+	// Evidence makes members' evidence records, PDFs and ZIPs
+	// (evidence.Service); nil: the evidence endpoints answer 404.
+	Evidence EvidenceRecords
 	// ConfirmOver is dashboard.confirm_over (default DefaultConfirmOver):
 	// above it the page asks to type the recipient count (GET /apps).
 	ConfirmOver int
@@ -203,6 +206,8 @@ type Server struct {
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
+	// evidence: Options.Evidence (evidence.go).
+	evidence EvidenceRecords
 	// wecomLimits bound WeCom sign-in per address and in total.
 	wecomLimits *access.WeComLimiter
 }
@@ -281,6 +286,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	s.wecomLimits = access.NewWeComLimiter(opts.Now)
 	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
 	s.acks = opts.Acknowledgements
+	s.evidence = opts.Evidence
 	return s, nil
 }
 
@@ -331,6 +337,8 @@ func (s *Server) Routes() http.Handler {
 			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))
 			r.With(s.heavyQuery).Get("/recipients", s.withMessage(s.handleRecipients))
 			r.With(s.heavyQuery, s.exportSlot).Get("/export.csv", s.withMessage(s.handleExport))
+			r.With(s.heavyQuery).Get("/evidence/{file}", s.withMessage(s.handleEvidence))
+			r.With(s.heavyQuery, s.exportSlot).Get("/evidence.zip", s.withMessage(s.handleEvidenceZIP))
 			r.Post("/remind", s.withMessage(s.handleRemind))
 			r.Post("/recall", s.withMessage(s.handleRecall))
 			r.Get("/events", s.withMessage(s.handleEvents))

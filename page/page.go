@@ -49,7 +49,7 @@ import (
 	"github.com/yidu-io/yidu/notice"
 )
 
-//go:embed web/page.html web/page.css web/page.js web/pdfjs/pdf.min.mjs web/pdfjs/pdf.worker.min.mjs
+//go:embed web/page.html web/records.html web/page.css web/page.js web/pdfjs/pdf.min.mjs web/pdfjs/pdf.worker.min.mjs
 var webFS embed.FS
 
 // Reader is a member as the page needs them.
@@ -130,6 +130,8 @@ type Options struct {
 	// DoneTTL is how long Redis keeps what a reader did on each version
 	// (default 30 days, the bitmaps' TTL); the archive answers after.
 	DoneTTL time.Duration
+	// Records serve 我的记录 (evidence.Service); nil: 404.
+	Records Records
 	Logger  *slog.Logger
 	Now     func() time.Time
 }
@@ -181,7 +183,7 @@ func New(readers Readers, notices Notices, blobs Blobs, reads Reads, oauth OAuth
 	if opts.SignInRate <= 0 {
 		opts.SignInRate = DefaultSignInRate
 	}
-	tmpl, err := template.ParseFS(webFS, "web/page.html")
+	tmpl, err := template.ParseFS(webFS, "web/page.html", "web/records.html")
 	if err != nil {
 		return nil, fmt.Errorf("page: template: %w", err)
 	}
@@ -209,6 +211,9 @@ func (s *Server) Routes() http.Handler {
 	r.Get("/r/{app}/{msgid}", s.handleView)
 	r.Get("/r/{app}/{msgid}/a/{sha}", s.handleAttachment)
 	r.Post("/r/{app}/{msgid}/events", s.handleEvent)
+	// 我的记录 (records.go): four and six segments, so no msgid is shadowed.
+	r.Get("/r/{app}/records/{userid}", s.handleRecords)
+	r.Get("/r/{app}/records/{userid}/{msgid}/evidence.pdf", s.handleRecordPDF)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "not found", http.StatusNotFound) })
 	return r
 }

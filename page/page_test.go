@@ -181,6 +181,7 @@ func newFixture(t *testing.T) *fixture {
 		Endpoints: access.DefaultEndpoints, States: access.NewStates(rdb, prefix), Redis: rdb, Prefix: prefix,
 		Archive: f.archive,
 		Now:     func() time.Time { return time.UnixMilli(f.now.Load()).UTC() },
+		Records: fakeRecords{},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -222,11 +222,15 @@ func (r *Registry) register(ctx context.Context, reg yidu.Registration, c canoni
 			Title: reg.Title, Body: reg.Body, URL: reg.URL, SentAt: reg.SentAt, Recipients: int64(recipients.GetCardinality()),
 			ReadRule: ReadRuleOf(reg.ReadRule.Code()),
 		}
+		var retention sql.NullString
+		if !reg.Retention.IsZero() {
+			retention = sql.NullString{String: reg.Retention.String(), Valid: true}
+		}
 		res, err := r.db.ExecContext(ctx, `INSERT INTO messages
-			(corp_id, msgid, app, agent_id, title, body, url, sent_at, recipient_count, audience_hash, state, read_rule)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
+			(corp_id, msgid, app, agent_id, title, body, url, sent_at, recipient_count, audience_hash, state, read_rule, retention)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
 			ON DUPLICATE KEY UPDATE corp_id = corp_id`,
-			corp, m.MsgID, m.App, m.AgentID, m.Title, m.Body, m.URL, m.SentAt, m.Recipients, c.hash, m.ReadRule.Code())
+			corp, m.MsgID, m.App, m.AgentID, m.Title, m.Body, m.URL, m.SentAt, m.Recipients, c.hash, m.ReadRule.Code(), retention)
 		if err != nil {
 			return m, nil, "error", fmt.Errorf("tracker: insert message %s: %w", m.MsgID, err)
 		}

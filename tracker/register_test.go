@@ -384,3 +384,21 @@ func TestRegisterReadRule(t *testing.T) {
 		t.Errorf("Redis meta rule = %q; want 6", got)
 	}
 }
+
+// TestRegisterRetention: a notice's own retention is kept in
+// messages.retention (issue 40); none is NULL (its app's default).
+func TestRegisterRetention(t *testing.T) {
+	e := newEnv(t)
+	reg := e.registration("ret-1", yidu.Audience{UserIDs: []string{"amy"}})
+	reg.Retention = yidu.Retention{N: 3, Unit: 'y'}
+	if _, _, err := e.reg.Register(context.Background(), reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.reg.Register(context.Background(), e.registration("ret-2", yidu.Audience{UserIDs: []string{"amy"}})); err != nil {
+		t.Fatal(err)
+	}
+	got := testenv.Column[sql.NullString](t, e.db, "SELECT retention FROM messages WHERE msgid IN ('ret-1', 'ret-2') ORDER BY msgid")
+	if len(got) != 2 || got[0].String != "3y" || got[1].Valid {
+		t.Errorf("retention = %v; want 3y and NULL", got)
+	}
+}

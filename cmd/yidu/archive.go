@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/cmd/internal/process"
@@ -28,7 +29,7 @@ type purgeFlags struct {
 }
 
 func (p *purgeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&p.before, "before", "", "purge notices sent before this date, YYYY-MM-DD (UTC midnight) or RFC 3339 (required)")
+	fs.StringVar(&p.before, "before", "", "purge notices sent before this date, YYYY-MM-DD (UTC midnight) or RFC 3339; without it, only the notices past their retention are anonymised")
 	fs.StringVar(&p.corp, "corp", "", "purge only this corp's notices (default: every corp)")
 	fs.IntVar(&p.batch, "batch", flushd.DefaultPurgeBatch, fmt.Sprintf("most rows per DELETE, 1..%d: each commits on its own", flushd.MaxPurgeBatch))
 	fs.BoolVar(&p.dryRun, "dry-run", true, "print what would be deleted and delete nothing (the default; --execute deletes)")
@@ -39,16 +40,15 @@ func (p *purgeFlags) register(fs *flag.FlagSet) {
 // check validates the flags: a date, a batch in range, and no
 // --dry-run=false without --execute (deleting takes the explicit flag).
 func (p *purgeFlags) check() error {
-	if p.before == "" {
-		return usagef("archive purge: --before DATE is required")
-	}
-	t, err := time.Parse(time.DateOnly, p.before)
-	if err != nil {
-		if t, err = time.Parse(time.RFC3339, p.before); err != nil {
-			return usagef("archive purge: --before %q: want YYYY-MM-DD or an RFC 3339 time", p.before)
+	if p.before != "" {
+		t, err := time.Parse(time.DateOnly, p.before)
+		if err != nil {
+			if t, err = time.Parse(time.RFC3339, p.before); err != nil {
+				return usagef("archive purge: --before %q: want YYYY-MM-DD or an RFC 3339 time", p.before)
+			}
 		}
+		p.at = t.UTC()
 	}
-	p.at = t.UTC()
 	if p.batch < 1 || p.batch > flushd.MaxPurgeBatch {
 		return usagef("archive purge: --batch %d must be in 1..%d", p.batch, flushd.MaxPurgeBatch)
 	}
@@ -62,6 +62,12 @@ func (p *purgeFlags) check() error {
 // of now: a notice that recent may still have live Redis keys, whose
 // reads flushd would then park as orphans of a notice MySQL no longer has.
 func runPurge(ctx context.Context, cfg config.Config, p purgeFlags, logger *slog.Logger, out io.Writer) error {
+	if err := runAnonymise(ctx, cfg, p, logger, out); err != nil {
+		return err
+	}
+	if p.before == "" {
+		return nil
+	}
 	if limit := time.Now().Add(-cfg.Redis.TTL.D()); p.at.After(limit) {
 		return usagef("archive purge: --before %s is within redis.ttl (%v) of now: purge only before %s",
 			p.at.Format(time.RFC3339), cfg.Redis.TTL.D(), limit.UTC().Format(time.DateOnly))
@@ -122,5 +128,37 @@ func purgeAudit(ctx context.Context, db *sql.DB, cfg config.Config, p purgeFlags
 		n, err = rec.Older(ctx, before)
 	}
 	fmt.Fprintf(out, "%s %d audit event(s) older than %s (audit.retention %v)\n", verb, n, before.Format(time.RFC3339), ret)
+	return err
+}
+
+// runAnonymise removes the personal data of the notices past their
+// retention (the notice's own, else apps[].retention; issue 40), or in a
+// dry run counts it. It runs before the purge by date, which would
+// otherwise delete some of them whole first.
+func runAnonymise(ctx context.Context, cfg config.Config, p purgeFlags, logger *slog.Logger, out io.Writer) error {
+	defaults := map[string]yidu.Retention{}
+	for _, a := range cfg.Apps {
+		r, err := yidu.ParseRetention(a.Retention)
+		if err != nil {
+			return fmt.Errorf("archive purge: app %q: retention: %w", a.Name, err)
+		}
+		defaults[a.Name] = r
+	}
+	db, err := process.OpenDB(cfg.MySQL.DSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	verb := "would anonymise"
+	if p.execute {
+		verb = "anonymised"
+	}
+	rep, err := flushd.Anonymise(ctx, db, flushd.AnonymiseOptions{Now: time.Now(), Defaults: defaults, CorpID: p.corp,
+		BatchSize: p.batch, Execute: p.execute, Logger: logger}, func(am flushd.AnonymisedMessage) {
+		fmt.Fprintf(out, "%s %s/%s (sent %s, retention %s): %d recipient rows, %d parked reads, %d reminder rows, %d invaliduser lists, %d audit rows\n",
+			verb, am.CorpID, am.MsgID, am.SentAt.UTC().Format(time.RFC3339), am.Retention, am.Records, am.Orphans, am.Reminders, am.Sends, am.Audit)
+	})
+	fmt.Fprintf(out, "%s %d notice(s) past their retention: %d recipient rows, %d parked reads, %d reminder rows, %d invaliduser lists, %d audit rows\n",
+		verb, rep.Messages, rep.Records, rep.Orphans, rep.Reminders, rep.Sends, rep.Audit)
 	return err
 }

@@ -85,7 +85,6 @@ func TestArchivePurge(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"archive", "purge"}, "--before DATE is required"},
 		{[]string{"archive", "purge", "--before", "last year"}, "YYYY-MM-DD"},
 		{[]string{"archive", "purge", "--before", "2025-02-01", "--dry-run=false"}, "--execute"},
 		{[]string{"archive", "purge", "--before", "2025-02-01", "--batch", "0"}, "--batch"},
@@ -96,5 +95,44 @@ func TestArchivePurge(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) || exitCode(err) != 2 {
 			t.Errorf("yidu %v = %v (exit %d); want a usage error mentioning %q", tt.args, err, exitCode(err), tt.want)
 		}
+	}
+}
+
+// TestArchiveRetention: `yidu archive purge` without --before anonymises
+// the notices past their retention; its dry run counts them first.
+func TestArchiveRetention(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	db, err := sql.Open("mysql", dsn)
+	testenv.Check(t, "open", err)
+	defer db.Close()
+	sent := time.Now().AddDate(0, 0, -100).UTC().Format(time.DateTime)
+	for _, q := range []string{
+		`INSERT INTO messages (corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state, retention) VALUES
+			('c', 'due', 'hr', 1, 'due', '` + sent + `', 2, '', 1, '90d'), ('c', 'kept', 'hr', 1, 'kept', '` + sent + `', 1, '', 1, '1y')`,
+		`INSERT INTO message_read_record (corp_id, msgid, uid) VALUES ('c', 'due', 1), ('c', 'due', 2), ('c', 'kept', 1)`,
+	} {
+		_, err := db.Exec(q)
+		testenv.Check(t, q, err)
+	}
+	env := map[string]string{"YIDU_MYSQL_DSN": dsn}
+	out, _, err := runCmd(t, env, "", "archive", "purge")
+	if err != nil || !strings.Contains(out, "would anonymise c/due") || !strings.Contains(out, "retention 90d): 2 recipient rows") ||
+		!strings.Contains(out, "would anonymise 1 notice(s) past their retention") {
+		t.Fatalf("archive purge (dry run) = %q, %v; want c/due's 2 rows counted", out, err)
+	}
+	var n int
+	testenv.Check(t, "count", db.QueryRow("SELECT COUNT(*) FROM message_read_record").Scan(&n))
+	if n != 3 {
+		t.Fatalf("the dry run left %d recipient rows; want 3", n)
+	}
+	out, _, err = runCmd(t, env, "", "archive", "purge", "--execute")
+	if err != nil || !strings.Contains(out, "anonymised 1 notice(s)") {
+		t.Fatalf("archive purge --execute = %q, %v", out, err)
+	}
+	testenv.Check(t, "count", db.QueryRow("SELECT COUNT(*) FROM message_read_record WHERE msgid = 'due'").Scan(&n))
+	var left int
+	testenv.Check(t, "count", db.QueryRow("SELECT COUNT(*) FROM messages WHERE msgid = 'due' AND anonymised_at IS NOT NULL").Scan(&left))
+	if n != 0 || left != 1 {
+		t.Errorf("after: %d recipient rows of due (want 0), %d anonymised notices (want 1, the notice kept)", n, left)
 	}
 }

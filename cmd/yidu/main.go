@@ -55,9 +55,9 @@ commands:
   directory    sync --app NAME      (pull the WeCom directory)
   reconcile    --msgid M | --all-active   (repair Redis/MySQL drift)
   link         --app NAME --msgid M --to URL   (print a tracked link)
-  archive      purge --before DATE [--execute]   (delete old notices' detail, keep summaries)
+  archive      purge [--before DATE] [--execute]   (anonymise notices past retention; delete old notices' detail, keep summaries)
   doctor       --app NAME           (check the WeCom app's setup from this server)
-  evidence     verify --corp ID [--day D] | seal   (check the evidence ledger against MySQL; seal ended days)
+  evidence     verify --corp ID [--day D] | seal | check FILE.zip   (check the ledger against MySQL; seal ended days; verify an evidence ZIP offline)
   hash-password  print a bcrypt hash of a password (prompted without echo on a terminal, else one line of stdin)
   healthcheck URL  exit 0 when URL answers 200 (container probes)
   version      print the version, VCS revision and Go version (also --version)
@@ -118,9 +118,9 @@ var commands = map[string]command{
 	"directory":     {"directory sync --app NAME", "Pulls app NAME's WeCom address book into MySQL (departments, members, leavers).", true},
 	"reconcile":     {"reconcile --msgid M [--app NAME] | --all-active", "Compares messages' Redis bitmaps with MySQL and repairs either side.", true},
 	"link":          {"link --app NAME --msgid M --to URL", "Prints the tracked link of message M that opens URL (receiver.public_url).", true},
-	"archive":       {"archive purge --before DATE [--corp ID] [--batch N] [--execute] [--keep-summaries=false]", "Deletes the notices sent before DATE from MySQL (recipient rows, parked reads, send attempts, the notice) in small batches, keeping each one's summary in message_summaries (docs/analytics.md, Retention). A dry run (the default) prints what would go.", true},
+	"archive":       {"archive purge [--before DATE] [--corp ID] [--batch N] [--execute] [--keep-summaries=false]", "Anonymises the notices past their retention (the notice's own, else apps[].retention: per-person rows, invaliduser lists, audit IPs; docs/evidence-records.md), then deletes the notices sent before DATE from MySQL (recipient rows, parked reads, send attempts, the notice) in small batches, keeping each one's summary in message_summaries (docs/analytics.md, Retention). A dry run (the default) prints what would go.", true},
 	"doctor":        {"doctor --app NAME", "Checks app NAME's WeCom setup from this server: its secrets, what the API lets it read, the callback URL (docs/wecom-setup.md). Sends nothing.", true},
-	"evidence":      {"evidence verify --corp ID [--day YYYY-MM-DD] | evidence seal", "verify recomputes the corp's daily Merkle trees from the evidence ledger and cross-checks its entries with the read records and send batches; it prints each day's root and exits 0 when all agree, or names the first entry altered, deleted or inserted and exits 1 (docs/evidence.md). seal records the root of every ended day not sealed yet.", true},
+	"evidence":      {"evidence verify --corp ID [--day YYYY-MM-DD] | evidence seal | evidence check FILE.zip", "verify recomputes the corp's daily Merkle trees from the evidence ledger and cross-checks its entries with the read records and send batches; it prints each day's root and exits 0 when all agree, or names the first entry altered, deleted or inserted and exits 1 (docs/evidence.md). seal records the root of every ended day not sealed yet. check verifies an evidence ZIP offline with no configuration (docs/evidence-records.md): each file's SHA-256 against manifest.csv, each inclusion proof against its day's root; it exits 1 naming every file that fails.", true},
 	"hash-password": {"hash-password", "Prints a bcrypt hash for dashboard users: prompts twice without echo on a terminal, else reads one line of stdin.", false},
 	"healthcheck":   {"healthcheck URL", "Exits 0 when URL answers 200 (for container health checks: the image has no shell or curl).", false},
 	"version":       {"version", "Prints the module version, VCS revision and time, and the Go version.", false},
@@ -244,6 +244,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return bad()
 		}
 		return healthcheck(ctx, positional[0], stdout)
+	case "evidence":
+		// check reads a ZIP and needs no configuration.
+		if len(positional) > 0 && positional[0] == "check" {
+			if len(positional) != 2 {
+				return bad()
+			}
+			return evidenceCheck(positional[1], stdout)
+		}
+		if err := checkEvidenceArgs(positional, *evCorp, *evDay); err != nil {
+			return err
+		}
 	case "migrate":
 		if len(positional) != 1 || !slices.Contains([]string{"up", "status", "down"}, positional[0]) {
 			return bad()
@@ -281,10 +292,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "doctor":
 		if *app == "" || len(positional) != 0 {
 			return bad()
-		}
-	case "evidence":
-		if err := checkEvidenceArgs(positional, *evCorp, *evDay); err != nil {
-			return err
 		}
 	default:
 		if len(positional) != 0 {

@@ -430,6 +430,11 @@ type App struct {
 	// button, link, enter_agent (yidu.ParseReadSignals); left out: button
 	// and link. Every signal is recorded either way.
 	ReadSignals []string `yaml:"read_signals,omitempty"`
+	// Retention is how long the app's notices keep personal data after
+	// they were sent ("3y", "18m", "90d"; yidu.ParseRetention) when a
+	// notice names none; `yidu archive purge` anonymises them after it
+	// (issue 40). Empty: kept until a purge by date.
+	Retention string `yaml:"retention,omitempty"`
 	// EscalationFallback are the UserIDs that get the follow-up digest of
 	// the people no department leader sits above (issue 30).
 	EscalationFallback []string `yaml:"escalation_fallback,omitempty"`

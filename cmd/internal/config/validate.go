@@ -113,6 +113,9 @@ func (c Config) Validate() error {
 		if _, err := yidu.ParseReadSignals(a.ReadSignals); err != nil {
 			return fmt.Errorf("config: app %q: read_signals: %w", a.Name, err)
 		}
+		if _, err := yidu.ParseRetention(a.Retention); err != nil {
+			return fmt.Errorf("config: app %q: retention: %w", a.Name, err)
+		}
 		if err := checkFollowUp(a, c.Dashboard.ReminderDelay()); err != nil {
 			return fmt.Errorf("config: app %q: %w", a.Name, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/dashboard"
+	"github.com/yidu-io/yidu/evidence"
 	"github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/wecom"
 )
@@ -79,6 +80,13 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	}
 	opts.Attachments, opts.Notices, opts.ReadingPage = atts, notices, readingPageURL(cfg.Receiver.PublicURL)
 	opts.Acknowledgements = m.Tracker
+	// Evidence records (issue 40); the ledger is not connected yet: the
+	// records and PDFs say 未接入账本.
+	ev, err := evidence.New(m.DB, notices, evidence.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	opts.Evidence = ev
 	d, err := dashboard.New(m.Tracker, m.Store, audienceDirectory{m.Mapper}, opts)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)

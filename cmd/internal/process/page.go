@@ -17,6 +17,7 @@ import (
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/evidence"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/page"
@@ -97,6 +98,11 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 	if !ok {
 		return nil, fmt.Errorf("reading page: the message loader %T does not read page_signals", loader)
 	}
+	// 我的记录 (issue 40): the member's own notices and evidence.
+	records, err := evidence.New(db, notices, evidence.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
 	var apps []page.App
 	for _, a := range cfg.Apps {
 		apps = append(apps, page.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID})
@@ -108,6 +114,7 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 			LoginBase: cmp.Or(cfg.WeCom.LoginBase, access.DefaultEndpoints.LoginBase),
 		},
 		States: access.NewStates(m.Redis, cfg.Redis.Prefix), Redis: m.Redis, Prefix: cfg.Redis.Prefix, Archive: archive, Logger: log,
+		Records: records,
 	})
 }
 

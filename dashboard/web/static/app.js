@@ -478,6 +478,9 @@ catalogueReady.then(function () {
       if (department) q.set("department", department);
       $(id).href = api + "/export.csv?" + q.toString();
     }
+    const zq = new URLSearchParams({ state: "all" });
+    if (department) zq.set("department", department);
+    $("evidence-zip").href = api + "/evidence.zip?" + zq.toString();
     $("export-scope").textContent = department ? tr("dept.name") + " " + $("department-name").textContent : tr($("export-scope").dataset.whole === "export.mine" ? "export.mine" : "export.whole");
   }
   async function loadRecipients(append) {
@@ -506,6 +509,11 @@ catalogueReady.then(function () {
       row.appendChild(el("td", r.name + (r.left ? " (" + tr("people.left") + ")" : "")));
       row.appendChild(el("td", r.departments.map((x) => x.name || x.id).join(", "), "hide-narrow"));
       row.appendChild(el("td", r.read ? (r.read_time ? fmtTime(r.read_time) : tr("count.read")) : "–"));
+      const ev = el("td");
+      const link = el("a", tr("evidence.pdf"));
+      link.href = api + "/evidence/" + encodeURIComponent(r.userid) + ".pdf";
+      ev.appendChild(link);
+      row.appendChild(ev);
       tb.appendChild(row);
     }
     cursor = d.next_cursor;

@@ -1,0 +1,330 @@
+package evidence
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/notice"
+)
+
+const corp = "wwevidence"
+
+// t0 is the send; the story of the member zhangsan follows it.
+var t0 = time.Date(2026, 11, 2, 1, 0, 0, 0, time.UTC)
+
+type noAttachments struct{}
+
+func (noAttachments) Get(context.Context, string, []string) ([]attachment.Attachment, error) {
+	return nil, nil
+}
+
+// fakeLedger is a ledger of one day's tree over the entries it was given,
+// with real RFC 6962 proofs.
+type fakeLedger struct {
+	day     string
+	entries []LedgerEntry
+	users   []string // users[i]: whose entry i is
+	leaves  [][32]byte
+}
+
+func (l *fakeLedger) add(user, kind string, body string) {
+	h := LeafHash([]byte(body))
+	l.entries = append(l.entries, LedgerEntry{Seq: int64(len(l.entries) + 1), Day: l.day, Index: int64(len(l.entries)), Kind: kind, LeafHash: h})
+	l.users = append(l.users, user)
+	l.leaves = append(l.leaves, h)
+}
+
+func (l *fakeLedger) EntriesFor(_ context.Context, _, _, userid string) ([]LedgerEntry, error) {
+	var out []LedgerEntry
+	for i, e := range l.entries {
+		if l.users[i] == userid {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (l *fakeLedger) Prove(_ context.Context, _ string, seq int64) (Proof, error) {
+	i := int(seq - 1)
+	return Proof{Day: l.day, Index: int64(i), TreeSize: int64(len(l.leaves)), Root: rootOf(l.leaves), Path: pathOf(i, l.leaves)}, nil
+}
+
+// fakePage stands for the reading page's own records (issue 39): the
+// re-acknowledgement of version 2 with its IP and User-Agent.
+type fakePage map[uint32][]Signal
+
+func (p fakePage) PageEvents(_ context.Context, _, _ string, uid uint32) ([]Signal, error) {
+	return p[uid], nil
+}
+
+// only is a Scope of some uids (a leader's people).
+type only map[uint32]bool
+
+func (o only) Contains(uid uint32) bool { return o[uid] }
+
+type everyone struct{}
+
+func (everyone) Contains(uint32) bool { return true }
+
+func mustExec(tb testing.TB, db *sql.DB, q string, args ...any) {
+	tb.Helper()
+	if _, err := db.Exec(q, args...); err != nil {
+		tb.Fatalf("%s: %v", q, err)
+	}
+}
+
+// fixture is a notice "msg1" to n people in departments 2 (uids 1..n/2,
+// led by the leader) and 3 (the rest); uid 1 is 张三 (zhangsan).
+type fixture struct {
+	db       *sql.DB
+	versions *notice.Store
+	ledger   *fakeLedger
+	page     fakePage
+	v1, v2   notice.Version
+}
+
+func newFixture(tb testing.TB, n int) *fixture {
+	tb.Helper()
+	db := testenv.MySQL(tb)
+	ctx := context.Background()
+	clock := t0.Add(-time.Hour)
+	vs, err := notice.New(db, noAttachments{}, notice.Options{Now: func() time.Time { return clock }})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := &fixture{db: db, versions: vs, ledger: &fakeLedger{day: "2026-11-02"}, page: fakePage{}}
+	mustExec(tb, db, `INSERT INTO departments (corp_id, dept_id, parent_id, name) VALUES (?, 1, 0, '总部'), (?, 2, 1, '人力资源部'), (?, 3, 1, '销售部')`, corp, corp, corp)
+	mustExec(tb, db, `INSERT INTO messages (corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state)
+		VALUES (?, 'msg1', 'hr', 1000002, '员工考勤管理制度（2026 修订）', ?, ?, '', 1)`, corp, t0, n)
+	var users, members, records bytes.Buffer
+	for uid := 1; uid <= n; uid++ {
+		userid, name, dept := fmt.Sprintf("user%05d", uid), fmt.Sprintf("员工%d", uid), 2
+		if uid == 1 {
+			userid, name = "zhangsan", "张三"
+		}
+		if uid > n/2 {
+			dept = 3
+		}
+		sep := ","
+		if uid == 1 {
+			sep = ""
+		}
+		fmt.Fprintf(&users, "%s('%s', %d, '%s', '%s', '%d')", sep, corp, uid, userid, name, dept)
+		fmt.Fprintf(&members, "%s('%s', %d, %d)", sep, corp, dept, uid)
+		fmt.Fprintf(&records, "%s('%s', 'msg1', %d)", sep, corp, uid)
+		f.ledger.add(userid, "send", fmt.Sprintf("send msg1 %s", userid))
+	}
+	mustExec(tb, db, `INSERT INTO users (corp_id, uid, userid, name, departments) VALUES `+users.String())
+	mustExec(tb, db, `INSERT INTO user_departments (corp_id, dept_id, uid) VALUES `+members.String())
+	mustExec(tb, db, `INSERT INTO message_read_record (corp_id, msgid, uid) VALUES `+records.String())
+	for b := 0; b*sendBatch < n; b++ {
+		mustExec(tb, db, `INSERT INTO message_sends (corp_id, msgid, kind, batch, status, errcode, wecom_msgid, sent_at, users)
+			VALUES (?, 'msg1', 'send', ?, 'sent', 0, ?, ?, 1000)`, corp, b, fmt.Sprintf("wxmsg-%d", b), t0)
+	}
+	// v1 as sent; v2 published as material two days later.
+	p, err := vs.Prepare(ctx, corp, notice.Draft{Title: "员工考勤管理制度", Markdown: "第一条 上班时间为 9:00。"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if f.v1, err = vs.Create(ctx, corp, "msg1", p, notice.Settings{}, "hr-admin"); err != nil {
+		tb.Fatal(err)
+	}
+	clock = t0.Add(48 * time.Hour)
+	p, err = vs.Prepare(ctx, corp, notice.Draft{Title: "员工考勤管理制度", Markdown: "第一条 上班时间为 8:30。"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if f.v2, _, err = vs.Update(ctx, corp, "msg1", p, true, "hr-admin"); err != nil {
+		tb.Fatal(err)
+	}
+	// zhangsan: reminded once (round 1), opened and acknowledged v1, then
+	// re-acknowledged v2 on the reading page.
+	mustExec(tb, db, `INSERT INTO reminder_log (corp_id, msgid, round, kind, uid, userid, batch, reminded_at, outcome)
+		VALUES (?, 'msg1', 1, 'reminder', 1, 'zhangsan', 0, ?, 'sent')`, corp, t0.Add(2*time.Hour))
+	mustExec(tb, db, `UPDATE message_read_record SET is_read = 1, read_time = ?, source = 1, link_at = ?, button_at = ?
+		WHERE corp_id = ? AND msgid = 'msg1' AND uid = 1`, t0.Add(3*time.Hour+5*time.Minute), t0.Add(3*time.Hour), t0.Add(3*time.Hour+5*time.Minute), corp)
+	f.page[1] = []Signal{{Kind: "acknowledged", At: t0.Add(49 * time.Hour), Version: 2, Source: "page", ClientIP: "10.1.2.3", UserAgent: "wxwork/4.1"}}
+	return f
+}
+
+func (f *fixture) service(tb testing.TB, withLedger bool) *Service {
+	tb.Helper()
+	opts := Options{PageEvents: f.page, Now: func() time.Time { return t0.Add(72 * time.Hour) }}
+	if withLedger {
+		opts.Ledger = f.ledger
+	}
+	s, err := New(f.db, f.versions, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// TestRecordInOrder: one member sent v1, reminded once, opened and
+// acknowledged v1, v2 published as material, re-acknowledged: the record
+// has all of it, in order, with the right versions.
+func TestRecordInOrder(t *testing.T) {
+	f := newFixture(t, 4)
+	s := f.service(t, true)
+	rec, err := s.Record(context.Background(), everyone{}, corp, "msg1", "zhangsan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Person.Name != "张三" || rec.Person.UserID != "zhangsan" || len(rec.Person.Departments) != 1 || rec.Person.Departments[0].Name != "人力资源部" {
+		t.Errorf("Person = %+v", rec.Person)
+	}
+	if len(rec.Versions) != 2 || rec.Versions[0].SHA256 != f.v1.SHA256.String() || rec.Versions[1].SHA256 != f.v2.SHA256.String() || !rec.Versions[1].Reacknowledge {
+		t.Errorf("Versions = %+v", rec.Versions)
+	}
+	if len(rec.Deliveries) != 1 || rec.Deliveries[0].WeComMsgID != "wxmsg-0" || rec.Deliveries[0].Version != 1 || rec.Deliveries[0].Status != "sent" {
+		t.Errorf("Deliveries = %+v", rec.Deliveries)
+	}
+	var got []string
+	for _, e := range rec.Timeline {
+		got = append(got, fmt.Sprintf("%s v%d %s", e.At.Sub(t0), e.Version, e.Kind))
+	}
+	want := []string{"-1h0m0s v1 version", "0s v1 delivery", "2h0m0s v0 follow_up", "3h0m0s v1 signal", "3h5m0s v1 signal",
+		"48h0m0s v2 version", "49h0m0s v2 signal"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("Timeline =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	kinds := []string{}
+	for _, sg := range rec.Signals {
+		kinds = append(kinds, fmt.Sprintf("%s/%s/v%d/%v", sg.Kind, sg.Source, sg.Version, sg.CountedAsRead))
+	}
+	if w := "link/page/v1/false button/card/v1/true acknowledged/page/v2/false"; strings.Join(kinds, " ") != w {
+		t.Errorf("Signals = %s; want %s", strings.Join(kinds, " "), w)
+	}
+	if !rec.LedgerConnected || len(rec.Ledger) != 1 || rec.Ledger[0].Proof == nil || rec.Roots["2026-11-02"] != hexOf(rootOf(f.ledger.leaves)) {
+		t.Errorf("Ledger = %+v roots %v", rec.Ledger, rec.Roots)
+	}
+	if _, err := json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRecordNotFound(t *testing.T) {
+	f := newFixture(t, 4)
+	s := f.service(t, false)
+	ctx := context.Background()
+	tests := []struct {
+		name         string
+		scope        Scope
+		msgid, userd string
+	}{
+		{"outside the leader's scope", only{2: true}, "msg1", "zhangsan"},
+		{"not a user", everyone{}, "msg1", "nobody"},
+		{"bad userid", everyone{}, "msg1", "../x"},
+		{"no notice", everyone{}, "msg2", "zhangsan"},
+		{"nil scope", nil, "msg1", "zhangsan"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := s.Record(ctx, tt.scope, corp, tt.msgid, tt.userd); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Record = %v; want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// TestPDFText: pdftotext of the PDF shows the name, the UserID, both
+// version hashes, the acknowledgement times and the day's root; without
+// a ledger it says 未接入账本.
+func TestPDFText(t *testing.T) {
+	pdftotext := testenv.LookPath(t, "pdftotext")
+	f := newFixture(t, 4)
+	for _, withLedger := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ledger=%v", withLedger), func(t *testing.T) {
+			s := f.service(t, withLedger)
+			rec, err := s.Record(context.Background(), everyone{}, corp, "msg1", "zhangsan")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if err := s.PDF(&buf, rec); err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), "e.pdf")
+			if err := os.WriteFile(file, buf.Bytes(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(pdftotext, "-layout", file, "-").Output()
+			if err != nil {
+				t.Fatalf("pdftotext: %v", err)
+			}
+			text := string(out)
+			want := []string{"告知确认书", "张三", "zhangsan", f.v1.SHA256.String(), f.v2.SHA256.String(),
+				"2026-11-02 12:05:00", // the button, 04:05 UTC in Beijing time
+				"2026-11-04 10:00:00", // the re-acknowledgement of v2
+				"人力资源部", "10.1.2.3"}
+			if withLedger {
+				want = append(want, hexOf(rootOf(f.ledger.leaves)))
+			} else {
+				want = append(want, "未接入账本")
+			}
+			for _, w := range want {
+				if !strings.Contains(text, w) {
+					t.Errorf("pdftotext lacks %q:\n%s", w, text)
+				}
+			}
+			if n := strings.Count(text, "\f"); n != 1 {
+				t.Errorf("PDF has %d pages; want 1", n)
+			}
+		})
+	}
+}
+
+// TestPDFRareName: a name outside GB 2312 (喆) is in the font and
+// extracts, from a single PDF and from a ZIP's shared font cut.
+func TestPDFRareName(t *testing.T) {
+	pdftotext := testenv.LookPath(t, "pdftotext")
+	s := &Service{zone: time.UTC}
+	rec := Record{MsgID: "m", Person: Person{UserID: "wangzhe", Name: "王喆"}, Roots: map[string]string{}}
+	for _, fc := range []*fontCache{nil, newFontCache("张三")} {
+		var buf bytes.Buffer
+		if err := s.pdf(&buf, rec, fc); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "e.pdf")
+		_ = os.WriteFile(file, buf.Bytes(), 0o600)
+		out, err := exec.Command(pdftotext, file, "-").Output()
+		if err != nil || !strings.Contains(string(out), "王喆") || !strings.Contains(string(out), "未接入账本") {
+			t.Errorf("pdftotext = %q, %v; want 王喆 and 未接入账本", out, err)
+		}
+	}
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// TestReceived: 我的记录's list is the member's notices with their signals.
+func TestReceived(t *testing.T) {
+	f := newFixture(t, 3)
+	s := f.service(t, false)
+	got, err := s.Received(context.Background(), corp, "zhangsan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].MsgID != "msg1" || !got[0].Read || len(got[0].Signals) != 2 || got[0].Signals[0].Kind != "button" {
+		t.Errorf("Received = %+v", got)
+	}
+	if got, err := s.Received(context.Background(), corp, "nobody"); err != nil || len(got) != 0 {
+		t.Errorf("Received(nobody) = %+v, %v", got, err)
+	}
+}

@@ -1,0 +1,227 @@
+package flushd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/yidu-io/yidu"
+)
+
+// AnonymiseOptions configures Anonymise.
+type AnonymiseOptions struct {
+	// Now is the time retention is measured to.
+	Now time.Time
+	// Defaults are each app's retention (apps[].retention); a notice's own
+	// (messages.retention) wins. A notice with neither is left alone.
+	Defaults map[string]yidu.Retention
+	// CorpID limits it to one corp ("" every corp).
+	CorpID string
+	// BatchSize is the most rows per DELETE (default DefaultPurgeBatch).
+	BatchSize int
+	// Execute removes; without it each notice is counted only.
+	Execute bool
+	Logger  *slog.Logger
+}
+
+// AnonymisedMessage is one notice past its retention, with the rows of
+// personal data Anonymise removed (or would remove).
+type AnonymisedMessage struct {
+	CorpID, MsgID string
+	SentAt        time.Time
+	Retention     yidu.Retention
+	// Records and Orphans: message_read_record and read_orphans rows;
+	// Reminders: reminder_log, manual_reminders and follow_up_batches
+	// rows (each names people); Sends: message_sends rows whose
+	// invaliduser list is blanked; Audit: audit_events rows whose IP,
+	// User-Agent and detail are blanked.
+	Records, Orphans, Reminders, Sends, Audit int64
+}
+
+// AnonymiseReport sums Anonymise.
+type AnonymiseReport struct {
+	Messages                                  int
+	Records, Orphans, Reminders, Sends, Audit int64
+}
+
+// anonymiseDeletes are the per-person rows of a notice, deleted in
+// batches by their primary keys' rest.
+func anonymiseDeletes(am *AnonymisedMessage) []struct {
+	table, order string
+	n            *int64
+} {
+	return []struct {
+		table, order string
+		n            *int64
+	}{
+		{"message_read_record", "uid", &am.Records},
+		{"read_orphans", "uid", &am.Orphans},
+		{"reminder_log", "round, kind, uid", &am.Reminders},
+		{"manual_reminders", "uid, reminded_at", &am.Reminders},
+		{"follow_up_batches", "round, kind, batch", &am.Reminders},
+	}
+}
+
+// Anonymise removes the personal data of the notices past their
+// retention (issue 40, PIPL Art. 19): their per-person rows go (the
+// summary with its counts is kept first in message_summaries, as Purge
+// keeps it), the invaliduser lists WeCom answered are blanked, and the
+// audit rows about the notice lose their client IP, User-Agent and
+// detail (which may name a UserID). The notice's row (marked
+// anonymised_at), its versions, its send batches and the ledger's
+// entries stay: the ledger keeps hashes only, so old roots still verify.
+// Without opts.Execute it only counts. each (may be nil) is called per
+// notice.
+func Anonymise(ctx context.Context, db DB, opts AnonymiseOptions, each func(AnonymisedMessage)) (AnonymiseReport, error) {
+	var rep AnonymiseReport
+	if opts.Now.IsZero() {
+		return rep, fmt.Errorf("flushd: anonymise: a time is required")
+	}
+	if opts.BatchSize == 0 {
+		opts.BatchSize = DefaultPurgeBatch
+	}
+	if opts.BatchSize < 1 || opts.BatchSize > MaxPurgeBatch {
+		return rep, fmt.Errorf("flushd: anonymise: batch size %d must be in 1..%d", opts.BatchSize, MaxPurgeBatch)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	due, err := anonymiseCandidates(ctx, db, opts)
+	if err != nil {
+		return rep, err
+	}
+	for _, am := range due {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		if err := anonymiseMessage(ctx, db, opts, &am); err != nil {
+			return rep, err
+		}
+		rep.Messages++
+		rep.Records += am.Records
+		rep.Orphans += am.Orphans
+		rep.Reminders += am.Reminders
+		rep.Sends += am.Sends
+		rep.Audit += am.Audit
+		if opts.Execute {
+			opts.Logger.Info("notice anonymised", "component", "retention", "corp_id", am.CorpID, "msgid", am.MsgID, "records", am.Records)
+		}
+		if each != nil {
+			each(am)
+		}
+	}
+	return rep, nil
+}
+
+func anonymiseCandidates(ctx context.Context, db DB, opts AnonymiseOptions) ([]AnonymisedMessage, error) {
+	q := "SELECT corp_id, msgid, app, sent_at, COALESCE(retention, '') FROM messages WHERE anonymised_at IS NULL"
+	var args []any
+	if opts.CorpID != "" {
+		q += " AND corp_id = ?"
+		args = append(args, opts.CorpID)
+	}
+	rows, err := db.QueryContext(ctx, q+" ORDER BY sent_at, corp_id, msgid", args...)
+	if err != nil {
+		return nil, fmt.Errorf("flushd: anonymise: list notices: %w", err)
+	}
+	defer rows.Close()
+	var out []AnonymisedMessage
+	for rows.Next() {
+		var am AnonymisedMessage
+		var app, own string
+		if err := rows.Scan(&am.CorpID, &am.MsgID, &app, &am.SentAt, &own); err != nil {
+			return nil, fmt.Errorf("flushd: anonymise: list notices: %w", err)
+		}
+		r, err := yidu.ParseRetention(own)
+		if err != nil {
+			// A value only this code writes; one it cannot read is kept,
+			// never removed early.
+			opts.Logger.Warn("notice's retention unreadable; kept", "component", "retention", "corp_id", am.CorpID, "msgid", am.MsgID)
+			continue
+		}
+		if r.IsZero() {
+			r = opts.Defaults[app]
+		}
+		if r.IsZero() || r.Add(am.SentAt).After(opts.Now) {
+			continue
+		}
+		am.Retention = r
+		out = append(out, am)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("flushd: anonymise: list notices: %w", err)
+	}
+	return out, nil
+}
+
+func anonymiseMessage(ctx context.Context, db DB, opts AnonymiseOptions, am *AnonymisedMessage) error {
+	id := []any{am.CorpID, am.MsgID}
+	counts := []struct {
+		q string
+		n *int64
+	}{
+		{"SELECT COUNT(*) FROM message_sends WHERE corp_id = ? AND msgid = ? AND invalid IS NOT NULL", &am.Sends},
+		{"SELECT COUNT(*) FROM audit_events WHERE corp_id = ? AND msgid = ? AND (client_ip <> '' OR user_agent <> '' OR detail <> '')", &am.Audit},
+	}
+	if !opts.Execute {
+		for _, c := range anonymiseDeletes(am) {
+			counts = append(counts, struct {
+				q string
+				n *int64
+			}{"SELECT COUNT(*) FROM " + c.table + " WHERE corp_id = ? AND msgid = ?", c.n})
+		}
+		for _, c := range counts {
+			var n int64
+			if err := queryCount(ctx, db, &n, c.q, id...); err != nil {
+				return fmt.Errorf("flushd: anonymise %s/%s: count: %w", am.CorpID, am.MsgID, err)
+			}
+			*c.n += n
+		}
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, summarizeStatement, am.CorpID, am.MsgID, am.CorpID, am.MsgID); err != nil {
+		return fmt.Errorf("flushd: anonymise %s/%s: keep the summary: %w", am.CorpID, am.MsgID, err)
+	}
+	for _, c := range anonymiseDeletes(am) {
+		q := "DELETE FROM " + c.table + " WHERE corp_id = ? AND msgid = ? ORDER BY " + c.order + " LIMIT ?"
+		for {
+			res, err := db.ExecContext(ctx, q, am.CorpID, am.MsgID, opts.BatchSize)
+			if err != nil {
+				return fmt.Errorf("flushd: anonymise %s/%s: delete from %s: %w", am.CorpID, am.MsgID, c.table, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("flushd: anonymise %s/%s: delete from %s: %w", am.CorpID, am.MsgID, c.table, err)
+			}
+			*c.n += n
+			if n < int64(opts.BatchSize) {
+				break
+			}
+		}
+	}
+	updates := []struct {
+		q string
+		n *int64
+	}{
+		{"UPDATE message_sends SET invalid = NULL WHERE corp_id = ? AND msgid = ? AND invalid IS NOT NULL", &am.Sends},
+		{"UPDATE audit_events SET client_ip = '', user_agent = '', detail = '' WHERE corp_id = ? AND msgid = ? AND (client_ip <> '' OR user_agent <> '' OR detail <> '')", &am.Audit},
+	}
+	for _, u := range updates {
+		res, err := db.ExecContext(ctx, u.q, id...)
+		if err != nil {
+			return fmt.Errorf("flushd: anonymise %s/%s: %w", am.CorpID, am.MsgID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("flushd: anonymise %s/%s: %w", am.CorpID, am.MsgID, err)
+		}
+		*u.n += n
+	}
+	// Last: a run cut short before here finds the notice again.
+	if _, err := db.ExecContext(ctx, "UPDATE messages SET anonymised_at = ? WHERE corp_id = ? AND msgid = ?",
+		opts.Now.UTC().Format("2006-01-02 15:04:05.000"), am.CorpID, am.MsgID); err != nil {
+		return fmt.Errorf("flushd: anonymise %s/%s: mark: %w", am.CorpID, am.MsgID, err)
+	}
+	return nil
+}
