@@ -179,6 +179,8 @@ func purgeTables(pm *PurgedMessage) []struct {
 	}{
 		{"message_read_record", "uid", &pm.Records},
 		{"read_orphans", "uid", &pm.Orphans},
+		// The reading page's signals with their IPs and User-Agents.
+		{"page_signals", "uid, source, version", &pm.Records},
 		{"message_sends", "kind, batch, sent_at", &pm.Sends},
 		{"reminder_log", "round, kind, uid", &pm.Reminders},
 		{"manual_reminders", "uid, reminded_at", &pm.Reminders},

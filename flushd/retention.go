@@ -57,6 +57,9 @@ func anonymiseDeletes(am *AnonymisedMessage) []struct {
 	}{
 		{"message_read_record", "uid", &am.Records},
 		{"read_orphans", "uid", &am.Orphans},
+		// The reading page's signals: who, on which version, from
+		// which IP and User-Agent.
+		{"page_signals", "uid, source, version", &am.Records},
 		{"reminder_log", "round, kind, uid", &am.Reminders},
 		{"manual_reminders", "uid, reminded_at", &am.Reminders},
 		{"follow_up_batches", "round, kind, batch", &am.Reminders},

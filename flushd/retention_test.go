@@ -32,6 +32,7 @@ func TestAnonymise(t *testing.T) {
 	mustExec(`INSERT INTO reminder_log (corp_id, msgid, round, kind, uid, userid, batch, reminded_at, outcome) VALUES ('c1', 'old', 1, 'reminder', 4, 'zhangsan', 0, ?, 'sent')`, sent)
 	mustExec(`INSERT INTO message_sends (corp_id, msgid, kind, batch, status, invalid, sent_at) VALUES ('c1', 'old', 'send', 0, 'sent', 'ghost|zhangsan', ?)`, sent)
 	mustExec(`INSERT INTO audit_events (at, actor, actor_kind, action, corp_id, msgid, client_ip, user_agent, outcome, detail) VALUES (?, 'hr', 'password', 'evidence', 'c1', 'old', '10.1.2.3', 'Firefox', 'ok', 'userid=zhangsan format=pdf')`, sent)
+	mustExec(`INSERT INTO page_signals (corp_id, msgid, uid, source, version, seen_at, ip, user_agent) VALUES ('c1', 'old', 1, 6, 1, ?, '10.1.2.3', 'wxwork')`, sent)
 	opts := AnonymiseOptions{Now: now, Defaults: map[string]yidu.Retention{"hr": {N: 3, Unit: 'y'}}}
 
 	var seen []string
@@ -42,15 +43,15 @@ func TestAnonymise(t *testing.T) {
 	if len(seen) != 2 || seen[0] != "old/3y" || seen[1] != "short/90d" {
 		t.Errorf("dry run found %v; want old/3y and short/90d", seen)
 	}
-	if rep.Records != 7 || rep.Reminders != 1 || rep.Sends != 1 || rep.Audit != 1 {
-		t.Errorf("dry run counts %+v; want 7 records, 1 reminder, 1 send list, 1 audit row", rep)
+	if rep.Records != 8 || rep.Reminders != 1 || rep.Sends != 1 || rep.Audit != 1 {
+		t.Errorf("dry run counts %+v; want 8 records (7 recipients, 1 page signal), 1 reminder, 1 send list, 1 audit row", rep)
 	}
 	if got := tableCounts(t, db, "c1", "old"); got != "messages 1 message_read_record 5 read_orphans 0 message_sends 1 reminder_log 1 follow_up_batches 0 follow_up_rounds 0 follow_ups 0 campaigns 0 " {
 		t.Errorf("the dry run changed rows: %s", got)
 	}
 
 	opts.Execute = true
-	if rep, err = Anonymise(ctx, db, opts, nil); err != nil || rep.Messages != 2 || rep.Records != 7 {
+	if rep, err = Anonymise(ctx, db, opts, nil); err != nil || rep.Messages != 2 || rep.Records != 8 {
 		t.Fatalf("Anonymise = %+v, %v", rep, err)
 	}
 	if got := tableCounts(t, db, "c1", "old"); got != "messages 1 message_read_record 0 read_orphans 0 message_sends 1 reminder_log 0 follow_up_batches 0 follow_up_rounds 0 follow_ups 0 campaigns 0 " {
@@ -58,6 +59,11 @@ func TestAnonymise(t *testing.T) {
 	}
 	if got := summaryRow(t, db, "message_summaries", "c1", "old"); got == "none" {
 		t.Errorf("summary of old not kept in message_summaries")
+	}
+	var pageRows int
+	testenv.Check(t, "page_signals", db.QueryRow(`SELECT COUNT(*) FROM page_signals WHERE msgid = 'old'`).Scan(&pageRows))
+	if pageRows != 0 {
+		t.Errorf("%d page_signals rows (IP, User-Agent) left after anonymisation; want 0", pageRows)
 	}
 	var invalid, ip, ua, detail any
 	testenv.Check(t, "sends", db.QueryRow(`SELECT invalid FROM message_sends WHERE msgid = 'old'`).Scan(&invalid))

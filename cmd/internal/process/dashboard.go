@@ -15,7 +15,6 @@ import (
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/dashboard"
-	"github.com/yidu-io/yidu/evidence"
 	"github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/wecom"
 )
@@ -80,9 +79,8 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	}
 	opts.Attachments, opts.Notices, opts.ReadingPage = atts, notices, readingPageURL(cfg.Receiver.PublicURL)
 	opts.Acknowledgements = m.Tracker
-	// Evidence records (issue 40); the ledger is not connected yet: the
-	// records and PDFs say 未接入账本.
-	ev, err := evidence.New(m.DB, notices, evidence.Options{Logger: log})
+	// Evidence records (issue 40) with their ledger proofs.
+	ev, err := newEvidence(m.DB, notices, m.Ledger, log)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"github.com/yidu-io/yidu/evidence"
 	"github.com/yidu-io/yidu/ledger"
 	"io"
 	"log/slog"
@@ -312,6 +314,36 @@ func TestServeEndToEnd(t *testing.T) {
 	if err != nil || len(es) != 1 || es[0].Kind != ledger.KindSignal || !strings.Contains(string(es[0].Body), time.Unix(readAt+20, 0).UTC().Format(time.RFC3339)) {
 		t.Errorf("Alice's entries = %v, %v; want her one read", es, err)
 	}
+	// Her evidence record carries that entry with an inclusion proof that
+	// holds against the day's root: the ledger is wired to the dashboard.
+	var rec evidence.Record
+	if code := api(t, m, "GET", "/messages/notice-e2e/evidence/Alice", nil, &rec); code != 200 {
+		t.Fatalf("evidence = %d", code)
+	}
+	if !rec.LedgerConnected || len(rec.Ledger) != 1 || rec.Ledger[0].Proof == nil {
+		t.Fatalf("evidence ledger = %v, %+v; want her one entry with its proof", rec.LedgerConnected, rec.Ledger)
+	}
+	e, pr := rec.Ledger[0], rec.Ledger[0].Proof
+	leaf, root := unhex32(t, e.LeafHash), unhex32(t, pr.Root)
+	path := make([][32]byte, len(pr.Path))
+	for i, h := range pr.Path {
+		path[i] = unhex32(t, h)
+	}
+	if err := evidence.VerifyInclusion(leaf, pr.Index, pr.TreeSize, path, root); err != nil || rec.Roots[pr.Day] != pr.Root {
+		t.Errorf("Alice's proof does not hold: %v (roots %v, proof root %s)", err, rec.Roots, pr.Root)
+	}
+}
+
+// unhex32 decodes a hex SHA-256.
+func unhex32(t *testing.T, s string) [32]byte {
+	t.Helper()
+	var h [32]byte
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 32 {
+		t.Fatalf("hash %q: %v", s, err)
+	}
+	copy(h[:], b)
+	return h
 }
 
 // TestServeEnterAgentCounts: an app that lists enter_agent in its

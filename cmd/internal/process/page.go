@@ -17,7 +17,6 @@ import (
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/cmd/internal/config"
-	"github.com/yidu-io/yidu/evidence"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/page"
@@ -99,7 +98,7 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 		return nil, fmt.Errorf("reading page: the message loader %T does not read page_signals", loader)
 	}
 	// 我的记录 (issue 40): the member's own notices and evidence.
-	records, err := evidence.New(db, notices, evidence.Options{Logger: log})
+	records, err := newEvidence(db, notices, m.Ledger, log)
 	if err != nil {
 		return nil, err
 	}
