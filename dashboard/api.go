@@ -446,6 +446,10 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reg.Registration.App = app
+	if err := s.checkAudience(r, p, app, reg.Audience); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	s.defaultFollowUp(&reg, app)
 	// Bad content is refused before anything is stored, registered or sent.
 	ver, err := s.prepareContent(r.Context(), reg, app.CorpID)

@@ -306,7 +306,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		scope = opts.Access
 	}
 	s.actOpts = campaign.ServiceOptions{Store: opts.Campaigns, Rounds: opts.FollowUps, Messenger: msgs,
-		Scope: scope, Ledger: opts.Ledger, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
+		Scope: scope, Audiences: audiences(opts.Access), Ledger: opts.Ledger, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
 	s.acts = campaign.NewService(s.actOpts)
 	s.wecomLimits = newSignInLimiter(opts.Now)
 	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
@@ -593,6 +593,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if errors.Is(err, campaign.ErrBusy) {
 		w.Header().Set("Retry-After", "5")
+	}
+	if ae := (*campaign.AudienceError)(nil); errors.As(err, &ae) {
+		writeJSON(w, code, map[string]string{"error": msg, "field": ae.Field})
+		return
 	}
 	if errors.Is(err, yidu.ErrNotEditable) {
 		// The notice's state forbids it: the page shows it by the state.

@@ -215,6 +215,16 @@ type RoleGrant struct {
 	Corp        string   `yaml:"corp"`
 	Apps        []string `yaml:"apps"`
 	Departments []int64  `yaml:"departments"`
+	// Audience keeps a sender to part of the directory (issue 41):
+	// {departments: [4], tags: [7]} allows those departments' subtrees
+	// and those tags, never 全员.
+	Audience SenderAudience `yaml:"audience"`
+}
+
+// SenderAudience is dashboard.roles[].audience.
+type SenderAudience struct {
+	Departments []int64 `yaml:"departments"`
+	Tags        []int64 `yaml:"tags"`
 }
 
 // SeeLeaders is LeadersSee with its default.

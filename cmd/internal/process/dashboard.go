@@ -128,7 +128,8 @@ func roleHolders(d config.Dashboard) []access.Holder {
 func accessRoles(rs []config.RoleGrant) []access.RoleGrant {
 	return each(rs, func(r config.RoleGrant) access.RoleGrant {
 		return access.RoleGrant{UserID: r.UserID, Grant: access.Grant{Role: yidu.Role(r.Role),
-			Scope: yidu.Scope{Corp: r.Corp, Apps: r.Apps, Departments: r.Departments}}}
+			Scope: yidu.Scope{Corp: r.Corp, Apps: r.Apps, Departments: r.Departments,
+				Audience: yidu.SenderAudience{Departments: r.Audience.Departments, Tags: r.Audience.Tags}}}}
 	})
 }
 
