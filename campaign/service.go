@@ -56,7 +56,9 @@ type Audiences interface {
 // field). It wraps ErrForbidden.
 type AudienceError struct{ Field, Reason string }
 
-func (e *AudienceError) Error() string { return ErrForbidden.Error() + ": " + e.Field + ": " + e.Reason }
+func (e *AudienceError) Error() string {
+	return ErrForbidden.Error() + ": " + e.Field + ": " + e.Reason
+}
 
 // Unwrap makes an AudienceError an ErrForbidden.
 func (e *AudienceError) Unwrap() error { return ErrForbidden }

@@ -149,10 +149,22 @@ func (p *principal) allows(corp string) bool {
 
 // grants resolves one configured user's or token's grants with access
 // (which decides what they mean) and the corps it is an admin of.
-func grants(name string, kind access.Kind, corps []string, role yidu.Role, corp string, apps []string, depts []int64) (*access.Principal, []string, error) {
+func grants(name string, kind access.Kind, corps []string, role yidu.Role, corp string, apps []string, depts []int64, au yidu.SenderAudience) (*access.Principal, []string, error) {
 	gs, all, err := access.ConfigGrants(corps, role, corp, apps, depts)
 	if err != nil {
 		return nil, nil, err
+	}
+	if au.Limited() {
+		// A sender kept to an audience (issue 41): the scope says so.
+		for i := range gs {
+			gs[i].Scope.Audience = au
+			if err := gs[i].Scope.Validate(gs[i].Role); err != nil {
+				return nil, nil, err
+			}
+		}
+		if len(gs) == 0 {
+			return nil, nil, fmt.Errorf("audience applies to a sender only: %w", yidu.ErrInvalid)
+		}
 	}
 	p := access.NewPrincipal(name, kind, all, gs)
 	admin, _ := p.AdminCorps()
@@ -318,7 +330,7 @@ func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func(
 		if len(t.Token) < MinTokenLength { // Options.Validate's rule, for a caller that skipped it
 			return nil, fmt.Errorf("dashboard: tokens[%d] (%s): token must be at least %d characters", i, t.Name, MinTokenLength)
 		}
-		acc, corps, err := grants(t.Name, access.KindToken, t.Corps, t.Role, t.Corp, t.Apps, t.Departments)
+		acc, corps, err := grants(t.Name, access.KindToken, t.Corps, t.Role, t.Corp, t.Apps, t.Departments, t.Audience)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: tokens[%d] (%s): %w", i, t.Name, err)
 		}
@@ -336,7 +348,7 @@ func newAuthenticator(tokens []Token, users []User, ttl time.Duration, now func(
 		if i == 0 || c > cost {
 			cost = c
 		}
-		acc, corps, err := grants(u.Name, access.KindUser, u.Corps, u.Role, u.Corp, u.Apps, u.Departments)
+		acc, corps, err := grants(u.Name, access.KindUser, u.Corps, u.Role, u.Corp, u.Apps, u.Departments, u.Audience)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: users[%d] (%s): %w", i, u.Name, err)
 		}

@@ -150,6 +150,8 @@ type Token struct {
 	Corp        string
 	Apps        []string
 	Departments []int64
+	// Audience keeps a sender to part of the directory (issue 41).
+	Audience yidu.SenderAudience
 }
 
 // User is a person who may sign in to the page.
@@ -165,6 +167,8 @@ type User struct {
 	Corp        string
 	Apps        []string
 	Departments []int64
+	// Audience keeps a sender to part of the directory (issue 41).
+	Audience yidu.SenderAudience
 }
 
 // Server is the dashboard. Build it with New, serve Routes, Close it to end

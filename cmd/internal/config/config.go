@@ -258,6 +258,8 @@ type Token struct {
 	Corp        string   `yaml:"corp"`
 	Apps        []string `yaml:"apps"`
 	Departments []int64  `yaml:"departments"`
+	// Audience keeps a sender to part of the directory (issue 41).
+	Audience SenderAudience `yaml:"audience"`
 }
 
 // User is a person who may sign in to the dashboard.
@@ -274,6 +276,8 @@ type User struct {
 	Corp        string   `yaml:"corp"`
 	Apps        []string `yaml:"apps"`
 	Departments []int64  `yaml:"departments"`
+	// Audience keeps a sender to part of the directory (issue 41).
+	Audience SenderAudience `yaml:"audience"`
 
 	// from says where the user came from in errors (default
 	// dashboard.users[i]).

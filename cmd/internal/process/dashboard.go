@@ -97,10 +97,13 @@ func (m *Main) startDashboard(ctx context.Context) error {
 // holds none).
 func roleHolders(d config.Dashboard) []access.Holder {
 	var out []access.Holder
-	add := func(kind access.Kind, name string, corps []string, role, corp string, apps []string, depts []int64) {
+	add := func(kind access.Kind, name string, corps []string, role, corp string, apps []string, depts []int64, au config.SenderAudience) {
 		gs, all, err := access.ConfigGrants(corps, yidu.Role(role), corp, apps, depts)
 		if err != nil {
 			return
+		}
+		for i := range gs {
+			gs[i].Scope.Audience = senderAudience(au)
 		}
 		if all {
 			out = append(out, access.Holder{Kind: kind, Name: name, AllCorps: true})
@@ -110,10 +113,10 @@ func roleHolders(d config.Dashboard) []access.Holder {
 		}
 	}
 	for _, u := range d.Users {
-		add(access.KindUser, u.Name, u.Corps, u.Role, u.Corp, u.Apps, u.Departments)
+		add(access.KindUser, u.Name, u.Corps, u.Role, u.Corp, u.Apps, u.Departments, u.Audience)
 	}
 	for _, t := range d.Tokens {
-		add(access.KindToken, t.Name, t.Corps, t.Role, t.Corp, t.Apps, t.Departments)
+		add(access.KindToken, t.Name, t.Corps, t.Role, t.Corp, t.Apps, t.Departments, t.Audience)
 	}
 	for _, r := range accessRoles(d.Roles) {
 		out = append(out, access.Holder{Kind: access.KindWeCom, Name: r.UserID, Grant: r.Grant})
@@ -129,7 +132,7 @@ func accessRoles(rs []config.RoleGrant) []access.RoleGrant {
 	return each(rs, func(r config.RoleGrant) access.RoleGrant {
 		return access.RoleGrant{UserID: r.UserID, Grant: access.Grant{Role: yidu.Role(r.Role),
 			Scope: yidu.Scope{Corp: r.Corp, Apps: r.Apps, Departments: r.Departments,
-				Audience: yidu.SenderAudience{Departments: r.Audience.Departments, Tags: r.Audience.Tags}}}}
+				Audience: senderAudience(r.Audience)}}}
 	})
 }
 
@@ -174,13 +177,18 @@ func verifyFile(name string, body []byte, next http.Handler) http.Handler {
 func dashboardTokens(ts []config.Token) []dashboard.Token {
 	return each(ts, func(t config.Token) dashboard.Token {
 		return dashboard.Token{Name: t.Name, Token: t.Token, Corps: t.Corps,
-			Role: yidu.Role(t.Role), Corp: t.Corp, Apps: t.Apps, Departments: t.Departments}
+			Role: yidu.Role(t.Role), Corp: t.Corp, Apps: t.Apps, Departments: t.Departments, Audience: senderAudience(t.Audience)}
 	})
 }
 
 func dashboardUsers(us []config.User) []dashboard.User {
 	return each(us, func(u config.User) dashboard.User {
 		return dashboard.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps,
-			Role: yidu.Role(u.Role), Corp: u.Corp, Apps: u.Apps, Departments: u.Departments}
+			Role: yidu.Role(u.Role), Corp: u.Corp, Apps: u.Apps, Departments: u.Departments, Audience: senderAudience(u.Audience)}
 	})
+}
+
+// senderAudience is a configured audience as yidu takes it (issue 41).
+func senderAudience(a config.SenderAudience) yidu.SenderAudience {
+	return yidu.SenderAudience{Departments: a.Departments, Tags: a.Tags}
 }
