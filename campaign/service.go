@@ -80,6 +80,11 @@ type ServiceOptions struct {
 	// role names an audience is refused every act through the app (never
 	// let through unchecked).
 	Audiences Audiences
+	// Versions gives a notice's content version (its hash and read rule
+	// are part of what is approved); nil: none.
+	Versions Versions
+	// Notify tells approvers and authors of approvals; nil: the page only.
+	Notify ApprovalNotifier
 	// Ledger claims acts and keeps who was reminded when; required for
 	// Remind and Recall.
 	Ledger Ledger
@@ -266,19 +271,30 @@ func (s *Service) Compose(ctx context.Context, p *access.Principal, c Compose) (
 		return Notice{}, err
 	}
 	c.Draft.By = p.Name
+	n, err := s.compose(ctx, p, c.Draft, pol, sendAt)
+	if err != nil || n.State == yidu.StateDraft {
+		return n, err
+	}
+	// A scheduled notice that needs approval waits for it (issue 41).
+	n, _, err = s.review(ctx, p, n, false)
+	return n, err
+}
+
+func (s *Service) compose(ctx context.Context, p *access.Principal, d Draft, pol *yidu.Policy, sendAt time.Time) (Notice, error) {
+	app := d.App
 	if pol == nil {
-		return s.o.Store.create(ctx, c.Draft, nil)
+		return s.o.Store.create(ctx, d, nil)
 	}
 	rounds, ok := s.o.Rounds.(*Rounds)
 	if !ok {
 		// A test's fake keeps policies elsewhere: stored after the notice.
-		n, err := s.o.Store.create(ctx, c.Draft, nil)
+		n, err := s.o.Store.create(ctx, d, nil)
 		if err != nil {
 			return n, err
 		}
 		return n, InFollowUp(s.o.Rounds.StorePolicy(ctx, app.CorpID, n.MsgID, *pol, sendAt, p.Name))
 	}
-	return s.o.Store.create(ctx, c.Draft, func(ctx context.Context, tx execer, d Draft) error {
+	return s.o.Store.create(ctx, d, func(ctx context.Context, tx execer, d Draft) error {
 		return InFollowUp(rounds.storePolicy(ctx, tx, app.CorpID, d.MsgID, *pol, sendAt, p.Name))
 	})
 }
@@ -302,6 +318,16 @@ func (s *Service) Edit(ctx context.Context, p *access.Principal, n Notice, patch
 		return Notice{}, err
 	}
 	patch.By = p.Name
+	ed, err := s.edit(ctx, p, n, patch, pol)
+	if err != nil || ed.State != yidu.StateScheduled && ed.State != yidu.StateHeld {
+		return ed, err
+	}
+	// Any edit after approval needs approval again (issue 41).
+	ed, _, err = s.review(ctx, p, ed, false)
+	return ed, err
+}
+
+func (s *Service) edit(ctx context.Context, p *access.Principal, n Notice, patch Patch, pol *yidu.Policy) (Notice, error) {
 	if pol == nil {
 		return s.o.Store.Edit(ctx, []string{n.App.CorpID}, n.MsgID, patch)
 	}
@@ -367,6 +393,15 @@ func (s *Service) SendNow(ctx context.Context, p *access.Principal, n Notice) (N
 	}
 	if err := s.CheckAudience(ctx, p, n.App, n.Audience); err != nil {
 		return Notice{}, err
+	}
+	// A notice that needs approval and has none for this version waits
+	// for it, and is sent when approved (issue 41).
+	if !n.State.Editable() {
+		return Notice{}, fmt.Errorf("%w: %s is %s", ErrNotEditable, n.MsgID, n.State)
+	}
+	n, ok, err := s.review(ctx, p, n, true)
+	if err != nil || !ok {
+		return n, err
 	}
 	return s.o.Store.SendNow(ctx, []string{n.App.CorpID}, n.MsgID, p.Name)
 }

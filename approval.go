@@ -1,0 +1,58 @@
+package yidu
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Approval is an app's rule for notices that need a second person before
+// they are sent (apps[].approval, issue 41): a notice to more than Over
+// people, to 全员, or (Acknowledged) with read_rule acknowledged. The
+// approvers are the principals named in Approvers (WeCom UserIDs, or the
+// names of users and tokens) and, with Role, every holder of that role
+// who may send through the app (admin: the corp's admins; sender: the
+// app's senders too). Nobody approves their own notice.
+type Approval struct {
+	Over         int
+	Approvers    []string
+	Role         Role
+	Acknowledged bool
+}
+
+// Validate checks that a names someone who may approve and a sane size.
+// Every error wraps ErrInvalid and starts with the field.
+func (a Approval) Validate() error {
+	if a.Over < 0 {
+		return fmt.Errorf("approval.over: %d is negative: %w", a.Over, ErrInvalid)
+	}
+	if len(a.Approvers) == 0 && a.Role == "" {
+		return fmt.Errorf("approval.approvers: name approvers or a role: %w", ErrInvalid)
+	}
+	if a.Role != "" && a.Role != RoleAdmin && a.Role != RoleSender {
+		return fmt.Errorf("approval.role: %q is not admin or sender: %w", a.Role, ErrInvalid)
+	}
+	if len(a.Approvers) > MaxScopeItems || slices.Contains(a.Approvers, "") {
+		return fmt.Errorf("approval.approvers: empty, or more than %d: %w", MaxScopeItems, ErrInvalid)
+	}
+	return nil
+}
+
+// Needs reports whether a notice to n people (all: 全员) with readRule
+// needs approval under a (nil: never).
+func (a *Approval) Needs(n uint64, all bool, readRule ReadRule) bool {
+	if a == nil {
+		return false
+	}
+	return all || n > uint64(a.Over) || (a.Acknowledged && readRule == ReadRuleAcknowledged)
+}
+
+// ApprovalState is where a notice stands with its approval: none needed
+// (""), 待审批 (pending), 已批准 (approved) or 已驳回 (rejected).
+type ApprovalState string
+
+const (
+	ApprovalNone     ApprovalState = ""
+	ApprovalPending  ApprovalState = "pending"
+	ApprovalApproved ApprovalState = "approved"
+	ApprovalRejected ApprovalState = "rejected"
+)
