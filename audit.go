@@ -29,13 +29,17 @@ const (
 	// ActionPageDenied: someone who is not a recipient of a notice (or
 	// has left) was refused its reading page (issue 39).
 	ActionPageDenied Action = "page_denied"
+	// ActionApprove and ActionReject: a notice's version approved
+	// (批准) or rejected (驳回) before sending (issue 41).
+	ActionApprove Action = "approve"
+	ActionReject  Action = "reject"
 )
 
 // Actions lists every audited action.
 func Actions() []Action {
 	return []Action{ActionSignIn, ActionSignInFailed, ActionSignOut, ActionCompose, ActionSchedule, ActionEdit,
 		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange, ActionRecipients,
-		ActionUpload, ActionPageDenied}
+		ActionUpload, ActionPageDenied, ActionApprove, ActionReject}
 }
 
 // Validate refuses a word that is not an audited action.

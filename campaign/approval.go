@@ -114,17 +114,8 @@ func (s *Service) ApprovalHash(ctx context.Context, n Notice) (string, error) {
 // NeedsApproval reports whether n needs approval under its app's rule,
 // and how many people it reaches now.
 func (s *Service) NeedsApproval(ctx context.Context, n Notice) (bool, uint64, error) {
-	rule := n.App.Approval
-	if rule == nil || s.o.Store == nil {
+	if n.App.Approval == nil {
 		return false, 0, nil
-	}
-	var count uint64
-	if s.o.Store.dir != nil {
-		x, err := s.o.Store.dir.Expand(ctx, n.App.CorpID, n.Audience)
-		if err != nil {
-			return false, 0, fmt.Errorf("campaign: count recipients: %w", err)
-		}
-		count = x.Recipients.GetCardinality()
 	}
 	var rr yidu.ReadRule
 	if s.o.Versions != nil {
@@ -134,7 +125,29 @@ func (s *Service) NeedsApproval(ctx context.Context, n Notice) (bool, uint64, er
 		}
 		rr = ver.Settings.ReadRule
 	}
-	return rule.Needs(count, n.Audience.All, rr), count, nil
+	return s.NeedsApprovalFor(ctx, n.App, n.Audience, rr)
+}
+
+// NeedsApprovalFor reports whether a notice of app to au with read rule
+// rr needs approval, and how many people au reaches now: what the
+// dashboard asks before it sends a notice straight away.
+func (s *Service) NeedsApprovalFor(ctx context.Context, app yidu.App, au yidu.Audience, rr yidu.ReadRule) (bool, uint64, error) {
+	rule := app.Approval
+	if rule == nil {
+		return false, 0, nil
+	}
+	if s.o.Store == nil {
+		return true, 0, nil // never sent unapproved: nothing can hold it
+	}
+	var count uint64
+	if s.o.Store.dir != nil {
+		x, err := s.o.Store.dir.Expand(ctx, app.CorpID, au)
+		if err != nil {
+			return false, 0, fmt.Errorf("campaign: count recipients: %w", err)
+		}
+		count = x.Recipients.GetCardinality()
+	}
+	return rule.Needs(count, au.All, rr), count, nil
 }
 
 // MayApprove says whether p may approve or reject n: an approver of its

@@ -472,6 +472,9 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if s.sendForApproval(w, r, p, app, reg) {
+		return // it needs approval first (issue 41)
+	}
 	res, err := s.msgs.RegisterAndSend(r.Context(), reg.Registration)
 	m, created, rep := res.Message, res.Created, res.Send
 	// compose is a registration without a send; send sends its cards.

@@ -135,6 +135,9 @@ func contractCases() []contractCase {
 		{name: "edit a sent message", op: "PATCH /messages/{msgid}", method: "PATCH", target: "/messages/hello", auth: "token", want: 409,
 			body: `{"title":"x"}`},
 		{name: "send a draft now", op: "POST /messages/{msgid}/send", method: "POST", target: "/messages/contract-draft/send", auth: "token", want: 202},
+		{name: "approval", op: "GET /messages/{msgid}/approval", method: "GET", target: "/messages/contract-sched/approval", auth: "token", want: 200},
+		{name: "approve where no rule asks", op: "POST /messages/{msgid}/approval", method: "POST", target: "/messages/contract-sched/approval",
+			body: `{"approve":true,"version_hash":"00"}`, auth: "token", want: 403},
 		{name: "cancel", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 200},
 		{name: "cancel again", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 409},
 		// This server has no follow-up engine (Options.FollowUps nil):

@@ -126,6 +126,9 @@ type Options struct {
 	// Attachments keeps uploaded attachments (attachment.Store); nil:
 	// POST /api/v1/attachments answers 404.
 	Attachments Attachments
+	// Approvals tells approvers and authors of approvals (issue 41: the
+	// WeCom card with 批准 / 驳回); nil: the page only.
+	Approvals campaign.ApprovalNotifier
 	// Notices keeps the versions of notices' content (notice.Store); nil:
 	// a body with content is refused and GET .../content answers 404.
 	Notices Notices
@@ -310,7 +313,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		scope = opts.Access
 	}
 	s.actOpts = campaign.ServiceOptions{Store: opts.Campaigns, Rounds: opts.FollowUps, Messenger: msgs,
-		Scope: scope, Audiences: audiences(opts.Access), Ledger: opts.Ledger, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
+		Scope: scope, Audiences: audiences(opts.Access), Versions: opts.Notices, Notify: opts.Approvals, Ledger: opts.Ledger, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
 	s.acts = campaign.NewService(s.actOpts)
 	s.wecomLimits = newSignInLimiter(opts.Now)
 	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
@@ -359,6 +362,8 @@ func (s *Server) Routes() http.Handler {
 			r.Patch("/", s.handlePatchNotice)
 			r.Post("/cancel", s.handleCancelNotice)
 			r.Post("/send", s.handleSendNotice)
+			r.Get("/approval", s.handleGetApproval)
+			r.Post("/approval", s.handleDecide)
 			r.Get("/progress", s.withMessage(s.handleProgress))
 			r.Get("/content", s.withMessage(s.handleGetContent))
 			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))
@@ -550,6 +555,8 @@ func httpStatus(err error) (int, string) {
 		return http.StatusForbidden, strings.TrimPrefix(err.Error(), campaign.ErrForbidden.Error()+": ")
 	case errors.Is(err, campaign.ErrBusy):
 		return http.StatusTooManyRequests, campaign.ErrBusy.Error()
+	case errors.Is(err, campaign.ErrApproval):
+		return http.StatusConflict, err.Error()
 	case errors.As(err, new(*campaign.TooSoonError)):
 		return http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, campaign.ErrNoCampaigns), errors.Is(err, campaign.ErrNoLedger):

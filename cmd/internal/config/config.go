@@ -450,6 +450,11 @@ type App struct {
 	// FollowUp is the follow-up policy a notice of the app gets when it
 	// names none (the compose page's default); nil: none.
 	FollowUp *yidu.Policy `yaml:"follow_up,omitempty"`
+	// Approval makes a notice to more than over people, to 全员 or
+	// (acknowledged) asking for an acknowledgement wait for another
+	// person's approval (issue 41): {over: 1000, approvers: [userid…],
+	// role: admin|sender, acknowledged: true}. nil: none.
+	Approval *Approval `yaml:"approval,omitempty"`
 	// DailyQuota is how many recipient-sends the app may make a day in
 	// its zone (WeCom: seats × 200 per app, doc path 90454). Follow-up
 	// rounds larger than what is left are spread over the next working
@@ -715,4 +720,20 @@ func (d Dashboard) ReminderDelay() time.Duration {
 		return yidu.DefaultMinReminderDelay
 	}
 	return time.Duration(d.MinReminderDelay)
+}
+
+// Approval is apps[].approval (yidu.Approval).
+type Approval struct {
+	Over         int      `yaml:"over"`
+	Approvers    []string `yaml:"approvers"`
+	Role         string   `yaml:"role"`
+	Acknowledged bool     `yaml:"acknowledged"`
+}
+
+// Rule is a as yidu takes it; nil for nil.
+func (a *Approval) Rule() *yidu.Approval {
+	if a == nil {
+		return nil
+	}
+	return &yidu.Approval{Over: a.Over, Approvers: a.Approvers, Role: yidu.Role(a.Role), Acknowledged: a.Acknowledged}
 }

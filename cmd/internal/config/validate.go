@@ -113,6 +113,11 @@ func (c Config) Validate() error {
 		if _, err := yidu.ParseReadSignals(a.ReadSignals); err != nil {
 			return fmt.Errorf("config: app %q: read_signals: %w", a.Name, err)
 		}
+		if r := a.Approval.Rule(); r != nil {
+			if err := r.Validate(); err != nil {
+				return fmt.Errorf("config: app %q: %w", a.Name, err)
+			}
+		}
 		if err := checkFollowUp(a, c.Dashboard.ReminderDelay()); err != nil {
 			return fmt.Errorf("config: app %q: %w", a.Name, err)
 		}

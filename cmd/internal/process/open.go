@@ -198,7 +198,7 @@ func DomainApps(apps []config.App) []yidu.App { return each(apps, domainApp) }
 
 func domainApp(a config.App) yidu.App {
 	return yidu.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, ReadButtonKey: a.ReadButtonKey, ReadSignals: a.Signals(),
-		Timezone: a.Timezone, FollowUp: a.FollowUp}
+		Timezone: a.Timezone, FollowUp: a.FollowUp, Approval: a.Approval.Rule()}
 }
 
 // WeComApps returns what the WeCom API clients need of the apps: their

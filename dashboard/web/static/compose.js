@@ -163,7 +163,7 @@
     $("dept-state").textContent = tr("compose.dept_loading");
     try {
       const j = await getJSON("/api/v1/directory/departments?" + appQ());
-      // A sender kept to an audience may not pick 全员 (issue 41).
+      // A sender kept to an audience may not pick everyone (issue 41).
       const everyone = j.everyone !== false;
       $("all").closest("label").hidden = !everyone;
       if (!everyone && state.all) { $("all").checked = false; $("all").dispatchEvent(new Event("change")); }
