@@ -3,6 +3,8 @@ package yidu
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // Approval is an app's rule for notices that need a second person before
@@ -56,3 +58,31 @@ const (
 	ApprovalApproved ApprovalState = "approved"
 	ApprovalRejected ApprovalState = "rejected"
 )
+
+// ApprovalTaskID returns the task_id of the approval card asking for
+// version hash of message m, the n-th time it is asked for:
+// "<msgid>@a<first 16 hex digits of hash>-<n>". A new request makes a
+// new task_id (WeCom refuses one used before, 42014, doc path 90236).
+func ApprovalTaskID(m MsgID, hash string, n int64) string {
+	return string(m) + "@a" + hash[:min(16, len(hash))] + "-" + strconv.FormatInt(n, 36)
+}
+
+// ParseApprovalTaskID returns the message and the version prefix of an
+// approval card's task_id; ok is false for any other task_id (a
+// notice's, a reminder's), which is then a read signal as before.
+func ParseApprovalTaskID(taskID string) (m MsgID, hashPrefix string, ok bool) {
+	msg, ok := ParseTaskID(taskID)
+	if !ok {
+		return "", "", false
+	}
+	_, rest, _ := strings.Cut(taskID, "@")
+	rest, found := strings.CutPrefix(rest, "a")
+	if !found {
+		return "", "", false
+	}
+	h, _, found := strings.Cut(rest, "-")
+	if !found || len(h) != 16 || strings.Trim(h, "0123456789abcdef") != "" {
+		return "", "", false
+	}
+	return msg, h, true
+}

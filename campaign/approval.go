@@ -45,7 +45,9 @@ type Versions interface {
 // 驳回 to the approvers; a text to the author of a held notice). A
 // failure is logged: the page shows the same.
 type ApprovalNotifier interface {
-	AskApproval(ctx context.Context, n Notice, hash string, recipients uint64, approvers []string) error
+	// AskApproval asks approvers for version hash of n, with the card's
+	// taskID (yidu.ApprovalTaskID), new for each request.
+	AskApproval(ctx context.Context, n Notice, hash, taskID string, recipients uint64, approvers []string) error
 	Decided(ctx context.Context, n Notice, step ApprovalStep) error
 }
 
@@ -210,6 +212,7 @@ func (s *Service) review(ctx context.Context, p *access.Principal, n Notice, now
 		return n, false, nil // asked already
 	}
 	at := s.o.Now().UTC().Truncate(time.Millisecond)
+	var asks int64
 	err = s.o.Store.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE campaigns SET approval = 'pending', approval_hash = ?, approval_now = ?, updated_at = ?
 			WHERE msgid = ? AND NOT (approval = 'pending' AND approval_hash = ?)`, hash, n.ApprovalNow, at, n.MsgID, hash)
@@ -219,15 +222,22 @@ func (s *Service) review(ctx context.Context, p *access.Principal, n Notice, now
 		if c, _ := res.RowsAffected(); c == 0 {
 			return nil // another request asked for this version first
 		}
-		return insertStep(ctx, tx, n, ApprovalStep{Hash: hash, Step: StepRequested, Actor: p.Name, At: at})
+		if err := insertStep(ctx, tx, n, ApprovalStep{Hash: hash, Step: StepRequested, Actor: p.Name, At: at}); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM notice_approvals WHERE corp_id = ? AND msgid = ? AND step = ?`,
+			n.App.CorpID, n.MsgID, StepRequested).Scan(&asks)
 	})
 	if err != nil {
 		return n, false, fmt.Errorf("campaign: ask approval of %s: %w", n.MsgID, err)
 	}
 	n.Approval, n.ApprovalHash = yidu.ApprovalPending, hash
 	s.log.InfoContext(ctx, "approval requested", "corp", n.App.CorpID, "msgid", n.MsgID, "version", hash[:12], "recipients", count, "by", p.Name)
-	if s.o.Notify != nil {
-		if err := s.o.Notify.AskApproval(ctx, n, hash, count, n.App.Approval.Approvers); err != nil {
+	if s.o.Notify != nil && asks > 0 {
+		task := yidu.ApprovalTaskID(yidu.MsgID(n.MsgID), hash, asks)
+		// The author is never asked (nobody approves their own).
+		approvers := slices.DeleteFunc(slices.Clone(n.App.Approval.Approvers), func(a string) bool { return a == n.CreatedBy })
+		if err := s.o.Notify.AskApproval(ctx, n, hash, task, count, approvers); err != nil {
 			s.log.WarnContext(ctx, "approvers not told", "corp", n.App.CorpID, "msgid", n.MsgID, "err", err)
 		}
 	}

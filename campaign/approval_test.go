@@ -45,7 +45,7 @@ type notifier struct {
 	held    []string
 }
 
-func (n *notifier) AskApproval(_ context.Context, _ Notice, hash string, count uint64, approvers []string) error {
+func (n *notifier) AskApproval(_ context.Context, _ Notice, hash, _ string, count uint64, approvers []string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.asked = append(n.asked, hash)
