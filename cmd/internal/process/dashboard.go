@@ -32,7 +32,12 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
-	runner, err := campaign.NewRunner(camps, m.Tracker, campaign.RunnerOptions{MaxLateness: cfg.Dashboard.MaxLateness.D()})
+	cards := approvalCards(cfg, m.wecomSender)
+	ropts := campaign.RunnerOptions{MaxLateness: cfg.Dashboard.MaxLateness.D()}
+	if cards != nil {
+		ropts.OnHeld = cards.Held
+	}
+	runner, err := campaign.NewRunner(camps, m.Tracker, ropts)
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
@@ -58,6 +63,9 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	opts.TrustedProxies = proxies
 	opts.Logger, opts.Registerer = log, m.Registry
 	opts.Campaigns, opts.FollowUps = camps, rounds
+	if cards != nil {
+		opts.Approvals = cards
+	}
 	// Reminders and recalls are claimed in MySQL, so replicas act once
 	// (issue 37).
 	ledger, err := campaign.NewSQLLedger(m.DB, "", 0, time.Now, log)

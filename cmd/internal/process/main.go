@@ -72,9 +72,12 @@ type Main struct {
 	// receiver's pool (openReceiverPool); WarmReceiver fills its cache.
 	ReceiverMapper *idmap.Mapper
 	Tracker        *tracker.Registry
-	Flusher        *flushd.Flusher
-	Receiver       *callback.Receiver
-	Dashboard      *dashboard.Server
+	// wecomSender is the sender the Tracker uses (Sender, or WeCom's):
+	// approval cards go through it too (issue 41).
+	wecomSender tracker.Sender
+	Flusher     *flushd.Flusher
+	Receiver    *callback.Receiver
+	Dashboard   *dashboard.Server
 
 	// ReceiverAddr and DashboardAddr are the bound addresses (":0" resolved).
 	ReceiverAddr  string

@@ -158,6 +158,7 @@ func (m *Main) open() error {
 	if sender == nil {
 		sender = wecom.NewSender(WeComApps(cfg.Apps), wecom.SenderOptions{})
 	}
+	m.wecomSender = sender
 	m.Tracker, err = tracker.New(db, m.Mapper, m.Store, tracker.Options{
 		Logger:        log,
 		Registerer:    m.Registry,
