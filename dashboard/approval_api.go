@@ -97,27 +97,51 @@ func (s *Server) approvalNotice(r *http.Request) (yidu.Notice, error) {
 
 // handleGetApproval: GET /messages/{msgid}/approval.
 func (s *Server) handleGetApproval(w http.ResponseWriter, r *http.Request) {
-	n, err := s.approvalNotice(r)
+	j, err := s.approvalView(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	writeJSON(w, http.StatusOK, j)
+}
+
+// handleApprovePage: GET /approve/{msgid}, the approver's page (what
+// the approval card opens).
+func (s *Server) handleApprovePage(w http.ResponseWriter, r *http.Request) {
+	d := pageFor(r, "approval.title")
+	j, err := s.approvalView(r)
+	if err != nil {
+		code, _ := httpStatus(err)
+		d.Error = "approval.unavailable"
+		if code == http.StatusNotFound {
+			d.Error = "approval.not_found"
+		}
+		s.render(w, code, "approve.html", d)
+		return
+	}
+	d.Approval, d.Script = &j, "approve.js"
+	s.render(w, http.StatusOK, "approve.html", d)
+}
+
+// approvalView is what the approver sees of the request's notice.
+func (s *Server) approvalView(r *http.Request) (approvalJSON, error) {
+	n, err := s.approvalNotice(r)
+	if err != nil {
+		return approvalJSON{}, err
 	}
 	ctx := r.Context()
 	_, count, err := s.acts.NeedsApproval(ctx, n)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return approvalJSON{}, err
 	}
 	trail, err := s.acts.ApprovalTrail(ctx, n)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return approvalJSON{}, err
 	}
 	j := approvalJSON{State: string(n.Approval), VersionHash: n.ApprovalHash, Recipients: count, Departments: []previewDeptJSON{},
 		Notice: noticeJSON(n), Trail: trail, MayDecide: n.Approval == yidu.ApprovalPending && campaign.MayApprove(s.caller(principalFrom(ctx)), n) == nil}
 	if err := s.addFollowUp(ctx, n.App.CorpID, &j.Notice); err != nil {
-		s.fail(w, r, err)
-		return
+		return approvalJSON{}, err
 	}
 	if s.readingPage != nil && s.notices != nil {
 		if _, err := s.notices.Get(ctx, n.App.CorpID, n.MsgID, 0); err == nil {
@@ -125,7 +149,16 @@ func (s *Server) handleGetApproval(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	j.Departments = s.topDepartments(r, n)
-	writeJSON(w, http.StatusOK, j)
+	return j, nil
+}
+
+// groupDigits writes the digits of a number with thousands separators
+// (98,231), as the page shows counts.
+func groupDigits(s string) string {
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // topDepartments are the first-level departments of n's recipients, the

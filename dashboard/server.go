@@ -351,6 +351,7 @@ func (s *Server) Routes() http.Handler {
 		r.Get("/m/{msgid}", s.handleMessagePage)
 		r.Get("/new", s.handleComposePage)
 		r.Get("/audit", s.handleAuditPage)
+		r.Get("/approve/{msgid}", s.handleApprovePage)
 	})
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(s.requireAPI, s.auditRefusals)
