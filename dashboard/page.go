@@ -1,9 +1,9 @@
 package dashboard
 
 import (
-	"fmt"
 	"bytes"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
