@@ -17,6 +17,10 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/go-chi/chi/v5"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // The contract test: docs/openapi.yaml is what /api/v1 answers. Every
@@ -163,6 +167,15 @@ func contractCases() []contractCase {
 		{name: "audience parse-list", op: "POST /audience/parse-list", method: "POST", target: "/audience/parse-list?app=hr",
 			body: "alice\nghost\n", contentType: "text/plain", auth: "token", want: 200},
 
+		{name: "save a template", op: "POST /templates", method: "POST", target: "/templates", auth: "token", want: 201,
+			body: `{"app":"hr","name":"月度考勤","title":"请确认本月考勤","audience":{"departments":[2]},"follow_up":{"reminders":["2h"]},"markdown":"# 考勤","read_rule":"acknowledged"}`},
+		{name: "a template without a name", op: "POST /templates", method: "POST", target: "/templates", auth: "token", want: 400, body: `{"app":"hr","name":""}`, invalidRequest: true},
+		{name: "templates", op: "GET /templates", method: "GET", target: "/templates?app=hr", auth: "token", want: 200},
+		{name: "a template", op: "GET /templates/{id}", method: "GET", target: "/templates/1", auth: "token", want: 200},
+		{name: "change a template", op: "PUT /templates/{id}", method: "PUT", target: "/templates/1", auth: "session", want: 200,
+			body: `{"app":"hr","name":"月度考勤（新）","title":"请确认上月考勤"}`},
+		{name: "delete a template", op: "DELETE /templates/{id}", method: "DELETE", target: "/templates/1", auth: "token", want: 204},
+		{name: "a deleted template", op: "GET /templates/{id}", method: "GET", target: "/templates/1", auth: "token", want: 404},
 		{name: "audit", op: "GET /audit", method: "GET", target: "/audit", auth: "token", want: 200},
 		{name: "audit filtered page", op: "GET /audit", method: "GET", target: "/audit?action=schedule&limit=1&since=2026-01-01T00:00:00Z", auth: "token", want: 200},
 		{name: "audit bad limit", op: "GET /audit", method: "GET", target: "/audit?limit=0", auth: "token", want: 400, invalidRequest: true},
@@ -194,6 +207,7 @@ func TestOpenAPIContract(t *testing.T) {
 	doc := loadSpec(t)
 	f, _ := newCampaignFixture(t)
 	f.srv.attachments = &fakeAttachments{}
+	f.srv.tpls = campaign.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now)
 	withAudienceDirectory(t, f)
 	cookie, csrf := f.login(t)
 	cases := contractCases()

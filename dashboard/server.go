@@ -126,6 +126,8 @@ type Options struct {
 	// Attachments keeps uploaded attachments (attachment.Store); nil:
 	// POST /api/v1/attachments answers 404.
 	Attachments Attachments
+	// Templates keeps notice templates (issue 41); nil: 503.
+	Templates *campaign.Templates
 	// Approvals tells approvers and authors of approvals (issue 41: the
 	// WeCom card with 批准 / 驳回); nil: the page only.
 	Approvals campaign.ApprovalNotifier
@@ -235,6 +237,7 @@ type Server struct {
 	attachments Attachments
 	notices     Notices
 	readingPage func(app, msgID string) string
+	tpls        *campaign.Templates
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
@@ -317,6 +320,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	s.acts = campaign.NewService(s.actOpts)
 	s.wecomLimits = newSignInLimiter(opts.Now)
 	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
+	s.tpls = opts.Templates
 	return s, nil
 }
 
@@ -386,6 +390,11 @@ func (s *Server) Routes() http.Handler {
 		// An upload holds up to 20 MB in memory: bounded like a heavy query.
 		r.With(s.heavyQuery).Post("/attachments", s.handleUploadAttachment)
 		r.Post("/content/preview", s.handlePreviewContent)
+		r.Get("/templates", s.handleListTemplates)
+		r.Post("/templates", s.handleCreateTemplate)
+		r.Get("/templates/{id}", s.handleTemplate)
+		r.Put("/templates/{id}", s.handleTemplate)
+		r.Delete("/templates/{id}", s.handleTemplate)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound, "not found") })
 	return r

@@ -63,6 +63,7 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	opts.TrustedProxies = proxies
 	opts.Logger, opts.Registerer = log, m.Registry
 	opts.Campaigns, opts.FollowUps = camps, rounds
+	opts.Templates = campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now)
 	if cards != nil {
 		opts.Approvals = cards
 	}
