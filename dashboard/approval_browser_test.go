@@ -127,3 +127,31 @@ func TestBrowserApproval(t *testing.T) {
 		t.Errorf("console errors: %q", p)
 	}
 }
+
+// TestBrowserFromTemplate: 从模板新建 on the compose page fills the
+// notice from the app's template (title, body, audience, full text, read
+// rule).
+func TestBrowserFromTemplate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test: skipped with -short")
+	}
+	testenv.LookPath(t, "chromium")
+	f, _ := newApprovalFixture(t)
+	f.srv.tpls = campaign.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now)
+	if code, j := f.api(t, "POST", "/templates", `{"app":"hr","name":"月度考勤","title":"请确认本月考勤","body":"截止 25 日","audience":{"departments":[2]},"markdown":"# 考勤\n\n请确认。","read_rule":"acknowledged"}`); code != 201 {
+		t.Fatalf("save a template = %d %v", code, j)
+	}
+	ts := httptest.NewServer(f.h)
+	t.Cleanup(ts.Close)
+	b := startComposeBrowser(t)
+	b.do(t, "sign in", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ts.URL+"/login"),
+		chromedp.WaitVisible(chromedp.ID("login-form")),
+		chromedp.SendKeys(chromedp.ID("username"), "alice"), chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.Click(chromedp.ID("login-submit")), chromedp.WaitVisible(chromedp.ID("messages")))
+	b.do(t, "compose", chromedp.Navigate(ts.URL+"/new"), chromedp.WaitVisible(chromedp.ID("compose")))
+	b.wait(t, "the template offered", `document.querySelectorAll("#template-pick option").length === 2`)
+	// Picking a template opens /new?template=ID (SetValue fires change).
+	b.do(t, "从模板新建", chromedp.SetValue(chromedp.ID("template-pick"), "1"))
+	b.wait(t, "filled from the template", `location.search === "?template=1" && document.getElementById("title").value === "请确认本月考勤" && document.getElementById("body").value === "截止 25 日" && document.getElementById("markdown").value.includes("请确认。") && document.getElementById("read-rule").value === "acknowledged"`)
+	b.shot(t, "compose-from-template-1280")
+}

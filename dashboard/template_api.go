@@ -52,12 +52,14 @@ func (s *Server) templates(w http.ResponseWriter) (*campaign.Templates, bool) {
 
 // handleListTemplates: GET /templates?app=.
 func (s *Server) handleListTemplates(w http.ResponseWriter, r *http.Request) {
-	ts, ok := s.templates(w)
+	app, ok := s.appOf(w, r, r.URL.Query().Get("app"))
 	if !ok {
 		return
 	}
-	app, ok := s.appOf(w, r, r.URL.Query().Get("app"))
-	if !ok {
+	ts := s.tpls
+	if ts == nil {
+		// A server without templates has none to offer.
+		writeJSON(w, http.StatusOK, map[string]any{"templates": []templateJSON{}})
 		return
 	}
 	list, err := ts.List(r.Context(), s.caller(principalFrom(r.Context())), app)
