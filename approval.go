@@ -86,3 +86,10 @@ func ParseApprovalTaskID(taskID string) (m MsgID, hashPrefix string, ok bool) {
 	}
 	return msg, h, true
 }
+
+// PreviewTaskID returns the task_id of a 发给我预览 card of message m
+// (issue 41): "<msgid>@p<n>", n in base 36. Its only button opens a
+// page, so no press comes back and it is never a read.
+func PreviewTaskID(m MsgID, n int64) string {
+	return string(m) + "@p" + strconv.FormatInt(n, 36)
+}

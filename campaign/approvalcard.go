@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
@@ -137,4 +138,59 @@ func (s *Service) Press(ctx context.Context, p *access.Principal, corpID, app, t
 		return Notice{}, false, fmt.Errorf("%w: %s changed since this card was sent", ErrApproval, n.MsgID)
 	}
 	return s.Decide(ctx, p, n, Decision{Hash: n.ApprovalHash, Approve: true})
+}
+
+// Preview sends n's card to userID alone (发给我预览): the notice's
+// title, body and link as members will see them, with a button that
+// opens the approval page instead of one that counts as a read.
+func (c *CardNotifier) Preview(ctx context.Context, n Notice, userID, taskID string) error {
+	page := c.Page(n.App.Name, n.MsgID)
+	card := map[string]any{
+		"card_type":   "button_interaction",
+		"source":      map[string]any{"desc": "预览"},
+		"main_title":  map[string]any{"title": yidu.Truncate(n.Title, 33), "desc": yidu.Truncate(n.Body, 40)},
+		"card_action": map[string]any{"type": 1, "url": cmpURL(n.URL, page)},
+		"task_id":     taskID,
+		"button_list": []map[string]any{{"text": "打开审批页", "style": 1, "type": 1, "url": page}},
+	}
+	body, err := json.Marshal(map[string]any{"touser": userID, "msgtype": "template_card", "agentid": n.App.AgentID, "template_card": card})
+	if err != nil {
+		return fmt.Errorf("campaign: preview card: %w", err)
+	}
+	return c.Send(ctx, n.App.CorpID, n.App.AgentID, body)
+}
+
+// cmpURL is the notice's link when it is an absolute http(s) URL, else
+// the fallback.
+func cmpURL(u, fallback string) string {
+	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+		return u
+	}
+	return fallback
+}
+
+// Previewer sends 发给我预览 cards (CardNotifier).
+type Previewer interface {
+	Preview(ctx context.Context, n Notice, userID, taskID string) error
+}
+
+// ErrNoPreview: the server cannot send WeCom cards to preview (no
+// dashboard.public_url), or the caller has no WeCom UserID to send to.
+var ErrNoPreview = errors.New("preview through WeCom is not available")
+
+// PreviewToMe sends n's card to the caller alone: an approver of n (its
+// author included, to see what they asked for) signed in with WeCom.
+func (s *Service) PreviewToMe(ctx context.Context, p *access.Principal, n Notice) (string, error) {
+	if err := MayApprove(p, n); err != nil && !errors.Is(err, ErrOwnNotice) {
+		return "", err
+	}
+	pv, ok := s.o.Notify.(Previewer)
+	if !ok || p.UserID == "" {
+		return "", fmt.Errorf("%w: sign in with WeCom, on a server with dashboard.public_url", ErrNoPreview)
+	}
+	task := yidu.PreviewTaskID(yidu.MsgID(n.MsgID), s.o.Now().UnixNano()/int64(time.Millisecond))
+	if err := pv.Preview(ctx, n, p.UserID, task); err != nil {
+		return "", fmt.Errorf("campaign: preview: %w", err)
+	}
+	return p.UserID, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -148,4 +149,28 @@ func TestApprovalCardPressedTwiceOnTwoReplicas(t *testing.T) {
 	if told != 1 {
 		t.Errorf("the author was told %d times, want once", told)
 	}
+
+	t.Run("发给我预览", func(t *testing.T) {
+		acc, err := access.New(access.Config{Roles: []access.RoleGrant{{UserID: "lisi", Grant: access.Grant{Role: yidu.RoleSender,
+			Scope: yidu.Scope{Corp: approvalApp.CorpID, Apps: []string{approvalApp.Name}}}}}}, limitDir{}, c.now)
+		testenv.Check(t, "access.New", err)
+		me, err := acc.WeCom(ctx, approvalApp.CorpID, "lisi")
+		testenv.Check(t, "WeCom(lisi)", err)
+		before := len(fake.Sent())
+		to, err := a.svc.PreviewToMe(ctx, me, n)
+		testenv.Check(t, "PreviewToMe", err)
+		sent := fake.Sent()
+		if to != "lisi" || len(sent) != before+1 || sent[before].Body["touser"] != "lisi" {
+			t.Fatalf("preview to %q: %d sent, want one card to lisi", to, len(sent)-before)
+		}
+		card := sent[before].Body["template_card"].(map[string]any)
+		for _, b := range card["button_list"].([]any) {
+			if b.(map[string]any)["type"] != float64(1) {
+				t.Errorf("a preview button calls back (a read): %v", b)
+			}
+		}
+		if _, err := a.svc.PreviewToMe(ctx, sender("zhaoliu"), n); !errors.Is(err, ErrForbidden) {
+			t.Errorf("a non-approver's preview = %v, want ErrForbidden", err)
+		}
+	})
 }

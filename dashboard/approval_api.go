@@ -243,3 +243,23 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"notice": noticeJSON(got), "again": again})
 }
+
+// handlePreviewToMe: POST /messages/{msgid}/approval/preview, 发给我预览:
+// the notice's card to the caller's own WeCom.
+func (s *Server) handlePreviewToMe(w http.ResponseWriter, r *http.Request) {
+	n, err := s.approvalNotice(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	to, err := s.acts.PreviewToMe(r.Context(), s.caller(principalFrom(r.Context())), n)
+	if errors.Is(err, campaign.ErrNoPreview) {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"sent_to": to})
+}

@@ -142,6 +142,7 @@ func contractCases() []contractCase {
 		{name: "approval", op: "GET /messages/{msgid}/approval", method: "GET", target: "/messages/contract-sched/approval", auth: "token", want: 200},
 		{name: "approve where no rule asks", op: "POST /messages/{msgid}/approval", method: "POST", target: "/messages/contract-sched/approval",
 			body: `{"approve":true,"version_hash":"00"}`, auth: "token", want: 403},
+		{name: "preview to me where no rule asks", op: "POST /messages/{msgid}/approval/preview", method: "POST", target: "/messages/contract-sched/approval/preview", auth: "token", want: 403},
 		{name: "cancel", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 200},
 		{name: "cancel again", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 409},
 		// This server has no follow-up engine (Options.FollowUps nil):

@@ -369,6 +369,7 @@ func (s *Server) Routes() http.Handler {
 			r.Post("/send", s.handleSendNotice)
 			r.Get("/approval", s.handleGetApproval)
 			r.Post("/approval", s.handleDecide)
+			r.Post("/approval/preview", s.handlePreviewToMe)
 			r.Get("/progress", s.withMessage(s.handleProgress))
 			r.Get("/content", s.withMessage(s.handleGetContent))
 			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))

@@ -21,6 +21,21 @@
     try { j = await res.json(); } catch (e) { /* not JSON */ }
     err.textContent = (j && j.error) || res.statusText;
   }
+  const preview = document.getElementById("preview-to-me");
+  if (preview) preview.addEventListener("click", async () => {
+    err.textContent = "";
+    const res = await fetch("/api/v1/messages/" + encodeURIComponent(view.dataset.msgid) + "/approval/preview", {
+      method: "POST", headers: { "X-CSRF-Token": csrf },
+    });
+    let j = null;
+    try { j = await res.json(); } catch (e) { /* not JSON */ }
+    if (res.ok) {
+      const st = document.getElementById("preview-status");
+      st.textContent = st.dataset.sent;
+    } else {
+      err.textContent = (j && j.error) || res.statusText;
+    }
+  });
   const approve = document.getElementById("approve");
   if (approve) approve.addEventListener("click", () => decide(true, ""));
   const reject = document.getElementById("reject");
