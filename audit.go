@@ -36,13 +36,17 @@ const (
 	// (JSON, PDF, a ZIP of many; issue 40), by HR or by the member on
 	// 我的记录.
 	ActionEvidence Action = "evidence"
+	// ActionApprove and ActionReject: a notice's version approved
+	// (批准) or rejected (驳回) before sending (issue 41).
+	ActionApprove Action = "approve"
+	ActionReject  Action = "reject"
 )
 
 // Actions lists every audited action.
 func Actions() []Action {
 	return []Action{ActionSignIn, ActionSignInFailed, ActionSignOut, ActionCompose, ActionSchedule, ActionEdit,
 		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange, ActionRecipients,
-		ActionUpload, ActionPageDenied, ActionLedgerRoot, ActionEvidence}
+		ActionUpload, ActionPageDenied, ActionLedgerRoot, ActionEvidence, ActionApprove, ActionReject}
 }
 
 // Validate refuses a word that is not an audited action.

@@ -38,10 +38,17 @@ type Notice struct {
 	Reason string
 	// Attempts counts the claims (a resume after a crash or a retry after
 	// WeCom refused a batch is one more).
-	Attempts  int
-	CreatedBy string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Attempts int
+	// Approval is where the notice stands with its approval (issue 41);
+	// ApprovalHash the version asked for or approved (Service's
+	// ApprovalHash); ApprovalNow that its author asked to send it once
+	// approved.
+	Approval     ApprovalState
+	ApprovalHash string
+	ApprovalNow  bool
+	CreatedBy    string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 // Draft is what a person asks for: a new notice or (Patch) the fields of

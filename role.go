@@ -36,7 +36,25 @@ type Scope struct {
 	Corp        string
 	Apps        []string
 	Departments []int64
+	// Audience limits a sender to part of the directory (issue 41): it
+	// may address only these departments' subtrees and these tags. Zero:
+	// anyone the app reaches.
+	Audience SenderAudience
 }
+
+// SenderAudience is the part of the directory a sender may address
+// (dashboard.roles[].audience): the subtrees of Departments and the tags
+// of Tags. A notice to 全员, to a department outside the subtrees, to a
+// tag not listed or to a member outside them is refused, and the picker
+// offers only what is inside.
+type SenderAudience struct {
+	Departments []int64
+	Tags        []int64
+}
+
+// Limited reports whether a names anything (a zero SenderAudience is no
+// limit).
+func (a SenderAudience) Limited() bool { return len(a.Departments) > 0 || len(a.Tags) > 0 }
 
 // Validate checks that r applies to s: an admin names the corp alone, a
 // sender at least one app, a viewer at least one department. Every error
@@ -60,6 +78,22 @@ func (s Scope) Validate(r Role) error {
 		if d <= 0 {
 			return fmt.Errorf("departments: %d is not a department id: %w", d, ErrInvalid)
 		}
+	}
+	if len(s.Audience.Departments) > MaxScopeItems || len(s.Audience.Tags) > MaxScopeItems {
+		return fmt.Errorf("audience: more than %d departments or tags: %w", MaxScopeItems, ErrInvalid)
+	}
+	for _, d := range s.Audience.Departments {
+		if d <= 0 {
+			return fmt.Errorf("audience.departments: %d is not a department id: %w", d, ErrInvalid)
+		}
+	}
+	for _, t := range s.Audience.Tags {
+		if t <= 0 {
+			return fmt.Errorf("audience.tags: %d is not a tag id: %w", t, ErrInvalid)
+		}
+	}
+	if s.Audience.Limited() && r != RoleSender {
+		return fmt.Errorf("audience applies to a sender only: %w", ErrInvalid)
 	}
 	switch r {
 	case RoleAdmin:

@@ -27,6 +27,11 @@ func TestScopeValidate(t *testing.T) {
 		{"department zero", RoleViewer, Scope{Corp: "ww1", Departments: []int64{0}}, "departments"},
 		{"negative department", RoleViewer, Scope{Corp: "ww1", Departments: []int64{-3}}, "departments"},
 		{"empty app", RoleSender, Scope{Corp: "ww1", Apps: []string{""}}, "apps"},
+		{"sender with audience", RoleSender, Scope{Corp: "ww1", Apps: []string{"hr"}, Audience: SenderAudience{Departments: []int64{4}, Tags: []int64{7}}}, ""},
+		{"audience department zero", RoleSender, Scope{Corp: "ww1", Apps: []string{"hr"}, Audience: SenderAudience{Departments: []int64{0}}}, "audience.departments"},
+		{"audience negative tag", RoleSender, Scope{Corp: "ww1", Apps: []string{"hr"}, Audience: SenderAudience{Tags: []int64{-1}}}, "audience.tags"},
+		{"viewer with audience", RoleViewer, Scope{Corp: "ww1", Departments: []int64{4}, Audience: SenderAudience{Departments: []int64{4}}}, "audience"},
+		{"admin with audience", RoleAdmin, Scope{Corp: "ww1", Audience: SenderAudience{Tags: []int64{1}}}, "audience"},
 		{"too many", RoleViewer, Scope{Corp: "ww1", Departments: make([]int64, MaxScopeItems+1)}, "apps"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -64,6 +64,9 @@ type App struct {
 	// FollowUp is the app's default follow-up policy (apps[].follow_up):
 	// a notice posted without "follow_up" gets it; nil is none.
 	FollowUp *Policy
+	// Approval is the app's approval rule (apps[].approval, issue 41):
+	// nil sends without a second person.
+	Approval *Approval
 }
 
 // MinuteCount is the number of flushed reads whose read_time falls in one

@@ -46,6 +46,8 @@ type Token struct {
 	Corp        string
 	Apps        []string
 	Departments []int64
+	// Audience keeps a sender to part of the directory (issue 41).
+	Audience yidu.SenderAudience
 }
 
 // User is a person who may sign in with a password (dashboard.users[]).
@@ -61,6 +63,8 @@ type User struct {
 	Corp        string
 	Apps        []string
 	Departments []int64
+	// Audience keeps a sender to part of the directory (issue 41).
+	Audience yidu.SenderAudience
 }
 
 // SignIn is a live session resolved against the current users and the
@@ -153,7 +157,7 @@ func NewIdentities(o IdentityOptions) (*Identities, error) {
 		if len(t.Token) < MinTokenLength {
 			return nil, fmt.Errorf("dashboard: tokens[%d] (%s): token must be at least %d characters", i, t.Name, MinTokenLength)
 		}
-		p, err := configured(t.Name, KindToken, t.Corps, t.Role, t.Corp, t.Apps, t.Departments)
+		p, err := configured(t.Name, KindToken, t.Corps, t.Role, t.Corp, t.Apps, t.Departments, t.Audience)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: tokens[%d] (%s): %w", i, t.Name, err)
 		}
@@ -171,7 +175,7 @@ func NewIdentities(o IdentityOptions) (*Identities, error) {
 		if i == 0 || c > cost {
 			cost = c
 		}
-		p, err := configured(u.Name, KindUser, u.Corps, u.Role, u.Corp, u.Apps, u.Departments)
+		p, err := configured(u.Name, KindUser, u.Corps, u.Role, u.Corp, u.Apps, u.Departments, u.Audience)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: users[%d] (%s): %w", i, u.Name, err)
 		}
@@ -187,10 +191,22 @@ func NewIdentities(o IdentityOptions) (*Identities, error) {
 }
 
 // configured resolves one configured user's or token's grants.
-func configured(name string, kind Kind, corps []string, role yidu.Role, corp string, apps []string, depts []int64) (*Principal, error) {
+func configured(name string, kind Kind, corps []string, role yidu.Role, corp string, apps []string, depts []int64, au yidu.SenderAudience) (*Principal, error) {
 	gs, all, err := ConfigGrants(corps, role, corp, apps, depts)
 	if err != nil {
 		return nil, err
+	}
+	if au.Limited() {
+		// A sender kept to an audience (issue 41): the scope says so.
+		if len(gs) == 0 {
+			return nil, fmt.Errorf("audience applies to a sender only: %w", yidu.ErrInvalid)
+		}
+		for i := range gs {
+			gs[i].Scope.Audience = au
+			if err := gs[i].Scope.Validate(gs[i].Role); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return NewPrincipal(name, kind, all, gs), nil
 }

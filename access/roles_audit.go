@@ -67,6 +67,22 @@ func (h Holder) key() (key, scope string) {
 		}
 		parts = append(parts, "departments="+strings.Join(ds, ","))
 	}
+	// A sender's audience (issue 41): absent from the scope of a grant
+	// without one, so the keys of grants before it are unchanged.
+	for _, f := range []struct {
+		name string
+		ids  []int64
+	}{{"audience.departments", h.Grant.Scope.Audience.Departments}, {"audience.tags", h.Grant.Scope.Audience.Tags}} {
+		ids := slices.Clone(f.ids)
+		slices.Sort(ids)
+		if len(ids) > 0 {
+			ss := make([]string, len(ids))
+			for i, d := range ids {
+				ss[i] = strconv.FormatInt(d, 10)
+			}
+			parts = append(parts, f.name+"="+strings.Join(ss, ","))
+		}
+	}
 	scope = strings.Join(parts, " ")
 	sum := sha256.Sum256([]byte(strings.Join([]string{string(h.Kind), h.Name, corp, string(h.role()), scope}, "\x00")))
 	return hex.EncodeToString(sum[:]), scope

@@ -49,6 +49,15 @@ type ContactApplier interface {
 	ContactChanged(ctx context.Context, corpID, changeType, userID, newUserID string, departments []int64) error
 }
 
+// Approvals applies a press on an approval card (issue 41): the card's
+// TaskId is yidu.ParseApprovalTaskID's, the member FromUserName of this
+// verified callback. It must be idempotent (WeCom redelivers, and the
+// press may reach two receivers); an approval it refuses (not an
+// approver, the author, an older version) is its to log, not an error.
+type Approvals interface {
+	ApprovalPress(ctx context.Context, corpID, app, userID, taskID, key string) error
+}
+
 // Deduper remembers callbacks already applied, because WeCom redelivers
 // (doc path 90238). RedisDedup implements it.
 type Deduper interface {
@@ -71,6 +80,8 @@ type Options struct {
 	Apps []App
 	// Contacts applies change_contact; nil ignores those events.
 	Contacts ContactApplier
+	// Approvals applies presses on approval cards; nil ignores them.
+	Approvals Approvals
 	// Dedup skips redeliveries already applied; nil applies every delivery
 	// (the read path is idempotent, dedup saves work).
 	Dedup Deduper
@@ -118,19 +129,20 @@ type Options struct {
 
 // Receiver serves WeCom callbacks. Build it with New.
 type Receiver struct {
-	apps     map[string]*app
-	unknown  *appMetrics // for requests naming no configured app
-	reads    ReadRecorder
-	contacts ContactApplier
-	dedup    Deduper
-	dedupTTL time.Duration
-	log      *slog.Logger
-	now      func() time.Time
-	window   time.Duration
-	maxBody  int64
-	timeout  time.Duration
-	limit    *limiter // nil: no rate limit
-	m        *metrics
+	apps      map[string]*app
+	unknown   *appMetrics // for requests naming no configured app
+	reads     ReadRecorder
+	contacts  ContactApplier
+	approvals Approvals
+	dedup     Deduper
+	dedupTTL  time.Duration
+	log       *slog.Logger
+	now       func() time.Time
+	window    time.Duration
+	maxBody   int64
+	timeout   time.Duration
+	limit     *limiter // nil: no rate limit
+	m         *metrics
 
 	// Tracked links; oauth nil: disabled.
 	publicURL string
@@ -175,16 +187,17 @@ func New(reads ReadRecorder, opts Options) (*Receiver, error) {
 		return nil, errors.New("callback: no apps configured")
 	}
 	rc := &Receiver{
-		apps:     make(map[string]*app, len(opts.Apps)),
-		reads:    reads,
-		contacts: opts.Contacts,
-		dedup:    opts.Dedup,
-		dedupTTL: orDefault(opts.DedupTTL, DefaultDedupTTL),
-		log:      opts.Logger,
-		now:      opts.Now,
-		window:   orDefault(opts.TimestampWindow, DefaultTimestampWindow),
-		maxBody:  orDefault(opts.MaxBody, DefaultMaxBody),
-		timeout:  orDefault(opts.Timeout, DefaultTimeout),
+		apps:      make(map[string]*app, len(opts.Apps)),
+		reads:     reads,
+		contacts:  opts.Contacts,
+		approvals: opts.Approvals,
+		dedup:     opts.Dedup,
+		dedupTTL:  orDefault(opts.DedupTTL, DefaultDedupTTL),
+		log:       opts.Logger,
+		now:       opts.Now,
+		window:    orDefault(opts.TimestampWindow, DefaultTimestampWindow),
+		maxBody:   orDefault(opts.MaxBody, DefaultMaxBody),
+		timeout:   orDefault(opts.Timeout, DefaultTimeout),
 	}
 	if rc.log == nil {
 		rc.log = slog.New(slog.DiscardHandler)

@@ -292,6 +292,13 @@ func (rc *Receiver) dispatch(ctx context.Context, a *app, ev *Event) (outcome, e
 	a.m.events[ev.Kind].Inc()
 	switch ev.Kind {
 	case KindTemplateCard:
+		if _, _, ok := yidu.ParseApprovalTaskID(ev.TaskID); ok {
+			// An approver's 批准, not a read (issue 41).
+			if rc.approvals == nil {
+				return rc.ignore(a, ignoreApproval), nil
+			}
+			break
+		}
 		if a.cfg.ReadButtonKey != "" && ev.EventKey != a.cfg.ReadButtonKey {
 			return rc.ignore(a, ignoreOtherButton), nil
 		}
@@ -381,6 +388,9 @@ func (rc *Receiver) apply(ctx context.Context, a *app, ev *Event) (recorded bool
 	at := rc.eventTime(ev.CreateTime)
 	switch ev.Kind {
 	case KindTemplateCard:
+		if _, _, ok := yidu.ParseApprovalTaskID(ev.TaskID); ok {
+			return true, rc.approvals.ApprovalPress(ctx, a.cfg.CorpID, a.cfg.Name, ev.FromUserName, ev.TaskID, ev.EventKey)
+		}
 		n, recorded, err := rc.reads.CardPress(ctx, a.cfg.CorpID, agentID, ev.FromUserName, ev.TaskID, at)
 		a.m.cardReads.Add(float64(max(n, 0)))
 		return recorded, err

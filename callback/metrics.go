@@ -20,9 +20,10 @@ const (
 	ignoreUnknown     = "unknown_event" // an event the receiver does not handle
 	ignoreOtherButton = "other_button"  // a card button other than ReadButtonKey
 	ignoreContact     = "contact"       // party/tag change, or no ContactApplier
+	ignoreApproval    = "approval"      // an approval card's press, and no Approvals
 )
 
-var ignoreReasons = []string{ignoreMessage, ignoreMenu, ignoreUnknown, ignoreOtherButton, ignoreContact}
+var ignoreReasons = []string{ignoreMessage, ignoreMenu, ignoreUnknown, ignoreOtherButton, ignoreContact, ignoreApproval}
 
 // metrics are the receiver's Prometheus series.
 type metrics struct {

@@ -217,7 +217,7 @@ func isDuplicate(err error) bool {
 }
 
 const noticeColumns = `msgid, corp_id, app, title, body, url, audience, state, send_at, started_at, finished_at,
-	sent_late_by, state_reason, attempts, created_by, created_at, updated_at`
+	sent_late_by, state_reason, attempts, created_by, created_at, updated_at, approval, approval_hash, approval_now`
 
 func scanNotice(sc interface{ Scan(...any) error }, apps map[string]yidu.App) (Notice, error) {
 	var n Notice
@@ -226,7 +226,7 @@ func scanNotice(sc interface{ Scan(...any) error }, apps map[string]yidu.App) (N
 	var sendAt, started, finished sql.NullTime
 	var late int64
 	err := sc.Scan(&n.MsgID, &n.App.CorpID, &n.App.Name, &n.Title, &n.Body, &n.URL, &aud, &state, &sendAt, &started, &finished,
-		&late, &n.Reason, &n.Attempts, &n.CreatedBy, &n.CreatedAt, &n.UpdatedAt)
+		&late, &n.Reason, &n.Attempts, &n.CreatedBy, &n.CreatedAt, &n.UpdatedAt, &n.Approval, &n.ApprovalHash, &n.ApprovalNow)
 	if err != nil {
 		return n, err
 	}
@@ -412,8 +412,11 @@ func (s *Store) Edit(ctx context.Context, corps []string, msgID string, p Patch)
 	if d.Schedule.Draft {
 		state, sendAt = yidu.StateDraft, nil
 	}
+	// An approved notice edited is no longer approved (issue 41): it
+	// waits, unclaimable, until Service asks approval of the new version.
 	res, err := execRetry(ctx, s.db, `UPDATE campaigns SET title = ?, body = ?, url = ?, audience = ?, state = ?, send_at = ?,
-		state_reason = '', updated_at = ? WHERE msgid = ? AND state = ?`,
+		state_reason = '', approval = IF(approval = '', '', 'pending'), approval_hash = IF(approval = '', '', 'edited'),
+		updated_at = ? WHERE msgid = ? AND state = ?`,
 		d.Title, d.Body, d.URL, aud, string(state), sendAt, s.now().UTC(), msgID, string(n.State))
 	if err != nil {
 		return Notice{}, fmt.Errorf("campaign: edit %s: %w", msgID, err)

@@ -77,7 +77,7 @@ type directory struct{}
 
 func (directory) Expand(_ context.Context, _ string, a yidu.Audience) (yidu.Expansion, error) {
 	users := map[string]uint32{"zhangsan": 1, "lisi": 2}
-	groups := map[int64][]uint32{2: {1, 2}}
+	groups := map[int64][]uint32{2: {1, 2}, 3: {2}, 4: {1}}
 	tags := map[int64][]uint32{7: {2}, 9: nil}
 	x := yidu.Expansion{Recipients: roaring.New()}
 	if a.All {

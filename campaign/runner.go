@@ -3,6 +3,7 @@ package campaign
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -45,6 +46,9 @@ type RunnerOptions struct {
 	MaxAttempts int
 	// RetryBackoff is the wait before such a notice is tried again.
 	RetryBackoff time.Duration
+	// OnHeld tells the author of a notice held because it was not
+	// approved by its time (issue 41); nil: the page and the log only.
+	OnHeld func(ctx context.Context, n Notice)
 }
 
 // Runner sends due notices: a bounded poll loop (Run) that claims each due
@@ -182,6 +186,9 @@ func (r *Runner) poll(ctx context.Context, wait bool) (int, error) {
 // says how late each would have been, for the page and the API
 // (HeldReason's words).
 func (r *Runner) hold(ctx context.Context, now time.Time) error {
+	if err := r.holdUnapproved(ctx, now); err != nil {
+		return err
+	}
 	head, tail := heldReasonParts(r.o.MaxLateness)
 	res, err := execRetry(ctx, r.s.db, `UPDATE campaigns SET state = 'held',
 		state_reason = CONCAT(?, TIMESTAMPDIFF(MINUTE, send_at, ?), ?), updated_at = ?
@@ -203,10 +210,12 @@ func (r *Runner) hold(ctx context.Context, now time.Time) error {
 // sent_late_by reads started_at before it is set.
 func (r *Runner) claim(ctx context.Context, msgID string) (bool, error) {
 	now := r.s.now().UTC().Truncate(time.Millisecond)
+	// Only a notice that needs no approval, or is approved, is claimed
+	// (issue 41).
 	ok, err := r.lease.Claim(ctx, r.s.db, now, []yidu.NoticeState{yidu.StateScheduled},
 		`sent_late_by = IF(started_at IS NULL, GREATEST(0, TIMESTAMPDIFF(SECOND, send_at, ?)), sent_late_by),
 		started_at = COALESCE(started_at, ?), updated_at = ?`,
-		"msgid = ?", now, now, now, msgID)
+		"msgid = ? AND approval IN ('', 'approved')", now, now, now, msgID)
 	if err != nil {
 		return false, err
 	}
@@ -337,4 +346,66 @@ func HeldReason(minutes int64, maxLateness time.Duration) string {
 func heldReasonParts(maxLateness time.Duration) (head, tail string) {
 	return "held: sent ", fmt.Sprintf(" minutes late would exceed max_lateness (%d minutes); send it now or cancel it",
 		int64(maxLateness/time.Minute))
+}
+
+// ReasonAwaitingApproval is the state_reason of a notice held because
+// its time came before its approval (issue 41, 待审批).
+const ReasonAwaitingApproval = "held: not approved by its time (待审批); it was not sent"
+
+// holdUnapproved holds every due scheduled notice whose approval is
+// pending or rejected: it is never sent at its time without one. Each is
+// one step of its approval trail, and its author is told
+// (RunnerOptions.OnHeld).
+func (r *Runner) holdUnapproved(ctx context.Context, now time.Time) error {
+	rows, err := r.s.db.QueryContext(ctx, `SELECT msgid FROM campaigns
+		WHERE state = 'scheduled' AND send_at <= ? AND approval IN ('pending', 'rejected') LIMIT ?`, now, r.o.Batch)
+	if err != nil {
+		return fmt.Errorf("campaign: unapproved due notices: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("campaign: unapproved due notices: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("campaign: unapproved due notices: %w", err)
+	}
+	at := now.Truncate(time.Millisecond)
+	for _, id := range ids {
+		n, err := r.s.Get(ctx, nil, id)
+		if err != nil {
+			return err
+		}
+		held := false
+		err = r.s.inTx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `UPDATE campaigns SET state = 'held', state_reason = ?, updated_at = ?
+				WHERE msgid = ? AND state = 'scheduled' AND approval IN ('pending', 'rejected')`, ReasonAwaitingApproval, at, id)
+			if err != nil {
+				return err
+			}
+			if c, _ := res.RowsAffected(); c == 0 {
+				return nil // approved, edited or held by another replica meanwhile
+			}
+			held = true
+			return insertStep(ctx, tx, n, ApprovalStep{Hash: n.ApprovalHash, Step: StepHeld, Actor: "yidu", At: at})
+		})
+		if err != nil {
+			return fmt.Errorf("campaign: hold unapproved %s: %w", id, err)
+		}
+		if !held {
+			continue
+		}
+		r.s.met.transitions.WithLabelValues(string(yidu.StateHeld)).Inc()
+		r.s.log.Warn("notice held: not approved by its time", "corp", n.App.CorpID, "msgid", id)
+		if r.o.OnHeld != nil {
+			n.State, n.Reason = yidu.StateHeld, ReasonAwaitingApproval
+			r.o.OnHeld(ctx, n)
+		}
+	}
+	return nil
 }

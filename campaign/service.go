@@ -59,6 +59,25 @@ type Readers interface {
 	ReadNow(ctx context.Context, m yidu.Message) (int64, error)
 }
 
+// Audiences says what a sender may address (access.Access): a sender
+// kept to part of the directory is refused a notice outside it.
+type Audiences interface {
+	CheckAudience(ctx context.Context, p *access.Principal, corp, app string, au yidu.Audience) error
+	Limit(ctx context.Context, p *access.Principal, corp, app string) (access.Limit, error)
+}
+
+// AudienceError: the caller's role keeps it to part of the directory and
+// the audience, at Field, is outside it (the dashboard's 403 with the
+// field). It wraps ErrForbidden.
+type AudienceError struct{ Field, Reason string }
+
+func (e *AudienceError) Error() string {
+	return ErrForbidden.Error() + ": " + e.Field + ": " + e.Reason
+}
+
+// Unwrap makes an AudienceError an ErrForbidden.
+func (e *AudienceError) Unwrap() error { return ErrForbidden }
+
 // ServiceOptions configures a Service.
 type ServiceOptions struct {
 	// Store keeps drafts and scheduled notices; nil: compose, edit,
@@ -72,6 +91,15 @@ type ServiceOptions struct {
 	// Scope gives a department leader's people; nil: only a sender of the
 	// app (or an admin) reminds, everyone.
 	Scope Scope
+	// Audiences keeps senders to their audience; nil: a sender whose
+	// role names an audience is refused every act through the app (never
+	// let through unchecked).
+	Audiences Audiences
+	// Versions gives a notice's content version (its hash and read rule
+	// are part of what is approved); nil: none.
+	Versions Versions
+	// Notify tells approvers and authors of approvals; nil: the page only.
+	Notify ApprovalNotifier
 	// Ledger claims acts and keeps who was reminded when; required for
 	// Remind and Recall.
 	Ledger Ledger
@@ -156,6 +184,52 @@ func mustSend(p *access.Principal, corp, app, what string) error {
 	return nil
 }
 
+// CheckAudience refuses, with an *AudienceError naming the field, an
+// audience of app that the caller may not address (issue 41: a sender
+// kept to some departments and tags). It writes nothing; compose, edit,
+// send now and the dashboard's preview and registration call it before
+// anything is stored or sent.
+func (s *Service) CheckAudience(ctx context.Context, p *access.Principal, app yidu.App, au yidu.Audience) error {
+	if err := mustSend(p, app.CorpID, app.Name, "send"); err != nil {
+		return err
+	}
+	if _, limited := p.SenderAudience(app.CorpID, app.Name); !limited {
+		return nil
+	}
+	if s.o.Audiences == nil {
+		return &AudienceError{Field: "audience", Reason: "your role is kept to an audience this server cannot check"}
+	}
+	return audienceErr(s.o.Audiences.CheckAudience(ctx, p, app.CorpID, app.Name, au))
+}
+
+// audienceErr turns access's OutsideError into an AudienceError.
+func audienceErr(err error) error {
+	var oe *access.OutsideError
+	if errors.As(err, &oe) {
+		return &AudienceError{Field: oe.Field, Reason: oe.Reason}
+	}
+	if err != nil {
+		return fmt.Errorf("campaign: check audience: %w", err)
+	}
+	return nil
+}
+
+// Limit is what the caller may address through app: the picker lists
+// only that. Everyone for a caller who is not kept to an audience.
+func (s *Service) Limit(ctx context.Context, p *access.Principal, app yidu.App) (access.Limit, error) {
+	if _, limited := p.SenderAudience(app.CorpID, app.Name); !limited || s.o.Audiences == nil {
+		if limited {
+			return access.Limit{}, &AudienceError{Field: "audience", Reason: "your role is kept to an audience this server cannot check"}
+		}
+		return access.Anyone, nil
+	}
+	l, err := s.o.Audiences.Limit(ctx, p, app.CorpID, app.Name)
+	if err != nil {
+		return access.Limit{}, fmt.Errorf("campaign: audience limit: %w", err)
+	}
+	return l, nil
+}
+
 // DefaultFollowUp is the follow-up policy a new notice of app gets when
 // its request named none (set false): the app's apps[].follow_up, when
 // the server runs rounds. nil: none.
@@ -198,7 +272,7 @@ func (s *Service) Compose(ctx context.Context, p *access.Principal, c Compose) (
 		return Notice{}, ErrNoCampaigns
 	}
 	app := c.Draft.App
-	if err := mustSend(p, app.CorpID, app.Name, "send"); err != nil {
+	if err := s.CheckAudience(ctx, p, app, c.Draft.Audience); err != nil {
 		return Notice{}, err
 	}
 	if !c.Draft.Schedule.Draft && c.Draft.Schedule.SendAt.IsZero() {
@@ -215,19 +289,30 @@ func (s *Service) Compose(ctx context.Context, p *access.Principal, c Compose) (
 		return Notice{}, err
 	}
 	c.Draft.By = p.Name
+	n, err := s.compose(ctx, p, c.Draft, pol, sendAt)
+	if err != nil || n.State == yidu.StateDraft {
+		return n, err
+	}
+	// A scheduled notice that needs approval waits for it (issue 41).
+	n, _, err = s.review(ctx, p, n, false)
+	return n, err
+}
+
+func (s *Service) compose(ctx context.Context, p *access.Principal, d Draft, pol *yidu.Policy, sendAt time.Time) (Notice, error) {
+	app := d.App
 	if pol == nil {
-		return s.o.Store.create(ctx, c.Draft, nil)
+		return s.o.Store.create(ctx, d, nil)
 	}
 	rounds, ok := s.o.Rounds.(*Rounds)
 	if !ok {
 		// A test's fake keeps policies elsewhere: stored after the notice.
-		n, err := s.o.Store.create(ctx, c.Draft, nil)
+		n, err := s.o.Store.create(ctx, d, nil)
 		if err != nil {
 			return n, err
 		}
 		return n, InFollowUp(s.o.Rounds.StorePolicy(ctx, app.CorpID, n.MsgID, *pol, sendAt, p.Name))
 	}
-	return s.o.Store.create(ctx, c.Draft, func(ctx context.Context, tx execer, d Draft) error {
+	return s.o.Store.create(ctx, d, func(ctx context.Context, tx execer, d Draft) error {
 		return InFollowUp(rounds.storePolicy(ctx, tx, app.CorpID, d.MsgID, *pol, sendAt, p.Name))
 	})
 }
@@ -243,7 +328,24 @@ func (s *Service) Edit(ctx context.Context, p *access.Principal, n Notice, patch
 	if err := mustSend(p, n.App.CorpID, n.App.Name, "change this notice"); err != nil {
 		return Notice{}, err
 	}
+	au := n.Audience
+	if patch.Audience != nil {
+		au = *patch.Audience
+	}
+	if err := s.CheckAudience(ctx, p, n.App, au); err != nil {
+		return Notice{}, err
+	}
 	patch.By = p.Name
+	ed, err := s.edit(ctx, p, n, patch, pol)
+	if err != nil || ed.State != yidu.StateScheduled && ed.State != yidu.StateHeld {
+		return ed, err
+	}
+	// Any edit after approval needs approval again (issue 41).
+	ed, _, err = s.review(ctx, p, ed, false)
+	return ed, err
+}
+
+func (s *Service) edit(ctx context.Context, p *access.Principal, n Notice, patch Patch, pol *yidu.Policy) (Notice, error) {
 	if pol == nil {
 		return s.o.Store.Edit(ctx, []string{n.App.CorpID}, n.MsgID, patch)
 	}
@@ -307,8 +409,17 @@ func (s *Service) SendNow(ctx context.Context, p *access.Principal, n Notice) (N
 	if s.o.Store == nil {
 		return Notice{}, ErrNoCampaigns
 	}
-	if err := mustSend(p, n.App.CorpID, n.App.Name, "send"); err != nil {
+	if err := s.CheckAudience(ctx, p, n.App, n.Audience); err != nil {
 		return Notice{}, err
+	}
+	// A notice that needs approval and has none for this version waits
+	// for it, and is sent when approved (issue 41).
+	if !n.State.Editable() {
+		return Notice{}, fmt.Errorf("%w: %s is %s", ErrNotEditable, n.MsgID, n.State)
+	}
+	n, ok, err := s.review(ctx, p, n, true)
+	if err != nil || !ok {
+		return n, err
 	}
 	return s.o.Store.SendNow(ctx, []string{n.App.CorpID}, n.MsgID, p.Name)
 }
@@ -400,6 +511,9 @@ func (s *Service) Remind(ctx context.Context, r Remind) (RemindReport, error) {
 	if s.o.Ledger == nil || s.o.Readers == nil {
 		return RemindReport{}, ErrNoLedger
 	}
+	if err := s.remindInside(ctx, p, m); err != nil {
+		return RemindReport{}, err
+	}
 	release, ok, err := s.o.Ledger.Claim(ctx, m.CorpID, m.MsgID, "remind")
 	if err != nil {
 		return RemindReport{}, err
@@ -466,6 +580,35 @@ func (s *Service) Remind(ctx context.Context, r Remind) (RemindReport, error) {
 	s.log.InfoContext(ctx, "reminder sent", "corp", m.CorpID, "msgid", m.MsgID, "scope", scope,
 		"reminded", sent.Reminded, "refused", sent.Refused, "unknown", sent.Unknown, "skipped", rep.Skipped, "by", p.Name)
 	return rep, nil
+}
+
+// remindInside refuses a reminder by a sender kept to an audience when
+// an unread recipient of the notice is outside it: the reminder would
+// reach people the sender may not address. A department leader's
+// reminder is kept to its subtrees by remindView and is not a sender's.
+func (s *Service) remindInside(ctx context.Context, p *access.Principal, m yidu.Message) error {
+	if !p.MaySend(m.CorpID, m.App) {
+		return nil
+	}
+	if _, limited := p.SenderAudience(m.CorpID, m.App); !limited {
+		return nil
+	}
+	l, err := s.Limit(ctx, p, yidu.App{CorpID: m.CorpID, Name: m.App})
+	if err != nil {
+		return err
+	}
+	inside, err := l.Members(ctx)
+	if err != nil {
+		return fmt.Errorf("campaign: audience members: %w", err)
+	}
+	all, err := s.o.Readers.Unread(ctx, m, access.Everyone)
+	if err != nil {
+		return err
+	}
+	if out := all.GetCardinality() - all.AndCardinality(inside); out > 0 {
+		return &AudienceError{Field: "audience", Reason: fmt.Sprintf("%d unread recipients of this notice are outside the audience your role may send to", out)}
+	}
+	return nil
 }
 
 // remindView is whom p may remind of m and whose reminder it is: "all"

@@ -382,6 +382,10 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reg.Registration.App = app
+	if err := s.checkAudience(r, p, app, reg.Audience); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	s.defaultFollowUp(&reg, app)
 	// Bad content is refused before anything is stored, registered or sent.
 	ver, err := s.prepareContent(r.Context(), reg, app.CorpID)
@@ -405,6 +409,9 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if err := s.acts.CheckFollowUp(reg.FollowUp, reg.SentAt); err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if s.sendForApproval(w, r, p, app, reg) {
+		return // it needs approval first (issue 41)
 	}
 	res, err := s.msgs.RegisterAndSend(r.Context(), reg.Registration)
 	m, created, rep := res.Message, res.Created, res.Send

@@ -45,6 +45,10 @@ type noticeFields struct {
 	SentLateBy  int64         `json:"sent_late_by"`
 	StateReason string        `json:"state_reason"`
 	Audience    *audienceJSON `json:"audience,omitempty"`
+	// Approval is pending (待审批), approved (已批准) or rejected (已驳回)
+	// for a notice that needs approval (issue 41); absent otherwise.
+	Approval     string `json:"approval,omitempty"`
+	ApprovalHash string `json:"approval_hash,omitempty"`
 }
 
 // audienceJSON is the audience object of a registration.
@@ -78,6 +82,7 @@ func (j *messageJSON) setNotice(n yidu.Notice) {
 	j.SentLateBy = int64(n.SentLateBy / time.Second)
 	j.StateReason = n.Reason
 	j.Audience = toAudienceJSON(n.Audience)
+	j.Approval, j.ApprovalHash = string(n.Approval), n.ApprovalHash
 }
 
 // noticeJSON is a notice that is not registered yet (draft, scheduled,

@@ -102,12 +102,18 @@ func (s *Server) handleDirectoryDepartments(w http.ResponseWriter, r *http.Reque
 	if !ok {
 		return
 	}
-	nodes := idx.Departments()
+	lim, err := s.pickerLimit(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	nodes := pickable(idx.Departments(), func(d yidu.DepartmentNode) bool { return lim.Department(d.ID) })
 	out := make([]departmentJSON, 0, len(nodes))
 	for _, d := range nodes {
 		out = append(out, departmentJSON{ID: d.ID, ParentID: d.ParentID, Name: d.Name, Members: d.Members, Leaders: append([]string{}, d.Leaders...)})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"departments": out})
+	// everyone: whether 全员 may be picked (issue 41).
+	writeJSON(w, http.StatusOK, map[string]any{"departments": out, "everyone": lim.All()})
 }
 
 type tagJSON struct {
@@ -122,8 +128,13 @@ func (s *Server) handleDirectoryTags(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	lim, err := s.pickerLimit(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	out := []tagJSON{}
-	for _, t := range idx.Tags() {
+	for _, t := range pickable(idx.Tags(), func(t yidu.TagCount) bool { return lim.Tag(t.ID) }) {
 		out = append(out, tagJSON{ID: t.ID, Name: t.Name, Members: t.Members})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tags": out})
@@ -156,8 +167,23 @@ func (s *Server) handleDirectoryPeople(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	lim, err := s.pickerLimit(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	found := idx.Search(query, limit)
+	if !lim.All() {
+		inside, err := lim.Members(r.Context())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		found = pickable(idx.Search(query, maxSearchLimit*10), func(p yidu.Person) bool { return inside.Contains(p.UID) })
+		found = found[:min(len(found), limit)]
+	}
 	out := []personJSON{}
-	for _, p := range idx.Search(query, limit) {
+	for _, p := range found {
 		out = append(out, personJSON{UserID: p.UserID, Name: p.Name, Departments: append([]int64{}, p.Departments...)})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"people": out})
@@ -210,6 +236,10 @@ func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 	au := yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All}
 	if err := au.Validate(); err != nil {
 		writeFieldError(w, "audience", err.Error())
+		return
+	}
+	if err := s.checkAudience(r, principalFrom(r.Context()), app, au); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	idx, err := ad.DirectoryIndex(r.Context(), app.CorpID)

@@ -16,6 +16,7 @@ import (
 func (s *Server) setAccess(acc *access.Access) {
 	s.access = acc
 	s.actOpts.Scope = acc
+	s.actOpts.Audiences = audiences(acc)
 	s.acts = campaign.NewService(s.actOpts)
 }
 

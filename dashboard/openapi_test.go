@@ -17,6 +17,10 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/go-chi/chi/v5"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
 // The contract test: docs/openapi.yaml is what /api/v1 answers. Every
@@ -139,6 +143,10 @@ func contractCases() []contractCase {
 		{name: "edit a sent message", op: "PATCH /messages/{msgid}", method: "PATCH", target: "/messages/hello", auth: "token", want: 409,
 			body: `{"title":"x"}`},
 		{name: "send a draft now", op: "POST /messages/{msgid}/send", method: "POST", target: "/messages/contract-draft/send", auth: "token", want: 202},
+		{name: "approval", op: "GET /messages/{msgid}/approval", method: "GET", target: "/messages/contract-sched/approval", auth: "token", want: 200},
+		{name: "approve where no rule asks", op: "POST /messages/{msgid}/approval", method: "POST", target: "/messages/contract-sched/approval",
+			body: `{"approve":true,"version_hash":"00"}`, auth: "token", want: 403},
+		{name: "preview to me where no rule asks", op: "POST /messages/{msgid}/approval/preview", method: "POST", target: "/messages/contract-sched/approval/preview", auth: "token", want: 403},
 		{name: "cancel", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 200},
 		{name: "cancel again", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 409},
 		// This server has no follow-up engine (Options.FollowUps nil):
@@ -164,6 +172,15 @@ func contractCases() []contractCase {
 		{name: "audience parse-list", op: "POST /audience/parse-list", method: "POST", target: "/audience/parse-list?app=hr",
 			body: "alice\nghost\n", contentType: "text/plain", auth: "token", want: 200},
 
+		{name: "save a template", op: "POST /templates", method: "POST", target: "/templates", auth: "token", want: 201,
+			body: `{"app":"hr","name":"月度考勤","title":"请确认本月考勤","audience":{"departments":[2]},"follow_up":{"reminders":["2h"]},"markdown":"# 考勤","read_rule":"acknowledged"}`},
+		{name: "a template without a name", op: "POST /templates", method: "POST", target: "/templates", auth: "token", want: 400, body: `{"app":"hr","name":""}`, invalidRequest: true},
+		{name: "templates", op: "GET /templates", method: "GET", target: "/templates?app=hr", auth: "token", want: 200},
+		{name: "a template", op: "GET /templates/{id}", method: "GET", target: "/templates/1", auth: "token", want: 200},
+		{name: "change a template", op: "PUT /templates/{id}", method: "PUT", target: "/templates/1", auth: "session", want: 200,
+			body: `{"app":"hr","name":"月度考勤（新）","title":"请确认上月考勤"}`},
+		{name: "delete a template", op: "DELETE /templates/{id}", method: "DELETE", target: "/templates/1", auth: "token", want: 204},
+		{name: "a deleted template", op: "GET /templates/{id}", method: "GET", target: "/templates/1", auth: "token", want: 404},
 		{name: "audit", op: "GET /audit", method: "GET", target: "/audit", auth: "token", want: 200},
 		{name: "audit filtered page", op: "GET /audit", method: "GET", target: "/audit?action=schedule&limit=1&since=2026-01-01T00:00:00Z", auth: "token", want: 200},
 		{name: "audit bad limit", op: "GET /audit", method: "GET", target: "/audit?limit=0", auth: "token", want: 400, invalidRequest: true},
@@ -196,6 +213,7 @@ func TestOpenAPIContract(t *testing.T) {
 	f, _ := newCampaignFixture(t)
 	f.srv.attachments = &fakeAttachments{}
 	f.srv.evidence = fakeEvidence{f}
+	f.srv.tpls = campaign.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now)
 	withAudienceDirectory(t, f)
 	cookie, csrf := f.login(t)
 	cases := contractCases()

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -22,6 +23,7 @@ import (
 
 var templateFuncs = template.FuncMap{
 	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
+	"num":  func(n any) string { return groupDigits(fmt.Sprint(n)) },
 	"deref": func(p any) any {
 		switch v := p.(type) {
 		case *int64:
@@ -81,6 +83,8 @@ type pageData struct {
 	WeComLogin string
 	// Status is SetStatus's line, if any.
 	Status string
+	// Approval is the approval page's (issue 41).
+	Approval *approvalJSON
 	// Script is the page's own script in static/ besides app.js (the
 	// compose page's compose.js), or empty.
 	Script string

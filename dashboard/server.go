@@ -126,6 +126,11 @@ type Options struct {
 	// Attachments keeps uploaded attachments (attachment.Store); nil:
 	// POST /api/v1/attachments answers 404.
 	Attachments Attachments
+	// Templates keeps notice templates (issue 41); nil: 503.
+	Templates *campaign.Templates
+	// Approvals tells approvers and authors of approvals (issue 41: the
+	// WeCom card with 批准 / 驳回); nil: the page only.
+	Approvals campaign.ApprovalNotifier
 	// Notices keeps the versions of notices' content (notice.Store); nil:
 	// a body with content is refused and GET .../content answers 404.
 	Notices Notices
@@ -203,6 +208,7 @@ type Server struct {
 	notices     Notices
 	acks        Acknowledgements
 	readingPage func(app, msgID string) string
+	tpls        *campaign.Templates
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
@@ -281,12 +287,13 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		scope = opts.Access
 	}
 	s.actOpts = campaign.ServiceOptions{Store: opts.Campaigns, Rounds: opts.FollowUps, Messenger: msgs,
-		Scope: scope, Ledger: opts.Ledger, Readers: prog, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
+		Scope: scope, Audiences: audiences(opts.Access), Versions: opts.Notices, Notify: opts.Approvals, Ledger: opts.Ledger, Readers: prog, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
 	s.acts = campaign.NewService(s.actOpts)
 	s.wecomLimits = access.NewWeComLimiter(opts.Now)
 	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
 	s.acks = opts.Acknowledgements
 	s.evidence = opts.Evidence
+	s.tpls = opts.Templates
 	return s, nil
 }
 
@@ -321,6 +328,7 @@ func (s *Server) Routes() http.Handler {
 		r.Get("/m/{msgid}", s.handleMessagePage)
 		r.Get("/new", s.handleComposePage)
 		r.Get("/audit", s.handleAuditPage)
+		r.Get("/approve/{msgid}", s.handleApprovePage)
 	})
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(s.requireAPI, s.auditRefusals)
@@ -332,6 +340,9 @@ func (s *Server) Routes() http.Handler {
 			r.Patch("/", s.handlePatchNotice)
 			r.Post("/cancel", s.handleCancelNotice)
 			r.Post("/send", s.handleSendNotice)
+			r.Get("/approval", s.handleGetApproval)
+			r.Post("/approval", s.handleDecide)
+			r.Post("/approval/preview", s.handlePreviewToMe)
 			r.Get("/progress", s.withMessage(s.handleProgress))
 			r.Get("/content", s.withMessage(s.handleGetContent))
 			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))
@@ -355,6 +366,11 @@ func (s *Server) Routes() http.Handler {
 		// An upload holds up to 20 MB in memory: bounded like a heavy query.
 		r.With(s.heavyQuery).Post("/attachments", s.handleUploadAttachment)
 		r.Post("/content/preview", s.handlePreviewContent)
+		r.Get("/templates", s.handleListTemplates)
+		r.Post("/templates", s.handleCreateTemplate)
+		r.Get("/templates/{id}", s.handleTemplate)
+		r.Put("/templates/{id}", s.handleTemplate)
+		r.Delete("/templates/{id}", s.handleTemplate)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound, "not found") })
 	return r
@@ -527,6 +543,8 @@ func httpStatus(err error) (int, string) {
 		return http.StatusForbidden, strings.TrimPrefix(err.Error(), campaign.ErrForbidden.Error()+": ")
 	case errors.Is(err, campaign.ErrBusy):
 		return http.StatusTooManyRequests, campaign.ErrBusy.Error()
+	case errors.Is(err, campaign.ErrApproval):
+		return http.StatusConflict, err.Error()
 	case errors.As(err, new(*campaign.TooSoonError)):
 		return http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, campaign.ErrNoCampaigns), errors.Is(err, campaign.ErrNoLedger):
@@ -574,6 +592,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if errors.Is(err, campaign.ErrBusy) {
 		w.Header().Set("Retry-After", "5")
+	}
+	if ae := (*campaign.AudienceError)(nil); errors.As(err, &ae) {
+		writeJSON(w, code, map[string]string{"error": msg, "field": ae.Field})
+		return
 	}
 	if errors.Is(err, yidu.ErrNotEditable) {
 		// The notice's state forbids it: the page shows it by the state.

@@ -215,6 +215,16 @@ type RoleGrant struct {
 	Corp        string   `yaml:"corp"`
 	Apps        []string `yaml:"apps"`
 	Departments []int64  `yaml:"departments"`
+	// Audience keeps a sender to part of the directory (issue 41):
+	// {departments: [4], tags: [7]} allows those departments' subtrees
+	// and those tags, never 全员.
+	Audience SenderAudience `yaml:"audience"`
+}
+
+// SenderAudience is dashboard.roles[].audience.
+type SenderAudience struct {
+	Departments []int64 `yaml:"departments"`
+	Tags        []int64 `yaml:"tags"`
 }
 
 // SeeLeaders is LeadersSee with its default.
@@ -248,6 +258,8 @@ type Token struct {
 	Corp        string   `yaml:"corp"`
 	Apps        []string `yaml:"apps"`
 	Departments []int64  `yaml:"departments"`
+	// Audience keeps a sender to part of the directory (issue 41).
+	Audience SenderAudience `yaml:"audience"`
 }
 
 // User is a person who may sign in to the dashboard.
@@ -264,6 +276,8 @@ type User struct {
 	Corp        string   `yaml:"corp"`
 	Apps        []string `yaml:"apps"`
 	Departments []int64  `yaml:"departments"`
+	// Audience keeps a sender to part of the directory (issue 41).
+	Audience SenderAudience `yaml:"audience"`
 
 	// from says where the user came from in errors (default
 	// dashboard.users[i]).
@@ -441,6 +455,11 @@ type App struct {
 	// FollowUp is the follow-up policy a notice of the app gets when it
 	// names none (the compose page's default); nil: none.
 	FollowUp *yidu.Policy `yaml:"follow_up,omitempty"`
+	// Approval makes a notice to more than over people, to 全员 or
+	// (acknowledged) asking for an acknowledgement wait for another
+	// person's approval (issue 41): {over: 1000, approvers: [userid…],
+	// role: admin|sender, acknowledged: true}. nil: none.
+	Approval *Approval `yaml:"approval,omitempty"`
 	// DailyQuota is how many recipient-sends the app may make a day in
 	// its zone (WeCom: seats × 200 per app, doc path 90454). Follow-up
 	// rounds larger than what is left are spread over the next working
@@ -706,4 +725,20 @@ func (d Dashboard) ReminderDelay() time.Duration {
 		return yidu.DefaultMinReminderDelay
 	}
 	return time.Duration(d.MinReminderDelay)
+}
+
+// Approval is apps[].approval (yidu.Approval).
+type Approval struct {
+	Over         int      `yaml:"over"`
+	Approvers    []string `yaml:"approvers"`
+	Role         string   `yaml:"role"`
+	Acknowledged bool     `yaml:"acknowledged"`
+}
+
+// Rule is a as yidu takes it; nil for nil.
+func (a *Approval) Rule() *yidu.Approval {
+	if a == nil {
+		return nil
+	}
+	return &yidu.Approval{Over: a.Over, Approvers: a.Approvers, Role: yidu.Role(a.Role), Acknowledged: a.Acknowledged}
 }

@@ -116,6 +116,11 @@ func (c Config) Validate() error {
 		if _, err := yidu.ParseRetention(a.Retention); err != nil {
 			return fmt.Errorf("config: app %q: retention: %w", a.Name, err)
 		}
+		if r := a.Approval.Rule(); r != nil {
+			if err := r.Validate(); err != nil {
+				return fmt.Errorf("config: app %q: %w", a.Name, err)
+			}
+		}
 		if err := checkFollowUp(a, c.Dashboard.ReminderDelay()); err != nil {
 			return fmt.Errorf("config: app %q: %w", a.Name, err)
 		}
@@ -279,7 +284,8 @@ func (c Config) checkSignIn() error {
 		if r.UserID == "" || len(r.UserID) > 64 {
 			return fmt.Errorf("config: %s: userid is required (a WeCom UserID, at most 64 bytes)", where)
 		}
-		sc := yidu.Scope{Corp: r.Corp, Apps: r.Apps, Departments: r.Departments}
+		sc := yidu.Scope{Corp: r.Corp, Apps: r.Apps, Departments: r.Departments,
+			Audience: yidu.SenderAudience{Departments: r.Audience.Departments, Tags: r.Audience.Tags}}
 		if err := sc.Validate(yidu.Role(r.Role)); err != nil {
 			return fmt.Errorf("config: %s (%s): %w", where, r.UserID, err)
 		}

@@ -32,7 +32,12 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
-	runner, err := campaign.NewRunner(camps, m.Tracker, campaign.RunnerOptions{MaxLateness: cfg.Dashboard.MaxLateness.D()})
+	cards := approvalCards(cfg, m.wecomSender)
+	ropts := campaign.RunnerOptions{MaxLateness: cfg.Dashboard.MaxLateness.D()}
+	if cards != nil {
+		ropts.OnHeld = cards.Held
+	}
+	runner, err := campaign.NewRunner(camps, m.Tracker, ropts)
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
@@ -58,6 +63,10 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	opts.TrustedProxies = proxies
 	opts.Logger, opts.Registerer = log, m.Registry
 	opts.Campaigns, opts.FollowUps = camps, rounds
+	opts.Templates = campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now)
+	if cards != nil {
+		opts.Approvals = cards
+	}
 	// Reminders and recalls are claimed in MySQL, so replicas act once
 	// (issue 37).
 	ledger, err := campaign.NewSQLLedger(m.DB, "", 0, time.Now, log)
@@ -108,10 +117,13 @@ func (m *Main) startDashboard(ctx context.Context) error {
 // holds none).
 func roleHolders(d config.Dashboard) []access.Holder {
 	var out []access.Holder
-	add := func(kind access.Kind, name string, corps []string, role, corp string, apps []string, depts []int64) {
+	add := func(kind access.Kind, name string, corps []string, role, corp string, apps []string, depts []int64, au config.SenderAudience) {
 		gs, all, err := access.ConfigGrants(corps, yidu.Role(role), corp, apps, depts)
 		if err != nil {
 			return
+		}
+		for i := range gs {
+			gs[i].Scope.Audience = senderAudience(au)
 		}
 		if all {
 			out = append(out, access.Holder{Kind: kind, Name: name, AllCorps: true})
@@ -121,10 +133,10 @@ func roleHolders(d config.Dashboard) []access.Holder {
 		}
 	}
 	for _, u := range d.Users {
-		add(access.KindUser, u.Name, u.Corps, u.Role, u.Corp, u.Apps, u.Departments)
+		add(access.KindUser, u.Name, u.Corps, u.Role, u.Corp, u.Apps, u.Departments, u.Audience)
 	}
 	for _, t := range d.Tokens {
-		add(access.KindToken, t.Name, t.Corps, t.Role, t.Corp, t.Apps, t.Departments)
+		add(access.KindToken, t.Name, t.Corps, t.Role, t.Corp, t.Apps, t.Departments, t.Audience)
 	}
 	for _, r := range accessRoles(d.Roles) {
 		out = append(out, access.Holder{Kind: access.KindWeCom, Name: r.UserID, Grant: r.Grant})
@@ -139,7 +151,8 @@ func roleHolders(d config.Dashboard) []access.Holder {
 func accessRoles(rs []config.RoleGrant) []access.RoleGrant {
 	return each(rs, func(r config.RoleGrant) access.RoleGrant {
 		return access.RoleGrant{UserID: r.UserID, Grant: access.Grant{Role: yidu.Role(r.Role),
-			Scope: yidu.Scope{Corp: r.Corp, Apps: r.Apps, Departments: r.Departments}}}
+			Scope: yidu.Scope{Corp: r.Corp, Apps: r.Apps, Departments: r.Departments,
+				Audience: senderAudience(r.Audience)}}}
 	})
 }
 
@@ -184,13 +197,18 @@ func verifyFile(name string, body []byte, next http.Handler) http.Handler {
 func dashboardTokens(ts []config.Token) []access.Token {
 	return each(ts, func(t config.Token) access.Token {
 		return access.Token{Name: t.Name, Token: t.Token, Corps: t.Corps,
-			Role: yidu.Role(t.Role), Corp: t.Corp, Apps: t.Apps, Departments: t.Departments}
+			Role: yidu.Role(t.Role), Corp: t.Corp, Apps: t.Apps, Departments: t.Departments, Audience: senderAudience(t.Audience)}
 	})
 }
 
 func dashboardUsers(us []config.User) []access.User {
 	return each(us, func(u config.User) access.User {
 		return access.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps,
-			Role: yidu.Role(u.Role), Corp: u.Corp, Apps: u.Apps, Departments: u.Departments}
+			Role: yidu.Role(u.Role), Corp: u.Corp, Apps: u.Apps, Departments: u.Departments, Audience: senderAudience(u.Audience)}
 	})
+}
+
+// senderAudience is a configured audience as yidu takes it (issue 41).
+func senderAudience(a config.SenderAudience) yidu.SenderAudience {
+	return yidu.SenderAudience{Departments: a.Departments, Tags: a.Tags}
 }

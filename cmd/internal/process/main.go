@@ -75,10 +75,13 @@ type Main struct {
 	Tracker        *tracker.Registry
 	// Ledger is the evidence ledger (issue 40): flushd and the tracker
 	// append to it in their transactions.
-	Ledger    *ledger.Ledger
-	Flusher   *flushd.Flusher
-	Receiver  *callback.Receiver
-	Dashboard *dashboard.Server
+	Ledger *ledger.Ledger
+	// wecomSender is the sender the Tracker uses (Sender, or WeCom's):
+	// approval cards go through it too (issue 41).
+	wecomSender tracker.Sender
+	Flusher     *flushd.Flusher
+	Receiver    *callback.Receiver
+	Dashboard   *dashboard.Server
 
 	// ReceiverAddr and DashboardAddr are the bound addresses (":0" resolved).
 	ReceiverAddr  string

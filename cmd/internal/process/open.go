@@ -163,6 +163,7 @@ func (m *Main) open() error {
 	if sender == nil {
 		sender = wecom.NewSender(WeComApps(cfg.Apps), wecom.SenderOptions{})
 	}
+	m.wecomSender = sender
 	m.Tracker, err = tracker.New(db, m.Mapper, m.Store, tracker.Options{
 		Logger:        log,
 		Registerer:    m.Registry,
@@ -204,7 +205,7 @@ func DomainApps(apps []config.App) []yidu.App { return each(apps, domainApp) }
 
 func domainApp(a config.App) yidu.App {
 	return yidu.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, ReadButtonKey: a.ReadButtonKey, ReadSignals: a.Signals(),
-		Timezone: a.Timezone, FollowUp: a.FollowUp}
+		Timezone: a.Timezone, FollowUp: a.FollowUp, Approval: a.Approval.Rule()}
 }
 
 // WeComApps returns what the WeCom API clients need of the apps: their

@@ -71,7 +71,12 @@ func (m *Main) startReceiver(roles Roles) error {
 	if err != nil {
 		return fmt.Errorf("receiver: %w", err)
 	}
+	approvals, err := m.receiverApprovals()
+	if err != nil {
+		return fmt.Errorf("receiver: approvals: %w", err)
+	}
 	rcv, err := callback.New(m.Recorder, callback.Options{
+		Approvals:       approvals,
 		TrustedProxies:  proxies,
 		Apps:            CallbackApps(cfg.Apps),
 		Contacts:        ids,

@@ -13,6 +13,7 @@
   const params = new URLSearchParams(location.search);
   const editID = params.get("edit") || "";
   const fromID = params.get("from") || "";
+  const templateID = params.get("template") || "";
   const numFmt = new Intl.NumberFormat(LANG); // grouped digits in the page language (app.js LANG)
   const viewerZone = Intl.DateTimeFormat().resolvedOptions().timeZone;
 
@@ -151,7 +152,7 @@
     showZone();
     showPreview();
     fuApp();
-    await Promise.all([loadDepts(), loadTags()]);
+    await Promise.all([loadDepts(), loadTags(), loadTemplates()]);
     showPicked();
     refreshCount();
   }
@@ -163,6 +164,10 @@
     $("dept-state").textContent = tr("compose.dept_loading");
     try {
       const j = await getJSON("/api/v1/directory/departments?" + appQ());
+      // A sender kept to an audience may not pick everyone (issue 41).
+      const everyone = j.everyone !== false;
+      $("all").closest("label").hidden = !everyone;
+      if (!everyone && state.all) { $("all").checked = false; $("all").dispatchEvent(new Event("change")); }
       state.depts = new Map();
       for (const d of j.departments || []) state.depts.set(d.id, { ...d, children: [] });
       state.roots = [];
@@ -764,6 +769,37 @@
     }
   });
 
+  // ---- Templates (issue 41): a new notice from a template, and an admin's save as template.
+  async function loadTemplates() {
+    const pick = $("template-pick");
+    while (pick.options.length > 1) pick.remove(1);
+    try {
+      const j = await getJSON("/api/v1/templates?" + appQ());
+      for (const t of j.templates || []) {
+        const o = el("option", t.name);
+        o.value = String(t.id);
+        pick.append(o);
+      }
+    } catch (e) {
+      // No templates on this server, or none for this app: nothing to pick.
+    }
+    $("template-bar").hidden = false;
+  }
+  $("template-pick").addEventListener("change", () => {
+    const id = $("template-pick").value;
+    if (id) location.href = "/new?template=" + encodeURIComponent(id);
+  });
+  $("save-template").addEventListener("click", async () => {
+    const name = (prompt(tr("compose.template_name"), $("title").value) || "").trim();
+    if (!name) return;
+    const b = { app: state.app.name, name: name, title: $("title").value, body: $("body").value, url: $("url").value,
+      audience: audience(), follow_up: followUp(), markdown: $("markdown").value, attachments: atts.map((a) => a.id),
+      read_rule: $("read-rule").value, min_read_seconds: Math.max(0, Math.floor(+$("min-read").value || 0)) };
+    const [code, j] = await api("POST", "/api/v1/templates", b);
+    $("template-status").textContent = code === 201 ? tr("compose.template_saved") : trf("compose.template_failed", (j && j.error) || code);
+    if (code === 201) loadTemplates();
+  });
+
   // ---- Start: the apps, then a notice to edit or duplicate, if any.
   function prefill(m) {
     $("title").value = m.title || "";
@@ -791,6 +827,19 @@
       return;
     }
     let app = "";
+    if (templateID) {
+      try {
+        const t = await getJSON("/api/v1/templates/" + encodeURIComponent(templateID));
+        prefill({ ...t, follow_up: t.follow_up ? { policy: t.follow_up } : null });
+        $("markdown").value = t.markdown || "";
+        if (t.read_rule) $("read-rule").value = t.read_rule;
+        if (t.min_read_seconds) $("min-read").value = String(t.min_read_seconds);
+        contentChanged();
+        app = t.app;
+      } catch (e) {
+        $("form-error").textContent = trf("compose.load_failed", templateID, e.message);
+      }
+    }
     const src = editID || fromID;
     if (src) {
       try {

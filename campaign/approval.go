@@ -1,0 +1,376 @@
+package campaign
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+	noticev "github.com/yidu-io/yidu/notice"
+)
+
+// Approval before sending (issue 41). An app's apps[].approval makes a
+// notice that reaches more than `over` people, 全员, or asks for an
+// acknowledgement wait for another person's approval of its version.
+// Campaign decides: whether a notice needs it, who may approve, which
+// version is approved (ApprovalHash), and that an approved notice is
+// sent once however often and wherever the approval is pressed: the
+// decision is one conditional UPDATE of the notice's row (pending →
+// approved, for that version), so a second press, on any replica,
+// changes nothing; the Runner then claims the notice as any other.
+
+// ErrApproval: the notice's approval forbids the act (the dashboard's
+// 409): the version changed since it was shown, it was decided already
+// otherwise, or it is not waiting for approval.
+var ErrApproval = errors.New("approval")
+
+// ErrOwnNotice: nobody approves or rejects their own notice (403).
+var ErrOwnNotice = fmt.Errorf("%w: nobody approves their own notice", ErrForbidden)
+
+// Versions gives a notice's current content version (notice.Store): its
+// hash and read rule are part of what is approved.
+type Versions interface {
+	Get(ctx context.Context, corp, msgid string, n int) (noticev.Version, error)
+}
+
+// ApprovalNotifier tells people of approvals (the WeCom card with 批准 /
+// 驳回 to the approvers; a text to the author of a held notice). A
+// failure is logged: the page shows the same.
+type ApprovalNotifier interface {
+	// AskApproval asks approvers for version hash of n, with the card's
+	// taskID (yidu.ApprovalTaskID), new for each request.
+	AskApproval(ctx context.Context, n Notice, hash, taskID string, recipients uint64, approvers []string) error
+	Decided(ctx context.Context, n Notice, step ApprovalStep) error
+}
+
+// ApprovalStep is one row of a notice's approval trail (notice_approvals).
+type ApprovalStep struct {
+	Hash   string    `json:"version_hash"`
+	Step   string    `json:"step"` // requested, approved, rejected, held
+	Actor  string    `json:"actor"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// Steps of the approval trail.
+const (
+	StepRequested = "requested"
+	StepApproved  = "approved"
+	StepRejected  = "rejected"
+	StepHeld      = "held"
+)
+
+// ApprovalHash is the version of n an approval is for: sha256 over its
+// title, body and link, its audience as asked, its schedule, its
+// follow-up policy, and its content version's hash and read rule
+// (content.VersionHash, when it has content). Any edit of one of them
+// makes another hash, which needs approval again.
+func (s *Service) ApprovalHash(ctx context.Context, n Notice) (string, error) {
+	v := struct {
+		Title, Body, URL string
+		Audience         yidu.Audience
+		SendAt           string
+		Policy           *yidu.Policy
+		Content          string
+		ReadRule         yidu.ReadRule
+	}{Title: n.Title, Body: n.Body, URL: n.URL, Audience: n.Audience}
+	if !n.SendAt.IsZero() {
+		v.SendAt = n.SendAt.UTC().Format(time.RFC3339)
+	}
+	if fo, ok := s.o.Rounds.(interface {
+		FollowUpOf(ctx context.Context, corpID, msgID string) (FollowUp, bool, error)
+	}); ok {
+		fu, has, err := fo.FollowUpOf(ctx, n.App.CorpID, n.MsgID)
+		if err != nil {
+			return "", err
+		}
+		if has {
+			v.Policy = &fu.Policy
+		}
+	}
+	if s.o.Versions != nil {
+		ver, err := s.o.Versions.Get(ctx, n.App.CorpID, n.MsgID, 0)
+		switch {
+		case err == nil:
+			v.Content, v.ReadRule = ver.SHA256.String(), ver.Settings.ReadRule
+		case !errors.Is(err, noticev.ErrNotFound):
+			return "", fmt.Errorf("campaign: content of %s: %w", n.MsgID, err)
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("campaign: version of %s: %w", n.MsgID, err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// NeedsApproval reports whether n needs approval under its app's rule,
+// and how many people it reaches now.
+func (s *Service) NeedsApproval(ctx context.Context, n Notice) (bool, uint64, error) {
+	if n.App.Approval == nil {
+		return false, 0, nil
+	}
+	var rr yidu.ReadRule
+	if s.o.Versions != nil {
+		ver, err := s.o.Versions.Get(ctx, n.App.CorpID, n.MsgID, 0)
+		if err != nil && !errors.Is(err, noticev.ErrNotFound) {
+			return false, 0, fmt.Errorf("campaign: read rule of %s: %w", n.MsgID, err)
+		}
+		rr = ver.Settings.ReadRule
+	}
+	return s.NeedsApprovalFor(ctx, n.App, n.Audience, rr)
+}
+
+// NeedsApprovalFor reports whether a notice of app to au with read rule
+// rr needs approval, and how many people au reaches now: what the
+// dashboard asks before it sends a notice straight away.
+func (s *Service) NeedsApprovalFor(ctx context.Context, app yidu.App, au yidu.Audience, rr yidu.ReadRule) (bool, uint64, error) {
+	rule := app.Approval
+	if rule == nil {
+		return false, 0, nil
+	}
+	if s.o.Store == nil {
+		return true, 0, nil // never sent unapproved: nothing can hold it
+	}
+	var count uint64
+	if s.o.Store.dir != nil {
+		x, err := s.o.Store.dir.Expand(ctx, app.CorpID, au)
+		if err != nil {
+			return false, 0, fmt.Errorf("campaign: count recipients: %w", err)
+		}
+		count = x.Recipients.GetCardinality()
+	}
+	return rule.Needs(count, au.All, rr), count, nil
+}
+
+// MayApprove says whether p may approve or reject n: an approver of its
+// app's rule (named, or holding its role) who is not its author.
+func MayApprove(p *access.Principal, n Notice) error {
+	rule := n.App.Approval
+	if p == nil || rule == nil {
+		return fmt.Errorf("%w: your role may not approve this notice", ErrForbidden)
+	}
+	if p.Name == n.CreatedBy || (p.UserID != "" && p.UserID == n.CreatedBy) {
+		return ErrOwnNotice
+	}
+	named := slices.Contains(rule.Approvers, p.Name) || (p.UserID != "" && slices.Contains(rule.Approvers, p.UserID))
+	byRole := (rule.Role == yidu.RoleAdmin && p.Admin(n.App.CorpID)) ||
+		(rule.Role == yidu.RoleSender && p.MaySend(n.App.CorpID, n.App.Name))
+	if !named && !byRole {
+		return fmt.Errorf("%w: your role may not approve this notice", ErrForbidden)
+	}
+	return nil
+}
+
+// review brings n's approval up to date after it was composed, edited
+// or asked to be sent (now: the author's 立即发送): a notice that does not
+// need approval has none; one that needs it and is not approved in this
+// version waits for it (pending), its approvers told once per version.
+// It returns the notice as stored and whether it may be sent.
+func (s *Service) review(ctx context.Context, p *access.Principal, n Notice, now bool) (Notice, bool, error) {
+	need, count, err := s.NeedsApproval(ctx, n)
+	if err != nil {
+		return n, false, err
+	}
+	if !need {
+		if n.Approval != yidu.ApprovalNone {
+			_, err := execRetry(ctx, s.o.Store.db, `UPDATE campaigns SET approval = '', approval_hash = '', approval_now = 0 WHERE msgid = ?`, n.MsgID)
+			if err != nil {
+				return n, false, fmt.Errorf("campaign: clear approval of %s: %w", n.MsgID, err)
+			}
+			n.Approval, n.ApprovalHash, n.ApprovalNow = yidu.ApprovalNone, "", false
+		}
+		return n, true, nil
+	}
+	stored := n.ApprovalNow
+	if now {
+		n.ApprovalNow = true
+	}
+	hash, err := s.ApprovalHash(ctx, n)
+	if err != nil {
+		return n, false, err
+	}
+	if n.Approval == yidu.ApprovalApproved && n.ApprovalHash == hash {
+		return n, true, nil
+	}
+	if n.Approval == yidu.ApprovalPending && n.ApprovalHash == hash {
+		if now && !stored {
+			_, err := execRetry(ctx, s.o.Store.db, `UPDATE campaigns SET approval_now = 1 WHERE msgid = ? AND approval_hash = ?`, n.MsgID, hash)
+			if err != nil {
+				return n, false, fmt.Errorf("campaign: ask to send %s once approved: %w", n.MsgID, err)
+			}
+		}
+		return n, false, nil // asked already
+	}
+	at := s.o.Now().UTC().Truncate(time.Millisecond)
+	var asks int64
+	err = s.o.Store.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE campaigns SET approval = 'pending', approval_hash = ?, approval_now = ?, updated_at = ?
+			WHERE msgid = ? AND NOT (approval = 'pending' AND approval_hash = ?)`, hash, n.ApprovalNow, at, n.MsgID, hash)
+		if err != nil {
+			return err
+		}
+		if c, _ := res.RowsAffected(); c == 0 {
+			return nil // another request asked for this version first
+		}
+		if err := insertStep(ctx, tx, n, ApprovalStep{Hash: hash, Step: StepRequested, Actor: p.Name, At: at}); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM notice_approvals WHERE corp_id = ? AND msgid = ? AND step = ?`,
+			n.App.CorpID, n.MsgID, StepRequested).Scan(&asks)
+	})
+	if err != nil {
+		return n, false, fmt.Errorf("campaign: ask approval of %s: %w", n.MsgID, err)
+	}
+	n.Approval, n.ApprovalHash = yidu.ApprovalPending, hash
+	s.log.InfoContext(ctx, "approval requested", "corp", n.App.CorpID, "msgid", n.MsgID, "version", hash[:12], "recipients", count, "by", p.Name)
+	if s.o.Notify != nil && asks > 0 {
+		task := yidu.ApprovalTaskID(yidu.MsgID(n.MsgID), hash, asks)
+		// The author is never asked (nobody approves their own).
+		approvers := slices.DeleteFunc(slices.Clone(n.App.Approval.Approvers), func(a string) bool { return a == n.CreatedBy })
+		if err := s.o.Notify.AskApproval(ctx, n, hash, task, count, approvers); err != nil {
+			s.log.WarnContext(ctx, "approvers not told", "corp", n.App.CorpID, "msgid", n.MsgID, "err", err)
+		}
+	}
+	return n, false, nil
+}
+
+func insertStep(ctx context.Context, tx execer, n Notice, st ApprovalStep) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO notice_approvals (corp_id, msgid, version_hash, step, actor, at, reason)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, n.App.CorpID, n.MsgID, st.Hash, st.Step, yidu.Truncate(st.Actor, 128), st.At, yidu.Truncate(st.Reason, 500))
+	return err
+}
+
+// Decision is an approver's answer to one version of a notice.
+type Decision struct {
+	// Hash is the version the approver saw (ApprovalHash).
+	Hash string
+	// Approve, or reject with Reason (required).
+	Approve bool
+	Reason  string
+}
+
+// Decide approves or rejects version d.Hash of n for p. It is
+// idempotent: the same decision on the same version again (a press
+// replayed, a callback delivered twice, on any replica) returns the
+// notice with again true and changes nothing. An approved notice whose
+// author asked to send it now is made due in the same transaction, so
+// the Runner sends it once; a scheduled one waits for its time.
+func (s *Service) Decide(ctx context.Context, p *access.Principal, n Notice, d Decision) (Notice, bool, error) {
+	if s.o.Store == nil {
+		return Notice{}, false, ErrNoCampaigns
+	}
+	if err := MayApprove(p, n); err != nil {
+		return Notice{}, false, err
+	}
+	reason := strings.TrimSpace(d.Reason)
+	if !d.Approve && reason == "" {
+		return Notice{}, false, yidu.Invalidf("reason: a rejection needs a reason")
+	}
+	if len(reason) > 500 {
+		return Notice{}, false, yidu.Invalidf("reason: at most 500 bytes")
+	}
+	to, step := yidu.ApprovalApproved, StepApproved
+	if !d.Approve {
+		to, step = yidu.ApprovalRejected, StepRejected
+	}
+	if n.ApprovalHash == d.Hash && n.Approval == to {
+		return n, true, nil
+	}
+	if n.Approval != yidu.ApprovalPending {
+		return Notice{}, false, fmt.Errorf("%w: %s is not waiting for approval", ErrApproval, n.MsgID)
+	}
+	cur, err := s.ApprovalHash(ctx, n)
+	if err != nil {
+		return Notice{}, false, err
+	}
+	if d.Hash != cur || d.Hash != n.ApprovalHash {
+		return Notice{}, false, fmt.Errorf("%w: %s changed since this version was shown; look at it again", ErrApproval, n.MsgID)
+	}
+	at := s.o.Now().UTC().Truncate(time.Millisecond)
+	again := false
+	err = s.o.Store.inTx(ctx, func(tx *sql.Tx) error {
+		set := "approval = ?, updated_at = ?"
+		args := []any{string(to), at}
+		if d.Approve && n.ApprovalNow && n.State.Editable() {
+			// The author asked to send it now: due now, never held
+			// (reasonSendNow), claimed by one Runner.
+			set += ", state = 'scheduled', state_reason = ?, send_at = IF(send_at IS NULL OR send_at > ?, ?, send_at)"
+			args = append(args, reasonSendNow, at, at)
+		}
+		args = append(args, n.MsgID, d.Hash)
+		res, err := tx.ExecContext(ctx, `UPDATE campaigns SET `+set+` WHERE msgid = ? AND approval = 'pending' AND approval_hash = ?`, args...)
+		if err != nil {
+			return err
+		}
+		if c, _ := res.RowsAffected(); c == 0 {
+			again = true
+			return nil
+		}
+		return insertStep(ctx, tx, n, ApprovalStep{Hash: d.Hash, Step: step, Actor: p.Name, At: at, Reason: reason})
+	})
+	if err != nil {
+		return Notice{}, false, fmt.Errorf("campaign: %s %s: %w", step, n.MsgID, err)
+	}
+	got, err := s.o.Store.Get(ctx, nil, n.MsgID)
+	if err != nil {
+		return Notice{}, false, err
+	}
+	if again {
+		if got.ApprovalHash == d.Hash && got.Approval == to {
+			return got, true, nil
+		}
+		return Notice{}, false, fmt.Errorf("%w: %s was decided otherwise or changed meanwhile", ErrApproval, n.MsgID)
+	}
+	s.log.InfoContext(ctx, "notice "+step, "corp", n.App.CorpID, "msgid", n.MsgID, "version", d.Hash[:min(12, len(d.Hash))], "by", p.Name)
+	if s.o.Notify != nil {
+		if err := s.o.Notify.Decided(ctx, got, ApprovalStep{Hash: d.Hash, Step: step, Actor: p.Name, At: at, Reason: reason}); err != nil {
+			s.log.WarnContext(ctx, "author not told", "corp", n.App.CorpID, "msgid", n.MsgID, "err", err)
+		}
+	}
+	return got, false, nil
+}
+
+// ApprovalTrail returns every step of n's approvals, oldest first.
+func (s *Service) ApprovalTrail(ctx context.Context, n Notice) ([]ApprovalStep, error) {
+	if s.o.Store == nil {
+		return nil, ErrNoCampaigns
+	}
+	rows, err := s.o.Store.db.QueryContext(ctx, `SELECT version_hash, step, actor, at, reason FROM notice_approvals
+		WHERE corp_id = ? AND msgid = ? ORDER BY id`, n.App.CorpID, n.MsgID)
+	if err != nil {
+		return nil, fmt.Errorf("campaign: approval trail: %w", err)
+	}
+	defer rows.Close()
+	out := []ApprovalStep{}
+	for rows.Next() {
+		var st ApprovalStep
+		if err := rows.Scan(&st.Hash, &st.Step, &st.Actor, &st.At, &st.Reason); err != nil {
+			return nil, fmt.Errorf("campaign: approval trail: %w", err)
+		}
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+// inTx runs fn in a transaction of s's database.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,196 @@
+package campaign
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+)
+
+// Approvers are told through WeCom (issue 41): a button_interaction
+// template card from the notice's app (message/send, doc path 90236)
+// with two buttons. 批准 (type 0, key ApproveKey) comes back as a
+// template_card_event with the card's TaskId (doc paths 90236, 90240)
+// through the receiver's verified callback and is applied by Press; 驳回
+// (type 1) opens the approval page, where a reason is asked for. The
+// card's own jump opens the same page, which shows the recipients, the
+// card and the reading page.
+
+// ApproveKey is the 批准 button's key on an approval card.
+const ApproveKey = "approve"
+
+// CardNotifier is the ApprovalNotifier that sends WeCom messages through
+// the notice's app.
+type CardNotifier struct {
+	// Send posts a message/send body through the app (wecom.Sender's
+	// SendMessage, adapted).
+	Send func(ctx context.Context, corpID string, agentID int64, body []byte) error
+	// Page is the approval page's absolute URL for a notice of app.
+	Page func(app, msgID string) string
+}
+
+var _ ApprovalNotifier = (*CardNotifier)(nil)
+
+// AskApproval sends the approval card to the approvers.
+func (c *CardNotifier) AskApproval(ctx context.Context, n Notice, hash, taskID string, recipients uint64, approvers []string) error {
+	if len(approvers) == 0 {
+		return nil
+	}
+	page := c.Page(n.App.Name, n.MsgID)
+	body, err := json.Marshal(map[string]any{
+		"touser":  strings.Join(approvers, "|"),
+		"msgtype": "template_card",
+		"agentid": n.App.AgentID,
+		"template_card": map[string]any{
+			"card_type":  "button_interaction",
+			"source":     map[string]any{"desc": "通知审批"},
+			"main_title": map[string]any{"title": yidu.Truncate("待审批："+n.Title, 33), "desc": "发给 " + groupDigits(recipients) + " 人"},
+			"horizontal_content_list": []map[string]any{
+				{"keyname": "发起人", "value": yidu.Truncate(n.CreatedBy, 26)},
+				{"keyname": "版本", "value": hash[:min(12, len(hash))]},
+			},
+			"card_action": map[string]any{"type": 1, "url": page},
+			"task_id":     taskID,
+			"button_list": []map[string]any{
+				{"text": "批准", "style": 1, "key": ApproveKey},
+				{"text": "驳回", "style": 2, "type": 1, "url": page},
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("campaign: approval card: %w", err)
+	}
+	return c.Send(ctx, n.App.CorpID, n.App.AgentID, body)
+}
+
+// Decided tells the author what became of their notice.
+func (c *CardNotifier) Decided(ctx context.Context, n Notice, st ApprovalStep) error {
+	text := "你的通知《" + n.Title + "》已批准"
+	switch st.Step {
+	case StepRejected:
+		text = "你的通知《" + n.Title + "》已驳回：" + st.Reason
+	case StepHeld:
+		text = "你的通知《" + n.Title + "》到发送时间仍未审批，已暂停发送（待审批）"
+	}
+	return c.text(ctx, n, text)
+}
+
+func (c *CardNotifier) text(ctx context.Context, n Notice, text string) error {
+	if n.CreatedBy == "" || !yidu.UserID(n.CreatedBy).Valid() {
+		return nil // a token's or a password user's notice: the page tells them
+	}
+	body, err := json.Marshal(map[string]any{"touser": n.CreatedBy, "msgtype": "text", "agentid": n.App.AgentID,
+		"text": map[string]any{"content": yidu.Truncate(text, 2000) + "\n" + c.Page(n.App.Name, n.MsgID)}})
+	if err != nil {
+		return fmt.Errorf("campaign: approval text: %w", err)
+	}
+	return c.Send(ctx, n.App.CorpID, n.App.AgentID, body)
+}
+
+// Held tells the author of a notice held for want of approval
+// (RunnerOptions.OnHeld).
+func (c *CardNotifier) Held(ctx context.Context, n Notice) {
+	_ = c.Decided(ctx, n, ApprovalStep{Step: StepHeld})
+}
+
+// groupDigits writes n with thousands separators (98,231).
+func groupDigits(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// ErrNotApprovalCard: a press on a card that is not an approval card of
+// a notice of this app (the callback then treats it as before).
+var ErrNotApprovalCard = errors.New("not an approval card")
+
+// Press applies a press of an approval card's 批准 by p (the member the
+// verified callback names) on taskID: the approval of the version the
+// card asked for. A press on a card of an older version, another key,
+// or a second press changes nothing (again true, or ErrApproval).
+func (s *Service) Press(ctx context.Context, p *access.Principal, corpID, app, taskID, key string) (Notice, bool, error) {
+	m, prefix, ok := yidu.ParseApprovalTaskID(taskID)
+	if !ok {
+		return Notice{}, false, ErrNotApprovalCard
+	}
+	if s.o.Store == nil {
+		return Notice{}, false, ErrNoCampaigns
+	}
+	n, err := s.o.Store.Get(ctx, []string{corpID}, string(m))
+	if err != nil {
+		return Notice{}, false, err
+	}
+	if n.App.Name != app {
+		return Notice{}, false, ErrNotApprovalCard
+	}
+	if key != ApproveKey {
+		return n, false, yidu.Invalidf("key: only 批准 comes back; 驳回 asks for a reason on the page")
+	}
+	if !strings.HasPrefix(n.ApprovalHash, prefix) {
+		return Notice{}, false, fmt.Errorf("%w: %s changed since this card was sent", ErrApproval, n.MsgID)
+	}
+	return s.Decide(ctx, p, n, Decision{Hash: n.ApprovalHash, Approve: true})
+}
+
+// Preview sends n's card to userID alone (发给我预览): the notice's
+// title, body and link as members will see them, with a button that
+// opens the approval page instead of one that counts as a read.
+func (c *CardNotifier) Preview(ctx context.Context, n Notice, userID, taskID string) error {
+	page := c.Page(n.App.Name, n.MsgID)
+	card := map[string]any{
+		"card_type":   "button_interaction",
+		"source":      map[string]any{"desc": "预览"},
+		"main_title":  map[string]any{"title": yidu.Truncate(n.Title, 33), "desc": yidu.Truncate(n.Body, 40)},
+		"card_action": map[string]any{"type": 1, "url": cmpURL(n.URL, page)},
+		"task_id":     taskID,
+		"button_list": []map[string]any{{"text": "打开审批页", "style": 1, "type": 1, "url": page}},
+	}
+	body, err := json.Marshal(map[string]any{"touser": userID, "msgtype": "template_card", "agentid": n.App.AgentID, "template_card": card})
+	if err != nil {
+		return fmt.Errorf("campaign: preview card: %w", err)
+	}
+	return c.Send(ctx, n.App.CorpID, n.App.AgentID, body)
+}
+
+// cmpURL is the notice's link when it is an absolute http(s) URL, else
+// the fallback.
+func cmpURL(u, fallback string) string {
+	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+		return u
+	}
+	return fallback
+}
+
+// Previewer sends 发给我预览 cards (CardNotifier).
+type Previewer interface {
+	Preview(ctx context.Context, n Notice, userID, taskID string) error
+}
+
+// ErrNoPreview: the server cannot send WeCom cards to preview (no
+// dashboard.public_url), or the caller has no WeCom UserID to send to.
+var ErrNoPreview = errors.New("preview through WeCom is not available")
+
+// PreviewToMe sends n's card to the caller alone: an approver of n (its
+// author included, to see what they asked for) signed in with WeCom.
+func (s *Service) PreviewToMe(ctx context.Context, p *access.Principal, n Notice) (string, error) {
+	if err := MayApprove(p, n); err != nil && !errors.Is(err, ErrOwnNotice) {
+		return "", err
+	}
+	pv, ok := s.o.Notify.(Previewer)
+	if !ok || p.UserID == "" {
+		return "", fmt.Errorf("%w: sign in with WeCom, on a server with dashboard.public_url", ErrNoPreview)
+	}
+	task := yidu.PreviewTaskID(yidu.MsgID(n.MsgID), s.o.Now().UnixNano()/int64(time.Millisecond))
+	if err := pv.Preview(ctx, n, p.UserID, task); err != nil {
+		return "", fmt.Errorf("campaign: preview: %w", err)
+	}
+	return p.UserID, nil
+}

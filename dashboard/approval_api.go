@@ -1,0 +1,266 @@
+package dashboard
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign"
+)
+
+// Approval before sending (issue 41): campaign decides whether a notice
+// needs approval, who may give it and what it sends; these handlers
+// translate.
+
+// sendForApproval answers a POST /messages that would send straight
+// away a notice needing approval: it is kept as a draft and approval is
+// asked for (202 with the notice, approval "pending"); it is sent when
+// approved. false: no approval needed, the caller sends.
+func (s *Server) sendForApproval(w http.ResponseWriter, r *http.Request, p *access.Principal, app yidu.App, reg registration) bool {
+	if !reg.Send || app.Approval == nil {
+		return false
+	}
+	rule, _ := yidu.ParseReadRule(reg.ReadRule)
+	need, _, err := s.acts.NeedsApprovalFor(r.Context(), app, reg.Audience, rule)
+	if err != nil {
+		s.fail(w, r, err)
+		return true
+	}
+	if !need {
+		return false
+	}
+	if s.campaigns == nil {
+		writeError(w, http.StatusServiceUnavailable, "this notice needs approval, and scheduled sending is not configured")
+		return true
+	}
+	caller := p
+	n, err := s.acts.Compose(r.Context(), caller, campaign.Compose{Draft: yidu.Draft{
+		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
+		Schedule: yidu.Schedule{Draft: true, Timezone: app.Timezone},
+	}, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet})
+	if err == nil {
+		n, err = s.acts.SendNow(r.Context(), caller, n)
+	}
+	s.recordDone(r, event(r, yidu.ActionCompose, app.CorpID, app.Name, cmp.Or(n.MsgID, reg.MsgID)), err)
+	if err != nil {
+		s.fail(w, r, err)
+		return true
+	}
+	w.Header().Set("Location", "/api/v1/messages/"+n.MsgID)
+	writeJSON(w, http.StatusAccepted, noticeJSON(n))
+	return true
+}
+
+// approvalJSON is what an approver sees of a notice (GET .../approval).
+type approvalJSON struct {
+	// State: pending (待审批), approved (已批准), rejected (已驳回), or ""
+	// when the notice needs none.
+	State       string `json:"state"`
+	VersionHash string `json:"version_hash"`
+	// Recipients is the exact number of people it reaches now;
+	// Departments the top departments among them.
+	Recipients  uint64            `json:"recipients"`
+	Departments []previewDeptJSON `json:"departments"`
+	// Notice is the notice with its follow-up policy (follow_up).
+	Notice messageJSON `json:"notice"`
+	// ReadingPage is the members' reading page, when the notice has one.
+	ReadingPage string `json:"reading_page,omitempty"`
+	// MayDecide: the caller may approve or reject this version (not its
+	// author, an approver of its app).
+	MayDecide bool                    `json:"may_decide"`
+	Trail     []campaign.ApprovalStep `json:"trail"`
+}
+
+// approvalNotice is the notice of the request for an approver: its
+// senders see it as always; an approver who is no sender of its app
+// sees it too.
+func (s *Server) approvalNotice(r *http.Request) (yidu.Notice, error) {
+	n, err := s.notice(r)
+	if !errors.Is(err, errNotFound) || s.campaigns == nil {
+		return n, err
+	}
+	id, perr := parseMsgID(chi.URLParam(r, "msgid"))
+	if perr != nil {
+		return yidu.Notice{}, err
+	}
+	n, gerr := s.campaigns.Get(r.Context(), nil, id)
+	if gerr != nil || campaign.MayApprove(principalFrom(r.Context()), n) != nil {
+		return yidu.Notice{}, errNotFound
+	}
+	return n, nil
+}
+
+// handleGetApproval: GET /messages/{msgid}/approval.
+func (s *Server) handleGetApproval(w http.ResponseWriter, r *http.Request) {
+	j, err := s.approvalView(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j)
+}
+
+// handleApprovePage: GET /approve/{msgid}, the approver's page (what
+// the approval card opens).
+func (s *Server) handleApprovePage(w http.ResponseWriter, r *http.Request) {
+	d := pageFor(r, "approval.title")
+	j, err := s.approvalView(r)
+	if err != nil {
+		code, _ := httpStatus(err)
+		d.Error = "approval.unavailable"
+		if code == http.StatusNotFound {
+			d.Error = "approval.not_found"
+		}
+		s.render(w, code, "approve.html", d)
+		return
+	}
+	d.Approval, d.Script = &j, "approve.js"
+	s.render(w, http.StatusOK, "approve.html", d)
+}
+
+// approvalView is what the approver sees of the request's notice.
+func (s *Server) approvalView(r *http.Request) (approvalJSON, error) {
+	n, err := s.approvalNotice(r)
+	if err != nil {
+		return approvalJSON{}, err
+	}
+	ctx := r.Context()
+	_, count, err := s.acts.NeedsApproval(ctx, n)
+	if err != nil {
+		return approvalJSON{}, err
+	}
+	trail, err := s.acts.ApprovalTrail(ctx, n)
+	if err != nil {
+		return approvalJSON{}, err
+	}
+	j := approvalJSON{State: string(n.Approval), VersionHash: n.ApprovalHash, Recipients: count, Departments: []previewDeptJSON{},
+		Notice: noticeJSON(n), Trail: trail, MayDecide: n.Approval == yidu.ApprovalPending && campaign.MayApprove(principalFrom(ctx), n) == nil}
+	if err := s.addFollowUp(ctx, n.App.CorpID, &j.Notice); err != nil {
+		return approvalJSON{}, err
+	}
+	if s.readingPage != nil && s.notices != nil {
+		if _, err := s.notices.Get(ctx, n.App.CorpID, n.MsgID, 0); err == nil {
+			j.ReadingPage = s.readingPage(n.App.Name, n.MsgID)
+		}
+	}
+	j.Departments = s.topDepartments(r, n)
+	return j, nil
+}
+
+// groupDigits writes the digits of a number with thousands separators
+// (98,231), as the page shows counts.
+func groupDigits(s string) string {
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// topDepartments are the first-level departments of n's recipients, the
+// largest first (at most 10); none without a directory index.
+func (s *Server) topDepartments(r *http.Request, n yidu.Notice) []previewDeptJSON {
+	out := []previewDeptJSON{}
+	ad, ok := s.dir.(AudienceDirectory)
+	if !ok {
+		return out
+	}
+	idx, err := ad.DirectoryIndex(r.Context(), n.App.CorpID)
+	if err != nil {
+		return out
+	}
+	x, err := ad.Expand(r.Context(), n.App.CorpID, n.Audience)
+	if err != nil {
+		return out
+	}
+	// The first level: the roots' children under a single root (总部),
+	// else the roots.
+	nodes := idx.Departments()
+	ids := map[int64]bool{}
+	for _, d := range nodes {
+		ids[d.ID] = true
+	}
+	var roots []int64
+	for _, d := range nodes {
+		if !ids[d.ParentID] {
+			roots = append(roots, d.ID)
+		}
+	}
+	for _, d := range nodes {
+		top := !ids[d.ParentID]
+		if len(roots) == 1 {
+			top = d.ParentID == roots[0]
+		}
+		if !top {
+			continue
+		}
+		if c := idx.SubtreeMembers(d.ID).AndCardinality(x.Recipients); c > 0 {
+			out = append(out, previewDeptJSON{ID: d.ID, Name: d.Name, Recipients: int(c)})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b previewDeptJSON) int { return cmp.Compare(b.Recipients, a.Recipients) })
+	return out[:min(len(out), 10)]
+}
+
+type decideBody struct {
+	Approve     bool   `json:"approve"`
+	VersionHash string `json:"version_hash"`
+	Reason      string `json:"reason"`
+}
+
+// handleDecide: POST /messages/{msgid}/approval {approve, version_hash,
+// reason}: 批准 or 驳回 (with a reason) of the version the approver saw.
+// The same decision again answers 200 with "again": true.
+func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
+	n, err := s.approvalNotice(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var b decideBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		writeFieldError(w, "version_hash", "body must be {approve, version_hash, reason}")
+		return
+	}
+	p := principalFrom(r.Context())
+	got, again, err := s.acts.Decide(r.Context(), p, n, campaign.Decision{Hash: b.VersionHash, Approve: b.Approve, Reason: b.Reason})
+	act := yidu.ActionApprove
+	if !b.Approve {
+		act = yidu.ActionReject
+	}
+	if !again {
+		s.recordDone(r, event(r, act, n.App.CorpID, n.App.Name, n.MsgID), err)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"notice": noticeJSON(got), "again": again})
+}
+
+// handlePreviewToMe: POST /messages/{msgid}/approval/preview, 发给我预览:
+// the notice's card to the caller's own WeCom.
+func (s *Server) handlePreviewToMe(w http.ResponseWriter, r *http.Request) {
+	n, err := s.approvalNotice(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	to, err := s.acts.PreviewToMe(r.Context(), principalFrom(r.Context()), n)
+	if errors.Is(err, campaign.ErrNoPreview) {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"sent_to": to})
+}

@@ -1,0 +1,157 @@
+package dashboard
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// newApprovalFixture is the campaign fixture with hr asking for approval
+// of notices to more than 2 people, alice (a password user) its approver.
+func newApprovalFixture(tb testing.TB) (*fixture, *campaign.Store) {
+	tb.Helper()
+	var st *campaign.Store
+	f := newFixtureOpts(tb, false, func(o *Options) {
+		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"alice"}}
+		db := testenv.MySQL(tb)
+		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+			Apps: o.Apps, Now: o.Now})
+		testenv.Check(tb, "campaign.NewStore", err)
+		st, o.Campaigns = s, s
+		rec := audit.NewMySQL(db)
+		o.Audit, o.AuditLog = rec, rec
+	})
+	withAudienceDirectory(tb, f)
+	return f, st
+}
+
+// TestApprovalAPI: a token's notice to 3 people sent straight away is
+// kept (202, 待审批) and nothing is registered; its author may not
+// approve it; the approver's view has the exact count.
+func TestApprovalAPI(t *testing.T) {
+	f, _ := newApprovalFixture(t)
+	f.msgs.mu.Lock()
+	before := len(f.msgs.msgs)
+	f.msgs.mu.Unlock()
+	code, j := f.api(t, "POST", "/messages", `{"msgid":"big-1","app":"hr","title":"年终奖发放通知","audience":{"userids":["alice","zhangsan","lisi"]},"send":true}`)
+	if code != http.StatusAccepted || j["approval"] != "pending" || j["state"] != "draft" {
+		t.Fatalf("send = %d %v; want 202, a draft pending approval", code, j)
+	}
+	f.msgs.mu.Lock()
+	registered := len(f.msgs.msgs)
+	f.msgs.mu.Unlock()
+	if registered != before {
+		t.Fatalf("%d registered before approval", registered-before)
+	}
+	code, view := f.api(t, "GET", "/messages/big-1/approval", "")
+	if code != 200 || view["recipients"] != float64(3) || view["state"] != "pending" || view["may_decide"] != false {
+		t.Fatalf("approval view = %d %v; want 3 recipients, pending, the author may not decide", code, view)
+	}
+	code, j = f.api(t, "POST", "/messages/big-1/approval", `{"approve":true,"version_hash":"`+view["version_hash"].(string)+`"}`)
+	if code != http.StatusForbidden {
+		t.Fatalf("the author's approval = %d %v; want 403", code, j)
+	}
+}
+
+// TestBrowserApproval is the approver's page in chromium at a laptop's
+// and a phone's width: the count, the card, 驳回 needs a reason, then
+// after an edit 批准 approves the new version.
+func TestBrowserApproval(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test: skipped with -short")
+	}
+	testenv.LookPath(t, "chromium")
+	f, _ := newApprovalFixture(t)
+	if code, j := f.api(t, "POST", "/messages", `{"msgid":"big-1","app":"hr","title":"年终奖发放通知","body":"请于本周五前确认","audience":{"userids":["alice","zhangsan","lisi"]},"send":true}`); code != http.StatusAccepted {
+		t.Fatalf("send = %d %v", code, j)
+	}
+	ts := httptest.NewServer(f.h)
+	t.Cleanup(ts.Close)
+	b := startComposeBrowser(t)
+	b.do(t, "Chinese first", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Accept-Language": "zh-CN,zh;q=0.9"}})
+		return err
+	}))
+	b.do(t, "sign in", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ts.URL+"/login"),
+		chromedp.WaitVisible(chromedp.ID("login-form")),
+		chromedp.SendKeys(chromedp.ID("username"), "alice"), chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.Click(chromedp.ID("login-submit")), chromedp.WaitVisible(chromedp.ID("messages")))
+	b.do(t, "the approval page", chromedp.Navigate(ts.URL+"/approve/big-1"), chromedp.WaitVisible(chromedp.ID("approval")))
+	if got := evalJS[string](t, b, textOf+`("approval-recipients")`); !strings.Contains(got, "3") || !strings.Contains(got, "接收人") {
+		t.Errorf("recipients = %q; want 接收人 3 人", got)
+	}
+	if got := evalJS[string](t, b, textOf+`("approval-card")`); !strings.Contains(got, "年终奖发放通知") || !strings.Contains(got, "请于本周五前确认") {
+		t.Errorf("card = %q; want the title and body members see", got)
+	}
+	b.shot(t, "approval-1280")
+
+	b.do(t, "驳回 without a reason", chromedp.Click(chromedp.ID("reject")))
+	b.wait(t, "a reason asked for", `document.getElementById("approval-error").textContent.includes("原因")`)
+	b.do(t, "驳回 with a reason", chromedp.SendKeys(chromedp.ID("reject-reason"), "截止日期写错了"), chromedp.Click(chromedp.ID("reject")))
+	b.wait(t, "rejected", `document.getElementById("approval")?.dataset.state === "rejected" && document.getElementById("approval-actions") === null`)
+
+	// The author fixes it and sends again: a new version to approve.
+	if code, j := f.api(t, "PATCH", "/messages/big-1", `{"body":"请于下周一前确认"}`); code != 200 {
+		t.Fatalf("PATCH = %d %v", code, j)
+	}
+	if code, j := f.api(t, "POST", "/messages/big-1/send", ""); code/100 != 2 || j["approval"] != "pending" {
+		t.Fatalf("send again = %d %v; want pending", code, j)
+	}
+	b.do(t, "phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)), chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.ID("approve")))
+	if w := evalJS[float64](t, b, `document.documentElement.scrollWidth - document.documentElement.clientWidth`); w > 0 {
+		t.Errorf("the approval page scrolls sideways by %.0f px at 390 px", w)
+	}
+	b.shot(t, "approval-390")
+	b.do(t, "批准", chromedp.Click(chromedp.ID("approve")))
+	b.wait(t, "approved", `document.getElementById("approval")?.dataset.state === "approved"`)
+	if got := evalJS[float64](t, b, `document.querySelectorAll("#approval-trail li").length`); got != 4 {
+		t.Errorf("trail has %v steps; want requested, rejected, requested, approved", got)
+	}
+	code, j := f.api(t, "GET", "/messages/big-1", "")
+	if code != 200 || j["approval"] != "approved" || j["state"] != "scheduled" {
+		t.Errorf("after 批准: %d %v; want approved and due (scheduled, sent now by the Runner)", code, j)
+	}
+	if p := b.console(); len(p) > 0 {
+		t.Errorf("console errors: %q", p)
+	}
+}
+
+// TestBrowserFromTemplate: 从模板新建 on the compose page fills the
+// notice from the app's template (title, body, audience, full text, read
+// rule).
+func TestBrowserFromTemplate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test: skipped with -short")
+	}
+	testenv.LookPath(t, "chromium")
+	f, _ := newApprovalFixture(t)
+	f.srv.tpls = campaign.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now)
+	if code, j := f.api(t, "POST", "/templates", `{"app":"hr","name":"月度考勤","title":"请确认本月考勤","body":"截止 25 日","audience":{"departments":[2]},"markdown":"# 考勤\n\n请确认。","read_rule":"acknowledged"}`); code != 201 {
+		t.Fatalf("save a template = %d %v", code, j)
+	}
+	ts := httptest.NewServer(f.h)
+	t.Cleanup(ts.Close)
+	b := startComposeBrowser(t)
+	b.do(t, "sign in", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ts.URL+"/login"),
+		chromedp.WaitVisible(chromedp.ID("login-form")),
+		chromedp.SendKeys(chromedp.ID("username"), "alice"), chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.Click(chromedp.ID("login-submit")), chromedp.WaitVisible(chromedp.ID("messages")))
+	b.do(t, "compose", chromedp.Navigate(ts.URL+"/new"), chromedp.WaitVisible(chromedp.ID("compose")))
+	b.wait(t, "the template offered", `document.querySelectorAll("#template-pick option").length === 2`)
+	// Picking a template opens /new?template=ID (SetValue fires change).
+	b.do(t, "从模板新建", chromedp.SetValue(chromedp.ID("template-pick"), "1"))
+	b.wait(t, "filled from the template", `location.search === "?template=1" && document.getElementById("title").value === "请确认本月考勤" && document.getElementById("body").value === "截止 25 日" && document.getElementById("markdown").value.includes("请确认。") && document.getElementById("read-rule").value === "acknowledged"`)
+	b.shot(t, "compose-from-template-1280")
+}

@@ -1,0 +1,46 @@
+package dashboard
+
+import (
+	"net/http"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign"
+)
+
+// Senders kept to their audience (issue 41): campaign decides what the
+// caller may address through an app; the picker's endpoints list only
+// that, and the preview and registration ask before anything else.
+
+// pickerLimit is what the caller may pick for the query's app (already
+// checked by appOf).
+func (s *Server) pickerLimit(r *http.Request) (access.Limit, error) {
+	app := s.apps[r.URL.Query().Get("app")]
+	return s.acts.Limit(r.Context(), principalFrom(r.Context()), app)
+}
+
+// checkAudience refuses an audience of app the caller may not address
+// (campaign.AudienceError, 403 with the field).
+func (s *Server) checkAudience(r *http.Request, p *access.Principal, app yidu.App, au yidu.Audience) error {
+	return s.acts.CheckAudience(r.Context(), p, app, au)
+}
+
+// pickable keeps the items of xs whose id l allows.
+func pickable[T any](xs []T, allowed func(T) bool) []T {
+	out := xs[:0:0]
+	for _, x := range xs {
+		if allowed(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// audiences is a's campaign.Audiences, nil without an Access (a nil
+// *access.Access must not become a non-nil interface).
+func audiences(a *access.Access) campaign.Audiences {
+	if a == nil {
+		return nil
+	}
+	return a
+}
