@@ -79,7 +79,7 @@ func TestSenderKeptToAudience(t *testing.T) {
 	l, err := NewSQLLedger(f.db, "replica-a", 0, f.c.now, slog.New(slog.DiscardHandler))
 	testenv.Check(t, "NewSQLLedger", err)
 	rounds := &Rounds{DB: f.db, Now: f.c.now, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler)}
-	s := NewService(ServiceOptions{Store: f.store, Rounds: rounds, Messenger: f.msg, Audiences: acc, Ledger: l, Now: f.c.now})
+	s := NewService(ServiceOptions{Store: f.store, Rounds: rounds, Messenger: f.msg, Audiences: acc, Ledger: l, Readers: readers{f: f}, Now: f.c.now})
 	lisi := access.NewPrincipal("lisi", access.KindWeCom, false, []access.Grant{{Role: yidu.RoleSender,
 		Scope: yidu.Scope{Corp: testApp.CorpID, Apps: []string{testApp.Name}, Audience: yidu.SenderAudience{Departments: []int64{4}}}}})
 	admin := access.NewPrincipal("admin", access.KindToken, true, nil)
