@@ -14,8 +14,12 @@ import (
 // setAccess wires acc after New, as the scope tests do, into the
 // campaign service too.
 func (s *Server) setAccess(acc *access.Access) {
-	s.access = acc
-	s.actOpts.Scope = acc
+	prog, err := progress.New(s.msgs, s.bms, progress.Options{Directory: s.dir, History: s.msgs, Viewer: acc, Now: s.now})
+	if err != nil {
+		panic(err)
+	}
+	s.prog = prog
+	s.actOpts.Scope, s.actOpts.Readers = acc, prog
 	s.acts = campaign.NewService(s.actOpts)
 }
 
