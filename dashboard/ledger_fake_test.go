@@ -114,7 +114,6 @@ type (
 	recipientsJSON = progress.RecipientPage
 	recipientJSON  = progress.Recipient
 	deptJSON       = progress.Department
-	deptRef        = progress.DeptRef
 )
 
 func curveTotal(c []progress.CurvePoint) int64 { return progress.Report{Curve: c}.CurveTotal() }
