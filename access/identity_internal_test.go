@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,5 +83,40 @@ func TestRedisSessionsKeyAndTTL(t *testing.T) {
 	}
 	if _, ok, err := store.Get(ctx, "other"); ok || err != nil {
 		t.Errorf("Get(unknown) = %v, %v; want not found", ok, err)
+	}
+}
+
+// TestNoGrantsNoRole: a configured token or user without corps or a
+// role is a principal of no corp (there is no fallback that makes a
+// principal without grants an admin), and each kind keeps its own key.
+func TestNoGrantsNoRole(t *testing.T) {
+	h, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	testenv.Check(t, "hash", err)
+	ids, err := NewIdentities(IdentityOptions{
+		Tokens: []Token{{Name: "bare", Token: "0123456789abcdef-bare"}, {Name: "all", Token: "0123456789abcdef-all", Corps: []string{"*"}}},
+		Users:  []User{{Name: "bob", PasswordHash: string(h)}},
+	})
+	testenv.Check(t, "NewIdentities", err)
+	bare, ok := ids.Bearer("0123456789abcdef-bare")
+	if !ok {
+		t.Fatal("bare token not found")
+	}
+	if c := bare.Corps(); c == nil || len(c) != 0 || bare.Admin("acme") || bare.MaySend("acme", "hr") || bare.Role("acme") != "" {
+		t.Errorf("token without grants: corps %v, admin %v, may send %v; want none of any corp", c, bare.Admin("acme"), bare.MaySend("acme", "hr"))
+	}
+	all, _ := ids.Bearer("0123456789abcdef-all")
+	if all.Corps() != nil || !all.Admin("acme") {
+		t.Errorf(`token of "*": corps %v, admin %v; want every corp`, all.Corps(), all.Admin("acme"))
+	}
+	if _, ok := ids.Bearer("0123456789abcdef-none"); ok {
+		t.Error("an unknown token was accepted")
+	}
+	_, s, err := ids.SignIn(context.Background(), "192.0.2.1", "bob", "pw")
+	testenv.Check(t, "SignIn", err)
+	if s.Principal.Admin("acme") || s.Principal.Key() != "user:bob" || bare.Key() != "token:bare" {
+		t.Errorf("bob: admin %v, key %q; bare's key %q", s.Principal.Admin("acme"), s.Principal.Key(), bare.Key())
+	}
+	if _, _, err := ids.SignIn(context.Background(), "192.0.2.1", "bob", "wrong"); !errors.Is(err, ErrBadPassword) {
+		t.Errorf("wrong password: %v; want ErrBadPassword", err)
 	}
 }

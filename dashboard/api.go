@@ -14,8 +14,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
@@ -155,31 +153,6 @@ func (j *messageJSON) setCounts(c progress.Counts) {
 	j.Recipients, j.Read, j.Unread, j.Percent, j.BySignal, j.Live = c.Recipients, &read, &unread, &pct, &by, true
 }
 
-// message finds the {msgid} of the route within the caller's corps. Another
-// corp's message is errNotFound, exactly like a missing one.
-func (s *Server) message(r *http.Request) (yidu.Message, error) {
-	id, err := parseMsgID(chi.URLParam(r, "msgid"))
-	if err != nil {
-		return yidu.Message{}, err
-	}
-	p := principalFrom(r.Context())
-	if p == nil {
-		return yidu.Message{}, errNotFound
-	}
-	corps := p.Corps()
-	if corps != nil && len(corps) == 0 {
-		return yidu.Message{}, errNotFound
-	}
-	m, ok, err := s.msgs.GetMessage(r.Context(), corps, id)
-	if err != nil {
-		return yidu.Message{}, fmt.Errorf("dashboard: get message: %w", err)
-	}
-	if !ok || (corps != nil && !slices.Contains(corps, m.CorpID)) {
-		return yidu.Message{}, errNotFound
-	}
-	return m, nil
-}
-
 // withMessage serves a route under /messages/{msgid}: h runs only for a
 // message the caller may see, with the caller's View in the request
 // (gate); anything else is answered here.
@@ -262,7 +235,7 @@ func (s *Server) listMessages(ctx context.Context, p *access.Principal, f listFi
 		if corps != nil && !slices.Contains(corps, m.CorpID) {
 			return false, nil
 		}
-		v, err := s.view(ctx, p, m)
+		v, err := s.prog.ViewOf(ctx, p, m)
 		if err != nil || v.None() {
 			return false, err
 		}

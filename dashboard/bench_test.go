@@ -83,7 +83,7 @@ func benchServer(b testing.TB, n, depts int, bms Bitmaps, mods ...func(*Options)
 	}
 	msgs.add(&stored{m: m, rec: rec, read: read, times: map[uint32]time.Time{}, curve: curve})
 	if bms == nil {
-		f := newFakeBitmaps()
+		f := newFakeBitmaps(b)
 		f.put(m, rec, read)
 		bms = f
 	} else {

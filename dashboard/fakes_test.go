@@ -18,15 +18,19 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/testenv"
 )
 
-// In-memory stand-ins for tracker, bitmap and idmap, following
-// the seams in types.go. The integration test runs the real ones.
+// In-memory stand-ins for tracker and idmap, following the seams in
+// types.go, and the real bitmap.Store on the test's Redis. The
+// integration test runs the real ones of all three.
 
 type clock struct {
 	mu sync.Mutex
@@ -42,132 +46,63 @@ func (c *clock) Add(d time.Duration) {
 
 func key(corp, msg string) string { return corp + "/" + msg }
 
+// fakeBitmaps is the real bitmap.Store on the test's own Redis prefix,
+// not a copy of it; put, markRead, markSignal and drop write a test's
+// state through the store's own RestoreReads (bits are ORed, as a
+// restore does) and DEL.
 type fakeBitmaps struct {
-	mu   sync.Mutex
-	rec  map[string]*roaring.Bitmap
-	read map[string]*roaring.Bitmap
-	sigs map[string]map[yidu.Signal]*roaring.Bitmap
+	*bitmap.Store
+	rdb    *redis.Client
+	prefix string
+	mu     sync.Mutex
+	rec    map[string]*roaring.Bitmap
 }
 
-func newFakeBitmaps() *fakeBitmaps {
-	return &fakeBitmaps{rec: map[string]*roaring.Bitmap{}, read: map[string]*roaring.Bitmap{},
-		sigs: map[string]map[yidu.Signal]*roaring.Bitmap{}}
+func newFakeBitmaps(tb testing.TB) *fakeBitmaps {
+	tb.Helper()
+	rdb, prefix := testenv.Redis(tb)
+	st, err := bitmap.New(rdb, bitmap.Options{Prefix: prefix})
+	testenv.Check(tb, "bitmap.New", err)
+	tb.Cleanup(st.Close)
+	return &fakeBitmaps{Store: st, rdb: rdb, prefix: prefix, rec: map[string]*roaring.Bitmap{}}
 }
 
-func (f *fakeBitmaps) CountsBySignal(_ context.Context, corp, msg string) (int64, int64, yidu.SignalCounts, bool, error) {
+func (f *fakeBitmaps) write(m yidu.Message, read *roaring.Bitmap, sigs map[yidu.Signal]*roaring.Bitmap) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	var by yidu.SignalCounts
-	r, ok := f.rec[key(corp, msg)]
-	if !ok {
-		return 0, 0, by, false, nil
+	rec := f.rec[key(m.CorpID, m.MsgID)]
+	f.mu.Unlock()
+	if err := f.RestoreReads(context.Background(), m, rec, read, sigs); err != nil {
+		panic(err)
 	}
-	var n int64
-	if rd := f.read[key(corp, msg)]; rd != nil {
-		n = int64(rd.GetCardinality())
-	}
-	for sig, b := range f.sigs[key(corp, msg)] {
-		by.Set(sig, int64(b.GetCardinality()))
-	}
-	return int64(r.GetCardinality()), n, by, true, nil
 }
 
-func (f *fakeBitmaps) ReadBitmap(_ context.Context, corp, msg string) (*roaring.Bitmap, bool, error) {
-	return f.clone(f.read, corp, msg)
-}
-
-func (f *fakeBitmaps) RecipientBitmap(_ context.Context, corp, msg string) (*roaring.Bitmap, bool, error) {
-	return f.clone(f.rec, corp, msg)
-}
-
-func (f *fakeBitmaps) CountsWithin(_ context.Context, corp, msg string, scope *roaring.Bitmap) (int64, int64, yidu.SignalCounts, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var by yidu.SignalCounts
-	r, ok := f.rec[key(corp, msg)]
-	if !ok {
-		return 0, 0, by, false, nil
-	}
-	in := roaring.And(r, scope)
-	var n int64
-	if rd := f.read[key(corp, msg)]; rd != nil {
-		n = int64(rd.AndCardinality(in))
-	}
-	for sig, b := range f.sigs[key(corp, msg)] {
-		by.Set(sig, int64(b.AndCardinality(in)))
-	}
-	return int64(in.GetCardinality()), n, by, true, nil
-}
-
-// clone returns a copy of the message's bitmap in bms (f.rec or f.read), as
-// the store hands out its own.
-func (f *fakeBitmaps) clone(bms map[string]*roaring.Bitmap, corp, msg string) (*roaring.Bitmap, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b, ok := bms[key(corp, msg)]
-	if !ok {
-		return nil, false, nil
-	}
-	return b.Clone(), true, nil
-}
-
-func (f *fakeBitmaps) RestoreReads(_ context.Context, m yidu.Message, rec, read *roaring.Bitmap, signals map[yidu.Signal]*roaring.Bitmap) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := key(m.CorpID, m.MsgID)
-	f.rec[k] = rec.Clone()
-	if old := f.read[k]; old != nil {
-		read = roaring.Or(old, read)
-	}
-	f.read[k] = read.Clone()
-	for sig, b := range signals {
-		f.addSignal(k, sig, b.ToArray()...)
-	}
-	return nil
-}
-
-// markSignal records that uids gave signal sig (as Mark does).
-func (f *fakeBitmaps) markSignal(m yidu.Message, sig yidu.Signal, uids ...uint32) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.addSignal(key(m.CorpID, m.MsgID), sig, uids...)
-}
-
-func (f *fakeBitmaps) addSignal(k string, sig yidu.Signal, uids ...uint32) {
-	if f.sigs[k] == nil {
-		f.sigs[k] = map[yidu.Signal]*roaring.Bitmap{}
-	}
-	if f.sigs[k][sig] == nil {
-		f.sigs[k][sig] = roaring.New()
-	}
-	f.sigs[k][sig].AddMany(uids)
-}
-
+// put writes m's recipients and readers (the keys as registered).
 func (f *fakeBitmaps) put(m yidu.Message, rec, read *roaring.Bitmap) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.rec[key(m.CorpID, m.MsgID)] = rec
-	if read != nil {
-		f.read[key(m.CorpID, m.MsgID)] = read
-	}
+	f.rec[key(m.CorpID, m.MsgID)] = rec.Clone()
+	f.mu.Unlock()
+	f.write(m, read, nil)
+}
+
+// markSignal records that uids gave signal sig.
+func (f *fakeBitmaps) markSignal(m yidu.Message, sig yidu.Signal, uids ...uint32) {
+	f.write(m, nil, map[yidu.Signal]*roaring.Bitmap{sig: roaring.BitmapOf(uids...)})
 }
 
 func (f *fakeBitmaps) markRead(m yidu.Message, uids ...uint32) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := key(m.CorpID, m.MsgID)
-	if f.read[k] == nil {
-		f.read[k] = roaring.New()
-	}
-	f.read[k].AddMany(uids)
+	f.write(m, roaring.BitmapOf(uids...), nil)
 }
 
+// drop is Redis losing m's keys.
 func (f *fakeBitmaps) drop(m yidu.Message) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.rec, key(m.CorpID, m.MsgID))
-	delete(f.read, key(m.CorpID, m.MsgID))
-	delete(f.sigs, key(m.CorpID, m.MsgID))
+	ctx := context.Background()
+	keys, err := f.rdb.Keys(ctx, f.prefix+":m:{"+m.CorpID+"/"+m.MsgID+"}:*").Result()
+	if err == nil && len(keys) > 0 {
+		err = f.rdb.Del(ctx, keys...).Err()
+	}
+	if err != nil {
+		panic(err)
+	}
 }
 
 type stored struct {
@@ -577,7 +512,7 @@ func newFixtureWith(tb testing.TB, idsOnlyDir bool) *fixture {
 func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixture {
 	tb.Helper()
 	c := &clock{t: t0.Add(30 * time.Minute)}
-	f := &fixture{clock: c, msgs: newFakeMessages(c.Now), bms: newFakeBitmaps(), reg: prometheus.NewRegistry(), ledger: newFakeLedger()}
+	f := &fixture{clock: c, msgs: newFakeMessages(c.Now), bms: newFakeBitmaps(tb), reg: prometheus.NewRegistry(), ledger: newFakeLedger()}
 	f.dir = &fakeDirectory{
 		users: map[string]map[uint32]yidu.User{"acme": {}, "other": {}},
 		depts: map[string][]yidu.Department{"acme": {

@@ -14,8 +14,12 @@ import (
 // setAccess wires acc after New, as the scope tests do, into the
 // campaign service too.
 func (s *Server) setAccess(acc *access.Access) {
-	s.access = acc
-	s.actOpts.Scope = acc
+	prog, err := progress.New(s.msgs, s.bms, progress.Options{Directory: s.dir, History: s.msgs, Viewer: acc, Now: s.now})
+	if err != nil {
+		panic(err)
+	}
+	s.prog = prog
+	s.actOpts.Scope, s.actOpts.Readers = acc, prog
 	s.actOpts.Audiences = audiences(acc)
 	s.acts = campaign.NewService(s.actOpts)
 }
@@ -111,7 +115,6 @@ type (
 	recipientsJSON = progress.RecipientPage
 	recipientJSON  = progress.Recipient
 	deptJSON       = progress.Department
-	deptRef        = progress.DeptRef
 )
 
 func curveTotal(c []progress.CurvePoint) int64 { return progress.Report{Curve: c}.CurveTotal() }

@@ -2,9 +2,10 @@ package dashboard
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"net/http"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 )
@@ -35,50 +36,21 @@ func viewFrom(ctx context.Context) access.View {
 // scoped reports whether ctx carries a View narrower than everyone.
 func scoped(ctx context.Context) bool { return !viewFrom(ctx).All() }
 
-// view asks access whom p sees of m. Without an Access (no directory to
-// resolve departments) a principal that is not an admin of the corp sees
-// nobody: refused, never shown more than its scope.
-func (s *Server) view(ctx context.Context, p *access.Principal, m yidu.Message) (access.View, error) {
-	if s.access == nil {
-		if p.Admin(m.CorpID) {
-			return access.Everyone, nil
-		}
-		return access.View{}, nil
-	}
-	v, err := s.access.View(ctx, p, m.CorpID, m.App)
-	if err != nil {
-		return access.View{}, fmt.Errorf("dashboard: scope: %w", err)
-	}
-	return v, nil
-}
-
-// gate finds the route's notice and the caller's View of it: a notice
-// with no recipient in the View is errNotFound, like a missing one. The
-// returned request carries the View for the handlers.
+// gate finds the route's notice and the caller's View of it
+// (progress.Find): a notice the caller may not see, or with no recipient
+// in its View, is errNotFound, like a missing one. The returned request
+// carries the View for the handlers.
 func (s *Server) gate(r *http.Request) (yidu.Message, *http.Request, error) {
-	m, err := s.message(r)
+	id, err := parseMsgID(chi.URLParam(r, "msgid"))
 	if err != nil {
-		return m, r, err
+		return yidu.Message{}, r, err
 	}
-	v, err := s.view(r.Context(), principalFrom(r.Context()), m)
-	if err != nil {
-		return m, r, err
-	}
-	if v.None() {
+	m, v, err := s.prog.Find(r.Context(), principalFrom(r.Context()), id)
+	if errors.Is(err, yidu.ErrNotFound) {
 		return m, r, errNotFound
 	}
-	if !v.All() {
-		// The scope check comes before any restore (issue 38): a scoped
-		// caller cannot make yidu rebuild the keys of a notice it may not
-		// see. The live keys answer when they exist; MySQL's rows
-		// otherwise, one probe per member of the View.
-		ok, err := s.prog.Reaches(r.Context(), m, v)
-		if err != nil {
-			return m, r, err
-		}
-		if !ok {
-			return m, r, errNotFound
-		}
+	if err != nil {
+		return m, r, err
 	}
 	return m, r.WithContext(withView(r.Context(), v)), nil
 }

@@ -173,8 +173,6 @@ type Server struct {
 	// publicURL and wecomLogin: sign-in with WeCom (wecomlogin.go).
 	publicURL  string
 	wecomLogin *WeComLogin
-	// access gives the Views of scoped principals (scope.go).
-	access *access.Access
 
 	status statusLine
 	// prog answers every count, bitmap and scoped curve (restore-on-miss
@@ -227,10 +225,6 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	prog, err := progress.New(msgs, bms, progress.Options{Logger: opts.Logger, Directory: dir, History: msgs, Now: opts.Now})
-	if err != nil {
-		return nil, err
-	}
 	met, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
@@ -243,6 +237,14 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		}
 	}
 	auth, err := access.NewIdentities(idOpts)
+	if err != nil {
+		return nil, err
+	}
+	progOpts := progress.Options{Logger: opts.Logger, Directory: dir, History: msgs, Now: opts.Now}
+	if opts.Access != nil {
+		progOpts.Viewer = opts.Access
+	}
+	prog, err := progress.New(msgs, bms, progOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +262,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
 		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auditLog: opts.AuditLog, auth: auth, proxies: opts.TrustedProxies,
-		publicURL: opts.PublicURL, wecomLogin: opts.WeCom, access: opts.Access,
+		publicURL: opts.PublicURL, wecomLogin: opts.WeCom,
 		httpsOnly:     strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
 		streams:       make(chan struct{}, opts.MaxStreams),
 		scopedStreams: make(chan struct{}, max(1, opts.MaxStreams/2)),

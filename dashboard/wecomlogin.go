@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -27,9 +26,7 @@ type WeComLogin struct {
 	// States keeps started sign-ins and used codes (Redis).
 	States *access.States
 	// OAuth exchanges a code for a UserID (wecom.OAuth, doc path 91023).
-	OAuth interface {
-		UserID(ctx context.Context, corpID string, agentID int64, code string) (string, error)
-	}
+	OAuth access.CodeExchanger
 }
 
 const loginNonceCookie = "yidu_login"
@@ -82,21 +79,7 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 		nonce = c.Value
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginNonceCookie, Value: "", Path: "/login/wecom", MaxAge: -1, HttpOnly: true, Secure: s.secure(r), SameSite: http.SameSiteLaxMode})
-	code := q.Get("code")
-	next, corp, err := wl.States.Finish(ctx, q.Get("state"), nonce)
-	if err == nil && (code == "" || len(code) > 512) { // WeCom's codes are at most 512 bytes (doc path 91022)
-		err = access.ErrBadState
-	}
-	if err == nil {
-		err = wl.States.UseCode(ctx, code)
-	}
-	var userID string
-	if err == nil {
-		userID, err = wl.OAuth.UserID(ctx, corp, wl.AgentID, code)
-		if err == nil && userID == "" {
-			err = access.ErrNotMember // not a member of the corp (an openid)
-		}
-	}
+	next, corp, userID, err := wl.States.FinishWeCom(ctx, wl.OAuth, wl.AgentID, q.Get("state"), nonce, q.Get("code"))
 	var who *access.Principal
 	if err == nil {
 		who, err = wl.Access.WeCom(ctx, corp, userID)

@@ -77,6 +77,9 @@ type Options struct {
 	Directory Directory
 	// History gives curves and first reads (nil: empty curves).
 	History History
+	// Viewer says whom a principal sees (nil: an admin of the corp
+	// sees everyone, anyone else nobody).
+	Viewer Viewer
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -87,6 +90,7 @@ type Progress struct {
 	bms       Bitmaps
 	dir       Directory
 	history   History
+	viewer    Viewer
 	now       func() time.Time
 	log       *slog.Logger
 	restoring singleflight.Group
@@ -107,7 +111,7 @@ func New(archive Archive, bms Bitmaps, opts Options) (*Progress, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	p := &Progress{archive: archive, bms: bms, dir: opts.Directory, history: opts.History, now: opts.Now,
+	p := &Progress{archive: archive, bms: bms, dir: opts.Directory, history: opts.History, viewer: opts.Viewer, now: opts.Now,
 		log: opts.Logger.With("component", "progress")}
 	p.depts = newDeptCache(opts.Directory, opts.Now, time.Minute)
 	p.newCurveCaches(5 * time.Second)
