@@ -173,6 +173,12 @@ func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBod
 		// A material version: earlier acknowledgements stop counting.
 		_, err = s.acks.ResetAcknowledged(r.Context(), m)
 	}
+	if err == nil && nv.Reacknowledge && m.ReadRule.Acknowledging() {
+		// Those who acknowledged an earlier version get the update card,
+		// once each (campaign decides; a replay of this PATCH sends the
+		// ones a failure left out).
+		_, err = s.acts.Reconfirm(r.Context(), m, nv.N, p.name)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
