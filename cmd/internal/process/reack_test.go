@@ -191,4 +191,15 @@ func TestMaterialVersion(t *testing.T) {
 		acks = testenv.Column[string](t, m.DB, "SELECT CONCAT(u.userid, '/', p.version) FROM page_signals p JOIN users u ON u.corp_id = p.corp_id AND u.uid = p.uid WHERE p.msgid = 'rule-2026' AND p.source = 6 ORDER BY u.userid, p.version")
 		return len(read) == 1 && read[0] == "zhangsan/6" && strings.Join(acks, ",") == "lisi/1,zhangsan/1,zhangsan/2"
 	})
+	// Progress per version: version 1 acknowledged by two, version 2 by
+	// one (the current material version's count is progress's).
+	var c struct {
+		ByVersion []struct {
+			Version, Link, ReadToEnd, Acknowledged int
+		} `json:"by_version"`
+	}
+	if code := api(t, m, "GET", "/messages/rule-2026/content", nil, &c); code != http.StatusOK || len(c.ByVersion) != 2 ||
+		c.ByVersion[0].Version != 1 || c.ByVersion[0].Acknowledged != 2 || c.ByVersion[1].Version != 2 || c.ByVersion[1].Acknowledged != 1 {
+		t.Errorf("content by_version = %d %+v; want v1 acknowledged by 2, v2 by 1", code, c.ByVersion)
+	}
 }
