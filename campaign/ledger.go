@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -182,4 +183,38 @@ func (s *SQLLedger) Unrecord(ctx context.Context, corpID, msgID string, at time.
 		return fmt.Errorf("campaign: unrecord reminder: %w", err)
 	}
 	return nil
+}
+
+// reconfirmScope is manual_reminders.scope of the 通知已更新，请重新确认
+// card of version n (Service.Reconfirm): the record that each person got
+// it once.
+func reconfirmScope(n int) string { return "reack:v" + strconv.Itoa(n) }
+
+// Reconfirmable returns the members (uid → UserID) who acknowledged a
+// version of the notice older than version (page_signals), are still
+// members, and were not yet recorded as sent version's update card.
+func (s *SQLLedger) Reconfirmable(ctx context.Context, corpID, msgID string, version int) (map[uint32]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT p.uid, u.userid FROM page_signals p
+		JOIN users u ON u.corp_id = p.corp_id AND u.uid = p.uid
+		WHERE p.corp_id = ? AND p.msgid = ? AND p.source = 6 AND p.version < ? AND u.status = 1
+		  AND NOT EXISTS (SELECT 1 FROM manual_reminders r
+		    WHERE r.corp_id = p.corp_id AND r.msgid = p.msgid AND r.uid = p.uid AND r.scope = ?)`,
+		corpID, msgID, version, reconfirmScope(version))
+	if err != nil {
+		return nil, fmt.Errorf("campaign: reconfirmable: %w", err)
+	}
+	defer rows.Close()
+	out := map[uint32]string{}
+	for rows.Next() {
+		var uid uint32
+		var id string
+		if err := rows.Scan(&uid, &id); err != nil {
+			return nil, fmt.Errorf("campaign: reconfirmable: %w", err)
+		}
+		out[uid] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("campaign: reconfirmable: %w", err)
+	}
+	return out, nil
 }

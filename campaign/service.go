@@ -676,3 +676,65 @@ type RecallReport struct {
 	yidu.RecallReport
 	Read int64
 }
+
+// Reconfirmer sends the 通知已更新，请重新确认 card (tracker.Registry); a
+// Messenger that is one can ask acknowledgers to confirm a material
+// version (issue 39).
+type Reconfirmer interface {
+	Reconfirm(ctx context.Context, m yidu.Message, userIDs []string) (yidu.RemindReport, error)
+}
+
+// Reconfirmables lists who acknowledged an earlier version and was not
+// yet sent version's update card (SQLLedger.Reconfirmable).
+type Reconfirmables interface {
+	Reconfirmable(ctx context.Context, corpID, msgID string, version int) (map[uint32]string, error)
+}
+
+// Reconfirm sends each member who acknowledged a version of m older than
+// version (a material one, under read_rule acknowledged) one card
+// 通知已更新，请重新确认, once across replicas: the notice is claimed in
+// MySQL (ErrBusy while another act holds it), and the people are recorded
+// (manual_reminders, scope "reack:v<version>") before the cards leave, so
+// a second call, on any replica, finds nobody left. It returns how many
+// were sent the card. A Messenger or Ledger that cannot do it: 0, nil.
+func (s *Service) Reconfirm(ctx context.Context, m yidu.Message, version int, by string) (int, error) {
+	rc, ok1 := s.o.Messenger.(Reconfirmer)
+	who, ok2 := s.o.Ledger.(Reconfirmables)
+	if !ok1 || !ok2 || m.Recalled() {
+		return 0, nil
+	}
+	release, ok, err := s.o.Ledger.Claim(ctx, m.CorpID, m.MsgID, "reconfirm")
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, ErrBusy
+	}
+	defer release()
+	people, err := who.Reconfirmable(ctx, m.CorpID, m.MsgID, version)
+	if err != nil || len(people) == 0 {
+		return 0, err
+	}
+	uids := make([]uint32, 0, len(people))
+	ids := make([]string, 0, len(people))
+	for uid, id := range people {
+		uids = append(uids, uid)
+		ids = append(ids, id)
+	}
+	slices.Sort(uids)
+	now := s.o.Now().UTC().Truncate(time.Millisecond)
+	if err := s.o.Ledger.Record(ctx, m.CorpID, m.MsgID, now, by, reconfirmScope(version), uids); err != nil {
+		return 0, err
+	}
+	sent, err := rc.Reconfirm(ctx, m, ids)
+	if err != nil {
+		if sent.Batches == 0 {
+			if uerr := s.o.Ledger.Unrecord(context.WithoutCancel(ctx), m.CorpID, m.MsgID, now); uerr != nil {
+				s.log.Warn("update card not sent, its record kept", "corp", m.CorpID, "msgid", m.MsgID, "err", uerr)
+			}
+		}
+		return 0, fmt.Errorf("campaign: reconfirm: %w", err)
+	}
+	s.log.InfoContext(ctx, "update card sent", "corp", m.CorpID, "msgid", m.MsgID, "version", version, "reminded", sent.Reminded, "by", by)
+	return sent.Reminded, nil
+}

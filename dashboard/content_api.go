@@ -52,6 +52,14 @@ type versionJSON struct {
 	MinReadSeconds int                     `json:"min_read_seconds"`
 	CreatedBy      string                  `json:"created_by"`
 	CreatedAt      time.Time               `json:"created_at"`
+	// ByVersion is the reading page's signals per version (page_signals):
+	// progress per version, for a caller who sees the whole notice.
+	ByVersion []notice.VersionCounts `json:"by_version,omitempty"`
+}
+
+// pageCounts is what gives progress per version (notice.Store).
+type pageCounts interface {
+	PageCounts(ctx context.Context, corp, msgid string) ([]notice.VersionCounts, error)
 }
 
 func versionOut(v notice.Version, all []notice.Version) versionJSON {
@@ -173,6 +181,12 @@ func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBod
 		// A material version: earlier acknowledgements stop counting.
 		_, err = s.acks.ResetAcknowledged(r.Context(), m)
 	}
+	if err == nil && nv.Reacknowledge && m.ReadRule.Acknowledging() {
+		// Those who acknowledged an earlier version get the update card,
+		// once each (campaign decides; a replay of this PATCH sends the
+		// ones a failure left out).
+		_, err = s.acts.Reconfirm(r.Context(), m, nv.N, p.Name)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -213,7 +227,14 @@ func (s *Server) handleGetContent(w http.ResponseWriter, r *http.Request, m yidu
 	if n > 0 {
 		v = all[n-1]
 	}
-	writeJSON(w, http.StatusOK, versionOut(v, all))
+	out := versionOut(v, all)
+	if pc, ok := s.notices.(pageCounts); ok && !scoped(r.Context()) {
+		if out.ByVersion, err = pc.PageCounts(r.Context(), m.CorpID, m.MsgID); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // handlePreviewContent is POST /api/v1/content/preview {"markdown": "…"}:

@@ -347,3 +347,35 @@ func Material(versions []Version) int {
 	}
 	return m
 }
+
+// VersionCounts is how many recipients gave each of the reading page's
+// signals on one version (page_signals, issue 39): progress per version.
+type VersionCounts struct {
+	Version      int   `json:"version"`
+	Link         int64 `json:"link"`
+	ReadToEnd    int64 `json:"read_to_end"`
+	Acknowledged int64 `json:"acknowledged"`
+}
+
+// PageCounts returns the notice's VersionCounts, oldest version first,
+// one per version that has any.
+func (s *Store) PageCounts(ctx context.Context, corp, msgid string) ([]VersionCounts, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT version, SUM(source = 3), SUM(source = 5), SUM(source = 6)
+		FROM page_signals WHERE corp_id = ? AND msgid = ? GROUP BY version ORDER BY version`, corp, msgid)
+	if err != nil {
+		return nil, fmt.Errorf("notice: page counts of %s: %w", msgid, err)
+	}
+	defer rows.Close()
+	var out []VersionCounts
+	for rows.Next() {
+		var c VersionCounts
+		if err := rows.Scan(&c.Version, &c.Link, &c.ReadToEnd, &c.Acknowledged); err != nil {
+			return nil, fmt.Errorf("notice: page counts of %s: %w", msgid, err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("notice: page counts of %s: %w", msgid, err)
+	}
+	return out, nil
+}

@@ -708,6 +708,22 @@ func (r *Registry) appOf(m yidu.Message) yidu.App {
 // interval between two reminders of a person, are campaign.Service's to
 // decide. A recalled message is not reminded (yidu.ErrRecalled).
 func (r *Registry) Remind(ctx context.Context, m yidu.Message, userIDs []string) (yidu.RemindReport, error) {
+	return r.remind(ctx, m, userIDs, reminderDesc)
+}
+
+// reconfirmDesc is the card of a material new version of a notice read
+// under read_rule acknowledged (issue 39).
+const reconfirmDesc = "通知已更新，请重新确认"
+
+// Reconfirm sends userIDs (those who acknowledged an earlier version;
+// campaign.Service.Reconfirm decides, once each) the notice's card with
+// 通知已更新，请重新确认 under the title: a reminder in every other way
+// (task ids, message_sends kind "remind", recall).
+func (r *Registry) Reconfirm(ctx context.Context, m yidu.Message, userIDs []string) (yidu.RemindReport, error) {
+	return r.remind(ctx, m, userIDs, reconfirmDesc)
+}
+
+func (r *Registry) remind(ctx context.Context, m yidu.Message, userIDs []string, desc string) (yidu.RemindReport, error) {
 	var rep yidu.RemindReport
 	if r.sender == nil {
 		return rep, yidu.ErrNoSender
@@ -718,7 +734,7 @@ func (r *Registry) Remind(ctx context.Context, m yidu.Message, userIDs []string)
 	if m.Recalled() {
 		return rep, fmt.Errorf("%w: %s", yidu.ErrRecalled, m.MsgID)
 	}
-	c, err := r.card(r.appOf(m), m, reminderDesc)
+	c, err := r.card(r.appOf(m), m, desc)
 	if err != nil {
 		return rep, err
 	}

@@ -142,8 +142,26 @@ func TestMaterialVersion(t *testing.T) {
 			t.Fatalf("PATCH (material %v) = %d; want 200", material, code)
 		}
 	}
+	cards := func() []string {
+		var out []string
+		for _, d := range fake.Sent() {
+			if strings.Contains(string(d.Raw), "通知已更新，请重新确认") {
+				out = append(out, string(d.Raw))
+			}
+		}
+		return out
+	}
 	patch("# 第一条\n\n八点半上班。", true)
 	waitRead("v2 is material: v1's acknowledgement no longer counts", 0, 0)
+	if got := cards(); len(got) != 1 || !strings.Contains(got[0], `"touser":"zhangsan"`) {
+		t.Fatalf("update cards = %q; want one, to zhangsan", got)
+	}
+	// The same PATCH again (a client's retry) makes no version and sends
+	// no second card.
+	patch("# 第一条\n\n八点半上班。", true)
+	if got := cards(); len(got) != 1 {
+		t.Errorf("update cards after a replayed PATCH = %d; want still 1", len(got))
+	}
 	testenv.WaitFor(t, 10*time.Second, "MySQL: no read", func() bool {
 		return testenv.Column[int](t, m.DB, "SELECT COUNT(*) FROM message_read_record WHERE msgid = 'rule-2026' AND is_read = 1")[0] == 0
 	})
@@ -162,6 +180,9 @@ func TestMaterialVersion(t *testing.T) {
 	patch("# 第一条\n\n八点半上班。\n\n（错别字修正）", false)
 	time.Sleep(300 * time.Millisecond)
 	waitRead("a non-material v3 changes no count", 1, 1)
+	if got := cards(); len(got) != 1 {
+		t.Errorf("update cards after a non-material version = %d; want still 1", len(got))
+	}
 
 	var read, acks []string
 	defer func() { t.Logf("MySQL: read %v, acknowledgements %v", read, acks) }()
@@ -170,4 +191,15 @@ func TestMaterialVersion(t *testing.T) {
 		acks = testenv.Column[string](t, m.DB, "SELECT CONCAT(u.userid, '/', p.version) FROM page_signals p JOIN users u ON u.corp_id = p.corp_id AND u.uid = p.uid WHERE p.msgid = 'rule-2026' AND p.source = 6 ORDER BY u.userid, p.version")
 		return len(read) == 1 && read[0] == "zhangsan/6" && strings.Join(acks, ",") == "lisi/1,zhangsan/1,zhangsan/2"
 	})
+	// Progress per version: version 1 acknowledged by two, version 2 by
+	// one (the current material version's count is progress's).
+	var c struct {
+		ByVersion []struct {
+			Version, Link, ReadToEnd, Acknowledged int
+		} `json:"by_version"`
+	}
+	if code := api(t, m, "GET", "/messages/rule-2026/content", nil, &c); code != http.StatusOK || len(c.ByVersion) != 2 ||
+		c.ByVersion[0].Version != 1 || c.ByVersion[0].Acknowledged != 2 || c.ByVersion[1].Version != 2 || c.ByVersion[1].Acknowledged != 1 {
+		t.Errorf("content by_version = %d %+v; want v1 acknowledged by 2, v2 by 1", code, c.ByVersion)
+	}
 }
