@@ -216,3 +216,39 @@ func TestVerifyNamesTampering(t *testing.T) {
 		})
 	}
 }
+
+// Forget empties a person's bodies for retention: the day's root and the
+// other proofs still hold, and verify is still clean.
+func TestForgetKeepsRoots(t *testing.T) {
+	f := newFixture(t, 10)
+	ctx := context.Background()
+	f.read(t, []uint32{1, 2, 3}, f.clk.t.Add(-time.Minute))
+	f.clk.t = f.clk.t.Add(24 * time.Hour)
+	roots, err := f.l.SealDue(ctx)
+	testenv.Check(t, "SealDue", err)
+	if len(roots) != 1 {
+		t.Fatalf("SealDue = %v; want one day", roots)
+	}
+	n, err := f.l.Forget(ctx, corp, msg, []uint32{2})
+	if err != nil || n != 1 {
+		t.Fatalf("Forget = %d, %v; want 1", n, err)
+	}
+	es, err := f.l.EntriesFor(ctx, corp, msg, "u2")
+	testenv.Check(t, "EntriesFor", err)
+	if len(es) != 1 || es[0].Body != nil {
+		t.Fatalf("u2's entries after Forget = %+v; want one without a body", es)
+	}
+	f.exec(t, "DELETE FROM message_read_record WHERE corp_id = ? AND msgid = ? AND uid = 2", corp, msg)
+	if rep := f.verify(t, ""); len(rep.Problems) != 0 || rep.Roots[0].Root != roots[0].Root {
+		t.Fatalf("verify after Forget: %v, root %s; want clean and the sealed %s", rep.Problems, rep.Roots[0].Root, roots[0].Root)
+	}
+	for seq := uint64(1); seq <= 3; seq++ {
+		e, err := f.l.Entry(ctx, corp, seq)
+		testenv.Check(t, "Entry", err)
+		p, err := f.l.Prove(ctx, corp, seq)
+		testenv.Check(t, "Prove", err)
+		if err := ledger.VerifyInclusion(e.LeafHash, p); err != nil || p.Root != roots[0].Root {
+			t.Errorf("entry %d after Forget: %v (root %s)", seq, err, p.Root)
+		}
+	}
+}
