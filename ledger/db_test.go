@@ -103,6 +103,11 @@ func TestFlushdWritesOneEntryPerRowMadeRead(t *testing.T) {
 	if len(es) != 1 || es[0].Seq != 4 || es[0].UID != 4 || es[0].Kind != ledger.KindSignal {
 		t.Fatalf("EntriesFor(u4) = %+v; want entry 4", es)
 	}
+	all, err := f.l.EntriesOf(context.Background(), corp, msg)
+	testenv.Check(t, "EntriesOf", err)
+	if len(all) != 5 || all[3].Seq != 4 || string(all[3].Body) != string(es[0].Body) {
+		t.Fatalf("EntriesOf = %d entries; want 5, the 4th u4's", len(all))
+	}
 	wantBody := fmt.Sprintf(`{"corp":"%s","day":"2026-12-03","index":3,"kind":"signal","msgid":"%s","read_time":"%s","seq":4,"source":1,"uid":4}`,
 		corp, msg, at.Add(time.Second).UTC().Format(time.RFC3339))
 	if string(es[0].Body) != wantBody {
