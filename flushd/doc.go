@@ -66,6 +66,19 @@
 // freshly registered rows takes ~70 % of its time under DYNAMIC
 // (BenchmarkRowFormat, both formats in one loop).
 //
+// # The evidence ledger
+//
+// With Options.Ledger (cmd always sets it) a batch is one transaction
+// (READ COMMITTED): a locking read of the batch's rows still unread
+// (SELECT uid … is_read = 0 AND uid IN (…) FOR UPDATE), the batch's
+// statements, then one ledger.Signal entry per row a counted read made
+// read (and per parked read applied on the way), the corp's ledger head
+// lock, the entries' block, COMMIT (package ledger, docs/evidence.md). A
+// redelivered batch finds its rows read and appends nothing; a batch
+// killed before COMMIT leaves neither rows nor entries (TestLedgerKill9);
+// two replicas writing one uid serialize on its row, two writing one
+// corp on its head for the block's INSERT and the COMMIT only.
+//
 // # Statement forms
 //
 // The statements above are StatementJSONTable. Servers without JSON_TABLE

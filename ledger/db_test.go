@@ -103,6 +103,11 @@ func TestFlushdWritesOneEntryPerRowMadeRead(t *testing.T) {
 	if len(es) != 1 || es[0].Seq != 4 || es[0].UID != 4 || es[0].Kind != ledger.KindSignal {
 		t.Fatalf("EntriesFor(u4) = %+v; want entry 4", es)
 	}
+	all, err := f.l.EntriesOf(context.Background(), corp, msg)
+	testenv.Check(t, "EntriesOf", err)
+	if len(all) != 5 || all[3].Seq != 4 || string(all[3].Body) != string(es[0].Body) {
+		t.Fatalf("EntriesOf = %d entries; want 5, the 4th u4's", len(all))
+	}
 	wantBody := fmt.Sprintf(`{"corp":"%s","day":"2026-12-03","index":3,"kind":"signal","msgid":"%s","read_time":"%s","seq":4,"source":1,"uid":4}`,
 		corp, msg, at.Add(time.Second).UTC().Format(time.RFC3339))
 	if string(es[0].Body) != wantBody {
@@ -214,5 +219,41 @@ func TestVerifyNamesTampering(t *testing.T) {
 				t.Errorf("first problem = %q (seq %d); want %s of entry %d mentioning %q; all: %v", p, p.Seq, tc.what, tc.seq, tc.detail, rep.Problems)
 			}
 		})
+	}
+}
+
+// Forget empties a person's bodies for retention: the day's root and the
+// other proofs still hold, and verify is still clean.
+func TestForgetKeepsRoots(t *testing.T) {
+	f := newFixture(t, 10)
+	ctx := context.Background()
+	f.read(t, []uint32{1, 2, 3}, f.clk.t.Add(-time.Minute))
+	f.clk.t = f.clk.t.Add(24 * time.Hour)
+	roots, err := f.l.SealDue(ctx)
+	testenv.Check(t, "SealDue", err)
+	if len(roots) != 1 {
+		t.Fatalf("SealDue = %v; want one day", roots)
+	}
+	n, err := f.l.Forget(ctx, corp, msg, []uint32{2})
+	if err != nil || n != 1 {
+		t.Fatalf("Forget = %d, %v; want 1", n, err)
+	}
+	es, err := f.l.EntriesFor(ctx, corp, msg, "u2")
+	testenv.Check(t, "EntriesFor", err)
+	if len(es) != 1 || es[0].Body != nil {
+		t.Fatalf("u2's entries after Forget = %+v; want one without a body", es)
+	}
+	f.exec(t, "DELETE FROM message_read_record WHERE corp_id = ? AND msgid = ? AND uid = 2", corp, msg)
+	if rep := f.verify(t, ""); len(rep.Problems) != 0 || rep.Roots[0].Root != roots[0].Root {
+		t.Fatalf("verify after Forget: %v, root %s; want clean and the sealed %s", rep.Problems, rep.Roots[0].Root, roots[0].Root)
+	}
+	for seq := uint64(1); seq <= 3; seq++ {
+		e, err := f.l.Entry(ctx, corp, seq)
+		testenv.Check(t, "Entry", err)
+		p, err := f.l.Prove(ctx, corp, seq)
+		testenv.Check(t, "Prove", err)
+		if err := ledger.VerifyInclusion(e.LeafHash, p); err != nil || p.Root != roots[0].Root {
+			t.Errorf("entry %d after Forget: %v (root %s)", seq, err, p.Root)
+		}
 	}
 }

@@ -297,7 +297,8 @@ FROM message_read_record WHERE corp_id = ? AND is_read = 1 ORDER BY msgid, uid`,
 	unmatched := func(s sig) {
 		// A notice purged as a whole (yidu archive purge) took its read
 		// rows with it; its entries stay, as hashes of a history.
-		if inDay(s) && live[s.key.msgid] {
+		// and a forgotten entry (Forget) needs no fact.
+		if inDay(s) && live[s.key.msgid] && s.body != nil {
 			rep.Problems = append(rep.Problems, Problem{Seq: s.seq, What: "deleted",
 				Detail: fmt.Sprintf("it records a read of %s by uid %d that message_read_record no longer has", s.key.msgid, s.key.uid)})
 		}

@@ -25,7 +25,12 @@ func TestSendLedger(t *testing.T) {
 	})
 	ctx := context.Background()
 	fake.SetCorp(fakewecom.Corp{CorpID: e.app.CorpID, Apps: []fakewecom.App{{AgentID: e.app.AgentID, Secret: e.secret}}, InvalidUsers: []string{"u0007"}})
-	if _, err := e.reg.RegisterAndSend(ctx, e.sendRegistration("ledger-send", 1500)); err != nil {
+	res, err := e.reg.RegisterAndSend(ctx, e.sendRegistration("ledger-send", 1500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A reminder to u0007 (a batch of UserIDs): one reminder entry.
+	if _, err := e.reg.Remind(ctx, res.Message, []string{"u0007"}); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -35,8 +40,8 @@ func TestSendLedger(t *testing.T) {
 	}
 	es, err := l.EntriesFor(ctx, e.app.CorpID, "ledger-send", "u0007")
 	testenv.Check(t, "EntriesFor", err)
-	if len(es) != 1 || es[0].Kind != ledger.KindSend {
-		t.Fatalf("EntriesFor(u0007) = %+v; want one send entry", es)
+	if len(es) != 2 || es[0].Kind != ledger.KindSend || es[1].Kind != ledger.KindReminder || es[1].UID != es[0].UID {
+		t.Fatalf("EntriesFor(u0007) = %+v; want a send entry and a reminder entry", es)
 	}
 	var body struct {
 		UserID     string `json:"userid"`
@@ -51,8 +56,8 @@ func TestSendLedger(t *testing.T) {
 	}
 	rep, err := l.Verify(ctx, e.app.CorpID, "")
 	testenv.Check(t, "Verify", err)
-	if len(rep.Problems) != 0 || rep.Entries != 1500 {
-		t.Fatalf("Verify = %d entries, %v; want 1500, clean", rep.Entries, rep.Problems)
+	if len(rep.Problems) != 0 || rep.Entries != 1501 {
+		t.Fatalf("Verify = %d entries, %v; want 1501, clean", rep.Entries, rep.Problems)
 	}
 	if _, err := e.db.Exec("UPDATE message_sends SET errcode = 40003 WHERE corp_id = ? AND msgid = 'ledger-send' AND batch = 1", e.app.CorpID); err != nil {
 		t.Fatal(err)

@@ -574,6 +574,14 @@ func (r *Registry) recordOutcome(ctx context.Context, kind string, m yidu.Messag
 		_, err := r.db.ExecContext(ctx, q, args...)
 		return err
 	}
+	uids := b.uids
+	if len(uids) != len(b.users) {
+		// A reminder's batch (Remind, RemindBatch) comes as UserIDs.
+		var err error
+		if uids, err = r.uidsOf(ctx, m.CorpID, b.users); err != nil {
+			return err
+		}
+	}
 	tx, err := r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return err
@@ -586,15 +594,61 @@ func (r *Registry) recordOutcome(ctx context.Context, kind string, m yidu.Messag
 	for _, u := range invalid {
 		bad[u] = true
 	}
-	facts := make([]ledger.Fact, len(b.users))
+	facts := make([]ledger.Fact, 0, len(b.users))
 	for i, u := range b.users {
-		facts[i] = ledger.Delivery{Reminder: kind == kindRemind, MsgID: m.MsgID, UID: b.uids[i], UserID: u, Batch: n, At: at,
-			ErrCode: errcode, WeComMsgID: wmsg.String, Invalid: bad[u]}.Fact()
+		if uids[i] == noUID {
+			r.log.Warn("ledger: a batch's UserID has no uid; no entry", "corp", m.CorpID, "msgid", m.MsgID, "batch", n)
+			continue
+		}
+		facts = append(facts, ledger.Delivery{Reminder: kind == kindRemind, MsgID: m.MsgID, UID: uids[i], UserID: u, Batch: n, At: at,
+			ErrCode: errcode, WeComMsgID: wmsg.String, Invalid: bad[u]}.Fact())
 	}
 	if _, err := r.ledger.Append(ctx, tx, m.CorpID, facts); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+// noUID marks a UserID uidsOf did not find.
+const noUID = ^uint32(0)
+
+// uidsOf returns the uids of users (members who left included), in
+// order; noUID for a UserID users does not hold.
+func (r *Registry) uidsOf(ctx context.Context, corpID string, users []string) ([]uint32, error) {
+	out := make([]uint32, len(users))
+	if len(users) == 0 {
+		return out, nil
+	}
+	args := make([]any, 0, len(users)+1)
+	args = append(args, corpID)
+	for _, u := range users {
+		args = append(args, u)
+	}
+	rows, err := r.db.QueryContext(ctx, "SELECT userid, uid FROM users WHERE corp_id = ? AND userid IN (?"+strings.Repeat(",?", len(users)-1)+")", args...)
+	if err != nil {
+		return nil, fmt.Errorf("tracker: uids of a batch: %w", err)
+	}
+	defer rows.Close()
+	found := make(map[string]uint32, len(users))
+	for rows.Next() {
+		var id string
+		var uid uint32
+		if err := rows.Scan(&id, &uid); err != nil {
+			return nil, fmt.Errorf("tracker: uids of a batch: %w", err)
+		}
+		found[id] = uid
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tracker: uids of a batch: %w", err)
+	}
+	for i, u := range users {
+		uid, ok := found[u]
+		if !ok {
+			uid = noUID
+		}
+		out[i] = uid
+	}
+	return out, nil
 }
 
 // stops reports whether a batch's outcome ends its send: WeCom's frequency
