@@ -79,7 +79,7 @@ func (a approvalPresses) ApprovalPress(ctx context.Context, corpID, app, userID,
 		a.log.InfoContext(ctx, "approval press", "corp", corpID, "app", app, "task_id", taskID, "by", userID, "again", again)
 		return nil
 	case errors.Is(err, campaign.ErrForbidden), errors.Is(err, campaign.ErrApproval), errors.Is(err, campaign.ErrNotApprovalCard),
-		errors.Is(err, campaign.ErrNotFound), errors.Is(err, yidu.ErrInvalid), errors.Is(err, yidu.ErrNotEditable):
+		errors.Is(err, yidu.ErrNotFound), errors.Is(err, yidu.ErrInvalid), errors.Is(err, yidu.ErrNotEditable):
 		a.log.InfoContext(ctx, "approval press refused", "corp", corpID, "app", app, "task_id", taskID, "by", userID, "err", err)
 		return nil
 	}
