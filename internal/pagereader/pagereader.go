@@ -67,6 +67,12 @@ var (
 // Open GETs the page; without a session it follows the sign-in with code
 // (one use) and GETs the page again. It keeps the view shown.
 func (r *Reader) Open(ctx context.Context, code func() string) error {
+	return r.open(ctx, code, func() {})
+}
+
+// open is Open; signedIn is called before the GET of the page with a
+// session.
+func (r *Reader) open(ctx context.Context, code func() string, signedIn func()) error {
 	page := r.base + "/r/" + url.PathEscape(r.app) + "/" + url.PathEscape(r.msgID)
 	code1, loc, body, err := r.get(ctx, page)
 	if err != nil {
@@ -86,6 +92,7 @@ func (r *Reader) Open(ctx context.Context, code func() string) error {
 		if st != http.StatusFound {
 			return &Status{"sign-in", st, b}
 		}
+		signedIn()
 		if code1, _, body, err = r.get(ctx, page); err != nil {
 			return err
 		}
@@ -136,4 +143,24 @@ func (r *Reader) get(ctx context.Context, target string) (code int, location, bo
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	return resp.StatusCode, resp.Header.Get("Location"), string(b), nil
+}
+
+// Steps are how long the parts of an Open took.
+type Steps struct {
+	// SignIn is the GET that was sent to sign in and the sign-in's
+	// return (the code's exchange with WeCom); Page the GET of the page
+	// once signed in.
+	SignIn, Page time.Duration
+}
+
+// OpenTimed is Open, timing its steps.
+func (r *Reader) OpenTimed(ctx context.Context, code func() string) (Steps, error) {
+	var st Steps
+	start := time.Now()
+	var pageAt time.Time
+	err := r.open(ctx, code, func() { pageAt = time.Now() })
+	if !pageAt.IsZero() {
+		st.SignIn, st.Page = pageAt.Sub(start), time.Since(pageAt)
+	}
+	return st, err
 }
