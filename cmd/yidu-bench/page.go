@@ -35,10 +35,15 @@ const ratioPageCPU = "page_cpu_per_reader/ceiling_cpu_per_callback"
 // each reader's OAuth2 code with the fake WeCom).
 const pageSecret = "yidu-bench-page-secret-0123456789"
 
+// pageSignInTries bounds a reader's opens deferred by the sign-in rate.
+const pageSignInTries = 120
+
 // pageFigures are the page arm's own latencies, per step of a reader.
 type pageFigures struct {
-	// Readers is R; Acked the acks answered 200.
-	Readers, Acked int
+	// Readers is R; Acked the acks answered 200; Deferred the opens
+	// answered 503 by the receiver's sign-in rate and tried again a
+	// second later.
+	Readers, Acked, Deferred int
 	// SignIn is the OAuth2 round (the redirect to WeCom and the code's
 	// exchange); Page the GET of the page once signed in (it records
 	// link); Ack the POST of acknowledged.
@@ -58,7 +63,9 @@ func (b *bench) page(ctx context.Context) (ArmResult, error) {
 	for i := range R {
 		u := userIDs.ID(i)
 		users[i] = fakewecom.User{UserID: u, Name: "成员" + u, Departments: []int{1}}
-		codes["code-"+u] = u
+		for k := range pageSignInTries {
+			codes[fmt.Sprintf("code-%s-%d", u, k)] = u
+		}
 	}
 	fake := fakewecom.New(fakewecom.Corp{CorpID: b.app.CorpID, Apps: []fakewecom.App{{AgentID: b.app.AgentID, Secret: pageSecret}},
 		Users: users, Departments: []fakewecom.Department{{ID: 1, Name: "总公司"}}, Codes: codes})
@@ -123,7 +130,7 @@ func (b *bench) page(ctx context.Context) (ArmResult, error) {
 		mu                     sync.Mutex
 		signIn, view, end, ack []time.Duration
 		next                   atomic.Int64
-		acked, errs            atomic.Int64
+		acked, errs, deferred  atomic.Int64
 		firstErr               atomic.Value
 		wg                     sync.WaitGroup
 		lctx, cancel           = context.WithTimeout(ctx, b.cfg.ArmTimeout)
@@ -150,7 +157,20 @@ func (b *bench) page(ctx context.Context) (ArmResult, error) {
 					errs.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
 				}
-				steps, err := rd.OpenTimed(lctx, func() string { return "code-" + u })
+				// A reader told 访问人数较多 (503: the receiver's sign-in
+				// rate, page.DefaultSignInRate) taps again after the
+				// Retry-After second, as a member would.
+				var steps pagereader.Steps
+				var err error
+				for k := 0; k < pageSignInTries; k++ {
+					n := 0
+					steps, err = rd.OpenTimed(lctx, func() string { n++; return fmt.Sprintf("code-%s-%d", u, k) })
+					if pagereader.CodeOf(err) != http.StatusServiceUnavailable || n > 0 || lctx.Err() != nil {
+						break
+					}
+					deferred.Add(1)
+					time.Sleep(time.Second)
+				}
 				if err != nil {
 					fail(err)
 					continue
@@ -200,7 +220,7 @@ func (b *bench) page(ctx context.Context) (ArmResult, error) {
 	cpu := selfCPU() - cpu0 + ext
 	my, rd := sumCPU(b.mysqld)-my0, sumCPU(b.redisd)-rd0
 
-	pf.Readers, pf.Acked = R, int(acked.Load())
+	pf.Readers, pf.Acked, pf.Deferred = R, int(acked.Load()), int(deferred.Load())
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	p := func(ds []time.Duration, q float64) float64 {
 		slices.Sort(ds)
