@@ -210,3 +210,27 @@ func FuzzParseEvent(f *testing.F) {
 		}
 	})
 }
+
+// TestSignalsBounded: the page records link (on the view) and each event
+// within Options.Timeout, so a delta Kafka does not acknowledge meets the
+// recorder's deadline and goes to the receiver's spool instead of holding
+// the reader (internal/faulttest TestPageAcksKafkaStopped).
+func TestSignalsBounded(t *testing.T) {
+	f := newFixture(t)
+	zs := &browser{f: f, ua: wecomUA, cookies: map[string]*http.Cookie{}}
+	v1 := zs.open(t, "/r/hr/perf?v=1", "zhangsan")
+	if code, e := zs.post(t, "/r/hr/perf/events", event("read_to_end", 1, v1), nil); code != 200 {
+		t.Fatalf("read_to_end = %d %q; want 200", code, e)
+	}
+	f.reads.mu.Lock()
+	left := slices.Clone(f.reads.left)
+	f.reads.mu.Unlock()
+	if len(left) != 2 {
+		t.Fatalf("PageSignal called %d times; want 2 (link, read_to_end)", len(left))
+	}
+	for i, d := range left {
+		if d <= 0 || d > DefaultTimeout {
+			t.Errorf("PageSignal #%d had %s left; want a deadline within %s", i+1, d, DefaultTimeout)
+		}
+	}
+}

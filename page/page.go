@@ -132,6 +132,12 @@ type Options struct {
 	DoneTTL time.Duration
 	// Records serve 我的记录 (evidence.Service); nil: 404.
 	Records Records
+	// Timeout bounds the recording of one signal (default
+	// DefaultTimeout, the callbacks'): past it a delta Kafka has not
+	// acknowledged goes to the receiver's spool instead of holding the
+	// reader's request (docs/reliability.md, "Kafka down"). It is not cut
+	// short when the browser goes: a signal given is kept.
+	Timeout time.Duration
 	Logger  *slog.Logger
 	Now     func() time.Time
 }
@@ -182,6 +188,9 @@ func New(readers Readers, notices Notices, blobs Blobs, reads Reads, oauth OAuth
 	}
 	if opts.SignInRate <= 0 {
 		opts.SignInRate = DefaultSignInRate
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
 	}
 	tmpl, err := template.ParseFS(webFS, "web/page.html", "web/records.html")
 	if err != nil {
@@ -462,7 +471,9 @@ func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
 	// The page was opened: the signal link with the version shown, as the
 	// tracked link's landing records it (best-effort: the reader must
 	// reach the text).
-	if _, err := s.reads.PageSignal(context.WithoutCancel(r.Context()), yidu.SignalLink, a.CorpID, a.AgentID, sess.UserID, msgID, now,
+	lctx, cancel := s.signalContext(r)
+	defer cancel()
+	if _, err := s.reads.PageSignal(lctx, yidu.SignalLink, a.CorpID, a.AgentID, sess.UserID, msgID, now,
 		bitmap.PageEvent{Version: v.N, IP: clientIP(r), UserAgent: r.UserAgent()}); err != nil {
 		s.log.ErrorContext(r.Context(), "page: link not recorded", "app", a.Name, "msgid", msgID, "err", err)
 	}
@@ -589,7 +600,9 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) {
 		err = ErrNoSession
 	}
 	if err == nil {
-		err = s.record(r.Context(), sess, a, msgID, ev)
+		ctx, cancel := s.signalContext(r)
+		err = s.record(ctx, sess, a, msgID, ev)
+		cancel()
 	}
 	for _, e := range eventErrors {
 		if errors.Is(err, e.err) {
@@ -605,6 +618,16 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "event": ev.Signal.String(), "version": ev.Version})
+}
+
+// DefaultTimeout is Options.Timeout's default, the callbacks'
+// (callback.DefaultTimeout).
+const DefaultTimeout = 3 * time.Second
+
+// signalContext bounds the recording of one signal of r by
+// Options.Timeout, detached from r's cancellation.
+func (s *Server) signalContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.Timeout)
 }
 
 // eventErrors maps the events' outcomes to their answers (one table).

@@ -87,11 +87,19 @@ type fakeReads struct {
 	links  []string
 	events []string // "<userid>/<msgid>/<signal>/v<N>/<ip>"
 	fail   bool
+	// left is, per call, the time its context had left (-1: no
+	// deadline).
+	left []time.Duration
 }
 
-func (f *fakeReads) PageSignal(_ context.Context, sig yidu.Signal, c string, agentID int64, userID, msgID string, _ time.Time, ev bitmap.PageEvent) (int, error) {
+func (f *fakeReads) PageSignal(ctx context.Context, sig yidu.Signal, c string, agentID int64, userID, msgID string, _ time.Time, ev bitmap.PageEvent) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if d, ok := ctx.Deadline(); ok {
+		f.left = append(f.left, time.Until(d))
+	} else {
+		f.left = append(f.left, -1)
+	}
 	if f.fail {
 		return 0, errors.New("kafka down")
 	}

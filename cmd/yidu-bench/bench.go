@@ -45,7 +45,12 @@ const (
 	armYidu    = "yidu"
 )
 
-var allArms = []string{armCeiling, armNaive, armYidu}
+// allArms is every arm in the order they run; defaultArms those run
+// without -arms (the page arm, page.go, is asked for by name).
+var (
+	allArms     = []string{armCeiling, armNaive, armYidu, armPage}
+	defaultArms = []string{armCeiling, armNaive, armYidu}
+)
 
 // Bench's fixed identities besides the app (rig.App): a bearer token for
 // the dashboard API and the app's callback path.
@@ -142,6 +147,8 @@ type ArmResult struct {
 	// Counters are the yidu arm's own metrics at the end (non-zero series
 	// of the read path and flushd): outcomes, dedup hits, errors.
 	Counters map[string]float64 `json:"counters,omitempty"`
+	// Page is the page arm's own figures (page.go).
+	Page *pageFigures `json:"page,omitempty"`
 }
 
 // Report is the whole run.
@@ -232,6 +239,8 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			r, err = b.naive(ctx)
 		case armYidu:
 			r, err = b.yidu(ctx)
+		case armPage:
+			r, err = b.page(ctx)
 		}
 		if err != nil {
 			return b.report, fmt.Errorf("%s arm: %w", name, err)
@@ -253,6 +262,13 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	if per[armYidu] > 0 && per[armNaive] > 0 {
 		b.report.Ratios["yidu/naive"] = per[armYidu] / per[armNaive]
+	}
+	cpu := map[string]float64{}
+	for _, r := range b.report.Arms {
+		cpu[r.Arm] = r.CPUPer1000 + r.MySQLdCPUPer1000 + r.RedisCPUPer1000
+	}
+	if cpu[armPage] > 0 && cpu[armCeiling] > 0 {
+		b.report.Ratios[ratioPageCPU] = cpu[armPage] / cpu[armCeiling]
 	}
 	if notExact {
 		return b.report, ErrNotExact
@@ -293,7 +309,7 @@ func (b *bench) setup(ctx context.Context) error {
 	}
 	b.logf("%d members in %s", b.cfg.Recipients, time.Since(start).Round(time.Millisecond))
 
-	if slices.Contains(b.cfg.Arms, armYidu) {
+	if slices.Contains(b.cfg.Arms, armYidu) || slices.Contains(b.cfg.Arms, armPage) {
 		switch {
 		case b.cfg.ApacheKafka:
 			if err := b.startApacheKafka(ctx); err != nil {

@@ -27,7 +27,7 @@ func TestBenchEndsExact(t *testing.T) {
 	rep, err := Run(ctx, Config{
 		Servers:    servers,
 		Recipients: R, Conns: 8, Extra: 0.05, FlushInterval: 200 * time.Millisecond,
-		Arms: allArms, ArmTimeout: time.Minute, Progress: &progress,
+		Arms: defaultArms, ArmTimeout: time.Minute, Progress: &progress,
 	})
 	if err != nil {
 		var details []string
@@ -155,5 +155,37 @@ func TestBenchApacheKafka(t *testing.T) {
 	}
 	if y.KafkaCPUPer1000 <= 0 || !strings.Contains(rep.Kafka, "Apache Kafka") {
 		t.Errorf("Kafka %q, its CPU %.3f s/1k; want Apache Kafka's JVMs counted", rep.Kafka, y.KafkaCPUPer1000)
+	}
+}
+
+// TestBenchPageArm runs a small page storm beside the ceiling arm: every
+// reader signs in, reaches the end and acknowledges, and the arm ends
+// exact (Redis's acknowledged bitmap, page_signals and the reads hold R)
+// with the page's latencies and the CPU ratio against the ceiling.
+func TestBenchPageArm(t *testing.T) {
+	servers := rigtest.Servers(t)
+	const R = 300
+	var progress bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		Servers:    servers,
+		Recipients: R, Conns: 8, Extra: 0.05, FlushInterval: 200 * time.Millisecond,
+		Arms: []string{armCeiling, armPage}, ArmTimeout: time.Minute, Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	if len(rep.Arms) != 2 || rep.Arms[1].Page == nil {
+		t.Fatalf("report arms %d, page figures %v; want ceiling and page", len(rep.Arms), len(rep.Arms) == 2 && rep.Arms[1].Page != nil)
+	}
+	r, p := rep.Arms[1], rep.Arms[1].Page
+	if r.Exact == nil || !*r.Exact || p.Acked != R || p.InRedis != R || p.PageSignals != R || p.Read != R {
+		t.Errorf("page arm: exact %v (%s), acked %d, Redis %d, page_signals %d, read %d; want %d each", r.Exact != nil && *r.Exact, r.ExactDetail,
+			p.Acked, p.InRedis, p.PageSignals, p.Read, R)
+	}
+	if p.PageP99ms <= 0 || p.AckP99ms <= 0 || p.SignInP99ms <= 0 || r.CPUPer1000 <= 0 || rep.Ratios[ratioPageCPU] <= 0 {
+		t.Errorf("page p99 %.2f, ack p99 %.2f, sign-in p99 %.2f ms, CPU %.3f s/1k, ratio %.2f: not a measurement",
+			p.PageP99ms, p.AckP99ms, p.SignInP99ms, r.CPUPer1000, rep.Ratios[ratioPageCPU])
 	}
 }

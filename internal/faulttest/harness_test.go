@@ -73,6 +73,10 @@ type envOptions struct {
 	// topic auto-creation; the deltas topic made by `yidu kafka topic`)
 	// instead of kfake; e.ak is the cluster.
 	ApacheKafka bool
+	// Config, when set, edits the configuration file's map before it is
+	// written (page_test.go: the fake WeCom, the app's secret, the
+	// reading page's public_url).
+	Config func(cfg map[string]any)
 }
 
 // env is one scenario's deployment: a fresh database, a Redis prefix, a
@@ -188,6 +192,9 @@ func (e *env) start(o envOptions, redisAddr, yiduDSN string, receiver map[string
 		"wecom":  map[string]any{"api_base": "http://127.0.0.1:1"}, // nothing is sent; never reach WeCom
 		"apps": []map[string]any{{"name": app.Name, "corp_id": app.CorpID, "agent_id": app.AgentID, "token": app.Token,
 			"encoding_aes_key": app.EncodingAESKey, "read_button_key": app.ReadButtonKey}},
+	}
+	if o.Config != nil {
+		o.Config(cfg)
 	}
 	b, err := yaml.Marshal(cfg)
 	testenv.Check(t, "config", err)
