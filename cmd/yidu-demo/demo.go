@@ -77,9 +77,14 @@ type Main struct {
 	Leader, LeaderDept string
 	// Backends says which servers are embedded, for the banner.
 	Backends string
+	// EvidenceDir is where the round's evidence files go (empty: a new
+	// temporary directory, printed and kept); Round is what it did.
+	EvidenceDir string
+	Round       Round
 
 	// Set by setUp for prepare, which runs in the background.
 	secret, token, aesKey string
+	approverToken         string
 	company               fakewecom.Corp
 	employees             int
 	status                atomic.Pointer[string]
@@ -248,7 +253,16 @@ func (m *Main) Wait(ctx context.Context) error {
 				fmt.Fprintln(m.Stdout, "yidu-demo:", err)
 				continue
 			}
-			m.setStatus("Demo: every read is on the dashboard and in MySQL.")
+			m.setStatus("Demo: every read is on the dashboard and in MySQL; now the reading page, evidence and an approval.")
+			if err := m.showRound(ctx); err != nil {
+				err = fmt.Errorf("this round's steps: %w", err)
+				if m.ExitWhenDone {
+					return err
+				}
+				fmt.Fprintln(m.Stdout, "yidu-demo:", err)
+				continue
+			}
+			m.setStatus("Demo: every read is on the dashboard and in MySQL; the hosted notice was approved, acknowledged and verified.")
 			if m.ExitWhenDone {
 				return nil
 			}

@@ -39,7 +39,10 @@ const (
 	demoCorp  = "wwyidudemo000001"
 	demoAgent = 1000002
 	demoUser  = "demo"
-	demoTitle = "新考勤制度 / New attendance policy"
+	// demoApprover is the API token that approves the notices the app's
+	// approval rule holds (apps[].approval).
+	demoApprover = "approver"
+	demoTitle    = "新考勤制度 / New attendance policy"
 	// demoBody is the notice's text, shown on the card (sub_title_text,
 	// within WeCom's length limit: docs/api.md).
 	demoBody = "自12月1日起实行弹性打卡，请阅读制度全文后点击“已读”确认。From 1 Dec, flexible clock-in applies: read the policy, then press Read."
@@ -131,7 +134,18 @@ func (m *Main) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	company.Apps[0].RedirectDomain = dashAddr
+	// The reading page (/r/) signs members in on the receiver, another
+	// port of the same host: its public URL too is fixed before Run, and
+	// the fake trusts the host on any port.
+	recvAddr, err := freeOrAny(m.ListenReceiver)
+	if err != nil {
+		return err
+	}
+	host, _, err := net.SplitHostPort(dashAddr)
+	if err != nil {
+		return fmt.Errorf("dashboard address: %w", err)
+	}
+	company.Apps[0].RedirectDomain = host
 	m.Leader, m.LeaderDept = demoLeader(company)
 	if err := m.startFakeWeCom(company); err != nil {
 		return err
@@ -139,11 +153,16 @@ func (m *Main) setUp(ctx context.Context) error {
 	cfg.WeCom.APIBase = "http://" + m.fakeSrv.Addr
 	cfg.WeCom.OAuthBase, cfg.WeCom.LoginBase = cfg.WeCom.APIBase, cfg.WeCom.APIBase
 	cfg.Dashboard.PublicURL = "http://" + dashAddr
+	cfg.Receiver.PublicURL = "http://" + recvAddr
 	// The demo's plan counts the readers who only open the app (enterOnly),
 	// so its app lists enter_agent among the read signals; by default an
 	// app entry is recorded (by_signal) but is not a read.
 	cfg.Apps = []config.App{{Name: demoApp, CorpID: demoCorp, AgentID: demoAgent, Token: token, EncodingAESKey: aesKey, Secret: secret,
-		ReadSignals: []string{"button", "link", "enter_agent"}}}
+		ReadSignals: []string{"button", "link", "enter_agent"},
+		// A notice to 全员, or to more people than the company has, waits
+		// for the approver token (round.go); the notice to department 1
+		// (everyone, but not 全员) is not held.
+		Approval: &config.Approval{Over: employees, Approvers: []string{demoApprover}}}}
 
 	m.User, m.Password, m.APIToken = demoUser, randomPassword(), randomHex(20)
 	hash, err := bcrypt.GenerateFromPassword([]byte(m.Password), bcrypt.DefaultCost)
@@ -151,9 +170,11 @@ func (m *Main) setUp(ctx context.Context) error {
 		return fmt.Errorf("hash password: %w", err)
 	}
 	cfg.Dashboard.Users = []config.User{{Name: m.User, PasswordHash: string(hash), Corps: []string{"*"}}}
-	cfg.Dashboard.Tokens = append(cfg.Dashboard.Tokens, config.Token{Name: "demo", Token: m.APIToken, Corps: []string{"*"}})
+	m.approverToken = randomHex(20)
+	cfg.Dashboard.Tokens = append(cfg.Dashboard.Tokens, config.Token{Name: "demo", Token: m.APIToken, Corps: []string{"*"}},
+		config.Token{Name: demoApprover, Token: m.approverToken, Corps: []string{"*"}})
 	cfg.Dashboard.Listen = dashAddr
-	cfg.Receiver.Listen = m.ListenReceiver
+	cfg.Receiver.Listen = recvAddr
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -399,6 +420,11 @@ func (m *Main) awaitRegistration(ctx context.Context, employees int) error {
 // api calls the dashboard API with the demo's token and decodes a 2xx answer
 // into out.
 func (m *Main) api(ctx context.Context, method, path string, body, out any) (int, error) {
+	return m.apiAs(ctx, m.APIToken, method, path, body, out)
+}
+
+// apiAs is api with another token.
+func (m *Main) apiAs(ctx context.Context, token, method, path string, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -411,7 +437,7 @@ func (m *Main) api(ctx context.Context, method, path string, body, out any) (int
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Authorization", "Bearer "+m.APIToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
