@@ -75,6 +75,9 @@ type Main struct {
 	// sign-in page), and LeaderDept the department they lead: the banner
 	// names them, and their page shows that department's subtree only.
 	Leader, LeaderDept string
+	// Approver is the member who approves the app's notices to 全员
+	// (apps[].approval) by pressing 批准 on the approval card.
+	Approver string
 	// Backends says which servers are embedded, for the banner.
 	Backends string
 	// EvidenceDir is where the round's evidence files go (empty: a new
@@ -84,7 +87,6 @@ type Main struct {
 
 	// Set by setUp for prepare, which runs in the background.
 	secret, token, aesKey string
-	approverToken         string
 	company               fakewecom.Corp
 	employees             int
 	status                atomic.Pointer[string]

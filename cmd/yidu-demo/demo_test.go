@@ -163,7 +163,8 @@ func TestDemoExitWhenDone(t *testing.T) {
 	// This round's steps: the hosted notice opened by 5 members on the
 	// reading page, 4 of whom read it to the end and acknowledged it;
 	// the first one's evidence saved; the notice to 全员 held until
-	// approved, then sent once; the ledger clean.
+	// approved by the approval card's 批准 pressed twice, then sent once;
+	// the ledger clean.
 	r := m.Round
 	want := struct{ link, end, ack int64 }{roundAcks + 1, roundAcks, roundAcks}
 	if b := r.BySignal; b.Link != want.link || b.ReadToEnd != want.end || b.Acknowledged != want.ack || b.Button != 0 {
@@ -177,6 +178,13 @@ func TestDemoExitWhenDone(t *testing.T) {
 	}
 	if !r.Held || !r.SentOnce {
 		t.Errorf("approval: held %v, sent once %v; want both", r.Held, r.SentOnce)
+	}
+	var readingPage bool
+	for _, c := range m.Fake.Sent() {
+		readingPage = readingPage || bytes.Contains(c.Raw, []byte(`/r/hr/`+r.MsgID+`?to=`))
+	}
+	if !readingPage {
+		t.Errorf("no card of %s opens the reading page", r.MsgID)
 	}
 	if n := m.cardsOf(r.ApprovalMsgID); len(n) != 200 {
 		t.Errorf("the approved notice reached %d people; want 200", len(n))

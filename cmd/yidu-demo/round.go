@@ -14,10 +14,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/wecomsim"
 	"github.com/yidu-io/yidu/ledger"
 )
@@ -132,7 +134,7 @@ func (m *Main) showRound(ctx context.Context) error {
 		return fmt.Errorf("ledger root: %w", err)
 	}
 	r.Entries, r.Facts, r.Problems = rep.Entries, rep.Facts, rep.Problems
-	fmt.Fprintf(w, "  8. ledger of %s, day %s (Asia/Shanghai): %d entries, root %s (as yidu evidence verify)\n", demoCorp, day, r.Root.Size, r.Root.Root)
+	fmt.Fprintf(w, "  9. ledger of %s, day %s (Asia/Shanghai): %d entries, root %s (as yidu evidence verify)\n", demoCorp, day, r.Root.Size, r.Root.Root)
 	if len(rep.Problems) > 0 {
 		for _, p := range rep.Problems {
 			fmt.Fprintf(w, "     %s\n", p)
@@ -213,6 +215,9 @@ func (m *Main) cardsOf(msgID string) map[string]int {
 		if json.Unmarshal(s.Raw, &b) != nil || !sameMsg(b.TemplateCard.TaskID, msgID) {
 			continue
 		}
+		if _, _, ok := yidu.ParseApprovalTaskID(b.TemplateCard.TaskID); ok {
+			continue // the approval card, not the notice's
+		}
 		for _, u := range strings.Split(b.ToUser, "|") {
 			out[u]++
 		}
@@ -251,8 +256,9 @@ func (m *Main) awaitCards(ctx context.Context, msgID string, members []string) e
 }
 
 // approve shows approval before sending: a notice to 全员 (apps[].approval)
-// is held 待审批 with no card sent, the approver token approves its
-// version through the API, and the campaign runner sends it once.
+// is held 待审批 with no card sent; the approver gets the approval card
+// through WeCom and presses 批准 (a callback to the receiver, delivered
+// twice as WeCom may); the campaign runner then sends the notice once.
 func (m *Main) approve(ctx context.Context) error {
 	r, w := &m.Round, m.Stdout
 	r.ApprovalMsgID = m.MsgID + "-all"
@@ -274,7 +280,7 @@ func (m *Main) approve(ctx context.Context) error {
 		VersionHash string `json:"version_hash"`
 		Recipients  uint64 `json:"recipients"`
 	}
-	if _, err := m.apiAs(ctx, m.approverToken, http.MethodGet, path, nil, &ap); err != nil {
+	if _, err := m.api(ctx, http.MethodGet, path, nil, &ap); err != nil {
 		return fmt.Errorf("approval: %w", err)
 	}
 	held := len(m.cardsOf(r.ApprovalMsgID))
@@ -284,11 +290,25 @@ func (m *Main) approve(ctx context.Context) error {
 	}
 	fmt.Fprintf(w, "  5. %s to 全员 (%d people) by %s: 待审批, no card sent (apps[].approval: 全员 or over %d)\n",
 		r.ApprovalMsgID, ap.Recipients, demoUser, m.employees)
-	decide := map[string]any{"approve": true, "version_hash": ap.VersionHash}
-	if _, err := m.apiAs(ctx, m.approverToken, http.MethodPost, path, decide, nil); err != nil {
-		return fmt.Errorf("approve: %w", err)
+
+	c, err := m.awaitApprovalCard(ctx, r.ApprovalMsgID)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(w, "  6. %s approves version %.12s… (POST /api/v1%s): 已批准\n", demoApprover, ap.VersionHash, path)
+	fmt.Fprintf(w, "  6. the approval card (version %.12s…) reached %s through WeCom\n", ap.VersionHash, m.Approver)
+	ev := wecomsim.Event{Kind: wecomsim.KindCard, UserID: m.Approver, TaskID: c.TaskID, EventKey: c.Key, CreateTime: time.Now()}
+	reqs, err := m.player.pusher.Build([]wecomsim.Event{ev})
+	if err != nil {
+		return err
+	}
+	// WeCom may deliver the press twice; the second changes nothing.
+	if st := m.player.pusher.Push(ctx, []wecomsim.Request{reqs[0], reqs[0]}); st.Failures != 0 {
+		return fmt.Errorf("approval press: %s", st)
+	}
+	if _, err := m.api(ctx, http.MethodGet, path, nil, &ap); err != nil || ap.State != string(yidu.ApprovalApproved) {
+		return fmt.Errorf("approval after the press: %q, %v; want approved", ap.State, err)
+	}
+	fmt.Fprintf(w, "  7. %s pressed 批准 (the callback delivered twice): 已批准\n", m.Approver)
 	everyone := make([]string, len(m.company.Users))
 	for i, u := range m.company.Users {
 		everyone[i] = u.UserID
@@ -297,8 +317,45 @@ func (m *Main) approve(ctx context.Context) error {
 		return err
 	}
 	r.SentOnce = true
-	fmt.Fprintf(w, "  7. sent once by the campaign runner: one card to each of the %d people\n", len(everyone))
+	fmt.Fprintf(w, "  8. sent once by the campaign runner: one card to each of the %d people\n", len(everyone))
 	return nil
+}
+
+// awaitApprovalCard waits for the approval card of msgID to reach the
+// approver and returns its task_id and 批准's key.
+func (m *Main) awaitApprovalCard(ctx context.Context, msgID string) (card, error) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		for _, s := range m.Fake.Sent() {
+			var b struct {
+				ToUser       string `json:"touser"`
+				TemplateCard struct {
+					TaskID     string `json:"task_id"`
+					ButtonList []struct {
+						Key string `json:"key"`
+					} `json:"button_list"`
+				} `json:"template_card"`
+			}
+			if json.Unmarshal(s.Raw, &b) != nil {
+				continue
+			}
+			id, _, ok := yidu.ParseApprovalTaskID(b.TemplateCard.TaskID)
+			if !ok || string(id) != msgID || !slices.Contains(strings.Split(b.ToUser, "|"), m.Approver) {
+				continue
+			}
+			for _, bt := range b.TemplateCard.ButtonList {
+				if bt.Key == campaign.ApproveKey {
+					return card{TaskID: b.TemplateCard.TaskID, Key: bt.Key}, nil
+				}
+			}
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return card{}, fmt.Errorf("%s: no approval card reached %s: %w", msgID, m.Approver, ctx.Err())
+		}
+	}
 }
 
 var viewRE = regexp.MustCompile(`data-view="([^"]+)"[^>]*data-version="([0-9]+)"`)

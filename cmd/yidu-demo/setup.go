@@ -39,10 +39,7 @@ const (
 	demoCorp  = "wwyidudemo000001"
 	demoAgent = 1000002
 	demoUser  = "demo"
-	// demoApprover is the API token that approves the notices the app's
-	// approval rule holds (apps[].approval).
-	demoApprover = "approver"
-	demoTitle    = "新考勤制度 / New attendance policy"
+	demoTitle = "新考勤制度 / New attendance policy"
 	// demoBody is the notice's text, shown on the card (sub_title_text,
 	// within WeCom's length limit: docs/api.md).
 	demoBody = "自12月1日起实行弹性打卡，请阅读制度全文后点击“已读”确认。From 1 Dec, flexible clock-in applies: read the policy, then press Read."
@@ -147,6 +144,7 @@ func (m *Main) setUp(ctx context.Context) error {
 	}
 	company.Apps[0].RedirectDomain = host
 	m.Leader, m.LeaderDept = demoLeader(company)
+	m.Approver = company.Users[len(company.Users)-1].UserID
 	if err := m.startFakeWeCom(company); err != nil {
 		return err
 	}
@@ -160,9 +158,10 @@ func (m *Main) setUp(ctx context.Context) error {
 	cfg.Apps = []config.App{{Name: demoApp, CorpID: demoCorp, AgentID: demoAgent, Token: token, EncodingAESKey: aesKey, Secret: secret,
 		ReadSignals: []string{"button", "link", "enter_agent"},
 		// A notice to 全员, or to more people than the company has, waits
-		// for the approver token (round.go); the notice to department 1
-		// (everyone, but not 全员) is not held.
-		Approval: &config.Approval{Over: employees, Approvers: []string{demoApprover}}}}
+		// for the approval of m.Approver, who gets the approval card
+		// (round.go); the notice to department 1 (everyone, but not 全员)
+		// is not held.
+		Approval: &config.Approval{Over: employees, Approvers: []string{m.Approver}}}}
 
 	m.User, m.Password, m.APIToken = demoUser, randomPassword(), randomHex(20)
 	hash, err := bcrypt.GenerateFromPassword([]byte(m.Password), bcrypt.DefaultCost)
@@ -170,9 +169,7 @@ func (m *Main) setUp(ctx context.Context) error {
 		return fmt.Errorf("hash password: %w", err)
 	}
 	cfg.Dashboard.Users = []config.User{{Name: m.User, PasswordHash: string(hash), Corps: []string{"*"}}}
-	m.approverToken = randomHex(20)
-	cfg.Dashboard.Tokens = append(cfg.Dashboard.Tokens, config.Token{Name: "demo", Token: m.APIToken, Corps: []string{"*"}},
-		config.Token{Name: demoApprover, Token: m.approverToken, Corps: []string{"*"}})
+	cfg.Dashboard.Tokens = append(cfg.Dashboard.Tokens, config.Token{Name: "demo", Token: m.APIToken, Corps: []string{"*"}})
 	cfg.Dashboard.Listen = dashAddr
 	cfg.Receiver.Listen = recvAddr
 	if err := cfg.Validate(); err != nil {
