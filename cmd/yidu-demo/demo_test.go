@@ -33,7 +33,10 @@ import (
 // -exit-when-done` on the embedded servers (whatever YIDU_* says) and
 // checks that Run returns with the dashboard answering before the notice
 // exists, that every read, and only those, reached the dashboard and
-// MySQL, that nothing logged a warning or an error (yidu's slog, or
+// MySQL, that this round's steps followed (the hosted notice's page
+// counts, a member's evidence PDF, the notice to 全员 held until its
+// approval card was pressed and then sent once, the ledger verified
+// clean), that nothing logged a warning or an error (yidu's slog, or
 // go-mysql-server's logrus), and that Close stops every server.
 func TestDemoExitWhenDone(t *testing.T) {
 	out := &testenv.SyncBuffer{}
