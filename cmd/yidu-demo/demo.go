@@ -257,6 +257,10 @@ func (m *Main) Wait(ctx context.Context) error {
 			}
 			m.setStatus("Demo: every read is on the dashboard and in MySQL; now the reading page, evidence and an approval.")
 			if err := m.showRound(ctx); err != nil {
+				if ctx.Err() != nil { // Ctrl-C during the steps
+					fmt.Fprintln(m.Stdout, "\nstopping…")
+					return nil
+				}
 				err = fmt.Errorf("this round's steps: %w", err)
 				if m.ExitWhenDone {
 					return err

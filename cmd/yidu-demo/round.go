@@ -68,6 +68,7 @@ type Round struct {
 func (m *Main) showRound(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	start := time.Now()
 	r := &m.Round
 	r.MsgID = m.MsgID + "-ack"
 	for i := range roundMembers {
@@ -141,7 +142,8 @@ func (m *Main) showRound(ctx context.Context) error {
 		}
 		return fmt.Errorf("ledger verify: %d problems", len(rep.Problems))
 	}
-	fmt.Fprintf(w, "     verify: clean (%d entries, %d facts checked)\n\n", rep.Entries, rep.Facts)
+	fmt.Fprintf(w, "     verify: clean (%d entries, %d facts checked)\n", rep.Entries, rep.Facts)
+	fmt.Fprintf(w, "These steps took %.1fs.\n\n", time.Since(start).Seconds())
 	return nil
 }
 
