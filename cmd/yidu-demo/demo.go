@@ -75,8 +75,15 @@ type Main struct {
 	// sign-in page), and LeaderDept the department they lead: the banner
 	// names them, and their page shows that department's subtree only.
 	Leader, LeaderDept string
+	// Approver is the member who approves the app's notices to 全员
+	// (apps[].approval) by pressing 批准 on the approval card.
+	Approver string
 	// Backends says which servers are embedded, for the banner.
 	Backends string
+	// EvidenceDir is where the round's evidence files go (empty: a new
+	// temporary directory, printed and kept); Round is what it did.
+	EvidenceDir string
+	Round       Round
 
 	// Set by setUp for prepare, which runs in the background.
 	secret, token, aesKey string
@@ -132,7 +139,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.Float64Var(&m.Speed, "speed", m.Speed, "play WeCom this many times faster than real time (reads average 40 s after the send at 1)")
 	fs.Uint64Var(&m.Seed, "seed", m.Seed, "random seed of the readers, their delays and the faults")
 	fs.BoolVar(&m.Send, "send", m.Send, "send the template cards through the fake WeCom (\"send\": true)")
-	fs.BoolVar(&m.ExitWhenDone, "exit-when-done", false, "exit 0 once every read reached the dashboard and MySQL")
+	fs.BoolVar(&m.ExitWhenDone, "exit-when-done", false, "exit 0 once every read reached the dashboard and MySQL and the reading page, evidence and approval steps succeeded")
 	fs.DurationVar(&m.Timeout, "timeout", 0, "with -exit-when-done: fail when not done after this long (0: no limit)")
 	fs.StringVar(&m.ListenDashboard, "listen-dashboard", m.ListenDashboard, "dashboard address (127.0.0.1:0 if taken)")
 	fs.StringVar(&m.ListenReceiver, "listen-receiver", m.ListenReceiver, "WeCom callback receiver address")
@@ -248,7 +255,20 @@ func (m *Main) Wait(ctx context.Context) error {
 				fmt.Fprintln(m.Stdout, "yidu-demo:", err)
 				continue
 			}
-			m.setStatus("Demo: every read is on the dashboard and in MySQL.")
+			m.setStatus("Demo: every read is on the dashboard and in MySQL; now the reading page, evidence and an approval.")
+			if err := m.showRound(ctx); err != nil {
+				if ctx.Err() != nil { // Ctrl-C during the steps
+					fmt.Fprintln(m.Stdout, "\nstopping…")
+					return nil
+				}
+				err = fmt.Errorf("this round's steps: %w", err)
+				if m.ExitWhenDone {
+					return err
+				}
+				fmt.Fprintln(m.Stdout, "yidu-demo:", err)
+				continue
+			}
+			m.setStatus("Demo: every read is on the dashboard and in MySQL; the hosted notice was approved, acknowledged and verified.")
 			if m.ExitWhenDone {
 				return nil
 			}
@@ -334,7 +354,7 @@ func (m *Main) printBanner() {
 	fmt.Fprintf(w, "  Receiver   http://%s/wecom/callback/%s\n\n", m.App.ReceiverAddr, demoApp)
 	fmt.Fprintf(w, "Ready after %.1fs. The directory sync and the notice follow in the background; the page shows them.\n", time.Since(m.started).Seconds())
 	if m.ExitWhenDone {
-		fmt.Fprintln(w, "Exits once every read is on the dashboard and in MySQL.")
+		fmt.Fprintln(w, "Exits once every read is on the dashboard and in MySQL and the reading page, evidence and approval are shown.")
 	} else {
 		fmt.Fprintln(w, "Ctrl-C stops.")
 	}

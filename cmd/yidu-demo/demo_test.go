@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -32,7 +33,10 @@ import (
 // -exit-when-done` on the embedded servers (whatever YIDU_* says) and
 // checks that Run returns with the dashboard answering before the notice
 // exists, that every read, and only those, reached the dashboard and
-// MySQL, that nothing logged a warning or an error (yidu's slog, or
+// MySQL, that this round's steps followed (the hosted notice's page
+// counts, a member's evidence PDF, the notice to 全员 held until its
+// approval card was pressed and then sent once, the ledger verified
+// clean), that nothing logged a warning or an error (yidu's slog, or
 // go-mysql-server's logrus), and that Close stops every server.
 func TestDemoExitWhenDone(t *testing.T) {
 	out := &testenv.SyncBuffer{}
@@ -42,12 +46,13 @@ func TestDemoExitWhenDone(t *testing.T) {
 	m.Stdout, m.Stderr = out, out
 	m.Getenv = func(string) string { return "" }
 	m.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	m.EvidenceDir = t.TempDir()
 	err := m.ParseFlags([]string{"-employees", "200", "-speed", "50", "-exit-when-done", "-timeout", "45s",
 		"-listen-dashboard", "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
 	closed := false
 	defer func() {
@@ -92,7 +97,8 @@ func TestDemoExitWhenDone(t *testing.T) {
 	if st.Retries < int64(pl.flaky) || st.Duplicates != int64(pl.duplicates) || st.Failures != 0 || pl.flaky == 0 || pl.duplicates == 0 {
 		t.Errorf("WeCom played %s; want ≥ %d retries, %d duplicates, no failures", st, pl.flaky, pl.duplicates)
 	}
-	// Every card the fake WeCom got shows the notice's text.
+	// Every card of the notice the fake WeCom got shows the notice's text
+	// (this round's notices follow it).
 	cards := m.Fake.Sent()
 	if len(cards) == 0 {
 		t.Error("no card was sent")
@@ -100,10 +106,15 @@ func TestDemoExitWhenDone(t *testing.T) {
 	for _, c := range cards {
 		var b struct {
 			TemplateCard struct {
+				TaskID       string `json:"task_id"`
 				SubTitleText string `json:"sub_title_text"`
 			} `json:"template_card"`
 		}
-		if err := json.Unmarshal(c.Raw, &b); err != nil || b.TemplateCard.SubTitleText != demoBody {
+		err := json.Unmarshal(c.Raw, &b)
+		if err == nil && !sameMsg(b.TemplateCard.TaskID, m.MsgID) {
+			continue
+		}
+		if err != nil || b.TemplateCard.SubTitleText != demoBody {
 			t.Errorf("card %s: sub_title_text = %q, %v; want the notice's body", c.Raw, b.TemplateCard.SubTitleText, err)
 			break
 		}
@@ -150,6 +161,39 @@ func TestDemoExitWhenDone(t *testing.T) {
 			strings.Contains(line, "level=error") || strings.Contains(line, "level=warning") {
 			t.Errorf("logged: %s", line)
 		}
+	}
+
+	// This round's steps: the hosted notice opened by 5 members on the
+	// reading page, 4 of whom read it to the end and acknowledged it;
+	// the first one's evidence saved; the notice to 全员 held until
+	// approved by the approval card's 批准 pressed twice, then sent once;
+	// the ledger clean.
+	r := m.Round
+	want := struct{ link, end, ack int64 }{roundAcks + 1, roundAcks, roundAcks}
+	if b := r.BySignal; b.Link != want.link || b.ReadToEnd != want.end || b.Acknowledged != want.ack || b.Button != 0 {
+		t.Errorf("hosted notice's by_signal = %+v; want link %d, read_to_end %d, acknowledged %d", b, want.link, want.end, want.ack)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("by_signal: link %d, read_to_end %d, acknowledged %d", want.link, want.end, want.ack)) {
+		t.Error("the output does not print the hosted notice's by_signal")
+	}
+	if pdf, err := os.ReadFile(r.EvidencePDF); err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) || !r.EvidenceAcked || filepath.Dir(r.EvidencePDF) != m.EvidenceDir {
+		t.Errorf("evidence PDF %q: %v (acknowledged in the record: %v); want a PDF in %s", r.EvidencePDF, err, r.EvidenceAcked, m.EvidenceDir)
+	}
+	if !r.Held || !r.SentOnce {
+		t.Errorf("approval: held %v, sent once %v; want both", r.Held, r.SentOnce)
+	}
+	var readingPage bool
+	for _, c := range m.Fake.Sent() {
+		readingPage = readingPage || bytes.Contains(c.Raw, []byte(`/r/hr/`+r.MsgID+`?to=`))
+	}
+	if !readingPage {
+		t.Errorf("no card of %s opens the reading page", r.MsgID)
+	}
+	if n := m.cardsOf(r.ApprovalMsgID); len(n) != 200 {
+		t.Errorf("the approved notice reached %d people; want 200", len(n))
+	}
+	if r.Root.Size == 0 || r.Root.Size != uint64(r.Entries) || len(r.Problems) != 0 || !strings.Contains(out.String(), "verify: clean") {
+		t.Errorf("ledger: day root %+v, %d entries checked, problems %v; want a root over every entry and verify: clean", r.Root, r.Entries, r.Problems)
 	}
 
 	// The printed login opens the dashboard page.

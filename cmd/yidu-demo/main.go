@@ -8,7 +8,12 @@
 // sends the template cards through the fake WeCom), and plays WeCom: signed,
 // encrypted callbacks over HTTP with a realistic arrival curve, WeCom's
 // retries and a few duplicates. It prints the dashboard URL and a login and
-// shows a progress bar until Ctrl-C.
+// shows a progress bar. Once every read arrived it shows the rest of the
+// job (round.go): a notice with full text acknowledged on the reading page
+// by members signed in through the fake WeCom, one member's evidence
+// (JSON and PDF, saved in a temporary directory), a notice to 全员 held
+// for approval until the approval card's 批准 is pressed, and the ledger
+// verified. It runs until Ctrl-C.
 //
 //	go run ./cmd/yidu-demo [-employees N] [-speed X] [-exit-when-done -timeout D]
 package main

@@ -131,19 +131,37 @@ func (m *Main) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	company.Apps[0].RedirectDomain = dashAddr
+	// The reading page (/r/) signs members in on the receiver, another
+	// port of the same host: its public URL too is fixed before Run, and
+	// the fake trusts the host on any port.
+	recvAddr, err := freeOrAny(m.ListenReceiver)
+	if err != nil {
+		return err
+	}
+	host, _, err := net.SplitHostPort(dashAddr)
+	if err != nil {
+		return fmt.Errorf("dashboard address: %w", err)
+	}
+	company.Apps[0].RedirectDomain = host
 	m.Leader, m.LeaderDept = demoLeader(company)
+	m.Approver = company.Users[len(company.Users)-1].UserID
 	if err := m.startFakeWeCom(company); err != nil {
 		return err
 	}
 	cfg.WeCom.APIBase = "http://" + m.fakeSrv.Addr
 	cfg.WeCom.OAuthBase, cfg.WeCom.LoginBase = cfg.WeCom.APIBase, cfg.WeCom.APIBase
 	cfg.Dashboard.PublicURL = "http://" + dashAddr
+	cfg.Receiver.PublicURL = "http://" + recvAddr
 	// The demo's plan counts the readers who only open the app (enterOnly),
 	// so its app lists enter_agent among the read signals; by default an
 	// app entry is recorded (by_signal) but is not a read.
 	cfg.Apps = []config.App{{Name: demoApp, CorpID: demoCorp, AgentID: demoAgent, Token: token, EncodingAESKey: aesKey, Secret: secret,
-		ReadSignals: []string{"button", "link", "enter_agent"}}}
+		ReadSignals: []string{"button", "link", "enter_agent"},
+		// A notice to 全员, or to more people than the company has, waits
+		// for the approval of m.Approver, who gets the approval card
+		// (round.go); the notice to department 1 (everyone, but not 全员)
+		// is not held.
+		Approval: &config.Approval{Over: employees, Approvers: []string{m.Approver}}}}
 
 	m.User, m.Password, m.APIToken = demoUser, randomPassword(), randomHex(20)
 	hash, err := bcrypt.GenerateFromPassword([]byte(m.Password), bcrypt.DefaultCost)
@@ -153,7 +171,7 @@ func (m *Main) setUp(ctx context.Context) error {
 	cfg.Dashboard.Users = []config.User{{Name: m.User, PasswordHash: string(hash), Corps: []string{"*"}}}
 	cfg.Dashboard.Tokens = append(cfg.Dashboard.Tokens, config.Token{Name: "demo", Token: m.APIToken, Corps: []string{"*"}})
 	cfg.Dashboard.Listen = dashAddr
-	cfg.Receiver.Listen = m.ListenReceiver
+	cfg.Receiver.Listen = recvAddr
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -399,6 +417,11 @@ func (m *Main) awaitRegistration(ctx context.Context, employees int) error {
 // api calls the dashboard API with the demo's token and decodes a 2xx answer
 // into out.
 func (m *Main) api(ctx context.Context, method, path string, body, out any) (int, error) {
+	return m.apiAs(ctx, m.APIToken, method, path, body, out)
+}
+
+// apiAs is api with another token.
+func (m *Main) apiAs(ctx context.Context, token, method, path string, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -411,7 +434,7 @@ func (m *Main) api(ctx context.Context, method, path string, body, out any) (int
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Authorization", "Bearer "+m.APIToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

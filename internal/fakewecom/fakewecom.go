@@ -92,7 +92,8 @@ type App struct {
 	// isreportenter).
 	ReportEnter bool
 	// RedirectDomain is the app's OAuth2 trusted domain (可信域名,
-	// agent/get's redirect_domain).
+	// agent/get's redirect_domain): a host and port, or a host alone
+	// for any of its ports.
 	RedirectDomain string
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"html"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -69,7 +70,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) (ok bool) {
 	back, err := url.Parse(q.Get("redirect_uri"))
 	// WeCom refuses a redirect_uri outside the app's trusted domain
 	// ("redirect_uri 与配置的授权完成回调域名不一致").
-	if err != nil || back.Host == "" || (app.RedirectDomain != "" && back.Host != app.RedirectDomain) {
+	if err != nil || back.Host == "" || !app.trusts(back) {
 		http.Error(w, "fakewecom: redirect_uri is not in the app's trusted domain", http.StatusBadRequest)
 		return true
 	}
@@ -138,4 +139,18 @@ func (s *Server) useCode(corpID, code string) (userID string, ok bool) {
 		return "", false
 	}
 	return ic.userID, true
+}
+
+// trusts reports whether u is in the app's trusted domain: any u without
+// a RedirectDomain; else u's host and port when RedirectDomain has a port,
+// or u's host on any port when it has none (the demo's dashboard and
+// receiver sit on two ports of 127.0.0.1).
+func (a *App) trusts(u *url.URL) bool {
+	if a.RedirectDomain == "" {
+		return true
+	}
+	if _, _, err := net.SplitHostPort(a.RedirectDomain); err == nil {
+		return u.Host == a.RedirectDomain
+	}
+	return u.Hostname() == a.RedirectDomain
 }
