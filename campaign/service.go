@@ -109,7 +109,11 @@ type ServiceOptions struct {
 	// RemindInterval is the least time between two manual reminders of
 	// one person (dashboard.remind_interval; default 1 h).
 	RemindInterval time.Duration
-	Logger         *slog.Logger
+	// Picking lists, expands and counts audiences for the compose page
+	// and the approver; nil: ErrNoDirectory (the approver sees no
+	// departments).
+	Picking Picking
+	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

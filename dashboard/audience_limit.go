@@ -12,28 +12,10 @@ import (
 // caller may address through an app; the picker's endpoints list only
 // that, and the preview and registration ask before anything else.
 
-// pickerLimit is what the caller may pick for the query's app (already
-// checked by appOf).
-func (s *Server) pickerLimit(r *http.Request) (access.Limit, error) {
-	app := s.apps[r.URL.Query().Get("app")]
-	return s.acts.Limit(r.Context(), principalFrom(r.Context()), app)
-}
-
 // checkAudience refuses an audience of app the caller may not address
 // (campaign.AudienceError, 403 with the field).
 func (s *Server) checkAudience(r *http.Request, p *access.Principal, app yidu.App, au yidu.Audience) error {
 	return s.acts.CheckAudience(r.Context(), p, app, au)
-}
-
-// pickable keeps the items of xs whose id l allows.
-func pickable[T any](xs []T, allowed func(T) bool) []T {
-	out := xs[:0:0]
-	for _, x := range xs {
-		if allowed(x) {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // audiences is a's campaign.Audiences, nil without an Access (a nil

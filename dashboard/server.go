@@ -290,6 +290,9 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	}
 	s.actOpts = campaign.ServiceOptions{Store: opts.Campaigns, Rounds: opts.FollowUps, Messenger: msgs,
 		Scope: scope, Audiences: audiences(opts.Access), Versions: opts.Notices, Notify: opts.Approvals, Ledger: opts.Ledger, Readers: prog, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
+	if ad, ok := dir.(AudienceDirectory); ok {
+		s.actOpts.Picking = ad
+	}
 	s.acts = campaign.NewService(s.actOpts)
 	s.wecomLimits = access.NewWeComLimiter(opts.Now)
 	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
