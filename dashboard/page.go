@@ -208,35 +208,11 @@ type batchCounts struct {
 // countBatches counts the notice's own batches (reminders left out);
 // Result is as the message's send report says it: sent, partial or failed.
 func countBatches(outcomes []yidu.BatchOutcome) *batchCounts {
-	c := &batchCounts{}
-	n := 0
-	for _, o := range outcomes {
-		if o.Reminder {
-			continue
-		}
-		switch o.Status {
-		case yidu.SendSent:
-			c.Sent++
-		case yidu.SendRefused:
-			c.Refused++
-		case yidu.SendUnknown:
-			c.Unknown++
-		case yidu.SendUnsent:
-			c.Unsent++
-		}
-		n++
-	}
-	switch {
-	case n == 0:
+	t := yidu.TallySends(outcomes, false)
+	if t.Batches == 0 {
 		return nil
-	case c.Sent == n:
-		c.Result = "sent"
-	case c.Sent == 0:
-		c.Result = "failed"
-	default:
-		c.Result = "partial"
 	}
-	return c
+	return &batchCounts{Result: t.Result, Sent: t.SentBatches, Refused: t.RefusedBatches, Unknown: t.UnknownBatches, Unsent: t.UnsentBatches}
 }
 
 // appsFor lists the names of the apps whose notices p may see, sorted:
