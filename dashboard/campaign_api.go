@@ -172,24 +172,16 @@ func (s *Server) notice(r *http.Request) (yidu.Notice, error) {
 }
 
 // addNotice adds the campaign state of a registered message to j ("sent"
-// for a message registered through the API without campaign). The
-// audience as asked (UserIDs, departments, tags of the whole notice) is
-// its senders' only: a scoped viewer sees the state, not whom else it
-// was for.
+// for a message registered through the API without campaign;
+// campaign.Service.Sent).
 func (s *Server) addNotice(ctx context.Context, p *access.Principal, j *messageJSON) error {
 	j.State = string(yidu.StateSent)
-	if s.campaigns == nil {
-		return nil
-	}
-	n, err := s.campaigns.Get(ctx, []string{j.CorpID}, j.MsgID)
-	if errors.Is(err, yidu.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+	n, found, audience, err := s.acts.Sent(ctx, p, j.CorpID, j.MsgID)
+	if err != nil || !found {
 		return err
 	}
 	j.setNotice(n)
-	if !p.MaySend(n.App.CorpID, n.App.Name) {
+	if !audience {
 		j.Audience = nil
 	}
 	return nil
@@ -360,19 +352,7 @@ func (s *Server) listNotices(w http.ResponseWriter, r *http.Request, state yidu.
 		return
 	}
 	out := listJSON{Messages: []messageJSON{}}
-	p := principalFrom(r.Context())
-	corps := p.Corps()
-	if s.campaigns == nil || (corps != nil && len(corps) == 0) {
-		writeJSON(w, http.StatusOK, out)
-		return
-	}
-	// Notices not sent yet are their senders' (notice): a viewer's list
-	// of them is empty, a sender's holds its apps' only. The filter comes
-	// before the page, so the cursor names none of the others (issue 38).
-	keep := func(n yidu.Notice) bool {
-		return p.MaySend(n.App.CorpID, n.App.Name) && (f.title == "" || strings.Contains(strings.ToLower(n.Title), strings.ToLower(f.title)))
-	}
-	ns, next, err := s.campaigns.List(r.Context(), corps, state, f.app, cursor, limit, keep)
+	ns, next, err := s.acts.Notices(r.Context(), principalFrom(r.Context()), state, f.title, f.app, cursor, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
