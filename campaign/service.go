@@ -109,6 +109,9 @@ type ServiceOptions struct {
 	// RemindInterval is the least time between two manual reminders of
 	// one person (dashboard.remind_interval; default 1 h).
 	RemindInterval time.Duration
+	// Acknowledgements resets acknowledgements after a material version;
+	// nil: they keep counting.
+	Acknowledgements Acknowledgements
 	// Picking lists, expands and counts audiences for the compose page
 	// and the approver; nil: ErrNoDirectory (the approver sees no
 	// departments).

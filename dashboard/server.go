@@ -204,7 +204,6 @@ type Server struct {
 	followUps   FollowUps
 	attachments Attachments
 	notices     Notices
-	acks        Acknowledgements
 	readingPage func(app, msgID string) string
 	tpls        *campaign.Templates
 	confirmOver int
@@ -289,14 +288,13 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		scope = opts.Access
 	}
 	s.actOpts = campaign.ServiceOptions{Store: opts.Campaigns, Rounds: opts.FollowUps, Messenger: msgs,
-		Scope: scope, Audiences: audiences(opts.Access), Versions: opts.Notices, Notify: opts.Approvals, Ledger: opts.Ledger, Readers: prog, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
+		Scope: scope, Audiences: audiences(opts.Access), Versions: opts.Notices, Acknowledgements: opts.Acknowledgements, Notify: opts.Approvals, Ledger: opts.Ledger, Readers: prog, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
 	if ad, ok := dir.(AudienceDirectory); ok {
 		s.actOpts.Picking = ad
 	}
 	s.acts = campaign.NewService(s.actOpts)
 	s.wecomLimits = access.NewWeComLimiter(opts.Now)
 	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
-	s.acks = opts.Acknowledgements
 	s.evidence = opts.Evidence
 	s.tpls = opts.Templates
 	return s, nil

@@ -1,0 +1,137 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+	noticev "github.com/yidu-io/yidu/notice"
+)
+
+// Contents keeps the versions of notices' content (notice.Store): it
+// renders, checks and numbers them; campaign decides who may make one
+// and what follows.
+type Contents interface {
+	Versions
+	Prepare(ctx context.Context, corp string, d noticev.Draft) (noticev.Version, error)
+	Update(ctx context.Context, corp, msgid string, v noticev.Version, reacknowledge bool, by string) (noticev.Version, bool, error)
+}
+
+// Acknowledgements resets what counts as read after a material version
+// (tracker.Registry.ResetAcknowledged: only under read_rule acknowledged).
+type Acknowledgements interface {
+	ResetAcknowledged(ctx context.Context, m yidu.Message) (bool, error)
+}
+
+// ErrNoContent: content was posted where this deployment keeps none.
+var ErrNoContent = yidu.Invalidf("content: this deployment keeps no notice content")
+
+// contents is the Contents, or ErrNoContent.
+func (s *Service) contents() (Contents, error) {
+	if c, ok := s.o.Versions.(Contents); ok {
+		return c, nil
+	}
+	return nil, ErrNoContent
+}
+
+// Content is a registration's full text and what makes it read.
+type Content struct {
+	// Has says the registration carries content.
+	Has         bool
+	Title       string
+	Markdown    string
+	Attachments []string
+	// ReadRule and MinReadSeconds as posted.
+	ReadRule       string
+	MinReadSeconds int
+	// Later: the notice is a draft or scheduled.
+	Later bool
+}
+
+// PrepareContent checks a registration's content before anything is
+// registered or sent, and renders it as version 1: nil when it has none.
+func (s *Service) PrepareContent(ctx context.Context, corp string, c Content) (*noticev.Version, error) {
+	if !c.Has {
+		if c.ReadRule != "" || c.MinReadSeconds != 0 {
+			return nil, yidu.Invalidf("read_rule: a notice without content has the app's rule")
+		}
+		return nil, nil
+	}
+	cs, err := s.contents()
+	if err != nil {
+		return nil, err
+	}
+	if c.Later {
+		return nil, yidu.Invalidf("content: a scheduled notice or a draft cannot carry content yet; send it now")
+	}
+	if _, err := yidu.ParseReadRule(c.ReadRule); err != nil {
+		return nil, err
+	}
+	if err := yidu.CheckMinReadSeconds(c.MinReadSeconds); err != nil {
+		return nil, err
+	}
+	v, err := cs.Prepare(ctx, corp, noticev.Draft{Title: c.Title, Markdown: c.Markdown, Attachments: c.Attachments})
+	return &v, err
+}
+
+// MayRevise: p may make m's next version when it sends through m's app
+// and sees the whole notice (whole: its View is everyone).
+func (s *Service) MayRevise(p *access.Principal, m yidu.Message, whole bool) error {
+	if _, err := s.contents(); err != nil {
+		return err
+	}
+	if !p.MaySend(m.CorpID, m.App) || !whole {
+		return fmt.Errorf("%w: your role may not change this notice", ErrForbidden)
+	}
+	return nil
+}
+
+// Revision is a sent notice's next version: its text, and its title
+// when it changes.
+type Revision struct {
+	Title       *string
+	Markdown    string
+	Attachments []string
+}
+
+// PrepareRevision renders m's next version (MayRevise first); a notice
+// sent without content has none.
+func (s *Service) PrepareRevision(ctx context.Context, m yidu.Message, rev Revision) (noticev.Version, error) {
+	cs, err := s.contents()
+	if err != nil {
+		return noticev.Version{}, err
+	}
+	cur, err := cs.Get(ctx, m.CorpID, m.MsgID, 0)
+	if errors.Is(err, noticev.ErrNotFound) {
+		return noticev.Version{}, yidu.Invalidf("content: the notice was sent without content")
+	}
+	if err != nil {
+		return noticev.Version{}, err
+	}
+	title := cur.Title
+	if rev.Title != nil {
+		title = *rev.Title
+	}
+	return cs.Prepare(ctx, m.CorpID, noticev.Draft{Title: title, Markdown: rev.Markdown, Attachments: rev.Attachments})
+}
+
+// Revised follows up m's version nv: a material one made now (made,
+// reacknowledge) makes earlier acknowledgements stop counting; under a
+// rule that acknowledges, those who acknowledged an earlier version get
+// the update card, once each (a replay sends the ones a failure left
+// out).
+func (s *Service) Revised(ctx context.Context, p *access.Principal, m yidu.Message, nv noticev.Version, made, reacknowledge bool) error {
+	if made && reacknowledge && s.o.Acknowledgements != nil {
+		if _, err := s.o.Acknowledgements.ResetAcknowledged(ctx, m); err != nil {
+			return err
+		}
+	}
+	if nv.Reacknowledge && m.ReadRule.Acknowledging() {
+		if _, err := s.Reconfirm(ctx, m, nv.N, p.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
