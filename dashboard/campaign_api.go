@@ -19,19 +19,6 @@ import (
 	"github.com/yidu-io/yidu/campaign"
 )
 
-// Campaigns is what the dashboard needs from campaign.Store: drafts and
-// scheduled notices. The dashboard translates HTTP to these calls; the
-// store decides (states, validation, the claim).
-type Campaigns interface {
-	Create(ctx context.Context, d yidu.Draft) (yidu.Notice, error)
-	Get(ctx context.Context, corps []string, msgID string) (yidu.Notice, error)
-	// List filters with keep first, then pages (campaign.Store.List).
-	List(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int, keep func(yidu.Notice) bool) ([]yidu.Notice, string, error)
-	Edit(ctx context.Context, corps []string, msgID string, p yidu.Patch) (yidu.Notice, error)
-	Cancel(ctx context.Context, corps []string, msgID, by string) (yidu.Notice, error)
-	SendNow(ctx context.Context, corps []string, msgID, by string) (yidu.Notice, error)
-}
-
 // DefaultConfirmOver is dashboard.confirm_over's default: above it the
 // page asks the person to type the recipient count.
 const DefaultConfirmOver = 1000
@@ -391,23 +378,14 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Apps []appJSON `json:"apps"`
 	}{Apps: []appJSON{}}
-	for _, a := range s.appList {
-		if p.MaySend(a.CorpID, a.Name) { // only the apps p may send from
-			out.Apps = append(out.Apps, appJSON{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID,
-				Timezone: cmpOr(a.Timezone, yidu.DefaultTimezone), ConfirmOver: s.confirmOver})
-			if s.followUps != nil {
-				out.Apps[len(out.Apps)-1].FollowUp = a.FollowUp
-			}
+	for _, a := range p.SendApps(s.appList) { // only the apps p may send from
+		j := appJSON{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, Timezone: cmp.Or(a.Timezone, yidu.DefaultTimezone), ConfirmOver: s.confirmOver}
+		if s.followUps != nil {
+			j.FollowUp = a.FollowUp
 		}
+		out.Apps = append(out.Apps, j)
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-func cmpOr(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // decodeStrict decodes one JSON object, refusing unknown fields.

@@ -200,7 +200,7 @@ type Server struct {
 	queryWait   time.Duration
 	done        chan struct{}
 	// campaigns, confirmOver: Options; appList the apps in config order.
-	campaigns   Campaigns
+	campaigns   *campaign.Store
 	followUps   FollowUps
 	attachments Attachments
 	notices     Notices
@@ -279,10 +279,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		s.apps[a.Name] = a
 	}
 	s.confirmOver, s.appList = cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
-	if opts.Campaigns != nil {
-		s.campaigns = opts.Campaigns
-	}
-	s.followUps = opts.FollowUps
+	s.campaigns, s.followUps = opts.Campaigns, opts.FollowUps
 	var scope campaign.Scope
 	if opts.Access != nil {
 		scope = opts.Access
