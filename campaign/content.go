@@ -135,3 +135,78 @@ func (s *Service) Revised(ctx context.Context, p *access.Principal, m yidu.Messa
 	}
 	return nil
 }
+
+// Outgoing is a registration as posted, before campaign checks it and
+// fills its defaults.
+type Outgoing struct {
+	// Registration has its App set.
+	yidu.Registration
+	// FollowUp is the posted policy; FollowUpSet says the body named
+	// follow_up (null included).
+	FollowUp    *yidu.Policy
+	FollowUpSet bool
+	Content     Content
+}
+
+// Prepared is an Outgoing checked, with its defaults.
+type Prepared struct {
+	yidu.Registration
+	// FollowUp is the notice's policy; FollowUpDefault says it is its
+	// app's default, because the body named none.
+	FollowUp        *yidu.Policy
+	FollowUpDefault bool
+	// Version is the content's version 1, nil without content.
+	Version *noticev.Version
+}
+
+// Prepare checks what p posted before anything is stored, registered or
+// sent: the audience p may address, the app's default follow-up, the
+// content (what makes it read is fixed now), a card linking to its
+// reading page, and, for a notice sent now (not Content.Later), its time
+// and its policy.
+func (s *Service) Prepare(ctx context.Context, p *access.Principal, o Outgoing) (Prepared, error) {
+	out := Prepared{Registration: o.Registration, FollowUp: o.FollowUp}
+	if err := s.CheckAudience(ctx, p, o.App, o.Audience); err != nil {
+		return out, err
+	}
+	if d := s.DefaultFollowUp(o.App, o.FollowUpSet); d != nil {
+		out.FollowUp, out.FollowUpDefault = d, true
+	}
+	o.Content.Title = o.Title
+	ver, err := s.PrepareContent(ctx, o.App.CorpID, o.Content)
+	if err != nil {
+		return out, err
+	}
+	if out.Version = ver; ver != nil {
+		out.ReadRule, _ = yidu.ParseReadRule(o.Content.ReadRule)
+		if err := s.linkToPage(&out.Registration); err != nil {
+			return out, err
+		}
+	}
+	if o.Content.Later {
+		return out, nil
+	}
+	if out.SentAt.IsZero() {
+		out.SentAt = s.o.Now().UTC()
+	}
+	return out, s.CheckFollowUp(out.FollowUp, out.SentAt)
+}
+
+// linkToPage makes the card of a notice with content open its reading
+// page (ServiceOptions.ReadingPage): the card's url is the page's,
+// through the tracked link like any card url, so a msgid is chosen now
+// if the body named none. A url of the caller's own is refused: the text
+// is in yidu.
+func (s *Service) linkToPage(reg *yidu.Registration) error {
+	if s.o.ReadingPage == nil {
+		return nil
+	}
+	if reg.URL != "" {
+		return yidu.Invalidf("url: a notice with full text links to its reading page; leave url empty")
+	}
+	if reg.MsgID == "" {
+		reg.MsgID = string(yidu.NewMsgID())
+	}
+	reg.URL = s.o.ReadingPage(reg.App.Name, reg.MsgID)
+	return nil
+}

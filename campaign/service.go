@@ -109,6 +109,10 @@ type ServiceOptions struct {
 	// RemindInterval is the least time between two manual reminders of
 	// one person (dashboard.remind_interval; default 1 h).
 	RemindInterval time.Duration
+	// ReadingPage is the reading page's URL of app's msgid (the
+	// receiver's); a notice with content links its card there. nil: its
+	// card keeps the url it was given.
+	ReadingPage func(app, msgID string) string
 	// Acknowledgements resets acknowledgements after a material version;
 	// nil: they keep counting.
 	Acknowledgements Acknowledgements

@@ -307,32 +307,21 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reg.Registration.App = app
-	if err := s.checkAudience(r, p, app, reg.Audience); err != nil {
-		s.fail(w, r, err)
-		return
+	// Checked, with its defaults, before anything is stored, registered
+	// or sent.
+	c := campaign.Content{Has: reg.Content != nil, ReadRule: reg.ReadRule, MinReadSeconds: reg.MinReadSeconds, Later: reg.Draft || !reg.SendAt.IsZero()}
+	if reg.Content != nil {
+		c.Markdown, c.Attachments = reg.Content.Markdown, reg.Content.Attachments
 	}
-	s.defaultFollowUp(&reg, app)
-	// Bad content is refused before anything is stored, registered or sent.
-	ver, err := s.prepareContent(r.Context(), reg, app.CorpID)
-	if err == nil && ver != nil {
-		// What makes it read is fixed at registration (messages.read_rule).
-		reg.Registration.ReadRule, _ = yidu.ParseReadRule(reg.ReadRule)
-		err = s.linkToPage(&reg, app.Name)
-	}
+	pr, err := s.acts.Prepare(r.Context(), p, campaign.Outgoing{Registration: reg.Registration, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet, Content: c})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if reg.Draft || !reg.SendAt.IsZero() {
+	reg.Registration, reg.FollowUp, reg.FollowUpDefault = pr.Registration, pr.FollowUp, pr.FollowUpDefault
+	ver := pr.Version
+	if c.Later {
 		s.handleSchedule(w, r, p, app, reg)
-		return
-	}
-	if reg.SentAt.IsZero() {
-		reg.SentAt = s.now().UTC()
-	}
-	// A bad policy is refused before anything is registered or sent.
-	if err := s.acts.CheckFollowUp(reg.FollowUp, reg.SentAt); err != nil {
-		s.fail(w, r, err)
 		return
 	}
 	if s.sendForApproval(w, r, p, app, reg) {

@@ -69,35 +69,6 @@ func versionOut(v notice.Version, all []notice.Version) versionJSON {
 		ReadRule: v.Settings.ReadRule, MinReadSeconds: v.Settings.MinReadSeconds, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt}
 }
 
-// prepareContent checks a registration's content before anything is
-// registered or sent: nil when it has none (campaign.PrepareContent).
-func (s *Server) prepareContent(ctx context.Context, reg registration, corp string) (*notice.Version, error) {
-	c := campaign.Content{Has: reg.Content != nil, Title: reg.Title, ReadRule: reg.ReadRule, MinReadSeconds: reg.MinReadSeconds,
-		Later: reg.Draft || !reg.SendAt.IsZero()}
-	if reg.Content != nil {
-		c.Markdown, c.Attachments = reg.Content.Markdown, reg.Content.Attachments
-	}
-	return s.acts.PrepareContent(ctx, corp, c)
-}
-
-// linkToPage makes the card of a notice with content open its reading
-// page (Options.ReadingPage): the card's url is the page's, through the
-// tracked link like any card url, so a msgid is chosen now if the body
-// named none. A url of the caller's own is refused: the text is in yidu.
-func (s *Server) linkToPage(reg *registration, app string) error {
-	if s.readingPage == nil {
-		return nil
-	}
-	if reg.URL != "" {
-		return yidu.Invalidf("url: a notice with full text links to its reading page; leave url empty")
-	}
-	if reg.MsgID == "" {
-		reg.MsgID = string(yidu.NewMsgID())
-	}
-	reg.URL = s.readingPage(app, reg.MsgID)
-	return nil
-}
-
 // createContent stores a sent registration's content as version 1.
 func (s *Server) createContent(ctx context.Context, m yidu.Message, reg registration, v *notice.Version, by string) error {
 	rule, _ := yidu.ParseReadRule(reg.ReadRule)

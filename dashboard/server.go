@@ -285,7 +285,7 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		scope = opts.Access
 	}
 	s.actOpts = campaign.ServiceOptions{Store: opts.Campaigns, Rounds: opts.FollowUps, Messenger: msgs,
-		Scope: scope, Audiences: audiences(opts.Access), Versions: opts.Notices, Acknowledgements: opts.Acknowledgements, Notify: opts.Approvals, Ledger: opts.Ledger, Readers: prog, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
+		Scope: scope, Audiences: audiences(opts.Access), Versions: opts.Notices, Acknowledgements: opts.Acknowledgements, ReadingPage: opts.ReadingPage, Notify: opts.Approvals, Ledger: opts.Ledger, Readers: prog, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
 	if ad, ok := dir.(AudienceDirectory); ok {
 		s.actOpts.Picking = ad
 	}
