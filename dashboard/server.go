@@ -615,3 +615,13 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// audiences is a's campaign.Audiences, nil without an Access (a nil
+// *access.Access must not become a non-nil interface): campaign then
+// refuses every act of a sender kept to an audience (issue 41).
+func audiences(a *access.Access) campaign.Audiences {
+	if a == nil {
+		return nil
+	}
+	return a
+}
