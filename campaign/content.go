@@ -17,6 +17,7 @@ type Contents interface {
 	Versions
 	Prepare(ctx context.Context, corp string, d noticev.Draft) (noticev.Version, error)
 	Update(ctx context.Context, corp, msgid string, v noticev.Version, reacknowledge bool, by string) (noticev.Version, bool, error)
+	Create(ctx context.Context, corp, msgid string, v noticev.Version, set noticev.Settings, by string) (noticev.Version, error)
 }
 
 // Acknowledgements resets what counts as read after a material version
@@ -155,8 +156,10 @@ type Prepared struct {
 	// app's default, because the body named none.
 	FollowUp        *yidu.Policy
 	FollowUpDefault bool
-	// Version is the content's version 1, nil without content.
-	Version *noticev.Version
+	// Version is the content's version 1, nil without content, and
+	// Settings what makes it read.
+	Version  *noticev.Version
+	Settings noticev.Settings
 }
 
 // Prepare checks what p posted before anything is stored, registered or
@@ -179,6 +182,7 @@ func (s *Service) Prepare(ctx context.Context, p *access.Principal, o Outgoing) 
 	}
 	if out.Version = ver; ver != nil {
 		out.ReadRule, _ = yidu.ParseReadRule(o.Content.ReadRule)
+		out.Settings = noticev.Settings{ReadRule: out.ReadRule, MinReadSeconds: o.Content.MinReadSeconds}
 		if err := s.linkToPage(&out.Registration); err != nil {
 			return out, err
 		}
@@ -209,4 +213,31 @@ func (s *Service) linkToPage(reg *yidu.Registration) error {
 	}
 	reg.URL = s.o.ReadingPage(reg.App.Name, reg.MsgID)
 	return nil
+}
+
+// KeepContent keeps what pr registered as m sent: its content as
+// version 1 (a replay finds it stored).
+func (s *Service) KeepContent(ctx context.Context, m yidu.Message, pr Prepared, by string) error {
+	if pr.Version == nil {
+		return nil
+	}
+	cs, err := s.contents()
+	if err != nil {
+		return err
+	}
+	if _, err := cs.Create(ctx, m.CorpID, m.MsgID, *pr.Version, pr.Settings, by); err != nil {
+		return fmt.Errorf("campaign: content of %s: %w", m.MsgID, err)
+	}
+	return nil
+}
+
+// RegisteredFollowUp stores the policy of what pr registered as m
+// (StoreFollowUp); created says the registration made m. The app's
+// default goes to a notice the registration created only: a replay must
+// not undo a policy changed since. tried: a policy was stored or refused.
+func (s *Service) RegisteredFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pr Prepared, created bool) (tried bool, err error) {
+	if pr.FollowUp == nil || (!created && pr.FollowUpDefault) {
+		return false, nil
+	}
+	return true, s.StoreFollowUp(ctx, p, m, *pr.FollowUp)
 }

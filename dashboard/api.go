@@ -319,7 +319,6 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reg.Registration, reg.FollowUp, reg.FollowUpDefault = pr.Registration, pr.FollowUp, pr.FollowUpDefault
-	ver := pr.Version
 	if c.Later {
 		s.handleSchedule(w, r, p, app, reg)
 		return
@@ -340,31 +339,25 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if ver != nil {
-		// What was sent is version 1; a replay finds it stored.
-		if err := s.createContent(r.Context(), m, reg, ver, byName(p)); err != nil {
-			s.fail(w, r, err)
-			return
-		}
+	// What was sent is version 1; a replay finds it stored.
+	if err := s.acts.KeepContent(r.Context(), m, pr, byName(p)); err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	if created || reg.Send {
 		// A replayed registration (same msgid, nothing sent) did nothing.
 		ev.MsgID, ev.People = m.MsgID, m.Recipients
 		s.recordDone(r, ev, nil)
 	}
-	// The app's default goes to a notice this POST created: a replay
-	// must not undo a policy changed since.
-	if reg.FollowUp != nil && (created || !reg.FollowUpDefault) {
-		err := s.acts.StoreFollowUp(r.Context(), p, m, *reg.FollowUp)
-		if !created {
-			// A replay that changes the policy is a follow-up change
-			// (a new notice's policy is part of its send row).
-			s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, err)
-		}
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
+	tried, err := s.acts.RegisteredFollowUp(r.Context(), p, m, pr, created)
+	if tried && !created {
+		// A replay that changes the policy is a follow-up change (a new
+		// notice's policy is part of its send row).
+		s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, err)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	// The message page's department panel needs the corp's tree: built
 	// now, not on its first view.

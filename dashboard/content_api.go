@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
@@ -67,16 +66,6 @@ func versionOut(v notice.Version, all []notice.Version) versionJSON {
 	return versionJSON{Version: v.N, Versions: len(all), Material: notice.Material(all), Title: v.Title, Markdown: v.Markdown,
 		HTML: v.HTML, Attachments: atts, SHA256: v.SHA256.String(), Reacknowledge: v.Reacknowledge,
 		ReadRule: v.Settings.ReadRule, MinReadSeconds: v.Settings.MinReadSeconds, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt}
-}
-
-// createContent stores a sent registration's content as version 1.
-func (s *Server) createContent(ctx context.Context, m yidu.Message, reg registration, v *notice.Version, by string) error {
-	rule, _ := yidu.ParseReadRule(reg.ReadRule)
-	_, err := s.notices.Create(ctx, m.CorpID, m.MsgID, *v, notice.Settings{ReadRule: rule, MinReadSeconds: reg.MinReadSeconds}, by)
-	if err != nil {
-		return fmt.Errorf("dashboard: content of %s: %w", m.MsgID, err)
-	}
-	return nil
 }
 
 // patchContent is PATCH /messages/{msgid} with "content" (and optionally
