@@ -125,6 +125,32 @@ func (p *Principal) MaySend(corp, app string) bool {
 	return false
 }
 
+// SendApps are the apps of apps p may send through (MaySend), in
+// apps' order.
+func (p *Principal) SendApps(apps []yidu.App) []yidu.App {
+	var out []yidu.App
+	for _, a := range apps {
+		if p.MaySend(a.CorpID, a.Name) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// SeenApps are the names of the apps of apps whose notices p may see,
+// sorted: those it may send through, and every app of a corp where it
+// views departments.
+func (p *Principal) SeenApps(apps []yidu.App) []string {
+	var out []string
+	for _, a := range apps {
+		if p.MaySend(a.CorpID, a.Name) || p.Departments(a.CorpID) != nil {
+			out = append(out, a.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // MayRemindScoped reports whether the principal may remind unread
 // people of a notice of app in corp: a sender of the app (everyone
 // unread) or a department leader (the unread people of the subtrees it

@@ -109,7 +109,18 @@ type ServiceOptions struct {
 	// RemindInterval is the least time between two manual reminders of
 	// one person (dashboard.remind_interval; default 1 h).
 	RemindInterval time.Duration
-	Logger         *slog.Logger
+	// ReadingPage is the reading page's URL of app's msgid (the
+	// receiver's); a notice with content links its card there. nil: its
+	// card keeps the url it was given.
+	ReadingPage func(app, msgID string) string
+	// Acknowledgements resets acknowledgements after a material version;
+	// nil: they keep counting.
+	Acknowledgements Acknowledgements
+	// Picking lists, expands and counts audiences for the compose page
+	// and the approver; nil: ErrNoDirectory (the approver sees no
+	// departments).
+	Picking Picking
+	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

@@ -7,7 +7,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,37 +112,17 @@ func toBatchJSON(msgID string, o yidu.BatchOutcome) batchJSON {
 	return b
 }
 
-// toSendJSON sums up outcomes; nil for none.
+// toSendJSON is the send report of outcomes (yidu.TallySends); nil for
+// none.
 func toSendJSON(msgID string, outcomes []yidu.BatchOutcome) *sendJSON {
 	if len(outcomes) == 0 {
 		return nil
 	}
-	j := &sendJSON{Batches: make([]batchJSON, 0, len(outcomes))}
-	sent := 0
+	t := yidu.TallySends(outcomes, true)
+	j := &sendJSON{Result: t.Result, Sent: t.Sent, Invalid: t.Invalid, Refused: t.Refused, Unsent: t.Unsent, Unknown: t.Unknown,
+		Missing: t.Missing, BadUserIDs: t.BadUserIDs, Batches: make([]batchJSON, 0, len(outcomes))}
 	for _, o := range outcomes {
 		j.Batches = append(j.Batches, toBatchJSON(msgID, o))
-		j.Missing += o.Missing
-		j.BadUserIDs += o.BadUserIDs
-		switch o.Status {
-		case yidu.SendSent:
-			sent++
-			j.Sent += o.Users - o.Invalid
-			j.Invalid += o.Invalid
-		case yidu.SendRefused:
-			j.Refused += o.Users
-		case yidu.SendUnsent:
-			j.Unsent += o.Users
-		case yidu.SendUnknown:
-			j.Unknown += o.Users
-		}
-	}
-	switch sent {
-	case len(outcomes):
-		j.Result = "sent"
-	case 0:
-		j.Result = "failed"
-	default:
-		j.Result = "partial"
 	}
 	return j
 }
@@ -219,41 +198,14 @@ func parseListFilter(q url.Values) (listFilter, error) {
 // the keys exist (no rebuild: a list must stay cheap).
 func (s *Server) listMessages(ctx context.Context, p *access.Principal, f listFilter, cursor string, limit int) (listJSON, error) {
 	out := listJSON{Messages: []messageJSON{}}
-	corps := p.Corps()
-	if corps != nil && len(corps) == 0 {
-		return out, nil
-	}
-	// Filter first, then page: keep decides what the caller sees of each
-	// message (its View) and the tracker pages over those only, so the
-	// cursor never names a notice the caller gets 404 on (issue 38).
-	type row struct {
-		c     progress.Counts
-		found bool
-	}
-	rows := map[string]row{}
-	keep := func(m yidu.Message) (bool, error) {
-		if corps != nil && !slices.Contains(corps, m.CorpID) {
-			return false, nil
-		}
-		v, err := s.prog.ViewOf(ctx, p, m)
-		if err != nil || v.None() {
-			return false, err
-		}
-		var rw row
-		if rw.c, rw.found, err = s.prog.ListCounts(ctx, m, v); err != nil || (!v.All() && !rw.found) {
-			return false, err
-		}
-		rows[m.CorpID+"\x00"+m.MsgID] = rw
-		return true, nil
-	}
-	msgs, next, err := s.msgs.SearchVisible(ctx, corps, f.title, f.app, cursor, limit, keep)
+	rows, next, err := s.prog.List(ctx, p, f.title, f.app, cursor, limit)
 	if err != nil {
 		return out, fmt.Errorf("dashboard: list messages: %w", err)
 	}
-	for _, m := range msgs {
-		j := toJSON(m)
-		if rw := rows[m.CorpID+"\x00"+m.MsgID]; rw.found {
-			j.setCounts(rw.c)
+	for _, rw := range rows {
+		j := toJSON(rw.Message)
+		if rw.Found {
+			j.setCounts(rw.Counts)
 		}
 		// A notice campaign sent carries its send_at and lateness (one
 		// primary-key read per row).
@@ -355,32 +307,20 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reg.Registration.App = app
-	if err := s.checkAudience(r, p, app, reg.Audience); err != nil {
-		s.fail(w, r, err)
-		return
+	// Checked, with its defaults, before anything is stored, registered
+	// or sent.
+	c := campaign.Content{Has: reg.Content != nil, ReadRule: reg.ReadRule, MinReadSeconds: reg.MinReadSeconds, Later: reg.Draft || !reg.SendAt.IsZero()}
+	if reg.Content != nil {
+		c.Markdown, c.Attachments = reg.Content.Markdown, reg.Content.Attachments
 	}
-	s.defaultFollowUp(&reg, app)
-	// Bad content is refused before anything is stored, registered or sent.
-	ver, err := s.prepareContent(r.Context(), reg, app.CorpID)
-	if err == nil && ver != nil {
-		// What makes it read is fixed at registration (messages.read_rule).
-		reg.Registration.ReadRule, _ = yidu.ParseReadRule(reg.ReadRule)
-		err = s.linkToPage(&reg, app.Name)
-	}
+	pr, err := s.acts.Prepare(r.Context(), p, campaign.Outgoing{Registration: reg.Registration, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet, Content: c})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if reg.Draft || !reg.SendAt.IsZero() {
+	reg.Registration, reg.FollowUp, reg.FollowUpDefault = pr.Registration, pr.FollowUp, pr.FollowUpDefault
+	if c.Later {
 		s.handleSchedule(w, r, p, app, reg)
-		return
-	}
-	if reg.SentAt.IsZero() {
-		reg.SentAt = s.now().UTC()
-	}
-	// A bad policy is refused before anything is registered or sent.
-	if err := s.acts.CheckFollowUp(reg.FollowUp, reg.SentAt); err != nil {
-		s.fail(w, r, err)
 		return
 	}
 	if s.sendForApproval(w, r, p, app, reg) {
@@ -399,31 +339,25 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if ver != nil {
-		// What was sent is version 1; a replay finds it stored.
-		if err := s.createContent(r.Context(), m, reg, ver, byName(p)); err != nil {
-			s.fail(w, r, err)
-			return
-		}
+	// What was sent is version 1; a replay finds it stored.
+	if err := s.acts.KeepContent(r.Context(), m, pr, byName(p)); err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	if created || reg.Send {
 		// A replayed registration (same msgid, nothing sent) did nothing.
 		ev.MsgID, ev.People = m.MsgID, m.Recipients
 		s.recordDone(r, ev, nil)
 	}
-	// The app's default goes to a notice this POST created: a replay
-	// must not undo a policy changed since.
-	if reg.FollowUp != nil && (created || !reg.FollowUpDefault) {
-		err := s.acts.StoreFollowUp(r.Context(), p, m, *reg.FollowUp)
-		if !created {
-			// A replay that changes the policy is a follow-up change
-			// (a new notice's policy is part of its send row).
-			s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, err)
-		}
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
+	tried, err := s.acts.RegisteredFollowUp(r.Context(), p, m, pr, created)
+	if tried && !created {
+		// A replay that changes the policy is a follow-up change (a new
+		// notice's policy is part of its send row).
+		s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, err)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	// The message page's department panel needs the corp's tree: built
 	// now, not on its first view.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 
 	"github.com/go-chi/chi/v5"
 
@@ -65,8 +64,8 @@ type approvalJSON struct {
 	VersionHash string `json:"version_hash"`
 	// Recipients is the exact number of people it reaches now;
 	// Departments the top departments among them.
-	Recipients  uint64            `json:"recipients"`
-	Departments []previewDeptJSON `json:"departments"`
+	Recipients  uint64                     `json:"recipients"`
+	Departments []campaign.DepartmentCount `json:"departments"`
 	// Notice is the notice with its follow-up policy (follow_up).
 	Notice messageJSON `json:"notice"`
 	// ReadingPage is the members' reading page, when the notice has one.
@@ -124,23 +123,20 @@ func (s *Server) handleApprovePage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, "approve.html", d)
 }
 
-// approvalView is what the approver sees of the request's notice.
+// approvalView is what the approver sees of the request's notice
+// (campaign.Service.ApprovalView).
 func (s *Server) approvalView(r *http.Request) (approvalJSON, error) {
 	n, err := s.approvalNotice(r)
 	if err != nil {
 		return approvalJSON{}, err
 	}
 	ctx := r.Context()
-	_, count, err := s.acts.NeedsApproval(ctx, n)
+	v, err := s.acts.ApprovalView(ctx, principalFrom(ctx), n)
 	if err != nil {
 		return approvalJSON{}, err
 	}
-	trail, err := s.acts.ApprovalTrail(ctx, n)
-	if err != nil {
-		return approvalJSON{}, err
-	}
-	j := approvalJSON{State: string(n.Approval), VersionHash: n.ApprovalHash, Recipients: count, Departments: []previewDeptJSON{},
-		Notice: noticeJSON(n), Trail: trail, MayDecide: n.Approval == yidu.ApprovalPending && campaign.MayApprove(principalFrom(ctx), n) == nil}
+	j := approvalJSON{State: string(n.Approval), VersionHash: n.ApprovalHash, Recipients: v.Recipients, Departments: v.Departments,
+		Notice: noticeJSON(n), Trail: v.Trail, MayDecide: v.MayDecide}
 	if err := s.addFollowUp(ctx, n.App.CorpID, &j.Notice); err != nil {
 		return approvalJSON{}, err
 	}
@@ -149,7 +145,6 @@ func (s *Server) approvalView(r *http.Request) (approvalJSON, error) {
 			j.ReadingPage = s.readingPage(n.App.Name, n.MsgID)
 		}
 	}
-	j.Departments = s.topDepartments(r, n)
 	return j, nil
 }
 
@@ -160,51 +155,6 @@ func groupDigits(s string) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
-}
-
-// topDepartments are the first-level departments of n's recipients, the
-// largest first (at most 10); none without a directory index.
-func (s *Server) topDepartments(r *http.Request, n yidu.Notice) []previewDeptJSON {
-	out := []previewDeptJSON{}
-	ad, ok := s.dir.(AudienceDirectory)
-	if !ok {
-		return out
-	}
-	idx, err := ad.DirectoryIndex(r.Context(), n.App.CorpID)
-	if err != nil {
-		return out
-	}
-	x, err := ad.Expand(r.Context(), n.App.CorpID, n.Audience)
-	if err != nil {
-		return out
-	}
-	// The first level: the roots' children under a single root (总部),
-	// else the roots.
-	nodes := idx.Departments()
-	ids := map[int64]bool{}
-	for _, d := range nodes {
-		ids[d.ID] = true
-	}
-	var roots []int64
-	for _, d := range nodes {
-		if !ids[d.ParentID] {
-			roots = append(roots, d.ID)
-		}
-	}
-	for _, d := range nodes {
-		top := !ids[d.ParentID]
-		if len(roots) == 1 {
-			top = d.ParentID == roots[0]
-		}
-		if !top {
-			continue
-		}
-		if c := idx.SubtreeMembers(d.ID).AndCardinality(x.Recipients); c > 0 {
-			out = append(out, previewDeptJSON{ID: d.ID, Name: d.Name, Recipients: int(c)})
-		}
-	}
-	slices.SortStableFunc(out, func(a, b previewDeptJSON) int { return cmp.Compare(b.Recipients, a.Recipients) })
-	return out[:min(len(out), 10)]
 }
 
 type decideBody struct {

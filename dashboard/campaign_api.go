@@ -19,19 +19,6 @@ import (
 	"github.com/yidu-io/yidu/campaign"
 )
 
-// Campaigns is what the dashboard needs from campaign.Store: drafts and
-// scheduled notices. The dashboard translates HTTP to these calls; the
-// store decides (states, validation, the claim).
-type Campaigns interface {
-	Create(ctx context.Context, d yidu.Draft) (yidu.Notice, error)
-	Get(ctx context.Context, corps []string, msgID string) (yidu.Notice, error)
-	// List filters with keep first, then pages (campaign.Store.List).
-	List(ctx context.Context, corps []string, state yidu.NoticeState, app, cursor string, limit int, keep func(yidu.Notice) bool) ([]yidu.Notice, string, error)
-	Edit(ctx context.Context, corps []string, msgID string, p yidu.Patch) (yidu.Notice, error)
-	Cancel(ctx context.Context, corps []string, msgID, by string) (yidu.Notice, error)
-	SendNow(ctx context.Context, corps []string, msgID, by string) (yidu.Notice, error)
-}
-
 // DefaultConfirmOver is dashboard.confirm_over's default: above it the
 // page asks the person to type the recipient count.
 const DefaultConfirmOver = 1000
@@ -172,24 +159,16 @@ func (s *Server) notice(r *http.Request) (yidu.Notice, error) {
 }
 
 // addNotice adds the campaign state of a registered message to j ("sent"
-// for a message registered through the API without campaign). The
-// audience as asked (UserIDs, departments, tags of the whole notice) is
-// its senders' only: a scoped viewer sees the state, not whom else it
-// was for.
+// for a message registered through the API without campaign;
+// campaign.Service.Sent).
 func (s *Server) addNotice(ctx context.Context, p *access.Principal, j *messageJSON) error {
 	j.State = string(yidu.StateSent)
-	if s.campaigns == nil {
-		return nil
-	}
-	n, err := s.campaigns.Get(ctx, []string{j.CorpID}, j.MsgID)
-	if errors.Is(err, yidu.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+	n, found, audience, err := s.acts.Sent(ctx, p, j.CorpID, j.MsgID)
+	if err != nil || !found {
 		return err
 	}
 	j.setNotice(n)
-	if !p.MaySend(n.App.CorpID, n.App.Name) {
+	if !audience {
 		j.Audience = nil
 	}
 	return nil
@@ -360,19 +339,7 @@ func (s *Server) listNotices(w http.ResponseWriter, r *http.Request, state yidu.
 		return
 	}
 	out := listJSON{Messages: []messageJSON{}}
-	p := principalFrom(r.Context())
-	corps := p.Corps()
-	if s.campaigns == nil || (corps != nil && len(corps) == 0) {
-		writeJSON(w, http.StatusOK, out)
-		return
-	}
-	// Notices not sent yet are their senders' (notice): a viewer's list
-	// of them is empty, a sender's holds its apps' only. The filter comes
-	// before the page, so the cursor names none of the others (issue 38).
-	keep := func(n yidu.Notice) bool {
-		return p.MaySend(n.App.CorpID, n.App.Name) && (f.title == "" || strings.Contains(strings.ToLower(n.Title), strings.ToLower(f.title)))
-	}
-	ns, next, err := s.campaigns.List(r.Context(), corps, state, f.app, cursor, limit, keep)
+	ns, next, err := s.acts.Notices(r.Context(), principalFrom(r.Context()), state, f.title, f.app, cursor, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -411,23 +378,14 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Apps []appJSON `json:"apps"`
 	}{Apps: []appJSON{}}
-	for _, a := range s.appList {
-		if p.MaySend(a.CorpID, a.Name) { // only the apps p may send from
-			out.Apps = append(out.Apps, appJSON{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID,
-				Timezone: cmpOr(a.Timezone, yidu.DefaultTimezone), ConfirmOver: s.confirmOver})
-			if s.followUps != nil {
-				out.Apps[len(out.Apps)-1].FollowUp = a.FollowUp
-			}
+	for _, a := range p.SendApps(s.appList) { // only the apps p may send from
+		j := appJSON{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, Timezone: cmp.Or(a.Timezone, yidu.DefaultTimezone), ConfirmOver: s.confirmOver}
+		if s.followUps != nil {
+			j.FollowUp = a.FollowUp
 		}
+		out.Apps = append(out.Apps, j)
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-func cmpOr(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // decodeStrict decodes one JSON object, refusing unknown fields.

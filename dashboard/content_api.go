@@ -2,8 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/content"
 	"github.com/yidu-io/yidu/notice"
 )
@@ -25,11 +24,8 @@ type Notices interface {
 	List(ctx context.Context, corp, msgid string) ([]notice.Version, error)
 }
 
-// Acknowledgements resets what counts as read after a material version
-// (tracker.Registry.ResetAcknowledged: only under read_rule acknowledged).
-type Acknowledgements interface {
-	ResetAcknowledged(ctx context.Context, m yidu.Message) (bool, error)
-}
+// Acknowledgements is campaign.Acknowledgements (tracker.Registry).
+type Acknowledgements = campaign.Acknowledgements
 
 // contentJSON is a body's "content".
 type contentJSON struct {
@@ -72,67 +68,11 @@ func versionOut(v notice.Version, all []notice.Version) versionJSON {
 		ReadRule: v.Settings.ReadRule, MinReadSeconds: v.Settings.MinReadSeconds, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt}
 }
 
-// errNoContent: content was posted where this deployment keeps none.
-var errNoContent = yidu.Invalidf("content: this deployment keeps no notice content")
-
-// prepareContent checks a registration's content before anything is
-// registered or sent: nil when it has none.
-func (s *Server) prepareContent(ctx context.Context, reg registration, corp string) (*notice.Version, error) {
-	if reg.Content == nil {
-		if reg.ReadRule != "" || reg.MinReadSeconds != 0 {
-			return nil, yidu.Invalidf("read_rule: a notice without content has the app's rule")
-		}
-		return nil, nil
-	}
-	if s.notices == nil {
-		return nil, errNoContent
-	}
-	if reg.Draft || !reg.SendAt.IsZero() {
-		return nil, yidu.Invalidf("content: a scheduled notice or a draft cannot carry content yet; send it now")
-	}
-	if _, err := yidu.ParseReadRule(reg.ReadRule); err != nil {
-		return nil, err
-	}
-	if err := yidu.CheckMinReadSeconds(reg.MinReadSeconds); err != nil {
-		return nil, err
-	}
-	v, err := s.notices.Prepare(ctx, corp, notice.Draft{Title: reg.Title, Markdown: reg.Content.Markdown, Attachments: reg.Content.Attachments})
-	return &v, err
-}
-
-// linkToPage makes the card of a notice with content open its reading
-// page (Options.ReadingPage): the card's url is the page's, through the
-// tracked link like any card url, so a msgid is chosen now if the body
-// named none. A url of the caller's own is refused: the text is in yidu.
-func (s *Server) linkToPage(reg *registration, app string) error {
-	if s.readingPage == nil {
-		return nil
-	}
-	if reg.URL != "" {
-		return yidu.Invalidf("url: a notice with full text links to its reading page; leave url empty")
-	}
-	if reg.MsgID == "" {
-		reg.MsgID = string(yidu.NewMsgID())
-	}
-	reg.URL = s.readingPage(app, reg.MsgID)
-	return nil
-}
-
-// createContent stores a sent registration's content as version 1.
-func (s *Server) createContent(ctx context.Context, m yidu.Message, reg registration, v *notice.Version, by string) error {
-	rule, _ := yidu.ParseReadRule(reg.ReadRule)
-	_, err := s.notices.Create(ctx, m.CorpID, m.MsgID, *v, notice.Settings{ReadRule: rule, MinReadSeconds: reg.MinReadSeconds}, by)
-	if err != nil {
-		return fmt.Errorf("dashboard: content of %s: %w", m.MsgID, err)
-	}
-	return nil
-}
-
 // patchContent is PATCH /messages/{msgid} with "content" (and optionally
 // "title" and "reacknowledge") of a sent notice: version N+1.
 func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBody) {
 	if s.notices == nil {
-		s.fail(w, r, errNoContent)
+		s.fail(w, r, campaign.ErrNoContent)
 		return
 	}
 	m, r, err := s.gate(r)
@@ -141,28 +81,15 @@ func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBod
 		return
 	}
 	p := principalFrom(r.Context())
-	if !p.MaySend(m.CorpID, m.App) || scoped(r.Context()) {
-		s.fail(w, r, errForbidden)
+	if err := s.acts.MayRevise(p, m, !scoped(r.Context())); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	if b.Content == nil || b.Body != nil || b.URL != nil || b.Audience != nil || b.SendAt != nil || b.Draft != nil || b.FollowUp != nil {
 		s.fail(w, r, yidu.Invalidf("content: a sent notice's PATCH carries content, and optionally title and reacknowledge, only"))
 		return
 	}
-	cur, err := s.notices.Get(r.Context(), m.CorpID, m.MsgID, 0)
-	if errors.Is(err, notice.ErrNotFound) {
-		s.fail(w, r, yidu.Invalidf("content: the notice was sent without content"))
-		return
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	title := cur.Title
-	if b.Title != nil {
-		title = *b.Title
-	}
-	v, err := s.notices.Prepare(r.Context(), m.CorpID, notice.Draft{Title: title, Markdown: b.Content.Markdown, Attachments: b.Content.Attachments})
+	v, err := s.acts.PrepareRevision(r.Context(), m, campaign.Revision{Title: b.Title, Markdown: b.Content.Markdown, Attachments: b.Content.Attachments})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -177,15 +104,8 @@ func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBod
 	if made || err != nil {
 		s.recordDone(r, ev, err)
 	}
-	if err == nil && made && reack && s.acks != nil {
-		// A material version: earlier acknowledgements stop counting.
-		_, err = s.acks.ResetAcknowledged(r.Context(), m)
-	}
-	if err == nil && nv.Reacknowledge && m.ReadRule.Acknowledging() {
-		// Those who acknowledged an earlier version get the update card,
-		// once each (campaign decides; a replay of this PATCH sends the
-		// ones a failure left out).
-		_, err = s.acts.Reconfirm(r.Context(), m, nv.N, p.Name)
+	if err == nil {
+		err = s.acts.Revised(r.Context(), p, m, nv, made, reack)
 	}
 	if err != nil {
 		s.fail(w, r, err)

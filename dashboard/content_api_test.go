@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/notice"
 )
@@ -129,7 +130,8 @@ func TestContentOfDraftRefused(t *testing.T) {
 	testenv.Check(t, "attachment.New", err)
 	ns, err := notice.New(db, atts, notice.Options{})
 	testenv.Check(t, "notice.New", err)
-	f.srv.notices = ns
+	f.srv.notices, f.srv.actOpts.Versions = ns, ns
+	f.srv.acts = campaign.NewService(f.srv.actOpts)
 	w := f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(`{"msgid":"d1","app":"hr","title":"t","audience":{"userids":["zhangsan"]},"draft":true}`))
 	if w.Code != 201 {
 		t.Fatalf("draft = %d: %s", w.Code, w.Body)
@@ -151,6 +153,8 @@ func TestContentOfDraftRefused(t *testing.T) {
 func TestContentLinksToPage(t *testing.T) {
 	f, _ := newContentFixture(t)
 	f.srv.readingPage = func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
+	f.srv.actOpts.ReadingPage = f.srv.readingPage
+	f.srv.acts = campaign.NewService(f.srv.actOpts)
 	w := f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(`{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"content":{"markdown":"x"}}`))
 	var m struct {
 		MsgID string `json:"msgid"`

@@ -1,40 +1,24 @@
 package dashboard
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"mime"
 	"net/http"
-	"slices"
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/RoaringBitmap/roaring/v2"
-
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign"
 )
 
-// AudienceDirectory is what the compose page's endpoints need of the
-// directory (idmap.Mapper, through cmd's adapter): the in-memory index of
-// a corp's directory at its current version, and the audience expansion a
-// registration snapshots (one rule: the preview's count is the
-// registration's).
-type AudienceDirectory interface {
-	DirectoryIndex(ctx context.Context, corpID string) (DirectoryIndex, error)
-	Expand(ctx context.Context, corpID string, a yidu.Audience) (yidu.Expansion, error)
-}
+// AudienceDirectory is campaign.Picking: the directory's index and the
+// registration's expansion, for the compose page and the approver.
+type AudienceDirectory = campaign.Picking
 
-// DirectoryIndex is one corp's directory at one version (idmap.Index):
-// read-only, what the compose page lists, searches and counts.
-type DirectoryIndex interface {
-	Departments() []yidu.DepartmentNode
-	Org() *yidu.Org
-	SubtreeMembers(ids ...int64) *roaring.Bitmap
-	Tags() []yidu.TagCount
-	Search(q string, limit int) []yidu.Person
-}
+// DirectoryIndex is campaign.DirectoryIndex (idmap.Index).
+type DirectoryIndex = campaign.DirectoryIndex
 
 // Bounds of the directory endpoints' input.
 const (
@@ -70,22 +54,22 @@ func (s *Server) appOf(w http.ResponseWriter, r *http.Request, name string) (yid
 	return app, true
 }
 
-// directoryIndex returns the Index of the query's app's corp.
-func (s *Server) directoryIndex(w http.ResponseWriter, r *http.Request) (DirectoryIndex, bool) {
-	ad, ok := s.audienceDir(w)
-	if !ok {
-		return nil, false
+// picker is what the caller may pick from the query's app's directory
+// (campaign.Picker).
+func (s *Server) picker(w http.ResponseWriter, r *http.Request) (campaign.Picker, bool) {
+	if _, ok := s.audienceDir(w); !ok {
+		return campaign.Picker{}, false
 	}
 	app, ok := s.appOf(w, r, r.URL.Query().Get("app"))
 	if !ok {
-		return nil, false
+		return campaign.Picker{}, false
 	}
-	idx, err := ad.DirectoryIndex(r.Context(), app.CorpID)
+	pk, err := s.acts.Picker(r.Context(), principalFrom(r.Context()), app)
 	if err != nil {
 		s.fail(w, r, err)
-		return nil, false
+		return campaign.Picker{}, false
 	}
-	return idx, true
+	return pk, true
 }
 
 type departmentJSON struct {
@@ -98,22 +82,17 @@ type departmentJSON struct {
 
 // handleDirectoryDepartments: GET /api/v1/directory/departments?app=.
 func (s *Server) handleDirectoryDepartments(w http.ResponseWriter, r *http.Request) {
-	idx, ok := s.directoryIndex(w, r)
+	pk, ok := s.picker(w, r)
 	if !ok {
 		return
 	}
-	lim, err := s.pickerLimit(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	nodes := pickable(idx.Departments(), func(d yidu.DepartmentNode) bool { return lim.Department(d.ID) })
+	nodes := pk.Departments()
 	out := make([]departmentJSON, 0, len(nodes))
 	for _, d := range nodes {
 		out = append(out, departmentJSON{ID: d.ID, ParentID: d.ParentID, Name: d.Name, Members: d.Members, Leaders: append([]string{}, d.Leaders...)})
 	}
 	// everyone: whether 全员 may be picked (issue 41).
-	writeJSON(w, http.StatusOK, map[string]any{"departments": out, "everyone": lim.All()})
+	writeJSON(w, http.StatusOK, map[string]any{"departments": out, "everyone": pk.Everyone()})
 }
 
 type tagJSON struct {
@@ -124,17 +103,12 @@ type tagJSON struct {
 
 // handleDirectoryTags: GET /api/v1/directory/tags?app=.
 func (s *Server) handleDirectoryTags(w http.ResponseWriter, r *http.Request) {
-	idx, ok := s.directoryIndex(w, r)
+	pk, ok := s.picker(w, r)
 	if !ok {
 		return
 	}
-	lim, err := s.pickerLimit(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	out := []tagJSON{}
-	for _, t := range pickable(idx.Tags(), func(t yidu.TagCount) bool { return lim.Tag(t.ID) }) {
+	for _, t := range pk.Tags() {
 		out = append(out, tagJSON{ID: t.ID, Name: t.Name, Members: t.Members})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tags": out})
@@ -163,24 +137,14 @@ func (s *Server) handleDirectoryPeople(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	idx, ok := s.directoryIndex(w, r)
+	pk, ok := s.picker(w, r)
 	if !ok {
 		return
 	}
-	lim, err := s.pickerLimit(r)
+	found, err := pk.People(r.Context(), query, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	found := idx.Search(query, limit)
-	if !lim.All() {
-		inside, err := lim.Members(r.Context())
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		found = pickable(idx.Search(query, maxSearchLimit*10), func(p yidu.Person) bool { return inside.Contains(p.UID) })
-		found = found[:min(len(found), limit)]
 	}
 	out := []personJSON{}
 	for _, p := range found {
@@ -199,12 +163,6 @@ type previewBody struct {
 	} `json:"audience"`
 }
 
-type previewDeptJSON struct {
-	ID         int64  `json:"id"`
-	Name       string `json:"name"`
-	Recipients int    `json:"recipients"`
-}
-
 // handleAudiencePreview: POST /api/v1/audience/preview. It validates the
 // audience with the registration's rule (yidu.Audience.Validate), expands it with the registration's expansion, and
 // writes nothing.
@@ -213,7 +171,7 @@ func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
 		return
 	}
-	ad, ok := s.audienceDir(w)
+	_, ok := s.audienceDir(w)
 	if !ok {
 		return
 	}
@@ -238,53 +196,13 @@ func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, "audience", err.Error())
 		return
 	}
-	if err := s.checkAudience(r, principalFrom(r.Context()), app, au); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	idx, err := ad.DirectoryIndex(r.Context(), app.CorpID)
+	pv, err := s.acts.Preview(r.Context(), principalFrom(r.Context()), app, au)
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	x, err := ad.Expand(r.Context(), app.CorpID, au)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	// The top levels of what was picked: the picked departments under no
-	// other picked one; without departments, the tree's first level.
-	var tops []int64
-	picked := map[int64]bool{}
-	for _, d := range au.Departments {
-		picked[d] = true
-	}
-	org := idx.Org()
-	for _, d := range au.Departments {
-		if _, known := org.Department(d); known && !org.Above(d, func(p int64) bool { return picked[p] }) {
-			tops = append(tops, d)
-		}
-	}
-	if len(tops) == 0 {
-		for _, root := range org.Children(0) {
-			tops = append(tops, org.Children(root)...)
-			if len(org.Children(root)) == 0 {
-				tops = append(tops, root)
-			}
-		}
-	}
-	depts := []previewDeptJSON{}
-	for _, d := range tops {
-		n := int(idx.SubtreeMembers(d).AndCardinality(x.Recipients))
-		if n == 0 {
-			continue
-		}
-		dep, _ := org.Department(d)
-		depts = append(depts, previewDeptJSON{ID: d, Name: dep.Name, Recipients: n})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"recipients": x.Recipients.GetCardinality(), "unknown_userids": append([]string{}, x.Unknown...),
-		"left": len(x.Left), "departments": depts,
+		"recipients": pv.Recipients, "unknown_userids": pv.Unknown, "left": pv.Left, "departments": pv.Departments,
 	})
 }
 
@@ -296,7 +214,7 @@ func (s *Server) handleParseList(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, "list", "list must be text/plain or text/csv")
 		return
 	}
-	ad, ok := s.audienceDir(w)
+	_, ok := s.audienceDir(w)
 	if !ok {
 		return
 	}
@@ -314,32 +232,10 @@ func (s *Server) handleParseList(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, "list", err.Error())
 		return
 	}
-	x, err := ad.Expand(r.Context(), app.CorpID, yidu.Audience{UserIDs: ids})
+	known, missing, err := s.acts.SortList(r.Context(), app, ids)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	unknown := map[string]bool{}
-	for _, u := range x.Unknown {
-		unknown[u] = true
-	}
-	for _, u := range x.Left {
-		unknown[u] = true
-	}
-	known := []string{}
-	for _, u := range ids {
-		if !unknown[u] {
-			known = append(known, u)
-		}
-	}
-	missing := append(append([]string{}, x.Unknown...), x.Left...)
-	slices.Sort(missing)
 	writeJSON(w, http.StatusOK, map[string]any{"userids": known, "unknown_userids": missing})
-}
-
-// ParseUserIDList parses a pasted list or CSV of UserIDs.
-//
-// Deprecated: moved to yidu.ParseUserIDList; kept while other branches merge.
-func ParseUserIDList(data []byte, isCSV bool) ([]string, error) {
-	return yidu.ParseUserIDList(data, isCSV)
 }

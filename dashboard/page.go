@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -208,66 +207,21 @@ type batchCounts struct {
 // countBatches counts the notice's own batches (reminders left out);
 // Result is as the message's send report says it: sent, partial or failed.
 func countBatches(outcomes []yidu.BatchOutcome) *batchCounts {
-	c := &batchCounts{}
-	n := 0
-	for _, o := range outcomes {
-		if o.Reminder {
-			continue
-		}
-		switch o.Status {
-		case yidu.SendSent:
-			c.Sent++
-		case yidu.SendRefused:
-			c.Refused++
-		case yidu.SendUnknown:
-			c.Unknown++
-		case yidu.SendUnsent:
-			c.Unsent++
-		}
-		n++
-	}
-	switch {
-	case n == 0:
+	t := yidu.TallySends(outcomes, false)
+	if t.Batches == 0 {
 		return nil
-	case c.Sent == n:
-		c.Result = "sent"
-	case c.Sent == 0:
-		c.Result = "failed"
-	default:
-		c.Result = "partial"
 	}
-	return c
-}
-
-// appsFor lists the names of the apps whose notices p may see, sorted:
-// those it may send through, and every app of a corp where it views
-// departments.
-func (s *Server) appsFor(p *access.Principal) []string {
-	var out []string
-	for name, a := range s.apps {
-		if p.MaySend(a.CorpID, a.Name) || p.Departments(a.CorpID) != nil {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return &batchCounts{Result: t.Result, Sent: t.SentBatches, Refused: t.RefusedBatches, Unknown: t.UnknownBatches, Unsent: t.UnsentBatches}
 }
 
 // maySendAny reports whether p may send through any app: who may not (a
 // department leader) is offered no 新建通知.
-func (s *Server) maySendAny(p *access.Principal) bool {
-	for name, a := range s.apps {
-		if p.MaySend(a.CorpID, name) {
-			return true
-		}
-	}
-	return false
-}
+func (s *Server) maySendAny(p *access.Principal) bool { return len(p.SendApps(s.appList)) > 0 }
 
 func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 	d := pageFor(r, "list.title")
 	p := principalFrom(r.Context())
-	d.Apps = s.appsFor(p)
+	d.Apps = p.SeenApps(s.appList)
 	d.MaySend = s.maySendAny(p)
 	cursor, err := parseListCursor(r.URL.Query().Get("cursor"))
 	if err != nil {

@@ -194,15 +194,6 @@ type registration struct {
 	MinReadSeconds int
 }
 
-// defaultFollowUp gives a registration that named no follow_up its
-// app's default policy (apps[].follow_up), when the deployment runs
-// follow-ups.
-func (s *Server) defaultFollowUp(reg *registration, app yidu.App) {
-	if d := s.acts.DefaultFollowUp(app, reg.FollowUpSet); d != nil {
-		reg.FollowUp, reg.FollowUpDefault = d, true
-	}
-}
-
 // decodeRegistration parses the body. Only the JSON shape is checked
 // here; the content is yidu.Registration.Validate's.
 func decodeRegistration(r io.Reader) (registration, error) {

@@ -200,11 +200,10 @@ type Server struct {
 	queryWait   time.Duration
 	done        chan struct{}
 	// campaigns, confirmOver: Options; appList the apps in config order.
-	campaigns   Campaigns
+	campaigns   *campaign.Store
 	followUps   FollowUps
 	attachments Attachments
 	notices     Notices
-	acks        Acknowledgements
 	readingPage func(app, msgID string) string
 	tpls        *campaign.Templates
 	confirmOver int
@@ -280,20 +279,19 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		s.apps[a.Name] = a
 	}
 	s.confirmOver, s.appList = cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
-	if opts.Campaigns != nil {
-		s.campaigns = opts.Campaigns
-	}
-	s.followUps = opts.FollowUps
+	s.campaigns, s.followUps = opts.Campaigns, opts.FollowUps
 	var scope campaign.Scope
 	if opts.Access != nil {
 		scope = opts.Access
 	}
 	s.actOpts = campaign.ServiceOptions{Store: opts.Campaigns, Rounds: opts.FollowUps, Messenger: msgs,
-		Scope: scope, Audiences: audiences(opts.Access), Versions: opts.Notices, Notify: opts.Approvals, Ledger: opts.Ledger, Readers: prog, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
+		Scope: scope, Audiences: audiences(opts.Access), Versions: opts.Notices, Acknowledgements: opts.Acknowledgements, ReadingPage: opts.ReadingPage, Notify: opts.Approvals, Ledger: opts.Ledger, Readers: prog, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
+	if ad, ok := dir.(AudienceDirectory); ok {
+		s.actOpts.Picking = ad
+	}
 	s.acts = campaign.NewService(s.actOpts)
 	s.wecomLimits = access.NewWeComLimiter(opts.Now)
 	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
-	s.acks = opts.Acknowledgements
 	s.evidence = opts.Evidence
 	s.tpls = opts.Templates
 	return s, nil
@@ -616,4 +614,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// audiences is a's campaign.Audiences, nil without an Access (a nil
+// *access.Access must not become a non-nil interface): campaign then
+// refuses every act of a sender kept to an audience (issue 41).
+func audiences(a *access.Access) campaign.Audiences {
+	if a == nil {
+		return nil
+	}
+	return a
 }

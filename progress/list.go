@@ -3,6 +3,7 @@ package progress
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -64,4 +65,65 @@ func (p *Progress) Reaches(ctx context.Context, m yidu.Message, v access.View) (
 		return false, fmt.Errorf("progress: scope check: %w", err)
 	}
 	return reached, nil
+}
+
+// Searcher is implemented by an Archive that lists messages filtered
+// first, then paged (tracker.Registry.SearchVisible): keep decides which
+// the caller sees, and neither the page nor next names one it refused.
+type Searcher interface {
+	SearchVisible(ctx context.Context, corps []string, title, app, cursor string, limit int, keep func(yidu.Message) (bool, error)) (msgs []yidu.Message, next string, err error)
+}
+
+// ListRow is one message of a list with its counts; Found is false when the
+// counts are not live (ListCounts).
+type ListRow struct {
+	Message yidu.Message
+	Counts  Counts
+	Found   bool
+}
+
+// List is one page of the messages caller sees, newest first, whose
+// title contains title and, when app is not empty, of that app, with
+// live counts within caller's View of each (ListCounts: no rebuild).
+// Filter first, then page: the cursor never names a notice the caller
+// gets 404 on (issue 38).
+func (p *Progress) List(ctx context.Context, caller *access.Principal, title, app, cursor string, limit int) ([]ListRow, string, error) {
+	corps := caller.Corps()
+	if corps != nil && len(corps) == 0 {
+		return nil, "", nil
+	}
+	s, ok := p.archive.(Searcher)
+	if !ok {
+		return nil, "", fmt.Errorf("progress: list: the archive cannot search")
+	}
+	rows := map[string]ListRow{}
+	keep := func(m yidu.Message) (bool, error) {
+		if corps != nil && !slices.Contains(corps, m.CorpID) {
+			return false, nil
+		}
+		v, err := p.ViewOf(ctx, caller, m)
+		if err != nil || v.None() {
+			return false, err
+		}
+		rw := ListRow{Message: m}
+		if rw.Counts, rw.Found, err = p.ListCounts(ctx, m, v); err != nil || (!v.All() && !rw.Found) {
+			return false, err
+		}
+		rows[m.CorpID+"\x00"+m.MsgID] = rw
+		return true, nil
+	}
+	msgs, next, err := s.SearchVisible(ctx, corps, title, app, cursor, limit, keep)
+	if err != nil {
+		return nil, "", fmt.Errorf("progress: list messages: %w", err)
+	}
+	out := make([]ListRow, 0, len(msgs))
+	for _, m := range msgs {
+		rw, ok := rows[m.CorpID+"\x00"+m.MsgID]
+		if !ok {
+			rw = ListRow{Message: m}
+		}
+		rw.Message = m
+		out = append(out, rw)
+	}
+	return out, next, nil
 }

@@ -1,0 +1,243 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+	noticev "github.com/yidu-io/yidu/notice"
+)
+
+// Contents keeps the versions of notices' content (notice.Store): it
+// renders, checks and numbers them; campaign decides who may make one
+// and what follows.
+type Contents interface {
+	Versions
+	Prepare(ctx context.Context, corp string, d noticev.Draft) (noticev.Version, error)
+	Update(ctx context.Context, corp, msgid string, v noticev.Version, reacknowledge bool, by string) (noticev.Version, bool, error)
+	Create(ctx context.Context, corp, msgid string, v noticev.Version, set noticev.Settings, by string) (noticev.Version, error)
+}
+
+// Acknowledgements resets what counts as read after a material version
+// (tracker.Registry.ResetAcknowledged: only under read_rule acknowledged).
+type Acknowledgements interface {
+	ResetAcknowledged(ctx context.Context, m yidu.Message) (bool, error)
+}
+
+// ErrNoContent: content was posted where this deployment keeps none.
+var ErrNoContent = yidu.Invalidf("content: this deployment keeps no notice content")
+
+// contents is the Contents, or ErrNoContent.
+func (s *Service) contents() (Contents, error) {
+	if c, ok := s.o.Versions.(Contents); ok {
+		return c, nil
+	}
+	return nil, ErrNoContent
+}
+
+// Content is a registration's full text and what makes it read.
+type Content struct {
+	// Has says the registration carries content.
+	Has         bool
+	Title       string
+	Markdown    string
+	Attachments []string
+	// ReadRule and MinReadSeconds as posted.
+	ReadRule       string
+	MinReadSeconds int
+	// Later: the notice is a draft or scheduled.
+	Later bool
+}
+
+// PrepareContent checks a registration's content before anything is
+// registered or sent, and renders it as version 1: nil when it has none.
+func (s *Service) PrepareContent(ctx context.Context, corp string, c Content) (*noticev.Version, error) {
+	if !c.Has {
+		if c.ReadRule != "" || c.MinReadSeconds != 0 {
+			return nil, yidu.Invalidf("read_rule: a notice without content has the app's rule")
+		}
+		return nil, nil
+	}
+	cs, err := s.contents()
+	if err != nil {
+		return nil, err
+	}
+	if c.Later {
+		return nil, yidu.Invalidf("content: a scheduled notice or a draft cannot carry content yet; send it now")
+	}
+	if _, err := yidu.ParseReadRule(c.ReadRule); err != nil {
+		return nil, err
+	}
+	if err := yidu.CheckMinReadSeconds(c.MinReadSeconds); err != nil {
+		return nil, err
+	}
+	v, err := cs.Prepare(ctx, corp, noticev.Draft{Title: c.Title, Markdown: c.Markdown, Attachments: c.Attachments})
+	return &v, err
+}
+
+// MayRevise: p may make m's next version when it sends through m's app
+// and sees the whole notice (whole: its View is everyone).
+func (s *Service) MayRevise(p *access.Principal, m yidu.Message, whole bool) error {
+	if _, err := s.contents(); err != nil {
+		return err
+	}
+	if !p.MaySend(m.CorpID, m.App) || !whole {
+		return fmt.Errorf("%w: your role may not change this notice", ErrForbidden)
+	}
+	return nil
+}
+
+// Revision is a sent notice's next version: its text, and its title
+// when it changes.
+type Revision struct {
+	Title       *string
+	Markdown    string
+	Attachments []string
+}
+
+// PrepareRevision renders m's next version (MayRevise first); a notice
+// sent without content has none.
+func (s *Service) PrepareRevision(ctx context.Context, m yidu.Message, rev Revision) (noticev.Version, error) {
+	cs, err := s.contents()
+	if err != nil {
+		return noticev.Version{}, err
+	}
+	cur, err := cs.Get(ctx, m.CorpID, m.MsgID, 0)
+	if errors.Is(err, noticev.ErrNotFound) {
+		return noticev.Version{}, yidu.Invalidf("content: the notice was sent without content")
+	}
+	if err != nil {
+		return noticev.Version{}, err
+	}
+	title := cur.Title
+	if rev.Title != nil {
+		title = *rev.Title
+	}
+	return cs.Prepare(ctx, m.CorpID, noticev.Draft{Title: title, Markdown: rev.Markdown, Attachments: rev.Attachments})
+}
+
+// Revised follows up m's version nv: a material one made now (made,
+// reacknowledge) makes earlier acknowledgements stop counting; under a
+// rule that acknowledges, those who acknowledged an earlier version get
+// the update card, once each (a replay sends the ones a failure left
+// out).
+func (s *Service) Revised(ctx context.Context, p *access.Principal, m yidu.Message, nv noticev.Version, made, reacknowledge bool) error {
+	if made && reacknowledge && s.o.Acknowledgements != nil {
+		if _, err := s.o.Acknowledgements.ResetAcknowledged(ctx, m); err != nil {
+			return err
+		}
+	}
+	if nv.Reacknowledge && m.ReadRule.Acknowledging() {
+		if _, err := s.Reconfirm(ctx, m, nv.N, p.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Outgoing is a registration as posted, before campaign checks it and
+// fills its defaults.
+type Outgoing struct {
+	// Registration has its App set.
+	yidu.Registration
+	// FollowUp is the posted policy; FollowUpSet says the body named
+	// follow_up (null included).
+	FollowUp    *yidu.Policy
+	FollowUpSet bool
+	Content     Content
+}
+
+// Prepared is an Outgoing checked, with its defaults.
+type Prepared struct {
+	yidu.Registration
+	// FollowUp is the notice's policy; FollowUpDefault says it is its
+	// app's default, because the body named none.
+	FollowUp        *yidu.Policy
+	FollowUpDefault bool
+	// Version is the content's version 1, nil without content, and
+	// Settings what makes it read.
+	Version  *noticev.Version
+	Settings noticev.Settings
+}
+
+// Prepare checks what p posted before anything is stored, registered or
+// sent: the audience p may address, the app's default follow-up, the
+// content (what makes it read is fixed now), a card linking to its
+// reading page, and, for a notice sent now (not Content.Later), its time
+// and its policy.
+func (s *Service) Prepare(ctx context.Context, p *access.Principal, o Outgoing) (Prepared, error) {
+	out := Prepared{Registration: o.Registration, FollowUp: o.FollowUp}
+	if err := s.CheckAudience(ctx, p, o.App, o.Audience); err != nil {
+		return out, err
+	}
+	if d := s.DefaultFollowUp(o.App, o.FollowUpSet); d != nil {
+		out.FollowUp, out.FollowUpDefault = d, true
+	}
+	o.Content.Title = o.Title
+	ver, err := s.PrepareContent(ctx, o.App.CorpID, o.Content)
+	if err != nil {
+		return out, err
+	}
+	if out.Version = ver; ver != nil {
+		out.ReadRule, _ = yidu.ParseReadRule(o.Content.ReadRule)
+		out.Settings = noticev.Settings{ReadRule: out.ReadRule, MinReadSeconds: o.Content.MinReadSeconds}
+		if err := s.linkToPage(&out.Registration); err != nil {
+			return out, err
+		}
+	}
+	if o.Content.Later {
+		return out, nil
+	}
+	if out.SentAt.IsZero() {
+		out.SentAt = s.o.Now().UTC()
+	}
+	return out, s.CheckFollowUp(out.FollowUp, out.SentAt)
+}
+
+// linkToPage makes the card of a notice with content open its reading
+// page (ServiceOptions.ReadingPage): the card's url is the page's,
+// through the tracked link like any card url, so a msgid is chosen now
+// if the body named none. A url of the caller's own is refused: the text
+// is in yidu.
+func (s *Service) linkToPage(reg *yidu.Registration) error {
+	if s.o.ReadingPage == nil {
+		return nil
+	}
+	if reg.URL != "" {
+		return yidu.Invalidf("url: a notice with full text links to its reading page; leave url empty")
+	}
+	if reg.MsgID == "" {
+		reg.MsgID = string(yidu.NewMsgID())
+	}
+	reg.URL = s.o.ReadingPage(reg.App.Name, reg.MsgID)
+	return nil
+}
+
+// KeepContent keeps what pr registered as m sent: its content as
+// version 1 (a replay finds it stored).
+func (s *Service) KeepContent(ctx context.Context, m yidu.Message, pr Prepared, by string) error {
+	if pr.Version == nil {
+		return nil
+	}
+	cs, err := s.contents()
+	if err != nil {
+		return err
+	}
+	if _, err := cs.Create(ctx, m.CorpID, m.MsgID, *pr.Version, pr.Settings, by); err != nil {
+		return fmt.Errorf("campaign: content of %s: %w", m.MsgID, err)
+	}
+	return nil
+}
+
+// RegisteredFollowUp stores the policy of what pr registered as m
+// (StoreFollowUp); created says the registration made m. The app's
+// default goes to a notice the registration created only: a replay must
+// not undo a policy changed since. tried: a policy was stored or refused.
+func (s *Service) RegisteredFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pr Prepared, created bool) (tried bool, err error) {
+	if pr.FollowUp == nil || (!created && pr.FollowUpDefault) {
+		return false, nil
+	}
+	return true, s.StoreFollowUp(ctx, p, m, *pr.FollowUp)
+}
