@@ -81,7 +81,7 @@ type approvalJSON struct {
 // sees it too.
 func (s *Server) approvalNotice(r *http.Request) (yidu.Notice, error) {
 	n, err := s.notice(r)
-	if !errors.Is(err, errNotFound) || s.campaigns == nil {
+	if !(errors.Is(err, errNotFound) || errors.Is(err, yidu.ErrNotFound)) || s.campaigns == nil {
 		return n, err
 	}
 	id, perr := parseMsgID(chi.URLParam(r, "msgid"))

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -154,4 +156,44 @@ func TestBrowserFromTemplate(t *testing.T) {
 	b.do(t, "从模板新建", chromedp.SetValue(chromedp.ID("template-pick"), "1"))
 	b.wait(t, "filled from the template", `location.search === "?template=1" && document.getElementById("title").value === "请确认本月考勤" && document.getElementById("body").value === "截止 25 日" && document.getElementById("markdown").value.includes("请确认。") && document.getElementById("read-rule").value === "acknowledged"`)
 	b.shot(t, "compose-from-template-1280")
+}
+
+// TestApprovalByNamedApprover: an approver named in approval.approvers
+// who is no sender of the app (here a viewer token) opens the approval
+// and may decide; a viewer not named gets 404, as for any unsent notice.
+func TestApprovalByNamedApprover(t *testing.T) {
+	const reviewerTok, otherTok = "reviewer-token-0123456789", "other-viewer-0123456789"
+	f := newFixtureOpts(t, false, func(o *Options) {
+		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"reviewer"}}
+		o.Tokens = append(o.Tokens,
+			access.Token{Name: "reviewer", Token: reviewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
+			access.Token{Name: "viewer-4", Token: otherTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}})
+		db := testenv.MySQL(t)
+		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+			Apps: o.Apps, Now: o.Now})
+		testenv.Check(t, "campaign.NewStore", err)
+		o.Campaigns = s
+		rec := audit.NewMySQL(db)
+		o.Audit, o.AuditLog = rec, rec
+	})
+	withAudienceDirectory(t, f)
+	if code, j := f.api(t, "POST", "/messages", `{"msgid":"big-2","app":"hr","title":"年终奖发放通知","audience":{"userids":["alice","zhangsan","lisi"]},"send":true}`); code != http.StatusAccepted {
+		t.Fatalf("send = %d %v; want 202 pending", code, j)
+	}
+	w := f.do(t, "GET", "/api/v1/messages/big-2/approval", reviewerTok, nil)
+	var view map[string]any
+	_ = json.Unmarshal(w.Body.Bytes(), &view)
+	if w.Code != http.StatusOK || view["may_decide"] != true || view["recipients"] != float64(3) {
+		t.Fatalf("the named approver's view = %d %s; want 200, 3 recipients, may decide", w.Code, w.Body)
+	}
+	if w := f.do(t, "GET", "/api/v1/messages/big-2/approval", otherTok, nil); w.Code != http.StatusNotFound {
+		t.Fatalf("a viewer not named = %d %s; want 404", w.Code, w.Body)
+	}
+	body := `{"approve":true,"version_hash":"` + view["version_hash"].(string) + `"}`
+	if w := f.do(t, "POST", "/api/v1/messages/big-2/approval", otherTok, strings.NewReader(body)); w.Code != http.StatusNotFound {
+		t.Fatalf("a viewer not named approves = %d %s; want 404", w.Code, w.Body)
+	}
+	if w := f.do(t, "POST", "/api/v1/messages/big-2/approval", reviewerTok, strings.NewReader(body)); w.Code != http.StatusOK {
+		t.Fatalf("the named approver approves = %d %s; want 200", w.Code, w.Body)
+	}
 }
