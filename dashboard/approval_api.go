@@ -34,6 +34,13 @@ func (s *Server) sendForApproval(w http.ResponseWriter, r *http.Request, p *acce
 	if !need {
 		return false
 	}
+	if reg.Content != nil {
+		// A notice waiting for approval is kept as a draft, and drafts
+		// do not keep content yet (issue 39): sending it unapproved, or
+		// approved without its text, would both be wrong.
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "this notice needs approval before it is sent, and a notice waiting for approval cannot carry its full text yet: send it without content, or to an audience within the approval threshold", "field": "content"})
+		return true
+	}
 	if s.campaigns == nil {
 		writeError(w, http.StatusServiceUnavailable, "this notice needs approval, and scheduled sending is not configured")
 		return true

@@ -14,9 +14,11 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/notice"
 )
 
 // newApprovalFixture is the campaign fixture with hr asking for approval
@@ -195,5 +197,43 @@ func TestApprovalByNamedApprover(t *testing.T) {
 	}
 	if w := f.do(t, "POST", "/api/v1/messages/big-2/approval", reviewerTok, strings.NewReader(body)); w.Code != http.StatusOK {
 		t.Fatalf("the named approver approves = %d %s; want 200", w.Code, w.Body)
+	}
+}
+
+// TestApprovalWithContentRefused: a notice with its full text that
+// needs approval is refused (409, field content) and nothing is
+// registered, sent or kept: it is neither sent unapproved nor approved
+// without its text.
+func TestApprovalWithContentRefused(t *testing.T) {
+	var st *campaign.Store
+	f := newFixtureOpts(t, false, func(o *Options) {
+		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"alice"}}
+		db := testenv.MySQL(t)
+		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+			Apps: o.Apps, Now: o.Now})
+		testenv.Check(t, "campaign.NewStore", err)
+		st, o.Campaigns = s, s
+		atts, err := attachment.New(db, attachment.Options{Now: o.Now})
+		testenv.Check(t, "attachment.New", err)
+		ns, err := notice.New(db, atts, notice.Options{Now: o.Now})
+		testenv.Check(t, "notice.New", err)
+		o.Attachments, o.Notices = atts, ns
+		rec := audit.NewMySQL(db)
+		o.Audit, o.AuditLog = rec, rec
+	})
+	withAudienceDirectory(t, f)
+	code, j := f.api(t, "POST", "/messages", `{"msgid":"big-3","app":"hr","title":"2026年度绩效考核办法","audience":{"userids":["alice","zhangsan","lisi"]},"send":true,
+		"content":{"markdown":"# 第四条\n\n考核周期为一年。"},"read_rule":"acknowledged"}`)
+	if code != http.StatusConflict || j["field"] != "content" {
+		t.Fatalf("send with content needing approval = %d %v; want 409 at content", code, j)
+	}
+	f.msgs.mu.Lock()
+	_, registered := f.msgs.msgs[key("acme", "big-3")]
+	f.msgs.mu.Unlock()
+	if registered {
+		t.Fatal("registered although refused")
+	}
+	if _, err := st.Get(t.Context(), nil, "big-3"); err == nil {
+		t.Fatal("a draft was kept although the send was refused")
 	}
 }
