@@ -592,27 +592,33 @@ func (b *bench) yidu(ctx context.Context) (ArmResult, error) {
 
 // register registers msgID through the dashboard API for every member.
 func (b *bench) register(ctx context.Context, dashAddr, msgID string) error {
-	body, _ := json.Marshal(map[string]any{
+	return b.postMessage(ctx, dashAddr, "register", map[string]any{
 		"msgid": msgID, "app": b.app.Name, "title": "9:00 storm", "sent_at": b.sentAt,
 		"audience": map[string]any{"all": true},
 	})
+}
+
+// postMessage POSTs a notice to the dashboard API and checks that it was
+// created for every member; what names the step in errors.
+func (b *bench) postMessage(ctx context.Context, dashAddr, what string, msg map[string]any) error {
+	body, _ := json.Marshal(msg)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+dashAddr+"/api/v1/messages", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+apiToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
 	if err != nil {
-		return fmt.Errorf("register: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("register: %s: %s", resp.Status, out)
+		return fmt.Errorf("%s: %s: %s", what, resp.Status, out)
 	}
 	var m struct {
 		Recipients int64 `json:"recipients"`
 	}
 	if err := json.Unmarshal(out, &m); err != nil || m.Recipients != int64(b.cfg.Recipients) {
-		return fmt.Errorf("register: %s; want %d recipients", out, b.cfg.Recipients)
+		return fmt.Errorf("%s: %s; want %d recipients", what, out, b.cfg.Recipients)
 	}
 	return nil
 }

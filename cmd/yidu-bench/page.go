@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -286,31 +283,12 @@ func (b *bench) pageCounts(ctx context.Context, m *process.Main, msgID string, p
 // sendPage sends msgID with its text to every member, read_rule
 // acknowledged, through the dashboard API (the card goes to the fake WeCom).
 func (b *bench) sendPage(ctx context.Context, dashAddr, msgID string) error {
-	body, _ := json.Marshal(map[string]any{
+	return b.postMessage(ctx, dashAddr, "send", map[string]any{
 		"msgid": msgID, "app": b.app.Name, "title": "2026年度绩效考核办法", "send": true,
 		"audience":  map[string]any{"all": true},
 		"content":   map[string]any{"markdown": pageText},
 		"read_rule": "acknowledged",
 	})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+dashAddr+"/api/v1/messages", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+apiToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
-	if err != nil {
-		return fmt.Errorf("send: %w", err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("send: %s: %s", resp.Status, out)
-	}
-	var v struct {
-		Recipients int64 `json:"recipients"`
-	}
-	if err := json.Unmarshal(out, &v); err != nil || v.Recipients != int64(b.cfg.Recipients) {
-		return fmt.Errorf("send: %s; want %d recipients", out, b.cfg.Recipients)
-	}
-	return nil
 }
 
 // pageText is the notice's text: a page of rules and a table, as HR's.
