@@ -115,6 +115,10 @@ type Options struct {
 	PublicURL string
 	// OAuth exchanges tracked links' OAuth2 codes; required with PublicURL.
 	OAuth OAuth
+	// OAuthBase is the host of WeCom's OAuth2 page a tracked link sends
+	// the member to (config wecom.oauth_base; default DefaultOAuthBase),
+	// the same host as the reading page's and the dashboard's sign-in.
+	OAuthBase string
 	// LinkExchangeRate bounds code exchanges per second (default
 	// DefaultLinkExchangeRate, burst twice that); landings beyond it
 	// redirect without recording and are counted. One link, and one client
@@ -147,6 +151,7 @@ type Receiver struct {
 	// Tracked links; oauth nil: disabled.
 	publicURL string
 	oauth     OAuth
+	oauthBase string // no trailing slash
 	exchange  *rate.Limiter
 	perLink   *limiter // exchanges per app and msgid
 	perAddr   *limiter // exchanges per visitor address
@@ -222,6 +227,13 @@ func New(reads ReadRecorder, opts Options) (*Receiver, error) {
 		}
 		rc.publicURL = strings.TrimRight(opts.PublicURL, "/")
 		rc.oauth = opts.OAuth
+		rc.oauthBase = DefaultOAuthBase
+		if opts.OAuthBase != "" {
+			if err := checkPublicURL(opts.OAuthBase); err != nil {
+				return nil, fmt.Errorf("callback: OAuthBase: %w", err)
+			}
+			rc.oauthBase = strings.TrimRight(opts.OAuthBase, "/")
+		}
 		r := opts.LinkExchangeRate
 		if r <= 0 {
 			r = DefaultLinkExchangeRate

@@ -51,8 +51,11 @@ const (
 	maxLinkTarget = 2048
 	// maxOAuthCode bounds the code passed on to WeCom.
 	maxOAuthCode = 512
-	// authorizeURL is WeCom's OAuth2 page for in-house apps (doc path 91022).
-	authorizeURL = "https://open.weixin.qq.com/connect/oauth2/authorize"
+	// DefaultOAuthBase is the host of WeCom's OAuth2 page for in-house
+	// apps (doc path 91022): Options.OAuthBase's default.
+	DefaultOAuthBase = "https://open.weixin.qq.com"
+	// authorizePath is the OAuth2 page's path on that host.
+	authorizePath = "/connect/oauth2/authorize"
 	// linkKeyLabel separates the link key from any other use of the secret.
 	linkKeyLabel = "yidu tracked link v1\x00"
 )
@@ -230,7 +233,7 @@ func (rc *Receiver) handleLink(w http.ResponseWriter, r *http.Request) {
 	// for the UserID only, without a consent page. state is not checked on
 	// the landing: there is no session to bind it to, and the member's
 	// identity comes from the single-use code WeCom hands their browser.
-	target := authorizeURL + "?appid=" + url.QueryEscape(a.cfg.CorpID) +
+	target := rc.oauthBase + authorizePath + "?appid=" + url.QueryEscape(a.cfg.CorpID) +
 		"&redirect_uri=" + url.QueryEscape(landing) +
 		"&response_type=code&scope=snsapi_base&state=" + newState()
 	if a.cfg.AgentID != 0 {

@@ -463,3 +463,22 @@ func TestLandingFloodSparesOthers(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkOAuthBase: a tracked link sends the member to the configured
+// WeCom OAuth2 host (wecom.oauth_base), not to WeCom's own one; a base
+// that is no http(s) origin is refused at New.
+func TestLinkOAuthBase(t *testing.T) {
+	h := newLinkHarness(t, func(o *Options) { o.OAuthBase = "http://127.0.0.1:8099/" })
+	w := h.get(t, mustLink(t, "hr", "notice-1", testTarget))
+	u, err := url.Parse(w.Header().Get("Location"))
+	if w.Code != http.StatusFound || err != nil {
+		t.Fatalf("GET link = %d %q; want 302", w.Code, w.Header().Get("Location"))
+	}
+	if u.Scheme != "http" || u.Host != "127.0.0.1:8099" || u.Path != "/connect/oauth2/authorize" || u.Query().Get("scope") != "snsapi_base" {
+		t.Errorf("Location = %q; want the configured base's /connect/oauth2/authorize", u)
+	}
+	_, err = New(&fakeReads{}, Options{Apps: linkApps, PublicURL: testPublic, OAuth: &fakeOAuth{}, OAuthBase: "ftp://x?y"})
+	if err == nil {
+		t.Error("New with OAuthBase ftp://x?y = nil error; want refused")
+	}
+}

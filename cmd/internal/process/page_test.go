@@ -77,11 +77,9 @@ func TestReadingPageEndToEnd(t *testing.T) {
 		t.Helper()
 		jar, _ := cookiejar.New(nil)
 		c := &http.Client{Jar: jar, Timeout: 10 * time.Second, CheckRedirect: func(r *http.Request, via []*http.Request) error {
-			// The tracked link names WeCom's own host (callback.authorizeURL,
-			// not wecom.oauth_base): the test's browser asks the fake.
+			// The tracked link names wecom.oauth_base, the fake.
 			if r.URL.Host == "open.weixin.qq.com" {
-				fb, _ := url.Parse(base)
-				r.URL.Scheme, r.URL.Host, r.Host = fb.Scheme, fb.Host, fb.Host
+				t.Errorf("the tracked link went to WeCom's own host, not wecom.oauth_base: %s", r.URL)
 			}
 			if strings.HasSuffix(r.URL.Path, "/connect/oauth2/authorize") && r.URL.Query().Get("as") == "" {
 				q := r.URL.Query()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/cmd/internal/config"
@@ -90,6 +91,7 @@ func (m *Main) startReceiver(roles Roles) error {
 		MemberBurst:     cfg.Receiver.MemberBurst,
 		PublicURL:       cfg.Receiver.PublicURL,
 		OAuth:           oauth,
+		OAuthBase:       cmp.Or(cfg.WeCom.OAuthBase, access.DefaultEndpoints.OAuthBase),
 	})
 	if err != nil {
 		return fmt.Errorf("receiver: %w", err)
