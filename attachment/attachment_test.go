@@ -121,7 +121,7 @@ func TestCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	c, err := NewCache(dir, s)
+	c, err := NewCache(dir, s, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +161,78 @@ func TestCache(t *testing.T) {
 	}
 	if _, err := c.Open(ctx, content.Sum([]byte("none"))); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Open of an unknown hash = %v; want ErrNotFound", err)
+	}
+}
+
+// TestCacheBound: the cache keeps its files under its bound by removing
+// the least recently opened, serves a removed one again by reading MySQL,
+// and a cache opened again on the same directory keeps its bound too.
+func TestCacheBound(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	size := ChunkSize + 1
+	var atts []Attachment
+	for i, name := range []string{"a.pdf", "b.pdf", "c.pdf"} {
+		a, err := s.Put(ctx, corp, "hr", name, bytes.NewReader(pdf(size, byte('a'+i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		atts = append(atts, a)
+	}
+	dir := t.TempDir()
+	c, err := NewCache(dir, s, int64(2*size+10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(i int) {
+		t.Helper()
+		f, err := c.Open(ctx, atts[i].Hash())
+		if err != nil {
+			t.Fatalf("Open(%s): %v", atts[i].Name, err)
+		}
+		defer f.Close()
+		if got, _ := io.ReadAll(f); !bytes.Equal(got, pdf(size, byte('a'+i))) {
+			t.Fatalf("Open(%s) = %d bytes; want the upload", atts[i].Name, len(got))
+		}
+	}
+	onDisk := func() string {
+		t.Helper()
+		var got []string
+		for i, a := range atts {
+			if _, err := os.Stat(filepath.Join(dir, a.SHA256)); err == nil {
+				got = append(got, string(rune('a'+i)))
+			}
+		}
+		return strings.Join(got, "")
+	}
+	open(0)
+	open(1)
+	open(0) // a is the most recently opened now
+	open(2) // over the bound: b, the least recently opened, goes
+	if got := onDisk(); got != "ac" {
+		t.Fatalf("cached after a, b, a, c = %q; want \"ac\" (b removed)", got)
+	}
+	if c.Size() > int64(2*size+10) {
+		t.Fatalf("cache holds %d bytes; bound %d", c.Size(), 2*size+10)
+	}
+	open(1) // b again: read from MySQL, and a goes
+	if got := onDisk(); got != "bc" {
+		t.Fatalf("cached after b again = %q; want \"bc\"", got)
+	}
+	// A leftover temporary file is removed, and a smaller bound is kept
+	// at once by a cache opened again on the directory.
+	if err := os.WriteFile(filepath.Join(dir, atts[0].SHA256+".123.tmp"), []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := NewCache(dir, s, int64(size+10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c2.Size(); n > int64(size+10) || len(onDisk()) != 1 {
+		t.Fatalf("reopened with a bound of one file: %d bytes, files %q", n, onDisk())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("dir holds %d entries; want 1 (the temporary file removed)", len(ents))
 	}
 }
 

@@ -138,7 +138,28 @@ type Receiver struct {
 	// would otherwise ask MySQL once per member during the storm. false:
 	// the cache fills on demand (docs/benchmarks.md, issue 16).
 	Warm bool `yaml:"warm"`
+	// SignInRate bounds the WeCom sign-ins the reading page starts a
+	// second on one receiver (burst twice that): each writes a state to
+	// Redis, so a flood of unsigned visits cannot fill it. Beyond it a
+	// visit is answered 503 and retried by the reader.
+	SignInRate float64 `yaml:"signin_rate"`
+	// AttachmentCacheBytes bounds the reading page's cache of attachments
+	// on disk (<data_dir>/attachments); past it the least recently opened
+	// are removed and read again from MySQL when asked for.
+	AttachmentCacheBytes int64 `yaml:"attachment_cache_bytes"`
 }
+
+// Reading page defaults (issue 39).
+const (
+	// DefaultSignInRate is receiver.signin_rate's default, the tracked
+	// links' code-exchange budget.
+	DefaultSignInRate = 100
+	// DefaultAttachmentCacheBytes is receiver.attachment_cache_bytes'
+	// default: 1 GiB, some fifty attachments of the largest size.
+	DefaultAttachmentCacheBytes = 1 << 30
+	// MinAttachmentCacheBytes holds the largest attachment (20 MiB).
+	MinAttachmentCacheBytes = 20 << 20
+)
 
 // Dashboard configures the dashboard and the /api/v1 API.
 type Dashboard struct {
@@ -523,6 +544,9 @@ func Default() Config {
 			MemberBurst:   100,
 			SpoolMaxBytes: 1 << 30,
 			Warm:          true,
+
+			SignInRate:           DefaultSignInRate,
+			AttachmentCacheBytes: DefaultAttachmentCacheBytes,
 		},
 		Dashboard: Dashboard{
 			Listen:           "127.0.0.1:8081",

@@ -123,6 +123,10 @@ func TestLoadRejects(t *testing.T) {
 		{"empty read signals", "apps: [{name: a, corp_id: c, read_signals: []}]", "read_signals"},
 		{"read signal twice", "apps: [{name: a, corp_id: c, read_signals: [link, link]}]", "read_signals"},
 		{"spool under 1 MiB", "receiver: {spool_dir: /var/lib/yidu/spool, spool_max_bytes: 4096}", "receiver.spool_max_bytes"},
+		{"signin rate zero", "receiver: {signin_rate: 0}", "receiver.signin_rate"},
+		{"signin rate negative", "receiver: {signin_rate: -5}", "receiver.signin_rate"},
+		{"signin rate not a number", "receiver: {signin_rate: .nan}", "receiver.signin_rate"},
+		{"attachment cache under an attachment", "receiver: {attachment_cache_bytes: 1048576}", "receiver.attachment_cache_bytes"},
 		{"relative spool dir", "receiver: {spool_dir: spool}", "receiver.spool_dir"},
 		{"dot spool dir", "receiver: {spool_dir: ./var/spool}", "receiver.spool_dir"},
 		{"blank spool dir", "receiver: {spool_dir: ' '}", "receiver.spool_dir"},
@@ -476,5 +480,18 @@ func TestImportsNoLibrary(t *testing.T) {
 				t.Errorf("config imports %s; it must import no library it configures", imp)
 			}
 		}
+	}
+}
+
+// TestReadingPageKeys: receiver.signin_rate and attachment_cache_bytes
+// default to 100/s and 1 GiB and take the file's values.
+func TestReadingPageKeys(t *testing.T) {
+	if d := Default().Receiver; d.SignInRate != 100 || d.AttachmentCacheBytes != 1<<30 {
+		t.Errorf("defaults = %v, %d; want 100, 1 GiB", d.SignInRate, d.AttachmentCacheBytes)
+	}
+	p := writeConfig(t, "receiver: {signin_rate: 12.5, attachment_cache_bytes: 104857600}\n")
+	cfg, err := Load(p, nil)
+	if err != nil || cfg.Receiver.SignInRate != 12.5 || cfg.Receiver.AttachmentCacheBytes != 100<<20 {
+		t.Errorf("Load = %v, %d, %v; want 12.5 and 100 MiB", cfg.Receiver.SignInRate, cfg.Receiver.AttachmentCacheBytes, err)
 	}
 }

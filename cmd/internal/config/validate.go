@@ -144,6 +144,12 @@ func (c Config) Validate() error {
 	if c.Receiver.SpoolDir != "" && c.Receiver.SpoolDir != SpoolOff && c.Receiver.SpoolMaxBytes < 1<<20 {
 		return fmt.Errorf("config: receiver.spool_max_bytes %d must be at least 1 MiB", c.Receiver.SpoolMaxBytes)
 	}
+	if r := c.Receiver.SignInRate; !(r > 0 && r <= 100000) {
+		return fmt.Errorf("config: receiver.signin_rate %v must be more than 0 and at most 100000 sign-ins a second", r)
+	}
+	if b := c.Receiver.AttachmentCacheBytes; b < MinAttachmentCacheBytes {
+		return fmt.Errorf("config: receiver.attachment_cache_bytes %d must be at least %d (the largest attachment)", b, MinAttachmentCacheBytes)
+	}
 	if r := c.Audit.Retention.D(); r < 0 || (r > 0 && r < 24*time.Hour) {
 		return fmt.Errorf("config: audit.retention %v must be 0 (keep every event) or at least 24h", r)
 	}

@@ -79,13 +79,15 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 		return nil, err
 	}
 	// Cached by hash under data_dir (the receiver's local state, like the
-	// spool); a lost cache is filled again from MySQL.
-	cache, err := attachment.NewCache(filepath.Join(cmp.Or(cfg.DataDir, os.TempDir()), "attachments"), atts)
+	// spool), within receiver.attachment_cache_bytes; a lost or evicted
+	// file is filled again from MySQL.
+	cacheMax := cfg.Receiver.AttachmentCacheBytes
+	cache, err := attachment.NewCache(filepath.Join(cmp.Or(cfg.DataDir, os.TempDir()), "attachments"), atts, cacheMax)
 	if err != nil {
 		// A data_dir the receiver may not write (spool off) must not stop
 		// it: the cache is only a cache.
 		log.Warn("reading page: attachment cache in data_dir refused, using the temporary directory", "err", err)
-		if cache, err = attachment.NewCache(filepath.Join(os.TempDir(), "yidu-attachments"), atts); err != nil {
+		if cache, err = attachment.NewCache(filepath.Join(os.TempDir(), "yidu-attachments"), atts, cacheMax); err != nil {
 			return nil, err
 		}
 	}
@@ -113,7 +115,7 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 			LoginBase: cmp.Or(cfg.WeCom.LoginBase, access.DefaultEndpoints.LoginBase),
 		},
 		States: access.NewStates(m.Redis, cfg.Redis.Prefix), Redis: m.Redis, Prefix: cfg.Redis.Prefix, Archive: archive, Logger: log,
-		Records: records,
+		Records: records, SignInRate: cfg.Receiver.SignInRate,
 	})
 }
 
