@@ -25,7 +25,10 @@ type Notice struct {
 	// Audience is as asked (not expanded): the registration snapshots it
 	// at send time.
 	Audience Audience
-	State    NoticeState
+	// Content is the full text it keeps until it is sent, published then
+	// as its version 1; nil: none (issue 39).
+	Content *NoticeContent
+	State   NoticeState
 	// SendAt is when it is (or was) due; zero for a draft.
 	SendAt time.Time
 	// StartedAt is the first claim: the registration's sent_at.
@@ -61,6 +64,8 @@ type Draft struct {
 	Body     string
 	URL      string
 	Audience Audience
+	// Content is the full text (nil: none).
+	Content  *NoticeContent
 	Schedule Schedule
 	By       string
 }
@@ -69,7 +74,22 @@ type Draft struct {
 type Patch struct {
 	Title, Body, URL *string
 	Audience         *Audience
+	// Content replaces the full text of a notice not yet sent (a sent
+	// one's next version is campaign's Revision).
+	Content *NoticeContent
 	// Schedule replaces the schedule (a draft, or a new send_at).
 	Schedule *Schedule
 	By       string
+}
+
+// NoticeContent is the full text a draft, scheduled or held notice keeps
+// until it is sent (issue 39): the Markdown, the attachments by upload
+// id, in order, and what makes the notice read. It is published as the
+// notice's version 1 when it is sent (campaign's Runner), and is part of
+// what an approval approves.
+type NoticeContent struct {
+	Markdown       string   `json:"markdown"`
+	Attachments    []string `json:"attachments"`
+	ReadRule       ReadRule `json:"read_rule"`
+	MinReadSeconds int      `json:"min_read_seconds"`
 }

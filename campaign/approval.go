@@ -81,7 +81,12 @@ func (s *Service) ApprovalHash(ctx context.Context, n Notice) (string, error) {
 		Policy           *yidu.Policy
 		Content          string
 		ReadRule         yidu.ReadRule
-	}{Title: n.Title, Body: n.Body, URL: n.URL, Audience: n.Audience}
+		// Draft is the full text a notice not yet sent keeps (issue 39):
+		// its Markdown, attachments (an upload id names immutable bytes),
+		// read rule and min_read_seconds. Left out when none, so the
+		// hashes of notices without it are as they were.
+		Draft *yidu.NoticeContent `json:",omitempty"`
+	}{Title: n.Title, Body: n.Body, URL: n.URL, Audience: n.Audience, Draft: n.Content}
 	if !n.SendAt.IsZero() {
 		v.SendAt = n.SendAt.UTC().Format(time.RFC3339)
 	}
@@ -120,6 +125,9 @@ func (s *Service) NeedsApproval(ctx context.Context, n Notice) (bool, uint64, er
 		return false, 0, nil
 	}
 	var rr yidu.ReadRule
+	if n.Content != nil {
+		return s.NeedsApprovalFor(ctx, n.App, n.Audience, n.Content.ReadRule)
+	}
 	if s.o.Versions != nil {
 		ver, err := s.o.Versions.Get(ctx, n.App.CorpID, n.MsgID, 0)
 		if err != nil && !errors.Is(err, noticev.ErrNotFound) {

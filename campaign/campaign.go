@@ -164,6 +164,10 @@ func (s *Store) create(ctx context.Context, d Draft, also func(ctx context.Conte
 	if err != nil {
 		return Notice{}, fmt.Errorf("campaign: audience: %w", err)
 	}
+	body, err := contentColumn(d.Content)
+	if err != nil {
+		return Notice{}, err
+	}
 	now := s.now().UTC().Truncate(time.Millisecond)
 	state := yidu.StateScheduled
 	var sendAt any
@@ -185,9 +189,9 @@ func (s *Store) create(ctx context.Context, d Draft, also func(ctx context.Conte
 		return Notice{}, err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO campaigns
-		(msgid, corp_id, app, title, body, url, audience, state, send_at, created_by, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		d.MsgID, d.App.CorpID, d.App.Name, d.Title, d.Body, d.URL, aud, string(state), sendAt, d.By, now, now)
+		(msgid, corp_id, app, title, body, url, audience, content, state, send_at, created_by, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.MsgID, d.App.CorpID, d.App.Name, d.Title, d.Body, d.URL, aud, body, string(state), sendAt, d.By, now, now)
 	if err != nil {
 		if isDuplicate(err) {
 			return Notice{}, fmt.Errorf("%w: msgid %s is taken", yidu.ErrConflict, d.MsgID)
@@ -212,12 +216,28 @@ func (s *Store) create(ctx context.Context, d Draft, also func(ctx context.Conte
 	return s.Get(ctx, nil, d.MsgID)
 }
 
+// contentColumn is campaigns.content of c: its JSON, NULL for none.
+func contentColumn(c *yidu.NoticeContent) (any, error) {
+	if c == nil {
+		return nil, nil
+	}
+	cc := *c
+	if cc.Attachments == nil {
+		cc.Attachments = []string{}
+	}
+	b, err := json.Marshal(cc)
+	if err != nil {
+		return nil, fmt.Errorf("campaign: content: %w", err)
+	}
+	return string(b), nil
+}
+
 func isDuplicate(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "Error 1062")
 }
 
 const noticeColumns = `msgid, corp_id, app, title, body, url, audience, state, send_at, started_at, finished_at,
-	sent_late_by, state_reason, attempts, created_by, created_at, updated_at, approval, approval_hash, approval_now`
+	sent_late_by, state_reason, attempts, created_by, created_at, updated_at, approval, approval_hash, approval_now, content`
 
 func scanNotice(sc interface{ Scan(...any) error }, apps map[string]yidu.App) (Notice, error) {
 	var n Notice
@@ -225,10 +245,17 @@ func scanNotice(sc interface{ Scan(...any) error }, apps map[string]yidu.App) (N
 	var state string
 	var sendAt, started, finished sql.NullTime
 	var late int64
+	var body sql.NullString
 	err := sc.Scan(&n.MsgID, &n.App.CorpID, &n.App.Name, &n.Title, &n.Body, &n.URL, &aud, &state, &sendAt, &started, &finished,
-		&late, &n.Reason, &n.Attempts, &n.CreatedBy, &n.CreatedAt, &n.UpdatedAt, &n.Approval, &n.ApprovalHash, &n.ApprovalNow)
+		&late, &n.Reason, &n.Attempts, &n.CreatedBy, &n.CreatedAt, &n.UpdatedAt, &n.Approval, &n.ApprovalHash, &n.ApprovalNow, &body)
 	if err != nil {
 		return n, err
+	}
+	if body.Valid {
+		n.Content = new(yidu.NoticeContent)
+		if err := json.Unmarshal([]byte(body.String), n.Content); err != nil {
+			return n, fmt.Errorf("campaign: content of %s: %w", n.MsgID, err)
+		}
 	}
 	n.State = yidu.NoticeState(state)
 	if a, ok := apps[n.App.Name]; ok && a.CorpID == n.App.CorpID {
@@ -380,8 +407,11 @@ func (s *Store) Edit(ctx context.Context, corps []string, msgID string, p Patch)
 	if !n.State.Editable() {
 		return Notice{}, fmt.Errorf("%w: %s is %s", ErrNotEditable, msgID, n.State)
 	}
-	d := Draft{MsgID: n.MsgID, App: n.App, Title: n.Title, Body: n.Body, URL: n.URL, Audience: n.Audience,
+	d := Draft{MsgID: n.MsgID, App: n.App, Title: n.Title, Body: n.Body, URL: n.URL, Audience: n.Audience, Content: n.Content,
 		Schedule: yidu.Schedule{SendAt: n.SendAt, Draft: n.State == yidu.StateDraft}}
+	if p.Content != nil {
+		d.Content = p.Content
+	}
 	if p.Title != nil {
 		d.Title = *p.Title
 	}
@@ -407,6 +437,10 @@ func (s *Store) Edit(ctx context.Context, corps []string, msgID string, p Patch)
 	if err != nil {
 		return Notice{}, fmt.Errorf("campaign: audience: %w", err)
 	}
+	body, err := contentColumn(d.Content)
+	if err != nil {
+		return Notice{}, err
+	}
 	state := yidu.StateScheduled
 	var sendAt any = d.Schedule.SendAt
 	if d.Schedule.Draft {
@@ -414,10 +448,10 @@ func (s *Store) Edit(ctx context.Context, corps []string, msgID string, p Patch)
 	}
 	// An approved notice edited is no longer approved (issue 41): it
 	// waits, unclaimable, until Service asks approval of the new version.
-	res, err := execRetry(ctx, s.db, `UPDATE campaigns SET title = ?, body = ?, url = ?, audience = ?, state = ?, send_at = ?,
+	res, err := execRetry(ctx, s.db, `UPDATE campaigns SET title = ?, body = ?, url = ?, audience = ?, content = ?, state = ?, send_at = ?,
 		state_reason = '', approval = IF(approval = '', '', 'pending'), approval_hash = IF(approval = '', '', 'edited'),
 		updated_at = ? WHERE msgid = ? AND state = ?`,
-		d.Title, d.Body, d.URL, aud, string(state), sendAt, s.now().UTC(), msgID, string(n.State))
+		d.Title, d.Body, d.URL, aud, body, string(state), sendAt, s.now().UTC(), msgID, string(n.State))
 	if err != nil {
 		return Notice{}, fmt.Errorf("campaign: edit %s: %w", msgID, err)
 	}

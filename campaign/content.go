@@ -47,7 +47,8 @@ type Content struct {
 	// ReadRule and MinReadSeconds as posted.
 	ReadRule       string
 	MinReadSeconds int
-	// Later: the notice is a draft or scheduled.
+	// Later: the notice is a draft or scheduled: its content is kept
+	// with it (Compose) and published as version 1 when it is sent.
 	Later bool
 }
 
@@ -63,9 +64,6 @@ func (s *Service) PrepareContent(ctx context.Context, corp string, c Content) (*
 	cs, err := s.contents()
 	if err != nil {
 		return nil, err
-	}
-	if c.Later {
-		return nil, yidu.Invalidf("content: a scheduled notice or a draft cannot carry content yet; send it now")
 	}
 	if _, err := yidu.ParseReadRule(c.ReadRule); err != nil {
 		return nil, err
@@ -205,6 +203,9 @@ func (s *Service) linkToPage(reg *yidu.Registration) error {
 	if s.o.ReadingPage == nil {
 		return nil
 	}
+	if reg.MsgID != "" && reg.URL == s.o.ReadingPage(reg.App.Name, reg.MsgID) {
+		return nil // linked already (a draft's, checked again)
+	}
 	if reg.URL != "" {
 		return yidu.Invalidf("url: a notice with full text links to its reading page; leave url empty")
 	}
@@ -240,4 +241,67 @@ func (s *Service) RegisteredFollowUp(ctx context.Context, p *access.Principal, m
 		return false, nil
 	}
 	return true, s.StoreFollowUp(ctx, p, m, *pr.FollowUp)
+}
+
+// checkDraftContent checks the full text d keeps until it is sent as a
+// notice sent now has its checked (PrepareContent: the text's limits,
+// each attachment an upload of d's corp, the read rule), and links d's
+// card to its reading page (a msgid is chosen now if d has none). It
+// writes nothing; nil content is none.
+func (s *Service) checkDraftContent(ctx context.Context, d *Draft) error {
+	if d.Content == nil {
+		return nil
+	}
+	cs, err := s.contents()
+	if err != nil {
+		return err
+	}
+	c := *d.Content
+	if c.ReadRule, err = yidu.ParseReadRule(string(c.ReadRule)); err != nil {
+		return err
+	}
+	if err := yidu.CheckMinReadSeconds(c.MinReadSeconds); err != nil {
+		return err
+	}
+	if c.Attachments == nil {
+		c.Attachments = []string{}
+	}
+	if _, err := cs.Prepare(ctx, d.App.CorpID, noticev.Draft{Title: d.Title, Markdown: c.Markdown, Attachments: c.Attachments}); err != nil {
+		return err
+	}
+	reg := yidu.Registration{MsgID: d.MsgID, App: d.App, URL: d.URL}
+	if err := s.linkToPage(&reg); err != nil {
+		return err
+	}
+	d.MsgID, d.URL, d.Content = reg.MsgID, reg.URL, &c
+	return nil
+}
+
+// DraftContent is what content o keeps as a draft or scheduled notice
+// (Content.Later): nil without content.
+func DraftContent(c Content) *yidu.NoticeContent {
+	if !c.Has {
+		return nil
+	}
+	rr, _ := yidu.ParseReadRule(c.ReadRule)
+	return &yidu.NoticeContent{Markdown: c.Markdown, Attachments: c.Attachments, ReadRule: rr, MinReadSeconds: c.MinReadSeconds}
+}
+
+// PreviewContent renders n's kept full text as its version 1 will be
+// when it is sent (the compose page's and the approver's preview); it
+// writes nothing. ErrNoContent when n keeps none.
+func (s *Service) PreviewContent(ctx context.Context, n Notice) (noticev.Version, error) {
+	cs, err := s.contents()
+	if err != nil {
+		return noticev.Version{}, err
+	}
+	if n.Content == nil {
+		return noticev.Version{}, fmt.Errorf("%w: %s keeps no full text", noticev.ErrNotFound, n.MsgID)
+	}
+	v, err := cs.Prepare(ctx, n.App.CorpID, noticev.Draft{Title: n.Title, Markdown: n.Content.Markdown, Attachments: n.Content.Attachments})
+	if err != nil {
+		return noticev.Version{}, err
+	}
+	v.N, v.Settings = 1, noticev.Settings{ReadRule: n.Content.ReadRule, MinReadSeconds: n.Content.MinReadSeconds}
+	return v, nil
 }

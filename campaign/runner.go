@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
+	noticev "github.com/yidu-io/yidu/notice"
 )
 
 // Runner defaults.
@@ -49,6 +50,18 @@ type RunnerOptions struct {
 	// OnHeld tells the author of a notice held because it was not
 	// approved by its time (issue 41); nil: the page and the log only.
 	OnHeld func(ctx context.Context, n Notice)
+	// Publisher publishes a notice's kept full text as its version 1
+	// before its cards leave (notice.Store); nil: a notice with full text
+	// fails instead of going out without it.
+	Publisher Publisher
+}
+
+// Publisher renders and stores a notice's version 1 (notice.Store):
+// storing the same content again is a no-op, so a resumed send
+// publishes once.
+type Publisher interface {
+	Prepare(ctx context.Context, corp string, d noticev.Draft) (noticev.Version, error)
+	Create(ctx context.Context, corp, msgid string, v noticev.Version, set noticev.Settings, by string) (noticev.Version, error)
 }
 
 // Runner sends due notices: a bounded poll loop (Run) that claims each due
@@ -255,7 +268,15 @@ func (r *Runner) fire(ctx context.Context, msgID string) {
 	}
 	reg := yidu.Registration{MsgID: n.MsgID, App: n.App, Title: n.Title, Body: n.Body, URL: n.URL,
 		SentAt: n.StartedAt, Audience: n.Audience, Send: true, FromNotice: true}
-	res, err := r.reg.RegisterAndSend(fctx, reg)
+	var res yidu.Registered
+	// Its full text is version 1 before the first card can be opened.
+	err = r.publish(fctx, n)
+	if err == nil {
+		if n.Content != nil {
+			reg.ReadRule = n.Content.ReadRule
+		}
+		res, err = r.reg.RegisterAndSend(fctx, reg)
+	}
 	switch {
 	case err == nil && complete(res.Send):
 		r.finish(ctx, log, n, yidu.StateSent, "")
@@ -275,6 +296,27 @@ func (r *Runner) fire(ctx context.Context, msgID string) {
 		log.Warn("campaign send incomplete, retrying later", "err", err, "backoff", r.o.RetryBackoff)
 		_ = r.lease.Release(context.WithoutCancel(ctx), r.s.db, r.s.now().UTC().Add(r.o.RetryBackoff), where, msgID)
 	}
+}
+
+// publish stores n's kept full text as its version 1, by its author;
+// nothing without one. A text that no longer checks (an attachment gone)
+// is yidu.ErrInvalid: the notice fails rather than going out without it.
+func (r *Runner) publish(ctx context.Context, n Notice) error {
+	if n.Content == nil {
+		return nil
+	}
+	if r.o.Publisher == nil {
+		return yidu.Invalidf("content: this server keeps no notice content; the notice was not sent")
+	}
+	v, err := r.o.Publisher.Prepare(ctx, n.App.CorpID, noticev.Draft{Title: n.Title, Markdown: n.Content.Markdown, Attachments: n.Content.Attachments})
+	if err != nil {
+		return err
+	}
+	set := noticev.Settings{ReadRule: n.Content.ReadRule, MinReadSeconds: n.Content.MinReadSeconds}
+	if _, err := r.o.Publisher.Create(ctx, n.App.CorpID, n.MsgID, v, set, n.CreatedBy); err != nil {
+		return fmt.Errorf("campaign: publish %s: %w", n.MsgID, err)
+	}
+	return nil
 }
 
 // complete reports whether every batch has a final outcome: sent,

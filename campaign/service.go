@@ -300,6 +300,11 @@ func (s *Service) Compose(ctx context.Context, p *access.Principal, c Compose) (
 		return Notice{}, err
 	}
 	c.Draft.By = p.Name
+	// Its full text is checked now and kept with it, published as
+	// version 1 when it is sent (issue 39).
+	if err := s.checkDraftContent(ctx, &c.Draft); err != nil {
+		return Notice{}, err
+	}
 	n, err := s.compose(ctx, p, c.Draft, pol, sendAt)
 	if err != nil || n.State == yidu.StateDraft {
 		return n, err
@@ -347,6 +352,9 @@ func (s *Service) Edit(ctx context.Context, p *access.Principal, n Notice, patch
 		return Notice{}, err
 	}
 	patch.By = p.Name
+	if err := s.patchContent(ctx, n, &patch); err != nil {
+		return Notice{}, err
+	}
 	ed, err := s.edit(ctx, p, n, patch, pol)
 	if err != nil || ed.State != yidu.StateScheduled && ed.State != yidu.StateHeld {
 		return ed, err
@@ -363,7 +371,7 @@ func (s *Service) edit(ctx context.Context, p *access.Principal, n Notice, patch
 	if s.o.Rounds == nil {
 		return Notice{}, ErrNoFollowUps
 	}
-	empty := patch.Title == nil && patch.Body == nil && patch.URL == nil && patch.Audience == nil && patch.Schedule == nil
+	empty := patch.Title == nil && patch.Body == nil && patch.URL == nil && patch.Audience == nil && patch.Schedule == nil && patch.Content == nil
 	if n.State == yidu.StateSent {
 		if !empty {
 			return Notice{}, fmt.Errorf("%w: %s is sent; only follow_up can change", ErrNotEditable, n.MsgID)
@@ -400,6 +408,33 @@ func (s *Service) edit(ctx context.Context, p *access.Principal, n Notice, patch
 		return Notice{}, InFollowUp(err)
 	}
 	return n, nil
+}
+
+// patchContent checks the full text an edit leaves n keeping (its own,
+// or the patch's) before anything is written, and keeps its card linked
+// to its reading page. A sent notice's content changes by Revision.
+func (s *Service) patchContent(ctx context.Context, n Notice, patch *Patch) error {
+	if patch.Content == nil && (n.Content == nil || patch.Title == nil && patch.URL == nil) {
+		return nil
+	}
+	if patch.Content != nil && !n.State.Editable() {
+		return fmt.Errorf("%w: %s is %s; its content changes by a new version", ErrNotEditable, n.MsgID, n.State)
+	}
+	d := Draft{MsgID: n.MsgID, App: n.App, Title: n.Title, URL: n.URL, Content: n.Content}
+	if patch.Title != nil {
+		d.Title = *patch.Title
+	}
+	if patch.URL != nil {
+		d.URL = *patch.URL
+	}
+	if patch.Content != nil {
+		d.Content = patch.Content
+	}
+	if err := s.checkDraftContent(ctx, &d); err != nil {
+		return err
+	}
+	patch.Content, patch.URL = d.Content, &d.URL
+	return nil
 }
 
 // Cancel cancels a draft, scheduled or held notice of the caller's app.

@@ -34,13 +34,6 @@ func (s *Server) sendForApproval(w http.ResponseWriter, r *http.Request, p *acce
 	if !need {
 		return false
 	}
-	if reg.Content != nil {
-		// A notice waiting for approval is kept as a draft, and drafts
-		// do not keep content yet (issue 39): sending it unapproved, or
-		// approved without its text, would both be wrong.
-		writeJSON(w, http.StatusConflict, map[string]string{"error": "this notice needs approval before it is sent, and a notice waiting for approval cannot carry its full text yet: send it without content, or to an audience within the approval threshold", "field": "content"})
-		return true
-	}
 	if s.campaigns == nil {
 		writeError(w, http.StatusServiceUnavailable, "this notice needs approval, and scheduled sending is not configured")
 		return true
@@ -48,6 +41,9 @@ func (s *Server) sendForApproval(w http.ResponseWriter, r *http.Request, p *acce
 	caller := p
 	n, err := s.acts.Compose(r.Context(), caller, campaign.Compose{Draft: yidu.Draft{
 		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
+		// Its full text is kept with it and published as version 1 when
+		// it is sent, once approved.
+		Content:  noticeContent(reg.Content, reg.ReadRule, reg.MinReadSeconds),
 		Schedule: yidu.Schedule{Draft: true, Timezone: app.Timezone},
 	}, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet})
 	if err == nil {
@@ -77,6 +73,9 @@ type approvalJSON struct {
 	Notice messageJSON `json:"notice"`
 	// ReadingPage is the members' reading page, when the notice has one.
 	ReadingPage string `json:"reading_page,omitempty"`
+	// Content is the full text a notice not yet sent keeps, rendered as
+	// its version 1 will be (issue 39); absent without one.
+	Content *versionJSON `json:"content,omitempty"`
 	// MayDecide: the caller may approve or reject this version (not its
 	// author, an approver of its app).
 	MayDecide bool                    `json:"may_decide"`
@@ -146,6 +145,14 @@ func (s *Server) approvalView(r *http.Request) (approvalJSON, error) {
 		Notice: noticeJSON(n), Trail: v.Trail, MayDecide: v.MayDecide}
 	if err := s.addFollowUp(ctx, n.App.CorpID, &j.Notice); err != nil {
 		return approvalJSON{}, err
+	}
+	if n.Content != nil {
+		v, err := s.acts.PreviewContent(ctx, n)
+		if err != nil {
+			return approvalJSON{}, err
+		}
+		c := versionOut(v, nil)
+		j.Content = &c
 	}
 	if s.readingPage != nil && s.notices != nil {
 		if _, err := s.notices.Get(ctx, n.App.CorpID, n.MsgID, 0); err == nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -200,40 +201,124 @@ func TestApprovalByNamedApprover(t *testing.T) {
 	}
 }
 
-// TestApprovalWithContentRefused: a notice with its full text that
-// needs approval is refused (409, field content) and nothing is
-// registered, sent or kept: it is neither sent unapproved nor approved
-// without its text.
-func TestApprovalWithContentRefused(t *testing.T) {
+// recordingRegistrar is the fixture's tracker as the Runner sees it,
+// keeping what it was asked to register.
+type recordingRegistrar struct {
+	*fakeMessages
+	mu   sync.Mutex
+	regs []yidu.Registration
+}
+
+func (r *recordingRegistrar) RegisterAndSend(ctx context.Context, reg yidu.Registration) (yidu.Registered, error) {
+	r.mu.Lock()
+	r.regs = append(r.regs, reg)
+	r.mu.Unlock()
+	return r.fakeMessages.RegisterAndSend(ctx, reg)
+}
+
+// TestApprovalWithContent: a notice with its full text that needs
+// approval is held (202, a draft pending approval, nothing registered),
+// the approver sees its text; an edit of the text alone makes another
+// version hash, so the approval of the earlier one is refused; once the
+// new one is approved the Runner sends it with its text as version 1,
+// read rule and reading page included, exactly once although the
+// approval is pressed twice and the Runner polls again.
+func TestApprovalWithContent(t *testing.T) {
+	const aliceTok = "alice-token-0123456789"
 	var st *campaign.Store
+	var ns *notice.Store
+	var atts *attachment.Store
+	page := func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
 	f := newFixtureOpts(t, false, func(o *Options) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"alice"}}
+		o.Tokens = append(o.Tokens, access.Token{Name: "alice", Token: aliceTok, Corps: []string{"acme"}})
 		db := testenv.MySQL(t)
 		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(t, "campaign.NewStore", err)
 		st, o.Campaigns = s, s
-		atts, err := attachment.New(db, attachment.Options{Now: o.Now})
+		atts, err = attachment.New(db, attachment.Options{Now: o.Now})
 		testenv.Check(t, "attachment.New", err)
-		ns, err := notice.New(db, atts, notice.Options{Now: o.Now})
+		ns, err = notice.New(db, atts, notice.Options{Now: o.Now})
 		testenv.Check(t, "notice.New", err)
-		o.Attachments, o.Notices = atts, ns
+		o.Attachments, o.Notices, o.ReadingPage = atts, ns, page
 		rec := audit.NewMySQL(db)
 		o.Audit, o.AuditLog = rec, rec
 	})
 	withAudienceDirectory(t, f)
+	a, err := atts.Put(t.Context(), "acme", "hr", "评分表.pdf", strings.NewReader("%PDF-1.7\nscores"))
+	testenv.Check(t, "Put", err)
+	reg := &recordingRegistrar{fakeMessages: f.msgs}
+	runner, err := campaign.NewRunner(st, reg, campaign.RunnerOptions{Publisher: ns})
+	testenv.Check(t, "NewRunner", err)
+
 	code, j := f.api(t, "POST", "/messages", `{"msgid":"big-3","app":"hr","title":"2026年度绩效考核办法","audience":{"userids":["alice","zhangsan","lisi"]},"send":true,
-		"content":{"markdown":"# 第四条\n\n考核周期为一年。"},"read_rule":"acknowledged"}`)
-	if code != http.StatusConflict || j["field"] != "content" {
-		t.Fatalf("send with content needing approval = %d %v; want 409 at content", code, j)
+		"content":{"markdown":"# 第四条\n\n考核周期为一年。","attachments":["`+a.ID+`"]},"read_rule":"acknowledged","min_read_seconds":5}`)
+	if code != http.StatusAccepted || j["approval"] != "pending" || j["state"] != "draft" || j["read_rule"] != "acknowledged" || j["url"] != page("hr", "big-3") {
+		t.Fatalf("send with content needing approval = %d %v; want 202, a draft pending approval keeping its text, linked to its page", code, j)
 	}
-	f.msgs.mu.Lock()
-	_, registered := f.msgs.msgs[key("acme", "big-3")]
-	f.msgs.mu.Unlock()
-	if registered {
-		t.Fatal("registered although refused")
+	if n, _ := runner.Tick(t.Context()); n != 0 || len(reg.regs) != 0 {
+		t.Fatalf("the Runner claimed %d, registered %d before approval", n, len(reg.regs))
 	}
-	if _, err := st.Get(t.Context(), nil, "big-3"); err == nil {
-		t.Fatal("a draft was kept although the send was refused")
+	approve := func(hash string) (int, map[string]any) {
+		t.Helper()
+		w := f.do(t, "POST", "/api/v1/messages/big-3/approval", aliceTok, strings.NewReader(`{"approve":true,"version_hash":"`+hash+`"}`))
+		var out map[string]any
+		_ = json.Unmarshal(w.Body.Bytes(), &out)
+		return w.Code, out
+	}
+	view := func() map[string]any {
+		t.Helper()
+		w := f.do(t, "GET", "/api/v1/messages/big-3/approval", aliceTok, nil)
+		var v map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil || w.Code != 200 {
+			t.Fatalf("approval view = %d %s", w.Code, w.Body)
+		}
+		return v
+	}
+	v1 := view()
+	if c, _ := v1["content"].(map[string]any); c == nil || !strings.Contains(c["html"].(string), "考核周期为一年。") || len(c["attachments"].([]any)) != 1 {
+		t.Fatalf("the approver's view lacks the text: %v", v1["content"])
+	}
+	// The author corrects the text alone: another version to approve.
+	if code, j := f.api(t, "PATCH", "/messages/big-3", `{"content":{"markdown":"# 第四条\n\n考核周期为半年。","attachments":["`+a.ID+`"]}}`); code != 200 || j["content"] == nil {
+		t.Fatalf("PATCH the draft's text = %d %v", code, j)
+	}
+	if code, j := f.api(t, "POST", "/messages/big-3/send", ""); code/100 != 2 || j["approval"] != "pending" {
+		t.Fatalf("send again = %d %v; want pending", code, j)
+	}
+	v2 := view()
+	if v2["version_hash"] == v1["version_hash"] {
+		t.Fatal("the version hash did not change with the text")
+	}
+	if code, j := approve(v1["version_hash"].(string)); code != http.StatusConflict {
+		t.Fatalf("approval of the text before the edit = %d %v; want 409", code, j)
+	}
+	if code, j := approve(v2["version_hash"].(string)); code != 200 || j["again"] != false {
+		t.Fatalf("批准 = %d %v", code, j)
+	}
+	if code, j := approve(v2["version_hash"].(string)); code != 200 || j["again"] != true {
+		t.Fatalf("批准 again = %d %v; want 200, again", code, j)
+	}
+	for range 2 {
+		if _, err := runner.Tick(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(reg.regs) != 1 {
+		t.Fatalf("registered %d times; want once", len(reg.regs))
+	}
+	if r := reg.regs[0]; r.ReadRule != yidu.ReadRuleAcknowledged || r.URL != page("hr", "big-3") || !r.FromNotice {
+		t.Errorf("registration = rule %q, url %q; want acknowledged, the reading page", r.ReadRule, r.URL)
+	}
+	vs, err := ns.List(t.Context(), "acme", "big-3")
+	testenv.Check(t, "List", err)
+	if len(vs) != 1 || vs[0].N != 1 || !strings.Contains(vs[0].Markdown, "半年") || len(vs[0].Attachments) != 1 ||
+		vs[0].Settings != (notice.Settings{ReadRule: yidu.ReadRuleAcknowledged, MinReadSeconds: 5}) || vs[0].Title != "2026年度绩效考核办法" {
+		t.Fatalf("versions = %+v; want one, version 1, the approved text and its settings", vs)
+	}
+	n, err := st.Get(t.Context(), nil, "big-3")
+	if err != nil || n.State != yidu.StateSent {
+		t.Fatalf("notice = %v, %v; want sent", n.State, err)
 	}
 }

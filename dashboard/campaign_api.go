@@ -36,6 +36,12 @@ type noticeFields struct {
 	// for a notice that needs approval (issue 41); absent otherwise.
 	Approval     string `json:"approval,omitempty"`
 	ApprovalHash string `json:"approval_hash,omitempty"`
+	// Content is the full text a notice not yet sent keeps, with its
+	// read rule (issue 39); absent without one, in list rows, and once
+	// sent (GET .../content has its versions).
+	Content        *contentJSON `json:"content,omitempty"`
+	ReadRule       string       `json:"read_rule,omitempty"`
+	MinReadSeconds *int         `json:"min_read_seconds,omitempty"`
 }
 
 // audienceJSON is the audience object of a registration.
@@ -80,7 +86,21 @@ func noticeJSON(n yidu.Notice) messageJSON {
 	j := messageJSON{MsgID: n.MsgID, CorpID: n.App.CorpID, App: n.App.Name, AgentID: n.App.AgentID,
 		Title: n.Title, Body: n.Body, URL: n.URL, SentAt: cmp.Or(n.StartedAt, n.SendAt, n.CreatedAt).UTC()}
 	j.setNotice(n)
+	if c := n.Content; c != nil && n.State.Editable() {
+		min := c.MinReadSeconds
+		j.Content = &contentJSON{Markdown: c.Markdown, Attachments: nonNil(c.Attachments)}
+		j.ReadRule, j.MinReadSeconds = string(c.ReadRule), &min
+	}
 	return j
+}
+
+// noticeContent is the full text a registration or a PATCH gives a
+// notice not yet sent: c with the read rule (nil c: none).
+func noticeContent(c *contentJSON, readRule string, minRead int) *yidu.NoticeContent {
+	if c == nil {
+		return nil
+	}
+	return &yidu.NoticeContent{Markdown: c.Markdown, Attachments: c.Attachments, ReadRule: yidu.ReadRule(readRule), MinReadSeconds: minRead}
 }
 
 // handleSchedule is POST /messages with send_at or draft: campaign
@@ -101,6 +121,7 @@ func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *acces
 	}
 	n, err := s.acts.Compose(r.Context(), p, campaign.Compose{Draft: yidu.Draft{
 		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
+		Content:  noticeContent(reg.Content, reg.ReadRule, reg.MinReadSeconds),
 		Schedule: yidu.Schedule{SendAt: reg.SendAt, Draft: reg.Draft, Timezone: app.Timezone},
 	}, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet})
 	// A draft is composed; a notice with send_at is scheduled.
@@ -185,9 +206,12 @@ type patchBody struct {
 	// FollowUp replaces the notice's follow-up policy.
 	FollowUp *yidu.Policy `json:"follow_up"`
 	// Content and Reacknowledge make a sent notice's next version
-	// (content_api.go).
-	Content       *contentJSON `json:"content"`
-	Reacknowledge *bool        `json:"reacknowledge"`
+	// (content_api.go); Content, ReadRule and MinReadSeconds replace the
+	// full text a notice not yet sent keeps.
+	Content        *contentJSON `json:"content"`
+	Reacknowledge  *bool        `json:"reacknowledge"`
+	ReadRule       *string      `json:"read_rule"`
+	MinReadSeconds *int         `json:"min_read_seconds"`
 }
 
 func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
@@ -205,11 +229,8 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		s.failBody(w, r, derr)
 		return
 	}
-	if b.Content != nil || b.Reacknowledge != nil {
-		if err == nil && n.State != yidu.StateSent {
-			s.fail(w, r, yidu.Invalidf("content: a draft or a scheduled notice cannot carry content yet; send it now with its content"))
-			return
-		}
+	unsent := err == nil && n.State.Editable()
+	if (b.Content != nil || b.Reacknowledge != nil || b.ReadRule != nil || b.MinReadSeconds != nil) && !unsent {
 		s.patchContent(w, r, b)
 		return
 	}
@@ -217,7 +238,7 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p, err := b.patch("")
+	p, err := b.patch("", n.Content)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -247,9 +268,33 @@ func (b patchBody) withoutFollowUp() patchBody {
 	return b
 }
 
-// patch is the campaign edit of b's fields other than follow_up.
-func (b patchBody) patch(by string) (yidu.Patch, error) {
+// patch is the campaign edit of b's fields other than follow_up; kept
+// is the full text the notice keeps, which read_rule or
+// min_read_seconds alone change.
+func (b patchBody) patch(by string, kept *yidu.NoticeContent) (yidu.Patch, error) {
 	p := yidu.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: by}
+	if b.Reacknowledge != nil {
+		return p, yidu.Invalidf("reacknowledge: only a sent notice's new version is material or not")
+	}
+	if b.Content != nil || b.ReadRule != nil || b.MinReadSeconds != nil {
+		if b.Content == nil && kept == nil {
+			return p, yidu.Invalidf("read_rule: a notice without content has the app's rule")
+		}
+		var c yidu.NoticeContent
+		if kept != nil {
+			c = *kept
+		}
+		if b.Content != nil {
+			c.Markdown, c.Attachments = b.Content.Markdown, b.Content.Attachments
+		}
+		if b.ReadRule != nil {
+			c.ReadRule = yidu.ReadRule(*b.ReadRule)
+		}
+		if b.MinReadSeconds != nil {
+			c.MinReadSeconds = *b.MinReadSeconds
+		}
+		p.Content = &c
+	}
 	if b.Audience != nil {
 		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All, Tags: b.Audience.Tags}
 	}
@@ -345,7 +390,9 @@ func (s *Server) listNotices(w http.ResponseWriter, r *http.Request, state yidu.
 		return
 	}
 	for _, n := range ns {
-		out.Messages = append(out.Messages, noticeJSON(n))
+		j := noticeJSON(n)
+		j.Content, j.ReadRule, j.MinReadSeconds = nil, "", nil // the list stays light
+		out.Messages = append(out.Messages, j)
 	}
 	out.NextCursor = next
 	writeJSON(w, http.StatusOK, out)
@@ -418,7 +465,7 @@ func fieldOf(msg string) string {
 	if strings.HasPrefix(f, "audience.") || f == "follow_up" || strings.HasPrefix(f, "follow_up.") {
 		return f
 	}
-	if f == "content" || strings.HasPrefix(f, "content.") || f == "read_rule" || f == "min_read_seconds" {
+	if f == "content" || strings.HasPrefix(f, "content.") || f == "read_rule" || f == "min_read_seconds" || f == "reacknowledge" {
 		return f // issue 39: the notice's content and its read rule
 	}
 	switch f {

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"mime"
 	"net/http"
 	"strconv"
@@ -85,7 +86,8 @@ func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBod
 		s.fail(w, r, err)
 		return
 	}
-	if b.Content == nil || b.Body != nil || b.URL != nil || b.Audience != nil || b.SendAt != nil || b.Draft != nil || b.FollowUp != nil {
+	if b.Content == nil || b.Body != nil || b.URL != nil || b.Audience != nil || b.SendAt != nil || b.Draft != nil || b.FollowUp != nil ||
+		b.ReadRule != nil || b.MinReadSeconds != nil {
 		s.fail(w, r, yidu.Invalidf("content: a sent notice's PATCH carries content, and optionally title and reacknowledge, only"))
 		return
 	}
@@ -117,6 +119,37 @@ func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBod
 		return
 	}
 	writeJSON(w, http.StatusOK, versionOut(nv, all))
+}
+
+// handleContent is GET /messages/{msgid}/content: a sent notice's
+// versions (handleGetContent), else the full text a notice not yet sent
+// keeps, rendered as its version 1 will be ("versions": 0; the compose
+// page's and the approver's preview).
+func (s *Server) handleContent(w http.ResponseWriter, r *http.Request) {
+	m, r, err := s.gate(r)
+	if err == nil {
+		s.handleGetContent(w, r, m)
+		return
+	}
+	if !errors.Is(err, errNotFound) || s.campaigns == nil {
+		s.fail(w, r, err)
+		return
+	}
+	n, err := s.notice(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if n.Content == nil {
+		s.fail(w, r, errNotFound)
+		return
+	}
+	v, err := s.acts.PreviewContent(r.Context(), n)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, versionOut(v, nil))
 }
 
 // handleGetContent is GET /messages/{msgid}/content?v=N: version N of the

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -87,7 +88,7 @@ func TestContentVersions(t *testing.T) {
 		method, target, body string
 		want                 int
 	}{
-		"content on a draft":                     {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"draft":true,"content":{"markdown":"x"}}`, 400},
+		"content on a draft, no campaigns":       {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"draft":true,"content":{"markdown":"x"}}`, 503},
 		"unknown read_rule":                      {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"content":{"markdown":"x"},"read_rule":"glanced"}`, 400},
 		"read_rule without content":              {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"read_rule":"link"}`, 400},
 		"min_read_seconds too long":              {"POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"content":{"markdown":"x"},"min_read_seconds":3601}`, 400},
@@ -120,9 +121,13 @@ type jsonAnswer struct {
 	body string
 }
 
-// TestContentOfDraftRefused: a draft or scheduled notice carries no content
-// yet; a PATCH with content says so (400 content) and changes nothing.
-func TestContentOfDraftRefused(t *testing.T) {
+// TestDraftKeepsContent: a draft keeps its full text, read rule and
+// attachments, shows them back, previews them as version 1 will be,
+// and takes a PATCH of them; none is published before it is sent. Each
+// hostile input (over the limits, an unknown or another corp's upload, a
+// url of its own beside the text, an unknown read rule, reacknowledge on
+// a draft) is a 4xx naming its field and writes nothing.
+func TestDraftKeepsContent(t *testing.T) {
 	f, _ := newCampaignFixture(t)
 	withAudienceDirectory(t, f)
 	db := testenv.MySQL(t)
@@ -131,19 +136,74 @@ func TestContentOfDraftRefused(t *testing.T) {
 	ns, err := notice.New(db, atts, notice.Options{})
 	testenv.Check(t, "notice.New", err)
 	f.srv.notices, f.srv.actOpts.Versions = ns, ns
+	f.srv.readingPage = func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
+	f.srv.actOpts.ReadingPage = f.srv.readingPage
 	f.srv.acts = campaign.NewService(f.srv.actOpts)
-	w := f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(`{"msgid":"d1","app":"hr","title":"t","audience":{"userids":["zhangsan"]},"draft":true}`))
-	if w.Code != 201 {
-		t.Fatalf("draft = %d: %s", w.Code, w.Body)
+	a, err := atts.Put(t.Context(), "acme", "hr", "评分表.pdf", strings.NewReader("%PDF-1.7\nscores"))
+	testenv.Check(t, "Put", err)
+	other, err := atts.Put(t.Context(), "globex", "ops", "x.pdf", strings.NewReader("%PDF-1.7\nother"))
+	testenv.Check(t, "Put", err)
+
+	code, j := f.api(t, "POST", "/messages", `{"msgid":"d1","app":"hr","title":"2026年度绩效考核办法","audience":{"userids":["zhangsan"]},"draft":true,
+		"content":{"markdown":"# 第四条\n\n考核周期为一年。<script>alert(1)</script>","attachments":["`+a.ID+`"]},"read_rule":"read_to_end","min_read_seconds":30}`)
+	if code != 201 || j["state"] != "draft" || j["read_rule"] != "read_to_end" || j["min_read_seconds"] != float64(30) || j["url"] != f.srv.readingPage("hr", "d1") {
+		t.Fatalf("draft with content = %d %v", code, j)
 	}
-	w = f.do(t, "PATCH", "/api/v1/messages/d1", acmeToken, strings.NewReader(`{"content":{"markdown":"x"}}`))
-	var j map[string]string
-	_ = json.Unmarshal(w.Body.Bytes(), &j)
-	if w.Code != 400 || j["field"] != "content" {
-		t.Fatalf("PATCH content of a draft = %d %v; want 400 naming content", w.Code, j)
+	if c, _ := j["content"].(map[string]any); c == nil || !strings.Contains(c["markdown"].(string), "一年") || len(c["attachments"].([]any)) != 1 {
+		t.Fatalf("the draft's content = %v", j["content"])
+	}
+	code, pv := f.api(t, "GET", "/messages/d1/content", "")
+	if code != 200 || pv["versions"] != float64(0) || !strings.Contains(pv["html"].(string), "考核周期为一年。") || strings.Contains(pv["html"].(string), "<script") || pv["read_rule"] != "read_to_end" {
+		t.Fatalf("preview of the draft's content = %d %v", code, pv)
+	}
+	code, j = f.api(t, "PATCH", "/messages/d1", `{"content":{"markdown":"# 第四条\n\n考核周期为半年。","attachments":[]},"min_read_seconds":0}`)
+	if c, _ := j["content"].(map[string]any); code != 200 || c == nil || !strings.Contains(c["markdown"].(string), "半年") || len(c["attachments"].([]any)) != 0 ||
+		j["read_rule"] != "read_to_end" || j["min_read_seconds"] != float64(0) {
+		t.Fatalf("PATCH the draft's content = %d %v; want the new text, the read rule kept", code, j)
+	}
+	if code, j = f.api(t, "PATCH", "/messages/d1", `{"read_rule":"acknowledged"}`); code != 200 || j["read_rule"] != "acknowledged" {
+		t.Fatalf("PATCH the read rule alone = %d %v", code, j)
 	}
 	if _, err := ns.Get(t.Context(), "acme", "d1", 0); !errors.Is(err, notice.ErrNotFound) {
-		t.Fatalf("the draft has content after a refused PATCH: %v", err)
+		t.Fatalf("a draft's content was published before it was sent: %v", err)
+	}
+	if code, j := f.api(t, "GET", "/messages?state=draft", ""); code != 200 || strings.Contains(fmt.Sprint(j), "半年") {
+		t.Errorf("the list carries the drafts' text: %d %v", code, j)
+	}
+
+	fingerprint := func() string {
+		return testenv.Column[string](t, db, `SELECT CONCAT_WS('|', COUNT(*), COALESCE(SUM(CRC32(CONCAT_WS('|', msgid, title, url, COALESCE(content, ''), updated_at))), 0)) FROM campaigns`)[0] +
+			"/" + testenv.Column[string](t, db, `SELECT COUNT(*) FROM notice_versions`)[0]
+	}
+	before := fingerprint()
+	big := strings.Repeat("长", 70000) // 210,000 bytes
+	for name, tc := range map[string]struct {
+		method, target, body string
+		code                 int
+		field                string
+	}{
+		"draft over 200 KB":         {"POST", "/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"draft":true,"content":{"markdown":"` + big + `"}}`, 400, "content.markdown"},
+		"draft, unknown upload":     {"POST", "/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"draft":true,"content":{"markdown":"x","attachments":["att_nope"]}}`, 400, "content.attachments"},
+		"draft, another corp's":     {"POST", "/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"draft":true,"content":{"markdown":"x","attachments":["` + other.ID + `"]}}`, 400, "content.attachments"},
+		"scheduled, upload twice":   {"POST", "/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"send_at":"2026-03-03T09:00:00+08:00","content":{"markdown":"x","attachments":["` + a.ID + `","` + a.ID + `"]}}`, 400, "content.attachments"},
+		"draft with a url":          {"POST", "/messages", `{"app":"hr","title":"t","url":"https://intranet.example.com/1","audience":{"userids":["zhangsan"]},"draft":true,"content":{"markdown":"x"}}`, 400, "url"},
+		"draft, unknown read rule":  {"POST", "/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"draft":true,"content":{"markdown":"x"},"read_rule":"glanced"}`, 400, "read_rule"},
+		"draft, min_read too long":  {"POST", "/messages", `{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"draft":true,"content":{"markdown":"x"},"min_read_seconds":3601}`, 400, "min_read_seconds"},
+		"patch over 200 KB":         {"PATCH", "/messages/d1", `{"content":{"markdown":"` + big + `"}}`, 400, "content.markdown"},
+		"patch, unknown upload":     {"PATCH", "/messages/d1", `{"content":{"markdown":"x","attachments":["att_nope"]}}`, 400, "content.attachments"},
+		"patch, eleven uploads":     {"PATCH", "/messages/d1", `{"content":{"markdown":"x","attachments":["a1","a2","a3","a4","a5","a6","a7","a8","a9","a10","a11"]}}`, 400, "content.attachments"},
+		"patch, a url of its own":   {"PATCH", "/messages/d1", `{"url":"https://intranet.example.com/1"}`, 400, "url"},
+		"patch, reacknowledge":      {"PATCH", "/messages/d1", `{"content":{"markdown":"x"},"reacknowledge":true}`, 400, "reacknowledge"},
+		"patch, unknown read rule":  {"PATCH", "/messages/d1", `{"read_rule":"glanced"}`, 400, "read_rule"},
+		"patch, not UTF-8 markdown": {"PATCH", "/messages/d1", `{"content":{"markdown":"\u0000"}}`, 400, "content.markdown"},
+	} {
+		code, j := f.api(t, tc.method, tc.target, tc.body)
+		if code != tc.code || j["field"] != tc.field {
+			t.Errorf("%s: %d %v; want %d naming %s", name, code, j, tc.code, tc.field)
+		}
+	}
+	if after := fingerprint(); after != before {
+		t.Errorf("refused requests wrote: %s, then %s", before, after)
 	}
 }
 

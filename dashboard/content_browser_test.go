@@ -13,14 +13,18 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/notice"
 )
 
 // TestBrowserComposeContent writes a notice's full text on the compose
 // page at a phone's width: the live preview is the server's sanitized
 // rendering (a table shows, a script does not run), a PDF uploads, the
-// schedule and the draft are off while there is full text, and the send
-// keeps version 1 with the attachment.
+// schedule and the draft stay on with full text, and the send keeps
+// version 1 with the attachment.
 func TestBrowserComposeContent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test: skipped with -short")
@@ -52,8 +56,8 @@ func TestBrowserComposeContent(t *testing.T) {
 	if evalJS[bool](t, b, `window.pwned !== undefined || document.querySelector("#pv-content script, #pv-content img") !== null`) {
 		t.Error("a script or an image survived into the preview")
 	}
-	if !evalJS[bool](t, b, `document.getElementById("when-later").disabled && document.getElementById("save-draft").disabled`) {
-		t.Error("schedule or draft stays on for a notice with full text")
+	if evalJS[bool](t, b, `document.getElementById("when-later").disabled || document.getElementById("save-draft").disabled`) {
+		t.Error("schedule or draft is off for a notice with full text (a draft keeps it)")
 	}
 
 	b.do(t, "upload a PDF", chromedp.SetUploadFiles(chromedp.ID("attachment-file"), []string{pdf}))
@@ -109,5 +113,77 @@ func TestBrowserComposeContent(t *testing.T) {
 	if v.Version != 1 || v.Title != "2026年度绩效考核办法" || len(v.Attachments) != 1 || v.Attachments[0].Name != "评分表.pdf" ||
 		v.ReadRule != "acknowledged" || v.MinReadSeconds != 15 || strings.Contains(v.HTML, "script") {
 		t.Errorf("version 1 = %+v", v)
+	}
+}
+
+// TestBrowserComposeDraftContent: on the compose page a notice with full
+// text and a PDF is saved as a draft; opened again for editing it shows
+// its text, read rule and attachment, and a change of the text is saved
+// to the draft. Nothing is published before it is sent.
+func TestBrowserComposeDraftContent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test: skipped with -short")
+	}
+	testenv.LookPath(t, "chromium")
+	f, st := newCampaignFixture(t)
+	withAudienceDirectory(t, f)
+	db := testenv.MySQL(t)
+	atts, err := attachment.New(db, attachment.Options{})
+	testenv.Check(t, "attachment.New", err)
+	ns, err := notice.New(db, atts, notice.Options{})
+	testenv.Check(t, "notice.New", err)
+	f.srv.attachments, f.srv.notices, f.srv.actOpts.Versions = atts, ns, ns
+	f.srv.acts = campaign.NewService(f.srv.actOpts)
+	ts := httptest.NewServer(f.h)
+	t.Cleanup(ts.Close)
+	b := startComposeBrowser(t)
+	pdf := filepath.Join(t.TempDir(), "评分表.pdf")
+	if err := os.WriteFile(pdf, []byte("%PDF-1.7\n% a scoring table\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.do(t, "Chinese first", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Accept-Language": "zh-CN,zh;q=0.9"}})
+		return err
+	}))
+	b.do(t, "sign in", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ts.URL+"/login"),
+		chromedp.WaitVisible(chromedp.ID("login-form")),
+		chromedp.SendKeys(chromedp.ID("username"), "alice"), chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.Click(chromedp.ID("login-submit")), chromedp.WaitVisible(chromedp.ID("messages")))
+	b.do(t, "open the compose page", chromedp.Navigate(ts.URL+"/new"), chromedp.WaitVisible(chromedp.ID("markdown")))
+	b.wait(t, "the apps", `document.getElementById("app").value === "hr"`)
+	b.do(t, "write", chromedp.SendKeys(chromedp.ID("title"), "2026年度绩效考核办法"),
+		chromedp.SendKeys(chromedp.ID("markdown"), "# 第四条\n\n考核周期为一年。"))
+	b.do(t, "upload a PDF", chromedp.SetUploadFiles(chromedp.ID("attachment-file"), []string{pdf}))
+	b.wait(t, "the attachment listed", `document.querySelectorAll("#attachment-list li").length === 1`)
+	b.do(t, "acknowledged", chromedp.SetValue(chromedp.ID("read-rule"), "acknowledged"))
+	b.do(t, "pick a person", chromedp.SendKeys(chromedp.ID("people-q"), "张"))
+	b.wait(t, "search result", `document.querySelector('#people-results button') !== null`)
+	b.do(t, "add", chromedp.Click(chromedp.CSS(`#people-results button`)))
+	b.wait(t, "counted", `document.getElementById("recipient-count").textContent.trim() === "1"`)
+	b.do(t, "save as a draft", chromedp.Click(chromedp.ID("save-draft")))
+	b.wait(t, "back on the list", `location.pathname === "/"`)
+	drafts, _, err := st.List(t.Context(), nil, yidu.StateDraft, "", "", 10, nil)
+	if err != nil || len(drafts) != 1 || drafts[0].Content == nil || !strings.Contains(drafts[0].Content.Markdown, "一年") ||
+		len(drafts[0].Content.Attachments) != 1 || drafts[0].Content.ReadRule != yidu.ReadRuleAcknowledged {
+		t.Fatalf("drafts = %+v, %v; want one keeping its text, attachment and rule", drafts, err)
+	}
+	id := drafts[0].MsgID
+
+	b.do(t, "edit", chromedp.Navigate(ts.URL+"/new?edit="+id), chromedp.WaitVisible(chromedp.ID("cancel-notice")))
+	b.wait(t, "the text, rule and attachment back", `document.getElementById("markdown").value.includes("考核周期为一年。") && document.getElementById("read-rule").value === "acknowledged" && document.querySelector("#attachment-list .name")?.textContent === "评分表.pdf" && !document.getElementById("fulltext").hidden`)
+	b.wait(t, "the preview", `document.getElementById("pv-content").textContent.includes("考核周期为一年。")`)
+	b.shot(t, "compose-draft-content-1280")
+	b.do(t, "change the text", clearField("markdown"), chromedp.SendKeys(chromedp.ID("markdown"), "# 第四条\n\n考核周期为半年。"),
+		chromedp.Click(chromedp.ID("save-draft")))
+	b.wait(t, "back on the list", `location.pathname === "/"`)
+	n, err := st.Get(t.Context(), nil, id)
+	if err != nil || n.Content == nil || !strings.Contains(n.Content.Markdown, "半年") || len(n.Content.Attachments) != 1 || n.State != yidu.StateDraft {
+		t.Fatalf("draft after the edit = %+v, %v", n, err)
+	}
+	if vs, _ := ns.List(t.Context(), "acme", id); len(vs) != 0 {
+		t.Errorf("%d versions published of a draft", len(vs))
+	}
+	if p := b.console(); len(p) > 0 {
+		t.Errorf("console errors: %q", p)
 	}
 }

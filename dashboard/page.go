@@ -23,6 +23,10 @@ import (
 var templateFuncs = template.FuncMap{
 	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
 	"num":  func(n any) string { return groupDigits(fmt.Sprint(n)) },
+	// sanitized is a notice's text as content.Render left it: goldmark's
+	// HTML through bluemonday's allow-list (no script, no event handler,
+	// no remote image), so it is shown as HTML.
+	"sanitized": func(s string) template.HTML { return template.HTML(s) }, //nolint:gosec // sanitized by content.Render
 	"deref": func(p any) any {
 		switch v := p.(type) {
 		case *int64:

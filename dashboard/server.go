@@ -344,7 +344,7 @@ func (s *Server) Routes() http.Handler {
 			r.Post("/approval", s.handleDecide)
 			r.Post("/approval/preview", s.handlePreviewToMe)
 			r.Get("/progress", s.withMessage(s.handleProgress))
-			r.Get("/content", s.withMessage(s.handleGetContent))
+			r.Get("/content", s.handleContent)
 			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))
 			r.With(s.heavyQuery).Get("/recipients", s.withMessage(s.handleRecipients))
 			r.With(s.heavyQuery, s.exportSlot).Get("/export.csv", s.withMessage(s.handleExport))

@@ -32,8 +32,22 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
+	atts, err := attachment.New(m.DB, attachment.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	nopts := notice.Options{Logger: log}
+	if m.Ledger != nil {
+		nopts.Ledger = m.Ledger
+	}
+	notices, err := notice.New(m.DB, atts, nopts)
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
 	cards := approvalCards(cfg, m.wecomSender)
-	ropts := campaign.RunnerOptions{MaxLateness: cfg.Dashboard.MaxLateness.D()}
+	// A draft's or scheduled notice's full text is published as version 1
+	// by the Runner when it is sent.
+	ropts := campaign.RunnerOptions{MaxLateness: cfg.Dashboard.MaxLateness.D(), Publisher: notices}
 	if cards != nil {
 		ropts.OnHeld = cards.Held
 	}
@@ -74,18 +88,6 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		return fmt.Errorf("campaign: %w", err)
 	}
 	opts.Ledger = ledger
-	atts, err := attachment.New(m.DB, attachment.Options{Logger: log})
-	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
-	}
-	nopts := notice.Options{Logger: log}
-	if m.Ledger != nil {
-		nopts.Ledger = m.Ledger
-	}
-	notices, err := notice.New(m.DB, atts, nopts)
-	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
-	}
 	opts.Attachments, opts.Notices, opts.ReadingPage = atts, notices, readingPageURL(cfg.Receiver.PublicURL)
 	opts.Acknowledgements = m.Tracker
 	// Evidence records (issue 40) with their ledger proofs.

@@ -579,7 +579,8 @@
   // ---- The full text (issue 39): Markdown with a live preview rendered
   // by the server's own renderer (POST /api/v1/content/preview), the
   // attachments uploaded one by one (POST /api/v1/attachments), the read
-  // rule. A notice with full text is sent now only (docs/api.md).
+  // rule. A draft or scheduled notice keeps them, and they are published
+  // as version 1 when it is sent (docs/api.md).
   const atts = []; // {id, sha256, name, type, size}, in order
   const maxAttachments = 10;
   function hasContent() { return $("markdown").value.trim() !== "" || atts.length > 0; }
@@ -614,10 +615,6 @@
     $("reading-preview").hidden = !on;
     $("pv-reading-title").textContent = $("title").value;
     $("markdown-count").textContent = bytes($("markdown").value) > 1024 ? Math.ceil(bytes($("markdown").value) / 1024) + " / 200 KB" : "";
-    $("when-later").disabled = on;
-    $("save-draft").disabled = on;
-    if (on && $("when-later").checked) { $("when-now").checked = true; $("when-now").dispatchEvent(new Event("change", { bubbles: true })); }
-    $("send_at-error").textContent = on ? tr("compose.err_content_later") : "";
     renderPreview();
   }
   $("markdown").addEventListener("input", contentChanged);
@@ -675,11 +672,16 @@
     if (extra.draft && extra.send_at) b.send_at = extra.send_at;
     const fu = followUp();
     if (fu) b.follow_up = fu;
+    if (hasContent()) {
+      delete b.url; // a notice with full text links to its reading page
+      b.content = { markdown: $("markdown").value, attachments: atts.map((a) => a.id) };
+      b.read_rule = $("read-rule").value;
+      b.min_read_seconds = Math.max(0, Math.floor(+$("min-read").value || 0));
+    }
     return b;
   }
   function busy(on) {
     for (const id of ["submit", "save-draft", "confirm-ok", "cancel-notice"]) $(id).disabled = on;
-    if (!on && hasContent()) $("save-draft").disabled = true; // full text: sent now only
   }
   async function save(extra, sendNow) {
     busy(true);
@@ -818,6 +820,21 @@
       fuFill(m.follow_up.policy);
     }
   }
+  // loadContent fills the full text a draft or scheduled notice keeps:
+  // its Markdown and read rule, and its attachments as the preview of its
+  // version 1 names them.
+  async function loadContent(m) {
+    $("markdown").value = m.content.markdown || "";
+    $("url").value = "";
+    if (m.read_rule) $("read-rule").value = m.read_rule;
+    $("min-read").value = String(m.min_read_seconds || 0);
+    if ((m.content.attachments || []).length > 0) {
+      const v = await getJSON("/api/v1/messages/" + encodeURIComponent(m.msgid) + "/content");
+      atts.splice(0, atts.length, ...(v.attachments || []));
+    }
+    showAttachments();
+    contentChanged();
+  }
   async function start() {
     showCounts();
     try {
@@ -852,7 +869,7 @@
             busy(true);
           }
           state.editing = m;
-          $("fulltext").hidden = true; // drafts and scheduled notices carry no full text yet
+          if (m.content) await loadContent(m); // the full text it keeps
           $("compose-heading").textContent = m.state === "draft" ? tr("compose.edit_draft") : tr("compose.edit_scheduled");
           document.title = $("compose-heading").textContent + " · " + tr("brand.name");
           $("cancel-notice").hidden = false;
