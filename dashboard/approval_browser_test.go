@@ -280,6 +280,11 @@ func TestApprovalWithContent(t *testing.T) {
 	if c, _ := v1["content"].(map[string]any); c == nil || !strings.Contains(c["html"].(string), "考核周期为一年。") || len(c["attachments"].([]any)) != 1 {
 		t.Fatalf("the approver's view lacks the text: %v", v1["content"])
 	}
+	cookie, _ := f.login(t) // alice, the approver, signed in
+	if w := f.page(cookie, "/approve/big-3"); w.Code != 200 || !strings.Contains(w.Body.String(), `id="approval-content"`) ||
+		!strings.Contains(w.Body.String(), "<h1>第四条</h1>") || !strings.Contains(w.Body.String(), "评分表.pdf") {
+		t.Errorf("the approval page = %d, without the rendered text and its attachment: %.400s", w.Code, w.Body)
+	}
 	// The author corrects the text alone: another version to approve.
 	if code, j := f.api(t, "PATCH", "/messages/big-3", `{"content":{"markdown":"# 第四条\n\n考核周期为半年。","attachments":["`+a.ID+`"]}}`); code != 200 || j["content"] == nil {
 		t.Fatalf("PATCH the draft's text = %d %v", code, j)
