@@ -33,17 +33,46 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		return fmt.Errorf("campaign: %w", err)
 	}
 	cards := approvalCards(cfg, m.wecomSender)
+	rounds := followUpRounds(m, cfg, log)
+	acc, err := access.New(access.Config{Roles: accessRoles(cfg.Dashboard.Roles), LeadersSee: cfg.Dashboard.SeeLeaders()}, m.Mapper, time.Now)
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	opts := DashboardOptions(cfg)
+	atts, err := attachment.New(m.DB, attachment.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	nopts := notice.Options{Logger: log}
+	if m.Ledger != nil {
+		nopts.Ledger = m.Ledger
+	}
+	notices, err := notice.New(m.DB, atts, nopts)
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
 	ropts := campaign.RunnerOptions{MaxLateness: cfg.Dashboard.MaxLateness.D()}
 	if cards != nil {
 		ropts.OnHeld = cards.Held
 	}
+	// A scheduled notice is checked at its time against its author's
+	// sender audience and its approval as they are then (issue 41).
+	ids, err := access.NewIdentities(access.IdentityOptions{Tokens: opts.Tokens, Users: opts.Users})
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	sopts := campaign.ServiceOptions{Store: camps, Rounds: rounds, Versions: notices, Audiences: acc,
+		Authors: authors{ids: ids, acc: acc}, Logger: log}
+	if cards != nil {
+		sopts.Notify = cards
+	}
+	ropts.Check = campaign.NewService(sopts).AtItsTime
 	runner, err := campaign.NewRunner(camps, m.Tracker, ropts)
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
 	cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.campaignCancel, m.campaignDone = ccancel, make(chan struct{})
-	rounds := followUpRounds(m, cfg, log)
 	go func() {
 		defer close(m.campaignDone)
 		roundsDone := make(chan struct{})
@@ -51,11 +80,6 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		_ = runner.Run(cctx)
 		<-roundsDone
 	}()
-	acc, err := access.New(access.Config{Roles: accessRoles(cfg.Dashboard.Roles), LeadersSee: cfg.Dashboard.SeeLeaders()}, m.Mapper, time.Now)
-	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
-	}
-	opts := DashboardOptions(cfg)
 	opts.Access, opts.WeCom = acc, weComLogin(cfg, acc, m)
 	opts.Audit, opts.AuditLog = audit.NewMySQL(m.DB), audit.NewMySQL(m.DB)
 	// Shared by every replica, kept across restarts.
@@ -74,18 +98,6 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		return fmt.Errorf("campaign: %w", err)
 	}
 	opts.Ledger = ledger
-	atts, err := attachment.New(m.DB, attachment.Options{Logger: log})
-	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
-	}
-	nopts := notice.Options{Logger: log}
-	if m.Ledger != nil {
-		nopts.Ledger = m.Ledger
-	}
-	notices, err := notice.New(m.DB, atts, nopts)
-	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
-	}
 	opts.Attachments, opts.Notices, opts.ReadingPage = atts, notices, readingPageURL(cfg.Receiver.PublicURL)
 	opts.Acknowledgements = m.Tracker
 	// Evidence records (issue 40) with their ledger proofs.
