@@ -24,7 +24,9 @@ type quietNotifier struct{}
 func (quietNotifier) AskApproval(context.Context, campaign.Notice, string, string, uint64, []string) error {
 	return nil
 }
-func (quietNotifier) Decided(context.Context, campaign.Notice, campaign.ApprovalStep) error { return nil }
+func (quietNotifier) Decided(context.Context, campaign.Notice, campaign.ApprovalStep) error {
+	return nil
+}
 
 // countingRegistrar counts the Runner's sends by msgid.
 type countingRegistrar struct {
