@@ -87,7 +87,7 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	opts.TrustedProxies = proxies
 	opts.Logger, opts.Registerer = log, m.Registry
 	opts.Campaigns, opts.FollowUps = camps, rounds
-	opts.Templates = campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now)
+	opts.Templates = campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now).WithFiles(atts)
 	if cards != nil {
 		opts.Approvals = cards
 	}
