@@ -467,9 +467,10 @@ func (s *Service) AtItsTime(ctx context.Context, n Notice) (string, error) {
 		return "", err
 	}
 	if n.Approval == yidu.ApprovalApproved {
-		if n.Reason == reasonSendNow {
+		if n.ApprovalNow {
 			// Approved to be sent now: the approval made it due (its
-			// send_at moved to the decision), nothing else changed.
+			// send_at, part of the hash, moved to the decision); an
+			// edit since asked again (review).
 			return "", nil
 		}
 		hash, err := s.ApprovalHash(ctx, n)

@@ -1,0 +1,191 @@
+package process
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/internal/fakewecom"
+	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/wecom"
+)
+
+// approvalPress is a template_card_event of an approval card's button.
+func approvalPress(user, taskID, key string, at int64) string {
+	return fmt.Sprintf(`<xml><ToUserName><![CDATA[%s]]></ToUserName><FromUserName><![CDATA[%s]]></FromUserName><CreateTime>%d</CreateTime><MsgType><![CDATA[event]]></MsgType><Event><![CDATA[template_card_event]]></Event><EventKey><![CDATA[%s]]></EventKey><TaskId><![CDATA[%s]]></TaskId><CardType><![CDATA[button_interaction]]></CardType><ResponseCode><![CDATA[rc]]></ResponseCode><AgentID>%d</AgentID></xml>`,
+		testCorp, user, at, key, taskID, testAgent)
+}
+
+// mustRunReceiverReplica starts a second receiver on m's MySQL, Redis,
+// Kafka and configuration: the other replica a WeCom callback may reach.
+func mustRunReceiverReplica(tb testing.TB, m *Main) *Main {
+	tb.Helper()
+	cfg := m.Config
+	cfg.Receiver.Listen = "127.0.0.1:0"
+	r := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := r.Run(context.Background(), Roles{Receiver: true}); err != nil {
+		r.Close()
+		tb.Fatalf("receiver replica Run: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			tb.Errorf("receiver replica Close: %v", err)
+		}
+	})
+	return r
+}
+
+// approvalCardsTo returns the task_ids of the approval cards of msgID
+// the fake WeCom received for user, in order.
+func approvalCardsTo(fake *fakewecom.Server, msgID, user string) []string {
+	var out []string
+	for _, s := range fake.Sent() {
+		card, _ := s.Body["template_card"].(map[string]any)
+		task, _ := card["task_id"].(string)
+		to, _ := s.Body["touser"].(string)
+		if strings.HasPrefix(task, msgID+"@a") && slices.Contains(strings.Split(to, "|"), user) {
+			out = append(out, task)
+		}
+	}
+	return out
+}
+
+// TestApprovalEndToEnd is issue 41's done-when on the real processes
+// (MariaDB, Redis, Kafka, the fake WeCom, a second receiver): a notice
+// that needs approval is held and nothing is sent; the approver named
+// in apps[].approval gets the 批准 / 驳回 card from the app; its author
+// may not approve it; 驳回 (on the page, with a reason) blocks it and a
+// press on that card afterwards changes nothing; after an edit, 批准
+// pressed on the new card, the signed callback delivered twice to each
+// of two receivers, sends it once to each recipient, and the audit
+// has one approval.
+func TestApprovalEndToEnd(t *testing.T) {
+	const reviewerTok = "reviewer-token-0123456789abcdef"
+	fake := fakewecom.New(campaignCorp())
+	base := fakewecom.Start(t, fake)
+	m := mustRunMainWith(t, func(c *config.Config) {
+		c.WeCom.APIBase = base
+		c.Apps[0].Secret = campaignSecret
+		c.Apps[0].Approval = &config.Approval{Over: 2, Approvers: []string{"wangwu", "reviewer"}}
+		c.Dashboard.PublicURL = "https://yidu.example.com"
+		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "reviewer", Token: reviewerTok, Role: "viewer", Corp: testCorp, Departments: []int64{1}})
+	})
+	dir, err := wecom.NewDirectory(wecom.App{CorpID: testCorp, AgentID: testAgent, Secret: campaignSecret}, wecom.DirectoryOptions{})
+	testenv.Check(t, "NewDirectory", err)
+	syncer, err := idmap.NewSyncer(m.Mapper, map[string]idmap.Directory{testCorp: dir}, idmap.Options{Registerer: prometheus.NewRegistry()})
+	testenv.Check(t, "NewSyncer", err)
+	_, err = syncer.Sync(context.Background(), testCorp)
+	testenv.Check(t, "directory sync", err)
+	other := mustRunReceiverReplica(t, m)
+	everyone := []string{"lisi", "mallory", "wangwu", "zhangsan"}
+	decide := func(tok string, approve bool, hash, reason string) int {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"approve": approve, "version_hash": hash, "reason": reason})
+		req, _ := http.NewRequest("POST", "http://"+m.DashboardAddr+"/api/v1/messages/ap-1/approval", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		testenv.Check(t, "POST approval", err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var n struct {
+		State    string `json:"state"`
+		Approval string `json:"approval"`
+	}
+	var view struct {
+		VersionHash string `json:"version_hash"`
+		Recipients  int    `json:"recipients"`
+	}
+
+	if code := api(t, m, "POST", "/messages", map[string]any{"msgid": "ap-1", "app": "hr", "title": "年终奖发放通知",
+		"audience": map[string]any{"userids": everyone}, "send": true}, &n); code != http.StatusAccepted || n.Approval != "pending" {
+		t.Fatalf("send = %d %+v; want 202, pending", code, n)
+	}
+	if code := api(t, m, "GET", "/messages/ap-1/approval", nil, &view); code != 200 || view.Recipients != 4 {
+		t.Fatalf("approval view = %d %+v; want 4 recipients", code, view)
+	}
+	first := approvalCardsTo(fake, "ap-1", "wangwu")
+	if len(first) != 1 {
+		t.Fatalf("approval cards to wangwu: %v; want one", first)
+	}
+	if code := decide(apiToken, true, view.VersionHash, ""); code != http.StatusForbidden {
+		t.Fatalf("the author's 批准 = %d; want 403", code)
+	}
+	if code := decide(reviewerTok, false, view.VersionHash, "截止日期写错了"); code != 200 {
+		t.Fatalf("驳回 = %d; want 200", code)
+	}
+	// The card of the rejected version pressed afterwards: nothing.
+	if code := deliver(t, m, approvalPress("wangwu", first[0], "approve", time.Now().Unix())); code != 200 {
+		t.Fatalf("callback = %d", code)
+	}
+	time.Sleep(2 * time.Second) // a poll of the Runner or two
+	if got := cardsTo(fake, "ap-1", ""); len(got) != 0 {
+		t.Fatalf("sent after 驳回: %v", got)
+	}
+
+	if code := api(t, m, "PATCH", "/messages/ap-1", map[string]any{"body": "请于下周一前确认"}, nil); code != 200 {
+		t.Fatalf("PATCH = %d", code)
+	}
+	if code := api(t, m, "POST", "/messages/ap-1/send", nil, &n); code/100 != 2 || n.Approval != "pending" {
+		t.Fatalf("send again = %d %+v; want pending", code, n)
+	}
+	cards := approvalCardsTo(fake, "ap-1", "wangwu")
+	if len(cards) != 2 {
+		t.Fatalf("approval cards to wangwu after the edit: %v; want a second one", cards)
+	}
+	at := time.Now().Unix()
+	for _, r := range []*Main{m, other, m, other} {
+		if code := deliver(t, r, approvalPress("wangwu", cards[1], "approve", at)); code != 200 {
+			t.Fatalf("callback = %d", code)
+		}
+	}
+	defer func() {
+		if t.Failed() {
+			evs, _, _ := audit.NewMySQL(m.DB).List(context.Background(), audit.Query{MsgID: "ap-1", Limit: 50})
+			for _, e := range evs {
+				t.Logf("audit: %s %s %s %s", e.Action, e.Actor, e.Outcome, e.Detail)
+			}
+			var st, reason, appr string
+			_ = m.DB.QueryRow("SELECT state, state_reason, approval FROM campaigns WHERE msgid = 'ap-1'").Scan(&st, &reason, &appr)
+			t.Logf("campaign: %s %q %s", st, reason, appr)
+		}
+	}()
+	testenv.WaitFor(t, 20*time.Second, "the approved notice sent", func() bool {
+		return api(t, m, "GET", "/messages/ap-1", nil, &n) == http.StatusOK && n.State == "sent"
+	})
+	time.Sleep(2 * time.Second) // a second send would come within a poll
+	got := cardsTo(fake, "ap-1", "")
+	for _, u := range everyone {
+		if got[u] != 1 {
+			t.Errorf("cards to %s: %d; want exactly 1 (%v)", u, got[u], got)
+		}
+	}
+	evs, _, err := audit.NewMySQL(m.DB).List(context.Background(), audit.Query{MsgID: "ap-1", Action: "approve", Limit: 50})
+	testenv.Check(t, "audit", err)
+	var ok, refused int
+	for _, e := range evs {
+		switch {
+		case e.Outcome == "ok" && e.Actor == "wangwu" && strings.Contains(e.Detail, "via=card"):
+			ok++
+		case e.Outcome == "refused":
+			refused++
+		}
+	}
+	if ok != 1 || refused != 2 {
+		t.Errorf("approve rows: %d ok by wangwu via the card, %d refused; want 1 and 2 (the author's, the rejected card's): %+v", ok, refused, evs)
+	}
+}
