@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yidu-io/yidu/audit"
-	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/cmd/internal/config"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/wecom"
