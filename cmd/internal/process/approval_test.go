@@ -189,3 +189,91 @@ func TestApprovalEndToEnd(t *testing.T) {
 		t.Errorf("approve rows: %d ok by wangwu via the card, %d refused; want 1 and 2 (the author's, the rejected card's): %+v", ok, refused, evs)
 	}
 }
+
+// runDashboard starts the dashboard role alone with cfg; the caller
+// closes it.
+func runDashboard(tb testing.TB, cfg config.Config) *Main {
+	tb.Helper()
+	if err := cfg.Validate(); err != nil {
+		tb.Fatalf("config: %v", err)
+	}
+	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := m.Run(context.Background(), Roles{Dashboard: true}); err != nil {
+		m.Close()
+		tb.Fatalf("Run: %v", err)
+	}
+	return m
+}
+
+// TestScheduledNarrowedAudienceHeld is issue 41's check at a scheduled
+// notice's time on the real processes: a sender kept to 研发 (department
+// 2) schedules a notice to 研发; yidu restarts with a configuration that
+// keeps them to 销售 (3) only; at its time the notice is held with the
+// field in its reason, never sent, its author (a token: no WeCom text)
+// recorded as told, and the hold is an audit row.
+func TestScheduledNarrowedAudienceHeld(t *testing.T) {
+	const senderTok = "sender-token-0123456789abcdef"
+	fake := fakewecom.New(campaignCorp())
+	base := fakewecom.Start(t, fake)
+	m := mustRunMainWith(t, func(c *config.Config) {
+		c.WeCom.APIBase = base
+		c.Apps[0].Secret = campaignSecret
+	})
+	dir, err := wecom.NewDirectory(wecom.App{CorpID: testCorp, AgentID: testAgent, Secret: campaignSecret}, wecom.DirectoryOptions{})
+	testenv.Check(t, "NewDirectory", err)
+	syncer, err := idmap.NewSyncer(m.Mapper, map[string]idmap.Directory{testCorp: dir}, idmap.Options{Registerer: prometheus.NewRegistry()})
+	testenv.Check(t, "NewSyncer", err)
+	_, err = syncer.Sync(context.Background(), testCorp)
+	testenv.Check(t, "directory sync", err)
+	// The sender's own dashboard; m's Runner is stopped so that only the
+	// restarted configuration decides at its time.
+	m.campaignCancel()
+	<-m.campaignDone
+	keptTo := func(dept int64) config.Config {
+		cfg := m.Config
+		cfg.Dashboard.Listen = "127.0.0.1:0"
+		cfg.Dashboard.Tokens = append(slices.Clone(cfg.Dashboard.Tokens), config.Token{Name: "hr-sender", Token: senderTok, Role: "sender",
+			Corp: testCorp, Apps: []string{"hr"}, Audience: config.SenderAudience{Departments: []int64{dept}}})
+		return cfg
+	}
+	before := runDashboard(t, keptTo(2))
+	at := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(map[string]any{"msgid": "narrow-1", "app": "hr", "title": "研发部通知",
+		"audience": map[string]any{"departments": []int64{2}}, "send": true, "send_at": at})
+	req, _ := http.NewRequest("POST", "http://"+before.DashboardAddr+"/api/v1/messages", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+senderTok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	testenv.Check(t, "POST /messages", err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("schedule within the sender's audience = %d; want 201", resp.StatusCode)
+	}
+	testenv.Check(t, "Close", before.Close())
+
+	after := runDashboard(t, keptTo(3))
+	t.Cleanup(func() { _ = after.Close() })
+	var n struct {
+		State  string `json:"state"`
+		Reason string `json:"state_reason"`
+	}
+	testenv.WaitFor(t, 20*time.Second, "the notice held at its time", func() bool {
+		return api(t, m, "GET", "/messages/narrow-1", nil, &n) == http.StatusOK && n.State == "held"
+	})
+	if !strings.Contains(n.Reason, "audience.departments") {
+		t.Errorf("held with reason %q; want the field audience.departments", n.Reason)
+	}
+	time.Sleep(2 * time.Second) // a send would come within a poll
+	if got := cardsTo(fake, "narrow-1", ""); len(got) != 0 {
+		t.Errorf("sent to %v although outside the sender's audience now", got)
+	}
+	evs, _, err := audit.NewMySQL(m.DB).List(context.Background(), audit.Query{MsgID: "narrow-1", Limit: 50})
+	testenv.Check(t, "audit", err)
+	var hold bool
+	for _, e := range evs {
+		hold = hold || e.Action == "hold" && e.Actor == "yidu" && strings.Contains(e.Detail, "audience.departments")
+	}
+	if !hold {
+		t.Errorf("no hold row in the audit: %+v", evs)
+	}
+}
