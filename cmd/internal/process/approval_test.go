@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -275,5 +276,85 @@ func TestScheduledNarrowedAudienceHeld(t *testing.T) {
 	}
 	if !hold {
 		t.Errorf("no hold row in the audit: %+v", evs)
+	}
+}
+
+// TestSenderOutsideAudienceRefused is issue 41's "a sender limited to a
+// department gets 403 … and the database is unchanged" on the real
+// processes: a token kept to 研发 (department 2) sending now or later
+// to 销售 (3), to tag 9 (not theirs) or to 全员 gets 403 naming the
+// field; no notice, message, send, version, policy or msgid row is
+// written and WeCom gets nothing; 研发 itself is sent.
+func TestSenderOutsideAudienceRefused(t *testing.T) {
+	const senderTok = "sender-token-0123456789abcdef"
+	fake := fakewecom.New(campaignCorp())
+	base := fakewecom.Start(t, fake)
+	m := mustRunMainWith(t, func(c *config.Config) {
+		c.WeCom.APIBase = base
+		c.Apps[0].Secret = campaignSecret
+		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "hr-sender", Token: senderTok, Role: "sender",
+			Corp: testCorp, Apps: []string{"hr"}, Audience: config.SenderAudience{Departments: []int64{2}}})
+	})
+	dir, err := wecom.NewDirectory(wecom.App{CorpID: testCorp, AgentID: testAgent, Secret: campaignSecret}, wecom.DirectoryOptions{})
+	testenv.Check(t, "NewDirectory", err)
+	syncer, err := idmap.NewSyncer(m.Mapper, map[string]idmap.Directory{testCorp: dir}, idmap.Options{Registerer: prometheus.NewRegistry()})
+	testenv.Check(t, "NewSyncer", err)
+	_, err = syncer.Sync(context.Background(), testCorp)
+	testenv.Check(t, "directory sync", err)
+
+	tables := []string{"campaigns", "messages", "message_sends", "notice_versions", "follow_ups", "msgids", "notice_approvals"}
+	sums := func() map[string]string {
+		out := map[string]string{}
+		for _, tb := range tables {
+			var name, sum string
+			var n int
+			testenv.Check(t, "checksum", m.DB.QueryRow("CHECKSUM TABLE "+tb).Scan(&name, &sum))
+			testenv.Check(t, "count", m.DB.QueryRow("SELECT COUNT(*) FROM "+tb).Scan(&n))
+			out[tb] = fmt.Sprintf("%s/%d", sum, n)
+		}
+		return out
+	}
+	post := func(body map[string]any) (int, map[string]any) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", "http://"+m.DashboardAddr+"/api/v1/messages", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+senderTok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		testenv.Check(t, "POST /messages", err)
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	before, sent := sums(), len(fake.Sent())
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	for i, tc := range []struct {
+		name     string
+		audience map[string]any
+		field    string
+	}{
+		{"department 3", map[string]any{"departments": []int64{3}}, "audience.departments"},
+		{"a tag outside", map[string]any{"tags": []int64{9}}, "audience.tags"},
+		{"全员", map[string]any{"all": true}, "audience.all"},
+	} {
+		for _, when := range []string{"", later} {
+			body := map[string]any{"msgid": fmt.Sprintf("out-%d-%t", i, when != ""), "app": "hr", "title": "越权通知", "audience": tc.audience, "send": true}
+			if when != "" {
+				body["send_at"] = when
+			}
+			if code, j := post(body); code != http.StatusForbidden || j["field"] != tc.field {
+				t.Errorf("%s (send_at %q) = %d %v; want 403 at %s", tc.name, when, code, j, tc.field)
+			}
+		}
+	}
+	if after := sums(); !maps.Equal(before, after) {
+		t.Errorf("tables changed by refused sends:\nbefore %v\n after %v", before, after)
+	}
+	if got := len(fake.Sent()); got != sent {
+		t.Errorf("WeCom got %d messages from refused sends", got-sent)
+	}
+	if code, j := post(map[string]any{"msgid": "in-2", "app": "hr", "title": "研发部通知", "audience": map[string]any{"departments": []int64{2}}, "send": true}); code != http.StatusCreated {
+		t.Errorf("研发 itself = %d %v; want 201", code, j)
 	}
 }
