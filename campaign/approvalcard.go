@@ -95,7 +95,9 @@ func (c *CardNotifier) text(ctx context.Context, n Notice, text string) error {
 
 // Held tells the author of a notice held at its time
 // (RunnerOptions.OnHeld): for want of approval, or because it is outside
-// what the author may send to now.
+// what the author may send to now. A text message from the app (content
+// at most 2048 bytes, doc path 90236); the reason is short (a field and
+// a sentence), the title bounded by the card's.
 func (c *CardNotifier) Held(ctx context.Context, n Notice) error {
 	switch {
 	case strings.HasPrefix(n.Reason, ReasonOutsideAudience):
