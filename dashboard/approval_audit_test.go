@@ -21,10 +21,10 @@ import (
 // say.
 type quietNotifier struct{}
 
-func (quietNotifier) AskApproval(context.Context, campaign.Notice, string, string, uint64, []string) error {
+func (quietNotifier) AskApproval(context.Context, yidu.Notice, string, string, uint64, []string) error {
 	return nil
 }
-func (quietNotifier) Decided(context.Context, campaign.Notice, campaign.ApprovalStep) error {
+func (quietNotifier) Decided(context.Context, yidu.Notice, campaign.ApprovalStep) error {
 	return nil
 }
 
@@ -120,7 +120,7 @@ func TestApprovalAuditRows(t *testing.T) {
 	}()
 	reg := &countingRegistrar{sent: map[string]int{}}
 	run, err := campaign.NewRunner(st, reg, campaign.RunnerOptions{Owner: "replica-a",
-		OnHeld: func(context.Context, campaign.Notice) error { return nil }})
+		OnHeld: func(context.Context, yidu.Notice) error { return nil }})
 	testenv.Check(t, "NewRunner", err)
 	f.clock.Add(61 * time.Minute)
 	for range 2 {
