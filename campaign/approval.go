@@ -443,9 +443,8 @@ const (
 // per version, by yidu) and it is held 待审批. It returns the reason to
 // hold n, or "" to send it. It writes nothing but an approval request.
 func (s *Service) AtItsTime(ctx context.Context, n Notice) (string, error) {
-	// A notice without an author (none is written so since migration
-	// 00011's created_by; kept for rows made otherwise) has no audience
-	// to check: its approval still is.
+	// Compose records its author; a row without one (made by other
+	// code) has no audience to check: its approval still is.
 	if s.o.Authors != nil && n.CreatedBy != "" {
 		p, err := s.o.Authors.Author(ctx, n.App.CorpID, n.CreatedBy)
 		switch {
