@@ -66,7 +66,8 @@ func approvalCardsTo(fake *fakewecom.Server, msgID, user string) []string {
 
 // TestApprovalEndToEnd is issue 41's done-when on the real processes
 // (MariaDB, Redis, Kafka, the fake WeCom, a second receiver): a notice
-// that needs approval is held and nothing is sent; the approver named
+// to 研发's 2,400 people (over approval.over 1,000) is held and nothing
+// is sent; the approver named
 // in apps[].approval gets the 批准 / 驳回 card from the app; its author
 // may not approve it; 驳回 (on the page, with a reason) blocks it and a
 // press on that card afterwards changes nothing; after an edit, 批准
@@ -75,12 +76,17 @@ func approvalCardsTo(fake *fakewecom.Server, msgID, user string) []string {
 // has one approval.
 func TestApprovalEndToEnd(t *testing.T) {
 	const reviewerTok = "reviewer-token-0123456789abcdef"
-	fake := fakewecom.New(campaignCorp())
+	// 研发 (department 2) grows to 2,400 members: lisi, wangwu and 2,398 more.
+	corp := campaignCorp()
+	for i := range 2398 {
+		corp.Users = append(corp.Users, fakewecom.User{UserID: fmt.Sprintf("rd%04d", i), Name: fmt.Sprintf("研发%d", i), Departments: []int{2}})
+	}
+	fake := fakewecom.New(corp)
 	base := fakewecom.Start(t, fake)
 	m := mustRunMainWith(t, func(c *config.Config) {
 		c.WeCom.APIBase = base
 		c.Apps[0].Secret = campaignSecret
-		c.Apps[0].Approval = &config.Approval{Over: 2, Approvers: []string{"wangwu", "reviewer"}}
+		c.Apps[0].Approval = &config.Approval{Over: 1000, Approvers: []string{"wangwu", "reviewer"}}
 		c.Dashboard.PublicURL = "https://yidu.example.com"
 		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "reviewer", Token: reviewerTok, Role: "viewer", Corp: testCorp, Departments: []int64{1}})
 	})
@@ -91,7 +97,6 @@ func TestApprovalEndToEnd(t *testing.T) {
 	_, err = syncer.Sync(context.Background(), testCorp)
 	testenv.Check(t, "directory sync", err)
 	other := mustRunReceiverReplica(t, m)
-	everyone := []string{"lisi", "mallory", "wangwu", "zhangsan"}
 	decide := func(tok string, approve bool, hash, reason string) int {
 		t.Helper()
 		b, _ := json.Marshal(map[string]any{"approve": approve, "version_hash": hash, "reason": reason})
@@ -113,15 +118,22 @@ func TestApprovalEndToEnd(t *testing.T) {
 	}
 
 	if code := api(t, m, "POST", "/messages", map[string]any{"msgid": "ap-1", "app": "hr", "title": "年终奖发放通知",
-		"audience": map[string]any{"userids": everyone}, "send": true}, &n); code != http.StatusAccepted || n.Approval != "pending" {
-		t.Fatalf("send = %d %+v; want 202, pending", code, n)
+		"audience": map[string]any{"departments": []int64{2}}, "send": true}, &n); code != http.StatusAccepted || n.Approval != "pending" {
+		t.Fatalf("send to 研发 = %d %+v; want 202, pending", code, n)
 	}
-	if code := api(t, m, "GET", "/messages/ap-1/approval", nil, &view); code != 200 || view.Recipients != 4 {
-		t.Fatalf("approval view = %d %+v; want 4 recipients", code, view)
+	if code := api(t, m, "GET", "/messages/ap-1/approval", nil, &view); code != 200 || view.Recipients != 2400 {
+		t.Fatalf("approval view = %d %+v; want 2,400 recipients", code, view)
 	}
 	first := approvalCardsTo(fake, "ap-1", "wangwu")
 	if len(first) != 1 {
 		t.Fatalf("approval cards to wangwu: %v; want one", first)
+	}
+	for _, s := range fake.Sent() {
+		if card, _ := s.Body["template_card"].(map[string]any); card != nil && card["task_id"] == first[0] {
+			if desc := card["main_title"].(map[string]any)["desc"]; desc != "发给 2,400 人" {
+				t.Errorf("the approval card says %v; want 发给 2,400 人", desc)
+			}
+		}
 	}
 	if code := decide(apiToken, true, view.VersionHash, ""); code != http.StatusForbidden {
 		t.Fatalf("the author's 批准 = %d; want 403", code)
@@ -170,9 +182,12 @@ func TestApprovalEndToEnd(t *testing.T) {
 	})
 	time.Sleep(2 * time.Second) // a second send would come within a poll
 	got := cardsTo(fake, "ap-1", "")
-	for _, u := range everyone {
-		if got[u] != 1 {
-			t.Errorf("cards to %s: %d; want exactly 1 (%v)", u, got[u], got)
+	if len(got) != 2400 {
+		t.Errorf("cards went to %d people; want the 2,400 of 研发", len(got))
+	}
+	for u, k := range got {
+		if k != 1 {
+			t.Errorf("cards to %s: %d; want exactly 1", u, k)
 		}
 	}
 	evs, _, err := audit.NewMySQL(m.DB).List(context.Background(), audit.Query{MsgID: "ap-1", Action: "approve", Limit: 50})
