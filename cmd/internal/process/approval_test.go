@@ -73,7 +73,8 @@ func approvalCardsTo(fake *fakewecom.Server, msgID, user string) []string {
 // press on that card afterwards changes nothing; after an edit, 批准
 // pressed on the new card, the signed callback delivered twice to each
 // of two receivers, sends it once to each recipient, and the audit
-// has one approval.
+// has one approval. A scheduled one not approved by its time is held
+// (待审批) and never sent.
 func TestApprovalEndToEnd(t *testing.T) {
 	const reviewerTok = "reviewer-token-0123456789abcdef"
 	// 研发 (department 2) grows to 2,400 members: lisi, wangwu and 2,398 more.
@@ -190,6 +191,24 @@ func TestApprovalEndToEnd(t *testing.T) {
 			t.Errorf("cards to %s: %d; want exactly 1", u, k)
 		}
 	}
+	// A scheduled notice not approved by its time: held (待审批), never sent.
+	soon := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano)
+	if code := api(t, m, "POST", "/messages", map[string]any{"msgid": "ap-2", "app": "hr", "title": "全员大会", "audience": map[string]any{"departments": []int64{2}},
+		"send": true, "send_at": soon}, &n); code != http.StatusCreated || n.Approval != "pending" {
+		t.Fatalf("schedule = %d %+v; want 201, pending", code, n)
+	}
+	var held struct {
+		State  string `json:"state"`
+		Reason string `json:"state_reason"`
+	}
+	testenv.WaitFor(t, 20*time.Second, "the unapproved notice held at its time", func() bool {
+		return api(t, m, "GET", "/messages/ap-2", nil, &held) == http.StatusOK && held.State == "held"
+	})
+	time.Sleep(2 * time.Second) // a send would come within a poll
+	if got := cardsTo(fake, "ap-2", ""); len(got) != 0 || !strings.Contains(held.Reason, "待审批") {
+		t.Errorf("unapproved at its time: reason %q, sent to %d; want held 待审批, never sent", held.Reason, len(got))
+	}
+
 	evs, _, err := audit.NewMySQL(m.DB).List(context.Background(), audit.Query{MsgID: "ap-1", Action: "approve", Limit: 50})
 	testenv.Check(t, "audit", err)
 	var ok, refused int
