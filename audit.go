@@ -40,13 +40,26 @@ const (
 	// (批准) or rejected (驳回) before sending (issue 41).
 	ActionApprove Action = "approve"
 	ActionReject  Action = "reject"
+	// ActionApprovalRequest: approval of a notice's version asked for
+	// (the author's compose, edit or send now, or yidu at its time when
+	// it needs approval it did not need before; issue 41).
+	ActionApprovalRequest Action = "approval_request"
+	// ActionHold: a scheduled notice held at its time instead of sent
+	// (actor "yidu"): not approved (待审批), or outside its author's
+	// sender audience now (issue 41).
+	ActionHold Action = "hold"
+	// ActionNotify: yidu told someone of an approval step through
+	// WeCom (the approvers' card, the author's text); outcome failed
+	// when WeCom did not take it (issue 41).
+	ActionNotify Action = "notify"
 )
 
 // Actions lists every audited action.
 func Actions() []Action {
 	return []Action{ActionSignIn, ActionSignInFailed, ActionSignOut, ActionCompose, ActionSchedule, ActionEdit,
 		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange, ActionRecipients,
-		ActionUpload, ActionPageDenied, ActionLedgerRoot, ActionEvidence, ActionApprove, ActionReject}
+		ActionUpload, ActionPageDenied, ActionLedgerRoot, ActionEvidence, ActionApprove, ActionReject,
+		ActionApprovalRequest, ActionHold, ActionNotify}
 }
 
 // Validate refuses a word that is not an audited action.

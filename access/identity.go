@@ -218,6 +218,22 @@ func (a *Identities) TTL() time.Duration { return a.ttl }
 // names a configured user whose password was tried, and nobody else.
 func (a *Identities) Known(user string) bool { return a.users[user] != nil }
 
+// Configured returns the principal of the password user, else the
+// token, named name as the configuration has it now (campaign checks a
+// scheduled notice's author at its time); false for neither (a WeCom
+// member's name, or one removed from the configuration).
+func (a *Identities) Configured(name string) (*Principal, bool) {
+	if u, ok := a.users[name]; ok {
+		return u.p, true
+	}
+	for _, t := range a.tokens {
+		if t.p.Name == name {
+			return t.p, true
+		}
+	}
+	return nil, false
+}
+
 // Bearer checks a bearer token against every configured token in
 // constant time (hashes compared, so length leaks nothing).
 func (a *Identities) Bearer(tok string) (*Principal, bool) {

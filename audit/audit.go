@@ -65,13 +65,26 @@ func clip(s string, n int) string {
 
 // Record writes e; an invalid action or empty actor is refused.
 func (m *MySQL) Record(ctx context.Context, e Event) error {
+	return Insert(ctx, m.db, e)
+}
+
+// Execer is a *sql.DB or a *sql.Tx.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Insert writes e through ex: inside the caller's transaction when ex
+// is one, so an act and its audit row are written together or not at
+// all (an approval's steps, issue 41). An invalid action or empty actor
+// is refused.
+func Insert(ctx context.Context, ex Execer, e Event) error {
 	if err := e.Action.Validate(); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	if e.Actor == "" || e.Outcome == "" {
 		return fmt.Errorf("audit: actor and outcome are required: %w", yidu.ErrInvalid)
 	}
-	_, err := m.db.ExecContext(ctx, `INSERT INTO audit_events
+	_, err := ex.ExecContext(ctx, `INSERT INTO audit_events
 		(at, actor, actor_kind, role, action, corp_id, app, msgid, people, client_ip, user_agent, outcome, detail)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.At.UTC(), clip(e.Actor, 128), clip(e.ActorKind, 16), clip(e.Role, 32), string(e.Action), clip(e.CorpID, 64),

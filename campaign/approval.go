@@ -14,6 +14,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/audit"
 	noticev "github.com/yidu-io/yidu/notice"
 )
 
@@ -230,7 +231,9 @@ func (s *Service) review(ctx context.Context, p *access.Principal, n Notice, now
 		if c, _ := res.RowsAffected(); c == 0 {
 			return nil // another request asked for this version first
 		}
-		if err := insertStep(ctx, tx, n, ApprovalStep{Hash: hash, Step: StepRequested, Actor: p.Name, At: at}); err != nil {
+		e := stepEvent(p, n, yidu.ActionApprovalRequest, at, "version="+hash)
+		e.People = int64(count)
+		if err := insertStep(ctx, tx, n, ApprovalStep{Hash: hash, Step: StepRequested, Actor: p.Name, At: at}, e); err != nil {
 			return err
 		}
 		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM notice_approvals WHERE corp_id = ? AND msgid = ? AND step = ?`,
@@ -245,17 +248,63 @@ func (s *Service) review(ctx context.Context, p *access.Principal, n Notice, now
 		task := yidu.ApprovalTaskID(yidu.MsgID(n.MsgID), hash, asks)
 		// The author is never asked (nobody approves their own).
 		approvers := slices.DeleteFunc(slices.Clone(n.App.Approval.Approvers), func(a string) bool { return a == n.CreatedBy })
-		if err := s.o.Notify.AskApproval(ctx, n, hash, task, count, approvers); err != nil {
+		err := s.o.Notify.AskApproval(ctx, n, hash, task, count, approvers)
+		if err != nil {
 			s.log.WarnContext(ctx, "approvers not told", "corp", n.App.CorpID, "msgid", n.MsgID, "err", err)
+		}
+		if len(approvers) > 0 {
+			s.o.Store.told(ctx, n, fmt.Sprintf("to=approvers count=%d step=%s version=%s", len(approvers), StepRequested, hash), err)
 		}
 	}
 	return n, false, nil
 }
 
-func insertStep(ctx context.Context, tx execer, n Notice, st ApprovalStep) error {
+// insertStep writes step st of n's approval trail and its audit row e
+// in tx: the step and its row are written together, once (the caller's
+// conditional UPDATE in the same transaction decides that it happens).
+func insertStep(ctx context.Context, tx execer, n Notice, st ApprovalStep, e audit.Event) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO notice_approvals (corp_id, msgid, version_hash, step, actor, at, reason)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, n.App.CorpID, n.MsgID, st.Hash, st.Step, yidu.Truncate(st.Actor, 128), st.At, yidu.Truncate(st.Reason, 500))
-	return err
+	if err != nil {
+		return err
+	}
+	return audit.Insert(ctx, tx, e)
+}
+
+// System is the audit actor of what yidu does by itself (the Runner's
+// hold, a request at a notice's time, the messages it sends).
+const System = "yidu"
+
+// stepEvent is the audit row of an approval step of n by p at at (nil
+// p: yidu itself). Detail carries the version hash ("version=…"), so
+// each row says who, when and which version.
+func stepEvent(p *access.Principal, n Notice, act yidu.Action, at time.Time, detail string) audit.Event {
+	e := audit.Event{At: at, Actor: System, ActorKind: "system", Action: act, CorpID: n.App.CorpID, App: n.App.Name,
+		MsgID: n.MsgID, Outcome: "ok", Detail: detail}
+	if p != nil && p.Name != System {
+		e.Actor, e.ActorKind, e.Role = p.Name, string(p.Kind), string(p.Role(n.App.CorpID))
+		if p.Kind == access.KindWeCom && p.UserID != "" {
+			e.Actor = p.UserID
+		}
+		if p.Kind == access.KindUser {
+			e.ActorKind = "password"
+		}
+	}
+	return e
+}
+
+// told records that yidu told someone of an approval step through
+// WeCom (detail: to whom, which step and version), failed when err is
+// not nil. A failed write is logged: the message went, or did not,
+// either way.
+func (s *Store) told(ctx context.Context, n Notice, detail string, sendErr error) {
+	e := stepEvent(nil, n, yidu.ActionNotify, s.now().UTC(), detail)
+	if sendErr != nil {
+		e.Outcome = "failed"
+	}
+	if err := audit.Insert(context.WithoutCancel(ctx), s.db, e); err != nil {
+		s.log.ErrorContext(ctx, "audit write failed", "action", string(e.Action), "msgid", n.MsgID, "err", err)
+	}
 }
 
 // Decision is an approver's answer to one version of a notice.
@@ -265,6 +314,11 @@ type Decision struct {
 	// Approve, or reject with Reason (required).
 	Approve bool
 	Reason  string
+	// Via says where the decision was taken for its audit row: "page"
+	// (with the client's address and agent) or "card" (the WeCom
+	// callback of the approval card).
+	Via                 string
+	ClientIP, UserAgent string
 }
 
 // Decide approves or rejects version d.Hash of n for p. It is
@@ -324,7 +378,20 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, n Notice, d D
 			again = true
 			return nil
 		}
-		return insertStep(ctx, tx, n, ApprovalStep{Hash: d.Hash, Step: step, Actor: p.Name, At: at, Reason: reason})
+		act := yidu.ActionApprove
+		if !d.Approve {
+			act = yidu.ActionReject
+		}
+		detail := "version=" + d.Hash
+		if d.Via != "" {
+			detail += " via=" + d.Via
+		}
+		if reason != "" {
+			detail += " reason=" + reason
+		}
+		e := stepEvent(p, n, act, at, detail)
+		e.ClientIP, e.UserAgent = d.ClientIP, d.UserAgent
+		return insertStep(ctx, tx, n, ApprovalStep{Hash: d.Hash, Step: step, Actor: p.Name, At: at, Reason: reason}, e)
 	})
 	if err != nil {
 		return Notice{}, false, fmt.Errorf("campaign: %s %s: %w", step, n.MsgID, err)
@@ -341,11 +408,93 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, n Notice, d D
 	}
 	s.log.InfoContext(ctx, "notice "+step, "corp", n.App.CorpID, "msgid", n.MsgID, "version", d.Hash[:min(12, len(d.Hash))], "by", p.Name)
 	if s.o.Notify != nil {
-		if err := s.o.Notify.Decided(ctx, got, ApprovalStep{Hash: d.Hash, Step: step, Actor: p.Name, At: at, Reason: reason}); err != nil {
+		err := s.o.Notify.Decided(ctx, got, ApprovalStep{Hash: d.Hash, Step: step, Actor: p.Name, At: at, Reason: reason})
+		if err != nil {
 			s.log.WarnContext(ctx, "author not told", "corp", n.App.CorpID, "msgid", n.MsgID, "err", err)
 		}
+		s.o.Store.told(ctx, n, "to=author "+n.CreatedBy+" step="+step+" version="+d.Hash, err)
 	}
 	return got, false, nil
+}
+
+// Authors resolves a notice's author as the configuration has them now
+// (a password user, a token, or a WeCom member with a role), so that a
+// scheduled notice is checked at its time against what its author may
+// send then (issue 41). ErrNoAuthor: none of them any more.
+type Authors interface {
+	Author(ctx context.Context, corp, name string) (*access.Principal, error)
+}
+
+// ErrNoAuthor: a notice's author is no longer a configured user or
+// token, nor an active member with a role.
+var ErrNoAuthor = errors.New("the author is no longer a user, token or member with a role")
+
+// Reasons a scheduled notice is held at its time (state_reason), besides
+// ReasonAwaitingApproval.
+const (
+	// ReasonOutsideAudience starts the reason of a notice outside its
+	// author's sender audience now (the configuration narrowed it since
+	// compose); the field and why follow.
+	ReasonOutsideAudience = "held: outside its author's sender audience now (超出发送范围); it was not sent: "
+	// ReasonAuthorMayNotSend: the author may no longer send through the
+	// app (role removed, or left the company).
+	ReasonAuthorMayNotSend = "held: its author may no longer send through this app; it was not sent"
+)
+
+// AtItsTime checks scheduled notice n when its time has come, before
+// the Runner claims it (RunnerOptions.Check), against what holds now
+// rather than at compose: its author must still send through its app,
+// to an audience inside their sender audience (Authors; the
+// configuration may have narrowed it); and a notice that needs approval
+// now (the directory may have grown past approval.over) must be
+// approved in its current version, else approval is asked for (once
+// per version, by yidu) and it is held 待审批. It returns the reason to
+// hold n, or "" to send it. It writes nothing but an approval request.
+func (s *Service) AtItsTime(ctx context.Context, n Notice) (string, error) {
+	// Compose records its author; a row without one (made by other
+	// code) has no audience to check: its approval still is.
+	if s.o.Authors != nil && n.CreatedBy != "" {
+		p, err := s.o.Authors.Author(ctx, n.App.CorpID, n.CreatedBy)
+		switch {
+		case errors.Is(err, ErrNoAuthor):
+			return ReasonAuthorMayNotSend, nil
+		case err != nil:
+			return "", fmt.Errorf("campaign: author of %s: %w", n.MsgID, err)
+		}
+		if !p.MaySend(n.App.CorpID, n.App.Name) {
+			return ReasonAuthorMayNotSend, nil
+		}
+		var ae *AudienceError
+		switch err := s.CheckAudience(ctx, p, n.App, n.Audience); {
+		case errors.As(err, &ae):
+			return ReasonOutsideAudience + ae.Field + ": " + ae.Reason, nil
+		case err != nil:
+			return "", err
+		}
+	}
+	need, _, err := s.NeedsApproval(ctx, n)
+	if err != nil || !need {
+		return "", err
+	}
+	if n.Approval == yidu.ApprovalApproved {
+		if n.ApprovalNow {
+			// Approved to be sent now: the approval made it due (its
+			// send_at, part of the hash, moved to the decision); an
+			// edit since asked again (review).
+			return "", nil
+		}
+		hash, err := s.ApprovalHash(ctx, n)
+		if err != nil {
+			return "", err
+		}
+		if hash == n.ApprovalHash {
+			return "", nil
+		}
+	}
+	if _, _, err := s.review(ctx, access.NewPrincipal(System, "system", false, nil), n, false); err != nil {
+		return "", err
+	}
+	return ReasonAwaitingApproval, nil
 }
 
 // ApprovalTrail returns every step of n's approvals, oldest first.

@@ -76,10 +76,11 @@ func newReplica(t *testing.T, db *sql.DB, c *clock, reg *registrar, note *notifi
 	rounds := &Rounds{DB: db, Now: c.now, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler)}
 	svc := NewService(ServiceOptions{Store: st, Rounds: rounds, Notify: note, Now: c.now})
 	r, err := NewRunner(st, reg, RunnerOptions{Owner: owner, LeaseTTL: 30 * time.Second, MaxLateness: 2 * time.Hour,
-		RetryBackoff: time.Minute, OnHeld: func(_ context.Context, n Notice) {
+		RetryBackoff: time.Minute, Check: svc.AtItsTime, OnHeld: func(_ context.Context, n Notice) error {
 			note.mu.Lock()
 			defer note.mu.Unlock()
 			note.held = append(note.held, n.MsgID)
+			return nil
 		}})
 	testenv.Check(t, "NewRunner", err)
 	return replica{svc: svc, run: r}

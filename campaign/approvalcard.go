@@ -93,10 +93,19 @@ func (c *CardNotifier) text(ctx context.Context, n Notice, text string) error {
 	return c.Send(ctx, n.App.CorpID, n.App.AgentID, body)
 }
 
-// Held tells the author of a notice held for want of approval
-// (RunnerOptions.OnHeld).
-func (c *CardNotifier) Held(ctx context.Context, n Notice) {
-	_ = c.Decided(ctx, n, ApprovalStep{Step: StepHeld})
+// Held tells the author of a notice held at its time
+// (RunnerOptions.OnHeld): for want of approval, or because it is outside
+// what the author may send to now. A text message from the app (content
+// at most 2048 bytes, doc path 90236); the reason is short (a field and
+// a sentence), the title bounded by the card's.
+func (c *CardNotifier) Held(ctx context.Context, n Notice) error {
+	switch {
+	case strings.HasPrefix(n.Reason, ReasonOutsideAudience):
+		return c.text(ctx, n, "你的通知《"+n.Title+"》到发送时间已超出你可发送的范围，已暂停发送："+strings.TrimPrefix(n.Reason, ReasonOutsideAudience))
+	case n.Reason == ReasonAuthorMayNotSend:
+		return c.text(ctx, n, "你的通知《"+n.Title+"》到发送时间你已无权通过此应用发送，已暂停发送")
+	}
+	return c.Decided(ctx, n, ApprovalStep{Step: StepHeld})
 }
 
 // groupDigits writes n with thousands separators (98,231).
@@ -137,7 +146,7 @@ func (s *Service) Press(ctx context.Context, p *access.Principal, corpID, app, t
 	if !strings.HasPrefix(n.ApprovalHash, prefix) {
 		return Notice{}, false, fmt.Errorf("%w: %s changed since this card was sent", ErrApproval, n.MsgID)
 	}
-	return s.Decide(ctx, p, n, Decision{Hash: n.ApprovalHash, Approve: true})
+	return s.Decide(ctx, p, n, Decision{Hash: n.ApprovalHash, Approve: true, Via: "card"})
 }
 
 // Preview sends n's card to userID alone (发给我预览): the notice's

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/audit"
 	noticev "github.com/yidu-io/yidu/notice"
 )
 
@@ -47,9 +49,16 @@ type RunnerOptions struct {
 	MaxAttempts int
 	// RetryBackoff is the wait before such a notice is tried again.
 	RetryBackoff time.Duration
-	// OnHeld tells the author of a notice held because it was not
-	// approved by its time (issue 41); nil: the page and the log only.
-	OnHeld func(ctx context.Context, n Notice)
+	// OnHeld tells the author of a notice held at its time (issue 41:
+	// not approved, or outside the author's audience now); n.Reason says
+	// why. Its outcome is an audit row (notify). nil: the page and the
+	// log only.
+	OnHeld func(ctx context.Context, n Notice) error
+	// Check decides, when a scheduled notice's time has come and before
+	// it is claimed, whether it may still be sent (Service.AtItsTime):
+	// "" sends it; any other answer holds it with that reason. An error
+	// leaves it for the next poll (never sent unchecked). nil: no check.
+	Check func(ctx context.Context, n Notice) (hold string, err error)
 	// Publisher publishes a notice's kept full text as its version 1
 	// before its cards leave (notice.Store); nil: a notice with full text
 	// fails instead of going out without it.
@@ -145,20 +154,23 @@ func (r *Runner) poll(ctx context.Context, wait bool) (int, error) {
 	if err := r.hold(ctx, now); err != nil {
 		return 0, err
 	}
-	rows, err := r.s.db.QueryContext(ctx, `SELECT msgid FROM campaigns
+	rows, err := r.s.db.QueryContext(ctx, `SELECT msgid, state FROM campaigns
 		WHERE (state = 'scheduled' AND send_at <= ?) OR (state = 'sending' AND lease_until <= ?)
 		ORDER BY send_at LIMIT ?`, now, now, r.o.Batch)
 	if err != nil {
 		return 0, fmt.Errorf("campaign: due notices: %w", err)
 	}
-	var due []string
+	var due, first []string
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var id, state string
+		if err := rows.Scan(&id, &state); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("campaign: due notices: %w", err)
 		}
 		due = append(due, id)
+		if state == string(yidu.StateScheduled) {
+			first = append(first, id)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -167,6 +179,18 @@ func (r *Runner) poll(ctx context.Context, wait bool) (int, error) {
 	var wg sync.WaitGroup
 	claimed := 0
 	for _, id := range due {
+		if slices.Contains(first, id) {
+			// A first send is checked at its time; a resume was checked
+			// before its first claim and may have sent batches already.
+			ok, err := r.atItsTime(ctx, id)
+			if err != nil {
+				r.s.log.Error("campaign check at its time", "msgid", id, "err", err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+		}
 		select {
 		case r.sem <- struct{}{}:
 		case <-ctx.Done():
@@ -434,7 +458,8 @@ func (r *Runner) holdUnapproved(ctx context.Context, now time.Time) error {
 				return nil // approved, edited or held by another replica meanwhile
 			}
 			held = true
-			return insertStep(ctx, tx, n, ApprovalStep{Hash: n.ApprovalHash, Step: StepHeld, Actor: "yidu", At: at})
+			return insertStep(ctx, tx, n, ApprovalStep{Hash: n.ApprovalHash, Step: StepHeld, Actor: System, At: at},
+				stepEvent(nil, n, yidu.ActionHold, at, "version="+n.ApprovalHash+" reason=待审批"))
 		})
 		if err != nil {
 			return fmt.Errorf("campaign: hold unapproved %s: %w", id, err)
@@ -444,10 +469,76 @@ func (r *Runner) holdUnapproved(ctx context.Context, now time.Time) error {
 		}
 		r.s.met.transitions.WithLabelValues(string(yidu.StateHeld)).Inc()
 		r.s.log.Warn("notice held: not approved by its time", "corp", n.App.CorpID, "msgid", id)
-		if r.o.OnHeld != nil {
-			n.State, n.Reason = yidu.StateHeld, ReasonAwaitingApproval
-			r.o.OnHeld(ctx, n)
-		}
+		n.State, n.Reason = yidu.StateHeld, ReasonAwaitingApproval
+		r.tellHeld(ctx, n)
 	}
 	return nil
+}
+
+// tellHeld tells the author of held notice n (OnHeld) and records it.
+func (r *Runner) tellHeld(ctx context.Context, n Notice) {
+	if r.o.OnHeld == nil {
+		return
+	}
+	err := r.o.OnHeld(ctx, n)
+	if err != nil {
+		r.s.log.Warn("author of a held notice not told", "corp", n.App.CorpID, "msgid", n.MsgID, "err", err)
+	}
+	r.s.told(ctx, n, "to=author "+n.CreatedBy+" step="+StepHeld+" version="+n.ApprovalHash, err)
+}
+
+// atItsTime checks due notice msgID with Check before its first claim
+// (issue 41): false when Check holds it (state held, its reason, an
+// audit row, the author told; a hold for approval is a step of its
+// trail too) or it is no longer scheduled.
+func (r *Runner) atItsTime(ctx context.Context, msgID string) (bool, error) {
+	if r.o.Check == nil {
+		return true, nil
+	}
+	n, err := r.s.Get(ctx, nil, msgID)
+	if err != nil {
+		return false, err
+	}
+	if n.State != yidu.StateScheduled {
+		return false, nil
+	}
+	reason, err := r.o.Check(ctx, n)
+	if err != nil || reason == "" {
+		return err == nil, err
+	}
+	// Check may have asked for approval: the trail's version is the
+	// one asked for now.
+	if reason == ReasonAwaitingApproval {
+		if n, err = r.s.Get(ctx, nil, msgID); err != nil {
+			return false, err
+		}
+	}
+	at := r.s.now().UTC().Truncate(time.Millisecond)
+	held := false
+	err = r.s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE campaigns SET state = 'held', state_reason = ?, updated_at = ?
+			WHERE msgid = ? AND state = 'scheduled'`, yidu.Truncate(reason, 500), at, msgID)
+		if err != nil {
+			return err
+		}
+		if c, _ := res.RowsAffected(); c == 0 {
+			return nil // claimed, edited or held by another replica meanwhile
+		}
+		held = true
+		e := stepEvent(nil, n, yidu.ActionHold, at, "version="+n.ApprovalHash+" reason="+reason)
+		if reason == ReasonAwaitingApproval {
+			return insertStep(ctx, tx, n, ApprovalStep{Hash: n.ApprovalHash, Step: StepHeld, Actor: System, At: at}, e)
+		}
+		return audit.Insert(ctx, tx, e)
+	})
+	if err != nil {
+		return false, fmt.Errorf("campaign: hold %s at its time: %w", msgID, err)
+	}
+	if held {
+		r.s.met.transitions.WithLabelValues(string(yidu.StateHeld)).Inc()
+		r.s.log.Warn("notice held at its time", "corp", n.App.CorpID, "msgid", msgID, "reason", reason)
+		n.State, n.Reason = yidu.StateHeld, reason
+		r.tellHeld(ctx, n)
+	}
+	return false, nil
 }

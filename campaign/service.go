@@ -100,6 +100,9 @@ type ServiceOptions struct {
 	Versions Versions
 	// Notify tells approvers and authors of approvals; nil: the page only.
 	Notify ApprovalNotifier
+	// Authors resolves a notice's author at its time (AtItsTime); nil:
+	// only its approval is checked then.
+	Authors Authors
 	// Ledger claims acts and keeps who was reminded when; required for
 	// Remind and Recall.
 	Ledger Ledger

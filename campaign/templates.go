@@ -10,6 +10,8 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/content"
 )
 
 // Templates keeps notice templates (issue 41, 从模板新建; migration
@@ -17,9 +19,57 @@ import (
 // creates, changes and deletes them. A notice made from one is composed
 // like any other (the sender's audience, approval and all).
 type Templates struct {
-	db   *sql.DB
-	apps map[string]yidu.App
-	now  func() time.Time
+	db    *sql.DB
+	apps  map[string]yidu.App
+	now   func() time.Time
+	files Files
+}
+
+// Files resolves uploads by id within a corp (attachment.Store.Get; an
+// id not the corp's is attachment.ErrNotFound).
+type Files interface {
+	Get(ctx context.Context, corp string, ids []string) ([]attachment.Attachment, error)
+}
+
+// WithFiles makes t check that a template's attachments are uploads of
+// its corp when it is saved, and answer them (Files) when a notice is
+// made from it. It returns t.
+func (t *Templates) WithFiles(f Files) *Templates {
+	t.files = f
+	return t
+}
+
+// Files returns tpl's attachments (name, type, size, hash) in order, so
+// a notice made from it carries them again (从模板新建, issue 41); none
+// without Files. An upload gone since is attachment.ErrNotFound.
+func (t *Templates) Files(ctx context.Context, tpl yidu.Template) ([]attachment.Attachment, error) {
+	if t.files == nil || len(tpl.Attachments) == 0 {
+		return []attachment.Attachment{}, nil
+	}
+	out, err := t.files.Get(ctx, tpl.App.CorpID, tpl.Attachments)
+	if err != nil {
+		return nil, fmt.Errorf("campaign: template %d: %w", tpl.ID, err)
+	}
+	return out, nil
+}
+
+// checkFiles refuses attachments that are not uploads of tpl's corp
+// (field attachments), or more than a notice may carry.
+func (t *Templates) checkFiles(ctx context.Context, tpl yidu.Template) error {
+	if len(tpl.Attachments) > content.MaxAttachments {
+		return yidu.Invalidf("attachments: more than %d", content.MaxAttachments)
+	}
+	if t.files == nil || len(tpl.Attachments) == 0 {
+		return nil
+	}
+	_, err := t.files.Get(ctx, tpl.App.CorpID, tpl.Attachments)
+	if errors.Is(err, attachment.ErrNotFound) {
+		return yidu.Invalidf("attachments: %v", err)
+	}
+	if err != nil {
+		return fmt.Errorf("campaign: template attachments: %w", err)
+	}
+	return nil
 }
 
 // NewTemplates returns the templates over db for apps; nil now is
@@ -124,6 +174,9 @@ func (t *Templates) Create(ctx context.Context, p *access.Principal, tpl yidu.Te
 	if err := tpl.Validate(); err != nil {
 		return yidu.Template{}, err
 	}
+	if err := t.checkFiles(ctx, tpl); err != nil {
+		return yidu.Template{}, err
+	}
 	fields, err := fieldsOf(tpl)
 	if err != nil {
 		return yidu.Template{}, fmt.Errorf("campaign: template: %w", err)
@@ -151,7 +204,11 @@ func (t *Templates) Update(ctx context.Context, p *access.Principal, id int64, t
 	if err := mayChange(p, cur.App); err != nil {
 		return yidu.Template{}, err
 	}
+	tpl.App = cur.App
 	if err := tpl.Validate(); err != nil {
+		return yidu.Template{}, err
+	}
+	if err := t.checkFiles(ctx, tpl); err != nil {
 		return yidu.Template{}, err
 	}
 	fields, err := fieldsOf(tpl)

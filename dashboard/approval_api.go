@@ -194,13 +194,18 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalFrom(r.Context())
-	got, again, err := s.acts.Decide(r.Context(), p, n, campaign.Decision{Hash: b.VersionHash, Approve: b.Approve, Reason: b.Reason})
+	got, again, err := s.acts.Decide(r.Context(), p, n, campaign.Decision{Hash: b.VersionHash, Approve: b.Approve, Reason: b.Reason,
+		Via: "page", ClientIP: s.clientIP(r), UserAgent: r.UserAgent()})
 	act := yidu.ActionApprove
 	if !b.Approve {
 		act = yidu.ActionReject
 	}
-	if !again {
-		s.recordDone(r, event(r, act, n.App.CorpID, n.App.Name, n.MsgID), err)
+	if err != nil {
+		// A decision taken is audited by campaign, in its transaction
+		// (who, when, which version); a refused one here.
+		e := event(r, act, n.App.CorpID, n.App.Name, n.MsgID)
+		e.Detail = "version=" + yidu.Truncate(b.VersionHash, 64)
+		s.recordDone(r, e, err)
 	}
 	if err != nil {
 		s.fail(w, r, err)

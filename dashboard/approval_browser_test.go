@@ -142,8 +142,13 @@ func TestBrowserFromTemplate(t *testing.T) {
 	}
 	testenv.LookPath(t, "chromium")
 	f, _ := newApprovalFixture(t)
-	f.srv.tpls = campaign.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now)
-	if code, j := f.api(t, "POST", "/templates", `{"app":"hr","name":"月度考勤","title":"请确认本月考勤","body":"截止 25 日","audience":{"departments":[2]},"markdown":"# 考勤\n\n请确认。","read_rule":"acknowledged"}`); code != 201 {
+	db := testenv.MySQL(t)
+	atts, err := attachment.New(db, attachment.Options{Now: f.clock.Now})
+	testenv.Check(t, "attachment.New", err)
+	a, err := atts.Put(t.Context(), "acme", "hr", "考勤表.pdf", strings.NewReader("%PDF-1.7\nattendance"))
+	testenv.Check(t, "Put", err)
+	f.srv.tpls = campaign.NewTemplates(db, []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now).WithFiles(atts)
+	if code, j := f.api(t, "POST", "/templates", `{"app":"hr","name":"月度考勤","title":"请确认本月考勤","body":"截止 25 日","audience":{"departments":[2]},"markdown":"# 考勤\n\n请确认。","attachments":["`+a.ID+`"],"read_rule":"acknowledged"}`); code != 201 {
 		t.Fatalf("save a template = %d %v", code, j)
 	}
 	ts := httptest.NewServer(f.h)
@@ -158,6 +163,9 @@ func TestBrowserFromTemplate(t *testing.T) {
 	// Picking a template opens /new?template=ID (SetValue fires change).
 	b.do(t, "从模板新建", chromedp.SetValue(chromedp.ID("template-pick"), "1"))
 	b.wait(t, "filled from the template", `location.search === "?template=1" && document.getElementById("title").value === "请确认本月考勤" && document.getElementById("body").value === "截止 25 日" && document.getElementById("markdown").value.includes("请确认。") && document.getElementById("read-rule").value === "acknowledged"`)
+	// The template's attachment, attached again and shown in the reading
+	// page's preview.
+	b.wait(t, "its attachment attached", `document.getElementById("attachment-list").textContent.includes("考勤表.pdf") && document.getElementById("pv-attachments").textContent.includes("考勤表.pdf")`)
 	b.shot(t, "compose-from-template-1280")
 }
 

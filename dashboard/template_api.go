@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/campaign"
 )
 
@@ -18,20 +19,23 @@ import (
 
 // templateJSON is a template in the API.
 type templateJSON struct {
-	ID             int64         `json:"id"`
-	App            string        `json:"app"`
-	Name           string        `json:"name"`
-	Title          string        `json:"title"`
-	Body           string        `json:"body"`
-	URL            string        `json:"url"`
-	Audience       *audienceJSON `json:"audience"`
-	FollowUp       *yidu.Policy  `json:"follow_up"`
-	Markdown       string        `json:"markdown"`
-	Attachments    []string      `json:"attachments"`
-	ReadRule       string        `json:"read_rule"`
-	MinReadSeconds int           `json:"min_read_seconds"`
-	UpdatedBy      string        `json:"updated_by,omitempty"`
-	UpdatedAt      *time.Time    `json:"updated_at,omitempty"`
+	ID          int64         `json:"id"`
+	App         string        `json:"app"`
+	Name        string        `json:"name"`
+	Title       string        `json:"title"`
+	Body        string        `json:"body"`
+	URL         string        `json:"url"`
+	Audience    *audienceJSON `json:"audience"`
+	FollowUp    *yidu.Policy  `json:"follow_up"`
+	Markdown    string        `json:"markdown"`
+	Attachments []string      `json:"attachments"`
+	// AttachmentFiles describes Attachments (GET /templates/{id} only;
+	// ignored when posted).
+	AttachmentFiles []attachment.Attachment `json:"attachment_files,omitempty"`
+	ReadRule        string                  `json:"read_rule"`
+	MinReadSeconds  int                     `json:"min_read_seconds"`
+	UpdatedBy       string                  `json:"updated_by,omitempty"`
+	UpdatedAt       *time.Time              `json:"updated_at,omitempty"`
 }
 
 func toTemplateJSON(t yidu.Template) templateJSON {
@@ -157,5 +161,12 @@ func (s *Server) handleTemplate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toTemplateJSON(got))
+	j := toTemplateJSON(got)
+	// The attachments' names and sizes, so a notice made from it shows
+	// and carries them again (从模板新建).
+	if j.AttachmentFiles, err = ts.Files(r.Context(), got); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/cmd/internal/config"
@@ -55,9 +56,10 @@ func anyApproval(cfg config.Config) bool {
 // decides. An approval campaign refuses (the author's own, no approver,
 // an older card) is logged and answered 200: WeCom must not retry it.
 type approvalPresses struct {
-	acc *access.Access
-	svc *campaign.Service
-	log *slog.Logger
+	acc   *access.Access
+	svc   *campaign.Service
+	log   *slog.Logger
+	audit audit.Recorder
 }
 
 func (a approvalPresses) ApprovalPress(ctx context.Context, corpID, app, userID, taskID, key string) error {
@@ -81,9 +83,28 @@ func (a approvalPresses) ApprovalPress(ctx context.Context, corpID, app, userID,
 	case errors.Is(err, campaign.ErrForbidden), errors.Is(err, campaign.ErrApproval), errors.Is(err, campaign.ErrNotApprovalCard),
 		errors.Is(err, yidu.ErrNotFound), errors.Is(err, yidu.ErrInvalid), errors.Is(err, yidu.ErrNotEditable):
 		a.log.InfoContext(ctx, "approval press refused", "corp", corpID, "app", app, "task_id", taskID, "by", userID, "err", err)
+		a.refused(ctx, corpID, app, userID, taskID, err)
 		return nil
 	}
 	return err
+}
+
+// refused records a press campaign refused (the author's own, no
+// approver, a card of an older version) as the page's refusals are: a
+// row with the member, outcome refused. A decision taken is recorded
+// by campaign with its step; a press on a notice decided already is
+// none and records nothing (a WeCom retry looks the same).
+func (a approvalPresses) refused(ctx context.Context, corpID, app, userID, taskID string, why error) {
+	if a.audit == nil {
+		return
+	}
+	m, prefix, _ := yidu.ParseApprovalTaskID(taskID)
+	e := audit.Event{At: time.Now().UTC(), Actor: yidu.Truncate(userID, 128), ActorKind: string(access.KindWeCom), Action: yidu.ActionApprove,
+		CorpID: corpID, App: app, MsgID: string(m), Outcome: "refused",
+		Detail: yidu.Truncate("version="+prefix+" via=card: "+why.Error(), 500)}
+	if err := a.audit.Record(ctx, e); err != nil {
+		a.log.ErrorContext(ctx, "audit write failed", "action", string(e.Action), "msgid", e.MsgID, "err", err)
+	}
 }
 
 // receiverApprovals builds the receiver's Approvals: nil when no app asks
@@ -115,5 +136,25 @@ func (m *Main) receiverApprovals() (callback.Approvals, error) {
 	if n := approvalCards(cfg, m.wecomSender); n != nil {
 		opts.Notify = n
 	}
-	return approvalPresses{acc: acc, svc: campaign.NewService(opts), log: m.Logger.With("component", "approval")}, nil
+	return approvalPresses{acc: acc, svc: campaign.NewService(opts), log: m.Logger.With("component", "approval"), audit: audit.NewMySQL(m.DB)}, nil
+}
+
+// authors resolves a notice's author at its time (campaign.Authors): a
+// configured password user or token of that name, else a WeCom member
+// of the corp with a role. A name both a user and a member answers as
+// the user (as it was composed through, most likely).
+type authors struct {
+	ids *access.Identities
+	acc *access.Access
+}
+
+func (a authors) Author(ctx context.Context, corp, name string) (*access.Principal, error) {
+	if p, ok := a.ids.Configured(name); ok {
+		return p, nil
+	}
+	p, err := a.acc.WeCom(ctx, corp, name)
+	if errors.Is(err, access.ErrNotMember) || errors.Is(err, access.ErrNoRole) {
+		return nil, campaign.ErrNoAuthor
+	}
+	return p, err
 }

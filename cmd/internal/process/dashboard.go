@@ -45,19 +45,36 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		return fmt.Errorf("dashboard: %w", err)
 	}
 	cards := approvalCards(cfg, m.wecomSender)
+	rounds := followUpRounds(m, cfg, log)
+	acc, err := access.New(access.Config{Roles: accessRoles(cfg.Dashboard.Roles), LeadersSee: cfg.Dashboard.SeeLeaders()}, m.Mapper, time.Now)
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	opts := DashboardOptions(cfg)
 	// A draft's or scheduled notice's full text is published as version 1
 	// by the Runner when it is sent.
 	ropts := campaign.RunnerOptions{MaxLateness: cfg.Dashboard.MaxLateness.D(), Publisher: notices}
 	if cards != nil {
 		ropts.OnHeld = cards.Held
 	}
+	// A scheduled notice is checked at its time against its author's
+	// sender audience and its approval as they are then (issue 41).
+	ids, err := access.NewIdentities(access.IdentityOptions{Tokens: opts.Tokens, Users: opts.Users})
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	sopts := campaign.ServiceOptions{Store: camps, Rounds: rounds, Versions: notices, Audiences: acc,
+		Authors: authors{ids: ids, acc: acc}, Logger: log}
+	if cards != nil {
+		sopts.Notify = cards
+	}
+	ropts.Check = campaign.NewService(sopts).AtItsTime
 	runner, err := campaign.NewRunner(camps, m.Tracker, ropts)
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
 	cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.campaignCancel, m.campaignDone = ccancel, make(chan struct{})
-	rounds := followUpRounds(m, cfg, log)
 	go func() {
 		defer close(m.campaignDone)
 		roundsDone := make(chan struct{})
@@ -65,11 +82,6 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		_ = runner.Run(cctx)
 		<-roundsDone
 	}()
-	acc, err := access.New(access.Config{Roles: accessRoles(cfg.Dashboard.Roles), LeadersSee: cfg.Dashboard.SeeLeaders()}, m.Mapper, time.Now)
-	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
-	}
-	opts := DashboardOptions(cfg)
 	opts.Access, opts.WeCom = acc, weComLogin(cfg, acc, m)
 	opts.Audit, opts.AuditLog = audit.NewMySQL(m.DB), audit.NewMySQL(m.DB)
 	// Shared by every replica, kept across restarts.
@@ -77,7 +89,7 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	opts.TrustedProxies = proxies
 	opts.Logger, opts.Registerer = log, m.Registry
 	opts.Campaigns, opts.FollowUps = camps, rounds
-	opts.Templates = campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now)
+	opts.Templates = campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now).WithFiles(atts)
 	if cards != nil {
 		opts.Approvals = cards
 	}

@@ -849,6 +849,9 @@
         const t = await getJSON("/api/v1/templates/" + encodeURIComponent(templateID));
         prefill({ ...t, follow_up: t.follow_up ? { policy: t.follow_up } : null });
         $("markdown").value = t.markdown || "";
+        // The template's attachments, attached again (issue 41).
+        atts.splice(0, atts.length, ...(t.attachment_files || []));
+        showAttachments();
         if (t.read_rule) $("read-rule").value = t.read_rule;
         if (t.min_read_seconds) $("min-read").value = String(t.min_read_seconds);
         contentChanged();
