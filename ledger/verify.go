@@ -373,13 +373,14 @@ type sendBody struct {
 	ErrCode    int64  `json:"errcode"`
 	WeComMsgID string `json:"wecom_msgid"`
 	Invalid    bool   `json:"invalid"`
+	Unlicensed bool   `json:"unlicensed"`
 	UserID     string `json:"userid"`
 }
 
 // verifySends checks each send and reminder entry against its batch row
 // in message_sends: the batch was recorded, with the entry's errcode and
-// WeCom msgid, and the entry's invalid flag agrees with the row's
-// invaliduser list.
+// WeCom msgid, and the entry's invalid and unlicensed flags agree with
+// the row's invaliduser and unlicenseduser lists.
 func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report) error {
 	where, args := "AND kind IN (?, ?)", []any{string(KindSend), string(KindReminder)}
 	if day != "" {
@@ -396,10 +397,11 @@ func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report)
 		at          string
 	}
 	type batchRow struct {
-		errcode int64
-		wmsg    string
-		invalid map[string]bool
-		found   bool
+		errcode    int64
+		wmsg       string
+		invalid    map[string]bool
+		unlicensed map[string]bool
+		found      bool
 	}
 	cache := map[batchKey]*batchRow{}
 	type pending struct {
@@ -431,10 +433,10 @@ func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report)
 			r = &batchRow{}
 			at, err := time.Parse(time.RFC3339Nano, p.key.at)
 			if err == nil {
-				var inv sql.NullString
-				err = l.db.QueryRowContext(ctx, "SELECT errcode, COALESCE(wecom_msgid, ''), invalid FROM message_sends"+
+				var inv, unl sql.NullString
+				err = l.db.QueryRowContext(ctx, "SELECT errcode, COALESCE(wecom_msgid, ''), invalid, unlicensed FROM message_sends"+
 					" WHERE corp_id = ? AND msgid = ? AND kind = ? AND batch = ? AND sent_at = ?",
-					corp, p.key.msgid, p.key.kind, p.key.batch, at.UTC()).Scan(&r.errcode, &r.wmsg, &inv)
+					corp, p.key.msgid, p.key.kind, p.key.batch, at.UTC()).Scan(&r.errcode, &r.wmsg, &inv, &unl)
 				switch {
 				case errors.Is(err, sql.ErrNoRows):
 				case err != nil:
@@ -445,6 +447,10 @@ func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report)
 					for _, u := range bytes.Split([]byte(inv.String), []byte("|")) {
 						r.invalid[string(u)] = true
 					}
+					r.unlicensed = map[string]bool{}
+					for _, u := range bytes.Split([]byte(unl.String), []byte("|")) {
+						r.unlicensed[string(u)] = true
+					}
 				}
 			}
 			cache[p.key] = r
@@ -454,10 +460,12 @@ func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report)
 		case !r.found:
 			rep.Problems = append(rep.Problems, Problem{Seq: p.seq, What: "deleted",
 				Detail: fmt.Sprintf("its batch %d of %s sent at %s is not in message_sends", p.key.batch, p.key.msgid, p.key.at)})
-		case r.errcode != p.body.ErrCode || r.wmsg != p.body.WeComMsgID || r.invalid[p.body.UserID] != p.body.Invalid:
+		case r.errcode != p.body.ErrCode || r.wmsg != p.body.WeComMsgID || r.invalid[p.body.UserID] != p.body.Invalid ||
+			r.unlicensed[p.body.UserID] != p.body.Unlicensed:
 			rep.Problems = append(rep.Problems, Problem{Seq: p.seq, What: "altered",
-				Detail: fmt.Sprintf("message_sends batch %d of %s: errcode %d, msgid %q, %s invalid %v; the entry says errcode %d, msgid %q, invalid %v",
-					p.key.batch, p.key.msgid, r.errcode, r.wmsg, p.body.UserID, r.invalid[p.body.UserID], p.body.ErrCode, p.body.WeComMsgID, p.body.Invalid)})
+				Detail: fmt.Sprintf("message_sends batch %d of %s: errcode %d, msgid %q, %s invalid %v unlicensed %v; the entry says errcode %d, msgid %q, invalid %v, unlicensed %v",
+					p.key.batch, p.key.msgid, r.errcode, r.wmsg, p.body.UserID, r.invalid[p.body.UserID], r.unlicensed[p.body.UserID],
+					p.body.ErrCode, p.body.WeComMsgID, p.body.Invalid, p.body.Unlicensed)})
 		}
 	}
 	return nil
