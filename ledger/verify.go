@@ -280,6 +280,23 @@ func (l *Ledger) verifySignals(ctx context.Context, corp, day string, rep *Repor
 		}
 		return cmp.Compare(a.seq, b.seq)
 	})
+	// A material version under read_rule acknowledged makes every read
+	// row unread again (tracker.Registry.ResetAcknowledged): a signal
+	// entry followed by such a version's entry, before the next signal
+	// entry of the same row, records a read that was reset, and needs no
+	// read row.
+	resets, err := l.reacknowledgements(ctx, corp)
+	if err != nil {
+		return err
+	}
+	superseded := make([]bool, len(sigs))
+	for i, s := range sigs {
+		next := ^uint64(0)
+		if i+1 < len(sigs) && sigs[i+1].key == s.key {
+			next = sigs[i+1].seq
+		}
+		superseded[i] = slices.ContainsFunc(resets[s.key.msgid], func(r uint64) bool { return r > s.seq && r < next })
+	}
 	// A read older than the ledger may have been flushed before it
 	// existed: its entry is not required (but compared when there).
 	rows, err := l.db.QueryContext(ctx, `SELECT msgid, uid, DATE_FORMAT(read_time, '%Y-%m-%dT%H:%i:%sZ'), source, read_time < ?
@@ -294,11 +311,12 @@ FROM message_read_record WHERE corp_id = ? AND is_read = 1 ORDER BY msgid, uid`,
 	}
 	i := 0
 	inDay := func(s sig) bool { return day == "" || s.day == day }
-	unmatched := func(s sig) {
+	unmatched := func(i int) {
 		// A notice purged as a whole (yidu archive purge) took its read
 		// rows with it; its entries stay, as hashes of a history.
 		// and a forgotten entry (Forget) needs no fact.
-		if inDay(s) && live[s.key.msgid] && s.body != nil {
+		s := sigs[i]
+		if inDay(s) && live[s.key.msgid] && s.body != nil && !superseded[i] {
 			rep.Problems = append(rep.Problems, Problem{Seq: s.seq, What: "deleted",
 				Detail: fmt.Sprintf("it records a read of %s by uid %d that message_read_record no longer has", s.key.msgid, s.key.uid)})
 		}
@@ -313,10 +331,17 @@ FROM message_read_record WHERE corp_id = ? AND is_read = 1 ORDER BY msgid, uid`,
 		}
 		rep.Facts++
 		for i < len(sigs) && sigs[i].key.less(k) < 0 {
-			unmatched(sigs[i])
+			unmatched(i)
 			i++
 		}
-		if i == len(sigs) || sigs[i].key != k {
+		// The entries of a read that was reset since are history.
+		for i+1 < len(sigs) && sigs[i].key == k && sigs[i+1].key == k && superseded[i] {
+			i++
+		}
+		if i == len(sigs) || sigs[i].key != k || superseded[i] {
+			if i < len(sigs) && sigs[i].key == k {
+				i++
+			}
 			if day == "" && !older {
 				rep.Problems = append(rep.Problems, Problem{What: "inserted",
 					Detail: fmt.Sprintf("message_read_record %s uid %d (read %s, source %d) has no ledger entry", k.msgid, k.uid, at.String, source)})
@@ -344,9 +369,31 @@ FROM message_read_record WHERE corp_id = ? AND is_read = 1 ORDER BY msgid, uid`,
 		return fmt.Errorf("ledger: verify %s: read rows: %w", corp, err)
 	}
 	for ; i < len(sigs); i++ {
-		unmatched(sigs[i])
+		unmatched(i)
 	}
 	return nil
+}
+
+// reacknowledgements returns, per notice, the seqs of the entries of its
+// material versions (reacknowledge true), in seq order.
+func (l *Ledger) reacknowledgements(ctx context.Context, corp string) (map[string][]uint64, error) {
+	blocks, err := readBlocks(ctx, l.db, corp, "AND kind = ? ORDER BY first_seq", string(KindVersion))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: verify %s: version entries: %w", corp, err)
+	}
+	out := map[string][]uint64{}
+	for _, b := range blocks {
+		es, _ := b.entries()
+		for _, e := range es {
+			var v struct {
+				Reacknowledge bool `json:"reacknowledge"`
+			}
+			if e.Body != nil && json.Unmarshal(e.Body, &v) == nil && v.Reacknowledge {
+				out[e.MsgID] = append(out[e.MsgID], e.Seq)
+			}
+		}
+	}
+	return out, nil
 }
 
 // messages returns the msgids of corp's notices that MySQL still has.
