@@ -124,4 +124,3 @@ func lastLine(s string) string {
 	}
 	return s
 }
-
