@@ -1,6 +1,8 @@
 package process
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -233,6 +235,33 @@ func TestEvidenceFullFlow(t *testing.T) {
 		t.Errorf("the PDF shows today's departments:\n%s", out)
 	}
 
+	// The ZIP of both: evidence check passes it, and fails it with
+	// zhangsan's proof or PDF edited, naming the file.
+	zr := getAPI(t, m, "/messages/"+msg+"/evidence.zip")
+	if crep, err := evidence.Check(bytes.NewReader(zr), int64(len(zr))); err != nil || crep.People != 2 || crep.Proofs < len(rec.Ledger) {
+		t.Errorf("Check(ZIP) = %+v, %v; want 2 people, every proof verified", crep, err)
+	}
+	for _, tc := range []struct{ file, from, to string }{
+		{"zhangsan/proofs.json", `"send"`, `"sent"`},
+		{"zhangsan/告知确认书.pdf", "/Producer", "/Producex"},
+	} {
+		edited := rewriteZIP(t, zr, tc.file, tc.from, tc.to)
+		crep, err := evidence.Check(bytes.NewReader(edited), int64(len(edited)))
+		if err == nil || !strings.Contains(strings.Join(crep.Problems, "\n"), tc.file) {
+			t.Errorf("Check(ZIP with %s edited) = %v, %v; want a failure naming it", tc.file, crep.Problems, err)
+		}
+	}
+
+	// 我的记录: zhangsan sees his notice; lisi's UserID in the URL is 404.
+	if code, body := zs.get("/r/hr/records/zhangsan"); code != http.StatusOK || !strings.Contains(body, "考勤制度") {
+		t.Errorf("zhangsan's 我的记录 = %d; want 200 with 考勤制度: %.300s", code, body)
+	}
+	for _, path := range []string{"/r/hr/records/lisi", "/r/hr/records/lisi/" + msg + "/evidence.pdf"} {
+		if code, body := zs.get(path); code != http.StatusNotFound || strings.Contains(body, "李四") {
+			t.Errorf("zhangsan GET %s = %d; want 404 and nothing of lisi's", path, code)
+		}
+	}
+
 	// verify over the corp's ledger, as `yidu evidence verify` runs it.
 	l, err := ledger.New(m.DB, ledger.Options{})
 	testenv.Check(t, "ledger", err)
@@ -264,4 +293,67 @@ func checkProof(t *testing.T, e evidence.Entry) {
 func osexec(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).Output()
 	return string(out), err
+}
+
+// getAPI GETs an API path with the token and returns its body (200 only).
+func getAPI(t *testing.T, m *Main, path string) []byte {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+m.DashboardAddr+"/api/v1"+path, nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %d: %.200s", path, resp.StatusCode, b)
+	}
+	return b
+}
+
+// rewriteZIP returns z with the first from in file replaced by to.
+func rewriteZIP(t *testing.T, z []byte, file, from, to string) []byte {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(z), int64(len(z)))
+	testenv.Check(t, "zip", err)
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	found := false
+	for _, f := range zr.File {
+		rc, err := f.Open()
+		testenv.Check(t, "open "+f.Name, err)
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		testenv.Check(t, "read "+f.Name, err)
+		if f.Name == file {
+			if !bytes.Contains(b, []byte(from)) {
+				t.Fatalf("%s has no %q", file, from)
+			}
+			b, found = bytes.Replace(b, []byte(from), []byte(to), 1), true
+		}
+		w, err := zw.Create(f.Name)
+		testenv.Check(t, "create "+f.Name, err)
+		_, err = w.Write(b)
+		testenv.Check(t, "write "+f.Name, err)
+	}
+	testenv.Check(t, "close", zw.Close())
+	if !found {
+		t.Fatalf("the ZIP has no %s", file)
+	}
+	return out.Bytes()
+}
+
+// get GETs a page path as the member's browser.
+func (rd *reader) get(path string) (int, string) {
+	rd.t.Helper()
+	req, _ := http.NewRequest("GET", rd.origin+path, nil)
+	req.Header.Set("User-Agent", wecomUA)
+	resp, err := rd.c.Do(req)
+	if err != nil {
+		rd.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
