@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/yidu-io/yidu"
@@ -122,6 +123,11 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 	workers  int
+
+	// deptMu guards deptCache, the last notice's departments at send
+	// (written once by the send, so never stale while the notice lives).
+	deptMu    sync.Mutex
+	deptCache *sendDepartments
 }
 
 // New returns a Service over db (migrated) and the notices' versions.
@@ -161,11 +167,14 @@ type Person struct {
 	UserID string `json:"userid"`
 	Name   string `json:"name"`
 	Left   bool   `json:"left"`
-	// Departments are the member's departments as the directory holds
-	// them when the record is made: yidu keeps no copy of the directory
-	// per send, so DepartmentsAsOf is "current" (the directory's today).
+	// Departments are the member's departments when the notice was
+	// first sent (DepartmentsAsOf "send", DepartmentsAt the moment the
+	// send kept them: send_departments); for a notice sent before yidu
+	// kept them, the directory's when the record is made
+	// (DepartmentsAsOf "current", DepartmentsAt nil).
 	Departments     []Department `json:"departments"`
 	DepartmentsAsOf string       `json:"departments_as_of"`
+	DepartmentsAt   *time.Time   `json:"departments_at"`
 }
 
 // Version is one version of the notice's content.
@@ -187,8 +196,10 @@ type Delivery struct {
 	// ErrCode is WeCom's errcode; WeComMsgID its msgid for the batch.
 	ErrCode    int64  `json:"errcode"`
 	WeComMsgID string `json:"wecom_msgid"`
-	// InvalidUser: WeCom listed the member in invaliduser. Unlicensed is
-	// nil: yidu does not keep WeCom's unlicenseduser list (not recorded).
+	// InvalidUser: WeCom listed the member in invaliduser; Unlicensed:
+	// in unlicenseduser (no basic licence, doc path 90236), nil when the
+	// batch's answer did not keep it (no answer, or sent before yidu
+	// kept it).
 	InvalidUser bool      `json:"invaliduser"`
 	Unlicensed  *bool     `json:"unlicensed"`
 	Version     int       `json:"version"`
@@ -221,9 +232,11 @@ type Signal struct {
 // member was sent.
 type FollowUp struct {
 	// Kind: reminder (a follow-up round's), digest (an escalation sent
-	// to them as a leader), manual (提醒未读 from the dashboard).
+	// to them as a leader), manual (提醒未读 from the dashboard),
+	// update_card (通知已更新，请重新确认 of a material version: Version).
 	Kind    string    `json:"kind"`
 	Round   int       `json:"round"`
+	Version int       `json:"version,omitempty"`
 	Batch   int       `json:"batch"`
 	Outcome string    `json:"outcome"`
 	By      string    `json:"by,omitempty"`
@@ -411,12 +424,22 @@ func (s *Service) build(ctx context.Context, corp, msgid string, m message, mem 
 		GeneratedAt: s.now().UTC().Truncate(time.Second), Roots: map[string]string{}}
 	rec.Person = Person{UID: mem.uid, UserID: mem.userID, Name: mem.name, Left: mem.status == int(yidu.StatusLeft),
 		DepartmentsAsOf: "current", Departments: []Department{}}
-	for _, f := range strings.Split(mem.depts, ",") {
-		id, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
-		if err != nil {
-			continue
+	atSend, err := s.departmentsAtSend(ctx, corp, msgid, mem.uid)
+	if err != nil {
+		return Record{}, err
+	}
+	if atSend != nil {
+		rec.Person.Departments, rec.Person.DepartmentsAsOf = atSend.depts, "send"
+		at := atSend.at
+		rec.Person.DepartmentsAt = &at
+	} else {
+		for _, f := range strings.Split(mem.depts, ",") {
+			id, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+			if err != nil {
+				continue
+			}
+			rec.Person.Departments = append(rec.Person.Departments, Department{ID: id, Name: names[id]})
 		}
-		rec.Person.Departments = append(rec.Person.Departments, Department{ID: id, Name: names[id]})
 	}
 	rec.Versions = make([]Version, 0, len(nvs))
 	for _, v := range nvs {
@@ -428,7 +451,6 @@ func (s *Service) build(ctx context.Context, corp, msgid string, m message, mem 
 		t := mem.readTime.Time.UTC()
 		rec.ReadTime = &t
 	}
-	var err error
 	if rec.Deliveries, err = s.deliveries(ctx, corp, msgid, mem, rec.Versions); err != nil {
 		return Record{}, err
 	}
@@ -470,7 +492,7 @@ func (s *Service) deliveries(ctx context.Context, corp, msgid string, mem member
 		return nil, fmt.Errorf("evidence: batch of %s: %w", msgid, err)
 	}
 	batch := rank / sendBatch
-	rows, err := s.db.QueryContext(ctx, `SELECT kind, batch, status, errcode, COALESCE(invalid, ''), COALESCE(wecom_msgid, ''),
+	rows, err := s.db.QueryContext(ctx, `SELECT kind, batch, status, errcode, COALESCE(invalid, ''), unlicensed, COALESCE(wecom_msgid, ''),
 		sent_at, recalled_at IS NOT NULL FROM message_sends WHERE corp_id = ? AND msgid = ? AND kind = 'send' AND batch = ?
 		ORDER BY sent_at`, corp, msgid, batch)
 	if err != nil {
@@ -481,11 +503,17 @@ func (s *Service) deliveries(ctx context.Context, corp, msgid string, mem member
 	for rows.Next() {
 		var d Delivery
 		var invalid string
-		if err := rows.Scan(&d.Kind, &d.Batch, &d.Status, &d.ErrCode, &invalid, &d.WeComMsgID, &d.At, &d.Recalled); err != nil {
+		var unlicensed sql.NullString
+		if err := rows.Scan(&d.Kind, &d.Batch, &d.Status, &d.ErrCode, &invalid, &unlicensed, &d.WeComMsgID, &d.At, &d.Recalled); err != nil {
 			return nil, fmt.Errorf("evidence: sends of %s: %w", msgid, err)
 		}
 		d.At = d.At.UTC()
-		d.InvalidUser = invalid != "" && slices.Contains(strings.Split(invalid, "|"), mem.userID)
+		// WeCom lower-cases invaliduser (doc path 90236).
+		d.InvalidUser = listed(invalid, mem.userID)
+		if unlicensed.Valid {
+			u := listed(unlicensed.String, mem.userID)
+			d.Unlicensed = &u
+		}
 		d.Version = versionAt(vs, d.At)
 		out = append(out, d)
 	}
@@ -495,10 +523,19 @@ func (s *Service) deliveries(ctx context.Context, corp, msgid string, mem member
 	return out, nil
 }
 
+// listed reports whether WeCom's '|'-joined list of UserIDs names
+// userid (UserIDs are case-insensitive in WeCom).
+func listed(list, userid string) bool {
+	if list == "" {
+		return false
+	}
+	return slices.ContainsFunc(strings.Split(list, "|"), func(id string) bool { return strings.EqualFold(id, userid) })
+}
+
 func (s *Service) followUps(ctx context.Context, corp, msgid string, uid uint32) ([]FollowUp, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT kind, round, batch, outcome, '', reminded_at FROM reminder_log
+	rows, err := s.db.QueryContext(ctx, `SELECT kind, round, batch, outcome, '', reminded_at, '' FROM reminder_log
 		WHERE corp_id = ? AND msgid = ? AND uid = ?
-		UNION ALL SELECT 'manual', 0, 0, 'sent', reminded_by, reminded_at FROM manual_reminders
+		UNION ALL SELECT 'manual', 0, 0, 'sent', reminded_by, reminded_at, scope FROM manual_reminders
 		WHERE corp_id = ? AND msgid = ? AND uid = ?`, corp, msgid, uid, corp, msgid, uid)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: reminders of %s: %w", msgid, err)
@@ -507,8 +544,15 @@ func (s *Service) followUps(ctx context.Context, corp, msgid string, uid uint32)
 	out := []FollowUp{}
 	for rows.Next() {
 		var f FollowUp
-		if err := rows.Scan(&f.Kind, &f.Round, &f.Batch, &f.Outcome, &f.By, &f.At); err != nil {
+		var scope string
+		if err := rows.Scan(&f.Kind, &f.Round, &f.Batch, &f.Outcome, &f.By, &f.At, &scope); err != nil {
 			return nil, fmt.Errorf("evidence: reminders of %s: %w", msgid, err)
+		}
+		// campaign.Service.Reconfirm records each update card as a manual
+		// reminder of scope "reack:v<N>".
+		if v, ok := strings.CutPrefix(scope, "reack:v"); ok {
+			f.Kind = "update_card"
+			f.Version, _ = strconv.Atoi(v)
 		}
 		f.At = f.At.UTC()
 		out = append(out, f)
@@ -556,10 +600,17 @@ func timeline(rec Record) []Event {
 		if d.InvalidUser {
 			det += " invaliduser"
 		}
+		if d.Unlicensed != nil && *d.Unlicensed {
+			det += " unlicenseduser"
+		}
 		out = append(out, Event{At: d.At, Kind: "delivery", Version: d.Version, Detail: det})
 	}
 	for _, f := range rec.FollowUps {
-		out = append(out, Event{At: f.At, Kind: "follow_up", Detail: fmt.Sprintf("%s %d %s", f.Kind, f.Round, f.Outcome)})
+		d := fmt.Sprintf("%s %d %s", f.Kind, f.Round, f.Outcome)
+		if f.Kind == "update_card" {
+			d = fmt.Sprintf("update_card v%d %s", f.Version, f.Outcome)
+		}
+		out = append(out, Event{At: f.At, Kind: "follow_up", Version: f.Version, Detail: d})
 	}
 	for _, sg := range rec.Signals {
 		out = append(out, Event{At: sg.At, Kind: "signal", Version: sg.Version, Detail: sg.Kind + " (" + sg.Source + ")"})

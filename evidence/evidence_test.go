@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/notice"
@@ -326,5 +328,52 @@ func TestReceived(t *testing.T) {
 	}
 	if got, err := s.Received(context.Background(), corp, "nobody"); err != nil || len(got) != 0 {
 		t.Errorf("Received(nobody) = %+v, %v", got, err)
+	}
+}
+
+// TestRecordAtSend: the departments are the send's, not today's (the
+// member moved and the department was renamed since); WeCom's
+// unlicenseduser and the update card of version 2 are in the record and
+// on the PDF. A notice whose send kept no departments says "current".
+func TestRecordAtSend(t *testing.T) {
+	pdftotext := testenv.LookPath(t, "pdftotext")
+	f := newFixture(t, 4)
+	uids := roaring.BitmapOf(1, 3)
+	ub, err := uids.ToBytes()
+	testenv.Check(t, "bitmap", err)
+	mustExec(t, f.db, `INSERT INTO send_departments (corp_id, msgid, set_no, taken_at, depts, names, uids) VALUES (?, 'msg1', 0, ?, '1,3', ?, ?)`,
+		corp, t0, `{"1":"总部","3":"销售一部"}`, ub)
+	mustExec(t, f.db, `UPDATE message_sends SET unlicensed = 'ZhangSan|user00002' WHERE corp_id = ? AND msgid = 'msg1'`, corp)
+	mustExec(t, f.db, `INSERT INTO manual_reminders (corp_id, msgid, uid, reminded_at, reminded_by, scope) VALUES (?, 'msg1', 1, ?, 'hr-admin', 'reack:v2')`,
+		corp, t0.Add(48*time.Hour+time.Minute))
+	s := f.service(t, true)
+	rec, err := s.Record(context.Background(), everyone{}, corp, "msg1", "zhangsan")
+	testenv.Check(t, "Record", err)
+	p := rec.Person
+	if p.DepartmentsAsOf != "send" || p.DepartmentsAt == nil || !p.DepartmentsAt.Equal(t0) || fmt.Sprint(p.Departments) != "[{1 总部} {3 销售一部}]" {
+		t.Errorf("Person = %+v; want departments 总部 and 销售一部 as of the send", p)
+	}
+	if len(rec.Deliveries) != 1 || rec.Deliveries[0].Unlicensed == nil || !*rec.Deliveries[0].Unlicensed {
+		t.Errorf("Deliveries = %+v; want unlicensed", rec.Deliveries)
+	}
+	if n := len(rec.FollowUps); n != 2 || rec.FollowUps[1].Kind != "update_card" || rec.FollowUps[1].Version != 2 {
+		t.Errorf("FollowUps = %+v; want the reminder, then version 2's update card", rec.FollowUps)
+	}
+	var buf bytes.Buffer
+	testenv.Check(t, "PDF", s.PDF(&buf, rec))
+	file := filepath.Join(t.TempDir(), "e.pdf")
+	testenv.Check(t, "write", os.WriteFile(file, buf.Bytes(), 0o600))
+	out, err := exec.Command(pdftotext, "-layout", file, "-").Output()
+	testenv.Check(t, "pdftotext", err)
+	for _, w := range []string{"发送时部门：总部、销售一部", "2026-11-02 09:00:00 发送时的通讯录", "未获许可（unlicenseduser）", "版本 2 更新卡片"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("pdftotext lacks %q:\n%s", w, out)
+		}
+	}
+	// user00002 is in the set of no snapshot row: today's directory.
+	rec, err = s.Record(context.Background(), everyone{}, corp, "msg1", "user00002")
+	testenv.Check(t, "Record", err)
+	if rec.Person.DepartmentsAsOf != "current" || rec.Person.DepartmentsAt != nil || len(rec.Person.Departments) != 1 || rec.Person.Departments[0].Name != "人力资源部" {
+		t.Errorf("Person without a snapshot = %+v; want today's 人力资源部, current", rec.Person)
 	}
 }

@@ -29,7 +29,8 @@ var signalWords = map[string]string{
 
 var sourceWords = map[string]string{"card": "卡片回调", "page": "阅读页", "app": "应用事件"}
 
-var followUpWords = map[string]string{"reminder": "提醒", "digest": "通知部门负责人", "manual": "提醒未读"}
+var followUpWords = map[string]string{"reminder": "提醒", "digest": "通知部门负责人", "manual": "提醒未读",
+	"update_card": "更新卡片（通知已更新，请重新确认）"}
 
 func (s *Service) at(t time.Time) string { return t.In(s.zone).Format("2006-01-02 15:04:05") }
 
@@ -176,7 +177,11 @@ func (s *Service) pdfLines(rec Record) []pdfLine {
 		name += "（已离职）"
 	}
 	t("姓名：%s　账号（UserID）：%s", name, rec.Person.UserID)
-	t("部门：%s（为生成本确认书时的通讯录；系统不保存发送时的部门）", orDash(strings.Join(depts, "、")))
+	if rec.Person.DepartmentsAsOf == "send" && rec.Person.DepartmentsAt != nil {
+		t("发送时部门：%s（%s 发送时的通讯录）", orDash(strings.Join(depts, "、")), s.at(*rec.Person.DepartmentsAt))
+	} else {
+		t("部门：%s（为生成本确认书时的通讯录：本通知发送时系统尚未保存部门）", orDash(strings.Join(depts, "、")))
+	}
 
 	h("三、通知内容的版本")
 	if len(rec.Versions) == 0 {
@@ -200,9 +205,14 @@ func (s *Service) pdfLines(rec Record) []pdfLine {
 		if d.InvalidUser {
 			inv = "，企业微信列为无效账号（invaliduser）"
 		}
+		switch {
+		case d.Unlicensed == nil:
+			inv += "，未获许可：未记录"
+		case *d.Unlicensed:
+			inv += "，企业微信列为未获许可（unlicenseduser）"
+		}
 		t("%s　第 %d 批　%s（errcode %d%s）　企业微信 msgid：%s　版本 %d", s.at(d.At), d.Batch+1, orWord(statusWords, d.Status), d.ErrCode, inv, orDash(d.WeComMsgID), d.Version)
 	}
-	small("未获许可（unlicenseduser）：系统未保存企业微信的该项回复，不作判断。")
 
 	h("五、阅读与确认记录")
 	if len(rec.Signals) == 0 {
@@ -229,8 +239,11 @@ func (s *Service) pdfLines(rec Record) []pdfLine {
 	}
 	for _, f := range rec.FollowUps {
 		round := ""
-		if f.Kind == "reminder" {
+		switch f.Kind {
+		case "reminder":
 			round = fmt.Sprintf("第 %d 次", f.Round)
+		case "update_card":
+			round = fmt.Sprintf("版本 %d ", f.Version)
 		}
 		t("%s　%s%s　%s", s.at(f.At), round, orWord(followUpWords, f.Kind), f.Outcome)
 	}

@@ -182,6 +182,7 @@ func purgeTables(pm *PurgedMessage) []struct {
 		// The reading page's signals with their IPs and User-Agents.
 		{"page_signals", "uid, source, version", &pm.Records},
 		{"message_sends", "kind, batch, sent_at", &pm.Sends},
+		{"send_departments", "set_no", &pm.Records},
 		{"reminder_log", "round, kind, uid", &pm.Reminders},
 		{"manual_reminders", "uid, reminded_at", &pm.Reminders},
 		{"notice_acts", "msgid", &pm.FollowUps},

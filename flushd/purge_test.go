@@ -134,8 +134,8 @@ func TestPurge(t *testing.T) {
 	// old: 3 + 1 + 1 + 1 + 6×1 DELETEs, kept: 2 + 1 + 1 + 1 + 6×1
 	// (manual_reminders and notice_acts included, empty here).
 	if err != nil || rep.Messages != 2 || rep.Records != 17 || rep.Orphans != 2 || rep.Sends != 2 || rep.Reminders != 3 || rep.FollowUps != 4 ||
-		rep.Summaries != 2 || rep.Statements != 25 {
-		t.Fatalf("purge = %+v, %v; want 2 notices, 17 records, 2 orphans, 2 sends, 3 reminders, 4 follow-up rows, 2 summaries, 25 DELETEs (one more per notice: page_signals)", rep, err)
+		rep.Summaries != 2 || rep.Statements != 27 {
+		t.Fatalf("purge = %+v, %v; want 2 notices, 17 records, 2 orphans, 2 sends, 3 reminders, 4 follow-up rows, 2 summaries, 27 DELETEs (one more per notice each: page_signals, send_departments)", rep, err)
 	}
 	for _, msg := range []string{"old", "kept"} {
 		if got, want := tableCounts(t, db, "c", msg), "messages 0 message_read_record 0 read_orphans 0 message_sends 0 "+

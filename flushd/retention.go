@@ -63,6 +63,8 @@ func anonymiseDeletes(am *AnonymisedMessage) []struct {
 		{"reminder_log", "round, kind, uid", &am.Reminders},
 		{"manual_reminders", "uid, reminded_at", &am.Reminders},
 		{"follow_up_batches", "round, kind, batch", &am.Reminders},
+		// Each recipient's departments at send time.
+		{"send_departments", "set_no", &am.Records},
 	}
 }
 
@@ -164,7 +166,7 @@ func anonymiseMessage(ctx context.Context, db DB, opts AnonymiseOptions, am *Ano
 		q string
 		n *int64
 	}{
-		{"SELECT COUNT(*) FROM message_sends WHERE corp_id = ? AND msgid = ? AND invalid IS NOT NULL", &am.Sends},
+		{"SELECT COUNT(*) FROM message_sends WHERE corp_id = ? AND msgid = ? AND (invalid IS NOT NULL OR unlicensed IS NOT NULL)", &am.Sends},
 		{"SELECT COUNT(*) FROM audit_events WHERE corp_id = ? AND msgid = ? AND (client_ip <> '' OR user_agent <> '' OR detail <> '')", &am.Audit},
 	}
 	if !opts.Execute {
@@ -207,7 +209,7 @@ func anonymiseMessage(ctx context.Context, db DB, opts AnonymiseOptions, am *Ano
 		q string
 		n *int64
 	}{
-		{"UPDATE message_sends SET invalid = NULL WHERE corp_id = ? AND msgid = ? AND invalid IS NOT NULL", &am.Sends},
+		{"UPDATE message_sends SET invalid = NULL, unlicensed = NULL WHERE corp_id = ? AND msgid = ? AND (invalid IS NOT NULL OR unlicensed IS NOT NULL)", &am.Sends},
 		{"UPDATE audit_events SET client_ip = '', user_agent = '', detail = '' WHERE corp_id = ? AND msgid = ? AND (client_ip <> '' OR user_agent <> '' OR detail <> '')", &am.Audit},
 	}
 	for _, u := range updates {

@@ -257,3 +257,40 @@ func TestForgetKeepsRoots(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyAfterReacknowledge: a material version resets the reads of a
+// notice under read_rule acknowledged (tracker.ResetAcknowledged): the
+// signal entries before the version's entry record reads that were
+// reset. verify accepts a row read again after it (with a second entry)
+// and a row left unread; without a material version between them, the
+// same second entry is a duplicate and a reset row is a deleted read.
+func TestVerifyAfterReacknowledge(t *testing.T) {
+	for _, material := range []bool{true, false} {
+		t.Run(fmt.Sprintf("material=%v", material), func(t *testing.T) {
+			f := newFixture(t, 4)
+			ctx := context.Background()
+			at := f.clk.t.Add(-time.Minute)
+			f.read(t, []uint32{1, 2}, at)
+			sum := strings.Repeat("ab", 32)
+			_, err := f.db.ExecContext(ctx, `INSERT INTO notice_versions (corp_id, msgid, version, title, markdown, html, attachments, sha256, reacknowledge, created_at)
+				VALUES (?, ?, 2, 't', '', '', '[]', UNHEX(?), ?, ?)`, corp, msg, sum, material, f.clk.t.UTC())
+			testenv.Check(t, "version", err)
+			tx, err := f.db.BeginTx(ctx, nil)
+			testenv.Check(t, "begin", err)
+			_, err = f.l.Append(ctx, tx, corp, []ledger.Fact{ledger.Version{MsgID: msg, Number: 2, SHA256: sum, Reacknowledge: material, At: f.clk.t}.Fact()})
+			testenv.Check(t, "append version", err)
+			testenv.Check(t, "commit", tx.Commit())
+			// The reset, then uid 1 reads again; uid 2 does not.
+			_, err = f.db.ExecContext(ctx, "UPDATE message_read_record SET is_read = 0, read_time = NULL, source = 0 WHERE corp_id = ? AND msgid = ? AND is_read = 1", corp, msg)
+			testenv.Check(t, "reset", err)
+			f.read(t, []uint32{1}, f.clk.t.Add(time.Minute))
+			rep := f.verify(t, "")
+			if material && len(rep.Problems) != 0 {
+				t.Errorf("verify after a material version: %v; want clean", rep.Problems)
+			}
+			if !material && (len(rep.Problems) != 3 || rep.Problems[0].Seq != 1 || rep.Problems[1].Seq != 2 || rep.Problems[2].Seq != 4) {
+				t.Errorf("verify after a reset without a material version: %v; want entries 1 (altered), 2 (deleted) and 4 (a second entry)", rep.Problems)
+			}
+		})
+	}
+}

@@ -183,6 +183,9 @@ type Delivery struct {
 	ErrCode    int64
 	WeComMsgID string
 	Invalid    bool
+	// Unlicensed: WeCom listed the UserID in unlicenseduser (doc path
+	// 90236); in the body only when true.
+	Unlicensed bool
 }
 
 // Fact returns d as a Fact of KindSend or KindReminder.
@@ -193,6 +196,9 @@ func (d Delivery) Fact() Fact {
 	}
 	b := Body{"msgid": d.MsgID, "uid": d.UID, "userid": d.UserID, "batch": int64(d.Batch), "at": timeText(d.At),
 		"errcode": d.ErrCode, "wecom_msgid": d.WeComMsgID, "invalid": d.Invalid}
+	if d.Unlicensed {
+		b["unlicensed"] = true
+	}
 	return Fact{Kind: k, MsgID: d.MsgID, UID: d.UID, Person: true, UserID: d.UserID, Body: b}
 }
 

@@ -280,6 +280,23 @@ func (l *Ledger) verifySignals(ctx context.Context, corp, day string, rep *Repor
 		}
 		return cmp.Compare(a.seq, b.seq)
 	})
+	// A material version under read_rule acknowledged makes every read
+	// row unread again (tracker.Registry.ResetAcknowledged): a signal
+	// entry followed by such a version's entry, before the next signal
+	// entry of the same row, records a read that was reset, and needs no
+	// read row.
+	resets, err := l.reacknowledgements(ctx, corp)
+	if err != nil {
+		return err
+	}
+	superseded := make([]bool, len(sigs))
+	for i, s := range sigs {
+		next := ^uint64(0)
+		if i+1 < len(sigs) && sigs[i+1].key == s.key {
+			next = sigs[i+1].seq
+		}
+		superseded[i] = slices.ContainsFunc(resets[s.key.msgid], func(r uint64) bool { return r > s.seq && r < next })
+	}
 	// A read older than the ledger may have been flushed before it
 	// existed: its entry is not required (but compared when there).
 	rows, err := l.db.QueryContext(ctx, `SELECT msgid, uid, DATE_FORMAT(read_time, '%Y-%m-%dT%H:%i:%sZ'), source, read_time < ?
@@ -294,11 +311,12 @@ FROM message_read_record WHERE corp_id = ? AND is_read = 1 ORDER BY msgid, uid`,
 	}
 	i := 0
 	inDay := func(s sig) bool { return day == "" || s.day == day }
-	unmatched := func(s sig) {
+	unmatched := func(i int) {
 		// A notice purged as a whole (yidu archive purge) took its read
 		// rows with it; its entries stay, as hashes of a history.
 		// and a forgotten entry (Forget) needs no fact.
-		if inDay(s) && live[s.key.msgid] && s.body != nil {
+		s := sigs[i]
+		if inDay(s) && live[s.key.msgid] && s.body != nil && !superseded[i] {
 			rep.Problems = append(rep.Problems, Problem{Seq: s.seq, What: "deleted",
 				Detail: fmt.Sprintf("it records a read of %s by uid %d that message_read_record no longer has", s.key.msgid, s.key.uid)})
 		}
@@ -313,10 +331,17 @@ FROM message_read_record WHERE corp_id = ? AND is_read = 1 ORDER BY msgid, uid`,
 		}
 		rep.Facts++
 		for i < len(sigs) && sigs[i].key.less(k) < 0 {
-			unmatched(sigs[i])
+			unmatched(i)
 			i++
 		}
-		if i == len(sigs) || sigs[i].key != k {
+		// The entries of a read that was reset since are history.
+		for i+1 < len(sigs) && sigs[i].key == k && sigs[i+1].key == k && superseded[i] {
+			i++
+		}
+		if i == len(sigs) || sigs[i].key != k || superseded[i] {
+			if i < len(sigs) && sigs[i].key == k {
+				i++
+			}
 			if day == "" && !older {
 				rep.Problems = append(rep.Problems, Problem{What: "inserted",
 					Detail: fmt.Sprintf("message_read_record %s uid %d (read %s, source %d) has no ledger entry", k.msgid, k.uid, at.String, source)})
@@ -344,9 +369,31 @@ FROM message_read_record WHERE corp_id = ? AND is_read = 1 ORDER BY msgid, uid`,
 		return fmt.Errorf("ledger: verify %s: read rows: %w", corp, err)
 	}
 	for ; i < len(sigs); i++ {
-		unmatched(sigs[i])
+		unmatched(i)
 	}
 	return nil
+}
+
+// reacknowledgements returns, per notice, the seqs of the entries of its
+// material versions (reacknowledge true), in seq order.
+func (l *Ledger) reacknowledgements(ctx context.Context, corp string) (map[string][]uint64, error) {
+	blocks, err := readBlocks(ctx, l.db, corp, "AND kind = ? ORDER BY first_seq", string(KindVersion))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: verify %s: version entries: %w", corp, err)
+	}
+	out := map[string][]uint64{}
+	for _, b := range blocks {
+		es, _ := b.entries()
+		for _, e := range es {
+			var v struct {
+				Reacknowledge bool `json:"reacknowledge"`
+			}
+			if e.Body != nil && json.Unmarshal(e.Body, &v) == nil && v.Reacknowledge {
+				out[e.MsgID] = append(out[e.MsgID], e.Seq)
+			}
+		}
+	}
+	return out, nil
 }
 
 // messages returns the msgids of corp's notices that MySQL still has.
@@ -373,13 +420,14 @@ type sendBody struct {
 	ErrCode    int64  `json:"errcode"`
 	WeComMsgID string `json:"wecom_msgid"`
 	Invalid    bool   `json:"invalid"`
+	Unlicensed bool   `json:"unlicensed"`
 	UserID     string `json:"userid"`
 }
 
 // verifySends checks each send and reminder entry against its batch row
 // in message_sends: the batch was recorded, with the entry's errcode and
-// WeCom msgid, and the entry's invalid flag agrees with the row's
-// invaliduser list.
+// WeCom msgid, and the entry's invalid and unlicensed flags agree with
+// the row's invaliduser and unlicenseduser lists.
 func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report) error {
 	where, args := "AND kind IN (?, ?)", []any{string(KindSend), string(KindReminder)}
 	if day != "" {
@@ -396,10 +444,11 @@ func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report)
 		at          string
 	}
 	type batchRow struct {
-		errcode int64
-		wmsg    string
-		invalid map[string]bool
-		found   bool
+		errcode    int64
+		wmsg       string
+		invalid    map[string]bool
+		unlicensed map[string]bool
+		found      bool
 	}
 	cache := map[batchKey]*batchRow{}
 	type pending struct {
@@ -431,10 +480,10 @@ func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report)
 			r = &batchRow{}
 			at, err := time.Parse(time.RFC3339Nano, p.key.at)
 			if err == nil {
-				var inv sql.NullString
-				err = l.db.QueryRowContext(ctx, "SELECT errcode, COALESCE(wecom_msgid, ''), invalid FROM message_sends"+
+				var inv, unl sql.NullString
+				err = l.db.QueryRowContext(ctx, "SELECT errcode, COALESCE(wecom_msgid, ''), invalid, unlicensed FROM message_sends"+
 					" WHERE corp_id = ? AND msgid = ? AND kind = ? AND batch = ? AND sent_at = ?",
-					corp, p.key.msgid, p.key.kind, p.key.batch, at.UTC()).Scan(&r.errcode, &r.wmsg, &inv)
+					corp, p.key.msgid, p.key.kind, p.key.batch, at.UTC()).Scan(&r.errcode, &r.wmsg, &inv, &unl)
 				switch {
 				case errors.Is(err, sql.ErrNoRows):
 				case err != nil:
@@ -445,6 +494,10 @@ func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report)
 					for _, u := range bytes.Split([]byte(inv.String), []byte("|")) {
 						r.invalid[string(u)] = true
 					}
+					r.unlicensed = map[string]bool{}
+					for _, u := range bytes.Split([]byte(unl.String), []byte("|")) {
+						r.unlicensed[string(u)] = true
+					}
 				}
 			}
 			cache[p.key] = r
@@ -454,10 +507,12 @@ func (l *Ledger) verifySends(ctx context.Context, corp, day string, rep *Report)
 		case !r.found:
 			rep.Problems = append(rep.Problems, Problem{Seq: p.seq, What: "deleted",
 				Detail: fmt.Sprintf("its batch %d of %s sent at %s is not in message_sends", p.key.batch, p.key.msgid, p.key.at)})
-		case r.errcode != p.body.ErrCode || r.wmsg != p.body.WeComMsgID || r.invalid[p.body.UserID] != p.body.Invalid:
+		case r.errcode != p.body.ErrCode || r.wmsg != p.body.WeComMsgID || r.invalid[p.body.UserID] != p.body.Invalid ||
+			r.unlicensed[p.body.UserID] != p.body.Unlicensed:
 			rep.Problems = append(rep.Problems, Problem{Seq: p.seq, What: "altered",
-				Detail: fmt.Sprintf("message_sends batch %d of %s: errcode %d, msgid %q, %s invalid %v; the entry says errcode %d, msgid %q, invalid %v",
-					p.key.batch, p.key.msgid, r.errcode, r.wmsg, p.body.UserID, r.invalid[p.body.UserID], p.body.ErrCode, p.body.WeComMsgID, p.body.Invalid)})
+				Detail: fmt.Sprintf("message_sends batch %d of %s: errcode %d, msgid %q, %s invalid %v unlicensed %v; the entry says errcode %d, msgid %q, invalid %v, unlicensed %v",
+					p.key.batch, p.key.msgid, r.errcode, r.wmsg, p.body.UserID, r.invalid[p.body.UserID], r.unlicensed[p.body.UserID],
+					p.body.ErrCode, p.body.WeComMsgID, p.body.Invalid, p.body.Unlicensed)})
 		}
 	}
 	return nil

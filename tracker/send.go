@@ -267,6 +267,9 @@ func (r *Registry) send(ctx context.Context, app yidu.App, m yidu.Message, recip
 	if len(states) == 0 && !r.allowNotice(m.App) {
 		return rep, fmt.Errorf("%w: app %s", yidu.ErrRateLimited, m.App)
 	}
+	if err := r.snapshotDepartments(ctx, m); err != nil {
+		return rep, err
+	}
 	stopped := false // see stops: the rest is not attempted
 	for n := range batches {
 		if earlier[n] {
@@ -541,12 +544,16 @@ func (r *Registry) batch(ctx context.Context, kind string, m yidu.Message, n int
 		if res.ResponseCode != "" {
 			rc = sql.NullString{String: res.ResponseCode, Valid: true}
 		}
+		// unlicenseduser (doc path 90236) is kept for each answered
+		// batch: "" when WeCom listed nobody, NULL only for a batch
+		// without WeCom's answer.
+		unl := sql.NullString{String: strings.Join(res.UnlicensedUsers, "|"), Valid: status == statusSent}
 		// A fresh context: the outcome must be recorded even when ctx ended
 		// during the call, or a delivered batch would stay unknown (safe)
 		// and an undelivered one would never be retried.
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := r.recordOutcome(wctx, kind, m, n, at, b, status, o.ErrCode, inv, wmsg, rc, res.InvalidUsers); err != nil {
+		if err := r.recordOutcome(wctx, kind, m, n, at, b, status, o.ErrCode, answer{inv, unl, wmsg, rc}, res); err != nil {
 			r.log.Error("record send outcome", "corp", m.CorpID, "msgid", m.MsgID, "batch", n, "status", status, "err", err)
 		}
 	}
@@ -563,13 +570,18 @@ func (r *Registry) batch(ctx context.Context, kind string, m yidu.Message, n int
 	return o, nil
 }
 
+// answer is WeCom's answer to a batch as message_sends keeps it.
+type answer struct {
+	invalid, unlicensed, wecomMsgID, responseCode sql.NullString
+}
+
 // recordOutcome writes a batch's final status and, with a ledger, one
 // evidence entry per recipient in the same transaction (issue 40).
 func (r *Registry) recordOutcome(ctx context.Context, kind string, m yidu.Message, n int, at time.Time, b sendBatch,
-	status string, errcode int64, inv, wmsg, rc sql.NullString, invalid []string) error {
-	const q = "UPDATE message_sends SET status = ?, errcode = ?, invalid = ?, wecom_msgid = ?, response_code = ?" +
+	status string, errcode int64, a answer, res wecom.SendResult) error {
+	const q = "UPDATE message_sends SET status = ?, errcode = ?, invalid = ?, unlicensed = ?, wecom_msgid = ?, response_code = ?" +
 		" WHERE corp_id = ? AND msgid = ? AND kind = ? AND batch = ? AND sent_at = ?"
-	args := []any{status, errcode, inv, wmsg, rc, m.CorpID, m.MsgID, kind, n, at}
+	args := []any{status, errcode, a.invalid, a.unlicensed, a.wecomMsgID, a.responseCode, m.CorpID, m.MsgID, kind, n, at}
 	if r.ledger == nil {
 		_, err := r.db.ExecContext(ctx, q, args...)
 		return err
@@ -590,9 +602,13 @@ func (r *Registry) recordOutcome(ctx context.Context, kind string, m yidu.Messag
 	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 		return err
 	}
-	bad := make(map[string]bool, len(invalid))
-	for _, u := range invalid {
+	bad := make(map[string]bool, len(res.InvalidUsers))
+	for _, u := range res.InvalidUsers {
 		bad[u] = true
+	}
+	unlicensed := make(map[string]bool, len(res.UnlicensedUsers))
+	for _, u := range res.UnlicensedUsers {
+		unlicensed[u] = true
 	}
 	facts := make([]ledger.Fact, 0, len(b.users))
 	for i, u := range b.users {
@@ -601,7 +617,7 @@ func (r *Registry) recordOutcome(ctx context.Context, kind string, m yidu.Messag
 			continue
 		}
 		facts = append(facts, ledger.Delivery{Reminder: kind == kindRemind, MsgID: m.MsgID, UID: uids[i], UserID: u, Batch: n, At: at,
-			ErrCode: errcode, WeComMsgID: wmsg.String, Invalid: bad[u]}.Fact())
+			ErrCode: errcode, WeComMsgID: a.wecomMsgID.String, Invalid: bad[u], Unlicensed: unlicensed[u]}.Fact())
 	}
 	if _, err := r.ledger.Append(ctx, tx, m.CorpID, facts); err != nil {
 		return err

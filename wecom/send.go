@@ -26,6 +26,10 @@ type SendResult struct {
 	// InvalidUsers are the UserIDs WeCom refused (invaliduser, lower-cased by
 	// WeCom).
 	InvalidUsers []string
+	// UnlicensedUsers are the UserIDs WeCom listed in unlicenseduser:
+	// members without a basic licence (没有基础接口许可, expired included),
+	// doc path 90236.
+	UnlicensedUsers []string
 	// MsgID is WeCom's message id (only good for recalling the message,
 	// message/recall, doc path 96460).
 	MsgID string
@@ -95,9 +99,10 @@ type wecomStatus struct {
 func (w *Sender) SendMessage(ctx context.Context, corpID string, agentID int64, body []byte) (SendResult, error) {
 	var resp struct {
 		wecomStatus
-		InvalidUser  string `json:"invaliduser"`
-		MsgID        string `json:"msgid"`
-		ResponseCode string `json:"response_code"`
+		InvalidUser    string `json:"invaliduser"`
+		UnlicensedUser string `json:"unlicenseduser"`
+		MsgID          string `json:"msgid"`
+		ResponseCode   string `json:"response_code"`
 	}
 	if err := w.post(ctx, corpID, agentID, "message/send", sendURL, body, &resp, &resp.wecomStatus); err != nil {
 		return SendResult{}, err
@@ -105,6 +110,9 @@ func (w *Sender) SendMessage(ctx context.Context, corpID string, agentID int64, 
 	res := SendResult{ErrCode: resp.ErrCode, ErrMsg: resp.ErrMsg, MsgID: resp.MsgID, ResponseCode: resp.ResponseCode}
 	if resp.InvalidUser != "" {
 		res.InvalidUsers = strings.Split(resp.InvalidUser, "|")
+	}
+	if resp.UnlicensedUser != "" {
+		res.UnlicensedUsers = strings.Split(resp.UnlicensedUser, "|")
 	}
 	return res, nil
 }

@@ -141,6 +141,10 @@ type Corp struct {
 	Tags            []Tag
 	// InvalidUsers are answered in message/send's invaliduser.
 	InvalidUsers []string
+	// UnlicensedUsers are answered in message/send's unlicenseduser
+	// (members without a basic licence, doc path 90236): the call goes
+	// on, they get nothing.
+	UnlicensedUsers []string
 	// Codes maps OAuth2 codes to the UserID getuserinfo returns.
 	Codes map[string]string
 }
@@ -628,14 +632,21 @@ func (s *Server) send(g grant, r *http.Request) reply {
 	// Members WeCom does not know, or outside the app's visible range, are
 	// invaliduser, lower-cased (doc path 90236); when nobody is left the
 	// whole call is refused.
-	var invalid []string
+	// Members without a basic licence are listed in unlicenseduser as
+	// the doc's example lists them (doc path 90236: 没有基础接口许可(包含
+	// 已过期)的userid); the doc says nothing of their case, so the fake
+	// keeps the UserID as sent.
+	var invalid, unlicensed []string
 	valid := 0
 	if to, ok := body["touser"].(string); ok {
 		for _, id := range strings.Split(to, "|") {
 			i := slices.IndexFunc(c.Users, func(u User) bool { return strings.EqualFold(u.UserID, id) })
-			if slices.Contains(c.InvalidUsers, id) || len(c.Users) > 0 && (i < 0 || !g.seesUser(c.Users[i])) {
+			switch {
+			case slices.Contains(c.InvalidUsers, id) || len(c.Users) > 0 && (i < 0 || !g.seesUser(c.Users[i])):
 				invalid = append(invalid, strings.ToLower(id))
-			} else {
+			case slices.Contains(c.UnlicensedUsers, id):
+				unlicensed = append(unlicensed, id)
+			default:
 				valid++
 			}
 		}
@@ -646,6 +657,9 @@ func (s *Server) send(g grant, r *http.Request) reply {
 	msgID := fmt.Sprintf("fake-msg-%d", len(s.sent)+1)
 	s.sent = append(s.sent, Sent{CorpID: c.CorpID, Body: body, Raw: raw, MsgID: msgID, At: s.now()})
 	out = reply{"invaliduser": strings.Join(invalid, "|"), "invalidparty": "", "invalidtag": "", "msgid": msgID}
+	if len(unlicensed) > 0 {
+		out["unlicenseduser"] = strings.Join(unlicensed, "|")
+	}
 	if _, ok := body["template_card"]; ok {
 		out["response_code"] = fmt.Sprintf("fake-rc-%d", len(s.sent))
 	}

@@ -28,8 +28,9 @@ func seed() fakewecom.Corp {
 			{UserID: "b", Name: "B", Departments: []int{3}},
 			{UserID: "c", Name: "C", Departments: []int{3, 1}},
 		},
-		InvalidUsers: []string{"gone"},
-		Codes:        map[string]string{"code1": "a"},
+		InvalidUsers:    []string{"gone"},
+		UnlicensedUsers: []string{"c"},
+		Codes:           map[string]string{"code1": "a"},
 	}
 }
 
@@ -140,6 +141,15 @@ func TestServer(t *testing.T) {
 					t.Errorf("send = %v", out)
 				}
 			}},
+		{"send with an unlicensed user", "POST", "/cgi-bin/message/send", auth,
+			`{"touser":"a|c|gone","msgtype":"text","agentid":1,"text":{"content":"x"}}`, 0,
+			func(t *testing.T, out map[string]any) {
+				if out["invaliduser"] != "gone" || out["unlicenseduser"] != "c" {
+					t.Errorf("send = %v; want invaliduser gone, unlicenseduser c", out)
+				}
+			}},
+		{"send to the unlicensed only", "POST", "/cgi-bin/message/send", auth,
+			`{"touser":"c","msgtype":"text","agentid":1,"text":{"content":"x"}}`, fakewecom.ErrAllInvalid, nil},
 		{"send reusing task_id", "POST", "/cgi-bin/message/send", auth,
 			`{"touser":"a","msgtype":"template_card","agentid":1,"template_card":{"task_id":"t1"}}`, fakewecom.ErrTaskIDReused, nil},
 		{"send as another agent", "POST", "/cgi-bin/message/send", auth,
@@ -200,8 +210,8 @@ func TestServer(t *testing.T) {
 			}
 		})
 	}
-	if sent := s.Sent(); len(sent) != 2 || sent[0].Body["touser"] != "a|gone" {
-		t.Errorf("Sent = %+v; want the two accepted sends", sent)
+	if sent := s.Sent(); len(sent) != 3 || sent[0].Body["touser"] != "a|gone" || sent[1].Body["touser"] != "a|c|gone" {
+		t.Errorf("Sent = %+v; want the three accepted sends", sent)
 	}
 	if got := fakewecom.URIModifier(base)("https://qyapi.weixin.qq.com/cgi-bin/gettoken?x=1"); got != base+"/cgi-bin/gettoken?x=1" {
 		t.Errorf("URIModifier = %q", got)
