@@ -97,6 +97,10 @@ type Config struct {
 	ArmTimeout time.Duration
 	// CPUProfile, when set, receives a CPU profile of the yidu arm.
 	CPUProfile string
+	// NoLedger runs the yidu arm's flushd without the evidence ledger
+	// (process.Main.FlushdWithoutLedger): the comparison arm of what the
+	// ledger costs.
+	NoLedger bool
 	// Logger receives the yidu arm's logs.
 	Logger *slog.Logger
 	// Progress receives one line per step.
@@ -162,6 +166,7 @@ type Report struct {
 	FlushInterval string             `json:"flush_interval"`
 	Rate          float64            `json:"rate"`
 	Cold          bool               `json:"cold_receiver,omitempty"`
+	NoLedger      bool               `json:"flushd_without_ledger,omitempty"`
 	Kafka         string             `json:"kafka"`
 	WorkloadBytes int64              `json:"workload_bytes"`
 	LoadAvgBefore [3]float64         `json:"loadavg_before"`
@@ -217,7 +222,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		app:    rig.App(),
 		sentAt: time.Now().Add(-20 * time.Minute).UTC().Truncate(time.Second),
 		report: &Report{When: time.Now().UTC(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
-			Recipients: cfg.Recipients, Conns: cfg.Conns, Extra: cfg.Extra, FlushInterval: cfg.FlushInterval.String(), Cold: cfg.Cold,
+			Recipients: cfg.Recipients, Conns: cfg.Conns, Extra: cfg.Extra, FlushInterval: cfg.FlushInterval.String(), Cold: cfg.Cold, NoLedger: cfg.NoLedger,
 			Rate: cfg.Rate, LoadAvgBefore: rig.LoadAvg(), Ratios: map[string]float64{}},
 	}
 	b.mysqld, b.redisd = procsNamed("mariadbd", "mysqld"), procsNamed("redis-server")
@@ -528,6 +533,7 @@ func (b *bench) yidu(ctx context.Context) (ArmResult, error) {
 		return ArmResult{}, err
 	}
 	m := process.NewMain(cfg, b.cfg.Logger)
+	m.FlushdWithoutLedger = b.cfg.NoLedger
 	if err := m.Run(ctx, process.All); err != nil {
 		m.Close()
 		return ArmResult{}, err

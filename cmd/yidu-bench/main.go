@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	arms := fs.String("arms", strings.Join(defaultArms, ","), "arms to run, in order ceiling,naive,yidu,page (page: the reading page, issue 39)")
 	fs.DurationVar(&cfg.ArmTimeout, "arm-timeout", 3*time.Minute, "bound on one arm's load phase")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the yidu arm here (generator goroutines carry the label role=generator)")
+	fs.BoolVar(&cfg.NoLedger, "no-ledger", false, "run the yidu arm's flushd without the evidence ledger (the comparison arm of its cost)")
 	jsonOut := fs.String("json", "", "write the report as JSON here")
 	if err := cmd.Parse(args); err != nil {
 		return err
@@ -92,6 +93,9 @@ func writeTable(w io.Writer, rep *Report) {
 	cold := ""
 	if rep.Cold {
 		cold = " receiver.warm=false"
+	}
+	if rep.NoLedger {
+		cold += " flushd without ledger"
 	}
 	fmt.Fprintf(w, "\nR=%d C=%d extra=%.0f%% flush=%s rate=%s%s Kafka: %s GOMAXPROCS=%d %s load avg before %.2f %.2f %.2f\n\n",
 		rep.Recipients, rep.Conns, rep.Extra*100, rep.FlushInterval, rateString(rep.Rate), cold, rep.Kafka, rep.GOMAXPROCS, rep.GoVersion,

@@ -68,7 +68,7 @@ func (m *Main) startFlushd(ctx context.Context, roles Roles, async bool) error {
 		opts := FlushdOptions(cfg)
 		opts.Statement, opts.Live, opts.Members, opts.KafkaOpts = stmt, healer, m.Mapper, kopts
 		opts.Logger, opts.Registerer = log, m.Registry
-		if m.Ledger != nil {
+		if m.Ledger != nil && !m.FlushdWithoutLedger {
 			opts.Ledger = m.Ledger
 		}
 		f, err := flushd.New(m.DB, opts)
