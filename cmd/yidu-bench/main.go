@@ -100,7 +100,7 @@ func writeTable(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "\nR=%d C=%d extra=%.0f%% flush=%s rate=%s%s Kafka: %s GOMAXPROCS=%d %s load avg before %.2f %.2f %.2f\n\n",
 		rep.Recipients, rep.Conns, rep.Extra*100, rep.FlushInterval, rateString(rep.Rate), cold, rep.Kafka, rep.GOMAXPROCS, rep.GoVersion,
 		rep.LoadAvgBefore[0], rep.LoadAvgBefore[1], rep.LoadAvgBefore[2])
-	fmt.Fprintln(w, "| arm | accepted/s | p50 ms | p99 ms | p999 ms | errors | dashboard exact | MySQL exact | exact | MySQL UPDATEs | Redis msg / dedup | peak RSS MB | CPU s/1k: bench proc (Kafka) / mysqld / redis | load avg |")
+	fmt.Fprintln(w, "| arm | accepted/s | p50 ms | p99 ms | p999 ms | errors | dashboard exact | MySQL exact | exact | MySQL UPDATEs | Redis msg / dedup | peak RSS MB | CPU s/1k: bench proc (Kafka) / mysqld (its threads of the bench's database) / redis | load avg |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---|---|")
 	for _, r := range rep.Arms {
 		exact := "n/a"
@@ -118,9 +118,9 @@ func writeTable(w io.Writer, rep *Report) {
 		if r.Arm != armCeiling {
 			upd = fmt.Sprint(r.MySQLUpdates)
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.2f | %.2f | %.2f | %d | %s | %s | %s | %s | %s | %.0f | %s / %.3f / %.3f | %.2f |\n",
+		fmt.Fprintf(w, "| %s | %.0f | %.2f | %.2f | %.2f | %d | %s | %s | %s | %s | %s | %.0f | %s / %.3f (%.3f) / %.3f | %.2f |\n",
 			r.Arm, r.PerSecond, r.P50ms, r.P99ms, r.P999ms, r.Errors, dashCell(r), after(r.MySQLExactMs, r.Arm),
-			exact, upd, redisCol, r.PeakRSSMB, procCPUCell(r), r.MySQLdCPUPer1000, r.RedisCPUPer1000, r.LoadAvg[0])
+			exact, upd, redisCol, r.PeakRSSMB, procCPUCell(r), r.MySQLdCPUPer1000, r.MySQLdDBCPUPer1000, r.RedisCPUPer1000, r.LoadAvg[0])
 	}
 	for _, r := range rep.Arms {
 		if p := r.Page; p != nil {
