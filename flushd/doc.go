@@ -92,7 +92,10 @@
 // row read before, a read without its row) the transaction is rolled
 // back and the batch takes the path above
 // (yidu_flushd_ledger_fallbacks_total). It spares MySQL a second walk of
-// the batch's rows (docs/benchmarks.md, The evidence ledger).
+// the batch's rows (docs/benchmarks.md, The evidence ledger). On
+// go-mysql-server (the demo's embedded MySQL) a ROLLBACK left part of
+// that UPDATE in place, so there every batch takes the locking path
+// (Options.LockFirst, LockFirstFor).
 //
 // # Statement forms
 //

@@ -52,7 +52,7 @@ var txOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // nothing; a batch killed before COMMIT leaves neither rows nor events
 // nor entries; two replicas writing the same uid serialize on its row.
 func (w *Writer) writeLedgered(ctx context.Context, corpID, msgID string, reads []Read, pages []pageRow) (updated, orphaned int, err error) {
-	if len(pages) == 0 && w.stmt == StatementJSONTable && allNewCandidates(reads) {
+	if !w.lockFirst && len(pages) == 0 && w.stmt == StatementJSONTable && allNewCandidates(reads) {
 		n, done, err := w.writeAllNew(ctx, corpID, msgID, reads)
 		if err != nil || done {
 			return n, 0, err

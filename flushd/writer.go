@@ -192,6 +192,7 @@ const (
 type Writer struct {
 	db        DB
 	ledger    Ledger
+	lockFirst bool
 	batchSize int
 	stmt      Statement
 	logger    *slog.Logger
@@ -210,8 +211,9 @@ type WriterOptions struct {
 	Logger *slog.Logger
 	// Registerer receives its metrics (nil: registered nowhere).
 	Registerer prometheus.Registerer
-	// Ledger: see Options.Ledger.
-	Ledger Ledger
+	// Ledger and LockFirst: see Options.
+	Ledger    Ledger
+	LockFirst bool
 }
 
 // NewWriter returns a Writer on db.
@@ -227,6 +229,7 @@ func NewWriter(db DB, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.lockFirst = opts.LockFirst
 	return w, w.setLedger(opts.Ledger)
 }
 
