@@ -69,15 +69,33 @@
 // # The evidence ledger
 //
 // With Options.Ledger (cmd always sets it) a batch is one transaction
-// (READ COMMITTED): a locking read of the batch's rows still unread
-// (SELECT uid … is_read = 0 AND uid IN (…) FOR UPDATE), the batch's
-// statements, then one ledger.Signal entry per row a counted read made
-// read (and per parked read applied on the way), the corp's ledger head
-// lock, the entries' block, COMMIT (package ledger, docs/evidence.md). A
-// redelivered batch finds its rows read and appends nothing; a batch
-// killed before COMMIT leaves neither rows nor entries (TestLedgerKill9);
-// two replicas writing one uid serialize on its row, two writing one
-// corp on its head for the block's INSERT and the COMMIT only.
+// (READ COMMITTED) with its page events and its ledger entries: a locking
+// read of the batch's rows (SELECT uid, is_read … uid IN (…) FOR UPDATE:
+// the unread rows of its counted reads, and every row with a page
+// event), the page events page_signals already has, the batch's
+// statements, the page events not kept yet (INSERT INTO page_signals),
+// then one ledger.Signal entry per row a counted read made read (and per
+// parked read applied on the way; a page event that made it read lends
+// its version, IP and User-Agent) and one page entry per page_signals
+// row added, the corp's ledger head lock, the entries' block, COMMIT
+// (package ledger, docs/evidence.md). A redelivered batch finds its rows
+// read and its events kept and appends nothing; a batch killed or failing
+// before COMMIT leaves neither rows, nor events, nor entries
+// (TestLedgerKill9, TestPageEventsInLedgerTransaction); two replicas
+// writing one uid serialize on its row, two writing one corp on its head
+// for the block's INSERT and the COMMIT only.
+//
+// A batch of counted reads of one time each without page events (a storm
+// of card presses) first tries without the locking read (writeAllNew):
+// one UPDATE of its rows still unread. When it changed a row per read,
+// every read made its row read and has its entry; otherwise (a replay, a
+// row read before, a read without its row) the transaction is rolled
+// back and the batch takes the path above
+// (yidu_flushd_ledger_fallbacks_total). It spares MySQL a second walk of
+// the batch's rows (docs/benchmarks.md, The evidence ledger). On
+// go-mysql-server (the demo's embedded MySQL) a ROLLBACK left part of
+// that UPDATE in place, so there every batch takes the locking path
+// (Options.LockFirst, LockFirstFor).
 //
 // # Statement forms
 //

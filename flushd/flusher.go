@@ -63,6 +63,12 @@ type Options struct {
 	// read, in the batch's transaction (issue 40; db must then be a
 	// *sql.DB). Nil: batches are single statements, no ledger.
 	Ledger Ledger
+	// LockFirst opens every ledger batch with its locking read, never
+	// trying first one UPDATE of the unread rows that is rolled back
+	// when it does not make every read's row read (Writer.writeAllNew).
+	// For a server whose ROLLBACK does not undo that UPDATE:
+	// go-mysql-server, the demo's embedded MySQL (LockFirstFor).
+	LockFirst bool
 	// FetchWait is how long the broker may hold a fetch to gather
 	// FetchMinBytes of deltas before it answers (default 200 ms; Kafka's
 	// fetch.max.wait.ms with fetch.min.bytes). With franz-go's defaults
@@ -179,6 +185,7 @@ func New(db DB, opts Options) (*Flusher, error) {
 	if err := w.setLedger(opts.Ledger); err != nil {
 		return nil, err
 	}
+	w.lockFirst = opts.LockFirst
 	lm, err := newLiveMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err

@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/ledger"
 )
 
@@ -38,32 +40,61 @@ func (w *Writer) setLedger(l Ledger) error {
 // uids without a row blocks no registration inserting them.
 var txOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-// writeLedgered writes a batch and its ledger entries in one transaction:
-// a locking read of the batch's rows still unread, the batch's
-// statements, one signal entry for each of those rows that a counted read
-// made read (and for each parked read applied), then the ledger's head
-// lock, the entries and COMMIT. A redelivered batch finds its rows read
-// and appends nothing; a batch killed before COMMIT leaves neither rows
+// writeLedgered writes a batch, its page events and their ledger entries
+// in one transaction: a locking read of the batch's rows (those still
+// unread among the reads that count, and every row with a page event),
+// the page events already kept, the batch's statements, the page events
+// not kept yet (page_signals), then the ledger's head lock, the entries
+// and COMMIT. Each row a counted read made read has one signal entry
+// (with the page event's version, IP and User-Agent when a page event
+// made it read), each page_signals row it inserted one page entry. A
+// redelivered batch finds its rows read and its events kept and appends
+// nothing; a batch killed before COMMIT leaves neither rows nor events
 // nor entries; two replicas writing the same uid serialize on its row.
-func (w *Writer) writeLedgered(ctx context.Context, corpID, msgID string, reads []Read) (updated, orphaned int, err error) {
+func (w *Writer) writeLedgered(ctx context.Context, corpID, msgID string, reads []Read, pages []pageRow) (updated, orphaned int, err error) {
+	if !w.lockFirst && len(pages) == 0 && w.stmt == StatementJSONTable && allNewCandidates(reads) {
+		n, done, err := w.writeAllNew(ctx, corpID, msgID, reads)
+		if err != nil || done {
+			return n, 0, err
+		}
+		w.m.ledgerSlow.Inc()
+	}
 	tx, err := w.db.(beginner).BeginTx(ctx, txOptions)
 	if err != nil {
 		return 0, 0, fmt.Errorf("flushd: begin %s/%s: %w", corpID, msgID, err)
 	}
 	defer tx.Rollback()
-	unread, err := unreadRows(ctx, tx, corpID, msgID, reads)
+	unread, err := lockRows(ctx, tx, corpID, msgID, reads, pages)
+	if err != nil {
+		return 0, 0, err
+	}
+	kept, err := keptPages(ctx, tx, corpID, msgID, pages)
 	if err != nil {
 		return 0, 0, err
 	}
 	var facts []ledger.Fact
 	for _, r := range reads {
 		if r.Source != 0 && unread[r.UID] {
-			facts = append(facts, ledger.Signal{MsgID: msgID, UID: r.UID, Source: uint8(r.Source), ReadTime: time.Unix(r.At, 0)}.Fact())
+			facts = append(facts, signalOf(msgID, r).Fact())
 		}
 	}
-	updated, orphaned, err = w.writeOn(ctx, tx, &facts, corpID, msgID, reads)
-	if err != nil {
-		return 0, 0, err
+	if len(reads) > 0 {
+		if updated, orphaned, err = w.writeOn(ctx, tx, &facts, corpID, msgID, reads); err != nil {
+			return 0, 0, err
+		}
+	}
+	var fresh []pageRow
+	for _, p := range pages {
+		if k := (pageKey{p.uid, p.Source, p.Version}); !kept[k] {
+			kept[k] = true
+			fresh = append(fresh, p)
+			facts = append(facts, pageSignal(msgID, p.uid, p.PageEvent).PageFact())
+		}
+	}
+	if len(fresh) > 0 {
+		if err := w.writePages(ctx, tx, corpID, msgID, fresh); err != nil {
+			return 0, 0, err
+		}
 	}
 	if _, err := w.ledger.Append(ctx, tx, corpID, facts); err != nil {
 		return 0, 0, fmt.Errorf("flushd: ledger of %s/%s: %w", corpID, msgID, err)
@@ -74,44 +105,206 @@ func (w *Writer) writeLedgered(ctx context.Context, corpID, msgID string, reads 
 	return updated, orphaned, nil
 }
 
-// unreadRows locks the rows of reads that count and returns those still
-// unread: the rows the batch will make read.
-func unreadRows(ctx context.Context, tx DB, corpID, msgID string, reads []Read) (map[uint32]bool, error) {
-	counted := make([]Read, 0, len(reads))
+// signalOf is the signal entry of r's counted read: a page event of the
+// same source and time that made the row read lends it its version, IP
+// and User-Agent.
+func signalOf(msgID string, r Read) ledger.Signal {
+	s := ledger.Signal{MsgID: msgID, UID: r.UID, Source: uint8(r.Source), ReadTime: time.Unix(r.At, 0)}
+	if !r.Source.Page() {
+		return s
+	}
+	for _, p := range r.Pages {
+		if p.Source == r.Source && p.At == r.At {
+			return pageSignal(msgID, r.UID, p)
+		}
+	}
+	return s
+}
+
+// pageSignal is page event p of uid as the ledger records it.
+func pageSignal(msgID string, uid uint32, p PageEvent) ledger.Signal {
+	s := ledger.Signal{MsgID: msgID, UID: uid, Source: uint8(p.Source), ReadTime: time.Unix(p.At, 0),
+		Version: int(p.Version), ClientIP: p.IP, UserAgent: p.UserAgent}
+	if sig, ok := p.Source.Signal(); ok {
+		s.Signal = sig.String()
+	}
+	return s
+}
+
+// pageKey is a page_signals row's key within a message.
+type pageKey struct {
+	uid     uint32
+	source  delta.Source
+	version uint32
+}
+
+// keptPages returns the keys of pages that page_signals already has. The
+// caller holds the rows of their uids (lockRows), so no other writer adds
+// one of them before it commits.
+func keptPages(ctx context.Context, tx DB, corpID, msgID string, pages []pageRow) (map[pageKey]bool, error) {
+	out := make(map[pageKey]bool, len(pages))
+	if len(pages) == 0 {
+		return out, nil
+	}
+	q := make([]byte, 0, 96+11*len(pages))
+	q = append(q, "SELECT uid, source, version FROM page_signals WHERE corp_id = ? AND msgid = ? AND uid IN ("...)
+	for i, p := range pages {
+		if i > 0 {
+			q = append(q, ',')
+		}
+		q = strconv.AppendUint(q, uint64(p.uid), 10)
+	}
+	q = append(q, ')')
+	rows, err := tx.QueryContext(ctx, string(q), corpID, msgID)
+	if err != nil {
+		return nil, fmt.Errorf("flushd: page events kept of %s/%s: %w", corpID, msgID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k pageKey
+		if err := rows.Scan(&k.uid, &k.source, &k.version); err != nil {
+			return nil, fmt.Errorf("flushd: page events kept of %s/%s: %w", corpID, msgID, err)
+		}
+		out[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("flushd: page events kept of %s/%s: %w", corpID, msgID, err)
+	}
+	return out, nil
+}
+
+// allNewCandidates reports whether writeAllNew may write reads: every
+// read counts, has one time (Read.compact) and carries no page event, as
+// in a storm of card presses.
+func allNewCandidates(reads []Read) bool {
+	for _, r := range reads {
+		if r.Source == 0 || len(r.Pages) > 0 {
+			return false
+		}
+		if _, _, _, ok := r.compact(); !ok {
+			return false
+		}
+	}
+	return len(reads) > 0
+}
+
+// allNewQuery is compactQuery changing only rows still unread: each row it
+// changes becomes read by its read, with every assignment compactQuery
+// makes to it.
+const allNewQuery = updatePrefix + "?, '$[*]' COLUMNS(" +
+	"uid INT UNSIGNED PATH '$[0]', t DATETIME PATH '$[1]', src INT UNSIGNED PATH '$[2]', sig INT UNSIGNED PATH '$[3]')) AS d" +
+	" STRAIGHT_JOIN message_read_record r ON r.corp_id = ? AND r.msgid = ? AND r.uid = d.uid" +
+	" SET r.is_read = 1," +
+	" r.read_time = IF(r.read_time IS NULL, d.t, r.read_time)," +
+	" r.source = IF(r.source = 0, d.src, r.source)," +
+	" r.button_at = IF(r.button_at IS NULL AND (d.sig & 1) > 0, d.t, r.button_at)," +
+	" r.link_at = IF(r.link_at IS NULL AND (d.sig & 2) > 0, d.t, r.link_at)," +
+	" r.enter_at = IF(r.enter_at IS NULL AND (d.sig & 4) > 0, d.t, r.enter_at)" +
+	" WHERE r.is_read = 0"
+
+// writeAllNew is the transaction of a batch whose reads all count, when
+// every one of them makes its row read (a storm's first presses): the
+// UPDATE changes only unread rows, and when it changed as many rows as
+// there are reads, each read made its row read, so its signal entry is
+// due, with no locking read to learn which rows were unread; the ledger's
+// head, the entries and COMMIT follow. When fewer rows changed (a
+// replay, a row read before, a read without its row yet) it rolls back
+// and done is false: writeLedgered takes the general path, which finds
+// the rows one by one. A concurrent writer of the same row waits for the
+// UPDATE's row lock and then finds the row read, so it too falls back,
+// and the entry is written once.
+func (w *Writer) writeAllNew(ctx context.Context, corpID, msgID string, reads []Read) (updated int, done bool, err error) {
+	tx, err := w.db.(beginner).BeginTx(ctx, txOptions)
+	if err != nil {
+		return 0, false, fmt.Errorf("flushd: begin %s/%s: %w", corpID, msgID, err)
+	}
+	defer tx.Rollback()
+	start := time.Now()
+	res, err := tx.ExecContext(ctx, allNewQuery, compactJSON(reads), corpID, msgID)
+	if err != nil {
+		return 0, false, fmt.Errorf("flushd: update %s/%s (%d uids): %w", corpID, msgID, len(reads), err)
+	}
+	w.m.latency.Observe(time.Since(start).Seconds())
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, false, fmt.Errorf("flushd: update %s/%s: rows affected: %w", corpID, msgID, err)
+	}
+	if int(n) != len(reads) {
+		return 0, false, tx.Rollback()
+	}
+	facts := make([]ledger.Fact, len(reads))
+	for i, r := range reads {
+		facts[i] = ledger.Signal{MsgID: msgID, UID: r.UID, Source: uint8(r.Source), ReadTime: time.Unix(r.At, 0)}.Fact()
+	}
+	if _, err := w.ledger.Append(ctx, tx, corpID, facts); err != nil {
+		return 0, false, fmt.Errorf("flushd: ledger of %s/%s: %w", corpID, msgID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, false, fmt.Errorf("flushd: commit %s/%s: %w", corpID, msgID, err)
+	}
+	w.m.batches.Inc()
+	w.m.rows.Observe(float64(len(reads)))
+	w.m.updated.Add(float64(n))
+	return int(n), true, nil
+}
+
+// lockRows locks the rows of reads that count and returns those still
+// unread: the rows the batch will make read. With page events it locks
+// the rows of their uids too, read or not, in the same statement (one
+// walk of the primary key in uid order, so two writers cannot take the
+// same rows in opposite orders).
+func lockRows(ctx context.Context, tx DB, corpID, msgID string, reads []Read, pages []pageRow) (map[uint32]bool, error) {
+	counted := make(map[uint32]bool, len(reads))
+	uids := make([]uint32, 0, len(reads)+len(pages))
 	for _, r := range reads {
 		if r.Source != 0 {
-			counted = append(counted, r)
+			counted[r.UID] = true
+			uids = append(uids, r.UID)
 		}
 	}
 	out := make(map[uint32]bool, len(counted))
-	if len(counted) == 0 {
+	if len(pages) > 0 {
+		for _, p := range pages {
+			uids = append(uids, p.uid)
+		}
+		slices.Sort(uids)
+		uids = slices.Compact(uids)
+	}
+	if len(uids) == 0 {
 		return out, nil
 	}
 	// The uids are literals (numbers only): a prepared statement of 5000
 	// parameters costs more to prepare and bind than to run.
-	q := make([]byte, 0, 96+11*len(counted))
-	q = append(q, "SELECT uid FROM message_read_record WHERE corp_id = ? AND msgid = ? AND is_read = 0 AND uid IN ("...)
-	for i, r := range counted {
+	q := make([]byte, 0, 96+11*len(uids))
+	q = append(q, "SELECT uid, is_read FROM message_read_record WHERE corp_id = ? AND msgid = ?"...)
+	if len(pages) == 0 {
+		q = append(q, " AND is_read = 0"...)
+	}
+	q = append(q, " AND uid IN ("...)
+	for i, u := range uids {
 		if i > 0 {
 			q = append(q, ',')
 		}
-		q = strconv.AppendUint(q, uint64(r.UID), 10)
+		q = strconv.AppendUint(q, uint64(u), 10)
 	}
 	q = append(q, ") FOR UPDATE"...)
 	rows, err := tx.QueryContext(ctx, string(q), corpID, msgID)
 	if err != nil {
-		return nil, fmt.Errorf("flushd: lock unread rows of %s/%s: %w", corpID, msgID, err)
+		return nil, fmt.Errorf("flushd: lock rows of %s/%s: %w", corpID, msgID, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var uid uint32
-		if err := rows.Scan(&uid); err != nil {
-			return nil, fmt.Errorf("flushd: lock unread rows of %s/%s: %w", corpID, msgID, err)
+		var read bool
+		if err := rows.Scan(&uid, &read); err != nil {
+			return nil, fmt.Errorf("flushd: lock rows of %s/%s: %w", corpID, msgID, err)
 		}
-		out[uid] = true
+		if !read && counted[uid] {
+			out[uid] = true
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("flushd: lock unread rows of %s/%s: %w", corpID, msgID, err)
+		return nil, fmt.Errorf("flushd: lock rows of %s/%s: %w", corpID, msgID, err)
 	}
 	return out, nil
 }

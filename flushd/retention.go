@@ -22,7 +22,12 @@ type AnonymiseOptions struct {
 	BatchSize int
 	// Execute removes; without it each notice is counted only.
 	Execute bool
-	Logger  *slog.Logger
+	// Forget, when set, empties the ledger bodies about the notice's
+	// people (ledger.Ledger.Forget: the signal entries' uids, the page
+	// entries' IP and User-Agent, the send entries' UserIDs), keeping
+	// their leaf hashes, so old roots still verify.
+	Forget func(ctx context.Context, corpID, msgID string) error
+	Logger *slog.Logger
 }
 
 // AnonymisedMessage is one notice past its retention, with the rows of
@@ -73,9 +78,10 @@ func anonymiseDeletes(am *AnonymisedMessage) []struct {
 // summary with its counts is kept first in message_summaries, as Purge
 // keeps it), the invaliduser lists WeCom answered are blanked, and the
 // audit rows about the notice lose their client IP, User-Agent and
-// detail (which may name a UserID). The notice's row (marked
-// anonymised_at), its versions, its send batches and the ledger's
-// entries stay: the ledger keeps hashes only, so old roots still verify.
+// detail (which may name a UserID), and opts.Forget empties the ledger
+// bodies about its people. The notice's row (marked anonymised_at), its
+// versions, its send batches and the ledger's leaf hashes stay, so old
+// roots still verify.
 // Without opts.Execute it only counts. each (may be nil) is called per
 // notice.
 func Anonymise(ctx context.Context, db DB, opts AnonymiseOptions, each func(AnonymisedMessage)) (AnonymiseReport, error) {
@@ -222,6 +228,11 @@ func anonymiseMessage(ctx context.Context, db DB, opts AnonymiseOptions, am *Ano
 			return fmt.Errorf("flushd: anonymise %s/%s: %w", am.CorpID, am.MsgID, err)
 		}
 		*u.n += n
+	}
+	if opts.Forget != nil {
+		if err := opts.Forget(ctx, am.CorpID, am.MsgID); err != nil {
+			return fmt.Errorf("flushd: anonymise %s/%s: ledger: %w", am.CorpID, am.MsgID, err)
+		}
 	}
 	// Last: a run cut short before here finds the notice again.
 	if _, err := db.ExecContext(ctx, "UPDATE messages SET anonymised_at = ? WHERE corp_id = ? AND msgid = ?",

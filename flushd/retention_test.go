@@ -2,6 +2,7 @@ package flushd
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,8 +52,16 @@ func TestAnonymise(t *testing.T) {
 	}
 
 	opts.Execute = true
+	var forgot []string
+	opts.Forget = func(_ context.Context, corpID, msgID string) error {
+		forgot = append(forgot, corpID+"/"+msgID)
+		return nil
+	}
 	if rep, err = Anonymise(ctx, db, opts, nil); err != nil || rep.Messages != 2 || rep.Records != 8 {
 		t.Fatalf("Anonymise = %+v, %v", rep, err)
+	}
+	if strings.Join(forgot, ",") != "c1/old,c1/short" {
+		t.Errorf("ledger bodies forgotten of %v; want c1/old and c1/short", forgot)
 	}
 	if got := tableCounts(t, db, "c1", "old"); got != "messages 1 message_read_record 0 read_orphans 0 message_sends 1 reminder_log 0 follow_up_batches 0 follow_up_rounds 0 follow_ups 0 campaigns 0 " {
 		t.Errorf("after: %s", got)

@@ -2,7 +2,10 @@ package flushd
 
 import (
 	"context"
+	"database/sql"
 	"encoding/binary"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/ledger"
 )
 
 // TestWriteSignals: a counted read sets is_read, read_time and source once
@@ -172,7 +176,27 @@ func TestFlusherSignals(t *testing.T) {
 // changes no message_read_record row and parks nothing; a counted one
 // (an app counting acknowledged) makes the row read with source 6.
 func TestWritePageEvents(t *testing.T) {
-	w, _, db := newTestWriter(t)
+	t.Run("without a ledger", func(t *testing.T) {
+		w, _, db := newTestWriter(t)
+		testWritePageEvents(t, w, db)
+	})
+	t.Run("with the ledger", func(t *testing.T) {
+		db := testenv.MySQL(t)
+		l, err := ledger.New(db, ledger.Options{})
+		testenv.Check(t, "ledger", err)
+		w, err := NewWriter(db, WriterOptions{Ledger: l})
+		testenv.Check(t, "NewWriter", err)
+		testWritePageEvents(t, w, db)
+		// One signal entry (uid 2's read) and one page entry per
+		// page_signals row.
+		kinds := testenv.Column[string](t, db, "SELECT CONCAT(kind, ' ', count) FROM ledger_blocks ORDER BY first_seq")
+		if strings.Join(kinds, ",") != "signal 1,page 7" {
+			t.Errorf("ledger blocks %v; want [signal 1, page 7]", kinds)
+		}
+	})
+}
+
+func testWritePageEvents(t *testing.T, w *Writer, db *sql.DB) {
 	ctx := context.Background()
 	insertRecipients(t, db, "corp", "m1", 0, 3)
 	pe := func(src delta.Source, v uint32, at int64) []PageEvent {
@@ -213,4 +237,94 @@ func TestWritePageEvents(t *testing.T) {
 	if err := db.QueryRow("SELECT COUNT(*) FROM read_orphans").Scan(&n); err != nil || n != 0 {
 		t.Errorf("read_orphans = %d, %v; want 0", n, err)
 	}
+}
+
+// TestPageEventsInLedgerTransaction: the page events, the read rows and
+// the ledger entries of a batch commit together or not at all. Two
+// failures inside the batch: the page_signals INSERT refused by MySQL (a
+// trigger), and the ledger append, the last write before COMMIT. After
+// either, neither the read rows nor the page_signals rows nor entries
+// stay (before, the page events were written after the batch's COMMIT, so
+// a failure there left reads and entries without their page events); the
+// retry writes all three, and verify is clean.
+func TestPageEventsInLedgerTransaction(t *testing.T) {
+	pe := func(src delta.Source, v uint32, at int64) []PageEvent {
+		return []PageEvent{{Source: src, Version: v, At: at, IP: "203.0.113.9", UserAgent: "Mozilla/5.0 wxwork/4.1"}}
+	}
+	reads := []Read{
+		{UID: 0, At: base, Source: delta.SourceAck, Acknowledged: base, Pages: pe(delta.SourceAck, 1, base)},
+		{UID: 1, ReadToEnd: base + 3, Pages: pe(delta.SourceReadToEnd, 1, base+3)},
+		{UID: 2, At: base + 4, Source: delta.SourceCard, Button: base + 4},
+	}
+	const (
+		pageRows = "SELECT COUNT(*) FROM page_signals WHERE corp_id = 'wwpage'"
+		readRows = "SELECT COUNT(*) FROM message_read_record WHERE corp_id = 'wwpage' AND is_read = 1"
+		entries  = "SELECT COALESCE(SUM(count), 0) FROM ledger_blocks WHERE corp_id = 'wwpage'"
+	)
+	tests := []struct {
+		name string
+		// fail makes the batch fail and returns the Writer's ledger
+		// and the undo.
+		fail func(t *testing.T, db *sql.DB, l *ledger.Ledger) (Ledger, func())
+	}{
+		{"page_signals insert refused", func(t *testing.T, db *sql.DB, l *ledger.Ledger) (Ledger, func()) {
+			_, err := db.Exec("CREATE TRIGGER page_refused BEFORE INSERT ON page_signals FOR EACH ROW SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected'")
+			testenv.Check(t, "trigger", err)
+			return l, func() {
+				_, err := db.Exec("DROP TRIGGER page_refused")
+				testenv.Check(t, "drop trigger", err)
+			}
+		}},
+		{"ledger append fails", func(t *testing.T, db *sql.DB, l *ledger.Ledger) (Ledger, func()) {
+			return failingLedger{}, func() {}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := testenv.MySQL(t)
+			ctx := context.Background()
+			_, err := db.Exec("INSERT INTO messages (corp_id, msgid, app, agent_id, sent_at, recipient_count, audience_hash, state) VALUES ('wwpage', 'm1', 'hr', 1, '2024-12-31 00:00:00', 3, '', 1)")
+			testenv.Check(t, "message", err)
+			insertRecipients(t, db, "wwpage", "m1", 0, 3)
+			count := func(q string) int {
+				var n int
+				testenv.Check(t, q, db.QueryRow(q).Scan(&n))
+				return n
+			}
+			l, err := ledger.New(db, ledger.Options{})
+			testenv.Check(t, "ledger", err)
+			fl, undo := tc.fail(t, db, l)
+			bad, err := NewWriter(db, WriterOptions{Ledger: fl})
+			testenv.Check(t, "NewWriter", err)
+			if _, _, err := bad.Write(ctx, "wwpage", "m1", reads); err == nil {
+				t.Fatal("Write succeeded despite the failure")
+			}
+			undo()
+			if p, r, e := count(pageRows), count(readRows), count(entries); p != 0 || r != 0 || e != 0 {
+				t.Fatalf("after the failure: %d page_signals rows, %d read rows, %d entries; want none of each", p, r, e)
+			}
+			w, err := NewWriter(db, WriterOptions{Ledger: l})
+			testenv.Check(t, "NewWriter", err)
+			if _, _, err := w.Write(ctx, "wwpage", "m1", reads); err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			// Two signal entries (uids 0 and 2), two page entries.
+			if p, r, e := count(pageRows), count(readRows), count(entries); p != 2 || r != 2 || e != 4 {
+				t.Fatalf("after the retry: %d page_signals rows, %d read rows, %d entries; want 2, 2, 4", p, r, e)
+			}
+			rep, err := l.Verify(ctx, "wwpage", "")
+			testenv.Check(t, "Verify", err)
+			if len(rep.Problems) != 0 || rep.Entries != 4 || rep.Facts != 4 {
+				t.Fatalf("Verify = %+v; want clean, 4 entries, 4 facts", rep)
+			}
+		})
+	}
+}
+
+// failingLedger fails every append: the point of a batch's transaction
+// after its read rows and page events are written and before COMMIT.
+type failingLedger struct{}
+
+func (failingLedger) Append(context.Context, ledger.Tx, string, []ledger.Fact) (uint64, error) {
+	return 0, errors.New("injected: the ledger append fails")
 }

@@ -192,6 +192,7 @@ const (
 type Writer struct {
 	db        DB
 	ledger    Ledger
+	lockFirst bool
 	batchSize int
 	stmt      Statement
 	logger    *slog.Logger
@@ -210,8 +211,9 @@ type WriterOptions struct {
 	Logger *slog.Logger
 	// Registerer receives its metrics (nil: registered nowhere).
 	Registerer prometheus.Registerer
-	// Ledger: see Options.Ledger.
-	Ledger Ledger
+	// Ledger and LockFirst: see Options.
+	Ledger    Ledger
+	LockFirst bool
 }
 
 // NewWriter returns a Writer on db.
@@ -227,6 +229,7 @@ func NewWriter(db DB, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.lockFirst = opts.LockFirst
 	return w, w.setLedger(opts.Ledger)
 }
 
@@ -261,11 +264,25 @@ func (w *Writer) Write(ctx context.Context, corpID, msgID string, reads []Read) 
 			return 0, 0, err
 		}
 	}
-	reads, pages := splitPages(reads)
 	size := w.batchSize
 	if w.stmt == StatementCase {
 		size = min(size, maxCaseBatch)
 	}
+	if w.ledger != nil {
+		// Each batch's page events are written in its transaction, with
+		// their ledger entries.
+		for batch := range slices.Chunk(reads, size) {
+			rec, pages := splitPages(batch)
+			u, o, err := w.writeLedgered(ctx, corpID, msgID, rec, pages)
+			updated += u
+			orphaned += o
+			if err != nil {
+				return updated, orphaned, err
+			}
+		}
+		return updated, orphaned, nil
+	}
+	reads, pages := splitPages(reads)
 	for chunk := range slices.Chunk(reads, size) {
 		u, o, err := w.writeBatch(ctx, corpID, msgID, chunk)
 		updated += u
@@ -275,7 +292,7 @@ func (w *Writer) Write(ctx context.Context, corpID, msgID string, reads []Read) 
 		}
 	}
 	if len(pages) > 0 {
-		if err := w.writePages(ctx, corpID, msgID, pages); err != nil {
+		if err := w.writePages(ctx, w.db, corpID, msgID, pages); err != nil {
 			return updated, orphaned, err
 		}
 	}
@@ -320,7 +337,7 @@ const maxPageRows = 1000
 // signal and version; a row already there (a replay, a repeated event)
 // stays as it is. The page checked the reader is a recipient before it
 // recorded the event.
-func (w *Writer) writePages(ctx context.Context, corpID, msgID string, pages []pageRow) error {
+func (w *Writer) writePages(ctx context.Context, db DB, corpID, msgID string, pages []pageRow) error {
 	for chunk := range slices.Chunk(pages, maxPageRows) {
 		var q strings.Builder
 		args := make([]any, 0, 8*len(chunk))
@@ -332,7 +349,7 @@ func (w *Writer) writePages(ctx context.Context, corpID, msgID string, pages []p
 			q.WriteString("(?,?,?,?,?,?,?,?)")
 			args = append(args, corpID, msgID, p.uid, uint8(p.Source), p.Version, datetime(p.At), p.IP, p.UserAgent)
 		}
-		if _, err := w.db.ExecContext(ctx, q.String(), args...); err != nil {
+		if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
 			return fmt.Errorf("flushd: page events of %s/%s (%d): %w", corpID, msgID, len(chunk), err)
 		}
 	}
@@ -367,9 +384,6 @@ func firstReads(reads []Read) []Read {
 }
 
 func (w *Writer) writeBatch(ctx context.Context, corpID, msgID string, reads []Read) (updated, orphaned int, err error) {
-	if w.ledger != nil {
-		return w.writeLedgered(ctx, corpID, msgID, reads)
-	}
 	return w.writeOn(ctx, w.db, nil, corpID, msgID, reads)
 }
 

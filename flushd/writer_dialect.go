@@ -2,6 +2,7 @@ package flushd
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strconv"
 	"strings"
@@ -128,4 +129,26 @@ func ServerVersion(ctx context.Context, db DB) (string, error) {
 		return "", fmt.Errorf("flushd: server version: %w", err)
 	}
 	return v, rows.Err()
+}
+
+// LockFirstFor reports whether db's server needs Options.LockFirst: its
+// ROLLBACK does not undo an UPDATE of a transaction. go-mysql-server (the
+// demo's embedded MySQL; @@version_comment "Dolt") leaves part of a
+// rolled-back UPDATE … JOIN JSON_TABLE in place (TestLockFirstEmbedded).
+func LockFirstFor(ctx context.Context, db DB) (bool, error) {
+	rows, err := db.QueryContext(ctx, "SELECT @@version_comment")
+	if err != nil {
+		return false, fmt.Errorf("flushd: version comment: %w", err)
+	}
+	defer rows.Close()
+	var c sql.NullString
+	if rows.Next() {
+		if err := rows.Scan(&c); err != nil {
+			return false, fmt.Errorf("flushd: version comment: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("flushd: version comment: %w", err)
+	}
+	return strings.Contains(strings.ToLower(c.String), "dolt"), nil
 }

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -182,14 +183,28 @@ func TestVerifyNamesTampering(t *testing.T) {
 			f.exec(t, "UPDATE message_read_record SET is_read = 1, read_time = '2026-12-04 01:00:00', source = 1 WHERE corp_id = ? AND msgid = ? AND uid = 7", corp, msg)
 		}, "inserted", 0, "uid 7"},
 		{"ledger body edited", func(t *testing.T, f *fixture) {
-			f.exec(t, "UPDATE ledger_blocks SET bodies = REPLACE(bodies, '\"seq\":2,\"source\":1', '\"seq\":2,\"source\":3') WHERE corp_id = ? AND first_seq = 1", corp)
+			// Entry 2's packed source (byte 1 + 5 + 4 + 1) becomes 3.
+			f.exec(t, "UPDATE ledger_blocks SET bodies = INSERT(bodies, 11, 1, X'03') WHERE corp_id = ? AND first_seq = 1", corp)
 		}, "altered", 2, "hashes"},
 		{"ledger body and leaf hash edited together", func(t *testing.T, f *fixture) {
 			// Entry 2's body says source 3 and its leaf is recomputed to
 			// match: only the sealed root (and the read row) can tell.
-			f.exec(t, "UPDATE ledger_blocks SET bodies = REPLACE(bodies, '\"seq\":2,\"source\":1', '\"seq\":2,\"source\":3') WHERE corp_id = ? AND first_seq = 1", corp)
-			f.exec(t, "UPDATE ledger_blocks SET leaves = CONCAT(SUBSTRING(leaves, 1, 32), UNHEX(SHA2(CONCAT(X'00', SUBSTRING_INDEX(SUBSTRING_INDEX(bodies, '\n', 2), '\n', -1)), 256)), SUBSTRING(leaves, 65)) WHERE corp_id = ? AND first_seq = 1", corp)
+			f.exec(t, "UPDATE ledger_blocks SET bodies = INSERT(bodies, 11, 1, X'03') WHERE corp_id = ? AND first_seq = 1", corp)
+			e, err := f.l.Entry(context.Background(), corp, 2)
+			testenv.Check(t, "Entry", err)
+			leaf := ledger.LeafHash(e.Body)
+			f.exec(t, "UPDATE ledger_blocks SET leaves = CONCAT(SUBSTRING(leaves, 1, 32), ?, SUBSTRING(leaves, 65)) WHERE corp_id = ? AND first_seq = 1", leaf[:], corp)
 		}, "altered", 1, "sealed"},
+		{"ledger body edited in a block stored as JSON", func(t *testing.T, f *fixture) {
+			// Blocks written before bodies were packed hold the
+			// canonical JSON bodies themselves; they still verify, and
+			// an edit of one is still found.
+			unpack(t, f, 1)
+			if rep := f.verify(t, ""); len(rep.Problems) != 0 {
+				t.Fatalf("JSON bodies: %v", rep.Problems)
+			}
+			f.exec(t, "UPDATE ledger_blocks SET bodies = REPLACE(bodies, '\"seq\":2,\"source\":1', '\"seq\":2,\"source\":3') WHERE corp_id = ? AND first_seq = 1", corp)
+		}, "altered", 2, "hashes"},
 		{"ledger row deleted", func(t *testing.T, f *fixture) {
 			f.exec(t, "DELETE FROM ledger_blocks WHERE corp_id = ? AND first_seq = 1", corp)
 		}, "deleted", 1, "starts at seq 5"},
@@ -220,6 +235,21 @@ func TestVerifyNamesTampering(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unpack rewrites the block of first seq first as blocks were stored
+// before packing: the entries' canonical bodies joined by a newline.
+func unpack(t *testing.T, f *fixture, first uint64) {
+	t.Helper()
+	var count int
+	testenv.Check(t, "count", f.db.QueryRow("SELECT count FROM ledger_blocks WHERE corp_id = ? AND first_seq = ?", corp, first).Scan(&count))
+	var bodies [][]byte
+	for seq := first; seq < first+uint64(count); seq++ {
+		e, err := f.l.Entry(context.Background(), corp, seq)
+		testenv.Check(t, "Entry", err)
+		bodies = append(bodies, e.Body)
+	}
+	f.exec(t, "UPDATE ledger_blocks SET bodies = ? WHERE corp_id = ? AND first_seq = ?", bytes.Join(bodies, []byte{'\n'}), corp, first)
 }
 
 // Forget empties a person's bodies for retention: the day's root and the
@@ -255,6 +285,84 @@ func TestForgetKeepsRoots(t *testing.T) {
 		if err := ledger.VerifyInclusion(e.LeafHash, p); err != nil || p.Root != roots[0].Root {
 			t.Errorf("entry %d after Forget: %v (root %s)", seq, err, p.Root)
 		}
+	}
+}
+
+// The reading page's events are ledgered in the batch's transaction: the
+// acknowledgement that made a row read is its signal entry, with version,
+// IP and User-Agent; each page_signals row has its page entry; and an edit
+// of a covered page_signals row is found, naming the entry.
+func TestPageEvents(t *testing.T) {
+	ack := func(uid uint32, v uint32, at int64, counted bool) flushd.Read {
+		r := flushd.Read{UID: uid, Acknowledged: at, Pages: []flushd.PageEvent{{Source: delta.SourceAck, Version: v, At: at, IP: "203.0.113.9", UserAgent: "Mozilla/5.0 wxwork/4.1"}}}
+		if counted {
+			r.At, r.Source = at, delta.SourceAck
+		}
+		return r
+	}
+	write := func(t *testing.T, f *fixture) {
+		at := f.clk.t.Add(-time.Minute).Unix()
+		// uid 1 acknowledges v1 (its read), then v2 (a second event,
+		// no second read); uid 2 reads to the end of v1 without a
+		// counted read.
+		reads := []flushd.Read{ack(1, 1, at, true), ack(1, 2, at+5, false),
+			{UID: 2, ReadToEnd: at, Pages: []flushd.PageEvent{{Source: delta.SourceReadToEnd, Version: 1, At: at, IP: "198.51.100.7", UserAgent: "wxwork"}}}}
+		if _, _, err := f.w.Write(context.Background(), corp, msg, reads); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		// A redelivery appends nothing.
+		if _, _, err := f.w.Write(context.Background(), corp, msg, reads); err != nil {
+			t.Fatalf("Write again: %v", err)
+		}
+	}
+	t.Run("entries", func(t *testing.T) {
+		f := newFixture(t, 4)
+		write(t, f)
+		es, err := f.l.EntriesFor(context.Background(), corp, msg, "u1")
+		testenv.Check(t, "EntriesFor", err)
+		var kinds []string
+		for _, e := range es {
+			kinds = append(kinds, string(e.Kind))
+		}
+		if got := strings.Join(kinds, ","); got != "signal,page,page" {
+			t.Fatalf("u1's entries = %s; want signal,page,page", got)
+		}
+		for _, want := range []string{`"ip":"203.0.113.9"`, `"signal":"acknowledged"`, `"source":6`, `"ua":"Mozilla/5.0 wxwork/4.1"`, `"version":1`} {
+			if !strings.Contains(string(es[0].Body), want) {
+				t.Errorf("signal entry %s lacks %s", es[0].Body, want)
+			}
+		}
+		if !strings.Contains(string(es[2].Body), `"version":2`) || !strings.Contains(string(es[2].Body), `"kind":"page"`) {
+			t.Errorf("second page entry = %s; want kind page, version 2", es[2].Body)
+		}
+		rep := f.verify(t, "")
+		if len(rep.Problems) != 0 || rep.Entries != 4 {
+			t.Fatalf("Verify = %+v; want clean, 4 entries (1 signal, 3 page)", rep)
+		}
+	})
+	tests := []struct {
+		name, tamper, what, detail string
+		seq                        uint64
+	}{
+		{"page row's IP edited", "UPDATE page_signals SET ip = '10.9.9.9' WHERE corp_id = ? AND uid = 2", "altered", "10.9.9.9", 4},
+		{"page row's time edited", "UPDATE page_signals SET seen_at = seen_at - INTERVAL 1 HOUR WHERE corp_id = ? AND uid = 1 AND version = 2", "altered", "version 2", 3},
+		{"page row deleted", "DELETE FROM page_signals WHERE corp_id = ? AND uid = 1 AND version = 2", "deleted", "version 2", 3},
+		{"page row inserted by hand", "INSERT INTO page_signals (corp_id, msgid, uid, source, version, seen_at, ip) VALUES (?, 'm-ledger-1', 3, 6, 1, '2026-12-04 01:00:00', '10.1.1.1')", "inserted", "uid 3", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 4)
+			write(t, f)
+			f.exec(t, tc.tamper, corp)
+			rep := f.verify(t, "")
+			if len(rep.Problems) == 0 {
+				t.Fatal("Verify found nothing")
+			}
+			p := rep.Problems[0]
+			if p.What != tc.what || p.Seq != tc.seq || !strings.Contains(p.Detail, tc.detail) {
+				t.Errorf("first problem = %q (seq %d); want %s of entry %d mentioning %q; all: %v", p, p.Seq, tc.what, tc.seq, tc.detail, rep.Problems)
+			}
+		})
 	}
 }
 

@@ -18,6 +18,10 @@ const (
 	KindReminder Kind = "reminder"
 	// KindSignal: a recipient's row became read.
 	KindSignal Kind = "signal"
+	// KindPage: a reading page's event (read_to_end, acknowledged, the
+	// tracked link's visit) of one version was recorded for a recipient
+	// (a page_signals row).
+	KindPage Kind = "page"
 	// KindVersion: a version of a notice's content was published.
 	KindVersion Kind = "version"
 	// KindRecall: a notice was recalled.
@@ -81,9 +85,10 @@ func appendDigits(dst []byte, v, n int) []byte {
 }
 
 // Signal is a read that counts: recipient UID's row of MsgID became read
-// at ReadTime by Source (message_read_record.source). Signal, Version,
-// ClientIP and UserAgent are for the page's signals (read_to_end,
-// acknowledged): left empty they are not in the body.
+// at ReadTime by Source (message_read_record.source), or, as a PageFact,
+// a reading page's event. Signal (the signal's name), Version, ClientIP
+// and UserAgent are for the page's signals (the tracked link,
+// read_to_end, acknowledged): left empty they are not in the body.
 type Signal struct {
 	MsgID     string
 	UID       uint32
@@ -100,6 +105,14 @@ type Signal struct {
 // s.Members().
 func (s Signal) Fact() Fact {
 	return Fact{Kind: KindSignal, MsgID: s.MsgID, UID: s.UID, Person: true, signal: s, isSignal: true}
+}
+
+// PageFact returns s as a Fact of KindPage: the reading page's event
+// s.Signal of version s.Version, seen at s.ReadTime from s.ClientIP with
+// s.UserAgent (a page_signals row). Its body has the members of a signal
+// entry's.
+func (s Signal) PageFact() Fact {
+	return Fact{Kind: KindPage, MsgID: s.MsgID, UID: s.UID, Person: true, signal: s, isSignal: true}
 }
 
 // Members returns s's body members.
@@ -123,7 +136,7 @@ func (s Signal) Members() Body {
 // appendBody appends s's canonical body at its place: Canonical's bytes
 // for the same members (TestSignalBodyFastPath), without building and
 // sorting a map.
-func (s *Signal) appendBody(dst []byte, corp string, seq uint64, day string, index uint64) ([]byte, error) {
+func (s *Signal) appendBody(dst []byte, kind Kind, corp string, seq uint64, day string, index uint64) ([]byte, error) {
 	var err error
 	dst = append(dst, `{"corp":`...)
 	if dst, err = appendString(dst, corp); err != nil {
@@ -139,7 +152,9 @@ func (s *Signal) appendBody(dst []byte, corp string, seq uint64, day string, ind
 			return nil, err
 		}
 	}
-	dst = append(dst, `,"kind":"signal","msgid":`...)
+	dst = append(dst, `,"kind":"`...)
+	dst = append(dst, kind...)
+	dst = append(dst, `","msgid":`...)
 	if dst, err = appendString(dst, s.MsgID); err != nil {
 		return nil, err
 	}
@@ -240,7 +255,7 @@ var reserved = []string{"corp", "seq", "day", "index", "kind"}
 
 func (f Fact) check() error {
 	switch f.Kind {
-	case KindSend, KindReminder, KindSignal, KindVersion, KindRecall:
+	case KindSend, KindReminder, KindSignal, KindPage, KindVersion, KindRecall:
 	default:
 		return fmt.Errorf("ledger: kind %q: %w", f.Kind, ErrInvalid)
 	}

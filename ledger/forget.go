@@ -37,19 +37,31 @@ func (l *Ledger) Forget(ctx context.Context, corp, msgID string, uids []uint32) 
 			continue
 		}
 		parts := make([][]byte, len(es))
+		packed := b.packed()
+		if packed {
+			// A packed body is forgotten as five zero bytes.
+			b.bodies = bytes.Clone(b.bodies)
+		}
 		changed := false
 		for i, e := range es {
 			parts[i] = e.Body
 			if e.Body != nil && (only == nil || only[e.UID]) {
 				parts[i], changed = nil, true
+				if packed {
+					clear(b.bodies[1+packedSize*i : 1+packedSize*(i+1)])
+				}
 				n++
 			}
 		}
 		if !changed {
 			continue
 		}
+		bodies := b.bodies
+		if !packed {
+			bodies = nonNil(bytes.Join(parts, []byte{'\n'}))
+		}
 		if _, err := tx.ExecContext(ctx, "UPDATE ledger_blocks SET bodies = ? WHERE corp_id = ? AND first_seq = ?",
-			nonNil(bytes.Join(parts, []byte{'\n'})), corp, b.firstSeq); err != nil {
+			bodies, corp, b.firstSeq); err != nil {
 			return 0, fmt.Errorf("ledger: forget %s/%s: %w", corp, msgID, err)
 		}
 	}

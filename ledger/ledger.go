@@ -158,21 +158,45 @@ func Append(ctx context.Context, tx Tx, now time.Time, corp string, facts []Fact
 	for _, g := range groups(facts) {
 		b := block{corp: corp, firstSeq: next, day: day, firstIndex: size, kind: g[0].Kind, msgID: g[0].MsgID, count: len(g)}
 		b.leaves = make([]byte, 0, len(g)*len(Hash{}))
-		b.bodies = make([]byte, 0, len(g)*(190+len(corp)+len(b.msgID)))
+		packed := packable(g)
+		if packed {
+			b.bodies = make([]byte, 1, 1+packedSize*len(g))
+			b.bodies[0] = packedSignals
+		} else {
+			b.bodies = make([]byte, 0, len(g)*(190+len(corp)+len(b.msgID)))
+		}
 		if g[0].Person {
 			b.uids = make([]byte, 0, 4*len(g))
 		}
-		var start int
-		for i, f := range g {
-			if i > 0 {
-				b.bodies = append(b.bodies, '\n')
-			}
-			start = len(b.bodies)
-			var err error
-			if b.bodies, err = appendBody(b.bodies, corp, next, day, size, f); err != nil {
+		var scratch []byte
+		var pp packedPrefix
+		if packed {
+			if err := pp.init(corp, day, g[0].MsgID); err != nil {
 				return 0, err
 			}
-			leaf := LeafHash(b.bodies[start:])
+		}
+		for i, f := range g {
+			var body []byte
+			var err error
+			if packed {
+				// The body is hashed, not stored: entries rebuilds it
+				// from the packed read time and source.
+				scratch = pp.appendBody(scratch[:0], next, size, &f.signal)
+				body = scratch
+				b.bodies = binary.BigEndian.AppendUint32(b.bodies, uint32(f.signal.ReadTime.Unix()))
+				b.bodies = append(b.bodies, f.signal.Source)
+			} else {
+				if i > 0 {
+					b.bodies = append(b.bodies, '\n')
+				}
+				start := len(b.bodies)
+				b.bodies, err = appendBody(b.bodies, corp, next, day, size, f)
+				body = b.bodies[start:]
+			}
+			if err != nil {
+				return 0, err
+			}
+			leaf := LeafHash(body)
 			b.leaves = append(b.leaves, leaf[:]...)
 			if f.Person {
 				b.uids = binary.BigEndian.AppendUint32(b.uids, f.UID)
@@ -196,7 +220,7 @@ func Append(ctx context.Context, tx Tx, now time.Time, corp string, facts []Fact
 // appendBody appends f's canonical body at its place to dst.
 func appendBody(dst []byte, corp string, seq uint64, day string, index uint64, f Fact) ([]byte, error) {
 	if f.isSignal {
-		return f.signal.appendBody(dst, corp, seq, day, index)
+		return f.signal.appendBody(dst, f.Kind, corp, seq, day, index)
 	}
 	b, err := entryBody(corp, seq, day, index, f)
 	return append(dst, b...), err

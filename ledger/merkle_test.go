@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"testing"
@@ -183,5 +184,33 @@ func TestSignalBodyFastPath(t *testing.T) {
 		if string(got) != string(want) {
 			t.Errorf("fast body = %s\nCanonical  = %s", got, want)
 		}
+	}
+}
+
+// A packed block's bodies, written from its shared prefix and rebuilt
+// from its packed bytes, are Canonical's bytes.
+func TestPackedBodies(t *testing.T) {
+	at := time.Date(2026, 12, 3, 1, 2, 3, 0, time.UTC)
+	s := Signal{MsgID: "m\"1", UID: 7, Source: 2, ReadTime: at}
+	var p packedPrefix
+	if err := p.init("ww\\c", "2026-12-03", s.MsgID); err != nil {
+		t.Fatal(err)
+	}
+	got := p.appendBody(nil, 9, 4, &s)
+	b := s.Members()
+	b["corp"], b["seq"], b["day"], b["index"], b["kind"] = "ww\\c", uint64(9), "2026-12-03", uint64(4), "signal"
+	want, err := Canonical(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("packed body = %s\nCanonical   = %s", got, want)
+	}
+	blk := block{corp: "ww\\c", firstSeq: 9, count: 1, day: "2026-12-03", firstIndex: 4, kind: KindSignal, msgID: s.MsgID,
+		uids: []byte{0, 0, 0, 7}, bodies: []byte{packedSignals, 0, 0, 0, 0, 2}, leaves: make([]byte, 32)}
+	binary.BigEndian.PutUint32(blk.bodies[1:], uint32(at.Unix()))
+	es, bad := blk.entries()
+	if bad != nil || len(es) != 1 || string(es[0].Body) != string(want) {
+		t.Errorf("unpacked = %+v, %v; want the body %s", es, bad, want)
 	}
 }

@@ -49,7 +49,8 @@ type Report struct {
 // they record: each entry's leaf hash against its body and its body
 // against its row; seq and day_index without gaps; each sealed day's
 // root; each read row of message_read_record against its one signal
-// entry, and each send or reminder entry against its message_sends batch.
+// entry, each page_signals row against its one page entry, and each send
+// or reminder entry against its message_sends batch.
 // A read older than corp's ledger (ledger_heads.started_at) needs no
 // entry, and the entries of a notice purged whole need no read row. An error is returned only when the check could not run.
 func (l *Ledger) Verify(ctx context.Context, corp, day string) (Report, error) {
@@ -63,6 +64,9 @@ func (l *Ledger) Verify(ctx context.Context, corp, day string) (Report, error) {
 		return rep, err
 	}
 	if err := l.verifySignals(ctx, corp, day, &rep); err != nil {
+		return rep, err
+	}
+	if err := l.verifyPages(ctx, corp, day, &rep); err != nil {
 		return rep, err
 	}
 	if err := l.verifySends(ctx, corp, day, &rep); err != nil {
@@ -412,6 +416,99 @@ func (l *Ledger) messages(ctx context.Context, corp string) (map[string]bool, er
 		out[m] = true
 	}
 	return out, rows.Err()
+}
+
+// pageBody is what verifyPages compares of a page entry's body.
+type pageBody struct {
+	ReadTime  string `json:"read_time"`
+	Source    int64  `json:"source"`
+	Version   int64  `json:"version"`
+	ClientIP  string `json:"ip"`
+	UserAgent string `json:"ua"`
+}
+
+// verifyPages checks each page_signals row (a reading page's event)
+// against its one page entry and each page entry against its row: seen
+// at, IP and User-Agent. A row older than the ledger needs no entry; the
+// entries of a notice purged whole, and forgotten ones, need no row.
+func (l *Ledger) verifyPages(ctx context.Context, corp, day string, rep *Report) error {
+	gen, ok, err := l.genesis(ctx, corp)
+	if err != nil || !ok {
+		return err
+	}
+	type key struct {
+		msgid           string
+		uid             uint32
+		source, version int64
+	}
+	type ent struct {
+		seq  uint64
+		day  string
+		body pageBody
+	}
+	entries := map[key]ent{}
+	blocks, err := readBlocks(ctx, l.db, corp, "AND kind = ? ORDER BY first_seq", string(KindPage))
+	if err != nil {
+		return fmt.Errorf("ledger: verify %s: page entries: %w", corp, err)
+	}
+	for _, b := range blocks {
+		es, _ := b.entries()
+		for _, e := range es {
+			var pb pageBody
+			if e.Body == nil || json.Unmarshal(e.Body, &pb) != nil {
+				continue // forgotten, or checkBody reports it
+			}
+			k := key{e.MsgID, e.UID, pb.Source, pb.Version}
+			if first, dup := entries[k]; dup {
+				if day == "" || e.Day == day {
+					rep.Problems = append(rep.Problems, Problem{Seq: e.Seq, What: "inserted",
+						Detail: fmt.Sprintf("a second page entry for %s uid %d source %d version %d (the first is entry %d)", k.msgid, k.uid, k.source, k.version, first.seq)})
+				}
+				continue
+			}
+			entries[k] = ent{e.Seq, e.Day, pb}
+		}
+	}
+	rows, err := l.db.QueryContext(ctx, `SELECT msgid, uid, source, version, DATE_FORMAT(seen_at, '%Y-%m-%dT%H:%i:%sZ'), ip, user_agent, seen_at < ?
+FROM page_signals WHERE corp_id = ?`, gen.UTC().Truncate(time.Second), corp)
+	if err != nil {
+		return fmt.Errorf("ledger: verify %s: page rows: %w", corp, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k key
+		var at, ip, ua string
+		var older bool
+		if err := rows.Scan(&k.msgid, &k.uid, &k.source, &k.version, &at, &ip, &ua, &older); err != nil {
+			return fmt.Errorf("ledger: verify %s: page rows: %w", corp, err)
+		}
+		rep.Facts++
+		e, ok := entries[k]
+		delete(entries, k)
+		switch {
+		case !ok && day == "" && !older:
+			rep.Problems = append(rep.Problems, Problem{What: "inserted",
+				Detail: fmt.Sprintf("page_signals %s uid %d source %d version %d (seen %s) has no ledger entry", k.msgid, k.uid, k.source, k.version, at)})
+		case ok && (day == "" || e.day == day) && (e.body.ReadTime != at || e.body.ClientIP != ip || e.body.UserAgent != ua):
+			rep.Problems = append(rep.Problems, Problem{Seq: e.seq, What: "altered",
+				Detail: fmt.Sprintf("page_signals %s uid %d source %d version %d says seen %s from %q with %q; the entry says %s from %q with %q",
+					k.msgid, k.uid, k.source, k.version, at, ip, ua, e.body.ReadTime, e.body.ClientIP, e.body.UserAgent)})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ledger: verify %s: page rows: %w", corp, err)
+	}
+	live, err := l.messages(ctx, corp)
+	if err != nil {
+		return err
+	}
+	for k, e := range entries {
+		if live[k.msgid] && (day == "" || e.day == day) {
+			rep.Problems = append(rep.Problems, Problem{Seq: e.seq, What: "deleted",
+				Detail: fmt.Sprintf("it records a page event of %s by uid %d (source %d, version %d) that page_signals no longer has", k.msgid, k.uid, k.source, k.version)})
+		}
+	}
+	return nil
 }
 
 type sendBody struct {

@@ -97,6 +97,10 @@ type Config struct {
 	ArmTimeout time.Duration
 	// CPUProfile, when set, receives a CPU profile of the yidu arm.
 	CPUProfile string
+	// NoLedger runs the yidu arm's flushd without the evidence ledger
+	// (process.Main.FlushdWithoutLedger): the comparison arm of what the
+	// ledger costs.
+	NoLedger bool
 	// Logger receives the yidu arm's logs.
 	Logger *slog.Logger
 	// Progress receives one line per step.
@@ -136,11 +140,15 @@ type ArmResult struct {
 	// accepted callbacks (KafkaCPUPer1000 is the yidu-kfake part).
 	// MySQLdCPUPer1000 and RedisCPUPer1000 are the servers' over the same
 	// span (shared with whatever else runs on the machine).
-	CPUPer1000       float64    `json:"cpu_s_per_1000"`
-	KafkaCPUPer1000  float64    `json:"kafka_cpu_s_per_1000,omitempty"`
-	MySQLdCPUPer1000 float64    `json:"mysqld_cpu_s_per_1000"`
-	RedisCPUPer1000  float64    `json:"redis_cpu_s_per_1000"`
-	LoadAvg          [3]float64 `json:"loadavg_after"`
+	CPUPer1000       float64 `json:"cpu_s_per_1000"`
+	KafkaCPUPer1000  float64 `json:"kafka_cpu_s_per_1000,omitempty"`
+	MySQLdCPUPer1000 float64 `json:"mysqld_cpu_s_per_1000"`
+	// MySQLdDBCPUPer1000 is the part of it spent by the mysqld threads
+	// serving the bench's database (dbThreadsCPU): flushd's statements
+	// and the bench's count of read rows, without other engineers'.
+	MySQLdDBCPUPer1000 float64    `json:"mysqld_db_threads_cpu_s_per_1000"`
+	RedisCPUPer1000    float64    `json:"redis_cpu_s_per_1000"`
+	LoadAvg            [3]float64 `json:"loadavg_after"`
 	// Timeline samples, every second from the start of the storm, the
 	// reads the dashboard and MySQL showed: [ms, dashboard, mysql].
 	Timeline [][3]int64 `json:"timeline,omitempty"`
@@ -162,6 +170,7 @@ type Report struct {
 	FlushInterval string             `json:"flush_interval"`
 	Rate          float64            `json:"rate"`
 	Cold          bool               `json:"cold_receiver,omitempty"`
+	NoLedger      bool               `json:"flushd_without_ledger,omitempty"`
 	Kafka         string             `json:"kafka"`
 	WorkloadBytes int64              `json:"workload_bytes"`
 	LoadAvgBefore [3]float64         `json:"loadavg_before"`
@@ -217,7 +226,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		app:    rig.App(),
 		sentAt: time.Now().Add(-20 * time.Minute).UTC().Truncate(time.Second),
 		report: &Report{When: time.Now().UTC(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
-			Recipients: cfg.Recipients, Conns: cfg.Conns, Extra: cfg.Extra, FlushInterval: cfg.FlushInterval.String(), Cold: cfg.Cold,
+			Recipients: cfg.Recipients, Conns: cfg.Conns, Extra: cfg.Extra, FlushInterval: cfg.FlushInterval.String(), Cold: cfg.Cold, NoLedger: cfg.NoLedger,
 			Rate: cfg.Rate, LoadAvgBefore: rig.LoadAvg(), Ratios: map[string]float64{}},
 	}
 	b.mysqld, b.redisd = procsNamed("mariadbd", "mysqld"), procsNamed("redis-server")
@@ -528,6 +537,7 @@ func (b *bench) yidu(ctx context.Context) (ArmResult, error) {
 		return ArmResult{}, err
 	}
 	m := process.NewMain(cfg, b.cfg.Logger)
+	m.FlushdWithoutLedger = b.cfg.NoLedger
 	if err := m.Run(ctx, process.All); err != nil {
 		m.Close()
 		return ArmResult{}, err
@@ -889,6 +899,7 @@ func (b *bench) measure(ctx context.Context, a arm, w *workload) (ArmResult, err
 	resetPeakRSS()
 	r := ArmResult{Arm: a.name, StartRSSMB: float64(memKB("VmRSS")) / 1024}
 	cpu0, ext0, my0, rd0 := selfCPU(), sumCPU(a.pids), sumCPU(b.mysqld), sumCPU(b.redisd)
+	thr0 := threadsCPU(b.mysqld)
 	var upd0, tx0 int64
 	if a.statements != nil {
 		upd0, tx0 = a.statements()
@@ -963,6 +974,10 @@ func (b *bench) measure(ctx context.Context, a arm, w *workload) (ArmResult, err
 	ext := sumCPU(a.pids) - ext0
 	cpu := selfCPU() - cpu0 + ext
 	my, rd := sumCPU(b.mysqld)-my0, sumCPU(b.redisd)-rd0
+	myDB, err := dbThreadsCPU(ctx, b.db, b.scratch.DBName, b.mysqld, thr0)
+	if err != nil {
+		return r, fmt.Errorf("mysqld threads of %s: %w", b.scratch.DBName, err)
+	}
 
 	r.Requests, r.Accepted, r.Errors, r.Failed, r.Status = lr.Requests, lr.OK, lr.Errors, lr.Failed, lr.Status
 	r.Seconds = lr.Elapsed.Seconds()
@@ -991,6 +1006,7 @@ func (b *bench) measure(ctx context.Context, a arm, w *workload) (ArmResult, err
 		r.CPUPer1000 = cpu.Seconds() * 1000 / float64(lr.OK)
 		r.KafkaCPUPer1000 = ext.Seconds() * 1000 / float64(lr.OK)
 		r.MySQLdCPUPer1000 = my.Seconds() * 1000 / float64(lr.OK)
+		r.MySQLdDBCPUPer1000 = myDB.Seconds() * 1000 / float64(lr.OK)
 		r.RedisCPUPer1000 = rd.Seconds() * 1000 / float64(lr.OK)
 	}
 	r.LoadAvg = rig.LoadAvg()

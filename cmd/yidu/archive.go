@@ -14,6 +14,7 @@ import (
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/flushd"
+	"github.com/yidu-io/yidu/ledger"
 )
 
 // purgeFlags are the flags of `yidu archive purge`.
@@ -153,8 +154,16 @@ func runAnonymise(ctx context.Context, cfg config.Config, p purgeFlags, logger *
 	if p.execute {
 		verb = "anonymised"
 	}
+	l, err := ledger.New(db, ledger.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	forget := func(ctx context.Context, corpID, msgID string) error {
+		_, err := l.Forget(ctx, corpID, msgID, nil)
+		return err
+	}
 	rep, err := flushd.Anonymise(ctx, db, flushd.AnonymiseOptions{Now: time.Now(), Defaults: defaults, CorpID: p.corp,
-		BatchSize: p.batch, Execute: p.execute, Logger: logger}, func(am flushd.AnonymisedMessage) {
+		BatchSize: p.batch, Execute: p.execute, Forget: forget, Logger: logger}, func(am flushd.AnonymisedMessage) {
 		fmt.Fprintf(out, "%s %s/%s (sent %s, retention %s): %d recipient rows, %d parked reads, %d reminder rows, %d invaliduser lists, %d audit rows\n",
 			verb, am.CorpID, am.MsgID, am.SentAt.UTC().Format(time.RFC3339), am.Retention, am.Records, am.Orphans, am.Reminders, am.Sends, am.Audit)
 	})

@@ -68,8 +68,11 @@ func (m *Main) startFlushd(ctx context.Context, roles Roles, async bool) error {
 		opts := FlushdOptions(cfg)
 		opts.Statement, opts.Live, opts.Members, opts.KafkaOpts = stmt, healer, m.Mapper, kopts
 		opts.Logger, opts.Registerer = log, m.Registry
-		if m.Ledger != nil {
+		if m.Ledger != nil && !m.FlushdWithoutLedger {
 			opts.Ledger = m.Ledger
+			if opts.LockFirst, err = flushd.LockFirstFor(ctx, m.DB); err != nil {
+				return fmt.Errorf("flushd: %w", err)
+			}
 		}
 		f, err := flushd.New(m.DB, opts)
 		if err != nil {

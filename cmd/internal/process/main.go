@@ -76,6 +76,11 @@ type Main struct {
 	// Ledger is the evidence ledger (issue 40): flushd and the tracker
 	// append to it in their transactions.
 	Ledger *ledger.Ledger
+	// FlushdWithoutLedger makes flushd write reads without ledger entries
+	// (each batch its own statement, as before issue 40). Only
+	// yidu-bench's comparison arm sets it: it measures what the ledger
+	// adds to flushd's cost. Set before Run.
+	FlushdWithoutLedger bool
 	// wecomSender is the sender the Tracker uses (Sender, or WeCom's):
 	// approval cards go through it too (issue 41).
 	wecomSender tracker.Sender

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -93,6 +94,34 @@ func TestReadingPageEndToEnd(t *testing.T) {
 		}
 		return api(t, m, "GET", "/messages/perf-2026/progress", nil, &p) == http.StatusOK && p.BySignal["link"] == 1 && p.Read == 1
 	})
+
+	// flushd keeps the page's event and its read in one transaction with
+	// their ledger entries: the signal entry of the read names the
+	// version, the client and its User-Agent, the page entry likewise,
+	// and verify is clean.
+	testenv.WaitFor(t, 10*time.Second, "the page event in page_signals", func() bool {
+		var n int
+		return m.DB.QueryRow("SELECT COUNT(*) FROM page_signals WHERE corp_id = ? AND msgid = 'perf-2026'", testCorp).Scan(&n) == nil && n == 1
+	})
+	es, err := m.Ledger.EntriesFor(context.Background(), testCorp, "perf-2026", "zhangsan")
+	testenv.Check(t, "EntriesFor", err)
+	var kinds []string
+	for _, e := range es {
+		if e.Kind == "signal" || e.Kind == "page" {
+			kinds = append(kinds, string(e.Kind))
+			for _, want := range []string{`"signal":"link"`, `"version":1`, `"ua":"Mozilla/5.0 (iPhone)`, `"ip":"`} {
+				if !strings.Contains(string(e.Body), want) {
+					t.Errorf("%s entry %s lacks %s", e.Kind, e.Body, want)
+				}
+			}
+		}
+	}
+	if strings.Join(kinds, ",") != "signal,page" {
+		t.Errorf("zhangsan's entries of the page: %v; want a signal and a page entry", kinds)
+	}
+	if rep, err := m.Ledger.Verify(context.Background(), testCorp, ""); err != nil || len(rep.Problems) != 0 {
+		t.Errorf("ledger verify = %v, %v; want clean", rep.Problems, err)
+	}
 
 	resp, body = open("lisi")
 	if resp.StatusCode != http.StatusNotFound || strings.Contains(body, "考核") {
