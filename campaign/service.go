@@ -88,6 +88,9 @@ type ServiceOptions struct {
 	Rounds Policies
 	// Messenger sends reminders and recalls.
 	Messenger Messenger
+	// Registrar registers and sends a posted notice now
+	// (tracker.Registry); nil: Register is ErrNoRegistrar.
+	Registrar Registrar
 	// Scope gives a department leader's people; nil: only a sender of the
 	// app (or an admin) reminds, everyone.
 	Scope Scope

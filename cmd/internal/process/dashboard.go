@@ -16,6 +16,7 @@ import (
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/notice"
+	"github.com/yidu-io/yidu/progress"
 	"github.com/yidu-io/yidu/wecom"
 )
 
@@ -56,24 +57,28 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		return fmt.Errorf("dashboard: %w", err)
 	}
 	opts := DashboardOptions(cfg)
-	opts.Access, opts.WeCom = acc, weComLogin(cfg, acc, m)
+	opts.WeCom = weComLogin(cfg, acc, m)
 	opts.Audit, opts.AuditLog = audit.NewMySQL(m.DB), audit.NewMySQL(m.DB)
+	idOpts := IdentityOptions(cfg)
 	// Shared by every replica, kept across restarts.
-	opts.Sessions = access.NewRedisSessions(m.Redis, cfg.Redis.Prefix)
+	idOpts.Sessions = access.NewRedisSessions(m.Redis, cfg.Redis.Prefix)
+	if opts.WeCom != nil {
+		idOpts.WeCom = acc // WeCom members' sessions resolve while sign-in with WeCom is on
+	}
+	ids, err := access.NewIdentities(idOpts)
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
 	opts.TrustedProxies = proxies
 	opts.Logger, opts.Registerer = log, m.Registry
 	opts.Campaigns, opts.FollowUps = camps, rounds
 	opts.Templates = campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now)
-	if cards != nil {
-		opts.Approvals = cards
-	}
 	// Reminders and recalls are claimed in MySQL, so replicas act once
 	// (issue 37).
 	ledger, err := campaign.NewSQLLedger(m.DB, "", 0, time.Now, log)
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
-	opts.Ledger = ledger
 	atts, err := attachment.New(m.DB, attachment.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
@@ -87,14 +92,25 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		return fmt.Errorf("dashboard: %w", err)
 	}
 	opts.Attachments, opts.Notices, opts.ReadingPage = atts, notices, readingPageURL(cfg.Receiver.PublicURL)
-	opts.Acknowledgements = m.Tracker
 	// Evidence records (issue 40) with their ledger proofs.
 	ev, err := newEvidence(m.DB, notices, m.Ledger, log)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
 	opts.Evidence = ev
-	d, err := dashboard.New(m.Tracker, m.Store, audienceDirectory{m.Mapper}, opts)
+	// progress answers every number within the caller's View; campaign
+	// decides every act (docs/architecture.md).
+	prog, err := progress.New(m.Tracker, m.Store, progress.Options{Logger: log, Directory: m.Mapper, History: m.Tracker, Viewer: acc})
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	sopts := campaign.ServiceOptions{Store: camps, Rounds: rounds, Messenger: m.Tracker, Registrar: m.Tracker,
+		Scope: acc, Audiences: acc, Versions: notices, Acknowledgements: m.Tracker, ReadingPage: opts.ReadingPage,
+		Ledger: ledger, Readers: prog, RemindInterval: cfg.Dashboard.RemindInterval.D(), Picking: audienceDirectory{m.Mapper}, Logger: log}
+	if cards != nil {
+		sopts.Notify = cards
+	}
+	d, err := dashboard.New(ids, campaign.NewService(sopts), prog, opts)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
