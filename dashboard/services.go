@@ -90,6 +90,8 @@ type Acting interface {
 	MayFollowUp(p *access.Principal, m yidu.Message) error
 	SetFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pol yidu.Policy) error
 	CancelRound(ctx context.Context, p *access.Principal, m yidu.Message) (bool, error)
+	FollowUp(ctx context.Context, p *access.Principal, m yidu.Message, whole bool) (campaign.FollowUp, bool, error)
+	FollowUpOf(ctx context.Context, m yidu.Message) (campaign.FollowUp, bool, error)
 	MayRevise(p *access.Principal, m yidu.Message, whole bool) error
 	PrepareRevision(ctx context.Context, m yidu.Message, rev campaign.Revision) (noticev.Version, error)
 	Revised(ctx context.Context, p *access.Principal, m yidu.Message, nv noticev.Version, made, reacknowledge bool) error
