@@ -101,3 +101,33 @@ func TestRemindTranslated(t *testing.T) {
 		})
 	}
 }
+
+// noDirectory is Campaign without a directory to pick from.
+type noDirectory struct{ Campaign }
+
+func (noDirectory) Picker(context.Context, *access.Principal, yidu.App) (campaign.Picker, error) {
+	return campaign.Picker{}, campaign.ErrNoDirectory
+}
+
+// TestNoDirectoryTranslated: campaign's ErrNoDirectory is 501 on the
+// compose page's directory endpoints, after the app is checked (400).
+func TestNoDirectoryTranslated(t *testing.T) {
+	srv, err := New(tokenOnly{}, noDirectory{}, oneNotice{}, Options{Apps: []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for target, want := range map[string]int{
+		"/api/v1/directory/departments?app=hr":  http.StatusNotImplemented,
+		"/api/v1/directory/tags?app=hr":         http.StatusNotImplemented,
+		"/api/v1/directory/departments?app=ops": http.StatusBadRequest,
+	} {
+		r := httptest.NewRequest("GET", target, nil)
+		r.Header.Set("Authorization", "Bearer "+acmeToken)
+		w := httptest.NewRecorder()
+		srv.Routes().ServeHTTP(w, r)
+		if w.Code != want {
+			t.Errorf("GET %s = %d %s; want %d", target, w.Code, w.Body, want)
+		}
+	}
+}
