@@ -73,13 +73,13 @@ type Posting interface {
 
 // Scheduling keeps drafts and scheduled notices.
 type Scheduling interface {
-	Compose(ctx context.Context, p *access.Principal, c campaign.Compose) (campaign.Notice, error)
+	Compose(ctx context.Context, p *access.Principal, c campaign.Compose) (yidu.Notice, error)
 	Notice(ctx context.Context, p *access.Principal, msgID string) (yidu.Notice, error)
 	Notices(ctx context.Context, p *access.Principal, state yidu.NoticeState, title, app, cursor string, limit int) ([]yidu.Notice, string, error)
 	Sent(ctx context.Context, p *access.Principal, corp, msgID string) (n yidu.Notice, found, audience bool, err error)
-	Edit(ctx context.Context, p *access.Principal, n campaign.Notice, patch campaign.Patch, pol *yidu.Policy) (campaign.Notice, error)
-	Cancel(ctx context.Context, p *access.Principal, n campaign.Notice) (campaign.Notice, error)
-	SendNow(ctx context.Context, p *access.Principal, n campaign.Notice) (campaign.Notice, error)
+	Edit(ctx context.Context, p *access.Principal, n yidu.Notice, patch yidu.Patch, pol *yidu.Policy) (yidu.Notice, error)
+	Cancel(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error)
+	SendNow(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error)
 }
 
 // Acting is what is done to a sent notice: reminders, the recall, its
@@ -99,9 +99,9 @@ type Acting interface {
 
 // Approving is the approval of a notice that needs one (issue 41).
 type Approving interface {
-	ApprovalView(ctx context.Context, p *access.Principal, n campaign.Notice) (campaign.ApprovalView, error)
-	Decide(ctx context.Context, p *access.Principal, n campaign.Notice, d campaign.Decision) (campaign.Notice, bool, error)
-	PreviewToMe(ctx context.Context, p *access.Principal, n campaign.Notice) (string, error)
+	ApprovalView(ctx context.Context, p *access.Principal, n yidu.Notice) (campaign.ApprovalView, error)
+	Decide(ctx context.Context, p *access.Principal, n yidu.Notice, d campaign.Decision) (yidu.Notice, bool, error)
+	PreviewToMe(ctx context.Context, p *access.Principal, n yidu.Notice) (string, error)
 }
 
 // Picking is the compose page's audience: what the caller may pick,
