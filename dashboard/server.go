@@ -32,6 +32,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/internal/clientip"
 	"github.com/yidu-io/yidu/internal/metric"
 	"github.com/yidu-io/yidu/progress"
 )
@@ -137,7 +138,7 @@ type Server struct {
 	audit                     Auditor
 	auditLog                  AuditLog
 	auth                      Identities
-	proxies                   []netip.Prefix
+	proxies                   clientip.Proxies
 	// httpsOnly: PublicURL is https, every cookie is Secure.
 	httpsOnly bool
 	// publicURL and wecomLogin: sign-in with WeCom (wecomlogin.go).
@@ -208,7 +209,7 @@ func New(ids Identities, acts Campaign, prog Progress, opts Options) (*Server, e
 		apps:         map[string]yidu.App{},
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
-		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auditLog: opts.AuditLog, auth: ids, proxies: opts.TrustedProxies,
+		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auditLog: opts.AuditLog, auth: ids, proxies: clientip.Proxies(opts.TrustedProxies),
 		publicURL: opts.PublicURL, wecomLogin: opts.WeCom,
 		httpsOnly:     strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
 		streams:       make(chan struct{}, opts.MaxStreams),
