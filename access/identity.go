@@ -130,9 +130,37 @@ type Identities struct {
 	byAddr, byPair, byName *buckets
 }
 
+// Validate checks what can be checked of o without building anything:
+// each token has a name of its own and is long enough; no user's name
+// is a WeCom member's. cmd runs it on the configuration at start;
+// NewIdentities runs it too.
+func (o IdentityOptions) Validate() error {
+	names := map[string]bool{}
+	for i, t := range o.Tokens {
+		// The name is the token's actor in the audit and its key in the
+		// per-principal limits: it must name one token.
+		if t.Name == "" || names[t.Name] {
+			return fmt.Errorf("dashboard: tokens[%d]: a token needs a name of its own (%q is empty or used twice): %w", i, t.Name, yidu.ErrInvalid)
+		}
+		names[t.Name] = true
+		if len(t.Token) < MinTokenLength {
+			return fmt.Errorf("dashboard: tokens[%d] (%s): token must be at least %d characters", i, t.Name, MinTokenLength)
+		}
+	}
+	for i, u := range o.Users {
+		if strings.HasPrefix(u.Name, WeComUserPrefix) {
+			return fmt.Errorf("dashboard: users[%d] (%s): a name may not start with %q (WeCom members' sessions): %w", i, u.Name, WeComUserPrefix, yidu.ErrInvalid)
+		}
+	}
+	return nil
+}
+
 // NewIdentities checks the configured tokens and users and resolves
 // their grants.
 func NewIdentities(o IdentityOptions) (*Identities, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -146,17 +174,7 @@ func NewIdentities(o IdentityOptions) (*Identities, error) {
 		now: o.Now, ttl: o.SessionTTL, users: map[string]*userEntry{}, sessions: o.Sessions, wecom: o.WeCom,
 		byAddr: newBuckets(perAddress, true), byPair: newBuckets(perPair, true), byName: newBuckets(perName, false),
 	}
-	names := map[string]bool{}
 	for i, t := range o.Tokens {
-		// The name is the token's actor in the audit and its key in the
-		// per-principal limits: it must name one token.
-		if t.Name == "" || names[t.Name] {
-			return nil, fmt.Errorf("dashboard: tokens[%d]: a token needs a name of its own (%q is empty or used twice): %w", i, t.Name, yidu.ErrInvalid)
-		}
-		names[t.Name] = true
-		if len(t.Token) < MinTokenLength {
-			return nil, fmt.Errorf("dashboard: tokens[%d] (%s): token must be at least %d characters", i, t.Name, MinTokenLength)
-		}
 		p, err := configured(t.Name, KindToken, t.Corps, t.Role, t.Corp, t.Apps, t.Departments, t.Audience)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: tokens[%d] (%s): %w", i, t.Name, err)
@@ -165,9 +183,6 @@ func NewIdentities(o IdentityOptions) (*Identities, error) {
 	}
 	cost := bcrypt.DefaultCost
 	for i, u := range o.Users {
-		if strings.HasPrefix(u.Name, WeComUserPrefix) {
-			return nil, fmt.Errorf("dashboard: users[%d] (%s): a name may not start with %q (WeCom members' sessions): %w", i, u.Name, WeComUserPrefix, yidu.ErrInvalid)
-		}
 		c, err := bcrypt.Cost([]byte(u.PasswordHash))
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: users[%d] (%s): password_hash is not bcrypt: %w", i, u.Name, err)

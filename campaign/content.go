@@ -216,6 +216,20 @@ func (s *Service) linkToPage(reg *yidu.Registration) error {
 	return nil
 }
 
+// ErrNoRegistrar: the service was given no Registrar.
+var ErrNoRegistrar = errors.New("campaign: no registrar")
+
+// Register registers what Prepare checked and, when it asks to, sends
+// its cards now (the tracker's RegisterAndSend: a replay of the same
+// msgid finds the notice registered). KeepContent and
+// RegisteredFollowUp keep the rest once the caller recorded the act.
+func (s *Service) Register(ctx context.Context, pr Prepared) (yidu.Registered, error) {
+	if s.o.Registrar == nil {
+		return yidu.Registered{}, ErrNoRegistrar
+	}
+	return s.o.Registrar.RegisterAndSend(ctx, pr.Registration)
+}
+
 // KeepContent keeps what pr registered as m sent: its content as
 // version 1 (a replay finds it stored).
 func (s *Service) KeepContent(ctx context.Context, m yidu.Message, pr Prepared, by string) error {

@@ -88,6 +88,9 @@ type ServiceOptions struct {
 	Rounds Policies
 	// Messenger sends reminders and recalls.
 	Messenger Messenger
+	// Registrar registers and sends a posted notice now
+	// (tracker.Registry); nil: Register is ErrNoRegistrar.
+	Registrar Registrar
 	// Scope gives a department leader's people; nil: only a sender of the
 	// app (or an admin) reminds, everyone.
 	Scope Scope
@@ -134,6 +137,8 @@ type Policies interface {
 	CheckPolicy(p yidu.Policy, sendAt time.Time) error
 	StorePolicy(ctx context.Context, corpID, msgID string, p yidu.Policy, sendAt time.Time, by string) error
 	CancelRound(ctx context.Context, corpID, msgID string) (bool, error)
+	// FollowUpOf is a notice's policy and rounds (found false: none).
+	FollowUpOf(ctx context.Context, corpID, msgID string) (FollowUp, bool, error)
 }
 
 // Service decides the acts of people on notices: compose, edit, cancel,
@@ -485,6 +490,33 @@ func (s *Service) MayFollowUp(p *access.Principal, m yidu.Message) error {
 		return ErrNoFollowUps
 	}
 	return nil
+}
+
+// FollowUpOf is m's follow-up policy and rounds as the notice's own
+// answer shows them; found false when it has none or the server runs no
+// rounds.
+func (s *Service) FollowUpOf(ctx context.Context, m yidu.Message) (FollowUp, bool, error) {
+	if s.o.Rounds == nil {
+		return FollowUp{}, false, nil
+	}
+	fu, ok, err := s.o.Rounds.FollowUpOf(ctx, m.CorpID, m.MsgID)
+	if err != nil {
+		return FollowUp{}, false, fmt.Errorf("campaign: follow-up of %s: %w", m.MsgID, err)
+	}
+	return fu, ok, nil
+}
+
+// FollowUp is m's follow-up for p, who must manage it (MayFollowUp) and
+// see the whole notice (whole: the rounds count every unread recipient,
+// more than a scoped View holds).
+func (s *Service) FollowUp(ctx context.Context, p *access.Principal, m yidu.Message, whole bool) (FollowUp, bool, error) {
+	if !whole {
+		return FollowUp{}, false, fmt.Errorf("%w: your role may not manage this notice's follow-up", ErrForbidden)
+	}
+	if err := s.MayFollowUp(p, m); err != nil {
+		return FollowUp{}, false, err
+	}
+	return s.FollowUpOf(ctx, m)
 }
 
 // SetFollowUp sets or changes the follow-up policy of a sent notice of the

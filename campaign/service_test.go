@@ -505,6 +505,7 @@ func TestServiceWhoMay(t *testing.T) {
 		"send now":     func(p *access.Principal) error { _, err := s.SendNow(ctx, p, n); return err },
 		"set policy":   func(p *access.Principal) error { return s.SetFollowUp(ctx, p, f.m, pol) },
 		"cancel round": func(p *access.Principal) error { _, err := s.CancelRound(ctx, p, f.m); return err },
+		"read policy":  func(p *access.Principal) error { _, _, err := s.FollowUp(ctx, p, f.m, true); return err },
 		"recall": func(p *access.Principal) error {
 			_, err := s.Recall(ctx, Recall{Caller: p, Message: f.m})
 			return err
@@ -551,5 +552,41 @@ func TestServiceWhoMay(t *testing.T) {
 	}
 	if _, err := s.Cancel(ctx, sender, n); err != nil {
 		t.Errorf("cancel by the sender: %v", err)
+	}
+}
+
+// TestServiceFollowUpRead: the follow-up of a sent notice is read by
+// whom may manage it and sees the whole notice; a scoped sender is
+// refused (the rounds count people outside its View), and a server
+// without rounds answers ErrNoFollowUps to a sender, none to the
+// notice's own answer.
+func TestServiceFollowUpRead(t *testing.T) {
+	f := newServiceFixture(t)
+	s := f.service(t, "replica-a")
+	ctx := context.Background()
+	sender := principal(t, "hr-sender", yidu.RoleSender, []string{testApp.Name}, nil)
+	if _, ok, err := s.FollowUp(ctx, sender, f.m, true); err != nil || ok {
+		t.Fatalf("FollowUp of a notice without a policy = %v, %v; want none", ok, err)
+	}
+	_, err := f.db.Exec(`INSERT INTO messages (corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state)
+		VALUES (?, ?, ?, 1, 't', ?, 7, '', 1)`, f.m.CorpID, f.m.MsgID, f.m.App, f.m.SentAt)
+	testenv.Check(t, "message", err)
+	testenv.Check(t, "SetFollowUp", s.SetFollowUp(ctx, sender, f.m, yidu.Policy{Reminders: []string{"2h"}}))
+	fu, ok, err := s.FollowUp(ctx, sender, f.m, true)
+	if err != nil || !ok || len(fu.Policy.Reminders) != 1 {
+		t.Errorf("FollowUp by the sender = %+v, %v, %v; want the policy set", fu, ok, err)
+	}
+	if _, _, err := s.FollowUp(ctx, sender, f.m, false); !errors.Is(err, ErrForbidden) {
+		t.Errorf("FollowUp by a scoped sender = %v; want ErrForbidden", err)
+	}
+	if _, ok, err := s.FollowUpOf(ctx, f.m); err != nil || !ok {
+		t.Errorf("FollowUpOf = %v, %v; want the policy", ok, err)
+	}
+	none := NewService(ServiceOptions{Store: f.store, Now: f.c.now})
+	if _, _, err := none.FollowUp(ctx, sender, f.m, true); !errors.Is(err, ErrNoFollowUps) {
+		t.Errorf("FollowUp without rounds = %v; want ErrNoFollowUps", err)
+	}
+	if _, ok, err := none.FollowUpOf(ctx, f.m); err != nil || ok {
+		t.Errorf("FollowUpOf without rounds = %v, %v; want none", ok, err)
 	}
 }

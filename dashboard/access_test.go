@@ -17,7 +17,7 @@ import (
 // still an admin.
 func TestScopedTokensGetNothingYet(t *testing.T) {
 	const viewerTok, senderTok = "viewer-token-0123456789", "sender-token-0123456789"
-	f := newFixtureOpts(t, false, func(o *Options) {
+	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Tokens = append(o.Tokens,
 			access.Token{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
 			access.Token{Name: "sops", Token: senderTok, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"ops"}},
@@ -67,7 +67,7 @@ func TestScopedTokenConfigRefused(t *testing.T) {
 		{Name: "badrole", Token: "badrole-token-0123456789", Role: "owner", Corp: "acme"},
 	} {
 		f := newFixture(t)
-		if _, err := New(f.msgs, f.bms, f.dir, Options{Tokens: []access.Token{tok}}); err == nil || !strings.Contains(err.Error(), tok.Name) {
+		if _, err := newServer(f.msgs, f.bms, f.dir, deps{Tokens: []access.Token{tok}}); err == nil || !strings.Contains(err.Error(), tok.Name) {
 			t.Errorf("New with token %s = %v, want an error naming it", tok.Name, err)
 		}
 	}

@@ -270,9 +270,9 @@ func (s *Server) handleGetMessage(w http.ResponseWriter, r *http.Request, m yidu
 		writeJSON(w, http.StatusOK, j)
 		return
 	}
-	outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID)
+	outcomes, err := s.prog.Outcomes(r.Context(), m)
 	if err != nil {
-		s.fail(w, r, fmt.Errorf("dashboard: send outcomes: %w", err))
+		s.fail(w, r, err)
 		return
 	}
 	j.Send = toSendJSON(m.MsgID, outcomes)
@@ -326,7 +326,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if s.sendForApproval(w, r, p, app, reg) {
 		return // it needs approval first (issue 41)
 	}
-	res, err := s.msgs.RegisterAndSend(r.Context(), reg.Registration)
+	res, err := s.acts.Register(r.Context(), pr)
 	m, created, rep := res.Message, res.Created, res.Send
 	// compose is a registration without a send; send sends its cards.
 	act := yidu.ActionCompose

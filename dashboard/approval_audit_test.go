@@ -52,7 +52,7 @@ func (c *countingRegistrar) RegisterAndSend(_ context.Context, reg yidu.Registra
 func TestApprovalAuditRows(t *testing.T) {
 	const reviewerTok = "reviewer-token-0123456789"
 	var st *campaign.Store
-	f := newFixtureOpts(t, false, func(o *Options) {
+	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"reviewer", "acme"}}
 		o.Tokens = append(o.Tokens, access.Token{Name: "reviewer", Token: reviewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}})
 		db := testenv.MySQL(t)

@@ -27,7 +27,7 @@ import (
 func newApprovalFixture(tb testing.TB) (*fixture, *campaign.Store) {
 	tb.Helper()
 	var st *campaign.Store
-	f := newFixtureOpts(tb, false, func(o *Options) {
+	f := newFixtureOpts(tb, false, func(o *deps) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"alice"}}
 		db := testenv.MySQL(tb)
 		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
@@ -174,7 +174,7 @@ func TestBrowserFromTemplate(t *testing.T) {
 // and may decide; a viewer not named gets 404, as for any unsent notice.
 func TestApprovalByNamedApprover(t *testing.T) {
 	const reviewerTok, otherTok = "reviewer-token-0123456789", "other-viewer-0123456789"
-	f := newFixtureOpts(t, false, func(o *Options) {
+	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"reviewer"}}
 		o.Tokens = append(o.Tokens,
 			access.Token{Name: "reviewer", Token: reviewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
@@ -237,7 +237,7 @@ func TestApprovalWithContent(t *testing.T) {
 	var ns *notice.Store
 	var atts *attachment.Store
 	page := func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
-	f := newFixtureOpts(t, false, func(o *Options) {
+	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"alice"}}
 		o.Tokens = append(o.Tokens, access.Token{Name: "alice", Token: aliceTok, Corps: []string{"acme"}})
 		db := testenv.MySQL(t)

@@ -56,7 +56,7 @@ func multipartBody(tb testing.TB, field, file, ctype string, data []byte) (strin
 
 func TestUploadAttachment(t *testing.T) {
 	store := &fakeAttachments{}
-	f := newFixtureOpts(t, false, func(o *Options) { o.Attachments = store })
+	f := newFixtureOpts(t, false, func(o *deps) { o.Attachments = store })
 	pdf := []byte("%PDF-1.7\n1 0 obj\n")
 	big := append([]byte("%PDF-1.7\n"), make([]byte, content.MaxAttachmentSize)...)
 
@@ -125,7 +125,7 @@ func FuzzUploadAttachment(f *testing.F) {
 	f.Add(html.Bytes())
 	f.Add([]byte("--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"../../x\"\r\n\r\n\x89PNG\r\n\x1a\n\r\n--B--\r\n"))
 	store := &fakeAttachments{}
-	fx := newFixtureOpts(f, false, func(o *Options) { o.Attachments = store })
+	fx := newFixtureOpts(f, false, func(o *deps) { o.Attachments = store })
 	f.Fuzz(func(t *testing.T, body []byte) {
 		store.puts = nil
 		boundary := "B"

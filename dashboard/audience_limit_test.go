@@ -18,14 +18,14 @@ import (
 // only the people inside.
 func TestSenderAudienceHTTP(t *testing.T) {
 	const s4 = "sender-4-0123456789"
-	f := newFixtureOpts(t, false, func(o *Options) {
+	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Tokens = append(o.Tokens, access.Token{Name: "s4", Token: s4, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr"},
 			Audience: yidu.SenderAudience{Departments: []int64{4}}})
 	})
 	m := withAudienceDirectory(t, f)
 	acc, err := access.New(access.Config{}, m, f.clock.Now)
 	testenv.Check(t, "access.New", err)
-	f.srv.setAccess(acc)
+	f.setAccess(t, acc)
 
 	registered := func() int {
 		f.msgs.mu.Lock()

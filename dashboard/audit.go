@@ -90,7 +90,7 @@ func (s *Server) whereIs(r *http.Request, msgID string) (corp, app string) {
 		return "", ""
 	}
 	corps := p.Corps()
-	if m, ok, err := s.msgs.GetMessage(r.Context(), corps, msgID); err == nil && ok {
+	if m, ok, err := s.prog.Locate(r.Context(), corps, msgID); err == nil && ok {
 		return m.CorpID, m.App
 	}
 	if s.campaigns != nil {

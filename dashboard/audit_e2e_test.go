@@ -47,7 +47,7 @@ func (f *followUpsFake) StorePolicy(context.Context, string, string, yidu.Policy
 func TestAuditEndToEnd(t *testing.T) {
 	db := testenv.MySQL(t)
 	rec := audit.NewMySQL(db)
-	f := newFixtureOpts(t, false, func(o *Options) {
+	f := newFixtureOpts(t, false, func(o *deps) {
 		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(t, "campaign.NewStore", err)

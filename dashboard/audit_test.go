@@ -33,7 +33,7 @@ func (r *recorderFake) Record(_ context.Context, e audit.Event) error {
 // written is refused (fail closed) and counted.
 func TestAuditTrail(t *testing.T) {
 	rec := &recorderFake{}
-	f := newFixtureOpts(t, false, func(o *Options) { o.Audit = rec })
+	f := newFixtureOpts(t, false, func(o *deps) { o.Audit = rec })
 	f.postLogin("alice", "wrong-password", nil)
 	f.login(t)
 	f.ok(t, "GET", "/api/v1/messages/hello/export.csv?state=all")

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 
@@ -179,45 +177,15 @@ func (s *Server) requirePage(next http.Handler) http.Handler {
 	})
 }
 
-// clientIP is the TCP peer; proxy headers are not trusted (STYLE.md)
-// unless the peer is one of the configured trusted proxies (an ingress
-// controller), whose X-Forwarded-For is then read from the right: the
-// first address that is not itself a trusted proxy is the client.
+// clientIP is the client's address for the sign-in limits and the
+// audit: the TCP peer, or behind a configured trusted proxy the nearest
+// X-Forwarded-For hop no trusted proxy added (internal/clientip, the
+// receiver's rule too). Proxy headers of anyone else are not believed.
 func (s *Server) clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
+	if a := s.proxies.Of(r); a.IsValid() {
+		return a.String()
 	}
-	if !s.trusted(host) {
-		return host
-	}
-	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
-	for i := len(hops) - 1; i >= 0; i-- {
-		h := strings.TrimSpace(hops[i])
-		if _, err := netip.ParseAddr(h); err != nil {
-			break // garbage: stop at the last hop we can vouch for
-		}
-		host = h
-		if !s.trusted(h) {
-			break
-		}
-	}
-	return host
-}
-
-// trusted reports whether addr is a trusted proxy.
-func (s *Server) trusted(addr string) bool {
-	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return false
-	}
-	a = a.Unmap()
-	for _, p := range s.proxies {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return r.RemoteAddr
 }
 
 // secure reports whether the browser reached us over HTTPS: the public
@@ -228,8 +196,7 @@ func (s *Server) secure(r *http.Request) bool {
 	if s.httpsOnly || r.TLS != nil {
 		return true
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	return err == nil && s.trusted(host) && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+	return s.proxies.Trusts(r) && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {

@@ -22,6 +22,7 @@ import (
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/progress"
 )
 
 // benchDirectory is a synthetic corp of n people in depts departments
@@ -64,7 +65,7 @@ func (d *benchDirectory) DepartmentMemberSets(context.Context, string) (map[int6
 
 // benchServer serves a message "big" to n recipients (40% read) with the
 // given Bitmaps (nil: in-memory fake).
-func benchServer(b testing.TB, n, depts int, bms Bitmaps, mods ...func(*Options)) (http.Handler, *Server) {
+func benchServer(b testing.TB, n, depts int, bms progress.Bitmaps, mods ...func(*deps)) (http.Handler, *Server) {
 	b.Helper()
 	c := &clock{t: t0.Add(time.Hour)}
 	msgs := newFakeMessages(c.Now)
@@ -89,14 +90,13 @@ func benchServer(b testing.TB, n, depts int, bms Bitmaps, mods ...func(*Options)
 	} else {
 		testenv.Check(b, "restore", bms.RestoreReads(context.Background(), m, rec, read, nil))
 	}
-	opts := Options{
-		Now:    c.Now,
+	opts := deps{Options: Options{Now: c.Now},
 		Tokens: []access.Token{{Name: "b", Token: acmeToken, Corps: []string{"acme"}}},
 	}
 	for _, mod := range mods {
 		mod(&opts)
 	}
-	srv, err := New(msgs, bms, newBenchDirectory(n, depts), opts)
+	srv, err := newServer(msgs, bms, newBenchDirectory(n, depts), opts)
 	testenv.Check(b, "New", err)
 	b.Cleanup(srv.Close)
 	return srv.Routes(), srv

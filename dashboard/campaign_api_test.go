@@ -52,7 +52,7 @@ func (k knownIDs) Expand(_ context.Context, _ string, a yidu.Audience) (yidu.Exp
 func newCampaignFixture(tb testing.TB) (*fixture, *campaign.Store) {
 	tb.Helper()
 	var st *campaign.Store
-	f := newFixtureOpts(tb, false, func(o *Options) {
+	f := newFixtureOpts(tb, false, func(o *deps) {
 		db := testenv.MySQL(tb)
 		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
 			Apps: o.Apps, Now: o.Now})

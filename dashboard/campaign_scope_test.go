@@ -23,7 +23,7 @@ import (
 // sender was not an admin, so every notice of its own app was 404.
 func TestCampaignScope(t *testing.T) {
 	const senderHR, senderHR2, viewer4 = "sender-hr-0123456789", "sender-hr2-0123456789", "viewer-4-0123456789"
-	f := newFixtureOpts(t, false, func(o *Options) {
+	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Apps = append(o.Apps, yidu.App{Name: "hr2", CorpID: "acme", AgentID: 1000009})
 		o.Tokens = append(o.Tokens,
 			access.Token{Name: "shr", Token: senderHR, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr"}},
@@ -47,7 +47,7 @@ func TestCampaignScope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.srv.setAccess(acc)
+	f.setAccess(t, acc)
 
 	at := f.clock.Now().Add(time.Hour).Format(time.RFC3339)
 	schedule := func(tok, msgid, app string) int {

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/yidu-io/yidu/attachment"
-	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/notice"
 )
@@ -19,7 +18,7 @@ import (
 func newContentFixture(t *testing.T) (*fixture, *attachment.Store) {
 	t.Helper()
 	var atts *attachment.Store
-	f := newFixtureOpts(t, false, func(o *Options) {
+	f := newFixtureOpts(t, false, func(o *deps) {
 		db := testenv.MySQL(t)
 		var err error
 		atts, err = attachment.New(db, attachment.Options{Now: o.Now})
@@ -135,10 +134,10 @@ func TestDraftKeepsContent(t *testing.T) {
 	testenv.Check(t, "attachment.New", err)
 	ns, err := notice.New(db, atts, notice.Options{})
 	testenv.Check(t, "notice.New", err)
-	f.srv.notices, f.srv.actOpts.Versions = ns, ns
-	f.srv.readingPage = func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
-	f.srv.actOpts.ReadingPage = f.srv.readingPage
-	f.srv.acts = campaign.NewService(f.srv.actOpts)
+	f.rewire(t, func(d *deps) {
+		d.Notices = ns
+		d.ReadingPage = func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
+	})
 	a, err := atts.Put(t.Context(), "acme", "hr", "评分表.pdf", strings.NewReader("%PDF-1.7\nscores"))
 	testenv.Check(t, "Put", err)
 	other, err := atts.Put(t.Context(), "globex", "ops", "x.pdf", strings.NewReader("%PDF-1.7\nother"))
@@ -212,9 +211,9 @@ func TestDraftKeepsContent(t *testing.T) {
 // its own is refused before anything is sent.
 func TestContentLinksToPage(t *testing.T) {
 	f, _ := newContentFixture(t)
-	f.srv.readingPage = func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
-	f.srv.actOpts.ReadingPage = f.srv.readingPage
-	f.srv.acts = campaign.NewService(f.srv.actOpts)
+	f.rewire(t, func(d *deps) {
+		d.ReadingPage = func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
+	})
 	w := f.do(t, "POST", "/api/v1/messages", acmeToken, strings.NewReader(`{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"send":true,"content":{"markdown":"x"}}`))
 	var m struct {
 		MsgID string `json:"msgid"`

@@ -15,7 +15,6 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/attachment"
-	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/notice"
 )
@@ -132,8 +131,8 @@ func TestBrowserComposeDraftContent(t *testing.T) {
 	testenv.Check(t, "attachment.New", err)
 	ns, err := notice.New(db, atts, notice.Options{})
 	testenv.Check(t, "notice.New", err)
-	f.srv.attachments, f.srv.notices, f.srv.actOpts.Versions = atts, ns, ns
-	f.srv.acts = campaign.NewService(f.srv.actOpts)
+	f.srv.attachments = atts
+	f.rewire(t, func(d *deps) { d.Notices = ns })
 	ts := httptest.NewServer(f.h)
 	t.Cleanup(ts.Close)
 	b := startComposeBrowser(t)

@@ -13,13 +13,6 @@ import (
 	"github.com/yidu-io/yidu/campaign"
 )
 
-// AudienceDirectory is campaign.Picking: the directory's index and the
-// registration's expansion, for the compose page and the approver.
-type AudienceDirectory = campaign.Picking
-
-// DirectoryIndex is campaign.DirectoryIndex (idmap.Index).
-type DirectoryIndex = campaign.DirectoryIndex
-
 // Bounds of the directory endpoints' input.
 const (
 	maxSearchQuery  = 64      // characters of q
@@ -32,15 +25,6 @@ const (
 // {"error", "field"}).
 func writeFieldError(w http.ResponseWriter, field, msg string) {
 	writeJSON(w, http.StatusBadRequest, map[string]string{"error": msg, "field": field})
-}
-
-// audienceDir returns the directory's AudienceDirectory, or answers 501.
-func (s *Server) audienceDir(w http.ResponseWriter) (AudienceDirectory, bool) {
-	ad, ok := s.dir.(AudienceDirectory)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, "this directory cannot answer audience queries")
-	}
-	return ad, ok
 }
 
 // appOf resolves the app named by a request for the principal: an app of
@@ -57,9 +41,6 @@ func (s *Server) appOf(w http.ResponseWriter, r *http.Request, name string) (yid
 // picker is what the caller may pick from the query's app's directory
 // (campaign.Picker).
 func (s *Server) picker(w http.ResponseWriter, r *http.Request) (campaign.Picker, bool) {
-	if _, ok := s.audienceDir(w); !ok {
-		return campaign.Picker{}, false
-	}
 	app, ok := s.appOf(w, r, r.URL.Query().Get("app"))
 	if !ok {
 		return campaign.Picker{}, false
@@ -171,10 +152,6 @@ func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
 		return
 	}
-	_, ok := s.audienceDir(w)
-	if !ok {
-		return
-	}
 	var b previewBody
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPreviewBody))
 	dec.DisallowUnknownFields()
@@ -212,10 +189,6 @@ func (s *Server) handleParseList(w http.ResponseWriter, r *http.Request) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || (mt != "text/plain" && mt != "text/csv") {
 		writeFieldError(w, "list", "list must be text/plain or text/csv")
-		return
-	}
-	_, ok := s.audienceDir(w)
-	if !ok {
 		return
 	}
 	app, ok := s.appOf(w, r, r.URL.Query().Get("app"))

@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
-func (f *fakeDirectory) DirectoryIndex(ctx context.Context, corp string) (DirectoryIndex, error) {
+func (f *fakeDirectory) DirectoryIndex(ctx context.Context, corp string) (campaign.DirectoryIndex, error) {
 	if f.audience == nil {
 		return nil, errors.New("fake directory: no audience directory")
 	}

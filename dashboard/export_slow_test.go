@@ -32,7 +32,7 @@ func TestExportToSlowReader(t *testing.T) {
 		t.Skip("reads 300,000 rows slowly")
 	}
 	const n = 300_000
-	h, _ := benchServer(t, n, 10, nil, func(o *Options) {
+	h, _ := benchServer(t, n, 10, nil, func(o *deps) {
 		o.WriteTimeout = 300 * time.Millisecond
 		o.ExportStall = 5 * time.Second
 	})

@@ -47,7 +47,7 @@ func newFailEnv(tb testing.TB, db *sql.DB, rdb redis.UniversalClient, corp strin
 	reg, err := tracker.New(db, mapper, store, tracker.Options{Logger: logger, Apps: []yidu.App{app}})
 	testenv.Check(tb, "tracker.New", err)
 	const token = "failure-token-0123456789"
-	srv, err := New(reg, store, mapper, Options{Apps: []yidu.App{app}, Logger: logger,
+	srv, err := newServer(reg, store, mapper, deps{Options: Options{Apps: []yidu.App{app}, Logger: logger},
 		Tokens: []access.Token{{Name: "it", Token: token, Corps: []string{corp}}}})
 	testenv.Check(tb, "New", err)
 	tb.Cleanup(srv.Close)

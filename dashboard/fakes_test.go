@@ -26,6 +26,7 @@ import (
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/progress"
 )
 
 // In-memory stand-ins for tracker and idmap, following the seams in
@@ -494,9 +495,11 @@ type fixture struct {
 	dir    *fakeDirectory
 	reg    *prometheus.Registry
 	ledger *fakeLedger
-	opts   Options
-	hello  yidu.Message // acme, 10 recipients, 4 read
-	secret yidu.Message // other corp
+	deps   deps
+	// dirUsed is the directory the services read (dir, or idsOnly).
+	dirUsed progress.Directory
+	hello   yidu.Message // acme, 10 recipients, 4 read
+	secret  yidu.Message // other corp
 }
 
 func newFixture(tb testing.TB) *fixture { return newFixtureWith(tb, false) }
@@ -509,7 +512,7 @@ func newFixtureWith(tb testing.TB, idsOnlyDir bool) *fixture {
 
 // newFixtureOpts is newFixtureWith with edit (may be nil) applied to the
 // server's Options.
-func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixture {
+func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*deps)) *fixture {
 	tb.Helper()
 	c := &clock{t: t0.Add(30 * time.Minute)}
 	f := &fixture{clock: c, msgs: newFakeMessages(c.Now), bms: newFakeBitmaps(tb), reg: prometheus.NewRegistry(), ledger: newFakeLedger()}
@@ -562,13 +565,13 @@ func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixtur
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var dir Directory = f.dir
+	var dir progress.Directory = f.dir
 	if idsOnlyDir {
 		dir = idsOnly{f.dir}
 	}
-	opts := Options{
+	opts := deps{Options: Options{
 		Registerer: f.reg, Now: c.Now,
-		Apps: []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}, {Name: "ops", CorpID: "other", AgentID: 1000003}},
+		Apps: []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}, {Name: "ops", CorpID: "other", AgentID: 1000003}}},
 		Tokens: []access.Token{
 			{Name: "acme", Token: acmeToken, Corps: []string{"acme"}},
 			{Name: "other", Token: otherToken, Corps: []string{"other"}},
@@ -584,8 +587,8 @@ func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*Options)) *fixtur
 	if edit != nil {
 		edit(&opts)
 	}
-	f.opts = opts
-	srv, err := New(f.msgs, f.bms, dir, opts)
+	f.deps, f.dirUsed = opts, dir
+	srv, err := newServer(f.msgs, f.bms, dir, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

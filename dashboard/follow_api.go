@@ -3,7 +3,6 @@ package dashboard
 import (
 	"context"
 	"errors"
-	"fmt"
 	"mime"
 	"net/http"
 
@@ -12,21 +11,15 @@ import (
 )
 
 // FollowUps keeps notices' follow-up policies and reports their rounds
-// (campaign.Rounds, issue 30); the dashboard reads FollowUpOf, and
-// campaign.Service makes the changes.
-type FollowUps interface {
-	campaign.Policies
-	FollowUpOf(ctx context.Context, corpID, msgID string) (campaign.FollowUp, bool, error)
-}
+// (campaign.Rounds, issue 30): the Campaign service's, which reads and
+// changes them; the dashboard only asks whether there are any.
+type FollowUps = campaign.Policies
 
 // addFollowUp sets j.FollowUp from the notice's stored policy and rounds.
 func (s *Server) addFollowUp(ctx context.Context, corpID string, j *messageJSON) error {
-	if s.followUps == nil {
-		return nil
-	}
-	fu, ok, err := s.followUps.FollowUpOf(ctx, corpID, j.MsgID)
+	fu, ok, err := s.acts.FollowUpOf(ctx, yidu.Message{CorpID: corpID, MsgID: j.MsgID})
 	if err != nil {
-		return fmt.Errorf("dashboard: follow-up: %w", err)
+		return err
 	}
 	if ok {
 		j.FollowUp = &fu
@@ -34,29 +27,14 @@ func (s *Server) addFollowUp(ctx context.Context, corpID string, j *messageJSON)
 	return nil
 }
 
-// followUpAllowed answers 403 unless access lets the caller send through
-// m's app unscoped (the follow-up is the whole notice's: rounds to every
-// unread recipient), and 404 without a round engine; it reports whether
-// the handler may go on.
-func (s *Server) followUpAllowed(w http.ResponseWriter, r *http.Request, m yidu.Message) bool {
-	if !principalFrom(r.Context()).MaySend(m.CorpID, m.App) || scoped(r.Context()) {
-		writeError(w, http.StatusForbidden, "your role may not manage this notice's follow-up")
-		return false
-	}
-	if s.followUps == nil {
-		writeError(w, http.StatusNotFound, "no follow-up")
-		return false
-	}
-	return true
-}
-
 // handleGetFollowUp is GET /messages/{msgid}/follow_up: the policy, the
-// next round and its time, and each round done with its effect.
+// next round and its time, and each round done with its effect, for
+// whom campaign lets manage it.
 func (s *Server) handleGetFollowUp(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	if !s.followUpAllowed(w, r, m) {
+	fu, ok, err := s.acts.FollowUp(r.Context(), principalFrom(r.Context()), m, !scoped(r.Context()))
+	if refusedFollowUp(w, r, s, err) {
 		return
 	}
-	fu, ok, err := s.followUps.FollowUpOf(r.Context(), m.CorpID, m.MsgID)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -19,7 +19,7 @@ import (
 func newFollowFixture(tb testing.TB) (*fixture, *sql.DB) {
 	tb.Helper()
 	db := testenv.MySQL(tb)
-	f := newFixtureOpts(tb, false, func(o *Options) {
+	f := newFixtureOpts(tb, false, func(o *deps) {
 		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(tb, "campaign.NewStore", err)
@@ -164,7 +164,7 @@ func TestPostFollowUp(t *testing.T) {
 func TestPostFollowUpAppDefault(t *testing.T) {
 	db := testenv.MySQL(t)
 	def := yidu.Policy{Reminders: []string{"2h", "next 09:30"}, EscalateAfter: 1}
-	f := newFixtureOpts(t, false, func(o *Options) {
+	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Apps[0].FollowUp = &def
 		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
 			Apps: o.Apps, Now: o.Now})

@@ -26,11 +26,11 @@ import (
 	"github.com/yidu-io/yidu/tracker"
 )
 
-// The real providers satisfy the dashboard's interfaces.
+// The real providers satisfy what the tests build the services from.
 var (
-	_ Messages               = (*tracker.Registry)(nil)
-	_ Bitmaps                = (*bitmap.Store)(nil)
-	_ Directory              = (*idmap.Mapper)(nil)
+	_ messages               = (*tracker.Registry)(nil)
+	_ progress.Bitmaps       = (*bitmap.Store)(nil)
+	_ progress.Directory     = (*idmap.Mapper)(nil)
 	_ progress.UserDirectory = (*idmap.Mapper)(nil)
 )
 
@@ -139,8 +139,7 @@ func TestIntegration(t *testing.T) {
 	const token = "integration-token-0123456789"
 	ledger, err := campaign.NewSQLLedger(db, "", 0, nil, logger)
 	testenv.Check(t, "campaign.NewSQLLedger", err)
-	srv, err := New(reg, store, mapper, Options{
-		Apps: []yidu.App{app}, Logger: logger, Ledger: ledger,
+	srv, err := newServer(reg, store, mapper, deps{Options: Options{Apps: []yidu.App{app}, Logger: logger}, Ledger: ledger,
 		Tokens: []access.Token{
 			{Name: "it", Token: token, Corps: []string{corp}},
 			{Name: "other", Token: "other-corp-token-0123456789", Corps: []string{"someone-else"}},

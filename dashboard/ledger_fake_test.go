@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"testing"
@@ -11,25 +12,102 @@ import (
 	"github.com/yidu-io/yidu/progress"
 )
 
-// setAccess wires acc after New, as the scope tests do, into the
-// campaign service too.
-func (s *Server) setAccess(acc *access.Access) {
-	prog, err := progress.New(s.msgs, s.bms, progress.Options{Directory: s.dir, History: s.msgs, Viewer: acc, Now: s.now})
-	if err != nil {
-		panic(err)
+// messages is what the services read of the tracker (fakeMessages, or
+// tracker.Registry in the integration tests), as cmd wires
+// tracker.Registry into progress and campaign.
+type messages interface {
+	progress.Archive
+	progress.History
+	campaign.Registrar
+	campaign.Messenger
+}
+
+// deps are the dashboard's Options and what cmd builds its three
+// services from (cmd/internal/process/dashboard.go): the tests build
+// them the same way, over the fakes of the tracker, bitmaps and
+// directory or over the real ones.
+type deps struct {
+	Options
+	Tokens         []access.Token
+	Users          []access.User
+	SessionTTL     time.Duration
+	Sessions       access.SessionStore
+	RemindInterval time.Duration
+	// Access is whom scoped principals see (nil: WeCom.Access, else an
+	// admin of the corp sees everyone, anyone else nobody).
+	Access           *access.Access
+	Ledger           campaign.Ledger
+	Approvals        campaign.ApprovalNotifier
+	Acknowledgements campaign.Acknowledgements
+}
+
+// services builds the three services over msgs, bms and dir.
+func (d deps) services(msgs messages, bms progress.Bitmaps, dir progress.Directory) (*access.Identities, *campaign.Service, *progress.Progress, error) {
+	acc := d.Access
+	idOpts := access.IdentityOptions{Tokens: d.Tokens, Users: d.Users, SessionTTL: d.SessionTTL, Sessions: d.Sessions, Now: d.Now}
+	if d.WeCom != nil {
+		idOpts.WeCom = d.WeCom.Access
+		acc = cmp.Or(acc, d.WeCom.Access)
 	}
-	s.prog = prog
-	s.actOpts.Scope, s.actOpts.Readers = acc, prog
-	s.actOpts.Audiences = audiences(acc)
-	s.acts = campaign.NewService(s.actOpts)
+	ids, err := access.NewIdentities(idOpts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	popts := progress.Options{Logger: d.Logger, Directory: dir, History: msgs, Now: d.Now}
+	sopts := campaign.ServiceOptions{Store: d.Campaigns, Rounds: d.FollowUps, Messenger: msgs, Registrar: msgs,
+		Versions: d.Notices, Acknowledgements: d.Acknowledgements, ReadingPage: d.ReadingPage, Notify: d.Approvals,
+		Ledger: d.Ledger, RemindInterval: d.RemindInterval, Logger: d.Logger, Now: d.Now}
+	if acc != nil {
+		popts.Viewer, sopts.Scope, sopts.Audiences = acc, acc, acc
+	}
+	if pk, ok := dir.(campaign.Picking); ok {
+		sopts.Picking = pk
+	}
+	prog, err := progress.New(msgs, bms, popts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sopts.Readers = prog
+	return ids, campaign.NewService(sopts), prog, nil
+}
+
+// newServer builds the services over msgs, bms and dir, and the Server
+// over them.
+func newServer(msgs messages, bms progress.Bitmaps, dir progress.Directory, d deps) (*Server, error) {
+	ids, acts, prog, err := d.services(msgs, bms, dir)
+	if err != nil {
+		return nil, err
+	}
+	return New(ids, acts, prog, d.Options)
+}
+
+// setAccess rebuilds the fixture's services with acc, as the scope
+// tests do after New.
+func (f *fixture) setAccess(tb testing.TB, acc *access.Access) {
+	tb.Helper()
+	f.rewire(tb, func(d *deps) { d.Access = acc })
+}
+
+// rewire applies edit to the fixture's deps after New and rebuilds
+// campaign and progress over them (the Server's stores too).
+func (f *fixture) rewire(tb testing.TB, edit func(*deps)) {
+	tb.Helper()
+	edit(&f.deps)
+	_, acts, prog, err := f.deps.services(f.msgs, f.bms, f.dirUsed)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f.srv.acts, f.srv.prog = acts, prog
+	f.srv.notices, f.srv.readingPage = f.deps.Notices, f.deps.ReadingPage
 }
 
 // resolveWeCom makes the fixture's sessions of WeCom members resolve
 // with acc, as Options.WeCom.Access does.
 func (f *fixture) resolveWeCom(tb testing.TB, acc *access.Access) {
 	tb.Helper()
-	ids, err := access.NewIdentities(access.IdentityOptions{Tokens: f.opts.Tokens, Users: f.opts.Users,
-		SessionTTL: f.opts.SessionTTL, Sessions: f.opts.Sessions, WeCom: acc, Now: f.opts.Now})
+	d := f.deps
+	d.WeCom = &WeComLogin{Access: acc}
+	ids, _, _, err := d.services(f.msgs, f.bms, f.dirUsed)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func openStream(tb testing.TB, client *http.Client, base, token string) *http.Re
 // of streams, none of them read, leaves every other principal able to open
 // one; it gets 429 with Retry-After beyond its own cap.
 func TestEventsPerPrincipal(t *testing.T) {
-	f := newFixtureOpts(t, false, func(o *Options) { o.MaxStreamsPerPrincipal = 3 })
+	f := newFixtureOpts(t, false, func(o *deps) { o.MaxStreamsPerPrincipal = 3 })
 	ts, client := f.client(t)
 	for i := range 3 {
 		if resp := openStream(t, client, ts.URL, acmeToken); resp.StatusCode != http.StatusOK {
@@ -109,11 +109,9 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 func TestEventsDropStalledReader(t *testing.T) {
 	f := newFixture(t)
 	bms := &changingBitmaps{fakeBitmaps: f.bms}
-	srv, err := New(f.msgs, bms, f.dir, Options{
-		Tokens:                 []access.Token{{Name: "acme", Token: acmeToken, Corps: []string{"acme"}}},
-		MaxStreamsPerPrincipal: 1,
-		StreamWriteTimeout:     200 * time.Millisecond,
-		Now:                    f.clock.Now,
+	srv, err := newServer(f.msgs, bms, f.dir, deps{
+		Tokens:  []access.Token{{Name: "acme", Token: acmeToken, Corps: []string{"acme"}}},
+		Options: Options{MaxStreamsPerPrincipal: 1, StreamWriteTimeout: 200 * time.Millisecond, Now: f.clock.Now},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -187,14 +185,13 @@ func (g *gatedBitmaps) RecipientBitmap(ctx context.Context, corp, msg string) (*
 func TestHeavyQueryLimits(t *testing.T) {
 	f := newFixture(t)
 	gb := &gatedBitmaps{fakeBitmaps: f.bms, entered: make(chan struct{}, 16), open: make(chan struct{})}
-	srv, err := New(f.msgs, gb, f.dir, Options{
+	srv, err := newServer(f.msgs, gb, f.dir, deps{
 		Tokens: []access.Token{
 			{Name: "acme", Token: acmeToken, Corps: []string{"acme"}},
 			{Name: "admin", Token: adminToken, Corps: []string{"*"}},
 			{Name: "other", Token: otherToken, Corps: []string{"acme"}},
 		},
-		MaxQueriesPerPrincipal: 2, MaxQueries: 3, QueryWait: 100 * time.Millisecond,
-		Now: f.clock.Now,
+		Options: Options{MaxQueriesPerPrincipal: 2, MaxQueries: 3, QueryWait: 100 * time.Millisecond, Now: f.clock.Now},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -405,14 +402,13 @@ func TestLoginPerAddress(t *testing.T) {
 func TestExportsHoldHalfTheQueries(t *testing.T) {
 	f := newFixture(t)
 	gb := &gatedBitmaps{fakeBitmaps: f.bms, entered: make(chan struct{}, 16), open: make(chan struct{})}
-	srv, err := New(f.msgs, gb, f.dir, Options{
+	srv, err := newServer(f.msgs, gb, f.dir, deps{
 		Tokens: []access.Token{
 			{Name: "acme", Token: acmeToken, Corps: []string{"acme"}},
 			{Name: "admin", Token: adminToken, Corps: []string{"*"}},
 			{Name: "other", Token: otherToken, Corps: []string{"acme"}},
 		},
-		MaxQueriesPerPrincipal: 2, MaxQueries: 4, QueryWait: 100 * time.Millisecond,
-		Now: f.clock.Now,
+		Options: Options{MaxQueriesPerPrincipal: 2, MaxQueries: 4, QueryWait: 100 * time.Millisecond, Now: f.clock.Now},
 	})
 	if err != nil {
 		t.Fatal(err)

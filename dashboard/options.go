@@ -6,13 +6,12 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/access"
 )
 
 // Validate fills o's zero values with the defaults documented on Options
 // and checks what the dashboard alone decides: each principal's share
-// within its whole, the stream write bound, the tokens' length and the
-// public URL. New calls it; cmd calls it on the options it maps from the
+// within its whole, the stream write bound and the public URL (the
+// tokens' are access.IdentityOptions.Validate's). New calls it; cmd calls it on the options it maps from the
 // configuration too, so that a bad file is refused before anything
 // starts. Errors name the option as the configuration spells it.
 func (o *Options) Validate() error {
@@ -37,12 +36,6 @@ func (o *Options) Validate() error {
 	if o.MaxQueriesPerPrincipal == 0 {
 		o.MaxQueriesPerPrincipal = min(DefaultMaxQueriesPerPrincipal, o.MaxQueries)
 	}
-	if o.SessionTTL <= 0 {
-		o.SessionTTL = 12 * time.Hour
-	}
-	if o.RemindInterval <= 0 {
-		o.RemindInterval = time.Hour
-	}
 	switch {
 	case o.MaxStreams < 1:
 		return fmt.Errorf("dashboard: max_streams %d must be positive", o.MaxStreams)
@@ -54,11 +47,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("dashboard: max_queries %d must be positive", o.MaxQueries)
 	case o.MaxQueriesPerPrincipal < 1 || o.MaxQueriesPerPrincipal > o.MaxQueries:
 		return fmt.Errorf("dashboard: max_queries_per_principal %d must be in 1..max_queries (%d)", o.MaxQueriesPerPrincipal, o.MaxQueries)
-	}
-	for i, t := range o.Tokens {
-		if len(t.Token) < access.MinTokenLength {
-			return fmt.Errorf("dashboard: tokens[%d] (%s): token must be at least %d characters", i, t.Name, access.MinTokenLength)
-		}
 	}
 	if err := yidu.CheckPublicURL(o.PublicURL); err != nil {
 		return fmt.Errorf("dashboard: public_url %q: %w", o.PublicURL, err)

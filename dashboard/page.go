@@ -266,7 +266,7 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		// The send outcome is a part of the row, not a condition of it.
-		if outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID); err != nil {
+		if outcomes, err := s.prog.Outcomes(r.Context(), yidu.Message{CorpID: m.CorpID, MsgID: m.MsgID}); err != nil {
 			s.log.WarnContext(r.Context(), "list page: send outcomes", "msgid", m.MsgID, "err", err)
 		} else {
 			row.Batches = countBatches(outcomes)
@@ -310,7 +310,7 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 			// The send report is a part of the page, not a condition of it.
 			// It counts the whole notice's people: not for a scoped viewer.
 			if !d.Scoped {
-				if outcomes, err := s.msgs.SendOutcomes(r.Context(), m.CorpID, m.MsgID); err != nil {
+				if outcomes, err := s.prog.Outcomes(r.Context(), m); err != nil {
 					s.log.ErrorContext(r.Context(), "message page: send outcomes", "err", err)
 				} else {
 					d.Msg.Send = toSendJSON(m.MsgID, outcomes)

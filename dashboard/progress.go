@@ -90,14 +90,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 
 	tick := time.NewTicker(s.sseInterval)
 	defer tick.Stop()
-	// changed is what makes a new event: the counts, each signal's, and
-	// the flushed minutes; the ETAs' drift with the clock alone is not
-	// worth one.
-	type changed struct {
-		recipients, read, curve int64
-		bySignal                yidu.SignalCounts
-	}
-	var last changed
+	// progress decides what is news (Report.Moved).
+	var last progress.Report
 	sent := false
 	idle := time.Duration(0)
 	// The session and the scope are checked again every streamRecheck
@@ -112,9 +106,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 				s.log.WarnContext(ctx, "events: progress", "msgid", m.MsgID, "err", err)
 			}
 		} else {
-			key := changed{p.Recipients, p.Read, p.CurveTotal(), p.BySignal}
-			if !sent || key != last {
-				sent, last = true, key
+			if !sent || p.Moved(last) {
+				sent, last = true, p
 				b, _ := json.Marshal(p)
 				if err := send("event: progress\ndata: %s\n\n", b); err != nil {
 					return

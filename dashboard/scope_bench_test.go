@@ -57,7 +57,7 @@ func BenchmarkScopedCountsRedis(b *testing.B) {
 	}
 	acc, err := access.New(access.Config{}, subtreeDir{subtree}, time.Now)
 	testenv.Check(b, "access.New", err)
-	s, err := New(newFakeMessages(time.Now), store, &fakeDirectory{}, Options{Access: acc})
+	s, err := newServer(newFakeMessages(time.Now), store, &fakeDirectory{}, deps{Access: acc})
 	testenv.Check(b, "New", err)
 	p := access.NewPrincipal("v4", access.KindToken, false, []access.Grant{{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: "bench", Departments: []int64{4}}}})
 	times := make([]time.Duration, 0, b.N)

@@ -104,7 +104,7 @@ func (c caller) do(t *testing.T, f *fixture, method, target, body string) *httpt
 // signed in with WeCom; plus "rd", a notice to R&D (department 3) only.
 func scopeFixture(t *testing.T, enforce bool) (*fixture, []caller, caller) {
 	const viewerTok, senderTok = "viewer-token-0123456789", "sender-token-0123456789"
-	f := newFixtureOpts(t, false, func(o *Options) {
+	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Apps = append(o.Apps, yidu.App{Name: "hr2", CorpID: "acme", AgentID: 1000009})
 		o.Tokens = append(o.Tokens,
 			access.Token{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
@@ -122,7 +122,7 @@ func scopeFixture(t *testing.T, enforce bool) (*fixture, []caller, caller) {
 		t.Fatal(err)
 	}
 	if enforce {
-		f.srv.setAccess(acc)
+		f.setAccess(t, acc)
 	}
 	f.resolveWeCom(t, acc)
 	rd := yidu.Message{CorpID: "acme", MsgID: "rd", App: "hr", Title: "R&D only", SentAt: t0, Recipients: 3}

@@ -32,6 +32,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/internal/clientip"
 	"github.com/yidu-io/yidu/internal/metric"
 	"github.com/yidu-io/yidu/progress"
 )
@@ -45,22 +46,8 @@ type Options struct {
 	Audit Auditor
 	// AuditLog reads them for GET /api/v1/audit and /audit (nil: 404).
 	AuditLog AuditLog
-	// Tokens are the API bearer tokens.
-	Tokens []access.Token
 	// WeCom enables sign-in with WeCom (nil: password sign-in only).
 	WeCom *WeComLogin
-	// Access answers whom a scoped principal (sender, viewer, leader)
-	// sees (issue 31); nil takes WeCom.Access, and without either a
-	// principal that is not an admin of the corp sees nothing.
-	Access *access.Access
-	// Users may sign in to the page.
-	Users []access.User
-	// SessionTTL is how long a sign-in lasts (default 12 h).
-	SessionTTL time.Duration
-	// Sessions keeps sign-in sessions (NewRedisSessions, so that replicas
-	// share them and a restart keeps them); nil keeps them in this
-	// process's memory, which suits one process only.
-	Sessions access.SessionStore
 	// TrustedProxies are the networks of the reverse proxies (an ingress
 	// controller) whose X-Forwarded-For and X-Forwarded-Proto are
 	// believed: for the per-address sign-in limit and the cookie's Secure
@@ -70,9 +57,6 @@ type Options struct {
 	// the session cookie Secure whatever the dashboard itself sees (TLS
 	// ended at an ingress that sets no X-Forwarded-Proto).
 	PublicURL string
-	// RemindInterval is the least time between two manual reminders of
-	// one person (default 1 h; campaign.Service).
-	RemindInterval time.Duration
 	// Apps are the WeCom applications: POST /messages may register only for
 	// an app of a granted corp, and the tracker sends through it.
 	Apps       []yidu.App
@@ -113,31 +97,21 @@ type Options struct {
 	// a client (default DefaultExportStall): an export lasts as long as
 	// the client keeps reading.
 	ExportStall time.Duration
-	// Campaigns keeps drafts and scheduled notices; nil answers send_at
-	// and draft with 503.
+	// Campaigns keeps drafts and scheduled notices (the Campaign
+	// service's store: the list page and a refused act's audit row read
+	// it); nil: none.
 	Campaigns *campaign.Store
 	// FollowUps keeps follow-up policies and rounds; nil: the follow_up
 	// endpoints answer 404.
 	FollowUps FollowUps
-	// Ledger claims reminders and recalls and keeps who was reminded when
-	// (campaign.SQLLedger, shared by every replica); nil: reminders and
-	// recalls answer 503.
-	Ledger campaign.Ledger
 	// Attachments keeps uploaded attachments (attachment.Store); nil:
 	// POST /api/v1/attachments answers 404.
 	Attachments Attachments
 	// Templates keeps notice templates (issue 41); nil: 503.
 	Templates *campaign.Templates
-	// Approvals tells approvers and authors of approvals (issue 41: the
-	// WeCom card with 批准 / 驳回); nil: the page only.
-	Approvals campaign.ApprovalNotifier
 	// Notices keeps the versions of notices' content (notice.Store); nil:
 	// a body with content is refused and GET .../content answers 404.
 	Notices Notices
-	// Acknowledgements makes earlier acknowledgements stop counting when
-	// a material version of a notice under read_rule acknowledged is made
-	// (tracker.Registry); nil: they keep counting.
-	Acknowledgements Acknowledgements
 	// ReadingPage is the reading page's URL of app's msgid on the receiver
 	// (receiver.public_url); a notice with content links its card there.
 	// nil: its card keeps the url it was given.
@@ -153,9 +127,6 @@ type Options struct {
 // Server is the dashboard. Build it with New, serve Routes, Close it to end
 // the live streams before shutting the HTTP server down.
 type Server struct {
-	msgs Messages
-	bms  Bitmaps
-	dir  Directory
 	// writeTimeout and exportStall: Options.WriteTimeout, ExportStall.
 	writeTimeout, exportStall time.Duration
 	apps                      map[string]yidu.App
@@ -166,8 +137,8 @@ type Server struct {
 	cats                      map[string]catalogue
 	audit                     Auditor
 	auditLog                  AuditLog
-	auth                      *access.Identities
-	proxies                   []netip.Prefix
+	auth                      Identities
+	proxies                   clientip.Proxies
 	// httpsOnly: PublicURL is https, every cookie is Secure.
 	httpsOnly bool
 	// publicURL and wecomLogin: sign-in with WeCom (wecomlogin.go).
@@ -175,14 +146,10 @@ type Server struct {
 	wecomLogin *WeComLogin
 
 	status statusLine
-	// prog answers every count, bitmap and scoped curve (restore-on-miss
-	// once, package progress).
-	prog *progress.Progress
-
-	// acts decides every act on a notice (campaign.Service), built from
-	// actOpts.
-	acts    *campaign.Service
-	actOpts campaign.ServiceOptions
+	// prog answers every count and page of people within the caller's
+	// View; acts decides every act on a notice.
+	prog Progress
+	acts Campaign
 
 	streams chan struct{}
 	// scopedStreams: half of streams, what scoped callers hold together.
@@ -215,35 +182,17 @@ type Server struct {
 	wecomLimits *access.WeComLimiter
 }
 
-// New checks opts and builds a Server over the tracked messages, their
-// bitmaps and the directory.
-func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, error) {
-	if msgs == nil || bms == nil || dir == nil {
-		return nil, errors.New("dashboard: messages, bitmaps and directory are required")
+// New checks opts and builds a Server that translates HTTP for the
+// three services cmd builds: who is asking (ids), what may be done to a
+// notice (acts) and how far it is (prog).
+func New(ids Identities, acts Campaign, prog Progress, opts Options) (*Server, error) {
+	if ids == nil || acts == nil || prog == nil {
+		return nil, errors.New("dashboard: identities, campaign and progress are required")
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	met, err := newMetrics(opts.Registerer)
-	if err != nil {
-		return nil, err
-	}
-	idOpts := access.IdentityOptions{Tokens: opts.Tokens, Users: opts.Users, SessionTTL: opts.SessionTTL, Sessions: opts.Sessions, Now: opts.Now}
-	if opts.WeCom != nil {
-		idOpts.WeCom = opts.WeCom.Access
-		if opts.Access == nil {
-			opts.Access = opts.WeCom.Access
-		}
-	}
-	auth, err := access.NewIdentities(idOpts)
-	if err != nil {
-		return nil, err
-	}
-	progOpts := progress.Options{Logger: opts.Logger, Directory: dir, History: msgs, Now: opts.Now}
-	if opts.Access != nil {
-		progOpts.Viewer = opts.Access
-	}
-	prog, err := progress.New(msgs, bms, progOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -256,11 +205,11 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 		return nil, err
 	}
 	s := &Server{
-		msgs: msgs, bms: bms, dir: dir, prog: prog,
+		prog: prog, acts: acts,
 		apps:         map[string]yidu.App{},
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
-		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auditLog: opts.AuditLog, auth: auth, proxies: opts.TrustedProxies,
+		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auditLog: opts.AuditLog, auth: ids, proxies: clientip.Proxies(opts.TrustedProxies),
 		publicURL: opts.PublicURL, wecomLogin: opts.WeCom,
 		httpsOnly:     strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
 		streams:       make(chan struct{}, opts.MaxStreams),
@@ -280,16 +229,6 @@ func New(msgs Messages, bms Bitmaps, dir Directory, opts Options) (*Server, erro
 	}
 	s.confirmOver, s.appList = cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
 	s.campaigns, s.followUps = opts.Campaigns, opts.FollowUps
-	var scope campaign.Scope
-	if opts.Access != nil {
-		scope = opts.Access
-	}
-	s.actOpts = campaign.ServiceOptions{Store: opts.Campaigns, Rounds: opts.FollowUps, Messenger: msgs,
-		Scope: scope, Audiences: audiences(opts.Access), Versions: opts.Notices, Acknowledgements: opts.Acknowledgements, ReadingPage: opts.ReadingPage, Notify: opts.Approvals, Ledger: opts.Ledger, Readers: prog, RemindInterval: opts.RemindInterval, Logger: opts.Logger, Now: opts.Now}
-	if ad, ok := dir.(AudienceDirectory); ok {
-		s.actOpts.Picking = ad
-	}
-	s.acts = campaign.NewService(s.actOpts)
 	s.wecomLimits = access.NewWeComLimiter(opts.Now)
 	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
 	s.evidence = opts.Evidence
@@ -547,7 +486,9 @@ func httpStatus(err error) (int, string) {
 		return http.StatusConflict, err.Error()
 	case errors.As(err, new(*campaign.TooSoonError)):
 		return http.StatusTooManyRequests, err.Error()
-	case errors.Is(err, campaign.ErrNoCampaigns), errors.Is(err, campaign.ErrNoLedger):
+	case errors.Is(err, campaign.ErrNoDirectory):
+		return http.StatusNotImplemented, err.Error()
+	case errors.Is(err, campaign.ErrNoCampaigns), errors.Is(err, campaign.ErrNoLedger), errors.Is(err, campaign.ErrNoRegistrar):
 		return http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, yidu.ErrRecalled):
 		return http.StatusConflict, "the message was recalled"
@@ -619,9 +560,3 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // audiences is a's campaign.Audiences, nil without an Access (a nil
 // *access.Access must not become a non-nil interface): campaign then
 // refuses every act of a sender kept to an audience (issue 41).
-func audiences(a *access.Access) campaign.Audiences {
-	if a == nil {
-		return nil
-	}
-	return a
-}

@@ -36,7 +36,7 @@ func (f *fixture) request(tb testing.TB, method, target string, c *http.Cookie, 
 func TestSessionsSharedByReplicas(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	store := access.NewRedisSessions(rdb, prefix)
-	withStore := func(o *Options) { o.Sessions = store }
+	withStore := func(o *deps) { o.Sessions = store }
 	a := newFixtureOpts(t, false, withStore)
 	b := newFixtureOpts(t, false, withStore)
 
@@ -78,9 +78,9 @@ func TestSessionsSharedByReplicas(t *testing.T) {
 func TestRemovedUserSignedOut(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	store := access.NewRedisSessions(rdb, prefix)
-	a := newFixtureOpts(t, false, func(o *Options) { o.Sessions = store })
+	a := newFixtureOpts(t, false, func(o *deps) { o.Sessions = store })
 	c, _ := a.login(t)
-	without := newFixtureOpts(t, false, func(o *Options) { o.Sessions = store; o.Users = nil })
+	without := newFixtureOpts(t, false, func(o *deps) { o.Sessions = store; o.Users = nil })
 	if code := without.request(t, "GET", "/api/v1/messages/hello", c, ""); code != http.StatusUnauthorized {
 		t.Errorf("session of a removed user = %d; want 401", code)
 	}
@@ -98,7 +98,7 @@ func (brokenStore) Get(context.Context, string) (access.Session, bool, error) {
 func (brokenStore) Delete(context.Context, string) error { return errDown }
 
 func TestSessionStoreDown(t *testing.T) {
-	f := newFixtureOpts(t, false, func(o *Options) { o.Sessions = brokenStore{} })
+	f := newFixtureOpts(t, false, func(o *deps) { o.Sessions = brokenStore{} })
 	if w := f.postLogin("alice", password, nil); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("login with the store down = %d; want 503", w.Code)
 	}
@@ -156,7 +156,7 @@ func TestPublicURLSecureCookie(t *testing.T) {
 		url    string
 		secure bool
 	}{{"https://dash.example.com", true}, {"http://dash.example.com", false}, {"", false}} {
-		f := newFixtureOpts(t, false, func(o *Options) { o.PublicURL = tc.url })
+		f := newFixtureOpts(t, false, func(o *deps) { o.PublicURL = tc.url })
 		c, _ := f.login(t)
 		if c.Secure != tc.secure {
 			t.Errorf("public URL %q: cookie Secure = %v; want %v", tc.url, c.Secure, tc.secure)

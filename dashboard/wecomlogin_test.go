@@ -81,7 +81,7 @@ func TestWeComSignIn(t *testing.T) {
 	wbase := fakewecom.Start(t, fw)
 	rdb, prefix := testenv.Redis(t)
 	rec := &recorderFake{}
-	f := newFixtureOpts(t, false, func(o *Options) {
+	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Audit = rec
 		o.PublicURL = "https://yidu.example.com"
 		o.WeCom = &WeComLogin{CorpID: "acme", AgentID: 1000002, Endpoints: access.Endpoints{OAuthBase: wbase, LoginBase: wbase},

@@ -76,3 +76,39 @@ func (p *Progress) Find(ctx context.Context, who *access.Principal, msgID string
 	}
 	return m, v, nil
 }
+
+// Locate finds msgID within corps (nil: any) without asking whom a
+// caller sees of it: for the audit row of a refused act, which names
+// the corp and app acted on. Without a Catalog it finds nothing.
+func (p *Progress) Locate(ctx context.Context, corps []string, msgID string) (yidu.Message, bool, error) {
+	cat, ok := p.archive.(Catalog)
+	if !ok {
+		return yidu.Message{}, false, nil
+	}
+	m, ok, err := cat.GetMessage(ctx, corps, msgID)
+	if err != nil {
+		return yidu.Message{}, false, fmt.Errorf("progress: get message: %w", err)
+	}
+	return m, ok, nil
+}
+
+// Sends is implemented by an Archive that keeps a notice's send batches
+// (tracker.Registry.SendOutcomes); without it a notice has no send
+// report.
+type Sends interface {
+	SendOutcomes(ctx context.Context, corpID, msgID string) ([]yidu.BatchOutcome, error)
+}
+
+// Outcomes are m's send batches as recorded, reminders' included (nil
+// without Sends).
+func (p *Progress) Outcomes(ctx context.Context, m yidu.Message) ([]yidu.BatchOutcome, error) {
+	s, ok := p.archive.(Sends)
+	if !ok {
+		return nil, nil
+	}
+	out, err := s.SendOutcomes(ctx, m.CorpID, m.MsgID)
+	if err != nil {
+		return nil, fmt.Errorf("progress: send outcomes: %w", err)
+	}
+	return out, nil
+}

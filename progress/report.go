@@ -69,6 +69,13 @@ func (r Report) CurveTotal() int64 {
 	return n
 }
 
+// Moved reports whether r is news to a live view that was last sent
+// last: its counts, each signal's or its flushed minutes differ. The
+// ETAs' drift with the clock alone is not worth an event.
+func (r Report) Moved(last Report) bool {
+	return r.Recipients != last.Recipients || r.Read != last.Read || r.BySignal != last.BySignal || r.CurveTotal() != last.CurveTotal()
+}
+
 // Percent is read/recipients in percent, one decimal, rounded down so
 // 99.96% never shows as 100 before everyone has read.
 func Percent(read, recipients int64) float64 {

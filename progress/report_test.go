@@ -99,3 +99,32 @@ func TestBucketCurve(t *testing.T) {
 		t.Errorf("bucketed by signal %+v; want %+v", got, bySignal)
 	}
 }
+
+// TestReportMoved: a live view gets an event for new counts, a signal or
+// a flushed minute, not for the ETAs' drift with the clock.
+func TestReportMoved(t *testing.T) {
+	eta := 3.0
+	base := Report{Recipients: 10, Read: 4, BySignal: yidu.SignalCounts{Button: 3}, Curve: []CurvePoint{{Reads: 4}}}
+	tests := []struct {
+		name string
+		edit func(*Report)
+		want bool
+	}{
+		{"same", func(*Report) {}, false},
+		{"clock only", func(r *Report) { r.AsOf = r.AsOf.Add(time.Minute); r.RatePerMinute = &eta }, false},
+		{"read", func(r *Report) { r.Read++ }, true},
+		{"recipients", func(r *Report) { r.Recipients++ }, true},
+		{"a signal", func(r *Report) { r.BySignal.Link++ }, true},
+		{"a flushed minute", func(r *Report) { r.Curve = append(r.Curve, CurvePoint{Reads: 1}) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := base
+			r.Curve = append([]CurvePoint(nil), base.Curve...)
+			tt.edit(&r)
+			if got := r.Moved(base); got != tt.want {
+				t.Errorf("Moved = %v; want %v", got, tt.want)
+			}
+		})
+	}
+}

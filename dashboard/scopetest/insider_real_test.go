@@ -57,7 +57,7 @@ type insiderStack struct {
 	prefix   string
 	corp     string
 	now      time.Time
-	opts     func() dashboard.Options
+	opts     func() deps
 	h        http.Handler
 	admin    caller
 	senderIT caller
@@ -108,26 +108,26 @@ func mustRunInsider(t *testing.T) *insiderStack {
 	hash, err := bcrypt.GenerateFromPassword([]byte("anna-password"), bcrypt.MinCost)
 	testenv.Check(t, "bcrypt", err)
 	aud := audit.NewMySQL(s.db)
-	s.opts = func() dashboard.Options {
-		return dashboard.Options{
-			Apps: apps, Now: clock, PublicURL: publicURL, Access: acc, Audit: aud, AuditLog: aud, Campaigns: camps,
+	s.opts = func() deps {
+		return deps{Access: acc, Options: dashboard.Options{
+			Apps: apps, Now: clock, PublicURL: publicURL, Audit: aud, AuditLog: aud, Campaigns: camps,
 			FollowUps: &campaign.Rounds{DB: s.db, Now: clock, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler),
 				Zone: func(string) *time.Location { return time.UTC }},
-			Sessions:      access.NewRedisSessions(s.rdb, s.prefix),
 			StreamRecheck: 100 * time.Millisecond,
+			WeCom: &dashboard.WeComLogin{CorpID: s.corp, AgentID: hrAgent, Access: acc,
+				Endpoints: access.Endpoints{OAuthBase: wecomBase, LoginBase: wecomBase},
+				States:    access.NewStates(s.rdb, s.prefix), OAuth: wecom.NewOAuth(wapps)}},
+			Sessions: access.NewRedisSessions(s.rdb, s.prefix),
 			Tokens: []access.Token{
 				{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: s.corp, Departments: []int64{4}},
 				{Name: "sit", Token: senderITTok, Role: yidu.RoleSender, Corp: s.corp, Apps: []string{"it"}},
 				{Name: "admin", Token: adminTok, Corps: []string{s.corp}},
 			},
 			Users: []access.User{{Name: passUser, PasswordHash: string(hash), Corps: []string{s.corp}}},
-			WeCom: &dashboard.WeComLogin{CorpID: s.corp, AgentID: hrAgent, Access: acc,
-				Endpoints: access.Endpoints{OAuthBase: wecomBase, LoginBase: wecomBase},
-				States:    access.NewStates(s.rdb, s.prefix), OAuth: wecom.NewOAuth(wapps)},
 		}
 	}
 	s.reg, s.store, s.mapper = reg, store, mapper
-	srv, err := dashboard.New(reg, store, directory{mapper}, s.opts())
+	srv, err := newServer(reg, store, mapper, s.opts())
 	testenv.Check(t, "dashboard.New", err)
 	t.Cleanup(srv.Close)
 	s.h = srv.Routes()
@@ -295,7 +295,7 @@ func TestInsiderOnRealServices(t *testing.T) {
 			} {
 				o := s.opts()
 				o.Tokens = toks
-				if srv, err := dashboard.New(s.reg, s.store, directory{s.mapper}, o); err == nil {
+				if srv, err := newServer(s.reg, s.store, s.mapper, o); err == nil {
 					srv.Close()
 					t.Errorf("dashboard.New with tokens %v started", []string{toks[0].Name})
 				}
@@ -442,7 +442,7 @@ func TestInsiderOnRealServices(t *testing.T) {
 		{"suspected: scoped callers hold at most half the live streams", func(t *testing.T) {
 			o := s.opts()
 			o.MaxStreams = 2
-			srv, err := dashboard.New(s.reg, s.store, directory{s.mapper}, o)
+			srv, err := newServer(s.reg, s.store, s.mapper, o)
 			testenv.Check(t, "dashboard.New", err)
 			defer srv.Close()
 			ts := httptest.NewServer(srv.Routes())
@@ -503,7 +503,7 @@ func TestInsiderOnRealServices(t *testing.T) {
 			testenv.Check(t, "bcrypt", err)
 			o := s.opts()
 			o.Users = []access.User{{Name: passUser, PasswordHash: string(hash), Corps: []string{s.corp}}}
-			srv, err := dashboard.New(s.reg, s.store, directory{s.mapper}, o)
+			srv, err := newServer(s.reg, s.store, s.mapper, o)
 			testenv.Check(t, "dashboard.New", err)
 			defer srv.Close()
 			if w := anna.do(t, srv.Routes(), "GET", "/api/v1/messages/n1/progress", ""); w.Code != http.StatusUnauthorized {

@@ -253,17 +253,17 @@ func TestScopeOnRealServices(t *testing.T) {
 	aud := audit.NewMySQL(db)
 	ledger, err := campaign.NewSQLLedger(db, "", 0, clock, nil)
 	testenv.Check(t, "campaign.NewSQLLedger", err)
-	srv, err := dashboard.New(reg, store, directory{mapper}, dashboard.Options{
-		Apps: apps, Now: clock, PublicURL: publicURL, Access: acc, Audit: aud, AuditLog: aud, Campaigns: camps, Ledger: ledger,
-		Sessions: access.NewRedisSessions(rdb, prefix),
+	srv, err := newServer(reg, store, mapper, deps{
+		Access: acc, Ledger: ledger, Sessions: access.NewRedisSessions(rdb, prefix),
 		Tokens: []access.Token{
 			{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: corp, Departments: []int64{4}},
 			{Name: "shr", Token: senderTok, Role: yidu.RoleSender, Corp: corp, Apps: []string{"hr"}},
 			{Name: "admin", Token: adminTok, Corps: []string{corp}},
 		},
-		WeCom: &dashboard.WeComLogin{CorpID: corp, AgentID: hrAgent, Access: acc,
-			Endpoints: access.Endpoints{OAuthBase: wecomBase, LoginBase: wecomBase},
-			States:    access.NewStates(rdb, prefix), OAuth: wecom.NewOAuth(wapps)},
+		Options: dashboard.Options{Apps: apps, Now: clock, PublicURL: publicURL, Audit: aud, AuditLog: aud, Campaigns: camps,
+			WeCom: &dashboard.WeComLogin{CorpID: corp, AgentID: hrAgent, Access: acc,
+				Endpoints: access.Endpoints{OAuthBase: wecomBase, LoginBase: wecomBase},
+				States:    access.NewStates(rdb, prefix), OAuth: wecom.NewOAuth(wapps)}},
 	})
 	testenv.Check(t, "dashboard.New", err)
 	t.Cleanup(srv.Close)

@@ -43,6 +43,17 @@ func (p Proxies) trusted(a netip.Addr) bool {
 	return false
 }
 
+// Trusts reports whether r came straight from a trusted proxy, whose
+// other forwarded headers (X-Forwarded-Proto) may then be believed.
+func (p Proxies) Trusts(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && p.trusted(a.Unmap())
+}
+
 // Of returns the client address of r (invalid when RemoteAddr is not an
 // address, as in some tests).
 func (p Proxies) Of(r *http.Request) netip.Addr {

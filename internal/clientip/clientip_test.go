@@ -45,3 +45,23 @@ func TestOf(t *testing.T) {
 		t.Error("ParseProxies(bad CIDR) = nil error")
 	}
 }
+
+func TestTrusts(t *testing.T) {
+	proxies, err := ParseProxies([]string{"10.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for remote, want := range map[string]bool{
+		"10.1.2.3:4000":          true,
+		"[::ffff:10.1.2.3]:4000": true,
+		"203.0.113.5:4000":       false,
+		"10.1.2.3":               false, // no port: not a peer address
+		"pipe":                   false,
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		if got := proxies.Trusts(r); got != want {
+			t.Errorf("Trusts(%s) = %v; want %v", remote, got, want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/notice"
+	"github.com/yidu-io/yidu/progress"
 	"github.com/yidu-io/yidu/wecom"
 )
 
@@ -51,24 +52,57 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		return fmt.Errorf("dashboard: %w", err)
 	}
 	opts := DashboardOptions(cfg)
-	// A draft's or scheduled notice's full text is published as version 1
-	// by the Runner when it is sent.
-	ropts := campaign.RunnerOptions{MaxLateness: cfg.Dashboard.MaxLateness.D(), Publisher: notices}
-	if cards != nil {
-		ropts.OnHeld = cards.Held
+	opts.WeCom = weComLogin(cfg, acc, m)
+	opts.Audit, opts.AuditLog = audit.NewMySQL(m.DB), audit.NewMySQL(m.DB)
+	idOpts := IdentityOptions(cfg)
+	// Shared by every replica, kept across restarts.
+	idOpts.Sessions = access.NewRedisSessions(m.Redis, cfg.Redis.Prefix)
+	if opts.WeCom != nil {
+		idOpts.WeCom = acc // WeCom members' sessions resolve while sign-in with WeCom is on
 	}
-	// A scheduled notice is checked at its time against its author's
-	// sender audience and its approval as they are then (issue 41).
-	ids, err := access.NewIdentities(access.IdentityOptions{Tokens: opts.Tokens, Users: opts.Users})
+	ids, err := access.NewIdentities(idOpts)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
-	sopts := campaign.ServiceOptions{Store: camps, Rounds: rounds, Versions: notices, Audiences: acc,
+	opts.TrustedProxies = proxies
+	opts.Logger, opts.Registerer = log, m.Registry
+	opts.Campaigns, opts.FollowUps = camps, rounds
+	opts.Templates = campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now).WithFiles(atts)
+	// Reminders and recalls are claimed in MySQL, so replicas act once
+	// (issue 37).
+	ledger, err := campaign.NewSQLLedger(m.DB, "", 0, time.Now, log)
+	if err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	opts.Attachments, opts.Notices, opts.ReadingPage = atts, notices, readingPageURL(cfg.Receiver.PublicURL)
+	// Evidence records (issue 40) with their ledger proofs.
+	ev, err := newEvidence(m.DB, notices, m.Ledger, log)
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	opts.Evidence = ev
+	// progress answers every number within the caller's View; campaign
+	// decides every act (docs/architecture.md).
+	prog, err := progress.New(m.Tracker, m.Store, progress.Options{Logger: log, Directory: m.Mapper, History: m.Tracker, Viewer: acc})
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	sopts := campaign.ServiceOptions{Store: camps, Rounds: rounds, Messenger: m.Tracker, Registrar: m.Tracker,
+		Scope: acc, Audiences: acc, Versions: notices, Acknowledgements: m.Tracker, ReadingPage: opts.ReadingPage,
+		Ledger: ledger, Readers: prog, RemindInterval: cfg.Dashboard.RemindInterval.D(), Picking: audienceDirectory{m.Mapper},
 		Authors: authors{ids: ids, acc: acc}, Logger: log}
 	if cards != nil {
 		sopts.Notify = cards
 	}
-	ropts.Check = campaign.NewService(sopts).AtItsTime
+	acts := campaign.NewService(sopts)
+	// A draft's or scheduled notice's full text is published as version 1
+	// by the Runner when it is sent; at its time a scheduled notice is
+	// checked against its author's sender audience and its approval as
+	// they are then (issue 41).
+	ropts := campaign.RunnerOptions{MaxLateness: cfg.Dashboard.MaxLateness.D(), Publisher: notices, Check: acts.AtItsTime}
+	if cards != nil {
+		ropts.OnHeld = cards.Held
+	}
 	runner, err := campaign.NewRunner(camps, m.Tracker, ropts)
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
@@ -82,33 +116,7 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		_ = runner.Run(cctx)
 		<-roundsDone
 	}()
-	opts.Access, opts.WeCom = acc, weComLogin(cfg, acc, m)
-	opts.Audit, opts.AuditLog = audit.NewMySQL(m.DB), audit.NewMySQL(m.DB)
-	// Shared by every replica, kept across restarts.
-	opts.Sessions = access.NewRedisSessions(m.Redis, cfg.Redis.Prefix)
-	opts.TrustedProxies = proxies
-	opts.Logger, opts.Registerer = log, m.Registry
-	opts.Campaigns, opts.FollowUps = camps, rounds
-	opts.Templates = campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now).WithFiles(atts)
-	if cards != nil {
-		opts.Approvals = cards
-	}
-	// Reminders and recalls are claimed in MySQL, so replicas act once
-	// (issue 37).
-	ledger, err := campaign.NewSQLLedger(m.DB, "", 0, time.Now, log)
-	if err != nil {
-		return fmt.Errorf("campaign: %w", err)
-	}
-	opts.Ledger = ledger
-	opts.Attachments, opts.Notices, opts.ReadingPage = atts, notices, readingPageURL(cfg.Receiver.PublicURL)
-	opts.Acknowledgements = m.Tracker
-	// Evidence records (issue 40) with their ledger proofs.
-	ev, err := newEvidence(m.DB, notices, m.Ledger, log)
-	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
-	}
-	opts.Evidence = ev
-	d, err := dashboard.New(m.Tracker, m.Store, audienceDirectory{m.Mapper}, opts)
+	d, err := dashboard.New(ids, acts, prog, opts)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}

@@ -197,7 +197,7 @@ func TestServePassiveReply(t *testing.T) {
 			t.Errorf("%s: press = %d %q; want 200 and no passive reply", tc.name, code, body)
 		}
 	}
-	var p progress
+	var p progressJSON
 	if code := api(t, m, "GET", "/messages/notice-reply/progress", nil, &p); code != http.StatusOK || p.Read != 1 {
 		t.Errorf("progress = %d %+v; want 1 read", code, p)
 	}
@@ -213,7 +213,7 @@ func enterAgent(user string, at int64) string {
 		testCorp, user, at, testAgent)
 }
 
-type progress struct {
+type progressJSON struct {
 	Recipients int64 `json:"recipients"`
 	Read       int64 `json:"read"`
 	Unread     int64 `json:"unread"`
@@ -282,7 +282,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("forged callback = %d; want 401", resp.StatusCode)
 	}
 
-	var p progress
+	var p progressJSON
 	if code := api(t, m, "GET", "/messages/notice-e2e/progress", nil, &p); code != 200 {
 		t.Fatalf("progress = %d", code)
 	}
@@ -363,7 +363,7 @@ func TestServeEnterAgentCounts(t *testing.T) {
 			t.Fatalf("deliver = %d; want 200", got)
 		}
 	}
-	var p progress
+	var p progressJSON
 	if api(t, m, "GET", "/messages/notice-enter/progress", nil, &p); p.Read != 2 || p.BySignal.EnterAgent != 2 || p.BySignal.Button != 1 {
 		t.Errorf("progress = %+v; want 2 read, by_signal enter_agent 2, button 1", p)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/flushd"
@@ -17,11 +18,14 @@ import (
 // option.
 
 // Check runs the checks each library makes of the options cfg maps onto:
-// the dashboard's limits, tokens and public URL, flushd's batch size and
+// the dashboard's limits and public URL, access's tokens and users, flushd's batch size and
 // the MySQL dialect. config.Load checked the rest; cmd calls both.
 func Check(cfg config.Config) error {
 	d := DashboardOptions(cfg)
 	if err := d.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := IdentityOptions(cfg).Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := FlushdOptions(cfg).Validate(); err != nil {
@@ -42,11 +46,7 @@ func DashboardOptions(cfg config.Config) dashboard.Options {
 	c := cfg.Dashboard
 	conns := cmp.Or(cfg.MySQL.MaxOpenConns, config.DefaultMySQLConns)
 	return dashboard.Options{
-		Tokens:         dashboardTokens(c.Tokens),
-		Users:          dashboardUsers(c.Users),
-		SessionTTL:     c.SessionTTL.D(),
-		PublicURL:      c.PublicURL,
-		RemindInterval: c.RemindInterval.D(),
+		PublicURL: c.PublicURL,
 		// One principal's share of the streams and of the heavy
 		// queries; the queries leave most of the MySQL pool to the
 		// receiver and flushd (docs/reliability.md, Hostile use).
@@ -58,6 +58,14 @@ func DashboardOptions(cfg config.Config) dashboard.Options {
 		Apps:                   DomainApps(cfg.Apps),
 		ConfirmOver:            c.ConfirmOver,
 	}
+}
+
+// IdentityOptions maps cfg onto access's identities (the dashboard's
+// tokens, password users and session lifetime), without the session
+// store and WeCom sign-in cmd builds. Zero values are access's defaults.
+func IdentityOptions(cfg config.Config) access.IdentityOptions {
+	c := cfg.Dashboard
+	return access.IdentityOptions{Tokens: dashboardTokens(c.Tokens), Users: dashboardUsers(c.Users), SessionTTL: c.SessionTTL.D()}
 }
 
 // FlushdOptions maps cfg onto flushd's options, without the dependencies

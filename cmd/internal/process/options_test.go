@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/dashboard"
@@ -63,7 +62,7 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 	if d.MaxStreams != dashboard.DefaultMaxStreams || d.MaxStreamsPerPrincipal != dashboard.DefaultMaxStreamsPerPrincipal ||
 		d.StreamWriteTimeout != dashboard.DefaultStreamWriteTimeout || d.MaxQueries != dashboard.DefaultMaxQueries ||
-		d.MaxQueriesPerPrincipal != dashboard.DefaultMaxQueriesPerPrincipal || d.SessionTTL != 12*time.Hour || d.RemindInterval != time.Hour {
+		d.MaxQueriesPerPrincipal != dashboard.DefaultMaxQueriesPerPrincipal {
 		t.Errorf("dashboard defaults = %+v", d)
 	}
 	cfg.MySQL.MaxOpenConns = 8

@@ -105,7 +105,7 @@ func TestReplicasActOnce(t *testing.T) {
 			t.Fatalf("callback = %d", code)
 		}
 		testenv.WaitFor(t, 10*time.Second, "zhangsan's read counted", func() bool {
-			var p progress
+			var p progressJSON
 			return api(t, m, "GET", "/messages/rep-remind/progress", nil, &p) == http.StatusOK && p.Read == 1
 		})
 		codes, _ := storm(t, replicas, 16, "/messages/rep-remind/remind")

@@ -122,7 +122,7 @@ func TestSendAndRecallEndToEnd(t *testing.T) {
 	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != doc {
 		t.Fatalf("landing = %d to %q; want 302 to the document", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	var p progress
+	var p progressJSON
 	if code := api(t, m, "GET", "/messages/notice-card/progress", nil, &p); code != 200 || p.Read != 1 || p.Recipients != 3 {
 		t.Errorf("progress after opening = %d %+v; want 1 of 3 read", code, p)
 	}

@@ -158,7 +158,7 @@ func TestServeReceiverOwnPool(t *testing.T) {
 			t.Errorf("%s while the main pool is taken = %d; want 200", name, code)
 		}
 	}
-	var p progress
+	var p progressJSON
 	if code := api(t, m, "GET", "/messages/notice-own-pool/progress", nil, &p); code != http.StatusOK || p.Read != 1 {
 		t.Errorf("progress = %d %+v; want 1 read", code, p)
 	}

@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/campaign"
@@ -10,6 +11,7 @@ import (
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/progress"
 	"github.com/yidu-io/yidu/reconcile"
 	"github.com/yidu-io/yidu/tracker"
 	"github.com/yidu-io/yidu/wecom"
@@ -29,9 +31,18 @@ var (
 	_ tracker.Directory       = (*idmap.Mapper)(nil)
 	_ tracker.Store           = (*bitmap.Store)(nil)
 	_ tracker.Sender          = (*wecom.Sender)(nil)
-	_ dashboard.Messages      = (*tracker.Registry)(nil)
-	_ dashboard.Bitmaps       = (*bitmap.Store)(nil)
-	_ dashboard.Directory     = (*idmap.Mapper)(nil)
+	_ dashboard.Identities    = (*access.Identities)(nil)
+	_ dashboard.Campaign      = (*campaign.Service)(nil)
+	_ dashboard.Progress      = (*progress.Progress)(nil)
+	_ progress.Archive        = (*tracker.Registry)(nil)
+	_ progress.Catalog        = (*tracker.Registry)(nil)
+	_ progress.Sends          = (*tracker.Registry)(nil)
+	_ progress.History        = (*tracker.Registry)(nil)
+	_ progress.Bitmaps        = (*bitmap.Store)(nil)
+	_ progress.Directory      = (*idmap.Mapper)(nil)
+	_ progress.UserDirectory  = (*idmap.Mapper)(nil)
+	_ campaign.Registrar      = (*tracker.Registry)(nil)
+	_ campaign.Messenger      = (*tracker.Registry)(nil)
 	_ flushd.LiveView         = (*bitmap.Healer)(nil)
 	_ flushd.Members          = (*idmap.Mapper)(nil)
 	_ reconcile.Archive       = (*tracker.Registry)(nil)
@@ -42,17 +53,16 @@ var (
 // The compose page's directory endpoints read idmap's Index and Expand,
 // through audienceDirectory.
 var (
-	_ dashboard.AudienceDirectory = audienceDirectory{}
-	_ dashboard.DirectoryIndex    = (*idmap.Index)(nil)
+	_ campaign.Picking        = audienceDirectory{}
+	_ campaign.DirectoryIndex = (*idmap.Index)(nil)
 )
 
-// audienceDirectory is idmap.Mapper as the dashboard's directory: its
-// Index as the dashboard's DirectoryIndex, so the dashboard imports no
-// idmap. The Mapper's other methods (UserIDs, Users, …) are promoted.
+// audienceDirectory is idmap.Mapper as campaign's Picking: its Index as
+// campaign's DirectoryIndex, so campaign imports no idmap. The Mapper's other methods (UserIDs, Users, …) are promoted.
 type audienceDirectory struct{ *idmap.Mapper }
 
 // DirectoryIndex returns the Mapper's Index of corpID.
-func (a audienceDirectory) DirectoryIndex(ctx context.Context, corpID string) (dashboard.DirectoryIndex, error) {
+func (a audienceDirectory) DirectoryIndex(ctx context.Context, corpID string) (campaign.DirectoryIndex, error) {
 	idx, err := a.Index(ctx, corpID)
 	if err != nil {
 		return nil, err

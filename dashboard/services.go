@@ -1,0 +1,115 @@
+package dashboard
+
+import (
+	"context"
+	"time"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign"
+	noticev "github.com/yidu-io/yidu/notice"
+	"github.com/yidu-io/yidu/progress"
+)
+
+// The dashboard translates HTTP for three services that cmd builds:
+// access (who is asking), campaign (what may be done to a notice, and
+// doing it) and progress (how far a notice is, within the caller's
+// View). What it needs of each is declared here, in the services'
+// words, so that handlers can be tested over small fakes and the
+// services over real MySQL and Redis.
+
+// Identities answers who is asking (access.Identities): bearer tokens,
+// password sign-in with its limits, and sessions.
+type Identities interface {
+	Bearer(tok string) (*access.Principal, bool)
+	// Known reports whether user is a configured password user (a
+	// refused sign-in of an unknown name is audited without one).
+	Known(user string) bool
+	SignIn(ctx context.Context, ip, user, password string) (id string, s *access.SignIn, err error)
+	OpenWeCom(ctx context.Context, corp, userID string) (string, *access.SignIn, error)
+	Lookup(ctx context.Context, id string) (*access.SignIn, bool, error)
+	SignOut(ctx context.Context, id string) error
+	// TTL is how long a session lasts (the cookie's Max-Age).
+	TTL() time.Duration
+}
+
+// Progress answers a notice's numbers within a View (progress.Progress).
+type Progress interface {
+	// Find is msgID and whom who sees of it; yidu.ErrNotFound when who
+	// sees nobody of it.
+	Find(ctx context.Context, who *access.Principal, msgID string) (yidu.Message, access.View, error)
+	// Locate finds msgID within corps for a refused act's audit row.
+	Locate(ctx context.Context, corps []string, msgID string) (yidu.Message, bool, error)
+	List(ctx context.Context, caller *access.Principal, title, app, cursor string, limit int) ([]progress.ListRow, string, error)
+	Counts(ctx context.Context, m yidu.Message, v access.View) (progress.Counts, error)
+	Report(ctx context.Context, m yidu.Message, v access.View) (progress.Report, error)
+	Departments(ctx context.Context, m yidu.Message, v access.View, who *access.Principal) ([]progress.Department, bool, error)
+	Select(ctx context.Context, m yidu.Message, v access.View, who *access.Principal, q progress.Query) (*progress.Selection, error)
+	Outcomes(ctx context.Context, m yidu.Message) ([]yidu.BatchOutcome, error)
+	// WarmDepartments builds corp's department tree ahead of the first
+	// view of a new notice.
+	WarmDepartments(ctx context.Context, corp string)
+}
+
+// Campaign decides every act on a notice (campaign.Service); each
+// method takes the caller and refuses what it may not do.
+type Campaign interface {
+	Posting
+	Scheduling
+	Acting
+	Approving
+	Picking
+}
+
+// Posting is POST /messages: the body checked and completed with its
+// defaults, then registered and sent, its content and follow-up kept.
+type Posting interface {
+	Prepare(ctx context.Context, p *access.Principal, o campaign.Outgoing) (campaign.Prepared, error)
+	Register(ctx context.Context, pr campaign.Prepared) (yidu.Registered, error)
+	KeepContent(ctx context.Context, m yidu.Message, pr campaign.Prepared, by string) error
+	RegisteredFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pr campaign.Prepared, created bool) (bool, error)
+	NeedsApprovalFor(ctx context.Context, app yidu.App, au yidu.Audience, rr yidu.ReadRule) (bool, uint64, error)
+}
+
+// Scheduling keeps drafts and scheduled notices.
+type Scheduling interface {
+	Compose(ctx context.Context, p *access.Principal, c campaign.Compose) (yidu.Notice, error)
+	Notice(ctx context.Context, p *access.Principal, msgID string) (yidu.Notice, error)
+	Notices(ctx context.Context, p *access.Principal, state yidu.NoticeState, title, app, cursor string, limit int) ([]yidu.Notice, string, error)
+	Sent(ctx context.Context, p *access.Principal, corp, msgID string) (n yidu.Notice, found, audience bool, err error)
+	Edit(ctx context.Context, p *access.Principal, n yidu.Notice, patch yidu.Patch, pol *yidu.Policy) (yidu.Notice, error)
+	Cancel(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error)
+	SendNow(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error)
+	// PreviewContent renders a draft's kept full text as its version 1.
+	PreviewContent(ctx context.Context, n yidu.Notice) (noticev.Version, error)
+}
+
+// Acting is what is done to a sent notice: reminders, the recall, its
+// follow-up and new versions of its content.
+type Acting interface {
+	Remind(ctx context.Context, r campaign.Remind) (campaign.RemindReport, error)
+	Recall(ctx context.Context, r campaign.Recall) (campaign.RecallReport, error)
+	MayFollowUp(p *access.Principal, m yidu.Message) error
+	SetFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pol yidu.Policy) error
+	CancelRound(ctx context.Context, p *access.Principal, m yidu.Message) (bool, error)
+	FollowUp(ctx context.Context, p *access.Principal, m yidu.Message, whole bool) (campaign.FollowUp, bool, error)
+	FollowUpOf(ctx context.Context, m yidu.Message) (campaign.FollowUp, bool, error)
+	MayRevise(p *access.Principal, m yidu.Message, whole bool) error
+	PrepareRevision(ctx context.Context, m yidu.Message, rev campaign.Revision) (noticev.Version, error)
+	Revised(ctx context.Context, p *access.Principal, m yidu.Message, nv noticev.Version, made, reacknowledge bool) error
+}
+
+// Approving is the approval of a notice that needs one (issue 41).
+type Approving interface {
+	ApprovalView(ctx context.Context, p *access.Principal, n yidu.Notice) (campaign.ApprovalView, error)
+	Decide(ctx context.Context, p *access.Principal, n yidu.Notice, d campaign.Decision) (yidu.Notice, bool, error)
+	PreviewToMe(ctx context.Context, p *access.Principal, n yidu.Notice) (string, error)
+}
+
+// Picking is the compose page's audience: what the caller may pick,
+// what an audience comes to, and a pasted list sorted out.
+type Picking interface {
+	Picker(ctx context.Context, p *access.Principal, app yidu.App) (campaign.Picker, error)
+	Preview(ctx context.Context, p *access.Principal, app yidu.App, au yidu.Audience) (campaign.Preview, error)
+	SortList(ctx context.Context, app yidu.App, ids []string) (known, missing []string, err error)
+}
