@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -375,5 +376,35 @@ func TestRecordAtSend(t *testing.T) {
 	testenv.Check(t, "Record", err)
 	if rec.Person.DepartmentsAsOf != "current" || rec.Person.DepartmentsAt != nil || len(rec.Person.Departments) != 1 || rec.Person.Departments[0].Name != "人力资源部" {
 		t.Errorf("Person without a snapshot = %+v; want today's 人力资源部, current", rec.Person)
+	}
+}
+
+// TestPDFRootsWhenFull: a member with more signals than one page holds
+// still gets the day's roots and the closing note on their PDF (the roots
+// were left out as overflow before); what is left out is said.
+func TestPDFRootsWhenFull(t *testing.T) {
+	pdftotext := testenv.LookPath(t, "pdftotext")
+	s := &Service{zone: time.UTC}
+	at := time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC)
+	rec := Record{MsgID: "m", Person: Person{UserID: "zhangsan", Name: "张三"}, LedgerConnected: true,
+		Roots: map[string]string{"2026-12-04": strings.Repeat("ab", 32), "2026-12-05": strings.Repeat("cd", 32)}}
+	for i := range 60 {
+		rec.Signals = append(rec.Signals, Signal{Kind: "acknowledged", At: at.Add(time.Duration(i) * time.Minute), Version: i + 1,
+			Source: "page", ClientIP: "203.0.113.9", UserAgent: "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) wxwork/4.1.22"})
+		rec.Ledger = append(rec.Ledger, Entry{Seq: int64(i + 1), Day: "2026-12-04", Index: int64(i), Kind: "page"})
+	}
+	var buf bytes.Buffer
+	testenv.Check(t, "PDF", s.PDF(&buf, rec))
+	file := filepath.Join(t.TempDir(), "e.pdf")
+	testenv.Check(t, "write", os.WriteFile(file, buf.Bytes(), 0o600))
+	out, err := exec.Command(pdftotext, "-layout", file, "-").Output()
+	testenv.Check(t, "pdftotext", err)
+	for _, w := range []string{strings.Repeat("ab", 32), strings.Repeat("cd", 32), "yidu evidence check", "未能印在本页", "张三"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("pdftotext lacks %q:\n%s", w, out)
+		}
+	}
+	if n, err := exec.Command("pdfinfo", file).Output(); err == nil && !regexp.MustCompile(`Pages:\s+1\n`).Match(n) {
+		t.Errorf("pdfinfo: %s; want one page", n)
 	}
 }

@@ -3,6 +3,7 @@ package evidence
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -73,8 +74,16 @@ func (s *Service) pdf(w io.Writer, rec Record, fc *fontCache) error {
 	p.Ln(2)
 	width := 210 - 2*pageMargin
 	skipped := 0
+	reserve := 4.0 // the overflow line
 	for _, l := range lines {
-		if p.GetY() > pageBottom {
+		if l.keep {
+			reserve += l.height()
+		}
+	}
+	for _, l := range lines {
+		if l.keep {
+			reserve -= l.height()
+		} else if p.GetY()+extra(p, width, l) > pageBottom-reserve {
 			skipped++
 			continue
 		}
@@ -146,6 +155,39 @@ type pdfLine struct {
 	kind  lineKind
 	text  string
 	value string
+	// keep: always printed (the ledger's heading, the day roots and the
+	// closing note); space for them is kept at the bottom of the page, and
+	// lines before them are left out instead when the page is full.
+	keep bool
+}
+
+// extra estimates what l takes beyond its first line when it wraps.
+func extra(p *fpdf.Fpdf, width float64, l pdfLine) float64 {
+	size, h := 9.5, 5.0
+	switch l.kind {
+	case lineHeading, lineHash:
+		return 0
+	case lineSmall:
+		size, h = 7.5, 3.8
+	}
+	p.SetFont("cjk", "", size)
+	n := math.Ceil(p.GetStringWidth(l.text) / width)
+	if n <= 1 {
+		return 0
+	}
+	return (n - 1) * h
+}
+
+// height is the space a kept line takes (it fits one line).
+func (l pdfLine) height() float64 {
+	switch l.kind {
+	case lineHeading:
+		return 8
+	case lineSmall:
+		return 2 * 3.8
+	default:
+		return 5
+	}
 }
 
 func (s *Service) pdfLines(rec Record) []pdfLine {
@@ -248,21 +290,30 @@ func (s *Service) pdfLines(rec Record) []pdfLine {
 		t("%s　%s%s　%s", s.at(f.At), round, orWord(followUpWords, f.Kind), f.Outcome)
 	}
 
-	h("七、防篡改账本")
+	// The ledger's section comes last and its day roots are always
+	// printed (issue 40: each day's root is on the PDFs of that day): the
+	// heading, the roots and the note are kept, and the person's entries
+	// are one compact line per day.
+	out = append(out, pdfLine{kind: lineHeading, text: "七、防篡改账本", keep: true})
 	if !rec.LedgerConnected {
 		t("未接入账本：本确认书中的记录未附账本位置与包含证明。")
 	} else {
 		if len(rec.Ledger) == 0 {
 			t("账本中无此人的记录。")
 		}
+		byDay := map[string][]string{}
 		for _, e := range rec.Ledger {
-			t("%s 日树第 %d 条（序号 %d，%s）", e.Day, e.Index, e.Seq, e.Kind)
+			byDay[e.Day] = append(byDay[e.Day], fmt.Sprintf("%d/%d %s", e.Seq, e.Index, e.Kind))
 		}
 		for _, day := range sortedKeys(rec.Roots) {
-			hash(day+" 日根哈希：", rec.Roots[day])
+			out = append(out, pdfLine{kind: lineHash, text: day + " 日根哈希：", value: rec.Roots[day], keep: true})
+			if es := byDay[day]; len(es) > 0 {
+				t("%s 本人条目（序号/日树位置 类型）：%s", day, strings.Join(es, "，"))
+			}
 		}
 	}
-	small("时间为北京时间（UTC+8）。版本的 sha256 为通知内容的规范哈希；账本与证明的核验方法见 docs/evidence-records.md，可用 yidu evidence check 离线核验。")
+	out = append(out, pdfLine{kind: lineSmall, keep: true,
+		text: "时间为北京时间（UTC+8）。版本的 sha256 为通知内容的规范哈希；账本与证明的核验方法见 docs/evidence-records.md，可用 yidu evidence check 离线核验。"})
 	return out
 }
 

@@ -175,12 +175,17 @@ func TestEvidenceFullFlow(t *testing.T) {
 		t.Errorf("timeline = %s; want %s", got, want)
 	}
 	// The ledger (in the order of the facts' commits): the send, version
-	// 1, the reminder, v1's
-	// acknowledgement, version 2, its update card, v2's acknowledgement,
-	// each with a proof against the day's root.
+	// 1, the reminder, v1's acknowledgement, version 2, its update card,
+	// v2's acknowledgement, and a page entry per page event kept, each
+	// with a proof against the day's root.
 	var kinds []string
+	pages := 0
 	for i, e := range rec.Ledger {
-		kinds = append(kinds, e.Kind)
+		if e.Kind == "page" {
+			pages++ // each page event kept (link, read_to_end, acknowledged of v1 and v2)
+		} else {
+			kinds = append(kinds, e.Kind)
+		}
 		if i > 0 && e.Seq <= rec.Ledger[i-1].Seq {
 			t.Errorf("ledger entries out of order: %+v", rec.Ledger)
 		}
@@ -191,7 +196,10 @@ func TestEvidenceFullFlow(t *testing.T) {
 	}
 	if got, want := strings.Join(kinds, " "), "send version reminder signal version reminder signal"; got != want &&
 		got != strings.Replace(want, "send version", "version send", 1) {
-		t.Errorf("ledger entries = %s; want %s", got, want)
+		t.Errorf("ledger entries besides page events = %s; want %s", got, want)
+	}
+	if pages != 6 {
+		t.Errorf("ledger has %d page entries of zhangsan's; want 6 (three signals of each version)", pages)
 	}
 
 	// lisi, whom WeCom answered in unlicenseduser.
