@@ -154,11 +154,18 @@ func (s *Service) Press(ctx context.Context, p *access.Principal, corpID, app, t
 // opens the approval page instead of one that counts as a read.
 func (c *CardNotifier) Preview(ctx context.Context, n Notice, userID, taskID string) error {
 	page := c.Page(n.App.Name, n.MsgID)
+	open := cmpURL(n.URL, page)
+	if n.Content != nil {
+		// A notice with its full text links its reading page, which
+		// serves published versions to recipients only: the approval
+		// page shows the text as members will read it.
+		open = page
+	}
 	card := map[string]any{
 		"card_type":   "button_interaction",
 		"source":      map[string]any{"desc": "预览"},
 		"main_title":  map[string]any{"title": yidu.Truncate(n.Title, 33), "desc": yidu.Truncate(n.Body, 40)},
-		"card_action": map[string]any{"type": 1, "url": cmpURL(n.URL, page)},
+		"card_action": map[string]any{"type": 1, "url": open},
 		"task_id":     taskID,
 		"button_list": []map[string]any{{"text": "打开审批页", "style": 1, "type": 1, "url": page}},
 	}

@@ -169,6 +169,18 @@ func TestApprovalCardPressedTwiceOnTwoReplicas(t *testing.T) {
 				t.Errorf("a preview button calls back (a read): %v", b)
 			}
 		}
+		// A notice keeping its full text: the card opens the approval
+		// page (its reading page serves recipients of what was sent).
+		withText := n
+		withText.MsgID += "-text" // a task_id of its own
+		withText.URL = "https://read.example.com/r/hr/" + withText.MsgID
+		withText.Content = &yidu.NoticeContent{Markdown: "# 第四条"}
+		_, err = a.svc.PreviewToMe(ctx, me, withText)
+		testenv.Check(t, "PreviewToMe(with text)", err)
+		sent = fake.Sent()
+		if u := sent[len(sent)-1].Body["template_card"].(map[string]any)["card_action"].(map[string]any)["url"].(string); !strings.Contains(u, "approve=1") || strings.Contains(u, "read.example.com") {
+			t.Errorf("the preview card of a notice with its text opens %s; want the approval page", u)
+		}
 		if _, err := a.svc.PreviewToMe(ctx, sender("zhaoliu"), n); !errors.Is(err, ErrForbidden) {
 			t.Errorf("a non-approver's preview = %v, want ErrForbidden", err)
 		}
