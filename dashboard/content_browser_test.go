@@ -182,6 +182,17 @@ func TestBrowserComposeDraftContent(t *testing.T) {
 	if vs, _ := ns.List(t.Context(), "acme", id); len(vs) != 0 {
 		t.Errorf("%d versions published of a draft", len(vs))
 	}
+	// Clearing the text and its attachment does not silently keep the
+	// old text: the page says how to send without one, and saves nothing.
+	b.do(t, "edit again", chromedp.Navigate(ts.URL+"/new?edit="+id), chromedp.WaitVisible(chromedp.ID("cancel-notice")))
+	b.wait(t, "the text back", `document.getElementById("markdown").value.includes("半年")`)
+	b.do(t, "clear the text", clearField("markdown"), chromedp.Click(chromedp.CSS("#attachment-list button")))
+	b.wait(t, "no attachment", `document.querySelectorAll("#attachment-list li").length === 0`)
+	b.do(t, "save", chromedp.Click(chromedp.ID("save-draft")))
+	b.wait(t, "told", `document.getElementById("form-error").textContent.includes("取消后重新新建")`)
+	if n2, err := st.Get(t.Context(), nil, id); err != nil || n2.Content == nil || !n2.UpdatedAt.Equal(n.UpdatedAt) {
+		t.Errorf("the draft after saving without its text = %+v, %v; want unchanged", n2, err)
+	}
 	if p := b.console(); len(p) > 0 {
 		t.Errorf("console errors: %q", p)
 	}

@@ -684,6 +684,13 @@
     for (const id of ["submit", "save-draft", "confirm-ok", "cancel-notice"]) $(id).disabled = on;
   }
   async function save(extra, sendNow) {
+    if (state.editing && state.editing.content && !hasContent()) {
+      // A PATCH keeps a draft's full text when it carries none: clearing
+      // the text here would silently keep the old one (docs/api.md).
+      $("form-error").textContent = tr("compose.content_kept");
+      hideConfirm();
+      return;
+    }
     busy(true);
     $("save-status").textContent = tr("compose.saving");
     try {
