@@ -102,6 +102,8 @@ func (c *CardNotifier) Held(ctx context.Context, n Notice) error {
 	switch {
 	case strings.HasPrefix(n.Reason, ReasonOutsideAudience):
 		return c.text(ctx, n, "你的通知《"+n.Title+"》到发送时间已超出你可发送的范围，已暂停发送："+strings.TrimPrefix(n.Reason, ReasonOutsideAudience))
+	case strings.HasPrefix(n.Reason, lateReasonHead):
+		return c.text(ctx, n, "你的通知《"+n.Title+"》已错过发送时间太久（超过允许的延迟），已暂停发送：请在 yidu 中立即发送或取消")
 	case n.Reason == ReasonAuthorMayNotSend:
 		return c.text(ctx, n, "你的通知《"+n.Title+"》到发送时间你已无权通过此应用发送，已暂停发送")
 	}

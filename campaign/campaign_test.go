@@ -284,7 +284,7 @@ func TestStateMachine(t *testing.T) {
 }
 
 func TestLatenessAndHeld(t *testing.T) {
-	_, s, c := setup(t)
+	db, s, c := setup(t)
 	ctx := context.Background()
 	reg := &registrar{}
 	late, err := s.Create(ctx, draft(c, time.Minute))
@@ -297,9 +297,24 @@ func TestLatenessAndHeld(t *testing.T) {
 	// Down for 2 h 1.5 min: late is 2 h 0.5 min late (held), held's 1 h
 	// 59.5 min (sent late), gone is not due.
 	c.add(2*time.Hour + 90*time.Second)
-	r := runner(t, s, reg, "a", c)
+	var told []Notice
+	r, err := NewRunner(s, reg, RunnerOptions{Owner: "a", LeaseTTL: 30 * time.Second, MaxLateness: 2 * time.Hour, RetryBackoff: time.Minute,
+		OnHeld: func(_ context.Context, n Notice) error { told = append(told, n); return nil }})
+	testenv.Check(t, "NewRunner", err)
 	if _, err := r.Tick(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// The hold is an audit row (who: yidu, why) and its author is told,
+	// once however often the Runner polls.
+	if _, err := r.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holds := testenv.Column[string](t, db, `SELECT CONCAT(actor, '|', detail) FROM audit_events WHERE action = 'hold' AND msgid = ?`, late.MsgID)
+	if len(holds) != 1 || !strings.HasPrefix(holds[0], System+"|") || !strings.Contains(holds[0], "max_lateness") {
+		t.Errorf("audit rows of the late hold = %q; want one by %s with its reason", holds, System)
+	}
+	if len(told) != 1 || told[0].MsgID != late.MsgID || told[0].State != yidu.StateHeld || told[0].Reason != HeldReason(120, 2*time.Hour) {
+		t.Errorf("authors told = %+v; want the late notice's, once", told)
 	}
 	a, _ := s.Get(ctx, nil, late.MsgID)
 	b, _ := s.Get(ctx, nil, held.MsgID)

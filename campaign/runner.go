@@ -226,17 +226,57 @@ func (r *Runner) hold(ctx context.Context, now time.Time) error {
 	if err := r.holdUnapproved(ctx, now); err != nil {
 		return err
 	}
-	head, tail := heldReasonParts(r.o.MaxLateness)
-	res, err := execRetry(ctx, r.s.db, `UPDATE campaigns SET state = 'held',
-		state_reason = CONCAT(?, TIMESTAMPDIFF(MINUTE, send_at, ?), ?), updated_at = ?
-		WHERE state = 'scheduled' AND send_at < ? AND state_reason <> ?`,
-		head, now, tail, now, now.Add(-r.o.MaxLateness), reasonSendNow)
+	rows, err := r.s.db.QueryContext(ctx, `SELECT msgid FROM campaigns
+		WHERE state = 'scheduled' AND send_at < ? AND state_reason <> ? LIMIT ?`, now.Add(-r.o.MaxLateness), reasonSendNow, r.o.Batch)
 	if err != nil {
-		return fmt.Errorf("campaign: hold late notices: %w", err)
+		return fmt.Errorf("campaign: late notices: %w", err)
 	}
-	if n, err := res.RowsAffected(); err == nil && n > 0 {
-		r.s.met.transitions.WithLabelValues(string(yidu.StateHeld)).Add(float64(n))
-		r.s.log.Warn("late notices held", "count", n, "max_lateness", r.o.MaxLateness)
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("campaign: late notices: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("campaign: late notices: %w", err)
+	}
+	at := now.UTC().Truncate(time.Millisecond)
+	for _, id := range ids {
+		n, err := r.s.Get(ctx, nil, id)
+		if err != nil {
+			return err
+		}
+		// Each hold is an audit row in its transaction and its author is
+		// told, as a hold at its time is (issue 41).
+		reason := HeldReason(int64(now.Sub(n.SendAt)/time.Minute), r.o.MaxLateness)
+		held := false
+		err = r.s.inTx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `UPDATE campaigns SET state = 'held', state_reason = ?, updated_at = ?
+				WHERE msgid = ? AND state = 'scheduled' AND send_at < ? AND state_reason <> ?`,
+				reason, at, id, now.Add(-r.o.MaxLateness), reasonSendNow)
+			if err != nil {
+				return err
+			}
+			if c, _ := res.RowsAffected(); c == 0 {
+				return nil // claimed, edited or held by another replica meanwhile
+			}
+			held = true
+			return audit.Insert(ctx, tx, stepEvent(nil, n, yidu.ActionHold, at, "version="+n.ApprovalHash+" reason="+reason))
+		})
+		if err != nil {
+			return fmt.Errorf("campaign: hold late %s: %w", id, err)
+		}
+		if !held {
+			continue
+		}
+		r.s.met.transitions.WithLabelValues(string(yidu.StateHeld)).Inc()
+		r.s.log.Warn("late notice held", "corp", n.App.CorpID, "msgid", id, "max_lateness", r.o.MaxLateness)
+		n.State, n.Reason = yidu.StateHeld, reason
+		r.tellHeld(ctx, n)
 	}
 	return nil
 }
@@ -409,8 +449,11 @@ func HeldReason(minutes int64, maxLateness time.Duration) string {
 	return fmt.Sprintf("%s%d%s", head, minutes, tail)
 }
 
+// lateReasonHead begins the reason of a notice held for lateness.
+const lateReasonHead = "held: sent "
+
 func heldReasonParts(maxLateness time.Duration) (head, tail string) {
-	return "held: sent ", fmt.Sprintf(" minutes late would exceed max_lateness (%d minutes); send it now or cancel it",
+	return lateReasonHead, fmt.Sprintf(" minutes late would exceed max_lateness (%d minutes); send it now or cancel it",
 		int64(maxLateness/time.Minute))
 }
 
