@@ -143,22 +143,32 @@ func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *acces
 	writeJSON(w, http.StatusCreated, j)
 }
 
-// handleGetNotice is GET /messages/{msgid}: a registered message as
-// before (with its state when campaign sent it), else a notice not yet
-// registered.
-func (s *Server) handleGetNotice(w http.ResponseWriter, r *http.Request) {
+// sentOrNotice answers a registered message with sent; otherwise it
+// finds the notice not yet registered. false: answered.
+func (s *Server) sentOrNotice(w http.ResponseWriter, r *http.Request, sent func(http.ResponseWriter, *http.Request, yidu.Message)) (yidu.Notice, *http.Request, bool) {
 	m, r, err := s.gate(r)
 	if err == nil {
-		s.handleGetMessage(w, r, m)
-		return
+		sent(w, r, m)
+		return yidu.Notice{}, r, false
 	}
 	if !errors.Is(err, errNotFound) || s.campaigns == nil {
 		s.fail(w, r, err)
-		return
+		return yidu.Notice{}, r, false
 	}
 	n, err := s.notice(r)
 	if err != nil {
 		s.fail(w, r, err)
+		return yidu.Notice{}, r, false
+	}
+	return n, r, true
+}
+
+// handleGetNotice is GET /messages/{msgid}: a registered message as
+// before (with its state when campaign sent it), else a notice not yet
+// registered.
+func (s *Server) handleGetNotice(w http.ResponseWriter, r *http.Request) {
+	n, r, ok := s.sentOrNotice(w, r, s.handleGetMessage)
+	if !ok {
 		return
 	}
 	j := noticeJSON(n)

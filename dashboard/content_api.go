@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"errors"
 	"mime"
 	"net/http"
 	"strconv"
@@ -126,18 +125,8 @@ func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBod
 // keeps, rendered as its version 1 will be ("versions": 0; the compose
 // page's and the approver's preview).
 func (s *Server) handleContent(w http.ResponseWriter, r *http.Request) {
-	m, r, err := s.gate(r)
-	if err == nil {
-		s.handleGetContent(w, r, m)
-		return
-	}
-	if !errors.Is(err, errNotFound) || s.campaigns == nil {
-		s.fail(w, r, err)
-		return
-	}
-	n, err := s.notice(r)
-	if err != nil {
-		s.fail(w, r, err)
+	n, r, ok := s.sentOrNotice(w, r, s.handleGetContent)
+	if !ok {
 		return
 	}
 	if n.Content == nil {
