@@ -160,12 +160,12 @@ type Prepared struct {
 	Settings noticev.Settings
 }
 
-// Prepare checks what p posted before anything is stored, registered or
+// prepare checks what p posted before anything is stored, registered or
 // sent: the audience p may address, the app's default follow-up, the
 // content (what makes it read is fixed now), a card linking to its
 // reading page, and, for a notice sent now (not Content.Later), its time
 // and its policy.
-func (s *Service) Prepare(ctx context.Context, p *access.Principal, o Outgoing) (Prepared, error) {
+func (s *Service) prepare(ctx context.Context, p *access.Principal, o Outgoing) (Prepared, error) {
 	out := Prepared{Registration: o.Registration, FollowUp: o.FollowUp}
 	if err := s.CheckAudience(ctx, p, o.App, o.Audience); err != nil {
 		return out, err
@@ -219,20 +219,20 @@ func (s *Service) linkToPage(reg *yidu.Registration) error {
 // ErrNoRegistrar: the service was given no Registrar.
 var ErrNoRegistrar = errors.New("campaign: no registrar")
 
-// Register registers what Prepare checked and, when it asks to, sends
+// register registers what prepare checked and, when it asks to, sends
 // its cards now (the tracker's RegisterAndSend: a replay of the same
-// msgid finds the notice registered). KeepContent and
-// RegisteredFollowUp keep the rest once the caller recorded the act.
-func (s *Service) Register(ctx context.Context, pr Prepared) (yidu.Registered, error) {
+// msgid finds the notice registered). keepContent and
+// registeredFollowUp keep the rest (Post).
+func (s *Service) register(ctx context.Context, pr Prepared) (yidu.Registered, error) {
 	if s.o.Registrar == nil {
 		return yidu.Registered{}, ErrNoRegistrar
 	}
 	return s.o.Registrar.RegisterAndSend(ctx, pr.Registration)
 }
 
-// KeepContent keeps what pr registered as m sent: its content as
+// keepContent keeps what pr registered as m sent: its content as
 // version 1 (a replay finds it stored).
-func (s *Service) KeepContent(ctx context.Context, m yidu.Message, pr Prepared, by string) error {
+func (s *Service) keepContent(ctx context.Context, m yidu.Message, pr Prepared, by string) error {
 	if pr.Version == nil {
 		return nil
 	}
@@ -246,11 +246,11 @@ func (s *Service) KeepContent(ctx context.Context, m yidu.Message, pr Prepared, 
 	return nil
 }
 
-// RegisteredFollowUp stores the policy of what pr registered as m
+// registeredFollowUp stores the policy of what pr registered as m
 // (StoreFollowUp); created says the registration made m. The app's
 // default goes to a notice the registration created only: a replay must
 // not undo a policy changed since. tried: a policy was stored or refused.
-func (s *Service) RegisteredFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pr Prepared, created bool) (tried bool, err error) {
+func (s *Service) registeredFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pr Prepared, created bool) (tried bool, err error) {
 	if pr.FollowUp == nil || (!created && pr.FollowUpDefault) {
 		return false, nil
 	}

@@ -307,87 +307,62 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reg.Registration.App = app
-	// Checked, with its defaults, before anything is stored, registered
-	// or sent.
-	c := campaign.Content{Has: reg.Content != nil, ReadRule: reg.ReadRule, MinReadSeconds: reg.MinReadSeconds, Later: reg.Draft || !reg.SendAt.IsZero()}
+	c := campaign.Content{Has: reg.Content != nil, ReadRule: reg.ReadRule, MinReadSeconds: reg.MinReadSeconds}
 	if reg.Content != nil {
 		c.Markdown, c.Attachments = reg.Content.Markdown, reg.Content.Attachments
 	}
-	pr, err := s.acts.Prepare(r.Context(), p, campaign.Outgoing{Registration: reg.Registration, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet, Content: c})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	reg.Registration, reg.FollowUp, reg.FollowUpDefault = pr.Registration, pr.FollowUp, pr.FollowUpDefault
-	if c.Later {
-		s.handleSchedule(w, r, p, app, reg)
-		return
-	}
-	if s.sendForApproval(w, r, p, app, reg) {
-		return // it needs approval first (issue 41)
-	}
-	res, err := s.acts.Register(r.Context(), pr)
-	m, created, rep := res.Message, res.Created, res.Send
-	// compose is a registration without a send; send sends its cards.
-	act := yidu.ActionCompose
-	if reg.Send {
-		act = yidu.ActionSend
-	}
-	ev := event(r, act, app.CorpID, app.Name, reg.MsgID)
-	if err != nil {
-		s.recordDone(r, ev, err)
-		s.fail(w, r, err)
-		return
-	}
-	// What was sent is version 1; a replay finds it stored.
-	if err := s.acts.KeepContent(r.Context(), m, pr, byName(p)); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if created || reg.Send {
-		// A replayed registration (same msgid, nothing sent) did nothing.
-		ev.MsgID, ev.People = m.MsgID, m.Recipients
-		s.recordDone(r, ev, nil)
-	}
-	tried, err := s.acts.RegisteredFollowUp(r.Context(), p, m, pr, created)
-	if tried && !created {
-		// A replay that changes the policy is a follow-up change (a new
-		// notice's policy is part of its send row).
-		s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, err)
+	res, err := s.acts.Post(r.Context(), p, campaign.Post{
+		Outgoing: campaign.Outgoing{Registration: reg.Registration, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet, Content: c},
+		SendAt:   reg.SendAt, Draft: reg.Draft, Kept: noticeContent(reg.Content, reg.ReadRule, reg.MinReadSeconds)})
+	for _, a := range res.Acts {
+		ev := event(r, a.Action, app.CorpID, app.Name, a.MsgID)
+		ev.People = a.People
+		if a.Action == yidu.ActionFollowUpChange {
+			ev.Detail = "policy"
+		}
+		s.recordDone(r, ev, a.Err)
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	j, code := noticeJSON(res.Notice), http.StatusCreated // kept for later
+	if res.Approval {
+		code = http.StatusAccepted // kept until approved (issue 41)
+	} else if !res.Kept() {
+		j, code = s.registeredJSON(r, res.Registered, reg.Send)
+	}
+	if err := s.addFollowUp(r.Context(), app.CorpID, &j); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/api/v1/messages/"+j.MsgID)
+	writeJSON(w, code, j)
+}
+
+// registeredJSON answers a notice registered now (201, 200 for a replay)
+// with what sending did, batch by batch: a send that sent nothing must
+// say so (issue 13).
+func (s *Server) registeredJSON(r *http.Request, res yidu.Registered, send bool) (messageJSON, int) {
+	m := res.Message
 	// The message page's department panel needs the corp's tree: built
 	// now, not on its first view.
 	s.prog.WarmDepartments(r.Context(), m.CorpID)
-	code := http.StatusOK
-	if created {
-		code = http.StatusCreated
-		s.log.InfoContext(r.Context(), "message registered", "corp", m.CorpID, "msgid", m.MsgID,
-			"recipients", m.Recipients, "by", byName(p))
-	}
 	j := toJSON(m)
 	j.UnknownUserIDs = res.UnknownUserIDs
-	if err := s.addFollowUp(r.Context(), m.CorpID, &j); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if reg.Send {
-		// Registered, and what sending did, batch by batch: a send that
-		// sent nothing must say so (issue 13).
-		j.Send = toSendJSON(m.MsgID, rep.Outcomes)
-		if j.Send == nil {
-			j.Send = &sendJSON{Result: "failed", Batches: []batchJSON{}, Missing: rep.Missing, BadUserIDs: rep.BadUserIDs}
+	if send {
+		if j.Send = toSendJSON(m.MsgID, res.Send.Outcomes); j.Send == nil {
+			j.Send = &sendJSON{Result: "failed", Batches: []batchJSON{}, Missing: res.Send.Missing, BadUserIDs: res.Send.BadUserIDs}
 		}
 		if j.Send.Result != "sent" {
 			s.log.WarnContext(r.Context(), "message not sent to everyone", "corp", m.CorpID, "msgid", m.MsgID,
 				"result", j.Send.Result, "refused", j.Send.Refused, "unsent", j.Send.Unsent, "unknown", j.Send.Unknown)
 		}
 	}
-	w.Header().Set("Location", "/api/v1/messages/"+m.MsgID)
-	writeJSON(w, code, j)
+	if res.Created {
+		return j, http.StatusCreated
+	}
+	return j, http.StatusOK
 }
 
 // remindJSON is what a reminder did: every non-reader is reminded in

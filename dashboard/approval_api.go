@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -9,55 +8,12 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
 )
 
 // Approval before sending (issue 41): campaign decides whether a notice
 // needs approval, who may give it and what it sends; these handlers
 // translate.
-
-// sendForApproval answers a POST /messages that would send straight
-// away a notice needing approval: it is kept as a draft and approval is
-// asked for (202 with the notice, approval "pending"); it is sent when
-// approved. false: no approval needed, the caller sends.
-func (s *Server) sendForApproval(w http.ResponseWriter, r *http.Request, p *access.Principal, app yidu.App, reg registration) bool {
-	if !reg.Send || app.Approval == nil {
-		return false
-	}
-	rule, _ := yidu.ParseReadRule(reg.ReadRule)
-	need, _, err := s.acts.NeedsApprovalFor(r.Context(), app, reg.Audience, rule)
-	if err != nil {
-		s.fail(w, r, err)
-		return true
-	}
-	if !need {
-		return false
-	}
-	if s.campaigns == nil {
-		writeError(w, http.StatusServiceUnavailable, "this notice needs approval, and scheduled sending is not configured")
-		return true
-	}
-	caller := p
-	n, err := s.acts.Compose(r.Context(), caller, campaign.Compose{Draft: yidu.Draft{
-		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
-		// Its full text is kept with it and published as version 1 when
-		// it is sent, once approved.
-		Content:  noticeContent(reg.Content, reg.ReadRule, reg.MinReadSeconds),
-		Schedule: yidu.Schedule{Draft: true, Timezone: app.Timezone},
-	}, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet})
-	if err == nil {
-		n, err = s.acts.SendNow(r.Context(), caller, n)
-	}
-	s.recordDone(r, event(r, yidu.ActionCompose, app.CorpID, app.Name, cmp.Or(n.MsgID, reg.MsgID)), err)
-	if err != nil {
-		s.fail(w, r, err)
-		return true
-	}
-	w.Header().Set("Location", "/api/v1/messages/"+n.MsgID)
-	writeJSON(w, http.StatusAccepted, noticeJSON(n))
-	return true
-}
 
 // approvalJSON is what an approver sees of a notice (GET .../approval).
 type approvalJSON struct {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
-	"github.com/yidu-io/yidu/campaign"
 )
 
 // DefaultConfirmOver is dashboard.confirm_over's default: above it the
@@ -101,46 +100,6 @@ func noticeContent(c *contentJSON, readRule string, minRead int) *yidu.NoticeCon
 		return nil
 	}
 	return &yidu.NoticeContent{Markdown: c.Markdown, Attachments: c.Attachments, ReadRule: yidu.ReadRule(readRule), MinReadSeconds: minRead}
-}
-
-// handleSchedule is POST /messages with send_at or draft: campaign
-// stores the notice (and its follow-up policy, in one transaction) for its
-// Runner, which registers and sends it at its time.
-func (s *Server) handleSchedule(w http.ResponseWriter, r *http.Request, p *access.Principal, app yidu.App, reg registration) {
-	if s.campaigns == nil {
-		writeError(w, http.StatusServiceUnavailable, "scheduled sending is not configured")
-		return
-	}
-	if !reg.Draft && !reg.Send {
-		s.fail(w, r, yidu.Invalidf("send: send_at needs \"send\": true (a scheduled notice is sent)"))
-		return
-	}
-	if !reg.SentAt.IsZero() {
-		s.fail(w, r, yidu.Invalidf("sent_at is set when the notice is sent, not with send_at or draft"))
-		return
-	}
-	n, err := s.acts.Compose(r.Context(), p, campaign.Compose{Draft: yidu.Draft{
-		MsgID: reg.MsgID, App: app, Title: reg.Title, Body: reg.Body, URL: reg.URL, Audience: reg.Audience,
-		Content:  noticeContent(reg.Content, reg.ReadRule, reg.MinReadSeconds),
-		Schedule: yidu.Schedule{SendAt: reg.SendAt, Draft: reg.Draft, Timezone: app.Timezone},
-	}, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet})
-	// A draft is composed; a notice with send_at is scheduled.
-	act := yidu.ActionSchedule
-	if reg.Draft {
-		act = yidu.ActionCompose
-	}
-	s.recordDone(r, event(r, act, app.CorpID, app.Name, cmp.Or(n.MsgID, reg.MsgID)), err)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	j := noticeJSON(n)
-	if err := s.addFollowUp(r.Context(), app.CorpID, &j); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	w.Header().Set("Location", "/api/v1/messages/"+n.MsgID)
-	writeJSON(w, http.StatusCreated, j)
 }
 
 // sentOrNotice answers a registered message with sent; otherwise it

@@ -61,14 +61,11 @@ type Campaign interface {
 	Picking
 }
 
-// Posting is POST /messages: the body checked and completed with its
-// defaults, then registered and sent, its content and follow-up kept.
+// Posting is POST /messages: campaign checks the body with its
+// defaults, then keeps it for later or for approval, or registers and
+// sends it.
 type Posting interface {
-	Prepare(ctx context.Context, p *access.Principal, o campaign.Outgoing) (campaign.Prepared, error)
-	Register(ctx context.Context, pr campaign.Prepared) (yidu.Registered, error)
-	KeepContent(ctx context.Context, m yidu.Message, pr campaign.Prepared, by string) error
-	RegisteredFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pr campaign.Prepared, created bool) (bool, error)
-	NeedsApprovalFor(ctx context.Context, app yidu.App, au yidu.Audience, rr yidu.ReadRule) (bool, uint64, error)
+	Post(ctx context.Context, p *access.Principal, post campaign.Post) (campaign.Posted, error)
 }
 
 // Scheduling keeps drafts and scheduled notices.

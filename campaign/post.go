@@ -1,0 +1,151 @@
+package campaign
+
+import (
+	"cmp"
+	"context"
+	"strings"
+	"time"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+)
+
+// Post is a notice as POST /messages carries it: sent now, scheduled
+// (SendAt) or kept as a draft (Draft).
+type Post struct {
+	Outgoing
+	SendAt time.Time
+	Draft  bool
+	// Kept is the posted full text as a notice not yet sent keeps it
+	// (published as version 1 when it is sent); nil: none.
+	Kept *yidu.NoticeContent
+}
+
+// Act is an audit row a Post is due, with its outcome (Err nil: ok).
+type Act struct {
+	Action yidu.Action
+	MsgID  string
+	People int64
+	Err    error
+}
+
+// Posted is what Post did.
+type Posted struct {
+	// Notice is the notice kept for later, or kept until it is approved
+	// (Approval); zero when it was registered.
+	Notice   Notice
+	Approval bool
+	// Registered is the registration of a notice sent now (Notice zero).
+	yidu.Registered
+	// Acts are the audit rows due, in order: the compose, schedule or
+	// send (none for a replay that did nothing), and a replay's change
+	// of the follow-up policy.
+	Acts []Act
+}
+
+// Kept says the notice was kept for later or for approval rather than
+// registered.
+func (p Posted) Kept() bool { return p.Notice.MsgID != "" }
+
+// Post does what p posted, deciding everything the dashboard used to:
+// the body is checked with its defaults (prepare) before anything is
+// written; a draft or a scheduled notice is composed (Compose, one
+// transaction); a notice sent now that needs approval is kept as a
+// draft asking for it (issue 41), sent when approved; anything else is
+// registered and sent, its content kept as version 1 and its follow-up
+// policy stored. The returned Posted carries the audit rows due even
+// when err is set: a send that went out is recorded though keeping its
+// content failed after.
+func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Posted, error) {
+	post.Content.Later = post.Draft || !post.SendAt.IsZero()
+	pr, err := s.prepare(ctx, p, post.Outgoing)
+	if err != nil {
+		return Posted{}, err
+	}
+	if post.Content.Later {
+		return s.postLater(ctx, p, post, pr)
+	}
+	if post.Send && post.App.Approval != nil {
+		need, _, err := s.NeedsApprovalFor(ctx, post.App, pr.Audience, pr.ReadRule)
+		if err != nil {
+			return Posted{}, err
+		}
+		if need {
+			return s.postForApproval(ctx, p, post, pr)
+		}
+	}
+	res, err := s.register(ctx, pr)
+	out := Posted{Registered: res}
+	act := Act{Action: yidu.ActionCompose, MsgID: pr.MsgID} // a registration without a send
+	if post.Send {
+		act.Action = yidu.ActionSend
+	}
+	if err != nil {
+		act.Err = err
+		out.Acts = append(out.Acts, act)
+		return out, err
+	}
+	m := res.Message
+	if res.Created || post.Send { // a replay that sends nothing did nothing
+		act.MsgID, act.People = m.MsgID, m.Recipients
+		out.Acts = append(out.Acts, act)
+	}
+	if res.Created {
+		s.log.InfoContext(ctx, "message registered", "corp", m.CorpID, "msgid", m.MsgID, "recipients", m.Recipients, "by", p.Name)
+	}
+	// What was sent is version 1; a replay finds it stored. Its author
+	// is named as the dashboard names a reviser (the principal's key).
+	if err := s.keepContent(ctx, m, pr, strings.TrimPrefix(p.Key(), "user:")); err != nil {
+		return out, err
+	}
+	tried, err := s.registeredFollowUp(ctx, p, m, pr, res.Created)
+	if tried && !res.Created {
+		// A replay that changes the policy is a follow-up change (a new
+		// notice's policy is part of its send row).
+		out.Acts = append(out.Acts, Act{Action: yidu.ActionFollowUpChange, MsgID: m.MsgID, Err: err})
+	}
+	return out, err
+}
+
+// postLater composes a draft or a scheduled notice (its follow-up in the
+// same transaction) for the Runner, which registers and sends it at its
+// time.
+func (s *Service) postLater(ctx context.Context, p *access.Principal, post Post, pr Prepared) (Posted, error) {
+	if s.o.Store == nil {
+		return Posted{}, ErrNoCampaigns
+	}
+	if !post.Draft && !post.Send {
+		return Posted{}, yidu.Invalidf("send: send_at needs \"send\": true (a scheduled notice is sent)")
+	}
+	if !post.SentAt.IsZero() {
+		return Posted{}, yidu.Invalidf("sent_at is set when the notice is sent, not with send_at or draft")
+	}
+	n, err := s.Compose(ctx, p, s.composeOf(post, pr, yidu.Schedule{SendAt: post.SendAt, Draft: post.Draft}))
+	act := Act{Action: yidu.ActionSchedule, MsgID: cmp.Or(n.MsgID, pr.MsgID), Err: err}
+	if post.Draft {
+		act.Action = yidu.ActionCompose
+	}
+	return Posted{Notice: n, Acts: []Act{act}}, err
+}
+
+// postForApproval keeps a notice that needs approval as a draft and asks
+// for it (SendNow of a notice not approved waits); it is sent when
+// approved.
+func (s *Service) postForApproval(ctx context.Context, p *access.Principal, post Post, pr Prepared) (Posted, error) {
+	n, err := s.Compose(ctx, p, s.composeOf(post, pr, yidu.Schedule{Draft: true}))
+	if err == nil {
+		n, err = s.SendNow(ctx, p, n)
+	}
+	act := Act{Action: yidu.ActionCompose, MsgID: cmp.Or(n.MsgID, pr.MsgID), Err: err}
+	return Posted{Notice: n, Approval: err == nil, Acts: []Act{act}}, err
+}
+
+// composeOf is the Compose of a prepared post kept for later: its full
+// text is kept with it and published as version 1 when it is sent.
+func (s *Service) composeOf(post Post, pr Prepared, sch yidu.Schedule) Compose {
+	sch.Timezone = post.App.Timezone
+	return Compose{Draft: Draft{
+		MsgID: pr.MsgID, App: post.App, Title: pr.Title, Body: pr.Body, URL: pr.URL, Audience: pr.Audience,
+		Content: post.Kept, Schedule: sch,
+	}, FollowUp: pr.FollowUp, FollowUpSet: post.FollowUpSet}
+}

@@ -1,0 +1,92 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// echoRegistrar registers what it is given as a message of two people,
+// created the first time its msgid is seen.
+type echoRegistrar struct{ seen map[string]bool }
+
+func (r *echoRegistrar) RegisterAndSend(_ context.Context, reg yidu.Registration) (yidu.Registered, error) {
+	created := !r.seen[reg.MsgID]
+	r.seen[reg.MsgID] = true
+	m := yidu.Message{CorpID: reg.App.CorpID, MsgID: reg.MsgID, App: reg.App.Name, Title: reg.Title, Recipients: 2, SentAt: reg.SentAt}
+	return yidu.Registered{Message: m, Created: created}, nil
+}
+
+// TestPost: what POST /messages asks is decided by campaign, and the
+// audit rows it is due come back with it. Refused input writes nothing
+// and is due no row; a draft and a scheduled notice are composed; a
+// notice sent now is registered (a replay that sends nothing is due no
+// row); one that needs approval is kept as a draft asking for it.
+func TestPost(t *testing.T) {
+	f := newServiceFixture(t)
+	approved := yidu.App{Name: "hr-big", CorpID: testApp.CorpID, AgentID: 1000003, Approval: &yidu.Approval{Over: 1, Role: yidu.RoleAdmin}}
+	store, err := NewStore(f.db, Options{Directory: directory{}, Apps: []yidu.App{testApp, approved}, Now: f.c.now})
+	testenv.Check(t, "NewStore", err)
+	sender := principal(t, "hr", yidu.RoleSender, []string{testApp.Name, approved.Name}, nil)
+	viewer := principal(t, "viewer", yidu.RoleViewer, nil, []int64{2})
+	two := yidu.Audience{UserIDs: []string{"zhangsan", "lisi"}}
+	post := func(id string, app yidu.App, send bool) Post {
+		return Post{Outgoing: Outgoing{Registration: yidu.Registration{MsgID: id, App: app, Title: "考勤制度", Body: "请阅读", Audience: two, Send: send}}}
+	}
+	tests := []struct {
+		name     string
+		who      string
+		post     Post
+		err      error
+		kept     bool
+		approval bool
+		acts     []yidu.Action
+		people   int64
+	}{
+		{"viewer may not send", "viewer", post("p-viewer", testApp, true), ErrForbidden, false, false, nil, 0},
+		{"send_at without send", "hr", func() Post { p := post("p-nosend", testApp, false); p.SendAt = f.c.now().Add(time.Hour); return p }(), yidu.ErrInvalid, false, false, nil, 0},
+		{"sent_at with draft", "hr", func() Post { p := post("p-sentat", testApp, false); p.Draft, p.SentAt = true, f.c.now(); return p }(), yidu.ErrInvalid, false, false, nil, 0},
+		{"draft", "hr", func() Post { p := post("p-draft", testApp, false); p.Draft = true; return p }(), nil, true, false, []yidu.Action{yidu.ActionCompose}, 0},
+		{"scheduled", "hr", func() Post { p := post("p-later", testApp, true); p.SendAt = f.c.now().Add(time.Hour); return p }(), nil, true, false, []yidu.Action{yidu.ActionSchedule}, 0},
+		{"sent now", "hr", post("p-now", testApp, true), nil, false, false, []yidu.Action{yidu.ActionSend}, 2},
+		{"replay registering nothing new", "hr", post("p-now", testApp, false), nil, false, false, nil, 0},
+		{"needs approval", "hr", post("p-approve", approved, true), nil, true, true, []yidu.Action{yidu.ActionCompose}, 0},
+	}
+	s := f.service(t, "a")
+	s.o.Registrar, s.o.Store = &echoRegistrar{seen: map[string]bool{}}, store
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := sender
+			if tt.who == "viewer" {
+				p = viewer
+			}
+			res, err := s.Post(context.Background(), p, tt.post)
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("Post = %v; want %v", err, tt.err)
+			}
+			var acts []yidu.Action
+			var people int64
+			for _, a := range res.Acts {
+				acts, people = append(acts, a.Action), people+a.People
+			}
+			if !slices.Equal(acts, tt.acts) || people != tt.people {
+				t.Errorf("acts = %v (%d people); want %v (%d)", acts, people, tt.acts, tt.people)
+			}
+			if res.Kept() != tt.kept || res.Approval != tt.approval {
+				t.Errorf("kept %v approval %v; want %v %v", res.Kept(), res.Approval, tt.kept, tt.approval)
+			}
+			rows := testenv.Column[int](t, f.db, "SELECT COUNT(*) FROM campaigns WHERE msgid = ?", tt.post.MsgID)
+			if want := map[bool]int{true: 1}[tt.kept]; rows[0] != want {
+				t.Errorf("%d campaigns rows of %s; want %d", rows[0], tt.post.MsgID, want)
+			}
+			if tt.approval && res.Notice.Approval != yidu.ApprovalPending {
+				t.Errorf("approval = %q; want pending", res.Notice.Approval)
+			}
+		})
+	}
+}
