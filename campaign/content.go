@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
@@ -18,6 +19,7 @@ type Contents interface {
 	Prepare(ctx context.Context, corp string, d noticev.Draft) (noticev.Version, error)
 	Update(ctx context.Context, corp, msgid string, v noticev.Version, reacknowledge bool, by string) (noticev.Version, bool, error)
 	Create(ctx context.Context, corp, msgid string, v noticev.Version, set noticev.Settings, by string) (noticev.Version, error)
+	List(ctx context.Context, corp, msgid string) ([]noticev.Version, error)
 }
 
 // Acknowledgements resets what counts as read after a material version
@@ -88,20 +90,67 @@ func (s *Service) MayRevise(p *access.Principal, m yidu.Message, whole bool) err
 }
 
 // Revision is a sent notice's next version: its text, and its title
-// when it changes.
+// when it changes. Reacknowledge marks it material; Other says the
+// request asked more than that of a sent notice (refused).
 type Revision struct {
-	Title       *string
-	Markdown    string
-	Attachments []string
+	Title         *string
+	Markdown      string
+	Attachments   []string
+	Reacknowledge bool
+	Other         bool
 }
 
-// PrepareRevision renders m's next version (MayRevise first); a notice
-// sent without content has none.
-func (s *Service) PrepareRevision(ctx context.Context, m yidu.Message, rev Revision) (noticev.Version, error) {
+// Revised is a new version made (or found, for a replay of the same
+// text) and every version of the notice.
+type Revised struct {
+	Version noticev.Version
+	All     []noticev.Version
+	// Acts is the edit row due: for a version made, or one that failed.
+	Acts []Act
+}
+
+// Revise makes m's next version for p, who must send through its app
+// and see the whole notice (whole): rendered and checked, stored as
+// version N+1 (the same text again makes none), and followed up (a
+// material one resets acknowledgements and sends the update card).
+func (s *Service) Revise(ctx context.Context, p *access.Principal, m yidu.Message, whole bool, rev Revision) (Revised, error) {
+	if err := s.MayRevise(p, m, whole); err != nil {
+		return Revised{}, err
+	}
+	if rev.Other {
+		return Revised{}, yidu.Invalidf("content: a sent notice's PATCH carries content, and optionally title and reacknowledge, only")
+	}
 	cs, err := s.contents()
 	if err != nil {
-		return noticev.Version{}, err
+		return Revised{}, err
 	}
+	v, err := s.prepareRevision(ctx, cs, m, rev)
+	if err != nil {
+		return Revised{}, err
+	}
+	nv, made, err := cs.Update(ctx, m.CorpID, m.MsgID, v, rev.Reacknowledge, strings.TrimPrefix(p.Key(), "user:"))
+	var out Revised
+	if made || err != nil {
+		act := Act{Action: yidu.ActionEdit, MsgID: m.MsgID, Err: err, Detail: fmt.Sprintf("version %d", nv.N)}
+		if rev.Reacknowledge {
+			act.Detail += " (material)"
+		}
+		out.Acts = append(out.Acts, act)
+	}
+	if err != nil {
+		return out, err
+	}
+	if err := s.Revised(ctx, p, m, nv, made, rev.Reacknowledge); err != nil {
+		return out, err
+	}
+	out.Version = nv
+	out.All, err = cs.List(ctx, m.CorpID, m.MsgID)
+	return out, err
+}
+
+// prepareRevision renders m's next version; a notice sent without
+// content has none.
+func (s *Service) prepareRevision(ctx context.Context, cs Contents, m yidu.Message, rev Revision) (noticev.Version, error) {
 	cur, err := cs.Get(ctx, m.CorpID, m.MsgID, 0)
 	if errors.Is(err, noticev.ErrNotFound) {
 		return noticev.Version{}, yidu.Invalidf("content: the notice was sent without content")

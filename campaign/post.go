@@ -26,6 +26,7 @@ type Act struct {
 	Action yidu.Action
 	MsgID  string
 	People int64
+	Detail string
 	Err    error
 }
 
@@ -102,7 +103,7 @@ func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Pos
 	if tried && !res.Created {
 		// A replay that changes the policy is a follow-up change (a new
 		// notice's policy is part of its send row).
-		out.Acts = append(out.Acts, Act{Action: yidu.ActionFollowUpChange, MsgID: m.MsgID, Err: err})
+		out.Acts = append(out.Acts, Act{Action: yidu.ActionFollowUpChange, MsgID: m.MsgID, Detail: "policy", Err: err})
 	}
 	return out, err
 }

@@ -314,14 +314,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	res, err := s.acts.Post(r.Context(), p, campaign.Post{
 		Outgoing: campaign.Outgoing{Registration: reg.Registration, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet, Content: c},
 		SendAt:   reg.SendAt, Draft: reg.Draft, Kept: noticeContent(reg.Content, reg.ReadRule, reg.MinReadSeconds)})
-	for _, a := range res.Acts {
-		ev := event(r, a.Action, app.CorpID, app.Name, a.MsgID)
-		ev.People = a.People
-		if a.Action == yidu.ActionFollowUpChange {
-			ev.Detail = "policy"
-		}
-		s.recordDone(r, ev, a.Err)
-	}
+	s.recordActs(r, app.CorpID, app.Name, res.Acts)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -10,6 +10,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/campaign"
 )
 
 // Auditor records who did what (audit.MySQL in production). A nil one in
@@ -177,6 +178,16 @@ func (s *Server) recordDone(r *http.Request, e audit.Event, err error) {
 		e.Outcome = outcome(code)
 	}
 	_ = s.record(r, e)
+}
+
+// recordActs records the audit rows a service says an act is due
+// (recordDone each).
+func (s *Server) recordActs(r *http.Request, corp, app string, acts []campaign.Act) {
+	for _, a := range acts {
+		ev := event(r, a.Action, corp, app, a.MsgID)
+		ev.People, ev.Detail = a.People, a.Detail
+		s.recordDone(r, ev, a.Err)
+	}
 }
 
 // signOutEvent is the sign-out event of the session id names, its actor

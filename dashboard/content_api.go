@@ -17,9 +17,6 @@ import (
 // Notices keeps the versions of notices' content (notice.Store): the
 // service renders, checks and numbers; these handlers translate.
 type Notices interface {
-	Prepare(ctx context.Context, corp string, d notice.Draft) (notice.Version, error)
-	Create(ctx context.Context, corp, msgid string, v notice.Version, set notice.Settings, by string) (notice.Version, error)
-	Update(ctx context.Context, corp, msgid string, v notice.Version, reacknowledge bool, by string) (notice.Version, bool, error)
 	Get(ctx context.Context, corp, msgid string, n int) (notice.Version, error)
 	List(ctx context.Context, corp, msgid string) ([]notice.Version, error)
 }
@@ -71,53 +68,24 @@ func versionOut(v notice.Version, all []notice.Version) versionJSON {
 // patchContent is PATCH /messages/{msgid} with "content" (and optionally
 // "title" and "reacknowledge") of a sent notice: version N+1.
 func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBody) {
-	if s.notices == nil {
-		s.fail(w, r, campaign.ErrNoContent)
-		return
-	}
 	m, r, err := s.gate(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	p := principalFrom(r.Context())
-	if err := s.acts.MayRevise(p, m, !scoped(r.Context())); err != nil {
-		s.fail(w, r, err)
-		return
+	other := b.Content == nil || b.Body != nil || b.URL != nil || b.Audience != nil || b.SendAt != nil || b.Draft != nil ||
+		b.FollowUp != nil || b.ReadRule != nil || b.MinReadSeconds != nil
+	rev := campaign.Revision{Title: b.Title, Reacknowledge: b.Reacknowledge != nil && *b.Reacknowledge, Other: other}
+	if b.Content != nil {
+		rev.Markdown, rev.Attachments = b.Content.Markdown, b.Content.Attachments
 	}
-	if b.Content == nil || b.Body != nil || b.URL != nil || b.Audience != nil || b.SendAt != nil || b.Draft != nil || b.FollowUp != nil ||
-		b.ReadRule != nil || b.MinReadSeconds != nil {
-		s.fail(w, r, yidu.Invalidf("content: a sent notice's PATCH carries content, and optionally title and reacknowledge, only"))
-		return
-	}
-	v, err := s.acts.PrepareRevision(r.Context(), m, campaign.Revision{Title: b.Title, Markdown: b.Content.Markdown, Attachments: b.Content.Attachments})
+	res, err := s.acts.Revise(r.Context(), principalFrom(r.Context()), m, !scoped(r.Context()), rev)
+	s.recordActs(r, m.CorpID, m.App, res.Acts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	reack := b.Reacknowledge != nil && *b.Reacknowledge
-	nv, made, err := s.notices.Update(r.Context(), m.CorpID, m.MsgID, v, reack, byName(p))
-	ev := event(r, yidu.ActionEdit, m.CorpID, m.App, m.MsgID)
-	ev.Detail = "version " + strconv.Itoa(nv.N)
-	if reack {
-		ev.Detail += " (material)"
-	}
-	if made || err != nil {
-		s.recordDone(r, ev, err)
-	}
-	if err == nil {
-		err = s.acts.Revised(r.Context(), p, m, nv, made, reack)
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	all, err := s.notices.List(r.Context(), m.CorpID, m.MsgID)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, versionOut(nv, all))
+	writeJSON(w, http.StatusOK, versionOut(res.Version, res.All))
 }
 
 // handleContent is GET /messages/{msgid}/content: a sent notice's

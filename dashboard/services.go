@@ -91,9 +91,7 @@ type Acting interface {
 	CancelRound(ctx context.Context, p *access.Principal, m yidu.Message) (bool, error)
 	FollowUp(ctx context.Context, p *access.Principal, m yidu.Message, whole bool) (campaign.FollowUp, bool, error)
 	FollowUpOf(ctx context.Context, m yidu.Message) (campaign.FollowUp, bool, error)
-	MayRevise(p *access.Principal, m yidu.Message, whole bool) error
-	PrepareRevision(ctx context.Context, m yidu.Message, rev campaign.Revision) (noticev.Version, error)
-	Revised(ctx context.Context, p *access.Principal, m yidu.Message, nv noticev.Version, made, reacknowledge bool) error
+	Revise(ctx context.Context, p *access.Principal, m yidu.Message, whole bool, rev campaign.Revision) (campaign.Revised, error)
 }
 
 // Approving is the approval of a notice that needs one (issue 41).
