@@ -165,6 +165,63 @@ func (s *Service) prepareRevision(ctx context.Context, cs Contents, m yidu.Messa
 	return cs.Prepare(ctx, m.CorpID, noticev.Draft{Title: title, Markdown: rev.Markdown, Attachments: rev.Attachments})
 }
 
+// ContentView is a sent notice's content as GET …/content shows it.
+type ContentView struct {
+	Version noticev.Version
+	All     []noticev.Version
+	// ByVersion is the reading page's signals per version, for a caller
+	// who sees the whole notice.
+	ByVersion []noticev.VersionCounts
+}
+
+// pageCounts gives progress per version (notice.Store).
+type pageCounts interface {
+	PageCounts(ctx context.Context, corp, msgid string) ([]noticev.VersionCounts, error)
+}
+
+// Content is version n of m's content (0: the current one) with every
+// version, and the signals per version when the caller sees the whole
+// notice (whole); yidu.ErrNotFound when m has no content or no version n.
+func (s *Service) Content(ctx context.Context, m yidu.Message, n int, whole bool) (ContentView, error) {
+	cs, err := s.contents()
+	if err != nil {
+		return ContentView{}, fmt.Errorf("%w: %s: no content kept", yidu.ErrNotFound, m.MsgID)
+	}
+	all, err := cs.List(ctx, m.CorpID, m.MsgID)
+	if err != nil {
+		return ContentView{}, fmt.Errorf("campaign: versions of %s: %w", m.MsgID, err)
+	}
+	if len(all) == 0 || n > len(all) {
+		return ContentView{}, fmt.Errorf("%w: version %d of %s", yidu.ErrNotFound, n, m.MsgID)
+	}
+	out := ContentView{Version: all[len(all)-1], All: all}
+	if n > 0 {
+		out.Version = all[n-1]
+	}
+	if pc, ok := cs.(pageCounts); ok && whole {
+		if out.ByVersion, err = pc.PageCounts(ctx, m.CorpID, m.MsgID); err != nil {
+			return ContentView{}, fmt.Errorf("campaign: signals per version of %s: %w", m.MsgID, err)
+		}
+	}
+	return out, nil
+}
+
+// HasContent says whether the notice msgID of corp was sent with content
+// (it has a version 1).
+func (s *Service) HasContent(ctx context.Context, corp, msgID string) (bool, error) {
+	if s.o.Versions == nil {
+		return false, nil
+	}
+	_, err := s.o.Versions.Get(ctx, corp, msgID, 1)
+	if errors.Is(err, noticev.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("campaign: content of %s: %w", msgID, err)
+	}
+	return true, nil
+}
+
 // Revised follows up m's version nv: a material one made now (made,
 // reacknowledge) makes earlier acknowledgements stop counting; under a
 // rule that acknowledges, those who acknowledged an earlier version get

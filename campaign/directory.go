@@ -265,6 +265,9 @@ type ApprovalView struct {
 	// MayDecide: p may approve or reject this version (not its author,
 	// an approver of its app), and it waits for a decision.
 	MayDecide bool
+	// ReadingPage is the members' reading page of a notice that has one
+	// published (sent with content); "" otherwise.
+	ReadingPage string
 }
 
 // ApprovalView is p's view of n's approval.
@@ -277,6 +280,16 @@ func (s *Service) ApprovalView(ctx context.Context, p *access.Principal, n Notic
 	if err != nil {
 		return ApprovalView{}, err
 	}
-	return ApprovalView{Recipients: count, Trail: trail, Departments: s.TopDepartments(ctx, n),
-		MayDecide: n.Approval == yidu.ApprovalPending && MayApprove(p, n) == nil}, nil
+	v := ApprovalView{Recipients: count, Trail: trail, Departments: s.TopDepartments(ctx, n),
+		MayDecide: n.Approval == yidu.ApprovalPending && MayApprove(p, n) == nil}
+	if s.o.ReadingPage != nil {
+		has, err := s.HasContent(ctx, n.App.CorpID, n.MsgID)
+		if err != nil {
+			return ApprovalView{}, err
+		}
+		if has {
+			v.ReadingPage = s.o.ReadingPage(n.App.Name, n.MsgID)
+		}
+	}
+	return v, nil
 }

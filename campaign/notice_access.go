@@ -67,3 +67,50 @@ func (s *Service) Sent(ctx context.Context, p *access.Principal, corp, msgID str
 	}
 	return n, true, p.MaySend(n.App.CorpID, n.App.Name), nil
 }
+
+// ForApprover is the notice msgID of an approval request as p sees it:
+// its senders as Notice does; an approver of its app who is no sender
+// of it too (MayApprove). Anyone else gets Notice's answer.
+func (s *Service) ForApprover(ctx context.Context, p *access.Principal, msgID string) (yidu.Notice, error) {
+	n, err := s.Notice(ctx, p, msgID)
+	if !errors.Is(err, yidu.ErrNotFound) || s.o.Store == nil {
+		return n, err
+	}
+	n, gerr := s.o.Store.Get(ctx, nil, msgID)
+	if gerr != nil || MayApprove(p, n) != nil {
+		return yidu.Notice{}, err
+	}
+	return n, nil
+}
+
+// Locate finds the notice msgID within corps (nil: every corp) for a
+// refused act's audit row, whoever asked.
+func (s *Service) Locate(ctx context.Context, corps []string, msgID string) (yidu.Notice, bool, error) {
+	if s.o.Store == nil {
+		return yidu.Notice{}, false, nil
+	}
+	n, err := s.o.Store.Get(ctx, corps, msgID)
+	if errors.Is(err, yidu.ErrNotFound) {
+		return yidu.Notice{}, false, nil
+	}
+	return n, err == nil, err
+}
+
+// pendingStates are the states of notices not yet sent, in the order the
+// list page shows them: what needs the sender first.
+var pendingStates = []yidu.NoticeState{yidu.StateHeld, yidu.StateFailed, yidu.StateSending, yidu.StateScheduled, yidu.StateDraft}
+
+// Pending is p's notices not yet sent (held, failed, sending, scheduled,
+// drafts; of app when it is not empty), newest first within each state,
+// at most a list page of each: the list page's first section.
+func (s *Service) Pending(ctx context.Context, p *access.Principal, app string) ([]yidu.Notice, error) {
+	var out []yidu.Notice
+	for _, st := range pendingStates {
+		ns, _, err := s.Notices(ctx, p, st, "", app, "", yidu.DefaultListLimit)
+		if err != nil {
+			return out, fmt.Errorf("campaign: pending %s notices: %w", st, err)
+		}
+		out = append(out, ns...)
+	}
+	return out, nil
+}

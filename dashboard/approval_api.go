@@ -42,19 +42,11 @@ type approvalJSON struct {
 // senders see it as always; an approver who is no sender of its app
 // sees it too.
 func (s *Server) approvalNotice(r *http.Request) (yidu.Notice, error) {
-	n, err := s.notice(r)
-	if !(errors.Is(err, errNotFound) || errors.Is(err, yidu.ErrNotFound)) || s.campaigns == nil {
-		return n, err
-	}
-	id, perr := parseMsgID(chi.URLParam(r, "msgid"))
-	if perr != nil {
+	id, err := parseMsgID(chi.URLParam(r, "msgid"))
+	if err != nil {
 		return yidu.Notice{}, err
 	}
-	n, gerr := s.campaigns.Get(r.Context(), nil, id)
-	if gerr != nil || campaign.MayApprove(principalFrom(r.Context()), n) != nil {
-		return yidu.Notice{}, errNotFound
-	}
-	return n, nil
+	return s.acts.ForApprover(r.Context(), principalFrom(r.Context()), id)
 }
 
 // handleGetApproval: GET /messages/{msgid}/approval.
@@ -98,7 +90,7 @@ func (s *Server) approvalView(r *http.Request) (approvalJSON, error) {
 		return approvalJSON{}, err
 	}
 	j := approvalJSON{State: string(n.Approval), VersionHash: n.ApprovalHash, Recipients: v.Recipients, Departments: v.Departments,
-		Notice: noticeJSON(n), Trail: v.Trail, MayDecide: v.MayDecide}
+		Notice: noticeJSON(n), Trail: v.Trail, MayDecide: v.MayDecide, ReadingPage: v.ReadingPage}
 	if err := s.addFollowUp(ctx, n.App.CorpID, &j.Notice); err != nil {
 		return approvalJSON{}, err
 	}
@@ -109,11 +101,6 @@ func (s *Server) approvalView(r *http.Request) (approvalJSON, error) {
 		}
 		c := versionOut(v, nil)
 		j.Content = &c
-	}
-	if s.readingPage != nil && s.notices != nil {
-		if _, err := s.notices.Get(ctx, n.App.CorpID, n.MsgID, 0); err == nil {
-			j.ReadingPage = s.readingPage(n.App.Name, n.MsgID)
-		}
 	}
 	return j, nil
 }

@@ -94,10 +94,8 @@ func (s *Server) whereIs(r *http.Request, msgID string) (corp, app string) {
 	if m, ok, err := s.prog.Locate(r.Context(), corps, msgID); err == nil && ok {
 		return m.CorpID, m.App
 	}
-	if s.campaigns != nil {
-		if n, err := s.campaigns.Get(r.Context(), corps, msgID); err == nil {
-			return n.App.CorpID, n.App.Name
-		}
+	if n, ok, err := s.acts.Locate(r.Context(), corps, msgID); err == nil && ok {
+		return n.App.CorpID, n.App.Name
 	}
 	return "", ""
 }

@@ -110,7 +110,7 @@ func (s *Server) sentOrNotice(w http.ResponseWriter, r *http.Request, sent func(
 		sent(w, r, m)
 		return yidu.Notice{}, r, false
 	}
-	if !errors.Is(err, errNotFound) || s.campaigns == nil {
+	if !errors.Is(err, errNotFound) {
 		s.fail(w, r, err)
 		return yidu.Notice{}, r, false
 	}
@@ -396,9 +396,7 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 	}{Apps: []appJSON{}}
 	for _, a := range p.SendApps(s.appList) { // only the apps p may send from
 		j := appJSON{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, Timezone: cmp.Or(a.Timezone, yidu.DefaultTimezone), ConfirmOver: s.confirmOver}
-		if s.followUps != nil {
-			j.FollowUp = a.FollowUp
-		}
+		j.FollowUp = s.acts.DefaultFollowUp(a, false)
 		out.Apps = append(out.Apps, j)
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -40,28 +40,13 @@ func stateBadge(c catalogue, state string, lateBy int64) string {
 // sent (drafts, scheduled, held, sending, failed), newest first; errors
 // leave it empty (the list itself still shows).
 func (s *Server) pendingNotices(r *http.Request, app string) []messageJSON {
-	if s.campaigns == nil {
-		return nil
-	}
-	p := principalFrom(r.Context())
-	if p == nil {
-		return nil
-	}
-	corps := p.Corps()
-	if corps != nil && len(corps) == 0 {
-		return nil
+	ns, err := s.acts.Pending(r.Context(), principalFrom(r.Context()), app)
+	if err != nil {
+		s.log.WarnContext(r.Context(), "list page: pending notices", "err", err)
 	}
 	var out []messageJSON
-	for _, st := range []yidu.NoticeState{yidu.StateHeld, yidu.StateFailed, yidu.StateSending, yidu.StateScheduled, yidu.StateDraft} {
-		// its senders' only (notice)
-		ns, _, err := s.campaigns.List(r.Context(), corps, st, app, "", yidu.DefaultListLimit, func(n yidu.Notice) bool { return p.MaySend(n.App.CorpID, n.App.Name) })
-		if err != nil {
-			s.log.WarnContext(r.Context(), "list page: pending notices", "err", err)
-			return out
-		}
-		for _, n := range ns {
-			out = append(out, noticeJSON(n))
-		}
+	for _, n := range ns {
+		out = append(out, noticeJSON(n))
 	}
 	return out
 }

@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"context"
 	"mime"
 	"net/http"
 	"strconv"
@@ -13,16 +12,6 @@ import (
 	"github.com/yidu-io/yidu/content"
 	"github.com/yidu-io/yidu/notice"
 )
-
-// Notices keeps the versions of notices' content (notice.Store): the
-// service renders, checks and numbers; these handlers translate.
-type Notices interface {
-	Get(ctx context.Context, corp, msgid string, n int) (notice.Version, error)
-	List(ctx context.Context, corp, msgid string) ([]notice.Version, error)
-}
-
-// Acknowledgements is campaign.Acknowledgements (tracker.Registry).
-type Acknowledgements = campaign.Acknowledgements
 
 // contentJSON is a body's "content".
 type contentJSON struct {
@@ -48,11 +37,6 @@ type versionJSON struct {
 	// ByVersion is the reading page's signals per version (page_signals):
 	// progress per version, for a caller who sees the whole notice.
 	ByVersion []notice.VersionCounts `json:"by_version,omitempty"`
-}
-
-// pageCounts is what gives progress per version (notice.Store).
-type pageCounts interface {
-	PageCounts(ctx context.Context, corp, msgid string) ([]notice.VersionCounts, error)
 }
 
 func versionOut(v notice.Version, all []notice.Version) versionJSON {
@@ -112,10 +96,6 @@ func (s *Server) handleContent(w http.ResponseWriter, r *http.Request) {
 // handleGetContent is GET /messages/{msgid}/content?v=N: version N of the
 // notice's content (the current one without v).
 func (s *Server) handleGetContent(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	if s.notices == nil {
-		s.fail(w, r, errNotFound)
-		return
-	}
 	n := 0
 	if q := r.URL.Query().Get("v"); q != "" {
 		var err error
@@ -124,26 +104,13 @@ func (s *Server) handleGetContent(w http.ResponseWriter, r *http.Request, m yidu
 			return
 		}
 	}
-	all, err := s.notices.List(r.Context(), m.CorpID, m.MsgID)
+	c, err := s.acts.Content(r.Context(), m, n, !scoped(r.Context()))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if len(all) == 0 || n > len(all) {
-		s.fail(w, r, errNotFound)
-		return
-	}
-	v := all[len(all)-1]
-	if n > 0 {
-		v = all[n-1]
-	}
-	out := versionOut(v, all)
-	if pc, ok := s.notices.(pageCounts); ok && !scoped(r.Context()) {
-		if out.ByVersion, err = pc.PageCounts(r.Context(), m.CorpID, m.MsgID); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
+	out := versionOut(c.Version, c.All)
+	out.ByVersion = c.ByVersion
 	writeJSON(w, http.StatusOK, out)
 }
 

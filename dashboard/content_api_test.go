@@ -145,7 +145,7 @@ func TestDraftKeepsContent(t *testing.T) {
 
 	code, j := f.api(t, "POST", "/messages", `{"msgid":"d1","app":"hr","title":"2026年度绩效考核办法","audience":{"userids":["zhangsan"]},"draft":true,
 		"content":{"markdown":"# 第四条\n\n考核周期为一年。<script>alert(1)</script>","attachments":["`+a.ID+`"]},"read_rule":"read_to_end","min_read_seconds":30}`)
-	if code != 201 || j["state"] != "draft" || j["read_rule"] != "read_to_end" || j["min_read_seconds"] != float64(30) || j["url"] != f.srv.readingPage("hr", "d1") {
+	if code != 201 || j["state"] != "draft" || j["read_rule"] != "read_to_end" || j["min_read_seconds"] != float64(30) || j["url"] != f.deps.ReadingPage("hr", "d1") {
 		t.Fatalf("draft with content = %d %v", code, j)
 	}
 	if c, _ := j["content"].(map[string]any); c == nil || !strings.Contains(c["markdown"].(string), "一年") || len(c["attachments"].([]any)) != 1 {

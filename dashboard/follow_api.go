@@ -10,11 +10,6 @@ import (
 	"github.com/yidu-io/yidu/campaign"
 )
 
-// FollowUps keeps notices' follow-up policies and reports their rounds
-// (campaign.Rounds, issue 30): the Campaign service's, which reads and
-// changes them; the dashboard only asks whether there are any.
-type FollowUps = campaign.Policies
-
 // addFollowUp sets j.FollowUp from the notice's stored policy and rounds.
 func (s *Server) addFollowUp(ctx context.Context, corpID string, j *messageJSON) error {
 	fu, ok, err := s.acts.FollowUpOf(ctx, yidu.Message{CorpID: corpID, MsgID: j.MsgID})

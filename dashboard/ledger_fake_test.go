@@ -39,6 +39,12 @@ type deps struct {
 	Ledger           campaign.Ledger
 	Approvals        campaign.ApprovalNotifier
 	Acknowledgements campaign.Acknowledgements
+	// Campaigns, FollowUps, Notices and ReadingPage are campaign's
+	// (ServiceOptions.Store, Rounds, Versions and ReadingPage).
+	Campaigns   *campaign.Store
+	FollowUps   campaign.Policies
+	Notices     campaign.Versions
+	ReadingPage func(app, msgID string) string
 }
 
 // services builds the three services over msgs, bms and dir.
@@ -98,7 +104,6 @@ func (f *fixture) rewire(tb testing.TB, edit func(*deps)) {
 		tb.Fatal(err)
 	}
 	f.srv.acts, f.srv.prog = acts, prog
-	f.srv.notices, f.srv.readingPage = f.deps.Notices, f.deps.ReadingPage
 }
 
 // resolveWeCom makes the fixture's sessions of WeCom members resolve

@@ -101,7 +101,7 @@ func contractCases() []contractCase {
 
 		{name: "progress", op: "GET /messages/{msgid}/progress", method: "GET", target: "/messages/hello/progress", auth: "token", want: 200},
 		{name: "content of a notice without", op: "GET /messages/{msgid}/content", method: "GET", target: "/messages/hello/content", auth: "token", want: 404},
-		{name: "content bad version", op: "GET /messages/{msgid}/content", method: "GET", target: "/messages/hello/content?v=0", auth: "token", want: 404, invalidRequest: true},
+		{name: "content bad version", op: "GET /messages/{msgid}/content", method: "GET", target: "/messages/hello/content?v=0", auth: "token", want: 400, invalidRequest: true},
 		{name: "progress unknown", op: "GET /messages/{msgid}/progress", method: "GET", target: "/messages/nosuch/progress", auth: "token", want: 404},
 
 		{name: "departments", op: "GET /messages/{msgid}/departments", method: "GET", target: "/messages/hello/departments", auth: "token", want: 200},

@@ -12,7 +12,6 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
-	"github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/progress"
 )
 
@@ -299,13 +298,9 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 			p := principalFrom(r.Context())
 			d.MaySend, d.MayRemind = p.MaySend(m.CorpID, m.App), p.MayRemindScoped(m.CorpID, m.App)
 			d.Scoped = scoped(r.Context())
-			if s.notices != nil {
-				// A part of the page, not a condition of it.
-				if _, err := s.notices.Get(r.Context(), m.CorpID, m.MsgID, 1); err == nil {
-					d.HasContent = true
-				} else if !errors.Is(err, notice.ErrNotFound) {
-					s.log.ErrorContext(r.Context(), "message page: content", "err", err)
-				}
+			// A part of the page, not a condition of it.
+			if d.HasContent, err = s.acts.HasContent(r.Context(), m.CorpID, m.MsgID); err != nil {
+				s.log.ErrorContext(r.Context(), "message page: content", "err", err)
 			}
 			// The send report is a part of the page, not a condition of it.
 			// It counts the whole notice's people: not for a scoped viewer.

@@ -97,25 +97,11 @@ type Options struct {
 	// a client (default DefaultExportStall): an export lasts as long as
 	// the client keeps reading.
 	ExportStall time.Duration
-	// Campaigns keeps drafts and scheduled notices (the Campaign
-	// service's store: the list page and a refused act's audit row read
-	// it); nil: none.
-	Campaigns *campaign.Store
-	// FollowUps keeps follow-up policies and rounds; nil: the follow_up
-	// endpoints answer 404.
-	FollowUps FollowUps
 	// Attachments keeps uploaded attachments (attachment.Store); nil:
 	// POST /api/v1/attachments answers 404.
 	Attachments Attachments
 	// Templates keeps notice templates (issue 41); nil: 503.
 	Templates *campaign.Templates
-	// Notices keeps the versions of notices' content (notice.Store); nil:
-	// a body with content is refused and GET .../content answers 404.
-	Notices Notices
-	// ReadingPage is the reading page's URL of app's msgid on the receiver
-	// (receiver.public_url); a notice with content links its card there.
-	// nil: its card keeps the url it was given.
-	ReadingPage func(app, msgID string) string
 	// Evidence makes members' evidence records, PDFs and ZIPs
 	// (evidence.Service); nil: the evidence endpoints answer 404.
 	Evidence EvidenceRecords
@@ -166,12 +152,8 @@ type Server struct {
 	userQueries *perKey
 	queryWait   time.Duration
 	done        chan struct{}
-	// campaigns, confirmOver: Options; appList the apps in config order.
-	campaigns   *campaign.Store
-	followUps   FollowUps
+	// confirmOver: Options; appList the apps in config order.
 	attachments Attachments
-	notices     Notices
-	readingPage func(app, msgID string) string
 	tpls        *campaign.Templates
 	confirmOver int
 	appList     []yidu.App
@@ -228,9 +210,8 @@ func New(ids Identities, acts Campaign, prog Progress, opts Options) (*Server, e
 		s.apps[a.Name] = a
 	}
 	s.confirmOver, s.appList = cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
-	s.campaigns, s.followUps = opts.Campaigns, opts.FollowUps
 	s.wecomLimits = access.NewWeComLimiter(opts.Now)
-	s.attachments, s.notices, s.readingPage = opts.Attachments, opts.Notices, opts.ReadingPage
+	s.attachments = opts.Attachments
 	s.evidence = opts.Evidence
 	s.tpls = opts.Templates
 	return s, nil

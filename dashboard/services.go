@@ -74,6 +74,12 @@ type Scheduling interface {
 	Notice(ctx context.Context, p *access.Principal, msgID string) (yidu.Notice, error)
 	Notices(ctx context.Context, p *access.Principal, state yidu.NoticeState, title, app, cursor string, limit int) ([]yidu.Notice, string, error)
 	Sent(ctx context.Context, p *access.Principal, corp, msgID string) (n yidu.Notice, found, audience bool, err error)
+	// ForApprover is Notice, and the notice of an approval request to
+	// its approvers; Locate finds a notice within corps for a refused
+	// act's audit row; Pending is the list page's notices not yet sent.
+	ForApprover(ctx context.Context, p *access.Principal, msgID string) (yidu.Notice, error)
+	Locate(ctx context.Context, corps []string, msgID string) (yidu.Notice, bool, error)
+	Pending(ctx context.Context, p *access.Principal, app string) ([]yidu.Notice, error)
 	Edit(ctx context.Context, p *access.Principal, n yidu.Notice, patch yidu.Patch, pol *yidu.Policy) (yidu.Notice, error)
 	Cancel(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error)
 	SendNow(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error)
@@ -91,6 +97,13 @@ type Acting interface {
 	CancelRound(ctx context.Context, p *access.Principal, m yidu.Message) (bool, error)
 	FollowUp(ctx context.Context, p *access.Principal, m yidu.Message, whole bool) (campaign.FollowUp, bool, error)
 	FollowUpOf(ctx context.Context, m yidu.Message) (campaign.FollowUp, bool, error)
+	// DefaultFollowUp is app's default policy when follow-ups run (the
+	// compose page starts from it).
+	DefaultFollowUp(app yidu.App, set bool) *yidu.Policy
+	// Content is a sent notice's version n (0: current) and every
+	// version; HasContent whether it was sent with content.
+	Content(ctx context.Context, m yidu.Message, n int, whole bool) (campaign.ContentView, error)
+	HasContent(ctx context.Context, corp, msgID string) (bool, error)
 	Revise(ctx context.Context, p *access.Principal, m yidu.Message, whole bool, rev campaign.Revision) (campaign.Revised, error)
 }
 

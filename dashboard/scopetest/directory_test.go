@@ -37,6 +37,10 @@ type deps struct {
 	// resolve with it while Options.WeCom is set.
 	Access *access.Access
 	Ledger campaign.Ledger
+	// Campaigns and FollowUps are campaign's (ServiceOptions.Store,
+	// Rounds).
+	Campaigns *campaign.Store
+	FollowUps campaign.Policies
 }
 
 // newServer builds access's identities, progress and campaign over the

@@ -109,14 +109,15 @@ func mustRunInsider(t *testing.T) *insiderStack {
 	testenv.Check(t, "bcrypt", err)
 	aud := audit.NewMySQL(s.db)
 	s.opts = func() deps {
-		return deps{Access: acc, Options: dashboard.Options{
-			Apps: apps, Now: clock, PublicURL: publicURL, Audit: aud, AuditLog: aud, Campaigns: camps,
+		return deps{Access: acc, Campaigns: camps,
 			FollowUps: &campaign.Rounds{DB: s.db, Now: clock, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler),
 				Zone: func(string) *time.Location { return time.UTC }},
-			StreamRecheck: 100 * time.Millisecond,
-			WeCom: &dashboard.WeComLogin{CorpID: s.corp, AgentID: hrAgent, Access: acc,
-				Endpoints: access.Endpoints{OAuthBase: wecomBase, LoginBase: wecomBase},
-				States:    access.NewStates(s.rdb, s.prefix), OAuth: wecom.NewOAuth(wapps)}},
+			Options: dashboard.Options{
+				Apps: apps, Now: clock, PublicURL: publicURL, Audit: aud, AuditLog: aud,
+				StreamRecheck: 100 * time.Millisecond,
+				WeCom: &dashboard.WeComLogin{CorpID: s.corp, AgentID: hrAgent, Access: acc,
+					Endpoints: access.Endpoints{OAuthBase: wecomBase, LoginBase: wecomBase},
+					States:    access.NewStates(s.rdb, s.prefix), OAuth: wecom.NewOAuth(wapps)}},
 			Sessions: access.NewRedisSessions(s.rdb, s.prefix),
 			Tokens: []access.Token{
 				{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: s.corp, Departments: []int64{4}},

@@ -66,7 +66,6 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	}
 	opts.TrustedProxies = proxies
 	opts.Logger, opts.Registerer = log, m.Registry
-	opts.Campaigns, opts.FollowUps = camps, rounds
 	opts.Templates = campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now).WithFiles(atts)
 	// Reminders and recalls are claimed in MySQL, so replicas act once
 	// (issue 37).
@@ -74,7 +73,7 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
-	opts.Attachments, opts.Notices, opts.ReadingPage = atts, notices, readingPageURL(cfg.Receiver.PublicURL)
+	opts.Attachments = atts
 	// Evidence records (issue 40) with their ledger proofs.
 	ev, err := newEvidence(m.DB, notices, m.Ledger, log)
 	if err != nil {
@@ -88,7 +87,7 @@ func (m *Main) startDashboard(ctx context.Context) error {
 		return fmt.Errorf("dashboard: %w", err)
 	}
 	sopts := campaign.ServiceOptions{Store: camps, Rounds: rounds, Messenger: m.Tracker, Registrar: m.Tracker,
-		Scope: acc, Audiences: acc, Versions: notices, Acknowledgements: m.Tracker, ReadingPage: opts.ReadingPage,
+		Scope: acc, Audiences: acc, Versions: notices, Acknowledgements: m.Tracker, ReadingPage: readingPageURL(cfg.Receiver.PublicURL),
 		Ledger: ledger, Readers: prog, RemindInterval: cfg.Dashboard.RemindInterval.D(), Picking: audienceDirectory{m.Mapper},
 		Authors: authors{ids: ids, acc: acc}, Logger: log}
 	if cards != nil {
