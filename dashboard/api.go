@@ -296,24 +296,18 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	// message/send at WeCom's rate) outlasts the server's write timeout;
 	// this one request may take longer. Ignored where unsupported.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(registerTimeout))
-	reg, err := decodeRegistration(http.MaxBytesReader(w, r.Body, maxRegisterBody))
+	name, post, err := decodeRegistration(http.MaxBytesReader(w, r.Body, maxRegisterBody))
 	if err != nil {
 		s.failBody(w, r, err)
 		return
 	}
-	app, ok := s.apps[reg.App]
+	app, ok := s.apps[name]
 	if !ok || !p.MaySend(app.CorpID, app.Name) { // access: admin, or a sender of this app
-		s.fail(w, r, badParam("unknown app %q", yidu.Truncate(reg.App, 64)))
+		s.fail(w, r, badParam("unknown app %q", yidu.Truncate(name, 64)))
 		return
 	}
-	reg.Registration.App = app
-	c := campaign.Content{Has: reg.Content != nil, ReadRule: reg.ReadRule, MinReadSeconds: reg.MinReadSeconds}
-	if reg.Content != nil {
-		c.Markdown, c.Attachments = reg.Content.Markdown, reg.Content.Attachments
-	}
-	res, err := s.acts.Post(r.Context(), p, campaign.Post{
-		Outgoing: campaign.Outgoing{Registration: reg.Registration, FollowUp: reg.FollowUp, FollowUpSet: reg.FollowUpSet, Content: c},
-		SendAt:   reg.SendAt, Draft: reg.Draft, Kept: noticeContent(reg.Content, reg.ReadRule, reg.MinReadSeconds)})
+	post.App = app
+	res, err := s.acts.Post(r.Context(), p, post)
 	s.recordActs(r, app.CorpID, app.Name, res.Acts)
 	if err != nil {
 		s.fail(w, r, err)
@@ -323,7 +317,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if res.Approval {
 		code = http.StatusAccepted // kept until approved (issue 41)
 	} else if !res.Kept() {
-		j, code = s.registeredJSON(r, res.Registered, reg.Send)
+		j, code = s.registeredJSON(r, res.Registered, post.Send)
 	}
 	if err := s.addFollowUp(r.Context(), app.CorpID, &j); err != nil {
 		s.fail(w, r, err)

@@ -53,6 +53,10 @@ type audienceJSON struct {
 	Tags []int64 `json:"tags"`
 }
 
+func (a audienceJSON) audience() yidu.Audience {
+	return yidu.Audience{UserIDs: a.UserIDs, Departments: a.Departments, Tags: a.Tags, All: a.All}
+}
+
 func toAudienceJSON(a yidu.Audience) *audienceJSON {
 	return &audienceJSON{UserIDs: nonNil(a.UserIDs), Departments: nonNil(a.Departments), All: a.All, Tags: nonNil(a.Tags)}
 }
@@ -265,7 +269,8 @@ func (b patchBody) patch(by string, kept *yidu.NoticeContent) (yidu.Patch, error
 		p.Content = &c
 	}
 	if b.Audience != nil {
-		p.Audience = &yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, All: b.Audience.All, Tags: b.Audience.Tags}
+		au := b.Audience.audience()
+		p.Audience = &au
 	}
 	sendAt, err := bodyTime("send_at", b.SendAt)
 	if err != nil {

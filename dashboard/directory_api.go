@@ -135,13 +135,8 @@ func (s *Server) handleDirectoryPeople(w http.ResponseWriter, r *http.Request) {
 }
 
 type previewBody struct {
-	App      string `json:"app"`
-	Audience struct {
-		UserIDs     []string `json:"userids"`
-		Departments []int64  `json:"departments"`
-		Tags        []int64  `json:"tags"`
-		All         bool     `json:"all"`
-	} `json:"audience"`
+	App      string       `json:"app"`
+	Audience audienceJSON `json:"audience"`
 }
 
 // handleAudiencePreview: POST /api/v1/audience/preview. It validates the
@@ -168,7 +163,7 @@ func (s *Server) handleAudiencePreview(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	au := yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All}
+	au := b.Audience.audience()
 	if err := au.Validate(); err != nil {
 		writeFieldError(w, "audience", err.Error())
 		return

@@ -139,7 +139,7 @@ func TestRegisterRetentionParam(t *testing.T) {
 		{`{"app":"hr","title":"t","audience":{"userids":["zhangsan"]},"retention":"3y","draft":true}`, "drafts"},
 	}
 	for _, tt := range tests {
-		reg, err := decodeRegistration(strings.NewReader(tt.body))
+		_, reg, err := decodeRegistration(strings.NewReader(tt.body))
 		if tt.want == "" {
 			if err != nil || reg.Retention.String() != "3y" {
 				t.Errorf("decode(%s) = %v, %v; want retention 3y", tt.body, reg.Retention, err)

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/progress"
 
 	"github.com/yidu-io/yidu"
@@ -116,13 +117,8 @@ type registerBody struct {
 	Body     string           `json:"body"`
 	URL      string           `json:"url"`
 	SentAt   *json.RawMessage `json:"sent_at"`
-	Audience struct {
-		UserIDs     []string `json:"userids"`
-		Departments []int64  `json:"departments"`
-		Tags        []int64  `json:"tags"`
-		All         bool     `json:"all"`
-	} `json:"audience"`
-	Send bool `json:"send"`
+	Audience audienceJSON     `json:"audience"`
+	Send     bool             `json:"send"`
 	// SendAt and Draft store the notice for campaign instead of
 	// registering it now (docs/api.md, Scheduled notices).
 	SendAt *json.RawMessage `json:"send_at"`
@@ -173,82 +169,65 @@ func (o *optionalPolicy) UnmarshalJSON(b []byte) error {
 // bytes, quoted, fit with room.
 const maxRegisterBody = 8 << 20
 
-// registration is a decoded POST /messages body: the app by name, the
-// rest as the domain's Registration, which the tracker validates (one
-// rule, yidu.Registration.Validate).
-type registration struct {
-	App string
-	yidu.Registration
-	// SendAt, Draft: registerBody's.
-	SendAt time.Time
-	Draft  bool
-	// FollowUp is the posted follow-up policy; nil: none.
-	FollowUp *yidu.Policy
-	// FollowUpSet says the body had "follow_up" (null included);
-	// FollowUpDefault that FollowUp is the app's default, because it had
-	// none (defaultFollowUp).
-	FollowUpSet, FollowUpDefault bool
-	// Content, ReadRule, MinReadSeconds: registerBody's.
-	Content        *contentJSON
-	ReadRule       string
-	MinReadSeconds int
-}
-
-// decodeRegistration parses the body. Only the JSON shape is checked
-// here; the content is yidu.Registration.Validate's.
-func decodeRegistration(r io.Reader) (registration, error) {
+// decodeRegistration parses the body into the app's name and what
+// campaign.Service.Post takes (its App is set by the caller). Only the
+// JSON shape is checked here; the content is campaign's and
+// yidu.Registration.Validate's.
+func decodeRegistration(r io.Reader) (string, campaign.Post, error) {
+	var reg campaign.Post
 	var b registerBody
 	dec := json.NewDecoder(io.LimitReader(r, maxRegisterBody+1))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return registration{}, fmt.Errorf("%w: more than %d bytes", errTooLarge, mbe.Limit)
+			return "", reg, fmt.Errorf("%w: more than %d bytes", errTooLarge, mbe.Limit)
 		}
-		return registration{}, bodyError(err)
+		return "", reg, bodyError(err)
 	}
 	sendAt, err := bodyTime("send_at", b.SendAt)
 	if err != nil {
-		return registration{}, err
+		return "", reg, err
 	}
 	sentAt, err := bodyTime("sent_at", b.SentAt)
 	if err != nil {
-		return registration{}, err
+		return "", reg, err
 	}
 	var rest bytes.Buffer
 	if n, _ := io.Copy(&rest, io.LimitReader(dec.Buffered(), 64)); n > 0 && strings.TrimSpace(rest.String()) != "" {
-		return registration{}, badParam("body: trailing data after the JSON object")
+		return "", reg, badParam("body: trailing data after the JSON object")
 	}
 	if b.App == "" || len(b.App) > 64 {
-		return registration{}, badParam("app is required")
+		return "", reg, badParam("app is required")
 	}
-	reg := registration{App: b.App, Registration: yidu.Registration{
-		MsgID: b.MsgID, Title: b.Title, Body: b.Body, URL: b.URL, Send: b.Send,
-		Audience: yidu.Audience{UserIDs: b.Audience.UserIDs, Departments: b.Audience.Departments, Tags: b.Audience.Tags, All: b.Audience.All},
-	}}
+	reg.Registration = yidu.Registration{MsgID: b.MsgID, Title: b.Title, Body: b.Body, URL: b.URL, Send: b.Send, Audience: b.Audience.audience()}
 	reg.Draft = b.Draft
 	if reg.Retention, err = yidu.ParseRetention(b.Retention); err != nil {
-		return registration{}, err
+		return "", reg, err
 	}
 	if !reg.Retention.IsZero() && (b.Draft || b.SendAt != nil) {
 		// campaigns keeps no retention yet: refused rather than lost.
-		return registration{}, yidu.Invalidf("retention is kept for notices sent now only, not yet for drafts and scheduled notices")
+		return "", reg, yidu.Invalidf("retention is kept for notices sent now only, not yet for drafts and scheduled notices")
 	}
-	reg.Content, reg.ReadRule, reg.MinReadSeconds = b.Content, b.ReadRule, b.MinReadSeconds
+	reg.Content = campaign.Content{Has: b.Content != nil, ReadRule: b.ReadRule, MinReadSeconds: b.MinReadSeconds}
+	if b.Content != nil {
+		reg.Content.Markdown, reg.Content.Attachments = b.Content.Markdown, b.Content.Attachments
+	}
+	reg.Kept = noticeContent(b.Content, b.ReadRule, b.MinReadSeconds)
 	reg.FollowUp, reg.FollowUpSet = b.FollowUp.p, b.FollowUp.set
 	if sendAt != nil {
 		if sendAt.IsZero() {
-			return registration{}, badParam("send_at out of range")
+			return "", reg, badParam("send_at out of range")
 		}
 		reg.SendAt = *sendAt
 	}
 	if sentAt != nil {
 		if sentAt.IsZero() {
 			// Explicitly year 1: not "absent" (which means now).
-			return registration{}, badParam("sent_at out of range")
+			return "", reg, badParam("sent_at out of range")
 		}
 		reg.SentAt = *sentAt
 	}
-	return reg, nil
+	return b.App, reg, nil
 }
 
 // bodyError is a JSON body that does not decode: a value of the wrong

@@ -94,8 +94,8 @@ func (s *Server) decodeTemplate(w http.ResponseWriter, r *http.Request) (yidu.Te
 	}
 	t := yidu.Template{App: app, Name: b.Name, Title: b.Title, Body: b.Body, URL: b.URL, FollowUp: b.FollowUp,
 		Markdown: b.Markdown, Attachments: b.Attachments, ReadRule: yidu.ReadRule(b.ReadRule), MinReadSeconds: b.MinReadSeconds}
-	if a := b.Audience; a != nil {
-		t.Audience = yidu.Audience{UserIDs: a.UserIDs, Departments: a.Departments, Tags: a.Tags, All: a.All}
+	if b.Audience != nil {
+		t.Audience = b.Audience.audience()
 	}
 	return t, true
 }
