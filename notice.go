@@ -74,9 +74,13 @@ type Draft struct {
 type Patch struct {
 	Title, Body, URL *string
 	Audience         *Audience
-	// Content replaces the full text of a notice not yet sent (a sent
-	// one's next version is campaign's Revision).
-	Content *NoticeContent
+	// Content replaces the text and attachments of a notice not yet sent
+	// (a sent one's next version is campaign's Revision), and what makes
+	// it read where not zero; ReadRule and MinReadSeconds change that
+	// alone, zero included. The rest of the full text kept is kept.
+	Content        *NoticeContent
+	ReadRule       *ReadRule
+	MinReadSeconds *int
 	// Schedule replaces the schedule (a draft, or a new send_at).
 	Schedule *Schedule
 	By       string

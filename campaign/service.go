@@ -360,6 +360,9 @@ func (s *Service) Edit(ctx context.Context, p *access.Principal, n Notice, patch
 		return Notice{}, err
 	}
 	patch.By = p.Name
+	if err := mergeKept(n, &patch); err != nil {
+		return Notice{}, err
+	}
 	if err := s.patchContent(ctx, n, &patch); err != nil {
 		return Notice{}, err
 	}
@@ -442,6 +445,35 @@ func (s *Service) patchContent(ctx context.Context, n Notice, patch *Patch) erro
 		return err
 	}
 	patch.Content, patch.URL = d.Content, &d.URL
+	return nil
+}
+
+// mergeKept makes patch's content the full text n keeps with what patch
+// changes of it (the text and attachments; the read rule and the minimum
+// reading time, from Content when not zero, else from ReadRule and
+// MinReadSeconds, each alone); a notice keeping none takes no rule.
+func mergeKept(n Notice, patch *Patch) error {
+	if patch.Content == nil && patch.ReadRule == nil && patch.MinReadSeconds == nil {
+		return nil
+	}
+	if patch.Content == nil && n.Content == nil {
+		return yidu.Invalidf("read_rule: a notice without content has the app's rule")
+	}
+	var c yidu.NoticeContent
+	if n.Content != nil {
+		c = *n.Content
+	}
+	if pc := patch.Content; pc != nil {
+		c.Markdown, c.Attachments = pc.Markdown, pc.Attachments
+		c.ReadRule, c.MinReadSeconds = cmp.Or(pc.ReadRule, c.ReadRule), cmp.Or(pc.MinReadSeconds, c.MinReadSeconds)
+	}
+	if patch.ReadRule != nil {
+		c.ReadRule = *patch.ReadRule
+	}
+	if patch.MinReadSeconds != nil {
+		c.MinReadSeconds = *patch.MinReadSeconds
+	}
+	patch.Content, patch.ReadRule, patch.MinReadSeconds = &c, nil, nil
 	return nil
 }
 

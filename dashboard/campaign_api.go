@@ -211,7 +211,7 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p, err := b.patch("", n.Content)
+	p, err := b.patch()
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -241,32 +241,16 @@ func (b patchBody) withoutFollowUp() patchBody {
 	return b
 }
 
-// patch is the campaign edit of b's fields other than follow_up; kept
-// is the full text the notice keeps, which read_rule or
-// min_read_seconds alone change.
-func (b patchBody) patch(by string, kept *yidu.NoticeContent) (yidu.Patch, error) {
-	p := yidu.Patch{Title: b.Title, Body: b.Body, URL: b.URL, By: by}
+// patch is the campaign edit of b's fields other than follow_up
+// (campaign merges content, read_rule and min_read_seconds into the
+// full text the notice keeps).
+func (b patchBody) patch() (yidu.Patch, error) {
+	p := yidu.Patch{Title: b.Title, Body: b.Body, URL: b.URL, ReadRule: (*yidu.ReadRule)(b.ReadRule), MinReadSeconds: b.MinReadSeconds}
 	if b.Reacknowledge != nil {
 		return p, yidu.Invalidf("reacknowledge: only a sent notice's new version is material or not")
 	}
-	if b.Content != nil || b.ReadRule != nil || b.MinReadSeconds != nil {
-		if b.Content == nil && kept == nil {
-			return p, yidu.Invalidf("read_rule: a notice without content has the app's rule")
-		}
-		var c yidu.NoticeContent
-		if kept != nil {
-			c = *kept
-		}
-		if b.Content != nil {
-			c.Markdown, c.Attachments = b.Content.Markdown, b.Content.Attachments
-		}
-		if b.ReadRule != nil {
-			c.ReadRule = yidu.ReadRule(*b.ReadRule)
-		}
-		if b.MinReadSeconds != nil {
-			c.MinReadSeconds = *b.MinReadSeconds
-		}
-		p.Content = &c
+	if b.Content != nil {
+		p.Content = &yidu.NoticeContent{Markdown: b.Content.Markdown, Attachments: b.Content.Attachments}
 	}
 	if b.Audience != nil {
 		au := b.Audience.audience()
