@@ -94,6 +94,10 @@ func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Pos
 	if res.Created {
 		s.log.InfoContext(ctx, "message registered", "corp", m.CorpID, "msgid", m.MsgID, "recipients", m.Recipients, "by", p.Name)
 	}
+	if t := yidu.TallySends(res.Send.Outcomes, true); post.Send && t.Result != "sent" {
+		s.log.WarnContext(ctx, "message not sent to everyone", "corp", m.CorpID, "msgid", m.MsgID,
+			"result", cmp.Or(t.Result, "failed"), "refused", t.Refused, "unsent", t.Unsent, "unknown", t.Unknown)
+	}
 	// What was sent is version 1; a replay finds it stored. Its author
 	// is named as the dashboard names a reviser (the principal's key).
 	if err := s.keepContent(ctx, m, pr, strings.TrimPrefix(p.Key(), "user:")); err != nil {

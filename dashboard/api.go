@@ -194,6 +194,28 @@ func parseListFilter(q url.Values) (listFilter, error) {
 	return f, nil
 }
 
+// listQuery is a list's ?limit=, ?cursor= (a notice list's is a msgid,
+// the messages' the tracker's opaque one), ?q= and ?app=.
+type listQuery struct {
+	limit  int
+	cursor string
+	listFilter
+}
+
+func parseListQuery(q url.Values, notices bool) (l listQuery, err error) {
+	if l.limit, err = parseListLimit(q.Get("limit")); err != nil {
+		return l, err
+	}
+	if l.cursor, err = parseListCursor(q.Get("cursor")); err != nil {
+		return l, err
+	}
+	if notices && l.cursor != "" && !yidu.MsgID(l.cursor).Valid() {
+		return l, badParam("cursor is not a cursor of this list")
+	}
+	l.listFilter, err = parseListFilter(q)
+	return l, err
+}
+
 // listMessages is one page of the caller's messages with live counts where
 // the keys exist (no rebuild: a list must stay cheap).
 func (s *Server) listMessages(ctx context.Context, p *access.Principal, f listFilter, cursor string, limit int) (listJSON, error) {
@@ -229,22 +251,12 @@ func (s *Server) handleListMessages(w http.ResponseWriter, r *http.Request) {
 		s.listNotices(w, r, state)
 		return
 	}
-	limit, err := parseListLimit(q.Get("limit"))
+	l, err := parseListQuery(q, false)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	cursor, err := parseListCursor(q.Get("cursor"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	f, err := parseListFilter(q)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out, err := s.listMessages(r.Context(), principalFrom(r.Context()), f, cursor, limit)
+	out, err := s.listMessages(r.Context(), principalFrom(r.Context()), l.listFilter, l.cursor, l.limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -340,10 +352,6 @@ func (s *Server) registeredJSON(r *http.Request, res yidu.Registered, send bool)
 	if send {
 		if j.Send = toSendJSON(m.MsgID, res.Send.Outcomes); j.Send == nil {
 			j.Send = &sendJSON{Result: "failed", Batches: []batchJSON{}, Missing: res.Send.Missing, BadUserIDs: res.Send.BadUserIDs}
-		}
-		if j.Send.Result != "sent" {
-			s.log.WarnContext(r.Context(), "message not sent to everyone", "corp", m.CorpID, "msgid", m.MsgID,
-				"result", j.Send.Result, "refused", j.Send.Refused, "unsent", j.Send.Unsent, "unknown", j.Send.Unknown)
 		}
 	}
 	if res.Created {

@@ -217,7 +217,7 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.acts.Edit(r.Context(), principalFrom(r.Context()), n, p, b.FollowUp)
-	if b.FollowUp == nil || (err == nil && b.withoutFollowUp() != (patchBody{})) {
+	if b.FollowUp == nil || (err == nil && p != (yidu.Patch{})) {
 		s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
 	}
 	if b.FollowUp != nil {
@@ -233,12 +233,6 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, noticeJSON(out))
-}
-
-// withoutFollowUp is b with follow_up left out.
-func (b patchBody) withoutFollowUp() patchBody {
-	b.FollowUp = nil
-	return b
 }
 
 // patch is the campaign edit of b's fields other than follow_up
@@ -323,26 +317,13 @@ func (s *Server) handleSendNotice(w http.ResponseWriter, r *http.Request) {
 
 // listNotices is GET /messages?state= for a state other than sent.
 func (s *Server) listNotices(w http.ResponseWriter, r *http.Request, state yidu.NoticeState) {
-	q := r.URL.Query()
-	limit, err := parseListLimit(q.Get("limit"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	cursor := q.Get("cursor")
-	if cursor != "" {
-		if cursor, err = parseMsgID(cursor); err != nil {
-			s.fail(w, r, badParam("cursor is not a cursor of this list"))
-			return
-		}
-	}
-	f, err := parseListFilter(q)
+	l, err := parseListQuery(r.URL.Query(), true)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	out := listJSON{Messages: []messageJSON{}}
-	ns, next, err := s.acts.Notices(r.Context(), principalFrom(r.Context()), state, f.title, f.app, cursor, limit)
+	ns, next, err := s.acts.Notices(r.Context(), principalFrom(r.Context()), state, l.title, l.app, l.cursor, l.limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return

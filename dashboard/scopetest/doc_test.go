@@ -7,7 +7,7 @@
 // sessions, and a department leader signed in through the fake WeCom's
 // OAuth pages.
 //
-// The package has no non-test code; run it with
+// The package is tests only; run it with
 //
 //	YIDU_TEST_REAL=1 go test -count=1 ./dashboard/scopetest/
 package scopetest
