@@ -73,7 +73,10 @@ func cardsTo(fake *fakewecom.Server, msgID, kind string) map[string]int {
 		card, _ := s.Body["template_card"].(map[string]any)
 		task, _ := card["task_id"].(string)
 		rest, ok := strings.CutPrefix(task, msgID+"@")
-		if !ok || (kind == "" && strings.ContainsAny(rest, "rfd")) || (kind != "" && !strings.HasPrefix(rest, kind)) {
+		// kind "": the notice's own batches (<msgid>@<n>), not a
+		// reminder's, round's, digest's or approval card's (@r, @f, @d, @a).
+		batch := rest != "" && !strings.ContainsFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+		if !ok || (kind == "" && !batch) || (kind != "" && !strings.HasPrefix(rest, kind)) {
 			continue
 		}
 		to, _ := s.Body["touser"].(string)
