@@ -373,6 +373,11 @@ func (p *Principal) Key() string {
 	return "user:" + p.Name
 }
 
+// By is what a notice's versions record as their author (created_by):
+// a token as "token:<name>", a password user by name, a WeCom member as
+// "wecom:<corp>:<UserID>".
+func (p *Principal) By() string { return strings.TrimPrefix(p.Key(), "user:") }
+
 // Corps are the corps in which p holds any role (admin, sender or
 // viewer): where it may look a notice up at all. nil is every corp; an
 // empty slice none.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
@@ -128,7 +127,7 @@ func (s *Service) Revise(ctx context.Context, p *access.Principal, m yidu.Messag
 	if err != nil {
 		return Revised{}, err
 	}
-	nv, made, err := cs.Update(ctx, m.CorpID, m.MsgID, v, rev.Reacknowledge, strings.TrimPrefix(p.Key(), "user:"))
+	nv, made, err := cs.Update(ctx, m.CorpID, m.MsgID, v, rev.Reacknowledge, p.By())
 	var out Revised
 	if made || err != nil {
 		act := Act{Action: yidu.ActionEdit, MsgID: m.MsgID, Err: err, Detail: fmt.Sprintf("version %d", nv.N)}

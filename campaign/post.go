@@ -3,7 +3,6 @@ package campaign
 import (
 	"cmp"
 	"context"
-	"strings"
 	"time"
 
 	"github.com/yidu-io/yidu"
@@ -98,9 +97,8 @@ func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Pos
 		s.log.WarnContext(ctx, "message not sent to everyone", "corp", m.CorpID, "msgid", m.MsgID,
 			"result", cmp.Or(t.Result, "failed"), "refused", t.Refused, "unsent", t.Unsent, "unknown", t.Unknown)
 	}
-	// What was sent is version 1; a replay finds it stored. Its author
-	// is named as the dashboard names a reviser (the principal's key).
-	if err := s.keepContent(ctx, m, pr, strings.TrimPrefix(p.Key(), "user:")); err != nil {
+	// What was sent is version 1; a replay finds it stored.
+	if err := s.keepContent(ctx, m, pr, p.By()); err != nil {
 		return out, err
 	}
 	tried, err := s.registeredFollowUp(ctx, p, m, pr, res.Created)

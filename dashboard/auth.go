@@ -39,10 +39,6 @@ func signInFrom(ctx context.Context) *access.SignIn {
 	return s
 }
 
-// byName is what a notice's versions record as their author (created_by):
-// a token as "token:<name>", a password user by name, a WeCom member as
-// "wecom:<corp>:<UserID>".
-func byName(p *access.Principal) string { return strings.TrimPrefix(p.Key(), "user:") }
 
 // withCaller returns ctx carrying p and, for a person, their session.
 func withCaller(ctx context.Context, p *access.Principal, sess *access.SignIn) context.Context {
