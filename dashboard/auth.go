@@ -39,7 +39,6 @@ func signInFrom(ctx context.Context) *access.SignIn {
 	return s
 }
 
-
 // withCaller returns ctx carrying p and, for a person, their session.
 func withCaller(ctx context.Context, p *access.Principal, sess *access.SignIn) context.Context {
 	ctx = context.WithValue(ctx, principalKey{}, p)
