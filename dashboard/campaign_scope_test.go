@@ -37,13 +37,7 @@ func TestCampaignScope(t *testing.T) {
 		o.Campaigns = st
 		o.Audit = audit.NewMySQL(db)
 	})
-	for uid, u := range f.dir.users["acme"] {
-		if u.Status == 0 {
-			u.Status = yidu.StatusActive
-			f.dir.users["acme"][uid] = u
-		}
-	}
-	acc, err := access.New(access.Config{LeadersSee: true}, scopeDir{f.dir}, f.clock.Now)
+	acc, err := access.New(access.Config{LeadersSee: true}, f.mapper, f.clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/yidu-io/yidu/progress"
 )
 
-// messages is what the services read of the tracker (fakeMessages, or
-// tracker.Registry in the integration tests), as cmd wires
-// tracker.Registry into progress and campaign.
+// messages is what the services read of the tracker (tracker.Registry,
+// or the fixture's archive around it), as cmd wires tracker.Registry
+// into progress and campaign.
 type messages interface {
 	progress.Archive
 	progress.History
@@ -24,8 +24,8 @@ type messages interface {
 
 // deps are the dashboard's Options and what cmd builds its three
 // services from (cmd/internal/process/dashboard.go): the tests build
-// them the same way, over the fakes of the tracker, bitmaps and
-// directory or over the real ones.
+// them the same way, over the real tracker, bitmaps and directory
+// (fixture_test.go, integration_test.go).
 type deps struct {
 	Options
 	Tokens         []access.Token
@@ -39,6 +39,9 @@ type deps struct {
 	Ledger           campaign.Ledger
 	Approvals        campaign.ApprovalNotifier
 	Acknowledgements campaign.Acknowledgements
+	// Picking is the compose page's directory (nil: dir, if it is one);
+	// cmd hands campaign idmap.Mapper through an adapter (pickingDir).
+	Picking campaign.Picking
 }
 
 // services builds the three services over msgs, bms and dir.
@@ -62,6 +65,9 @@ func (d deps) services(msgs messages, bms progress.Bitmaps, dir progress.Directo
 	}
 	if pk, ok := dir.(campaign.Picking); ok {
 		sopts.Picking = pk
+	}
+	if d.Picking != nil {
+		sopts.Picking = d.Picking
 	}
 	prog, err := progress.New(msgs, bms, popts)
 	if err != nil {
@@ -93,7 +99,7 @@ func (f *fixture) setAccess(tb testing.TB, acc *access.Access) {
 func (f *fixture) rewire(tb testing.TB, edit func(*deps)) {
 	tb.Helper()
 	edit(&f.deps)
-	_, acts, prog, err := f.deps.services(f.msgs, f.bms, f.dirUsed)
+	_, acts, prog, err := f.deps.services(f.arch, f.bms, f.dirUsed)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -107,7 +113,7 @@ func (f *fixture) resolveWeCom(tb testing.TB, acc *access.Access) {
 	tb.Helper()
 	d := f.deps
 	d.WeCom = &WeComLogin{Access: acc}
-	ids, _, _, err := d.services(f.msgs, f.bms, f.dirUsed)
+	ids, _, _, err := d.services(f.arch, f.bms, f.dirUsed)
 	if err != nil {
 		tb.Fatal(err)
 	}
