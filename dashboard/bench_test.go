@@ -10,7 +10,6 @@ import (
 	"runtime"
 	rtmetrics "runtime/metrics"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,28 +44,31 @@ func benchServer(b testing.TB, n, depts int, bms progress.Bitmaps, mods ...func(
 		}
 		return "('acme',?,1,?)", []any{i + 1, fmt.Sprintf("部门 %d", i+1)}
 	})
-	deptOf := func(uid int) int { return 2 + uid%(depts-1) }
-	bulkInsert(b, db, "INSERT INTO users (corp_id, uid, userid, name, departments) VALUES ", n, func(i int) (string, []any) {
-		return "('acme',?,?,'N',?)", []any{i + 1, fmt.Sprintf("u%07d", i+1), strconv.Itoa(deptOf(i + 1))}
-	})
-	bulkInsert(b, db, "INSERT INTO user_departments (corp_id, dept_id, uid) VALUES ", n, func(i int) (string, []any) {
-		return "('acme',?,?)", []any{deptOf(i + 1), i + 1}
-	})
+	// person uid sits in child 2+uid%(depts-1)
+	for _, q := range []string{
+		"INSERT INTO users (corp_id, uid, userid, name, departments) SELECT 'acme', n + 1, CONCAT('u', LPAD(n + 1, 7, '0')), 'N'," +
+			" CAST(2 + (n + 1) % ? AS CHAR) FROM " + seqSQL + " WHERE n < ?",
+		"INSERT INTO user_departments (corp_id, dept_id, uid) SELECT 'acme', 2 + (n + 1) % ?, n + 1 FROM " + seqSQL + " WHERE n < ?",
+	} {
+		_, err := db.Exec(q, depts-1, n)
+		testenv.Check(b, q, err)
+	}
 	m := yidu.Message{CorpID: "acme", MsgID: "big", App: "hr", AgentID: 1000002, Title: "Big", SentAt: t0, Recipients: int64(n)}
 	_, err := db.Exec("INSERT INTO messages (corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state)"+
 		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)", m.CorpID, m.MsgID, m.App, m.AgentID, m.Title, m.SentAt, m.Recipients, strings.Repeat("0", 64))
 	testenv.Check(b, "insert message", err)
 	rec, read := roaring.New(), roaring.New()
 	rec.AddRange(1, uint64(n)+1)
-	bulkInsert(b, db, "INSERT INTO message_read_record (corp_id, msgid, uid, is_read, read_time, source, button_at) VALUES ", n, func(i int) (string, []any) {
-		uid := uint32(i + 1)
-		if uid%5 >= 2 {
-			return "('acme','big',?,0,NULL,0,NULL)", []any{uid}
+	// 40% read (uid%5 < 2), at t0 + uid%60 minutes, by the button.
+	_, err = db.Exec("INSERT INTO message_read_record (corp_id, msgid, uid, is_read, read_time, source, button_at)"+
+		" SELECT 'acme', 'big', n + 1, (n + 1) % 5 < 2, IF((n + 1) % 5 < 2, DATE_ADD(?, INTERVAL (n + 1) % 60 MINUTE), NULL),"+
+		" IF((n + 1) % 5 < 2, 1, 0), IF((n + 1) % 5 < 2, DATE_ADD(?, INTERVAL (n + 1) % 60 MINUTE), NULL) FROM "+seqSQL+" WHERE n < ?", t0, t0, n)
+	testenv.Check(b, "insert read records", err)
+	for uid := uint32(1); uid <= uint32(n); uid++ {
+		if uid%5 < 2 {
+			read.Add(uid)
 		}
-		read.Add(uid)
-		at := t0.Add(time.Duration(uid%60) * time.Minute)
-		return "('acme','big',?,1,?,1,?)", []any{uid, at, at}
-	})
+	}
 	if bms == nil {
 		bms = newRedisBitmaps(b)
 	}

@@ -406,21 +406,24 @@ func (f *fixture) count(tb testing.TB, q string, args ...any) int {
 // sync does (idmap's tables; uids as given).
 func (f *fixture) seedDirectory(tb testing.TB, corp string, depts []yidu.Department, people []yidu.User) {
 	tb.Helper()
-	for _, d := range depts {
-		f.exec(tb, "INSERT INTO departments (corp_id, dept_id, parent_id, name) VALUES (?, ?, ?, ?)", corp, d.ID, d.ParentID, d.Name)
-	}
+	bulkInsert(tb, f.db, "INSERT INTO departments (corp_id, dept_id, parent_id, name) VALUES ", len(depts), func(i int) (string, []any) {
+		return "(?,?,?,?)", []any{corp, depts[i].ID, depts[i].ParentID, depts[i].Name}
+	})
 	next := uint32(1)
-	for _, u := range people {
+	var members [][2]int64
+	bulkInsert(tb, f.db, "INSERT INTO users (corp_id, uid, userid, name, status, departments, bad_userid) VALUES ", len(people), func(i int) (string, []any) {
+		u := people[i]
 		ds, err := idmap.FormatDepartments(u.Departments)
 		testenv.Check(tb, "FormatDepartments", err)
-		status := cmpOr(u.Status, yidu.StatusActive)
-		f.exec(tb, "INSERT INTO users (corp_id, uid, userid, name, status, departments, bad_userid) VALUES (?, ?, ?, ?, ?, ?, ?)",
-			corp, u.UID, u.UserID, u.Name, status, ds, !yidu.UserID(u.UserID).Valid())
 		for _, d := range u.Departments {
-			f.exec(tb, "INSERT INTO user_departments (corp_id, dept_id, uid) VALUES (?, ?, ?)", corp, d, u.UID)
+			members = append(members, [2]int64{d, int64(u.UID)})
 		}
 		next = max(next, u.UID+1)
-	}
+		return "(?,?,?,?,?,?,?)", []any{corp, u.UID, u.UserID, u.Name, cmpOr(u.Status, yidu.StatusActive), ds, !yidu.UserID(u.UserID).Valid()}
+	})
+	bulkInsert(tb, f.db, "INSERT INTO user_departments (corp_id, dept_id, uid) VALUES ", len(members), func(i int) (string, []any) {
+		return "(?,?,?)", []any{corp, members[i][0], members[i][1]}
+	})
 	f.exec(tb, "INSERT INTO uid_seq (corp_id, next_uid) VALUES (?, ?)", corp, next)
 	f.exec(tb, "INSERT INTO directory_versions (corp_id, version) VALUES (?, 1)", corp)
 }
@@ -469,26 +472,34 @@ func (f *fixture) add(tb testing.TB, n seeded) yidu.Message {
 	f.exec(tb, "INSERT INTO messages (corp_id, msgid, app, agent_id, title, body, url, sent_at, recipient_count, audience_hash, state)"+
 		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)", m.CorpID, m.MsgID, m.App, m.AgentID, m.Title, m.Body, m.URL, m.SentAt, m.Recipients,
 		fmt.Sprintf("%064x", len(m.MsgID)))
-	bulkInsert(tb, f.db, "INSERT INTO message_read_record (corp_id, msgid, uid) VALUES ", len(n.rec), func(i int) (string, []any) {
-		return "(?,?,?)", []any{m.CorpID, m.MsgID, n.rec[i]}
-	})
-	for sig, uids := range n.signals {
-		for _, u := range uids {
-			f.exec(tb, "UPDATE message_read_record SET "+signalColumn(sig)+" = ? WHERE corp_id = ? AND msgid = ? AND uid = ?",
-				cmpTime(n.times[u], m.SentAt), m.CorpID, m.MsgID, u)
-		}
-	}
-	for _, u := range n.read {
-		var at any
-		if t, ok := n.times[u]; ok {
-			at = t
-		}
-		src := yidu.SignalButton
-		if slices.Contains(n.signals[yidu.SignalLink], u) {
-			src = yidu.SignalLink
-		}
-		f.exec(tb, "UPDATE message_read_record SET is_read = 1, read_time = ?, source = ? WHERE corp_id = ? AND msgid = ? AND uid = ?",
-			at, int(src), m.CorpID, m.MsgID, u)
+	if k := len(n.rec); k > 1000 && n.rec[k-1]-n.rec[0] == uint32(k-1) && len(n.read) == 0 && len(n.signals) == 0 { // one statement
+		f.exec(tb, "INSERT INTO message_read_record (corp_id, msgid, uid) SELECT ?, ?, ? + n FROM "+seqSQL+" WHERE n < ?",
+			m.CorpID, m.MsgID, n.rec[0], k)
+	} else {
+		bulkInsert(tb, f.db, "INSERT INTO message_read_record (corp_id, msgid, uid, is_read, read_time, source, button_at, link_at, enter_at) VALUES ",
+			len(n.rec), func(i int) (string, []any) {
+				u := n.rec[i]
+				at := cmpTime(n.times[u], m.SentAt)
+				args := []any{m.CorpID, m.MsgID, u, false, nil, 0}
+				if slices.Contains(n.read, u) {
+					src := yidu.SignalButton
+					if slices.Contains(n.signals[yidu.SignalLink], u) {
+						src = yidu.SignalLink
+					}
+					args[3], args[5] = true, int(src)
+					if t, ok := n.times[u]; ok {
+						args[4] = t
+					}
+				}
+				for _, sig := range []yidu.Signal{yidu.SignalButton, yidu.SignalLink, yidu.SignalEnterAgent} {
+					var v any
+					if slices.Contains(n.signals[sig], u) {
+						v = at
+					}
+					args = append(args, v)
+				}
+				return "(?,?,?,?,?,?,?,?,?)", args
+			})
 	}
 	if !n.cold {
 		f.restore(tb, m)
@@ -576,6 +587,15 @@ func (f *fixture) sent(tb testing.TB, m yidu.Message, at time.Time) {
 	tb.Helper()
 	f.sends(tb, m, yidu.BatchOutcome{Batch: 0, Status: yidu.SendSent, Users: int(m.Recipients), At: at})
 }
+
+// seqSQL is the numbers 0…999,999 as rows of column n, so that a test
+// writes many rows in one INSERT … SELECT.
+var seqSQL = func() string {
+	d := "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
+		" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+	return "(SELECT d0.d + 10*d1.d + 100*d2.d + 1000*d3.d + 10000*d4.d + 100000*d5.d AS n FROM " +
+		d + " d0, " + d + " d1, " + d + " d2, " + d + " d3, " + d + " d4, " + d + " d5) seq"
+}()
 
 // bulkInsert runs head with n rows of row's placeholders and arguments,
 // 2000 rows a statement.

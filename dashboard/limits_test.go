@@ -358,13 +358,8 @@ func TestRemindAllNonReaders(t *testing.T) {
 	rec := roaring.New()
 	rec.AddRange(1000, 1000+n)
 	big := yidu.Message{CorpID: "acme", MsgID: "big", App: "hr", Title: "Everyone", SentAt: t0, Recipients: n}
-	bulkInsert(t, f.db, "INSERT INTO users (corp_id, uid, userid, name, bad_userid) VALUES ", n, func(i int) (string, []any) {
-		uid, userID := 1000+i, fmt.Sprintf("u%06d", 1000+i)
-		if i == 0 {
-			userID = "-dash"
-		}
-		return "('acme',?,?,'N',?)", []any{uid, userID, i == 0}
-	})
+	f.exec(t, "INSERT INTO users (corp_id, uid, userid, name, bad_userid) SELECT 'acme', 1000 + n,"+
+		" IF(n = 0, '-dash', CONCAT('u', LPAD(1000 + n, 6, '0'))), 'N', n = 0 FROM "+seqSQL+" WHERE n < ?", n)
 	f.add(t, seeded{m: big, rec: rec.ToArray()})
 	w := f.ok(t, "POST", "/api/v1/messages/big/remind")
 	got := decode[remindJSON](t, w)
