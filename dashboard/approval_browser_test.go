@@ -30,7 +30,7 @@ func newApprovalFixture(tb testing.TB) (*fixture, *campaign.Store) {
 	f := newFixtureOpts(tb, false, func(o *deps) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"alice"}}
 		db := testenv.MySQL(tb)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(tb, "campaign.NewStore", err)
 		st, o.Campaigns = s, s
@@ -176,7 +176,7 @@ func TestApprovalByNamedApprover(t *testing.T) {
 			access.Token{Name: "reviewer", Token: reviewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
 			access.Token{Name: "viewer-4", Token: otherTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}})
 		db := testenv.MySQL(t)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(t, "campaign.NewStore", err)
 		o.Campaigns = s
@@ -237,7 +237,7 @@ func TestApprovalWithContent(t *testing.T) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"alice"}}
 		o.Tokens = append(o.Tokens, access.Token{Name: "alice", Token: aliceTok, Corps: []string{"acme"}})
 		db := testenv.MySQL(t)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(t, "campaign.NewStore", err)
 		st, o.Campaigns = s, s

@@ -48,7 +48,7 @@ func TestAuditEndToEnd(t *testing.T) {
 	db := testenv.MySQL(t)
 	rec := audit.NewMySQL(db)
 	f := newFixtureOpts(t, false, func(o *deps) {
-		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(t, "campaign.NewStore", err)
 		o.Campaigns, o.Audit, o.AuditLog, o.FollowUps = s, rec, rec, &followUpsFake{}

@@ -31,7 +31,7 @@ func TestCampaignScope(t *testing.T) {
 			access.Token{Name: "v4", Token: viewer4, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
 		)
 		db := testenv.MySQL(t)
-		st, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		st, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(t, "campaign.NewStore", err)
 		o.Campaigns = st

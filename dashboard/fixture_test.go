@@ -250,7 +250,8 @@ func (p pickingDir) DirectoryIndex(ctx context.Context, corp string) (campaign.D
 //	│   └── 4 North 北区 (led by lisi)
 //	└── 3 R&D 研发部
 //
-// and corp "other" with one message nobody from acme may see.
+// and tag 5 管理层 (zhangsan); and corp "other" with one message nobody
+// from acme may see.
 const (
 	acmeToken  = "acme-token-0123456789"
 	otherToken = "other-token-0123456789"
@@ -332,6 +333,8 @@ func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*deps)) *fixture {
 	f.seedDirectory(tb, "acme", acmeDepts, acmePeople)
 	f.seedDirectory(tb, "other", nil, otherPeople)
 	f.exec(tb, "INSERT INTO department_leaders (corp_id, dept_id, uid) VALUES ('acme', 4, 2)")
+	f.exec(tb, "INSERT INTO tags (corp_id, tag_id, name) VALUES ('acme', 5, '管理层')")
+	f.exec(tb, "INSERT INTO tag_users (corp_id, tag_id, uid) VALUES ('acme', 5, 1)")
 	var err error
 	f.mapper, err = idmap.New(f.db, idmap.Options{})
 	testenv.Check(tb, "idmap.New", err)
@@ -355,6 +358,7 @@ func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*deps)) *fixture {
 		RemindInterval: time.Hour,
 		Ledger:         f.ledger,
 		Picking:        pickingDir{f.mapper},
+		Mapper:         f.mapper,
 	}
 	if edit != nil {
 		edit(&opts)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/progress"
 )
 
@@ -42,6 +43,9 @@ type deps struct {
 	// Picking is the compose page's directory (nil: dir, if it is one);
 	// cmd hands campaign idmap.Mapper through an adapter (pickingDir).
 	Picking campaign.Picking
+	// Mapper is the fixture's directory, for what an edit builds over
+	// it (campaign.Store's Directory).
+	Mapper *idmap.Mapper
 }
 
 // services builds the three services over msgs, bms and dir.
