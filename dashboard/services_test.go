@@ -254,8 +254,8 @@ func TestFindTranslated(t *testing.T) {
 	}
 }
 
-// drafting is Campaign holding one draft, d1 of app hr, whose cancel and
-// send now answer err.
+// drafting is Campaign holding one draft, d1 of app hr, whose edit,
+// cancel and send now answer err.
 type drafting struct {
 	Campaign
 	err error
@@ -273,12 +273,19 @@ func (d drafting) Cancel(_ context.Context, _ *access.Principal, n yidu.Notice) 
 	return n, d.err
 }
 
+func (d drafting) Edit(_ context.Context, _ *access.Principal, n yidu.Notice, p yidu.Patch, _ *yidu.Policy) (yidu.Notice, error) {
+	if p.Title != nil {
+		n.Title = *p.Title
+	}
+	return n, d.err
+}
+
 func (d drafting) SendNow(_ context.Context, _ *access.Principal, n yidu.Notice) (yidu.Notice, error) {
 	return n, d.err
 }
 
-// TestNoticeActsTranslated: campaign's answers to cancel and send now of
-// a notice not sent yet: done (200, 202), a refusal of the caller (403,
+// TestNoticeActsTranslated: campaign's answers to an edit, cancel and
+// send now of a notice not sent yet: done (200, 202), a refusal of the caller (403,
 // an audience's field named), a state that forbids it (409 naming
 // "state"), an approval pending (409), a field wrong (400 naming it),
 // scheduling not configured (503), a notice it does not know (404).
@@ -289,6 +296,10 @@ func TestNoticeActsTranslated(t *testing.T) {
 		code         int
 		field        string
 	}{
+		{"edited", "/api/v1/messages/d1", nil, http.StatusOK, ""},
+		{"edited to a title too long", "/api/v1/messages/d1", yidu.Invalidf("title: at most 128 characters on a card"), http.StatusBadRequest, "title"},
+		{"edited to a tag outside the sender's audience", "/api/v1/messages/d1", &campaign.AudienceError{Field: "audience.tags", Reason: "tag 5"}, http.StatusForbidden, "audience.tags"},
+		{"edited once sending", "/api/v1/messages/d1", fmt.Errorf("%w: sending", yidu.ErrNotEditable), http.StatusConflict, "state"},
 		{"canceled", "/api/v1/messages/d1/cancel", nil, http.StatusOK, ""},
 		{"sent now", "/api/v1/messages/d1/send", nil, http.StatusAccepted, ""},
 		{"not the caller's", "/api/v1/messages/d1/send", fmt.Errorf("%w: a sender of another app", campaign.ErrForbidden), http.StatusForbidden, ""},
@@ -305,12 +316,16 @@ func TestNoticeActsTranslated(t *testing.T) {
 			testenv.Check(t, "New", err)
 			defer srv.Close()
 			r := httptest.NewRequest("POST", tt.target, nil)
+			if !strings.HasSuffix(tt.target, "/cancel") && !strings.HasSuffix(tt.target, "/send") {
+				r = httptest.NewRequest("PATCH", tt.target, strings.NewReader(`{"title":"新标题"}`))
+				r.Header.Set("Content-Type", "application/json")
+			}
 			r.Header.Set("Authorization", "Bearer "+acmeToken)
 			w := httptest.NewRecorder()
 			srv.Routes().ServeHTTP(w, r)
 			var body map[string]any
 			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != tt.code {
-				t.Fatalf("POST %s = %d %s; want %d", tt.target, w.Code, w.Body, tt.code)
+				t.Fatalf("%s %s = %d %s; want %d", r.Method, tt.target, w.Code, w.Body, tt.code)
 			}
 			if f, _ := body["field"].(string); f != tt.field {
 				t.Errorf("field = %q; want %q (%s)", f, tt.field, w.Body)
