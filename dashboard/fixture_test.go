@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -423,20 +424,13 @@ func (f *fixture) seedDirectory(tb testing.TB, corp string, depts []yidu.Departm
 			members = append(members, [2]int64{d, int64(u.UID)})
 		}
 		next = max(next, u.UID+1)
-		return "(?,?,?,?,?,?,?)", []any{corp, u.UID, u.UserID, u.Name, cmpOr(u.Status, yidu.StatusActive), ds, !yidu.UserID(u.UserID).Valid()}
+		return "(?,?,?,?,?,?,?)", []any{corp, u.UID, u.UserID, u.Name, cmp.Or(u.Status, yidu.StatusActive), ds, !yidu.UserID(u.UserID).Valid()}
 	})
 	bulkInsert(tb, f.db, "INSERT INTO user_departments (corp_id, dept_id, uid) VALUES ", len(members), func(i int) (string, []any) {
 		return "(?,?,?)", []any{corp, members[i][0], members[i][1]}
 	})
 	f.exec(tb, "INSERT INTO uid_seq (corp_id, next_uid) VALUES (?, ?)", corp, next)
 	f.exec(tb, "INSERT INTO directory_versions (corp_id, version) VALUES (?, 1)", corp)
-}
-
-func cmpOr(s, def yidu.UserStatus) yidu.UserStatus {
-	if s == 0 {
-		return def
-	}
-	return s
 }
 
 // setUserID renames corp's uid to userID in the directory, as a
