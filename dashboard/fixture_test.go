@@ -372,12 +372,14 @@ func newFixtureOpts(tb testing.TB, idsOnlyDir bool, edit func(*deps)) *fixture {
 	f.arch = &archive{Registry: reg}
 
 	// hello: 1, 4 and 6 pressed the button, 9 opened the link; 1, 2 and
-	// 3 opened the app, which does not count: 2 and 3 are unread. Only
-	// 1's and 4's reads kept their time.
+	// 3 opened the app, which does not count: 2 and 3 are unread. 1's and
+	// 4's reads are flushed; 6's and 9's are live in Redis, still on
+	// their way to MySQL.
 	f.hello = f.add(tb, seeded{m: yidu.Message{CorpID: "acme", MsgID: "hello", App: "hr", Title: "Holiday notice 放假通知", SentAt: t0},
-		rec: []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, read: []uint32{1, 4, 6, 9},
+		rec: []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, read: []uint32{1, 4},
 		times:   map[uint32]time.Time{1: t0.Add(time.Minute), 4: t0.Add(2 * time.Minute)},
-		signals: map[yidu.Signal][]uint32{yidu.SignalButton: {1, 4, 6}, yidu.SignalLink: {9}, yidu.SignalEnterAgent: {1, 2, 3}}})
+		signals: map[yidu.Signal][]uint32{yidu.SignalButton: {1, 4}, yidu.SignalEnterAgent: {1, 2, 3}},
+		pending: map[yidu.Signal][]uint32{yidu.SignalButton: {6}, yidu.SignalLink: {9}}})
 	f.secret = f.add(tb, seeded{m: yidu.Message{CorpID: "other", MsgID: "secret", App: "ops", Title: "Secret", SentAt: t0}, rec: []uint32{1}})
 
 	var dir progress.Directory = f.mapper
@@ -441,14 +443,17 @@ func (f *fixture) setUserID(tb testing.TB, corp string, uid uint32, userID strin
 	f.exec(tb, "UPDATE directory_versions SET version = version + 1 WHERE corp_id = ?", corp)
 }
 
-// seeded is one seeded notice: its recipients, its readers (with the
-// time kept of some: times), the signals each member gave, and whether
-// Redis has it (cold: its keys expired).
+// seeded is one seeded notice: its recipients, its flushed readers
+// (read at times, else at the send), the signals each member gave (read
+// or not), the reads marked in Redis whose deltas flushd has not written
+// yet (pending, by signal), and whether Redis has it (cold: its keys
+// expired).
 type seeded struct {
 	m         yidu.Message
 	rec, read []uint32
 	times     map[uint32]time.Time
 	signals   map[yidu.Signal][]uint32
+	pending   map[yidu.Signal][]uint32
 	cold      bool
 }
 
@@ -484,10 +489,7 @@ func (f *fixture) add(tb testing.TB, n seeded) yidu.Message {
 					if slices.Contains(n.signals[yidu.SignalLink], u) {
 						src = yidu.SignalLink
 					}
-					args[3], args[5] = true, int(src)
-					if t, ok := n.times[u]; ok {
-						args[4] = t
-					}
+					args[3], args[4], args[5] = true, at, int(src)
 				}
 				for _, sig := range []yidu.Signal{yidu.SignalButton, yidu.SignalLink, yidu.SignalEnterAgent} {
 					var v any
@@ -501,6 +503,12 @@ func (f *fixture) add(tb testing.TB, n seeded) yidu.Message {
 	}
 	if !n.cold {
 		f.restore(tb, m)
+		read, sigs := roaring.New(), map[yidu.Signal]*roaring.Bitmap{}
+		for sig, uids := range n.pending {
+			sigs[sig] = roaring.BitmapOf(uids...)
+			read.AddMany(uids)
+		}
+		testenv.Check(tb, "mark pending reads", f.bms.RestoreReads(context.Background(), m, roaring.BitmapOf(n.rec...), read, sigs))
 	}
 	return m
 }
