@@ -34,7 +34,7 @@ import (
 // directory. cmd/internal/process's browser test drives the same page
 // against the real server and a fake WeCom.
 
-// composeTag is the fake directory's one tag: carol, and every member of
+// composeTag is composeFake's one tag: carol, and every member of
 // Sales (department 2) and its sub-departments.
 var composeTag = struct {
 	id    int64
