@@ -67,7 +67,7 @@ func TestScopedTokenConfigRefused(t *testing.T) {
 		{Name: "badrole", Token: "badrole-token-0123456789", Role: "owner", Corp: "acme"},
 	} {
 		f := newFixture(t)
-		if _, err := newServer(f.msgs, f.bms, f.dir, deps{Tokens: []access.Token{tok}}); err == nil || !strings.Contains(err.Error(), tok.Name) {
+		if _, err := newServer(f.arch, f.bms, f.mapper, deps{Tokens: []access.Token{tok}}); err == nil || !strings.Contains(err.Error(), tok.Name) {
 			t.Errorf("New with token %s = %v, want an error naming it", tok.Name, err)
 		}
 	}

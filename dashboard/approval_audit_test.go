@@ -56,7 +56,7 @@ func TestApprovalAuditRows(t *testing.T) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"reviewer", "acme"}}
 		o.Tokens = append(o.Tokens, access.Token{Name: "reviewer", Token: reviewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}})
 		db := testenv.MySQL(t)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(t, "campaign.NewStore", err)
 		st, o.Campaigns, o.Approvals = s, s, quietNotifier{}

@@ -30,7 +30,7 @@ func newApprovalFixture(tb testing.TB) (*fixture, *campaign.Store) {
 	f := newFixtureOpts(tb, false, func(o *deps) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"alice"}}
 		db := testenv.MySQL(tb)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(tb, "campaign.NewStore", err)
 		st, o.Campaigns = s, s
@@ -46,16 +46,12 @@ func newApprovalFixture(tb testing.TB) (*fixture, *campaign.Store) {
 // approve it; the approver's view has the exact count.
 func TestApprovalAPI(t *testing.T) {
 	f, _ := newApprovalFixture(t)
-	f.msgs.mu.Lock()
-	before := len(f.msgs.msgs)
-	f.msgs.mu.Unlock()
+	before := f.count(t, "SELECT COUNT(*) FROM messages")
 	code, j := f.api(t, "POST", "/messages", `{"msgid":"big-1","app":"hr","title":"年终奖发放通知","audience":{"userids":["alice","zhangsan","lisi"]},"send":true}`)
 	if code != http.StatusAccepted || j["approval"] != "pending" || j["state"] != "draft" {
 		t.Fatalf("send = %d %v; want 202, a draft pending approval", code, j)
 	}
-	f.msgs.mu.Lock()
-	registered := len(f.msgs.msgs)
-	f.msgs.mu.Unlock()
+	registered := f.count(t, "SELECT COUNT(*) FROM messages")
 	if registered != before {
 		t.Fatalf("%d registered before approval", registered-before)
 	}
@@ -180,7 +176,7 @@ func TestApprovalByNamedApprover(t *testing.T) {
 			access.Token{Name: "reviewer", Token: reviewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
 			access.Token{Name: "viewer-4", Token: otherTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}})
 		db := testenv.MySQL(t)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(t, "campaign.NewStore", err)
 		o.Campaigns = s
@@ -212,7 +208,7 @@ func TestApprovalByNamedApprover(t *testing.T) {
 // recordingRegistrar is the fixture's tracker as the Runner sees it,
 // keeping what it was asked to register.
 type recordingRegistrar struct {
-	*fakeMessages
+	messages
 	mu   sync.Mutex
 	regs []yidu.Registration
 }
@@ -221,7 +217,7 @@ func (r *recordingRegistrar) RegisterAndSend(ctx context.Context, reg yidu.Regis
 	r.mu.Lock()
 	r.regs = append(r.regs, reg)
 	r.mu.Unlock()
-	return r.fakeMessages.RegisterAndSend(ctx, reg)
+	return r.messages.RegisterAndSend(ctx, reg)
 }
 
 // TestApprovalWithContent: a notice with its full text that needs
@@ -241,7 +237,7 @@ func TestApprovalWithContent(t *testing.T) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"alice"}}
 		o.Tokens = append(o.Tokens, access.Token{Name: "alice", Token: aliceTok, Corps: []string{"acme"}})
 		db := testenv.MySQL(t)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(t, "campaign.NewStore", err)
 		st, o.Campaigns = s, s
@@ -256,7 +252,7 @@ func TestApprovalWithContent(t *testing.T) {
 	withAudienceDirectory(t, f)
 	a, err := atts.Put(t.Context(), "acme", "hr", "评分表.pdf", strings.NewReader("%PDF-1.7\nscores"))
 	testenv.Check(t, "Put", err)
-	reg := &recordingRegistrar{fakeMessages: f.msgs}
+	reg := &recordingRegistrar{messages: f.arch}
 	runner, err := campaign.NewRunner(st, reg, campaign.RunnerOptions{Publisher: ns})
 	testenv.Check(t, "NewRunner", err)
 

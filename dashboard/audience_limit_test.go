@@ -27,11 +27,7 @@ func TestSenderAudienceHTTP(t *testing.T) {
 	testenv.Check(t, "access.New", err)
 	f.setAccess(t, acc)
 
-	registered := func() int {
-		f.msgs.mu.Lock()
-		defer f.msgs.mu.Unlock()
-		return len(f.msgs.msgs)
-	}
+	registered := func() int { return f.count(t, "SELECT COUNT(*) FROM messages") }
 	before := registered()
 	for _, tc := range []struct {
 		name, target, body string

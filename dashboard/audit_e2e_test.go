@@ -48,7 +48,7 @@ func TestAuditEndToEnd(t *testing.T) {
 	db := testenv.MySQL(t)
 	rec := audit.NewMySQL(db)
 	f := newFixtureOpts(t, false, func(o *deps) {
-		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(t, "campaign.NewStore", err)
 		o.Campaigns, o.Audit, o.AuditLog, o.FollowUps = s, rec, rec, &followUpsFake{}
@@ -78,7 +78,7 @@ func TestAuditEndToEnd(t *testing.T) {
 	must("PUT", "/api/v1/messages/hello/follow_up", `{"reminders":["2h"]}`, 200)
 	must("POST", "/api/v1/messages/hello/follow_up/cancel-round", "", 200)
 	must("GET", "/api/v1/messages/hello/export.csv?state=all", "", 200)
-	f.sent(f.hello, t0)
+	f.sent(t, f.hello, t0)
 	must("POST", "/api/v1/messages/hello/recall", "", 200)
 	// A hostile body is refused before anything runs: no row.
 	must("POST", "/api/v1/messages", `{"msgid":"e2e bad","app":"hr"}`, 400)

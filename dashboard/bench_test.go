@@ -10,6 +10,7 @@ import (
 	"runtime"
 	rtmetrics "runtime/metrics"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,82 +22,68 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/progress"
+	"github.com/yidu-io/yidu/tracker"
 )
 
-// benchDirectory is a synthetic corp of n people in depts departments
-// (a root and depts-1 children; person uid sits in child 2+uid%(depts-1)).
-// UserIDs only, like idmap.Mapper today, so the export measures the path
-// production takes.
-type benchDirectory struct {
-	depts []yidu.Department
-	sets  map[int64]*roaring.Bitmap
-}
-
-func newBenchDirectory(n, depts int) *benchDirectory {
-	d := &benchDirectory{sets: map[int64]*roaring.Bitmap{}}
-	d.depts = append(d.depts, yidu.Department{ID: 1, Name: "Root 总部"})
-	for i := 2; i <= depts; i++ {
-		d.depts = append(d.depts, yidu.Department{ID: int64(i), ParentID: 1, Name: fmt.Sprintf("部门 %d", i)})
-		d.sets[int64(i)] = roaring.New()
-	}
-	for uid := uint32(1); uid <= uint32(n); uid++ {
-		d.sets[2+int64(uid)%int64(depts-1)].Add(uid)
-	}
-	return d
-}
-
-func (d *benchDirectory) UserIDs(_ context.Context, _ string, uids []uint32) (map[uint32]string, error) {
-	out := make(map[uint32]string, len(uids))
-	for _, u := range uids {
-		out[u] = fmt.Sprintf("u%07d", u)
-	}
-	return out, nil
-}
-
-func (d *benchDirectory) Departments(context.Context, string) ([]yidu.Department, error) {
-	return slices.Clone(d.depts), nil
-}
-
-func (d *benchDirectory) DepartmentMemberSets(context.Context, string) (map[int64]*roaring.Bitmap, error) {
-	return d.sets, nil
-}
-
-// benchServer serves a message "big" to n recipients (40% read) with the
-// given Bitmaps (nil: in-memory fake).
+// benchServer serves a message "big" to n recipients (40% read, their
+// reads spread over an hour) of a synthetic corp of n people in depts
+// departments (a root and depts-1 children; person uid sits in child
+// 2+uid%(depts-1)), over the real tracker and directory on a fresh
+// database, with the given Bitmaps (nil: the real store on the test's
+// Redis), restored from the rows.
 func benchServer(b testing.TB, n, depts int, bms progress.Bitmaps, mods ...func(*deps)) (http.Handler, *Server) {
 	b.Helper()
 	c := &clock{t: t0.Add(time.Hour)}
-	msgs := newFakeMessages(c.Now)
-	rec := roaring.New()
+	db := testenv.MySQL(b)
+	bulkInsert(b, db, "INSERT INTO departments (corp_id, dept_id, parent_id, name) VALUES ", depts, func(i int) (string, []any) {
+		if i == 0 {
+			return "('acme',1,0,'Root 总部')", nil
+		}
+		return "('acme',?,1,?)", []any{i + 1, fmt.Sprintf("部门 %d", i+1)}
+	})
+	// person uid sits in child 2+uid%(depts-1)
+	for _, q := range []string{
+		"INSERT INTO users (corp_id, uid, userid, name, departments) SELECT 'acme', n + 1, CONCAT('u', LPAD(n + 1, 7, '0')), 'N'," +
+			" CAST(2 + (n + 1) % ? AS CHAR) FROM " + seqSQL + " WHERE n < ?",
+		"INSERT INTO user_departments (corp_id, dept_id, uid) SELECT 'acme', 2 + (n + 1) % ?, n + 1 FROM " + seqSQL + " WHERE n < ?",
+	} {
+		_, err := db.Exec(q, depts-1, n)
+		testenv.Check(b, q, err)
+	}
+	m := yidu.Message{CorpID: "acme", MsgID: "big", App: "hr", AgentID: 1000002, Title: "Big", SentAt: t0, Recipients: int64(n)}
+	_, err := db.Exec("INSERT INTO messages (corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state)"+
+		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)", m.CorpID, m.MsgID, m.App, m.AgentID, m.Title, m.SentAt, m.Recipients, strings.Repeat("0", 64))
+	testenv.Check(b, "insert message", err)
+	rec, read := roaring.New(), roaring.New()
 	rec.AddRange(1, uint64(n)+1)
-	read := roaring.New()
+	// 40% read (uid%5 < 2), at t0 + uid%60 minutes, by the button.
+	_, err = db.Exec("INSERT INTO message_read_record (corp_id, msgid, uid, is_read, read_time, source, button_at)"+
+		" SELECT 'acme', 'big', n + 1, (n + 1) % 5 < 2, IF((n + 1) % 5 < 2, DATE_ADD(?, INTERVAL (n + 1) % 60 MINUTE), NULL),"+
+		" IF((n + 1) % 5 < 2, 1, 0), IF((n + 1) % 5 < 2, DATE_ADD(?, INTERVAL (n + 1) % 60 MINUTE), NULL) FROM "+seqSQL+" WHERE n < ?", t0, t0, n)
+	testenv.Check(b, "insert read records", err)
 	for uid := uint32(1); uid <= uint32(n); uid++ {
 		if uid%5 < 2 {
 			read.Add(uid)
 		}
 	}
-	m := yidu.Message{CorpID: "acme", MsgID: "big", App: "hr", Title: "Big", SentAt: t0, Recipients: int64(n)}
-	curve := make([]yidu.MinuteCount, 60)
-	for i := range curve {
-		curve[i] = yidu.MinuteCount{Minute: t0.Add(time.Duration(i) * time.Minute), Reads: int64(n) * 4 / 10 / 60}
-	}
-	msgs.add(&stored{m: m, rec: rec, read: read, times: map[uint32]time.Time{}, curve: curve})
 	if bms == nil {
-		f := newFakeBitmaps(b)
-		f.put(m, rec, read)
-		bms = f
-	} else {
-		testenv.Check(b, "restore", bms.RestoreReads(context.Background(), m, rec, read, nil))
+		bms = newRedisBitmaps(b)
 	}
+	testenv.Check(b, "restore", bms.RestoreReads(context.Background(), m, rec, read, map[yidu.Signal]*roaring.Bitmap{yidu.SignalButton: read}))
+	mapper, err := idmap.New(db, idmap.Options{})
+	testenv.Check(b, "idmap.New", err)
+	reg, err := tracker.New(db, mapper, nil, tracker.Options{Now: c.Now})
+	testenv.Check(b, "tracker.New", err)
 	opts := deps{Options: Options{Now: c.Now},
 		Tokens: []access.Token{{Name: "b", Token: acmeToken, Corps: []string{"acme"}}},
 	}
 	for _, mod := range mods {
 		mod(&opts)
 	}
-	srv, err := newServer(msgs, bms, newBenchDirectory(n, depts), opts)
+	srv, err := newServer(&archive{Registry: reg}, bms, mapper, opts)
 	testenv.Check(b, "New", err)
 	b.Cleanup(srv.Close)
 	return srv.Routes(), srv
@@ -110,7 +97,7 @@ func get(b *testing.B, h http.Handler, w http.ResponseWriter, target string) {
 
 // BenchmarkProgress: GET /progress of a 1,000,000-recipient message through
 // the whole handler (auth, routing, JSON) with the real bitmap.Store on
-// Redis (BITCOUNT); tracker is a fake (its curve is cached anyway).
+// Redis (BITCOUNT) and the real tracker (its curve is cached anyway).
 func BenchmarkProgress(b *testing.B) {
 	rdb, prefix := testenv.Redis(b)
 	store, err := bitmap.New(rdb, bitmap.Options{Prefix: prefix, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
@@ -133,8 +120,8 @@ func BenchmarkProgress(b *testing.B) {
 }
 
 // BenchmarkDepartments: the breakdown of a 1,000,000-recipient message over
-// 500 departments (recursive sets cached, as between two polls), fakes for
-// the backends so the intersections are what is measured.
+// 500 departments (recursive sets cached, as between two polls), so the
+// intersections are what is measured.
 func BenchmarkDepartments(b *testing.B) {
 	h, _ := benchServer(b, 1_000_000, 500, nil)
 	w := httptest.NewRecorder()

@@ -11,41 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/RoaringBitmap/roaring/v2"
-
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
-
-// knownIDs is the fixture directory for campaign's check: these UserIDs
-// are active (uids 1..), all reaches them, departments 1-4 and tag 5 each
-// hold one of them, other ids nobody.
-type knownIDs map[string]bool
-
-func (k knownIDs) Expand(_ context.Context, _ string, a yidu.Audience) (yidu.Expansion, error) {
-	x := yidu.Expansion{Recipients: roaring.New()}
-	if a.All {
-		x.Recipients.AddRange(1, uint64(len(k))+1)
-	}
-	for _, d := range a.Departments {
-		if d >= 1 && d <= 4 {
-			x.Recipients.Add(uint32(d))
-		}
-	}
-	if slices.Contains(a.Tags, 5) {
-		x.Recipients.Add(1)
-	}
-	for i, id := range a.UserIDs {
-		if k[id] {
-			x.Recipients.Add(uint32(100 + i))
-		} else {
-			x.Unknown = append(x.Unknown, id)
-		}
-	}
-	return x, nil
-}
 
 // newCampaignFixture is the fixture with a real campaign.Store on a fresh
 // MariaDB database, on the fixture's clock.
@@ -54,7 +24,7 @@ func newCampaignFixture(tb testing.TB) (*fixture, *campaign.Store) {
 	var st *campaign.Store
 	f := newFixtureOpts(tb, false, func(o *deps) {
 		db := testenv.MySQL(tb)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(tb, "campaign.NewStore", err)
 		st, o.Campaigns = s, s

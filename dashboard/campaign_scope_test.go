@@ -31,19 +31,13 @@ func TestCampaignScope(t *testing.T) {
 			access.Token{Name: "v4", Token: viewer4, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
 		)
 		db := testenv.MySQL(t)
-		st, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		st, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(t, "campaign.NewStore", err)
 		o.Campaigns = st
 		o.Audit = audit.NewMySQL(db)
 	})
-	for uid, u := range f.dir.users["acme"] {
-		if u.Status == 0 {
-			u.Status = yidu.StatusActive
-			f.dir.users["acme"][uid] = u
-		}
-	}
-	acc, err := access.New(access.Config{LeadersSee: true}, scopeDir{f.dir}, f.clock.Now)
+	acc, err := access.New(access.Config{LeadersSee: true}, f.mapper, f.clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

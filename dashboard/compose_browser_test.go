@@ -34,7 +34,7 @@ import (
 // directory. cmd/internal/process's browser test drives the same page
 // against the real server and a fake WeCom.
 
-// composeTag is the fake directory's one tag: carol, and every member of
+// composeTag is composeFake's one tag: carol, and every member of
 // Sales (department 2) and its sub-departments.
 var composeTag = struct {
 	id    int64
@@ -67,9 +67,7 @@ type composeFake struct {
 
 func (c *composeFake) users() []yidu.User {
 	var out []yidu.User
-	for _, u := range c.f.dir.users["acme"] {
-		out = append(out, u)
-	}
+	out = append(out, acmePeople...)
 	slices.SortFunc(out, func(a, b yidu.User) int { return strings.Compare(a.UserID, b.UserID) })
 	return out
 }
@@ -79,7 +77,7 @@ func (c *composeFake) subtree(d int64) map[int64]bool {
 	in := map[int64]bool{d: true}
 	for changed := true; changed; {
 		changed = false
-		for _, x := range c.f.dir.depts["acme"] {
+		for _, x := range acmeDepts {
 			if in[x.ParentID] && !in[x.ID] {
 				in[x.ID], changed = true, true
 			}
@@ -172,7 +170,7 @@ func (c *composeFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			{"name": "hr", "corp_id": "acme", "agent_id": 1000002, "timezone": "Asia/Shanghai", "confirm_over": 5}}})
 	case p == "/api/v1/directory/departments" && q.Get("app") == "hr":
 		var out []map[string]any
-		for _, d := range c.f.dir.depts["acme"] {
+		for _, d := range acmeDepts {
 			n := 0
 			sub := c.subtree(d.ID)
 			for _, u := range c.users() {

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/yidu-io/yidu"
@@ -115,14 +114,17 @@ func TestGetMessage(t *testing.T) {
 	}
 
 	t.Run("keys gone are restored", func(t *testing.T) {
-		f.bms.drop(f.hello)
-		loads := f.msgs.loads
+		// flushd writes 6's and 9's reads, then Redis loses the keys.
+		f.read(t, f.hello, yidu.SignalButton, t0.Add(3*time.Minute), 6)
+		f.read(t, f.hello, yidu.SignalLink, t0.Add(3*time.Minute), 9)
+		f.bms.drop(t, f.hello)
+		loads, _ := f.arch.counts()
 		m := decode[messageJSON](t, f.do(t, "GET", "/api/v1/messages/hello", acmeToken, nil))
 		if *m.Read != 4 || m.Recipients != 10 || *m.BySignal != bySignal {
 			t.Errorf("after restore = %+v; want 4/10, by_signal %+v", m, bySignal)
 		}
-		if f.msgs.loads != loads+1 {
-			t.Errorf("LoadReads called %d times; want 1", f.msgs.loads-loads)
+		if now, _ := f.arch.counts(); now != loads+1 {
+			t.Errorf("LoadReads called %d times; want 1", now-loads)
 		}
 		if _, _, _, found, _ := f.bms.CountsBySignal(context.Background(), "acme", "hello"); !found {
 			t.Error("keys were not put back")
@@ -140,10 +142,7 @@ func TestListMessages(t *testing.T) {
 	f := newFixture(t)
 	for i := range 5 {
 		m := yidu.Message{CorpID: "acme", MsgID: "m" + string(rune('a'+i)), App: "hr", Title: "T", SentAt: t0.Add(time.Duration(i) * time.Minute), Recipients: 2}
-		f.msgs.add(&stored{m: m, rec: roaring.BitmapOf(1, 2), read: roaring.BitmapOf(1)})
-		if i != 2 {
-			f.bms.put(m, roaring.BitmapOf(1, 2), roaring.BitmapOf(1))
-		}
+		f.add(t, seeded{m: m, rec: []uint32{1, 2}, read: []uint32{1}, cold: i == 2})
 	}
 	var got []string
 	cursor := ""
@@ -355,7 +354,7 @@ func TestRemind(t *testing.T) {
 	got := decode[remindJSON](t, w)
 	// Unread: 2 3 5 7 8 10; dave (8) has left.
 	want := []string{"bob", "carol", "frank", "lisi", "wangwu"}
-	sent := slices.Sorted(slices.Values(f.msgs.remindTo[0]))
+	sent := slices.Sorted(slices.Values(f.wecom.reminders()[0]))
 	if got.Reminded != 5 || !slices.Equal(sent, want) {
 		t.Errorf("reminded %d %v; want 5 %v", got.Reminded, sent, want)
 	}
@@ -365,7 +364,7 @@ func TestRemind(t *testing.T) {
 		t.Errorf("second remind = %d Retry-After %q; want 429, 3000", w.Code, w.Header().Get("Retry-After"))
 	}
 	f.clock.Add(50 * time.Minute)
-	f.bms.markRead(f.hello, 2, 3)
+	f.read(t, f.hello, yidu.SignalButton, f.clock.Now(), 2, 3)
 	w = f.do(t, "POST", "/api/v1/messages/hello/remind", acmeToken, nil)
 	if got := decode[remindJSON](t, w); w.Code != http.StatusOK || got.Reminded != 3 {
 		t.Errorf("after the interval = %d %+v; want 200, 3 reminded", w.Code, got)
@@ -378,14 +377,14 @@ func TestRemind(t *testing.T) {
 // message).
 func TestRemindReports(t *testing.T) {
 	f := newFixture(t)
-	f.dir.users["acme"][2] = yidu.User{UID: 2, UserID: "-dash", Name: "Dash", Departments: []int64{4}}
+	f.setUserID(t, "acme", 2, "-dash")
 	w := f.ok(t, "POST", "/api/v1/messages/hello/remind")
 	got := decode[remindJSON](t, w)
 	want := remindJSON{Reminded: 4, Unread: 5, Batches: 1, Skipped: 1, NextAllowedAt: got.NextAllowedAt}
 	if got != want {
 		t.Errorf("remind = %+v; want %+v", got, want)
 	}
-	if sent := f.msgs.remindTo[0]; slices.Contains(sent, "-dash") || len(sent) != 4 {
+	if sent := f.wecom.reminders()[0]; slices.Contains(sent, "-dash") || len(sent) != 4 {
 		t.Errorf("reminded %v; want the four valid UserIDs", sent)
 	}
 }
@@ -401,14 +400,15 @@ func TestDepartments(t *testing.T) {
 	for _, d := range out.Departments {
 		got[d.ID] = d
 	}
-	// Brute force: a department's people are those in it or below it.
+	// Brute force: a department's people are its active members and
+	// those below it (dave, who left, is in none).
 	sub := map[int64][]int64{1: {1, 2, 3, 4}, 2: {2, 4}, 3: {3}, 4: {4}}
 	rec, _, _ := f.bms.RecipientBitmap(context.Background(), "acme", "hello")
 	read, _, _ := f.bms.ReadBitmap(context.Background(), "acme", "hello")
 	for id, tree := range sub {
 		var wantRec, wantRead uint64
-		for _, u := range f.dir.users["acme"] {
-			if !rec.Contains(u.UID) || !slices.ContainsFunc(u.Departments, func(d int64) bool { return slices.Contains(tree, d) }) {
+		for _, u := range acmePeople {
+			if !rec.Contains(u.UID) || u.Status == yidu.StatusLeft || !slices.ContainsFunc(u.Departments, func(d int64) bool { return slices.Contains(tree, d) }) {
 				continue
 			}
 			wantRec++
@@ -422,9 +422,9 @@ func TestDepartments(t *testing.T) {
 		}
 	}
 	// Alice (4) is in R&D and North, Erin (9) in Sales and R&D: the root
-	// counts each once, so it equals all 10 recipients.
-	if got[1].Recipients != 10 || got[1].Read != 4 {
-		t.Errorf("root = %+v; want 10 recipients, 4 read", got[1])
+	// counts each once, so it equals the 9 recipients still members.
+	if got[1].Recipients != 9 || got[1].Read != 4 {
+		t.Errorf("root = %+v; want 9 recipients, 4 read", got[1])
 	}
 	if out.Departments[0].ID != 1 || out.Departments[0].Depth != 0 || got[4].Depth != 2 {
 		t.Errorf("order/depth = %+v", out.Departments)
@@ -445,8 +445,9 @@ func TestRecipients(t *testing.T) {
 		{"", []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
 		{"state=read", []uint32{1, 4, 6, 9}},
 		{"state=unread", []uint32{2, 3, 5, 7, 8, 10}},
-		{"state=unread&department=2", []uint32{2, 8}},
-		{"department=2", []uint32{1, 2, 4, 6, 8, 9}},
+		// dave (8), who left, has no active membership.
+		{"state=unread&department=2", []uint32{2}},
+		{"department=2", []uint32{1, 2, 4, 6, 9}},
 		{"department=4&state=read", []uint32{4}},
 		{"q=ALICE", []uint32{4}},
 		{"q=%E6%9D%8E", []uint32{2}}, // 李
@@ -604,8 +605,7 @@ func TestNeutralise(t *testing.T) {
 func TestPageEscapes(t *testing.T) {
 	f := newFixture(t)
 	xss := yidu.Message{CorpID: "acme", MsgID: "xss", App: "hr", Title: "<script>alert(1)</script>", SentAt: t0, Recipients: 1}
-	f.msgs.add(&stored{m: xss, rec: roaring.BitmapOf(5), read: roaring.New()})
-	f.bms.put(xss, roaring.BitmapOf(5), nil)
+	f.add(t, seeded{m: xss, rec: []uint32{5}})
 	c, _ := f.login(t)
 	for _, p := range []string{"/", "/m/xss"} {
 		w := f.page(c, p)
@@ -691,12 +691,11 @@ func TestProgressCurveStale(t *testing.T) {
 		t.Fatalf("first curve total %d; want 2", curveTotal(p.Curve))
 	}
 	gate := make(chan struct{})
-	f.msgs.mu.Lock()
-	f.msgs.curveGate = gate
-	s := f.msgs.msgs[key("acme", "hello")]
-	s.curve = append(slices.Clone(s.curve), yidu.MinuteCount{Minute: t0.Add(3 * time.Minute), Reads: 1})
-	f.msgs.mu.Unlock()
-	f.clock.Add(time.Minute) // past the 5 s ttl
+	f.arch.mu.Lock()
+	f.arch.curveGate = gate
+	f.arch.mu.Unlock()
+	f.read(t, f.hello, yidu.SignalButton, t0.Add(3*time.Minute), 2) // lisi reads: flushed, and live in Redis
+	f.clock.Add(time.Minute)                                        // past the 5 s ttl
 
 	got := make(chan *httptest.ResponseRecorder, 1)
 	go func() { got <- f.do(t, "GET", "/api/v1/messages/hello/progress", acmeToken, nil) }()
@@ -706,8 +705,8 @@ func TestProgressCurveStale(t *testing.T) {
 			t.Fatalf("progress while the curve reloads = %d %s", w.Code, w.Body)
 		}
 		p := decode[progressJSON](t, w)
-		if curveTotal(p.Curve) != 2 || p.Read != 4 {
-			t.Errorf("progress while the curve reloads: curve total %d, read %d; want the old 2, and 4 from Redis", curveTotal(p.Curve), p.Read)
+		if curveTotal(p.Curve) != 2 || p.Read != 5 {
+			t.Errorf("progress while the curve reloads: curve total %d, read %d; want the old 2, and 5 from Redis", curveTotal(p.Curve), p.Read)
 		}
 	case <-time.After(10 * time.Second):
 		close(gate)
@@ -757,12 +756,12 @@ func TestEvents(t *testing.T) {
 	if p := next(br); p.Read != 4 {
 		t.Errorf("first event read = %d; want 4", p.Read)
 	}
-	f.bms.markRead(f.hello, 2, 3)
+	f.read(t, f.hello, yidu.SignalButton, f.clock.Now(), 2, 3)
 	if p := next(br); p.Read != 6 || p.Percent != 60 {
 		t.Errorf("second event = %+v; want 6 read, 60%%", p)
 	}
 	// A signal that does not count changes by_signal only: still an event.
-	f.bms.markSignal(f.hello, yidu.SignalEnterAgent, 5)
+	f.signal(t, f.hello, yidu.SignalEnterAgent, f.clock.Now(), 5)
 	if p := next(br); p.Read != 6 || p.BySignal.EnterAgent != 4 {
 		t.Errorf("third event = %+v; want 6 read, by_signal.enter_agent 4", p)
 	}

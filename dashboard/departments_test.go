@@ -1,9 +1,15 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/idmap"
 )
 
 // TestDepartmentsColdStart: after a restart the corp's department tree
@@ -14,11 +20,13 @@ import (
 func TestDepartmentsColdStart(t *testing.T) {
 	const deptWait = time.Second // progress waits this long for a first tree
 	f := newFixture(t)
-	f.dir.mu.Lock() // the directory load blocks until unlocked
+	hold := &heldDirectory{Mapper: f.mapper, open: make(chan struct{})} // the directory load blocks until open
+	f.dirUsed = hold
+	f.rewire(t, func(*deps) {})
 	held := true
 	defer func() {
 		if held {
-			f.dir.mu.Unlock()
+			close(hold.open)
 		}
 	}()
 	type view struct {
@@ -38,7 +46,7 @@ func TestDepartmentsColdStart(t *testing.T) {
 	if took > deptWait+500*time.Millisecond || !v.Loading || len(v.Departments) != 0 {
 		t.Errorf("first view with the directory held: loading %v, %d departments after %s; want loading, none, within %s", v.Loading, len(v.Departments), took, deptWait)
 	}
-	f.dir.mu.Unlock()
+	close(hold.open)
 	held = false
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -54,4 +62,29 @@ func TestDepartmentsColdStart(t *testing.T) {
 	if len(v.Departments) == 0 {
 		t.Error("no departments once the directory answered")
 	}
+}
+
+// heldDirectory is the directory whose department reads wait until open
+// is closed (a slow directory).
+type heldDirectory struct {
+	*idmap.Mapper
+	open chan struct{}
+}
+
+func (h *heldDirectory) Departments(ctx context.Context, corp string) ([]yidu.Department, error) {
+	select {
+	case <-h.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.Mapper.Departments(ctx, corp)
+}
+
+func (h *heldDirectory) DepartmentMemberSets(ctx context.Context, corp string) (map[int64]*roaring.Bitmap, error) {
+	select {
+	case <-h.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.Mapper.DepartmentMemberSets(ctx, corp)
 }

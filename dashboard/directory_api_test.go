@@ -3,38 +3,19 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
-func (f *fakeDirectory) DirectoryIndex(ctx context.Context, corp string) (campaign.DirectoryIndex, error) {
-	if f.audience == nil {
-		return nil, errors.New("fake directory: no audience directory")
-	}
-	idx, err := f.audience.Index(ctx, corp)
-	if err != nil {
-		return nil, err
-	}
-	return idx, nil
-}
-
-func (f *fakeDirectory) Expand(ctx context.Context, corp string, a yidu.Audience) (yidu.Expansion, error) {
-	if f.audience == nil {
-		return yidu.Expansion{}, errors.New("fake directory: no audience directory")
-	}
-	return f.audience.Expand(ctx, corp, a)
-}
-
-// withAudienceDirectory gives f's directory a real idmap.Mapper over a
-// fresh database holding corp acme: 1 总部 > 2 研发 > 3 后端, 1 > 4 销售;
+// withAudienceDirectory gives f's compose page (campaign's Picking) a
+// directory of its own, a real idmap.Mapper over a fresh database holding
+// corp acme: 1 总部 > 2 研发 > 3 后端, 1 > 4 销售;
 // alice (2), bob (3), carol (4), dave (3, left); bob leads 2; tag 5 is
 // carol and department 2.
 func withAudienceDirectory(tb testing.TB, f *fixture) *idmap.Mapper {
@@ -55,7 +36,7 @@ func withAudienceDirectory(tb testing.TB, f *fixture) *idmap.Mapper {
 	}
 	m, err := idmap.New(db, idmap.Options{})
 	testenv.Check(tb, "idmap.New", err)
-	f.dir.audience = m
+	f.rewire(tb, func(d *deps) { d.Picking = pickingDir{m} })
 	return m
 }
 

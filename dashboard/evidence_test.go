@@ -18,12 +18,8 @@ import (
 type fakeEvidence struct{ f *fixture }
 
 func (e fakeEvidence) uid(corp, userid string) (uint32, bool) {
-	for uid, u := range e.f.dir.users[corp] {
-		if u.UserID == userid {
-			return uid, true
-		}
-	}
-	return 0, false
+	u, ok := fixturePerson(corp, userid)
+	return u.UID, ok
 }
 
 func (e fakeEvidence) Record(_ context.Context, scope evidence.Scope, corp, msgid, userid string) (evidence.Record, error) {
@@ -45,7 +41,10 @@ func (e fakeEvidence) PDF(w io.Writer, rec evidence.Record) error {
 func (e fakeEvidence) Select(_ context.Context, scope evidence.Scope, corp, msgid string, f evidence.Filter) (evidence.Selection, error) {
 	var sel evidence.Selection
 	for uid := uint32(1); uid <= 10; uid++ {
-		u := e.f.dir.users[corp][uid]
+		u := acmePeople[uid-1]
+		if corp != "acme" {
+			u = yidu.User{}
+		}
 		if scope.Contains(uid) && (f.State != "read" || uid == 4) {
 			sel.People = append(sel.People, evidence.Member{UID: uid, UserID: u.UserID})
 		}

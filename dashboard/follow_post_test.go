@@ -20,7 +20,7 @@ func newFollowFixture(tb testing.TB) (*fixture, *sql.DB) {
 	tb.Helper()
 	db := testenv.MySQL(tb)
 	f := newFixtureOpts(tb, false, func(o *deps) {
-		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(tb, "campaign.NewStore", err)
 		o.Campaigns = s
@@ -166,7 +166,7 @@ func TestPostFollowUpAppDefault(t *testing.T) {
 	def := yidu.Policy{Reminders: []string{"2h", "next 09:30"}, EscalateAfter: 1}
 	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Apps[0].FollowUp = &def
-		s, err := campaign.NewStore(db, campaign.Options{Directory: knownIDs{"alice": true, "zhangsan": true, "lisi": true},
+		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
 		testenv.Check(t, "campaign.NewStore", err)
 		o.Campaigns = s

@@ -65,25 +65,7 @@ func newSynthCorp(users int) *synthCorp {
 func (s *synthCorp) load(tb testing.TB, db *sql.DB, corp string) {
 	tb.Helper()
 	ctx := context.Background()
-	insert := func(head string, n int, row func(i int) (string, []any)) {
-		const batch = 2000
-		for lo := 0; lo < n; lo += batch {
-			var sb strings.Builder
-			var args []any
-			sb.WriteString(head)
-			for i := lo; i < min(n, lo+batch); i++ {
-				ph, a := row(i)
-				if i > lo {
-					sb.WriteByte(',')
-				}
-				sb.WriteString(ph)
-				args = append(args, a...)
-			}
-			if _, err := db.ExecContext(ctx, sb.String(), args...); err != nil {
-				tb.Fatalf("%s: %v", head, err)
-			}
-		}
-	}
+	insert := func(head string, n int, row func(i int) (string, []any)) { bulkInsert(tb, db, head, n, row) }
 	ids := make([]int64, 0, len(s.parent))
 	for id := range s.parent {
 		ids = append(ids, id)

@@ -19,7 +19,7 @@ import (
 // UserID, not the session's key. An admin's page keeps all of it.
 func TestLeaderPage(t *testing.T) {
 	f, callers, _ := scopeFixture(t, true)
-	f.sent(f.hello, t0) // one batch to 10 people: the whole notice's count
+	f.sent(t, f.hello, t0) // one batch to 10 people: the whole notice's count
 	leader := callers[1]
 	admin, _ := f.login(t)
 

@@ -9,12 +9,13 @@ import (
 
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/progress"
 )
 
-// messages is what the services read of the tracker (fakeMessages, or
-// tracker.Registry in the integration tests), as cmd wires
-// tracker.Registry into progress and campaign.
+// messages is what the services read of the tracker (tracker.Registry,
+// or the fixture's archive around it), as cmd wires tracker.Registry
+// into progress and campaign.
 type messages interface {
 	progress.Archive
 	progress.History
@@ -24,8 +25,8 @@ type messages interface {
 
 // deps are the dashboard's Options and what cmd builds its three
 // services from (cmd/internal/process/dashboard.go): the tests build
-// them the same way, over the fakes of the tracker, bitmaps and
-// directory or over the real ones.
+// them the same way, over the real tracker, bitmaps and directory
+// (fixture_test.go, integration_test.go).
 type deps struct {
 	Options
 	Tokens         []access.Token
@@ -45,6 +46,12 @@ type deps struct {
 	FollowUps   campaign.Policies
 	Notices     campaign.Versions
 	ReadingPage func(app, msgID string) string
+	// Picking is the compose page's directory (nil: dir, if it is one);
+	// cmd hands campaign idmap.Mapper through an adapter (pickingDir).
+	Picking campaign.Picking
+	// Mapper is the fixture's directory, for what an edit builds over
+	// it (campaign.Store's Directory).
+	Mapper *idmap.Mapper
 }
 
 // services builds the three services over msgs, bms and dir.
@@ -68,6 +75,9 @@ func (d deps) services(msgs messages, bms progress.Bitmaps, dir progress.Directo
 	}
 	if pk, ok := dir.(campaign.Picking); ok {
 		sopts.Picking = pk
+	}
+	if d.Picking != nil {
+		sopts.Picking = d.Picking
 	}
 	prog, err := progress.New(msgs, bms, popts)
 	if err != nil {
@@ -99,7 +109,7 @@ func (f *fixture) setAccess(tb testing.TB, acc *access.Access) {
 func (f *fixture) rewire(tb testing.TB, edit func(*deps)) {
 	tb.Helper()
 	edit(&f.deps)
-	_, acts, prog, err := f.deps.services(f.msgs, f.bms, f.dirUsed)
+	_, acts, prog, err := f.deps.services(f.arch, f.bms, f.dirUsed)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -112,7 +122,7 @@ func (f *fixture) resolveWeCom(tb testing.TB, acc *access.Access) {
 	tb.Helper()
 	d := f.deps
 	d.WeCom = &WeComLogin{Access: acc}
-	ids, _, _, err := d.services(f.msgs, f.bms, f.dirUsed)
+	ids, _, _, err := d.services(f.arch, f.bms, f.dirUsed)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func TestEventsPerPrincipal(t *testing.T) {
 // changingBitmaps counts one more recipient at every call, so that every
 // tick of a stream is an event.
 type changingBitmaps struct {
-	*fakeBitmaps
+	*redisBitmaps
 	n atomic.Int64
 }
 
@@ -108,8 +108,8 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 // StreamWriteTimeout, and its slot is free again.
 func TestEventsDropStalledReader(t *testing.T) {
 	f := newFixture(t)
-	bms := &changingBitmaps{fakeBitmaps: f.bms}
-	srv, err := newServer(f.msgs, bms, f.dir, deps{
+	bms := &changingBitmaps{redisBitmaps: f.bms}
+	srv, err := newServer(f.arch, bms, f.mapper, deps{
 		Tokens:  []access.Token{{Name: "acme", Token: acmeToken, Corps: []string{"acme"}}},
 		Options: Options{MaxStreamsPerPrincipal: 1, StreamWriteTimeout: 200 * time.Millisecond, Now: f.clock.Now},
 	})
@@ -163,7 +163,7 @@ func TestEventsDropStalledReader(t *testing.T) {
 // gatedBitmaps holds every RecipientBitmap (the start of a recipients,
 // departments or export query) until open is closed, and tells entered.
 type gatedBitmaps struct {
-	*fakeBitmaps
+	*redisBitmaps
 	entered chan struct{}
 	open    chan struct{}
 }
@@ -175,7 +175,7 @@ func (g *gatedBitmaps) RecipientBitmap(ctx context.Context, corp, msg string) (*
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
 	}
-	return g.fakeBitmaps.RecipientBitmap(ctx, corp, msg)
+	return g.redisBitmaps.RecipientBitmap(ctx, corp, msg)
 }
 
 // TestHeavyQueryLimits (issue 13 item 5): one principal's heavy queries are
@@ -184,8 +184,8 @@ func (g *gatedBitmaps) RecipientBitmap(ctx context.Context, corp, msg string) (*
 // held longer than QueryWait.
 func TestHeavyQueryLimits(t *testing.T) {
 	f := newFixture(t)
-	gb := &gatedBitmaps{fakeBitmaps: f.bms, entered: make(chan struct{}, 16), open: make(chan struct{})}
-	srv, err := newServer(f.msgs, gb, f.dir, deps{
+	gb := &gatedBitmaps{redisBitmaps: f.bms, entered: make(chan struct{}, 16), open: make(chan struct{})}
+	srv, err := newServer(f.arch, gb, f.mapper, deps{
 		Tokens: []access.Token{
 			{Name: "acme", Token: acmeToken, Corps: []string{"acme"}},
 			{Name: "admin", Token: adminToken, Corps: []string{"*"}},
@@ -358,19 +358,16 @@ func TestRemindAllNonReaders(t *testing.T) {
 	rec := roaring.New()
 	rec.AddRange(1000, 1000+n)
 	big := yidu.Message{CorpID: "acme", MsgID: "big", App: "hr", Title: "Everyone", SentAt: t0, Recipients: n}
-	f.msgs.add(&stored{m: big, rec: rec.Clone(), read: roaring.New()})
-	f.bms.put(big, rec, roaring.New())
-	for uid := uint32(1000); uid < 1000+n; uid++ {
-		f.dir.users["acme"][uid] = yidu.User{UID: uid, UserID: fmt.Sprintf("u%06d", uid), Name: "N"}
-	}
-	f.dir.users["acme"][1000] = yidu.User{UID: 1000, UserID: "-dash", Name: "Dash"}
+	f.exec(t, "INSERT INTO users (corp_id, uid, userid, name, bad_userid) SELECT 'acme', 1000 + n,"+
+		" IF(n = 0, '-dash', CONCAT('u', LPAD(1000 + n, 6, '0'))), 'N', n = 0 FROM "+seqSQL+" WHERE n < ?", n)
+	f.add(t, seeded{m: big, rec: rec.ToArray()})
 	w := f.ok(t, "POST", "/api/v1/messages/big/remind")
 	got := decode[remindJSON](t, w)
 	if got.Unread != n || got.Reminded != n-1 || got.Skipped != 1 || got.Batches != (n-1+999)/1000 {
 		t.Errorf("remind = %+v; want %d unread, %d reminded in %d batches, 1 skipped", got, n, n-1, (n-1+999)/1000)
 	}
-	if sent := f.msgs.remindTo[len(f.msgs.remindTo)-1]; len(sent) != n-1 {
-		t.Errorf("reminded %d UserIDs; want %d", len(sent), n-1)
+	if all := f.wecom.reminders(); len(all) != 1 || len(all[0]) != n-1 {
+		t.Errorf("reminders %d; want one to %d UserIDs", len(all), n-1)
 	}
 }
 
@@ -401,8 +398,8 @@ func TestLoginPerAddress(t *testing.T) {
 // gets a slot.
 func TestExportsHoldHalfTheQueries(t *testing.T) {
 	f := newFixture(t)
-	gb := &gatedBitmaps{fakeBitmaps: f.bms, entered: make(chan struct{}, 16), open: make(chan struct{})}
-	srv, err := newServer(f.msgs, gb, f.dir, deps{
+	gb := &gatedBitmaps{redisBitmaps: f.bms, entered: make(chan struct{}, 16), open: make(chan struct{})}
+	srv, err := newServer(f.arch, gb, f.mapper, deps{
 		Tokens: []access.Token{
 			{Name: "acme", Token: acmeToken, Corps: []string{"acme"}},
 			{Name: "admin", Token: adminToken, Corps: []string{"*"}},

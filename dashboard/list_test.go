@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/RoaringBitmap/roaring/v2"
-
 	"github.com/yidu-io/yidu"
 )
 
@@ -24,16 +22,15 @@ func listFixture(t *testing.T) *fixture {
 		{MsgID: "items", App: "hr", Title: "1000 items"},
 	} {
 		m.CorpID, m.SentAt, m.Recipients = "acme", t0.Add(time.Duration(i+1)*time.Minute), 2
-		f.msgs.add(&stored{m: m, rec: roaring.BitmapOf(1, 2), read: roaring.BitmapOf(1)})
-		f.bms.put(m, roaring.BitmapOf(1, 2), roaring.BitmapOf(1))
+		added := f.add(t, seeded{m: m, rec: []uint32{1, 2}, read: []uint32{1}})
+		switch m.MsgID {
+		case "holiday":
+			f.sends(t, added, yidu.BatchOutcome{Batch: 0, Status: yidu.SendSent, Users: 1, At: t0}, yidu.BatchOutcome{Batch: 1, Status: yidu.SendRefused, Users: 1, At: t0},
+				yidu.BatchOutcome{Batch: 2, Status: yidu.SendUnknown, Users: 1, At: t0}, yidu.BatchOutcome{Batch: 3, Status: yidu.SendSent, Users: 1, At: t0, Reminder: true})
+		case "rota":
+			f.sends(t, added, yidu.BatchOutcome{Batch: 0, Status: yidu.SendSent, Users: 2, At: t0})
+		}
 	}
-	f.msgs.mu.Lock()
-	f.msgs.msgs[key("acme", "holiday")].sends = []yidu.BatchOutcome{
-		{Batch: 0, Status: yidu.SendSent, Users: 1, At: t0}, {Batch: 1, Status: yidu.SendRefused, Users: 1, At: t0},
-		{Batch: 2, Status: yidu.SendUnknown, Users: 1, At: t0}, {Batch: 3, Status: yidu.SendSent, Users: 1, At: t0, Reminder: true},
-	}
-	f.msgs.msgs[key("acme", "rota")].sends = []yidu.BatchOutcome{{Batch: 0, Status: yidu.SendSent, Users: 2, At: t0}}
-	f.msgs.mu.Unlock()
 	return f
 }
 

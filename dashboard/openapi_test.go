@@ -128,7 +128,7 @@ func contractCases() []contractCase {
 			body: `{"msgid":"contract-sent","app":"hr","title":"Sent","body":"正文","url":"https://intranet.example.com/n/1","audience":{"userids":["alice"]},"send":true}`},
 		{name: "recall", op: "POST /messages/{msgid}/recall", method: "POST", target: "/messages/contract-sent/recall", auth: "token", want: 200},
 		{name: "recall again", op: "POST /messages/{msgid}/recall", method: "POST", target: "/messages/contract-sent/recall", auth: "token", want: 200},
-		{name: "recall nothing sent", op: "POST /messages/{msgid}/recall", method: "POST", target: "/messages/hello/recall", auth: "token", want: 409},
+		{name: "recall nothing sent", op: "POST /messages/{msgid}/recall", method: "POST", target: "/messages/contract-unknown/recall", auth: "token", want: 409},
 
 		{name: "schedule", op: "POST /messages", method: "POST", target: "/messages", auth: "token", want: 201,
 			body: `{"msgid":"contract-sched","app":"hr","title":"Later","audience":{"userids":["alice"]},"send":true,"send_at":"2026-06-01T09:00:00+08:00"}`},

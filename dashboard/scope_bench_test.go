@@ -12,7 +12,9 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/tracker"
 )
 
 // subtreeDir is access's directory for the benchmark: department 4's
@@ -57,7 +59,12 @@ func BenchmarkScopedCountsRedis(b *testing.B) {
 	}
 	acc, err := access.New(access.Config{}, subtreeDir{subtree}, time.Now)
 	testenv.Check(b, "access.New", err)
-	s, err := newServer(newFakeMessages(time.Now), store, &fakeDirectory{}, deps{Access: acc})
+	db := testenv.MySQL(b)
+	mapper, err := idmap.New(db, idmap.Options{})
+	testenv.Check(b, "idmap.New", err)
+	reg, err := tracker.New(db, mapper, store, tracker.Options{})
+	testenv.Check(b, "tracker.New", err)
+	s, err := newServer(&archive{Registry: reg}, store, mapper, deps{Access: acc})
 	testenv.Check(b, "New", err)
 	p := access.NewPrincipal("v4", access.KindToken, false, []access.Grant{{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: "bench", Departments: []int64{4}}}})
 	times := make([]time.Duration, 0, b.N)

@@ -12,60 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/RoaringBitmap/roaring/v2"
-
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 )
-
-// scopeDir is the fixture's directory as access reads it: subtrees of
-// active members, UserIDs, and who leads which department (lisi leads 4).
-type scopeDir struct{ *fakeDirectory }
-
-func (d scopeDir) DepartmentMembers(ctx context.Context, corp string, ids []int64, recursive bool) (*roaring.Bitmap, error) {
-	d.mu.Lock()
-	depts := slices.Clone(d.depts[corp])
-	d.mu.Unlock()
-	want := map[int64]bool{}
-	for _, id := range ids {
-		want[id] = true
-	}
-	for changed := recursive; changed; {
-		changed = false
-		for _, x := range depts {
-			if want[x.ParentID] && !want[x.ID] {
-				want[x.ID], changed = true, true
-			}
-		}
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := roaring.New()
-	for uid, u := range d.users[corp] {
-		if u.Status == yidu.StatusActive && slices.ContainsFunc(u.Departments, func(id int64) bool { return want[id] }) {
-			out.Add(uid)
-		}
-	}
-	return out, nil
-}
-
-func (d scopeDir) Lookup(_ context.Context, corp, userID string) (uint32, bool, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for uid, u := range d.users[corp] {
-		if u.UserID == userID {
-			return uid, true, nil
-		}
-	}
-	return 0, false, nil
-}
-
-func (d scopeDir) LedDepartments(_ context.Context, corp, userID string) ([]int64, error) {
-	if corp == "acme" && userID == "lisi" {
-		return []int64{4}, nil
-	}
-	return nil, nil
-}
 
 // caller is one attacker: a bearer token or a WeCom session.
 type caller struct {
@@ -111,13 +60,7 @@ func scopeFixture(t *testing.T, enforce bool) (*fixture, []caller, caller) {
 			access.Token{Name: "s2", Token: senderTok, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr2"}},
 		)
 	})
-	for uid, u := range f.dir.users["acme"] {
-		if u.Status == 0 {
-			u.Status = yidu.StatusActive
-			f.dir.users["acme"][uid] = u
-		}
-	}
-	acc, err := access.New(access.Config{LeadersSee: true}, scopeDir{f.dir}, f.clock.Now)
+	acc, err := access.New(access.Config{LeadersSee: true}, f.mapper, f.clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +69,7 @@ func scopeFixture(t *testing.T, enforce bool) (*fixture, []caller, caller) {
 	}
 	f.resolveWeCom(t, acc)
 	rd := yidu.Message{CorpID: "acme", MsgID: "rd", App: "hr", Title: "R&D only", SentAt: t0, Recipients: 3}
-	f.msgs.add(&stored{m: rd, rec: roaring.BitmapOf(3, 5, 10), read: roaring.BitmapOf(3)})
-	f.bms.put(rd, roaring.BitmapOf(3, 5, 10), roaring.BitmapOf(3))
+	f.add(t, seeded{m: rd, rec: []uint32{3, 5, 10}, read: []uint32{3}})
 
 	id, sess, err := f.srv.auth.OpenWeCom(context.Background(), "acme", "lisi")
 	if err != nil {
@@ -192,10 +134,11 @@ func TestScopeAttacker(t *testing.T) {
 			t.Errorf("directory through hr = %d, want refused", w.Code)
 		}
 	})
-	if len(f.msgs.reminders) != 1 {
-		t.Fatalf("reminders = %d, want one (the leader's; the viewer token reads only)", len(f.msgs.reminders))
+	reminders := f.wecom.reminders()
+	if len(reminders) != 1 {
+		t.Fatalf("reminders = %d, want one (the leader's; the viewer token reads only)", len(reminders))
 	}
-	for i, to := range f.msgs.remindTo {
+	for i, to := range reminders {
 		if !slices.Equal(to, []string{"lisi"}) {
 			t.Errorf("reminder %d went to %v, want the unread people of department 4 only (lisi)", i, to)
 		}
@@ -355,9 +298,8 @@ func TestScopeAttackerNeedsEnforcement(t *testing.T) {
 func TestScopedCurveCached(t *testing.T) {
 	f, callers, _ := scopeFixture(t, true)
 	reads := func() int {
-		f.msgs.mu.Lock()
-		defer f.msgs.mu.Unlock()
-		return f.msgs.readTimes
+		_, n := f.arch.counts()
+		return n
 	}
 	before := reads()
 	for range 3 {

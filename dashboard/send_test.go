@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/RoaringBitmap/roaring/v2"
-
 	"github.com/yidu-io/yidu"
 )
 
@@ -71,19 +69,12 @@ func TestRegisterSendReport(t *testing.T) {
 	}
 }
 
-// sent gives a fixture message one sent batch at at.
-func (f *fixture) sent(m yidu.Message, at time.Time) {
-	f.msgs.mu.Lock()
-	defer f.msgs.mu.Unlock()
-	f.msgs.msgs[key(m.CorpID, m.MsgID)].sends = []yidu.BatchOutcome{{Batch: 0, Status: yidu.SendSent, Users: 10, At: at}}
-}
-
 func TestRecall(t *testing.T) {
 	f := newFixture(t)
 	if w := f.do(t, "POST", "/api/v1/messages/hello/recall", acmeToken, nil); w.Code != http.StatusConflict {
 		t.Errorf("recall of a message never sent = %d; want 409", w.Code)
 	}
-	f.sent(f.hello, t0)
+	f.sent(t, f.hello, t0)
 	w := f.ok(t, "POST", "/api/v1/messages/hello/recall")
 	got := decode[recallJSON](t, w)
 	if got.RecalledAt == nil || !got.RecalledAt.Equal(f.clock.Now()) || got.Read != 4 || got.Recalled != 1 || len(got.Failed) != 0 {
@@ -91,7 +82,7 @@ func TestRecall(t *testing.T) {
 	}
 
 	// Reads after the recall move nothing on the dashboard.
-	f.bms.markRead(f.hello, 2, 3, 5)
+	f.read(t, f.hello, yidu.SignalButton, f.clock.Now(), 2, 3, 5)
 	m := decode[messageJSON](t, f.ok(t, "GET", "/api/v1/messages/hello"))
 	if m.RecalledAt == nil || *m.Read != 4 || *m.Unread != 6 || m.Send == nil || !m.Send.Batches[0].Recalled {
 		t.Errorf("GET after recall = %+v; want recalled, 4/10 frozen, batch recalled", m)
@@ -108,15 +99,14 @@ func TestRecall(t *testing.T) {
 		t.Errorf("remind after recall = %d; want 409", w.Code)
 	}
 	again := decode[recallJSON](t, f.ok(t, "POST", "/api/v1/messages/hello/recall"))
-	if again.RecalledAt == nil || !again.RecalledAt.Equal(*got.RecalledAt) || again.Already != 1 || len(f.msgs.recalls) != 1 {
-		t.Errorf("second recall = %+v (%d recalls); want the first one's time, no new recall", again, len(f.msgs.recalls))
+	if again.RecalledAt == nil || !again.RecalledAt.Equal(*got.RecalledAt) || again.Already != 1 || f.wecom.recalled() != 1 {
+		t.Errorf("second recall = %+v (%d recalls); want the first one's time, no new recall", again, f.wecom.recalled())
 	}
 
 	t.Run("past WeCom's 24 h window", func(t *testing.T) {
 		old := yidu.Message{CorpID: "acme", MsgID: "old", App: "hr", Title: "Old", SentAt: t0, Recipients: 1}
-		f.msgs.add(&stored{m: old, rec: roaring.BitmapOf(1), read: roaring.New()})
-		f.bms.put(old, roaring.BitmapOf(1), nil)
-		f.sent(old, f.clock.Now().Add(-25*time.Hour))
+		old = f.add(t, seeded{m: old, rec: []uint32{1}})
+		f.sent(t, old, f.clock.Now().Add(-25*time.Hour))
 		w := f.do(t, "POST", "/api/v1/messages/old/recall", acmeToken, nil)
 		if w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "24 hours") {
 			t.Errorf("recall after 25 h = %d %s; want 409 explaining the window", w.Code, w.Body)
@@ -144,7 +134,7 @@ func TestRecall(t *testing.T) {
 // TestRecallCSRF: Recall is behind the same sign-in and CSRF as Remind.
 func TestRecallCSRF(t *testing.T) {
 	f := newFixture(t)
-	f.sent(f.hello, t0)
+	f.sent(t, f.hello, t0)
 	c, tok := f.login(t)
 	post := func(hdr map[string]string) int {
 		return f.browse(httptest.NewRequest("POST", "/api/v1/messages/hello/recall", nil), c, hdr).Code

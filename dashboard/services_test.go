@@ -4,14 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/progress"
 )
 
 // The HTTP edge over small fakes of the three services: what each
@@ -129,5 +136,203 @@ func TestNoDirectoryTranslated(t *testing.T) {
 		if w.Code != want {
 			t.Errorf("GET %s = %d %s; want %d", target, w.Code, w.Body, want)
 		}
+	}
+}
+
+// signingIn is Identities whose password sign-in answers err (nil: a
+// session "s1" of an admin of acme); Known names alice only.
+type signingIn struct {
+	tokenOnly
+	err error
+}
+
+func (s signingIn) SignIn(context.Context, string, string, string) (string, *access.SignIn, error) {
+	if s.err != nil {
+		return "", nil, s.err
+	}
+	p, _ := s.Bearer(acmeToken)
+	return "s1", &access.SignIn{Principal: p, CSRF: "c1", Expires: time.Now().Add(time.Hour)}, nil
+}
+
+func (signingIn) Known(user string) bool { return user == "alice" }
+func (signingIn) TTL() time.Duration     { return time.Hour }
+
+// TestSignInTranslated: access's answer to a password sign-in is a
+// redirect with the session cookie, or the form again with 401 (wrong
+// name or password), 429 with Retry-After (its limits) or 503 (the
+// session store down), never a cookie; a bearer token it does not know
+// is 401.
+func TestSignInTranslated(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		code       int
+		retryAfter string
+		cookie     bool
+	}{
+		{"signed in", nil, http.StatusSeeOther, "", true},
+		{"wrong password", fmt.Errorf("access: sign in: %w", access.ErrBadPassword), http.StatusUnauthorized, "", false},
+		{"rate limited", access.ErrRateLimited, http.StatusTooManyRequests, "60", false},
+		{"sessions down", errors.New("redis: connection refused"), http.StatusServiceUnavailable, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, err := New(signingIn{err: tt.err}, reminding{}, oneNotice{}, Options{})
+			testenv.Check(t, "New", err)
+			defer srv.Close()
+			r := httptest.NewRequest("POST", "/login", strings.NewReader(url.Values{"username": {"alice"}, "password": {"x"}}.Encode()))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			w := httptest.NewRecorder()
+			srv.Routes().ServeHTTP(w, r)
+			got := slices.ContainsFunc(w.Result().Cookies(), func(c *http.Cookie) bool { return c.Name == sessionCookie && c.Value != "" })
+			if w.Code != tt.code || got != tt.cookie || w.Header().Get("Retry-After") != tt.retryAfter {
+				t.Errorf("sign-in = %d, cookie %v, Retry-After %q; want %d, %v, %q", w.Code, got, w.Header().Get("Retry-After"), tt.code, tt.cookie, tt.retryAfter)
+			}
+		})
+	}
+	srv, err := New(signingIn{}, reminding{}, oneNotice{}, Options{})
+	testenv.Check(t, "New", err)
+	defer srv.Close()
+	r := httptest.NewRequest("GET", "/api/v1/messages/n1", nil)
+	r.Header.Set("Authorization", "Bearer not-"+acmeToken)
+	w := httptest.NewRecorder()
+	srv.Routes().ServeHTTP(w, r)
+	if w.Code != http.StatusUnauthorized {
+		t.Errorf("unknown token = %d; want 401", w.Code)
+	}
+}
+
+// finding is Progress whose Find answers err for every notice but n1,
+// and whose Select answers selErr.
+type finding struct {
+	oneNotice
+	err, selErr error
+}
+
+func (f finding) Find(ctx context.Context, p *access.Principal, id string) (yidu.Message, access.View, error) {
+	if id == "n1" {
+		return f.oneNotice.Find(ctx, p, id)
+	}
+	return yidu.Message{}, access.View{}, f.err
+}
+
+func (f finding) Select(context.Context, yidu.Message, access.View, *access.Principal, progress.Query) (*progress.Selection, error) {
+	return nil, f.selErr
+}
+
+// TestFindTranslated: progress's answers on a notice's routes: not found
+// (or not in the caller's View) is 404, a backend down or slow is 503,
+// anything else 500; a department the directory does not know is 400.
+func TestFindTranslated(t *testing.T) {
+	tests := []struct {
+		name   string
+		target string
+		prog   finding
+		code   int
+	}{
+		{"not found", "/api/v1/messages/n2/progress", finding{err: fmt.Errorf("%w: n2", yidu.ErrNotFound)}, http.StatusNotFound},
+		{"unavailable", "/api/v1/messages/n2/progress", finding{err: fmt.Errorf("progress: counts: %w", progress.ErrUnavailable)}, http.StatusServiceUnavailable},
+		{"MySQL down", "/api/v1/messages/n2", finding{err: fmt.Errorf("progress: get message: %w", &net.OpError{Op: "dial", Err: errors.New("refused")})}, http.StatusServiceUnavailable},
+		{"deadline", "/api/v1/messages/n2/recipients", finding{err: context.DeadlineExceeded}, http.StatusServiceUnavailable},
+		{"a bug", "/api/v1/messages/n2/progress", finding{err: errors.New("progress: boom")}, http.StatusInternalServerError},
+		{"unknown department", "/api/v1/messages/n1/recipients?department=99", finding{selErr: fmt.Errorf("%w: 99", progress.ErrUnknownDepartment)}, http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, err := New(tokenOnly{}, reminding{}, tt.prog, Options{})
+			testenv.Check(t, "New", err)
+			defer srv.Close()
+			r := httptest.NewRequest("GET", tt.target, nil)
+			r.Header.Set("Authorization", "Bearer "+acmeToken)
+			w := httptest.NewRecorder()
+			srv.Routes().ServeHTTP(w, r)
+			var body map[string]any
+			if w.Code != tt.code || json.Unmarshal(w.Body.Bytes(), &body) != nil || body["error"] == "" {
+				t.Errorf("GET %s = %d %s; want %d with an error", tt.target, w.Code, w.Body, tt.code)
+			}
+		})
+	}
+}
+
+// drafting is Campaign holding one draft, d1 of app hr, whose edit,
+// cancel and send now answer err.
+type drafting struct {
+	Campaign
+	err error
+}
+
+func (drafting) Notice(_ context.Context, _ *access.Principal, id string) (yidu.Notice, error) {
+	if id != "d1" {
+		return yidu.Notice{}, yidu.ErrNotFound
+	}
+	return yidu.Notice{MsgID: "d1", App: yidu.App{Name: "hr", CorpID: "acme", AgentID: 1}, Title: "草稿", State: yidu.StateDraft}, nil
+}
+
+func (d drafting) Cancel(_ context.Context, _ *access.Principal, n yidu.Notice) (yidu.Notice, error) {
+	n.State = yidu.StateCancelled
+	return n, d.err
+}
+
+func (d drafting) Edit(_ context.Context, _ *access.Principal, n yidu.Notice, p yidu.Patch, _ *yidu.Policy) (yidu.Notice, error) {
+	if p.Title != nil {
+		n.Title = *p.Title
+	}
+	return n, d.err
+}
+
+func (d drafting) SendNow(_ context.Context, _ *access.Principal, n yidu.Notice) (yidu.Notice, error) {
+	return n, d.err
+}
+
+// TestNoticeActsTranslated: campaign's answers to an edit, cancel and
+// send now of a notice not sent yet: done (200, 202), a refusal of the caller (403,
+// an audience's field named), a state that forbids it (409 naming
+// "state"), an approval pending (409), a field wrong (400 naming it),
+// scheduling not configured (503), a notice it does not know (404).
+func TestNoticeActsTranslated(t *testing.T) {
+	tests := []struct {
+		name, target string
+		err          error
+		code         int
+		field        string
+	}{
+		{"edited", "/api/v1/messages/d1", nil, http.StatusOK, ""},
+		{"edited to a title too long", "/api/v1/messages/d1", yidu.Invalidf("title: at most 128 characters on a card"), http.StatusBadRequest, "title"},
+		{"edited to a tag outside the sender's audience", "/api/v1/messages/d1", &campaign.AudienceError{Field: "audience.tags", Reason: "tag 5"}, http.StatusForbidden, "audience.tags"},
+		{"edited once sending", "/api/v1/messages/d1", fmt.Errorf("%w: sending", yidu.ErrNotEditable), http.StatusConflict, "state"},
+		{"canceled", "/api/v1/messages/d1/cancel", nil, http.StatusOK, ""},
+		{"sent now", "/api/v1/messages/d1/send", nil, http.StatusAccepted, ""},
+		{"not the caller's", "/api/v1/messages/d1/send", fmt.Errorf("%w: a sender of another app", campaign.ErrForbidden), http.StatusForbidden, ""},
+		{"outside the sender's audience", "/api/v1/messages/d1/send", &campaign.AudienceError{Field: "audience.departments", Reason: "department 3"}, http.StatusForbidden, "audience.departments"},
+		{"started sending", "/api/v1/messages/d1/cancel", fmt.Errorf("%w: sending", yidu.ErrNotEditable), http.StatusConflict, "state"},
+		{"approval pending", "/api/v1/messages/d1/send", fmt.Errorf("%w: waiting for its approver", campaign.ErrApproval), http.StatusConflict, ""},
+		{"a field wrong", "/api/v1/messages/d1/send", yidu.Invalidf("send_at: in the past"), http.StatusBadRequest, "send_at"},
+		{"not configured", "/api/v1/messages/d1/send", campaign.ErrNoCampaigns, http.StatusServiceUnavailable, ""},
+		{"unknown", "/api/v1/messages/d2/cancel", errors.New("campaign must not be asked"), http.StatusNotFound, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, err := New(tokenOnly{}, drafting{err: tt.err}, oneNotice{}, Options{Apps: []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1}}})
+			testenv.Check(t, "New", err)
+			defer srv.Close()
+			r := httptest.NewRequest("POST", tt.target, nil)
+			if !strings.HasSuffix(tt.target, "/cancel") && !strings.HasSuffix(tt.target, "/send") {
+				r = httptest.NewRequest("PATCH", tt.target, strings.NewReader(`{"title":"新标题"}`))
+				r.Header.Set("Content-Type", "application/json")
+			}
+			r.Header.Set("Authorization", "Bearer "+acmeToken)
+			w := httptest.NewRecorder()
+			srv.Routes().ServeHTTP(w, r)
+			var body map[string]any
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != tt.code {
+				t.Fatalf("%s %s = %d %s; want %d", r.Method, tt.target, w.Code, w.Body, tt.code)
+			}
+			if f, _ := body["field"].(string); f != tt.field {
+				t.Errorf("field = %q; want %q (%s)", f, tt.field, w.Body)
+			}
+			if tt.err == nil && body["msgid"] != "d1" {
+				t.Errorf("body = %s; want the notice", w.Body)
+			}
+		})
 	}
 }
