@@ -105,6 +105,9 @@ var pendingStates = []yidu.NoticeState{yidu.StateHeld, yidu.StateFailed, yidu.St
 // at most a list page of each: the list page's first section.
 func (s *Service) Pending(ctx context.Context, p *access.Principal, app string) ([]yidu.Notice, error) {
 	var out []yidu.Notice
+	if p == nil {
+		return nil, nil
+	}
 	for _, st := range pendingStates {
 		ns, _, err := s.Notices(ctx, p, st, "", app, "", yidu.DefaultListLimit)
 		if err != nil {

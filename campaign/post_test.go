@@ -29,7 +29,7 @@ func (r *echoRegistrar) RegisterAndSend(_ context.Context, reg yidu.Registration
 // row); one that needs approval is kept as a draft asking for it.
 func TestPost(t *testing.T) {
 	f := newServiceFixture(t)
-	approved := yidu.App{Name: "hr-big", CorpID: testApp.CorpID, AgentID: 1000003, Approval: &yidu.Approval{Over: 1, Role: yidu.RoleAdmin}}
+	approved := yidu.App{Name: "hr-big", CorpID: testApp.CorpID, AgentID: 1000003, Approval: &yidu.Approval{Over: 1, Approvers: []string{"boss"}}}
 	store, err := NewStore(f.db, Options{Directory: directory{}, Apps: []yidu.App{testApp, approved}, Now: f.c.now})
 	testenv.Check(t, "NewStore", err)
 	sender := principal(t, "hr", yidu.RoleSender, []string{testApp.Name, approved.Name}, nil)
@@ -60,6 +60,7 @@ func TestPost(t *testing.T) {
 	s := f.service(t, "a")
 	s.o.Registrar, s.o.Store = &echoRegistrar{seen: map[string]bool{}}, store
 	for _, tt := range tests {
+		f.c.add(time.Second) // newest first within a state
 		t.Run(tt.name, func(t *testing.T) {
 			p := sender
 			if tt.who == "viewer" {
@@ -88,5 +89,31 @@ func TestPost(t *testing.T) {
 				t.Errorf("approval = %q; want pending", res.Notice.Approval)
 			}
 		})
+	}
+
+	// What was kept is its senders' list page (held, failed, sending,
+	// scheduled, drafts, in that order), nobody else's; the notice asking
+	// for approval is its approver's to see, though he sends none.
+	pending, err := s.Pending(context.Background(), sender, "")
+	testenv.Check(t, "Pending", err)
+	var got []string
+	for _, n := range pending {
+		got = append(got, n.MsgID+":"+string(n.State))
+	}
+	if want := []string{"p-later:scheduled", "p-approve:draft", "p-draft:draft"}; !slices.Equal(got, want) {
+		t.Errorf("Pending = %v; want %v", got, want)
+	}
+	if none, _ := s.Pending(context.Background(), viewer, ""); len(none) != 0 {
+		t.Errorf("a viewer's pending = %d notices; want none", len(none))
+	}
+	boss := principal(t, "boss", yidu.RoleViewer, nil, []int64{2})
+	if _, err := s.Notice(context.Background(), boss, "p-approve"); !errors.Is(err, yidu.ErrNotFound) {
+		t.Errorf("Notice to the approver = %v; want not found (he sends none)", err)
+	}
+	if n, err := s.ForApprover(context.Background(), boss, "p-approve"); err != nil || n.MsgID != "p-approve" {
+		t.Errorf("ForApprover(boss) = %q, %v; want the notice", n.MsgID, err)
+	}
+	if _, err := s.ForApprover(context.Background(), viewer, "p-approve"); !errors.Is(err, yidu.ErrNotFound) {
+		t.Errorf("ForApprover(a viewer, no approver) = %v; want not found", err)
 	}
 }

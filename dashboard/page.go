@@ -299,8 +299,9 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 			d.MaySend, d.MayRemind = p.MaySend(m.CorpID, m.App), p.MayRemindScoped(m.CorpID, m.App)
 			d.Scoped = scoped(r.Context())
 			// A part of the page, not a condition of it.
-			if d.HasContent, err = s.acts.HasContent(r.Context(), m.CorpID, m.MsgID); err != nil {
-				s.log.ErrorContext(r.Context(), "message page: content", "err", err)
+			has, cerr := s.acts.HasContent(r.Context(), m.CorpID, m.MsgID)
+			if d.HasContent = has; cerr != nil {
+				s.log.ErrorContext(r.Context(), "message page: content", "err", cerr)
 			}
 			// The send report is a part of the page, not a condition of it.
 			// It counts the whole notice's people: not for a scoped viewer.
