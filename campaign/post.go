@@ -54,8 +54,7 @@ func (p Posted) Kept() bool { return p.Notice.MsgID != "" }
 // draft asking for it (issue 41), sent when approved; anything else is
 // registered and sent, its content kept as version 1 and its follow-up
 // policy stored. The returned Posted carries the audit rows due even
-// when err is set: a send that went out is recorded though keeping its
-// content failed after.
+// when err is set.
 func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Posted, error) {
 	post.Content.Later = post.Draft || !post.SendAt.IsZero()
 	pr, err := s.prepare(ctx, p, post.Outgoing)
@@ -74,9 +73,23 @@ func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Pos
 			return s.postForApproval(ctx, p, post, pr)
 		}
 	}
-	res, err := s.register(ctx, pr)
+	// A notice with its full text is registered, its version 1 kept,
+	// then sent: no card links to a reading page without its text, and
+	// a msgid another message holds (yidu.ErrConflict) is refused before
+	// anything is kept. keepContent and a replay find what is stored.
+	first := pr
+	first.Send = pr.Send && pr.Version == nil
+	res, err := s.register(ctx, first)
+	if err == nil {
+		err = s.keepContent(ctx, res.Message, pr, p.By())
+	}
+	if err == nil && first.Send != pr.Send {
+		var sent yidu.Registered
+		sent, err = s.register(ctx, pr) // a replay: it sends
+		res.Send = sent.Send
+	}
 	out := Posted{Registered: res}
-	act := Act{Action: yidu.ActionCompose, MsgID: pr.MsgID} // a registration without a send
+	act := Act{Action: yidu.ActionCompose, MsgID: cmp.Or(res.Message.MsgID, pr.MsgID), People: res.Message.Recipients} // a registration without a send
 	if post.Send {
 		act.Action = yidu.ActionSend
 	}
@@ -87,7 +100,6 @@ func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Pos
 	}
 	m := res.Message
 	if res.Created || post.Send { // a replay that sends nothing did nothing
-		act.MsgID, act.People = m.MsgID, m.Recipients
 		out.Acts = append(out.Acts, act)
 	}
 	if res.Created {
@@ -96,10 +108,6 @@ func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Pos
 	if t := yidu.TallySends(res.Send.Outcomes, true); post.Send && t.Result != "sent" {
 		s.log.WarnContext(ctx, "message not sent to everyone", "corp", m.CorpID, "msgid", m.MsgID,
 			"result", cmp.Or(t.Result, "failed"), "refused", t.Refused, "unsent", t.Unsent, "unknown", t.Unknown)
-	}
-	// What was sent is version 1; a replay finds it stored.
-	if err := s.keepContent(ctx, m, pr, p.By()); err != nil {
-		return out, err
 	}
 	tried, err := s.registeredFollowUp(ctx, p, m, pr, res.Created)
 	if tried && !res.Created {

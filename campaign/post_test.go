@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/internal/testenv"
+	noticev "github.com/yidu-io/yidu/notice"
 )
 
 // echoRegistrar registers what it is given as a message of two people,
@@ -115,5 +117,48 @@ func TestPost(t *testing.T) {
 	}
 	if _, err := s.ForApprover(context.Background(), viewer, "p-approve"); !errors.Is(err, yidu.ErrNotFound) {
 		t.Errorf("ForApprover(a viewer, no approver) = %v; want not found", err)
+	}
+}
+
+// textFirst registers like echoRegistrar and notes, when it sends,
+// whether the notice's version 1 is kept already.
+type textFirst struct {
+	echoRegistrar
+	ns     *noticev.Store
+	sends  int
+	before bool
+}
+
+func (r *textFirst) RegisterAndSend(ctx context.Context, reg yidu.Registration) (yidu.Registered, error) {
+	if reg.Send {
+		_, err := r.ns.Get(ctx, reg.App.CorpID, reg.MsgID, 1)
+		r.sends, r.before = r.sends+1, err == nil
+	}
+	return r.echoRegistrar.RegisterAndSend(ctx, reg)
+}
+
+// TestPostKeepsTextBeforeCards: a notice sent now with its full text is
+// registered, its version 1 kept, and only then are its cards sent (a
+// member who taps the first card finds the text); one audit row, the
+// send.
+func TestPostKeepsTextBeforeCards(t *testing.T) {
+	db := testenv.MySQL(t)
+	ctx := context.Background()
+	atts, err := attachment.New(db, attachment.Options{})
+	testenv.Check(t, "attachment.New", err)
+	ns, err := noticev.New(db, atts, noticev.Options{})
+	testenv.Check(t, "notice.New", err)
+	reg := &textFirst{echoRegistrar: echoRegistrar{seen: map[string]bool{}}, ns: ns}
+	page := func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
+	svc := NewService(ServiceOptions{Registrar: reg, Versions: ns, ReadingPage: page})
+	res, err := svc.Post(ctx, sender("lisi"), Post{Outgoing: Outgoing{
+		Registration: yidu.Registration{App: testApp, Title: "考勤制度", Audience: yidu.Audience{Departments: []int64{2}}, Send: true},
+		Content:      Content{Has: true, Markdown: "第一条 上班时间为 9:00。"}}})
+	testenv.Check(t, "Post", err)
+	if reg.sends != 1 || !reg.before {
+		t.Errorf("sent %d times, version 1 kept before: %v; want once, after it was kept", reg.sends, reg.before)
+	}
+	if len(res.Acts) != 1 || res.Acts[0].Action != yidu.ActionSend || res.Acts[0].Err != nil || res.Acts[0].MsgID == "" {
+		t.Errorf("acts = %+v; want one send", res.Acts)
 	}
 }
