@@ -16,6 +16,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/progress"
@@ -332,6 +333,93 @@ func TestNoticeActsTranslated(t *testing.T) {
 			}
 			if tt.err == nil && body["msgid"] != "d1" {
 				t.Errorf("body = %s; want the notice", w.Body)
+			}
+		})
+	}
+}
+
+// posting is Campaign whose Post answers res, err.
+type posting struct {
+	Campaign
+	res campaign.Posted
+	err error
+}
+
+func (p posting) Post(context.Context, *access.Principal, campaign.Post) (campaign.Posted, error) {
+	return p.res, p.err
+}
+
+func (posting) FollowUpOf(context.Context, yidu.Message) (campaign.FollowUp, bool, error) {
+	return campaign.FollowUp{}, false, nil
+}
+
+// warming is oneNotice that builds no department tree.
+type warming struct{ oneNotice }
+
+func (warming) WarmDepartments(context.Context, string) {}
+
+// auditRows is Auditor keeping "action outcome msgid people" per row.
+type auditRows struct{ rows *[]string }
+
+func (a auditRows) Record(_ context.Context, e audit.Event) error {
+	*a.rows = append(*a.rows, fmt.Sprintf("%s %s %s %d", e.Action, e.Outcome, e.MsgID, e.People))
+	return nil
+}
+
+// TestPostTranslated: campaign's answer to POST /messages: kept for
+// later 201, kept for approval 202, registered 201 (a replay 200) with
+// the send report, refused input 400 naming the field and no audit row,
+// a msgid held by another message 409; every row campaign says is due is
+// written with its outcome, none other.
+func TestPostTranslated(t *testing.T) {
+	msg := yidu.Message{CorpID: "acme", MsgID: "m1", App: "hr", Title: "t", Recipients: 2}
+	sent := yidu.SendReport{Outcomes: []yidu.BatchOutcome{{Batch: 0, Status: yidu.SendSent, Users: 2}}}
+	draft := campaign.Notice{MsgID: "d1", App: yidu.App{Name: "hr", CorpID: "acme"}, State: yidu.StateDraft}
+	tests := []struct {
+		name  string
+		acts  posting
+		code  int
+		field string
+		send  string
+		rows  []string
+	}{
+		{"draft", posting{res: campaign.Posted{Notice: draft, Acts: []campaign.Act{{Action: yidu.ActionCompose, MsgID: "d1"}}}}, http.StatusCreated, "", "", []string{"compose ok d1 0"}},
+		{"for approval", posting{res: campaign.Posted{Notice: draft, Approval: true, Acts: []campaign.Act{{Action: yidu.ActionCompose, MsgID: "d1"}}}}, http.StatusAccepted, "", "", []string{"compose ok d1 0"}},
+		{"sent", posting{res: campaign.Posted{Registered: yidu.Registered{Message: msg, Created: true, Send: sent}, Acts: []campaign.Act{{Action: yidu.ActionSend, MsgID: "m1", People: 2}}}}, http.StatusCreated, "", "sent", []string{"send ok m1 2"}},
+		{"replayed", posting{res: campaign.Posted{Registered: yidu.Registered{Message: msg, Send: sent}, Acts: []campaign.Act{{Action: yidu.ActionSend, MsgID: "m1", People: 2}}}}, http.StatusOK, "", "sent", []string{"send ok m1 2"}},
+		{"a field wrong", posting{err: yidu.Invalidf("title: required")}, http.StatusBadRequest, "title", "", nil},
+		{"msgid of another message", posting{res: campaign.Posted{Acts: []campaign.Act{{Action: yidu.ActionSend, MsgID: "m1", Err: yidu.ErrConflict}}}, err: yidu.ErrConflict}, http.StatusConflict, "", "", []string{"send refused m1 0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var rows []string
+			srv, err := New(tokenOnly{}, tt.acts, warming{}, Options{Apps: []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1}}, Audit: auditRows{&rows}})
+			testenv.Check(t, "New", err)
+			defer srv.Close()
+			r := httptest.NewRequest("POST", "/api/v1/messages", strings.NewReader(`{"app":"hr","title":"t","audience":{"all":true},"send":true}`))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Authorization", "Bearer "+acmeToken)
+			w := httptest.NewRecorder()
+			srv.Routes().ServeHTTP(w, r)
+			var body struct {
+				Field string `json:"field"`
+				Send  *struct {
+					Result string `json:"result"`
+				} `json:"send"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != tt.code || body.Field != tt.field {
+				t.Fatalf("POST = %d %s; want %d, field %q", w.Code, w.Body, tt.code, tt.field)
+			}
+			if got := ""; body.Send != nil {
+				got = body.Send.Result
+				if got != tt.send {
+					t.Errorf("send result = %q; want %q", got, tt.send)
+				}
+			} else if tt.send != "" {
+				t.Errorf("no send report; want %q", tt.send)
+			}
+			if !slices.Equal(rows, tt.rows) {
+				t.Errorf("audit rows = %q; want %q", rows, tt.rows)
 			}
 		})
 	}
