@@ -149,7 +149,7 @@ func contractCases() []contractCase {
 		{name: "preview to me where no rule asks", op: "POST /messages/{msgid}/approval/preview", method: "POST", target: "/messages/contract-sched/approval/preview", auth: "token", want: 403},
 		{name: "cancel", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 200},
 		{name: "cancel again", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 409},
-		// This server has no follow-up engine (Options.FollowUps nil):
+		// This server's campaign has no follow-up engine (deps.FollowUps nil):
 		// the follow-up endpoints say 404; campaign's tests run the engine.
 		{name: "follow-up none", op: "GET /messages/{msgid}/follow_up", method: "GET", target: "/messages/hello/follow_up", auth: "token", want: 404},
 		{name: "follow-up put none", op: "PUT /messages/{msgid}/follow_up", method: "PUT", target: "/messages/hello/follow_up",
