@@ -33,7 +33,7 @@ type Act struct {
 type Posted struct {
 	// Notice is the notice kept for later, or kept until it is approved
 	// (Approval); zero when it was registered.
-	Notice   Notice
+	Notice   yidu.Notice
 	Approval bool
 	// Registered is the registration of a notice sent now (Notice zero).
 	yidu.Registered

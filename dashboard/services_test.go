@@ -374,7 +374,7 @@ func (a auditRows) Record(_ context.Context, e audit.Event) error {
 func TestPostTranslated(t *testing.T) {
 	msg := yidu.Message{CorpID: "acme", MsgID: "m1", App: "hr", Title: "t", Recipients: 2}
 	sent := yidu.SendReport{Outcomes: []yidu.BatchOutcome{{Batch: 0, Status: yidu.SendSent, Users: 2}}}
-	draft := campaign.Notice{MsgID: "d1", App: yidu.App{Name: "hr", CorpID: "acme"}, State: yidu.StateDraft}
+	draft := yidu.Notice{MsgID: "d1", App: yidu.App{Name: "hr", CorpID: "acme"}, State: yidu.StateDraft}
 	tests := []struct {
 		name  string
 		acts  posting
