@@ -106,6 +106,9 @@ type ServiceOptions struct {
 	// Authors resolves a notice's author at its time (AtItsTime); nil:
 	// only its approval is checked then.
 	Authors Authors
+	// Templates keeps notice templates (从模板新建); nil: none, and
+	// changing them is ErrNoTemplates.
+	Templates *Templates
 	// Ledger claims acts and keeps who was reminded when; required for
 	// Remind and Recall.
 	Ledger Ledger

@@ -239,3 +239,58 @@ func (t *Templates) Delete(ctx context.Context, p *access.Principal, id int64) e
 	}
 	return nil
 }
+
+// ErrNoTemplates: the service keeps no templates (ServiceOptions.Templates).
+var ErrNoTemplates = errors.New("templates are not configured")
+
+// ListTemplates is app's templates for p (Templates.List); none when the
+// service keeps no templates.
+func (s *Service) ListTemplates(ctx context.Context, p *access.Principal, app yidu.App) ([]yidu.Template, error) {
+	if s.o.Templates == nil {
+		return nil, nil
+	}
+	return s.o.Templates.List(ctx, p, app)
+}
+
+// CreateTemplate saves tpl for p (Templates.Create: an admin of its corp).
+func (s *Service) CreateTemplate(ctx context.Context, p *access.Principal, tpl yidu.Template) (yidu.Template, error) {
+	if s.o.Templates == nil {
+		return yidu.Template{}, ErrNoTemplates
+	}
+	return s.o.Templates.Create(ctx, p, tpl)
+}
+
+// Template is template id as p may see it, with its attachments' names
+// and sizes, so a notice made from it carries them again.
+func (s *Service) Template(ctx context.Context, p *access.Principal, id int64) (yidu.Template, []attachment.Attachment, error) {
+	if s.o.Templates == nil {
+		return yidu.Template{}, nil, ErrNoTemplates
+	}
+	tpl, err := s.o.Templates.Get(ctx, p, id)
+	return s.withFiles(ctx, tpl, err)
+}
+
+// UpdateTemplate replaces template id for p, answered as Template.
+func (s *Service) UpdateTemplate(ctx context.Context, p *access.Principal, id int64, tpl yidu.Template) (yidu.Template, []attachment.Attachment, error) {
+	if s.o.Templates == nil {
+		return yidu.Template{}, nil, ErrNoTemplates
+	}
+	tpl, err := s.o.Templates.Update(ctx, p, id, tpl)
+	return s.withFiles(ctx, tpl, err)
+}
+
+// DeleteTemplate deletes template id for p.
+func (s *Service) DeleteTemplate(ctx context.Context, p *access.Principal, id int64) error {
+	if s.o.Templates == nil {
+		return ErrNoTemplates
+	}
+	return s.o.Templates.Delete(ctx, p, id)
+}
+
+func (s *Service) withFiles(ctx context.Context, tpl yidu.Template, err error) (yidu.Template, []attachment.Attachment, error) {
+	if err != nil {
+		return tpl, nil, err
+	}
+	files, err := s.o.Templates.Files(ctx, tpl)
+	return tpl, files, err
+}

@@ -143,7 +143,8 @@ func TestBrowserFromTemplate(t *testing.T) {
 	testenv.Check(t, "attachment.New", err)
 	a, err := atts.Put(t.Context(), "acme", "hr", "考勤表.pdf", strings.NewReader("%PDF-1.7\nattendance"))
 	testenv.Check(t, "Put", err)
-	f.srv.tpls = campaign.NewTemplates(db, []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now).WithFiles(atts)
+	tpls := campaign.NewTemplates(db, []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now).WithFiles(atts)
+	f.rewire(t, func(d *deps) { d.Templates = tpls })
 	if code, j := f.api(t, "POST", "/templates", `{"app":"hr","name":"月度考勤","title":"请确认本月考勤","body":"截止 25 日","audience":{"departments":[2]},"markdown":"# 考勤\n\n请确认。","attachments":["`+a.ID+`"],"read_rule":"acknowledged"}`); code != 201 {
 		t.Fatalf("save a template = %d %v", code, j)
 	}

@@ -46,6 +46,8 @@ type deps struct {
 	FollowUps   campaign.Policies
 	Notices     campaign.Versions
 	ReadingPage func(app, msgID string) string
+	// Templates is campaign's (ServiceOptions.Templates).
+	Templates *campaign.Templates
 	// Picking is the compose page's directory (nil: dir, if it is one);
 	// cmd hands campaign idmap.Mapper through an adapter (pickingDir).
 	Picking campaign.Picking
@@ -69,7 +71,7 @@ func (d deps) services(msgs messages, bms progress.Bitmaps, dir progress.Directo
 	popts := progress.Options{Logger: d.Logger, Directory: dir, History: msgs, Now: d.Now}
 	sopts := campaign.ServiceOptions{Store: d.Campaigns, Rounds: d.FollowUps, Messenger: msgs, Registrar: msgs,
 		Versions: d.Notices, Acknowledgements: d.Acknowledgements, ReadingPage: d.ReadingPage, Notify: d.Approvals,
-		Ledger: d.Ledger, RemindInterval: d.RemindInterval, Logger: d.Logger, Now: d.Now}
+		Ledger: d.Ledger, RemindInterval: d.RemindInterval, Logger: d.Logger, Now: d.Now, Templates: d.Templates}
 	if acc != nil {
 		popts.Viewer, sopts.Scope, sopts.Audiences = acc, acc, acc
 	}

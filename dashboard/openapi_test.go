@@ -213,7 +213,8 @@ func TestOpenAPIContract(t *testing.T) {
 	f, _ := newCampaignFixture(t)
 	f.srv.attachments = &fakeAttachments{}
 	f.srv.evidence = fakeEvidence{f}
-	f.srv.tpls = campaign.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now)
+	tpls := campaign.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now)
+	f.rewire(t, func(d *deps) { d.Templates = tpls })
 	withAudienceDirectory(t, f)
 	cookie, csrf := f.login(t)
 	cases := contractCases()

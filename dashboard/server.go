@@ -100,8 +100,6 @@ type Options struct {
 	// Attachments keeps uploaded attachments (attachment.Store); nil:
 	// POST /api/v1/attachments answers 404.
 	Attachments Attachments
-	// Templates keeps notice templates (issue 41); nil: 503.
-	Templates *campaign.Templates
 	// Evidence makes members' evidence records, PDFs and ZIPs
 	// (evidence.Service); nil: the evidence endpoints answer 404.
 	Evidence EvidenceRecords
@@ -154,7 +152,6 @@ type Server struct {
 	done        chan struct{}
 	// confirmOver: Options; appList the apps in config order.
 	attachments Attachments
-	tpls        *campaign.Templates
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
@@ -213,7 +210,6 @@ func New(ids Identities, acts Campaign, prog Progress, opts Options) (*Server, e
 	s.wecomLimits = access.NewWeComLimiter(opts.Now)
 	s.attachments = opts.Attachments
 	s.evidence = opts.Evidence
-	s.tpls = opts.Templates
 	return s, nil
 }
 
@@ -469,7 +465,8 @@ func httpStatus(err error) (int, string) {
 		return http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, campaign.ErrNoDirectory):
 		return http.StatusNotImplemented, err.Error()
-	case errors.Is(err, campaign.ErrNoCampaigns), errors.Is(err, campaign.ErrNoLedger), errors.Is(err, campaign.ErrNoRegistrar):
+	case errors.Is(err, campaign.ErrNoCampaigns), errors.Is(err, campaign.ErrNoLedger), errors.Is(err, campaign.ErrNoRegistrar),
+		errors.Is(err, campaign.ErrNoTemplates):
 		return http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, yidu.ErrRecalled):
 		return http.StatusConflict, "the message was recalled"

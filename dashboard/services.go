@@ -6,6 +6,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/campaign"
 	noticev "github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/progress"
@@ -59,6 +60,7 @@ type Campaign interface {
 	Acting
 	Approving
 	Picking
+	Templating
 }
 
 // Posting is POST /messages: campaign checks the body with its
@@ -112,6 +114,16 @@ type Approving interface {
 	ApprovalView(ctx context.Context, p *access.Principal, n yidu.Notice) (campaign.ApprovalView, error)
 	Decide(ctx context.Context, p *access.Principal, n yidu.Notice, d campaign.Decision) (yidu.Notice, bool, error)
 	PreviewToMe(ctx context.Context, p *access.Principal, n yidu.Notice) (string, error)
+}
+
+// Templating is notice templates (从模板新建, issue 41): campaign decides
+// who may use and change them.
+type Templating interface {
+	ListTemplates(ctx context.Context, p *access.Principal, app yidu.App) ([]yidu.Template, error)
+	CreateTemplate(ctx context.Context, p *access.Principal, t yidu.Template) (yidu.Template, error)
+	Template(ctx context.Context, p *access.Principal, id int64) (yidu.Template, []attachment.Attachment, error)
+	UpdateTemplate(ctx context.Context, p *access.Principal, id int64, t yidu.Template) (yidu.Template, []attachment.Attachment, error)
+	DeleteTemplate(ctx context.Context, p *access.Principal, id int64) error
 }
 
 // Picking is the compose page's audience: what the caller may pick,

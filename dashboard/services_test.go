@@ -16,6 +16,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -422,5 +423,46 @@ func TestPostTranslated(t *testing.T) {
 				t.Errorf("audit rows = %q; want %q", rows, tt.rows)
 			}
 		})
+	}
+}
+
+// noTemplates is Campaign keeping no templates.
+type noTemplates struct{ Campaign }
+
+func (noTemplates) ListTemplates(context.Context, *access.Principal, yidu.App) ([]yidu.Template, error) {
+	return nil, nil
+}
+
+func (noTemplates) CreateTemplate(context.Context, *access.Principal, yidu.Template) (yidu.Template, error) {
+	return yidu.Template{}, campaign.ErrNoTemplates
+}
+
+func (noTemplates) Template(context.Context, *access.Principal, int64) (yidu.Template, []attachment.Attachment, error) {
+	return yidu.Template{}, nil, fmt.Errorf("%w: template 7", yidu.ErrNotFound)
+}
+
+// TestTemplatesTranslated: a server keeping no templates lists none
+// (200, an empty list), refuses to save one (503), and knows none (404).
+func TestTemplatesTranslated(t *testing.T) {
+	srv, err := New(tokenOnly{}, noTemplates{}, oneNotice{}, Options{Apps: []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1}}})
+	testenv.Check(t, "New", err)
+	defer srv.Close()
+	for _, tt := range []struct {
+		method, target, body string
+		code                 int
+		want                 string
+	}{
+		{"GET", "/api/v1/templates?app=hr", "", http.StatusOK, `{"templates":[]}`},
+		{"POST", "/api/v1/templates", `{"app":"hr","name":"月度考勤","title":"t"}`, http.StatusServiceUnavailable, "templates are not configured"},
+		{"GET", "/api/v1/templates/7", "", http.StatusNotFound, "not found"},
+	} {
+		r := httptest.NewRequest(tt.method, tt.target, strings.NewReader(tt.body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Authorization", "Bearer "+acmeToken)
+		w := httptest.NewRecorder()
+		srv.Routes().ServeHTTP(w, r)
+		if w.Code != tt.code || !strings.Contains(w.Body.String(), tt.want) {
+			t.Errorf("%s %s = %d %s; want %d with %s", tt.method, tt.target, w.Code, w.Body, tt.code, tt.want)
+		}
 	}
 }

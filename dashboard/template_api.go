@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,11 +10,11 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/attachment"
-	"github.com/yidu-io/yidu/campaign"
 )
 
-// Templates (issue 41, 从模板新建): campaign.Templates decides who may
-// use and change them; these handlers translate.
+// Templates (issue 41, 从模板新建): campaign decides who may use and
+// change them (campaign.Service's ListTemplates … DeleteTemplate over
+// campaign.Templates); these handlers translate.
 
 // templateJSON is a template in the API.
 type templateJSON struct {
@@ -45,28 +44,13 @@ func toTemplateJSON(t yidu.Template) templateJSON {
 		ReadRule: string(t.ReadRule), MinReadSeconds: t.MinReadSeconds, UpdatedBy: t.UpdatedBy, UpdatedAt: &at}
 }
 
-// templates answers 503 when the server keeps no templates.
-func (s *Server) templates(w http.ResponseWriter) (*campaign.Templates, bool) {
-	if s.tpls == nil {
-		writeError(w, http.StatusServiceUnavailable, "templates are not configured")
-		return nil, false
-	}
-	return s.tpls, true
-}
-
 // handleListTemplates: GET /templates?app=.
 func (s *Server) handleListTemplates(w http.ResponseWriter, r *http.Request) {
 	app, ok := s.appOf(w, r, r.URL.Query().Get("app"))
 	if !ok {
 		return
 	}
-	ts := s.tpls
-	if ts == nil {
-		// A server without templates has none to offer.
-		writeJSON(w, http.StatusOK, map[string]any{"templates": []templateJSON{}})
-		return
-	}
-	list, err := ts.List(r.Context(), principalFrom(r.Context()), app)
+	list, err := s.acts.ListTemplates(r.Context(), principalFrom(r.Context()), app)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -102,15 +86,11 @@ func (s *Server) decodeTemplate(w http.ResponseWriter, r *http.Request) (yidu.Te
 
 // handleCreateTemplate: POST /templates.
 func (s *Server) handleCreateTemplate(w http.ResponseWriter, r *http.Request) {
-	ts, ok := s.templates(w)
-	if !ok {
-		return
-	}
 	t, ok := s.decodeTemplate(w, r)
 	if !ok {
 		return
 	}
-	got, err := ts.Create(r.Context(), principalFrom(r.Context()), t)
+	got, err := s.acts.CreateTemplate(r.Context(), principalFrom(r.Context()), t)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -126,12 +106,10 @@ func templateID(r *http.Request) (int64, error) {
 	return id, nil
 }
 
-// handleTemplate: GET, PUT and DELETE /templates/{id}.
+// handleTemplate: GET, PUT and DELETE /templates/{id}; GET and PUT
+// answer the attachments' names and sizes, so a notice made from it
+// shows and carries them again (从模板新建).
 func (s *Server) handleTemplate(w http.ResponseWriter, r *http.Request) {
-	ts, ok := s.templates(w)
-	if !ok {
-		return
-	}
 	id, err := templateID(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -139,34 +117,27 @@ func (s *Server) handleTemplate(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalFrom(r.Context())
 	var got yidu.Template
+	var files []attachment.Attachment
 	switch r.Method {
 	case http.MethodGet:
-		got, err = ts.Get(r.Context(), p, id)
+		got, files, err = s.acts.Template(r.Context(), p, id)
 	case http.MethodPut:
 		t, ok := s.decodeTemplate(w, r)
 		if !ok {
 			return
 		}
-		got, err = ts.Update(r.Context(), p, id, t)
+		got, files, err = s.acts.UpdateTemplate(r.Context(), p, id, t)
 	case http.MethodDelete:
-		if err = ts.Delete(r.Context(), p, id); err == nil {
+		if err = s.acts.DeleteTemplate(r.Context(), p, id); err == nil {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-	}
-	if errors.Is(err, yidu.ErrNotFound) {
-		err = errNotFound
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	j := toTemplateJSON(got)
-	// The attachments' names and sizes, so a notice made from it shows
-	// and carries them again (从模板新建).
-	if j.AttachmentFiles, err = ts.Files(r.Context(), got); err != nil {
-		s.fail(w, r, err)
-		return
-	}
+	j.AttachmentFiles = files
 	writeJSON(w, http.StatusOK, j)
 }

@@ -18,7 +18,8 @@ import (
 // version), on MariaDB.
 func TestTemplateAttachments(t *testing.T) {
 	f, atts := newContentFixture(t)
-	f.srv.tpls = campaign.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now).WithFiles(atts)
+	tpls := campaign.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now).WithFiles(atts)
+	f.rewire(t, func(d *deps) { d.Templates = tpls })
 	a, err := atts.Put(t.Context(), "acme", "hr", "考勤表.pdf", strings.NewReader("%PDF-1.7\nattendance"))
 	testenv.Check(t, "Put", err)
 	theirs, err := atts.Put(t.Context(), "other", "ops", "secret.pdf", strings.NewReader("%PDF-1.7\nsecret"))

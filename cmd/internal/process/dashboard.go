@@ -66,7 +66,6 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	}
 	opts.TrustedProxies = proxies
 	opts.Logger, opts.Registerer = log, m.Registry
-	opts.Templates = campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now).WithFiles(atts)
 	// Reminders and recalls are claimed in MySQL, so replicas act once
 	// (issue 37).
 	ledger, err := campaign.NewSQLLedger(m.DB, "", 0, time.Now, log)
@@ -89,7 +88,8 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	sopts := campaign.ServiceOptions{Store: camps, Rounds: rounds, Messenger: m.Tracker, Registrar: m.Tracker,
 		Scope: acc, Audiences: acc, Versions: notices, Acknowledgements: m.Tracker, ReadingPage: readingPageURL(cfg.Receiver.PublicURL),
 		Ledger: ledger, Readers: prog, RemindInterval: cfg.Dashboard.RemindInterval.D(), Picking: audienceDirectory{m.Mapper},
-		Authors: authors{ids: ids, acc: acc}, Logger: log}
+		Authors: authors{ids: ids, acc: acc}, Logger: log,
+		Templates: campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now).WithFiles(atts)}
 	if cards != nil {
 		sopts.Notify = cards
 	}
