@@ -236,6 +236,9 @@ func (s *soak) writeConfig() error {
 	cfg.Flushd.Interval = config.Duration(s.cfg.FlushInterval)
 	cfg.Flushd.Listen = ""
 	cfg.WeCom.APIBase = "http://127.0.0.1:1" // nothing is sent; never reach WeCom
+	// The receiver's spool in the soak's own directory: a yidu running on
+	// the host (or another soak) holds the default one.
+	cfg.DataDir = filepath.Join(s.dir, "data")
 	cfg.Apps = []config.App{{Name: app.Name, CorpID: app.CorpID, AgentID: app.AgentID, Token: app.Token,
 		EncodingAESKey: app.EncodingAESKey, ReadButtonKey: app.ReadButtonKey}}
 	b, err := yaml.Marshal(cfg)

@@ -181,6 +181,9 @@ func newFollowRig(t *testing.T, members []string) *followRig {
 
 	kafka := startKafka(t, 1)
 	cfg := map[string]any{
+		// The receiver's spool in the test's own directory, not the
+		// runner's default (a soak or another test may hold that).
+		"data_dir": t.TempDir(),
 		"receiver": map[string]any{"listen": "127.0.0.1:0", "member_rate": 1000, "member_burst": 1000},
 		"dashboard": map[string]any{"listen": "127.0.0.1:0", "min_reminder_delay": "1s",
 			"tokens": []map[string]any{{"name": "faulttest", "token": apiToken, "corps": []string{app.CorpID}}}},
