@@ -35,6 +35,19 @@ func (tokenOnly) Bearer(tok string) (*access.Principal, bool) {
 	return access.NewPrincipal("t", access.KindToken, false, []access.Grant{{Role: yidu.RoleAdmin, Scope: yidu.Scope{Corp: "acme"}}}), tok == acmeToken
 }
 
+// serveAs answers method target from srv as the bearer of acmeToken;
+// a body is JSON ("" for none).
+func serveAs(srv *Server, method, target, body string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	r.Header.Set("Authorization", "Bearer "+acmeToken)
+	w := httptest.NewRecorder()
+	srv.Routes().ServeHTTP(w, r)
+	return w
+}
+
 // oneNotice is Progress that finds one notice, seen whole.
 type oneNotice struct{ Progress }
 
@@ -90,10 +103,7 @@ func TestRemindTranslated(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Close()
-			r := httptest.NewRequest("POST", "/api/v1/messages/"+tt.msgID+"/remind", nil)
-			r.Header.Set("Authorization", "Bearer "+acmeToken)
-			w := httptest.NewRecorder()
-			srv.Routes().ServeHTTP(w, r)
+			w := serveAs(srv, "POST", "/api/v1/messages/"+tt.msgID+"/remind", "")
 			if w.Code != tt.code {
 				t.Fatalf("remind = %d %s; want %d", w.Code, w.Body, tt.code)
 			}
@@ -131,10 +141,7 @@ func TestNoDirectoryTranslated(t *testing.T) {
 		"/api/v1/directory/tags?app=hr":         http.StatusNotImplemented,
 		"/api/v1/directory/departments?app=ops": http.StatusBadRequest,
 	} {
-		r := httptest.NewRequest("GET", target, nil)
-		r.Header.Set("Authorization", "Bearer "+acmeToken)
-		w := httptest.NewRecorder()
-		srv.Routes().ServeHTTP(w, r)
+		w := serveAs(srv, "GET", target, "")
 		if w.Code != want {
 			t.Errorf("GET %s = %d %s; want %d", target, w.Code, w.Body, want)
 		}
@@ -244,10 +251,7 @@ func TestFindTranslated(t *testing.T) {
 			srv, err := New(tokenOnly{}, reminding{}, tt.prog, Options{})
 			testenv.Check(t, "New", err)
 			defer srv.Close()
-			r := httptest.NewRequest("GET", tt.target, nil)
-			r.Header.Set("Authorization", "Bearer "+acmeToken)
-			w := httptest.NewRecorder()
-			srv.Routes().ServeHTTP(w, r)
+			w := serveAs(srv, "GET", tt.target, "")
 			var body map[string]any
 			if w.Code != tt.code || json.Unmarshal(w.Body.Bytes(), &body) != nil || body["error"] == "" {
 				t.Errorf("GET %s = %d %s; want %d with an error", tt.target, w.Code, w.Body, tt.code)
@@ -317,17 +321,14 @@ func TestNoticeActsTranslated(t *testing.T) {
 			srv, err := New(tokenOnly{}, drafting{err: tt.err}, oneNotice{}, Options{Apps: []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1}}})
 			testenv.Check(t, "New", err)
 			defer srv.Close()
-			r := httptest.NewRequest("POST", tt.target, nil)
+			method, patch := "POST", ""
 			if !strings.HasSuffix(tt.target, "/cancel") && !strings.HasSuffix(tt.target, "/send") {
-				r = httptest.NewRequest("PATCH", tt.target, strings.NewReader(`{"title":"新标题"}`))
-				r.Header.Set("Content-Type", "application/json")
+				method, patch = "PATCH", `{"title":"新标题"}`
 			}
-			r.Header.Set("Authorization", "Bearer "+acmeToken)
-			w := httptest.NewRecorder()
-			srv.Routes().ServeHTTP(w, r)
+			w := serveAs(srv, method, tt.target, patch)
 			var body map[string]any
 			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != tt.code {
-				t.Fatalf("%s %s = %d %s; want %d", r.Method, tt.target, w.Code, w.Body, tt.code)
+				t.Fatalf("%s %s = %d %s; want %d", method, tt.target, w.Code, w.Body, tt.code)
 			}
 			if f, _ := body["field"].(string); f != tt.field {
 				t.Errorf("field = %q; want %q (%s)", f, tt.field, w.Body)
@@ -397,11 +398,7 @@ func TestPostTranslated(t *testing.T) {
 			srv, err := New(tokenOnly{}, tt.acts, warming{}, Options{Apps: []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1}}, Audit: auditRows{&rows}})
 			testenv.Check(t, "New", err)
 			defer srv.Close()
-			r := httptest.NewRequest("POST", "/api/v1/messages", strings.NewReader(`{"app":"hr","title":"t","audience":{"all":true},"send":true}`))
-			r.Header.Set("Content-Type", "application/json")
-			r.Header.Set("Authorization", "Bearer "+acmeToken)
-			w := httptest.NewRecorder()
-			srv.Routes().ServeHTTP(w, r)
+			w := serveAs(srv, "POST", "/api/v1/messages", `{"app":"hr","title":"t","audience":{"all":true},"send":true}`)
 			var body struct {
 				Field string `json:"field"`
 				Send  *struct {
@@ -456,11 +453,7 @@ func TestTemplatesTranslated(t *testing.T) {
 		{"POST", "/api/v1/templates", `{"app":"hr","name":"月度考勤","title":"t"}`, http.StatusServiceUnavailable, "templates are not configured"},
 		{"GET", "/api/v1/templates/7", "", http.StatusNotFound, "not found"},
 	} {
-		r := httptest.NewRequest(tt.method, tt.target, strings.NewReader(tt.body))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Authorization", "Bearer "+acmeToken)
-		w := httptest.NewRecorder()
-		srv.Routes().ServeHTTP(w, r)
+		w := serveAs(srv, tt.method, tt.target, tt.body)
 		if w.Code != tt.code || !strings.Contains(w.Body.String(), tt.want) {
 			t.Errorf("%s %s = %d %s; want %d with %s", tt.method, tt.target, w.Code, w.Body, tt.code, tt.want)
 		}
