@@ -10,10 +10,17 @@ import (
 // Approval is an app's rule for notices that need a second person before
 // they are sent (apps[].approval, issue 41): a notice to more than Over
 // people, to 全员, or (Acknowledged) with read_rule acknowledged. The
-// approvers are the principals named in Approvers (WeCom UserIDs, or the
-// names of users and tokens) and, with Role, every holder of that role
-// who may send through the app (admin: the corp's admins; sender: the
-// app's senders too). Nobody approves their own notice.
+// approvers are the principals named in Approvers and, with Role, every
+// holder of that role who may send through the app (admin: the corp's
+// admins; sender: the app's senders too). Nobody approves their own
+// notice.
+//
+// An entry of Approvers names its kind (issue 46): "wecom:<userid>" a
+// WeCom member, "user:<name>" a password user, "token:<name>" an API
+// token; a WeCom member whose UserID is a password user's name is not
+// that user. The configuration types a bare name where it is
+// unambiguous and refuses it otherwise; a bare entry that reaches here
+// anyway names a principal of any kind, as before.
 type Approval struct {
 	Over         int
 	Approvers    []string
@@ -36,7 +43,62 @@ func (a Approval) Validate() error {
 	if len(a.Approvers) > MaxScopeItems || slices.Contains(a.Approvers, "") {
 		return fmt.Errorf("approval.approvers: empty, or more than %d: %w", MaxScopeItems, ErrInvalid)
 	}
+	for _, e := range a.Approvers {
+		if _, _, err := ParseApprover(e); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// The kinds of principal an approver entry names (access.Kind's words).
+const (
+	ApproverWeCom = "wecom"
+	ApproverUser  = "user"
+	ApproverToken = "token"
+)
+
+// ParseApprover splits an approvers entry into its kind (ApproverWeCom,
+// ApproverUser, ApproverToken; "" for a bare name) and name. An entry
+// with another prefix, or a kind without a name, wraps ErrInvalid.
+func ParseApprover(entry string) (kind, name string, err error) {
+	k, n, typed := strings.Cut(entry, ":")
+	if !typed {
+		return "", entry, nil
+	}
+	switch k {
+	case ApproverWeCom, ApproverUser, ApproverToken:
+		if n == "" {
+			return "", "", fmt.Errorf("approval.approvers: %q names no %s: %w", Truncate(entry, 64), k, ErrInvalid)
+		}
+		return k, n, nil
+	}
+	return "", "", fmt.Errorf("approval.approvers: %q: the kind must be wecom:, user: or token: %w", Truncate(entry, 64), ErrInvalid)
+}
+
+// Names reports whether a names the principal of kind (ApproverWeCom,
+// ApproverUser, ApproverToken) called name (a WeCom member's UserID).
+func (a Approval) Names(kind, name string) bool {
+	for _, e := range a.Approvers {
+		k, n, err := ParseApprover(e)
+		if err == nil && n == name && (k == kind || k == "") {
+			return true
+		}
+	}
+	return false
+}
+
+// WeComApprovers are the UserIDs the approval card goes to: the wecom:
+// entries, and bare names (which may be UserIDs). A user's or a token's
+// approver signs in to the page instead.
+func (a Approval) WeComApprovers() []string {
+	var out []string
+	for _, e := range a.Approvers {
+		if k, n, err := ParseApprover(e); err == nil && (k == ApproverWeCom || k == "") {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Needs reports whether a notice to n people (all: 全员) with readRule

@@ -26,6 +26,9 @@ const (
 	ActionRecipients Action = "recipients"
 	// ActionUpload: an attachment uploaded (issue 39).
 	ActionUpload Action = "upload"
+	// ActionTemplate: a notice template created, changed or deleted, or
+	// refused (issue 46: a refused change leaves a row).
+	ActionTemplate Action = "template"
 	// ActionPageDenied: someone who is not a recipient of a notice (or
 	// has left) was refused its reading page (issue 39).
 	ActionPageDenied Action = "page_denied"
@@ -52,6 +55,14 @@ const (
 	// WeCom (the approvers' card, the author's text); outcome failed
 	// when WeCom did not take it (issue 41).
 	ActionNotify Action = "notify"
+	// ActionEnrol: a member who joined a standing notice's audience was
+	// enrolled and sent its current version (actor "yidu"; issue 51).
+	ActionEnrol Action = "enrol"
+	// ActionApprovalNudge and ActionApprovalWithdraw: the author of a
+	// notice waiting for approval asked its approvers again (催办), or
+	// withdrew the request (撤回申请), which leaves it a draft (issue 49).
+	ActionApprovalNudge    Action = "approval_nudge"
+	ActionApprovalWithdraw Action = "approval_withdraw"
 )
 
 // Actions lists every audited action.
@@ -59,7 +70,7 @@ func Actions() []Action {
 	return []Action{ActionSignIn, ActionSignInFailed, ActionSignOut, ActionCompose, ActionSchedule, ActionEdit,
 		ActionCancel, ActionSend, ActionRemind, ActionRecall, ActionFollowUpChange, ActionExport, ActionRoleChange, ActionRecipients,
 		ActionUpload, ActionPageDenied, ActionLedgerRoot, ActionEvidence, ActionApprove, ActionReject,
-		ActionApprovalRequest, ActionHold, ActionNotify}
+		ActionApprovalRequest, ActionHold, ActionNotify, ActionTemplate, ActionEnrol, ActionApprovalNudge, ActionApprovalWithdraw}
 }
 
 // Validate refuses a word that is not an audited action.

@@ -96,4 +96,9 @@ type NoticeContent struct {
 	Attachments    []string `json:"attachments"`
 	ReadRule       ReadRule `json:"read_rule"`
 	MinReadSeconds int      `json:"min_read_seconds"`
+	// ChangeNote is the change note of a sent notice's material version
+	// held for approval (issue 49), published with it; empty otherwise,
+	// and then left out (the approval hashes of notices without one are
+	// as they were).
+	ChangeNote string `json:"change_note,omitempty"`
 }

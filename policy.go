@@ -69,17 +69,17 @@ func parseReminder(s string) (reminder, error) {
 	if rest, ok := strings.CutPrefix(e, "next "); ok {
 		m, err := parseClock(strings.TrimSpace(rest))
 		if err != nil {
-			return reminder{}, Invalidf("reminders: %q: %v; want a time of day like \"next 09:30\"", Truncate(s, 32), err)
+			return reminder{}, Fieldf("reminders", "reminders: %q: %v; want a time of day like \"next 09:30\"", Truncate(s, 32), err)
 		}
 		return reminder{at: true, minute: m}, nil
 	}
 	if len(e) < 2 {
-		return reminder{}, Invalidf("reminders: %q is neither a delay like \"2h\" nor a time of day like \"next 09:30\"", Truncate(s, 32))
+		return reminder{}, Fieldf("reminders", "reminders: %q is neither a delay like \"2h\" nor a time of day like \"next 09:30\"", Truncate(s, 32))
 	}
 	unit := e[len(e)-1]
 	n, err := strconv.Atoi(e[:len(e)-1])
 	if err != nil || n <= 0 || e[0] == '+' {
-		return reminder{}, Invalidf("reminders: %q is neither a delay like \"2h\" nor a time of day like \"next 09:30\"", Truncate(s, 32))
+		return reminder{}, Fieldf("reminders", "reminders: %q is neither a delay like \"2h\" nor a time of day like \"next 09:30\"", Truncate(s, 32))
 	}
 	var u time.Duration
 	switch unit {
@@ -92,10 +92,10 @@ func parseReminder(s string) (reminder, error) {
 	case 'd':
 		u = 24 * time.Hour
 	default:
-		return reminder{}, Invalidf("reminders: %q: unit %q; want s, m, h or d", Truncate(s, 32), string(unit))
+		return reminder{}, Fieldf("reminders", "reminders: %q: unit %q; want s, m, h or d", Truncate(s, 32), string(unit))
 	}
 	if int64(n) > int64(maxReminderDelay/u) {
-		return reminder{}, Invalidf("reminders: %q is more than %d days after the send", Truncate(s, 32), int(maxReminderDelay/(24*time.Hour)))
+		return reminder{}, Fieldf("reminders", "reminders: %q is more than %d days after the send", Truncate(s, 32), int(maxReminderDelay/(24*time.Hour)))
 	}
 	r := reminder{delay: time.Duration(n) * u}
 	if unit == 'd' {
@@ -152,7 +152,7 @@ func (p *Policy) Validate(sentAt time.Time, minDelay time.Duration) error {
 // Compile validates p (as Validate) and returns its schedule.
 func (p *Policy) Compile(sentAt time.Time, minDelay time.Duration) (*FollowUpSchedule, error) {
 	if len(p.Reminders) > MaxReminderRounds {
-		return nil, Invalidf("reminders: %d rounds; at most %d", len(p.Reminders), MaxReminderRounds)
+		return nil, Fieldf("reminders", "reminders: %d rounds; at most %d", len(p.Reminders), MaxReminderRounds)
 	}
 	s := &FollowUpSchedule{minGap: minDelay, escalateAfter: p.EscalateAfter}
 	var last time.Duration
@@ -163,21 +163,21 @@ func (p *Policy) Compile(sentAt time.Time, minDelay time.Duration) (*FollowUpSch
 		}
 		if !r.at {
 			if r.delay < minDelay {
-				return nil, Invalidf("reminders: %q is less than the minimum delay %s after the send", Truncate(e, 32), minDelay)
+				return nil, Fieldf("reminders", "reminders: %q is less than the minimum delay %s after the send", Truncate(e, 32), minDelay)
 			}
 			if i > 0 && r.delay <= last {
-				return nil, Invalidf("reminders: %q is not after the round before it", Truncate(e, 32))
+				return nil, Fieldf("reminders", "reminders: %q is not after the round before it", Truncate(e, 32))
 			}
 			last = r.delay
 		}
 		s.rounds = append(s.rounds, r)
 	}
 	if p.EscalateAfter < 0 || p.EscalateAfter > len(p.Reminders) {
-		return nil, Invalidf("escalate_after: %d; want 0 (none) to %d, the number of reminders", p.EscalateAfter, len(p.Reminders))
+		return nil, Fieldf("escalate_after", "escalate_after: %d; want 0 (none) to %d, the number of reminders", p.EscalateAfter, len(p.Reminders))
 	}
 	if p.Deadline != nil {
 		if !p.Deadline.After(sentAt) {
-			return nil, Invalidf("deadline: %s is not after the send (%s)", p.Deadline.Format(time.RFC3339), sentAt.Format(time.RFC3339))
+			return nil, Fieldf("deadline", "deadline: %s is not after the send (%s)", p.Deadline.Format(time.RFC3339), sentAt.Format(time.RFC3339))
 		}
 		d := *p.Deadline
 		s.deadline = &d
@@ -195,18 +195,18 @@ func parseWindow(hours, days string) (window, error) {
 	if hours != "" {
 		a, b, ok := strings.Cut(hours, "-")
 		if !ok {
-			return w, Invalidf("working_hours: %q; want HH:MM-HH:MM like \"09:00-19:00\"", Truncate(hours, 32))
+			return w, Fieldf("working_hours", "working_hours: %q; want HH:MM-HH:MM like \"09:00-19:00\"", Truncate(hours, 32))
 		}
 		start, err := parseClock(strings.TrimSpace(a))
 		if err != nil {
-			return w, Invalidf("working_hours: %v", err)
+			return w, Fieldf("working_hours", "working_hours: %v", err)
 		}
 		end, err := parseClock(strings.TrimSpace(b))
 		if err != nil {
-			return w, Invalidf("working_hours: %v", err)
+			return w, Fieldf("working_hours", "working_hours: %v", err)
 		}
 		if end <= start {
-			return w, Invalidf("working_hours: %q ends before it starts", Truncate(hours, 32))
+			return w, Fieldf("working_hours", "working_hours: %q ends before it starts", Truncate(hours, 32))
 		}
 		w.start, w.end = start, end
 	}
@@ -222,7 +222,7 @@ func parseWindow(hours, days string) (window, error) {
 			to, ok2 = weekdays[strings.TrimSpace(b)]
 		}
 		if !ok1 || !ok2 {
-			return w, Invalidf("working_days: %q; want days like \"mon-fri\" or \"mon,wed,sat\"", Truncate(days, 32))
+			return w, Fieldf("working_days", "working_days: %q; want days like \"mon-fri\" or \"mon,wed,sat\"", Truncate(days, 32))
 		}
 		for d := from; ; d = (d + 1) % 7 {
 			w.days[d] = true

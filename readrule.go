@@ -29,7 +29,7 @@ func ParseReadRule(s string) (ReadRule, error) {
 	case ReadRuleApp, ReadRuleLink, ReadRuleReadToEnd, ReadRuleAcknowledged:
 		return r, nil
 	}
-	return "", Invalidf("read_rule %q is not one of app, link, read_to_end, acknowledged", Truncate(s, 32))
+	return "", Fieldf("read_rule", "read_rule %q is not one of app, link, read_to_end, acknowledged", Truncate(s, 32))
 }
 
 // Acknowledging reports whether r counts only acknowledgements, so that a
@@ -39,7 +39,7 @@ func (r ReadRule) Acknowledging() bool { return r == ReadRuleAcknowledged }
 // CheckMinReadSeconds checks a notice's min_read_seconds.
 func CheckMinReadSeconds(n int) error {
 	if n < 0 || n > MaxMinReadSeconds {
-		return Invalidf("min_read_seconds is %d; it is 0 to %d", n, MaxMinReadSeconds)
+		return Fieldf("min_read_seconds", "min_read_seconds is %d; it is 0 to %d", n, MaxMinReadSeconds)
 	}
 	return nil
 }

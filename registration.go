@@ -131,11 +131,11 @@ type Expansion struct {
 func (a Audience) CheckRecipients(n uint64) error {
 	switch {
 	case n == 0 && !a.All && len(a.Departments) == 0 && len(a.Tags) == 0:
-		return Invalidf("audience.userids: none of the %d UserIDs is an active member", len(a.UserIDs))
+		return Fieldf("audience.userids", "audience.userids: none of the %d UserIDs is an active member", len(a.UserIDs))
 	case n == 0:
-		return Invalidf("audience has no members: its departments, tags and UserIDs reach no active member")
+		return Fieldf("audience", "audience has no members: its departments, tags and UserIDs reach no active member")
 	case n > MaxRecipients:
-		return Invalidf("audience has %d members, at most %d", n, MaxRecipients)
+		return Fieldf("audience", "audience has %d members, at most %d", n, MaxRecipients)
 	}
 	return nil
 }
@@ -150,23 +150,23 @@ func (r *Registration) Validate(now time.Time) error {
 		r.MsgID = string(NewMsgID())
 	}
 	if !MsgID(r.MsgID).Valid() {
-		return Invalidf("msgid must match %s", MsgIDRule)
+		return Fieldf("msgid", "msgid must match %s", MsgIDRule)
 	}
 	a := r.App
 	switch {
 	case !CorpID(a.CorpID).Valid():
-		return Invalidf("app corp_id must match [0-9A-Za-z_-]{1,%d}", MaxCorpID)
+		return Fieldf("app", "app corp_id must match [0-9A-Za-z_-]{1,%d}", MaxCorpID)
 	case !ValidAppName(a.Name):
-		return Invalidf("app name must match %s", AppNameRule)
+		return Fieldf("app", "app name must match %s", AppNameRule)
 	case a.AgentID <= 0:
-		return Invalidf("app agent_id must be positive")
+		return Fieldf("app", "app agent_id must be positive")
 	}
 	r.Title = strings.TrimSpace(r.Title)
 	if t := r.Title; t == "" || !utf8.ValidString(t) || utf8.RuneCountInString(t) > MaxTitle {
-		return Invalidf("title is required, UTF-8, at most %d characters", MaxTitle)
+		return Fieldf("title", "title is required, UTF-8, at most %d characters", MaxTitle)
 	}
 	if strings.IndexFunc(r.Title, unicode.IsControl) >= 0 {
-		return Invalidf("title must not contain control characters")
+		return Fieldf("title", "title must not contain control characters")
 	}
 	r.Body = strings.TrimSpace(r.Body)
 	if err := checkBody(r.Body); err != nil {
@@ -187,7 +187,7 @@ func (r *Registration) Validate(now time.Time) error {
 	}
 	r.SentAt = r.SentAt.UTC().Truncate(time.Millisecond)
 	if y := r.SentAt.Year(); y < 2000 || r.SentAt.After(now.Add(MaxSentAtAhead)) {
-		return Invalidf("sent_at must be after 2000 and at most %v ahead of now", MaxSentAtAhead)
+		return Fieldf("sent_at", "sent_at must be after 2000 and at most %v ahead of now", MaxSentAtAhead)
 	}
 	return r.Audience.Validate()
 }
@@ -199,24 +199,24 @@ func (r *Registration) Validate(now time.Time) error {
 // ErrInvalid and starts with the field.
 func (a *Audience) Validate() error {
 	if len(a.UserIDs) == 0 && len(a.Departments) == 0 && len(a.Tags) == 0 && !a.All {
-		return Invalidf("audience needs userids, departments, tags or all")
+		return Fieldf("audience", "audience needs userids, departments, tags or all")
 	}
 	if len(a.UserIDs) > MaxUserIDs || len(a.Departments) > MaxDepartments || len(a.Tags) > MaxTags {
-		return Invalidf("audience too large (at most %d userids, %d departments, %d tags)", MaxUserIDs, MaxDepartments, MaxTags)
+		return Fieldf("audience", "audience too large (at most %d userids, %d departments, %d tags)", MaxUserIDs, MaxDepartments, MaxTags)
 	}
 	for _, t := range a.Tags {
 		if t < 0 { // tagid is a non-negative integer (tag/create, doc path 90210)
-			return Invalidf("audience.tags: %d is not a tag id", t)
+			return Fieldf("audience.tags", "audience.tags: %d is not a tag id", t)
 		}
 	}
 	for _, u := range a.UserIDs {
 		if !UserID(u).Valid() {
-			return Invalidf("audience.userids: %q is not a WeCom UserID", Truncate(u, 70))
+			return Fieldf("audience.userids", "audience.userids: %q is not a WeCom UserID", Truncate(u, 70))
 		}
 	}
 	for _, d := range a.Departments {
 		if d <= 0 {
-			return Invalidf("audience.departments: %d is not a department id", d)
+			return Fieldf("audience.departments", "audience.departments: %d is not a department id", d)
 		}
 	}
 	a.UserIDs = slices.Compact(slices.Sorted(slices.Values(a.UserIDs)))
@@ -236,7 +236,7 @@ func (a *Audience) Validate() error {
 // ErrInvalid and names the field.
 func CheckCard(title, body, url string) error {
 	if n := utf8.RuneCountInString(title); n > MaxCardTitle {
-		return Invalidf("title: %d characters; a card shows at most %d (WeCom's main_title.title, doc path 90236)", n, MaxCardTitle)
+		return Fieldf("title", "title: %d characters; a card shows at most %d (WeCom's main_title.title, doc path 90236)", n, MaxCardTitle)
 	}
 	if err := checkBody(body); err != nil {
 		return err
@@ -251,13 +251,13 @@ func CheckCard(title, body, url string) error {
 // a line break.
 func checkBody(body string) error {
 	if !utf8.ValidString(body) {
-		return Invalidf("body must be UTF-8")
+		return Fieldf("body", "body must be UTF-8")
 	}
 	if n := utf8.RuneCountInString(body); n > MaxBody {
-		return Invalidf("body: %d characters; a card shows at most %d (WeCom's sub_title_text, doc path 90236)", n, MaxBody)
+		return Fieldf("body", "body: %d characters; a card shows at most %d (WeCom's sub_title_text, doc path 90236)", n, MaxBody)
 	}
 	if strings.IndexFunc(body, func(c rune) bool { return c != '\n' && unicode.IsControl(c) }) >= 0 {
-		return Invalidf("body must not contain control characters but line breaks")
+		return Fieldf("body", "body must not contain control characters but line breaks")
 	}
 	return nil
 }
@@ -269,16 +269,16 @@ func checkBody(body string) error {
 // wraps ErrInvalid and names the field.
 func CheckURL(s string) error {
 	if len(s) > MaxURL {
-		return Invalidf("url: %d bytes; at most %d", len(s), MaxURL)
+		return Fieldf("url", "url: %d bytes; at most %d", len(s), MaxURL)
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] <= ' ' || s[i] == 0x7f {
-			return Invalidf("url must not contain spaces or control characters")
+			return Fieldf("url", "url must not contain spaces or control characters")
 		}
 	}
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return Invalidf("url must be an absolute http(s) URL")
+		return Fieldf("url", "url must be an absolute http(s) URL")
 	}
 	return nil
 }

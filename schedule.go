@@ -52,6 +52,11 @@ const MaxScheduleAhead = 366 * 24 * time.Hour
 // time zone send_at is shown and entered in.
 const DefaultTimezone = "Asia/Shanghai"
 
+// Shanghai is China Standard Time, UTC+8 all year (no daylight saving
+// since 1991), so no time zone database is needed: the ledger's calendar
+// and the default zone of the reading page and the evidence PDF.
+var Shanghai = time.FixedZone("Asia/Shanghai", 8*3600)
+
 // Schedule is when a notice is sent: at SendAt, or (Draft) not until a
 // person sends it.
 type Schedule struct {
@@ -72,23 +77,23 @@ func (s *Schedule) Validate(now time.Time) error {
 		s.Timezone = DefaultTimezone
 	}
 	if _, err := time.LoadLocation(s.Timezone); err != nil {
-		return Invalidf("timezone %q is not an IANA time zone", Truncate(s.Timezone, 64))
+		return Fieldf("timezone", "timezone %q is not an IANA time zone", Truncate(s.Timezone, 64))
 	}
 	if s.Draft {
 		if !s.SendAt.IsZero() {
-			return Invalidf("send_at must be empty for a draft")
+			return Fieldf("send_at", "send_at must be empty for a draft")
 		}
 		return nil
 	}
 	if s.SendAt.IsZero() {
-		return Invalidf("send_at is required to schedule a notice")
+		return Fieldf("send_at", "send_at is required to schedule a notice")
 	}
 	s.SendAt = s.SendAt.UTC().Truncate(time.Millisecond)
 	if !s.SendAt.After(now) {
-		return Invalidf("send_at must be in the future")
+		return Fieldf("send_at", "send_at must be in the future")
 	}
 	if s.SendAt.After(now.Add(MaxScheduleAhead)) {
-		return Invalidf("send_at must be at most one year ahead")
+		return Fieldf("send_at", "send_at must be at most one year ahead")
 	}
 	return nil
 }

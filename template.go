@@ -42,7 +42,7 @@ func (t Template) Validate() error {
 		return Invalidf("name: 1..%d characters of UTF-8", MaxTemplateName)
 	}
 	if utf8.RuneCountInString(t.Title) > MaxCardTitle {
-		return Invalidf("title: longer than %d characters", MaxCardTitle)
+		return Fieldf("title", "title: longer than %d characters", MaxCardTitle)
 	}
 	if t.ReadRule != "" {
 		if _, err := ParseReadRule(string(t.ReadRule)); err != nil {
@@ -50,7 +50,7 @@ func (t Template) Validate() error {
 		}
 	}
 	if t.MinReadSeconds < 0 {
-		return Invalidf("min_read_seconds: negative")
+		return Fieldf("min_read_seconds", "min_read_seconds: negative")
 	}
 	return nil
 }

@@ -67,6 +67,9 @@ type App struct {
 	// Approval is the app's approval rule (apps[].approval, issue 41):
 	// nil sends without a second person.
 	Approval *Approval
+	// NoReceipts turns off the WeCom receipt a member who acknowledged a
+	// notice of the app gets (apps[].receipts: false, issue 48).
+	NoReceipts bool
 }
 
 // MinuteCount is the number of flushed reads whose read_time falls in one
@@ -109,6 +112,26 @@ func Invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
+// FieldError is a request field that is not valid: Field names it as the
+// API spells it ("title", "audience.userids", "follow_up.deadline"), so
+// an edge finds it with errors.As and never by reading the message;
+// Reason is the sentence that says why, starting with the field as the
+// API has always answered ("title is required, ..."). It wraps ErrInvalid.
+type FieldError struct {
+	Field, Reason string
+}
+
+func (e *FieldError) Error() string { return ErrInvalid.Error() + ": " + e.Reason }
+
+// Unwrap makes a FieldError an ErrInvalid (400).
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Fieldf returns a *FieldError for field with a message, which starts
+// with the field ("send_at must be in the future").
+func Fieldf(field, format string, args ...any) error {
+	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
 // Truncate returns s cut to at most n bytes without splitting a UTF-8
 // sequence, with "…" appended when it was cut: safe to echo in an error.
 func Truncate(s string, n int) string {
@@ -119,4 +142,13 @@ func Truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// GroupDigits writes a run of digits with thousands separators (98231 →
+// 98,231), as the page, the dashboard and the cards show counts.
+func GroupDigits(digits string) string {
+	for i := len(digits) - 3; i > 0; i -= 3 {
+		digits = digits[:i] + "," + digits[i:]
+	}
+	return digits
 }

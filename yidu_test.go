@@ -2,6 +2,7 @@ package yidu
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -312,4 +313,26 @@ func FuzzRegistrationValidate(f *testing.F) {
 			t.Fatalf("Validate is not idempotent: %v, %+v vs %+v", err, again, reg)
 		}
 	})
+}
+
+func TestGroupDigits(t *testing.T) {
+	for in, want := range map[string]string{"": "", "7": "7", "123": "123", "1234": "1,234", "98231": "98,231", "1000000": "1,000,000"} {
+		if got := GroupDigits(in); got != want {
+			t.Errorf("GroupDigits(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestFieldError: a validator's error names its field by type (errors.As),
+// is an ErrInvalid (400), and keeps the message the API always answered.
+func TestFieldError(t *testing.T) {
+	s := Schedule{Draft: true, SendAt: time.Unix(1, 0)}
+	err := s.Validate(time.Unix(0, 0))
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "send_at" || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Validate = %v; want a FieldError at send_at wrapping ErrInvalid", err)
+	}
+	if got, want := fmt.Errorf("campaign: %w", err).Error(), "campaign: invalid: send_at must be empty for a draft"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
 }

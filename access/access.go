@@ -201,7 +201,15 @@ type View struct {
 	// key names uids: the corp, the departments and the directory's
 	// version (or the time the bitmap was built) it was built at.
 	key string
+	// depts are the departments whose subtrees uids holds.
+	depts []int64
 }
+
+// Departments are the departments whose subtrees the View sees (a
+// leader's, a viewer's); all is true for Everyone. Evidence cuts a
+// person's departments to them, so a scoped caller learns nothing of the
+// departments outside their scope through a member of both.
+func (v View) Departments() (ids []int64, all bool) { return v.depts, v.all }
 
 // Key names the View's members for a cache of answers computed within it:
 // two Views with one Key see the same people (same corp, departments and
@@ -315,6 +323,11 @@ type Config struct {
 	// ScopeTTL is how long a scope's bitmap is kept without a directory
 	// version (default 30 s).
 	ScopeTTL time.Duration
+	// Approvers are the WeCom members named as approvers of an app's
+	// notices (apps[].approval.approvers), by corp: one who holds no role
+	// still signs in, with none, to open the approval page the card
+	// links to (campaign decides what they may see there).
+	Approvers map[string][]string
 }
 
 // ErrNotMember is returned for a WeCom sign-in of a UserID that is not an
@@ -420,7 +433,7 @@ func (a *Access) WeCom(ctx context.Context, corp, userID string) (*Principal, er
 			grants = append(grants, Grant{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: corp, Departments: led}, led: true})
 		}
 	}
-	if len(grants) == 0 {
+	if len(grants) == 0 && !slices.Contains(a.cfg.Approvers[corp], userID) {
 		return nil, ErrNoRole
 	}
 	return &Principal{Name: userID, Kind: KindWeCom, UserID: userID, Corp: corp, DisplayName: us[uid].Name, grants: grants}, nil
@@ -488,7 +501,7 @@ func (a *Access) subtrees(ctx context.Context, corp string, ds []int64) (View, e
 		a.cache[key] = c
 		a.mu.Unlock()
 	}
-	return View{uids: c.uids, key: fmt.Sprintf("%s@%d/%d", key, c.version, c.at.UnixNano())}, nil
+	return View{uids: c.uids, key: fmt.Sprintf("%s@%d/%d", key, c.version, c.at.UnixNano()), depts: ds}, nil
 }
 
 // AdminCorps returns the corps the principal is an admin of; all is true

@@ -194,6 +194,18 @@ func TestViewIsTheSubtree(t *testing.T) {
 	if _, err := a.WeCom(ctx, corp, "nobody"); !errors.Is(err, access.ErrNotMember) {
 		t.Errorf("WeCom(nobody) = %v, want ErrNotMember", err)
 	}
+	// A named approver without a role signs in with none (issue 49: the
+	// approval card's page said 您没有访问权限); in another corp, not.
+	appr, err := access.New(access.Config{Approvers: map[string][]string{corp: {"eng1"}, "other": {"sales1"}}}, dir, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := appr.WeCom(ctx, corp, "eng1"); err != nil || p.UserID != "eng1" || p.Role(corp) != "" || len(p.Grants()) != 0 {
+		t.Errorf("approver: WeCom(eng1) = %+v, %v; want a principal with no role", p, err)
+	}
+	if _, err := appr.WeCom(ctx, corp, "sales1"); !errors.Is(err, access.ErrNoRole) {
+		t.Errorf("approver of another corp: WeCom(sales1) = %v, want ErrNoRole", err)
+	}
 
 	// A View's Key names its people: the same until the directory moves.
 	eng1, err := a.WeCom(ctx, corp, "eng1")

@@ -92,7 +92,8 @@ type IdentityOptions struct {
 	Users  []User
 	// SessionTTL is how long a sign-in lasts (zero: 12 h).
 	SessionTTL time.Duration
-	// Sessions keeps sessions (NewRedisSessions, shared by replicas);
+	// Sessions keeps sessions (webedge.DashboardSessions, shared by
+	// replicas);
 	// nil keeps them in this process's memory.
 	Sessions SessionStore
 	// WeCom resolves WeCom members' sessions at each request (nil: none

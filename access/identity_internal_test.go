@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -60,29 +59,6 @@ func TestBuckets(t *testing.T) {
 		if got := bs.get("newer", later).level(r, later); got != r.burst || len(bs.m) != 1 {
 			t.Errorf("failOpen %v, full of idle buckets: new key level %v, %d kept; want burst, the idle ones dropped", failOpen, got, len(bs.m))
 		}
-	}
-}
-
-func TestRedisSessionsKeyAndTTL(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
-	store := NewRedisSessions(rdb, prefix)
-	ctx := context.Background()
-	const id = "cookie-id-that-must-not-appear-in-redis"
-	testenv.Check(t, "Put", store.Put(ctx, id, Session{User: "alice", CSRF: "c", Expires: time.Now().Add(time.Hour)}, time.Hour))
-	keys, err := rdb.Keys(ctx, prefix+":*").Result()
-	testenv.Check(t, "KEYS", err)
-	if len(keys) != 1 || strings.Contains(keys[0], id) {
-		t.Fatalf("keys = %v; want one, hashed", keys)
-	}
-	if ttl := rdb.TTL(ctx, keys[0]).Val(); ttl <= 0 || ttl > time.Hour {
-		t.Errorf("TTL = %v; want the session's (≤ 1h)", ttl)
-	}
-	s, ok, err := store.Get(ctx, id)
-	if err != nil || !ok || s.User != "alice" || s.CSRF != "c" {
-		t.Errorf("Get = %+v, %v, %v; want alice's session", s, ok, err)
-	}
-	if _, ok, err := store.Get(ctx, "other"); ok || err != nil {
-		t.Errorf("Get(unknown) = %v, %v; want not found", ok, err)
 	}
 }
 

@@ -2,22 +2,16 @@ package access
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // maxSessions bounds the sessions of one process without a store.
 const maxSessions = 10_000
 
-// SessionStore keeps sign-in sessions by id: NewRedisSessions shares them
-// between dashboard replicas and keeps them across restarts; without one
+// SessionStore keeps sign-in sessions by id: the web edge's Redis
+// sessions (internal/webedge.DashboardSessions) share them between
+// dashboard replicas and keep them across restarts; without one
 // (IdentityOptions.Sessions nil) they live in this process's memory.
 type SessionStore interface {
 	// Put stores s under id until ttl passes.
@@ -85,64 +79,5 @@ func (m *memSessions) Delete(_ context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.m, id)
-	return nil
-}
-
-// RedisSessions is the SessionStore of several dashboard replicas: one
-// key per session, "<prefix>:session:<sha256(id)>", holding the session
-// as JSON and expiring with it. The key is a hash of the cookie's id, so
-// whoever reads Redis cannot sign in with what they read.
-type RedisSessions struct {
-	rdb    redis.UniversalClient
-	prefix string
-}
-
-var _ SessionStore = (*RedisSessions)(nil)
-
-// NewRedisSessions returns a SessionStore on rdb whose keys start with
-// prefix (config redis.prefix).
-func NewRedisSessions(rdb redis.UniversalClient, prefix string) *RedisSessions {
-	return &RedisSessions{rdb: rdb, prefix: prefix}
-}
-
-func (r *RedisSessions) key(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return r.prefix + ":session:" + hex.EncodeToString(sum[:])
-}
-
-// Put stores s under id for ttl.
-func (r *RedisSessions) Put(ctx context.Context, id string, s Session, ttl time.Duration) error {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("access: encode session: %w", err)
-	}
-	if err := r.rdb.Set(ctx, r.key(id), b, ttl).Err(); err != nil {
-		return fmt.Errorf("access: redis set session: %w", err)
-	}
-	return nil
-}
-
-// Get returns the session stored under id.
-func (r *RedisSessions) Get(ctx context.Context, id string) (Session, bool, error) {
-	b, err := r.rdb.Get(ctx, r.key(id)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return Session{}, false, nil
-	}
-	if err != nil {
-		return Session{}, false, fmt.Errorf("access: redis get session: %w", err)
-	}
-	var s Session
-	if err := json.Unmarshal(b, &s); err != nil {
-		// Not ours to trust: treat as no session.
-		return Session{}, false, nil
-	}
-	return s, true, nil
-}
-
-// Delete removes the session under id.
-func (r *RedisSessions) Delete(ctx context.Context, id string) error {
-	if err := r.rdb.Del(ctx, r.key(id)).Err(); err != nil {
-		return fmt.Errorf("access: redis delete session: %w", err)
-	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/yidu-io/yidu"
@@ -56,14 +57,32 @@ type Options struct {
 	// SpoolDir holds uploads while they are checked and written (default
 	// os.TempDir()).
 	SpoolDir string
+	// Objects, when set, keeps new uploads' bytes in an S3-compatible
+	// bucket instead of MySQL's chunks (attachments.s3); what MySQL
+	// already holds stays there and is read from there.
+	Objects Objects
 }
 
-// Store keeps attachments in MySQL (migration 00020).
+// Objects is an S3-compatible bucket (s3.Bucket), keys being hashes.
+type Objects interface {
+	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	Presign(ctx context.Context, key, name, contentType string) (u string, expires time.Time, err error)
+	Origin() string
+}
+
+// Store keeps attachments in MySQL (migration 00020): the rows always,
+// the bytes in MySQL's chunks or, with Options.Objects, in a bucket. A
+// blob row of one byte or more with no chunks is one whose bytes the
+// bucket holds (no upload is empty: content.Sniff refuses it).
 type Store struct {
-	db    *sql.DB
-	log   *slog.Logger
-	now   func() time.Time
-	spool string
+	db      *sql.DB
+	log     *slog.Logger
+	now     func() time.Time
+	spool   string
+	objects Objects
+	blobs   blobIndex
+	links   linkCache
 }
 
 // New returns a Store over db.
@@ -77,7 +96,7 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{db: db, log: opts.Logger.With("component", "attachment"), now: opts.Now, spool: opts.SpoolDir}, nil
+	return &Store{db: db, log: opts.Logger.With("component", "attachment"), now: opts.Now, spool: opts.SpoolDir, objects: opts.Objects}, nil
 }
 
 // Read reads one upload into memory: at most content.MaxAttachmentSize
@@ -190,6 +209,17 @@ func (s *Store) putBlob(ctx context.Context, up upload, f *os.File) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("attachment: spool: %w", err)
 	}
+	if s.objects != nil {
+		// The bytes first, then the row that says they are there.
+		if err := s.objects.Put(ctx, sum.String(), f, up.size, string(up.typ)); err != nil {
+			return fmt.Errorf("attachment: write blob %s: %w", sum, err)
+		}
+		if _, err := s.db.ExecContext(ctx, `INSERT IGNORE INTO attachment_blobs (sha256, type, size, chunks, created_at) VALUES (?, ?, ?, 0, ?)`,
+			sum[:], string(up.typ), up.size, s.now().UTC()); err != nil {
+			return fmt.Errorf("attachment: write blob %s: %w", sum, err)
+		}
+		return nil
+	}
 	chunk := make([]byte, ChunkSize)
 	n := 0
 	for {
@@ -243,10 +273,16 @@ type Blob struct {
 	Chunks int
 }
 
-// WriteBlob writes the bytes of hash sum to w, chunk by chunk, and checks
-// their count, size and hash on the way (a blob never leaves yidu other
-// than as it came in).
-func (s *Store) WriteBlob(ctx context.Context, sum content.Hash, w io.Writer) (Blob, error) {
+// InBucket reports whether the bucket holds the bytes (no chunks in
+// MySQL).
+func (b Blob) InBucket() bool { return b.Chunks == 0 && b.Size > 0 }
+
+// Blob returns what is kept of hash sum: its row is read once per
+// process (a blob never changes), then answered from memory.
+func (s *Store) Blob(ctx context.Context, sum content.Hash) (Blob, error) {
+	if b, ok := s.blobs.get(sum); ok {
+		return b, nil
+	}
 	var b Blob
 	err := s.db.QueryRowContext(ctx, `SELECT type, size, chunks FROM attachment_blobs WHERE sha256 = ?`, sum[:]).Scan(&b.Type, &b.Size, &b.Chunks)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -254,6 +290,21 @@ func (s *Store) WriteBlob(ctx context.Context, sum content.Hash, w io.Writer) (B
 	}
 	if err != nil {
 		return b, fmt.Errorf("attachment: blob %s: %w", sum, err)
+	}
+	s.blobs.put(sum, b)
+	return b, nil
+}
+
+// WriteBlob writes the bytes of hash sum to w, chunk by chunk (or from
+// the bucket), and checks their count, size and hash on the way (a blob
+// never leaves yidu other than as it came in).
+func (s *Store) WriteBlob(ctx context.Context, sum content.Hash, w io.Writer) (Blob, error) {
+	b, err := s.Blob(ctx, sum)
+	if err != nil {
+		return b, err
+	}
+	if b.InBucket() {
+		return b, s.writeObject(ctx, sum, b, w)
 	}
 	h := newHasher()
 	for seq := 0; seq < b.Chunks; seq++ {
@@ -270,4 +321,129 @@ func (s *Store) WriteBlob(ctx context.Context, sum content.Hash, w io.Writer) (B
 		return b, fmt.Errorf("attachment: blob %s is damaged (%d bytes read of %d)", sum, h.n, b.Size)
 	}
 	return b, nil
+}
+
+// writeObject copies the bucket's bytes of sum to w, checked as chunks
+// are.
+func (s *Store) writeObject(ctx context.Context, sum content.Hash, b Blob, w io.Writer) error {
+	if s.objects == nil {
+		return fmt.Errorf("attachment: blob %s is kept in object storage, and attachments.s3 is not configured", sum)
+	}
+	r, err := s.objects.Open(ctx, sum.String())
+	if err != nil {
+		return fmt.Errorf("attachment: blob %s: %w", sum, err)
+	}
+	defer r.Close()
+	h := newHasher()
+	// One byte past the size shows a longer object.
+	if _, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(r, b.Size+1)); err != nil {
+		return fmt.Errorf("attachment: read %s: %w", sum, err)
+	}
+	if h.n != b.Size || !bytes.Equal(h.Sum(nil), sum[:]) {
+		return fmt.Errorf("attachment: blob %s is damaged in object storage (%d bytes read of %d)", sum, h.n, b.Size)
+	}
+	return nil
+}
+
+// Link returns a short-lived URL of the bucket that serves sum's bytes as
+// name and typ, ok false when the bytes are not in a bucket (no
+// attachments.s3, or kept in MySQL from before it).
+func (s *Store) Link(ctx context.Context, sum content.Hash, name string, typ content.Type) (string, bool, error) {
+	if s.objects == nil {
+		return "", false, nil
+	}
+	b, err := s.Blob(ctx, sum)
+	if err != nil || !b.InBucket() {
+		return "", false, err
+	}
+	k := linkKey{sum, name, typ}
+	now := s.now()
+	if u, ok := s.links.get(k, now); ok {
+		return u, true, nil
+	}
+	u, expires, err := s.objects.Presign(ctx, sum.String(), name, string(typ))
+	if err != nil {
+		return "", false, fmt.Errorf("attachment: link %s: %w", sum, err)
+	}
+	// Handed out until half its life is gone: every reader opening the
+	// notice meanwhile gets the same URL, so a browser that fetched it
+	// answers a second open from its cache, and each link still has half
+	// its life left when it is handed out.
+	s.links.put(k, u, now.Add(expires.Sub(now)/2))
+	return u, true, nil
+}
+
+// linkKey is what a link is signed for.
+type linkKey struct {
+	sum  content.Hash
+	name string
+	typ  content.Type
+}
+
+// maxLinks bounds the links a Store keeps.
+const maxLinks = 10000
+
+// linkCache is the links handed out, each until its renewal time. Past
+// its bound it starts again empty.
+type linkCache struct {
+	mu sync.Mutex
+	m  map[linkKey]cachedLink
+}
+
+type cachedLink struct {
+	url   string
+	until time.Time
+}
+
+func (c *linkCache) get(k linkKey, now time.Time) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, ok := c.m[k]
+	if !ok || !now.Before(l.until) {
+		return "", false
+	}
+	return l.url, true
+}
+
+func (c *linkCache) put(k linkKey, u string, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxLinks {
+		c.m = map[linkKey]cachedLink{}
+	}
+	c.m[k] = cachedLink{u, until}
+}
+
+// Origin is the scheme://host of Link's URLs ("" without a bucket).
+func (s *Store) Origin() string {
+	if s.objects == nil {
+		return ""
+	}
+	return s.objects.Origin()
+}
+
+// maxBlobIndex bounds the blob rows a Store keeps in memory.
+const maxBlobIndex = 100000
+
+// blobIndex is the blob rows read, by hash. Past its bound it starts
+// again empty: rows are small and a re-read costs one query.
+type blobIndex struct {
+	mu sync.Mutex
+	m  map[content.Hash]Blob
+}
+
+func (x *blobIndex) get(sum content.Hash) (Blob, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	b, ok := x.m[sum]
+	return b, ok
+}
+
+func (x *blobIndex) put(sum content.Hash, b Blob) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m == nil || len(x.m) >= maxBlobIndex {
+		x.m = map[content.Hash]Blob{}
+	}
+	x.m[sum] = b
 }

@@ -95,6 +95,18 @@ func Insert(ctx context.Context, ex Execer, e Event) error {
 	return nil
 }
 
+// Anonymise blanks the client IP, User-Agent and detail (which may name
+// a UserID) of the events about message msgID (the retention package's
+// anonymisation of a notice past its retention), and returns how many
+// events had any.
+func Anonymise(ctx context.Context, ex Execer, corpID, msgID string) (int64, error) {
+	res, err := ex.ExecContext(ctx, "UPDATE audit_events SET client_ip = '', user_agent = '', detail = '' WHERE corp_id = ? AND msgid = ? AND (client_ip <> '' OR user_agent <> '' OR detail <> '')", corpID, msgID)
+	if err != nil {
+		return 0, fmt.Errorf("audit: anonymise events of %s: %w", msgID, err)
+	}
+	return res.RowsAffected()
+}
+
 // Purge deletes the events older than before, in chunks (for
 // `yidu archive purge` and audit.retention); it returns how many it deleted.
 func (m *MySQL) Purge(ctx context.Context, before time.Time) (int64, error) {

@@ -32,21 +32,24 @@ func TestPageSignal(t *testing.T) {
 		return PageEvent{Version: v, IP: "203.0.113.5", UserAgent: "Mozilla/5.0 wxwork/4.1 " + strings.Repeat("x", 300)}
 	}
 	steps := []struct {
-		sig   yidu.Signal
-		user  string
-		v     int
-		reads int
+		sig      yidu.Signal
+		user     string
+		agent    int64
+		v        int
+		reads    int
+		recorded bool
 	}{
-		{yidu.SignalLink, "u1", 1, 0},
-		{yidu.SignalReadToEnd, "u1", 1, 0},
-		{yidu.SignalAcknowledged, "u1", 1, 1},
-		{yidu.SignalAcknowledged, "u1", 2, 0}, // v2's ack: a delta, no new read
-		{yidu.SignalAcknowledged, "u9", 1, 0}, // not a recipient
+		{yidu.SignalLink, "u1", 7, 1, 0, true},
+		{yidu.SignalReadToEnd, "u1", 7, 1, 0, true},
+		{yidu.SignalAcknowledged, "u1", 7, 1, 1, true},
+		{yidu.SignalAcknowledged, "u1", 7, 2, 0, true},  // v2's ack: a delta, no new read
+		{yidu.SignalAcknowledged, "u9", 7, 1, 0, false}, // not a recipient
+		{yidu.SignalReadToEnd, "u2", 8, 1, 0, false},    // under another app (issue 46): not on record
 	}
 	for _, st := range steps {
-		n, err := rec.PageSignal(ctx, st.sig, testCorp, 7, st.user, msg, at, ev(st.v))
-		if err != nil || n != st.reads {
-			t.Fatalf("PageSignal(%v, %s, v%d) = %d, %v; want %d, nil", st.sig, st.user, st.v, n, err, st.reads)
+		n, recorded, err := rec.PageSignal(ctx, st.sig, testCorp, st.agent, st.user, msg, at, ev(st.v))
+		if err != nil || n != st.reads || recorded != st.recorded {
+			t.Fatalf("PageSignal(%v, %s, agent %d, v%d) = %d, %v, %v; want %d, %v, nil", st.sig, st.user, st.agent, st.v, n, recorded, err, st.reads, st.recorded)
 		}
 	}
 	_, rd, by, found, err := s.CountsBySignal(ctx, testCorp, msg)
@@ -72,10 +75,10 @@ func TestPageSignal(t *testing.T) {
 			t.Errorf("delta %d does not round-trip: %v", i, err)
 		}
 	}
-	if _, err := rec.PageSignal(ctx, yidu.SignalButton, testCorp, 7, "u1", msg, at, ev(1)); err == nil {
+	if _, _, err := rec.PageSignal(ctx, yidu.SignalButton, testCorp, 7, "u1", msg, at, ev(1)); err == nil {
 		t.Errorf("PageSignal(button) = nil error; want an error (not a page signal)")
 	}
-	if _, err := rec.PageSignal(ctx, yidu.SignalAcknowledged, testCorp, 7, "u1", msg, at, ev(0)); err == nil {
+	if _, _, err := rec.PageSignal(ctx, yidu.SignalAcknowledged, testCorp, 7, "u1", msg, at, ev(0)); err == nil {
 		t.Errorf("PageSignal(version 0) = nil error; want an error")
 	}
 }
@@ -97,7 +100,7 @@ func TestReadRule(t *testing.T) {
 		t.Errorf("CardRead under the acknowledged rule = %d, %v; want 0 (recorded, not read)", n, err)
 	}
 	for _, sig := range []yidu.Signal{yidu.SignalLink, yidu.SignalReadToEnd} {
-		if n, err := e.rec.PageSignal(ctx, sig, testCorp, 7, "u1", msg, at, ev); n != 0 || err != nil {
+		if n, _, err := e.rec.PageSignal(ctx, sig, testCorp, 7, "u1", msg, at, ev); n != 0 || err != nil {
 			t.Errorf("PageSignal(%v) = %d, %v; want 0", sig, n, err)
 		}
 	}
@@ -106,7 +109,7 @@ func TestReadRule(t *testing.T) {
 	}
 	// Redis loses the message; the restore brings the rule back.
 	wipe(t, e.rdb, e.s)
-	if n, err := e.rec.PageSignal(ctx, yidu.SignalAcknowledged, testCorp, 7, "u2", msg, at, ev); n != 1 || err != nil {
+	if n, _, err := e.rec.PageSignal(ctx, yidu.SignalAcknowledged, testCorp, 7, "u2", msg, at, ev); n != 1 || err != nil {
 		t.Errorf("ack after a restore = %d, %v; want 1", n, err)
 	}
 	if n, err := e.rec.CardRead(ctx, testCorp, 7, "u1", msg+"@0", at); n != 0 || err != nil {

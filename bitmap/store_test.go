@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/loop"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -42,8 +43,16 @@ func TestPutMessageAndRead(t *testing.T) {
 	if err != nil || !found || !rb.Equals(uids(1, 5, 9, 100_000)) {
 		t.Errorf("RecipientBitmap = %v, %v, %v", rb, found, err)
 	}
-	if _, found, err := s.ReadBitmap(ctx, testCorp, "m-1"); err != nil || found {
-		t.Errorf("ReadBitmap before any read: found=%v err=%v; want false, nil", found, err)
+	// Before any read the read key does not exist: an empty set, not nil
+	// (a nil one took yidu serve down in a follow-up round, issue 46).
+	if rd, found, err := s.ReadBitmap(ctx, testCorp, "m-1"); err != nil || found || rd == nil || !rd.IsEmpty() {
+		t.Errorf("ReadBitmap before any read = %v, found=%v err=%v; want empty, false, nil", rd, found, err)
+	}
+	if sb, found, err := s.SignalBitmap(ctx, testCorp, "m-1", yidu.SignalAcknowledged); err != nil || found || sb == nil || !sb.IsEmpty() {
+		t.Errorf("SignalBitmap before any signal = %v, found=%v err=%v; want empty, false, nil", sb, found, err)
+	}
+	if rb, found, err := s.RecipientBitmap(ctx, testCorp, "nope"); err != nil || found || rb == nil || !rb.IsEmpty() {
+		t.Errorf("RecipientBitmap(unknown) = %v, found=%v err=%v; want empty, false, nil", rb, found, err)
 	}
 	if _, rd, found, _ := s.Counts(ctx, testCorp, "nope"); found || rd != 0 {
 		t.Errorf("Counts(unknown) found=%v", found)
@@ -340,5 +349,39 @@ func TestIsRecipient(t *testing.T) {
 	}
 	if is, found, err := s.IsRecipient(ctx, testCorp, "absent", 0); err != nil || found || is {
 		t.Errorf("IsRecipient of a message Redis lacks = %v, %v, %v; want false, false", is, found, err)
+	}
+}
+
+// TestMarkLoopSurvivesAPanic (issue 46): a pipeline that panics (here a
+// call whose merged arguments are out of range, as a bug would make)
+// answers its caller with the recovered panic, counts it, and the queue
+// loop goes on marking for the next callers.
+func TestMarkLoopSurvivesAPanic(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, _ := mustStore(t, Options{Registerer: reg})
+	ctx := context.Background()
+	poison := mergeKey{op: "poison"}
+	err := s.do(ctx, []call{{merge: poison, args: []any{"a"}}, {merge: poison, args: []any{}, fixed: 5}}, 5*time.Second)
+	var pe *loop.PanicError
+	if !errors.As(err, &pe) {
+		t.Fatalf("a panicking pipeline answered %v; want the recovered panic", err)
+	}
+	var got float64
+	mfs, err := reg.Gather()
+	testenv.Check(t, "Gather", err)
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() == "yidu_loop_panics_total" && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "bitmap_mark" {
+				got = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if got != 1 {
+		t.Errorf("yidu_loop_panics_total{loop=bitmap_mark} = %v; want 1", got)
+	}
+	testenv.Check(t, "PutMessage", s.PutMessage(ctx, testMessage("m", 7, time.Now()), uids(1)))
+	out, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "m", AgentID: 7, Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{1}}})
+	if err != nil || out[0][0] != OutcomeNew {
+		t.Fatalf("Mark after the panic = %v, %v; want a new read (the loop survived)", out, err)
 	}
 }

@@ -81,10 +81,11 @@ const (
 	landNotMember       = "not_member"       // the visitor is not a member of the corp
 	landRateLimited     = "rate_limited"     // over the member's token bucket
 	landRecordFailed    = "record_failed"    // LinkRead failed: the read is lost (logged at error)
+	landPage            = "page"             // the notice's own reading page: it signs in and records the read
 )
 
 var landResults = []string{landRead, landNoNewRead, landNoCode, landExchangeLimited, landExchangeFailed,
-	landNotMember, landRateLimited, landRecordFailed}
+	landNotMember, landRateLimited, landRecordFailed, landPage}
 
 // LinkKey derives app's link signing key (App.LinkKey) from its secret:
 // the secret is what both ends of a link hold (the sender of messages, and
@@ -226,6 +227,18 @@ func (rc *Receiver) handleLink(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	a, l, ok := rc.verifyLink(w, r, start)
 	if !ok {
+		return
+	}
+	// The link of a notice hosted on this receiver's reading page goes
+	// straight to the page: the page signs the member in (or finds their
+	// session) and records the link signal with the version it shows, its
+	// client and User-Agent. Landing here first would exchange a second
+	// code with WeCom and record the same read twice, once without the
+	// version, racing the page's record into flushd.
+	if l.to == linkPath(rc.publicURL, a.cfg.Name, l.msgID, "") {
+		redirect(w, r, l.to)
+		a.m.landings[landPage].Inc()
+		rc.done(a.m, start, outLinkLanded)
 		return
 	}
 	landing := linkPath(rc.publicURL, a.cfg.Name, l.msgID, "/landing") + "?to=" + url.QueryEscape(l.to) + "&sig=" + l.sig

@@ -482,3 +482,32 @@ func TestLinkOAuthBase(t *testing.T) {
 		t.Error("New with OAuthBase ftp://x?y = nil error; want refused")
 	}
 }
+
+// TestLinkToOwnPage: the tracked link of a notice hosted on this
+// receiver's reading page sends the member straight to the page, which
+// signs them in and records the link with the version it shows; the link
+// records nothing itself (one code exchange a reader, one record a read).
+// A link to the same path of another app or message still lands.
+func TestLinkToOwnPage(t *testing.T) {
+	h := newLinkHarness(t, nil)
+	own := testPublic + "/r/hr/notice-1"
+	w := h.get(t, mustLink(t, "hr", "notice-1", own))
+	if w.Code != http.StatusFound || w.Header().Get("Location") != own {
+		t.Fatalf("GET own page's link = %d Location %q; want 302 to %q", w.Code, w.Header().Get("Location"), own)
+	}
+	if w.Header().Get("Cache-Control") != "no-store" || w.Header().Get("Referrer-Policy") != "no-referrer" {
+		t.Errorf("headers %v; want no-store and no-referrer", w.Header())
+	}
+	if calls := h.reads.linkCalls(); len(calls) != 0 {
+		t.Errorf("LinkRead calls %+v; want none: the page records the read", calls)
+	}
+	if got := h.counter(t, "yidu_callback_link_landings_total", "app", "hr", "result", landPage); got != 1 {
+		t.Errorf("link_landings_total{result=page} = %v; want 1", got)
+	}
+	for _, other := range []string{testPublic + "/r/hr/notice-2", testPublic + "/r/ops/notice-1", "https://evil.example.com/r/hr/notice-1"} {
+		w := h.get(t, mustLink(t, "hr", "notice-1", other))
+		if loc := w.Header().Get("Location"); w.Code != http.StatusFound || !strings.Contains(loc, "/connect/oauth2/authorize") {
+			t.Errorf("link to %s = %d Location %q; want WeCom's authorize page", other, w.Code, loc)
+		}
+	}
+}

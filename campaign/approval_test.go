@@ -13,6 +13,8 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -41,11 +43,11 @@ type notifier struct {
 	mu      sync.Mutex
 	asked   []string // version hashes
 	counts  []uint64
-	decided []ApprovalStep
+	decided []store.ApprovalStep
 	held    []string
 }
 
-func (n *notifier) AskApproval(_ context.Context, _ Notice, hash, _ string, count uint64, approvers []string) error {
+func (n *notifier) AskApproval(_ context.Context, _ yidu.Notice, hash, _ string, count uint64, approvers []string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.asked = append(n.asked, hash)
@@ -53,7 +55,7 @@ func (n *notifier) AskApproval(_ context.Context, _ Notice, hash, _ string, coun
 	return nil
 }
 
-func (n *notifier) Decided(_ context.Context, _ Notice, st ApprovalStep) error {
+func (n *notifier) Decided(_ context.Context, _ yidu.Notice, st store.ApprovalStep) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.decided = append(n.decided, st)
@@ -66,17 +68,17 @@ var approvalApp = yidu.App{Name: "hr", CorpID: "ww1", AgentID: 1000002,
 // replica is one dashboard-and-runner process on the shared database.
 type replica struct {
 	svc *Service
-	run *Runner
+	run *loops.Runner
 }
 
 func newReplica(t *testing.T, db *sql.DB, c *clock, reg *registrar, note *notifier, owner string) replica {
 	t.Helper()
-	st, err := NewStore(db, Options{Directory: bigDir{}, Apps: []yidu.App{approvalApp}, Now: c.now})
-	testenv.Check(t, "NewStore", err)
-	rounds := &Rounds{DB: db, Now: c.now, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler)}
-	svc := NewService(ServiceOptions{Store: st, Rounds: rounds, Notify: note, Now: c.now})
-	r, err := NewRunner(st, reg, RunnerOptions{Owner: owner, LeaseTTL: 30 * time.Second, MaxLateness: 2 * time.Hour,
-		RetryBackoff: time.Minute, Check: svc.AtItsTime, OnHeld: func(_ context.Context, n Notice) error {
+	st, err := store.New(db, store.Options{Directory: bigDir{}, Apps: []yidu.App{approvalApp}, Now: c.now})
+	testenv.Check(t, "store.New", err)
+	rounds := &loops.Rounds{DB: db, Now: c.now, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler)}
+	svc := newService(t, st, Options{Rounds: rounds, Notify: note, Now: c.now})
+	r, err := loops.NewRunner(st, reg, loops.RunnerOptions{Owner: owner, LeaseTTL: 30 * time.Second, MaxLateness: 2 * time.Hour,
+		RetryBackoff: time.Minute, Check: svc.AtItsTime, OnHeld: func(_ context.Context, n yidu.Notice) error {
 			note.mu.Lock()
 			defer note.mu.Unlock()
 			note.held = append(note.held, n.MsgID)
@@ -111,7 +113,7 @@ func TestApprovalBeforeSending(t *testing.T) {
 		}
 	}
 
-	n, err := a.svc.Compose(ctx, lisi, Compose{Draft: Draft{App: approvalApp, Title: "年终奖发放通知", Body: "请阅读",
+	n, err := a.svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: "年终奖发放通知", Body: "请阅读",
 		Audience: yidu.Audience{Departments: []int64{10}}, Schedule: yidu.Schedule{Draft: true}}})
 	testenv.Check(t, "Compose", err)
 	n, err = a.svc.SendNow(ctx, lisi, n)
@@ -163,7 +165,7 @@ func TestApprovalBeforeSending(t *testing.T) {
 
 	// The author fixes it and asks again: a new version.
 	title := "年终奖发放通知（更正）"
-	n, err = a.svc.Edit(ctx, lisi, n, Patch{Title: &title}, nil)
+	n, err = a.svc.Edit(ctx, lisi, n, yidu.Patch{Title: &title}, nil)
 	testenv.Check(t, "Edit", err)
 	n, err = a.svc.SendNow(ctx, lisi, n)
 	testenv.Check(t, "SendNow again", err)
@@ -224,7 +226,7 @@ func TestApprovalBeforeSending(t *testing.T) {
 	}
 
 	t.Run("a small notice needs none", func(t *testing.T) {
-		m, err := a.svc.Compose(ctx, lisi, Compose{Draft: Draft{App: approvalApp, Title: "小范围", Audience: yidu.Audience{Departments: []int64{2}},
+		m, err := a.svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: "小范围", Audience: yidu.Audience{Departments: []int64{2}},
 			Schedule: yidu.Schedule{Draft: true}}})
 		testenv.Check(t, "Compose", err)
 		m, err = a.svc.SendNow(ctx, lisi, m)
@@ -246,9 +248,9 @@ func TestUnapprovedAtItsTimeIsHeld(t *testing.T) {
 	reg, note := &registrar{}, &notifier{}
 	a := newReplica(t, db, c, reg, note, "replica-a")
 	lisi, wangwu := sender("lisi"), sender("wangwu")
-	compose := func(title string) Notice {
+	compose := func(title string) yidu.Notice {
 		t.Helper()
-		n, err := a.svc.Compose(ctx, lisi, Compose{Draft: Draft{App: approvalApp, Title: title, Audience: yidu.Audience{All: true},
+		n, err := a.svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: title, Audience: yidu.Audience{All: true},
 			Schedule: yidu.Schedule{SendAt: c.now().Add(time.Hour)}}})
 		testenv.Check(t, "Compose", err)
 		if n.Approval != yidu.ApprovalPending || n.State != yidu.StateScheduled {
@@ -261,7 +263,7 @@ func TestUnapprovedAtItsTimeIsHeld(t *testing.T) {
 	edited, _, err := a.svc.Decide(ctx, wangwu, edited, Decision{Hash: edited.ApprovalHash, Approve: true})
 	testenv.Check(t, "Decide", err)
 	body := "改了正文"
-	edited, err = a.svc.Edit(ctx, lisi, edited, Patch{Body: &body}, nil)
+	edited, err = a.svc.Edit(ctx, lisi, edited, yidu.Patch{Body: &body}, nil)
 	testenv.Check(t, "Edit", err)
 	if edited.Approval != yidu.ApprovalPending {
 		t.Fatalf("edited after approval: %q, want pending", edited.Approval)
@@ -270,10 +272,10 @@ func TestUnapprovedAtItsTimeIsHeld(t *testing.T) {
 	c.add(61 * time.Minute)
 	_, err = a.run.Tick(ctx)
 	testenv.Check(t, "Tick", err)
-	for _, n := range []Notice{never, edited} {
-		got, err := a.svc.o.Store.Get(ctx, nil, n.MsgID)
+	for _, n := range []yidu.Notice{never, edited} {
+		got, err := a.svc.st.Get(ctx, nil, n.MsgID)
 		testenv.Check(t, "Get", err)
-		if got.State != yidu.StateHeld || got.Reason != ReasonAwaitingApproval || reg.count(n.MsgID) != 0 {
+		if got.State != yidu.StateHeld || got.Reason != loops.ReasonAwaitingApproval || reg.count(n.MsgID) != 0 {
 			t.Errorf("%s at its time: state %s reason %q sent %d; want held, never sent", n.Title, got.State, got.Reason, reg.count(n.MsgID))
 		}
 	}

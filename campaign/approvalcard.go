@@ -11,6 +11,8 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
 )
 
 // Approvers are told through WeCom (issue 41): a button_interaction
@@ -25,11 +27,26 @@ import (
 // ApproveKey is the 批准 button's key on an approval card.
 const ApproveKey = "approve"
 
+// RefusedError is message/send answered with an errcode other than 0
+// (doc path 90236): the message reached nobody.
+type RefusedError struct {
+	Code int64
+	Msg  string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("wecom: message/send refused: errcode %d: %s", e.Code, yidu.Truncate(e.Msg, 128))
+}
+
+// errAllInvalid is message/send's errcode when every touser is invalid
+// (82001, doc path 90236): no such member of the app.
+const errAllInvalid = 82001
+
 // CardNotifier is the ApprovalNotifier that sends WeCom messages through
 // the notice's app.
 type CardNotifier struct {
 	// Send posts a message/send body through the app (wecom.Sender's
-	// SendMessage, adapted).
+	// SendMessage, adapted); WeCom's refusal is a *RefusedError.
 	Send func(ctx context.Context, corpID string, agentID int64, body []byte) error
 	// Page is the approval page's absolute URL for a notice of app.
 	Page func(app, msgID string) string
@@ -38,7 +55,7 @@ type CardNotifier struct {
 var _ ApprovalNotifier = (*CardNotifier)(nil)
 
 // AskApproval sends the approval card to the approvers.
-func (c *CardNotifier) AskApproval(ctx context.Context, n Notice, hash, taskID string, recipients uint64, approvers []string) error {
+func (c *CardNotifier) AskApproval(ctx context.Context, n yidu.Notice, hash, taskID string, recipients uint64, approvers []string) error {
 	if len(approvers) == 0 {
 		return nil
 	}
@@ -50,7 +67,7 @@ func (c *CardNotifier) AskApproval(ctx context.Context, n Notice, hash, taskID s
 		"template_card": map[string]any{
 			"card_type":  "button_interaction",
 			"source":     map[string]any{"desc": "通知审批"},
-			"main_title": map[string]any{"title": yidu.Truncate("待审批："+n.Title, 33), "desc": "发给 " + groupDigits(recipients) + " 人"},
+			"main_title": map[string]any{"title": yidu.Truncate("待审批："+n.Title, 33), "desc": "发给 " + yidu.GroupDigits(strconv.FormatUint(recipients, 10)) + " 人"},
 			"horizontal_content_list": []map[string]any{
 				{"keyname": "发起人", "value": yidu.Truncate(n.CreatedBy, 26)},
 				{"keyname": "版本", "value": hash[:min(12, len(hash))]},
@@ -70,18 +87,18 @@ func (c *CardNotifier) AskApproval(ctx context.Context, n Notice, hash, taskID s
 }
 
 // Decided tells the author what became of their notice.
-func (c *CardNotifier) Decided(ctx context.Context, n Notice, st ApprovalStep) error {
+func (c *CardNotifier) Decided(ctx context.Context, n yidu.Notice, st store.ApprovalStep) error {
 	text := "你的通知《" + n.Title + "》已批准"
 	switch st.Step {
-	case StepRejected:
+	case store.StepRejected:
 		text = "你的通知《" + n.Title + "》已驳回：" + st.Reason
-	case StepHeld:
+	case store.StepHeld:
 		text = "你的通知《" + n.Title + "》到发送时间仍未审批，已暂停发送（待审批）"
 	}
 	return c.text(ctx, n, text)
 }
 
-func (c *CardNotifier) text(ctx context.Context, n Notice, text string) error {
+func (c *CardNotifier) text(ctx context.Context, n yidu.Notice, text string) error {
 	if n.CreatedBy == "" || !yidu.UserID(n.CreatedBy).Valid() {
 		return nil // a token's or a password user's notice: the page tells them
 	}
@@ -90,7 +107,11 @@ func (c *CardNotifier) text(ctx context.Context, n Notice, text string) error {
 	if err != nil {
 		return fmt.Errorf("campaign: approval text: %w", err)
 	}
-	return c.Send(ctx, n.App.CorpID, n.App.AgentID, body)
+	err = c.Send(ctx, n.App.CorpID, n.App.AgentID, body)
+	if re := (*RefusedError)(nil); errors.As(err, &re) && re.Code == errAllInvalid {
+		return nil // a token's or a user's name shaped like a UserID, no member: the page tells them
+	}
+	return err
 }
 
 // Held tells the author of a notice held at its time
@@ -98,25 +119,16 @@ func (c *CardNotifier) text(ctx context.Context, n Notice, text string) error {
 // what the author may send to now. A text message from the app (content
 // at most 2048 bytes, doc path 90236); the reason is short (a field and
 // a sentence), the title bounded by the card's.
-func (c *CardNotifier) Held(ctx context.Context, n Notice) error {
+func (c *CardNotifier) Held(ctx context.Context, n yidu.Notice) error {
 	switch {
 	case strings.HasPrefix(n.Reason, ReasonOutsideAudience):
 		return c.text(ctx, n, "你的通知《"+n.Title+"》到发送时间已超出你可发送的范围，已暂停发送："+strings.TrimPrefix(n.Reason, ReasonOutsideAudience))
-	case strings.HasPrefix(n.Reason, lateReasonHead):
+	case strings.HasPrefix(n.Reason, loops.LateReasonHead):
 		return c.text(ctx, n, "你的通知《"+n.Title+"》已错过发送时间太久（超过允许的延迟），已暂停发送：请在 yidu 中立即发送或取消")
 	case n.Reason == ReasonAuthorMayNotSend:
 		return c.text(ctx, n, "你的通知《"+n.Title+"》到发送时间你已无权通过此应用发送，已暂停发送")
 	}
-	return c.Decided(ctx, n, ApprovalStep{Step: StepHeld})
-}
-
-// groupDigits writes n with thousands separators (98,231).
-func groupDigits(n uint64) string {
-	s := strconv.FormatUint(n, 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
+	return c.Decided(ctx, n, store.ApprovalStep{Step: store.StepHeld})
 }
 
 // ErrNotApprovalCard: a press on a card that is not an approval card of
@@ -127,26 +139,26 @@ var ErrNotApprovalCard = errors.New("not an approval card")
 // verified callback names) on taskID: the approval of the version the
 // card asked for. A press on a card of an older version, another key,
 // or a second press changes nothing (again true, or ErrApproval).
-func (s *Service) Press(ctx context.Context, p *access.Principal, corpID, app, taskID, key string) (Notice, bool, error) {
+func (s *Service) Press(ctx context.Context, p *access.Principal, corpID, app, taskID, key string) (yidu.Notice, bool, error) {
 	m, prefix, ok := yidu.ParseApprovalTaskID(taskID)
 	if !ok {
-		return Notice{}, false, ErrNotApprovalCard
+		return yidu.Notice{}, false, ErrNotApprovalCard
 	}
-	if s.o.Store == nil {
-		return Notice{}, false, ErrNoCampaigns
+	if s.st == nil {
+		return yidu.Notice{}, false, ErrNoCampaigns
 	}
-	n, err := s.o.Store.Get(ctx, []string{corpID}, string(m))
+	n, err := s.st.Get(ctx, []string{corpID}, string(m))
 	if err != nil {
-		return Notice{}, false, err
+		return yidu.Notice{}, false, err
 	}
 	if n.App.Name != app {
-		return Notice{}, false, ErrNotApprovalCard
+		return yidu.Notice{}, false, ErrNotApprovalCard
 	}
 	if key != ApproveKey {
 		return n, false, yidu.Invalidf("key: only 批准 comes back; 驳回 asks for a reason on the page")
 	}
 	if !strings.HasPrefix(n.ApprovalHash, prefix) {
-		return Notice{}, false, fmt.Errorf("%w: %s changed since this card was sent", ErrApproval, n.MsgID)
+		return yidu.Notice{}, false, fmt.Errorf("%w: %s changed since this card was sent", ErrApproval, n.MsgID)
 	}
 	return s.Decide(ctx, p, n, Decision{Hash: n.ApprovalHash, Approve: true, Via: "card"})
 }
@@ -154,7 +166,7 @@ func (s *Service) Press(ctx context.Context, p *access.Principal, corpID, app, t
 // Preview sends n's card to userID alone (发给我预览): the notice's
 // title, body and link as members will see them, with a button that
 // opens the approval page instead of one that counts as a read.
-func (c *CardNotifier) Preview(ctx context.Context, n Notice, userID, taskID string) error {
+func (c *CardNotifier) Preview(ctx context.Context, n yidu.Notice, userID, taskID string) error {
 	page := c.Page(n.App.Name, n.MsgID)
 	open := cmpURL(n.URL, page)
 	if n.Content != nil {
@@ -189,7 +201,7 @@ func cmpURL(u, fallback string) string {
 
 // Previewer sends 发给我预览 cards (CardNotifier).
 type Previewer interface {
-	Preview(ctx context.Context, n Notice, userID, taskID string) error
+	Preview(ctx context.Context, n yidu.Notice, userID, taskID string) error
 }
 
 // ErrNoPreview: the server cannot send WeCom cards to preview (no
@@ -198,7 +210,7 @@ var ErrNoPreview = errors.New("preview through WeCom is not available")
 
 // PreviewToMe sends n's card to the caller alone: an approver of n (its
 // author included, to see what they asked for) signed in with WeCom.
-func (s *Service) PreviewToMe(ctx context.Context, p *access.Principal, n Notice) (string, error) {
+func (s *Service) PreviewToMe(ctx context.Context, p *access.Principal, n yidu.Notice) (string, error) {
 	if err := MayApprove(p, n); err != nil && !errors.Is(err, ErrOwnNotice) {
 		return "", err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/internal/fakewecom"
+	"github.com/yidu-io/yidu/internal/loop"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -74,7 +75,7 @@ func TestApprovalCardPressedTwiceOnTwoReplicas(t *testing.T) {
 	a.svc.o.Notify, b.svc.o.Notify = cards, cards
 	lisi, wangwu := sender("lisi"), sender("wangwu")
 
-	n, err := a.svc.Compose(ctx, lisi, Compose{Draft: Draft{App: approvalApp, Title: "年终奖发放通知", Body: "请阅读",
+	n, err := a.svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: "年终奖发放通知", Body: "请阅读",
 		Audience: yidu.Audience{Departments: []int64{10}}, Schedule: yidu.Schedule{Draft: true}}})
 	testenv.Check(t, "Compose", err)
 	n, err = a.svc.SendNow(ctx, lisi, n)
@@ -98,7 +99,7 @@ func TestApprovalCardPressedTwiceOnTwoReplicas(t *testing.T) {
 
 	// An edit asks again, with a new card; the old card approves nothing.
 	body := "请于 12 月 10 日前阅读"
-	n, err = a.svc.Edit(ctx, lisi, n, Patch{Body: &body}, nil)
+	n, err = a.svc.Edit(ctx, lisi, n, yidu.Patch{Body: &body}, nil)
 	testenv.Check(t, "Edit", err)
 	n, err = a.svc.SendNow(ctx, lisi, n)
 	testenv.Check(t, "SendNow", err)
@@ -185,4 +186,78 @@ func TestApprovalCardPressedTwiceOnTwoReplicas(t *testing.T) {
 			t.Errorf("a non-approver's preview = %v, want ErrForbidden", err)
 		}
 	})
+}
+
+// TestApprovalCardRetried (issue 46): WeCom refuses the approval card
+// (errcode 45009). The ask is audited failed and tried again after a
+// growing backoff by whichever of two replicas claims it first, never
+// both; once WeCom takes it, it is sent once and no more. A card WeCom
+// keeps refusing is given up after MaxCardAttempts tries.
+func TestApprovalCardRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failures int
+		cards    int    // delivered in the end
+		state    string // of the retry row
+	}{
+		{"taken on the third try", 2, 1, "sent"},
+		{"refused every time", 100, 0, "failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := fakewecom.New(fakewecom.Corp{CorpID: approvalApp.CorpID, Apps: []fakewecom.App{{AgentID: approvalApp.AgentID, Secret: "app-secret"}}})
+			srv := httptest.NewServer(fake)
+			t.Cleanup(srv.Close)
+			db := testenv.MySQL(t)
+			ctx := context.Background()
+			c := &clock{t: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
+			cards := &CardNotifier{Send: wecomSend(t, srv.URL), Page: func(_, msgID string) string { return "https://yidu.example.com/m/" + msgID }}
+			reg := &registrar{}
+			a, b := newReplica(t, db, c, reg, &notifier{}, "replica-a"), newReplica(t, db, c, reg, &notifier{}, "replica-b")
+			a.svc.o.Notify, b.svc.o.Notify = cards, cards
+			fake.FailNext("/cgi-bin/message/send", 45009, tc.failures)
+			n, err := a.svc.Compose(ctx, sender("lisi"), Compose{Draft: yidu.Draft{App: approvalApp, Title: "年终奖发放通知", Body: "请阅读",
+				Audience: yidu.Audience{Departments: []int64{10}}, Schedule: yidu.Schedule{Draft: true}}})
+			testenv.Check(t, "Compose", err)
+			_, err = a.svc.SendNow(ctx, sender("lisi"), n)
+			testenv.Check(t, "SendNow", err)
+			outcomes := func() []string {
+				return testenv.Column[string](t, db, `SELECT outcome FROM audit_events WHERE msgid = ? AND action = 'notify' ORDER BY id`, n.MsgID)
+			}
+			if got := outcomes(); len(got) != 1 || got[0] != "failed" {
+				t.Fatalf("notify audit %v; want one failed", got)
+			}
+			ga, _ := loop.New("a", loop.Options{Now: c.now})
+			gb, _ := loop.New("b", loop.Options{Now: c.now})
+			guards := []*loop.Guard{ga, gb}
+			// Before its backoff: nothing.
+			c.add(CardRetryBackoff - time.Second)
+			if k, err := a.svc.RetryApprovalCards(ctx, guards[0]); err != nil || k != 0 {
+				t.Fatalf("RetryApprovalCards within the backoff = %d, %v; want 0", k, err)
+			}
+			for range MaxCardAttempts + 2 {
+				c.add(CardRetryMax)
+				var wg sync.WaitGroup
+				for i, r := range []replica{a, b} {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						_, _ = r.svc.RetryApprovalCards(ctx, guards[i])
+					}()
+				}
+				wg.Wait()
+			}
+			delivered := 0
+			for _, s := range fake.Sent() {
+				if card, _ := s.Body["template_card"].(map[string]any); card != nil && strings.HasPrefix(fmt.Sprint(card["task_id"]), n.MsgID+"@a") {
+					delivered++
+				}
+			}
+			state := testenv.Column[string](t, db, `SELECT state FROM approval_card_retries WHERE msgid = ?`, n.MsgID)
+			got := outcomes()
+			tries := min(tc.failures+1, MaxCardAttempts)
+			if delivered != tc.cards || len(state) != 1 || state[0] != tc.state || len(got) != tries {
+				t.Errorf("delivered %d, retry row %v, %d notify rows %v; want %d, %s, %d (one per try)", delivered, state, len(got), got, tc.cards, tc.state, tries)
+			}
+		})
+	}
 }

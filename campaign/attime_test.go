@@ -15,6 +15,8 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -84,14 +86,14 @@ func TestScheduledCheckedAtItsTime(t *testing.T) {
 	c := &clock{t: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
 	reg, note := &registrar{}, &notifier{}
 	dir := &growingDir{}
-	st, err := NewStore(db, Options{Directory: dir, Apps: []yidu.App{approvalApp}, Now: c.now})
-	testenv.Check(t, "NewStore", err)
+	st, err := store.New(db, store.Options{Directory: dir, Apps: []yidu.App{approvalApp}, Now: c.now})
+	testenv.Check(t, "store.New", err)
 	acc, err := access.New(access.Config{}, dir, c.now)
 	testenv.Check(t, "access.New", err)
 	book := &authorBook{m: map[string]*access.Principal{}}
-	svc := NewService(ServiceOptions{Store: st, Rounds: &Rounds{DB: db, Now: c.now, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler)},
+	svc := newService(t, st, Options{Rounds: &loops.Rounds{DB: db, Now: c.now, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler)},
 		Notify: note, Audiences: acc, Authors: book, Now: c.now})
-	run, err := NewRunner(st, reg, RunnerOptions{Owner: "replica-a", Check: svc.AtItsTime, OnHeld: func(_ context.Context, n Notice) error {
+	run, err := loops.NewRunner(st, reg, loops.RunnerOptions{Owner: "replica-a", Check: svc.AtItsTime, OnHeld: func(_ context.Context, n yidu.Notice) error {
 		note.mu.Lock()
 		defer note.mu.Unlock()
 		note.held = append(note.held, n.MsgID+" "+n.Reason)
@@ -99,10 +101,10 @@ func TestScheduledCheckedAtItsTime(t *testing.T) {
 	}})
 	testenv.Check(t, "NewRunner", err)
 
-	compose := func(p *access.Principal, title string, dept int64) Notice {
+	compose := func(p *access.Principal, title string, dept int64) yidu.Notice {
 		t.Helper()
 		book.set(p.Name, p)
-		n, err := svc.Compose(ctx, p, Compose{Draft: Draft{App: approvalApp, Title: title, Audience: yidu.Audience{Departments: []int64{dept}},
+		n, err := svc.Compose(ctx, p, Compose{Draft: yidu.Draft{App: approvalApp, Title: title, Audience: yidu.Audience{Departments: []int64{dept}},
 			Schedule: yidu.Schedule{SendAt: c.now().Add(time.Hour)}}})
 		testenv.Check(t, "Compose "+title, err)
 		if n.State != yidu.StateScheduled || n.Approval != yidu.ApprovalNone {
@@ -126,7 +128,7 @@ func TestScheduledCheckedAtItsTime(t *testing.T) {
 
 	log := audit.NewMySQL(db)
 	for _, tc := range []struct {
-		n        Notice
+		n        yidu.Notice
 		state    yidu.NoticeState
 		reason   string
 		approval yidu.ApprovalState
@@ -152,7 +154,7 @@ func TestScheduledCheckedAtItsTime(t *testing.T) {
 		var hold, told bool
 		for _, e := range evs {
 			hold = hold || e.Action == yidu.ActionHold && e.Actor == System && strings.Contains(e.Detail, tc.reason)
-			told = told || e.Action == yidu.ActionNotify && strings.Contains(e.Detail, "to=author "+tc.n.CreatedBy)
+			told = told || e.Action == yidu.ActionNotify && strings.Contains(e.Detail, "to=author userid="+tc.n.CreatedBy)
 		}
 		if !hold || !told {
 			t.Errorf("%s: audit has hold %v, author told %v; want both: %+v", tc.n.Title, hold, told, evs)
@@ -163,7 +165,7 @@ func TestScheduledCheckedAtItsTime(t *testing.T) {
 	// (by yidu, the version at its time) and it is held 待审批.
 	got, err := st.Get(ctx, nil, grown.MsgID)
 	testenv.Check(t, "Get", err)
-	if got.State != yidu.StateHeld || got.Reason != ReasonAwaitingApproval || got.Approval != yidu.ApprovalPending || reg.count(grown.MsgID) != 0 {
+	if got.State != yidu.StateHeld || got.Reason != loops.ReasonAwaitingApproval || got.Approval != yidu.ApprovalPending || reg.count(grown.MsgID) != 0 {
 		t.Errorf("grown at its time: %s %q approval %q sent %d; want held 待审批, pending, unsent", got.State, got.Reason, got.Approval, reg.count(grown.MsgID))
 	}
 	if len(note.asked) != 1 || note.counts[0] != 1500 {
@@ -171,11 +173,11 @@ func TestScheduledCheckedAtItsTime(t *testing.T) {
 	}
 	trail, err := svc.ApprovalTrail(ctx, got)
 	testenv.Check(t, "ApprovalTrail", err)
-	if len(trail) != 2 || trail[0].Step != StepRequested || trail[0].Actor != System || trail[1].Step != StepHeld || trail[0].Hash != got.ApprovalHash {
+	if len(trail) != 2 || trail[0].Step != store.StepRequested || trail[0].Actor != System || trail[1].Step != store.StepHeld || trail[0].Hash != got.ApprovalHash {
 		t.Errorf("trail %+v, want requested by yidu then held, of the version at its time", trail)
 	}
 	held := strings.Join(note.held, "\n")
-	for _, n := range []Notice{narrowed, removed, grown} {
+	for _, n := range []yidu.Notice{narrowed, removed, grown} {
 		if !strings.Contains(held, n.MsgID) {
 			t.Errorf("author of %s not told: %v", n.Title, note.held)
 		}
@@ -184,7 +186,7 @@ func TestScheduledCheckedAtItsTime(t *testing.T) {
 	// A check that cannot answer holds nothing and sends nothing: the
 	// notice waits for the next poll.
 	again := compose(keptTo("zhouba", 4), "研发部通知五", 4)
-	failing, err := NewRunner(st, reg, RunnerOptions{Owner: "replica-b", Check: func(context.Context, Notice) (string, error) {
+	failing, err := loops.NewRunner(st, reg, loops.RunnerOptions{Owner: "replica-b", Check: func(context.Context, yidu.Notice) (string, error) {
 		return "", errors.New("directory unavailable")
 	}})
 	testenv.Check(t, "NewRunner", err)

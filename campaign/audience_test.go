@@ -11,6 +11,8 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -76,10 +78,10 @@ func TestSenderKeptToAudience(t *testing.T) {
 	ctx := context.Background()
 	acc, err := access.New(access.Config{}, limitDir{}, f.c.now)
 	testenv.Check(t, "access.New", err)
-	l, err := NewSQLLedger(f.db, "replica-a", 0, f.c.now, slog.New(slog.DiscardHandler))
-	testenv.Check(t, "NewSQLLedger", err)
-	rounds := &Rounds{DB: f.db, Now: f.c.now, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler)}
-	s := NewService(ServiceOptions{Store: f.store, Rounds: rounds, Messenger: f.msg, Audiences: acc, Ledger: l, Readers: readers{f: f}, Now: f.c.now})
+	l, err := store.NewReminderLog(f.db, "replica-a", 0, f.c.now, slog.New(slog.DiscardHandler))
+	testenv.Check(t, "store.NewReminderLog", err)
+	rounds := &loops.Rounds{DB: f.db, Now: f.c.now, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler)}
+	s := newService(t, f.store, Options{Rounds: rounds, Messenger: f.msg, Audiences: acc, Reminders: l, Readers: readers{f: f}, Now: f.c.now})
 	lisi := access.NewPrincipal("lisi", access.KindWeCom, false, []access.Grant{{Role: yidu.RoleSender,
 		Scope: yidu.Scope{Corp: testApp.CorpID, Apps: []string{testApp.Name}, Audience: yidu.SenderAudience{Departments: []int64{4}}}}})
 	admin := access.NewPrincipal("admin", access.KindToken, true, nil)
@@ -110,13 +112,13 @@ func TestSenderKeptToAudience(t *testing.T) {
 		{"compose to 全员", func() error { return compose(yidu.Audience{All: true}) }, "audience.all"},
 		{"compose to a member outside", func() error { return compose(yidu.Audience{UserIDs: []string{"lisi"}}) }, "audience.userids"},
 		{"edit a notice to 全员", func() error {
-			_, err := s.Edit(ctx, lisi, theirs, Patch{Title: &title}, nil)
+			_, err := s.Edit(ctx, lisi, theirs, yidu.Patch{Title: &title}, nil)
 			return err
 		}, "audience.all"},
 		{"move it to department 3", func() error {
-			_, err := s.Edit(ctx, lisi, theirs, Patch{Audience: &yidu.Audience{Departments: []int64{3}}}, nil)
+			_, err := s.Edit(ctx, lisi, theirs, yidu.Patch{Audience: &yidu.Audience{Departments: []int64{3}}}, nil)
 			return err
-		}, "audience.departments"},
+		}, "audience.all"}, // the notice as it is is outside already (issue 46)
 		{"send it now", func() error { _, err := s.SendNow(ctx, lisi, theirs); return err }, "audience.all"},
 		{"preview department 3", func() error {
 			return s.CheckAudience(ctx, lisi, testApp, yidu.Audience{Departments: []int64{3}})
@@ -149,7 +151,7 @@ func TestSenderKeptToAudience(t *testing.T) {
 		}
 	})
 	t.Run("no Audiences fails closed", func(t *testing.T) {
-		bare := NewService(ServiceOptions{Store: f.store, Now: f.c.now})
+		bare := newService(t, f.store, Options{Now: f.c.now})
 		if err := bare.CheckAudience(ctx, lisi, testApp, yidu.Audience{Departments: []int64{4}}); !errors.Is(err, ErrForbidden) {
 			t.Fatalf("CheckAudience without Audiences = %v, want ErrForbidden", err)
 		}

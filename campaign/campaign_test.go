@@ -14,6 +14,9 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
+	"github.com/yidu-io/yidu/internal/loop"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -101,23 +104,23 @@ func (directory) Expand(_ context.Context, _ string, a yidu.Audience) (yidu.Expa
 
 var testApp = yidu.App{Name: "hr", CorpID: "ww1", AgentID: 1000002}
 
-func setup(t *testing.T) (*sql.DB, *Store, *clock) {
+func setup(t *testing.T) (*sql.DB, *store.Store, *clock) {
 	t.Helper()
 	db := testenv.MySQL(t)
 	c := &clock{t: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
-	s, err := NewStore(db, Options{Directory: directory{}, Apps: []yidu.App{testApp}, Now: c.now})
-	testenv.Check(t, "NewStore", err)
+	s, err := store.New(db, store.Options{Directory: directory{}, Apps: []yidu.App{testApp}, Now: c.now})
+	testenv.Check(t, "store.New", err)
 	return db, s, c
 }
 
-func draft(c *clock, ahead time.Duration) Draft {
-	return Draft{App: testApp, Title: "新考勤制度", Body: "请阅读", Audience: yidu.Audience{UserIDs: []string{"zhangsan", "lisi"}},
+func draft(c *clock, ahead time.Duration) yidu.Draft {
+	return yidu.Draft{App: testApp, Title: "新考勤制度", Body: "请阅读", Audience: yidu.Audience{UserIDs: []string{"zhangsan", "lisi"}},
 		Schedule: yidu.Schedule{SendAt: c.now().Add(ahead)}, By: "hr-admin"}
 }
 
-func runner(t *testing.T, s *Store, reg Registrar, owner string, c *clock) *Runner {
+func runner(t *testing.T, s *store.Store, reg Registrar, owner string, c *clock) *loops.Runner {
 	t.Helper()
-	r, err := NewRunner(s, reg, RunnerOptions{Owner: owner, LeaseTTL: 30 * time.Second, MaxLateness: 2 * time.Hour, RetryBackoff: time.Minute})
+	r, err := loops.NewRunner(s, reg, loops.RunnerOptions{Owner: owner, LeaseTTL: 30 * time.Second, MaxLateness: 2 * time.Hour, RetryBackoff: time.Minute})
 	testenv.Check(t, "NewRunner", err)
 	return r
 }
@@ -127,19 +130,19 @@ func TestCreateRefusesBadInput(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
 		name  string
-		edit  func(d *Draft)
+		edit  func(d *yidu.Draft)
 		field string
 	}{
-		{"title over the card", func(d *Draft) { d.Title = strings.Repeat("长", yidu.MaxCardTitle+1) }, "title"},
-		{"empty audience", func(d *Draft) { d.Audience = yidu.Audience{} }, "audience"},
-		{"only unknown userids", func(d *Draft) { d.Audience = yidu.Audience{UserIDs: []string{"nobody1", "nobody2"}} }, "audience.userids"},
-		{"send_at in the past", func(d *Draft) { d.Schedule.SendAt = c.now().Add(-time.Minute) }, "send_at"},
-		{"send_at over a year ahead", func(d *Draft) { d.Schedule.SendAt = c.now().Add(367 * 24 * time.Hour) }, "send_at"},
-		{"no send_at", func(d *Draft) { d.Schedule.SendAt = time.Time{} }, "send_at"},
-		{"bad time zone", func(d *Draft) { d.Schedule.Timezone = "Mars/Base" }, "timezone"},
-		{"an empty tag", func(d *Draft) { d.Audience = yidu.Audience{Tags: []int64{9}} }, "audience"},
-		{"an unknown tag and unknown userids", func(d *Draft) { d.Audience = yidu.Audience{Tags: []int64{404}, UserIDs: []string{"nobody"}} }, "audience"},
-		{"an unknown department", func(d *Draft) { d.Audience = yidu.Audience{Departments: []int64{404}} }, "audience"},
+		{"title over the card", func(d *yidu.Draft) { d.Title = strings.Repeat("长", yidu.MaxCardTitle+1) }, "title"},
+		{"empty audience", func(d *yidu.Draft) { d.Audience = yidu.Audience{} }, "audience"},
+		{"only unknown userids", func(d *yidu.Draft) { d.Audience = yidu.Audience{UserIDs: []string{"nobody1", "nobody2"}} }, "audience.userids"},
+		{"send_at in the past", func(d *yidu.Draft) { d.Schedule.SendAt = c.now().Add(-time.Minute) }, "send_at"},
+		{"send_at over a year ahead", func(d *yidu.Draft) { d.Schedule.SendAt = c.now().Add(367 * 24 * time.Hour) }, "send_at"},
+		{"no send_at", func(d *yidu.Draft) { d.Schedule.SendAt = time.Time{} }, "send_at"},
+		{"bad time zone", func(d *yidu.Draft) { d.Schedule.Timezone = "Mars/Base" }, "timezone"},
+		{"an empty tag", func(d *yidu.Draft) { d.Audience = yidu.Audience{Tags: []int64{9}} }, "audience"},
+		{"an unknown tag and unknown userids", func(d *yidu.Draft) { d.Audience = yidu.Audience{Tags: []int64{404}, UserIDs: []string{"nobody"}} }, "audience"},
+		{"an unknown department", func(d *yidu.Draft) { d.Audience = yidu.Audience{Departments: []int64{404}} }, "audience"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -189,10 +192,10 @@ func TestTagAudiences(t *testing.T) {
 		}
 	}
 	// A patch replaces the audience, tags included.
-	if _, err := s.Edit(ctx, nil, "tag-0", Patch{Audience: &yidu.Audience{Tags: []int64{7, 9}}}); err != nil {
+	if _, err := s.Edit(ctx, nil, "tag-0", yidu.Patch{Audience: &yidu.Audience{Tags: []int64{7, 9}}}); err != nil {
 		t.Fatalf("Edit: %v", err)
 	}
-	if _, err := s.Edit(ctx, nil, "tag-1", Patch{Audience: &yidu.Audience{Tags: []int64{9}}}); !errors.Is(err, yidu.ErrInvalid) {
+	if _, err := s.Edit(ctx, nil, "tag-1", yidu.Patch{Audience: &yidu.Audience{Tags: []int64{9}}}); !errors.Is(err, yidu.ErrInvalid) {
 		t.Errorf("Edit to an empty tag: %v; want ErrInvalid", err)
 	}
 	c.add(time.Minute)
@@ -232,7 +235,7 @@ func TestStateMachine(t *testing.T) {
 	}
 	// Editable while scheduled.
 	title := "新考勤制度（修订）"
-	ed, err := s.Edit(ctx, nil, sched.MsgID, Patch{Title: &title})
+	ed, err := s.Edit(ctx, nil, sched.MsgID, yidu.Patch{Title: &title})
 	testenv.Check(t, "Edit", err)
 	if ed.Title != title || ed.State != yidu.StateScheduled {
 		t.Fatalf("edited: %q %s", ed.Title, ed.State)
@@ -251,10 +254,10 @@ func TestStateMachine(t *testing.T) {
 		t.Fatalf("registrations: %+v", calls)
 	}
 	// Sent: no edit, no cancel, no send.
-	if _, err := s.Edit(ctx, nil, sched.MsgID, Patch{Title: &title}); !errors.Is(err, ErrNotEditable) {
+	if _, err := s.Edit(ctx, nil, sched.MsgID, yidu.Patch{Title: &title}); !errors.Is(err, yidu.ErrNotEditable) {
 		t.Errorf("Edit after sent: %v", err)
 	}
-	if _, err := s.Cancel(ctx, nil, sched.MsgID, "x"); !errors.Is(err, ErrNotEditable) {
+	if _, err := s.Cancel(ctx, nil, sched.MsgID, "x"); !errors.Is(err, yidu.ErrNotEditable) {
 		t.Errorf("Cancel after sent: %v", err)
 	}
 	// A draft is sent by a person: SendNow, then the runner.
@@ -278,7 +281,7 @@ func TestStateMachine(t *testing.T) {
 		t.Errorf("cancelled notice claimed %d, sent %d", n, reg.count(x.MsgID))
 	}
 	// Another corp does not see it.
-	if _, err := s.Get(ctx, []string{"ww2"}, x.MsgID); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(ctx, []string{"ww2"}, x.MsgID); !errors.Is(err, yidu.ErrNotFound) {
 		t.Errorf("Get from another corp: %v", err)
 	}
 }
@@ -297,9 +300,9 @@ func TestLatenessAndHeld(t *testing.T) {
 	// Down for 2 h 1.5 min: late is 2 h 0.5 min late (held), held's 1 h
 	// 59.5 min (sent late), gone is not due.
 	c.add(2*time.Hour + 90*time.Second)
-	var told []Notice
-	r, err := NewRunner(s, reg, RunnerOptions{Owner: "a", LeaseTTL: 30 * time.Second, MaxLateness: 2 * time.Hour, RetryBackoff: time.Minute,
-		OnHeld: func(_ context.Context, n Notice) error { told = append(told, n); return nil }})
+	var told []yidu.Notice
+	r, err := loops.NewRunner(s, reg, loops.RunnerOptions{Owner: "a", LeaseTTL: 30 * time.Second, MaxLateness: 2 * time.Hour, RetryBackoff: time.Minute,
+		OnHeld: func(_ context.Context, n yidu.Notice) error { told = append(told, n); return nil }})
 	testenv.Check(t, "NewRunner", err)
 	if _, err := r.Tick(ctx); err != nil {
 		t.Fatal(err)
@@ -313,12 +316,12 @@ func TestLatenessAndHeld(t *testing.T) {
 	if len(holds) != 1 || !strings.HasPrefix(holds[0], System+"|") || !strings.Contains(holds[0], "max_lateness") {
 		t.Errorf("audit rows of the late hold = %q; want one by %s with its reason", holds, System)
 	}
-	if len(told) != 1 || told[0].MsgID != late.MsgID || told[0].State != yidu.StateHeld || told[0].Reason != HeldReason(120, 2*time.Hour) {
+	if len(told) != 1 || told[0].MsgID != late.MsgID || told[0].State != yidu.StateHeld || told[0].Reason != loops.HeldReason(120, 2*time.Hour) {
 		t.Errorf("authors told = %+v; want the late notice's, once", told)
 	}
 	a, _ := s.Get(ctx, nil, late.MsgID)
 	b, _ := s.Get(ctx, nil, held.MsgID)
-	if a.State != yidu.StateHeld || a.Reason != HeldReason(120, 2*time.Hour) || reg.count(late.MsgID) != 0 {
+	if a.State != yidu.StateHeld || a.Reason != loops.HeldReason(120, 2*time.Hour) || reg.count(late.MsgID) != 0 {
 		t.Errorf("over max lateness: %s %q, sent %d", a.State, a.Reason, reg.count(late.MsgID))
 	}
 	if b.State != yidu.StateSent || b.SentLateBy != 2*time.Hour+90*time.Second-2*time.Minute {
@@ -330,7 +333,7 @@ func TestLatenessAndHeld(t *testing.T) {
 	if _, err := r.Tick(ctx); err != nil || reg.count(late.MsgID) != 0 {
 		t.Fatalf("held notice sent by the clock: %v", err)
 	}
-	if _, err := s.Edit(ctx, nil, late.MsgID, Patch{}); !errors.Is(err, yidu.ErrInvalid) {
+	if _, err := s.Edit(ctx, nil, late.MsgID, yidu.Patch{}); !errors.Is(err, yidu.ErrInvalid) {
 		t.Errorf("Edit held without send_at: %v", err)
 	}
 	if _, err := s.SendNow(ctx, nil, late.MsgID, "x"); err != nil {
@@ -399,12 +402,12 @@ func TestResumeAfterCrash(t *testing.T) {
 	n, err := s.Create(ctx, draft(c, time.Second))
 	testenv.Check(t, "Create", err)
 	c.add(time.Second)
-	dead := Lease{Table: "campaigns", Owner: "dead", TTL: 30 * time.Second}
+	dead := store.Lease{Table: "campaigns", Owner: "dead", TTL: 30 * time.Second}
 	ok, err := dead.Claim(ctx, db, c.now(), []yidu.NoticeState{yidu.StateScheduled}, "started_at = ?", "msgid = ?", c.now(), n.MsgID)
 	if err != nil || !ok {
 		t.Fatalf("Claim: %v %v", ok, err)
 	}
-	if _, err := s.Edit(ctx, nil, n.MsgID, Patch{}); !errors.Is(err, ErrNotEditable) {
+	if _, err := s.Edit(ctx, nil, n.MsgID, yidu.Patch{}); !errors.Is(err, yidu.ErrNotEditable) {
 		t.Errorf("Edit while sending: %v", err)
 	}
 	reg := &registrar{}
@@ -431,7 +434,7 @@ func TestRetryAndFail(t *testing.T) {
 	_, s, c := setup(t)
 	ctx := context.Background()
 	reg := &registrar{out: yidu.SendRefused}
-	r, err := NewRunner(s, reg, RunnerOptions{Owner: "a", MaxAttempts: 2, RetryBackoff: time.Minute})
+	r, err := loops.NewRunner(s, reg, loops.RunnerOptions{Owner: "a", MaxAttempts: 2, RetryBackoff: time.Minute})
 	testenv.Check(t, "NewRunner", err)
 	n, err := s.Create(ctx, draft(c, time.Second))
 	testenv.Check(t, "Create", err)
@@ -488,5 +491,60 @@ func TestShutdownReleases(t *testing.T) {
 	}
 	if got, _ := s.Get(context.Background(), nil, n.MsgID); got.State != yidu.StateSent {
 		t.Errorf("state %s", got.State)
+	}
+}
+
+// panicking panics in RegisterAndSend for the msgids in poison, as a bug
+// in one notice's send would.
+type panicking struct {
+	registrar
+	mu     sync.Mutex
+	poison map[string]bool
+}
+
+func (p *panicking) RegisterAndSend(ctx context.Context, reg yidu.Registration) (yidu.Registered, error) {
+	p.mu.Lock()
+	bad := p.poison[reg.MsgID]
+	p.mu.Unlock()
+	if bad {
+		panic("poisoned send of " + reg.MsgID) // as a bug in one notice's send would
+	}
+	return p.registrar.RegisterAndSend(ctx, reg)
+}
+
+// TestPoisonedSendOthersGo: a notice whose send panics is recovered,
+// counted and backed off; the other notices due with it are sent, and
+// once healed it is resumed and sent once (issue 46).
+func TestPoisonedSendOthersGo(t *testing.T) {
+	_, s, c := setup(t)
+	ctx := context.Background()
+	bad, err := s.Create(ctx, draft(c, time.Second))
+	testenv.Check(t, "Create", err)
+	good, err := s.Create(ctx, draft(c, time.Second))
+	testenv.Check(t, "Create", err)
+	reg := &panicking{poison: map[string]bool{bad.MsgID: true}}
+	g, err := loop.New("runner", loop.Options{Now: c.now})
+	testenv.Check(t, "loop.New", err)
+	r, err := loops.NewRunner(s, reg, loops.RunnerOptions{Owner: "a", LeaseTTL: 30 * time.Second, MaxLateness: 2 * time.Hour, RetryBackoff: time.Minute, Guard: g})
+	testenv.Check(t, "NewRunner", err)
+	c.add(time.Second)
+	if _, err := r.Tick(ctx); err != nil { // no panic escapes
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, nil, good.MsgID); got.State != yidu.StateSent {
+		t.Errorf("the other notice is %s; want sent", got.State)
+	}
+	if !g.BackedOff("notice " + bad.MsgID) {
+		t.Error("the poisoned notice is not backed off")
+	}
+	reg.mu.Lock()
+	reg.poison = nil
+	reg.mu.Unlock()
+	c.add(31 * time.Second) // past its backoff and its lease
+	if _, err := r.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, nil, bad.MsgID); got.State != yidu.StateSent || reg.count(bad.MsgID) != 1 || reg.count(good.MsgID) != 1 {
+		t.Errorf("healed notice %s, sends %d and %d; want sent, once each", got.State, reg.count(bad.MsgID), reg.count(good.MsgID))
 	}
 }

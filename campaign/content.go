@@ -28,7 +28,7 @@ type Acknowledgements interface {
 }
 
 // ErrNoContent: content was posted where this deployment keeps none.
-var ErrNoContent = yidu.Invalidf("content: this deployment keeps no notice content")
+var ErrNoContent = yidu.Fieldf("content", "content: this deployment keeps no notice content")
 
 // contents is the Contents, or ErrNoContent.
 func (s *Service) contents() (Contents, error) {
@@ -58,7 +58,7 @@ type Content struct {
 func (s *Service) PrepareContent(ctx context.Context, corp string, c Content) (*noticev.Version, error) {
 	if !c.Has {
 		if c.ReadRule != "" || c.MinReadSeconds != 0 {
-			return nil, yidu.Invalidf("read_rule: a notice without content has the app's rule")
+			return nil, yidu.Fieldf("read_rule", "read_rule: a notice without content has the app's rule")
 		}
 		return nil, nil
 	}
@@ -82,21 +82,25 @@ func (s *Service) MayRevise(p *access.Principal, m yidu.Message, whole bool) err
 	if _, err := s.contents(); err != nil {
 		return err
 	}
-	if !p.MaySend(m.CorpID, m.App) || !whole {
+	if !access.Decide(p, yidu.ActionEdit, access.Target{Corp: m.CorpID, App: m.App, MsgID: m.MsgID}).Allowed || !whole {
 		return fmt.Errorf("%w: your role may not change this notice", ErrForbidden)
 	}
 	return nil
 }
 
 // Revision is a sent notice's next version: its text, and its title
-// when it changes. Reacknowledge marks it material; Other says the
-// request asked more than that of a sent notice (refused).
+// when it changes. Reacknowledge marks it material; ChangeNote, when
+// given, says what changed (notice.CheckNote); Other says the request
+// asked more than that of a sent notice (refused); NoContent that it
+// carried no text (a change note alone is refused).
 type Revision struct {
 	Title         *string
 	Markdown      string
 	Attachments   []string
 	Reacknowledge bool
+	ChangeNote    *string
 	Other         bool
+	NoContent     bool
 }
 
 // Revised is a new version made (or found, for a replay of the same
@@ -104,8 +108,14 @@ type Revision struct {
 type Revised struct {
 	Version noticev.Version
 	All     []noticev.Version
-	// Acts is the edit row due: for a version made, or one that failed.
+	// Acts is the edit row due: for a version made or held for
+	// approval, one that failed, or one refused.
 	Acts []Act
+	// Pending: the version is material and its app asks approval for
+	// it: it is held, not published, until approved (Hash is the version
+	// the approvers are asked for; Version is the text held).
+	Pending bool
+	Hash    string
 }
 
 // Revise makes m's next version for p, who must send through its app
@@ -113,11 +123,29 @@ type Revised struct {
 // version N+1 (the same text again makes none), and followed up (a
 // material one resets acknowledgements and sends the update card).
 func (s *Service) Revise(ctx context.Context, p *access.Principal, m yidu.Message, whole bool, rev Revision) (Revised, error) {
+	refused := func(err error) (Revised, error) {
+		return Revised{Acts: []Act{refusedAct(VerbRevise, m.MsgID, err)}}, err
+	}
 	if err := s.MayRevise(p, m, whole); err != nil {
-		return Revised{}, err
+		return refused(err)
+	}
+	// The gate: a sender kept to an audience revises only a notice
+	// inside it, and a notice not approved (or recalled) gets no version.
+	if err := s.gate(ctx, VerbRevise, p, m); err != nil {
+		return refused(err)
+	}
+	if rev.ChangeNote != nil && rev.NoContent {
+		return Revised{}, yidu.Fieldf("change_note", "change_note: a change note comes with the new version's content")
 	}
 	if rev.Other {
-		return Revised{}, yidu.Invalidf("content: a sent notice's PATCH carries content, and optionally title and reacknowledge, only")
+		return Revised{}, yidu.Fieldf("content", "content: a sent notice's PATCH carries content, and optionally title, reacknowledge and change_note, only")
+	}
+	var note string
+	if rev.ChangeNote != nil {
+		var err error
+		if note, err = noticev.CheckNote(*rev.ChangeNote); err != nil {
+			return Revised{}, err
+		}
 	}
 	cs, err := s.contents()
 	if err != nil {
@@ -127,10 +155,19 @@ func (s *Service) Revise(ctx context.Context, p *access.Principal, m yidu.Messag
 	if err != nil {
 		return Revised{}, err
 	}
+	v.Note = note
+	if rev.Reacknowledge {
+		if held, out, err := s.holdRevision(ctx, p, cs, m, rev, v); held || err != nil {
+			if !held {
+				out.Acts = []Act{refusedAct(VerbRevise, m.MsgID, err)}
+			}
+			return out, err
+		}
+	}
 	nv, made, err := cs.Update(ctx, m.CorpID, m.MsgID, v, rev.Reacknowledge, p.By())
 	var out Revised
 	if made || err != nil {
-		act := Act{Action: yidu.ActionEdit, MsgID: m.MsgID, Err: err, Detail: fmt.Sprintf("version %d", nv.N)}
+		act := Act{Action: yidu.ActionEdit, MsgID: m.MsgID, Err: err, Detail: fmt.Sprintf("version=%d", nv.N)}
 		if rev.Reacknowledge {
 			act.Detail += " (material)"
 		}
@@ -152,7 +189,7 @@ func (s *Service) Revise(ctx context.Context, p *access.Principal, m yidu.Messag
 func (s *Service) prepareRevision(ctx context.Context, cs Contents, m yidu.Message, rev Revision) (noticev.Version, error) {
 	cur, err := cs.Get(ctx, m.CorpID, m.MsgID, 0)
 	if errors.Is(err, noticev.ErrNotFound) {
-		return noticev.Version{}, yidu.Invalidf("content: the notice was sent without content")
+		return noticev.Version{}, yidu.Fieldf("content", "content: the notice was sent without content")
 	}
 	if err != nil {
 		return noticev.Version{}, err
@@ -300,7 +337,7 @@ func (s *Service) prepare(ctx context.Context, p *access.Principal, o Outgoing) 
 }
 
 // linkToPage makes the card of a notice with content open its reading
-// page (ServiceOptions.ReadingPage): the card's url is the page's,
+// page (Options.ReadingPage): the card's url is the page's,
 // through the tracked link like any card url, so a msgid is chosen now
 // if the body named none. A url of the caller's own is refused: the text
 // is in yidu.
@@ -312,7 +349,7 @@ func (s *Service) linkToPage(reg *yidu.Registration) error {
 		return nil // linked already (a draft's, checked again)
 	}
 	if reg.URL != "" {
-		return yidu.Invalidf("url: a notice with full text links to its reading page; leave url empty")
+		return yidu.Fieldf("url", "url: a notice with full text links to its reading page; leave url empty")
 	}
 	if reg.MsgID == "" {
 		reg.MsgID = string(yidu.NewMsgID())
@@ -367,7 +404,7 @@ func (s *Service) registeredFollowUp(ctx context.Context, p *access.Principal, m
 // each attachment an upload of d's corp, the read rule), and links d's
 // card to its reading page (a msgid is chosen now if d has none). It
 // writes nothing; nil content is none.
-func (s *Service) checkDraftContent(ctx context.Context, d *Draft) error {
+func (s *Service) checkDraftContent(ctx context.Context, d *yidu.Draft) error {
 	if d.Content == nil {
 		return nil
 	}
@@ -409,7 +446,7 @@ func DraftContent(c Content) *yidu.NoticeContent {
 // PreviewContent renders n's kept full text as its version 1 will be
 // when it is sent (the compose page's and the approver's preview); it
 // writes nothing. ErrNoContent when n keeps none.
-func (s *Service) PreviewContent(ctx context.Context, n Notice) (noticev.Version, error) {
+func (s *Service) PreviewContent(ctx context.Context, n yidu.Notice) (noticev.Version, error) {
 	cs, err := s.contents()
 	if err != nil {
 		return noticev.Version{}, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign/store"
 )
 
 // Picking is what the compose page and the approver need of the
@@ -18,7 +19,7 @@ import (
 // registration snapshots (one rule: the preview's count is the
 // registration's).
 type Picking interface {
-	Directory
+	store.Directory
 	DirectoryIndex(ctx context.Context, corpID string) (DirectoryIndex, error)
 }
 
@@ -118,7 +119,7 @@ func (s *Service) Preview(ctx context.Context, p *access.Principal, app yidu.App
 // largest first (at most 10): the roots' children under a single root
 // (总部), else the roots. None without a directory, or when it fails (a
 // part of the approver's page, not a condition of it).
-func (s *Service) TopDepartments(ctx context.Context, n Notice) []DepartmentCount {
+func (s *Service) TopDepartments(ctx context.Context, n yidu.Notice) []DepartmentCount {
 	out := []DepartmentCount{}
 	d, err := s.dir()
 	if err != nil {
@@ -261,17 +262,20 @@ type ApprovalView struct {
 	// Departments the top departments among them (TopDepartments).
 	Recipients  uint64
 	Departments []DepartmentCount
-	Trail       []ApprovalStep
+	Trail       []store.ApprovalStep
 	// MayDecide: p may approve or reject this version (not its author,
 	// an approver of its app), and it waits for a decision.
 	MayDecide bool
 	// ReadingPage is the members' reading page of a notice that has one
 	// published (sent with content); "" otherwise.
 	ReadingPage string
+	// Approvers and ApproverRole are who approves it (Service.Approvers).
+	Approvers    []string
+	ApproverRole yidu.Role
 }
 
 // ApprovalView is p's view of n's approval.
-func (s *Service) ApprovalView(ctx context.Context, p *access.Principal, n Notice) (ApprovalView, error) {
+func (s *Service) ApprovalView(ctx context.Context, p *access.Principal, n yidu.Notice) (ApprovalView, error) {
 	_, count, err := s.NeedsApproval(ctx, n)
 	if err != nil {
 		return ApprovalView{}, err
@@ -281,7 +285,8 @@ func (s *Service) ApprovalView(ctx context.Context, p *access.Principal, n Notic
 		return ApprovalView{}, err
 	}
 	v := ApprovalView{Recipients: count, Trail: trail, Departments: s.TopDepartments(ctx, n),
-		MayDecide: n.Approval == yidu.ApprovalPending && MayApprove(p, n) == nil}
+		MayDecide: n.Approval == yidu.ApprovalPending && MayApprove(p, n) == nil && s.notOwnRevision(ctx, p, n) == nil}
+	v.Approvers, v.ApproverRole = s.Approvers(ctx, n.App, n.CreatedBy)
 	if s.o.ReadingPage != nil {
 		has, err := s.HasContent(ctx, n.App.CorpID, n.MsgID)
 		if err != nil {

@@ -73,14 +73,14 @@ func TestTopDepartments(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakePicking{depts: tt.depts, members: map[int64][]uint32{2: {1}, 3: {2}, 4: {3}, 5: {9}}, reach: roaring.BitmapOf(1, 2, 3)}
-			s := NewService(ServiceOptions{Picking: f})
-			got := s.TopDepartments(t.Context(), Notice{App: yidu.App{CorpID: "acme"}})
+			s := newService(t, nil, Options{Picking: f})
+			got := s.TopDepartments(t.Context(), yidu.Notice{App: yidu.App{CorpID: "acme"}})
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("TopDepartments = %+v; want %+v", got, tt.want)
 			}
 		})
 	}
-	if got := NewService(ServiceOptions{}).TopDepartments(t.Context(), Notice{}); got == nil || len(got) != 0 {
+	if got := newService(t, nil, Options{}).TopDepartments(t.Context(), yidu.Notice{}); got == nil || len(got) != 0 {
 		t.Errorf("TopDepartments without a directory = %#v; want an empty list", got)
 	}
 }
@@ -91,7 +91,7 @@ func TestTopDepartments(t *testing.T) {
 func TestPreviewAndSortList(t *testing.T) {
 	f := &fakePicking{depts: []yidu.DepartmentNode{dept(1, 0, "总部"), dept(2, 1, "销售"), dept(3, 1, "研发"), dept(4, 3, "后端")},
 		members: map[int64][]uint32{2: {1}, 3: {2}, 4: {3}}, reach: roaring.BitmapOf(2, 3), unknown: []string{"zz"}, left: []string{"aa"}}
-	s := NewService(ServiceOptions{Picking: f, Audiences: allowAll{}})
+	s := newService(t, nil, Options{Picking: f, Audiences: allowAll{}})
 	admin := access.NewPrincipal("root", access.KindUser, false, []access.Grant{{Role: yidu.RoleAdmin, Scope: yidu.Scope{Corp: "acme"}}})
 	pv, err := s.Preview(t.Context(), admin, yidu.App{CorpID: "acme", Name: "hr"}, yidu.Audience{Departments: []int64{3, 4}})
 	if err != nil {
@@ -104,7 +104,7 @@ func TestPreviewAndSortList(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(known, []string{"b", "a"}) || !reflect.DeepEqual(missing, []string{"aa", "zz"}) {
 		t.Errorf("SortList = %v, %v, %v; want [b a] [aa zz]", known, missing, err)
 	}
-	if _, err := NewService(ServiceOptions{}).Preview(t.Context(), admin, yidu.App{}, yidu.Audience{}); err != ErrNoDirectory {
+	if _, err := newService(t, nil, Options{}).Preview(t.Context(), admin, yidu.App{}, yidu.Audience{}); err != ErrNoDirectory {
 		t.Errorf("Preview without a directory = %v; want ErrNoDirectory", err)
 	}
 }

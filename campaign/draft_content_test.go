@@ -9,6 +9,8 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
 	noticev "github.com/yidu-io/yidu/notice"
 )
@@ -30,24 +32,24 @@ func TestDraftContentPublished(t *testing.T) {
 	testenv.Check(t, "notice.New", err)
 	a, err := atts.Put(ctx, approvalApp.CorpID, "lisi", "评分表.pdf", strings.NewReader("%PDF-1.7\nscores"))
 	testenv.Check(t, "Put", err)
-	st, err := NewStore(db, Options{Directory: bigDir{}, Apps: []yidu.App{approvalApp}, Now: c.now})
-	testenv.Check(t, "NewStore", err)
+	st, err := store.New(db, store.Options{Directory: bigDir{}, Apps: []yidu.App{approvalApp}, Now: c.now})
+	testenv.Check(t, "store.New", err)
 	page := func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
-	svc := NewService(ServiceOptions{Store: st, Versions: ns, ReadingPage: page, Now: c.now})
+	svc := newService(t, st, Options{Versions: ns, ReadingPage: page, Now: c.now})
 	reg := &registrar{}
-	run, err := NewRunner(st, reg, RunnerOptions{Owner: "a", Publisher: ns})
+	run, err := loops.NewRunner(st, reg, loops.RunnerOptions{Owner: "a", Publisher: ns})
 	testenv.Check(t, "NewRunner", err)
 	lisi := sender("lisi")
 
 	at := c.now().Add(time.Hour)
-	n, err := svc.Compose(ctx, lisi, Compose{Draft: Draft{App: approvalApp, Title: "2026年度绩效考核办法",
+	n, err := svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: "2026年度绩效考核办法",
 		Audience: yidu.Audience{Departments: []int64{2}}, Schedule: yidu.Schedule{SendAt: at},
 		Content: &yidu.NoticeContent{Markdown: "# 第四条\n\n考核周期为一年。", Attachments: []string{a.ID}, ReadRule: yidu.ReadRuleLink}}})
 	testenv.Check(t, "Compose", err)
 	if n.State != yidu.StateScheduled || n.Content == nil || n.Content.ReadRule != yidu.ReadRuleLink || n.URL != page("hr", n.MsgID) || n.MsgID == "" {
 		t.Fatalf("composed = %+v; want scheduled, keeping its text, linked to its page", n)
 	}
-	for name, p := range map[string]Patch{
+	for name, p := range map[string]yidu.Patch{
 		"a url of its own":  {URL: new("https://intranet.example.com/1")},
 		"an unknown upload": {Content: &yidu.NoticeContent{Markdown: "x", Attachments: []string{"att_nope"}}},
 		"an unknown rule":   {Content: &yidu.NoticeContent{Markdown: "x", ReadRule: "glanced"}},
@@ -60,7 +62,7 @@ func TestDraftContentPublished(t *testing.T) {
 	if got, _ := st.Get(ctx, nil, n.MsgID); !got.UpdatedAt.Equal(n.UpdatedAt) || got.Content.Markdown != n.Content.Markdown {
 		t.Fatal("a refused edit wrote")
 	}
-	n, err = svc.Edit(ctx, lisi, n, Patch{Content: &yidu.NoticeContent{Markdown: "# 第四条\n\n考核周期为半年。", Attachments: []string{a.ID}, ReadRule: yidu.ReadRuleAcknowledged, MinReadSeconds: 5}}, nil)
+	n, err = svc.Edit(ctx, lisi, n, yidu.Patch{Content: &yidu.NoticeContent{Markdown: "# 第四条\n\n考核周期为半年。", Attachments: []string{a.ID}, ReadRule: yidu.ReadRuleAcknowledged, MinReadSeconds: 5}}, nil)
 	testenv.Check(t, "Edit", err)
 	if _, err := run.Tick(ctx); err != nil {
 		t.Fatal(err)
@@ -95,9 +97,9 @@ func TestDraftContentPublished(t *testing.T) {
 	}
 
 	t.Run("no publisher", func(t *testing.T) {
-		bare, err := NewRunner(st, reg, RunnerOptions{Owner: "b"})
+		bare, err := loops.NewRunner(st, reg, loops.RunnerOptions{Owner: "b"})
 		testenv.Check(t, "NewRunner", err)
-		m, err := svc.Compose(ctx, lisi, Compose{Draft: Draft{App: approvalApp, Title: "t", Audience: yidu.Audience{Departments: []int64{2}},
+		m, err := svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: "t", Audience: yidu.Audience{Departments: []int64{2}},
 			Schedule: yidu.Schedule{Draft: true}, Content: &yidu.NoticeContent{Markdown: "x"}}})
 		testenv.Check(t, "Compose", err)
 		_, err = svc.SendNow(ctx, lisi, m)

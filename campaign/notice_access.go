@@ -15,14 +15,14 @@ import (
 // the corp or a sender of its app. To anyone else, a viewer or a leader
 // included, it is yidu.ErrNotFound, like one of another corp.
 func (s *Service) Notice(ctx context.Context, p *access.Principal, msgID string) (yidu.Notice, error) {
-	if s.o.Store == nil || p == nil {
+	if s.st == nil || p == nil {
 		return yidu.Notice{}, fmt.Errorf("%w: %s", yidu.ErrNotFound, msgID)
 	}
 	corps := p.Corps()
 	if corps != nil && len(corps) == 0 {
 		return yidu.Notice{}, fmt.Errorf("%w: %s", yidu.ErrNotFound, msgID)
 	}
-	n, err := s.o.Store.Get(ctx, corps, msgID)
+	n, err := s.st.Get(ctx, corps, msgID)
 	if err != nil {
 		return yidu.Notice{}, err
 	}
@@ -39,14 +39,14 @@ func (s *Service) Notice(ctx context.Context, p *access.Principal, msgID string)
 // none of the others (issue 38).
 func (s *Service) Notices(ctx context.Context, p *access.Principal, state yidu.NoticeState, title, app, cursor string, limit int) ([]yidu.Notice, string, error) {
 	corps := p.Corps()
-	if s.o.Store == nil || (corps != nil && len(corps) == 0) {
+	if s.st == nil || (corps != nil && len(corps) == 0) {
 		return nil, "", nil
 	}
 	title = strings.ToLower(title)
 	keep := func(n yidu.Notice) bool {
 		return p.MaySend(n.App.CorpID, n.App.Name) && (title == "" || strings.Contains(strings.ToLower(n.Title), title))
 	}
-	return s.o.Store.List(ctx, corps, state, app, cursor, limit, keep)
+	return s.st.List(ctx, corps, state, app, cursor, limit, keep)
 }
 
 // Sent is the notice campaign sent as the registered message msgID of
@@ -55,10 +55,10 @@ func (s *Service) Notices(ctx context.Context, p *access.Principal, state yidu.N
 // its senders' only: audience is false for anyone else (a scoped viewer
 // sees the state, not whom else it was for).
 func (s *Service) Sent(ctx context.Context, p *access.Principal, corp, msgID string) (n yidu.Notice, found, audience bool, err error) {
-	if s.o.Store == nil {
+	if s.st == nil {
 		return yidu.Notice{}, false, false, nil
 	}
-	n, err = s.o.Store.Get(ctx, []string{corp}, msgID)
+	n, err = s.st.Get(ctx, []string{corp}, msgID)
 	if errors.Is(err, yidu.ErrNotFound) {
 		return yidu.Notice{}, false, false, nil
 	}
@@ -73,10 +73,10 @@ func (s *Service) Sent(ctx context.Context, p *access.Principal, corp, msgID str
 // of it too (MayApprove). Anyone else gets Notice's answer.
 func (s *Service) ForApprover(ctx context.Context, p *access.Principal, msgID string) (yidu.Notice, error) {
 	n, err := s.Notice(ctx, p, msgID)
-	if !errors.Is(err, yidu.ErrNotFound) || s.o.Store == nil {
+	if !errors.Is(err, yidu.ErrNotFound) || s.st == nil {
 		return n, err
 	}
-	n, gerr := s.o.Store.Get(ctx, nil, msgID)
+	n, gerr := s.st.Get(ctx, nil, msgID)
 	if gerr != nil || MayApprove(p, n) != nil {
 		return yidu.Notice{}, err
 	}
@@ -86,10 +86,10 @@ func (s *Service) ForApprover(ctx context.Context, p *access.Principal, msgID st
 // Locate finds the notice msgID within corps (nil: every corp) for a
 // refused act's audit row, whoever asked.
 func (s *Service) Locate(ctx context.Context, corps []string, msgID string) (yidu.Notice, bool, error) {
-	if s.o.Store == nil {
+	if s.st == nil {
 		return yidu.Notice{}, false, nil
 	}
-	n, err := s.o.Store.Get(ctx, corps, msgID)
+	n, err := s.st.Get(ctx, corps, msgID)
 	if errors.Is(err, yidu.ErrNotFound) {
 		return yidu.Notice{}, false, nil
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign/store"
 )
 
 // Post is a notice as POST /messages carries it: sent now, scheduled
@@ -18,6 +19,8 @@ type Post struct {
 	// Kept is the posted full text as a notice not yet sent keeps it
 	// (published as version 1 when it is sent); nil: none.
 	Kept *yidu.NoticeContent
+	// Standing makes it a standing notice (issue 51); nil: an ordinary one.
+	Standing *yidu.Standing
 }
 
 // Act is an audit row a Post is due, with its outcome (Err nil: ok).
@@ -56,7 +59,13 @@ func (p Posted) Kept() bool { return p.Notice.MsgID != "" }
 // policy stored. The returned Posted carries the audit rows due even
 // when err is set.
 func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Posted, error) {
+	// One answer per question within the post: its audience is checked
+	// (actMemo) and counted (the store's) once, however many steps ask.
+	ctx = store.RememberCounts(withActMemo(ctx))
 	post.Content.Later = post.Draft || !post.SendAt.IsZero()
+	if err := s.checkStanding(post); err != nil {
+		return Posted{}, err
+	}
 	pr, err := s.prepare(ctx, p, post.Outgoing)
 	if err != nil {
 		return Posted{}, err
@@ -82,6 +91,10 @@ func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Pos
 	res, err := s.register(ctx, first)
 	if err == nil {
 		err = s.keepContent(ctx, res.Message, pr, p.By())
+	}
+	if err == nil && post.Standing != nil {
+		// Before the cards: a joiner found from now on is enrolled.
+		err = s.keepStanding(ctx, p, res.Message.MsgID, post, pr)
 	}
 	if err == nil && first.Send != pr.Send {
 		var sent yidu.Registered
@@ -113,7 +126,7 @@ func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Pos
 	if tried && !res.Created {
 		// A replay that changes the policy is a follow-up change (a new
 		// notice's policy is part of its send row).
-		out.Acts = append(out.Acts, Act{Action: yidu.ActionFollowUpChange, MsgID: m.MsgID, Detail: "policy", Err: err})
+		out.Acts = append(out.Acts, Act{Action: yidu.ActionFollowUpChange, MsgID: m.MsgID, Detail: "follow_up=policy", Err: err})
 	}
 	return out, err
 }
@@ -122,16 +135,19 @@ func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Pos
 // same transaction) for the Runner, which registers and sends it at its
 // time.
 func (s *Service) postLater(ctx context.Context, p *access.Principal, post Post, pr Prepared) (Posted, error) {
-	if s.o.Store == nil {
+	if s.st == nil {
 		return Posted{}, ErrNoCampaigns
 	}
 	if !post.Draft && !post.Send {
-		return Posted{}, yidu.Invalidf("send: send_at needs \"send\": true (a scheduled notice is sent)")
+		return Posted{}, yidu.Fieldf("send", "send: send_at needs \"send\": true (a scheduled notice is sent)")
 	}
 	if !post.SentAt.IsZero() {
-		return Posted{}, yidu.Invalidf("sent_at is set when the notice is sent, not with send_at or draft")
+		return Posted{}, yidu.Fieldf("sent_at", "sent_at is set when the notice is sent, not with send_at or draft")
 	}
 	n, err := s.Compose(ctx, p, s.composeOf(post, pr, yidu.Schedule{SendAt: post.SendAt, Draft: post.Draft}))
+	if err == nil && post.Standing != nil {
+		err = s.keepStanding(ctx, p, n.MsgID, post, pr)
+	}
 	act := Act{Action: yidu.ActionSchedule, MsgID: cmp.Or(n.MsgID, pr.MsgID), Err: err}
 	if post.Draft {
 		act.Action = yidu.ActionCompose
@@ -144,6 +160,9 @@ func (s *Service) postLater(ctx context.Context, p *access.Principal, post Post,
 // approved.
 func (s *Service) postForApproval(ctx context.Context, p *access.Principal, post Post, pr Prepared) (Posted, error) {
 	n, err := s.Compose(ctx, p, s.composeOf(post, pr, yidu.Schedule{Draft: true}))
+	if err == nil && post.Standing != nil {
+		err = s.keepStanding(ctx, p, n.MsgID, post, pr)
+	}
 	if err == nil {
 		n, err = s.SendNow(ctx, p, n)
 	}
@@ -155,7 +174,7 @@ func (s *Service) postForApproval(ctx context.Context, p *access.Principal, post
 // text is kept with it and published as version 1 when it is sent.
 func (s *Service) composeOf(post Post, pr Prepared, sch yidu.Schedule) Compose {
 	sch.Timezone = post.App.Timezone
-	return Compose{Draft: Draft{
+	return Compose{Draft: yidu.Draft{
 		MsgID: pr.MsgID, App: post.App, Title: pr.Title, Body: pr.Body, URL: pr.URL, Audience: pr.Audience,
 		Content: post.Kept, Schedule: sch,
 	}, FollowUp: pr.FollowUp, FollowUpSet: post.FollowUpSet}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
 	noticev "github.com/yidu-io/yidu/notice"
 )
@@ -32,8 +33,8 @@ func (r *echoRegistrar) RegisterAndSend(_ context.Context, reg yidu.Registration
 func TestPost(t *testing.T) {
 	f := newServiceFixture(t)
 	approved := yidu.App{Name: "hr-big", CorpID: testApp.CorpID, AgentID: 1000003, Approval: &yidu.Approval{Over: 1, Approvers: []string{"boss"}}}
-	store, err := NewStore(f.db, Options{Directory: directory{}, Apps: []yidu.App{testApp, approved}, Now: f.c.now})
-	testenv.Check(t, "NewStore", err)
+	st, err := store.New(f.db, store.Options{Directory: directory{}, Apps: []yidu.App{testApp, approved}, Now: f.c.now})
+	testenv.Check(t, "store.New", err)
 	sender := principal(t, "hr", yidu.RoleSender, []string{testApp.Name, approved.Name}, nil)
 	viewer := principal(t, "viewer", yidu.RoleViewer, nil, []int64{2})
 	two := yidu.Audience{UserIDs: []string{"zhangsan", "lisi"}}
@@ -60,7 +61,7 @@ func TestPost(t *testing.T) {
 		{"needs approval", "hr", post("p-approve", approved, true), nil, true, true, []yidu.Action{yidu.ActionCompose}, 0},
 	}
 	s := f.service(t, "a")
-	s.o.Registrar, s.o.Store = &echoRegistrar{seen: map[string]bool{}}, store
+	s.o.Registrar, s.st = &echoRegistrar{seen: map[string]bool{}}, st
 	for _, tt := range tests {
 		f.c.add(time.Second) // newest first within a state
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,7 +111,7 @@ func TestPost(t *testing.T) {
 	}
 	boss := principal(t, "boss", yidu.RoleViewer, nil, []int64{2})
 	if _, err := s.Notice(context.Background(), boss, "p-approve"); !errors.Is(err, yidu.ErrNotFound) {
-		t.Errorf("Notice to the approver = %v; want not found (he sends none)", err)
+		t.Errorf("yidu.Notice to the approver = %v; want not found (he sends none)", err)
 	}
 	if n, err := s.ForApprover(context.Background(), boss, "p-approve"); err != nil || n.MsgID != "p-approve" {
 		t.Errorf("ForApprover(boss) = %q, %v; want the notice", n.MsgID, err)
@@ -150,7 +151,7 @@ func TestPostKeepsTextBeforeCards(t *testing.T) {
 	testenv.Check(t, "notice.New", err)
 	reg := &textFirst{echoRegistrar: echoRegistrar{seen: map[string]bool{}}, ns: ns}
 	page := func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
-	svc := NewService(ServiceOptions{Registrar: reg, Versions: ns, ReadingPage: page})
+	svc := newService(t, nil, Options{Registrar: reg, Versions: ns, ReadingPage: page})
 	res, err := svc.Post(ctx, sender("lisi"), Post{Outgoing: Outgoing{
 		Registration: yidu.Registration{App: testApp, Title: "考勤制度", Audience: yidu.Audience{Departments: []int64{2}}, Send: true},
 		Content:      Content{Has: true, Markdown: "第一条 上班时间为 9:00。"}}})

@@ -18,6 +18,8 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -94,7 +96,7 @@ func (m *messenger) Remind(_ context.Context, _ yidu.Message, userIDs []string) 
 	ids := slices.Sorted(slices.Values(userIDs))
 	m.reminded = append(m.reminded, ids)
 	var rep yidu.RemindReport
-	rep.Reminded, rep.Sent, rep.Batches = len(ids), len(ids), (len(ids)+RoundBatch-1)/RoundBatch
+	rep.Reminded, rep.Sent, rep.Batches = len(ids), len(ids), (len(ids)+loops.RoundBatch-1)/loops.RoundBatch
 	return rep, nil
 }
 
@@ -117,7 +119,7 @@ type serviceFixture struct {
 	c     *clock
 	acc   *access.Access
 	msg   *messenger
-	store *Store
+	store *store.Store
 	// unread are the notice's unread recipients.
 	unread *roaring.Bitmap
 	m      yidu.Message
@@ -125,10 +127,10 @@ type serviceFixture struct {
 
 func newServiceFixture(t *testing.T) *serviceFixture {
 	t.Helper()
-	db, store, c := setup(t)
+	db, st, c := setup(t)
 	acc, err := access.New(access.Config{LeadersSee: true}, orgDir{}, c.now)
 	testenv.Check(t, "access.New", err)
-	return &serviceFixture{db: db, c: c, acc: acc, msg: &messenger{}, store: store,
+	return &serviceFixture{db: db, c: c, acc: acc, msg: &messenger{}, store: st,
 		unread: roaring.BitmapOf(1, 2, 3, 4, 5, 6, 7),
 		m:      yidu.Message{CorpID: testApp.CorpID, MsgID: "notice-1", App: testApp.Name, SentAt: c.now()}}
 }
@@ -137,10 +139,10 @@ func newServiceFixture(t *testing.T) *serviceFixture {
 // database.
 func (f *serviceFixture) service(t *testing.T, owner string) *Service {
 	t.Helper()
-	l, err := NewSQLLedger(f.db, owner, 0, f.c.now, slog.New(slog.DiscardHandler))
-	testenv.Check(t, "NewSQLLedger", err)
-	rounds := &Rounds{DB: f.db, Now: f.c.now, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler)}
-	return NewService(ServiceOptions{Store: f.store, Rounds: rounds, Messenger: f.msg, Scope: f.acc, Ledger: l,
+	l, err := store.NewReminderLog(f.db, owner, 0, f.c.now, slog.New(slog.DiscardHandler))
+	testenv.Check(t, "store.NewReminderLog", err)
+	rounds := &loops.Rounds{DB: f.db, Now: f.c.now, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler)}
+	return newService(t, f.store, Options{Rounds: rounds, Messenger: f.msg, Scope: f.acc, Reminders: l,
 		Readers: readers{f: f, read: 1}, RemindInterval: time.Hour, Now: f.c.now})
 }
 
@@ -353,8 +355,8 @@ func TestServiceActsOnceAcrossReplicas(t *testing.T) {
 // out) is taken over; one still held is not.
 func TestLedgerTakesOverADeadClaim(t *testing.T) {
 	f := newServiceFixture(t)
-	l, err := NewSQLLedger(f.db, "replica-b", 0, f.c.now, nil)
-	testenv.Check(t, "NewSQLLedger", err)
+	l, err := store.NewReminderLog(f.db, "replica-b", 0, f.c.now, nil)
+	testenv.Check(t, "store.NewReminderLog", err)
 	ctx := context.Background()
 	if _, err := f.db.Exec(`INSERT INTO notice_acts (corp_id, msgid, state, act, owner, lease_until) VALUES (?, ?, 'sending', 'remind', 'dead', ?)`,
 		f.m.CorpID, f.m.MsgID, f.c.now().Add(time.Second)); err != nil {
@@ -405,7 +407,7 @@ func TestServiceSendNowOnce(t *testing.T) {
 			switch {
 			case err == nil:
 				ok.Add(1)
-			case errors.Is(err, ErrNotEditable):
+			case errors.Is(err, yidu.ErrNotEditable):
 				refused.Add(1)
 			default:
 				t.Errorf("send now: %v", err)
@@ -437,7 +439,8 @@ func TestServiceComposeOneTransaction(t *testing.T) {
 	}
 	ctx := context.Background()
 	killed := errors.New("killed between the writes")
-	f.store.betweenWrites = func() error { return killed }
+	rounds := s.o.Rounds
+	s.o.Rounds = killedRounds{Rounds: rounds.(*loops.Rounds), err: killed}
 	d := draft(f.c, time.Hour)
 	d.MsgID = "compose-killed"
 	if _, err := s.Compose(ctx, sender, Compose{Draft: d, FollowUp: pol, FollowUpSet: true}); !errors.Is(err, killed) {
@@ -446,7 +449,7 @@ func TestServiceComposeOneTransaction(t *testing.T) {
 	if c, p := count("campaigns", d.MsgID), count("follow_ups", d.MsgID); c != 0 || p != 0 {
 		t.Errorf("after a compose killed between its writes: %d campaigns rows, %d follow_ups rows; want none", c, p)
 	}
-	f.store.betweenWrites = nil
+	s.o.Rounds = rounds
 
 	// A policy the rounds refuse writes nothing either.
 	d.MsgID = "compose-bad-policy"
@@ -499,8 +502,11 @@ func TestServiceWhoMay(t *testing.T) {
 	title := "改"
 	pol := yidu.Policy{Reminders: []string{"2h"}}
 	acts := map[string]func(p *access.Principal) error{
-		"edit":         func(p *access.Principal) error { _, err := s.Edit(ctx, p, n, Patch{Title: &title}, nil); return err },
-		"edit policy":  func(p *access.Principal) error { _, err := s.Edit(ctx, p, n, Patch{}, &pol); return err },
+		"edit": func(p *access.Principal) error {
+			_, err := s.Edit(ctx, p, n, yidu.Patch{Title: &title}, nil)
+			return err
+		},
+		"edit policy":  func(p *access.Principal) error { _, err := s.Edit(ctx, p, n, yidu.Patch{}, &pol); return err },
 		"cancel":       func(p *access.Principal) error { _, err := s.Cancel(ctx, p, n); return err },
 		"send now":     func(p *access.Principal) error { _, err := s.SendNow(ctx, p, n); return err },
 		"set policy":   func(p *access.Principal) error { return s.SetFollowUp(ctx, p, f.m, pol) },
@@ -535,13 +541,13 @@ func TestServiceWhoMay(t *testing.T) {
 
 	// The sender: a bad policy with an edit writes neither; a good one both.
 	bad := yidu.Policy{Reminders: []string{"1s"}}
-	if _, err := s.Edit(ctx, sender, n, Patch{Title: &title}, &bad); !errors.Is(err, yidu.ErrInvalid) || !strings.Contains(err.Error(), "follow_up.") {
+	if _, err := s.Edit(ctx, sender, n, yidu.Patch{Title: &title}, &bad); !errors.Is(err, yidu.ErrInvalid) || !strings.Contains(err.Error(), "follow_up.") {
 		t.Errorf("edit with a bad policy = %v; want ErrInvalid naming follow_up", err)
 	}
 	if got, _ := f.store.Get(ctx, nil, n.MsgID); got.Title != n.Title {
 		t.Errorf("an edit with a bad policy changed the title to %q", got.Title)
 	}
-	if _, err := s.Edit(ctx, sender, n, Patch{Title: &title}, &pol); err != nil {
+	if _, err := s.Edit(ctx, sender, n, yidu.Patch{Title: &title}, &pol); err != nil {
 		t.Fatalf("edit with a policy: %v", err)
 	}
 	if got, _ := f.store.Get(ctx, nil, n.MsgID); got.Title != title {
@@ -566,7 +572,7 @@ func TestServiceFollowUpRead(t *testing.T) {
 	ctx := context.Background()
 	sender := principal(t, "hr-sender", yidu.RoleSender, []string{testApp.Name}, nil)
 	if _, ok, err := s.FollowUp(ctx, sender, f.m, true); err != nil || ok {
-		t.Fatalf("FollowUp of a notice without a policy = %v, %v; want none", ok, err)
+		t.Fatalf("loops.FollowUp of a notice without a policy = %v, %v; want none", ok, err)
 	}
 	_, err := f.db.Exec(`INSERT INTO messages (corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state)
 		VALUES (?, ?, ?, 1, 't', ?, 7, '', 1)`, f.m.CorpID, f.m.MsgID, f.m.App, f.m.SentAt)
@@ -574,19 +580,36 @@ func TestServiceFollowUpRead(t *testing.T) {
 	testenv.Check(t, "SetFollowUp", s.SetFollowUp(ctx, sender, f.m, yidu.Policy{Reminders: []string{"2h"}}))
 	fu, ok, err := s.FollowUp(ctx, sender, f.m, true)
 	if err != nil || !ok || len(fu.Policy.Reminders) != 1 {
-		t.Errorf("FollowUp by the sender = %+v, %v, %v; want the policy set", fu, ok, err)
+		t.Errorf("loops.FollowUp by the sender = %+v, %v, %v; want the policy set", fu, ok, err)
 	}
 	if _, _, err := s.FollowUp(ctx, sender, f.m, false); !errors.Is(err, ErrForbidden) {
-		t.Errorf("FollowUp by a scoped sender = %v; want ErrForbidden", err)
+		t.Errorf("loops.FollowUp by a scoped sender = %v; want ErrForbidden", err)
 	}
 	if _, ok, err := s.FollowUpOf(ctx, f.m); err != nil || !ok {
 		t.Errorf("FollowUpOf = %v, %v; want the policy", ok, err)
 	}
-	none := NewService(ServiceOptions{Store: f.store, Now: f.c.now})
+	none := newService(t, f.store, Options{Now: f.c.now})
 	if _, _, err := none.FollowUp(ctx, sender, f.m, true); !errors.Is(err, ErrNoFollowUps) {
-		t.Errorf("FollowUp without rounds = %v; want ErrNoFollowUps", err)
+		t.Errorf("loops.FollowUp without rounds = %v; want ErrNoFollowUps", err)
 	}
 	if _, ok, err := none.FollowUpOf(ctx, f.m); err != nil || ok {
 		t.Errorf("FollowUpOf without rounds = %v, %v; want none", ok, err)
 	}
+}
+
+// newService is New over st (nil: a server that keeps no notices).
+func newService(tb testing.TB, st *store.Store, o Options) *Service {
+	tb.Helper()
+	return New(st, o)
+}
+
+// killedRounds stands for a crash between a compose's two writes: the
+// notice's row is written, its policy's fails.
+type killedRounds struct {
+	*loops.Rounds
+	err error
+}
+
+func (k killedRounds) StorePolicyIn(context.Context, *sql.Tx, string, string, yidu.Policy, time.Time, string) error {
+	return k.err
 }

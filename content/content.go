@@ -87,13 +87,13 @@ func Render(markdown string) (string, error) {
 // CheckMarkdown checks a text's size and encoding.
 func CheckMarkdown(markdown string) error {
 	if len(markdown) > MaxMarkdown {
-		return yidu.Invalidf("content.markdown is %d bytes; at most %d", len(markdown), MaxMarkdown)
+		return yidu.Fieldf("content.markdown", "content.markdown is %d bytes; at most %d", len(markdown), MaxMarkdown)
 	}
 	if !utf8.ValidString(markdown) {
-		return yidu.Invalidf("content.markdown is not valid UTF-8")
+		return yidu.Fieldf("content.markdown", "content.markdown is not valid UTF-8")
 	}
 	if strings.ContainsRune(markdown, 0) {
-		return yidu.Invalidf("content.markdown contains a NUL character")
+		return yidu.Fieldf("content.markdown", "content.markdown contains a NUL character")
 	}
 	return nil
 }

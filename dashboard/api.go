@@ -1,9 +1,11 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -16,6 +18,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/progress"
 )
 
@@ -51,7 +54,7 @@ type messageJSON struct {
 	UnknownUserIDs []string `json:"unknown_userids,omitempty"`
 	// FollowUp is the notice's follow-up policy and rounds (CONTRACT.md,
 	// Follow-up); absent for a notice without one, and in list rows.
-	FollowUp *campaign.FollowUp `json:"follow_up,omitempty"`
+	FollowUp *loops.FollowUp `json:"follow_up,omitempty"`
 	noticeFields
 }
 
@@ -176,7 +179,11 @@ func parseListCursor(s string) (string, error) {
 }
 
 // listFilter narrows the list: a title search and an app.
-type listFilter struct{ title, app string }
+type listFilter struct {
+	title, app string
+	// standing: standing notices only (issue 51).
+	standing bool
+}
 
 // maxTitleSearch bounds ?q= of the list (a title is at most 512
 // characters, migrations/00001).
@@ -185,6 +192,13 @@ const maxTitleSearch = 100
 // parseListFilter reads ?q= (part of a title) and ?app= (an app's name).
 func parseListFilter(q url.Values) (listFilter, error) {
 	f := listFilter{title: strings.TrimSpace(q.Get("q")), app: q.Get("app")}
+	switch q.Get("standing") {
+	case "", "0", "false":
+	case "1", "true":
+		f.standing = true
+	default:
+		return f, badParam("standing must be true or false")
+	}
 	switch {
 	case utf8.RuneCountInString(f.title) > maxTitleSearch || !utf8.ValidString(f.title) || strings.ContainsFunc(f.title, unicode.IsControl):
 		return f, badParam("q must be at most %d printable characters", maxTitleSearch)
@@ -219,6 +233,9 @@ func parseListQuery(q url.Values, notices bool) (l listQuery, err error) {
 // listMessages is one page of the caller's messages with live counts where
 // the keys exist (no rebuild: a list must stay cheap).
 func (s *Server) listMessages(ctx context.Context, p *access.Principal, f listFilter, cursor string, limit int) (listJSON, error) {
+	if f.standing {
+		return s.listStanding(ctx, p, f)
+	}
 	out := listJSON{Messages: []messageJSON{}}
 	rows, next, err := s.prog.List(ctx, p, f.title, f.app, cursor, limit)
 	if err != nil {
@@ -314,7 +331,8 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	app, ok := s.apps[name]
-	if !ok || !p.MaySend(app.CorpID, app.Name) { // access: admin, or a sender of this app
+	if !ok || !s.decide(r, yidu.ActionSend, access.Target{Corp: app.CorpID, App: app.Name}).Allowed {
+		// An app the caller may not send through is, to them, unknown.
 		s.fail(w, r, badParam("unknown app %q", yidu.Truncate(name, 64)))
 		return
 	}
@@ -388,22 +406,40 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	// The reminder outlives an impatient client: half-sent batches are worse.
 	// 300,000 non-readers are 300 calls at WeCom's rate: longer than the
 	// write timeout of an ordinary answer.
+	// An optional body chooses whom by state ({"state": "opened"});
+	// campaign checks it.
+	var body struct {
+		State yidu.ReadState `json:"state"`
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<10))
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("%w: more than 1024 bytes", errTooLarge))
+		return
+	}
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := decodeStrict(bytes.NewReader(raw), &body); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), registerTimeout)
 	defer cancel()
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(registerTimeout))
-	rep, err := s.acts.Remind(ctx, campaign.Remind{Caller: principalFrom(r.Context()), Message: m})
+	rep, err := s.acts.Remind(ctx, campaign.Remind{Caller: principalFrom(r.Context()), Message: m, State: body.State})
+	// Remind and recall share one rule: the role's refusal is gate's
+	// (access.Decide), and whatever campaign answered leaves its row
+	// (busy, too soon, recalled: refused; invalid input: none).
+	ev := event(r, yidu.ActionRemind, m.CorpID, m.App, m.MsgID)
+	ev.People = int64(rep.Reminded)
+	if body.State != "" {
+		ev.Detail = "state=" + string(body.State) // whom it chose, as a recipients read says
+	}
+	s.recordDone(r, ev, err)
 	if err != nil {
-		if !errors.Is(err, campaign.ErrForbidden) && !errors.Is(err, campaign.ErrBusy) && !errors.As(err, new(*campaign.TooSoonError)) &&
-			!errors.Is(err, yidu.ErrRecalled) {
-			s.recordDone(r, event(r, yidu.ActionRemind, m.CorpID, m.App, m.MsgID), err)
-		}
 		s.fail(w, r, err)
 		return
 	}
 	s.met.reminded.Add(float64(rep.Reminded))
-	ev := event(r, yidu.ActionRemind, m.CorpID, m.App, m.MsgID)
-	ev.People = int64(rep.Reminded)
-	s.recordDone(r, ev, nil)
 	writeJSON(w, http.StatusOK, remindJSON{Reminded: rep.Reminded, NextAllowedAt: rep.NextAllowedAt.UTC(), Unread: rep.Unread,
 		Batches: rep.Batches, Refused: rep.Refused, Unknown: rep.Unknown, Invalid: rep.Invalid, Skipped: rep.Skipped})
 }
@@ -430,15 +466,13 @@ func (s *Server) handleRecall(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Minute)
 	defer cancel()
 	rep, err := s.acts.Recall(ctx, campaign.Recall{Caller: principalFrom(r.Context()), Message: m})
-	if errors.Is(err, campaign.ErrForbidden) || errors.Is(err, campaign.ErrBusy) {
-		s.fail(w, r, err)
-		return
-	}
+	// One rule with remind: every answer of campaign leaves its row.
 	ev := event(r, yidu.ActionRecall, m.CorpID, m.App, m.MsgID)
 	ev.People = int64(rep.Recalled)
 	s.recordDone(r, ev, err)
 	if err != nil && !errors.Is(err, yidu.ErrRecallIncomplete) {
-		// The tracker's error says why in words HR can act on (409).
+		// The tracker's error says why in words HR can act on (409);
+		// campaign's refusal is 403, its claim by another 429.
 		s.fail(w, r, err)
 		return
 	}

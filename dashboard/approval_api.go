@@ -8,7 +8,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/store"
 )
 
 // Approval before sending (issue 41): campaign decides whether a notice
@@ -34,8 +36,14 @@ type approvalJSON struct {
 	Content *versionJSON `json:"content,omitempty"`
 	// MayDecide: the caller may approve or reject this version (not its
 	// author, an approver of its app).
-	MayDecide bool                    `json:"may_decide"`
-	Trail     []campaign.ApprovalStep `json:"trail"`
+	MayDecide bool                 `json:"may_decide"`
+	Trail     []store.ApprovalStep `json:"trail"`
+	// Approvers are who approves it, by name; ApproverRole the role whose
+	// holders approve too ("" none).
+	Approvers    []string `json:"approvers"`
+	ApproverRole string   `json:"approver_role,omitempty"`
+	// Mine: the caller composed it (催办, 撤回申请 are theirs).
+	Mine bool `json:"mine"`
 }
 
 // approvalNotice is the notice of the request for an approver: its
@@ -90,7 +98,11 @@ func (s *Server) approvalView(r *http.Request) (approvalJSON, error) {
 		return approvalJSON{}, err
 	}
 	j := approvalJSON{State: string(n.Approval), VersionHash: n.ApprovalHash, Recipients: v.Recipients, Departments: v.Departments,
-		Notice: noticeJSON(n), Trail: v.Trail, MayDecide: v.MayDecide, ReadingPage: v.ReadingPage}
+		Notice: noticeJSON(n), Trail: v.Trail, MayDecide: v.MayDecide, ReadingPage: v.ReadingPage,
+		Approvers: append([]string{}, v.Approvers...), ApproverRole: string(v.ApproverRole)}
+	if p := principalFrom(ctx); p != nil && n.CreatedBy != "" && (p.Name == n.CreatedBy || p.UserID == n.CreatedBy) {
+		j.Mine = true
+	}
 	if err := s.addFollowUp(ctx, n.App.CorpID, &j.Notice); err != nil {
 		return approvalJSON{}, err
 	}
@@ -103,15 +115,6 @@ func (s *Server) approvalView(r *http.Request) (approvalJSON, error) {
 		j.Content = &c
 	}
 	return j, nil
-}
-
-// groupDigits writes the digits of a number with thousands separators
-// (98,231), as the page shows counts.
-func groupDigits(s string) string {
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }
 
 type decideBody struct {
@@ -136,18 +139,24 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, "version_hash", "body must be {approve, version_hash, reason}")
 		return
 	}
-	p := principalFrom(r.Context())
-	got, again, err := s.acts.Decide(r.Context(), p, n, campaign.Decision{Hash: b.VersionHash, Approve: b.Approve, Reason: b.Reason,
-		Via: "page", ClientIP: s.clientIP(r), UserAgent: r.UserAgent()})
 	act := yidu.ActionApprove
 	if !b.Approve {
 		act = yidu.ActionReject
 	}
+	d := s.decide(r, act, access.Target{Corp: n.App.CorpID, App: n.App.Name, MsgID: n.MsgID, Approval: n.App.Approval, Author: n.CreatedBy})
+	e := d.Event
+	e.Detail = "version=" + yidu.Truncate(b.VersionHash, 64)
+	if !d.Allowed {
+		_ = s.record(r, e)
+		s.fail(w, r, d.Err())
+		return
+	}
+	p := principalFrom(r.Context())
+	got, again, err := s.acts.Decide(r.Context(), p, n, campaign.Decision{Hash: b.VersionHash, Approve: b.Approve, Reason: b.Reason,
+		Via: "page", ClientIP: s.clientIP(r), UserAgent: r.UserAgent()})
 	if err != nil {
 		// A decision taken is audited by campaign, in its transaction
-		// (who, when, which version); a refused one here.
-		e := event(r, act, n.App.CorpID, n.App.Name, n.MsgID)
-		e.Detail = "version=" + yidu.Truncate(b.VersionHash, 64)
+		// (who, when, which version); one refused or failed here.
 		s.recordDone(r, e, err)
 	}
 	if err != nil {
@@ -175,4 +184,54 @@ func (s *Server) handlePreviewToMe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]string{"sent_to": to})
+}
+
+// handleNudge: POST /messages/{msgid}/approval/nudge, 催办: the approvers
+// get the approval card again (at most every 10 minutes: 429).
+func (s *Server) handleNudge(w http.ResponseWriter, r *http.Request) {
+	n, err := s.approvalNotice(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.approvalStep(w, r, yidu.ActionApprovalNudge, n, func() error {
+		return s.acts.Nudge(r.Context(), principalFrom(r.Context()), n)
+	}); err != nil {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"msgid": n.MsgID, "nudged": true})
+}
+
+// handleWithdraw: POST /messages/{msgid}/approval/withdraw, 撤回申请: the
+// notice goes back to a draft with no approval asked.
+func (s *Server) handleWithdraw(w http.ResponseWriter, r *http.Request) {
+	n, err := s.approvalNotice(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.approvalStep(w, r, yidu.ActionApprovalWithdraw, n, func() (err error) {
+		n, err = s.acts.Withdraw(r.Context(), principalFrom(r.Context()), n)
+		return err
+	}); err != nil {
+		return
+	}
+	writeJSON(w, http.StatusOK, noticeJSON(n))
+}
+
+// approvalStep is the author's step act on n (催办, 撤回申请): access
+// decides it (a refusal answered 403 with its row), then do runs it.
+// The step done is audited by campaign in its transaction; one refused
+// or failed there leaves its row here. It returns do's error, answered.
+func (s *Server) approvalStep(w http.ResponseWriter, r *http.Request, act yidu.Action, n yidu.Notice, do func() error) error {
+	d := s.decide(r, act, access.Target{Corp: n.App.CorpID, App: n.App.Name, MsgID: n.MsgID})
+	if s.refused(w, r, d) {
+		return d.Err()
+	}
+	if err := do(); err != nil {
+		s.recordDone(r, d.Event, err)
+		s.fail(w, r, err)
+		return err
+	}
+	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -24,7 +26,7 @@ type quietNotifier struct{}
 func (quietNotifier) AskApproval(context.Context, yidu.Notice, string, string, uint64, []string) error {
 	return nil
 }
-func (quietNotifier) Decided(context.Context, yidu.Notice, campaign.ApprovalStep) error {
+func (quietNotifier) Decided(context.Context, yidu.Notice, store.ApprovalStep) error {
 	return nil
 }
 
@@ -51,14 +53,14 @@ func (c *countingRegistrar) RegisterAndSend(_ context.Context, reg yidu.Registra
 // held at its time by yidu (待审批), its author told.
 func TestApprovalAuditRows(t *testing.T) {
 	const reviewerTok = "reviewer-token-0123456789"
-	var st *campaign.Store
+	var st *store.Store
 	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"reviewer", "acme"}}
 		o.Tokens = append(o.Tokens, access.Token{Name: "reviewer", Token: reviewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}})
 		db := testenv.MySQL(t)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
+		s, err := store.New(db, store.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
-		testenv.Check(t, "campaign.NewStore", err)
+		testenv.Check(t, "store.New", err)
 		st, o.Campaigns, o.Approvals = s, s, quietNotifier{}
 		rec := audit.NewMySQL(db)
 		o.Audit, o.AuditLog = rec, rec
@@ -98,7 +100,7 @@ func TestApprovalAuditRows(t *testing.T) {
 	v2 := version()
 	// The receiver's side: the card's 批准 pressed twice (a WeCom retry,
 	// or the other replica), as cmd's approvalPresses applies it.
-	recv := campaign.NewService(campaign.ServiceOptions{Store: st, Notify: quietNotifier{}, Now: f.clock.Now})
+	recv := campaign.New(st, campaign.Options{Notify: quietNotifier{}, Now: f.clock.Now})
 	reviewer := access.NewPrincipal("reviewer", access.KindToken, false, []access.Grant{{Role: yidu.RoleViewer,
 		Scope: yidu.Scope{Corp: "acme", Departments: []int64{4}}}})
 	task := yidu.ApprovalTaskID("big-a", v2, 2)
@@ -119,7 +121,7 @@ func TestApprovalAuditRows(t *testing.T) {
 		return n.ApprovalHash
 	}()
 	reg := &countingRegistrar{sent: map[string]int{}}
-	run, err := campaign.NewRunner(st, reg, campaign.RunnerOptions{Owner: "replica-a",
+	run, err := loops.NewRunner(st, reg, loops.RunnerOptions{Owner: "replica-a",
 		OnHeld: func(context.Context, yidu.Notice) error { return nil }})
 	testenv.Check(t, "NewRunner", err)
 	f.clock.Add(61 * time.Minute)
@@ -168,20 +170,20 @@ func TestApprovalAuditRows(t *testing.T) {
 			{"compose", "acme", "ok", ""},
 			{"approve", "acme", "refused", "version=" + v1},
 			{"reject", "reviewer", "ok", "version=" + v1 + " via=page reason=截止日期写错了"},
-			{"notify", campaign.System, "ok", "to=author acme step=rejected version=" + v1},
+			{"notify", campaign.System, "ok", "to=author userid=acme step=rejected version=" + v1},
 			{"edit", "acme", "ok", ""},
 			{"approval_request", "acme", "ok", "version=" + v2},
 			{"notify", campaign.System, "ok", "to=approvers count=1 step=requested version=" + v2},
 			{"send", "acme", "ok", "send_now"},
 			{"approve", "reviewer", "ok", "version=" + v2 + " via=card"},
-			{"notify", campaign.System, "ok", "to=author acme step=approved version=" + v2},
+			{"notify", campaign.System, "ok", "to=author userid=acme step=approved version=" + v2},
 		}},
 		{"big-s", []row{
 			{"approval_request", "acme", "ok", "version=" + vs},
 			{"notify", campaign.System, "ok", "to=approvers count=1 step=requested version=" + vs},
 			{"schedule", "acme", "ok", ""},
 			{"hold", campaign.System, "ok", "version=" + vs + " reason=待审批"},
-			{"notify", campaign.System, "ok", "to=author acme step=held version=" + vs},
+			{"notify", campaign.System, "ok", "to=author userid=acme step=held version=" + vs},
 		}},
 	} {
 		got := list(tc.msgid)

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,21 +19,23 @@ import (
 	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/notice"
 )
 
 // newApprovalFixture is the campaign fixture with hr asking for approval
 // of notices to more than 2 people, alice (a password user) its approver.
-func newApprovalFixture(tb testing.TB) (*fixture, *campaign.Store) {
+func newApprovalFixture(tb testing.TB) (*fixture, *store.Store) {
 	tb.Helper()
-	var st *campaign.Store
+	var st *store.Store
 	f := newFixtureOpts(tb, false, func(o *deps) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"alice"}}
 		db := testenv.MySQL(tb)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
+		s, err := store.New(db, store.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
-		testenv.Check(tb, "campaign.NewStore", err)
+		testenv.Check(tb, "store.New", err)
 		st, o.Campaigns = s, s
 		rec := audit.NewMySQL(db)
 		o.Audit, o.AuditLog = rec, rec
@@ -62,6 +65,46 @@ func TestApprovalAPI(t *testing.T) {
 	code, j = f.api(t, "POST", "/messages/big-1/approval", `{"approve":true,"version_hash":"`+view["version_hash"].(string)+`"}`)
 	if code != http.StatusForbidden {
 		t.Fatalf("the author's approval = %d %v; want 403", code, j)
+	}
+
+	// Issue 49: the compose page learns before sending that approval is
+	// needed and from whom; the approval view names the approvers; the
+	// author may 催办 (once per 10 minutes) and 撤回申请 (a draft again).
+	code, pv := f.api(t, "POST", "/audience/preview", `{"app":"hr","audience":{"userids":["alice","zhangsan","lisi"]}}`)
+	if ap, _ := pv["approval"].(map[string]any); code != 200 || ap["needed"] != true || fmt.Sprint(ap["approvers"]) != "[Alice 张]" {
+		t.Errorf("preview = %d %v; want approval needed by [Alice 张] (alice by her directory name)", code, pv)
+	}
+	code, pv = f.api(t, "POST", "/audience/preview", `{"app":"hr","audience":{"userids":["zhangsan"]}}`)
+	if ap, _ := pv["approval"].(map[string]any); code != 200 || ap["needed"] != false {
+		t.Errorf("preview of 1 = %d %v; want no approval needed", code, pv)
+	}
+	if fmt.Sprint(view["approvers"]) != "[Alice 张]" || view["mine"] != true {
+		t.Errorf("approval view approvers %v, mine %v; want [Alice 张], true", view["approvers"], view["mine"])
+	}
+	if code, j := f.api(t, "POST", "/messages/big-1/approval/nudge", ""); code != http.StatusTooManyRequests {
+		t.Errorf("催办 right after the request = %d %v; want 429", code, j)
+	}
+	f.clock.Add(campaign.NudgeEvery)
+	if code, j := f.api(t, "POST", "/messages/big-1/approval/nudge", ""); code != 200 {
+		t.Errorf("催办 = %d %v; want 200", code, j)
+	}
+	if code, j := f.api(t, "POST", "/messages/big-1/approval/nudge", ""); code != http.StatusTooManyRequests {
+		t.Errorf("催办 again at once = %d %v; want 429", code, j)
+	}
+	code, j = f.api(t, "POST", "/messages/big-1/approval/withdraw", "")
+	if code != 200 || j["state"] != "draft" || j["approval"] != "" && j["approval"] != nil {
+		t.Errorf("撤回申请 = %d %v; want 200, a draft with no approval", code, j)
+	}
+	if code, j := f.api(t, "POST", "/messages/big-1/approval/nudge", ""); code != http.StatusConflict {
+		t.Errorf("催办 after 撤回申请 = %d %v; want 409", code, j)
+	}
+	_, view = f.api(t, "GET", "/messages/big-1/approval", "")
+	var steps []string
+	for _, st := range view["trail"].([]any) {
+		steps = append(steps, st.(map[string]any)["step"].(string))
+	}
+	if fmt.Sprint(steps) != "[requested nudged withdrawn]" {
+		t.Errorf("trail %v; want requested, nudged, withdrawn", steps)
 	}
 }
 
@@ -143,8 +186,8 @@ func TestBrowserFromTemplate(t *testing.T) {
 	testenv.Check(t, "attachment.New", err)
 	a, err := atts.Put(t.Context(), "acme", "hr", "考勤表.pdf", strings.NewReader("%PDF-1.7\nattendance"))
 	testenv.Check(t, "Put", err)
-	tpls := campaign.NewTemplates(db, []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now).WithFiles(atts)
-	f.rewire(t, func(d *deps) { d.Templates = tpls })
+	tpls := store.NewTemplates(db, []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now)
+	f.rewire(t, func(d *deps) { d.Templates, d.Files = tpls, atts })
 	if code, j := f.api(t, "POST", "/templates", `{"app":"hr","name":"月度考勤","title":"请确认本月考勤","body":"截止 25 日","audience":{"departments":[2]},"markdown":"# 考勤\n\n请确认。","attachments":["`+a.ID+`"],"read_rule":"acknowledged"}`); code != 201 {
 		t.Fatalf("save a template = %d %v", code, j)
 	}
@@ -177,9 +220,9 @@ func TestApprovalByNamedApprover(t *testing.T) {
 			access.Token{Name: "reviewer", Token: reviewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
 			access.Token{Name: "viewer-4", Token: otherTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}})
 		db := testenv.MySQL(t)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
+		s, err := store.New(db, store.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
-		testenv.Check(t, "campaign.NewStore", err)
+		testenv.Check(t, "store.New", err)
 		o.Campaigns = s
 		rec := audit.NewMySQL(db)
 		o.Audit, o.AuditLog = rec, rec
@@ -230,7 +273,7 @@ func (r *recordingRegistrar) RegisterAndSend(ctx context.Context, reg yidu.Regis
 // approval is pressed twice and the Runner polls again.
 func TestApprovalWithContent(t *testing.T) {
 	const aliceTok = "alice-token-0123456789"
-	var st *campaign.Store
+	var st *store.Store
 	var ns *notice.Store
 	var atts *attachment.Store
 	page := func(app, msgID string) string { return "https://read.example.com/r/" + app + "/" + msgID }
@@ -238,9 +281,9 @@ func TestApprovalWithContent(t *testing.T) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"alice"}}
 		o.Tokens = append(o.Tokens, access.Token{Name: "alice", Token: aliceTok, Corps: []string{"acme"}})
 		db := testenv.MySQL(t)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
+		s, err := store.New(db, store.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
-		testenv.Check(t, "campaign.NewStore", err)
+		testenv.Check(t, "store.New", err)
 		st, o.Campaigns = s, s
 		atts, err = attachment.New(db, attachment.Options{Now: o.Now})
 		testenv.Check(t, "attachment.New", err)
@@ -254,7 +297,7 @@ func TestApprovalWithContent(t *testing.T) {
 	a, err := atts.Put(t.Context(), "acme", "hr", "评分表.pdf", strings.NewReader("%PDF-1.7\nscores"))
 	testenv.Check(t, "Put", err)
 	reg := &recordingRegistrar{messages: f.arch}
-	runner, err := campaign.NewRunner(st, reg, campaign.RunnerOptions{Publisher: ns})
+	runner, err := loops.NewRunner(st, reg, loops.RunnerOptions{Publisher: ns})
 	testenv.Check(t, "NewRunner", err)
 
 	code, j := f.api(t, "POST", "/messages", `{"msgid":"big-3","app":"hr","title":"2026年度绩效考核办法","audience":{"userids":["alice","zhangsan","lisi"]},"send":true,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/dashboard/internal/compose"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -59,21 +60,21 @@ func TestSenderAudienceHTTP(t *testing.T) {
 
 	t.Run("picker", func(t *testing.T) {
 		var depts struct {
-			Departments []departmentJSON `json:"departments"`
-			Everyone    *bool            `json:"everyone"`
+			Departments []compose.DepartmentJSON `json:"departments"`
+			Everyone    *bool                    `json:"everyone"`
 		}
 		w := f.do(t, "GET", "/api/v1/directory/departments?app=hr", s4, nil)
 		testenv.Check(t, "decode", json.Unmarshal(w.Body.Bytes(), &depts))
 		if len(depts.Departments) != 1 || depts.Departments[0].ID != 4 || depts.Everyone == nil || *depts.Everyone {
 			t.Errorf("departments = %s, want department 4 alone and everyone false", w.Body)
 		}
-		var tags struct{ Tags []tagJSON }
+		var tags struct{ Tags []compose.TagJSON }
 		w = f.do(t, "GET", "/api/v1/directory/tags?app=hr", s4, nil)
 		testenv.Check(t, "decode", json.Unmarshal(w.Body.Bytes(), &tags))
 		if len(tags.Tags) != 0 {
 			t.Errorf("tags = %s, want none", w.Body)
 		}
-		var people struct{ People []personJSON }
+		var people struct{ People []compose.PersonJSON }
 		w = f.do(t, "GET", "/api/v1/directory/people?app=hr&q=a", s4, nil)
 		testenv.Check(t, "decode", json.Unmarshal(w.Body.Bytes(), &people))
 		if len(people.People) != 1 || people.People[0].UserID != "carol" {

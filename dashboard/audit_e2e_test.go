@@ -10,7 +10,9 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/audit"
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
+	"github.com/yidu-io/yidu/dashboard/internal/trail"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -22,8 +24,8 @@ func (f *followUpsFake) SetPolicy(context.Context, string, string, yidu.Policy, 
 	return nil
 }
 
-func (f *followUpsFake) FollowUpOf(context.Context, string, string) (campaign.FollowUp, bool, error) {
-	return campaign.FollowUp{}, true, nil
+func (f *followUpsFake) FollowUpOf(context.Context, string, string) (loops.FollowUp, bool, error) {
+	return loops.FollowUp{}, true, nil
 }
 
 func (f *followUpsFake) CancelRound(context.Context, string, string) (bool, error) {
@@ -48,9 +50,9 @@ func TestAuditEndToEnd(t *testing.T) {
 	db := testenv.MySQL(t)
 	rec := audit.NewMySQL(db)
 	f := newFixtureOpts(t, false, func(o *deps) {
-		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
+		s, err := store.New(db, store.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
-		testenv.Check(t, "campaign.NewStore", err)
+		testenv.Check(t, "store.New", err)
 		o.Campaigns, o.Audit, o.AuditLog, o.FollowUps = s, rec, rec, &followUpsFake{}
 	})
 	must := func(method, target, body string, want int) {
@@ -154,14 +156,14 @@ func TestAuditEndToEnd(t *testing.T) {
 
 	// The reader: an admin of every corp pages through all of them; an
 	// admin of acme sees acme's; a filter narrows; hostile params are 400.
-	var all []auditEventJSON
+	var all []trail.EventJSON
 	cursor := ""
 	for range 20 {
 		w := f.do(t, "GET", "/api/v1/audit?limit=4&cursor="+cursor, adminToken, nil)
 		if w.Code != 200 {
 			t.Fatalf("audit page: %d %s", w.Code, w.Body.String())
 		}
-		var page auditListJSON
+		var page trail.ListJSON
 		testenv.Check(t, "decode", json.Unmarshal(w.Body.Bytes(), &page))
 		all = append(all, page.Events...)
 		if cursor = page.NextCursor; cursor == "" {
@@ -172,7 +174,7 @@ func TestAuditEndToEnd(t *testing.T) {
 		t.Fatalf("admin read %d events (first %+v)", len(all), all[0])
 	}
 	w := f.do(t, "GET", "/api/v1/audit?action=send&msgid=e2e-send", acmeToken, nil)
-	var page auditListJSON
+	var page trail.ListJSON
 	testenv.Check(t, "decode", json.Unmarshal(w.Body.Bytes(), &page))
 	if w.Code != 200 || len(page.Events) != 1 || page.Events[0].People != 2 || page.Events[0].CorpID != "acme" {
 		t.Errorf("acme's filtered audit: %d %s", w.Code, w.Body.String())

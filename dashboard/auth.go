@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"net/http"
 	"net/url"
@@ -11,188 +10,77 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/internal/webedge"
 )
 
 // Who is asking is package access's (access.Identities: tokens, password
-// users, sign-in limits, sessions); here are its cookie, the CSRF check
-// and the guards that put the caller in the request's context.
+// users, sign-in limits, sessions); the CSRF and same-site checks are the
+// web edge's (internal/webedge); here are the cookie and the guards that
+// put the caller in the request's context.
 
 const (
 	sessionCookie = "yidu_session"
-	csrfHeader    = "X-CSRF-Token"
-	csrfField     = "csrf"
+	csrfHeader    = webedge.CSRFHeader
+	csrfField     = webedge.CSRFField
 )
 
-type principalKey struct{}
+// principalFrom, signInFrom and withCaller are the web edge's (the
+// guards put the caller in the request's context).
+var (
+	principalFrom = webedge.Caller
+	signInFrom    = webedge.SignInOf
+	withCaller    = webedge.WithCaller
+	// safeMethod: GET, HEAD and OPTIONS change nothing.
+	safeMethod = webedge.SafeMethod
+)
 
-type signInKey struct{}
-
-// principalFrom returns the request's caller, nil outside the guards.
-func principalFrom(ctx context.Context) *access.Principal {
-	p, _ := ctx.Value(principalKey{}).(*access.Principal)
-	return p
+// guard admits the page's and the API's callers (webedge.Guard): a
+// download of people's data must show its site strictly; a browser
+// without a session goes to sign in, inside WeCom's browser straight
+// through WeCom (a leader opening a digest card's link signs in without
+// a click).
+func (s *Server) guard() webedge.Guard {
+	return webedge.Guard{IDs: liveIdentities{s}, Cookie: sessionCookie, Log: s.log, Strict: download,
+		SignIn: func(r *http.Request, next string) string {
+			if s.wecomLogin != nil && s.publicURL != "" && access.InWeCom(r.UserAgent()) {
+				return "/login/wecom?next=" + url.QueryEscape(next)
+			}
+			return "/login?next=" + url.QueryEscape(next)
+		}}
 }
 
-// signInFrom returns the request's session; nil for a bearer token.
-func signInFrom(ctx context.Context) *access.SignIn {
-	s, _ := ctx.Value(signInKey{}).(*access.SignIn)
-	return s
+// liveIdentities asks the Server's identities of the moment (the tests
+// swap them after Routes).
+type liveIdentities struct{ s *Server }
+
+func (l liveIdentities) Bearer(tok string) (*access.Principal, bool) { return l.s.auth.Bearer(tok) }
+
+func (l liveIdentities) Lookup(ctx context.Context, id string) (*access.SignIn, bool, error) {
+	return l.s.auth.Lookup(ctx, id)
 }
 
-// withCaller returns ctx carrying p and, for a person, their session.
-func withCaller(ctx context.Context, p *access.Principal, sess *access.SignIn) context.Context {
-	ctx = context.WithValue(ctx, principalKey{}, p)
-	if sess != nil {
-		ctx = context.WithValue(ctx, signInKey{}, sess)
-	}
-	return ctx
-}
-
-// sessionFrom returns the request's live session. An error (the session
-// store is unreachable) is logged and counts as no session, except that
-// the guards answer 503 rather than sign the person out.
+// sessionFrom returns the request's live session (webedge.Guard.Session).
 func (s *Server) sessionFrom(r *http.Request) (string, *access.SignIn, bool, error) {
-	c, err := r.Cookie(sessionCookie)
-	if err != nil || c.Value == "" || len(c.Value) > 64 {
-		return "", nil, false, nil
-	}
-	sess, ok, err := s.auth.Lookup(r.Context(), c.Value)
-	if err != nil {
-		s.log.ErrorContext(r.Context(), "session store", "err", err)
-	}
-	return c.Value, sess, ok, err
+	return s.guard().Session(r)
 }
 
-func safeMethod(m string) bool {
-	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
-}
-
-// csrfOK compares the request's CSRF token (header, or form field for the
-// page's plain forms) with the session's, in constant time.
-func csrfOK(r *http.Request, sess *access.SignIn) bool {
-	got := r.Header.Get(csrfHeader)
-	if got == "" && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
-		got = r.PostFormValue(csrfField)
-	}
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(sess.CSRF)) == 1
-}
-
-// requireAPI admits a bearer token or a session; a session's POSTs need the
-// CSRF token (Origin is checked for every request by CrossOriginProtection).
-func (s *Server) requireAPI(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p *access.Principal
-		var sess *access.SignIn
-		if h := r.Header.Get("Authorization"); h != "" {
-			// The scheme is case-insensitive (RFC 9110 §11.1).
-			scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
-			ok = ok && strings.EqualFold(scheme, "Bearer")
-			if ok {
-				p, ok = s.auth.Bearer(strings.TrimSpace(tok))
-			}
-			if !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="yidu"`)
-				writeError(w, http.StatusUnauthorized, "invalid bearer token")
-				return
-			}
-		} else if _, ss, ok, err := s.sessionFrom(r); err != nil {
-			writeError(w, http.StatusServiceUnavailable, "sessions are unavailable, try again shortly")
-			return
-		} else if ok {
-			if !safeMethod(r.Method) && !csrfOK(r, ss) {
-				writeError(w, http.StatusForbidden, "missing or wrong CSRF token")
-				return
-			}
-			// A link on another site must not act or read in the
-			// session's name (issue 38: an export with the attacker's
-			// filters, audited as the victim's): the browser says where
-			// the request came from.
-			if !fromThisSite(r, strings.HasSuffix(r.URL.Path, "/export.csv")) {
-				writeError(w, http.StatusForbidden, "cross-site request refused")
-				return
-			}
-			p, sess = ss.Principal, ss
-		} else {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="yidu"`)
-			writeError(w, http.StatusUnauthorized, "authentication required")
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(withCaller(r.Context(), p, sess)))
-	})
-}
-
-// fromThisSite reports whether a session's request came from this site:
-// Sec-Fetch-Site same-origin, or none (typed, a bookmark). A browser that
-// sends no Sec-Fetch-Site is believed unless strict, which asks it for a
-// Referer of this host instead (the page's own export links send one:
-// Referrer-Policy same-origin).
-func fromThisSite(r *http.Request, strict bool) bool {
-	switch r.Header.Get("Sec-Fetch-Site") {
-	case "same-origin", "none":
-		return true
-	case "":
-		if !strict {
-			return true
-		}
-		ref, err := url.Parse(r.Referer())
-		return err == nil && ref.Host != "" && strings.EqualFold(ref.Host, r.Host)
-	}
-	return false
-}
-
-// requirePage admits a session; others are sent to the sign-in page.
-func (s *Server) requirePage(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, sess, ok, err := s.sessionFrom(r)
-		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, "sessions are unavailable, try again shortly")
-			return
-		}
-		if !ok {
-			if safeMethod(r.Method) {
-				// Back to this page once signed in; inside WeCom's
-				// browser straight through WeCom (a leader opening a
-				// digest card's link signs in without a click).
-				next := url.QueryEscape(access.SafeNext(r.URL.RequestURI()))
-				if s.wecomLogin != nil && s.publicURL != "" && access.InWeCom(r.UserAgent()) {
-					http.Redirect(w, r, "/login/wecom?next="+next, http.StatusSeeOther)
-					return
-				}
-				http.Redirect(w, r, "/login?next="+next, http.StatusSeeOther)
-				return
-			}
-			writeError(w, http.StatusUnauthorized, "authentication required")
-			return
-		}
-		if !safeMethod(r.Method) && !csrfOK(r, sess) {
-			writeError(w, http.StatusForbidden, "missing or wrong CSRF token")
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(withCaller(r.Context(), sess.Principal, sess)))
-	})
+// download reports whether path is a download of people's data
+// (export.csv, an evidence record, PDF or ZIP): a browser is asked to
+// show where it came from before one leaves (webedge.FromThisSite
+// strict).
+func download(path string) bool {
+	return strings.HasSuffix(path, "/export.csv") || strings.HasSuffix(path, "/evidence.zip") || strings.Contains(path, "/evidence/")
 }
 
 // clientIP is the client's address for the sign-in limits and the
-// audit: the TCP peer, or behind a configured trusted proxy the nearest
-// X-Forwarded-For hop no trusted proxy added (internal/clientip, the
-// receiver's rule too). Proxy headers of anyone else are not believed.
-func (s *Server) clientIP(r *http.Request) string {
-	if a := s.proxies.Of(r); a.IsValid() {
-		return a.String()
-	}
-	return r.RemoteAddr
-}
+// audit, through the trusted proxies (webedge.ClientIP, the receiver's
+// rule too).
+func (s *Server) clientIP(r *http.Request) string { return webedge.ClientIP(s.proxies, r) }
 
-// secure reports whether the browser reached us over HTTPS: the public
-// URL is https, or directly, or through a trusted proxy that says so
-// (X-Forwarded-Proto), so the cookie gets the Secure flag behind a
+// secure reports whether the browser reached us over HTTPS
+// (webedge.Secure), so the cookie gets the Secure flag behind a
 // TLS-terminating ingress.
-func (s *Server) secure(r *http.Request) bool {
-	if s.httpsOnly || r.TLS != nil {
-		return true
-	}
-	return s.proxies.Trusts(r) && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
-}
+func (s *Server) secure(r *http.Request) bool { return webedge.Secure(s.proxies, s.httpsOnly, r) }
 
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)

@@ -6,16 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/dashboard/internal/handle"
 )
 
 // DefaultConfirmOver is dashboard.confirm_over's default: above it the
@@ -43,30 +42,10 @@ type noticeFields struct {
 	MinReadSeconds *int         `json:"min_read_seconds,omitempty"`
 }
 
-// audienceJSON is the audience object of a registration.
-type audienceJSON struct {
-	UserIDs     []string `json:"userids"`
-	Departments []int64  `json:"departments"`
-	All         bool     `json:"all"`
-	// Tags are WeCom tag ids (the directory's Audience.Tags): the page's
-	// edit and duplicate read them back, and PATCH takes them.
-	Tags []int64 `json:"tags"`
-}
+// audienceJSON is the audience object of a registration (handle's).
+type audienceJSON = handle.AudienceJSON
 
-func (a audienceJSON) audience() yidu.Audience {
-	return yidu.Audience{UserIDs: a.UserIDs, Departments: a.Departments, Tags: a.Tags, All: a.All}
-}
-
-func toAudienceJSON(a yidu.Audience) *audienceJSON {
-	return &audienceJSON{UserIDs: nonNil(a.UserIDs), Departments: nonNil(a.Departments), All: a.All, Tags: nonNil(a.Tags)}
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
+var toAudienceJSON = handle.ToAudienceJSON
 
 // setNotice copies n's state into j.
 func (j *messageJSON) setNotice(n yidu.Notice) {
@@ -91,7 +70,7 @@ func noticeJSON(n yidu.Notice) messageJSON {
 	j.setNotice(n)
 	if c := n.Content; c != nil && n.State.Editable() {
 		min := c.MinReadSeconds
-		j.Content = &contentJSON{Markdown: c.Markdown, Attachments: nonNil(c.Attachments)}
+		j.Content = &contentJSON{Markdown: c.Markdown, Attachments: handle.NonNil(c.Attachments)}
 		j.ReadRule, j.MinReadSeconds = string(c.ReadRule), &min
 	}
 	return j
@@ -183,6 +162,7 @@ type patchBody struct {
 	// full text a notice not yet sent keeps.
 	Content        *contentJSON `json:"content"`
 	Reacknowledge  *bool        `json:"reacknowledge"`
+	ChangeNote     *string      `json:"change_note"`
 	ReadRule       *string      `json:"read_rule"`
 	MinReadSeconds *int         `json:"min_read_seconds"`
 }
@@ -203,7 +183,7 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	unsent := err == nil && n.State.Editable()
-	if (b.Content != nil || b.Reacknowledge != nil || b.ReadRule != nil || b.MinReadSeconds != nil) && !unsent {
+	if (b.Content != nil || b.Reacknowledge != nil || b.ChangeNote != nil || b.ReadRule != nil || b.MinReadSeconds != nil) && !unsent {
 		s.patchContent(w, r, b)
 		return
 	}
@@ -241,13 +221,16 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 func (b patchBody) patch() (yidu.Patch, error) {
 	p := yidu.Patch{Title: b.Title, Body: b.Body, URL: b.URL, ReadRule: (*yidu.ReadRule)(b.ReadRule), MinReadSeconds: b.MinReadSeconds}
 	if b.Reacknowledge != nil {
-		return p, yidu.Invalidf("reacknowledge: only a sent notice's new version is material or not")
+		return p, yidu.Fieldf("reacknowledge", "reacknowledge: only a sent notice's new version is material or not")
+	}
+	if b.ChangeNote != nil {
+		return p, yidu.Fieldf("change_note", "change_note: only a sent notice's new version has a change note")
 	}
 	if b.Content != nil {
 		p.Content = &yidu.NoticeContent{Markdown: b.Content.Markdown, Attachments: b.Content.Attachments}
 	}
 	if b.Audience != nil {
-		au := b.Audience.audience()
+		au := b.Audience.Audience()
 		p.Audience = &au
 	}
 	sendAt, err := bodyTime("send_at", b.SendAt)
@@ -266,16 +249,17 @@ func (b patchBody) patch() (yidu.Patch, error) {
 
 // noticeOrSent is notice, with a message registered outside campaign
 // answered 409 (it is sent: nothing to edit) rather than 404, and one the
-// caller may see but not send (a viewer, a leader, a sender of another
-// app who views its departments) 403.
+// caller may see but not act on (a viewer, a leader, a sender of another
+// app who views its departments) refused by gate: 403 and the route's
+// act's audit row.
 func (s *Server) noticeOrSent(r *http.Request) (yidu.Notice, error) {
 	n, err := s.notice(r)
 	if errors.Is(err, yidu.ErrNotFound) || errors.Is(err, errNotFound) {
-		if m, _, merr := s.gate(r); merr == nil {
-			if !principalFrom(r.Context()).MaySend(m.CorpID, m.App) {
-				return n, errForbidden
-			}
+		switch _, _, merr := s.gate(r); {
+		case merr == nil:
 			return n, fmt.Errorf("%w: the message is sent", yidu.ErrNotEditable)
+		case errors.Is(merr, access.ErrRefused):
+			return n, merr
 		}
 	}
 	return n, err
@@ -373,41 +357,16 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeStrict decodes one JSON object, refusing unknown fields.
-func decodeStrict(r io.Reader, v any) error {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return fmt.Errorf("%w: more than %d bytes", errTooLarge, mbe.Limit)
-		}
-		return bodyError(err)
-	}
-	return nil
-}
+var decodeStrict = handle.DecodeStrict
 
-// fieldOf is the JSON field a validation error names: the root's errors
-// start with the field ("title is required...", "audience.userids: ..."),
-// the dashboard's too ("app is required").
-func fieldOf(msg string) string {
-	msg = strings.TrimPrefix(msg, yidu.ErrInvalid.Error()+": ")
-	end := strings.IndexAny(msg, " :")
-	if end <= 0 {
-		return ""
+// fieldOf is the JSON field a validation error names: the root's and
+// the services' typed errors carry it (yidu.FieldError, StandingError).
+func fieldOf(err error) string {
+	if fe := (*yidu.FieldError)(nil); errors.As(err, &fe) {
+		return fe.Field
 	}
-	f := msg[:end]
-	switch f {
-	case "body", "title", "url", "msgid", "app", "send_at", "sent_at", "audience", "send", "draft", "state", "cursor", "limit", "q", "timezone":
-		return f
-	}
-	if strings.HasPrefix(f, "audience.") || f == "follow_up" || strings.HasPrefix(f, "follow_up.") {
-		return f
-	}
-	if f == "content" || strings.HasPrefix(f, "content.") || f == "read_rule" || f == "min_read_seconds" || f == "reacknowledge" {
-		return f // issue 39: the notice's content and its read rule
-	}
-	switch f {
-	case "reminders", "escalate_after", "deadline", "working_hours", "working_days":
-		return f // PUT .../follow_up: the body is the policy
+	if se := (*yidu.StandingError)(nil); errors.As(err, &se) {
+		return se.Field
 	}
 	return ""
 }

@@ -13,20 +13,21 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/audit"
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
-// newCampaignFixture is the fixture with a real campaign.Store on a fresh
+// newCampaignFixture is the fixture with a real store.Store on a fresh
 // MariaDB database, on the fixture's clock.
-func newCampaignFixture(tb testing.TB) (*fixture, *campaign.Store) {
+func newCampaignFixture(tb testing.TB) (*fixture, *store.Store) {
 	tb.Helper()
-	var st *campaign.Store
+	var st *store.Store
 	f := newFixtureOpts(tb, false, func(o *deps) {
 		db := testenv.MySQL(tb)
-		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
+		s, err := store.New(db, store.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
-		testenv.Check(tb, "campaign.NewStore", err)
+		testenv.Check(tb, "store.New", err)
 		st, o.Campaigns = s, s
 		// The audit on the same database (GET /audit in the contract test).
 		rec := audit.NewMySQL(db)
@@ -181,7 +182,6 @@ func FuzzPatchBody(f *testing.F) {
 		if err := decodeStrict(strings.NewReader(body), &b); err != nil && !errors.Is(err, errBadParam) && !errors.Is(err, yidu.ErrInvalid) {
 			t.Fatalf("decode %q: %v", body, err)
 		}
-		_ = fieldOf(body)
 	})
 }
 
@@ -253,12 +253,12 @@ func TestHeldNotice(t *testing.T) {
 	}
 	// yidu was down from before the send_at until 3 h 10 min after it.
 	f.clock.Add(4*time.Hour + 10*time.Minute)
-	r, err := campaign.NewRunner(st, heldRegistrar{t}, campaign.RunnerOptions{MaxLateness: 2 * time.Hour})
+	r, err := loops.NewRunner(st, heldRegistrar{t}, loops.RunnerOptions{MaxLateness: 2 * time.Hour})
 	testenv.Check(t, "NewRunner", err)
 	if n, err := r.Tick(t.Context()); err != nil || n != 0 {
 		t.Fatalf("Tick: %d claimed, %v; want 0 (held)", n, err)
 	}
-	want := campaign.HeldReason(190, 2*time.Hour)
+	want := loops.HeldReason(190, 2*time.Hour)
 	code, j := f.api(t, "GET", "/messages/late-held", "")
 	if code != 200 || j["state"] != "held" || j["state_reason"] != want {
 		t.Fatalf("held notice: %d %v; want state held, state_reason %q", code, j, want)

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/dashboard/i18n"
 )
 
 // stateKeys are the catalogue keys of the list page's state badges
@@ -25,13 +26,13 @@ const lateKey = "notice_state.late"
 // "延迟发送 (N 分钟)" for a notice that started sending late. A state
 // this page does not know shows as itself.
 // The templates call it as {{badge .State .SentLateBy}}.
-func stateBadge(c catalogue, state string, lateBy int64) string {
+func stateBadge(c i18n.Catalogue, state string, lateBy int64) string {
 	w := state
 	if k, ok := stateKeys[state]; ok {
-		w = c.t(k)
+		w = c.T(k)
 	}
 	if lateBy >= 60 && (state == string(yidu.StateSent) || state == string(yidu.StateSending)) {
-		return w + " · " + c.tf(lateKey, lateBy/60)
+		return w + " · " + c.TF(lateKey, lateBy/60)
 	}
 	return w
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -31,9 +31,9 @@ func TestCampaignScope(t *testing.T) {
 			access.Token{Name: "v4", Token: viewer4, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
 		)
 		db := testenv.MySQL(t)
-		st, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
+		st, err := store.New(db, store.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
-		testenv.Check(t, "campaign.NewStore", err)
+		testenv.Check(t, "store.New", err)
 		o.Campaigns = st
 		o.Audit = audit.NewMySQL(db)
 	})

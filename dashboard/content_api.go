@@ -34,9 +34,16 @@ type versionJSON struct {
 	MinReadSeconds int                     `json:"min_read_seconds"`
 	CreatedBy      string                  `json:"created_by"`
 	CreatedAt      time.Time               `json:"created_at"`
+	// ChangeNote is the publisher's note on what changed ("": none).
+	ChangeNote string `json:"change_note"`
 	// ByVersion is the reading page's signals per version (page_signals):
 	// progress per version, for a caller who sees the whole notice.
 	ByVersion []notice.VersionCounts `json:"by_version,omitempty"`
+	// Approval is "pending" for a material version held for approval
+	// (202): not published, nobody told, until approved (issue 46);
+	// VersionHash is the version the approvers are asked for.
+	Approval    string `json:"approval,omitempty"`
+	VersionHash string `json:"version_hash,omitempty"`
 }
 
 func versionOut(v notice.Version, all []notice.Version) versionJSON {
@@ -46,11 +53,13 @@ func versionOut(v notice.Version, all []notice.Version) versionJSON {
 	}
 	return versionJSON{Version: v.N, Versions: len(all), Material: notice.Material(all), Title: v.Title, Markdown: v.Markdown,
 		HTML: v.HTML, Attachments: atts, SHA256: v.SHA256.String(), Reacknowledge: v.Reacknowledge,
-		ReadRule: v.Settings.ReadRule, MinReadSeconds: v.Settings.MinReadSeconds, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt}
+		ReadRule: v.Settings.ReadRule, MinReadSeconds: v.Settings.MinReadSeconds, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt,
+		ChangeNote: v.Note}
 }
 
 // patchContent is PATCH /messages/{msgid} with "content" (and optionally
-// "title" and "reacknowledge") of a sent notice: version N+1.
+// "title", "reacknowledge" and "change_note") of a sent notice: version
+// N+1.
 func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBody) {
 	m, r, err := s.gate(r)
 	if err != nil {
@@ -59,7 +68,8 @@ func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBod
 	}
 	other := b.Content == nil || b.Body != nil || b.URL != nil || b.Audience != nil || b.SendAt != nil || b.Draft != nil ||
 		b.FollowUp != nil || b.ReadRule != nil || b.MinReadSeconds != nil
-	rev := campaign.Revision{Title: b.Title, Reacknowledge: b.Reacknowledge != nil && *b.Reacknowledge, Other: other}
+	rev := campaign.Revision{Title: b.Title, Reacknowledge: b.Reacknowledge != nil && *b.Reacknowledge, ChangeNote: b.ChangeNote,
+		Other: other, NoContent: b.Content == nil}
 	if b.Content != nil {
 		rev.Markdown, rev.Attachments = b.Content.Markdown, b.Content.Attachments
 	}
@@ -69,7 +79,13 @@ func (s *Server) patchContent(w http.ResponseWriter, r *http.Request, b patchBod
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, versionOut(res.Version, res.All))
+	out := versionOut(res.Version, res.All)
+	if res.Pending {
+		out.Approval, out.VersionHash = string(yidu.ApprovalPending), res.Hash
+		writeJSON(w, http.StatusAccepted, out)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // handleContent is GET /messages/{msgid}/content: a sent notice's

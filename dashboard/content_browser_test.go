@@ -131,7 +131,7 @@ func TestBrowserComposeDraftContent(t *testing.T) {
 	testenv.Check(t, "attachment.New", err)
 	ns, err := notice.New(db, atts, notice.Options{})
 	testenv.Check(t, "notice.New", err)
-	f.srv.attachments = atts
+	f.srv.comp.Attachments = atts
 	f.rewire(t, func(d *deps) { d.Notices = ns })
 	ts := httptest.NewServer(f.h)
 	t.Cleanup(ts.Close)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/dashboard/internal/compose"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
@@ -52,7 +53,7 @@ func TestDirectoryAPI(t *testing.T) {
 		return w.Code
 	}
 	var depts struct {
-		Departments []departmentJSON `json:"departments"`
+		Departments []compose.DepartmentJSON `json:"departments"`
 	}
 	if code := get("/directory/departments?app=hr", &depts); code != 200 {
 		t.Fatalf("departments: %d", code)
@@ -68,13 +69,13 @@ func TestDirectoryAPI(t *testing.T) {
 		t.Errorf("department members = %v; want %v (dave left)", counts, want)
 	}
 	var tags struct {
-		Tags []tagJSON `json:"tags"`
+		Tags []compose.TagJSON `json:"tags"`
 	}
 	if get("/directory/tags?app=hr", &tags); len(tags.Tags) != 1 || tags.Tags[0].Members != 3 {
 		t.Errorf("tags = %+v; want 管理层 with 3", tags.Tags)
 	}
 	var people struct {
-		People []personJSON `json:"people"`
+		People []compose.PersonJSON `json:"people"`
 	}
 	if get("/directory/people?app=hr&q=BO", &people); len(people.People) != 1 || people.People[0].UserID != "bob" {
 		t.Errorf("people q=BO = %+v", people.People)

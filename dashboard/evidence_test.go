@@ -2,9 +2,11 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -30,7 +32,7 @@ func (e fakeEvidence) Record(_ context.Context, scope evidence.Scope, corp, msgi
 	// As evidence.Service answers: lists are empty, never null.
 	return evidence.Record{CorpID: corp, MsgID: msgid, Person: evidence.Person{UID: uid, UserID: userid, Departments: []evidence.Department{}},
 		Versions: []evidence.Version{}, Deliveries: []evidence.Delivery{}, Signals: []evidence.Signal{}, FollowUps: []evidence.FollowUp{},
-		Timeline: []evidence.Event{}, Roots: map[string]string{}}, nil
+		Timeline: []evidence.Event{}}, nil
 }
 
 func (e fakeEvidence) PDF(w io.Writer, rec evidence.Record) error {
@@ -67,7 +69,7 @@ func (e fakeEvidence) WriteZIP(_ context.Context, w io.Writer, sel evidence.Sele
 func TestEvidenceScope(t *testing.T) {
 	f, callers, _ := scopeFixture(t, true)
 	rec := &recorderFake{}
-	f.srv.evidence, f.srv.audit = fakeEvidence{f}, rec
+	f.srv.dis.Evidence, f.srv.base.Audit = fakeEvidence{f}, rec
 	admin := caller{name: "acme token", token: acmeToken}
 	tests := []struct {
 		who    caller
@@ -108,8 +110,20 @@ func TestEvidenceScope(t *testing.T) {
 			if strings.Contains(tt.target, ".zip") && w.Body.String() != tt.body {
 				t.Errorf("ZIP = %q; want exactly %q (the leader's people only)", w.Body, tt.body)
 			}
-			if len(rec.events) != before+1 || rec.events[before].Action != yidu.ActionEvidence {
-				t.Fatalf("audit rows %v; want one evidence row", rec.events[before:])
+			// A streamed download (PDF, ZIP) writes a "started" row before
+			// its first byte and an "ok" row when it is whole.
+			want := []string{"ok"}
+			if strings.HasSuffix(tt.target, ".pdf") || strings.Contains(tt.target, ".zip") {
+				want = []string{"started", "ok"}
+			}
+			got := rec.events[before:]
+			if len(got) != len(want) {
+				t.Fatalf("audit rows %v; want evidence rows %v", got, want)
+			}
+			for i, e := range got {
+				if e.Action != yidu.ActionEvidence || e.Outcome != want[i] {
+					t.Errorf("audit row %d = %s %s; want evidence %s", i, e.Action, e.Outcome, want[i])
+				}
 			}
 		})
 	}
@@ -147,6 +161,78 @@ func TestRegisterRetentionParam(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("decode(%s) = %v; want an error naming %q", tt.body, err, tt.want)
+		}
+	}
+}
+
+// TestEvidenceHeldToThisSite (issue 46 item 7): a session's evidence
+// download (record, PDF, ZIP) is held to this site as export.csv is: a
+// browser that says nothing of where the request came from must show a
+// Referer of this host; another site's is refused.
+func TestEvidenceHeldToThisSite(t *testing.T) {
+	f, callers, _ := scopeFixture(t, true)
+	f.srv.dis.Evidence, f.srv.base.Audit = fakeEvidence{f}, &recorderFake{}
+	lisi := callers[1]
+	if lisi.cookie == nil {
+		t.Fatal("callers[1] is not a session")
+	}
+	targets := []string{"/api/v1/messages/hello/evidence/lisi", "/api/v1/messages/hello/evidence/lisi.pdf",
+		"/api/v1/messages/hello/evidence.zip", "/api/v1/messages/hello/export.csv"}
+	headers := []struct {
+		name string
+		hdr  map[string]string
+		want int
+	}{
+		{"same-origin", map[string]string{"Sec-Fetch-Site": "same-origin"}, http.StatusOK},
+		{"no Sec-Fetch-Site, Referer of this host", map[string]string{"Sec-Fetch-Site": "", "Referer": "http://example.com/messages/hello"}, http.StatusOK},
+		{"no Sec-Fetch-Site, no Referer", map[string]string{"Sec-Fetch-Site": ""}, http.StatusForbidden},
+		{"no Sec-Fetch-Site, another site's Referer", map[string]string{"Sec-Fetch-Site": "", "Referer": "https://evil.example/x"}, http.StatusForbidden},
+		{"cross-site", map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+	}
+	for _, target := range targets {
+		for _, h := range headers {
+			t.Run(target+" "+h.name, func(t *testing.T) {
+				w := f.browse(httptest.NewRequest("GET", target, nil), lisi.cookie, h.hdr)
+				if w.Code != h.want {
+					t.Errorf("GET %s (%s) = %d %s; want %d", target, h.name, w.Code, w.Body, h.want)
+				}
+				if h.want != http.StatusOK && strings.Contains(w.Body.String(), "lisi") {
+					t.Errorf("a refusal shows the record: %s", w.Body)
+				}
+			})
+		}
+	}
+}
+
+// brokenZIP is fakeEvidence whose ZIP fails after its first person, as a
+// record that cannot be read does midway.
+type brokenZIP struct{ fakeEvidence }
+
+func (b brokenZIP) WriteZIP(_ context.Context, w io.Writer, sel evidence.Selection) (int, error) {
+	fmt.Fprintln(w, sel.People[0].UserID)
+	return 1, errors.New("evidence: reminders of hello: scan error")
+}
+
+func (b brokenZIP) PDF(io.Writer, evidence.Record) error {
+	return errors.New("evidence: pdf: font")
+}
+
+// TestEvidenceDownloadFailedAudited: a ZIP or a PDF cut short by an
+// error leaves, after its "started" row, a "failed" one, never only a
+// success (issue 49: failed ZIPs read 成功 in the audit log).
+func TestEvidenceDownloadFailedAudited(t *testing.T) {
+	f, callers, _ := scopeFixture(t, true)
+	rec := &recorderFake{}
+	f.srv.dis.Evidence, f.srv.base.Audit = brokenZIP{fakeEvidence{f}}, rec
+	for _, target := range []string{"/api/v1/messages/hello/evidence.zip", "/api/v1/messages/hello/evidence/lisi.pdf"} {
+		before := len(rec.events)
+		func() {
+			defer func() { _ = recover() }() // the handler aborts the connection
+			callers[1].do(t, f, "GET", target, "")
+		}()
+		got := rec.events[before:]
+		if len(got) != 2 || got[0].Outcome != "started" || got[1].Outcome != "failed" {
+			t.Errorf("GET %s: audit rows %+v; want started then failed", target, got)
 		}
 	}
 }

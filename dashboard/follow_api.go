@@ -27,11 +27,7 @@ func (s *Server) addFollowUp(ctx context.Context, corpID string, j *messageJSON)
 // whom campaign lets manage it.
 func (s *Server) handleGetFollowUp(w http.ResponseWriter, r *http.Request, m yidu.Message) {
 	fu, ok, err := s.acts.FollowUp(r.Context(), principalFrom(r.Context()), m, !scoped(r.Context()))
-	if refusedFollowUp(w, r, s, err) {
-		return
-	}
-	if err != nil {
-		s.fail(w, r, err)
+	if failedFollowUp(w, r, s, err) {
 		return
 	}
 	if !ok {
@@ -66,12 +62,8 @@ func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yid
 		return
 	}
 	err := s.acts.SetFollowUp(r.Context(), principalFrom(r.Context()), m, p)
-	if refusedFollowUp(w, r, s, err) {
-		return
-	}
-	s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, err)
-	if err != nil {
-		s.fail(w, r, err)
+	s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, err) // a refusal (a sender's audience) included
+	if failedFollowUp(w, r, s, err) {
 		return
 	}
 	s.handleGetFollowUp(w, r, m)
@@ -81,17 +73,13 @@ func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yid
 // round due or sending stops (after its current batch); 409 when none is.
 func (s *Server) handleCancelRound(w http.ResponseWriter, r *http.Request, m yidu.Message) {
 	ok, err := s.acts.CancelRound(r.Context(), principalFrom(r.Context()), m)
-	if refusedFollowUp(w, r, s, err) {
-		return
-	}
 	ev := event(r, yidu.ActionFollowUpChange, m.CorpID, m.App, m.MsgID)
 	ev.Detail = "cancel_round"
 	if err == nil && !ok {
 		ev.Outcome = "refused" // 409: nothing to cancel
 	}
 	s.recordDone(r, ev, err)
-	if err != nil {
-		s.fail(w, r, err)
+	if failedFollowUp(w, r, s, err) {
 		return
 	}
 	if !ok {
@@ -99,6 +87,19 @@ func (s *Server) handleCancelRound(w http.ResponseWriter, r *http.Request, m yid
 		return
 	}
 	s.handleGetFollowUp(w, r, m)
+}
+
+// failedFollowUp answers a follow-up call that failed (refused, see
+// refusedFollowUp, or any other error) and reports whether it did.
+func failedFollowUp(w http.ResponseWriter, r *http.Request, s *Server, err error) bool {
+	if refusedFollowUp(w, r, s, err) {
+		return true
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return true
+	}
+	return false
 }
 
 // refusedFollowUp answers a follow-up change campaign refused before
@@ -114,4 +115,20 @@ func refusedFollowUp(w http.ResponseWriter, r *http.Request, s *Server, err erro
 		return false
 	}
 	return true
+}
+
+// handleReminders is GET /messages/{msgid}/reminders: the notice's
+// 提醒未读 history, each with what it achieved. Counts of the whole
+// notice: a caller who sees part of it (a leader) gets 403.
+func (s *Server) handleReminders(w http.ResponseWriter, r *http.Request, m yidu.Message) {
+	if scoped(r.Context()) {
+		writeError(w, http.StatusForbidden, "the reminder history counts the whole notice")
+		return
+	}
+	rs, err := s.acts.ManualReminders(r.Context(), m)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"msgid": m.MsgID, "reminders": rs})
 }

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -20,11 +21,11 @@ func newFollowFixture(tb testing.TB) (*fixture, *sql.DB) {
 	tb.Helper()
 	db := testenv.MySQL(tb)
 	f := newFixtureOpts(tb, false, func(o *deps) {
-		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
+		s, err := store.New(db, store.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
-		testenv.Check(tb, "campaign.NewStore", err)
+		testenv.Check(tb, "store.New", err)
 		o.Campaigns = s
-		o.FollowUps = &campaign.Rounds{DB: db, Now: o.Now, MinGap: time.Minute, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		o.FollowUps = &loops.Rounds{DB: db, Now: o.Now, MinGap: time.Minute, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Zone: func(string) *time.Location { return time.UTC }}
 	})
 	return f, db
@@ -166,11 +167,11 @@ func TestPostFollowUpAppDefault(t *testing.T) {
 	def := yidu.Policy{Reminders: []string{"2h", "next 09:30"}, EscalateAfter: 1}
 	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Apps[0].FollowUp = &def
-		s, err := campaign.NewStore(db, campaign.Options{Directory: o.Mapper,
+		s, err := store.New(db, store.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})
-		testenv.Check(t, "campaign.NewStore", err)
+		testenv.Check(t, "store.New", err)
 		o.Campaigns = s
-		o.FollowUps = &campaign.Rounds{DB: db, Now: o.Now, MinGap: time.Minute, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		o.FollowUps = &loops.Rounds{DB: db, Now: o.Now, MinGap: time.Minute, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Zone: func(string) *time.Location { return time.UTC }}
 	})
 	code, j := f.api(t, "GET", "/apps", "")

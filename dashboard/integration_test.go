@@ -19,7 +19,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/bitmap"
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/progress"
@@ -113,15 +113,15 @@ func TestIntegration(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	mapper, err := idmap.New(db, idmap.Options{Logger: logger})
 	testenv.Check(t, "idmap.New", err)
-	store, err := bitmap.New(rdb, bitmap.Options{Prefix: prefix, Logger: logger})
+	bms, err := bitmap.New(rdb, bitmap.Options{Prefix: prefix, Logger: logger})
 	testenv.Check(t, "bitmap.New", err)
-	t.Cleanup(store.Close)
-	reg, err := tracker.New(db, mapper, store, tracker.Options{Logger: logger, Apps: []yidu.App{app}})
+	t.Cleanup(bms.Close)
+	reg, err := tracker.New(db, mapper, bms, tracker.Options{Logger: logger, Apps: []yidu.App{app}})
 	testenv.Check(t, "tracker.New", err)
 	const token = "integration-token-0123456789"
-	ledger, err := campaign.NewSQLLedger(db, "", 0, nil, logger)
-	testenv.Check(t, "campaign.NewSQLLedger", err)
-	srv, err := newServer(reg, store, mapper, deps{Options: Options{Apps: []yidu.App{app}, Logger: logger}, Ledger: ledger,
+	ledger, err := store.NewReminderLog(db, "", 0, nil, logger)
+	testenv.Check(t, "store.NewReminderLog", err)
+	srv, err := newServer(reg, bms, mapper, deps{Options: Options{Apps: []yidu.App{app}, Logger: logger}, Ledger: ledger,
 		Tokens: []access.Token{
 			{Name: "it", Token: token, Corps: []string{corp}},
 			{Name: "other", Token: "other-corp-token-0123456789", Corps: []string{"someone-else"}},
@@ -180,7 +180,7 @@ func TestIntegration(t *testing.T) {
 	rec := roaring.New()
 	rec.AddRange(1, n+1)
 	msg := yidu.Message{CorpID: corp, MsgID: "big", App: "hr", AgentID: app.AgentID, Title: m.Title, SentAt: m.SentAt, Recipients: n}
-	testenv.Check(t, "mark reads", store.RestoreReads(ctx, msg, rec, read, signals))
+	testenv.Check(t, "mark reads", bms.RestoreReads(ctx, msg, rec, read, signals))
 	wantRead := int64(read.GetCardinality())
 	wantBy := yidu.SignalCounts{Button: wantRead, EnterAgent: n / 5}
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/progress"
 )
@@ -37,22 +38,23 @@ type deps struct {
 	// Access is whom scoped principals see (nil: WeCom.Access, else an
 	// admin of the corp sees everyone, anyone else nobody).
 	Access           *access.Access
-	Ledger           campaign.Ledger
+	Ledger           campaign.ReminderLog
 	Approvals        campaign.ApprovalNotifier
 	Acknowledgements campaign.Acknowledgements
 	// Campaigns, FollowUps, Notices and ReadingPage are campaign's
-	// (ServiceOptions.Store, Rounds, Versions and ReadingPage).
-	Campaigns   *campaign.Store
+	// (campaign.New's store, Options.Rounds, Versions and ReadingPage).
+	Campaigns   *store.Store
 	FollowUps   campaign.Policies
 	Notices     campaign.Versions
 	ReadingPage func(app, msgID string) string
-	// Templates is campaign's (ServiceOptions.Templates).
-	Templates *campaign.Templates
+	// Templates and Files are campaign's (Options.Templates, Files).
+	Templates *store.Templates
+	Files     campaign.Files
 	// Picking is the compose page's directory (nil: dir, if it is one);
 	// cmd hands campaign idmap.Mapper through an adapter (pickingDir).
 	Picking campaign.Picking
 	// Mapper is the fixture's directory, for what an edit builds over
-	// it (campaign.Store's Directory).
+	// it (store.Store's Directory).
 	Mapper *idmap.Mapper
 }
 
@@ -69,9 +71,9 @@ func (d deps) services(msgs messages, bms progress.Bitmaps, dir progress.Directo
 		return nil, nil, nil, err
 	}
 	popts := progress.Options{Logger: d.Logger, Directory: dir, History: msgs, Now: d.Now}
-	sopts := campaign.ServiceOptions{Store: d.Campaigns, Rounds: d.FollowUps, Messenger: msgs, Registrar: msgs,
+	sopts := campaign.Options{Rounds: d.FollowUps, Messenger: msgs, Registrar: msgs,
 		Versions: d.Notices, Acknowledgements: d.Acknowledgements, ReadingPage: d.ReadingPage, Notify: d.Approvals,
-		Ledger: d.Ledger, RemindInterval: d.RemindInterval, Logger: d.Logger, Now: d.Now, Templates: d.Templates}
+		Reminders: d.Ledger, RemindInterval: d.RemindInterval, Logger: d.Logger, Now: d.Now, Templates: d.Templates, Files: d.Files}
 	if acc != nil {
 		popts.Viewer, sopts.Scope, sopts.Audiences = acc, acc, acc
 	}
@@ -86,7 +88,8 @@ func (d deps) services(msgs messages, bms progress.Bitmaps, dir progress.Directo
 		return nil, nil, nil, err
 	}
 	sopts.Readers = prog
-	return ids, campaign.NewService(sopts), prog, nil
+	acts := campaign.New(d.Campaigns, sopts)
+	return ids, acts, prog, nil
 }
 
 // newServer builds the services over msgs, bms and dir, and the Server
@@ -116,6 +119,7 @@ func (f *fixture) rewire(tb testing.TB, edit func(*deps)) {
 		tb.Fatal(err)
 	}
 	f.srv.acts, f.srv.prog = acts, prog
+	f.srv.dis.Prog, f.srv.comp.Acts = prog, acts
 }
 
 // resolveWeCom makes the fixture's sessions of WeCom members resolve
@@ -131,7 +135,7 @@ func (f *fixture) resolveWeCom(tb testing.TB, acc *access.Access) {
 	f.srv.auth = ids
 }
 
-// fakeLedger is campaign.Ledger in memory for the HTTP tests (the MySQL
+// fakeLedger is campaign.ReminderLog in memory for the HTTP tests (the MySQL
 // one is campaign's, tested there and across two processes in
 // cmd/internal/process).
 type fakeLedger struct {
@@ -140,7 +144,7 @@ type fakeLedger struct {
 	reminded map[string]map[uint32]time.Time
 }
 
-var _ campaign.Ledger = (*fakeLedger)(nil)
+var _ campaign.ReminderLog = (*fakeLedger)(nil)
 
 func newFakeLedger() *fakeLedger {
 	return &fakeLedger{held: map[string]bool{}, reminded: map[string]map[uint32]time.Time{}}

@@ -19,7 +19,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -120,8 +120,11 @@ func contractCases() []contractCase {
 		{name: "evidence of no recipient", op: "GET /messages/{msgid}/evidence/{file}", method: "GET", target: "/messages/hello/evidence/notrecipient", auth: "token", want: 404},
 		{name: "evidence zip", op: "GET /messages/{msgid}/evidence.zip", method: "GET", target: "/messages/hello/evidence.zip?state=read", auth: "token", want: 200},
 
+		{name: "remind a final state", op: "POST /messages/{msgid}/remind", method: "POST", target: "/messages/hello/remind", auth: "token", want: 400,
+			body: `{"state":"acknowledged"}`, invalidRequest: true},
 		{name: "remind", op: "POST /messages/{msgid}/remind", method: "POST", target: "/messages/hello/remind", auth: "token", want: 200},
 		{name: "remind again", op: "POST /messages/{msgid}/remind", method: "POST", target: "/messages/hello/remind", auth: "token", want: 429},
+		{name: "reminders", op: "GET /messages/{msgid}/reminders", method: "GET", target: "/messages/hello/reminders", auth: "token", want: 200},
 		{name: "register with unknown userids", op: "POST /messages", method: "POST", target: "/messages", auth: "token", want: 201,
 			body: `{"msgid":"contract-unknown","app":"hr","title":"T","audience":{"userids":["alice","nobody-1"]}}`},
 		{name: "register and send", op: "POST /messages", method: "POST", target: "/messages", auth: "token", want: 201,
@@ -147,6 +150,8 @@ func contractCases() []contractCase {
 		{name: "approve where no rule asks", op: "POST /messages/{msgid}/approval", method: "POST", target: "/messages/contract-sched/approval",
 			body: `{"approve":true,"version_hash":"00"}`, auth: "token", want: 403},
 		{name: "preview to me where no rule asks", op: "POST /messages/{msgid}/approval/preview", method: "POST", target: "/messages/contract-sched/approval/preview", auth: "token", want: 403},
+		{name: "nudge where none waits", op: "POST /messages/{msgid}/approval/nudge", method: "POST", target: "/messages/contract-sched/approval/nudge", auth: "token", want: 409},
+		{name: "withdraw where none waits", op: "POST /messages/{msgid}/approval/withdraw", method: "POST", target: "/messages/contract-sched/approval/withdraw", auth: "token", want: 409},
 		{name: "cancel", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 200},
 		{name: "cancel again", op: "POST /messages/{msgid}/cancel", method: "POST", target: "/messages/contract-sched/cancel", auth: "token", want: 409},
 		// This server's campaign has no follow-up engine (deps.FollowUps nil):
@@ -155,6 +160,11 @@ func contractCases() []contractCase {
 		{name: "follow-up put none", op: "PUT /messages/{msgid}/follow_up", method: "PUT", target: "/messages/hello/follow_up",
 			body: `{"reminders":["2h"]}`, auth: "token", want: 404},
 		{name: "cancel round none", op: "POST /messages/{msgid}/follow_up/cancel-round", method: "POST", target: "/messages/hello/follow_up/cancel-round", auth: "token", want: 404},
+		{name: "standing none", op: "GET /messages/{msgid}/standing", method: "GET", target: "/messages/hello/standing", auth: "token", want: 404},
+		{name: "end standing none", op: "PATCH /messages/{msgid}/standing", method: "PATCH", target: "/messages/hello/standing",
+			body: `{"until":null}`, auth: "token", want: 404},
+		{name: "standing rules off", op: "GET /standing", method: "GET", target: "/standing", auth: "token", want: 404},
+		{name: "standing csv off", op: "GET /standing.csv", method: "GET", target: "/standing.csv", auth: "token", want: 404},
 		{name: "apps", op: "GET /apps", method: "GET", target: "/apps", auth: "token", want: 200},
 
 		{name: "events", op: "GET /messages/{msgid}/events", method: "GET", target: "/messages/hello/events", auth: "token", want: 200, stream: true},
@@ -182,6 +192,10 @@ func contractCases() []contractCase {
 		{name: "delete a template", op: "DELETE /templates/{id}", method: "DELETE", target: "/templates/1", auth: "token", want: 204},
 		{name: "a deleted template", op: "GET /templates/{id}", method: "GET", target: "/templates/1", auth: "token", want: 404},
 		{name: "audit", op: "GET /audit", method: "GET", target: "/audit", auth: "token", want: 200},
+		// The fixture runs without an evidence log (TestLedgerAPI in
+		// cmd/internal/process answers with one).
+		{name: "checkpoint without a log", op: "GET /ledger/{corp}/checkpoint", method: "GET", target: "/ledger/acme/checkpoint", auth: "token", want: 404},
+		{name: "consistency without a log", op: "GET /ledger/{corp}/consistency", method: "GET", target: "/ledger/acme/consistency?from=1", auth: "token", want: 404},
 		{name: "audit filtered page", op: "GET /audit", method: "GET", target: "/audit?action=schedule&limit=1&since=2026-01-01T00:00:00Z", auth: "token", want: 200},
 		{name: "audit bad limit", op: "GET /audit", method: "GET", target: "/audit?limit=0", auth: "token", want: 400, invalidRequest: true},
 		{name: "audit bad action", op: "GET /audit", method: "GET", target: "/audit?action=drop", auth: "token", want: 400, invalidRequest: true},
@@ -211,9 +225,9 @@ func init() {
 func TestOpenAPIContract(t *testing.T) {
 	doc := loadSpec(t)
 	f, _ := newCampaignFixture(t)
-	f.srv.attachments = &fakeAttachments{}
-	f.srv.evidence = fakeEvidence{f}
-	tpls := campaign.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now)
+	f.srv.comp.Attachments = &fakeAttachments{}
+	f.srv.dis.Evidence = fakeEvidence{f}
+	tpls := store.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now)
 	f.rewire(t, func(d *deps) { d.Templates = tpls })
 	withAudienceDirectory(t, f)
 	cookie, csrf := f.login(t)

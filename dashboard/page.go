@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/dashboard/i18n"
 	"github.com/yidu-io/yidu/progress"
 )
 
@@ -21,7 +23,7 @@ import (
 
 var templateFuncs = template.FuncMap{
 	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
-	"num":  func(n any) string { return groupDigits(fmt.Sprint(n)) },
+	"num":  func(n any) string { return yidu.GroupDigits(fmt.Sprint(n)) },
 	// sanitized is a notice's text as content.Render left it: goldmark's
 	// HTML through bluemonday's allow-list (no script, no event handler,
 	// no remote image), so it is shown as HTML.
@@ -50,7 +52,7 @@ type pageData struct {
 	// the page's title otherwise.
 	Title    string
 	TitleKey string
-	// Lang is the page's language (langFor); Here the path the language
+	// Lang is the page's language (i18n.LangFor); Here the path the language
 	// switch returns to.
 	Lang string
 	Here string
@@ -80,6 +82,9 @@ type pageData struct {
 	// HasContent: the notice has full text (issue 39); the page shows its
 	// versions.
 	HasContent bool
+	// PageStates: the notice is read under read_rule acknowledged, so the
+	// people filter offers the reading page's four states.
+	PageStates bool
 	// WeComLogin is the sign-in page's link to sign in with WeCom ("":
 	// not configured).
 	WeComLogin string
@@ -98,6 +103,9 @@ type pageData struct {
 	ReadButton string
 	// Audit is the audit page's filter and events.
 	Audit *auditView
+
+	// Standing: the list filtered to standing notices (issue 51).
+	Standing bool
 }
 
 // signalView is one signal's line on the message page.
@@ -133,13 +141,46 @@ func signalViews(rule yidu.ReadRule, app yidu.App, by yidu.SignalCounts) []signa
 	return out
 }
 
+// loadCatalogues reads the embedded catalogues (web/i18n).
+func loadCatalogues() (map[string]i18n.Catalogue, error) {
+	sub, err := fs.Sub(webFS, "web/i18n")
+	if err != nil {
+		return nil, err
+	}
+	return i18n.Load(sub)
+}
+
+// parsePages parses the templates once per language, each with its own t.
+func parsePages(cats map[string]i18n.Catalogue) (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
+	for lang, c := range cats {
+		funcs := template.FuncMap{"t": c.T, "tf": c.TF, "lang": func() string { return lang },
+			"badge":  func(state string, lateBy int64) string { return stateBadge(c, state, lateBy) },
+			"detail": func(d string) string { return i18n.AuditDetail(c, d) },
+			// tOr is t of prefix+word, or word itself when the catalogue
+			// has no such key (a value recorded before its words existed).
+			"tOr": func(prefix, word string) string {
+				if c.Has(prefix + word) {
+					return c.T(prefix + word)
+				}
+				return word
+			}}
+		p, err := template.New("").Funcs(templateFuncs).Funcs(funcs).ParseFS(webFS, "web/templates/*.html")
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: templates: %w", err)
+		}
+		out[lang] = p
+	}
+	return out, nil
+}
+
 func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData) {
-	d.Status = s.status.text()
 	pages, ok := s.pages[d.Lang]
 	if !ok {
-		d.Lang = languages[0]
+		d.Lang = i18n.Languages[0]
 		pages = s.pages[d.Lang]
 	}
+	d.Status = s.status.text(d.Lang)
 	var buf bytes.Buffer
 	if err := pages.ExecuteTemplate(&buf, name, d); err != nil {
 		s.log.Error("render page", "page", name, "err", err)
@@ -156,7 +197,7 @@ func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData
 
 func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, code int, msg string) {
 	next := access.SafeNext(r.FormValue("next"))
-	d := pageData{TitleKey: "login.title", Error: msg, Lang: langFor(r), Here: "/login", Next: next}
+	d := pageData{TitleKey: "login.title", Error: msg, Lang: i18n.LangFor(r), Here: "/login", Next: next}
 	if s.wecomLogin != nil && s.publicURL != "" {
 		d.WeComLogin = "/login/wecom?next=" + url.QueryEscape(next)
 	}
@@ -186,7 +227,7 @@ func shownName(p *access.Principal) string {
 
 // pageFor starts r's page; title is a catalogue key.
 func pageFor(r *http.Request, title string) pageData {
-	d := pageData{TitleKey: title, User: shownName(principalFrom(r.Context())), Lang: langFor(r), Here: r.URL.RequestURI()}
+	d := pageData{TitleKey: title, User: shownName(principalFrom(r.Context())), Lang: i18n.LangFor(r), Here: r.URL.RequestURI()}
 	if sess := signInFrom(r.Context()); sess != nil {
 		d.CSRF = sess.CSRF
 	}
@@ -238,7 +279,7 @@ func (s *Server) handleListPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusBadRequest, "list.html", d)
 		return
 	}
-	d.Query, d.App = f.title, f.app
+	d.Query, d.App, d.Standing = f.title, f.app, f.standing
 	list, err := s.listMessages(r.Context(), p, f, cursor, yidu.DefaultListLimit)
 	if err != nil {
 		code, _ := httpStatus(err)
@@ -294,15 +335,18 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 			d.Msg = toJSON(m)
 			d.Msg.setCounts(c)
 			d.Signals = signalViews(m.ReadRule, s.apps[m.App], c.BySignal)
+			d.PageStates = m.ReadRule.Acknowledging()
 			d.Title = m.Title
 			p := principalFrom(r.Context())
-			d.MaySend, d.MayRemind = p.MaySend(m.CorpID, m.App), p.MayRemindScoped(m.CorpID, m.App)
+			t := access.Target{Corp: m.CorpID, App: m.App, MsgID: m.MsgID}
+			d.MaySend, d.MayRemind = access.Decide(p, yidu.ActionSend, t).Allowed, access.Decide(p, yidu.ActionRemind, t).Allowed
 			d.Scoped = scoped(r.Context())
 			// A part of the page, not a condition of it.
 			has, cerr := s.acts.HasContent(r.Context(), m.CorpID, m.MsgID)
 			if d.HasContent = has; cerr != nil {
 				s.log.ErrorContext(r.Context(), "message page: content", "err", cerr)
 			}
+			d.Standing = s.isStanding(r.Context(), m) // issue 51: its section
 			// The send report is a part of the page, not a condition of it.
 			// It counts the whole notice's people: not for a scoped viewer.
 			if !d.Scoped {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/progress"
 
 	"github.com/yidu-io/yidu"
@@ -24,7 +25,22 @@ func (s *Server) handleProgress(w http.ResponseWriter, r *http.Request, m yidu.M
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, p)
+	out := struct {
+		progress.Report
+		// A standing notice's progress adds each cycle's (issue 51).
+		ByCycle []loops.Cycle `json:"by_cycle,omitzero"`
+		// A notice read under read_rule acknowledged adds how many are in
+		// each of the reading page's states (issue 49): the remind
+		// choice's numbers. Not on the live stream: it decodes bitmaps.
+		ByState map[yidu.ReadState]uint64 `json:"by_state,omitempty"`
+	}{Report: p, ByCycle: s.byCycle(r, m)}
+	if m.ReadRule.Acknowledging() {
+		if out.ByState, err = s.prog.StateCounts(r.Context(), m, viewFrom(r.Context())); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // keepAlive is how often an idle stream sends a comment, so proxies and
@@ -68,23 +84,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	defer s.met.streams.Dec()
 
 	ctx := r.Context()
-	rc := http.NewResponseController(w)
-	// send writes and flushes within streamWrite: a stream outlives the
-	// request's write deadline, but no single event may stall.
-	send := func(format string, args ...any) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.streamWrite))
-		if _, err := fmt.Fprintf(w, format, args...); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	_ = rc.SetWriteDeadline(time.Now().Add(s.streamWrite))
-	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
+	send, err := s.openStream(w)
+	if err != nil {
 		return
 	}
 
@@ -140,6 +141,27 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 			}
 		}
 	}
+}
+
+// openStream answers 200 with an event stream's headers and returns its
+// send: send writes and flushes within streamWrite (a stream outlives the
+// request's write deadline, but no single event may stall).
+func (s *Server) openStream(w http.ResponseWriter) (send func(format string, args ...any) error, err error) {
+	rc := http.NewResponseController(w)
+	send = func(format string, args ...any) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.streamWrite))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	_ = rc.SetWriteDeadline(time.Now().Add(s.streamWrite))
+	w.WriteHeader(http.StatusOK)
+	return send, rc.Flush()
 }
 
 // recheck resolves the stream's caller again (its session, which for a

@@ -315,3 +315,19 @@ func TestScopedCurveCached(t *testing.T) {
 		t.Errorf("6 scoped progress calls of one View read MySQL %d times, want 1", got)
 	}
 }
+
+// TestViewFailsClosed: a request that never went through gate carries
+// no View, and sees nobody (issue 47: the default was everyone, so a
+// handler reached without gate would have shown every recipient).
+func TestViewFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	if v := viewFrom(ctx); v.All() || !v.None() {
+		t.Errorf("viewFrom(no View) = all %v, none %v; want nobody", v.All(), v.None())
+	}
+	if !scoped(ctx) {
+		t.Error("scoped(no View) = false; want true (fail closed)")
+	}
+	if v := viewFrom(withView(ctx, access.Everyone)); !v.All() || scoped(withView(ctx, access.Everyone)) {
+		t.Error("viewFrom(Everyone) is not everyone")
+	}
+}

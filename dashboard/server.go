@@ -11,7 +11,6 @@ import (
 	"cmp"
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"html/template"
 	"io"
@@ -32,8 +31,14 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/dashboard/i18n"
+	"github.com/yidu-io/yidu/dashboard/internal/compose"
+	"github.com/yidu-io/yidu/dashboard/internal/disclose"
+	"github.com/yidu-io/yidu/dashboard/internal/handle"
+	"github.com/yidu-io/yidu/dashboard/internal/trail"
 	"github.com/yidu-io/yidu/internal/clientip"
 	"github.com/yidu-io/yidu/internal/metric"
+	"github.com/yidu-io/yidu/internal/webedge"
 	"github.com/yidu-io/yidu/progress"
 )
 
@@ -103,10 +108,27 @@ type Options struct {
 	// Evidence makes members' evidence records, PDFs and ZIPs
 	// (evidence.Service); nil: the evidence endpoints answer 404.
 	Evidence EvidenceRecords
+	// EvidenceLog answers the evidence log's checkpoints and consistency
+	// proofs to the corp's admins (*ledger.Ledger); nil: 404.
+	EvidenceLog EvidenceLog
+	// Standing shows and ends standing notices (loops.StandingLoop,
+	// issue 51); nil: their endpoints answer 404.
+	Standing Standing
 	// ConfirmOver is dashboard.confirm_over (default DefaultConfirmOver):
 	// above it the page asks to type the recipient count (GET /apps).
 	ConfirmOver int
 }
+
+// EvidenceRecords makes members' evidence records, PDFs and ZIPs
+// (evidence.Service) and EvidenceLog answers the evidence log's
+// checkpoints and proofs (*ledger.Ledger): disclose's.
+type (
+	EvidenceRecords = disclose.Records
+	// Attachments keeps uploaded attachments (attachment.Store): the
+	// compose page's.
+	Attachments = compose.Attachments
+	EvidenceLog = disclose.Log
+)
 
 // Server is the dashboard. Build it with New, serve Routes, Close it to end
 // the live streams before shutting the HTTP server down.
@@ -118,11 +140,14 @@ type Server struct {
 	met                       *metrics
 	now                       func() time.Time
 	pages                     map[string]*template.Template
-	cats                      map[string]catalogue
-	audit                     Auditor
-	auditLog                  AuditLog
-	auth                      Identities
-	proxies                   clientip.Proxies
+	cats                      map[string]i18n.Catalogue
+	// base is what the handler groups share: the audit, the client's
+	// address, the answer of an error (dashboard/internal/handle).
+	base *handle.Base
+	// trail answers the audit trail (dashboard/internal/trail).
+	trail   *trail.Handlers
+	auth    Identities
+	proxies clientip.Proxies
 	// httpsOnly: PublicURL is https, every cookie is Secure.
 	httpsOnly bool
 	// publicURL and wecomLogin: sign-in with WeCom (wecomlogin.go).
@@ -151,12 +176,16 @@ type Server struct {
 	queryWait   time.Duration
 	done        chan struct{}
 	// confirmOver: Options; appList the apps in config order.
-	attachments Attachments
 	confirmOver int
 	appList     []yidu.App
 	closeOnce   sync.Once
-	// evidence: Options.Evidence (evidence.go).
-	evidence EvidenceRecords
+	// dis serves what discloses people's data: recipients, export,
+	// evidence and the evidence log (dashboard/internal/disclose).
+	dis *disclose.Handlers
+	// comp serves the compose page's API: the directory, audience
+	// previews, pasted lists and templates (dashboard/internal/compose).
+	comp     *compose.Handlers
+	standing Standing
 	// wecomLimits bound WeCom sign-in per address and in total.
 	wecomLimits *access.WeComLimiter
 }
@@ -188,9 +217,9 @@ func New(ids Identities, acts Campaign, prog Progress, opts Options) (*Server, e
 		apps:         map[string]yidu.App{},
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultWriteTimeout), exportStall: cmp.Or(opts.ExportStall, DefaultExportStall),
 		log: opts.Logger.With("component", "dashboard"), met: met, now: opts.Now,
-		pages: pages, cats: cats, audit: cmp.Or[Auditor](opts.Audit, noAudit{}), auditLog: opts.AuditLog, auth: ids, proxies: clientip.Proxies(opts.TrustedProxies),
+		pages: pages, cats: cats, auth: ids, proxies: clientip.Proxies(opts.TrustedProxies),
 		publicURL: opts.PublicURL, wecomLogin: opts.WeCom,
-		httpsOnly:     strings.HasPrefix(strings.ToLower(opts.PublicURL), "https://"),
+		httpsOnly:     webedge.HTTPS(opts.PublicURL),
 		streams:       make(chan struct{}, opts.MaxStreams),
 		scopedStreams: make(chan struct{}, max(1, opts.MaxStreams/2)),
 		exports:       make(chan struct{}, max(1, opts.MaxQueries/2)),
@@ -203,13 +232,17 @@ func New(ids Identities, acts Campaign, prog Progress, opts Options) (*Server, e
 		queryWait:     cmp.Or(opts.QueryWait, DefaultQueryWait),
 		done:          make(chan struct{}),
 	}
+	s.base = &handle.Base{Log: s.log, Now: s.now, Audit: cmp.Or[Auditor](opts.Audit, handle.NoAudit{}),
+		AuditFailures: met.auditFailures, Proxies: s.proxies, Answer: s.fail}
 	for _, a := range opts.Apps {
 		s.apps[a.Name] = a
 	}
 	s.confirmOver, s.appList = cmp.Or(opts.ConfirmOver, DefaultConfirmOver), opts.Apps
 	s.wecomLimits = access.NewWeComLimiter(opts.Now)
-	s.attachments = opts.Attachments
-	s.evidence = opts.Evidence
+	s.trail = trail.New(s.base, opts.AuditLog)
+	s.comp = compose.New(s.base, acts, s.apps, opts.Attachments)
+	s.dis = disclose.New(s.base, prog, opts.Evidence, opts.EvidenceLog, s.apps, s.exportStall, met.exportRows)
+	s.standing = opts.Standing
 	return s, nil
 }
 
@@ -223,22 +256,22 @@ func (s *Server) Close() {
 // the probes, internal/probe).
 func (s *Server) Routes() http.Handler {
 	static, _ := fs.Sub(webFS, "web/static")
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	crossOrigin := webedge.CrossOrigin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "cross-origin request refused")
 	}))
 
+	guard := s.guard()
 	r := chi.NewRouter()
-	r.Use(s.instrument, s.writeDeadline, securityHeaders, cop.Handler)
+	r.Use(s.instrument, s.writeDeadline, securityHeaders.Middleware, crossOrigin)
 	r.Handle("/static/*", http.StripPrefix("/static/", noListing(http.FileServerFS(static))))
 	r.Get("/login", s.handleLoginPage)
-	r.Get("/lang", s.handleLang)
-	r.Get("/i18n/*", s.handleCatalogue)
+	r.Get("/lang", i18n.HandleLang(s.httpsOnly))
+	r.Get("/i18n/*", i18n.HandleCatalogue(s.cats))
 	r.Post("/login", s.handleLogin)
 	r.Get("/login/wecom", s.handleWeComStart)
 	r.Get("/login/wecom/callback", s.handleWeComCallback)
 	r.Group(func(r chi.Router) {
-		r.Use(s.requirePage)
+		r.Use(guard.Page)
 		r.Post("/logout", s.handleLogout)
 		r.Get("/", s.handleListPage)
 		r.Get("/m/{msgid}", s.handleMessagePage)
@@ -247,46 +280,58 @@ func (s *Server) Routes() http.Handler {
 		r.Get("/approve/{msgid}", s.handleApprovePage)
 	})
 	r.Route("/api/v1", func(r chi.Router) {
-		r.Use(s.requireAPI, s.auditRefusals)
+		r.Use(guard.API)
 		r.Get("/messages", s.handleListMessages)
 		r.Post("/messages", s.handleRegister)
 		r.Get("/apps", s.handleApps)
+		// A write declares its act (act: gate decides it) or its handler
+		// asks access.Decide, before anything runs (handleRegister,
+		// handleDecide, handleNudge, handleWithdraw, uploads, templates).
 		r.Route("/messages/{msgid}", func(r chi.Router) {
 			r.Get("/", s.handleGetNotice)
-			r.Patch("/", s.handlePatchNotice)
-			r.Post("/cancel", s.handleCancelNotice)
-			r.Post("/send", s.handleSendNotice)
+			r.With(s.act(yidu.ActionEdit)).Patch("/", s.handlePatchNotice)
+			r.With(s.act(yidu.ActionCancel)).Post("/cancel", s.handleCancelNotice)
+			r.With(s.act(yidu.ActionSend)).Post("/send", s.handleSendNotice)
 			r.Get("/approval", s.handleGetApproval)
 			r.Post("/approval", s.handleDecide)
 			r.Post("/approval/preview", s.handlePreviewToMe)
+			r.Post("/approval/nudge", s.handleNudge)
+			r.Post("/approval/withdraw", s.handleWithdraw)
 			r.Get("/progress", s.withMessage(s.handleProgress))
 			r.Get("/content", s.handleContent)
 			r.With(s.heavyQuery).Get("/departments", s.withMessage(s.handleDepartments))
-			r.With(s.heavyQuery).Get("/recipients", s.withMessage(s.handleRecipients))
-			r.With(s.heavyQuery, s.exportSlot).Get("/export.csv", s.withMessage(s.handleExport))
-			r.With(s.heavyQuery).Get("/evidence/{file}", s.withMessage(s.handleEvidence))
-			r.With(s.heavyQuery, s.exportSlot).Get("/evidence.zip", s.withMessage(s.handleEvidenceZIP))
-			r.Post("/remind", s.withMessage(s.handleRemind))
-			r.Post("/recall", s.withMessage(s.handleRecall))
+			r.With(s.heavyQuery, s.act(yidu.ActionRecipients)).Get("/recipients", s.withMessage(s.dis.HandleRecipients))
+			r.With(s.heavyQuery, s.exportSlot, s.act(yidu.ActionExport)).Get("/export.csv", s.withMessage(s.dis.HandleExport))
+			r.With(s.heavyQuery, s.act(yidu.ActionEvidence)).Get("/evidence/{file}", s.withMessage(s.dis.HandleEvidence))
+			r.With(s.heavyQuery, s.exportSlot, s.act(yidu.ActionEvidence)).Get("/evidence.zip", s.withMessage(s.dis.HandleEvidenceZIP))
+			r.With(s.act(yidu.ActionRemind)).Post("/remind", s.withMessage(s.handleRemind))
+			r.Get("/reminders", s.withMessage(s.handleReminders))
+			r.With(s.act(yidu.ActionRecall)).Post("/recall", s.withMessage(s.handleRecall))
 			r.Get("/events", s.withMessage(s.handleEvents))
 			r.Get("/follow_up", s.withMessage(s.handleGetFollowUp))
-			r.Put("/follow_up", s.withMessage(s.handlePutFollowUp))
-			r.Post("/follow_up/cancel-round", s.withMessage(s.handleCancelRound))
+			r.With(s.act(yidu.ActionFollowUpChange)).Put("/follow_up", s.withMessage(s.handlePutFollowUp))
+			r.With(s.act(yidu.ActionFollowUpChange)).Post("/follow_up/cancel-round", s.withMessage(s.handleCancelRound))
+			r.Get("/standing", s.withMessage(s.handleStanding))
+			r.With(s.act(yidu.ActionEdit, standingRule)).Patch("/standing", s.withMessage(s.handleEndStanding))
 		})
-		r.Get("/directory/departments", s.handleDirectoryDepartments)
-		r.Get("/directory/tags", s.handleDirectoryTags)
-		r.Get("/directory/people", s.handleDirectoryPeople)
-		r.Post("/audience/preview", s.handleAudiencePreview)
-		r.Post("/audience/parse-list", s.handleParseList)
-		r.Get("/audit", s.handleAudit)
+		r.Get("/directory/departments", s.comp.HandleDirectoryDepartments)
+		r.Get("/directory/tags", s.comp.HandleDirectoryTags)
+		r.Get("/directory/people", s.comp.HandleDirectoryPeople)
+		r.Post("/audience/preview", s.comp.HandleAudiencePreview)
+		r.Post("/audience/parse-list", s.comp.HandleParseList)
+		r.Get("/audit", s.trail.HandleAudit)
+		r.Get("/ledger/{corp}/checkpoint", s.dis.HandleCheckpoint)
+		r.Get("/ledger/{corp}/consistency", s.dis.HandleConsistency)
+		r.With(s.heavyQuery).Get("/standing", s.handleStandingRules)
+		r.With(s.heavyQuery, s.exportSlot).Get("/standing.csv", s.handleStandingRules)
 		// An upload holds up to 20 MB in memory: bounded like a heavy query.
-		r.With(s.heavyQuery).Post("/attachments", s.handleUploadAttachment)
+		r.With(s.heavyQuery).Post("/attachments", s.comp.HandleUploadAttachment)
 		r.Post("/content/preview", s.handlePreviewContent)
-		r.Get("/templates", s.handleListTemplates)
-		r.Post("/templates", s.handleCreateTemplate)
-		r.Get("/templates/{id}", s.handleTemplate)
-		r.Put("/templates/{id}", s.handleTemplate)
-		r.Delete("/templates/{id}", s.handleTemplate)
+		r.Get("/templates", s.comp.HandleListTemplates)
+		r.Post("/templates", s.comp.HandleCreateTemplate)
+		r.Get("/templates/{id}", s.comp.HandleTemplate)
+		r.Put("/templates/{id}", s.comp.HandleTemplate)
+		r.Delete("/templates/{id}", s.comp.HandleTemplate)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound, "not found") })
 	return r
@@ -322,17 +367,9 @@ func noListing(next http.Handler) http.Handler {
 	})
 }
 
-// securityHeaders forbids framing, inline scripts and MIME sniffing.
-func securityHeaders(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "same-origin")
-		next.ServeHTTP(w, r)
-	})
-}
+// securityHeaders forbid framing, inline scripts and MIME sniffing; the
+// page's icons are data: images.
+var securityHeaders = webedge.Headers{CSP: webedge.CSP{Img: []string{"data:"}, ConnectSelf: true}, Referrer: "same-origin"}
 
 // metrics of the dashboard.
 type metrics struct {
@@ -424,60 +461,51 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 
 // Request outcomes, mapped to HTTP status in one place (httpStatus).
 var (
-	errNotFound    = errors.New("not found")
+	errNotFound    = handle.ErrNotFound
 	errUnavailable = progress.ErrUnavailable
 	// errForbidden: the caller sees the notice but its role may not
 	// change it (a viewer, a leader, a sender of another app).
 	errForbidden = errors.New("your role may not change this notice")
 )
 
+// answers maps the outcomes to their status and words (the web edge's
+// table; an empty EN is the error's own text).
+var answers = webedge.Table{
+	{Err: errBadParam, Answer: webedge.Answer{Status: http.StatusBadRequest}},
+	{Err: progress.ErrUnknownDepartment, Answer: webedge.Answer{Status: http.StatusBadRequest},
+		Words: func(err error) string { return errBadParam.Error() + ": " + err.Error() }},
+	{Err: errTooLarge, Answer: webedge.Answer{Status: http.StatusRequestEntityTooLarge}},
+	{Err: errNotFound, Answer: webedge.NotFound},
+	{Err: errForbidden, Answer: webedge.Answer{Status: http.StatusForbidden, EN: errForbidden.Error()}},
+	{Err: yidu.ErrInvalid, Answer: webedge.Answer{Status: http.StatusBadRequest}},
+	{Err: yidu.ErrRateLimited, Answer: webedge.Answer{Status: http.StatusTooManyRequests, EN: "WeCom's sending limit for this app is reached, try later"}},
+	{Err: yidu.ErrNoSender, Answer: webedge.Answer{Status: http.StatusServiceUnavailable, EN: "sending through WeCom is not configured"}},
+	{Err: yidu.ErrConflict, Answer: webedge.Answer{Status: http.StatusConflict, EN: "msgid exists with a different audience, title, body or url"}},
+	{Err: yidu.ErrNotEditable, Answer: webedge.Answer{Status: http.StatusConflict, EN: "the notice started sending or ended: it can no longer be changed"}},
+	{Err: yidu.ErrNotFound, Answer: webedge.NotFound},
+	{Err: campaign.ErrForbidden, Answer: webedge.Answer{Status: http.StatusForbidden},
+		Words: func(err error) string { return strings.TrimPrefix(err.Error(), campaign.ErrForbidden.Error()+": ") }},
+	{Err: campaign.ErrBusy, Answer: webedge.Answer{Status: http.StatusTooManyRequests, EN: campaign.ErrBusy.Error()}},
+	{Err: campaign.ErrApproval, Answer: webedge.Answer{Status: http.StatusConflict}},
+	{Is: func(err error) bool { return errors.As(err, new(*campaign.TooSoonError)) }, Answer: webedge.Answer{Status: http.StatusTooManyRequests}},
+	{Err: campaign.ErrNoDirectory, Answer: webedge.Answer{Status: http.StatusNotImplemented}},
+	{Err: campaign.ErrNoCampaigns, Answer: webedge.Answer{Status: http.StatusServiceUnavailable}},
+	{Err: campaign.ErrNoReminderLog, Answer: webedge.Answer{Status: http.StatusServiceUnavailable}},
+	{Err: campaign.ErrNoRegistrar, Answer: webedge.Answer{Status: http.StatusServiceUnavailable}},
+	{Err: campaign.ErrNoTemplates, Answer: webedge.Answer{Status: http.StatusServiceUnavailable}},
+	{Err: yidu.ErrRecalled, Answer: webedge.Answer{Status: http.StatusConflict, EN: "the message was recalled"}},
+	{Err: yidu.ErrNotRecallable, Answer: webedge.Answer{Status: http.StatusConflict}},
+	{Err: yidu.ErrRecallIncomplete, Answer: webedge.Answer{Status: http.StatusBadGateway}},
+	{Err: context.Canceled, Answer: webedge.Answer{Status: 499, EN: "client went away"}},
+	{Err: errUnavailable, Answer: webedge.Unavailable},
+	{Err: context.DeadlineExceeded, Answer: webedge.Unavailable},
+	{Is: backendDown, Answer: webedge.Unavailable},
+}
+
+// httpStatus is err's status and words (answers; 500 for any other).
 func httpStatus(err error) (int, string) {
-	switch {
-	case errors.Is(err, errBadParam):
-		return http.StatusBadRequest, err.Error()
-	case errors.Is(err, progress.ErrUnknownDepartment):
-		return http.StatusBadRequest, errBadParam.Error() + ": " + err.Error()
-	case errors.Is(err, errTooLarge):
-		return http.StatusRequestEntityTooLarge, err.Error()
-	case errors.Is(err, errNotFound):
-		return http.StatusNotFound, "not found"
-	case errors.Is(err, errForbidden):
-		return http.StatusForbidden, errForbidden.Error()
-	case errors.Is(err, yidu.ErrInvalid):
-		return http.StatusBadRequest, err.Error()
-	case errors.Is(err, yidu.ErrRateLimited):
-		return http.StatusTooManyRequests, "WeCom's sending limit for this app is reached, try later"
-	case errors.Is(err, yidu.ErrNoSender):
-		return http.StatusServiceUnavailable, "sending through WeCom is not configured"
-	case errors.Is(err, yidu.ErrConflict):
-		return http.StatusConflict, "msgid exists with a different audience, title, body or url"
-	case errors.Is(err, yidu.ErrNotEditable):
-		return http.StatusConflict, "the notice started sending or ended: it can no longer be changed"
-	case errors.Is(err, yidu.ErrNotFound):
-		return http.StatusNotFound, "not found"
-	case errors.Is(err, campaign.ErrForbidden):
-		return http.StatusForbidden, strings.TrimPrefix(err.Error(), campaign.ErrForbidden.Error()+": ")
-	case errors.Is(err, campaign.ErrBusy):
-		return http.StatusTooManyRequests, campaign.ErrBusy.Error()
-	case errors.Is(err, campaign.ErrApproval):
-		return http.StatusConflict, err.Error()
-	case errors.As(err, new(*campaign.TooSoonError)):
-		return http.StatusTooManyRequests, err.Error()
-	case errors.Is(err, campaign.ErrNoDirectory):
-		return http.StatusNotImplemented, err.Error()
-	case errors.Is(err, campaign.ErrNoCampaigns), errors.Is(err, campaign.ErrNoLedger), errors.Is(err, campaign.ErrNoRegistrar),
-		errors.Is(err, campaign.ErrNoTemplates):
-		return http.StatusServiceUnavailable, err.Error()
-	case errors.Is(err, yidu.ErrRecalled):
-		return http.StatusConflict, "the message was recalled"
-	case errors.Is(err, yidu.ErrNotRecallable):
-		return http.StatusConflict, err.Error()
-	case errors.Is(err, yidu.ErrRecallIncomplete):
-		return http.StatusBadGateway, err.Error()
-	case errors.Is(err, context.Canceled):
-		return 499, "client went away"
-	case errors.Is(err, errUnavailable), errors.Is(err, context.DeadlineExceeded), backendDown(err):
-		return http.StatusServiceUnavailable, "temporarily unavailable"
+	if a, ok := answers.Find(err); ok {
+		return a.Status, a.EN
 	}
 	return http.StatusInternalServerError, "internal error"
 }
@@ -497,7 +525,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if code >= 500 {
 		s.log.ErrorContext(r.Context(), "request failed", "route", r.URL.Path, "err", err)
 	}
-	if f := fieldOf(msg); f != "" && errors.Is(err, yidu.ErrInvalid) {
+	if f := fieldOf(err); f != "" && errors.Is(err, yidu.ErrInvalid) {
 		writeJSON(w, code, map[string]string{"error": msg, "field": f})
 		return
 	}
@@ -524,16 +552,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, code, msg)
 }
 
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, map[string]string{"error": msg})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
+// writeError and writeJSON answer JSON, never cached (the web edge's).
+var (
+	writeError = webedge.WriteError
+	writeJSON  = webedge.WriteJSON
+)
 
 // audiences is a's campaign.Audiences, nil without an Access (a nil
 // *access.Access must not become a non-nil interface): campaign then

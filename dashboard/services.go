@@ -6,8 +6,9 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
-	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/dashboard/internal/compose"
 	noticev "github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/progress"
 )
@@ -47,6 +48,9 @@ type Progress interface {
 	Departments(ctx context.Context, m yidu.Message, v access.View, who *access.Principal) ([]progress.Department, bool, error)
 	Select(ctx context.Context, m yidu.Message, v access.View, who *access.Principal, q progress.Query) (*progress.Selection, error)
 	Outcomes(ctx context.Context, m yidu.Message) ([]yidu.BatchOutcome, error)
+	// StateCounts is how many of m's recipients within v are in each of
+	// the reading page's states.
+	StateCounts(ctx context.Context, m yidu.Message, v access.View) (map[yidu.ReadState]uint64, error)
 	// WarmDepartments builds corp's department tree ahead of the first
 	// view of a new notice.
 	WarmDepartments(ctx context.Context, corp string)
@@ -97,8 +101,8 @@ type Acting interface {
 	MayFollowUp(p *access.Principal, m yidu.Message) error
 	SetFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pol yidu.Policy) error
 	CancelRound(ctx context.Context, p *access.Principal, m yidu.Message) (bool, error)
-	FollowUp(ctx context.Context, p *access.Principal, m yidu.Message, whole bool) (campaign.FollowUp, bool, error)
-	FollowUpOf(ctx context.Context, m yidu.Message) (campaign.FollowUp, bool, error)
+	FollowUp(ctx context.Context, p *access.Principal, m yidu.Message, whole bool) (loops.FollowUp, bool, error)
+	FollowUpOf(ctx context.Context, m yidu.Message) (loops.FollowUp, bool, error)
 	// DefaultFollowUp is app's default policy when follow-ups run (the
 	// compose page starts from it).
 	DefaultFollowUp(app yidu.App, set bool) *yidu.Policy
@@ -107,6 +111,8 @@ type Acting interface {
 	Content(ctx context.Context, m yidu.Message, n int, whole bool) (campaign.ContentView, error)
 	HasContent(ctx context.Context, corp, msgID string) (bool, error)
 	Revise(ctx context.Context, p *access.Principal, m yidu.Message, whole bool, rev campaign.Revision) (campaign.Revised, error)
+	// ManualReminders is the notice's 提醒未读 history with what each achieved.
+	ManualReminders(ctx context.Context, m yidu.Message) ([]campaign.ManualReminder, error)
 }
 
 // Approving is the approval of a notice that needs one (issue 41).
@@ -114,22 +120,15 @@ type Approving interface {
 	ApprovalView(ctx context.Context, p *access.Principal, n yidu.Notice) (campaign.ApprovalView, error)
 	Decide(ctx context.Context, p *access.Principal, n yidu.Notice, d campaign.Decision) (yidu.Notice, bool, error)
 	PreviewToMe(ctx context.Context, p *access.Principal, n yidu.Notice) (string, error)
+	// Nudge (催办) and Withdraw (撤回申请) are the author's side of a
+	// request waiting for approval.
+	Nudge(ctx context.Context, p *access.Principal, n yidu.Notice) error
+	Withdraw(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error)
 }
 
-// Templating is notice templates (从模板新建, issue 41): campaign decides
-// who may use and change them.
-type Templating interface {
-	ListTemplates(ctx context.Context, p *access.Principal, app yidu.App) ([]yidu.Template, error)
-	CreateTemplate(ctx context.Context, p *access.Principal, t yidu.Template) (yidu.Template, error)
-	Template(ctx context.Context, p *access.Principal, id int64) (yidu.Template, []attachment.Attachment, error)
-	UpdateTemplate(ctx context.Context, p *access.Principal, id int64, t yidu.Template) (yidu.Template, []attachment.Attachment, error)
-	DeleteTemplate(ctx context.Context, p *access.Principal, id int64) error
-}
-
-// Picking is the compose page's audience: what the caller may pick,
-// what an audience comes to, and a pasted list sorted out.
-type Picking interface {
-	Picker(ctx context.Context, p *access.Principal, app yidu.App) (campaign.Picker, error)
-	Preview(ctx context.Context, p *access.Principal, app yidu.App, au yidu.Audience) (campaign.Preview, error)
-	SortList(ctx context.Context, app yidu.App, ids []string) (known, missing []string, err error)
-}
+// Templating and Picking are what the compose page's API asks of
+// campaign (dashboard/internal/compose).
+type (
+	Templating = compose.Templating
+	Picking    = compose.Picking
+)

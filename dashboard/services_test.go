@@ -19,6 +19,7 @@ import (
 	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/progress"
 )
@@ -93,7 +94,7 @@ func TestRemindTranslated(t *testing.T) {
 		{"too soon", "n1", reminding{err: &campaign.TooSoonError{Next: next}}, http.StatusTooManyRequests, ""},
 		{"forbidden", "n1", reminding{err: errors.Join(campaign.ErrForbidden)}, http.StatusForbidden, ""},
 		{"recalled", "n1", reminding{err: yidu.ErrRecalled}, http.StatusConflict, ""},
-		{"no ledger", "n1", reminding{err: campaign.ErrNoLedger}, http.StatusServiceUnavailable, ""},
+		{"no ledger", "n1", reminding{err: campaign.ErrNoReminderLog}, http.StatusServiceUnavailable, ""},
 		{"unknown notice", "n2", reminding{err: errors.New("campaign must not be asked")}, http.StatusNotFound, ""},
 	}
 	for _, tt := range tests {
@@ -303,7 +304,7 @@ func TestNoticeActsTranslated(t *testing.T) {
 		field        string
 	}{
 		{"edited", "/api/v1/messages/d1", nil, http.StatusOK, ""},
-		{"edited to a title too long", "/api/v1/messages/d1", yidu.Invalidf("title: at most 128 characters on a card"), http.StatusBadRequest, "title"},
+		{"edited to a title too long", "/api/v1/messages/d1", yidu.Fieldf("title", "title: at most 128 characters on a card"), http.StatusBadRequest, "title"},
 		{"edited to a tag outside the sender's audience", "/api/v1/messages/d1", &campaign.AudienceError{Field: "audience.tags", Reason: "tag 5"}, http.StatusForbidden, "audience.tags"},
 		{"edited once sending", "/api/v1/messages/d1", fmt.Errorf("%w: sending", yidu.ErrNotEditable), http.StatusConflict, "state"},
 		{"canceled", "/api/v1/messages/d1/cancel", nil, http.StatusOK, ""},
@@ -312,7 +313,7 @@ func TestNoticeActsTranslated(t *testing.T) {
 		{"outside the sender's audience", "/api/v1/messages/d1/send", &campaign.AudienceError{Field: "audience.departments", Reason: "department 3"}, http.StatusForbidden, "audience.departments"},
 		{"started sending", "/api/v1/messages/d1/cancel", fmt.Errorf("%w: sending", yidu.ErrNotEditable), http.StatusConflict, "state"},
 		{"approval pending", "/api/v1/messages/d1/send", fmt.Errorf("%w: waiting for its approver", campaign.ErrApproval), http.StatusConflict, ""},
-		{"a field wrong", "/api/v1/messages/d1/send", yidu.Invalidf("send_at: in the past"), http.StatusBadRequest, "send_at"},
+		{"a field wrong", "/api/v1/messages/d1/send", yidu.Fieldf("send_at", "send_at: in the past"), http.StatusBadRequest, "send_at"},
 		{"not configured", "/api/v1/messages/d1/send", campaign.ErrNoCampaigns, http.StatusServiceUnavailable, ""},
 		{"unknown", "/api/v1/messages/d2/cancel", errors.New("campaign must not be asked"), http.StatusNotFound, ""},
 	}
@@ -351,8 +352,8 @@ func (p posting) Post(context.Context, *access.Principal, campaign.Post) (campai
 	return p.res, p.err
 }
 
-func (posting) FollowUpOf(context.Context, yidu.Message) (campaign.FollowUp, bool, error) {
-	return campaign.FollowUp{}, false, nil
+func (posting) FollowUpOf(context.Context, yidu.Message) (loops.FollowUp, bool, error) {
+	return loops.FollowUp{}, false, nil
 }
 
 // warming is oneNotice that builds no department tree.
@@ -389,7 +390,7 @@ func TestPostTranslated(t *testing.T) {
 		{"for approval", posting{res: campaign.Posted{Notice: draft, Approval: true, Acts: []campaign.Act{{Action: yidu.ActionCompose, MsgID: "d1"}}}}, http.StatusAccepted, "", "", []string{"compose ok d1 0"}},
 		{"sent", posting{res: campaign.Posted{Registered: yidu.Registered{Message: msg, Created: true, Send: sent}, Acts: []campaign.Act{{Action: yidu.ActionSend, MsgID: "m1", People: 2}}}}, http.StatusCreated, "", "sent", []string{"send ok m1 2"}},
 		{"replayed", posting{res: campaign.Posted{Registered: yidu.Registered{Message: msg, Send: sent}, Acts: []campaign.Act{{Action: yidu.ActionSend, MsgID: "m1", People: 2}}}}, http.StatusOK, "", "sent", []string{"send ok m1 2"}},
-		{"a field wrong", posting{err: yidu.Invalidf("title: required")}, http.StatusBadRequest, "title", "", nil},
+		{"a field wrong", posting{err: yidu.Fieldf("title", "title: required")}, http.StatusBadRequest, "title", "", nil},
 		{"msgid of another message", posting{res: campaign.Posted{Acts: []campaign.Act{{Action: yidu.ActionSend, MsgID: "m1", Err: yidu.ErrConflict}}}, err: yidu.ErrConflict}, http.StatusConflict, "", "", []string{"send refused m1 0"}},
 	}
 	for _, tt := range tests {

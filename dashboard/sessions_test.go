@@ -13,6 +13,7 @@ import (
 
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/internal/webedge"
 )
 
 // request sends method target with cookie c (may be nil) and, for a
@@ -35,7 +36,7 @@ func (f *fixture) request(tb testing.TB, method, target string, c *http.Cookie, 
 // on both.
 func TestSessionsSharedByReplicas(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
-	store := access.NewRedisSessions(rdb, prefix)
+	store := webedge.DashboardSessions(rdb, prefix)
 	withStore := func(o *deps) { o.Sessions = store }
 	a := newFixtureOpts(t, false, withStore)
 	b := newFixtureOpts(t, false, withStore)
@@ -77,7 +78,7 @@ func TestSessionsSharedByReplicas(t *testing.T) {
 // without the user ends it.
 func TestRemovedUserSignedOut(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
-	store := access.NewRedisSessions(rdb, prefix)
+	store := webedge.DashboardSessions(rdb, prefix)
 	a := newFixtureOpts(t, false, func(o *deps) { o.Sessions = store })
 	c, _ := a.login(t)
 	without := newFixtureOpts(t, false, func(o *deps) { o.Sessions = store; o.Users = nil })

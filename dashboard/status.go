@@ -5,7 +5,7 @@ import "sync/atomic"
 // statusLine is what SetStatus gave the page: a line shown above every
 // page while it says something (the demo: "syncing the directory…").
 type statusLine struct {
-	fn atomic.Pointer[func() string]
+	fn atomic.Pointer[func(lang string) string]
 }
 
 // SetStatus makes every page show fn's answer, when not empty, as a status
@@ -18,12 +18,22 @@ func (s *Server) SetStatus(fn func() string) {
 		s.status.fn.Store(nil)
 		return
 	}
+	s.SetStatusIn(func(string) string { return fn() })
+}
+
+// SetStatusIn is SetStatus with the line in the page's language (zh-CN,
+// en): one language a page, never both in one line.
+func (s *Server) SetStatusIn(fn func(lang string) string) {
+	if fn == nil {
+		s.status.fn.Store(nil)
+		return
+	}
 	s.status.fn.Store(&fn)
 }
 
-func (l *statusLine) text() string {
+func (l *statusLine) text(lang string) string {
 	if fn := l.fn.Load(); fn != nil {
-		return (*fn)()
+		return (*fn)(lang)
 	}
 	return ""
 }

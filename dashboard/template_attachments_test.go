@@ -7,7 +7,8 @@ import (
 	"testing"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/store"
+	"github.com/yidu-io/yidu/dashboard/internal/compose"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -18,8 +19,8 @@ import (
 // version), on MariaDB.
 func TestTemplateAttachments(t *testing.T) {
 	f, atts := newContentFixture(t)
-	tpls := campaign.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now).WithFiles(atts)
-	f.rewire(t, func(d *deps) { d.Templates = tpls })
+	tpls := store.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now)
+	f.rewire(t, func(d *deps) { d.Templates, d.Files = tpls, atts })
 	a, err := atts.Put(t.Context(), "acme", "hr", "考勤表.pdf", strings.NewReader("%PDF-1.7\nattendance"))
 	testenv.Check(t, "Put", err)
 	theirs, err := atts.Put(t.Context(), "other", "ops", "secret.pdf", strings.NewReader("%PDF-1.7\nsecret"))
@@ -42,7 +43,7 @@ func TestTemplateAttachments(t *testing.T) {
 	id := int64(j["id"].(float64))
 
 	w := f.ok(t, "GET", "/api/v1/templates/"+jsonNumber(id))
-	var tpl templateJSON
+	var tpl compose.TemplateJSON
 	testenv.Check(t, "decode", json.Unmarshal(w.Body.Bytes(), &tpl))
 	if len(tpl.AttachmentFiles) != 1 || tpl.AttachmentFiles[0].ID != a.ID || tpl.AttachmentFiles[0].Name != "考勤表.pdf" || tpl.AttachmentFiles[0].Size != a.Size {
 		t.Fatalf("template's attachment_files = %+v; want 考勤表.pdf (%d bytes)", tpl.AttachmentFiles, a.Size)

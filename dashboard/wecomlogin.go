@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/internal/webedge"
 )
 
 // WeComLogin is sign-in with WeCom (issue 31): GET /login/wecom?next=
@@ -37,49 +39,48 @@ func (s *Server) callbackURL() string {
 	return strings.TrimRight(s.publicURL, "/") + "/login/wecom/callback"
 }
 
-func (s *Server) handleWeComStart(w http.ResponseWriter, r *http.Request) {
+// weComLogin is the configured sign-in with WeCom for a request to its
+// routes: 404 when it is not configured, 429 over the rate limit (and
+// false: answered).
+func (s *Server) weComLogin(w http.ResponseWriter, r *http.Request) (*WeComLogin, bool) {
 	wl := s.wecomLogin
 	if wl == nil || s.publicURL == "" {
 		writeError(w, http.StatusNotFound, "sign-in with WeCom is not configured")
-		return
+		return nil, false
 	}
 	if !s.limitWeCom(w, r) {
+		return nil, false
+	}
+	return wl, true
+}
+
+func (s *Server) handleWeComStart(w http.ResponseWriter, r *http.Request) {
+	wl, ok := s.weComLogin(w, r)
+	if !ok {
 		return
 	}
-	state, nonce, err := wl.States.Begin(r.Context(), wl.CorpID, r.URL.Query().Get("next"))
-	if err != nil {
+	app := webedge.App{CorpID: wl.CorpID, AgentID: wl.AgentID, RedirectURI: s.callbackURL(), Endpoints: wl.Endpoints}
+	if err := webedge.StartWeCom(w, r, wl.States, app, r.URL.Query().Get("next"), s.loginNonce(r)); err != nil {
 		s.log.ErrorContext(r.Context(), "wecom sign-in start", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "sign-in is unavailable, try again shortly")
-		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: loginNonceCookie, Value: nonce, Path: "/login/wecom", MaxAge: int(access.StateTTL.Seconds()),
-		HttpOnly: true, Secure: s.secure(r), SameSite: http.SameSiteLaxMode,
-	})
-	to := wl.Endpoints.LoginURL(wl.CorpID, wl.AgentID, s.callbackURL(), state)
-	if access.InWeCom(r.UserAgent()) {
-		to = wl.Endpoints.AuthorizeURL(wl.CorpID, wl.AgentID, s.callbackURL(), state)
-	}
-	http.Redirect(w, r, to, http.StatusFound)
+}
+
+// loginNonce binds a started sign-in to its browser.
+func (s *Server) loginNonce(r *http.Request) webedge.NonceCookie {
+	return webedge.NonceCookie{Name: loginNonceCookie, Path: "/login/wecom", Secure: s.secure(r)}
 }
 
 func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
-	wl := s.wecomLogin
-	if wl == nil || s.publicURL == "" {
-		writeError(w, http.StatusNotFound, "sign-in with WeCom is not configured")
-		return
-	}
-	if !s.limitWeCom(w, r) {
+	wl, ok := s.weComLogin(w, r)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
-	q := r.URL.Query()
-	nonce := ""
-	if c, err := r.Cookie(loginNonceCookie); err == nil {
-		nonce = c.Value
+	exchange := func(ctx context.Context, corp, code string) (string, error) {
+		return wl.OAuth.UserID(ctx, corp, wl.AgentID, code)
 	}
-	http.SetCookie(w, &http.Cookie{Name: loginNonceCookie, Value: "", Path: "/login/wecom", MaxAge: -1, HttpOnly: true, Secure: s.secure(r), SameSite: http.SameSiteLaxMode})
-	next, corp, userID, err := wl.States.FinishWeCom(ctx, wl.OAuth, wl.AgentID, q.Get("state"), nonce, q.Get("code"))
+	next, corp, userID, err := webedge.FinishWeCom(ctx, wl.States, exchange, webedge.ReturnOf(w, r, s.loginNonce(r)), nil)
 	var who *access.Principal
 	if err == nil {
 		who, err = wl.Access.WeCom(ctx, corp, userID)
@@ -94,11 +95,12 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 	// expired) is anyone's to send: counted, never an audit row.
 	forged := errors.Is(err, access.ErrBadState) || errors.Is(err, access.ErrCodeUsed)
 	if err != nil && !forged {
-		code := http.StatusServiceUnavailable
-		if errors.Is(err, access.ErrBadState) || errors.Is(err, access.ErrCodeUsed) || errors.Is(err, access.ErrNotMember) || errors.Is(err, access.ErrNoRole) {
-			code = http.StatusForbidden
+		// access refused the member (not in the directory, no role), or
+		// failed to tell.
+		ev.Outcome = "failed"
+		if errors.Is(err, access.ErrNotMember) || errors.Is(err, access.ErrNoRole) {
+			ev.Outcome = "refused"
 		}
-		ev.Outcome = outcome(code)
 		_ = s.record(r, ev)
 	}
 	switch {

@@ -250,51 +250,9 @@ func Marshal(d Delta) []byte {
 // source it does not know is malformed: it could be written nowhere.
 func Unmarshal(b []byte) (Delta, error) {
 	var d Delta
-	byUser, page := false, false
-	if len(b) < 2 {
-		return d, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
-	}
-	d.Source = Source(b[1])
-	if !d.Source.valid() {
-		return d, fmt.Errorf("%w: source %d", ErrMalformed, b[1])
-	}
-	switch b[0] {
-	case 1:
-		d.Counted = true
-		b = b[2:]
-	case 2:
-		if len(b) < 3 || b[2]&^flagCounted != 0 {
-			return d, fmt.Errorf("%w: flags", ErrMalformed)
-		}
-		d.Counted = b[2]&flagCounted != 0
-		if d.Source == SourceReconcile && !d.Counted {
-			return d, fmt.Errorf("%w: a reconcile delta that does not count", ErrMalformed)
-		}
-		b = b[3:]
-	case 3:
-		if len(b) < 3 || b[2]&^(flagCounted|flagUserID) != 0 || b[2]&flagUserID == 0 {
-			return d, fmt.Errorf("%w: flags", ErrMalformed)
-		}
-		d.Counted = b[2]&flagCounted != 0
-		if d.Source == SourceReconcile {
-			return d, fmt.Errorf("%w: a reconcile delta with a userid", ErrMalformed)
-		}
-		byUser = true
-		b = b[3:]
-	case 4:
-		if len(b) < 3 || b[2]&^(flagCounted|flagUserID|flagArchive) != 0 || b[2]&(flagCounted|flagArchive) == flagCounted|flagArchive {
-			return d, fmt.Errorf("%w: flags", ErrMalformed)
-		}
-		d.Page.ArchiveOnly = b[2]&flagArchive != 0
-		if !d.Source.Page() {
-			return d, fmt.Errorf("%w: a page event of source %d", ErrMalformed, d.Source)
-		}
-		d.Counted = b[2]&flagCounted != 0
-		byUser = b[2]&flagUserID != 0
-		page = true
-		b = b[3:]
-	default:
-		return d, fmt.Errorf("%w: version %d", ErrMalformed, b[0])
+	b, byUser, page, err := unmarshalHead(b, &d)
+	if err != nil {
+		return d, err
 	}
 	uid, n := binary.Uvarint(b)
 	if n <= 0 || uid > 1<<32-1 {
@@ -309,7 +267,6 @@ func Unmarshal(b []byte) (Delta, error) {
 	d.ReadTime = rt
 	b = b[n:]
 	var s string
-	var err error
 	if s, b, err = field(b, "corp_id"); err != nil {
 		return d, err
 	}
@@ -331,16 +288,7 @@ func Unmarshal(b []byte) (Delta, error) {
 		d.UserID = s
 	}
 	if page {
-		v, n := binary.Uvarint(b)
-		if n <= 0 || v == 0 || v > 1<<32-1 {
-			return d, fmt.Errorf("%w: page version", ErrMalformed)
-		}
-		d.Page.Version = uint32(v)
-		b = b[n:]
-		if d.Page.IP, b, err = field(b, "ip"); err != nil {
-			return d, err
-		}
-		if d.Page.UserAgent, b, err = field(b, "user_agent"); err != nil {
+		if b, err = unmarshalPage(b, &d.Page); err != nil {
 			return d, err
 		}
 	}
@@ -348,6 +296,77 @@ func Unmarshal(b []byte) (Delta, error) {
 		return d, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(b))
 	}
 	return d, nil
+}
+
+// unmarshalHead decodes the version, source and flags of an encoding into
+// d and returns the bytes after them, and whether a userid and a page
+// event follow.
+func unmarshalHead(b []byte, d *Delta) (rest []byte, byUser, page bool, err error) {
+	if len(b) < 2 {
+		return nil, false, false, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
+	}
+	d.Source = Source(b[1])
+	if !d.Source.valid() {
+		return nil, false, false, fmt.Errorf("%w: source %d", ErrMalformed, b[1])
+	}
+	switch b[0] {
+	case 1:
+		d.Counted = true
+		b = b[2:]
+	case 2:
+		if len(b) < 3 || b[2]&^flagCounted != 0 {
+			return nil, false, false, fmt.Errorf("%w: flags", ErrMalformed)
+		}
+		d.Counted = b[2]&flagCounted != 0
+		if d.Source == SourceReconcile && !d.Counted {
+			return nil, false, false, fmt.Errorf("%w: a reconcile delta that does not count", ErrMalformed)
+		}
+		b = b[3:]
+	case 3:
+		if len(b) < 3 || b[2]&^(flagCounted|flagUserID) != 0 || b[2]&flagUserID == 0 {
+			return nil, false, false, fmt.Errorf("%w: flags", ErrMalformed)
+		}
+		d.Counted = b[2]&flagCounted != 0
+		if d.Source == SourceReconcile {
+			return nil, false, false, fmt.Errorf("%w: a reconcile delta with a userid", ErrMalformed)
+		}
+		byUser = true
+		b = b[3:]
+	case 4:
+		if len(b) < 3 || b[2]&^(flagCounted|flagUserID|flagArchive) != 0 || b[2]&(flagCounted|flagArchive) == flagCounted|flagArchive {
+			return nil, false, false, fmt.Errorf("%w: flags", ErrMalformed)
+		}
+		d.Page.ArchiveOnly = b[2]&flagArchive != 0
+		if !d.Source.Page() {
+			return nil, false, false, fmt.Errorf("%w: a page event of source %d", ErrMalformed, d.Source)
+		}
+		d.Counted = b[2]&flagCounted != 0
+		byUser = b[2]&flagUserID != 0
+		page = true
+		b = b[3:]
+	default:
+		return nil, false, false, fmt.Errorf("%w: version %d", ErrMalformed, b[0])
+	}
+	return b, byUser, page, nil
+}
+
+// unmarshalPage decodes a page event's version, IP and User-Agent into p
+// and returns the bytes after them.
+func unmarshalPage(b []byte, p *Page) ([]byte, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 || v == 0 || v > 1<<32-1 {
+		return nil, fmt.Errorf("%w: page version", ErrMalformed)
+	}
+	p.Version = uint32(v)
+	b = b[n:]
+	var err error
+	if p.IP, b, err = field(b, "ip"); err != nil {
+		return nil, err
+	}
+	if p.UserAgent, b, err = field(b, "user_agent"); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 func field(b []byte, name string) (string, []byte, error) {

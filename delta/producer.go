@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // ProducerOptions configures a Producer. Zero fields take the defaults.
@@ -48,12 +49,8 @@ func NewProducer(brokers []string, topic string, opts ProducerOptions) (*Produce
 	if topic == "" || len(brokers) == 0 {
 		return nil, errors.New("delta: producer: brokers and topic are required")
 	}
-	if opts.Linger <= 0 {
-		opts.Linger = 300 * time.Microsecond
-	}
-	if opts.DeliveryTimeout <= 0 {
-		opts.DeliveryTimeout = 2 * time.Second
-	}
+	opt.Positive(&opts.Linger, 300*time.Microsecond)
+	opt.Positive(&opts.DeliveryTimeout, 2*time.Second)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

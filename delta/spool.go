@@ -2,7 +2,6 @@ package delta
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -19,7 +18,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/yidu-io/yidu/internal/loop"
 	"github.com/yidu-io/yidu/internal/metric"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // publisher is what a Spool forwards to: the Producer.
@@ -96,6 +97,8 @@ type Spool struct {
 	log  *slog.Logger
 	m    *spoolMetrics
 	lock *os.File
+	// guard recovers a drain that panics (issue 46).
+	guard *loop.Guard
 
 	syncMu sync.Mutex // held while syncing or sealing the current segment
 
@@ -132,22 +135,12 @@ func NewSpool(pub publisher, opts SpoolOptions) (*Spool, error) {
 	if pub == nil || opts.Dir == "" {
 		return nil, errors.New("delta: spool: publisher and dir are required")
 	}
-	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = 1 << 30
-	}
-	if opts.SegmentBytes <= 0 {
-		opts.SegmentBytes = 8 << 20
-	}
+	opt.Positive(&opts.MaxBytes, 1<<30)
+	opt.Positive(&opts.SegmentBytes, 8<<20)
 	opts.SegmentBytes = min(opts.SegmentBytes, opts.MaxBytes)
-	if opts.DrainInterval <= 0 {
-		opts.DrainInterval = time.Second
-	}
-	if opts.DrainBatch <= 0 {
-		opts.DrainBatch = 1000
-	}
-	if opts.DrainTimeout <= 0 {
-		opts.DrainTimeout = 10 * time.Second
-	}
+	opt.Positive(&opts.DrainInterval, time.Second)
+	opt.Positive(&opts.DrainBatch, 1000)
+	opt.Positive(&opts.DrainTimeout, 10*time.Second)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -155,6 +148,14 @@ func NewSpool(pub publisher, opts SpoolOptions) (*Spool, error) {
 		opts.create = createSegment
 	}
 	m, err := newSpoolMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger.With("component", "delta.spool")
+	// A panic in one drain (a segment, the publisher) is recovered and
+	// counted, yidu_loop_panics_total{loop="spool_drain"}; the next tick
+	// drains again, the spooled deltas stay on disk (issue 46).
+	guard, err := loop.New("spool_drain", loop.Options{Registerer: opts.Registerer, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -170,8 +171,8 @@ func NewSpool(pub publisher, opts SpoolOptions) (*Spool, error) {
 		return nil, fmt.Errorf("delta: spool: %s is used by another process: %w", opts.Dir, err)
 	}
 	s := &Spool{
-		pub: pub, opts: opts, m: m, lock: lock,
-		log:  opts.Logger.With("component", "delta.spool"),
+		pub: pub, opts: opts, m: m, lock: lock, guard: guard,
+		log:  log,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if err := s.scan(); err != nil {
@@ -390,103 +391,6 @@ func (s *Spool) sealLocked() error {
 	return nil
 }
 
-// drainLoop forwards spooled deltas every DrainInterval until Close.
-func (s *Spool) drainLoop() {
-	defer close(s.done)
-	t := time.NewTicker(s.opts.DrainInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		s.drain()
-	}
-}
-
-// drain forwards every sealed segment, oldest first, and deletes each once
-// Kafka acknowledged all its deltas, then seals the current one and
-// forwards it too. It stops at the first failure (Kafka still down).
-func (s *Spool) drain() { s.drainUntil(s.stop, time.Time{}) }
-
-// drainUntil is drain, stopping early when stop closes or at deadline
-// (zero: none).
-func (s *Spool) drainUntil(stop <-chan struct{}, deadline time.Time) {
-	s.mu.Lock()
-	down := s.down
-	s.mu.Unlock()
-	if !down {
-		return
-	}
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		if !deadline.IsZero() && time.Now().After(deadline) {
-			return
-		}
-		s.mu.Lock()
-		if len(s.sealed) == 0 {
-			if s.cur != nil {
-				// Only now the current segment: while Kafka is down the
-				// older ones fail first, so an outage fills segments
-				// instead of cutting one per attempt.
-				s.mu.Unlock()
-				if err := s.seal(); err != nil {
-					s.log.Error("seal spool segment", "err", err)
-					return
-				}
-				continue
-			}
-			s.down = false // empty: Publish tries Kafka first again
-			s.log.Info("spool drained; publishing to Kafka directly again")
-			s.mu.Unlock()
-			return
-		}
-		seg := s.sealed[0]
-		s.mu.Unlock()
-		if err := s.forward(seg); err != nil {
-			s.m.drainErrors.Inc()
-			s.log.Warn("forward spooled deltas; retrying", "segment", seg.name, "err", err)
-			return
-		}
-		if err := os.Remove(filepath.Join(s.opts.Dir, seg.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			s.log.Error("remove drained spool segment", "segment", seg.name, "err", err)
-			return
-		}
-		s.mu.Lock()
-		s.sealed = s.sealed[1:]
-		s.bytes -= seg.size
-		s.m.bytes.Set(float64(s.bytes))
-		s.mu.Unlock()
-	}
-}
-
-// forward publishes one segment's deltas, DrainBatch at a time.
-func (s *Spool) forward(seg segment) error {
-	ds, err := ReadSpoolSegment(filepath.Join(s.opts.Dir, seg.name))
-	if err != nil {
-		var torn *TornError
-		if !errors.As(err, &torn) {
-			return err
-		}
-		s.log.Warn("spool segment ends in a torn record (a write cut by a crash, never acknowledged)", "segment", seg.name, "at", torn.Offset)
-	}
-	for chunk := range slices.Chunk(ds, s.opts.DrainBatch) {
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.DrainTimeout)
-		err := s.pub.Publish(ctx, chunk)
-		cancel()
-		if err != nil {
-			return err
-		}
-		s.m.drained.Add(float64(len(chunk)))
-	}
-	return nil
-}
-
 // Bytes returns the spool's size on disk.
 func (s *Spool) Bytes() int64 {
 	s.mu.Lock()
@@ -529,75 +433,6 @@ func (s *Spool) Close() error {
 	}
 	s.lock.Close()
 	return err
-}
-
-// TornError says where a segment stops being readable.
-type TornError struct {
-	Path   string
-	Offset int64
-}
-
-func (e *TornError) Error() string {
-	return fmt.Sprintf("delta: spool: %s: torn or corrupt record at byte %d", e.Path, e.Offset)
-}
-
-// ReadSpoolSegment returns the deltas of one spool segment, in order. A
-// torn or corrupt record ends it: the deltas before it are returned with
-// a *TornError.
-func ReadSpoolSegment(path string) ([]Delta, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("delta: spool: %w", err)
-	}
-	ds, off := decodeSpool(b)
-	if off < len(b) {
-		return ds, &TornError{Path: path, Offset: int64(off)}
-	}
-	return ds, nil
-}
-
-// appendRecord appends one spool record holding value v.
-func appendRecord(b, v []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(v)))
-	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(v, castagnoli))
-	return append(b, v...)
-}
-
-// decodeSpool decodes records from b until the first that is torn,
-// corrupt or not a delta; off is where it stopped.
-func decodeSpool(b []byte) (ds []Delta, off int) {
-	for off < len(b) {
-		l, n := binary.Uvarint(b[off:])
-		if n <= 0 || l > 1<<16 || uint64(len(b)-off-n) < 4+l {
-			return ds, off
-		}
-		p := off + n
-		sum := binary.BigEndian.Uint32(b[p:])
-		v := b[p+4 : p+4+int(l)]
-		if crc32.Checksum(v, castagnoli) != sum {
-			return ds, off
-		}
-		d, err := Unmarshal(v)
-		if err != nil {
-			return ds, off
-		}
-		ds = append(ds, d)
-		off = p + 4 + int(l)
-	}
-	return ds, off
-}
-
-// syncDir fsyncs a directory, so a file created in it survives a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("delta: spool: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("delta: spool: fsync %s: %w", dir, err)
-	}
-	return nil
 }
 
 // spoolMetrics are the spool's series.

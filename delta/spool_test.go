@@ -377,3 +377,42 @@ func TestSpoolDiskFull(t *testing.T) {
 		})
 	}
 }
+
+// panickyKafka panics while poisoned, as a bug in the publisher or a
+// segment would, and is fakeKafka otherwise.
+type panickyKafka struct {
+	fakeKafka
+	poisoned sync.Mutex // held: Publish panics
+	bad      bool
+}
+
+func (k *panickyKafka) Publish(ctx context.Context, ds []Delta) error {
+	k.poisoned.Lock()
+	bad := k.bad
+	k.poisoned.Unlock()
+	if bad {
+		panic("poisoned publish")
+	}
+	return k.fakeKafka.Publish(ctx, ds)
+}
+
+// TestSpoolDrainSurvivesAPanic (issue 46): a drain that panics is
+// recovered (the receiver runs on), the deltas stay spooled, and the
+// next drain forwards every one of them once the publisher works.
+func TestSpoolDrainSurvivesAPanic(t *testing.T) {
+	k := &panickyKafka{}
+	k.setDown(true)
+	s := newTestSpool(t, k, t.TempDir(), SpoolOptions{SegmentBytes: 256})
+	if err := s.Publish(context.Background(), spoolDeltas(0, 20)); err != nil {
+		t.Fatalf("Publish with Kafka down: %v", err)
+	}
+	k.poisoned.Lock()
+	k.bad = true
+	k.poisoned.Unlock()
+	k.setDown(false)
+	waitUntil(t, "a drain to panic", func() bool { return s.guard.Panics() >= 1 })
+	k.poisoned.Lock()
+	k.bad = false
+	k.poisoned.Unlock()
+	waitUntil(t, "the spool drained", func() bool { set, _ := ackedSet(&k.fakeKafka); return len(set) == 20 && s.Bytes() == 0 })
+}

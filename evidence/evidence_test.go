@@ -3,6 +3,7 @@ package evidence
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
@@ -18,9 +19,12 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	flog "github.com/transparency-dev/formats/log"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/ledger"
 	"github.com/yidu-io/yidu/notice"
 )
 
@@ -35,18 +39,48 @@ func (noAttachments) Get(context.Context, string, []string) ([]attachment.Attach
 	return nil, nil
 }
 
-// fakeLedger is a ledger of one day's tree over the entries it was given,
-// with real RFC 6962 proofs.
+// fakeLedger is a corp's log over the entries it was given (canonical
+// bodies as the ledger writes them), with real RFC 6962 proofs and
+// checkpoints signed with a key of the test's.
 type fakeLedger struct {
 	day     string
+	signer  note.Signer
+	vkey    string
 	entries []LedgerEntry
-	users   []string // users[i]: whose entry i is
-	leaves  [][32]byte
+	users   []string // users[i]: whose entry i is ("": the notice's)
+	leaves  []ledger.Hash
 }
 
-func (l *fakeLedger) add(user, kind string, body string) {
-	h := LeafHash([]byte(body))
-	l.entries = append(l.entries, LedgerEntry{Seq: int64(len(l.entries) + 1), Day: l.day, Index: int64(len(l.entries)), Kind: kind, LeafHash: h})
+func newFakeLedger(tb testing.TB, day string) *fakeLedger {
+	tb.Helper()
+	skey, vkey, err := note.GenerateKey(rand.Reader, "yidu.test")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	signer, _, err := ledger.ParseSigningKey(skey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &fakeLedger{day: day, signer: signer, vkey: vkey}
+}
+
+// add appends an entry of kind about user (uid; "" for the notice's)
+// with the body members m.
+func (l *fakeLedger) add(user string, uid uint32, kind string, m ledger.Body) {
+	seq := int64(len(l.entries) + 1)
+	b := ledger.Body{"corp": corp, "seq": seq, "day": l.day, "index": seq - 1, "kind": kind, "msgid": "msg1"}
+	if user != "" {
+		b["uid"] = uid
+	}
+	for k, v := range m {
+		b[k] = v
+	}
+	body, err := ledger.Canonical(b)
+	if err != nil {
+		panic(err)
+	}
+	h := ledger.LeafHash(body)
+	l.entries = append(l.entries, LedgerEntry{Seq: seq, Day: l.day, Index: seq - 1, Kind: kind, LeafHash: h, Body: body})
 	l.users = append(l.users, user)
 	l.leaves = append(l.leaves, h)
 }
@@ -54,16 +88,39 @@ func (l *fakeLedger) add(user, kind string, body string) {
 func (l *fakeLedger) EntriesFor(_ context.Context, _, _, userid string) ([]LedgerEntry, error) {
 	var out []LedgerEntry
 	for i, e := range l.entries {
-		if l.users[i] == userid {
+		if l.users[i] == userid || l.users[i] == "" {
 			out = append(out, e)
 		}
 	}
 	return out, nil
 }
 
+func (l *fakeLedger) checkpoint() (ledger.Hash, string) {
+	root := ledger.Root(l.leaves)
+	text := flog.Checkpoint{Origin: ledger.Origin("yidu.test", corp), Size: uint64(len(l.leaves)), Hash: root[:]}.Marshal()
+	signed, err := note.Sign(&note.Note{Text: string(text)}, l.signer)
+	if err != nil {
+		panic(err)
+	}
+	return root, string(signed)
+}
+
+func (l *fakeLedger) Checkpoint(context.Context, string) (string, error) {
+	_, n := l.checkpoint()
+	return n, nil
+}
+
 func (l *fakeLedger) Prove(_ context.Context, _ string, seq int64) (Proof, error) {
-	i := int(seq - 1)
-	return Proof{Day: l.day, Index: int64(i), TreeSize: int64(len(l.leaves)), Root: rootOf(l.leaves), Path: pathOf(i, l.leaves)}, nil
+	root, n := l.checkpoint()
+	path, err := ledger.NewTree(l.leaves).Inclusion(uint64(seq-1), uint64(len(l.leaves)))
+	if err != nil {
+		return Proof{}, err
+	}
+	p := Proof{Index: seq - 1, TreeSize: int64(len(l.leaves)), Root: root, Checkpoint: n}
+	for _, h := range path {
+		p.Path = append(p.Path, h)
+	}
+	return p, nil
 }
 
 // fakePage stands for the reading page's own records (issue 39): the
@@ -109,7 +166,7 @@ func newFixture(tb testing.TB, n int) *fixture {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f := &fixture{db: db, versions: vs, ledger: &fakeLedger{day: "2026-11-02"}, page: fakePage{}}
+	f := &fixture{db: db, versions: vs, ledger: newFakeLedger(tb, "2026-11-02"), page: fakePage{}}
 	mustExec(tb, db, `INSERT INTO departments (corp_id, dept_id, parent_id, name) VALUES (?, 1, 0, '总部'), (?, 2, 1, '人力资源部'), (?, 3, 1, '销售部')`, corp, corp, corp)
 	mustExec(tb, db, `INSERT INTO messages (corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state)
 		VALUES (?, 'msg1', 'hr', 1000002, '员工考勤管理制度（2026 修订）', ?, ?, '', 1)`, corp, t0, n)
@@ -129,7 +186,8 @@ func newFixture(tb testing.TB, n int) *fixture {
 		fmt.Fprintf(&users, "%s('%s', %d, '%s', '%s', '%d')", sep, corp, uid, userid, name, dept)
 		fmt.Fprintf(&members, "%s('%s', %d, %d)", sep, corp, dept, uid)
 		fmt.Fprintf(&records, "%s('%s', 'msg1', %d)", sep, corp, uid)
-		f.ledger.add(userid, "send", fmt.Sprintf("send msg1 %s", userid))
+		f.ledger.add(userid, uint32(uid), "send", ledger.Body{"userid": userid, "batch": int64((uid - 1) / sendBatch), "at": t0.Format(time.RFC3339),
+			"errcode": int64(0), "wecom_msgid": fmt.Sprintf("wxmsg-%d", (uid-1)/sendBatch), "invalid": false})
 	}
 	mustExec(tb, db, `INSERT INTO users (corp_id, uid, userid, name, departments) VALUES `+users.String())
 	mustExec(tb, db, `INSERT INTO user_departments (corp_id, dept_id, uid) VALUES `+members.String())
@@ -161,6 +219,15 @@ func newFixture(tb testing.TB, n int) *fixture {
 	mustExec(tb, db, `UPDATE message_read_record SET is_read = 1, read_time = ?, source = 1, link_at = ?, button_at = ?
 		WHERE corp_id = ? AND msgid = 'msg1' AND uid = 1`, t0.Add(3*time.Hour+5*time.Minute), t0.Add(3*time.Hour), t0.Add(3*time.Hour+5*time.Minute), corp)
 	f.page[1] = []Signal{{Kind: "acknowledged", At: t0.Add(49 * time.Hour), Version: 2, Source: "page", ClientIP: "10.1.2.3", UserAgent: "wxwork/4.1"}}
+	// The ledger's entries of all that, as the ledger writes them.
+	for _, v := range []notice.Version{f.v1, f.v2} {
+		f.ledger.add("", 0, "version", ledger.Body{"version": int64(v.N), "sha256": v.SHA256.String(), "reacknowledge": v.Reacknowledge,
+			"at": v.CreatedAt.UTC().Format(time.RFC3339), "by": "hr-admin"})
+	}
+	f.ledger.add("zhangsan", 1, "seen", ledger.Body{"signal": "link", "at": t0.Add(3 * time.Hour).Format(time.RFC3339)})
+	f.ledger.add("zhangsan", 1, "signal", ledger.Body{"source": int64(1), "read_time": t0.Add(3*time.Hour + 5*time.Minute).Format(time.RFC3339)})
+	f.ledger.add("zhangsan", 1, "page", ledger.Body{"source": int64(6), "signal": "acknowledged", "version": int64(2),
+		"read_time": t0.Add(49 * time.Hour).Format(time.RFC3339), "ip": "10.1.2.3", "ua": "wxwork/4.1"})
 	return f
 }
 
@@ -168,7 +235,7 @@ func (f *fixture) service(tb testing.TB, withLedger bool) *Service {
 	tb.Helper()
 	opts := Options{PageEvents: f.page, Now: func() time.Time { return t0.Add(72 * time.Hour) }}
 	if withLedger {
-		opts.Ledger = f.ledger
+		opts.Ledger, opts.Signer, opts.VerifierKey = f.ledger, f.ledger.signer, f.ledger.vkey
 	}
 	s, err := New(f.db, f.versions, opts)
 	if err != nil {
@@ -212,8 +279,8 @@ func TestRecordInOrder(t *testing.T) {
 	if w := "link/page/v1/false button/card/v1/true acknowledged/page/v2/false"; strings.Join(kinds, " ") != w {
 		t.Errorf("Signals = %s; want %s", strings.Join(kinds, " "), w)
 	}
-	if !rec.LedgerConnected || len(rec.Ledger) != 1 || rec.Ledger[0].Proof == nil || rec.Roots["2026-11-02"] != hexOf(rootOf(f.ledger.leaves)) {
-		t.Errorf("Ledger = %+v roots %v", rec.Ledger, rec.Roots)
+	if !rec.LedgerConnected || len(rec.Ledger) != 6 || rec.Ledger[0].Proof == nil || rec.Ledger[0].Body == "" || !strings.Contains(rec.Checkpoint, "\n\n— yidu.test ") {
+		t.Errorf("Ledger = %+v checkpoint %q; want zhangsan's 6 entries with bodies, and the signed checkpoint", rec.Ledger, rec.Checkpoint)
 	}
 	if _, err := json.Marshal(rec); err != nil {
 		t.Fatal(err)
@@ -275,7 +342,8 @@ func TestPDFText(t *testing.T) {
 				"2026-11-04 10:00:00", // the re-acknowledgement of v2
 				"人力资源部", "10.1.2.3"}
 			if withLedger {
-				want = append(want, hexOf(rootOf(f.ledger.leaves)))
+				root, _ := f.ledger.checkpoint()
+				want = append(want, root.String(), "yidu.test/"+corp, fmt.Sprintf("条目数 %d", len(f.ledger.leaves)))
 			} else {
 				want = append(want, "未接入账本")
 			}
@@ -296,7 +364,7 @@ func TestPDFText(t *testing.T) {
 func TestPDFRareName(t *testing.T) {
 	pdftotext := testenv.LookPath(t, "pdftotext")
 	s := &Service{zone: time.UTC}
-	rec := Record{MsgID: "m", Person: Person{UserID: "wangzhe", Name: "王喆"}, Roots: map[string]string{}}
+	rec := Record{MsgID: "m", Person: Person{UserID: "wangzhe", Name: "王喆"}}
 	for _, fc := range []*fontCache{nil, newFontCache("张三")} {
 		var buf bytes.Buffer
 		if err := s.pdf(&buf, rec, fc); err != nil {
@@ -324,8 +392,14 @@ func TestReceived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].MsgID != "msg1" || !got[0].Read || len(got[0].Signals) != 2 || got[0].Signals[0].Kind != "button" {
-		t.Errorf("Received = %+v", got)
+	// The page's acknowledgement is there too, in time order (issue 49:
+	// 我的记录 showed 已打开 of a notice acknowledged on its page).
+	var kinds []string
+	for _, sg := range got[0].Signals {
+		kinds = append(kinds, sg.Kind)
+	}
+	if len(got) != 1 || got[0].MsgID != "msg1" || !got[0].Read || strings.Join(kinds, ",") != "link,button,acknowledged" || !got[0].Has("acknowledged") {
+		t.Errorf("Received = %+v; want signals link, button, acknowledged", got)
 	}
 	if got, err := s.Received(context.Background(), corp, "nobody"); err != nil || len(got) != 0 {
 		t.Errorf("Received(nobody) = %+v, %v", got, err)
@@ -386,8 +460,10 @@ func TestPDFRootsWhenFull(t *testing.T) {
 	pdftotext := testenv.LookPath(t, "pdftotext")
 	s := &Service{zone: time.UTC}
 	at := time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC)
+	root := strings.Repeat("ab", 32)
+	rb, _ := hex.DecodeString(root)
 	rec := Record{MsgID: "m", Person: Person{UserID: "zhangsan", Name: "张三"}, LedgerConnected: true,
-		Roots: map[string]string{"2026-12-04": strings.Repeat("ab", 32), "2026-12-05": strings.Repeat("cd", 32)}}
+		Checkpoint: string(flog.Checkpoint{Origin: "yidu.test/wwevidence", Size: 60, Hash: rb}.Marshal())}
 	for i := range 60 {
 		rec.Signals = append(rec.Signals, Signal{Kind: "acknowledged", At: at.Add(time.Duration(i) * time.Minute), Version: i + 1,
 			Source: "page", ClientIP: "203.0.113.9", UserAgent: "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) wxwork/4.1.22"})
@@ -399,12 +475,64 @@ func TestPDFRootsWhenFull(t *testing.T) {
 	testenv.Check(t, "write", os.WriteFile(file, buf.Bytes(), 0o600))
 	out, err := exec.Command(pdftotext, "-layout", file, "-").Output()
 	testenv.Check(t, "pdftotext", err)
-	for _, w := range []string{strings.Repeat("ab", 32), strings.Repeat("cd", 32), "yidu evidence check", "未能印在本页", "张三"} {
+	for _, w := range []string{root, "yidu.test/wwevidence", "yidu evidence check", "未能印在本页", "张三"} {
 		if !strings.Contains(string(out), w) {
 			t.Errorf("pdftotext lacks %q:\n%s", w, out)
 		}
 	}
 	if n, err := exec.Command("pdfinfo", file).Output(); err == nil && !regexp.MustCompile(`Pages:\s+1\n`).Match(n) {
 		t.Errorf("pdfinfo: %s; want one page", n)
+	}
+}
+
+// TestPDFLinesChinese: the 告知确认书 speaks the glossary's words: the
+// page's acknowledgement is 已确认知悉 and the card's press 已点击「我已阅读」,
+// a follow-up's outcome and a ledger entry's kind are Chinese, and no
+// repository path is printed (issue 49).
+func TestPDFLinesChinese(t *testing.T) {
+	s := &Service{zone: time.UTC}
+	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	rec := Record{MsgID: "m", Title: "t", SentAt: at, Person: Person{UserID: "zhangsan"},
+		Signals:         []Signal{{Kind: "button", At: at, Source: "card"}, {Kind: "acknowledged", At: at, Source: "page", Version: 1}},
+		FollowUps:       []FollowUp{{Kind: "manual", Outcome: "sent", At: at}},
+		LedgerConnected: true, Ledger: []Entry{{Seq: 7, Day: "2026-12-03", Index: 2, Kind: "send"}}}
+	var all []string
+	for _, l := range s.pdfLines(rec) {
+		all = append(all, l.text+l.value)
+	}
+	text := strings.Join(all, "\n")
+	for _, want := range []string{"已点击「我已阅读」", "已确认知悉", "提醒未读　已发出", "6 发送"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the PDF lacks %q:\n%s", want, text)
+		}
+	}
+	for _, bad := range []string{"docs/", " sent", " send"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("the PDF holds %q:\n%s", bad, text)
+		}
+	}
+}
+
+// TestNameAtSend: the log's send entry keeps the member's name at send
+// (issue 48); the record carries it and the PDF prints it first when the
+// directory names them otherwise now, so an edit of users.name (or a
+// rename) cannot change whom the notice reached.
+func TestNameAtSend(t *testing.T) {
+	l := newFakeLedger(t, "2026-12-03")
+	l.add("zhangsan", 1, "send", ledger.Body{"userid": "zhangsan", "name": "张三"})
+	s := &Service{ledger: l, zone: time.UTC}
+	rec := Record{CorpID: corp, MsgID: "msg1", Person: Person{UID: 1, UserID: "zhangsan", Name: "张三丰"}}
+	if err := s.ledgerEntries(context.Background(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Person.NameAtSend != "张三" {
+		t.Fatalf("NameAtSend = %q; want 张三 (the send entry's)", rec.Person.NameAtSend)
+	}
+	var all []string
+	for _, ln := range s.pdfLines(rec) {
+		all = append(all, ln.text+ln.value)
+	}
+	if text := strings.Join(all, "\n"); !strings.Contains(text, "姓名：张三（发送时姓名；现为 张三丰）") {
+		t.Errorf("the PDF does not print the name at send first:\n%s", text)
 	}
 }

@@ -73,14 +73,16 @@ var templateText = func() string {
 	at := time.Unix(0, 0)
 	rec := Record{Person: Person{Left: true, Departments: []Department{{ID: 1}}},
 		Versions:   []Version{{N: 1, Reacknowledge: true}},
-		Deliveries: []Delivery{{InvalidUser: true}},
-		Signals:    []Signal{{VersionInferred: true, CountedAsRead: true, ClientIP: "x"}},
-		FollowUps:  []FollowUp{{Kind: "reminder", At: at}}, Roots: map[string]string{"d": ""},
-		Ledger: []Entry{{}}}
+		Deliveries: []Delivery{{InvalidUser: true, Version: 1}},
+		Signals:    []Signal{{VersionInferred: true, CountedAsRead: true, ClientIP: "x", Version: 1}},
+		FollowUps:  []FollowUp{{Kind: "reminder", At: at}},
+		Ledger:     []Entry{{}}}
 	for _, connected := range []bool{true, false} {
-		rec.LedgerConnected = connected
-		for _, l := range s.pdfLines(rec) {
-			b.WriteString(l.text)
+		for _, cp := range []string{"", "yidu/x\n1\nAAAA\n", "yidu/x\n1\nAAAA\n\n— x y\n"} {
+			rec.LedgerConnected, rec.Checkpoint = connected, cp
+			for _, l := range s.pdfLines(rec) {
+				b.WriteString(l.text)
+			}
 		}
 	}
 	for _, m := range []map[string]string{statusWords, signalWords, sourceWords, followUpWords} {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/yidu-io/yidu/ledger"
 )
 
 // TestVerifyInclusion checks every leaf of trees of 1..17 leaves, and that
@@ -56,4 +58,30 @@ func TestRFC6962Vector(t *testing.T) {
 	if got := hexOf(LeafHash(nil)); got != "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d" {
 		t.Errorf("LeafHash(empty) = %s", got)
 	}
+}
+
+// rootOf is the RFC 6962 root of leaves, by the ledger's tree.
+func rootOf(leaves [][32]byte) [32]byte {
+	hs := make([]ledger.Hash, len(leaves))
+	for i := range leaves {
+		hs[i] = leaves[i]
+	}
+	return ledger.Root(hs)
+}
+
+// pathOf is the audit path of leaf m among leaves, by the ledger's tree.
+func pathOf(m int, leaves [][32]byte) [][32]byte {
+	hs := make([]ledger.Hash, len(leaves))
+	for i := range leaves {
+		hs[i] = leaves[i]
+	}
+	p, err := ledger.NewTree(hs).Inclusion(uint64(m), uint64(len(hs)))
+	if err != nil {
+		panic(err)
+	}
+	out := make([][32]byte, len(p))
+	for i := range p {
+		out[i] = p[i]
+	}
+	return out
 }

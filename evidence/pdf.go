@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"codeberg.org/go-pdf/fpdf"
+
+	"github.com/yidu-io/yidu"
 )
 
 // The PDF's page: A4, margins in mm, and the y below which nothing more
@@ -23,12 +26,22 @@ var statusWords = map[string]string{
 }
 
 // signalWords are the signals in the page's words (zh-CN.md).
-var signalWords = map[string]string{
-	"button": "已确认（点击「我已阅读」）", "link": "已打开", "enter_agent": "进入应用",
-	"read_to_end": "已读至末尾", "acknowledged": "已确认",
-}
+var signalWords = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range yidu.Signals() {
+		m[s.String()] = s.Word() // one glossary (yidu.Signal.Word)
+	}
+	return m
+}()
 
 var sourceWords = map[string]string{"card": "卡片回调", "page": "阅读页", "app": "应用事件"}
+
+// outcomeWords are a follow-up's outcomes, and entryWords the ledger's
+// entry kinds, in the page's words: the 告知确认书 is Chinese throughout
+// (issue 49).
+var outcomeWords = map[string]string{"sent": "已发出", "refused": "发送失败", "unknown": "结果未知", "skipped": "已跳过", "failed": "失败"}
+
+var entryWords = map[string]string{"send": "发送", "reminder": "提醒", "signal": "阅读信号", "page": "阅读页记录", "version": "通知版本", "recall": "撤回", "seen": "卡片与链接信号", "enrol": "加入发送范围"}
 
 var followUpWords = map[string]string{"reminder": "提醒", "digest": "通知部门负责人", "manual": "提醒未读",
 	"update_card": "更新卡片（通知已更新，请重新确认）"}
@@ -190,22 +203,62 @@ func (l pdfLine) height() float64 {
 	}
 }
 
+// pdfLines are the certificate's lines of rec, section by section, and
+// the closing note.
 func (s *Service) pdfLines(rec Record) []pdfLine {
-	var out []pdfLine
-	h := func(t string) { out = append(out, pdfLine{kind: lineHeading, text: t}) }
-	t := func(format string, a ...any) {
-		out = append(out, pdfLine{kind: lineText, text: fmt.Sprintf(format, a...)})
-	}
-	small := func(format string, a ...any) {
-		out = append(out, pdfLine{kind: lineSmall, text: fmt.Sprintf(format, a...)})
-	}
-	hash := func(label, value string) { out = append(out, pdfLine{kind: lineHash, text: label, value: value}) }
+	w := &certLines{at: s.at}
+	w.notice(rec)
+	w.recipient(rec)
+	w.versions(rec)
+	w.deliveries(rec)
+	w.signals(rec)
+	w.followUps(rec)
+	w.ledger(rec)
+	w.add(pdfLine{kind: lineSmall, keep: true,
+		text: "时间为北京时间（UTC+8）。版本的 sha256 为通知内容的规范哈希；条目、包含证明与签名检查点随证据包提供，可按证据包 README 用公开工具或 yidu evidence check 离线核验。"})
+	return w.out
+}
 
-	h("一、通知")
-	t("标题：%s", rec.Title)
-	t("通知编号：%s　应用：%s　企业：%s　发送时间：%s", rec.MsgID, rec.App, rec.CorpID, s.at(rec.SentAt))
+// certLines builds the certificate's lines section by section; at
+// prints a time in the service's zone.
+type certLines struct {
+	at  func(time.Time) string
+	out []pdfLine
+}
 
-	h("二、接收人")
+func (w *certLines) add(l pdfLine)    { w.out = append(w.out, l) }
+func (w *certLines) heading(t string) { w.add(pdfLine{kind: lineHeading, text: t}) }
+func (w *certLines) text(format string, a ...any) {
+	w.add(pdfLine{kind: lineText, text: fmt.Sprintf(format, a...)})
+}
+func (w *certLines) small(format string, a ...any) {
+	w.add(pdfLine{kind: lineSmall, text: fmt.Sprintf(format, a...)})
+}
+
+// section starts a section of n lines: its heading, then none when n
+// is 0.
+func (w *certLines) section(heading string, n int, none string) {
+	w.heading(heading)
+	if n == 0 {
+		w.text("%s", none)
+	}
+}
+
+func (w *certLines) hash(label, value string) {
+	w.add(pdfLine{kind: lineHash, text: label, value: value})
+}
+
+// notice is section 1: the notice.
+func (w *certLines) notice(rec Record) {
+	w.heading("一、通知")
+	w.text("标题：%s", rec.Title)
+	w.text("通知编号：%s　应用：%s　企业：%s　发送时间：%s", rec.MsgID, rec.App, rec.CorpID, w.at(rec.SentAt))
+}
+
+// recipient is section 2: the member, by their name at send, and their
+// departments.
+func (w *certLines) recipient(rec Record) {
+	w.heading("二、接收人")
 	depts := make([]string, 0, len(rec.Person.Departments))
 	for _, d := range rec.Person.Departments {
 		if d.Name != "" {
@@ -215,33 +268,49 @@ func (s *Service) pdfLines(rec Record) []pdfLine {
 		}
 	}
 	name := rec.Person.Name
+	if at := rec.Person.NameAtSend; at != "" && at != name {
+		// The log's name at send comes first: a rename since (or an
+		// edit of the directory) cannot change whom the notice reached.
+		name = at + "（发送时姓名；现为 " + name + "）"
+	}
 	if rec.Person.Left {
 		name += "（已离职）"
 	}
-	t("姓名：%s　账号（UserID）：%s", name, rec.Person.UserID)
+	w.text("姓名：%s　账号（UserID）：%s", name, rec.Person.UserID)
 	if rec.Person.DepartmentsAsOf == "send" && rec.Person.DepartmentsAt != nil {
-		t("发送时部门：%s（%s 发送时的通讯录）", orDash(strings.Join(depts, "、")), s.at(*rec.Person.DepartmentsAt))
+		w.text("发送时部门：%s（%s 发送时的通讯录）", orDash(strings.Join(depts, "、")), w.at(*rec.Person.DepartmentsAt))
 	} else {
-		t("部门：%s（为生成本确认书时的通讯录：本通知发送时系统尚未保存部门）", orDash(strings.Join(depts, "、")))
+		w.text("部门：%s（为生成本确认书时的通讯录：本通知发送时系统尚未保存部门）", orDash(strings.Join(depts, "、")))
 	}
 
-	h("三、通知内容的版本")
-	if len(rec.Versions) == 0 {
-		t("本通知无正文版本（仅卡片）。")
+	if j := rec.Joined; j != nil {
+		told := "尚未发送"
+		if j.SentAt != nil {
+			told = w.at(*j.SentAt)
+		}
+		w.text("加入发送范围：%s（常驻通知，首次发送后加入）　告知时间：%s　截止时间：%s", w.at(j.JoinedAt), told, w.at(j.Deadline))
 	}
+}
+
+// versions is section 3: the notice's versions and their hashes.
+func (w *certLines) versions(rec Record) {
+	w.section("三、通知内容的版本", len(rec.Versions), "本通知无正文版本（仅卡片）。")
 	for _, v := range rec.Versions {
 		re := ""
 		if v.Reacknowledge {
 			re = "，需重新确认"
 		}
-		t("版本 %d（%s 发布%s）：%s", v.N, s.at(v.CreatedAt), re, v.Title)
-		hash("　sha256：", v.SHA256)
+		w.text("版本 %d（%s 发布%s）：%s", v.N, w.at(v.CreatedAt), re, v.Title)
+		w.hash("　sha256：", v.SHA256)
+		if v.Opening != "" {
+			w.text("　正文开头：%s", v.Opening)
+		}
 	}
+}
 
-	h("四、送达")
-	if len(rec.Deliveries) == 0 {
-		t("无发送记录。")
-	}
+// deliveries is section 4: the send batches that held the member.
+func (w *certLines) deliveries(rec Record) {
+	w.section("四、送达", len(rec.Deliveries), "无发送记录。")
 	for _, d := range rec.Deliveries {
 		inv := ""
 		if d.InvalidUser {
@@ -253,32 +322,40 @@ func (s *Service) pdfLines(rec Record) []pdfLine {
 		case *d.Unlicensed:
 			inv += "，企业微信列为未获许可（unlicenseduser）"
 		}
-		t("%s　第 %d 批　%s（errcode %d%s）　企业微信 msgid：%s　版本 %d", s.at(d.At), d.Batch+1, orWord(statusWords, d.Status), d.ErrCode, inv, orDash(d.WeComMsgID), d.Version)
+		ver := ""
+		if d.Version > 0 {
+			ver = fmt.Sprintf("　版本 %d", d.Version)
+		}
+		w.text("%s　第 %d 批　%s（errcode %d%s）　企业微信 msgid：%s%s", w.at(d.At), d.Batch+1, orWord(statusWords, d.Status), d.ErrCode, inv, orDash(d.WeComMsgID), ver)
 	}
+}
 
-	h("五、阅读与确认记录")
-	if len(rec.Signals) == 0 {
-		t("无阅读记录（未读）。")
-	}
+// signals is section 5: the member's reads and confirmations.
+func (w *certLines) signals(rec Record) {
+	w.section("五、阅读与确认记录", len(rec.Signals), "无阅读记录（未读）。")
 	for _, sg := range rec.Signals {
-		ver := fmt.Sprintf("版本 %d", sg.Version)
-		if sg.VersionInferred {
-			ver += "（按时间推定）"
+		// A card-only notice has no versions: no "版本 0".
+		ver := ""
+		if sg.Version > 0 {
+			ver = fmt.Sprintf("版本 %d", sg.Version)
+			if sg.VersionInferred {
+				ver += "（按时间推定）"
+			}
 		}
 		counted := ""
 		if sg.CountedAsRead {
 			counted = "，计为已读"
 		}
-		t("%s　%s　%s　来源：%s%s", s.at(sg.At), orWord(signalWords, sg.Kind), ver, orWord(sourceWords, sg.Source), counted)
+		w.text("%s　%s　%s　来源：%s%s", w.at(sg.At), orWord(signalWords, sg.Kind), ver, orWord(sourceWords, sg.Source), counted)
 		if sg.ClientIP != "" || sg.UserAgent != "" {
-			small("　IP：%s　User-Agent：%s", orDash(sg.ClientIP), orDash(sg.UserAgent))
+			w.small("　IP：%s　User-Agent：%s", orDash(sg.ClientIP), orDash(sg.UserAgent))
 		}
 	}
+}
 
-	h("六、提醒与跟进")
-	if len(rec.FollowUps) == 0 {
-		t("无。")
-	}
+// followUps is section 6: reminders and follow-ups.
+func (w *certLines) followUps(rec Record) {
+	w.section("六、提醒与跟进", len(rec.FollowUps), "无。")
 	for _, f := range rec.FollowUps {
 		round := ""
 		switch f.Kind {
@@ -287,34 +364,45 @@ func (s *Service) pdfLines(rec Record) []pdfLine {
 		case "update_card":
 			round = fmt.Sprintf("版本 %d ", f.Version)
 		}
-		t("%s　%s%s　%s", s.at(f.At), round, orWord(followUpWords, f.Kind), f.Outcome)
+		w.text("%s　%s%s　%s", w.at(f.At), round, orWord(followUpWords, f.Kind), orWord(outcomeWords, f.Outcome))
 	}
+}
 
-	// The ledger's section comes last and its day roots are always
-	// printed (issue 40: each day's root is on the PDFs of that day): the
-	// heading, the roots and the note are kept, and the person's entries
-	// are one compact line per day.
-	out = append(out, pdfLine{kind: lineHeading, text: "七、防篡改账本", keep: true})
+// ledger is section 7, the ledger's, which comes last.
+func (w *certLines) ledger(rec Record) {
+	// The ledger's section comes last and its checkpoint is always
+	// printed: the heading, the checkpoint and the note are kept, and the
+	// person's entries are one compact line.
+	w.add(pdfLine{kind: lineHeading, text: "七、防篡改账本", keep: true})
 	if !rec.LedgerConnected {
-		t("未接入账本：本确认书中的记录未附账本位置与包含证明。")
+		w.text("未接入账本：本确认书中的记录未附账本位置与包含证明。")
 	} else {
 		if len(rec.Ledger) == 0 {
-			t("账本中无此人的记录。")
+			w.text("账本中无此人的记录。")
 		}
-		byDay := map[string][]string{}
+		es := make([]string, 0, len(rec.Ledger))
 		for _, e := range rec.Ledger {
-			byDay[e.Day] = append(byDay[e.Day], fmt.Sprintf("%d/%d %s", e.Seq, e.Index, e.Kind))
+			es = append(es, fmt.Sprintf("%d %s", e.Seq-1, orWord(entryWords, e.Kind)))
 		}
-		for _, day := range sortedKeys(rec.Roots) {
-			out = append(out, pdfLine{kind: lineHash, text: day + " 日根哈希：", value: rec.Roots[day], keep: true})
-			if es := byDay[day]; len(es) > 0 {
-				t("%s 本人条目（序号/日树位置 类型）：%s", day, strings.Join(es, "，"))
+		if len(es) > 0 {
+			w.text("本人条目（日志位置 类型）：%s", strings.Join(es, "，"))
+		}
+		if cp, ok := parseCheckpointText(rec.Checkpoint); ok {
+			signed := "已签名"
+			if !strings.Contains(rec.Checkpoint, "\n\n— ") {
+				signed = "未签名"
 			}
+			w.add(pdfLine{kind: lineText, keep: true, text: fmt.Sprintf("检查点（%s）：%s　条目数 %d", signed, cp.Origin, cp.Size)})
+			w.add(pdfLine{kind: lineHash, text: "检查点根哈希：", value: hex.EncodeToString(cp.Hash), keep: true})
+		} else {
+			w.add(pdfLine{kind: lineText, keep: true, text: "尚无检查点：证明针对生成时的账本。"})
+		}
+		if st := rec.Stamp; st != nil {
+			w.add(pdfLine{kind: lineText, keep: true, text: fmt.Sprintf("日检查点 %s（条目数 %d）的可信时间戳（RFC 3161）：%s", st.Day, st.Size, w.at(st.Time))})
+		} else {
+			w.add(pdfLine{kind: lineText, keep: true, text: "当日检查点尚无可信时间戳。"})
 		}
 	}
-	out = append(out, pdfLine{kind: lineSmall, keep: true,
-		text: "时间为北京时间（UTC+8）。版本的 sha256 为通知内容的规范哈希；账本与证明的核验方法见 docs/evidence-records.md，可用 yidu evidence check 离线核验。"})
-	return out
 }
 
 func orDash(s string) string {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
@@ -13,7 +14,11 @@ import (
 	"io"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/notice"
 )
 
@@ -38,7 +43,9 @@ type Member struct {
 type Selection struct {
 	corp, msgid string
 	msg         message
-	People      []Member
+	// visible are the departments the caller sees (nil: all).
+	visible map[int64]bool
+	People  []Member
 }
 
 // Select returns the recipients of corp's msgid that scope reaches and f
@@ -50,7 +57,12 @@ func (s *Service) Select(ctx context.Context, scope Scope, corp, msgid string, f
 		return Selection{}, err
 	}
 	sel := Selection{corp: corp, msgid: msgid, msg: m}
-	var inDept map[uint32]bool
+	if scope != nil {
+		if sel.visible, err = s.visibleDepartments(ctx, corp, scope); err != nil {
+			return Selection{}, err
+		}
+	}
+	var inDept *roaring.Bitmap
 	if f.HasDepartment {
 		if inDept, err = s.departmentMembers(ctx, corp, f.Department); err != nil {
 			return Selection{}, err
@@ -75,7 +87,7 @@ func (s *Service) Select(ctx context.Context, scope Scope, corp, msgid string, f
 		if err := rows.Scan(&mb.UID, &mb.UserID, &mb.Name, &mb.Read); err != nil {
 			return Selection{}, fmt.Errorf("evidence: recipients of %s: %w", msgid, err)
 		}
-		if scope == nil || !scope.Contains(mb.UID) || (inDept != nil && !inDept[mb.UID]) {
+		if scope == nil || !scope.Contains(mb.UID) || (inDept != nil && !inDept.Contains(mb.UID)) {
 			continue
 		}
 		sel.People = append(sel.People, mb)
@@ -86,64 +98,35 @@ func (s *Service) Select(ctx context.Context, scope Scope, corp, msgid string, f
 	return sel, nil
 }
 
-// departmentMembers are the members of dept and its sub-departments.
-func (s *Service) departmentMembers(ctx context.Context, corp string, dept int64) (map[uint32]bool, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT dept_id, parent_id FROM departments WHERE corp_id = ?`, corp)
+// departmentMembers are the members of dept and its sub-departments,
+// read through idmap (which owns the directory).
+func (s *Service) departmentMembers(ctx context.Context, corp string, dept int64) (*roaring.Bitmap, error) {
+	org, err := idmap.Tree(ctx, s.db, corp)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: departments: %w", err)
 	}
-	children := map[int64][]int64{}
-	for rows.Next() {
-		var id, parent int64
-		if err := rows.Scan(&id, &parent); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("evidence: departments: %w", err)
-		}
-		if id != parent {
-			children[parent] = append(children[parent], id)
-		}
+	members, err := idmap.InDepartments(ctx, s.db, corp, org.Subtree(dept))
+	if err != nil {
+		return nil, fmt.Errorf("evidence: members of department %d: %w", dept, err)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("evidence: departments: %w", err)
-	}
-	out := map[uint32]bool{}
-	seen := map[int64]bool{}
-	todo := []int64{dept}
-	for len(todo) > 0 {
-		d := todo[len(todo)-1]
-		todo = todo[:len(todo)-1]
-		if seen[d] {
-			continue
-		}
-		seen[d] = true
-		todo = append(todo, children[d]...)
-		urows, err := s.db.QueryContext(ctx, `SELECT uid FROM user_departments WHERE corp_id = ? AND dept_id = ?`, corp, d)
-		if err != nil {
-			return nil, fmt.Errorf("evidence: members of department %d: %w", d, err)
-		}
-		for urows.Next() {
-			var uid uint32
-			if err := urows.Scan(&uid); err != nil {
-				urows.Close()
-				return nil, fmt.Errorf("evidence: members of department %d: %w", d, err)
-			}
-			out[uid] = true
-		}
-		urows.Close()
-		if err := urows.Err(); err != nil {
-			return nil, fmt.Errorf("evidence: members of department %d: %w", d, err)
-		}
-	}
-	return out, nil
+	return members, nil
 }
+
+// verifyHTML is the pack's offline verifier: one HTML file that checks
+// the pack in a browser (WebCrypto), with no yidu binary.
+//
+//go:embed verify.html
+var verifyHTML []byte
 
 // The ZIP's layout (docs/evidence-records.md).
 const (
-	zipManifest = "manifest.csv"
-	zipRoots    = "roots.json"
-	zipReadme   = "README.txt"
-	pdfName     = "告知确认书.pdf"
+	zipManifest    = "manifest.csv"
+	zipManifestSig = "manifest.sig"
+	zipCheckpoint  = "checkpoint.txt"
+	zipKey         = "key.txt"
+	zipReadme      = "README.txt"
+	zipVerifier    = "verify.html"
+	pdfName        = "告知确认书.pdf"
 )
 
 func personFile(dir, name string) string { return dir + "/" + name }
@@ -162,22 +145,33 @@ func personDir(p Person) string {
 // manifestHeader is manifest.csv's first line.
 var manifestHeader = []string{"userid", "name", "state", "read_time", "pdf", "pdf_sha256", "proofs", "proofs_sha256", "record", "record_sha256"}
 
-// ProofsFile is a person's proofs.json in the ZIP.
+// ProofsFile is a person's proofs.json in the ZIP: their entries with
+// canonical bodies and inclusion proofs, and the signed checkpoint.
 type ProofsFile struct {
-	CorpID          string            `json:"corp_id"`
-	MsgID           string            `json:"msgid"`
-	UserID          string            `json:"userid"`
-	LedgerConnected bool              `json:"ledger_connected"`
-	Roots           map[string]string `json:"roots"`
-	Entries         []Entry           `json:"entries"`
+	CorpID          string  `json:"corp_id"`
+	MsgID           string  `json:"msgid"`
+	UserID          string  `json:"userid"`
+	UID             uint32  `json:"uid"`
+	LedgerConnected bool    `json:"ledger_connected"`
+	Checkpoint      string  `json:"checkpoint,omitempty"`
+	Entries         []Entry `json:"entries"`
 }
 
 // WriteZIP streams sel's evidence to w as a ZIP: per person their PDF,
-// proofs.json and record.json, then manifest.csv (each file's SHA-256)
-// and roots.json (every day's root). Only one person's files are in
+// proofs.json and record.json, then manifest.csv (each file's SHA-256),
+// manifest.sig (the log key's signature over the manifest), the signed
+// checkpoint the proofs lead to (checkpoint.txt, taken first), the log's
+// public key (key.txt) and the README. Only one person's files are in
 // memory at a time. It returns how many people it wrote; an error midway
 // leaves a ZIP without its central directory, which no reader accepts.
 func (s *Service) WriteZIP(ctx context.Context, w io.Writer, sel Selection) (int, error) {
+	var checkpoint string
+	if s.ledger != nil {
+		var err error
+		if checkpoint, err = s.ledger.Checkpoint(ctx, sel.corp); err != nil {
+			return 0, fmt.Errorf("evidence: checkpoint: %w", err)
+		}
+	}
 	zw := zip.NewWriter(w)
 	versions, err := s.versions.List(ctx, sel.corp, sel.msgid)
 	if err != nil && !errors.Is(err, notice.ErrNotFound) {
@@ -187,23 +181,10 @@ func (s *Service) WriteZIP(ctx context.Context, w io.Writer, sel Selection) (int
 	if err != nil {
 		return 0, err
 	}
-	// One font for the ZIP: the template's words, the notice's titles,
-	// the departments' and the people's names.
-	seed := []string{sel.msg.title, sel.corp, sel.msgid}
-	for _, v := range versions {
-		seed = append(seed, v.Title)
-	}
-	for _, n := range names {
-		seed = append(seed, n)
-	}
-	for _, p := range sel.People {
-		seed = append(seed, p.Name, p.UserID)
-	}
-	fc := newFontCache(seed...)
+	fc := newFontCache(fontSeed(sel, versions, names)...)
 	var manifest bytes.Buffer
 	cw := csv.NewWriter(&manifest)
 	_ = cw.Write(manifestHeader)
-	roots := map[string]string{}
 	n := 0
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -212,48 +193,18 @@ func (s *Service) WriteZIP(ctx context.Context, w io.Writer, sel Selection) (int
 		if r.err != nil {
 			return n, r.err
 		}
-		rec := r.rec
-		dir := personDir(rec.Person)
-		pdfSum, err := store(zw, personFile(dir, pdfName), r.pdf, rec.GeneratedAt)
+		row, err := storePerson(zw, r)
 		if err != nil {
 			return n, err
 		}
-		proofSum, err := store(zw, personFile(dir, "proofs.json"), r.proofs, rec.GeneratedAt)
-		if err != nil {
-			return n, err
-		}
-		recSum, err := store(zw, personFile(dir, "record.json"), r.record, rec.GeneratedAt)
-		if err != nil {
-			return n, err
-		}
-		for d, r := range rec.Roots {
-			roots[d] = r
-		}
-		state, readTime := "unread", ""
-		if rec.Read {
-			state = "read"
-			if rec.ReadTime != nil {
-				readTime = rec.ReadTime.Format(time.RFC3339)
-			}
-		}
-		_ = cw.Write([]string{rec.Person.UserID, rec.Person.Name, state, readTime,
-			personFile(dir, pdfName), pdfSum, personFile(dir, "proofs.json"), proofSum,
-			personFile(dir, "record.json"), recSum})
+		_ = cw.Write(row)
 		n++
 	}
 	if err := ctx.Err(); err != nil {
 		return n, err
 	}
 	cw.Flush()
-	now := s.now().UTC()
-	if _, err := store(zw, zipManifest, manifest.Bytes(), now); err != nil {
-		return n, err
-	}
-	rj, _ := json.MarshalIndent(roots, "", "  ")
-	if _, err := store(zw, zipRoots, rj, now); err != nil {
-		return n, err
-	}
-	if _, err := store(zw, zipReadme, []byte(readme), now); err != nil {
+	if err := s.storePack(zw, sel, manifest.Bytes(), checkpoint); err != nil {
 		return n, err
 	}
 	if err := zw.Close(); err != nil {
@@ -267,6 +218,88 @@ type personFiles struct {
 	rec                 Record
 	pdf, proofs, record []byte
 	err                 error
+}
+
+// fontSeed is what the ZIP's one font must cover: the template's words,
+// the notice's titles, the departments' and the people's names.
+func fontSeed(sel Selection, versions []notice.Version, names map[int64]string) []string {
+	seed := []string{sel.msg.title, sel.corp, sel.msgid}
+	for _, v := range versions {
+		seed = append(seed, v.Title)
+	}
+	for _, n := range names {
+		seed = append(seed, n)
+	}
+	for _, p := range sel.People {
+		seed = append(seed, p.Name, p.UserID)
+	}
+	return seed
+}
+
+// storePerson writes a person's three files into their directory and
+// returns their manifest row.
+func storePerson(zw *zip.Writer, r personFiles) ([]string, error) {
+	rec := r.rec
+	dir := personDir(rec.Person)
+	pdfSum, err := store(zw, personFile(dir, pdfName), r.pdf, rec.GeneratedAt)
+	if err != nil {
+		return nil, err
+	}
+	proofSum, err := store(zw, personFile(dir, "proofs.json"), r.proofs, rec.GeneratedAt)
+	if err != nil {
+		return nil, err
+	}
+	recSum, err := store(zw, personFile(dir, "record.json"), r.record, rec.GeneratedAt)
+	if err != nil {
+		return nil, err
+	}
+	state, readTime := "unread", ""
+	if rec.Read {
+		state = "read"
+		if rec.ReadTime != nil {
+			readTime = rec.ReadTime.Format(time.RFC3339)
+		}
+	}
+	// Names are people's text: a spreadsheet must not run them
+	// (the rule export.csv keeps).
+	return []string{yidu.CSVCell(rec.Person.UserID), yidu.CSVCell(rec.Person.Name), state, readTime,
+		personFile(dir, pdfName), pdfSum, personFile(dir, "proofs.json"), proofSum,
+		personFile(dir, "record.json"), recSum}, nil
+}
+
+// storePack writes the pack's own files: the manifest, its signature,
+// the checkpoint, the log's key, the README and the verifier page.
+func (s *Service) storePack(zw *zip.Writer, sel Selection, manifest []byte, checkpoint string) error {
+	now := s.now().UTC()
+	if _, err := store(zw, zipManifest, manifest, now); err != nil {
+		return err
+	}
+	if s.signer != nil {
+		sig, err := note.Sign(&note.Note{Text: manifestNoteText(sel.corp, sel.msgid, manifest)}, s.signer)
+		if err != nil {
+			return fmt.Errorf("evidence: sign manifest: %w", err)
+		}
+		if _, err := store(zw, zipManifestSig, sig, now); err != nil {
+			return err
+		}
+	}
+	if checkpoint != "" {
+		if _, err := store(zw, zipCheckpoint, []byte(checkpoint), now); err != nil {
+			return err
+		}
+	}
+	if s.vkey != "" {
+		if _, err := store(zw, zipKey, []byte(s.vkey+"\n"), now); err != nil {
+			return err
+		}
+	}
+	if _, err := store(zw, zipReadme, []byte(readme), now); err != nil {
+		return err
+	}
+	if _, err := store(zw, zipVerifier, verifyHTML, now); err != nil {
+		return err
+	}
+	return nil
 }
 
 // people makes each person's files on s.workers goroutines and hands
@@ -313,12 +346,13 @@ func (s *Service) personFiles(ctx context.Context, sel Selection, p Member, vers
 	if err != nil {
 		return personFiles{err: err}
 	}
+	cutDepartments(&rec, sel.visible)
 	var buf bytes.Buffer
 	if err := s.pdf(&buf, rec, fc); err != nil {
 		return personFiles{err: err}
 	}
-	pf := ProofsFile{CorpID: rec.CorpID, MsgID: rec.MsgID, UserID: rec.Person.UserID, LedgerConnected: rec.LedgerConnected,
-		Roots: rec.Roots, Entries: rec.Ledger}
+	pf := ProofsFile{CorpID: rec.CorpID, MsgID: rec.MsgID, UserID: rec.Person.UserID, UID: rec.Person.UID, LedgerConnected: rec.LedgerConnected,
+		Checkpoint: rec.Checkpoint, Entries: rec.Ledger}
 	if pf.Entries == nil {
 		pf.Entries = []Entry{}
 	}
@@ -346,22 +380,43 @@ func store(zw *zip.Writer, name string, b []byte, at time.Time) (string, error) 
 	return hex.EncodeToString(sum[:]), nil
 }
 
-const readme = `yidu 证据包 / evidence pack
+const readme = `yidu 证据包
 
-每位接收人一个目录（以其 UserID 命名）：
+一、内容
+每位接收人一个目录（以其 UserID 命名，UserID 不合规时为 uid-N）：
   告知确认书.pdf  一页告知确认书
-  record.json     完整记录（JSON）
-  proofs.json     其账本条目与 RFC 6962 包含证明
-manifest.csv 列出每个文件的 SHA-256；roots.json 列出每日的账本根哈希。
+  record.json     完整记录（JSON）：送达、版本、阅读与确认、提醒
+  proofs.json     其存证账本条目：每条的规范正文（body）、叶哈希、
+                  包含证明（path）与签名检查点（checkpoint）
+manifest.csv    每个文件的 SHA-256
+manifest.sig    存证账本密钥对 manifest.csv 的签名（签名文本，Ed25519）
+checkpoint.txt  导出时账本的签名检查点（C2SP tlog-checkpoint：来源、条目数、根哈希）
+key.txt         账本的公钥（验证密钥）。请与 yidu 运营方另行公布的公钥比对，
+                不要只信任包内这一份。
+verify.html     离线核验页：用浏览器打开，选择本 ZIP、填入公钥，即按下列步骤核验
+                （不联网，无需 yidu）。
 
-核验：yidu evidence check 本文件.zip
-或按 docs/evidence-records.md 自行核验：
-  1. 每个文件的 SHA-256 与 manifest.csv 一致；
-  2. proofs.json 中每个条目：由 leaf_hash 沿 path 计算
-     （node = SHA-256(0x01 || 左 || 右)，RFC 6962）得到的根，
-     等于该日的 root，且与 roots.json、审计日志中公布的该日根一致。
+二、核验步骤（无需 yidu，也可用 yidu evidence check 本文件.zip --key 公钥）
+1. 用账本公钥核验 manifest.sig（golang.org/x/mod/sumdb/note 的签名文本格式），
+   签名文本第 4 行应等于 manifest.csv 的 SHA-256（sha256sum manifest.csv）。
+2. manifest.csv 中每个文件的 SHA-256 与文件一致（sha256sum）。
+3. 用同一公钥核验 checkpoint.txt 与每条证明中的 checkpoint 签名；
+   检查点第 2 行为条目数，第 3 行为根哈希（base64）。
+4. proofs.json 中每个条目：叶哈希 = SHA-256(0x00 || body)；
+   按 RFC 6962 / RFC 9162 2.1.3.2 由叶哈希沿 path 计算，节点为
+   SHA-256(0x01 || 左 || 右)，得到的根等于检查点的根（条目位置 index = 序号 - 1）。
+5. 每个条目的 body 中 corp、msgid、uid、userid 须为本目录的接收人；
+   record.json 中的每项事实（已读时间、每批送达、每个版本的 sha256、
+   每个阅读与确认信号）都须有一个这样的条目。
+6. 可再向运营方索取更新的检查点及一致性证明
+   （yidu evidence consistency），证明账本此后只增不改：
+   yidu evidence check 本文件.zip --key 公钥 --checkpoint 新检查点 --consistency 证明
 
-Check: every file's SHA-256 matches manifest.csv; every proof in
-proofs.json leads from leaf_hash to its day's root (RFC 6962 inclusion),
-and that root matches roots.json and the root published in the audit log.
+Evidence pack. Check with the log's public key obtained outside the pack:
+manifest.sig signs manifest.csv's SHA-256; every file matches the
+manifest; every entry's body hashes to its leaf (SHA-256(0x00||body)),
+names the person of its folder, and its RFC 6962 inclusion proof leads to
+the root of a checkpoint signed with that key; every fact record.json
+states is one of those entries. yidu evidence check FILE.zip --key KEY
+does all of it.
 `

@@ -70,14 +70,17 @@
 //
 // With Options.Ledger (cmd always sets it) a batch is one transaction
 // (READ COMMITTED) with its page events and its ledger entries: a locking
-// read of the batch's rows (SELECT uid, is_read … uid IN (…) FOR UPDATE:
-// the unread rows of its counted reads, and every row with a page
-// event), the page events page_signals already has, the batch's
-// statements, the page events not kept yet (INSERT INTO page_signals),
-// then one ledger.Signal entry per row a counted read made read (and per
-// parked read applied on the way; a page event that made it read lends
-// its version, IP and User-Agent) and one page entry per page_signals
-// row added, the corp's ledger head lock, the entries' block, COMMIT
+// read of the batch's rows (SELECT uid, is_read, button_at IS NULL, …
+// uid IN (…) FOR UPDATE: the rows its reads may change, i.e. unread or
+// with a signal column still NULL, and every row with a page event), the
+// page events page_signals already has, the batch's statements, the page
+// events not kept yet (INSERT INTO page_signals), then one ledger.Signal
+// entry per row a counted read made read (and per parked read applied on
+// the way; a page event that made it read lends its version, IP and
+// User-Agent), one page entry per page_signals row added, and one seen
+// entry per signal column (button_at, link_at, enter_at) it set at a time
+// neither records (a press that does not count, a link after the read:
+// issue 48), the corp's ledger head lock, the entries' block, COMMIT
 // (package ledger, docs/evidence.md). A redelivered batch finds its rows
 // read and its events kept and appends nothing; a batch killed or failing
 // before COMMIT leaves neither rows, nor events, nor entries
@@ -168,13 +171,6 @@
 // fitting the schema, read_time outside what DATETIME holds), is counted in
 // yidu_flushd_malformed_total, logged without its content and skipped: it
 // can never become valid, and retrying it would stop its partition forever.
-//
-// # Retention
-//
-// Purge (yidu archive purge) deletes the notices sent before a date: their
-// recipient rows, parked reads, send attempts and messages row, in DELETEs
-// of a bounded number of rows each committed on its own, after keeping
-// each notice's message_summary row in message_summaries.
 //
 // # MySQL failures and backpressure
 //

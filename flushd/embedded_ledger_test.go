@@ -72,4 +72,22 @@ func partlyOrphaned(t *testing.T, db *sql.DB, lockFirst bool) {
 	if r, e := count(read), count(entries); r != 10 || e != 10 {
 		t.Fatalf("after registration: %d rows read, %d entries; want 10 and 10", r, e)
 	}
+	// The log's checkpoints and their proofs run on both servers.
+	c, err := l.Checkpoint(ctx, "wwemb")
+	if err != nil || c.Size != 10 {
+		t.Fatalf("Checkpoint = %+v, %v; want 10 entries", c, err)
+	}
+	if again, err := l.Checkpoint(ctx, "wwemb"); err != nil || again.Note != c.Note {
+		t.Fatalf("Checkpoint again = %+v, %v; want the same", again, err)
+	}
+	p, err := l.Prove(ctx, "wwemb", 4)
+	testenv.Check(t, "Prove", err)
+	e, err := l.Entry(ctx, "wwemb", 4)
+	testenv.Check(t, "Entry", err)
+	if err := ledger.VerifyInclusion(e.LeafHash, p); err != nil || p.Root != c.Root {
+		t.Fatalf("entry 4: %v (root %s, checkpoint %s)", err, p.Root, c.Root)
+	}
+	if _, err := l.CheckpointDue(ctx); err != nil {
+		t.Fatalf("CheckpointDue: %v", err)
+	}
 }

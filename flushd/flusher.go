@@ -18,6 +18,8 @@ import (
 
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/internal/jitter"
+	"github.com/yidu-io/yidu/internal/loop"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // Options configure a Flusher. Zero values take the defaults noted.
@@ -123,6 +125,7 @@ type Flusher struct {
 	maxPending   int
 	drainTimeout time.Duration
 	logger       *slog.Logger
+	guard        *loop.Guard
 	m            *metrics
 	backoff      backoff
 	logMalformed rate.Sometimes
@@ -155,21 +158,11 @@ func New(db DB, opts Options) (*Flusher, error) {
 	if len(opts.Brokers) == 0 || opts.Topic == "" || opts.Group == "" {
 		return nil, errors.New("flushd: brokers, topic and group are required")
 	}
-	if opts.Interval <= 0 {
-		opts.Interval = time.Minute
-	}
-	if opts.MaxPending <= 0 {
-		opts.MaxPending = 1_000_000
-	}
-	if opts.DrainTimeout <= 0 {
-		opts.DrainTimeout = 20 * time.Second
-	}
-	if opts.SessionTimeout <= 0 {
-		opts.SessionTimeout = DefaultSessionTimeout
-	}
-	if opts.FetchWait <= 0 {
-		opts.FetchWait = DefaultFetchWait
-	}
+	opt.Positive(&opts.Interval, time.Minute)
+	opt.Positive(&opts.MaxPending, 1_000_000)
+	opt.Positive(&opts.DrainTimeout, 20*time.Second)
+	opt.Positive(&opts.SessionTimeout, DefaultSessionTimeout)
+	opt.Positive(&opts.FetchWait, DefaultFetchWait)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -190,7 +183,15 @@ func New(db DB, opts Options) (*Flusher, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A panic in one message's batch is recovered, counted
+	// (yidu_loop_panics_total{loop="flushd"}) and retried as a failed
+	// flush, with the flush backoff: flushd keeps running (issue 46).
+	guard, err := loop.New("flushd", loop.Options{Registerer: opts.Registerer, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
 	f := &Flusher{
+		guard:        guard,
 		w:            w,
 		topic:        opts.Topic,
 		interval:     opts.Interval,
@@ -410,7 +411,9 @@ func (f *Flusher) flushDue(ctx context.Context) {
 	// still lacks bits of what was written (healed false): a kill -9
 	// then replays those deltas and the replay heals them, where a
 	// commit would have left them to `yidu reconcile`.
-	if !f.heal(ctx) {
+	healed := false
+	_ = f.guard.Recover("live view", func() error { healed = f.heal(ctx); return nil })
+	if !healed {
 		points = nil
 	}
 	if err := f.commit(ctx, points); err != nil && ctx.Err() == nil {
@@ -428,13 +431,21 @@ func (f *Flusher) onRetry(err error) {
 func (f *Flusher) flushLocked(ctx context.Context, batches []dueBatch) error {
 	defer func() { f.m.pending.Set(float64(f.p.uids)) }()
 	for _, db := range batches {
-		reads, err := f.resolve(ctx, db.key.corpID, db.b)
-		if err != nil {
+		var resolveErr error
+		err := f.guard.Recover(db.key.corpID+"/"+db.key.msgID, func() error {
+			reads, err := f.resolve(ctx, db.key.corpID, db.b)
+			if err != nil {
+				resolveErr = err
+				return nil
+			}
+			_, _, err = f.w.Write(ctx, db.key.corpID, db.key.msgID, reads)
+			if err == nil && f.liveView != nil {
+				f.live.add(db.key, reads, f.lm)
+			}
 			return err
-		}
-		_, _, err = f.w.Write(ctx, db.key.corpID, db.key.msgID, reads)
-		if err == nil && f.liveView != nil {
-			f.live.add(db.key, reads, f.lm)
+		})
+		if resolveErr != nil {
+			return resolveErr
 		}
 		if errors.Is(err, ErrInvalid) {
 			// checkDelta let through something MySQL cannot hold:

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/ledger"
 )
@@ -64,7 +65,7 @@ func (w *Writer) writeLedgered(ctx context.Context, corpID, msgID string, reads 
 		return 0, 0, fmt.Errorf("flushd: begin %s/%s: %w", corpID, msgID, err)
 	}
 	defer tx.Rollback()
-	unread, err := lockRows(ctx, tx, corpID, msgID, reads, pages)
+	unread, unset, err := lockRows(ctx, tx, corpID, msgID, reads, pages)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -74,9 +75,11 @@ func (w *Writer) writeLedgered(ctx context.Context, corpID, msgID string, reads 
 	}
 	var facts []ledger.Fact
 	for _, r := range reads {
-		if r.Source != 0 && unread[r.UID] {
+		made := r.Source != 0 && unread[r.UID]
+		if made {
 			facts = append(facts, signalOf(msgID, r).Fact())
 		}
+		facts = append(facts, seenOf(msgID, r, made, unset[r.UID])...)
 	}
 	if len(reads) > 0 {
 		if updated, orphaned, err = w.writeOn(ctx, tx, &facts, corpID, msgID, reads); err != nil {
@@ -84,10 +87,14 @@ func (w *Writer) writeLedgered(ctx context.Context, corpID, msgID string, reads 
 		}
 	}
 	var fresh []pageRow
+	var receipts []receipt // acknowledgements, seq: their fact's position until Append
 	for _, p := range pages {
 		if k := (pageKey{p.uid, p.Source, p.Version}); !kept[k] {
 			kept[k] = true
 			fresh = append(fresh, p)
+			if p.Source == delta.SourceAck {
+				receipts = append(receipts, receipt{p: p, seq: uint64(len(facts))})
+			}
 			facts = append(facts, pageSignal(msgID, p.uid, p.PageEvent).PageFact())
 		}
 	}
@@ -96,8 +103,18 @@ func (w *Writer) writeLedgered(ctx context.Context, corpID, msgID string, reads 
 			return 0, 0, err
 		}
 	}
-	if _, err := w.ledger.Append(ctx, tx, corpID, facts); err != nil {
+	first, err := w.ledger.Append(ctx, tx, corpID, facts)
+	if err != nil {
 		return 0, 0, fmt.Errorf("flushd: ledger of %s/%s: %w", corpID, msgID, err)
+	}
+	// Each acknowledgement's receipt names its entry, so it is queued
+	// after Append (one small insert under the head lock, only for a
+	// batch with an acknowledgement), in the same transaction.
+	for i := range receipts {
+		receipts[i].seq += first
+	}
+	if err := queueReceipts(ctx, tx, corpID, msgID, receipts, time.Now()); err != nil {
+		return 0, 0, err
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, 0, fmt.Errorf("flushd: commit %s/%s: %w", corpID, msgID, err)
@@ -119,6 +136,39 @@ func signalOf(msgID string, r Read) ledger.Signal {
 		}
 	}
 	return s
+}
+
+// signalColumns are message_read_record's signal columns in the order
+// lockRows reports them unset.
+var signalColumns = [...]struct {
+	sig yidu.Signal
+	at  func(r *Read) int64
+}{
+	{yidu.SignalButton, func(r *Read) int64 { return r.Button }},
+	{yidu.SignalLink, func(r *Read) int64 { return r.Link }},
+	{yidu.SignalEnterAgent, func(r *Read) int64 { return r.EnterAgent }},
+}
+
+// seenOf are the seen entries of r: each signal column r sets (unset
+// says which were NULL) at a time its signal entry does not record (made:
+// r made the row read, at r.At).
+func seenOf(msgID string, r Read, made bool, unset [3]bool) []ledger.Fact {
+	var out []ledger.Fact
+	for i, c := range signalColumns {
+		at := c.at(&r)
+		if at == 0 || !unset[i] || (made && at == r.At) {
+			continue
+		}
+		// A page event of the signal at that time is its page entry.
+		if slices.ContainsFunc(r.Pages, func(p PageEvent) bool {
+			sig, ok := p.Source.Signal()
+			return ok && sig == c.sig && p.At == at
+		}) {
+			continue
+		}
+		out = append(out, ledger.Seen{MsgID: msgID, UID: r.UID, Signal: c.sig.String(), At: time.Unix(at, 0)}.Fact())
+	}
+	return out
 }
 
 // pageSignal is page event p of uid as the ledger records it.
@@ -248,37 +298,42 @@ func (w *Writer) writeAllNew(ctx context.Context, corpID, msgID string, reads []
 	return int(n), true, nil
 }
 
-// lockRows locks the rows of reads that count and returns those still
-// unread: the rows the batch will make read. With page events it locks
-// the rows of their uids too, read or not, in the same statement (one
-// walk of the primary key in uid order, so two writers cannot take the
-// same rows in opposite orders).
-func lockRows(ctx context.Context, tx DB, corpID, msgID string, reads []Read, pages []pageRow) (map[uint32]bool, error) {
+// lockRows locks the rows the batch may change and returns those still
+// unread among the reads that count (the rows the batch will make read)
+// and, per uid, which of its signal columns (button_at, link_at,
+// enter_at) are still NULL among those its reads set (their seen
+// entries). It locks the rows of the reads that count and are unread,
+// of the reads that set a signal column still NULL, and, with page
+// events, every row of their uids, in one statement (one walk of the
+// primary key in uid order, so two writers cannot take the same rows in
+// opposite orders).
+func lockRows(ctx context.Context, tx DB, corpID, msgID string, reads []Read, pages []pageRow) (map[uint32]bool, map[uint32][3]bool, error) {
 	counted := make(map[uint32]bool, len(reads))
 	uids := make([]uint32, 0, len(reads)+len(pages))
 	for _, r := range reads {
 		if r.Source != 0 {
 			counted[r.UID] = true
+		}
+		if r.Source != 0 || r.Button != 0 || r.Link != 0 || r.EnterAgent != 0 {
 			uids = append(uids, r.UID)
 		}
 	}
 	out := make(map[uint32]bool, len(counted))
-	if len(pages) > 0 {
-		for _, p := range pages {
-			uids = append(uids, p.uid)
-		}
-		slices.Sort(uids)
-		uids = slices.Compact(uids)
+	unset := make(map[uint32][3]bool, len(uids))
+	for _, p := range pages {
+		uids = append(uids, p.uid)
 	}
+	slices.Sort(uids)
+	uids = slices.Compact(uids)
 	if len(uids) == 0 {
-		return out, nil
+		return out, unset, nil
 	}
 	// The uids are literals (numbers only): a prepared statement of 5000
 	// parameters costs more to prepare and bind than to run.
-	q := make([]byte, 0, 96+11*len(uids))
-	q = append(q, "SELECT uid, is_read FROM message_read_record WHERE corp_id = ? AND msgid = ?"...)
+	q := make([]byte, 0, 160+11*len(uids))
+	q = append(q, "SELECT uid, is_read, button_at IS NULL, link_at IS NULL, enter_at IS NULL FROM message_read_record WHERE corp_id = ? AND msgid = ?"...)
 	if len(pages) == 0 {
-		q = append(q, " AND is_read = 0"...)
+		q = append(q, " AND (is_read = 0 OR button_at IS NULL OR link_at IS NULL OR enter_at IS NULL)"...)
 	}
 	q = append(q, " AND uid IN ("...)
 	for i, u := range uids {
@@ -290,44 +345,59 @@ func lockRows(ctx context.Context, tx DB, corpID, msgID string, reads []Read, pa
 	q = append(q, ") FOR UPDATE"...)
 	rows, err := tx.QueryContext(ctx, string(q), corpID, msgID)
 	if err != nil {
-		return nil, fmt.Errorf("flushd: lock rows of %s/%s: %w", corpID, msgID, err)
+		return nil, nil, fmt.Errorf("flushd: lock rows of %s/%s: %w", corpID, msgID, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var uid uint32
 		var read bool
-		if err := rows.Scan(&uid, &read); err != nil {
-			return nil, fmt.Errorf("flushd: lock rows of %s/%s: %w", corpID, msgID, err)
+		var u [3]bool
+		if err := rows.Scan(&uid, &read, &u[0], &u[1], &u[2]); err != nil {
+			return nil, nil, fmt.Errorf("flushd: lock rows of %s/%s: %w", corpID, msgID, err)
 		}
 		if !read && counted[uid] {
 			out[uid] = true
 		}
+		unset[uid] = u
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("flushd: lock rows of %s/%s: %w", corpID, msgID, err)
+		return nil, nil, fmt.Errorf("flushd: lock rows of %s/%s: %w", corpID, msgID, err)
 	}
-	return out, nil
+	return out, unset, nil
 }
 
-// orphanFacts locks the unread rows that a parked counted read is about
-// to make read (ApplyOrphans) and returns their signal facts.
+// orphanFacts locks the rows that parked reads are about to change
+// (ApplyOrphans) and returns their facts: a signal entry per unread row a
+// parked counted read makes read, and a seen entry per signal column it
+// sets at a time that read does not record (a parked press that does not
+// count).
 func orphanFacts(ctx context.Context, tx DB, corpID, msgID string) ([]ledger.Fact, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT r.uid, o.source, TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', o.read_time)
+	const secs = "COALESCE(TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', %s), 0)"
+	rows, err := tx.QueryContext(ctx, `SELECT r.uid, r.is_read, o.source, `+fmt.Sprintf(secs, "o.read_time")+`,
+r.button_at IS NULL, r.link_at IS NULL, r.enter_at IS NULL, `+fmt.Sprintf(secs, "o.button_at")+`, `+fmt.Sprintf(secs, "o.link_at")+`, `+fmt.Sprintf(secs, "o.enter_at")+`
 FROM message_read_record r JOIN read_orphans o ON o.corp_id = r.corp_id AND o.msgid = r.msgid AND o.uid = r.uid
-WHERE r.corp_id = ? AND r.msgid = ? AND r.is_read = 0 AND o.source > 0 ORDER BY r.uid FOR UPDATE`, corpID, msgID)
+WHERE r.corp_id = ? AND r.msgid = ? AND ((r.is_read = 0 AND o.source > 0)
+  OR (r.button_at IS NULL AND o.button_at IS NOT NULL) OR (r.link_at IS NULL AND o.link_at IS NOT NULL) OR (r.enter_at IS NULL AND o.enter_at IS NOT NULL))
+ORDER BY r.uid FOR UPDATE`, corpID, msgID)
 	if err != nil {
 		return nil, fmt.Errorf("flushd: lock orphaned rows of %s/%s: %w", corpID, msgID, err)
 	}
 	defer rows.Close()
 	var out []ledger.Fact
 	for rows.Next() {
-		var uid uint32
+		var r Read
 		var source uint8
-		var at int64
-		if err := rows.Scan(&uid, &source, &at); err != nil {
+		var read bool
+		var unset [3]bool
+		if err := rows.Scan(&r.UID, &read, &source, &r.At, &unset[0], &unset[1], &unset[2], &r.Button, &r.Link, &r.EnterAgent); err != nil {
 			return nil, fmt.Errorf("flushd: lock orphaned rows of %s/%s: %w", corpID, msgID, err)
 		}
-		out = append(out, ledger.Signal{MsgID: msgID, UID: uid, Source: source, ReadTime: time.Unix(at, 0)}.Fact())
+		r.Source = delta.Source(source)
+		made := !read && source > 0
+		if made {
+			out = append(out, ledger.Signal{MsgID: msgID, UID: r.UID, Source: source, ReadTime: time.Unix(r.At, 0)}.Fact())
+		}
+		out = append(out, seenOf(msgID, r, made, unset)...)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("flushd: lock orphaned rows of %s/%s: %w", corpID, msgID, err)

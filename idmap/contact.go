@@ -141,9 +141,11 @@ func (m *Mapper) replaceMemberships(ctx context.Context, tx *sql.Tx, corpID stri
 // deleteUser marks a member as left. An unknown member is not created: there
 // is nothing to keep for them.
 func (m *Mapper) deleteUser(ctx context.Context, corpID, userID string) error {
+	var uid uint32
+	left := false
 	err := m.inTx(ctx, opContact, func(tx *sql.Tx) error {
 		m.metrics.query(opContact)
-		var uid uint32
+		left = false
 		err := tx.QueryRowContext(ctx,
 			"SELECT uid FROM users WHERE corp_id = ? AND userid_key = ? ORDER BY uid LIMIT 1 FOR UPDATE", corpID, fold(userID)).Scan(&uid)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -152,10 +154,14 @@ func (m *Mapper) deleteUser(ctx context.Context, corpID, userID string) error {
 		if err != nil {
 			return err
 		}
+		left = true
 		return m.leave(ctx, tx, corpID, uid)
 	})
 	if err != nil {
 		return fmt.Errorf("idmap: contact delete_user: %w", err)
+	}
+	if left {
+		m.revoke(ctx, corpID, []uint32{uid})
 	}
 	m.metrics.contact.WithLabelValues("deleted").Inc()
 	return nil

@@ -2,12 +2,13 @@ package idmap
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
 // UserIDs returns the UserIDs of uids; uids without a user are left out.
@@ -77,14 +78,7 @@ func (m *Mapper) AllMembers(ctx context.Context, corpID string) (*roaring.Bitmap
 	}
 	defer rows.Close()
 	bm := roaring.New()
-	for rows.Next() {
-		var uid uint32
-		if err := rows.Scan(&uid); err != nil {
-			return nil, fmt.Errorf("idmap: all members: %w", err)
-		}
-		bm.Add(uid)
-	}
-	if err := rows.Err(); err != nil {
+	if err := addUIDs(bm, rows); err != nil {
 		return nil, fmt.Errorf("idmap: all members: %w", err)
 	}
 	return bm, nil
@@ -94,22 +88,11 @@ func (m *Mapper) AllMembers(ctx context.Context, corpID string) (*roaring.Bitmap
 // descending (WeCom's display order), then id.
 func (m *Mapper) Departments(ctx context.Context, corpID string) ([]yidu.Department, error) {
 	m.metrics.query(opRead)
-	rows, err := m.db.QueryContext(ctx,
-		`SELECT dept_id, parent_id, name, sort_order FROM departments
+	out, err := sqlrows.List(ctx, m.db, func(rows *sql.Rows, d *yidu.Department) error {
+		return rows.Scan(&d.ID, &d.ParentID, &d.Name, &d.Order)
+	}, `SELECT dept_id, parent_id, name, sort_order FROM departments
 		 WHERE corp_id = ? ORDER BY parent_id, sort_order DESC, dept_id`, corpID)
 	if err != nil {
-		return nil, fmt.Errorf("idmap: departments: %w", err)
-	}
-	defer rows.Close()
-	var out []yidu.Department
-	for rows.Next() {
-		var d yidu.Department
-		if err := rows.Scan(&d.ID, &d.ParentID, &d.Name, &d.Order); err != nil {
-			return nil, fmt.Errorf("idmap: departments: %w", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("idmap: departments: %w", err)
 	}
 	return out, nil
@@ -179,14 +162,7 @@ func (m *Mapper) DepartmentMembers(ctx context.Context, corpID string, deptIDs [
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var uid uint32
-			if err := rows.Scan(&uid); err != nil {
-				return err
-			}
-			bm.Add(uid)
-		}
-		return rows.Err()
+		return addUIDs(bm, rows)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("idmap: department members: %w", err)
@@ -223,42 +199,50 @@ func (m *Mapper) Known(ctx context.Context, corpID string, userIDs []string) (ma
 	if err := checkCorpID(corpID); err != nil {
 		return nil, fmt.Errorf("idmap: known: %w", err)
 	}
+	byKey := make(map[string]uint32, len(userIDs))
+	err := m.eachFolded(ctx, corpID, userIDs, "SELECT userid_key, uid FROM users WHERE corp_id = ? AND status = 1 AND userid_key", func(rows *sql.Rows) error {
+		var key string
+		var uid uint32
+		if err := rows.Scan(&key, &uid); err != nil {
+			return err
+		}
+		if old, ok := byKey[key]; !ok || uid < old {
+			byKey[key] = uid
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("idmap: known: %w", err)
+	}
 	out := make(map[string]uint32, len(userIDs))
-	for start := 0; start < len(userIDs); start += chunkSize {
-		chunk := userIDs[start:min(start+chunkSize, len(userIDs))]
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, corpID)
-		for _, id := range chunk {
-			args = append(args, fold(id))
-		}
-		m.metrics.query(opRead)
-		rows, err := m.db.QueryContext(ctx, "SELECT userid_key, uid FROM users WHERE corp_id = ? AND status = 1 AND userid_key IN (?"+
-			strings.Repeat(",?", len(chunk)-1)+")", args...)
-		if err != nil {
-			return nil, fmt.Errorf("idmap: known: %w", err)
-		}
-		byKey := make(map[string]uint32, len(chunk))
-		for rows.Next() {
-			var key string
-			var uid uint32
-			if err := rows.Scan(&key, &uid); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("idmap: known: %w", err)
-			}
-			if old, ok := byKey[key]; !ok || uid < old {
-				byKey[key] = uid
-			}
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("idmap: known: %w", err)
-		}
-		for _, id := range chunk {
-			if uid, ok := byKey[fold(id)]; ok {
-				out[id] = uid
-			}
+	for _, id := range userIDs {
+		if uid, ok := byKey[fold(id)]; ok {
+			out[id] = uid
 		}
 	}
 	return out, nil
+}
+
+// eachFolded runs query, whose last words are "… userid_key", with
+// " IN (…)" of every chunkSize of ids (folded: yidu.UserID.Fold) in turn,
+// and hands each row to scan.
+func (m *Mapper) eachFolded(ctx context.Context, corpID string, ids []string, query string, scan func(*sql.Rows) error) error {
+	folded := make([]string, len(ids))
+	for i, id := range ids {
+		folded[i] = fold(id)
+	}
+	return eachChunk(corpID, folded, func(marks string, args []any) error {
+		m.metrics.query(opRead)
+		rows, err := m.db.QueryContext(ctx, query+" IN ("+marks+")", args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
 }

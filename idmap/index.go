@@ -27,27 +27,12 @@ type Index struct {
 	subtree  map[int64]*roaring.Bitmap // active members of the department's whole subtree
 	leaders  map[int64][]string        // dept → leaders' UserIDs (active)
 	leadUIDs map[int64][]uint32
-	tags     []IndexTag
+	tags     []yidu.TagCount
 	tagSets  map[int64]*roaring.Bitmap
 	all      *roaring.Bitmap
-	people   []Person
+	people   []yidu.Person
 	keys     []string // people[i]'s UserID folded + "\x00" + name lower-cased, for search
 }
-
-// IndexTag is yidu.TagCount.
-//
-// Deprecated: moved to yidu.TagCount; kept while other branches merge.
-type IndexTag = yidu.TagCount
-
-// Person is yidu.Person.
-//
-// Deprecated: moved to yidu.Person; kept while other branches merge.
-type Person = yidu.Person
-
-// DepartmentNode is yidu.DepartmentNode.
-//
-// Deprecated: moved to yidu.DepartmentNode; kept while other branches merge.
-type DepartmentNode = yidu.DepartmentNode
 
 // indexCache holds each corp's last Index.
 type indexCache struct {
@@ -116,48 +101,84 @@ func (m *Mapper) buildIndex(ctx context.Context, corpID string) (*Index, error) 
 		return nil, fmt.Errorf("idmap: index: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	idx := &Index{leaders: map[int64][]string{}, leadUIDs: map[int64][]uint32{}, tagSets: map[int64]*roaring.Bitmap{}, all: roaring.New()}
-	each := func(what, q string, scan func(*sql.Rows) error) error {
-		m.metrics.query(opRead)
-		rows, err := tx.QueryContext(ctx, q, corpID)
-		if err != nil {
-			return fmt.Errorf("idmap: index %s: %w", what, err)
+	r := &indexRead{m: m, tx: tx, corpID: corpID, userIDs: map[uint32]string{}, direct: map[int64]*roaring.Bitmap{}, tagDepts: map[int64][]int64{},
+		idx: &Index{leaders: map[int64][]string{}, leadUIDs: map[int64][]uint32{}, tagSets: map[int64]*roaring.Bitmap{}, all: roaring.New()}}
+	for _, step := range []func(context.Context) error{r.readOrg, r.readPeople, r.readMemberships, r.readTags} {
+		if err := step(ctx); err != nil {
+			return nil, err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			if err := scan(rows); err != nil {
-				return fmt.Errorf("idmap: index %s: %w", what, err)
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("idmap: index %s: %w", what, err)
-		}
-		return nil
 	}
-	if err := each("version", "SELECT version FROM directory_versions WHERE corp_id = ?", func(r *sql.Rows) error {
-		return r.Scan(&idx.Version)
+	r.finish()
+	return r.idx, nil
+}
+
+// indexRead is one buildIndex: its read-only transaction, the Index it
+// fills and what it keeps between the reads.
+type indexRead struct {
+	m      *Mapper
+	tx     *sql.Tx
+	corpID string
+	idx    *Index
+	// userIDs are the active members' UserIDs by uid.
+	userIDs map[uint32]string
+	// direct are each department's own members; tagDepts each tag's
+	// departments.
+	direct   map[int64]*roaring.Bitmap
+	tagDepts map[int64][]int64
+}
+
+// each runs q for the corp and hands each row to scan; what names the
+// rows in the error.
+func (r *indexRead) each(ctx context.Context, what, q string, scan func(*sql.Rows) error) error {
+	r.m.metrics.query(opRead)
+	rows, err := r.tx.QueryContext(ctx, q, r.corpID)
+	if err != nil {
+		return fmt.Errorf("idmap: index %s: %w", what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return fmt.Errorf("idmap: index %s: %w", what, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("idmap: index %s: %w", what, err)
+	}
+	return nil
+}
+
+// readOrg reads the directory's version and its departments.
+func (r *indexRead) readOrg(ctx context.Context) error {
+	idx := r.idx
+	if err := r.each(ctx, "version", "SELECT version FROM directory_versions WHERE corp_id = ?", func(rows *sql.Rows) error {
+		return rows.Scan(&idx.Version)
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	var depts []yidu.Department
-	err = each("departments", `SELECT dept_id, parent_id, name, sort_order FROM departments
-		WHERE corp_id = ? ORDER BY parent_id, sort_order DESC, dept_id`, func(r *sql.Rows) error {
+	err := r.each(ctx, "departments", `SELECT dept_id, parent_id, name, sort_order FROM departments
+		WHERE corp_id = ? ORDER BY parent_id, sort_order DESC, dept_id`, func(rows *sql.Rows) error {
 		var d yidu.Department
-		if err := r.Scan(&d.ID, &d.ParentID, &d.Name, &d.Order); err != nil {
+		if err := rows.Scan(&d.ID, &d.ParentID, &d.Name, &d.Order); err != nil {
 			return err
 		}
 		depts = append(depts, d)
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	idx.org = yidu.NewOrg(depts)
-	userIDs := map[uint32]string{}
-	err = each("users", "SELECT uid, userid, name, departments FROM users WHERE corp_id = ? AND status = 1 ORDER BY uid", func(r *sql.Rows) error {
-		var p Person
+	return nil
+}
+
+// readPeople reads the active members.
+func (r *indexRead) readPeople(ctx context.Context) error {
+	idx, userIDs := r.idx, r.userIDs
+	return r.each(ctx, "users", "SELECT uid, userid, name, departments FROM users WHERE corp_id = ? AND status = 1 ORDER BY uid", func(rows *sql.Rows) error {
+		var p yidu.Person
 		var depts string
-		if err := r.Scan(&p.UID, &p.UserID, &p.Name, &depts); err != nil {
+		if err := rows.Scan(&p.UID, &p.UserID, &p.Name, &depts); err != nil {
 			return err
 		}
 		p.Departments, _ = ParseDepartments(depts) // unparseable: none (written only by FormatDepartments)
@@ -167,14 +188,16 @@ func (m *Mapper) buildIndex(ctx context.Context, corpID string) (*Index, error) 
 		userIDs[p.UID] = p.UserID
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	direct := map[int64]*roaring.Bitmap{}
-	err = each("memberships", "SELECT dept_id, uid FROM user_departments WHERE corp_id = ?", func(r *sql.Rows) error {
+}
+
+// readMemberships reads the active members' departments and the
+// departments' leaders.
+func (r *indexRead) readMemberships(ctx context.Context) error {
+	idx, userIDs, direct := r.idx, r.userIDs, r.direct
+	err := r.each(ctx, "memberships", "SELECT dept_id, uid FROM user_departments WHERE corp_id = ?", func(rows *sql.Rows) error {
 		var d int64
 		var uid uint32
-		if err := r.Scan(&d, &uid); err != nil {
+		if err := rows.Scan(&d, &uid); err != nil {
 			return err
 		}
 		if _, active := userIDs[uid]; active {
@@ -183,12 +206,12 @@ func (m *Mapper) buildIndex(ctx context.Context, corpID string) (*Index, error) 
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	err = each("leaders", "SELECT dept_id, uid FROM department_leaders WHERE corp_id = ? ORDER BY dept_id, uid", func(r *sql.Rows) error {
+	return r.each(ctx, "leaders", "SELECT dept_id, uid FROM department_leaders WHERE corp_id = ? ORDER BY dept_id, uid", func(rows *sql.Rows) error {
 		var d int64
 		var uid uint32
-		if err := r.Scan(&d, &uid); err != nil {
+		if err := rows.Scan(&d, &uid); err != nil {
 			return err
 		}
 		if id, active := userIDs[uid]; active {
@@ -197,12 +220,14 @@ func (m *Mapper) buildIndex(ctx context.Context, corpID string) (*Index, error) 
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	err = each("tags", "SELECT tag_id, name FROM tags WHERE corp_id = ? ORDER BY tag_id", func(r *sql.Rows) error {
-		var t IndexTag
-		if err := r.Scan(&t.ID, &t.Name); err != nil {
+}
+
+// readTags reads the tags, their active members and their departments.
+func (r *indexRead) readTags(ctx context.Context) error {
+	idx, userIDs, tagDepts := r.idx, r.userIDs, r.tagDepts
+	err := r.each(ctx, "tags", "SELECT tag_id, name FROM tags WHERE corp_id = ? ORDER BY tag_id", func(rows *sql.Rows) error {
+		var t yidu.TagCount
+		if err := rows.Scan(&t.ID, &t.Name); err != nil {
 			return err
 		}
 		idx.tags = append(idx.tags, t)
@@ -210,12 +235,12 @@ func (m *Mapper) buildIndex(ctx context.Context, corpID string) (*Index, error) 
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	err = each("tag users", "SELECT tag_id, uid FROM tag_users WHERE corp_id = ?", func(r *sql.Rows) error {
+	err = r.each(ctx, "tag users", "SELECT tag_id, uid FROM tag_users WHERE corp_id = ?", func(rows *sql.Rows) error {
 		var t int64
 		var uid uint32
-		if err := r.Scan(&t, &uid); err != nil {
+		if err := rows.Scan(&t, &uid); err != nil {
 			return err
 		}
 		if _, active := userIDs[uid]; active && idx.tagSets[t] != nil {
@@ -224,35 +249,35 @@ func (m *Mapper) buildIndex(ctx context.Context, corpID string) (*Index, error) 
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	tagDepts := map[int64][]int64{}
-	err = each("tag departments", "SELECT tag_id, dept_id FROM tag_departments WHERE corp_id = ?", func(r *sql.Rows) error {
+	return r.each(ctx, "tag departments", "SELECT tag_id, dept_id FROM tag_departments WHERE corp_id = ?", func(rows *sql.Rows) error {
 		var t, d int64
-		if err := r.Scan(&t, &d); err != nil {
+		if err := rows.Scan(&t, &d); err != nil {
 			return err
 		}
 		tagDepts[t] = append(tagDepts[t], d)
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	// Subtrees bottom-up, cycle-safe (yidu.Org's one walk).
-	idx.subtree = idx.org.SubtreeSets(direct)
+}
+
+// finish computes the subtrees, bottom-up and cycle-safe (yidu.Org's one
+// walk), and each tag's members: its own and its departments' subtrees.
+func (r *indexRead) finish() {
+	idx := r.idx
+	idx.subtree = idx.org.SubtreeSets(r.direct)
 	idx.org.Leaders = idx.leadUIDs
 	for i := range idx.tags {
 		set := idx.tagSets[idx.tags[i].ID]
-		for _, d := range tagDepts[idx.tags[i].ID] {
+		for _, d := range r.tagDepts[idx.tags[i].ID] {
 			if bm := idx.subtree[d]; bm != nil {
 				set.Or(bm)
-			} else if own := direct[d]; own != nil {
+			} else if own := r.direct[d]; own != nil {
 				set.Or(own)
 			}
 		}
 		idx.tags[i].Members = int(set.GetCardinality())
 	}
-	return idx, nil
 }
 
 func bitmapOf(m map[int64]*roaring.Bitmap, k int64) *roaring.Bitmap {
@@ -266,10 +291,10 @@ func bitmapOf(m map[int64]*roaring.Bitmap, k int64) *roaring.Bitmap {
 
 // Departments returns every department with its subtree's active member
 // count and leaders, in WeCom's display order (by parent, then order).
-func (x *Index) Departments() []DepartmentNode {
-	out := make([]DepartmentNode, 0, len(x.org.Departments()))
+func (x *Index) Departments() []yidu.DepartmentNode {
+	out := make([]yidu.DepartmentNode, 0, len(x.org.Departments()))
 	for _, d := range x.org.Departments() {
-		out = append(out, DepartmentNode{Department: d, Members: int(x.subtree[d.ID].GetCardinality()), Leaders: x.leaders[d.ID]})
+		out = append(out, yidu.DepartmentNode{Department: d, Members: int(x.subtree[d.ID].GetCardinality()), Leaders: x.leaders[d.ID]})
 	}
 	return out
 }
@@ -313,7 +338,7 @@ func (x *Index) LedBy(uid uint32) []int64 {
 }
 
 // Tags returns the tags with their active member counts, by id.
-func (x *Index) Tags() []IndexTag { return x.tags }
+func (x *Index) Tags() []yidu.TagCount { return x.tags }
 
 // All returns a copy of every active member.
 func (x *Index) All() *roaring.Bitmap { return x.all.Clone() }
@@ -326,7 +351,7 @@ func (x *Index) Members() int { return len(x.people) }
 // with q first, then the others, each group in uid order. An empty q finds
 // nobody. A scan of the prepared keys: ~100,000 short strings take a few
 // milliseconds (docs/benchmarks.md), with no index to keep in step.
-func (x *Index) Search(q string, limit int) []Person {
+func (x *Index) Search(q string, limit int) []yidu.Person {
 	q = strings.ToLower(strings.TrimSpace(q))
 	if q == "" || limit <= 0 || strings.ContainsRune(q, 0) {
 		return nil
@@ -349,7 +374,7 @@ func (x *Index) Search(q string, limit int) []Person {
 			break
 		}
 	}
-	out := make([]Person, 0, min(limit, len(prefix)+len(inner)))
+	out := make([]yidu.Person, 0, min(limit, len(prefix)+len(inner)))
 	for _, i := range append(prefix, inner...) {
 		if len(out) == limit {
 			break

@@ -282,187 +282,6 @@ func (m *Mapper) writeDepartments(ctx context.Context, corpID string, depts []yi
 	})
 }
 
-type storedUser struct {
-	uid    uint32
-	userID string
-	name   string
-	status yidu.UserStatus
-	depts  string
-	bad    bool
-}
-
-// writeMembers assigns uids to new members, updates changed ones in bulk,
-// marks unlisted ones left (complete) or reports them (partial), and
-// rewrites user_departments within the read's scope.
-func (m *Mapper) writeMembers(ctx context.Context, corpID string, members map[string]*member, order []string,
-	depts []yidu.Department, l yidu.Listing, rep *Report) error {
-	complete := l.Complete
-	// inScope: the read is the truth about membership of d.
-	listedDept := make(map[int64]bool, len(depts))
-	for _, d := range depts {
-		listedDept[d.ID] = true
-	}
-	inScope := func(d int64) bool { return complete || listedDept[d] }
-
-	m.metrics.query(opSync)
-	rows, err := m.db.QueryContext(ctx,
-		"SELECT userid_key, uid, userid, name, status, departments, bad_userid FROM users WHERE corp_id = ? ORDER BY uid", corpID)
-	if err != nil {
-		return fmt.Errorf("idmap: sync users: %w", err)
-	}
-	stored := map[string]storedUser{}
-	var twins []storedUser // a higher uid whose UserID differs only in case (migrations/00002)
-	for rows.Next() {
-		var key string
-		var u storedUser
-		if err := rows.Scan(&key, &u.uid, &u.userID, &u.name, &u.status, &u.depts, &u.bad); err != nil {
-			rows.Close()
-			return fmt.Errorf("idmap: sync users: %w", err)
-		}
-		if _, dup := stored[key]; dup {
-			twins = append(twins, u)
-			continue
-		}
-		stored[key] = u
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("idmap: sync users: %w", err)
-	}
-
-	var fresh []string
-	for _, key := range order {
-		if _, ok := stored[key]; !ok {
-			fresh = append(fresh, members[key].userID)
-		}
-	}
-	uids, err := m.Assign(ctx, corpID, fresh)
-	if err != nil {
-		return fmt.Errorf("idmap: sync users: %w", err)
-	}
-	rep.Created = len(fresh)
-
-	type change struct {
-		uid        uint32
-		id, name   string
-		deptString string
-		bad        int
-	}
-	var changes []change
-	var memberships [][2]int64                       // dept, uid
-	listedUID := make(map[string]uint32, len(order)) // folded UserID → uid of every listed member
-	for _, key := range order {
-		mb := members[key]
-		u, known := stored[key]
-		if !known {
-			u = storedUser{uid: uids[mb.userID], userID: mb.userID, status: yidu.StatusActive}
-		}
-		listedUID[key] = u.uid
-		// Outside a partial read's scope the stored departments stand.
-		all := slices.Clone(mb.depts)
-		if !complete {
-			for _, d := range m.storedDepartments(corpID, u.depts) {
-				if !inScope(d) && !slices.Contains(all, d) {
-					all = append(all, d)
-				}
-			}
-		}
-		deptString, err := FormatDepartments(all)
-		if err != nil {
-			m.log.Warn("member's department list does not fit; stored in user_departments only", "corp", corpID)
-			deptString = ""
-		}
-		for _, d := range mb.depts {
-			memberships = append(memberships, [2]int64{d, int64(u.uid)})
-		}
-		bad := !yidu.UserID(u.userID).Valid()
-		if known && u.status == yidu.StatusActive && u.depts == deptString && u.bad == bad && (mb.name == "" || mb.name == u.name) {
-			continue
-		}
-		if known {
-			rep.Updated++
-		}
-		changes = append(changes, change{uid: u.uid, id: u.userID, name: mb.name, deptString: deptString, bad: badFlag(u.userID)})
-	}
-	for start := 0; start < len(changes); start += chunkSize {
-		chunk := changes[start:min(start+chunkSize, len(changes))]
-		args := make([]any, 0, 6*len(chunk))
-		for _, c := range chunk {
-			args = append(args, corpID, c.uid, c.id, c.name, c.deptString, c.bad)
-		}
-		// Rows exist (assigned above, with their stored spelling), so this
-		// only updates; an empty name (names unavailable) keeps the stored
-		// one.
-		m.metrics.query(opSync)
-		if _, err := m.db.ExecContext(ctx,
-			`INSERT INTO users (corp_id, uid, userid, name, departments, bad_userid) VALUES `+rowMarks("(?,?,?,?,?,?)", len(chunk))+`
-			 ON DUPLICATE KEY UPDATE status = 1, departments = VALUES(departments), bad_userid = VALUES(bad_userid),
-			   name = IF(VALUES(name) = '', name, VALUES(name))`, args...); err != nil {
-			return fmt.Errorf("idmap: sync users: %w", err)
-		}
-	}
-
-	// Members the read did not list.
-	var left []uint32
-	var unseen []string
-	type deptChange struct {
-		uid   uint32
-		depts string
-	}
-	var unseenDepts []deptChange
-	absent := twins
-	for key, u := range stored {
-		if _, listed := members[key]; !listed {
-			absent = append(absent, u)
-		}
-	}
-	for _, u := range absent {
-		if u.status == yidu.StatusLeft {
-			continue
-		}
-		if complete {
-			left = append(left, u.uid)
-			continue
-		}
-		unseen = append(unseen, u.userID)
-		var keep []int64
-		for _, d := range m.storedDepartments(corpID, u.depts) {
-			if !inScope(d) {
-				keep = append(keep, d)
-			}
-		}
-		if ds, err := FormatDepartments(keep); err == nil && ds != u.depts {
-			unseenDepts = append(unseenDepts, deptChange{u.uid, ds})
-		}
-	}
-	rep.Left = len(left)
-	rep.Unseen, rep.UnseenSample = len(unseen), sample(unseen)
-	err = eachChunk(corpID, left, func(marks string, args []any) error {
-		m.metrics.query(opSync)
-		_, err := m.db.ExecContext(ctx, "UPDATE users SET status = 2 WHERE corp_id = ? AND uid IN ("+marks+")", args...)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("idmap: sync users: mark left: %w", err)
-	}
-	for _, c := range unseenDepts {
-		m.metrics.query(opSync)
-		if _, err := m.db.ExecContext(ctx, "UPDATE users SET departments = ? WHERE corp_id = ? AND uid = ?", c.depts, corpID, c.uid); err != nil {
-			return fmt.Errorf("idmap: sync users: departments of unseen members: %w", err)
-		}
-	}
-	rep.Memberships = len(memberships)
-	var scope []int64
-	if !complete {
-		scope = make([]int64, 0, len(depts))
-		for _, d := range depts {
-			scope = append(scope, d.ID)
-		}
-	}
-	extra := resolveExtras(l, listedUID, rep)
-	return m.writeMemberships(ctx, corpID, scope, memberships, extra)
-}
-
 // storedDepartments parses a users.departments value; one that does not
 // parse counts as none (the column is only written by FormatDepartments).
 func (m *Mapper) storedDepartments(corpID, s string) []int64 {
@@ -486,17 +305,8 @@ func (m *Mapper) writeMemberships(ctx context.Context, corpID string, scope []in
 		if err := bumpVersion(ctx, tx, corpID); err != nil {
 			return err
 		}
-		if scope == nil {
-			m.metrics.query(opSync)
-			if _, err := tx.ExecContext(ctx, "DELETE FROM user_departments WHERE corp_id = ?", corpID); err != nil {
-				return fmt.Errorf("idmap: sync memberships: %w", err)
-			}
-		}
-		err := eachChunk(corpID, scope, func(marks string, args []any) error {
-			m.metrics.query(opSync)
-			_, err := tx.ExecContext(ctx, "DELETE FROM user_departments WHERE corp_id = ? AND dept_id IN ("+marks+")", args...)
-			return err
-		})
+		err := m.clearScope(ctx, tx, corpID, scope, "DELETE FROM user_departments WHERE corp_id = ?",
+			"DELETE FROM user_departments WHERE corp_id = ? AND dept_id IN (")
 		if err != nil {
 			return fmt.Errorf("idmap: sync memberships: %w", err)
 		}
@@ -522,4 +332,20 @@ func rowMarks(row string, n int) string {
 		return ""
 	}
 	return strings.Repeat(row+",", n-1) + row
+}
+
+// clearScope deletes corp's rows that a sync of scope replaces: all of
+// them with all when scope is nil (the whole directory), else those of
+// scope's departments with inScope, a DELETE ending in "dept_id IN (".
+func (m *Mapper) clearScope(ctx context.Context, tx *sql.Tx, corpID string, scope []int64, all, inScope string) error {
+	if scope == nil {
+		m.metrics.query(opSync)
+		_, err := tx.ExecContext(ctx, all, corpID)
+		return err
+	}
+	return eachChunk(corpID, scope, func(marks string, args []any) error {
+		m.metrics.query(opSync)
+		_, err := tx.ExecContext(ctx, inScope+marks+")", args...)
+		return err
+	})
 }

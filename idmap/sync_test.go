@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -446,5 +447,49 @@ func TestSyncTwins(t *testing.T) {
 	}
 	if u := userMap(t, db, corp); u["bob"].status != yidu.StatusActive || u["Bob"].status != yidu.StatusLeft {
 		t.Errorf("bob %+v, Bob %+v; want uid 0 active, uid 1 left", u["bob"], u["Bob"])
+	}
+}
+
+// revokes records the members the Mapper said left.
+type revokes struct {
+	mu   sync.Mutex
+	uids []uint32
+}
+
+func (r *revokes) Revoke(_ context.Context, corpID string, uids []uint32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.uids = append(r.uids, uids...)
+	return nil
+}
+
+// TestLeaveRevokes (issue 50): a member a complete sync no longer lists,
+// and one change_contact delete_user names, are told to the Revoker (the
+// reading page ends their sessions); members who stay are not.
+func TestLeaveRevokes(t *testing.T) {
+	const corp = "wwrevoke"
+	db := testenv.MySQL(t)
+	rv := &revokes{}
+	m, err := idmap.New(db, idmap.Options{Registerer: prometheus.NewRegistry(), Revoker: rv})
+	testenv.Check(t, "idmap.New", err)
+	ctx := context.Background()
+	c := fakewecom.Corp{
+		CorpID: corp, Apps: []fakewecom.App{{AgentID: 1000002, Secret: "s3cret"}},
+		Departments: []fakewecom.Department{{ID: 1, Name: "总部"}},
+		Users: []fakewecom.User{{UserID: "ann", Name: "Ann", Departments: []int{1}}, {UserID: "ben", Name: "Ben", Departments: []int{1}},
+			{UserID: "cat", Name: "Cat", Departments: []int{1}}},
+	}
+	fake.SetCorp(c)
+	_, err = syncer(t, m, corp, "s3cret", "").Sync(ctx, corp)
+	testenv.Check(t, "Sync", err)
+	ids := userMap(t, db, corp)
+	c.Users = c.Users[1:] // ann left
+	fake.SetCorp(c)
+	_, err = syncer(t, m, corp, "s3cret", "").Sync(ctx, corp)
+	testenv.Check(t, "re-Sync", err)
+	testenv.Check(t, "delete_user", m.ContactChanged(ctx, corp, idmap.ChangeDeleteUser, "cat", "", nil))
+	want := []uint32{ids["ann"].uid, ids["cat"].uid}
+	if !slices.Equal(rv.uids, want) {
+		t.Errorf("revoked %v; want ann's and cat's %v", rv.uids, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
 // extras are a listing's tags and department leaders resolved to uids, as
@@ -87,17 +88,9 @@ func (m *Mapper) writeExtras(ctx context.Context, tx *sql.Tx, corpID string, sco
 	}
 	if !x.leadersListed {
 		x.leaders = nil
-	} else if scope == nil {
-		m.metrics.query(opSync)
-		if _, err := tx.ExecContext(ctx, "DELETE FROM department_leaders WHERE corp_id = ?", corpID); err != nil {
-			return fmt.Errorf("idmap: sync leaders: %w", err)
-		}
 	} else {
-		err := eachChunk(corpID, scope, func(marks string, args []any) error {
-			m.metrics.query(opSync)
-			_, err := tx.ExecContext(ctx, "DELETE FROM department_leaders WHERE corp_id = ? AND dept_id IN ("+marks+")", args...)
-			return err
-		})
+		err := m.clearScope(ctx, tx, corpID, scope, "DELETE FROM department_leaders WHERE corp_id = ?",
+			"DELETE FROM department_leaders WHERE corp_id = ? AND dept_id IN (")
 		if err != nil {
 			return fmt.Errorf("idmap: sync leaders: %w", err)
 		}
@@ -190,16 +183,9 @@ func (m *Mapper) TagMembers(ctx context.Context, corpID string, tags []int64) (*
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var uid uint32
-			if err := rows.Scan(&uid); err != nil {
-				rows.Close()
-				return err
-			}
-			bm.Add(uid)
-		}
+		err = addUIDs(bm, rows)
 		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err != nil {
 			return err
 		}
 		m.metrics.query(opRead)
@@ -264,20 +250,10 @@ func (m *Mapper) Leaders(ctx context.Context, corpID string) (map[int64][]uint32
 // ordered by id.
 func (m *Mapper) Tags(ctx context.Context, corpID string) ([]yidu.Tag, error) {
 	m.metrics.query(opRead)
-	rows, err := m.db.QueryContext(ctx, "SELECT tag_id, name FROM tags WHERE corp_id = ? ORDER BY tag_id", corpID)
+	out, err := sqlrows.List(ctx, m.db, func(rows *sql.Rows, t *yidu.Tag) error {
+		return rows.Scan(&t.ID, &t.Name)
+	}, "SELECT tag_id, name FROM tags WHERE corp_id = ? ORDER BY tag_id", corpID)
 	if err != nil {
-		return nil, fmt.Errorf("idmap: tags: %w", err)
-	}
-	defer rows.Close()
-	var out []yidu.Tag
-	for rows.Next() {
-		var t yidu.Tag
-		if err := rows.Scan(&t.ID, &t.Name); err != nil {
-			return nil, fmt.Errorf("idmap: tags: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("idmap: tags: %w", err)
 	}
 	return out, nil
@@ -289,22 +265,10 @@ func (m *Mapper) Tags(ctx context.Context, corpID string) ([]yidu.Tag, error) {
 // the subtrees they lead.
 func (m *Mapper) LedDepartments(ctx context.Context, corpID, userID string) ([]int64, error) {
 	m.metrics.query(opRead)
-	rows, err := m.db.QueryContext(ctx,
+	out, err := sqlrows.List(ctx, m.db, func(rows *sql.Rows, d *int64) error { return rows.Scan(d) },
 		`SELECT dl.dept_id FROM department_leaders dl JOIN users u ON u.corp_id = dl.corp_id AND u.uid = dl.uid
 		 WHERE dl.corp_id = ? AND u.userid = ? AND u.status = 1 ORDER BY dl.dept_id`, corpID, userID)
 	if err != nil {
-		return nil, fmt.Errorf("idmap: led departments: %w", err)
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var d int64
-		if err := rows.Scan(&d); err != nil {
-			return nil, fmt.Errorf("idmap: led departments: %w", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("idmap: led departments: %w", err)
 	}
 	return out, nil

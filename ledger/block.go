@@ -127,7 +127,7 @@ func (b block) unpack() ([][]byte, error) {
 
 // personal reports whether entries of kind k are about one recipient.
 func personal(k Kind) bool {
-	return k == KindSignal || k == KindPage || k == KindSend || k == KindReminder
+	return k == KindSignal || k == KindPage || k == KindSend || k == KindReminder || k == KindSeen || k == KindEnrol || k == KindAsked
 }
 
 // groups splits facts into runs of one kind and one message, in order:
@@ -217,35 +217,4 @@ func (b block) entries() ([]Entry, error) {
 		out = append(out, e)
 	}
 	return out, bad
-}
-
-// dayLeaves returns the leaf hashes of corp's day in index order and the
-// seq of the first.
-func dayLeaves(ctx context.Context, q queryer, corp, day string) ([]Hash, uint64, error) {
-	rows, err := q.QueryContext(ctx, "SELECT first_seq, leaves FROM ledger_blocks WHERE corp_id = ? AND day = ? ORDER BY first_index", corp, day)
-	if err != nil {
-		return nil, 0, fmt.Errorf("ledger: leaves of %s %s: %w", corp, day, err)
-	}
-	defer rows.Close()
-	var leaves []Hash
-	var first uint64
-	for rows.Next() {
-		var seq uint64
-		var b []byte
-		if err := rows.Scan(&seq, &b); err != nil {
-			return nil, 0, fmt.Errorf("ledger: leaves of %s %s: %w", corp, day, err)
-		}
-		if len(leaves) == 0 {
-			first = seq
-		}
-		for i := 0; i+len(Hash{}) <= len(b); i += len(Hash{}) {
-			var h Hash
-			copy(h[:], b[i:])
-			leaves = append(leaves, h)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("ledger: leaves of %s %s: %w", corp, day, err)
-	}
-	return leaves, first, nil
 }

@@ -75,6 +75,10 @@ func Canonical(b Body) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
+// shortEscapes are the characters a JSON string escapes with a letter
+// (or themselves), by byte; the other bytes below 0x20 take \u00XX.
+var shortEscapes = [...]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+
 func appendString(out []byte, s string) ([]byte, error) {
 	if !utf8.ValidString(s) {
 		return nil, fmt.Errorf("string is not UTF-8")
@@ -82,27 +86,13 @@ func appendString(out []byte, s string) ([]byte, error) {
 	out = append(out, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		switch c {
-		case '"':
-			out = append(out, '\\', '"')
-		case '\\':
-			out = append(out, '\\', '\\')
-		case '\b':
-			out = append(out, '\\', 'b')
-		case '\f':
-			out = append(out, '\\', 'f')
-		case '\n':
-			out = append(out, '\\', 'n')
-		case '\r':
-			out = append(out, '\\', 'r')
-		case '\t':
-			out = append(out, '\\', 't')
+		switch {
+		case int(c) < len(shortEscapes) && shortEscapes[c] != 0:
+			out = append(out, '\\', shortEscapes[c])
+		case c < 0x20:
+			out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		default:
-			if c < 0x20 {
-				out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			} else {
-				out = append(out, c)
-			}
+			out = append(out, c)
 		}
 	}
 	return append(out, '"'), nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/content"
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -118,12 +119,13 @@ func TestFlushdWritesOneEntryPerRowMadeRead(t *testing.T) {
 		t.Errorf("leaf hash is not SHA-256(0x00 || body)")
 	}
 
-	// Seal 2026-12-03 (it ended): root recorded with its size, in the
-	// audit log too; proofs of its entries verify against it.
+	// Seal 2026-12-03 (it ended): the day's checkpoint is the log's
+	// first 4 entries, in the audit log too; proofs of its entries
+	// verify against it.
 	r, err := f.l.Seal(context.Background(), corp, "2026-12-03")
 	testenv.Check(t, "Seal", err)
-	if r.Size != 4 || r.FirstSeq != 1 || !r.Sealed {
-		t.Fatalf("Seal = %+v; want 4 leaves from seq 1", r)
+	if r.Size != 4 || r.Day != "2026-12-03" || r.Origin != "yidu/"+corp {
+		t.Fatalf("Seal = %+v; want the day's checkpoint of 4 entries", r)
 	}
 	if _, err := f.l.Seal(context.Background(), corp, "2026-12-04"); !errors.Is(err, ledger.ErrNotEnded) {
 		t.Errorf("Seal(today) = %v; want ErrNotEnded", err)
@@ -151,12 +153,14 @@ func TestFlushdWritesOneEntryPerRowMadeRead(t *testing.T) {
 			t.Errorf("entry %d after JSON: %v", seq, err)
 		}
 	}
+	// Entry 5 came after the day's checkpoint: its proof took one of 5
+	// entries (Prove never proves against the unsigned head).
 	rep := f.verify(t, "")
-	if len(rep.Problems) != 0 || len(rep.Roots) != 2 || rep.Entries != 5 || rep.Facts != 5 {
-		t.Fatalf("Verify = %+v; want clean, 2 days, 5 entries, 5 read rows", rep)
+	if len(rep.Problems) != 0 || len(rep.Checkpoints) != 2 || rep.Entries != 5 || rep.Facts != 5 {
+		t.Fatalf("Verify = %+v; want clean, 2 checkpoints, 5 entries, 5 read rows", rep)
 	}
-	if rep.Roots[0].Root != r.Root || !rep.Roots[0].Sealed {
-		t.Errorf("Verify's first root = %+v; want the sealed one", rep.Roots[0])
+	if rep.Checkpoints[0].Root != r.Root || rep.Checkpoints[1].Size != 5 || rep.Checkpoints[1].Day != "" {
+		t.Errorf("Verify's checkpoints = %+v; want the day's, then one of 5 entries", rep.Checkpoints)
 	}
 }
 
@@ -194,7 +198,7 @@ func TestVerifyNamesTampering(t *testing.T) {
 			testenv.Check(t, "Entry", err)
 			leaf := ledger.LeafHash(e.Body)
 			f.exec(t, "UPDATE ledger_blocks SET leaves = CONCAT(SUBSTRING(leaves, 1, 32), ?, SUBSTRING(leaves, 65)) WHERE corp_id = ? AND first_seq = 1", leaf[:], corp)
-		}, "altered", 1, "sealed"},
+		}, "altered", 1, "no longer hash to checkpoint 4's root"},
 		{"ledger body edited in a block stored as JSON", func(t *testing.T, f *fixture) {
 			// Blocks written before bodies were packed hold the
 			// canonical JSON bodies themselves; they still verify, and
@@ -274,8 +278,8 @@ func TestForgetKeepsRoots(t *testing.T) {
 		t.Fatalf("u2's entries after Forget = %+v; want one without a body", es)
 	}
 	f.exec(t, "DELETE FROM message_read_record WHERE corp_id = ? AND msgid = ? AND uid = 2", corp, msg)
-	if rep := f.verify(t, ""); len(rep.Problems) != 0 || rep.Roots[0].Root != roots[0].Root {
-		t.Fatalf("verify after Forget: %v, root %s; want clean and the sealed %s", rep.Problems, rep.Roots[0].Root, roots[0].Root)
+	if rep := f.verify(t, ""); len(rep.Problems) != 0 || rep.Checkpoints[0].Root != roots[0].Root {
+		t.Fatalf("verify after Forget: %v; want clean and the day's checkpoint %s", rep.Problems, roots[0].Root)
 	}
 	for seq := uint64(1); seq <= 3; seq++ {
 		e, err := f.l.Entry(ctx, corp, seq)
@@ -379,7 +383,7 @@ func TestVerifyAfterReacknowledge(t *testing.T) {
 			ctx := context.Background()
 			at := f.clk.t.Add(-time.Minute)
 			f.read(t, []uint32{1, 2}, at)
-			sum := strings.Repeat("ab", 32)
+			sum := content.VersionHash("t", "", nil).String()
 			_, err := f.db.ExecContext(ctx, `INSERT INTO notice_versions (corp_id, msgid, version, title, markdown, html, attachments, sha256, reacknowledge, created_at)
 				VALUES (?, ?, 2, 't', '', '', '[]', UNHEX(?), ?, ?)`, corp, msg, sum, material, f.clk.t.UTC())
 			testenv.Check(t, "version", err)

@@ -22,10 +22,22 @@ const (
 	// tracked link's visit) of one version was recorded for a recipient
 	// (a page_signals row).
 	KindPage Kind = "page"
+	// KindSeen: a recipient's first signal of a kind (the card's button,
+	// the link, entering the app: message_read_record's button_at,
+	// link_at, enter_at) that is not the read its signal entry records:
+	// a press that does not count, or one after the row was read.
+	KindSeen Kind = "seen"
 	// KindVersion: a version of a notice's content was published.
 	KindVersion Kind = "version"
 	// KindRecall: a notice was recalled.
 	KindRecall Kind = "recall"
+	// KindApproval: a step of a notice's approval trail (requested,
+	// approved, rejected, held: a notice_approvals row) with the hash of
+	// the version it is about.
+	KindApproval Kind = "approval"
+	// KindAsked: a person asked for a manual reminder of a recipient (a
+	// manual_reminders row): who asked, when, in which scope.
+	KindAsked Kind = "asked"
 )
 
 // Fact is one thing to append: its kind, whom it is about and the body
@@ -201,6 +213,16 @@ type Delivery struct {
 	// Unlicensed: WeCom listed the UserID in unlicenseduser (doc path
 	// 90236); in the body only when true.
 	Unlicensed bool
+	// Name is the member's name in the directory at send, and
+	// Departments their departments' ids then (the notice's
+	// send_departments, taken before its first batch); nil: not known
+	// (the body leaves them out; entries written before issue 48 have
+	// neither).
+	Name        *string
+	Departments []string
+	// Title is the notice's messages.title, in the entries of its first
+	// batch (batch 0 of kind send); "": left out.
+	Title string
 }
 
 // Fact returns d as a Fact of KindSend or KindReminder.
@@ -214,11 +236,21 @@ func (d Delivery) Fact() Fact {
 	if d.Unlicensed {
 		b["unlicensed"] = true
 	}
+	if d.Name != nil {
+		b["name"] = *d.Name
+	}
+	if d.Departments != nil {
+		b["departments"] = d.Departments
+	}
+	if d.Title != "" {
+		b["title"] = d.Title
+	}
 	return Fact{Kind: k, MsgID: d.MsgID, UID: d.UID, Person: true, UserID: d.UserID, Body: b}
 }
 
 // Version is version Number of MsgID's content, of hash SHA256 (hex),
-// published at At by By; Reacknowledge: a material change.
+// published at At by By; Reacknowledge: a material change; Note the
+// publisher's change note ("": none, and no "note" member).
 type Version struct {
 	MsgID         string
 	Number        int
@@ -226,12 +258,33 @@ type Version struct {
 	Reacknowledge bool
 	At            time.Time
 	By            string
+	Note          string
+}
+
+// Seen is a recipient's first signal Signal ("button", "link",
+// "enter_agent") of notice MsgID at At that its read does not record
+// (KindSeen).
+type Seen struct {
+	MsgID  string
+	UID    uint32
+	Signal string
+	At     time.Time
+}
+
+// Fact returns s as a Fact about its recipient.
+func (s Seen) Fact() Fact {
+	return Fact{Kind: KindSeen, MsgID: s.MsgID, UID: s.UID, Person: true,
+		Body: Body{"msgid": s.MsgID, "uid": s.UID, "signal": s.Signal, "at": timeText(s.At)}}
 }
 
 // Fact returns v as a Fact of the whole message.
 func (v Version) Fact() Fact {
-	return Fact{Kind: KindVersion, MsgID: v.MsgID, Body: Body{"msgid": v.MsgID, "version": int64(v.Number),
-		"sha256": v.SHA256, "reacknowledge": v.Reacknowledge, "at": timeText(v.At), "by": v.By}}
+	b := Body{"msgid": v.MsgID, "version": int64(v.Number),
+		"sha256": v.SHA256, "reacknowledge": v.Reacknowledge, "at": timeText(v.At), "by": v.By}
+	if v.Note != "" {
+		b["note"] = v.Note
+	}
+	return Fact{Kind: KindVersion, MsgID: v.MsgID, Body: b}
 }
 
 // Recall is MsgID recalled at At by By: Batches card batches were
@@ -250,12 +303,51 @@ func (r Recall) Fact() Fact {
 		"batches": int64(r.Batches), "failed": int64(r.Failed)}}
 }
 
+// Approval is step Step of MsgID's approval trail about the version of
+// content hash VersionHash, by Actor at At, with Reason (a
+// notice_approvals row).
+type Approval struct {
+	MsgID       string
+	Step        string
+	VersionHash string
+	Actor       string
+	At          time.Time
+	Reason      string
+}
+
+// Fact returns a as a Fact of the whole message.
+func (a Approval) Fact() Fact {
+	return Fact{Kind: KindApproval, MsgID: a.MsgID, Body: Body{"msgid": a.MsgID, "step": a.Step, "version_hash": a.VersionHash,
+		"actor": a.Actor, "at": timeText(a.At), "reason": a.Reason}}
+}
+
+// Asked is By asking at At for a manual reminder of recipient UID of
+// MsgID, in Scope (a manual_reminders row); Undone: the row was taken
+// back because no card was sent.
+type Asked struct {
+	MsgID  string
+	UID    uint32
+	At     time.Time
+	By     string
+	Scope  string
+	Undone bool
+}
+
+// Fact returns a as a Fact about its recipient.
+func (a Asked) Fact() Fact {
+	b := Body{"msgid": a.MsgID, "uid": a.UID, "at": timeText(a.At), "by": a.By, "scope": a.Scope}
+	if a.Undone {
+		b["undone"] = true
+	}
+	return Fact{Kind: KindAsked, MsgID: a.MsgID, UID: a.UID, Person: true, Body: b}
+}
+
 // reserved are the body members the ledger writes itself.
 var reserved = []string{"corp", "seq", "day", "index", "kind"}
 
 func (f Fact) check() error {
 	switch f.Kind {
-	case KindSend, KindReminder, KindSignal, KindPage, KindVersion, KindRecall:
+	case KindSend, KindReminder, KindSignal, KindPage, KindSeen, KindVersion, KindRecall, KindEnrol, KindApproval, KindAsked:
 	default:
 		return fmt.Errorf("ledger: kind %q: %w", f.Kind, ErrInvalid)
 	}

@@ -17,7 +17,7 @@ func FuzzVerifyInclusion(f *testing.F) {
 	}
 	root := Root(leaves)
 	for i := range 13 {
-		path, _ := InclusionPath(leaves, uint64(i))
+		path, _ := inclusionPath(leaves, uint64(i))
 		b, _ := json.Marshal(Proof{Index: uint64(i), TreeSize: 13, Root: root, Path: path})
 		f.Add(uint8(i), b)
 	}

@@ -8,12 +8,16 @@ package ledger
 
 import (
 	"context"
+	"crypto/x509"
 	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/audit"
@@ -34,7 +38,7 @@ var (
 
 // Zone is the ledger's calendar: China Standard Time, UTC+8 all year (no
 // daylight saving since 1991), so no time zone database is needed.
-var Zone = time.FixedZone("Asia/Shanghai", 8*3600)
+var Zone = yidu.Shanghai
 
 // Day is t's calendar day in Zone, YYYY-MM-DD.
 func Day(t time.Time) string { return t.In(Zone).Format(time.DateOnly) }
@@ -68,7 +72,9 @@ type Entry struct {
 	LeafHash Hash   `json:"leaf_hash"`
 }
 
-// DayRoot is a day's tree head.
+// DayRoot is the head of one day's tree of a corp, as the ledger hashed
+// its days before it became one log per corp (issue 48): Verify still
+// recomputes the days sealed then (ledger_roots) and compares them.
 type DayRoot struct {
 	Corp     string `json:"corp"`
 	Day      string `json:"day"`
@@ -89,14 +95,33 @@ type Options struct {
 	Audit audit.Recorder
 	// Logger (nil: discarded).
 	Logger *slog.Logger
+	// Signer signs the log's checkpoints (ParseSigningKey; nil: they
+	// are kept unsigned, and no evidence pack checks against them).
+	Signer note.Signer
+	// Verifier checks checkpoints' signatures in Verify (nil: the
+	// Signer's own key, if any).
+	Verifier note.Verifier
+	// Stamper timestamps each day's checkpoint (RFC 3161; nil: none).
+	Stamper Stamper
+	// TSARoots: Verify also requires each stored TSA token's certificate
+	// to chain to one of these (nil: the token's signature is checked
+	// with the certificate it carries, which is not checked further).
+	TSARoots *x509.CertPool
 }
 
 // Ledger reads, seals and appends to the ledgers in db.
 type Ledger struct {
-	db    *sql.DB
-	now   func() time.Time
-	audit audit.Recorder
-	log   *slog.Logger
+	db       *sql.DB
+	now      func() time.Time
+	audit    audit.Recorder
+	log      *slog.Logger
+	signer   note.Signer
+	verifier note.Verifier
+	stamper  Stamper
+	tsaRoots *x509.CertPool
+
+	mu   sync.Mutex
+	tree *cachedTree
 }
 
 // New returns the ledger over db.
@@ -110,7 +135,14 @@ func New(db *sql.DB, opts Options) (*Ledger, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Ledger{db: db, now: opts.Now, audit: opts.Audit, log: opts.Logger.With("component", "ledger")}, nil
+	l := &Ledger{db: db, now: opts.Now, audit: opts.Audit, log: opts.Logger.With("component", "ledger"),
+		signer: opts.Signer, verifier: opts.Verifier, stamper: opts.Stamper, tsaRoots: opts.TSARoots}
+	if l.verifier == nil && l.signer != nil {
+		if v, ok := l.signer.(interface{ Verifier() note.Verifier }); ok {
+			l.verifier = v.Verifier()
+		}
+	}
+	return l, nil
 }
 
 // Append writes facts of corp as the next entries of its ledger, in tx:
@@ -252,20 +284,17 @@ func (l *Ledger) EntriesFor(ctx context.Context, corp, msgID, userID string) ([]
 	if err != nil {
 		return nil, fmt.Errorf("ledger: uid of %s: %w", userID, err)
 	}
-	blocks, err := readBlocks(ctx, l.db, corp, "AND msgid = ? ORDER BY first_seq", msgID)
+	es, err := l.EntriesOf(ctx, corp, msgID)
 	if err != nil {
 		return nil, err
 	}
 	var out []Entry
-	for _, b := range blocks {
-		es, _ := b.entries()
-		for _, e := range es {
-			if !e.Person || e.UID == uid {
-				if e.Person {
-					e.UserID = userID
-				}
-				out = append(out, e)
+	for _, e := range es {
+		if !e.Person || e.UID == uid {
+			if e.Person {
+				e.UserID = userID
 			}
+			out = append(out, e)
 		}
 	}
 	return out, nil
@@ -303,62 +332,141 @@ func (l *Ledger) Entry(ctx context.Context, corp string, seq uint64) (Entry, err
 	return Entry{}, fmt.Errorf("ledger: entry %d of %s: %w", seq, corp, ErrNotFound)
 }
 
-// Tree is one day's tree of a corp: its leaves as stored and, once
-// sealed, the recorded head. Make one with DayTree to prove many entries
-// of a day (an evidence ZIP) for one read of its leaves.
-type Tree struct {
-	Corp, Day string
-	// Leaves are the leaf hashes in day_index order; FirstSeq the seq of
-	// the first.
-	Leaves   []Hash
-	FirstSeq uint64
-	// Sealed is the recorded head, nil for a day not sealed.
-	Sealed *DayRoot
-}
-
-// Head returns the tree's head: the sealed one, or the head of the
-// leaves as they stand.
-func (t *Tree) Head() DayRoot {
-	if t.Sealed != nil {
-		return *t.Sealed
+// logLeaves returns the leaf hashes of corp's log from entry from+1 up to
+// entry to (to 0: the last), in log order; an error when the stored
+// blocks leave a gap or overlap (verify names the entry).
+func logLeaves(ctx context.Context, q queryer, corp string, from, to uint64) ([]Hash, error) {
+	where, args := "AND first_seq > ?", []any{corp, from}
+	if to > 0 {
+		where += " AND first_seq <= ?"
+		args = append(args, to)
 	}
-	return DayRoot{Corp: t.Corp, Day: t.Day, Size: uint64(len(t.Leaves)), Root: Root(t.Leaves), FirstSeq: t.FirstSeq}
-}
-
-// Prove returns the inclusion proof of the leaf at index against Head.
-// ErrTampered: the day was sealed and its stored leaves no longer hash to
-// the sealed root (verify names the entry).
-func (t *Tree) Prove(index uint64) (Proof, error) {
-	h := t.Head()
-	if index >= h.Size || h.Size > uint64(len(t.Leaves)) {
-		return Proof{}, fmt.Errorf("ledger: leaf %d of %s %s (%d leaves, head of %d): %w", index, t.Corp, t.Day, len(t.Leaves), h.Size, ErrNotFound)
-	}
-	leaves := t.Leaves[:h.Size]
-	if t.Sealed != nil && Root(leaves) != t.Sealed.Root {
-		return Proof{}, fmt.Errorf("ledger: %s %s: %w", t.Corp, t.Day, ErrTampered)
-	}
-	path, err := InclusionPath(leaves, index)
+	rows, err := q.QueryContext(ctx, "SELECT first_seq, leaves FROM ledger_blocks WHERE corp_id = ? "+where+" ORDER BY first_seq", args...)
 	if err != nil {
-		return Proof{}, err
+		return nil, fmt.Errorf("ledger: leaves of %s: %w", corp, err)
 	}
-	return Proof{Day: t.Day, Index: index, TreeSize: h.Size, Root: h.Root, Path: path}, nil
+	defer rows.Close()
+	var leaves []Hash
+	next := from + 1
+	for rows.Next() {
+		var seq uint64
+		var b []byte
+		if err := rows.Scan(&seq, &b); err != nil {
+			return nil, fmt.Errorf("ledger: leaves of %s: %w", corp, err)
+		}
+		if seq != next {
+			return nil, fmt.Errorf("ledger: leaves of %s: entry %d follows %d: %w", corp, seq, next-1, ErrTampered)
+		}
+		for i := 0; i+len(Hash{}) <= len(b); i += len(Hash{}) {
+			leaves = append(leaves, Hash(b[i:i+len(Hash{})]))
+		}
+		next = from + 1 + uint64(len(leaves))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: leaves of %s: %w", corp, err)
+	}
+	if to > 0 {
+		if uint64(len(leaves)) < to-from {
+			return nil, fmt.Errorf("ledger: leaves of %s: %d entries after %d, %d wanted: %w", corp, len(leaves), from, to-from, ErrTampered)
+		}
+		leaves = leaves[:to-from]
+	}
+	return leaves, nil
 }
 
-// DayTree reads the tree of corp's day (YYYY-MM-DD).
-func (l *Ledger) DayTree(ctx context.Context, corp, day string) (*Tree, error) {
-	t := &Tree{Corp: corp, Day: day}
-	var err error
-	if t.Leaves, t.FirstSeq, err = dayLeaves(ctx, l.db, corp, day); err != nil {
+// Tree returns corp's log as a Tree of its first size entries (0: all of
+// them). The last tree read is kept: the leaves never change (Forget
+// keeps them), so a ZIP's proofs read the log once.
+func (l *Ledger) Tree(ctx context.Context, corp string, size uint64) (*Tree, error) {
+	l.mu.Lock()
+	c := l.tree
+	l.mu.Unlock()
+	if c != nil && c.corp == corp && size > 0 && c.t.Size() >= size {
+		return c.t, nil
+	}
+	leaves, err := logLeaves(ctx, l.db, corp, 0, size)
+	if err != nil {
 		return nil, err
 	}
-	sealed, err := l.sealed(ctx, corp, day)
-	if err != nil {
-		return nil, err
-	}
-	t.Sealed = sealed
+	t := NewTree(leaves)
+	l.mu.Lock()
+	l.tree = &cachedTree{corp: corp, t: t}
+	l.mu.Unlock()
 	return t, nil
 }
 
+type cachedTree struct {
+	corp string
+	t    *Tree
+}
+
+// Prove returns the inclusion proof of entry seq of corp in its log:
+// against the newest checkpoint once one covers it, against the log as
+// it stands otherwise (Proof.Checkpoint empty).
+func (l *Ledger) Prove(ctx context.Context, corp string, seq uint64) (Proof, error) {
+	if seq == 0 {
+		return Proof{}, fmt.Errorf("ledger: entry 0 of %s: %w", corp, ErrNotFound)
+	}
+	cp, ok, err := l.LatestCheckpoint(ctx, corp)
+	if err != nil {
+		return Proof{}, err
+	}
+	if ok && cp.Size >= seq {
+		return l.ProveAt(ctx, cp, seq)
+	}
+	// The entry came after the newest checkpoint (a pack made while
+	// facts arrive, before the minute's checkpoint): take one now, so
+	// its proof still leads to a signed checkpoint.
+	if cp, err = l.Checkpoint(ctx, corp); err == nil && cp.Size >= seq {
+		return l.ProveAt(ctx, cp, seq)
+	} else if err != nil && !errors.Is(err, ErrNotFound) {
+		return Proof{}, err
+	}
+	var next uint64
+	if err := l.db.QueryRowContext(ctx, "SELECT next_seq FROM ledger_heads WHERE corp_id = ?", corp).Scan(&next); err != nil {
+		return Proof{}, fmt.Errorf("ledger: head of %s: %w", corp, err)
+	}
+	t, err := l.Tree(ctx, corp, next-1)
+	if err != nil {
+		return Proof{}, err
+	}
+	root, err := t.Root(next - 1)
+	if err != nil {
+		return Proof{}, err
+	}
+	path, err := t.Inclusion(seq-1, next-1)
+	if err != nil {
+		return Proof{}, err
+	}
+	return Proof{Index: seq - 1, TreeSize: next - 1, Root: root, Path: path}, nil
+}
+
+// ProveAt returns the inclusion proof of entry seq against checkpoint
+// cp. ErrTampered: the stored leaves no longer hash to cp's root.
+func (l *Ledger) ProveAt(ctx context.Context, cp Checkpoint, seq uint64) (Proof, error) {
+	if seq == 0 || seq > cp.Size {
+		return Proof{}, fmt.Errorf("ledger: entry %d of %s in a checkpoint of %d: %w", seq, cp.Corp, cp.Size, ErrNotFound)
+	}
+	t, err := l.Tree(ctx, cp.Corp, cp.Size)
+	if err != nil {
+		return Proof{}, err
+	}
+	root, err := t.Root(cp.Size)
+	if err != nil {
+		return Proof{}, err
+	}
+	if root != cp.Root {
+		return Proof{}, fmt.Errorf("ledger: %s at %d: %w", cp.Corp, cp.Size, ErrTampered)
+	}
+	path, err := t.Inclusion(seq-1, cp.Size)
+	if err != nil {
+		return Proof{}, err
+	}
+	return Proof{Index: seq - 1, TreeSize: cp.Size, Root: cp.Root, Path: path, Checkpoint: cp.Note}, nil
+}
+
+// sealed is the legacy root of a day sealed before the log was one tree
+// per corp (ledger_roots), nil for any other day.
 func (l *Ledger) sealed(ctx context.Context, corp, day string) (*DayRoot, error) {
 	r := DayRoot{Corp: corp, Day: day, Sealed: true}
 	var root []byte
@@ -372,44 +480,4 @@ func (l *Ledger) sealed(ctx context.Context, corp, day string) (*DayRoot, error)
 	}
 	copy(r.Root[:], root)
 	return &r, nil
-}
-
-// Prove returns the inclusion proof of entry seq of corp in its day's
-// tree: against the sealed root once the day is sealed, against today's
-// head as it stands otherwise.
-func (l *Ledger) Prove(ctx context.Context, corp string, seq uint64) (Proof, error) {
-	e, err := l.Entry(ctx, corp, seq)
-	if err != nil {
-		return Proof{}, err
-	}
-	day, index := e.Day, e.Index
-	t, err := l.DayTree(ctx, corp, day)
-	if err != nil {
-		return Proof{}, err
-	}
-	return t.Prove(index)
-}
-
-// Root returns corp's head of day: the sealed root, or, for a day not
-// sealed (today), the head of its entries as they stand.
-func (l *Ledger) Root(ctx context.Context, corp, day string) (DayRoot, error) {
-	if _, err := time.Parse(time.DateOnly, day); err != nil {
-		return DayRoot{}, fmt.Errorf("ledger: day %q: %w", day, ErrInvalid)
-	}
-	s, err := l.sealed(ctx, corp, day)
-	if err != nil || s != nil {
-		return derefRoot(s), err
-	}
-	t, err := l.DayTree(ctx, corp, day)
-	if err != nil {
-		return DayRoot{}, err
-	}
-	return t.Head(), nil
-}
-
-func derefRoot(r *DayRoot) DayRoot {
-	if r == nil {
-		return DayRoot{}
-	}
-	return *r
 }

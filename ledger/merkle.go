@@ -5,7 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/bits"
+
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
 )
 
 // Hash is a SHA-256 value: a leaf hash, an inner node or a tree head. Its
@@ -40,132 +43,205 @@ func ParseHash(s string) (Hash, error) {
 	return h, nil
 }
 
-// Domain-separation prefixes of RFC 6962 section 2.1: a leaf can never be
-// read as an inner node or the other way round.
-const (
-	leafPrefix = 0x00
-	nodePrefix = 0x01
-)
+// hasher is RFC 6962's (Certificate Transparency's) SHA-256 tree hasher:
+// leaf SHA-256(0x00 || body), inner node SHA-256(0x01 || left || right).
+// The log's hashing and proofs are transparency-dev/merkle's, so an
+// auditor's copy of that library (or any RFC 6962 implementation) checks
+// them as they are.
+var hasher = rfc6962.DefaultHasher
+
+var ranges = compact.RangeFactory{Hash: hasher.HashChildren}
 
 // LeafHash is RFC 6962's leaf hash of an entry's canonical body:
 // SHA-256(0x00 || body).
 func LeafHash(body []byte) Hash {
-	h := sha256.New()
-	h.Write([]byte{leafPrefix})
-	h.Write(body)
 	var out Hash
-	h.Sum(out[:0])
+	copy(out[:], hasher.HashLeaf(body))
 	return out
-}
-
-// NodeHash is RFC 6962's inner node: SHA-256(0x01 || left || right).
-func NodeHash(left, right Hash) Hash {
-	var b [1 + 2*sha256.Size]byte
-	b[0] = nodePrefix
-	copy(b[1:], left[:])
-	copy(b[1+sha256.Size:], right[:])
-	return sha256.Sum256(b[:])
 }
 
 // EmptyRoot is the head of a tree without leaves: SHA-256 of nothing.
 var EmptyRoot = Hash(sha256.Sum256(nil))
 
-// split is RFC 6962's k for n > 1 leaves: the largest power of two
-// smaller than n.
-func split(n uint64) uint64 {
-	return 1 << (bits.Len64(n-1) - 1)
+// Tree is the first leaves of a corp's log with every perfect subtree's
+// hash, so the root of any prefix and any inclusion or consistency proof
+// within it need no hashing beyond the nodes they name. Build one with
+// NewTree (or Ledger.Tree) to prove many entries for one read of the
+// leaves (an evidence ZIP).
+type Tree struct {
+	// levels[l][i] is the hash of the perfect subtree of 2^l leaves from
+	// leaf i<<l; levels[0] are the leaves.
+	levels [][]Hash
 }
 
-// Root is the Merkle Tree Hash (MTH, RFC 6962 section 2.1) of leaves, which
-// are leaf hashes in tree order.
+// NewTree hashes leaves (leaf hashes in log order) into a Tree.
+func NewTree(leaves []Hash) *Tree {
+	t := &Tree{levels: [][]Hash{leaves}}
+	r := ranges.NewEmptyRange(0)
+	visit := func(id compact.NodeID, h []byte) {
+		if id.Level == 0 {
+			return
+		}
+		for uint(len(t.levels)) <= id.Level {
+			t.levels = append(t.levels, nil)
+		}
+		l := &t.levels[id.Level]
+		if uint64(len(*l)) == id.Index {
+			*l = append(*l, Hash(h))
+		}
+	}
+	for i := range leaves {
+		// Append fails only for a hash of the wrong size.
+		_ = r.Append(leaves[i][:], visit)
+	}
+	return t
+}
+
+// Size is the number of leaves.
+func (t *Tree) Size() uint64 { return uint64(len(t.levels[0])) }
+
+// Leaf is the leaf hash at index.
+func (t *Tree) Leaf(index uint64) Hash { return t.levels[0][index] }
+
+func (t *Tree) node(id compact.NodeID) ([]byte, error) {
+	if id.Level >= uint(len(t.levels)) || id.Index >= uint64(len(t.levels[id.Level])) {
+		return nil, fmt.Errorf("ledger: node %d/%d of a tree of %d: %w", id.Level, id.Index, t.Size(), ErrNotFound)
+	}
+	h := t.levels[id.Level][id.Index]
+	return h[:], nil
+}
+
+func (t *Tree) nodes(ids []compact.NodeID) ([][]byte, error) {
+	out := make([][]byte, len(ids))
+	for i, id := range ids {
+		h, err := t.node(id)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+// Root is the Merkle Tree Hash (RFC 6962 section 2.1) of the first size
+// leaves.
+func (t *Tree) Root(size uint64) (Hash, error) {
+	if size > t.Size() {
+		return Hash{}, fmt.Errorf("ledger: root of %d leaves of a tree of %d: %w", size, t.Size(), ErrNotFound)
+	}
+	if size == 0 {
+		return EmptyRoot, nil
+	}
+	hashes, err := t.nodes(compact.RangeNodes(0, size, nil))
+	if err != nil {
+		return Hash{}, err
+	}
+	r, err := ranges.NewRange(0, size, hashes)
+	if err != nil {
+		return Hash{}, fmt.Errorf("ledger: root of %d: %w", size, err)
+	}
+	h, err := r.GetRootHash(nil)
+	if err != nil {
+		return Hash{}, fmt.Errorf("ledger: root of %d: %w", size, err)
+	}
+	return Hash(h), nil
+}
+
+// Inclusion is the audit path of the leaf at index in the tree of the
+// first size leaves, the lowest sibling first (RFC 6962 PATH(m, D[n])).
+func (t *Tree) Inclusion(index, size uint64) ([]Hash, error) {
+	if size > t.Size() || index >= size {
+		return nil, fmt.Errorf("ledger: leaf %d of %d leaves of a tree of %d: %w", index, size, t.Size(), ErrNotFound)
+	}
+	n, err := proof.Inclusion(index, size)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: inclusion of %d in %d: %w", index, size, err)
+	}
+	return t.rehash(n)
+}
+
+// Consistency is the proof that the tree of the first size1 leaves is a
+// prefix of the tree of the first size2 (RFC 6962 PROOF(m, D[n])).
+func (t *Tree) Consistency(size1, size2 uint64) ([]Hash, error) {
+	if size1 > size2 || size2 > t.Size() {
+		return nil, fmt.Errorf("ledger: consistency of %d and %d in a tree of %d: %w", size1, size2, t.Size(), ErrNotFound)
+	}
+	n, err := proof.Consistency(size1, size2)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: consistency of %d and %d: %w", size1, size2, err)
+	}
+	return t.rehash(n)
+}
+
+func (t *Tree) rehash(n proof.Nodes) ([]Hash, error) {
+	hashes, err := t.nodes(n.IDs)
+	if err != nil {
+		return nil, err
+	}
+	p, err := n.Rehash(hashes, hasher.HashChildren)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: proof: %w", err)
+	}
+	out := make([]Hash, len(p))
+	for i := range p {
+		out[i] = Hash(p[i])
+	}
+	return out, nil
+}
+
+// Root is the Merkle Tree Hash of leaves (leaf hashes in log order).
 func Root(leaves []Hash) Hash {
-	if len(leaves) == 0 {
-		return EmptyRoot
-	}
-	return mth(leaves)
+	r, _ := NewTree(leaves).Root(uint64(len(leaves)))
+	return r
 }
 
-func mth(leaves []Hash) Hash {
-	if len(leaves) == 1 {
-		return leaves[0]
-	}
-	k := split(uint64(len(leaves)))
-	return NodeHash(mth(leaves[:k]), mth(leaves[k:]))
-}
-
-// InclusionPath is the audit path of leaf index in the tree of leaves
-// (PATH(m, D[n]) of RFC 6962 section 2.1.1): the sibling hashes from the
-// leaf up to the root, the lowest first.
-func InclusionPath(leaves []Hash, index uint64) ([]Hash, error) {
-	if index >= uint64(len(leaves)) {
-		return nil, fmt.Errorf("ledger: leaf %d of a tree of %d: %w", index, len(leaves), ErrNotFound)
-	}
-	return path(leaves, index, nil), nil
-}
-
-func path(leaves []Hash, m uint64, out []Hash) []Hash {
-	if len(leaves) <= 1 {
-		return out
-	}
-	k := split(uint64(len(leaves)))
-	if m < k {
-		out = path(leaves[:k], m, out)
-		return append(out, mth(leaves[k:]))
-	}
-	out = path(leaves[k:], m-k, out)
-	return append(out, mth(leaves[:k]))
-}
-
-// Proof is where an entry stands in its day's tree and how to climb from
-// its leaf hash to that tree's head.
+// Proof is where an entry stands in its corp's log and how to climb from
+// its leaf hash to a checkpoint's root.
 type Proof struct {
-	// Day is the Asia/Shanghai calendar day of the tree, YYYY-MM-DD.
-	Day string `json:"day"`
-	// Index is the leaf's position in the day's tree, from 0.
+	// Index is the leaf's position in the log, from 0: the entry's seq - 1.
 	Index uint64 `json:"index"`
-	// TreeSize is the number of leaves of the tree Root heads.
+	// TreeSize is the number of leaves of the tree Root heads: a
+	// checkpoint's size.
 	TreeSize uint64 `json:"tree_size"`
-	// Root is the tree head: the sealed root of a day that ended, or the
-	// head of today's tree as it was when the proof was made.
+	// Root is the checkpoint's root.
 	Root Hash `json:"root"`
 	// Path is the audit path, lowest sibling first.
 	Path []Hash `json:"path"`
+	// Checkpoint is the signed checkpoint of TreeSize and Root (C2SP
+	// tlog-checkpoint, a signed note); "" when the tree was proved as it
+	// stands, before any checkpoint covered the entry.
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
-// ErrProof is the error VerifyInclusion wraps when a proof does not hold.
-var ErrProof = errors.New("ledger: inclusion proof does not hold")
+// ErrProof is the error VerifyInclusion and VerifyConsistency wrap when a
+// proof does not hold.
+var ErrProof = errors.New("ledger: proof does not hold")
+
+func bytesOf(hs []Hash) [][]byte {
+	out := make([][]byte, len(hs))
+	for i := range hs {
+		out[i] = hs[i][:]
+	}
+	return out
+}
 
 // VerifyInclusion checks that leaf is the leaf at p.Index of the tree of
-// p.TreeSize leaves whose head is p.Root, by RFC 9162 section 2.1.3.2
-// (the same trees and paths as RFC 6962). It needs nothing but its
+// p.TreeSize leaves whose head is p.Root (transparency-dev/merkle's
+// verifier, RFC 9162 section 2.1.3.2). It needs nothing but its
 // arguments.
 func VerifyInclusion(leaf Hash, p Proof) error {
-	if p.Index >= p.TreeSize {
-		return fmt.Errorf("%w: index %d is not in a tree of %d", ErrProof, p.Index, p.TreeSize)
+	if err := proof.VerifyInclusion(hasher, p.Index, p.TreeSize, leaf[:], bytesOf(p.Path), p.Root[:]); err != nil {
+		return fmt.Errorf("%w: leaf %d of %d: %w", ErrProof, p.Index, p.TreeSize, err)
 	}
-	fn, sn := p.Index, p.TreeSize-1
-	r := leaf
-	for _, sib := range p.Path {
-		if sn == 0 {
-			return fmt.Errorf("%w: path has %d hashes, more than the tree is deep", ErrProof, len(p.Path))
-		}
-		if fn&1 == 1 || fn == sn {
-			r = NodeHash(sib, r)
-			for fn&1 == 0 && fn != 0 {
-				fn >>= 1
-				sn >>= 1
-			}
-		} else {
-			r = NodeHash(r, sib)
-		}
-		fn >>= 1
-		sn >>= 1
-	}
-	if sn != 0 {
-		return fmt.Errorf("%w: path has %d hashes, fewer than the tree is deep", ErrProof, len(p.Path))
-	}
-	if r != p.Root {
-		return fmt.Errorf("%w: the path leads to %s, not to the root %s", ErrProof, r, p.Root)
+	return nil
+}
+
+// VerifyConsistency checks that the tree of size1 leaves headed by root1
+// is a prefix of the tree of size2 headed by root2 (RFC 9162 section
+// 2.1.4.2).
+func VerifyConsistency(size1, size2 uint64, path []Hash, root1, root2 Hash) error {
+	if err := proof.VerifyConsistency(hasher, size1, size2, bytesOf(path), root1[:], root2[:]); err != nil {
+		return fmt.Errorf("%w: consistency of %d and %d: %w", ErrProof, size1, size2, err)
 	}
 	return nil
 }

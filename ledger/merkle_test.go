@@ -6,6 +6,9 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
 )
 
 // The Certificate Transparency reference leaves and their tree heads for
@@ -70,16 +73,16 @@ func TestInclusionPathRFC6962Vectors(t *testing.T) {
 			"d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7"}},
 	}
 	for _, tc := range tests {
-		path, err := InclusionPath(leaves, tc.index)
+		path, err := inclusionPath(leaves, tc.index)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(path) != len(tc.path) {
-			t.Fatalf("InclusionPath(8 leaves, %d) has %d hashes; want %d", tc.index, len(path), len(tc.path))
+			t.Fatalf("inclusionPath(8 leaves, %d) has %d hashes; want %d", tc.index, len(path), len(tc.path))
 		}
 		for i := range path {
 			if path[i].String() != tc.path[i] {
-				t.Errorf("InclusionPath(8 leaves, %d)[%d] = %s; want %s", tc.index, i, path[i], tc.path[i])
+				t.Errorf("inclusionPath(8 leaves, %d)[%d] = %s; want %s", tc.index, i, path[i], tc.path[i])
 			}
 		}
 		p := Proof{Index: tc.index, TreeSize: 8, Root: mustHash(t, ctRoots[8]), Path: path}
@@ -103,7 +106,7 @@ func TestVerifyInclusionAllShapes(t *testing.T) {
 		leaves := all[:n]
 		root := Root(leaves)
 		for i := range n {
-			path, err := InclusionPath(leaves, uint64(i))
+			path, err := inclusionPath(leaves, uint64(i))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,5 +215,50 @@ func TestPackedBodies(t *testing.T) {
 	es, bad := blk.entries()
 	if bad != nil || len(es) != 1 || string(es[0].Body) != string(want) {
 		t.Errorf("unpacked = %+v, %v; want the body %s", es, bad, want)
+	}
+}
+
+// inclusionPath is the audit path of leaf index in the tree of leaves.
+func inclusionPath(leaves []Hash, index uint64) ([]Hash, error) {
+	return NewTree(leaves).Inclusion(index, uint64(len(leaves)))
+}
+
+// TestConsistencyAllShapes: every pair of sizes up to 40 leaves has a
+// consistency proof that transparency-dev/merkle's own verifier
+// (proof.VerifyConsistency) accepts for the two roots, and refuses for a
+// root of another tree or a path with one hash changed.
+func TestConsistencyAllShapes(t *testing.T) {
+	var all []Hash
+	for i := range 40 {
+		all = append(all, LeafHash([]byte{byte(i), 'c'}))
+	}
+	tree := NewTree(all)
+	for n2 := uint64(1); n2 <= 40; n2++ {
+		root2 := Root(all[:n2])
+		if r, _ := tree.Root(n2); r != root2 {
+			t.Fatalf("Tree.Root(%d) = %s; Root of the first %d leaves = %s", n2, r, n2, root2)
+		}
+		for n1 := uint64(1); n1 <= n2; n1++ {
+			root1 := Root(all[:n1])
+			path, err := tree.Consistency(n1, n2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := proof.VerifyConsistency(rfc6962.DefaultHasher, n1, n2, bytesOf(path), root1[:], root2[:]); err != nil {
+				t.Fatalf("consistency %d→%d: %v", n1, n2, err)
+			}
+			other := root1
+			other[0] ^= 1
+			if err := VerifyConsistency(n1, n2, path, other, root2); !errors.Is(err, ErrProof) && n1 != n2 {
+				t.Errorf("consistency %d→%d with another first root = %v; want ErrProof", n1, n2, err)
+			}
+			if len(path) > 0 {
+				bad := append([]Hash{}, path...)
+				bad[len(bad)-1][5] ^= 1
+				if err := VerifyConsistency(n1, n2, bad, root1, root2); !errors.Is(err, ErrProof) {
+					t.Errorf("consistency %d→%d with a hash changed = %v; want ErrProof", n1, n2, err)
+				}
+			}
+		}
 	}
 }

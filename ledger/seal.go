@@ -2,111 +2,131 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
-// Seal records the root of corp's day, which must have ended (in Zone, by
-// the ledger's clock): ledger_roots and, when the ledger has an audit
-// Recorder, an audit row. Sealing first moves corp's head past day, in
-// one transaction with reading the day's leaves, so no entry can join
-// the day afterwards even from a replica whose clock is behind. A day
-// sealed before is returned as it was.
-func (l *Ledger) Seal(ctx context.Context, corp, day string) (DayRoot, error) {
+// Seal closes corp's day, which must have ended (in Zone, by the
+// ledger's clock): it moves corp's head past the day, so no entry can
+// join it afterwards even from a replica whose clock is behind, then
+// records the checkpoint whose last entry is the day's last (the day's
+// checkpoint, signed like every other), asks the TSA for a timestamp of
+// it when the ledger has a Stamper, and records it as an audit row. A day
+// closed before is returned as it was; a day without entries is
+// ErrNotFound.
+func (l *Ledger) Seal(ctx context.Context, corp, day string) (Checkpoint, error) {
 	d, err := time.ParseInLocation(time.DateOnly, day, Zone)
 	if err != nil {
-		return DayRoot{}, fmt.Errorf("ledger: day %q: %w", day, ErrInvalid)
+		return Checkpoint{}, fmt.Errorf("ledger: day %q: %w", day, ErrInvalid)
 	}
 	now := l.now()
 	if day >= Day(now) {
-		return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, ErrNotEnded)
+		return Checkpoint{}, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, ErrNotEnded)
 	}
-	if s, err := l.sealed(ctx, corp, day); err != nil || s != nil {
-		return derefRoot(s), err
+	if c, ok, err := l.dayCheckpoint(ctx, corp, day); err != nil || ok {
+		return c, err
 	}
 	next := d.AddDate(0, 0, 1).Format(time.DateOnly)
 	tx, err := l.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, err)
+		return Checkpoint{}, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, err)
 	}
 	defer tx.Rollback()
 	var head string
 	err = tx.QueryRowContext(ctx, "SELECT CAST(day AS CHAR) FROM ledger_heads WHERE corp_id = ? FOR UPDATE", corp).Scan(&head)
 	switch {
 	case err == sql.ErrNoRows:
-		return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: no ledger: %w", day, corp, ErrNotFound)
+		return Checkpoint{}, fmt.Errorf("ledger: seal %s of %s: no ledger: %w", day, corp, ErrNotFound)
 	case err != nil:
-		return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: lock head: %w", day, corp, err)
+		return Checkpoint{}, fmt.Errorf("ledger: seal %s of %s: lock head: %w", day, corp, err)
 	case head <= day:
 		if _, err := tx.ExecContext(ctx, "UPDATE ledger_heads SET day = ?, day_size = 0 WHERE corp_id = ?", next, corp); err != nil {
-			return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: move head: %w", day, corp, err)
+			return Checkpoint{}, fmt.Errorf("ledger: seal %s of %s: move head: %w", day, corp, err)
 		}
 	}
-	// Another replica may have sealed the day while we waited for the head.
-	var done int
-	switch err := tx.QueryRowContext(ctx, "SELECT 1 FROM ledger_roots WHERE corp_id = ? AND day = ?", corp, day).Scan(&done); {
-	case err == nil:
-		tx.Rollback()
-		s, err := l.sealed(ctx, corp, day)
-		return derefRoot(s), err
-	case err != sql.ErrNoRows:
-		return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, err)
-	}
-	r := DayRoot{Corp: corp, Day: day, Sealed: true, SealedAt: now.UTC().Truncate(time.Millisecond)}
-	leaves, first, err := dayLeaves(ctx, tx, corp, day)
-	if err != nil {
-		return DayRoot{}, err
-	}
-	r.FirstSeq = first
-	r.Size, r.Root = uint64(len(leaves)), Root(leaves)
-	if _, err := tx.ExecContext(ctx, "INSERT INTO ledger_roots (corp_id, day, size, root, first_seq, sealed_at) VALUES (?, ?, ?, ?, ?, ?)",
-		corp, day, r.Size, r.Root[:], r.FirstSeq, r.SealedAt); err != nil {
-		return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, err)
+	// Days only grow with seq: the day's last entry is the last of every
+	// day up to it.
+	var size uint64
+	if err := tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(first_seq + count - 1), 0) FROM ledger_blocks WHERE corp_id = ? AND day <= ?",
+		corp, day).Scan(&size); err != nil {
+		return Checkpoint{}, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return DayRoot{}, fmt.Errorf("ledger: seal %s of %s: commit: %w", day, corp, err)
+		return Checkpoint{}, fmt.Errorf("ledger: seal %s of %s: commit: %w", day, corp, err)
 	}
-	l.log.Info("ledger day sealed", "corp", corp, "day", day, "size", r.Size, "root", r.Root.String())
-	if l.audit != nil {
-		if err := l.audit.Record(ctx, audit.Event{At: now, Actor: "yidu", ActorKind: "system", Action: yidu.ActionLedgerRoot,
-			CorpID: corp, People: int64(r.Size), Outcome: "ok",
-			Detail: fmt.Sprintf("day=%s size=%d first_seq=%d root=%s", day, r.Size, r.FirstSeq, r.Root)}); err != nil {
-			return r, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, err)
+	if size == 0 {
+		return Checkpoint{}, fmt.Errorf("ledger: seal %s of %s: no entries: %w", day, corp, ErrNotFound)
+	}
+	c, err := l.checkpointAt(ctx, corp, size, day)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if l.stamper != nil && c.Timestamp == nil {
+		sum := sha256.Sum256([]byte(c.Note))
+		tok, err := l.stamper.Stamp(ctx, sum[:])
+		if err != nil {
+			// The checkpoint stands without its token; the next
+			// SealDue asks again (StampDue).
+			l.log.Warn("ledger: timestamp of the day's checkpoint", "corp", corp, "day", day, "err", err)
+		} else if _, err := l.db.ExecContext(ctx, "UPDATE ledger_checkpoints SET tsa_token = ? WHERE corp_id = ? AND size = ? AND tsa_token IS NULL",
+			tok, corp, c.Size); err != nil {
+			return c, fmt.Errorf("ledger: seal %s of %s: timestamp: %w", day, corp, err)
+		} else {
+			c.Timestamp = tok
 		}
 	}
-	return r, nil
+	l.log.Info("ledger day closed", "corp", corp, "day", day, "size", c.Size, "root", c.Root.String())
+	if l.audit != nil {
+		if err := l.audit.Record(ctx, audit.Event{At: now, Actor: "yidu", ActorKind: "system", Action: yidu.ActionLedgerRoot,
+			CorpID: corp, People: int64(c.Size), Outcome: "ok",
+			Detail: fmt.Sprintf("day=%s size=%d root=%s origin=%s", day, c.Size, c.Root, c.Origin)}); err != nil {
+			return c, fmt.Errorf("ledger: seal %s of %s: %w", day, corp, err)
+		}
+	}
+	return c, nil
 }
 
-// SealDue seals every day of every corp that has entries, has ended and
-// is not sealed yet, oldest first; it returns the roots it sealed. Run it
-// after midnight (Asia/Shanghai), e.g. from `yidu evidence seal` or a
-// timer; a day left unsealed stays provable against its current head.
-func (l *Ledger) SealDue(ctx context.Context) ([]DayRoot, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT e.corp_id, CAST(e.day AS CHAR) FROM ledger_blocks e
+// dayCheckpoint is the checkpoint closing corp's day, if there is one (a
+// day sealed before the log was one tree, in ledger_roots, counts as
+// closed: its checkpoint is the zero one).
+func (l *Ledger) dayCheckpoint(ctx context.Context, corp, day string) (Checkpoint, bool, error) {
+	c, err := scanCheckpoint(l.db.QueryRowContext(ctx, "SELECT "+checkpointColumns+
+		" FROM ledger_checkpoints WHERE corp_id = ? AND day = ?", corp, day))
+	switch {
+	case err == nil:
+		return c, true, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return Checkpoint{}, false, fmt.Errorf("ledger: checkpoint of %s %s: %w", corp, day, err)
+	}
+	s, err := l.sealed(ctx, corp, day)
+	if err != nil || s == nil {
+		return Checkpoint{}, false, err
+	}
+	return Checkpoint{Corp: corp, Day: day}, true, nil
+}
+
+// SealDue closes every day of every corp that has entries, has ended and
+// is not closed yet, oldest first; it returns the checkpoints it
+// recorded. Run it after midnight (Asia/Shanghai): flushd does, with the
+// minute's checkpoints.
+func (l *Ledger) SealDue(ctx context.Context) ([]Checkpoint, error) {
+	type cd struct{ corp, day string }
+	due, err := sqlrows.List(ctx, l.db, func(rows *sql.Rows, c *cd) error { return rows.Scan(&c.corp, &c.day) },
+		`SELECT e.corp_id, CAST(e.day AS CHAR) FROM ledger_blocks e
 LEFT JOIN ledger_roots r ON r.corp_id = e.corp_id AND r.day = e.day
-WHERE e.day < ? AND r.day IS NULL GROUP BY e.corp_id, e.day ORDER BY e.day, e.corp_id`, Day(l.now()))
+LEFT JOIN ledger_checkpoints c ON c.corp_id = e.corp_id AND c.day = e.day
+WHERE e.day < ? AND r.day IS NULL AND c.day IS NULL GROUP BY e.corp_id, e.day ORDER BY e.day, e.corp_id`, Day(l.now()))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: days to seal: %w", err)
 	}
-	type cd struct{ corp, day string }
-	var due []cd
-	for rows.Next() {
-		var c cd
-		if err := rows.Scan(&c.corp, &c.day); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("ledger: days to seal: %w", err)
-		}
-		due = append(due, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ledger: days to seal: %w", err)
-	}
-	var out []DayRoot
+	var out []Checkpoint
 	for _, c := range due {
 		r, err := l.Seal(ctx, c.corp, c.day)
 		if err != nil {

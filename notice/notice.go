@@ -14,7 +14,10 @@ import (
 	"fmt"
 	"github.com/yidu-io/yidu/ledger"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -52,6 +55,33 @@ type Version struct {
 	Settings      Settings
 	CreatedBy     string
 	CreatedAt     time.Time
+	// Note is the publisher's change note (修改说明) on a version after
+	// the first: what changed, as CheckNote left it; "" for none.
+	Note string
+}
+
+// MaxNoteRunes is the most characters a change note has.
+const MaxNoteRunes = 200
+
+// CheckNote returns note trimmed, or a yidu.FieldError on field
+// "change_note" when it is not plain text of at most MaxNoteRunes
+// characters: invalid UTF-8, a control character (a line break
+// included) or a bidirectional override, which would make the reader
+// see other text than the one stored.
+func CheckNote(note string) (string, error) {
+	note = strings.TrimSpace(note)
+	if !utf8.ValidString(note) {
+		return "", yidu.Fieldf("change_note", "change_note is not UTF-8")
+	}
+	if n := utf8.RuneCountInString(note); n > MaxNoteRunes {
+		return "", yidu.Fieldf("change_note", "change_note has %d characters; at most %d", n, MaxNoteRunes)
+	}
+	for _, r := range note {
+		if unicode.IsControl(r) || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f {
+			return "", yidu.Fieldf("change_note", "change_note is one line of plain text: no control characters (U+%04X)", r)
+		}
+	}
+	return note, nil
 }
 
 // Attachments looks uploads up by id (attachment.Store).
@@ -107,18 +137,18 @@ func (s *Store) Prepare(ctx context.Context, corp string, d Draft) (Version, err
 		return Version{}, err
 	}
 	if len(d.Attachments) > content.MaxAttachments {
-		return Version{}, yidu.Invalidf("content.attachments has %d; at most %d", len(d.Attachments), content.MaxAttachments)
+		return Version{}, yidu.Fieldf("content.attachments", "content.attachments has %d; at most %d", len(d.Attachments), content.MaxAttachments)
 	}
 	seen := map[string]bool{}
 	for _, id := range d.Attachments {
 		if seen[id] {
-			return Version{}, yidu.Invalidf("content.attachments lists %q twice", yidu.Truncate(id, 40))
+			return Version{}, yidu.Fieldf("content.attachments", "content.attachments lists %q twice", yidu.Truncate(id, 40))
 		}
 		seen[id] = true
 	}
 	atts, err := s.atts.Get(ctx, corp, d.Attachments)
 	if errors.Is(err, attachment.ErrNotFound) {
-		return Version{}, yidu.Invalidf("content.attachments: %v", err)
+		return Version{}, yidu.Fieldf("content.attachments", "content.attachments: %v", err)
 	}
 	if err != nil {
 		return Version{}, fmt.Errorf("notice: attachments: %w", err)
@@ -141,7 +171,7 @@ func (s *Store) Create(ctx context.Context, corp, msgid string, v Version, set S
 	if set.ReadRule == "" {
 		set.ReadRule = yidu.ReadRuleApp
 	}
-	v.N, v.Reacknowledge, v.Settings, v.CreatedBy, v.CreatedAt = 1, false, set, yidu.Truncate(by, 128), s.now().UTC().Truncate(time.Millisecond)
+	v.N, v.Reacknowledge, v.Settings, v.CreatedBy, v.CreatedAt, v.Note = 1, false, set, yidu.Truncate(by, 128), s.now().UTC().Truncate(time.Millisecond), ""
 	err := s.create(ctx, corp, msgid, v)
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1062 {
@@ -161,9 +191,15 @@ func (s *Store) Create(ctx context.Context, corp, msgid string, v Version, set S
 }
 
 // Update makes v (from Prepare) version N+1 of corp's msgid, material
-// when reacknowledge. Content equal to the current version's makes no
-// version: it answers the current one and false.
+// when reacknowledge, with v.Note as its change note (CheckNote).
+// Content equal to the current version's makes no version: it answers
+// the current one and false.
 func (s *Store) Update(ctx context.Context, corp, msgid string, v Version, reacknowledge bool, by string) (Version, bool, error) {
+	note, err := CheckNote(v.Note)
+	if err != nil {
+		return Version{}, false, err
+	}
+	v.Note = note
 	for try := 1; ; try++ {
 		out, made, err := s.update(ctx, corp, msgid, v, reacknowledge, by)
 		var me *mysql.MySQLError
@@ -248,7 +284,7 @@ func (s *Store) ledgerVersion(ctx context.Context, tx *sql.Tx, corp, msgid strin
 		return nil
 	}
 	f := ledger.Version{MsgID: msgid, Number: v.N, SHA256: hex.EncodeToString(v.SHA256[:]), Reacknowledge: v.Reacknowledge,
-		At: v.CreatedAt, By: v.CreatedBy}.Fact()
+		At: v.CreatedAt, By: v.CreatedBy, Note: v.Note}.Fact()
 	if _, err := s.ledger.Append(ctx, tx, corp, []ledger.Fact{f}); err != nil {
 		return fmt.Errorf("notice: ledger %s v%d: %w", msgid, v.N, err)
 	}
@@ -268,26 +304,29 @@ func (s *Store) insert(ctx context.Context, db execer, corp, msgid string, v Ver
 	if err != nil {
 		return fmt.Errorf("notice: attachments: %w", err)
 	}
+	note := sql.NullString{String: v.Note, Valid: v.Note != ""}
 	_, err = db.ExecContext(ctx, `INSERT INTO notice_versions (corp_id, msgid, version, title, markdown, html, attachments,
-		sha256, reacknowledge, read_rule, min_read_seconds, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sha256, reacknowledge, read_rule, min_read_seconds, created_by, created_at, change_note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		corp, msgid, v.N, v.Title, v.Markdown, v.HTML, string(js), v.SHA256[:], v.Reacknowledge,
-		string(v.Settings.ReadRule), v.Settings.MinReadSeconds, v.CreatedBy, v.CreatedAt)
+		string(v.Settings.ReadRule), v.Settings.MinReadSeconds, v.CreatedBy, v.CreatedAt, note)
 	if err != nil {
 		return fmt.Errorf("notice: insert %s v%d: %w", msgid, v.N, err)
 	}
 	return nil
 }
 
-const columns = `version, title, markdown, html, attachments, sha256, reacknowledge, read_rule, min_read_seconds, created_by, created_at`
+const columns = `version, title, markdown, html, attachments, sha256, reacknowledge, read_rule, min_read_seconds, created_by, created_at, change_note`
 
 func scan(row interface{ Scan(...any) error }) (Version, error) {
 	var v Version
 	var js string
 	var sum []byte
+	var note sql.NullString
 	if err := row.Scan(&v.N, &v.Title, &v.Markdown, &v.HTML, &js, &sum, &v.Reacknowledge,
-		&v.Settings.ReadRule, &v.Settings.MinReadSeconds, &v.CreatedBy, &v.CreatedAt); err != nil {
+		&v.Settings.ReadRule, &v.Settings.MinReadSeconds, &v.CreatedBy, &v.CreatedAt, &note); err != nil {
 		return Version{}, err
 	}
+	v.Note = note.String
 	if err := json.Unmarshal([]byte(js), &v.Attachments); err != nil {
 		return Version{}, fmt.Errorf("notice: attachments of v%d: %w", v.N, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
+	"github.com/yidu-io/yidu/internal/webedge"
 )
 
 // The page's events (POST /r/<app>/<msgid>/events) and what they decide.
@@ -59,6 +62,13 @@ var (
 	ErrAlreadyAcknowledged = errors.New("page: already acknowledged")
 	// ErrBadEvent: the body names no known event (400).
 	ErrBadEvent = errors.New("page: bad event")
+	// ErrStaleVersion: the event is of a version older than the notice's
+	// current material version, as it is when the event arrives (409):
+	// a version published after the page was served is read first.
+	ErrStaleVersion = errors.New("page: a newer version is out")
+	// ErrNotRecorded: the read path kept nothing (not a recipient, or
+	// another app's notice: 404), so nothing is marked done.
+	ErrNotRecorded = errors.New("page: not a recipient of this notice here")
 )
 
 // Archive answers what MySQL holds of a member's page signals when Redis
@@ -161,7 +171,7 @@ func (s *Server) beginView(ctx context.Context, v view) (token string, ended, ac
 	raw, _ := json.Marshal(v)
 	var done *redis.SliceCmd
 	_, err = s.opts.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, s.viewKey(token), raw, s.opts.SessionTTL)
+		p.Set(ctx, s.viewKey(token), raw, viewTTL)
 		done = p.HMGet(ctx, s.doneKey(v.Corp, v.MsgID, v.UserID), doneField(yidu.SignalReadToEnd, v.Version), doneField(yidu.SignalAcknowledged, v.Version))
 		return nil
 	})
@@ -173,11 +183,32 @@ func (s *Server) beginView(ctx context.Context, v view) (token string, ended, ac
 }
 
 // record decides and records one event of the reader signed in as sess
-// (see the errors); it returns once the signal is durable.
+// (see the errors); it returns once the signal is durable. It is decided
+// against the notice as it is now (issue 46): its app, its current
+// material version (Redis, page:current), the reader a recipient (the
+// read path records nothing for anyone else, and then nothing is marked).
 func (s *Server) record(ctx context.Context, sess session, a App, msgID string, ev Event) error {
-	raw, err := s.opts.Redis.Get(ctx, s.viewKey(ev.View)).Bytes()
+	if app, err := s.noticeApp(ctx, a.CorpID, msgID); err != nil {
+		return err
+	} else if app != "" && app != a.Name {
+		return ErrNotRecorded
+	}
+	done := s.doneKey(sess.Corp, msgID, sess.UserID)
+	// One round trip: the view, what the reader did, what is current.
+	var viewCmd, curCmd *redis.StringCmd
+	var doneCmd *redis.SliceCmd
+	_, _ = s.opts.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		viewCmd = p.Get(ctx, s.viewKey(ev.View))
+		doneCmd = p.HMGet(ctx, done, doneField(yidu.SignalReadToEnd, ev.Version), doneField(yidu.SignalAcknowledged, ev.Version))
+		curCmd = p.Get(ctx, s.opts.Current.key(a.CorpID, msgID))
+		return nil
+	})
+	raw, err := viewCmd.Bytes()
 	if errors.Is(err, redis.Nil) {
 		return ErrUnknownView
+	}
+	if err == nil {
+		err = doneCmd.Err()
 	}
 	if err != nil {
 		return fmt.Errorf("page: view: %w", err)
@@ -192,12 +223,16 @@ func (s *Server) record(ctx context.Context, sess session, a App, msgID string, 
 	if v.Version != ev.Version {
 		return ErrVersionNotShown
 	}
-	done := s.doneKey(v.Corp, v.MsgID, v.UserID)
-	vals, err := s.opts.Redis.HMGet(ctx, done, doneField(yidu.SignalReadToEnd, v.Version), doneField(yidu.SignalAcknowledged, v.Version)).Result()
+	c, found, err := parseCurrent(curCmd.Val(), curCmd.Err(), msgID)
+	cur, err := s.vers.currentOr(ctx, v.Corp, v.MsgID, c, found, err)
 	if err != nil {
-		return fmt.Errorf("page: done: %w", err)
+		return err
 	}
-	ended, acked := vals[0] != nil, vals[1] != nil
+	if isStale(v.Version, cur) {
+		return ErrStaleVersion
+	}
+	vals := doneCmd.Val()
+	ended, acked := len(vals) == 2 && vals[0] != nil, len(vals) == 2 && vals[1] != nil
 	now := s.opts.Now()
 	switch ev.Signal {
 	case yidu.SignalReadToEnd:
@@ -205,8 +240,12 @@ func (s *Server) record(ctx context.Context, sess session, a App, msgID string, 
 			return nil // reached again: on record already
 		}
 	case yidu.SignalAcknowledged:
-		if !acked {
-			// Redis may have lost what flushd archived.
+		if !acked && !ended {
+			// Redis may have lost what flushd archived. A hash that holds
+			// read_to_end was not lost (the ack's mark follows it in the
+			// same hash), so the common ack costs no MySQL; at worst a
+			// mark that failed to be written lets a replay through, whose
+			// delta flushd keeps once.
 			if acked, err = s.archive.HasPageSignal(ctx, v.Corp, v.MsgID, v.UID, yidu.SignalAcknowledged, v.Version); err != nil {
 				return err
 			}
@@ -228,10 +267,13 @@ func (s *Server) record(ctx context.Context, sess session, a App, msgID string, 
 	default:
 		return ErrBadEvent
 	}
-	if _, err := s.reads.PageSignal(ctx, ev.Signal, a.CorpID, a.AgentID, v.UserID, v.MsgID, now,
-		bitmap.PageEvent{Version: v.Version, IP: ev.IP, UserAgent: ev.UserAgent,
-			Stale: ev.Signal == yidu.SignalAcknowledged && v.Version < v.Material}); err != nil {
+	_, recorded, err := s.reads.PageSignal(ctx, ev.Signal, a.CorpID, a.AgentID, v.UserID, v.MsgID, now,
+		bitmap.PageEvent{Version: v.Version, IP: ev.IP, UserAgent: ev.UserAgent})
+	if err != nil {
 		return err
+	}
+	if !recorded {
+		return ErrNotRecorded
 	}
 	// Durable now; what follows only spares a replay its write (and
 	// a lost mark falls back to the archive).
@@ -243,4 +285,89 @@ func (s *Server) record(ctx context.Context, sess session, a App, msgID string, 
 		s.log.WarnContext(ctx, "page: event recorded, its mark not kept", "err", err)
 	}
 	return nil
+}
+
+// isStale reports whether an event of version n, arriving when the
+// notice is at cur, is of a superseded version: older than the latest
+// material one (a non-material version, a typo fixed, supersedes none).
+func isStale(n int, cur current) bool {
+	return n < cur.Material
+}
+
+// maxEventBody bounds an event's body.
+const maxEventBody = 1 << 10
+
+// handleEvent takes an event of the reading page (see events.go): a JSON
+// body from the page's own script, with the reader's session cookie.
+func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) {
+	a, msgID, ok := s.noticeOf(w, r)
+	if !ok {
+		return
+	}
+	// A cross-site page can neither send the cookie (SameSite=Lax) nor
+	// this content type without a preflight this server never answers.
+	if !webedge.SameSiteJSON(r, s.origin) {
+		eventError(w, webedge.CrossSite)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxEventBody))
+	if err != nil {
+		eventError(w, webedge.TooLarge)
+		return
+	}
+	ev, err := ParseEvent(body)
+	if err != nil {
+		eventError(w, badEvent)
+		return
+	}
+	ev.IP, ev.UserAgent = s.clientIP(r), r.UserAgent()
+	sess, ok, err := s.eventSession(r)
+	if err == nil && !ok {
+		err = ErrNoSession
+	}
+	if err == nil {
+		ctx, cancel := s.signalContext(r)
+		err = s.record(ctx, sess, a, msgID, ev)
+		cancel()
+	}
+	if ans, ok := eventErrors.Find(err); ok {
+		eventError(w, ans)
+		return
+	}
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "page: event", "app", a.Name, "msgid", msgID, "signal", ev.Signal.String(), "err", err)
+		w.Header().Set("Retry-After", "1")
+		eventError(w, notRecorded)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "event": ev.Signal.String(), "version": ev.Version})
+}
+
+// eventErrors maps the events' outcomes to their answers (one table,
+// the web edge's).
+var eventErrors = webedge.Table{
+	{Err: ErrNoSession, Answer: webedge.Answer{Status: http.StatusUnauthorized, Code: "no_session", ZH: "未登录，请重新打开通知", EN: "not signed in"}},
+	{Err: ErrUnknownView, Answer: webedge.Answer{Status: http.StatusForbidden, Code: "unknown_view", ZH: "页面已过期，请刷新", EN: "the page expired, reload it"}},
+	{Err: ErrNotYourView, Answer: webedge.Answer{Status: http.StatusForbidden, Code: "not_your_view", ZH: "无权记录他人的阅读", EN: "not your page"}},
+	{Err: ErrVersionNotShown, Answer: webedge.Answer{Status: http.StatusConflict, Code: "version_not_shown", ZH: "页面未显示该版本", EN: "the page did not show this version"}},
+	{Err: ErrNotReadToEnd, Answer: webedge.Answer{Status: http.StatusConflict, Code: "not_read_to_end", ZH: "请先阅读到底", EN: "read to the end first"}},
+	{Err: ErrTooSoon, Answer: webedge.Answer{Status: http.StatusConflict, Code: "too_soon", ZH: "阅读时间不足", EN: "too soon"}},
+	{Err: ErrAlreadyAcknowledged, Answer: webedge.Answer{Status: http.StatusConflict, Code: "already_acknowledged", ZH: "已确认过本版本", EN: "this version is acknowledged already"}},
+	{Err: ErrStaleVersion, Answer: webedge.Answer{Status: http.StatusConflict, Code: "stale_version", ZH: "通知已更新，请刷新后阅读最新版并确认", EN: "the notice changed: reload, read and acknowledge the latest version"}},
+	{Err: ErrNotRecorded, Answer: webedge.Answer{Status: http.StatusNotFound, Code: "not_found", ZH: "未找到该通知", EN: "not found"}},
+	{Err: ErrBadEvent, Answer: badEvent},
+}
+
+// The events' answers outside the table.
+var (
+	badEvent    = webedge.Answer{Status: http.StatusBadRequest, Code: "bad_event", ZH: "事件格式不正确", EN: "malformed event"}
+	notRecorded = webedge.Answer{Status: http.StatusServiceUnavailable, Code: "unavailable", ZH: "暂时无法记录，请稍后再试", EN: "not recorded, try again"}
+)
+
+// eventError answers an event with a's status, code and Chinese words.
+func eventError(w http.ResponseWriter, a webedge.Answer) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(a.Status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": a.Code, "message": a.ZH})
 }

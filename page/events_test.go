@@ -16,7 +16,7 @@ var viewRE = regexp.MustCompile(`data-view="([^"]+)"`)
 
 // open signs b in (if needed) and opens target; it returns the view
 // token the page handed out.
-func (b *browser) open(t *testing.T, target, userID string) string {
+func (b *browser) open(t testing.TB, target, userID string) string {
 	t.Helper()
 	if b.cookies[sessionCookie] == nil {
 		b.signIn(t, target, userID)
@@ -34,7 +34,7 @@ func (b *browser) open(t *testing.T, target, userID string) string {
 
 // post sends an event as the page's script does; mod may change the
 // request before it is sent.
-func (b *browser) post(t *testing.T, path, body string, mod func(*http.Request)) (int, string) {
+func (b *browser) post(t testing.TB, path, body string, mod func(*http.Request)) (int, string) {
 	t.Helper()
 	r := httptest.NewRequest("POST", path, strings.NewReader(body))
 	r.RemoteAddr = "203.0.113.7:5123"
@@ -130,14 +130,14 @@ func TestEvents(t *testing.T) {
 		if w := zs.get(t, "/r/hr/perf"); !strings.Contains(w.Body.String(), `data-acked="1"`) || !strings.Contains(w.Body.String(), "已确认知悉") {
 			t.Errorf("reopened page does not show the acknowledgement")
 		}
-		// Version 1 read after version 2 is out is version 1's.
-		if code, e := zs.post(t, path, event("read_to_end", 1, v1), nil); code != 200 {
-			t.Fatalf("read_to_end of v1 = %d %q; want 200", code, e)
+		// Version 1 read after version 2 (material) is out is stale
+		// (issue 46): refused, nothing recorded.
+		if code, e := zs.post(t, path, event("read_to_end", 1, v1), nil); code != 409 || e != "stale_version" {
+			t.Fatalf("read_to_end of v1 = %d %q; want 409 stale_version", code, e)
 		}
 		want := []string{
 			"zhangsan/perf/read_to_end/v2/203.0.113.7",
 			"zhangsan/perf/acknowledged/v2/203.0.113.7",
-			"zhangsan/perf/read_to_end/v1/203.0.113.7",
 		}
 		if got := f.reads.got(); !slices.Equal(got, want) {
 			t.Errorf("recorded %v; want %v", got, want)
@@ -170,24 +170,42 @@ func TestEvents(t *testing.T) {
 	})
 
 	t.Run("not durable: 503, nothing marked", func(t *testing.T) {
-		v := zs.open(t, "/r/hr/perf?v=1", "zhangsan")
+		f := newFixture(t)
+		zs := &browser{f: f, ua: wecomUA, cookies: map[string]*http.Cookie{}}
+		v := zs.open(t, "/r/hr/perf", "zhangsan")
 		f.reads.mu.Lock()
 		f.reads.fail = true
 		f.reads.mu.Unlock()
-		if code, e := zs.post(t, path, event("read_to_end", 1, v), nil); code != 503 || e != "unavailable" {
+		if code, e := zs.post(t, path, event("read_to_end", 2, v), nil); code != 503 || e != "unavailable" {
 			t.Errorf("read_to_end while the read path fails = %d %q; want 503", code, e)
 		}
 		f.reads.mu.Lock()
 		f.reads.fail = false
 		f.reads.mu.Unlock()
-		if code, e := zs.post(t, path, event("acknowledged", 1, v), nil); code != 409 || e != "not_read_to_end" {
+		f.now.Add((30 * time.Second).Milliseconds())
+		if code, e := zs.post(t, path, event("acknowledged", 2, v), nil); code != 409 || e != "not_read_to_end" {
 			t.Errorf("ack after a failed read_to_end = %d %q; want 409 not_read_to_end (nothing was marked)", code, e)
 		}
-		if code, e := zs.post(t, path, event("read_to_end", 1, v), nil); code != 200 {
+		if code, e := zs.post(t, path, event("read_to_end", 2, v), nil); code != 200 {
 			t.Errorf("the retry = %d %q; want 200", code, e)
 		}
-		if code, e := zs.post(t, path, event("acknowledged", 1, v), nil); code != 200 {
-			t.Errorf("ack of v1 = %d %q; want 200", code, e)
+		if code, e := zs.post(t, path, event("acknowledged", 2, v), nil); code != 200 {
+			t.Errorf("ack of v2 = %d %q; want 200", code, e)
+		}
+	})
+
+	t.Run("not recorded by the read path: 404, nothing marked", func(t *testing.T) {
+		f := newFixture(t)
+		zs := &browser{f: f, ua: wecomUA, cookies: map[string]*http.Cookie{}}
+		v := zs.open(t, "/r/hr/perf", "zhangsan")
+		f.reads.mu.Lock()
+		f.reads.refuse = true
+		f.reads.mu.Unlock()
+		if code, e := zs.post(t, path, event("read_to_end", 2, v), nil); code != 404 || e != "not_found" {
+			t.Errorf("read_to_end the read path did not keep = %d %q; want 404 not_found", code, e)
+		}
+		if keys, _ := f.rdb.Keys(t.Context(), f.prefix+"page:done:*").Result(); len(keys) != 0 {
+			t.Errorf("done marks %v; want none", keys)
 		}
 	})
 }
@@ -218,8 +236,8 @@ func FuzzParseEvent(f *testing.F) {
 func TestSignalsBounded(t *testing.T) {
 	f := newFixture(t)
 	zs := &browser{f: f, ua: wecomUA, cookies: map[string]*http.Cookie{}}
-	v1 := zs.open(t, "/r/hr/perf?v=1", "zhangsan")
-	if code, e := zs.post(t, "/r/hr/perf/events", event("read_to_end", 1, v1), nil); code != 200 {
+	v2 := zs.open(t, "/r/hr/perf", "zhangsan")
+	if code, e := zs.post(t, "/r/hr/perf/events", event("read_to_end", 2, v2), nil); code != 200 {
 		t.Fatalf("read_to_end = %d %q; want 200", code, e)
 	}
 	f.reads.mu.Lock()

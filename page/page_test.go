@@ -25,8 +25,10 @@ import (
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/content"
+	"github.com/yidu-io/yidu/internal/clientip"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/notice"
+	"github.com/yidu-io/yidu/wecom"
 )
 
 const (
@@ -52,7 +54,18 @@ func (fakeReaders) Reader(_ context.Context, c, userID string) (Reader, bool, er
 }
 
 func (fakeReaders) IsRecipient(_ context.Context, c, msgID string, uid uint32) (bool, error) {
-	return msgID == "perf" && (uid == 1 || uid == 3 || uid == 4), nil
+	return (msgID == "perf" || msgID == "ops-notice") && (uid == 1 || uid == 3 || uid == 4), nil
+}
+
+// NoticeApp: perf is hr's, ops-notice ops's.
+func (fakeReaders) NoticeApp(_ context.Context, c, msgID string) (string, bool, error) {
+	switch msgID {
+	case "perf":
+		return "hr", true, nil
+	case "ops-notice":
+		return "ops", true, nil
+	}
+	return "", false, nil
 }
 
 type fakeNotices struct{ versions []notice.Version }
@@ -87,12 +100,14 @@ type fakeReads struct {
 	links  []string
 	events []string // "<userid>/<msgid>/<signal>/v<N>/<ip>"
 	fail   bool
+	// refuse: the read path keeps nothing (not a recipient there).
+	refuse bool
 	// left is, per call, the time its context had left (-1: no
 	// deadline).
 	left []time.Duration
 }
 
-func (f *fakeReads) PageSignal(ctx context.Context, sig yidu.Signal, c string, agentID int64, userID, msgID string, _ time.Time, ev bitmap.PageEvent) (int, error) {
+func (f *fakeReads) PageSignal(ctx context.Context, sig yidu.Signal, c string, agentID int64, userID, msgID string, _ time.Time, ev bitmap.PageEvent) (int, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if d, ok := ctx.Deadline(); ok {
@@ -101,14 +116,17 @@ func (f *fakeReads) PageSignal(ctx context.Context, sig yidu.Signal, c string, a
 		f.left = append(f.left, -1)
 	}
 	if f.fail {
-		return 0, errors.New("kafka down")
+		return 0, false, errors.New("kafka down")
+	}
+	if f.refuse {
+		return 0, false, nil
 	}
 	if sig == yidu.SignalLink {
 		f.links = append(f.links, userID+"/"+msgID)
-		return 1, nil
+		return 1, true, nil
 	}
 	f.events = append(f.events, fmt.Sprintf("%s/%s/%s/v%d/%s", userID, msgID, sig, ev.Version, ev.IP))
-	return 0, nil
+	return 0, true, nil
 }
 
 func (f *fakeReads) got() []string {
@@ -159,13 +177,14 @@ type fixture struct {
 	reads   *fakeReads
 	archive *fakeArchive
 	rdb     redis.UniversalClient
+	prefix  string
 	now     *atomic.Int64 // unix ms
 	audit   *fakeAudit
 	pdf     []byte
 	pdfAt   attachment.Attachment
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	rdb, prefix := testenv.Redis(t)
 	dir := t.TempDir()
@@ -180,9 +199,9 @@ func newFixture(t *testing.T) *fixture {
 	ns := &fakeNotices{versions: []notice.Version{
 		{N: 1, Title: "2026年度绩效考核办法", HTML: html1, Attachments: []attachment.Attachment{att}, SHA256: content.VersionHash("t", html1, nil)},
 		{N: 2, Title: "2026年度绩效考核办法", HTML: html2, Attachments: []attachment.Attachment{att}, Reacknowledge: true,
-			Settings: notice.Settings{ReadRule: yidu.ReadRuleAcknowledged, MinReadSeconds: 30}},
+			Settings: notice.Settings{ReadRule: yidu.ReadRuleAcknowledged, MinReadSeconds: 30}, Note: changeNote},
 	}}
-	f := &fixture{reads: &fakeReads{}, archive: &fakeArchive{rows: map[string]bool{}}, rdb: rdb, now: &atomic.Int64{}, audit: &fakeAudit{}, pdf: pdf, pdfAt: att}
+	f := &fixture{reads: &fakeReads{}, archive: &fakeArchive{rows: map[string]bool{}}, rdb: rdb, prefix: prefix, now: &atomic.Int64{}, audit: &fakeAudit{}, pdf: pdf, pdfAt: att}
 	f.now.Store(time.Date(2026, 12, 3, 1, 5, 0, 0, time.UTC).UnixMilli())
 	s, err := New(fakeReaders{}, ns, fakeBlobs{dir}, f.reads, fakeOAuth{}, f.audit, Options{
 		PublicURL: "https://read.example.com", Apps: []App{{Name: "hr", CorpID: corp, AgentID: 1000002}},
@@ -205,7 +224,7 @@ type browser struct {
 	cookies map[string]*http.Cookie
 }
 
-func (b *browser) get(t *testing.T, target string) *httptest.ResponseRecorder {
+func (b *browser) get(t testing.TB, target string) *httptest.ResponseRecorder {
 	t.Helper()
 	r := httptest.NewRequest("GET", target, nil)
 	r.Header.Set("User-Agent", b.ua)
@@ -226,7 +245,7 @@ func (b *browser) get(t *testing.T, target string) *httptest.ResponseRecorder {
 
 // signIn opens target and goes through WeCom's sign-in as userID; it
 // returns the answer of the sign-in's return.
-func (b *browser) signIn(t *testing.T, target, userID string) *httptest.ResponseRecorder {
+func (b *browser) signIn(t testing.TB, target, userID string) *httptest.ResponseRecorder {
 	t.Helper()
 	w := b.get(t, target)
 	if w.Code != http.StatusFound {
@@ -380,28 +399,119 @@ func TestReadingPage(t *testing.T) {
 	})
 }
 
-// TestSignInRate: sign-ins started beyond the rate are 503, and write no
-// state to Redis.
-func TestSignInRate(t *testing.T) {
+// TestSignInBounds (issues 46 and 50): sign-ins are bounded per client
+// address (through trusted proxies) and in all, and a sign-in beyond a
+// bound waits on 请稍候 (429, a page that comes back by itself), never
+// 503; it writes no state. Another address still goes through. An
+// address whose exchanges keep failing waits too, before anything is
+// spent; others do not.
+func TestSignInBounds(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
+	proxies, _ := clientip.ParseProxies([]string{"10.0.0.0/8"})
 	s, err := New(fakeReaders{}, &fakeNotices{}, fakeBlobs{t.TempDir()}, &fakeReads{}, fakeOAuth{}, &fakeAudit{}, Options{
 		PublicURL: "https://read.example.com", Apps: []App{{Name: "hr", CorpID: corp, AgentID: 1000002}},
-		Endpoints: access.DefaultEndpoints, States: access.NewStates(rdb, prefix), Redis: rdb, Prefix: prefix, SignInRate: 0.5, Archive: &fakeArchive{},
+		Endpoints: access.DefaultEndpoints, States: access.NewStates(rdb, prefix), Redis: rdb, Prefix: prefix,
+		SignInRate: 5, ClientSignInRate: 0.25, TrustedProxies: proxies, Archive: &fakeArchive{},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := s.Routes()
-	codes := map[int]int{}
-	for range 5 {
+	from := func(target, client string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", target, nil)
+		r.RemoteAddr = "10.1.2.3:4567" // the ingress
+		r.Header.Set("X-Forwarded-For", client)
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("GET", "/r/hr/perf", nil))
+		h.ServeHTTP(w, r)
+		return w
+	}
+	codes := map[int]int{}
+	var wait *httptest.ResponseRecorder
+	for range 4 {
+		w := from("/r/hr/perf", "198.51.100.7")
 		codes[w.Code]++
+		if w.Code == http.StatusTooManyRequests {
+			wait = w
+		}
 	}
-	if codes[302] != 1 || codes[503] != 4 {
-		t.Fatalf("answers %v; want one 302 (burst 1) and four 503", codes)
+	if codes[302] != 1 || codes[429] != 3 {
+		t.Fatalf("one address: answers %v; want one 302 (burst 1) and three 429", codes)
 	}
-	if keys, _ := rdb.Keys(t.Context(), prefix+"*").Result(); len(keys) != 1 {
-		t.Fatalf("Redis keys %v; want the one started sign-in's state", keys)
+	body := wait.Body.String()
+	if !strings.Contains(body, "请稍候") || !strings.Contains(body, `http-equiv="refresh"`) || !strings.Contains(body, "url=/r/hr/perf") || wait.Header().Get("Retry-After") == "" {
+		t.Errorf("the deferral = %s; want 请稍候 coming back to the page by itself", body)
+	}
+	if w := from("/r/hr/perf", "198.51.100.8"); w.Code != 302 {
+		t.Errorf("another address behind the same proxy = %d; want 302 (its own bound)", w.Code)
+	}
+	if keys, _ := rdb.Keys(t.Context(), prefix+"*").Result(); len(keys) != 2 {
+		t.Fatalf("Redis keys %v; want the two started sign-ins' states", keys)
+	}
+	// The receiver's bound (5/s, burst 10): many addresses, one each.
+	codes = map[int]int{}
+	for i := range 20 {
+		codes[from("/r/hr/perf", fmt.Sprintf("198.51.101.%d", i)).Code]++
+	}
+	if codes[503] != 0 || codes[429] == 0 || codes[302] == 0 {
+		t.Errorf("many addresses: answers %v; want 302s, then 429s, never 503", codes)
+	}
+	// Failed exchanges: 20 forged returns from one address, then it waits
+	// (no state consumed); another address's return is still examined.
+	for range 20 {
+		if w := from("/r/hr/signin?code=forged&state=forged", "203.0.113.66"); w.Code != 400 {
+			t.Fatalf("a forged return = %d; want 400", w.Code)
+		}
+	}
+	if w := from("/r/hr/signin?code=forged&state=forged", "203.0.113.66"); w.Code != 429 || !strings.Contains(w.Body.String(), "请稍候") {
+		t.Errorf("after 20 failures = %d; want 429 请稍候", w.Code)
+	}
+	if w := from("/r/hr/signin?code=forged&state=forged", "203.0.113.67"); w.Code != 400 {
+		t.Errorf("another address's return = %d; want 400 (examined)", w.Code)
+	}
+}
+
+// busyOAuth answers WeCom's 45009 (api freq out of limit) busy times,
+// then the member.
+type busyOAuth struct {
+	busy  atomic.Int32
+	calls atomic.Int32
+}
+
+func (o *busyOAuth) UserID(_ context.Context, c string, agentID int64, code string) (string, error) {
+	o.calls.Add(1)
+	if o.busy.Add(-1) >= 0 {
+		return "", &wecom.APIError{API: "auth/getuserinfo", Code: 45009, Msg: "api freq out of limit"}
+	}
+	return strings.TrimPrefix(code, "code-"), nil
+}
+
+// TestSignInWeComBusy (issue 50): WeCom's 45009 on the code exchange is
+// backed off and retried within the request, and the member is signed in;
+// WeCom busy past the retries sends the member back to the page through
+// 请稍候 (a fresh sign-in), never 503.
+func TestSignInWeComBusy(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	oauth := &busyOAuth{}
+	s, err := New(fakeReaders{}, &fakeNotices{}, fakeBlobs{t.TempDir()}, &fakeReads{}, oauth, &fakeAudit{}, Options{
+		PublicURL: "https://read.example.com", Apps: []App{{Name: "hr", CorpID: corp, AgentID: 1000002}},
+		Endpoints: access.DefaultEndpoints, States: access.NewStates(rdb, prefix), Redis: rdb, Prefix: prefix, Archive: &fakeArchive{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{h: s.Routes()}
+	oauth.busy.Store(2)
+	b := &browser{f: f, ua: wecomUA, cookies: map[string]*http.Cookie{}}
+	if w := b.signIn(t, "/r/hr/perf", "zhangsan"); w.Code != 302 || w.Header().Get("Location") != "/r/hr/perf" || b.cookies[sessionCookie] == nil {
+		t.Fatalf("sign-in through two 45009s = %d %q; want 302 to the page with a session", w.Code, w.Header().Get("Location"))
+	}
+	if n := oauth.calls.Load(); n != 3 {
+		t.Errorf("getuserinfo calls = %d; want 3 (two busy, one answered)", n)
+	}
+	oauth.busy.Store(10)
+	b = &browser{f: f, ua: wecomUA, cookies: map[string]*http.Cookie{}}
+	w := b.signIn(t, "/r/hr/perf", "wangwu") // a code not used yet
+	if body := w.Body.String(); w.Code != http.StatusTooManyRequests || !strings.Contains(body, "请稍候") || !strings.Contains(body, "url=/r/hr/perf") {
+		t.Errorf("sign-in while WeCom stays busy = %d %s; want 429 请稍候 back to the page", w.Code, body)
 	}
 }

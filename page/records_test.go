@@ -22,7 +22,9 @@ func (fakeRecords) Received(_ context.Context, c, userid string) ([]evidence.Rec
 	switch userid {
 	case "zhangsan":
 		return []evidence.Received{{MsgID: "perf", Title: "2026年度绩效考核办法", SentAt: at, Read: true, ReadTime: &at,
-			Signals: []evidence.Signal{{Kind: "button", At: at.Add(time.Hour)}}}}, nil
+			Signals: []evidence.Signal{{Kind: "button", At: at.Add(time.Hour)}}},
+			{MsgID: "handbook", Title: "员工手册确认", SentAt: at, Read: true, ReadTime: &at,
+				Signals: []evidence.Signal{{Kind: "link", At: at}, {Kind: "read_to_end", At: at.Add(time.Minute)}, {Kind: "acknowledged", At: at.Add(2 * time.Minute)}}}}, nil
 	case "lisi":
 		return []evidence.Received{{MsgID: "other", Title: "李四的通知", SentAt: at}}, nil
 	}
@@ -55,7 +57,9 @@ func TestRecords(t *testing.T) {
 	if w.Code != 200 {
 		t.Fatalf("records = %d: %s", w.Code, body)
 	}
-	for _, want := range []string{"我的记录", "2026年度绩效考核办法", "已读", "2026-12-02 11:00:00 已确认", `href="zhangsan/perf/evidence.pdf"`} {
+	for _, want := range []string{"我的记录", "2026年度绩效考核办法", "已读", "2026-12-02 11:00:00 已点击「我已阅读」", `href="zhangsan/perf/evidence.pdf"`,
+		// Issue 49: read to the end and acknowledged is 已确认知悉, not 已打开.
+		`class="state">已确认知悉</td>`, "2026-12-02 10:02:00 已确认知悉"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("records lack %q:\n%s", want, body)
 		}
@@ -70,8 +74,8 @@ func TestRecords(t *testing.T) {
 			evidenceRows++
 		}
 	}
-	if evidenceRows != 2 {
-		t.Errorf("audit evidence rows of zhangsan = %d; want 2 (the list, the PDF)", evidenceRows)
+	if evidenceRows != 3 {
+		t.Errorf("audit evidence rows of zhangsan = %d; want 3 (the list, the PDF started and ended)", evidenceRows)
 	}
 	for _, target := range []string{"/r/hr/records/lisi", "/r/hr/records/lisi/other/evidence.pdf", "/r/hr/records/zhangsan/other/evidence.pdf",
 		"/r/hr/records/..%2Flisi", "/r/nope/records/zhangsan"} {

@@ -36,7 +36,106 @@ const (
 	StateAll    State = "all"
 	StateRead   State = "read"
 	StateUnread State = "unread"
+	// The reading page's four states (yidu.ReadState, issue 49): who
+	// never opened it, opened it without reading to the end, read to
+	// the end without acknowledging, acknowledged.
+	StateUnopened     State = State(yidu.ReadStateUnopened)
+	StateOpened       State = State(yidu.ReadStateOpened)
+	StateReadToEnd    State = State(yidu.ReadStateReadToEnd)
+	StateAcknowledged State = State(yidu.ReadStateAcknowledged)
 )
+
+// PageState reports whether st is one of the reading page's four states.
+func (st State) PageState() bool {
+	switch st {
+	case StateUnopened, StateOpened, StateReadToEnd, StateAcknowledged:
+		return true
+	}
+	return false
+}
+
+// SignalBitmaps is the per-signal bitmaps the four page states are
+// made of (bitmap.Store); a Bitmaps without them answers those states
+// with ErrUnavailable.
+type SignalBitmaps interface {
+	SignalBitmap(ctx context.Context, corpID, msgID string, sig yidu.Signal) (*roaring.Bitmap, bool, error)
+}
+
+// pageSets are a notice's recipients (within a view) by page state.
+type pageSets struct {
+	unopened, opened, readToEnd, acknowledged *roaring.Bitmap
+}
+
+func (ps *pageSets) of(st State) *roaring.Bitmap {
+	switch st {
+	case StateUnopened:
+		return ps.unopened
+	case StateOpened:
+		return ps.opened
+	case StateReadToEnd:
+		return ps.readToEnd
+	}
+	return ps.acknowledged
+}
+
+// stateOf is uid's page state.
+func (ps *pageSets) stateOf(uid uint32) yidu.ReadState {
+	switch {
+	case ps.acknowledged.Contains(uid):
+		return yidu.ReadStateAcknowledged
+	case ps.readToEnd.Contains(uid):
+		return yidu.ReadStateReadToEnd
+	case ps.opened.Contains(uid):
+		return yidu.ReadStateOpened
+	}
+	return yidu.ReadStateUnopened
+}
+
+// pageSetsWithin splits m's recipients within v (restoring the keys once
+// if Redis lost them) by the page's signals (pageSetsOf).
+func (p *Progress) pageSetsWithin(ctx context.Context, m yidu.Message, v access.View) (*pageSets, error) {
+	rec, _, err := p.Bitmaps(ctx, m, v)
+	if err != nil {
+		return nil, err
+	}
+	return p.pageSetsOf(ctx, m, rec)
+}
+
+// pageSetsOf splits rec by the page's signals: an acknowledgement
+// (of the current version: bitmap.Store.ResetAcknowledged empties it for
+// a version that asks again) over reading to the end over opening.
+func (p *Progress) pageSetsOf(ctx context.Context, m yidu.Message, rec *roaring.Bitmap) (*pageSets, error) {
+	sb, ok := p.bms.(SignalBitmaps)
+	if !ok {
+		return nil, fmt.Errorf("progress: page states: %w", ErrUnavailable)
+	}
+	get := func(sig yidu.Signal) (*roaring.Bitmap, error) {
+		b, _, err := sb.SignalBitmap(ctx, m.CorpID, m.MsgID, sig)
+		if err != nil {
+			return nil, fmt.Errorf("progress: %s bitmap: %w", sig, err)
+		}
+		if b == nil {
+			return roaring.New(), nil
+		}
+		return roaring.And(b, rec), nil
+	}
+	link, err := get(yidu.SignalLink)
+	if err != nil {
+		return nil, err
+	}
+	end, err := get(yidu.SignalReadToEnd)
+	if err != nil {
+		return nil, err
+	}
+	ack, err := get(yidu.SignalAcknowledged)
+	if err != nil {
+		return nil, err
+	}
+	ps := &pageSets{acknowledged: ack, readToEnd: roaring.AndNot(end, ack)}
+	ps.opened = roaring.AndNot(roaring.AndNot(link, end), ack)
+	ps.unopened = roaring.AndNot(rec, roaring.Or(roaring.Or(link, end), ack))
+	return ps, nil
+}
 
 // Query selects recipients: by state, department subtree (HasDepartment)
 // and a search q (lower case) of UserID or name; After and Limit page.
@@ -59,6 +158,9 @@ type Selection struct {
 	readRec *roaring.Bitmap
 	tree    *deptTree
 	inScope func(int64) bool
+	// page splits the recipients by the reading page's states: a notice
+	// read under read_rule acknowledged, or a page-state query; nil else.
+	page *pageSets
 }
 
 // Select returns the recipients of m within v that q selects, for who
@@ -73,11 +175,19 @@ func (p *Progress) Select(ctx context.Context, m yidu.Message, v access.View, wh
 		return nil, err
 	}
 	var set *roaring.Bitmap
-	switch q.State {
-	case StateRead:
+	var ps *pageSets
+	if q.State.PageState() || m.ReadRule.Acknowledging() {
+		if ps, err = p.pageSetsOf(ctx, m, rec); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case q.State == StateRead:
 		set = readRec
-	case StateUnread:
+	case q.State == StateUnread:
 		set = roaring.AndNot(rec, readRec)
+	case q.State.PageState():
+		set = ps.of(q.State)
 	default:
 		set = rec
 	}
@@ -89,7 +199,7 @@ func (p *Progress) Select(ctx context.Context, m yidu.Message, v access.View, wh
 		}
 		set = roaring.And(set, d.Members)
 	}
-	return &Selection{p: p, m: m, q: q, set: set, readRec: readRec, tree: tree, inScope: scope}, nil
+	return &Selection{p: p, m: m, q: q, set: set, readRec: readRec, tree: tree, inScope: scope, page: ps}, nil
 }
 
 // Total is how many recipients the selection holds (before q's search).
@@ -110,6 +220,9 @@ type Recipient struct {
 	Read        bool       `json:"read"`
 	ReadTime    *time.Time `json:"read_time"`
 	Left        bool       `json:"left"`
+	// State is the reading page's state (unopened, opened, read_to_end,
+	// acknowledged) of a notice read under read_rule acknowledged.
+	State yidu.ReadState `json:"state,omitempty"`
 }
 
 // RecipientPage is one page of recipients.
@@ -171,8 +284,12 @@ func (s *Selection) Page(ctx context.Context) (RecipientPage, error) {
 			if !matches(u, rq.Q) {
 				continue
 			}
-			out.Items = append(out.Items, Recipient{UID: uid, UserID: u.UserID, Name: u.Name,
-				Departments: deptRefs(s.tree, u.Departments, s.inScope), Read: s.readRec.Contains(uid), Left: u.Status == yidu.StatusLeft})
+			rc := Recipient{UID: uid, UserID: u.UserID, Name: u.Name,
+				Departments: deptRefs(s.tree, u.Departments, s.inScope), Read: s.readRec.Contains(uid), Left: u.Status == yidu.StatusLeft}
+			if s.page != nil {
+				rc.State = s.page.stateOf(uid)
+			}
+			out.Items = append(out.Items, rc)
 		}
 		return nil
 	})
@@ -221,6 +338,9 @@ type Row struct {
 	Departments []string
 	Read        bool
 	First       *yidu.FirstRead
+	// State is the reading page's state of a notice read under
+	// read_rule acknowledged; "" otherwise.
+	State yidu.ReadState
 }
 
 // Rows walks the whole selection (q's search applied) chunk by chunk:
@@ -251,6 +371,9 @@ func (s *Selection) Rows(ctx context.Context, fn func(rows []Row) error) error {
 				continue
 			}
 			r := Row{User: u, Read: s.readRec.Contains(uid)}
+			if s.page != nil {
+				r.State = s.page.stateOf(uid)
+			}
 			for _, id := range u.Departments {
 				if d, ok := s.tree.byID[id]; ok && s.inScope(id) {
 					r.Departments = append(r.Departments, d.Name)
@@ -274,6 +397,35 @@ func (p *Progress) Unread(ctx context.Context, m yidu.Message, v access.View) (*
 		return nil, err
 	}
 	return roaring.AndNot(rec, readRec), nil
+}
+
+// InState returns m's recipients within v in the reading page's state st
+// (restoring the keys once if Redis lost them): whom a reminder by state
+// is for (campaign.StateReaders).
+func (p *Progress) InState(ctx context.Context, m yidu.Message, v access.View, st yidu.ReadState) (*roaring.Bitmap, error) {
+	if !State(st).PageState() {
+		return nil, fmt.Errorf("progress: unknown state %q", st)
+	}
+	ps, err := p.pageSetsWithin(ctx, m, v)
+	if err != nil {
+		return nil, err
+	}
+	return ps.of(State(st)), nil
+}
+
+// StateCounts is how many of m's recipients within v are in each of the
+// reading page's states (restoring the keys once if Redis lost them):
+// the message page's remind choice names them.
+func (p *Progress) StateCounts(ctx context.Context, m yidu.Message, v access.View) (map[yidu.ReadState]uint64, error) {
+	ps, err := p.pageSetsWithin(ctx, m, v)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[yidu.ReadState]uint64, 4)
+	for _, st := range yidu.ReadStates() {
+		out[st] = ps.of(State(st)).GetCardinality()
+	}
+	return out, nil
 }
 
 // ReadNow is m's read count now (everyone, restoring once): what a recall

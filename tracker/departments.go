@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/idmap"
 )
 
 // deptSetsPerInsert bounds one INSERT of send_departments rows (each a
@@ -152,24 +153,84 @@ func departmentKey(depts string) string {
 	return strings.Join(parts, ",")
 }
 
-// departmentNames are corp's department names now, by id.
+// departmentNames are corp's department names now, by id, read through
+// idmap (which owns departments).
 func (r *Registry) departmentNames(ctx context.Context, corpID string) (map[string]string, error) {
-	rows, err := r.db.QueryContext(ctx, "SELECT dept_id, name FROM departments WHERE corp_id = ?", corpID)
+	names, err := idmap.DepartmentNames(ctx, r.db, corpID)
 	if err != nil {
 		return nil, fmt.Errorf("tracker: department names: %w", err)
 	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var id int64
-		var name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return nil, fmt.Errorf("tracker: department names: %w", err)
-		}
+	out := make(map[string]string, len(names))
+	for id, name := range names {
 		out[strconv.FormatInt(id, 10)] = name
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tracker: department names: %w", err)
-	}
 	return out, nil
+}
+
+// bindingsAtSend are the names the directory gives uids now and their
+// departments in the notice's send_departments (taken before its first
+// batch), for the batch's send entries (issue 48: the recipient binding
+// at send, which verify compares). A uid without a users row has no
+// name; one outside every set, no departments.
+func (r *Registry) bindingsAtSend(ctx context.Context, q interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}, m yidu.Message, uids []uint32) (map[uint32]string, map[uint32][]string, error) {
+	names := make(map[uint32]string, len(uids))
+	args := make([]any, 0, len(uids)+1)
+	args = append(args, m.CorpID)
+	for _, u := range uids {
+		if u != noUID {
+			args = append(args, u)
+		}
+	}
+	if len(args) == 1 {
+		return names, nil, nil
+	}
+	rows, err := q.QueryContext(ctx, "SELECT uid, name FROM users WHERE corp_id = ? AND uid IN (?"+strings.Repeat(",?", len(args)-2)+")", args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tracker: names at send of %s: %w", m.MsgID, err)
+	}
+	for rows.Next() {
+		var uid uint32
+		var name string
+		if err := rows.Scan(&uid, &name); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("tracker: names at send of %s: %w", m.MsgID, err)
+		}
+		names[uid] = name
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("tracker: names at send of %s: %w", m.MsgID, err)
+	}
+	rows, err = q.QueryContext(ctx, "SELECT depts, uids FROM send_departments WHERE corp_id = ? AND msgid = ?", m.CorpID, m.MsgID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tracker: departments at send of %s: %w", m.MsgID, err)
+	}
+	defer rows.Close()
+	depts := map[uint32][]string{}
+	for rows.Next() {
+		var key string
+		var ub []byte
+		if err := rows.Scan(&key, &ub); err != nil {
+			return nil, nil, fmt.Errorf("tracker: departments at send of %s: %w", m.MsgID, err)
+		}
+		set := roaring.New()
+		if err := set.UnmarshalBinary(ub); err != nil {
+			return nil, nil, fmt.Errorf("tracker: departments at send of %s: %w", m.MsgID, err)
+		}
+		ids := []string{}
+		if key != "" {
+			ids = strings.Split(key, ",")
+		}
+		for _, u := range uids {
+			if u != noUID && set.Contains(u) {
+				depts[u] = ids
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("tracker: departments at send of %s: %w", m.MsgID, err)
+	}
+	return names, depts, nil
 }

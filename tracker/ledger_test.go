@@ -54,6 +54,26 @@ func TestSendLedger(t *testing.T) {
 	if body.UserID != "u0007" || body.Batch != 0 || body.ErrCode != 0 || body.WeComMsgID == "" || !body.Invalid {
 		t.Errorf("u0007's entry = %s; want batch 0, errcode 0, WeCom's msgid, invalid", es[0].Body)
 	}
+	// The recipient binding at send (issue 48): the directory's name, the
+	// departments of send_departments, and batch 0's notice title; a
+	// reminder names the member but not the title.
+	var name, title string
+	testenv.Check(t, "name", e.db.QueryRow("SELECT name FROM users WHERE corp_id = ? AND userid = 'u0007'", e.app.CorpID).Scan(&name))
+	testenv.Check(t, "title", e.db.QueryRow("SELECT title FROM messages WHERE corp_id = ? AND msgid = 'ledger-send'", e.app.CorpID).Scan(&title))
+	var bind struct {
+		Name        *string   `json:"name"`
+		Departments *[]string `json:"departments"`
+		Title       *string   `json:"title"`
+	}
+	testenv.Check(t, "body", json.Unmarshal(es[0].Body, &bind))
+	if bind.Name == nil || *bind.Name != name || bind.Departments == nil || bind.Title == nil || *bind.Title != title || title == "" {
+		t.Errorf("u0007's send entry = %s; want name %q, its departments at send, title %q", es[0].Body, name, title)
+	}
+	bind.Name, bind.Title = nil, nil
+	testenv.Check(t, "body", json.Unmarshal(es[1].Body, &bind))
+	if bind.Name == nil || *bind.Name != name || bind.Title != nil {
+		t.Errorf("u0007's reminder entry = %s; want name %q, no title", es[1].Body, name)
+	}
 	rep, err := l.Verify(ctx, e.app.CorpID, "")
 	testenv.Check(t, "Verify", err)
 	if len(rep.Problems) != 0 || rep.Entries != 1501 {

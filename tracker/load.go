@@ -14,6 +14,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/flushd"
 )
 
 // maxReadTimesUIDs bounds one ReadTimes call (one page of people).
@@ -92,26 +93,13 @@ func (r *Registry) loadPageSignals(ctx context.Context, corpID, msgID string, re
 	// Only acknowledgements of the current material version count
 	// (yidu.ReadRule.Acknowledging): those of earlier versions are kept
 	// in page_signals, not restored.
-	rows, err := r.db.QueryContext(ctx, "SELECT DISTINCT uid, source FROM page_signals WHERE corp_id = ? AND msgid = ?"+
-		" AND (source = ? OR source = ? AND version >= (SELECT COALESCE(MAX(version), 1) FROM notice_versions"+
-		" WHERE corp_id = ? AND msgid = ? AND reacknowledge = 1))",
-		corpID, msgID, int(yidu.SignalReadToEnd), int(yidu.SignalAcknowledged), corpID, msgID)
-	if err != nil {
-		return fmt.Errorf("tracker: load page signals of %s: %w", msgID, err)
-	}
-	defer rows.Close()
 	signals[yidu.SignalReadToEnd], signals[yidu.SignalAcknowledged] = roaring.New(), roaring.New()
-	var uid uint32
-	var src uint8
-	for rows.Next() {
-		if err := rows.Scan(&uid, &src); err != nil {
-			return fmt.Errorf("tracker: scan page signal of %s: %w", msgID, err)
-		}
-		if bm := signals[yidu.Signal(src)]; bm != nil && recipients.Contains(uid) {
+	err := flushd.CountingPageSignals(ctx, r.db, corpID, msgID, func(uid uint32, sig yidu.Signal) {
+		if bm := signals[sig]; bm != nil && recipients.Contains(uid) {
 			bm.Add(uid)
 		}
-	}
-	if err := rows.Err(); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("tracker: load page signals of %s: %w", msgID, err)
 	}
 	return nil
@@ -506,20 +494,15 @@ func (r *Registry) ReadsPerMinute(ctx context.Context, corpID, msgID string) ([]
 }
 
 // HasPageSignal reports whether the archive holds member uid's signal sig
-// on version of message msgID (page_signals): the reading page asks when
-// Redis lacks what a member did on a version (an ack needs read_to_end of
-// the same version first).
+// on version of message msgID (page_signals, flushd's): the reading page
+// asks when Redis lacks what a member did on a version (an ack needs
+// read_to_end of the same version first).
 func (r *Registry) HasPageSignal(ctx context.Context, corpID, msgID string, uid uint32, sig yidu.Signal, version int) (bool, error) {
-	var one int
-	err := r.db.QueryRowContext(ctx, "SELECT 1 FROM page_signals WHERE corp_id = ? AND msgid = ? AND uid = ? AND source = ? AND version = ?",
-		corpID, msgID, uid, int(sig), version).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
+	found, err := flushd.HasPageSignal(ctx, r.db, corpID, msgID, uid, sig, version)
 	if err != nil {
-		return false, fmt.Errorf("tracker: page signal of %s: %w", msgID, err)
+		return false, fmt.Errorf("tracker: %w", err)
 	}
-	return true, nil
+	return found, nil
 }
 
 // ResetAcknowledged makes the acknowledgements of message msgID stop
@@ -534,8 +517,7 @@ func (r *Registry) ResetAcknowledged(ctx context.Context, m yidu.Message) (reset
 	if !m.ReadRule.Acknowledging() {
 		return false, nil
 	}
-	if _, err := r.db.ExecContext(ctx, "UPDATE message_read_record SET is_read = 0, read_time = NULL, source = 0"+
-		" WHERE corp_id = ? AND msgid = ? AND is_read = 1", m.CorpID, m.MsgID); err != nil {
+	if err := flushd.ResetReads(ctx, r.db, m.CorpID, m.MsgID); err != nil {
 		return false, fmt.Errorf("tracker: reset acknowledgements of %s: %w", m.MsgID, err)
 	}
 	if err := r.store.ResetAcknowledged(ctx, m.CorpID, m.MsgID); err != nil {

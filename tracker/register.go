@@ -7,12 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/internal/namespace"
 )
 
@@ -341,53 +341,18 @@ func (r *Registry) expand(ctx context.Context, corpID string, c canonical) (*roa
 	return x.Recipients, a.CheckRecipients(x.Recipients.GetCardinality())
 }
 
-// insertRows writes one unread row per recipient with multi-row INSERT
-// IGNORE statements of up to InsertBatch rows (IGNORE: a repeated attempt
-// keeps rows, and reads, that are already there).
+// insertRows writes one unread row per recipient through flushd, the
+// read archive's owner, with multi-row INSERT IGNORE statements of up to
+// InsertBatch rows (IGNORE: a repeated attempt keeps rows, and reads,
+// that are already there).
 func (r *Registry) insertRows(ctx context.Context, corpID, msgID string, recipients *roaring.Bitmap) error {
-	uids := recipients.ToArray()
-	var full string // the statement for a full batch, built once
-	args := make([]any, 0, 3*min(len(uids), InsertBatch))
-	for len(uids) > 0 {
-		n := min(len(uids), InsertBatch)
-		var query string
-		if n == InsertBatch && full != "" {
-			query = full
-		} else {
-			query = insertRowsSQL(n)
-			if n == InsertBatch {
-				full = query
-			}
-		}
-		args = args[:0]
-		for _, uid := range uids[:n] {
-			args = append(args, corpID, msgID, uid)
-		}
-		res, err := r.db.ExecContext(ctx, query, args...)
-		if err != nil {
-			return fmt.Errorf("tracker: insert recipients of %s: %w", msgID, err)
-		}
-		r.met.insertStatements.Inc()
-		if k, err := res.RowsAffected(); err == nil {
-			r.met.insertedRows.Add(float64(k))
-		}
-		uids = uids[n:]
+	statements, inserted, err := flushd.InsertRecipients(ctx, r.db, corpID, msgID, recipients.ToArray(), InsertBatch)
+	r.met.insertStatements.Add(float64(statements))
+	r.met.insertedRows.Add(float64(inserted))
+	if err != nil {
+		return fmt.Errorf("tracker: %w", err)
 	}
 	return nil
-}
-
-func insertRowsSQL(n int) string {
-	var b strings.Builder
-	const head = "INSERT IGNORE INTO message_read_record (corp_id, msgid, uid) VALUES "
-	b.Grow(len(head) + n*8)
-	b.WriteString(head)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?,?,?)")
-	}
-	return b.String()
 }
 
 // loadRows streams a message's rows into recipient and read bitmaps.

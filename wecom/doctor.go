@@ -72,24 +72,53 @@ func Doctor(ctx context.Context, app App, contactsSecret string, trusted ...Trus
 	if err != nil {
 		return []Check{{Name: "configuration", Status: CheckFail, Detail: err.Error()}}
 	}
-	var out []Check
-	add := func(name string, err error, ok string, okStatus CheckStatus) bool {
-		if err != nil {
-			out = append(out, failure(name, err))
-			return false
-		}
-		out = append(out, Check{Name: name, Status: okStatus, Detail: ok})
-		return true
+	c := &doctor{ctx: ctx, d: d}
+	if !c.add("gettoken (app secret)", d.hint(c.token(d.app), false), "a token for the app's secret", CheckOK) {
+		return append(c.out, skipped(contactsSecret)...)
 	}
-	tokenCheck := func(c *Credentials) error {
-		var res struct{ util.CommonError }
-		return call(ctx, c, "gettoken", &res, func(ctx context.Context, tok string) ([]byte, error) {
-			return []byte(`{"errcode":0}`), nil // the token itself is the check
-		})
+	c.agent(app.AgentID, trusted)
+	c.callbackIPs()
+	c.directory()
+	if d.contacts == nil {
+		return append(c.out, skipped(contactsSecret)...)
 	}
-	if !add("gettoken (app secret)", d.hint(tokenCheck(d.app), false), "a token for the app's secret", CheckOK) {
-		return append(out, skipped(contactsSecret)...)
+	if !c.add("gettoken (contacts-sync secret)", d.hint(c.token(d.contacts), true), "a token for the contacts-sync secret", CheckOK) {
+		return c.out
 	}
+	page, err := d.listID(ctx, "")
+	c.add("user/list_id (contacts-sync secret)", err, fmt.Sprintf("%d member-department pairs on the first page", len(page.DeptUser)), CheckOK)
+	return c.out
+}
+
+// doctor is one run of Doctor: the checks so far.
+type doctor struct {
+	ctx context.Context
+	d   *Directory
+	out []Check
+}
+
+// add adds the check name: failed with err, else okStatus with detail ok.
+// It reports whether it passed.
+func (c *doctor) add(name string, err error, ok string, okStatus CheckStatus) bool {
+	if err != nil {
+		c.out = append(c.out, failure(name, err))
+		return false
+	}
+	c.out = append(c.out, Check{Name: name, Status: okStatus, Detail: ok})
+	return true
+}
+
+// token gets a token for cr.
+func (c *doctor) token(cr *Credentials) error {
+	var res struct{ util.CommonError }
+	return call(c.ctx, cr, "gettoken", &res, func(ctx context.Context, tok string) ([]byte, error) {
+		return []byte(`{"errcode":0}`), nil // the token itself is the check
+	})
+}
+
+// agent checks the app's details: its secret is its own, whether it
+// reports app entries, and its trusted domain against trusted.
+func (c *doctor) agent(agentID int64, trusted []TrustedURL) {
 	var agent struct {
 		util.CommonError
 		AllowPartys struct {
@@ -103,85 +132,85 @@ func Doctor(ctx context.Context, app App, contactsSecret string, trusted ...Trus
 		IsReportEnter  int    `json:"isreportenter"`
 		RedirectDomain string `json:"redirect_domain"`
 	}
-	err = d.get(ctx, d.app, "agent/get", url.Values{"agentid": {fmt.Sprint(app.AgentID)}}, &agent)
-	if add("agent/get (app secret)", err, fmt.Sprintf("agent %d is this secret's app; visible range: %d departments, %d single members",
-		app.AgentID, len(agent.AllowPartys.PartyID), len(agent.AllowUserinfos.User)), CheckOK) {
-		out = append(out, Check{Name: "上报进入应用事件", Status: CheckOK, Detail: fmt.Sprintf("isreportenter=%d (needed only when enter_agent is one of the app's read_signals)", agent.IsReportEnter)})
-		if agent.IsReportEnter == 0 {
-			out[len(out)-1].Status = CheckWarn
-			out[len(out)-1].Detail = "off: no enter_agent events (fine unless enter_agent is one of the app's read_signals)"
-		}
-		dom := Check{Name: "OAuth2 trusted domain", Status: CheckOK, Detail: "redirect_domain " + agent.RedirectDomain}
-		if agent.RedirectDomain == "" {
-			dom = Check{Name: "OAuth2 trusted domain", Status: CheckWarn, Detail: "none set (可信域名): tracked links cannot identify members"}
-		}
-		out = append(out, dom)
-		for _, t := range trusted {
-			out = append(out, trustedCheck(t, agent.RedirectDomain))
-		}
+	err := c.d.get(c.ctx, c.d.app, "agent/get", url.Values{"agentid": {fmt.Sprint(agentID)}}, &agent)
+	if !c.add("agent/get (app secret)", err, fmt.Sprintf("agent %d is this secret's app; visible range: %d departments, %d single members",
+		agentID, len(agent.AllowPartys.PartyID), len(agent.AllowUserinfos.User)), CheckOK) {
+		return
 	}
+	c.out = append(c.out, Check{Name: "上报进入应用事件", Status: CheckOK, Detail: fmt.Sprintf("isreportenter=%d (needed only when enter_agent is one of the app's read_signals)", agent.IsReportEnter)})
+	if agent.IsReportEnter == 0 {
+		c.out[len(c.out)-1].Status = CheckWarn
+		c.out[len(c.out)-1].Detail = "off: no enter_agent events (fine unless enter_agent is one of the app's read_signals)"
+	}
+	dom := Check{Name: "OAuth2 trusted domain", Status: CheckOK, Detail: "redirect_domain " + agent.RedirectDomain}
+	if agent.RedirectDomain == "" {
+		dom = Check{Name: "OAuth2 trusted domain", Status: CheckWarn, Detail: "none set (可信域名): tracked links cannot identify members"}
+	}
+	c.out = append(c.out, dom)
+	for _, t := range trusted {
+		c.out = append(c.out, trustedCheck(t, agent.RedirectDomain))
+	}
+}
 
+// callbackIPs checks that this server's IP is trusted (getcallbackip).
+func (c *doctor) callbackIPs() {
 	var ips struct {
 		util.CommonError
 		IPList []string `json:"ip_list"`
 	}
-	err = d.get(ctx, d.app, "getcallbackip", nil, &ips)
-	add("getcallbackip (app secret)", err, fmt.Sprintf("%d WeCom callback source ranges; this server's IP is trusted", len(ips.IPList)), CheckOK)
+	err := c.d.get(c.ctx, c.d.app, "getcallbackip", nil, &ips)
+	c.add("getcallbackip (app secret)", err, fmt.Sprintf("%d WeCom callback source ranges; this server's IP is trusted", len(ips.IPList)), CheckOK)
+}
 
-	depts, err := d.departmentIDs(ctx, d.app)
+// directory checks what the app's secret sees of the directory: its
+// departments, their names and the first one's members.
+func (c *doctor) directory() {
+	d := c.d
+	depts, err := d.departmentIDs(c.ctx, d.app)
 	root := false
 	for _, dp := range depts {
 		root = root || dp.ParentID == 0
 	}
 	switch {
 	case err != nil:
-		add("department/simplelist (app secret)", err, "", CheckOK)
+		c.add("department/simplelist (app secret)", err, "", CheckOK)
 	case len(depts) == 0:
-		out = append(out, Check{Name: "department/simplelist (app secret)", Status: CheckFail,
+		c.out = append(c.out, Check{Name: "department/simplelist (app secret)", Status: CheckFail,
 			Detail: "the app sees no department: set its visible range (可见范围) to the departments that receive notices"})
 	case root:
-		add("department/simplelist (app secret)", nil, fmt.Sprintf("%d departments; the visible range holds the root: a complete directory", len(depts)), CheckOK)
+		c.add("department/simplelist (app secret)", nil, fmt.Sprintf("%d departments; the visible range holds the root: a complete directory", len(depts)), CheckOK)
 	default:
-		add("department/simplelist (app secret)", nil, fmt.Sprintf("%d departments, not the root: a partial directory "+
+		c.add("department/simplelist (app secret)", nil, fmt.Sprintf("%d departments, not the root: a partial directory "+
 			"(members outside the visible range are reported by the sync, not marked left; set contacts_secret or widen the range for a complete one)", len(depts)), CheckWarn)
 	}
-	if err == nil && len(depts) > 0 {
-		named, err := d.nameDepartments(ctx, depts, &yidu.Listing{})
-		switch {
-		case err != nil:
-			add("department/list (app secret)", err, "", CheckOK)
-		case named:
-			add("department/list (app secret)", nil, "department names", CheckOK)
-		default:
-			add("department/list (app secret)", nil, "no department names for this app: the dashboard shows department ids", CheckWarn)
-		}
-		users, err := d.departmentUsers(ctx, depts[0].ID)
-		if err == nil {
-			names := 0
-			for _, u := range users {
-				if u.Name != "" && u.Name != u.UserID {
-					names++
-				}
-			}
-			status := CheckOK
-			if len(users) > 0 && names == 0 {
-				status = CheckWarn
-			}
-			add("user/simplelist (app secret)", nil, fmt.Sprintf("department %d: %d direct members, %d with a name", depts[0].ID, len(users), names), status)
-		} else {
-			add("user/simplelist (app secret)", err, "", CheckOK)
+	if err != nil || len(depts) == 0 {
+		return
+	}
+	named, err := d.nameDepartments(c.ctx, depts, &yidu.Listing{})
+	switch {
+	case err != nil:
+		c.add("department/list (app secret)", err, "", CheckOK)
+	case named:
+		c.add("department/list (app secret)", nil, "department names", CheckOK)
+	default:
+		c.add("department/list (app secret)", nil, "no department names for this app: the dashboard shows department ids", CheckWarn)
+	}
+	users, err := d.departmentUsers(c.ctx, depts[0].ID)
+	if err != nil {
+		c.add("user/simplelist (app secret)", err, "", CheckOK)
+		return
+	}
+	names := 0
+	for _, u := range users {
+		if u.Name != "" && u.Name != u.UserID {
+			names++
 		}
 	}
-
-	if d.contacts == nil {
-		return append(out, skipped(contactsSecret)...)
+	status := CheckOK
+	if len(users) > 0 && names == 0 {
+		status = CheckWarn
 	}
-	if !add("gettoken (contacts-sync secret)", d.hint(tokenCheck(d.contacts), true), "a token for the contacts-sync secret", CheckOK) {
-		return out
-	}
-	page, err := d.listID(ctx, "")
-	add("user/list_id (contacts-sync secret)", err, fmt.Sprintf("%d member-department pairs on the first page", len(page.DeptUser)), CheckOK)
-	return out
+	c.add("user/simplelist (app secret)", nil, fmt.Sprintf("department %d: %d direct members, %d with a name", depts[0].ID, len(users), names), status)
 }
 
 func skipped(contactsSecret string) []Check {

@@ -158,8 +158,9 @@ func TestBenchApacheKafka(t *testing.T) {
 	}
 }
 
-// TestBenchPageArm runs a small page storm beside the ceiling arm: every
-// reader signs in, reaches the end and acknowledges, and the arm ends
+// TestBenchPageArm runs a small page storm beside the ceiling arm: a
+// fifth of the readers signs in (the others hold a session), every reader
+// reaches the end and acknowledges, none is refused, and the arm ends
 // exact (Redis's acknowledged bitmap, page_signals and the reads hold R)
 // with the page's latencies and the CPU ratio against the ceiling.
 func TestBenchPageArm(t *testing.T) {
@@ -170,7 +171,7 @@ func TestBenchPageArm(t *testing.T) {
 	defer cancel()
 	rep, err := Run(ctx, Config{
 		Servers:    servers,
-		Recipients: R, Conns: 8, Extra: 0.05, FlushInterval: 200 * time.Millisecond,
+		Recipients: R, Conns: 8, Extra: 0.05, FlushInterval: 200 * time.Millisecond, PageSignIn: 0.2,
 		Arms: []string{armCeiling, armPage}, ArmTimeout: time.Minute, Progress: &progress,
 	})
 	if err != nil {
@@ -180,6 +181,9 @@ func TestBenchPageArm(t *testing.T) {
 		t.Fatalf("report arms %d, page figures %v; want ceiling and page", len(rep.Arms), len(rep.Arms) == 2 && rep.Arms[1].Page != nil)
 	}
 	r, p := rep.Arms[1], rep.Arms[1].Page
+	if p.SignedIn != 60 || p.Refused != 0 {
+		t.Errorf("page arm: %d signed in, %d refused; want 60 (a fifth), 0", p.SignedIn, p.Refused)
+	}
 	if r.Exact == nil || !*r.Exact || p.Acked != R || p.InRedis != R || p.PageSignals != R || p.Read != R {
 		t.Errorf("page arm: exact %v (%s), acked %d, Redis %d, page_signals %d, read %d; want %d each", r.Exact != nil && *r.Exact, r.ExactDetail,
 			p.Acked, p.InRedis, p.PageSignals, p.Read, R)

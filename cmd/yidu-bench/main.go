@@ -55,6 +55,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	arms := fs.String("arms", strings.Join(defaultArms, ","), "arms to run, in order ceiling,naive,yidu,page (page: the reading page, issue 39)")
 	fs.DurationVar(&cfg.ArmTimeout, "arm-timeout", 3*time.Minute, "bound on one arm's load phase")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the yidu arm here (generator goroutines carry the label role=generator)")
+	fs.IntVar(&cfg.AttachmentReaders, "attachment-readers", DefaultAttachmentReaders, "page arm: readers that fetch a 2 MiB PDF in ranges, then again with its ETag, in a phase of their own (0: none, -1: all)")
+	fs.Float64Var(&cfg.PageSignIn, "page-signin", 0.2, "page arm: share of the readers without a session, who sign in first (the others signed in earlier)")
 	fs.BoolVar(&cfg.NoLedger, "no-ledger", false, "run the yidu arm's flushd without the evidence ledger (the comparison arm of its cost)")
 	jsonOut := fs.String("json", "", "write the report as JSON here")
 	if err := cmd.Parse(args); err != nil {
@@ -124,9 +126,10 @@ func writeTable(w io.Writer, rep *Report) {
 	}
 	for _, r := range rep.Arms {
 		if p := r.Page; p != nil {
-			fmt.Fprintf(w, "\npage: %d readers, %d acks answered 200, %d opens deferred (503, sign-in rate) and tried again 1 s later; p99 ms: sign-in %.2f, page GET %.2f (p50 %.2f), read_to_end %.2f, ack POST %.2f (p50 %.2f); Redis acknowledged %d, page_signals (6) %d, read %d\n",
-				p.Readers, p.Acked, p.Deferred, p.SignInP99ms, p.PageP99ms, p.PageP50ms, p.EndP99ms, p.AckP99ms, p.AckP50ms, p.InRedis, p.PageSignals, p.Read)
+			fmt.Fprintf(w, "\npage: %d readers (%d signed in, the others with a session), %d acks answered 200, %d opens deferred (429 请稍候) and tried again, %d refused (503); p99 ms: sign-in %.2f, page GET %.2f (p50 %.2f), read_to_end %.2f, ack POST %.2f (p50 %.2f); MySQL per reader (the server's, less its rate before the storm; flushd's writes included): %.2f queries, %.2f SELECTs; Redis acknowledged %d, page_signals (6) %d, read %d\n",
+				p.Readers, p.SignedIn, p.Acked, p.Deferred, p.Refused, p.SignInP99ms, p.PageP99ms, p.PageP50ms, p.EndP99ms, p.AckP99ms, p.AckP50ms, p.MySQLQueries, p.MySQLSelects, p.InRedis, p.PageSignals, p.Read)
 		}
+		writeAttachment(w, r)
 	}
 	if len(rep.Ratios) > 0 {
 		fmt.Fprintln(w)

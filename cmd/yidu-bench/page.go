@@ -4,23 +4,28 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/pagereader"
 	"github.com/yidu-io/yidu/internal/rig"
+	"github.com/yidu-io/yidu/page"
 )
 
-// armPage is the reading page's storm (issue 39): R members each open
-// /r/<app>/<msgid> (signing in through the fake WeCom's OAuth2), reach the
-// end and acknowledge, on C concurrent readers; the notice's read_rule is
-// acknowledged.
+// armPage is the reading page's storm (issues 39, 50): R members each open
+// /r/<app>/<msgid>, reach the end and acknowledge, on C concurrent
+// readers; the notice's read_rule is acknowledged. A share of them
+// (-page-signin, default 20 %) has no session and signs in through the
+// fake WeCom's OAuth2 first; the others signed in on an earlier day (their
+// 30-day sessions are seeded in Redis before the storm). Each reader comes
+// from its own address through the ingress (X-Forwarded-For, trusted as
+// receiver.trusted_proxies), as phones do.
 const armPage = "page"
 
 // ratioPageCPU is the report's ratio of the page arm's CPU per reader
@@ -32,15 +37,41 @@ const ratioPageCPU = "page_cpu_per_reader/ceiling_cpu_per_callback"
 // each reader's OAuth2 code with the fake WeCom).
 const pageSecret = "yidu-bench-page-secret-0123456789"
 
-// pageSignInTries bounds a reader's opens deferred by the sign-in rate.
-const pageSignInTries = 120
+// pageSignInTries bounds a reader's opens deferred by the sign-in bounds.
+const pageSignInTries = 20
+
+// signsIn reports whether reader i of the page arm has no session: the
+// first share of each hundred.
+func signsIn(i int, share float64) bool { return float64(i%100) < share*100 }
+
+// fromAddress is the ingress in front of the receiver: it names reader's
+// address in X-Forwarded-For over a shared pool of connections.
+type fromAddress struct {
+	rt   http.RoundTripper
+	addr string
+}
+
+func (f fromAddress) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Forwarded-For", f.addr)
+	return f.rt.RoundTrip(r)
+}
+
+// readerAddr is reader i's address (10.0.0.0/8).
+func readerAddr(i int) string { return fmt.Sprintf("10.%d.%d.%d", (i>>16)&255, (i>>8)&255, i&255) }
 
 // pageFigures are the page arm's own latencies, per step of a reader.
 type pageFigures struct {
-	// Readers is R; Acked the acks answered 200; Deferred the opens
-	// answered 503 by the receiver's sign-in rate and tried again a
-	// second later.
-	Readers, Acked, Deferred int
+	// Readers is R; SignedIn those who signed in (no session); Acked the
+	// acks answered 200; Deferred the opens put off by the sign-in
+	// bounds (429 请稍候) and tried again after it; Refused answers of
+	// 503.
+	Readers, SignedIn, Acked, Deferred, Refused int
+	// MySQLQueries and MySQLSelects are the server's Questions and
+	// Com_select during the storm per reader, less the server's rate in
+	// the 2 s before it (a shared MariaDB's other clients); flushd's
+	// writes are in them.
+	MySQLQueries, MySQLSelects float64
 	// SignIn is the OAuth2 round (the redirect to WeCom and the code's
 	// exchange); Page the GET of the page once signed in (it records
 	// link); Ack the POST of acknowledged.
@@ -55,145 +86,58 @@ type pageFigures struct {
 func (b *bench) page(ctx context.Context) (ArmResult, error) {
 	const msgID = "storm-page"
 	R := b.cfg.Recipients
-	users := make([]fakewecom.User, R)
-	codes := make(map[string]string, R)
-	for i := range R {
-		u := userIDs.ID(i)
-		users[i] = fakewecom.User{UserID: u, Name: "成员" + u, Departments: []int{1}}
-		for k := range pageSignInTries {
-			codes[fmt.Sprintf("code-%s-%d", u, k)] = u
-		}
-	}
-	fake := fakewecom.New(fakewecom.Corp{CorpID: b.app.CorpID, Apps: []fakewecom.App{{AgentID: b.app.AgentID, Secret: pageSecret}},
-		Users: users, Departments: []fakewecom.Department{{ID: 1, Name: "总公司"}}, Codes: codes})
-	fakeAddr, stopFake, err := serve(fake)
+	base, stopFake, err := b.pageFake()
 	if err != nil {
 		return ArmResult{}, err
 	}
 	defer stopFake()
-	base := "http://" + fakeAddr
 
-	cfg := config.Default()
-	cfg.MySQL.DSN = b.dsn
-	cfg.Redis.Addr = b.cfg.RedisAddr
-	cfg.Redis.Prefix = b.prefix
-	cfg.Redis.TTL = config.Duration(time.Hour)
-	cfg.Kafka.Brokers = b.brokers
-	cfg.Kafka.Group = "yidu-bench-" + rig.RandomHex(4)
-	cfg.Flushd.Interval = config.Duration(b.cfg.FlushInterval)
-	cfg.Receiver.Listen = "127.0.0.1:0"
-	cfg.Receiver.Warm = !b.cfg.Cold
+	cfg := b.yiduConfig(pageSecret)
 	// The page's links and redirect_uri; the readers call the receiver's
 	// address itself.
 	cfg.Receiver.PublicURL = "http://yidu-bench.invalid"
-	cfg.Dashboard.Listen = "127.0.0.1:0"
-	cfg.Dashboard.Tokens = []config.Token{{Name: "bench", Token: apiToken, Corps: []string{b.app.CorpID}}}
+	cfg.Receiver.TrustedProxies = []string{"127.0.0.1/32"}
 	cfg.WeCom.APIBase, cfg.WeCom.OAuthBase, cfg.WeCom.LoginBase = base, base, base
-	cfg.Apps = []config.App{{Name: b.app.Name, CorpID: b.app.CorpID, AgentID: b.app.AgentID, Token: b.app.Token,
-		EncodingAESKey: b.app.EncodingAESKey, ReadButtonKey: b.app.ReadButtonKey, Secret: pageSecret}}
-	if err := cfg.Validate(); err != nil {
+	m, stop, err := b.runYidu(ctx, cfg, false)
+	if err != nil {
 		return ArmResult{}, err
 	}
-	m := process.NewMain(cfg, b.cfg.Logger)
-	if err := m.Run(ctx, process.All); err != nil {
-		m.Close()
-		return ArmResult{}, err
-	}
-	defer func() {
-		if err := m.Close(); err != nil {
-			b.logf("yidu close: %v", err)
-		}
-	}()
+	defer stop()
 	start := time.Now()
 	if err := b.sendPage(ctx, m.DashboardAddr, msgID); err != nil {
 		return ArmResult{}, err
 	}
 	b.logf("sent %s with its text to %d recipients in %s", msgID, R, time.Since(start).Round(time.Millisecond))
 
-	var pids []int
-	if b.kfake != nil {
-		pids = append(pids, b.kfake.Pid())
+	sessions, err := b.seedSessions(ctx, m)
+	if err != nil {
+		return ArmResult{}, err
 	}
-	if b.ak != nil {
-		pids = append(pids, b.ak.Pids()...)
-	}
+	pool := &http.Transport{MaxIdleConns: 4 * b.cfg.Conns, MaxIdleConnsPerHost: 4 * b.cfg.Conns, IdleConnTimeout: time.Minute}
+	defer pool.CloseIdleConnections()
+
+	pids := b.kafkaPids()
 	r := ArmResult{Arm: armPage}
 	resetPeakRSS()
+	idle := b.mysqlIdle(ctx)
 	cpu0, ext0, my0, rd0 := selfCPU(), sumCPU(pids), sumCPU(b.mysqld), sumCPU(b.redisd)
 
+	if b.cfg.CPUProfile != "" {
+		stop, err := startProfile(b.cfg.CPUProfile)
+		if err != nil {
+			return r, err
+		}
+		defer stop()
+	}
 	// The storm: C readers at a time, each member once.
 	b.logf("page: %d readers, %d at a time", R, b.cfg.Conns)
-	var (
-		mu                     sync.Mutex
-		signIn, view, end, ack []time.Duration
-		next                   atomic.Int64
-		acked, errs, deferred  atomic.Int64
-		firstErr               atomic.Value
-		wg                     sync.WaitGroup
-		lctx, cancel           = context.WithTimeout(ctx, b.cfg.ArmTimeout)
-		receiver               = "http://" + m.ReceiverAddr
-		storm                  = time.Now()
-		lastOK                 atomic.Int64
-	)
-	for range b.cfg.Conns {
-		wg.Go(func() {
-			var si, vw, en, ak []time.Duration
-			defer func() {
-				mu.Lock()
-				signIn, view, end, ack = append(signIn, si...), append(view, vw...), append(end, en...), append(ack, ak...)
-				mu.Unlock()
-			}()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= R || lctx.Err() != nil {
-					return
-				}
-				u := userIDs.ID(i)
-				rd := pagereader.New(receiver, b.app.Name, msgID, 30*time.Second)
-				fail := func(err error) {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-				}
-				// A reader told 访问人数较多 (503: the receiver's sign-in
-				// rate, page.DefaultSignInRate) taps again after the
-				// Retry-After second, as a member would.
-				var steps pagereader.Steps
-				var err error
-				for k := 0; k < pageSignInTries; k++ {
-					n := 0
-					steps, err = rd.OpenTimed(lctx, func() string { n++; return fmt.Sprintf("code-%s-%d", u, k) })
-					if pagereader.CodeOf(err) != http.StatusServiceUnavailable || n > 0 || lctx.Err() != nil {
-						break
-					}
-					deferred.Add(1)
-					time.Sleep(time.Second)
-				}
-				if err != nil {
-					fail(err)
-					continue
-				}
-				si, vw = append(si, steps.SignIn), append(vw, steps.Page)
-				t0 := time.Now()
-				if err := rd.Signal(lctx, "read_to_end"); err != nil {
-					fail(err)
-					continue
-				}
-				t1 := time.Now()
-				en = append(en, t1.Sub(t0))
-				if err := rd.Signal(lctx, "acknowledged"); err != nil {
-					fail(err)
-					continue
-				}
-				ak = append(ak, time.Since(t1))
-				acked.Add(1)
-				lastOK.Store(time.Now().UnixNano())
-			}
-		})
-	}
-	wg.Wait()
-	cancel()
+	s := &pageStorm{b: b, msgID: msgID, receiver: "http://" + m.ReceiverAddr, pool: pool, sessions: sessions,
+		readers: make([]*pagereader.Reader, R)}
+	storm := time.Now()
+	s.run(ctx)
 	elapsed := time.Since(storm)
-	b.logf("page: %d acks answered 200 in %s, %d errors", acked.Load(), elapsed.Round(time.Millisecond), errs.Load())
+	q1, sel1, qerr1 := b.mysqlCounters(ctx)
+	b.logf("page: %d acks answered 200 in %s, %d errors", s.acked.Load(), elapsed.Round(time.Millisecond), s.errs.Load())
 	if ctx.Err() != nil {
 		return r, ctx.Err()
 	}
@@ -201,46 +145,19 @@ func (b *bench) page(ctx context.Context) (ArmResult, error) {
 	// Exact: every ack in Redis's bitmap, page_signals and
 	// message_read_record (read_rule acknowledged); CPU counts until then.
 	var pf pageFigures
-	exactAt := time.Time{}
-	deadline := time.Now().Add(b.cfg.FlushInterval + 30*time.Second)
-	for time.Now().Before(deadline) {
-		if err := b.pageCounts(ctx, m, msgID, &pf); err != nil {
-			return r, err
-		}
-		if pf.InRedis == int64(R) && pf.PageSignals == int64(R) && pf.Read == int64(R) {
-			exactAt = time.Now()
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	exactAt, err := b.pageExact(ctx, m, msgID, &pf)
+	if err != nil {
+		return r, err
 	}
 	ext := sumCPU(pids) - ext0
 	cpu := selfCPU() - cpu0 + ext
 	my, rd := sumCPU(b.mysqld)-my0, sumCPU(b.redisd)-rd0
 
-	pf.Readers, pf.Acked, pf.Deferred = R, int(acked.Load()), int(deferred.Load())
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	p := func(ds []time.Duration, q float64) float64 {
-		slices.Sort(ds)
-		return ms(rig.Percentile(ds, q))
-	}
-	pf.SignInP99ms = p(signIn, .99)
-	pf.PageP50ms, pf.PageP99ms = p(view, .50), p(view, .99)
-	pf.EndP99ms = p(end, .99)
-	pf.AckP50ms, pf.AckP99ms = p(ack, .50), p(ack, .99)
-	r.Requests, r.Accepted, r.Errors, r.Seconds = R, pf.Acked, int(errs.Load()), elapsed.Seconds()
-	if v, ok := firstErr.Load().(string); ok {
-		r.Status = "first error: " + v
-	}
-	if r.Seconds > 0 {
-		r.PerSecond = float64(pf.Acked) / r.Seconds
-	}
-	r.P50ms, r.P99ms, r.P999ms = pf.AckP50ms, pf.AckP99ms, p(ack, .999)
-	if n := len(ack); n > 0 {
-		r.MaxMs = ms(ack[n-1])
-	}
-	if !exactAt.IsZero() && lastOK.Load() > 0 {
-		v := ms(exactAt.Sub(time.Unix(0, lastOK.Load())))
-		r.MySQLExactMs = &v
+	s.figures(&r, &pf, elapsed, exactAt)
+	if idle.err == nil && qerr1 == nil && R > 0 {
+		bg := elapsed.Seconds() / 2
+		pf.MySQLQueries = max(0, float64(q1-idle.q1)-bg*float64(idle.q1-idle.q0)) / float64(R)
+		pf.MySQLSelects = max(0, float64(sel1-idle.sel1)-bg*float64(idle.sel1-idle.sel0)) / float64(R)
 	}
 	r.PeakRSSMB = float64(memKB("VmHWM")) / 1024
 	if pf.Acked > 0 {
@@ -251,15 +168,291 @@ func (b *bench) page(ctx context.Context) (ArmResult, error) {
 	}
 	r.LoadAvg = rig.LoadAvg()
 	r.Page = &pf
+	setExact(&r, pageProblems(pf, R))
+	// The attachment phase, after the readers' figures are taken.
+	if r.Attachment, err = b.attachmentPhase(ctx, m, s.readers); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// mysqlIdle are the MySQL server's Questions and Com_select 2 s apart
+// with the bench idle: the server is shared, and its rate before the
+// storm is taken off the storm's. The second reading starts the storm's.
+type mysqlIdle struct {
+	q0, sel0, q1, sel1 int64
+	err                error // of the second reading
+}
+
+// mysqlIdle reads the server's idle rate (see the type).
+func (b *bench) mysqlIdle(ctx context.Context) mysqlIdle {
+	var m mysqlIdle
+	m.q0, m.sel0, _ = b.mysqlCounters(ctx)
+	time.Sleep(2 * time.Second)
+	m.q1, m.sel1, m.err = b.mysqlCounters(ctx)
+	return m
+}
+
+// pageFake serves the fake WeCom of the page arm: the members, and the
+// OAuth2 codes of those who sign in. base is its URL.
+func (b *bench) pageFake() (base string, stop func(), err error) {
+	R := b.cfg.Recipients
+	users := make([]fakewecom.User, R)
+	codes := make(map[string]string, int(float64(R)*b.cfg.PageSignIn+1)*pageSignInTries)
+	for i := range R {
+		u := userIDs.ID(i)
+		users[i] = fakewecom.User{UserID: u, Name: "成员" + u, Departments: []int{1}}
+		if !signsIn(i, b.cfg.PageSignIn) {
+			continue // holds a session: no code (the map is the fake's, in the bench process's heap)
+		}
+		for k := range pageSignInTries {
+			codes[fmt.Sprintf("code-%s-%d", u, k)] = u
+		}
+	}
+	fake := fakewecom.New(fakewecom.Corp{CorpID: b.app.CorpID, Apps: []fakewecom.App{{AgentID: b.app.AgentID, Secret: pageSecret}},
+		Users: users, Departments: []fakewecom.Department{{ID: 1, Name: "总公司"}}, Codes: codes})
+	fakeAddr, stop, err := serve(fake)
+	if err != nil {
+		return "", nil, err
+	}
+	return "http://" + fakeAddr, stop, nil
+}
+
+// seedSessions gives the members who signed in on an earlier day their
+// session; sessions[i] is reader i's ("": signs in).
+func (b *bench) seedSessions(ctx context.Context, m *process.Main) ([]string, error) {
+	R := b.cfg.Recipients
+	sessions := make([]string, R)
+	seeded := time.Now()
+	var seedNext atomic.Int64
+	var seedErr atomic.Value
+	var sw sync.WaitGroup
+	for range 16 {
+		sw.Go(func() {
+			for {
+				i := int(seedNext.Add(1) - 1)
+				if i >= R || seedErr.Load() != nil {
+					return
+				}
+				if signsIn(i, b.cfg.PageSignIn) {
+					continue
+				}
+				u := userIDs.ID(i)
+				uid, ok, err := m.Mapper.Lookup(ctx, b.app.CorpID, u)
+				if err == nil && !ok {
+					err = fmt.Errorf("member %s not in the directory", u)
+				}
+				if err == nil {
+					sessions[i], err = m.PageSessions.Create(ctx, b.app.CorpID, u, uid, "成员"+u)
+				}
+				if err != nil {
+					seedErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		})
+	}
+	sw.Wait()
+	if err, ok := seedErr.Load().(error); ok {
+		return nil, fmt.Errorf("page: seed sessions: %w", err)
+	}
+	b.logf("page: sessions of %.0f%% of the members seeded in %s", 100*(1-b.cfg.PageSignIn), time.Since(seeded).Round(time.Millisecond))
+	return sessions, nil
+}
+
+// pageStorm is the page arm's storm: b.cfg.Conns readers at a time, each
+// member once, and what they measured.
+type pageStorm struct {
+	b        *bench
+	msgID    string
+	receiver string
+	pool     http.RoundTripper
+	sessions []string
+
+	mu                     sync.Mutex
+	signIn, view, end, ack []time.Duration
+	next                   atomic.Int64
+	acked, errs, deferred  atomic.Int64
+	refused                atomic.Int64
+	firstErr               atomic.Value
+	lastOK                 atomic.Int64
+	// readers keeps each signed-in reader for the attachment phase.
+	readers []*pagereader.Reader
+}
+
+// run runs the storm until every member read or b.cfg.ArmTimeout passed.
+func (s *pageStorm) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	lctx, cancel := context.WithTimeout(ctx, s.b.cfg.ArmTimeout)
+	defer cancel()
+	for range s.b.cfg.Conns {
+		wg.Go(func() {
+			pprof.Do(ctx, pprof.Labels("role", "generator"), func(context.Context) {
+				var l readerLatencies
+				defer func() {
+					s.mu.Lock()
+					s.signIn, s.view, s.end, s.ack = append(s.signIn, l.signIn...), append(s.view, l.view...), append(s.end, l.end...), append(s.ack, l.ack...)
+					s.mu.Unlock()
+				}()
+				for {
+					i := int(s.next.Add(1) - 1)
+					if i >= len(s.readers) || lctx.Err() != nil {
+						return
+					}
+					s.read(lctx, i, &l)
+				}
+			})
+		})
+	}
+	wg.Wait()
+}
+
+// readerLatencies are one generator's latencies of each step.
+type readerLatencies struct{ signIn, view, end, ack []time.Duration }
+
+// read is reader i's visit: open the page (signing in first without a
+// session), reach the end, acknowledge.
+func (s *pageStorm) read(lctx context.Context, i int, l *readerLatencies) {
+	u := userIDs.ID(i)
+	rd := pagereader.New(s.receiver, s.b.app.Name, s.msgID, 30*time.Second)
+	rd.UseTransport(fromAddress{rt: s.pool, addr: readerAddr(i)})
+	if s.sessions[i] != "" {
+		rd.SetSession(page.SessionCookie, s.sessions[i])
+	}
+	fail := func(err error) {
+		s.errs.Add(1)
+		if pagereader.CodeOf(err) == http.StatusServiceUnavailable {
+			s.refused.Add(1)
+		}
+		s.firstErr.CompareAndSwap(nil, err.Error())
+	}
+	// A reader told 请稍候 (429: a sign-in bound) comes back
+	// after its page's refresh (1 to 4 s), as the page does.
+	var steps pagereader.Steps
+	var err error
+	for k := 0; k < pageSignInTries; k++ {
+		n := 0
+		steps, err = rd.OpenTimed(lctx, func() string { n++; return fmt.Sprintf("code-%s-%d", u, k) })
+		if pagereader.CodeOf(err) != http.StatusTooManyRequests || n > 0 || lctx.Err() != nil {
+			break
+		}
+		s.deferred.Add(1)
+		time.Sleep(time.Second)
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	if steps.SignIn > 0 {
+		l.signIn = append(l.signIn, steps.SignIn)
+	}
+	l.view = append(l.view, steps.Page)
+	s.readers[i] = rd
+	t0 := time.Now()
+	if err := rd.Signal(lctx, "read_to_end"); err != nil {
+		fail(err)
+		return
+	}
+	t1 := time.Now()
+	l.end = append(l.end, t1.Sub(t0))
+	if err := rd.Signal(lctx, "acknowledged"); err != nil {
+		fail(err)
+		return
+	}
+	l.ack = append(l.ack, time.Since(t1))
+	s.acked.Add(1)
+	s.lastOK.Store(time.Now().UnixNano())
+}
+
+// figures sets r's and pf's latencies and counts of the storm, which took
+// elapsed; exactAt is when every ack was stored (zero: never).
+func (s *pageStorm) figures(r *ArmResult, pf *pageFigures, elapsed time.Duration, exactAt time.Time) {
+	R := len(s.readers)
+	pf.Readers, pf.Acked, pf.Deferred, pf.Refused = R, int(s.acked.Load()), int(s.deferred.Load()), int(s.refused.Load())
+	for i := range R {
+		if signsIn(i, s.b.cfg.PageSignIn) {
+			pf.SignedIn++
+		}
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	p := func(ds []time.Duration, q float64) float64 {
+		slices.Sort(ds)
+		return ms(rig.Percentile(ds, q))
+	}
+	pf.SignInP99ms = p(s.signIn, .99)
+	pf.PageP50ms, pf.PageP99ms = p(s.view, .50), p(s.view, .99)
+	pf.EndP99ms = p(s.end, .99)
+	pf.AckP50ms, pf.AckP99ms = p(s.ack, .50), p(s.ack, .99)
+	r.Requests, r.Accepted, r.Errors, r.Seconds = len(s.readers), pf.Acked, int(s.errs.Load()), elapsed.Seconds()
+	if v, ok := s.firstErr.Load().(string); ok {
+		r.Status = "first error: " + v
+	}
+	if r.Seconds > 0 {
+		r.PerSecond = float64(pf.Acked) / r.Seconds
+	}
+	r.P50ms, r.P99ms, r.P999ms = pf.AckP50ms, pf.AckP99ms, p(s.ack, .999)
+	if n := len(s.ack); n > 0 {
+		r.MaxMs = ms(s.ack[n-1])
+	}
+	if !exactAt.IsZero() && s.lastOK.Load() > 0 {
+		v := ms(exactAt.Sub(time.Unix(0, s.lastOK.Load())))
+		r.MySQLExactMs = &v
+	}
+}
+
+// pageExact waits until Redis, page_signals and message_read_record hold
+// every ack, or one flush interval and 30 s passed, and returns when (zero:
+// never); pf has the last counts.
+func (b *bench) pageExact(ctx context.Context, m *process.Main, msgID string, pf *pageFigures) (time.Time, error) {
+	R := int64(b.cfg.Recipients)
+	deadline := time.Now().Add(b.cfg.FlushInterval + 30*time.Second)
+	for time.Now().Before(deadline) {
+		if err := b.pageCounts(ctx, m, msgID, pf); err != nil {
+			return time.Time{}, err
+		}
+		if pf.InRedis == R && pf.PageSignals == R && pf.Read == R {
+			return time.Now(), nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Time{}, nil
+}
+
+// pageProblems are what keeps the page arm from being exact.
+func pageProblems(pf pageFigures, R int) []string {
 	var problems []string
 	if pf.Acked != R {
 		problems = append(problems, fmt.Sprintf("%d acks answered 200; want %d", pf.Acked, R))
 	}
+	if pf.Refused > 0 {
+		problems = append(problems, fmt.Sprintf("%d readers refused (503)", pf.Refused))
+	}
 	if pf.InRedis != int64(R) || pf.PageSignals != int64(R) || pf.Read != int64(R) {
 		problems = append(problems, fmt.Sprintf("Redis %d, page_signals %d, read %d; want %d each", pf.InRedis, pf.PageSignals, pf.Read, R))
 	}
-	setExact(&r, problems)
-	return r, nil
+	return problems
+}
+
+// mysqlCounters returns the MySQL server's Questions and Com_select.
+func (b *bench) mysqlCounters(ctx context.Context) (questions, selects int64, err error) {
+	rows, err := b.db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_select')")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			return 0, 0, err
+		}
+		if name == "Questions" {
+			questions = v
+		} else {
+			selects = v
+		}
+	}
+	return questions, selects, rows.Err()
 }
 
 // pageCounts reads the acknowledgements Redis and MySQL hold.

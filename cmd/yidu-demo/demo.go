@@ -80,6 +80,9 @@ type Main struct {
 	Approver string
 	// Backends says which servers are embedded, for the banner.
 	Backends string
+	// LedgerKey is the verifier key of the evidence log's signing key,
+	// which setup makes for the demo.
+	LedgerKey string
 	// EvidenceDir is where the round's evidence files go (empty: a new
 	// temporary directory, printed and kept); Round is what it did.
 	EvidenceDir string
@@ -89,7 +92,7 @@ type Main struct {
 	secret, token, aesKey string
 	company               fakewecom.Corp
 	employees             int
-	status                atomic.Pointer[string]
+	status                atomic.Pointer[[2]string] // zh-CN, en
 	// ready is closed once prepare returned; readyErr is its error.
 	ready    chan struct{}
 	readyErr error
@@ -184,7 +187,7 @@ func (m *Main) Run(ctx context.Context) error {
 		close(m.ready)
 		return err
 	}
-	m.App.Dashboard.SetStatus(m.statusLine)
+	m.App.Dashboard.SetStatusIn(m.statusIn)
 	m.printBanner()
 	m.wg.Add(1)
 	go func() {
@@ -192,10 +195,11 @@ func (m *Main) Run(ctx context.Context) error {
 		err := m.prepare(bg)
 		if err == nil {
 			m.printPlay()
-			m.setStatus(fmt.Sprintf("Demo: notice registered to %d employees; WeCom is delivering the reads at %gx.", m.plan.employees, m.Speed))
+			m.setStatus(fmt.Sprintf("演示：通知已发给 %d 名员工，企业微信正以 %g 倍速送来阅读记录。", m.plan.employees, m.Speed),
+				fmt.Sprintf("Demo: notice registered to %d employees; WeCom is delivering the reads at %gx.", m.plan.employees, m.Speed))
 			m.startPlay(bg)
 		} else {
-			m.setStatus("Demo: setting up failed: " + err.Error())
+			m.setStatus("演示：准备失败："+err.Error(), "Demo: setting up failed: "+err.Error())
 		}
 		m.readyErr = err
 		close(m.ready)
@@ -203,14 +207,22 @@ func (m *Main) Run(ctx context.Context) error {
 	return nil
 }
 
-// setStatus sets the dashboard's status line.
-func (m *Main) setStatus(s string) { m.status.Store(&s) }
+// setStatus sets the dashboard's status line, in Chinese and in English
+// (the page shows the one of its language).
+func (m *Main) setStatus(zh, en string) { m.status.Store(&[2]string{zh, en}) }
 
-func (m *Main) statusLine() string {
-	if p := m.status.Load(); p != nil {
-		return *p
+// statusLine is the status line in English (the terminal's).
+func (m *Main) statusLine() string { return m.statusIn("en") }
+
+func (m *Main) statusIn(lang string) string {
+	p := m.status.Load()
+	if p == nil {
+		return ""
 	}
-	return ""
+	if lang == "zh-CN" {
+		return p[0]
+	}
+	return p[1]
 }
 
 // Wait blocks until ctx ends (Ctrl-C: nil), flushd stops on its own
@@ -255,7 +267,8 @@ func (m *Main) Wait(ctx context.Context) error {
 				fmt.Fprintln(m.Stdout, "yidu-demo:", err)
 				continue
 			}
-			m.setStatus("Demo: every read is on the dashboard and in MySQL; now the reading page, evidence and an approval.")
+			m.setStatus("演示：所有阅读记录已到达页面和 MySQL；接下来演示阅读页、证据和审批。",
+				"Demo: every read is on the dashboard and in MySQL; now the reading page, evidence and an approval.")
 			if err := m.showRound(ctx); err != nil {
 				if ctx.Err() != nil { // Ctrl-C during the steps
 					fmt.Fprintln(m.Stdout, "\nstopping…")
@@ -268,7 +281,8 @@ func (m *Main) Wait(ctx context.Context) error {
 				fmt.Fprintln(m.Stdout, "yidu-demo:", err)
 				continue
 			}
-			m.setStatus("Demo: every read is on the dashboard and in MySQL; the hosted notice was approved, acknowledged and verified.")
+			m.setStatus("演示：所有阅读记录已到达页面和 MySQL；托管通知已审批、已确认知悉并已校验存证。",
+				"Demo: every read is on the dashboard and in MySQL; the hosted notice was approved, acknowledged and verified.")
 			if m.ExitWhenDone {
 				return nil
 			}

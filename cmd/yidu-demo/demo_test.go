@@ -182,6 +182,9 @@ func TestDemoExitWhenDone(t *testing.T) {
 	if !r.Held || !r.SentOnce {
 		t.Errorf("approval: held %v, sent once %v; want both", r.Held, r.SentOnce)
 	}
+	if !r.JoinerCarded || r.PendingJoiners != 1 {
+		t.Errorf("standing notice: joiner carded %v, pending %d; want the new hire carded, 1 pending", r.JoinerCarded, r.PendingJoiners)
+	}
 	var readingPage bool
 	for _, c := range m.Fake.Sent() {
 		readingPage = readingPage || bytes.Contains(c.Raw, []byte(`/r/hr/`+r.MsgID+`?to=`))
@@ -189,11 +192,40 @@ func TestDemoExitWhenDone(t *testing.T) {
 	if !readingPage {
 		t.Errorf("no card of %s opens the reading page", r.MsgID)
 	}
+	// Under read_rule acknowledged the card's button opens the page to
+	// read and confirm: a 我已阅读 press there would count for nothing
+	// (issue 49, finding 5).
+	for _, c := range m.Fake.Sent() {
+		var b struct {
+			TemplateCard struct {
+				TaskID     string `json:"task_id"`
+				ButtonList []struct {
+					Text string `json:"text"`
+					Type int    `json:"type"`
+					URL  string `json:"url"`
+				} `json:"button_list"`
+			} `json:"template_card"`
+		}
+		if json.Unmarshal(c.Raw, &b) != nil || !sameMsg(b.TemplateCard.TaskID, r.MsgID) {
+			continue
+		}
+		bl := b.TemplateCard.ButtonList
+		if len(bl) != 1 || bl[0].Type != 1 || bl[0].Text != "阅读并确认" || !strings.Contains(bl[0].URL, "/r/hr/"+r.MsgID) {
+			t.Errorf("card of the acknowledged notice: buttons %+v; want one 阅读并确认 opening the reading page", bl)
+			break
+		}
+	}
 	if n := m.cardsOf(r.ApprovalMsgID); len(n) != 200 {
 		t.Errorf("the approved notice reached %d people; want 200", len(n))
 	}
 	if r.Root.Size == 0 || r.Root.Size != uint64(r.Entries) || len(r.Problems) != 0 || !strings.Contains(out.String(), "verify: clean") {
 		t.Errorf("ledger: day root %+v, %d entries checked, problems %v; want a root over every entry and verify: clean", r.Root, r.Entries, r.Problems)
+	}
+
+	// The pack checks, and a copy with one member's claim moved onto
+	// another and rehashed is refused.
+	if !r.PackChecked || r.PackFacts == 0 || len(r.ForgedProblems) == 0 || !strings.Contains(out.String(), "refused:") {
+		t.Errorf("pack: checked %v (%d facts), forged copy's problems %q; want it checked and the forgery refused", r.PackChecked, r.PackFacts, r.ForgedProblems)
 	}
 
 	// The printed login opens the dashboard page.

@@ -3,23 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"mime/multipart"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
-	"os"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/internal/wecomsim"
 	"github.com/yidu-io/yidu/ledger"
 )
@@ -52,16 +42,34 @@ type Round struct {
 	// employee got exactly one card.
 	ApprovalMsgID  string
 	Held, SentOnce bool
+	// StandingMsgID is the standing notice (issue 51); JoinerCarded: the
+	// new hire got its card after the sync; PendingJoiners its 新入职待确认.
+	StandingMsgID  string
+	JoinerCarded   bool
+	PendingJoiners int
 	// BySignal are the notice's counts once the members were done.
 	BySignal yidu.SignalCounts
 	// EvidenceDir holds the evidence JSON and PDF of Members[0].
-	EvidenceDir    string
-	EvidenceJSON   string
-	EvidencePDF    string
-	EvidenceAcked  bool
-	Root           ledger.DayRoot
-	Entries, Facts int
-	Problems       []ledger.Problem
+	EvidenceDir   string
+	EvidenceJSON  string
+	EvidencePDF   string
+	EvidenceAcked bool
+	// Reminded is how many the manual reminder before the evidence
+	// reached; ZIPBytes the notice's evidence ZIP after it, and
+	// OwnPDFBytes the reminded member's PDF from 我的记录.
+	Reminded, ZIPBytes, OwnPDFBytes int
+	Root                            ledger.Checkpoint
+	// PackZIP is the notice's evidence ZIP, checked (PackChecked, against
+	// PackCheckpoint, PackFacts facts proved); ForgedZIP a copy with one
+	// member's claim moved onto another and rehashed, which the check
+	// refused (ForgedProblems).
+	PackZIP, ForgedZIP string
+	PackChecked        bool
+	PackCheckpoint     string
+	PackFacts          int
+	ForgedProblems     []string
+	Entries, Facts     int
+	Problems           []ledger.Problem
 }
 
 // showRound runs the steps above, printing each.
@@ -118,24 +126,30 @@ func (m *Main) showRound(ctx context.Context) error {
 	}
 	fmt.Fprintf(w, "  4. evidence of %s: %s and %s\n", r.Members[0], r.EvidenceJSON, r.EvidencePDF)
 
+	if err := m.remindThenEvidence(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "     reminded %d unread; then %s's evidence (JSON, PDF), the notice's evidence ZIP (%d bytes) and 我的记录's PDF (%d bytes)\n",
+		r.Reminded, r.Members[roundAcks], r.ZIPBytes, r.OwnPDFBytes)
+
 	if err := m.approve(ctx); err != nil {
 		return err
 	}
-
-	l, err := ledger.New(m.App.DB, ledger.Options{Logger: m.Logger})
-	if err != nil {
+	if err := m.showStanding(ctx); err != nil {
 		return err
 	}
-	day := ledger.Day(time.Now())
-	rep, err := l.Verify(ctx, demoCorp, day)
+
+	// The process's ledger: it signs with the demo's key.
+	l := m.App.Ledger
+	if r.Root, err = l.Checkpoint(ctx, demoCorp); err != nil {
+		return fmt.Errorf("ledger checkpoint: %w", err)
+	}
+	rep, err := l.Verify(ctx, demoCorp, "")
 	if err != nil {
 		return fmt.Errorf("ledger verify: %w", err)
 	}
-	if r.Root, err = l.Root(ctx, demoCorp, day); err != nil {
-		return fmt.Errorf("ledger root: %w", err)
-	}
 	r.Entries, r.Facts, r.Problems = rep.Entries, rep.Facts, rep.Problems
-	fmt.Fprintf(w, "  9. ledger of %s, day %s (Asia/Shanghai): %d entries, root %s (as yidu evidence verify)\n", demoCorp, day, r.Root.Size, r.Root.Root)
+	fmt.Fprintf(w, " 10. ledger of %s: checkpoint %s of %d entries, root %s (as yidu evidence verify)\n", demoCorp, r.Root.Origin, r.Root.Size, r.Root.Root)
 	if len(rep.Problems) > 0 {
 		for _, p := range rep.Problems {
 			fmt.Fprintf(w, "     %s\n", p)
@@ -143,6 +157,19 @@ func (m *Main) showRound(ctx context.Context) error {
 		return fmt.Errorf("ledger verify: %d problems", len(rep.Problems))
 	}
 	fmt.Fprintf(w, "     verify: clean (%d entries, %d facts checked)\n", rep.Entries, rep.Facts)
+	if err := m.checkPack(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, " 11. evidence ZIP %s: yidu evidence check --key %s: OK, %d facts proved against the signed checkpoint %s\n",
+		r.PackZIP, m.LedgerKey, r.PackFacts, r.PackCheckpoint)
+	fmt.Fprintf(w, "     a forged copy (%s's record moved into %s's folder, manifest rehashed) %s: refused:\n", r.Members[0], r.Members[1], r.ForgedZIP)
+	for i, p := range r.ForgedProblems {
+		if i == 3 {
+			fmt.Fprintf(w, "       … and %d more\n", len(r.ForgedProblems)-3)
+			break
+		}
+		fmt.Fprintf(w, "       %s\n", p)
+	}
 	fmt.Fprintf(w, "These steps took %.1fs.\n\n", time.Since(start).Seconds())
 	return nil
 }
@@ -201,337 +228,4 @@ func onePagePDF(text string) []byte {
 	}
 	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
 	return b.Bytes()
-}
-
-// cardsOf counts the cards of notice msgID the fake WeCom got, by
-// member.
-func (m *Main) cardsOf(msgID string) map[string]int {
-	out := map[string]int{}
-	for _, s := range m.Fake.Sent() {
-		var b struct {
-			ToUser       string `json:"touser"`
-			TemplateCard struct {
-				TaskID string `json:"task_id"`
-			} `json:"template_card"`
-		}
-		if json.Unmarshal(s.Raw, &b) != nil || !sameMsg(b.TemplateCard.TaskID, msgID) {
-			continue
-		}
-		if _, _, ok := yidu.ParseApprovalTaskID(b.TemplateCard.TaskID); ok {
-			continue // the approval card, not the notice's
-		}
-		for _, u := range strings.Split(b.ToUser, "|") {
-			out[u]++
-		}
-	}
-	return out
-}
-
-// awaitCards waits until each of members has notice msgID's card, then
-// half a second more, and checks that nobody else got it and nobody got
-// it twice.
-func (m *Main) awaitCards(ctx context.Context, msgID string, members []string) error {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for len(m.cardsOf(msgID)) < len(members) {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return fmt.Errorf("%s: cards to %d of %d members: %w", msgID, len(m.cardsOf(msgID)), len(members), ctx.Err())
-		}
-	}
-	select {
-	case <-time.After(500 * time.Millisecond):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	got := m.cardsOf(msgID)
-	if len(got) != len(members) {
-		return fmt.Errorf("%s: cards to %d members; want %d", msgID, len(got), len(members))
-	}
-	for _, u := range members {
-		if n := got[u]; n != 1 {
-			return fmt.Errorf("%s: %s got %d cards; want 1", msgID, u, n)
-		}
-	}
-	return nil
-}
-
-// approve shows approval before sending: a notice to 全员 (apps[].approval)
-// is held 待审批 with no card sent; the approver gets the approval card
-// through WeCom and presses 批准 (a callback to the receiver, delivered
-// twice as WeCom may); the campaign runner then sends the notice once.
-func (m *Main) approve(ctx context.Context) error {
-	r, w := &m.Round, m.Stdout
-	r.ApprovalMsgID = m.MsgID + "-all"
-	body := map[string]any{
-		"msgid": r.ApprovalMsgID, "app": demoApp, "title": "年终总结会通知 / Year-end meeting", "send": true,
-		"body":     "12月20日14:00全员年终总结会，请准时参加。All hands, 20 Dec 14:00.",
-		"audience": map[string]any{"all": true},
-	}
-	var posted struct {
-		Approval string `json:"approval"`
-	}
-	code, err := m.api(ctx, http.MethodPost, "/messages", body, &posted)
-	if err != nil {
-		return fmt.Errorf("notice to 全员: %w", err)
-	}
-	path := "/messages/" + url.PathEscape(r.ApprovalMsgID) + "/approval"
-	var ap struct {
-		State       string `json:"state"`
-		VersionHash string `json:"version_hash"`
-		Recipients  uint64 `json:"recipients"`
-	}
-	if _, err := m.api(ctx, http.MethodGet, path, nil, &ap); err != nil {
-		return fmt.Errorf("approval: %w", err)
-	}
-	held := len(m.cardsOf(r.ApprovalMsgID))
-	r.Held = code == http.StatusAccepted && posted.Approval == string(yidu.ApprovalPending) && ap.State == string(yidu.ApprovalPending) && held == 0
-	if !r.Held {
-		return fmt.Errorf("notice to 全员: %d, approval %q/%q, %d cards; want 202, pending and none sent", code, posted.Approval, ap.State, held)
-	}
-	fmt.Fprintf(w, "  5. %s to 全员 (%d people) by %s: 待审批, no card sent (apps[].approval: 全员 or over %d)\n",
-		r.ApprovalMsgID, ap.Recipients, demoUser, m.employees)
-
-	c, err := m.awaitApprovalCard(ctx, r.ApprovalMsgID)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "  6. the approval card (version %.12s…) reached %s through WeCom\n", ap.VersionHash, m.Approver)
-	ev := wecomsim.Event{Kind: wecomsim.KindCard, UserID: m.Approver, TaskID: c.TaskID, EventKey: c.Key, CreateTime: time.Now()}
-	reqs, err := m.player.pusher.Build([]wecomsim.Event{ev})
-	if err != nil {
-		return err
-	}
-	// WeCom may deliver the press twice; the second changes nothing.
-	if st := m.player.pusher.Push(ctx, []wecomsim.Request{reqs[0], reqs[0]}); st.Failures != 0 {
-		return fmt.Errorf("approval press: %s", st)
-	}
-	if _, err := m.api(ctx, http.MethodGet, path, nil, &ap); err != nil || ap.State != string(yidu.ApprovalApproved) {
-		return fmt.Errorf("approval after the press: %q, %v; want approved", ap.State, err)
-	}
-	fmt.Fprintf(w, "  7. %s pressed 批准 (the callback delivered twice): 已批准\n", m.Approver)
-	everyone := make([]string, len(m.company.Users))
-	for i, u := range m.company.Users {
-		everyone[i] = u.UserID
-	}
-	if err := m.awaitCards(ctx, r.ApprovalMsgID, everyone); err != nil {
-		return err
-	}
-	r.SentOnce = true
-	fmt.Fprintf(w, "  8. sent once by the campaign runner: one card to each of the %d people\n", len(everyone))
-	return nil
-}
-
-// awaitApprovalCard waits for the approval card of msgID to reach the
-// approver and returns its task_id and 批准's key.
-func (m *Main) awaitApprovalCard(ctx context.Context, msgID string) (card, error) {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		for _, s := range m.Fake.Sent() {
-			var b struct {
-				ToUser       string `json:"touser"`
-				TemplateCard struct {
-					TaskID     string `json:"task_id"`
-					ButtonList []struct {
-						Key string `json:"key"`
-					} `json:"button_list"`
-				} `json:"template_card"`
-			}
-			if json.Unmarshal(s.Raw, &b) != nil {
-				continue
-			}
-			id, _, ok := yidu.ParseApprovalTaskID(b.TemplateCard.TaskID)
-			if !ok || string(id) != msgID || !slices.Contains(strings.Split(b.ToUser, "|"), m.Approver) {
-				continue
-			}
-			for _, bt := range b.TemplateCard.ButtonList {
-				if bt.Key == campaign.ApproveKey {
-					return card{TaskID: b.TemplateCard.TaskID, Key: bt.Key}, nil
-				}
-			}
-		}
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return card{}, fmt.Errorf("%s: no approval card reached %s: %w", msgID, m.Approver, ctx.Err())
-		}
-	}
-}
-
-var viewRE = regexp.MustCompile(`data-view="([^"]+)"[^>]*data-version="([0-9]+)"`)
-
-// readOnPage is one member on the reading page, in a browser of their
-// own: signed in through the fake WeCom's OAuth2, the page opened (link),
-// and with ack its end reached (read_to_end) and 我已阅读并知悉 pressed
-// (acknowledged), through the receiver's events endpoint.
-func (m *Main) readOnPage(ctx context.Context, userID string, ack bool) error {
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
-	page := "http://" + m.App.ReceiverAddr + "/r/" + demoApp + "/" + url.PathEscape(m.Round.MsgID)
-	get := func(target string) (*http.Response, []byte, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		req.Header.Set("User-Agent", "Mozilla/5.0 (iPhone) wxwork/4.1 MicroMessenger")
-		resp, err := c.Do(req)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-		return resp, b, err
-	}
-	// The page sends a member without a session to WeCom's sign-in (the
-	// fake's member list); choosing the member comes back signed in.
-	resp, _, err := get(page)
-	if err != nil {
-		return err
-	}
-	if resp.Request.URL.Host != m.fakeSrv.Addr {
-		return fmt.Errorf("GET %s ended %d at %s; want WeCom's sign-in", page, resp.StatusCode, resp.Request.URL)
-	}
-	signIn := resp.Request.URL
-	q := signIn.Query()
-	q.Set("as", userID)
-	signIn.RawQuery = q.Encode()
-	resp, html, err := get(signIn.String())
-	if err != nil {
-		return err
-	}
-	sm := viewRE.FindSubmatch(html)
-	if resp.StatusCode != http.StatusOK || sm == nil {
-		return fmt.Errorf("signed in, the page answered %d at %s without a view", resp.StatusCode, resp.Request.URL)
-	}
-	if !ack {
-		return nil
-	}
-	for _, ev := range []string{"read_to_end", "acknowledged"} {
-		b := fmt.Sprintf(`{"event":%q,"version":%s,"view":%q}`, ev, sm[2], sm[1])
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, page+"/events", strings.NewReader(b))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		out, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("event %s: %d %s", ev, resp.StatusCode, bytes.TrimSpace(out))
-		}
-	}
-	return nil
-}
-
-// saveEvidence writes userID's evidence record (JSON) and 告知确认书 (PDF)
-// from the dashboard API into EvidenceDir (a new temporary directory when
-// empty), once the record holds the acknowledgement (flushd wrote it).
-func (m *Main) saveEvidence(ctx context.Context, userID string) error {
-	r := &m.Round
-	if r.EvidenceDir = m.EvidenceDir; r.EvidenceDir == "" {
-		dir, err := os.MkdirTemp("", "yidu-demo-evidence-")
-		if err != nil {
-			return fmt.Errorf("evidence: %w", err)
-		}
-		r.EvidenceDir = dir
-	}
-	base := "http://" + m.App.DashboardAddr + "/api/v1/messages/" + url.PathEscape(r.MsgID) + "/evidence/" + url.PathEscape(userID)
-	var rec []byte
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		b, err := m.fetch(ctx, base)
-		if err != nil {
-			return fmt.Errorf("evidence: %w", err)
-		}
-		rec = b
-		if r.EvidenceAcked = acknowledgedIn(b); r.EvidenceAcked {
-			break
-		}
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return fmt.Errorf("evidence of %s: no acknowledgement in MySQL yet: %w", userID, ctx.Err())
-		}
-	}
-	pdf, err := m.fetch(ctx, base+".pdf")
-	if err != nil {
-		return fmt.Errorf("evidence PDF: %w", err)
-	}
-	if !bytes.HasPrefix(pdf, []byte("%PDF-")) {
-		return errors.New("evidence PDF: not a PDF")
-	}
-	r.EvidenceJSON = filepath.Join(r.EvidenceDir, "evidence-"+userID+".json")
-	r.EvidencePDF = filepath.Join(r.EvidenceDir, "evidence-"+userID+".pdf")
-	if err := os.WriteFile(r.EvidenceJSON, rec, 0o644); err != nil {
-		return fmt.Errorf("evidence: %w", err)
-	}
-	if err := os.WriteFile(r.EvidencePDF, pdf, 0o644); err != nil {
-		return fmt.Errorf("evidence: %w", err)
-	}
-	return nil
-}
-
-// acknowledgedIn reports whether an evidence record shows the member
-// read, with an acknowledged signal.
-func acknowledgedIn(rec []byte) bool {
-	var v struct {
-		Read    bool `json:"read"`
-		Signals []struct {
-			Kind string `json:"kind"`
-		} `json:"signals"`
-	}
-	if json.Unmarshal(rec, &v) != nil || !v.Read {
-		return false
-	}
-	for _, s := range v.Signals {
-		if s.Kind == "acknowledged" {
-			return true
-		}
-	}
-	return false
-}
-
-// fetch GETs target with the demo's token: the body of a 200.
-func (m *Main) fetch(ctx context.Context, target string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+m.APIToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %d %s", target, resp.StatusCode, bytes.TrimSpace(b))
-	}
-	return b, nil
-}
-
-// doJSON does req and decodes an answer of status want into out.
-func doJSON(req *http.Request, want int, out any) error {
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, bytes.TrimSpace(b))
-	}
-	return json.Unmarshal(b, out)
 }

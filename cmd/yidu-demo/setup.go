@@ -20,6 +20,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/cmd/internal/config"
@@ -29,7 +30,6 @@ import (
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/wecomsim"
 	"github.com/yidu-io/yidu/migrations"
-	"github.com/yidu-io/yidu/tracker"
 	"github.com/yidu-io/yidu/wecom"
 )
 
@@ -60,51 +60,10 @@ func (m *Main) setUp(ctx context.Context) error {
 		}
 		cfg.Receiver.SpoolDir = m.spoolDir
 	}
-	realRedis := m.Getenv("YIDU_REDIS_ADDR") != ""
-	realMySQL := m.Getenv("YIDU_MYSQL_DSN") != ""
-	realKafka := m.Getenv("YIDU_KAFKA_BROKERS") != ""
-	if !realRedis || !realMySQL || !realKafka {
-		err := m.step("Starting the embedded servers", func() (err error) {
-			m.Servers, err = embedded.Start(ctx, embedded.Options{Logger: m.Logger, KafkaTopic: cfg.Kafka.Topic})
-			return err
-		})
-		if err != nil {
-			return err
-		}
+	realMySQL, err := m.useBackends(ctx, &cfg)
+	if err != nil {
+		return err
 	}
-	var backends []string
-	if realRedis {
-		// A prefix of its own, and keys that do not outlive the demo by a month.
-		cfg.Redis.Prefix = "yidu-demo"
-		cfg.Redis.TTL = config.Duration(24 * time.Hour)
-		backends = append(backends, "Redis "+cfg.Redis.Addr)
-	} else {
-		cfg.Redis = config.Redis{Addr: m.Servers.RedisAddr, Prefix: "yidu", TTL: cfg.Redis.TTL}
-		backends = append(backends, "embedded Redis")
-	}
-	if realMySQL {
-		dsn, err := withDatabase(cfg.MySQL.DSN, m.MySQLDatabase)
-		if err != nil {
-			return err
-		}
-		if err := process.CreateDatabase(ctx, dsn); err != nil {
-			return err
-		}
-		cfg.MySQL.DSN = dsn
-		backends = append(backends, "MySQL database "+m.MySQLDatabase)
-	} else {
-		cfg.MySQL.DSN = m.Servers.MySQLDSN
-		// Big batches are slow on go-mysql-server (internal/embedded).
-		cfg.Flushd.BatchSize = 500
-		backends = append(backends, "embedded MySQL")
-	}
-	if realKafka {
-		backends = append(backends, "Kafka "+strings.Join(cfg.Kafka.Brokers, ","))
-	} else {
-		cfg.Kafka.Brokers = m.Servers.KafkaBrokers
-		backends = append(backends, "embedded Kafka")
-	}
-	m.Backends = strings.Join(backends, ", ")
 	cfg.Kafka.Group = "yidu-demo-flushd"
 	// Two seconds rather than a minute, so MySQL visibly follows the dashboard.
 	cfg.Flushd.Interval = config.Duration(2 * time.Second)
@@ -122,36 +81,10 @@ func (m *Main) setUp(ctx context.Context) error {
 	}
 
 	secret, token, aesKey := randomHex(16), randomHex(8), randomAESKey()
-	company := wecomsim.Company(demoCorp, demoAgent, secret, employees, m.Departments)
-	// Sign-in with WeCom against the fake (issue 31): the callback is
-	// under the dashboard's public URL, so its port is chosen before Run;
-	// the fake, like WeCom, refuses a redirect outside the app's trusted
-	// domain.
-	dashAddr, err := freeOrAny(m.ListenDashboard)
+	company, err := m.fakeCompany(&cfg, secret, employees)
 	if err != nil {
 		return err
 	}
-	// The reading page (/r/) signs members in on the receiver, another
-	// port of the same host: its public URL too is fixed before Run, and
-	// the fake trusts the host on any port.
-	recvAddr, err := freeOrAny(m.ListenReceiver)
-	if err != nil {
-		return err
-	}
-	host, _, err := net.SplitHostPort(dashAddr)
-	if err != nil {
-		return fmt.Errorf("dashboard address: %w", err)
-	}
-	company.Apps[0].RedirectDomain = host
-	m.Leader, m.LeaderDept = demoLeader(company)
-	m.Approver = company.Users[len(company.Users)-1].UserID
-	if err := m.startFakeWeCom(company); err != nil {
-		return err
-	}
-	cfg.WeCom.APIBase = "http://" + m.fakeSrv.Addr
-	cfg.WeCom.OAuthBase, cfg.WeCom.LoginBase = cfg.WeCom.APIBase, cfg.WeCom.APIBase
-	cfg.Dashboard.PublicURL = "http://" + dashAddr
-	cfg.Receiver.PublicURL = "http://" + recvAddr
 	// The demo's plan counts the readers who only open the app (enterOnly),
 	// so its app lists enter_agent among the read signals; by default an
 	// app entry is recorded (by_signal) but is not a read.
@@ -159,19 +92,13 @@ func (m *Main) setUp(ctx context.Context) error {
 		ReadSignals: []string{"button", "link", "enter_agent"},
 		// A notice to 全员, or to more people than the company has, waits
 		// for the approval of m.Approver, who gets the approval card
-		// (round.go); the notice to department 1 (everyone, but not 全员)
+		// (approval.go); the notice to department 1 (everyone, but not 全员)
 		// is not held.
 		Approval: &config.Approval{Over: employees, Approvers: []string{m.Approver}}}}
 
-	m.User, m.Password, m.APIToken = demoUser, randomPassword(), randomHex(20)
-	hash, err := bcrypt.GenerateFromPassword([]byte(m.Password), bcrypt.DefaultCost)
-	if err != nil {
-		return fmt.Errorf("hash password: %w", err)
+	if err := m.credentials(&cfg); err != nil {
+		return err
 	}
-	cfg.Dashboard.Users = []config.User{{Name: m.User, PasswordHash: string(hash), Corps: []string{"*"}}}
-	cfg.Dashboard.Tokens = append(cfg.Dashboard.Tokens, config.Token{Name: "demo", Token: m.APIToken, Corps: []string{"*"}})
-	cfg.Dashboard.Listen = dashAddr
-	cfg.Receiver.Listen = recvAddr
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -195,6 +122,118 @@ func (m *Main) setUp(ctx context.Context) error {
 	return nil
 }
 
+// useBackends points cfg at the Redis, MySQL and Kafka named in the
+// environment, and at embedded servers (started here) for those it does
+// not name. realMySQL: MySQL is a real server.
+func (m *Main) useBackends(ctx context.Context, cfg *config.Config) (realMySQL bool, err error) {
+	realRedis := m.Getenv("YIDU_REDIS_ADDR") != ""
+	realMySQL = m.Getenv("YIDU_MYSQL_DSN") != ""
+	realKafka := m.Getenv("YIDU_KAFKA_BROKERS") != ""
+	if !realRedis || !realMySQL || !realKafka {
+		err := m.step("Starting the embedded servers", func() (err error) {
+			m.Servers, err = embedded.Start(ctx, embedded.Options{Logger: m.Logger, KafkaTopic: cfg.Kafka.Topic})
+			return err
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	var backends []string
+	if realRedis {
+		// A prefix of its own, and keys that do not outlive the demo by a month.
+		cfg.Redis.Prefix = "yidu-demo"
+		cfg.Redis.TTL = config.Duration(24 * time.Hour)
+		backends = append(backends, "Redis "+cfg.Redis.Addr)
+	} else {
+		cfg.Redis = config.Redis{Addr: m.Servers.RedisAddr, Prefix: "yidu", TTL: cfg.Redis.TTL}
+		backends = append(backends, "embedded Redis")
+	}
+	if realMySQL {
+		dsn, err := withDatabase(cfg.MySQL.DSN, m.MySQLDatabase)
+		if err != nil {
+			return false, err
+		}
+		if err := process.CreateDatabase(ctx, dsn); err != nil {
+			return false, err
+		}
+		cfg.MySQL.DSN = dsn
+		backends = append(backends, "MySQL database "+m.MySQLDatabase)
+	} else {
+		cfg.MySQL.DSN = m.Servers.MySQLDSN
+		// Big batches are slow on go-mysql-server (internal/embedded).
+		cfg.Flushd.BatchSize = 500
+		backends = append(backends, "embedded MySQL")
+	}
+	if realKafka {
+		backends = append(backends, "Kafka "+strings.Join(cfg.Kafka.Brokers, ","))
+	} else {
+		cfg.Kafka.Brokers = m.Servers.KafkaBrokers
+		backends = append(backends, "embedded Kafka")
+	}
+	m.Backends = strings.Join(backends, ", ")
+	return realMySQL, nil
+}
+
+// fakeCompany starts the fake WeCom with a synthetic company of employees
+// and points cfg's WeCom and public URLs at it; the dashboard and the
+// receiver get their ports here.
+func (m *Main) fakeCompany(cfg *config.Config, secret string, employees int) (fakewecom.Corp, error) {
+	company := wecomsim.Company(demoCorp, demoAgent, secret, employees, m.Departments)
+	// Sign-in with WeCom against the fake (issue 31): the callback is
+	// under the dashboard's public URL, so its port is chosen before Run;
+	// the fake, like WeCom, refuses a redirect outside the app's trusted
+	// domain.
+	dashAddr, err := freeOrAny(m.ListenDashboard)
+	if err != nil {
+		return fakewecom.Corp{}, err
+	}
+	// The reading page (/r/) signs members in on the receiver, another
+	// port of the same host: its public URL too is fixed before Run, and
+	// the fake trusts the host on any port.
+	recvAddr, err := freeOrAny(m.ListenReceiver)
+	if err != nil {
+		return fakewecom.Corp{}, err
+	}
+	host, _, err := net.SplitHostPort(dashAddr)
+	if err != nil {
+		return fakewecom.Corp{}, fmt.Errorf("dashboard address: %w", err)
+	}
+	company.Apps[0].RedirectDomain = host
+	m.Leader, m.LeaderDept = demoLeader(company)
+	m.Approver = company.Users[len(company.Users)-1].UserID
+	if err := m.startFakeWeCom(company); err != nil {
+		return fakewecom.Corp{}, err
+	}
+	cfg.WeCom.APIBase = "http://" + m.fakeSrv.Addr
+	cfg.WeCom.OAuthBase, cfg.WeCom.LoginBase = cfg.WeCom.APIBase, cfg.WeCom.APIBase
+	cfg.Dashboard.PublicURL = "http://" + dashAddr
+	cfg.Receiver.PublicURL = "http://" + recvAddr
+	cfg.Dashboard.Listen = dashAddr
+	cfg.Receiver.Listen = recvAddr
+	return company, nil
+}
+
+// credentials gives cfg the demo's own evidence log key and its user's
+// password and API token (m.LedgerKey, m.Password, m.APIToken).
+func (m *Main) credentials(cfg *config.Config) error {
+	// The evidence log's key, the demo's own: its verifier key checks the
+	// pack (pack.go).
+	skey, vkey, err := note.GenerateKey(rand.Reader, "yidu.demo")
+	if err != nil {
+		return fmt.Errorf("ledger key: %w", err)
+	}
+	cfg.Ledger.SigningKey, m.LedgerKey = skey, vkey
+
+	m.User, m.Password, m.APIToken = demoUser, randomPassword(), randomHex(20)
+	hash, err := bcrypt.GenerateFromPassword([]byte(m.Password), bcrypt.DefaultCost)
+	if err != nil {
+		return fmt.Errorf("hash password: %w", err)
+	}
+	cfg.Dashboard.Users = []config.User{{Name: m.User, PasswordHash: string(hash), Corps: []string{"*"}}}
+	cfg.Dashboard.Tokens = append(cfg.Dashboard.Tokens, config.Token{Name: "demo", Token: m.APIToken, Corps: []string{"*"}})
+	return nil
+}
+
 // prepare runs in the background once the dashboard answers: the real
 // directory sync, the notice's registration (and its cards), then WeCom's
 // player. The dashboard's status line tells what it is doing.
@@ -202,7 +241,8 @@ func (m *Main) prepare(ctx context.Context) error {
 	employees := m.employees
 	// The real directory sync, so names and departments land in MySQL as in
 	// production.
-	m.setStatus(fmt.Sprintf("Demo: syncing the directory from the fake WeCom (%d employees, %d departments)…", employees, m.Departments))
+	m.setStatus(fmt.Sprintf("演示：正在从模拟企业微信同步通讯录（%d 名员工，%d 个部门）…", employees, m.Departments),
+		fmt.Sprintf("Demo: syncing the directory from the fake WeCom (%d employees, %d departments)…", employees, m.Departments))
 	err := m.step(fmt.Sprintf("Syncing the directory from the fake WeCom (%d employees, %d departments)", employees, m.Departments), func() error {
 		// The app's secret alone, as most deployments: the demo app sees
 		// the whole corp, so the read is complete without the
@@ -233,11 +273,12 @@ func (m *Main) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	what := "Registering the notice to everyone"
+	what, zh := "Registering the notice to everyone", "正在登记发给全员的通知"
 	if m.Send {
 		what += " and sending the cards"
+		zh += "并发送卡片"
 	}
-	m.setStatus("Demo: directory synced; " + strings.ToLower(what[:1]) + what[1:] + "…")
+	m.setStatus("演示：通讯录已同步；"+zh+"…", "Demo: directory synced; "+strings.ToLower(what[:1])+what[1:]+"…")
 	if err := m.step(what, func() error { return m.register(ctx, employees) }); err != nil {
 		return err
 	}
@@ -454,56 +495,6 @@ func (m *Main) apiAs(ctx context.Context, token, method, path string, body, out 
 		}
 	}
 	return resp.StatusCode, nil
-}
-
-// card is what a member's read press carries: the task_id of the card that
-// reached them and its button's key.
-type card struct {
-	TaskID, Key string
-}
-
-// cards returns each employee's card as the fake WeCom received it from the
-// tracker, or, without sending, as the tracker would have numbered them.
-func (m *Main) cards(c fakewecom.Corp) (map[string]card, error) {
-	out := make(map[string]card, len(c.Users))
-	if !m.Send {
-		for i, u := range c.Users {
-			out[u.UserID] = card{TaskID: wecomsim.TaskID(m.MsgID, i), Key: tracker.DefaultReadButtonKey}
-		}
-		return out, nil
-	}
-	out = m.sentCards()
-	for _, u := range c.Users {
-		if _, ok := out[u.UserID]; !ok {
-			return nil, fmt.Errorf("fake wecom: no card was sent to %s", u.UserID)
-		}
-	}
-	return out, nil
-}
-
-// sentCards returns the cards of the notice the fake WeCom received, by
-// UserID.
-func (m *Main) sentCards() map[string]card {
-	out := map[string]card{}
-	for _, s := range m.Fake.Sent() {
-		var b struct {
-			ToUser       string `json:"touser"`
-			TemplateCard struct {
-				TaskID     string `json:"task_id"`
-				ButtonList []struct {
-					Key string `json:"key"`
-				} `json:"button_list"`
-			} `json:"template_card"`
-		}
-		tc := &b.TemplateCard
-		if json.Unmarshal(s.Raw, &b) != nil || !sameMsg(tc.TaskID, m.MsgID) || len(tc.ButtonList) == 0 {
-			continue
-		}
-		for _, u := range strings.Split(b.ToUser, "|") {
-			out[u] = card{TaskID: tc.TaskID, Key: tc.ButtonList[0].Key}
-		}
-	}
-	return out
 }
 
 func randomHex(n int) string {

@@ -13,8 +13,8 @@ import (
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/cmd/internal/process"
-	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/ledger"
+	"github.com/yidu-io/yidu/retention"
 )
 
 // purgeFlags are the flags of `yidu archive purge`.
@@ -32,7 +32,7 @@ type purgeFlags struct {
 func (p *purgeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.before, "before", "", "purge notices sent before this date, YYYY-MM-DD (UTC midnight) or RFC 3339; without it, only the notices past their retention are anonymised")
 	fs.StringVar(&p.corp, "corp", "", "purge only this corp's notices (default: every corp)")
-	fs.IntVar(&p.batch, "batch", flushd.DefaultPurgeBatch, fmt.Sprintf("most rows per DELETE, 1..%d: each commits on its own", flushd.MaxPurgeBatch))
+	fs.IntVar(&p.batch, "batch", retention.DefaultPurgeBatch, fmt.Sprintf("most rows per DELETE, 1..%d: each commits on its own", retention.MaxPurgeBatch))
 	fs.BoolVar(&p.dryRun, "dry-run", true, "print what would be deleted and delete nothing (the default; --execute deletes)")
 	fs.BoolVar(&p.execute, "execute", false, "delete for real")
 	fs.BoolVar(&p.keepSumm, "keep-summaries", true, "keep each notice's message_summary row in message_summaries before deleting it")
@@ -50,8 +50,8 @@ func (p *purgeFlags) check() error {
 		}
 		p.at = t.UTC()
 	}
-	if p.batch < 1 || p.batch > flushd.MaxPurgeBatch {
-		return usagef("archive purge: --batch %d must be in 1..%d", p.batch, flushd.MaxPurgeBatch)
+	if p.batch < 1 || p.batch > retention.MaxPurgeBatch {
+		return usagef("archive purge: --batch %d must be in 1..%d", p.batch, retention.MaxPurgeBatch)
 	}
 	if !p.dryRun && !p.execute {
 		return usagef("archive purge: --dry-run=false deletes nothing by itself: pass --execute to delete")
@@ -78,7 +78,7 @@ func runPurge(ctx context.Context, cfg config.Config, p purgeFlags, logger *slog
 		return err
 	}
 	defer db.Close()
-	opts := flushd.PurgeOptions{
+	opts := retention.PurgeOptions{
 		Before:        p.at,
 		CorpID:        p.corp,
 		BatchSize:     p.batch,
@@ -91,7 +91,7 @@ func runPurge(ctx context.Context, cfg config.Config, p purgeFlags, logger *slog
 		verb = "deleted"
 	}
 	start := time.Now()
-	rep, err := flushd.Purge(ctx, db, opts, func(pm flushd.PurgedMessage) {
+	rep, err := retention.Purge(ctx, db, opts, func(pm retention.PurgedMessage) {
 		fmt.Fprintf(out, "%s %s/%s (sent %s): %d recipient rows, %d parked reads, %d send attempts, %d reminders, %d follow-up rows\n",
 			verb, pm.CorpID, pm.MsgID, pm.SentAt.UTC().Format(time.RFC3339), pm.Records, pm.Orphans, pm.Sends, pm.Reminders, pm.FollowUps)
 	})
@@ -162,8 +162,8 @@ func runAnonymise(ctx context.Context, cfg config.Config, p purgeFlags, logger *
 		_, err := l.Forget(ctx, corpID, msgID, nil)
 		return err
 	}
-	rep, err := flushd.Anonymise(ctx, db, flushd.AnonymiseOptions{Now: time.Now(), Defaults: defaults, CorpID: p.corp,
-		BatchSize: p.batch, Execute: p.execute, Forget: forget, Logger: logger}, func(am flushd.AnonymisedMessage) {
+	rep, err := retention.Anonymise(ctx, db, retention.AnonymiseOptions{Now: time.Now(), Defaults: defaults, CorpID: p.corp,
+		BatchSize: p.batch, Execute: p.execute, Forget: forget, Logger: logger}, func(am retention.AnonymisedMessage) {
 		fmt.Fprintf(out, "%s %s/%s (sent %s, retention %s): %d recipient rows, %d parked reads, %d reminder rows, %d invaliduser lists, %d audit rows\n",
 			verb, am.CorpID, am.MsgID, am.SentAt.UTC().Format(time.RFC3339), am.Retention, am.Records, am.Orphans, am.Reminders, am.Sends, am.Audit)
 	})

@@ -90,6 +90,7 @@ func doctor(ctx context.Context, cfg config.Config, appName string, out io.Write
 	checks = append(checks, verifyFileChecks(ctx, cfg)...)
 	checks = append(checks, spoolCheck(cfg.Receiver))
 	checks = append(checks, kafkaTopicCheck(ctx, cfg.Kafka))
+	checks = append(checks, attachmentsCheck(ctx, cfg.Attachments.S3))
 
 	failed := false
 	for _, c := range checks {

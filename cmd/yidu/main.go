@@ -28,20 +28,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/term"
-
-	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/cmd/internal/config"
-	"github.com/yidu-io/yidu/cmd/internal/process"
-	"github.com/yidu-io/yidu/internal/buildinfo"
 )
 
 const usage = `usage: yidu [--config FILE] [--log-level LEVEL] <command> [flags]
@@ -57,7 +50,7 @@ commands:
   link         --app NAME --msgid M --to URL   (print a tracked link)
   archive      purge [--before DATE] [--execute]   (anonymise notices past retention; delete old notices' detail, keep summaries)
   doctor       --app NAME           (check the WeCom app's setup from this server)
-  evidence     verify --corp ID [--day D] | seal | check FILE.zip   (check the ledger against MySQL; seal ended days; verify an evidence ZIP offline)
+  evidence     verify --corp ID | seal | key [generate NAME] | consistency --corp ID --from N | check FILE.zip [--key K]   (check the log against MySQL; close ended days; the log's key; prove checkpoints consistent; verify an evidence ZIP offline)
   hash-password  print a bcrypt hash of a password (prompted without echo on a terminal, else one line of stdin)
   healthcheck URL  exit 0 when URL answers 200 (container probes)
   version      print the version, VCS revision and Go version (also --version)
@@ -120,7 +113,7 @@ var commands = map[string]command{
 	"link":          {"link --app NAME --msgid M --to URL", "Prints the tracked link of message M that opens URL (receiver.public_url).", true},
 	"archive":       {"archive purge [--before DATE] [--corp ID] [--batch N] [--execute] [--keep-summaries=false]", "Anonymises the notices past their retention (the notice's own, else apps[].retention: per-person rows, invaliduser lists, audit IPs; docs/evidence-records.md), then deletes the notices sent before DATE from MySQL (recipient rows, parked reads, send attempts, the notice) in small batches, keeping each one's summary in message_summaries (docs/analytics.md, Retention). A dry run (the default) prints what would go.", true},
 	"doctor":        {"doctor --app NAME", "Checks app NAME's WeCom setup from this server: its secrets, what the API lets it read, the callback URL (docs/wecom-setup.md). Sends nothing.", true},
-	"evidence":      {"evidence verify --corp ID [--day YYYY-MM-DD] | evidence seal | evidence check FILE.zip", "verify recomputes the corp's daily Merkle trees from the evidence ledger and cross-checks its entries with the read records and send batches; it prints each day's root and exits 0 when all agree, or names the first entry altered, deleted or inserted and exits 1 (docs/evidence.md). seal records the root of every ended day not sealed yet. check verifies an evidence ZIP offline with no configuration (docs/evidence-records.md): each file's SHA-256 against manifest.csv, each inclusion proof against its day's root; it exits 1 naming every file that fails.", true},
+	"evidence":      {"evidence verify --corp ID [--day YYYY-MM-DD] | evidence seal | evidence key [generate NAME] | evidence consistency --corp ID --from N [--to M] | evidence check FILE.zip [--key KEY] [--checkpoint CONSISTENCY.json]", "verify recomputes the corp's evidence log (one RFC 6962 Merkle log per corp) from the ledger, checks every checkpoint's signature and root, and cross-checks the entries with the read records, page events, send batches and versions; it prints the checkpoints and exits 0 when all agree, or names the first entry altered, deleted or inserted and exits 1 (docs/evidence.md). seal closes every ended day with its signed checkpoint. key prints the log's verifier key (generate NAME makes a new signing key). consistency prints two signed checkpoints and the proof that the first is a prefix of the second. check verifies an evidence ZIP offline with no configuration (docs/evidence-records.md): the manifest's signature, each file's SHA-256, each entry's body, inclusion proof and signed checkpoint, and that each fact of each record is an entry of that person's; it prints the checkpoint it relied on and exits 1 naming every problem.", true},
 	"hash-password": {"hash-password", "Prints a bcrypt hash for dashboard users: prompts twice without echo on a terminal, else reads one line of stdin.", false},
 	"healthcheck":   {"healthcheck URL", "Exits 0 when URL answers 200 (for container health checks: the image has no shell or curl).", false},
 	"version":       {"version", "Prints the module version, VCS revision and time, and the Go version.", false},
@@ -128,240 +121,18 @@ var commands = map[string]command{
 
 // run is main without the process: tests call it.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
-	// Flags before the command: yidu --config F serve.
-	global := flag.NewFlagSet("yidu", flag.ContinueOnError)
-	global.SetOutput(io.Discard)
-	cfgPath := global.String("config", getenv("YIDU_CONFIG"), "configuration file (YAML); default $YIDU_CONFIG")
-	logLevel := global.String("log-level", "info", "debug, info, warn or error")
-	showVersion := global.Bool("version", false, "print the version and exit")
-	global.Usage = func() {}
-	if err := global.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usage)
-			return flag.ErrHelp
-		}
-		fmt.Fprint(stderr, usage)
-		return usagef("%v", err)
+	inv, err := parseCommandLine(args, stdout, stderr, getenv)
+	if inv == nil || err != nil {
+		return err
 	}
-	if *showVersion {
-		fmt.Fprintln(stdout, buildinfo.Read())
-		return nil
+	if done, err := inv.preflight(ctx, stdin, stdout, stderr); done || err != nil {
+		return err
 	}
-	args = global.Args()
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return usagef("no command")
-	}
-	name, args := args[0], args[1:]
-	if name == "help" {
-		fmt.Fprint(stdout, usage)
-		return nil
-	}
-	spec, ok := commands[name]
-	if !ok {
-		fmt.Fprint(stderr, usage)
-		return usagef("unknown command %q", name)
-	}
-	fs := flag.NewFlagSet("yidu "+name, flag.ContinueOnError)
-	if spec.config {
-		fs.StringVar(cfgPath, "config", *cfgPath, "configuration file (YAML); default $YIDU_CONFIG")
-		fs.StringVar(logLevel, "log-level", *logLevel, "debug, info, warn or error")
-	}
-	var (
-		app       *string
-		msgID     *string
-		allActive *bool
-		to        *string
-		check     *bool
-		purge     purgeFlags
-		evCorp    *string
-		evDay     *string
-	)
-	switch name {
-	case "directory", "doctor":
-		app = fs.String("app", "", "app name from the configuration (required)")
-	case "reconcile":
-		msgID = fs.String("msgid", "", "message to reconcile")
-		allActive = fs.Bool("all-active", false, "reconcile every message within the Redis TTL")
-		app = fs.String("app", "", "with --msgid: the app (or corp) the message belongs to; optional")
-	case "archive":
-		purge.register(fs)
-	case "evidence":
-		evCorp = fs.String("corp", "", "verify: the corp whose ledger to check (required)")
-		evDay = fs.String("day", "", "verify: check only this Asia/Shanghai day, YYYY-MM-DD (default: every day)")
-	case "kafka":
-		check = fs.Bool("check", false, "only check the topic; create nothing")
-	case "link":
-		app = fs.String("app", "", "app name from the configuration (required)")
-		msgID = fs.String("msgid", "", "the tracked message the link belongs to (required)")
-		to = fs.String("to", "", "the page the link opens, an http or https URL (required)")
-	}
-	help := func(w io.Writer) {
-		fs.SetOutput(w)
-		fmt.Fprintf(w, "usage: yidu %s\n\n%s\n", spec.synopsis, spec.summary)
-		n := 0
-		fs.VisitAll(func(*flag.Flag) { n++ })
-		if n > 0 {
-			fmt.Fprintln(w, "\nflags:")
-			fs.PrintDefaults()
-		}
-	}
-	// The flag package prints nothing itself: help goes to stdout when
-	// asked for, to stderr with a usage error.
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	// `yidu migrate up --config F` and `yidu directory sync --app A`: the
-	// step comes first, flags after it (the flag package stops at it).
-	var positional []string
-	if (name == "migrate" || name == "directory" || name == "archive" || name == "kafka" || name == "evidence") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		positional, args = args[:1], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			help(stdout)
-			return flag.ErrHelp
-		}
-		help(stderr)
-		return usagef("%v", err)
-	}
-	positional = append(positional, fs.Args()...)
-	bad := func() error { return usagef("usage: yidu %s (yidu %s -h for the flags)", spec.synopsis, name) }
-
-	switch name {
-	case "version":
-		if len(positional) != 0 {
-			return bad()
-		}
-		fmt.Fprintln(stdout, buildinfo.Read())
-		return nil
-	case "hash-password":
-		if len(positional) != 0 {
-			return bad()
-		}
-		return hashPassword(stdin, stdout, stderr)
-	case "healthcheck":
-		if len(positional) != 1 {
-			return bad()
-		}
-		return healthcheck(ctx, positional[0], stdout)
-	case "evidence":
-		// check reads a ZIP and needs no configuration.
-		if len(positional) > 0 && positional[0] == "check" {
-			if len(positional) != 2 {
-				return bad()
-			}
-			return evidenceCheck(positional[1], stdout)
-		}
-		if err := checkEvidenceArgs(positional, *evCorp, *evDay); err != nil {
-			return err
-		}
-	case "migrate":
-		if len(positional) != 1 || !slices.Contains([]string{"up", "status", "down"}, positional[0]) {
-			return bad()
-		}
-	case "directory":
-		if len(positional) != 1 || positional[0] != "sync" || *app == "" {
-			return bad()
-		}
-	case "kafka":
-		if len(positional) != 1 || positional[0] != "topic" {
-			return bad()
-		}
-	case "reconcile":
-		if (*msgID == "") == !*allActive || len(positional) != 0 {
-			return bad()
-		}
-		// yidu.MsgID.Valid, the one rule: such a msgid names no message.
-		if *msgID != "" && !yidu.MsgID(*msgID).Valid() {
-			return usagef("reconcile: --msgid %q must match %s", yidu.Truncate(*msgID, 128), yidu.MsgIDRule)
-		}
-	case "link":
-		if *app == "" || *msgID == "" || *to == "" || len(positional) != 0 {
-			return bad()
-		}
-		if !yidu.MsgID(*msgID).Valid() {
-			return usagef("link: --msgid %q must match %s", yidu.Truncate(*msgID, 128), yidu.MsgIDRule)
-		}
-	case "archive":
-		if len(positional) != 1 || positional[0] != "purge" {
-			return bad()
-		}
-		if err := purge.check(); err != nil {
-			return err
-		}
-	case "doctor":
-		if *app == "" || len(positional) != 0 {
-			return bad()
-		}
-	default:
-		if len(positional) != 0 {
-			return bad()
-		}
-	}
-
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usagef("--log-level: %v", err)
-	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	cfg, err := config.Load(*cfgPath, getenv)
+	cfg, logger, err := inv.load(stderr, getenv)
 	if err != nil {
 		return err
 	}
-	// The libraries' own checks of what the file maps onto.
-	if err := process.Check(cfg); err != nil {
-		return err
-	}
-	// mysql.tls: registered with the driver once, for every command.
-	if cfg.MySQL.DSN, err = process.MySQLDSN(cfg.MySQL); err != nil {
-		return err
-	}
-
-	switch name {
-	case "migrate":
-		return migrate(ctx, cfg, positional, stdout)
-	case "kafka":
-		return kafkaTopic(ctx, cfg.Kafka, *check, stdout)
-	case "directory":
-		return syncDirectory(ctx, cfg, *app, logger, stdout)
-	case "reconcile":
-		return runReconcile(ctx, cfg, logger, *msgID, *app, *allActive, stdout)
-	case "link":
-		return printLink(cfg, *app, *msgID, *to, stdout)
-	case "doctor":
-		return doctor(ctx, cfg, *app, stdout)
-	case "archive":
-		return runPurge(ctx, cfg, purge, logger, stdout)
-	case "evidence":
-		return runEvidence(ctx, cfg, positional[0], *evCorp, *evDay, logger, stdout)
-	}
-
-	roles := map[string]process.Roles{
-		"serve":     process.All,
-		"receiver":  {Receiver: true},
-		"flushd":    {Flushd: true},
-		"dashboard": {Dashboard: true},
-	}[name]
-	if roles.Receiver {
-		if err := cfg.ValidateReceiver(); err != nil {
-			return err
-		}
-	}
-	logger.Info("starting", "command", name, "version", buildinfo.Read().Version, "revision", buildinfo.Read().Revision)
-	m := process.NewMain(cfg, logger.With("process", name))
-	if err := m.Run(ctx, roles); err != nil {
-		m.Close()
-		return err
-	}
-	select {
-	case <-ctx.Done():
-		logger.Info("stopping", "reason", context.Cause(ctx))
-	case <-m.FlushdDone():
-		// flushd stopped on its own: a failure; the supervisor restarts us.
-		m.Close()
-		return fmt.Errorf("flushd stopped: %w", m.FlushdErr())
-	}
-	return m.Close()
+	return inv.runConfigured(ctx, cfg, logger, stdout)
 }
 
 // hashPassword prints the bcrypt hash of a password: on a terminal it is

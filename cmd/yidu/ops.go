@@ -19,6 +19,7 @@ import (
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/migrations"
+	"github.com/yidu-io/yidu/page"
 	"github.com/yidu-io/yidu/reconcile"
 	"github.com/yidu-io/yidu/wecom"
 )
@@ -105,7 +106,13 @@ func syncDirectory(ctx context.Context, cfg config.Config, appName string, logge
 	}
 	defer db.Close()
 	process.PointWeCom(cfg.WeCom)
-	m, err := idmap.New(db, idmap.Options{Logger: logger})
+	// Members the sync finds gone lose their reading page sessions.
+	rdb, err := process.NewRedis(cfg.Redis)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	m, err := idmap.New(db, idmap.Options{Logger: logger, Revoker: page.NewSessions(rdb, cfg.Redis.Prefix, cfg.Receiver.SessionTTL.D())})
 	if err != nil {
 		return err
 	}

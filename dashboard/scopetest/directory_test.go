@@ -6,6 +6,7 @@ import (
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/progress"
@@ -36,10 +37,10 @@ type deps struct {
 	// Access is whom scoped principals see; WeCom members' sessions
 	// resolve with it while Options.WeCom is set.
 	Access *access.Access
-	Ledger campaign.Ledger
-	// Campaigns and FollowUps are campaign's (ServiceOptions.Store,
+	Ledger campaign.ReminderLog
+	// Campaigns and FollowUps are campaign's (campaign.New's store,
 	// Rounds).
-	Campaigns *campaign.Store
+	Campaigns *store.Store
 	FollowUps campaign.Policies
 }
 
@@ -59,7 +60,7 @@ func newServer(reg *tracker.Registry, store *bitmap.Store, mapper *idmap.Mapper,
 	if err != nil {
 		return nil, err
 	}
-	acts := campaign.NewService(campaign.ServiceOptions{Store: d.Campaigns, Rounds: d.FollowUps, Messenger: reg, Registrar: reg,
-		Scope: d.Access, Audiences: d.Access, Ledger: d.Ledger, Readers: prog, Picking: directory{mapper}, Now: d.Now})
+	acts := campaign.New(d.Campaigns, campaign.Options{Rounds: d.FollowUps, Messenger: reg, Registrar: reg,
+		Scope: d.Access, Audiences: d.Access, Reminders: d.Ledger, Readers: prog, Picking: directory{mapper}, Now: d.Now})
 	return dashboard.New(ids, acts, prog, d.Options)
 }

@@ -23,11 +23,13 @@ import (
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/bitmap"
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/internal/webedge"
 	"github.com/yidu-io/yidu/tracker"
 	"github.com/yidu-io/yidu/wecom"
 )
@@ -88,29 +90,29 @@ func mustRunInsider(t *testing.T) *insiderStack {
 		}
 	}
 	s.sync()
-	store, err := bitmap.New(s.rdb, bitmap.Options{Prefix: s.prefix})
+	bms, err := bitmap.New(s.rdb, bitmap.Options{Prefix: s.prefix})
 	testenv.Check(t, "bitmap.New", err)
-	t.Cleanup(store.Close)
+	t.Cleanup(bms.Close)
 	apps := []yidu.App{
 		{Name: "hr", CorpID: s.corp, AgentID: hrAgent, ReadButtonKey: "read_ok"},
 		{Name: "it", CorpID: s.corp, AgentID: itAgent, ReadButtonKey: "read_ok"},
 	}
 	wapps := []wecom.App{{CorpID: s.corp, AgentID: hrAgent, Secret: hrSecret}, {CorpID: s.corp, AgentID: itAgent, Secret: itSecret}}
-	reg, err := tracker.New(s.db, mapper, store, tracker.Options{Apps: apps,
+	reg, err := tracker.New(s.db, mapper, bms, tracker.Options{Apps: apps,
 		Sender: wecom.NewSender(wapps, wecom.SenderOptions{Rate: 1000, Burst: 100})})
 	testenv.Check(t, "tracker.New", err)
 	s.now = time.Now().UTC().Truncate(time.Second)
 	clock := func() time.Time { return s.now }
 	acc, err := access.New(access.Config{LeadersSee: true}, mapper, clock)
 	testenv.Check(t, "access.New", err)
-	camps, err := campaign.NewStore(s.db, campaign.Options{Directory: mapper, Apps: apps, Now: clock})
-	testenv.Check(t, "campaign.NewStore", err)
+	camps, err := store.New(s.db, store.Options{Directory: mapper, Apps: apps, Now: clock})
+	testenv.Check(t, "store.New", err)
 	hash, err := bcrypt.GenerateFromPassword([]byte("anna-password"), bcrypt.MinCost)
 	testenv.Check(t, "bcrypt", err)
 	aud := audit.NewMySQL(s.db)
 	s.opts = func() deps {
 		return deps{Access: acc, Campaigns: camps,
-			FollowUps: &campaign.Rounds{DB: s.db, Now: clock, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler),
+			FollowUps: &loops.Rounds{DB: s.db, Now: clock, MinGap: time.Minute, Log: slog.New(slog.DiscardHandler),
 				Zone: func(string) *time.Location { return time.UTC }},
 			Options: dashboard.Options{
 				Apps: apps, Now: clock, PublicURL: publicURL, Audit: aud, AuditLog: aud,
@@ -118,7 +120,7 @@ func mustRunInsider(t *testing.T) *insiderStack {
 				WeCom: &dashboard.WeComLogin{CorpID: s.corp, AgentID: hrAgent, Access: acc,
 					Endpoints: access.Endpoints{OAuthBase: wecomBase, LoginBase: wecomBase},
 					States:    access.NewStates(s.rdb, s.prefix), OAuth: wecom.NewOAuth(wapps)}},
-			Sessions: access.NewRedisSessions(s.rdb, s.prefix),
+			Sessions: webedge.DashboardSessions(s.rdb, s.prefix),
 			Tokens: []access.Token{
 				{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: s.corp, Departments: []int64{4}},
 				{Name: "sit", Token: senderITTok, Role: yidu.RoleSender, Corp: s.corp, Apps: []string{"it"}},
@@ -127,8 +129,8 @@ func mustRunInsider(t *testing.T) *insiderStack {
 			Users: []access.User{{Name: passUser, PasswordHash: string(hash), Corps: []string{s.corp}}},
 		}
 	}
-	s.reg, s.store, s.mapper = reg, store, mapper
-	srv, err := newServer(reg, store, mapper, s.opts())
+	s.reg, s.store, s.mapper = reg, bms, mapper
+	srv, err := newServer(reg, bms, mapper, s.opts())
 	testenv.Check(t, "dashboard.New", err)
 	t.Cleanup(srv.Close)
 	s.h = srv.Routes()

@@ -21,11 +21,12 @@ import (
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/bitmap"
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/internal/webedge"
 	"github.com/yidu-io/yidu/tracker"
 	"github.com/yidu-io/yidu/wecom"
 )
@@ -233,28 +234,28 @@ func TestScopeOnRealServices(t *testing.T) {
 	}
 	sync()
 
-	store, err := bitmap.New(rdb, bitmap.Options{Prefix: prefix})
+	bms, err := bitmap.New(rdb, bitmap.Options{Prefix: prefix})
 	testenv.Check(t, "bitmap.New", err)
-	t.Cleanup(store.Close)
+	t.Cleanup(bms.Close)
 	apps := []yidu.App{
 		{Name: "hr", CorpID: corp, AgentID: hrAgent, ReadButtonKey: "read_ok"},
 		{Name: "it", CorpID: corp, AgentID: itAgent, ReadButtonKey: "read_ok"},
 	}
 	wapps := []wecom.App{{CorpID: corp, AgentID: hrAgent, Secret: hrSecret}, {CorpID: corp, AgentID: itAgent, Secret: itSecret}}
-	reg, err := tracker.New(db, mapper, store, tracker.Options{Apps: apps,
+	reg, err := tracker.New(db, mapper, bms, tracker.Options{Apps: apps,
 		Sender: wecom.NewSender(wapps, wecom.SenderOptions{Rate: 1000, Burst: 100})})
 	testenv.Check(t, "tracker.New", err)
 	now := time.Now().UTC().Truncate(time.Second)
 	clock := func() time.Time { return now }
 	acc, err := access.New(access.Config{LeadersSee: true}, mapper, clock)
 	testenv.Check(t, "access.New", err)
-	camps, err := campaign.NewStore(db, campaign.Options{Directory: mapper, Apps: apps, Now: clock})
-	testenv.Check(t, "campaign.NewStore", err)
+	camps, err := store.New(db, store.Options{Directory: mapper, Apps: apps, Now: clock})
+	testenv.Check(t, "store.New", err)
 	aud := audit.NewMySQL(db)
-	ledger, err := campaign.NewSQLLedger(db, "", 0, clock, nil)
-	testenv.Check(t, "campaign.NewSQLLedger", err)
-	srv, err := newServer(reg, store, mapper, deps{
-		Access: acc, Ledger: ledger, Sessions: access.NewRedisSessions(rdb, prefix),
+	ledger, err := store.NewReminderLog(db, "", 0, clock, nil)
+	testenv.Check(t, "store.NewReminderLog", err)
+	srv, err := newServer(reg, bms, mapper, deps{
+		Access: acc, Ledger: ledger, Sessions: webedge.DashboardSessions(rdb, prefix),
 		Tokens: []access.Token{
 			{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: corp, Departments: []int64{4}},
 			{Name: "shr", Token: senderTok, Role: yidu.RoleSender, Corp: corp, Apps: []string{"hr"}},
@@ -302,7 +303,7 @@ func TestScopeOnRealServices(t *testing.T) {
 	if err != nil || !ok || read.GetCardinality() != 2 {
 		t.Fatalf("LoadReads = %v %v, %d read", ok, err, read.GetCardinality())
 	}
-	testenv.Check(t, "RestoreReads", store.RestoreReads(ctx, m1, rec, read, signals))
+	testenv.Check(t, "RestoreReads", bms.RestoreReads(ctx, m1, rec, read, signals))
 
 	leader := signIn(t, h, leaderID)
 	scopedCallers := []caller{leader, viewer}

@@ -34,6 +34,12 @@
 //     time_zone='+00:00' in the DSN.
 //
 // Does not work as on InnoDB, and what this package does about it:
+//   - Types of a UNION: go-mysql-server makes any two unequal non-numeric
+//     column types LONGTEXT, so DATETIME UNION ALL DATETIME(3)
+//     (reminder_log and manual_reminders in an evidence record) came back
+//     as bytes no time.Time scans. The analyzer rule unionTimes makes such
+//     a column DATETIME of the larger precision, as MariaDB does
+//     (TestUnionDatetime).
 //   - Concurrency: each session works on its own copy of a table, committed
 //     last-writer-wins, and FOR UPDATE locks nothing; concurrent
 //     LAST_INSERT_ID(next_uid + ?) updates lost increments and handed out

@@ -15,6 +15,7 @@ import (
 	"github.com/dolthub/go-mysql-server/memory"
 	"github.com/dolthub/go-mysql-server/server"
 	gmssql "github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/analyzer"
 	"github.com/dolthub/go-mysql-server/sql/memo"
 	vmysql "github.com/dolthub/vitess/go/mysql"
 	"github.com/go-sql-driver/mysql"
@@ -136,7 +137,7 @@ func (s *Servers) startMySQL(ctx context.Context, lockWait time.Duration) error 
 	// enforced all the same: the table editor checks them itself.
 	db := memory.NewDatabase(Database)
 	pro := memory.NewDBProvider(db)
-	engine := sqle.NewDefault(pro)
+	engine := sqle.New(analyzer.NewBuilder(pro).AddPreAnalyzeRule(unionTimesRule, unionTimes).Build(), nil)
 	engine.Analyzer.Coster = scanCoster{engine.Analyzer.Coster}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -5,17 +5,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/store"
 )
 
-// TestActLedgerStatements runs campaign.SQLLedger's statements (the act
+// TestActLedgerStatements runs store.ReminderLog's statements (the act
 // claim, the per-person reminder records and their union with
 // reminder_log) on the demo's MySQL, where "Remind unread" runs them.
 func TestActLedgerStatements(t *testing.T) {
 	_, db := startDB(t)
 	ctx := context.Background()
 	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
-	l, err := campaign.NewSQLLedger(db, "demo", time.Minute, func() time.Time { return now }, nil)
+	l, err := store.NewReminderLog(db, "demo", time.Minute, func() time.Time { return now }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

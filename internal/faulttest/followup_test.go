@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/yidu-io/yidu/idmap"
@@ -136,6 +137,10 @@ type followRig struct {
 	slow  *slowWeCom
 	db    *sql.DB
 	start func(name, role, path string) (*rig.Proc, string)
+	// rdb and prefix are the Redis the processes use, and their keys'
+	// prefix.
+	rdb    *redis.Client
+	prefix string
 }
 
 func newFollowRig(t *testing.T, members []string) *followRig {
@@ -156,7 +161,7 @@ func newFollowRig(t *testing.T, members []string) *followRig {
 
 	dsn := testenv.MySQLDSN(t)
 	db := openUTC(t, dsn)
-	_, prefix := testenv.Redis(t)
+	rdb, prefix := testenv.Redis(t)
 	// The directory as a sync leaves it (department/list's
 	// department_leader, doc path 90208).
 	dir, err := idmap.New(db, idmap.Options{})
@@ -200,12 +205,16 @@ func newFollowRig(t *testing.T, members []string) *followRig {
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &followRig{fake: fake, slow: slow, db: db}
+	r := &followRig{fake: fake, slow: slow, db: db, rdb: rdb, prefix: prefix}
 	r.start = func(name, role, path string) (*rig.Proc, string) {
 		var addr string
 		p, err := rig.StartReady(rig.Spec{Name: name, Path: yiduBin, Args: []string{role, "--config", cfgPath}, Env: os.Environ()},
 			func(rp *rig.Proc) error {
-				a, err := rp.Addr(context.Background(), role, 15*time.Second)
+				what := role
+				if role == "serve" {
+					what = "dashboard" // every role: the API is the dashboard's
+				}
+				a, err := rp.Addr(context.Background(), what, 15*time.Second)
 				if err != nil {
 					return err
 				}
@@ -311,5 +320,127 @@ func TestFollowUpRoundKill(t *testing.T) {
 	}
 	if len(reminded) != len(members)-100 {
 		t.Errorf("%d people reminded; want %d", len(reminded), len(members)-100)
+	}
+}
+
+// TestServeSurvivesRounds (issue 46): one `yidu serve` (receiver,
+// dashboard and flushd in one process) with five notices:
+//   - "nobody", whose round 1 comes while nobody has read it (no read
+//     key in Redis: a nil read set took the whole process down);
+//   - "poison", whose stored policy cannot be read (it made every
+//     planning of every notice fail, so no other round was ever planned),
+//     and "poison-round", whose round fails each time (its recipients
+//     are gone from Redis), beside "healthy", whose round must go all
+//     the same;
+//   - "crash", whose round is in flight when the process is killed with
+//     -9: after the restart it completes, each person reminded once.
+//
+// The process answers throughout, "nobody"'s and "healthy"'s rounds
+// reach everyone, the poisoned notice is counted in yidu_loop_item_failures_total.
+func TestServeSurvivesRounds(t *testing.T) {
+	testenv.Long(t)
+	members := []string{"m0", "m1", "m2", "m3"}
+	fr := newFollowRig(t, members)
+	serve, dash := fr.start("serve", "serve", "/login")
+	notice := func(msgID, after string) {
+		postNotice(t, dash, map[string]any{"msgid": msgID, "app": app.Name, "title": "通知 " + msgID,
+			"audience": map[string]any{"userids": members}, "send": true,
+			"follow_up": map[string]any{"reminders": []string{after}}})
+	}
+	roundState := func(msgID string) string {
+		var s string
+		_ = fr.db.QueryRow(`SELECT state FROM follow_up_rounds WHERE msgid = ? AND round = 1`, msgID).Scan(&s)
+		return s
+	}
+	answers := func(what string) {
+		t.Helper()
+		resp, err := http.Get("http://" + dash + "/login")
+		if err != nil || !serve.Running() {
+			t.Fatalf("%s: yidu serve does not answer (running %v): %v\n%s", what, serve.Running(), err, serve.Tail(30))
+		}
+		resp.Body.Close()
+	}
+	notice("nobody", "3s")
+	testenv.WaitFor(t, 20*time.Second, "round 1 of the notice nobody read sent", func() bool {
+		return roundState("nobody") == "sent" || !serve.Running()
+	})
+	answers("after a round of a notice nobody read")
+	if s := roundState("nobody"); s != "sent" {
+		t.Fatalf("round 1 of nobody is %q; want sent", s)
+	}
+	reminded := func(prefix string) map[string]int {
+		out := map[string]int{}
+		for _, s := range fr.fake.Sent() {
+			c, _ := s.Body["template_card"].(map[string]any)
+			if !strings.HasPrefix(fmt.Sprint(c["task_id"]), prefix) {
+				continue
+			}
+			for _, u := range strings.Split(fmt.Sprint(s.Body["touser"]), "|") {
+				out[u]++
+			}
+		}
+		return out
+	}
+	if got := reminded("nobody@f1-"); len(got) != len(members) {
+		t.Errorf("round 1 of nobody reminded %v; want every member once", got)
+	}
+	// A poisoned notice beside a healthy one: the healthy one's round is
+	// planned and sent all the same.
+	notice("poison", "1h")
+	_, err := fr.db.Exec(`UPDATE follow_ups SET policy = '{"reminders": 5}' WHERE msgid = 'poison'`)
+	testenv.Check(t, "poison the policy", err)
+	// And a round that fails every time it runs: its notice's live
+	// recipients are gone from Redis.
+	notice("poison-round", "3s")
+	testenv.Check(t, "poison the round", fr.rdb.Del(context.Background(), fr.prefix+":m:{"+app.CorpID+"/poison-round}:rcpt").Err())
+	notice("healthy", "3s")
+	testenv.WaitFor(t, 20*time.Second, "the healthy notice's round sent beside the poisoned one", func() bool {
+		return roundState("healthy") == "sent" || !serve.Running()
+	})
+	answers("beside a poisoned notice")
+	if s := roundState("healthy"); s != "sent" {
+		t.Fatalf("round 1 of healthy is %q; want sent", s)
+	}
+	if s := roundState("poison-round"); s == "sent" {
+		t.Errorf("round 1 of poison-round is sent without its recipients")
+	}
+	resp, err := http.Get("http://" + dash + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `yidu_loop_item_failures_total{loop="rounds"}`) ||
+		strings.Contains(string(metrics), `yidu_loop_item_failures_total{loop="rounds"} 0`) {
+		t.Errorf("the poisoned policy is not counted in yidu_loop_item_failures_total{loop=\"rounds\"}")
+	}
+
+	// A round in flight when the process dies completes once after the
+	// restart (its lease, 30 s, runs out first).
+	fr.slow.mu.Lock()
+	fr.slow.delay = 3 * time.Second
+	fr.slow.mu.Unlock()
+	notice("crash", "2s")
+	testenv.WaitFor(t, 20*time.Second, "the crash round in flight", func() bool {
+		fr.slow.mu.Lock()
+		defer fr.slow.mu.Unlock()
+		return fr.slow.calls["crash@f1-0"] > 0
+	})
+	serve.Kill()
+	fr.slow.mu.Lock()
+	fr.slow.delay = 0
+	fr.slow.mu.Unlock()
+	serve, dash = fr.start("serve-2", "serve", "/login")
+	testenv.WaitFor(t, 60*time.Second, "the crash round completed after the restart", func() bool {
+		return roundState("crash") == "sent" || !serve.Running()
+	})
+	answers("after the restart")
+	if s := roundState("crash"); s != "sent" {
+		t.Fatalf("round 1 of crash is %q; want sent", s)
+	}
+	for _, u := range members {
+		if n := reminded("crash@f1-")[u]; n != 1 {
+			t.Errorf("%s reminded %d times by the interrupted round; want 1", u, n)
+		}
 	}
 }

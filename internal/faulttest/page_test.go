@@ -145,7 +145,8 @@ func (p *pageEnv) playOne(ctx context.Context, u string, tries int) ackResult {
 	rd := pagereader.New("http://"+p.receivers[0].addr, app.Name, p.msgID, 5*time.Second)
 	retry := func(err error) bool {
 		c := pagereader.CodeOf(err)
-		return err != nil && (c == 0 || c >= 500)
+		// 429: 请稍候, a sign-in bound (page/limit.go); the page comes back.
+		return err != nil && (c == 0 || c >= 500 || c == http.StatusTooManyRequests)
 	}
 	step := func(f func() error) error {
 		var err error

@@ -39,6 +39,20 @@ func New(base, app, msgID string, timeout time.Duration) *Reader {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
+// UseTransport makes the reader's requests through rt (a shared pool of
+// keep-alive connections, or a proxy adding X-Forwarded-For).
+func (r *Reader) UseTransport(rt http.RoundTripper) { r.c.Transport = rt }
+
+// SetSession gives the reader a session cookie name=value for the
+// receiver, as a member signed in earlier holds.
+func (r *Reader) SetSession(name, value string) {
+	u, err := url.Parse(r.base + "/r/")
+	if err != nil {
+		return
+	}
+	r.c.Jar.SetCookies(u, []*http.Cookie{{Name: name, Value: value, Path: "/r/"}})
+}
+
 // Status is an answer that was not the one wanted.
 type Status struct {
 	Step string
@@ -148,8 +162,8 @@ func (r *Reader) get(ctx context.Context, target string) (code int, location, bo
 // Steps are how long the parts of an Open took.
 type Steps struct {
 	// SignIn is the GET that was sent to sign in and the sign-in's
-	// return (the code's exchange with WeCom); Page the GET of the page
-	// once signed in.
+	// return (the code's exchange with WeCom), 0 with a session; Page the
+	// GET of the page once signed in.
 	SignIn, Page time.Duration
 }
 
@@ -161,6 +175,8 @@ func (r *Reader) OpenTimed(ctx context.Context, code func() string) (Steps, erro
 	err := r.open(ctx, code, func() { pageAt = time.Now() })
 	if !pageAt.IsZero() {
 		st.SignIn, st.Page = pageAt.Sub(start), time.Since(pageAt)
+	} else if err == nil {
+		st.Page = time.Since(start) // a session: the page at once
 	}
 	return st, err
 }

@@ -5,9 +5,27 @@ import * as pdfjs from "./pdfjs/pdf.min.mjs";
 
 pdfjs.GlobalWorkerOptions.workerSrc = new URL("./pdfjs/pdf.worker.min.mjs", import.meta.url).href;
 
+// A large PDF is read in ranges of 64 KiB as its pages are drawn, not
+// downloaded whole first (pdfjs-dist 5.6's options: no stream of the whole
+// file, no fetch ahead of the pages asked): the first page shows after its
+// own bytes. The receiver answers ranges (and the object store the links
+// point at, when attachments.s3 is set).
+const rangeChunkSize = 65536;
+
 async function draw(box) {
-  const doc = await pdfjs.getDocument({ url: box.dataset.src, isEvalSupported: false }).promise;
-  const width = box.clientWidth;
+  const doc = await pdfjs.getDocument({
+    url: box.dataset.src,
+    isEvalSupported: false,
+    disableStream: true,
+    disableAutoFetch: true,
+    rangeChunkSize,
+  }).promise;
+  // On a phone a page the width of the screen is too small to read
+  // (issue 49): pages are drawn at twice the width there, so 放大 (the
+  // .zoomed class, 200 % wide and scrolled sideways) stays sharp.
+  const narrow = box.clientWidth < 600;
+  const width = box.clientWidth * (narrow ? 2 : 1);
+  if (narrow) addZoom(box);
   for (let n = 1; n <= doc.numPages; n++) {
     const page = await doc.getPage(n);
     const scale = width / page.getViewport({ scale: 1 }).width;
@@ -25,6 +43,19 @@ async function draw(box) {
   end.className = "pdf-end";
   box.appendChild(end);
   box.dataset.pages = String(doc.numPages);
+}
+
+// addZoom puts a 放大/缩小 switch above a PDF's pages.
+function addZoom(box) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "pdf-zoom";
+  b.textContent = "放大阅读";
+  b.addEventListener("click", () => {
+    const on = box.classList.toggle("zoomed");
+    b.textContent = on ? "缩小" : "放大阅读";
+  });
+  box.before(b);
 }
 
 for (const box of document.querySelectorAll(".pdf-pages[data-src]")) {
@@ -122,6 +153,10 @@ if (!acked) {
       ack.textContent = "已确认知悉（第 " + box.dataset.version + " 版）";
       ack.classList.add("done");
       box.dataset.acked = "1";
+      if (hint) hint.textContent = "";
+      const done = document.getElementById("ack-done");
+      if (done) done.hidden = false;
+      done?.scrollIntoView({ block: "nearest" });
     } catch (e) {
       if (hint) hint.textContent = e.message;
       ack.disabled = false;

@@ -126,6 +126,10 @@ func TestLoadRejects(t *testing.T) {
 		{"signin rate zero", "receiver: {signin_rate: 0}", "receiver.signin_rate"},
 		{"signin rate negative", "receiver: {signin_rate: -5}", "receiver.signin_rate"},
 		{"signin rate not a number", "receiver: {signin_rate: .nan}", "receiver.signin_rate"},
+		{"signin client rate zero", "receiver: {signin_client_rate: 0}", "receiver.signin_client_rate"},
+		{"signin failure rate negative", "receiver: {signin_failure_rate: -1}", "receiver.signin_failure_rate"},
+		{"session ttl too short", "receiver: {session_ttl: 1m}", "receiver.session_ttl"},
+		{"session ttl too long", "receiver: {session_ttl: 10000h}", "receiver.session_ttl"},
 		{"attachment cache under an attachment", "receiver: {attachment_cache_bytes: 1048576}", "receiver.attachment_cache_bytes"},
 		{"relative spool dir", "receiver: {spool_dir: spool}", "receiver.spool_dir"},
 		{"dot spool dir", "receiver: {spool_dir: ./var/spool}", "receiver.spool_dir"},
@@ -160,6 +164,86 @@ func TestLoadRejects(t *testing.T) {
 			_, err := Load(p, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Load(%q) error = %v; want it to mention %q", tt.yaml, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestStartRefusesWhatCannotWork (issue 46): a setting whose partner is
+// missing would start and silently never work; each is refused at
+// start naming the app and the missing key, and each with its partner
+// loads.
+func TestStartRefusesWhatCannotWork(t *testing.T) {
+	const (
+		dash = "dashboard: {public_url: 'https://d.example'}\n"
+		rcv  = "receiver: {public_url: 'https://r.example'}\n"
+	)
+	tests := []struct {
+		name, yaml, want string // want "": loads
+	}{
+		{"approval without dashboard.public_url", "apps: [{name: hr, corp_id: c, secret: s, approval: {over: 10, approvers: [u1]}}]", `app "hr": approval needs dashboard.public_url`},
+		{"approval without the app's secret", dash + "apps: [{name: hr, corp_id: c, approval: {over: 10, approvers: [u1]}}]", "YIDU_APP_HR_SECRET"},
+		{"approval with both", dash + "apps: [{name: hr, corp_id: c, secret: s, approval: {over: 10, approvers: [u1]}}]", ""},
+		{"read_to_end without receiver.public_url", "apps: [{name: hr, corp_id: c, secret: s, read_signals: [button, read_to_end]}]", "read_signals read_to_end needs receiver.public_url"},
+		{"acknowledged without receiver.public_url", "apps: [{name: hr, corp_id: c, secret: s, read_signals: [acknowledged]}]", "read_signals acknowledged needs receiver.public_url"},
+		{"acknowledged without the app's secret", rcv + "apps: [{name: hr, corp_id: c, read_signals: [button, acknowledged]}]", "YIDU_APP_HR_SECRET"},
+		{"acknowledged with both", rcv + "apps: [{name: hr, corp_id: c, secret: s, read_signals: [button, acknowledged]}]", ""},
+		{"link only without receiver.public_url", "apps: [{name: hr, corp_id: c, secret: s, read_signals: [link]}]", "nothing would ever count as read"},
+		{"link only with it", rcv + "apps: [{name: hr, corp_id: c, secret: s, read_signals: [link]}]", ""},
+		{"the default signals without it", "apps: [{name: hr, corp_id: c}]", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(writeConfig(t, tt.yaml), nil)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Load(%q) = %v; want it to load", tt.yaml, err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("Load(%q) error = %v; want it to mention %q", tt.yaml, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestApproversTyped (issue 46): apps[].approval.approvers name a kind
+// of principal. A bare name is typed by what it names, or refused when
+// it names two kinds; a typed entry naming nobody is refused.
+func TestApproversTyped(t *testing.T) {
+	const head = "dashboard: {public_url: 'https://d.example', users: [{name: admin, password_hash: h}, {name: ci, password_hash: h}], " +
+		"tokens: [{name: ci, token: ci-token-0123456789abcdef}, {name: deploy, token: deploy-token-0123456789abcdef}], " +
+		"roles: [{userid: admin, role: admin, corp: c}, {userid: lisi, role: admin, corp: c}]}\n"
+	tests := []struct {
+		name, approvers string
+		want            []string // typed approvers; nil: refused
+		err             string
+	}{
+		{"a bare user", "[admin]", nil, `approval.approvers[0] "admin" is ambiguous: it names a password user (dashboard.users) and a WeCom member (dashboard.roles); write user:admin or wecom:admin`},
+		{"typed user", "['user:admin']", []string{"user:admin"}, ""},
+		{"typed member of the same name", "['wecom:admin']", []string{"wecom:admin"}, ""},
+		{"a bare token", "[deploy]", []string{"token:deploy"}, ""},
+		{"a bare member with a role", "[lisi]", []string{"wecom:lisi"}, ""},
+		{"a bare member without a role", "[wangwu]", []string{"wecom:wangwu"}, ""},
+		{"a user and a token of one name", "[ci]", nil, `"ci" is ambiguous: it names a password user (dashboard.users) and an API token (dashboard.tokens); write user:ci or token:ci`},
+		{"a user nobody is", "['user:nobody']", nil, "no dashboard.users entry is named \"nobody\""},
+		{"a token nobody is", "['token:nobody']", nil, "no dashboard.tokens entry is named \"nobody\""},
+		{"an unknown kind", "['group:hr']", nil, "the kind must be wecom:, user: or token:"},
+		{"a kind without a name", "['wecom:']", nil, "names no wecom"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			y := head + "apps: [{name: hr, corp_id: c, secret: s, approval: {over: 10, approvers: " + tt.approvers + "}}]"
+			cfg, err := Load(writeConfig(t, y), nil)
+			if tt.want == nil {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), `app "hr"`) {
+					t.Errorf("approvers %s: Load error = %v; want it to name the app and say %q", tt.approvers, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("approvers %s: %v", tt.approvers, err)
+			}
+			if got := cfg.Apps[0].Approval.Approvers; !slices.Equal(got, tt.want) {
+				t.Errorf("approvers %s typed as %q; want %q", tt.approvers, got, tt.want)
 			}
 		})
 	}
@@ -486,12 +570,30 @@ func TestImportsNoLibrary(t *testing.T) {
 // TestReadingPageKeys: receiver.signin_rate and attachment_cache_bytes
 // default to 100/s and 1 GiB and take the file's values.
 func TestReadingPageKeys(t *testing.T) {
-	if d := Default().Receiver; d.SignInRate != 100 || d.AttachmentCacheBytes != 1<<30 {
-		t.Errorf("defaults = %v, %d; want 100, 1 GiB", d.SignInRate, d.AttachmentCacheBytes)
+	if d := Default().Receiver; d.SignInRate != 1000 || d.SignInClientRate != 50 || d.SignInFailureRate != 1 || d.SessionTTL.D() != 30*24*time.Hour || d.AttachmentCacheBytes != 1<<30 {
+		t.Errorf("defaults = %+v; want 1000, 50, 1, 30 days, 1 GiB", d)
 	}
 	p := writeConfig(t, "receiver: {signin_rate: 12.5, attachment_cache_bytes: 104857600}\n")
 	cfg, err := Load(p, nil)
 	if err != nil || cfg.Receiver.SignInRate != 12.5 || cfg.Receiver.AttachmentCacheBytes != 100<<20 {
 		t.Errorf("Load = %v, %d, %v; want 12.5 and 100 MiB", cfg.Receiver.SignInRate, cfg.Receiver.AttachmentCacheBytes, err)
+	}
+}
+
+// TestReceiptsConfig: an app sends acknowledgement receipts unless
+// receipts: false; anything but a boolean is refused.
+func TestReceiptsConfig(t *testing.T) {
+	p := writeConfig(t, `apps: [{name: a, corp_id: c}, {name: b, corp_id: c, receipts: false}, {name: d, corp_id: c, receipts: true}]`)
+	c, err := Load(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"a": true, "b": false, "d": true} {
+		if a, _ := c.App(name); a.ReceiptsOn() != want {
+			t.Errorf("app %s receipts %v; want %v", name, a.ReceiptsOn(), want)
+		}
+	}
+	if _, err := Load(writeConfig(t, `apps: [{name: a, corp_id: c, receipts: maybe}]`), nil); err == nil {
+		t.Error("receipts: maybe loaded")
 	}
 }

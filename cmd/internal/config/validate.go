@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -89,6 +88,20 @@ var instanceID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 
 // Validate reports the first problem that would make yidu misbehave.
 func (c Config) Validate() error {
+	for _, check := range []func() error{
+		c.checkApps, c.checkReminderDelay, c.checkReceiver, c.checkStores, c.checkDashboardURLs,
+		c.checkLimits, c.checkSignIn, c.checkS3, c.checkPairings, c.checkUsers, c.checkTokens,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkApps checks each app: its name, corp, secrets, read settings,
+// retention, approval rule and follow-up.
+func (c Config) checkApps() error {
 	seen := map[string]bool{}
 	for i, a := range c.Apps {
 		switch {
@@ -126,9 +139,20 @@ func (c Config) Validate() error {
 		}
 		seen[a.Name] = true
 	}
+	return nil
+}
+
+// checkReminderDelay checks the dashboard's shortest reminder delay.
+func (c Config) checkReminderDelay() error {
 	if d := c.Dashboard.MinReminderDelay; d != 0 && d < Duration(time.Second) {
 		return errors.New("config: dashboard.min_reminder_delay must be at least 1s (0: the default 10m)")
 	}
+	return nil
+}
+
+// checkReceiver checks the receiver's proxies, public URL, body and
+// spool limits, sign-in rates, session lifetime and attachment cache.
+func (c Config) checkReceiver() error {
 	if _, err := clientip.ParseProxies(c.Receiver.TrustedProxies); err != nil {
 		return fmt.Errorf("config: receiver.trusted_proxies: %w", err)
 	}
@@ -147,9 +171,24 @@ func (c Config) Validate() error {
 	if r := c.Receiver.SignInRate; !(r > 0 && r <= 100000) {
 		return fmt.Errorf("config: receiver.signin_rate %v must be more than 0 and at most 100000 sign-ins a second", r)
 	}
+	if r := c.Receiver.SignInClientRate; !(r > 0 && r <= 100000) {
+		return fmt.Errorf("config: receiver.signin_client_rate %v must be more than 0 and at most 100000 sign-ins a second", r)
+	}
+	if r := c.Receiver.SignInFailureRate; !(r > 0 && r <= 100000) {
+		return fmt.Errorf("config: receiver.signin_failure_rate %v must be more than 0 and at most 100000 failed sign-ins a second", r)
+	}
+	if d := c.Receiver.SessionTTL.D(); d < time.Hour || d > 400*24*time.Hour {
+		return fmt.Errorf("config: receiver.session_ttl %v must be from 1h to 400 days (a browser keeps a cookie no longer)", d)
+	}
 	if b := c.Receiver.AttachmentCacheBytes; b < MinAttachmentCacheBytes {
 		return fmt.Errorf("config: receiver.attachment_cache_bytes %d must be at least %d (the largest attachment)", b, MinAttachmentCacheBytes)
 	}
+	return nil
+}
+
+// checkStores checks the audit's retention, flushd, Kafka, MySQL and
+// Redis: their instance, timeouts, topic, TLS, SASL and Sentinel.
+func (c Config) checkStores() error {
 	if r := c.Audit.Retention.D(); r < 0 || (r > 0 && r < 24*time.Hour) {
 		return fmt.Errorf("config: audit.retention %v must be 0 (keep every event) or at least 24h", r)
 	}
@@ -188,18 +227,34 @@ func (c Config) Validate() error {
 			return errors.New("config: redis.sentinel and a Cluster (a comma-separated redis.addr) are exclusive")
 		}
 	}
+	return nil
+}
+
+// checkDashboardURLs checks the dashboard's trusted proxies and public
+// URL.
+func (c Config) checkDashboardURLs() error {
 	if _, err := c.Dashboard.Proxies(); err != nil {
 		return err
 	}
 	if err := yidu.CheckPublicURL(c.Dashboard.PublicURL); err != nil {
 		return fmt.Errorf("config: dashboard.public_url %q: %w", c.Dashboard.PublicURL, err)
 	}
-	if err := c.checkLimits(); err != nil {
-		return err
+	return nil
+}
+
+// checkS3 refuses half a bucket configured: it would leave uploads in
+// MySQL unseen.
+func (c Config) checkS3() error {
+	if s := c.Attachments.S3; !s.Enabled() && (s.Bucket != "" || s.AccessKey != "" || s.SecretKey != "" || s.Region != "") {
+		// Half a bucket configured would leave uploads in MySQL unseen.
+		return errors.New("config: attachments.s3.endpoint is required when attachments.s3 is set (empty: attachments stay in MySQL)")
 	}
-	if err := c.checkSignIn(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// checkUsers checks the dashboard's users: a name each, none twice, no
+// example hash.
+func (c Config) checkUsers() error {
 	names := map[string]bool{}
 	for i, u := range c.Dashboard.Users {
 		where := u.from
@@ -216,6 +271,12 @@ func (c Config) Validate() error {
 		}
 		names[u.Name] = true
 	}
+	return nil
+}
+
+// checkTokens checks the API tokens: a name each, none twice, no example
+// token.
+func (c Config) checkTokens() error {
 	tokenNames := map[string]bool{}
 	for i, t := range c.Dashboard.Tokens {
 		where := fmt.Sprintf("dashboard.tokens[%d].token", i)
@@ -234,69 +295,6 @@ func (c Config) Validate() error {
 		tokenNames[t.Name] = true
 		if exampleSecret(t.Token) {
 			return fmt.Errorf("config: %s (%s): the example token shipped with yidu, which is public; generate a random one (openssl rand -base64 32)", where, t.Name)
-		}
-	}
-	return nil
-}
-
-// checkSignIn checks sign-in with WeCom and the roles (issue 31): the
-// sign-in hosts, the login app, the verification file, and each role
-// as package yidu's Scope.Validate has it, its apps among apps[] of its
-// corp.
-func (c Config) checkSignIn() error {
-	for _, b := range []struct{ key, v string }{{"wecom.oauth_base", c.WeCom.OAuthBase}, {"wecom.login_base", c.WeCom.LoginBase}} {
-		if b.v == "" {
-			continue
-		}
-		u, err := url.Parse(b.v)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			return fmt.Errorf("config: %s %q: want an origin such as https://open.weixin.qq.com (yidu appends WeCom's paths)", b.key, b.v)
-		}
-	}
-	if l := c.Dashboard.LoginApp; l != "" && l != LoginOff {
-		a, ok := c.App(l)
-		switch {
-		case !ok:
-			return fmt.Errorf("config: dashboard.login_app %q: no such app in apps[]", l)
-		case a.Secret == "":
-			return fmt.Errorf("config: dashboard.login_app %q: the app has no secret (%s), which auth/getuserinfo needs", l, EnvName(l, "secret"))
-		case c.Dashboard.PublicURL == "":
-			return fmt.Errorf("config: dashboard.login_app %q: sign-in with WeCom needs dashboard.public_url (the redirect WeCom returns to)", l)
-		}
-	}
-	if _, _, err := c.WeCom.ReadVerifyFile(); err != nil {
-		return err
-	}
-	appsOf := func(where, who, corp string, apps []string) error {
-		for _, name := range apps {
-			if a, ok := c.App(name); !ok || a.CorpID != corp {
-				return fmt.Errorf("config: %s (%s): app %q is not an app of corp %s in apps[]", where, who, name, corp)
-			}
-		}
-		return nil
-	}
-	for i, t := range c.Dashboard.Tokens {
-		if err := appsOf(fmt.Sprintf("dashboard.tokens[%d]", i), t.Name, t.Corp, t.Apps); err != nil {
-			return err
-		}
-	}
-	for i, u := range c.Dashboard.Users {
-		if err := appsOf(fmt.Sprintf("dashboard.users[%d]", i), u.Name, u.Corp, u.Apps); err != nil {
-			return err
-		}
-	}
-	for i, r := range c.Dashboard.Roles {
-		where := fmt.Sprintf("dashboard.roles[%d]", i)
-		if r.UserID == "" || len(r.UserID) > 64 {
-			return fmt.Errorf("config: %s: userid is required (a WeCom UserID, at most 64 bytes)", where)
-		}
-		sc := yidu.Scope{Corp: r.Corp, Apps: r.Apps, Departments: r.Departments,
-			Audience: yidu.SenderAudience{Departments: r.Audience.Departments, Tags: r.Audience.Tags}}
-		if err := sc.Validate(yidu.Role(r.Role)); err != nil {
-			return fmt.Errorf("config: %s (%s): %w", where, r.UserID, err)
-		}
-		if err := appsOf(where, r.UserID, r.Corp, r.Apps); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -326,6 +326,9 @@ func TestPrometheusRule(t *testing.T) {
 		"YiduFlushErrors":        "yidu_flushd_retries_total",
 		"YiduNotReady":           "yidu_ready",
 		"YiduCallback5xxRatio":   "yidu_callback_requests_total",
+		// Issue 46: a loop survives its items, and says so.
+		"YiduLoopPanics":         "yidu_loop_panics_total",
+		"YiduLoopItemsBackedOff": "yidu_loop_items_backed_off",
 	} {
 		if !strings.Contains(alerts[alert], series) {
 			t.Errorf("%s: alert %s missing or not on %s (expr %q)", rulesFile, alert, series, alerts[alert])

@@ -17,6 +17,7 @@ import (
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/retention"
 )
 
 // analyticsDoc is the file whose every sql block TestAnalyticsDoc runs.
@@ -481,7 +482,7 @@ func testAnalyticsDoc(t *testing.T, blocks []sqlBlock, dialect string) {
 			// The retention section's query reads what a purge kept: purge
 			// the corp's notices (the last block; nothing after it may need
 			// their detail).
-			rep, err := flushd.Purge(ctx, m.DB, flushd.PurgeOptions{Before: time.Now().Add(time.Hour), CorpID: testCorp, Execute: true}, nil)
+			rep, err := retention.Purge(ctx, m.DB, retention.PurgeOptions{Before: time.Now().Add(time.Hour), CorpID: testCorp, Execute: true}, nil)
 			if err != nil || rep.Messages != 3 || rep.Summaries != 3 {
 				t.Fatalf("Purge = %+v, %v; want 3 notices purged, 3 summaries kept", rep, err)
 			}

@@ -8,15 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
-	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/cmd/internal/config"
-	"github.com/yidu-io/yidu/notice"
+	"github.com/yidu-io/yidu/internal/loop"
 	"github.com/yidu-io/yidu/tracker"
+	"github.com/yidu-io/yidu/wecom"
 )
 
 // Approval before sending (issue 41) across the processes: the dashboard
@@ -35,11 +34,42 @@ func approvalCards(cfg config.Config, s tracker.Sender) *campaign.CardNotifier {
 	base := strings.TrimRight(cfg.Dashboard.PublicURL, "/")
 	return &campaign.CardNotifier{
 		Send: func(ctx context.Context, corpID string, agentID int64, body []byte) error {
-			_, err := s.SendMessage(ctx, corpID, agentID, body)
-			return err
+			res, err := s.SendMessage(ctx, corpID, agentID, body)
+			return cardOutcome(res, err)
 		},
 		Page: func(_, msgID string) string { return base + "/approve/" + url.PathEscape(msgID) },
 	}
+}
+
+// errTaskIDUsed is WeCom's answer to a reused task_id (42014, doc path
+// 90236): a card retried after an answer that was lost went out the
+// first time.
+const errTaskIDUsed = 42014
+
+// cardOutcome is a message/send answer as the approval notifier takes
+// it: an errcode other than 0 is a failure (issue 46: one was audited ok
+// and never sent again), but 42014, the card already sent.
+func cardOutcome(res wecom.SendResult, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case res.ErrCode == errTaskIDUsed, res.ErrCode == 0:
+		return nil
+	}
+	return &campaign.RefusedError{Code: res.ErrCode, Msg: res.ErrMsg}
+}
+
+// namedApprovers are the WeCom members apps[].approval names, by corp:
+// they sign in with WeCom to the approval page without a role of their
+// own (user: and token: approvers sign in as those).
+func namedApprovers(cfg config.Config) map[string][]string {
+	out := map[string][]string{}
+	for _, a := range cfg.Apps {
+		if a.Approval != nil {
+			out[a.CorpID] = append(out[a.CorpID], a.Approval.Rule().WeComApprovers()...)
+		}
+	}
+	return out
 }
 
 func anyApproval(cfg config.Config) bool {
@@ -51,92 +81,48 @@ func anyApproval(cfg config.Config) bool {
 	return false
 }
 
-// approvalPresses applies approval cards' presses on the receiver:
-// access resolves the member the verified callback names, campaign
-// decides. An approval campaign refuses (the author's own, no approver,
-// an older card) is logged and answered 200: WeCom must not retry it.
+// approvalPresses applies approval cards' presses on the receiver
+// through the process's one notice service (campaign.Service.PressCard),
+// which resolves the member and decides; here its answer is logged and a
+// refusal's audit row written. A press campaign refuses (the author's
+// own, no approver, an older card) is answered 200: WeCom must not
+// retry it.
 type approvalPresses struct {
-	acc   *access.Access
 	svc   *campaign.Service
 	log   *slog.Logger
 	audit audit.Recorder
 }
 
 func (a approvalPresses) ApprovalPress(ctx context.Context, corpID, app, userID, taskID, key string) error {
-	p, err := a.acc.WeCom(ctx, corpID, userID)
+	res, err := a.svc.PressCard(ctx, corpID, app, userID, taskID, key)
 	switch {
-	case errors.Is(err, access.ErrNoRole):
-		// A named approver needs no role of their own.
-		p, err = access.NewPrincipal(userID, access.KindWeCom, false, nil), nil
-	case errors.Is(err, access.ErrNotMember):
-		a.log.InfoContext(ctx, "approval press by no member ignored", "corp", corpID, "app", app)
-		return nil
-	}
-	if err != nil {
+	case err != nil:
 		return err
+	case res.Ignored:
+		a.log.InfoContext(ctx, "approval press by no member ignored", "corp", corpID, "app", app)
+	case res.Refused != nil:
+		a.log.InfoContext(ctx, "approval press refused", "corp", corpID, "app", app, "task_id", taskID, "by", userID, "err", res.Refused)
+		if err := a.audit.Record(ctx, *res.Audit); err != nil {
+			a.log.ErrorContext(ctx, "audit write failed", "action", string(res.Audit.Action), "msgid", res.Audit.MsgID, "err", err)
+		}
+	default:
+		a.log.InfoContext(ctx, "approval press", "corp", corpID, "app", app, "task_id", taskID, "by", userID, "again", res.Again)
 	}
-	_, again, err := a.svc.Press(ctx, p, corpID, app, taskID, key)
-	switch {
-	case err == nil:
-		a.log.InfoContext(ctx, "approval press", "corp", corpID, "app", app, "task_id", taskID, "by", userID, "again", again)
-		return nil
-	case errors.Is(err, campaign.ErrForbidden), errors.Is(err, campaign.ErrApproval), errors.Is(err, campaign.ErrNotApprovalCard),
-		errors.Is(err, yidu.ErrNotFound), errors.Is(err, yidu.ErrInvalid), errors.Is(err, yidu.ErrNotEditable):
-		a.log.InfoContext(ctx, "approval press refused", "corp", corpID, "app", app, "task_id", taskID, "by", userID, "err", err)
-		a.refused(ctx, corpID, app, userID, taskID, err)
-		return nil
-	}
-	return err
+	return nil
 }
 
-// refused records a press campaign refused (the author's own, no
-// approver, a card of an older version) as the page's refusals are: a
-// row with the member, outcome refused. A decision taken is recorded
-// by campaign with its step; a press on a notice decided already is
-// none and records nothing (a WeCom retry looks the same).
-func (a approvalPresses) refused(ctx context.Context, corpID, app, userID, taskID string, why error) {
-	if a.audit == nil {
-		return
-	}
-	m, prefix, _ := yidu.ParseApprovalTaskID(taskID)
-	e := audit.Event{At: time.Now().UTC(), Actor: yidu.Truncate(userID, 128), ActorKind: string(access.KindWeCom), Action: yidu.ActionApprove,
-		CorpID: corpID, App: app, MsgID: string(m), Outcome: "refused",
-		Detail: yidu.Truncate("version="+prefix+" via=card: "+why.Error(), 500)}
-	if err := a.audit.Record(ctx, e); err != nil {
-		a.log.ErrorContext(ctx, "audit write failed", "action", string(e.Action), "msgid", e.MsgID, "err", err)
-	}
-}
-
-// receiverApprovals builds the receiver's Approvals: nil when no app asks
-// for approval.
+// receiverApprovals builds the receiver's Approvals over the process's
+// notice service (the dashboard's, when both run here): nil when no app
+// asks for approval.
 func (m *Main) receiverApprovals() (callback.Approvals, error) {
-	cfg := m.Config
-	if !anyApproval(cfg) {
+	if !anyApproval(m.Config) {
 		return nil, nil
 	}
-	camps, err := campaign.NewStore(m.DB, campaign.Options{Directory: m.Mapper, Apps: DomainApps(cfg.Apps), Logger: m.Logger})
+	w, err := m.notices()
 	if err != nil {
 		return nil, err
 	}
-	acc, err := access.New(access.Config{Roles: accessRoles(cfg.Dashboard.Roles), LeadersSee: cfg.Dashboard.SeeLeaders()}, m.Mapper, time.Now)
-	if err != nil {
-		return nil, err
-	}
-	// The version hash must be the dashboard's: the same policy and
-	// content readers (Rounds.FollowUpOf, notice.Store.Get).
-	atts, err := attachment.New(m.DB, attachment.Options{Logger: m.Logger})
-	if err != nil {
-		return nil, err
-	}
-	notices, err := notice.New(m.DB, atts, notice.Options{Logger: m.Logger})
-	if err != nil {
-		return nil, err
-	}
-	opts := campaign.ServiceOptions{Store: camps, Rounds: &campaign.Rounds{DB: m.DB, Log: m.Logger}, Versions: notices, Logger: m.Logger}
-	if n := approvalCards(cfg, m.wecomSender); n != nil {
-		opts.Notify = n
-	}
-	return approvalPresses{acc: acc, svc: campaign.NewService(opts), log: m.Logger.With("component", "approval"), audit: audit.NewMySQL(m.DB)}, nil
+	return approvalPresses{svc: w.svc, log: m.Logger.With("component", "approval"), audit: audit.NewMySQL(m.DB)}, nil
 }
 
 // authors resolves a notice's author at its time (campaign.Authors): a
@@ -157,4 +143,16 @@ func (a authors) Author(ctx context.Context, corp, name string) (*access.Princip
 		return nil, campaign.ErrNoAuthor
 	}
 	return p, err
+}
+
+// retryApprovalCards sends again, every interval until ctx ends, the
+// approval cards WeCom did not take (campaign.RetryApprovalCards); each
+// card is an item of g.
+func retryApprovalCards(ctx context.Context, acts *campaign.Service, g *loop.Guard, interval time.Duration) {
+	every(ctx, interval, func(ctx context.Context) {
+		_ = g.Run(ctx, "approval card retries", func(ctx context.Context) error {
+			_, err := acts.RetryApprovalCards(ctx, g)
+			return err
+		})
+	})
 }

@@ -223,6 +223,36 @@ func TestApprovalEndToEnd(t *testing.T) {
 	if ok != 1 || refused != 2 {
 		t.Errorf("approve rows: %d ok by wangwu via the card, %d refused; want 1 and 2 (the author's, the rejected card's): %+v", ok, refused, evs)
 	}
+
+	// The approval trail is in the evidence log (issue 48), each step
+	// with its version hash: verify finds every row's entry; an approval
+	// forged in MySQL, and a rejection deleted from it, are named.
+	approvalProblems := func() []string {
+		rep, err := m.Ledger.Verify(context.Background(), testCorp, "")
+		testenv.Check(t, "verify", err)
+		var out []string
+		for _, p := range rep.Problems {
+			if strings.Contains(p.Detail, "approval") {
+				out = append(out, p.String())
+			}
+		}
+		return out
+	}
+	if clean := approvalProblems(); len(clean) != 0 {
+		t.Fatalf("verify of the approval trail: %q; want clean", clean)
+	}
+	steps := testenv.Column[string](t, m.DB, "SELECT step FROM notice_approvals WHERE corp_id = ? AND msgid = 'ap-1' ORDER BY id", testCorp)
+	if !slices.Contains(steps, "approved") || !slices.Contains(steps, "rejected") {
+		t.Fatalf("ap-1's trail = %v; want an approval and a rejection", steps)
+	}
+	_, err = m.DB.Exec("INSERT INTO notice_approvals (corp_id, msgid, version_hash, step, actor, at) SELECT corp_id, msgid, version_hash, 'approved', 'mallory', at FROM notice_approvals WHERE corp_id = ? AND msgid = 'ap-1' AND step = 'approved'", testCorp)
+	testenv.Check(t, "forge an approval", err)
+	_, err = m.DB.Exec("DELETE FROM notice_approvals WHERE corp_id = ? AND msgid = 'ap-1' AND step = 'rejected'", testCorp)
+	testenv.Check(t, "delete a rejection", err)
+	named := strings.Join(approvalProblems(), "\n")
+	if !strings.Contains(named, "inserted: notice_approvals row") || !strings.Contains(named, "by mallory") || !strings.Contains(named, "approval rejected") {
+		t.Errorf("verify after forging an approval and deleting a rejection:\n%s\nwant both named", named)
+	}
 }
 
 // runDashboard starts the dashboard role alone with cfg; the caller
@@ -390,5 +420,60 @@ func TestSenderOutsideAudienceRefused(t *testing.T) {
 	}
 	if code, j := post(map[string]any{"msgid": "in-2", "app": "hr", "title": "研发部通知", "audience": map[string]any{"departments": []int64{2}}, "send": true}); code != http.StatusCreated {
 		t.Errorf("研发 itself = %d %v; want 201", code, j)
+	}
+}
+
+// TestApprovalCardRefusedIsRetried (issue 46): WeCom answers the approval
+// card's message/send with an errcode (45009, over the call limit). The
+// ask is an audit row "failed", not "ok", and the card is sent again by
+// the retry loop (claimed in MySQL) once its backoff ended: the approver
+// gets it, and that try is an audit row "ok". On the old code the
+// errcode was audited ok and the card never sent again.
+func TestApprovalCardRefusedIsRetried(t *testing.T) {
+	fake := fakewecom.New(campaignCorp())
+	base := fakewecom.Start(t, fake)
+	m := mustRunMainWith(t, func(c *config.Config) {
+		c.WeCom.APIBase = base
+		c.Apps[0].Secret = campaignSecret
+		c.Apps[0].Approval = &config.Approval{Over: 1, Approvers: []string{"wecom:wangwu"}}
+		c.Dashboard.PublicURL = "https://yidu.example.com"
+	})
+	dir, err := wecom.NewDirectory(wecom.App{CorpID: testCorp, AgentID: testAgent, Secret: campaignSecret}, wecom.DirectoryOptions{})
+	testenv.Check(t, "NewDirectory", err)
+	syncer, err := idmap.NewSyncer(m.Mapper, map[string]idmap.Directory{testCorp: dir}, idmap.Options{Registerer: prometheus.NewRegistry()})
+	testenv.Check(t, "NewSyncer", err)
+	_, err = syncer.Sync(context.Background(), testCorp)
+	testenv.Check(t, "directory sync", err)
+	outcomes := func() []string {
+		return testenv.Column[string](t, m.DB, `SELECT outcome FROM audit_events WHERE msgid = 'ap-r' AND action = 'notify' ORDER BY id`)
+	}
+
+	fake.FailNext("/cgi-bin/message/send", 45009, 1)
+	var n struct {
+		Approval string `json:"approval"`
+	}
+	if code := api(t, m, "POST", "/messages", map[string]any{"msgid": "ap-r", "app": "hr", "title": "年终奖发放通知",
+		"audience": map[string]any{"departments": []int64{2}}, "send": true}, &n); code != http.StatusAccepted || n.Approval != "pending" {
+		t.Fatalf("send to 研发 = %d %+v; want 202, pending", code, n)
+	}
+	if got := outcomes(); !slices.Equal(got, []string{"failed"}) {
+		t.Fatalf("notify audit rows %v; want one failed (WeCom answered errcode 45009)", got)
+	}
+	if got := approvalCardsTo(fake, "ap-r", "wangwu"); len(got) != 0 {
+		t.Fatalf("cards WeCom took: %v; want none yet", got)
+	}
+	// Its backoff over (30 s): the next turn of the retry loop sends it.
+	_, err = m.DB.Exec(`UPDATE approval_card_retries SET next_at = '2000-01-01' WHERE msgid = 'ap-r'`)
+	testenv.Check(t, "end the backoff", err)
+	testenv.WaitFor(t, 20*time.Second, "the approval card sent again", func() bool {
+		return len(approvalCardsTo(fake, "ap-r", "wangwu")) == 1
+	})
+	testenv.WaitFor(t, 5*time.Second, "the retry audited", func() bool { return slices.Equal(outcomes(), []string{"failed", "ok"}) })
+	if got := testenv.Column[string](t, m.DB, `SELECT state FROM approval_card_retries WHERE msgid = 'ap-r'`); !slices.Equal(got, []string{"sent"}) {
+		t.Errorf("retry rows %v; want one sent", got)
+	}
+	time.Sleep(6 * time.Second) // another turn: nothing more
+	if got := approvalCardsTo(fake, "ap-r", "wangwu"); len(got) != 1 {
+		t.Errorf("cards %v; want exactly one", got)
 	}
 }

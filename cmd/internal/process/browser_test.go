@@ -549,7 +549,7 @@ func readoutIn(lang, ro string) bool {
 		return false
 	}
 	if lang == "en" {
-		return strings.Contains(ro, " read (") && strings.Contains(ro, "Confirmed") && !strings.Contains(ro, "已读")
+		return strings.Contains(ro, " read (") && strings.Contains(ro, "Pressed") && !strings.Contains(ro, "已读")
 	}
-	return strings.Contains(ro, "已读") && strings.Contains(ro, "已确认") && !strings.Contains(ro, "read")
+	return strings.Contains(ro, "已读") && strings.Contains(ro, "已点击「我已阅读」") && !strings.Contains(ro, "read")
 }

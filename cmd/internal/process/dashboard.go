@@ -4,105 +4,108 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
-	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/audit"
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/dashboard"
-	"github.com/yidu-io/yidu/notice"
-	"github.com/yidu-io/yidu/progress"
+	"github.com/yidu-io/yidu/internal/loop"
 	"github.com/yidu-io/yidu/wecom"
 )
 
-// startDashboard builds the campaign store, its Runner and the follow-up
-// rounds, access and the dashboard, and serves it.
+// startDashboard starts the notice loops over the process's notice
+// wing (notices), builds the dashboard over its service, and serves it.
 func (m *Main) startDashboard(ctx context.Context) error {
-	cfg := m.Config
-	log := m.Logger
-	proxies, err := cfg.Dashboard.Proxies()
+	w, err := m.notices()
 	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	opts, err := m.dashboardOptions(w)
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	if err := m.startNoticeLoops(ctx, w); err != nil {
 		return err
 	}
-	camps, err := campaign.NewStore(m.DB, campaign.Options{Directory: m.Mapper, Apps: DomainApps(cfg.Apps), Logger: log, Registerer: m.Registry})
-	if err != nil {
-		return fmt.Errorf("campaign: %w", err)
-	}
-	atts, err := attachment.New(m.DB, attachment.Options{Logger: log})
+	d, err := dashboard.New(w.ids, w.svc, w.prog, opts)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
-	nopts := notice.Options{Logger: log}
-	if m.Ledger != nil {
-		nopts.Ledger = m.Ledger
+	m.Dashboard = d
+	// Roles are configuration: a start with other grants than the last
+	// one is recorded as role_change events (access.RecordRoleChanges).
+	if n, err := access.RecordRoleChanges(ctx, m.DB, audit.NewMySQL(m.DB), roleHolders(m.Config.Dashboard), time.Now()); err != nil {
+		m.Logger.Error("dashboard: role changes not audited", "err", err)
+	} else if n > 0 {
+		m.Logger.Info("dashboard: role changes audited", "changes", n)
 	}
-	notices, err := notice.New(m.DB, atts, nopts)
-	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
+	if m.DashboardAddr, err = m.serveRole("dashboard", dashboardServer(), m.Config.Dashboard.Listen, d.Routes(), m.readiness(m.DB, false)); err != nil {
+		return err
 	}
-	cards := approvalCards(cfg, m.wecomSender)
-	rounds := followUpRounds(m, cfg, log)
-	acc, err := access.New(access.Config{Roles: accessRoles(cfg.Dashboard.Roles), LeadersSee: cfg.Dashboard.SeeLeaders()}, m.Mapper, time.Now)
-	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
-	}
+	return nil
+}
+
+// dashboardOptions maps the configuration and w onto the dashboard's
+// options.
+func (m *Main) dashboardOptions(w *noticeWing) (dashboard.Options, error) {
+	cfg := m.Config
 	opts := DashboardOptions(cfg)
-	opts.WeCom = weComLogin(cfg, acc, m)
-	opts.Audit, opts.AuditLog = audit.NewMySQL(m.DB), audit.NewMySQL(m.DB)
-	idOpts := IdentityOptions(cfg)
-	// Shared by every replica, kept across restarts.
-	idOpts.Sessions = access.NewRedisSessions(m.Redis, cfg.Redis.Prefix)
-	if opts.WeCom != nil {
-		idOpts.WeCom = acc // WeCom members' sessions resolve while sign-in with WeCom is on
-	}
-	ids, err := access.NewIdentities(idOpts)
+	proxies, err := cfg.Dashboard.Proxies()
 	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
+		return opts, err
 	}
 	opts.TrustedProxies = proxies
-	opts.Logger, opts.Registerer = log, m.Registry
-	// Reminders and recalls are claimed in MySQL, so replicas act once
-	// (issue 37).
-	ledger, err := campaign.NewSQLLedger(m.DB, "", 0, time.Now, log)
-	if err != nil {
-		return fmt.Errorf("campaign: %w", err)
-	}
-	opts.Attachments = atts
+	opts.WeCom = w.wecom
+	opts.Audit, opts.AuditLog = audit.NewMySQL(m.DB), audit.NewMySQL(m.DB)
+	opts.Logger, opts.Registerer = m.Logger, m.Registry
+	opts.Attachments = w.atts
 	// Evidence records (issue 40) with their ledger proofs.
-	ev, err := newEvidence(m.DB, notices, m.Ledger, log)
+	if opts.Evidence, err = newEvidence(m.DB, w.versions, m.Ledger, cfg.Ledger, m.Logger); err != nil {
+		return opts, err
+	}
+	if m.Ledger != nil {
+		opts.EvidenceLog = m.Ledger
+	}
+	opts.Standing = w.standing
+	return opts, nil
+}
+
+// startNoticeLoops starts w's loops until Close: the scheduled-notice
+// Runner, the follow-up rounds, the standing notices, the approval card
+// retries and the receipts. Each round, and each scheduled notice, runs
+// under its own recover and backoff, counted in yidu_loop_* (issue 46):
+// one poisoned notice never takes the process down nor stops the others.
+func (m *Main) startNoticeLoops(ctx context.Context, w *noticeWing) error {
+	var err error
+	guard := func(name string, log *slog.Logger, now func() time.Time) *loop.Guard {
+		g, gerr := m.loopGuard(name, log, now)
+		err = cmp.Or(err, gerr)
+		return g
+	}
+	w.rounds.Guard = guard("rounds", w.rounds.Log, w.rounds.Now)
+	runnerGuard := guard("runner", m.Logger, time.Now)
+	w.standing.Guard = guard("standing", w.standing.Log, time.Now)
+	cardGuard := guard("approval_cards", m.Logger, time.Now)
+	receiptGuard := guard("receipts", m.Logger, time.Now)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
-	opts.Evidence = ev
-	// progress answers every number within the caller's View; campaign
-	// decides every act (docs/architecture.md).
-	prog, err := progress.New(m.Tracker, m.Store, progress.Options{Logger: log, Directory: m.Mapper, History: m.Tracker, Viewer: acc})
-	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
-	}
-	sopts := campaign.ServiceOptions{Store: camps, Rounds: rounds, Messenger: m.Tracker, Registrar: m.Tracker,
-		Scope: acc, Audiences: acc, Versions: notices, Acknowledgements: m.Tracker, ReadingPage: readingPageURL(cfg.Receiver.PublicURL),
-		Ledger: ledger, Readers: prog, RemindInterval: cfg.Dashboard.RemindInterval.D(), Picking: audienceDirectory{m.Mapper},
-		Authors: authors{ids: ids, acc: acc}, Logger: log,
-		Templates: campaign.NewTemplates(m.DB, DomainApps(cfg.Apps), time.Now).WithFiles(atts)}
-	if cards != nil {
-		sopts.Notify = cards
-	}
-	acts := campaign.NewService(sopts)
 	// A draft's or scheduled notice's full text is published as version 1
 	// by the Runner when it is sent; at its time a scheduled notice is
 	// checked against its author's sender audience and its approval as
 	// they are then (issue 41).
-	ropts := campaign.RunnerOptions{MaxLateness: cfg.Dashboard.MaxLateness.D(), Publisher: notices, Check: acts.AtItsTime}
-	if cards != nil {
-		ropts.OnHeld = cards.Held
+	ropts := loops.RunnerOptions{MaxLateness: m.Config.Dashboard.MaxLateness.D(), Publisher: w.published, Check: w.svc.AtItsTime, Guard: runnerGuard}
+	if w.cards != nil {
+		ropts.OnHeld = w.cards.Held
 	}
-	runner, err := campaign.NewRunner(camps, m.Tracker, ropts)
+	runner, err := loops.NewRunner(w.store, m.Tracker, ropts)
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
@@ -110,26 +113,14 @@ func (m *Main) startDashboard(ctx context.Context) error {
 	m.campaignCancel, m.campaignDone = ccancel, make(chan struct{})
 	go func() {
 		defer close(m.campaignDone)
-		roundsDone := make(chan struct{})
-		go func() { defer close(roundsDone); _ = rounds.Run(cctx, 2*time.Second) }()
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = w.rounds.Run(cctx, 2*time.Second) })
+		wg.Go(func() { _ = w.standing.Run(cctx, 2*time.Second) })
+		wg.Go(func() { retryApprovalCards(cctx, w.svc, cardGuard, 5*time.Second) })
+		wg.Go(func() { receiptLoop(cctx, m.Tracker, receiptGuard, time.Second) })
 		_ = runner.Run(cctx)
-		<-roundsDone
+		wg.Wait()
 	}()
-	d, err := dashboard.New(ids, acts, prog, opts)
-	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
-	}
-	m.Dashboard = d
-	// Roles are configuration: a start with other grants than the last
-	// one is recorded as role_change events (access.RecordRoleChanges).
-	if n, err := access.RecordRoleChanges(ctx, m.DB, audit.NewMySQL(m.DB), roleHolders(cfg.Dashboard), time.Now()); err != nil {
-		log.Error("dashboard: role changes not audited", "err", err)
-	} else if n > 0 {
-		log.Info("dashboard: role changes audited", "changes", n)
-	}
-	if m.DashboardAddr, err = m.serveRole("dashboard", dashboardServer(), cfg.Dashboard.Listen, d.Routes(), m.readiness(m.DB, false)); err != nil {
-		return err
-	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package process
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/silenceper/wechat/v2/util"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/yidu-io/yidu/callback/wxcrypt"
 	"github.com/yidu-io/yidu/cmd/internal/config"
@@ -71,6 +73,11 @@ func mustRunMainWith(tb testing.TB, edit func(*config.Config)) *Main {
 	cfg.Dashboard.Listen = "127.0.0.1:0"
 	cfg.Dashboard.Tokens = []config.Token{{Name: "e2e", Token: apiToken, Corps: []string{testCorp}}}
 	cfg.Apps = []config.App{{Name: "hr", CorpID: testCorp, AgentID: testAgent, Token: testToken, EncodingAESKey: testAESKey, ReadButtonKey: "yidu_read"}}
+	skey, _, err := note.GenerateKey(rand.Reader, "yidu.test")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Ledger.SigningKey = skey
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -311,8 +318,15 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("ledger verify = %d entries, %d facts, %v, %v; want the 3 reads, clean", rep.Entries, rep.Facts, rep.Problems, err)
 	}
 	es, err := m.Ledger.EntriesFor(context.Background(), testCorp, "notice-e2e", "Alice")
-	if err != nil || len(es) != 1 || es[0].Kind != ledger.KindSignal || !strings.Contains(string(es[0].Body), time.Unix(readAt+20, 0).UTC().Format(time.RFC3339)) {
-		t.Errorf("Alice's entries = %v, %v; want her one read", es, err)
+	// Her read, and her entering the app before it (enter_at, which does
+	// not count here): a seen entry (issue 48).
+	kinds := map[ledger.Kind]string{}
+	for _, e := range es {
+		kinds[e.Kind] = string(e.Body)
+	}
+	if err != nil || len(es) != 2 || !strings.Contains(kinds[ledger.KindSignal], time.Unix(readAt+20, 0).UTC().Format(time.RFC3339)) ||
+		!strings.Contains(kinds[ledger.KindSeen], `"signal":"enter_agent"`) {
+		t.Errorf("Alice's entries = %v, %v; want her read and her entering the app", es, err)
 	}
 	// Her evidence record carries that entry with an inclusion proof that
 	// holds against the day's root: the ledger is wired to the dashboard.
@@ -320,8 +334,8 @@ func TestServeEndToEnd(t *testing.T) {
 	if code := api(t, m, "GET", "/messages/notice-e2e/evidence/Alice", nil, &rec); code != 200 {
 		t.Fatalf("evidence = %d", code)
 	}
-	if !rec.LedgerConnected || len(rec.Ledger) != 1 || rec.Ledger[0].Proof == nil {
-		t.Fatalf("evidence ledger = %v, %+v; want her one entry with its proof", rec.LedgerConnected, rec.Ledger)
+	if !rec.LedgerConnected || len(rec.Ledger) != 2 || rec.Ledger[0].Proof == nil || rec.Ledger[1].Proof == nil {
+		t.Fatalf("evidence ledger = %v, %+v; want her two entries with their proofs", rec.LedgerConnected, rec.Ledger)
 	}
 	e, pr := rec.Ledger[0], rec.Ledger[0].Proof
 	leaf, root := unhex32(t, e.LeafHash), unhex32(t, pr.Root)
@@ -329,8 +343,8 @@ func TestServeEndToEnd(t *testing.T) {
 	for i, h := range pr.Path {
 		path[i] = unhex32(t, h)
 	}
-	if err := evidence.VerifyInclusion(leaf, pr.Index, pr.TreeSize, path, root); err != nil || rec.Roots[pr.Day] != pr.Root {
-		t.Errorf("Alice's proof does not hold: %v (roots %v, proof root %s)", err, rec.Roots, pr.Root)
+	if err := evidence.VerifyInclusion(leaf, pr.Index, pr.TreeSize, path, root); err != nil || pr.Checkpoint == "" || rec.Checkpoint != pr.Checkpoint {
+		t.Errorf("Alice's proof does not hold: %v (checkpoint %q, proof's %q)", err, rec.Checkpoint, pr.Checkpoint)
 	}
 }
 

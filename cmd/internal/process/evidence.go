@@ -3,20 +3,32 @@ package process
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
-	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/evidence"
+	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/ledger"
 )
 
 // newEvidence builds the evidence service over MySQL, the notices'
-// versions, the ledger (nil: the records say 未接入账本) and the reading
-// page's signals.
-func newEvidence(db *sql.DB, versions evidence.Versions, l *ledger.Ledger, log *slog.Logger) (*evidence.Service, error) {
+// versions, the ledger (nil: the records say 未接入账本), the reading
+// page's signals and the log's key (cfg: it signs the packs' manifests).
+func newEvidence(db *sql.DB, versions evidence.Versions, l *ledger.Ledger, cfg config.Ledger, log *slog.Logger) (*evidence.Service, error) {
 	opts := evidence.Options{PageEvents: pageEvents{db}, Logger: log}
+	skey, vkey, err := LedgerKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if skey != "" {
+		if opts.Signer, _, err = ledger.ParseSigningKey(skey); err != nil {
+			return nil, err
+		}
+		opts.VerifierKey = vkey
+	}
 	if l != nil {
 		opts.Ledger = evidenceLedger{l}
 	}
@@ -33,7 +45,7 @@ func (a evidenceLedger) EntriesFor(ctx context.Context, corp, msgid, userid stri
 	}
 	out := make([]evidence.LedgerEntry, 0, len(es))
 	for _, e := range es {
-		out = append(out, evidence.LedgerEntry{Seq: int64(e.Seq), Day: e.Day, Index: int64(e.Index), Kind: string(e.Kind), LeafHash: e.LeafHash})
+		out = append(out, evidence.LedgerEntry{Seq: int64(e.Seq), Day: e.Day, Index: int64(e.Index), Kind: string(e.Kind), LeafHash: e.LeafHash, Body: e.Body})
 	}
 	return out, nil
 }
@@ -46,40 +58,56 @@ func (a evidenceLedger) Prove(ctx context.Context, corp string, seq int64) (evid
 	if err != nil {
 		return evidence.Proof{}, err
 	}
-	out := evidence.Proof{Day: p.Day, Index: int64(p.Index), TreeSize: int64(p.TreeSize), Root: p.Root, Path: make([][32]byte, len(p.Path))}
+	out := evidence.Proof{Index: int64(p.Index), TreeSize: int64(p.TreeSize), Root: p.Root, Path: make([][32]byte, len(p.Path)), Checkpoint: p.Checkpoint}
 	for i, h := range p.Path {
 		out.Path[i] = h
 	}
 	return out, nil
 }
 
-// pageEvents reads the reading page's signals (page_signals, written by
-// flushd): each signal on each version, first time, IP and User-Agent.
+// Checkpoint takes a checkpoint of corp's log (when it grew) and returns
+// the newest as signed; "" when corp has no entries yet.
+func (a evidenceLedger) Checkpoint(ctx context.Context, corp string) (string, error) {
+	c, err := a.l.Checkpoint(ctx, corp)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return "", nil
+	}
+	return c.Note, err
+}
+
+// DayStamp is the day checkpoint with a TSA token that covers entry seq
+// (ledger.StampedCheckpoint) and the TSA's time in its token.
+func (a evidenceLedger) DayStamp(ctx context.Context, corp string, seq int64) (evidence.DayStamp, bool, error) {
+	if seq <= 0 {
+		return evidence.DayStamp{}, false, nil
+	}
+	c, ok, err := a.l.StampedCheckpoint(ctx, corp, uint64(seq))
+	if err != nil || !ok {
+		return evidence.DayStamp{}, false, err
+	}
+	ts, err := ledger.ParseTimestamp(c.Timestamp)
+	if err != nil {
+		return evidence.DayStamp{}, false, fmt.Errorf("evidence: day checkpoint %d of %s: %w", c.Size, corp, err)
+	}
+	return evidence.DayStamp{Day: c.Day, Size: int64(c.Size), Root: c.Root.String(), Time: ts.Time, Token: c.Timestamp, Note: c.Note}, true, nil
+}
+
+// pageEvents reads the reading page's signals through flushd, which
+// writes them (page_signals): each signal on each version, first time,
+// IP and User-Agent.
 type pageEvents struct{ db *sql.DB }
 
 func (p pageEvents) PageEvents(ctx context.Context, corp, msgid string, uid uint32) ([]evidence.Signal, error) {
-	rows, err := p.db.QueryContext(ctx, `SELECT source, version, seen_at, ip, user_agent FROM page_signals
-		WHERE corp_id = ? AND msgid = ? AND uid = ? ORDER BY seen_at, version, source`, corp, msgid, uid)
+	events, err := flushd.PageSignals(ctx, p.db, corp, msgid, uid)
 	if err != nil {
-		return nil, fmt.Errorf("evidence: page signals of %s: %w", msgid, err)
+		return nil, fmt.Errorf("evidence: %w", err)
 	}
-	defer rows.Close()
-	var out []evidence.Signal
-	for rows.Next() {
-		var (
-			source  uint8
-			version int
-			at      time.Time
-			s       evidence.Signal
-		)
-		if err := rows.Scan(&source, &version, &at, &s.ClientIP, &s.UserAgent); err != nil {
-			return nil, fmt.Errorf("evidence: page signals of %s: %w", msgid, err)
-		}
-		s.Kind, s.Version, s.At, s.Source = yidu.Signal(source).String(), version, at.UTC(), "page"
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("evidence: page signals of %s: %w", msgid, err)
+	out := make([]evidence.Signal, 0, len(events))
+	for _, e := range events {
+		out = append(out, evidence.Signal{Kind: e.Signal.String(), Version: e.Version, At: e.At, Source: "page", ClientIP: e.ClientIP, UserAgent: e.UserAgent})
 	}
 	return out, nil
 }
+
+// A scoped caller's record shows only the departments of their scope.
+var _ evidence.DepartmentScope = access.View{}

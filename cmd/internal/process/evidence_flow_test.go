@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	flog "github.com/transparency-dev/formats/log"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/evidence"
@@ -173,7 +178,8 @@ func TestEvidenceFullFlow(t *testing.T) {
 		t.Errorf("timeline = %s; want %s", got, want)
 	}
 	// The ledger (in the order of the facts' commits): the send, version
-	// 1, the reminder, v1's acknowledgement, version 2, its update card,
+	// 1, who asked for the reminder and the reminder, v1's
+	// acknowledgement, version 2, the update card asked for and sent,
 	// v2's acknowledgement, and a page entry per page event kept, each
 	// with a proof against the day's root.
 	var kinds []string
@@ -188,11 +194,11 @@ func TestEvidenceFullFlow(t *testing.T) {
 			t.Errorf("ledger entries out of order: %+v", rec.Ledger)
 		}
 		checkProof(t, e)
-		if rec.Roots[e.Day] != e.Proof.Root {
-			t.Errorf("entry %d's root %s; the record's day root is %s", e.Seq, e.Proof.Root, rec.Roots[e.Day])
+		if e.Proof.Checkpoint == "" || e.Body == "" {
+			t.Errorf("entry %d has no signed checkpoint or no body: %+v", e.Seq, e)
 		}
 	}
-	if got, want := strings.Join(kinds, " "), "send version reminder signal version reminder signal"; got != want &&
+	if got, want := strings.Join(kinds, " "), "send version asked reminder signal version asked reminder signal"; got != want &&
 		got != strings.Replace(want, "send version", "version send", 1) {
 		t.Errorf("ledger entries besides page events = %s; want %s", got, want)
 	}
@@ -226,11 +232,13 @@ func TestEvidenceFullFlow(t *testing.T) {
 	zone, _ := time.LoadLocation("Asia/Shanghai")
 	want := []string{"张三", "zhangsan", rec.Versions[0].SHA256, rec.Versions[1].SHA256, "人力资源部",
 		acks[1].In(zone).Format("2006-01-02 15:04:05"), acks[2].In(zone).Format("2006-01-02 15:04:05")}
-	for _, r := range rec.Roots {
-		want = append(want, r)
+	var cp flog.Checkpoint
+	if _, err := cp.Unmarshal([]byte(rec.Checkpoint)); err != nil {
+		t.Fatalf("record's checkpoint %q: %v", rec.Checkpoint, err)
 	}
-	if len(acks) != 2 || len(rec.Roots) == 0 {
-		t.Fatalf("acknowledgements %v, roots %v; want two and a day's root", acks, rec.Roots)
+	want = append(want, hex.EncodeToString(cp.Hash), cp.Origin)
+	if len(acks) != 2 {
+		t.Fatalf("acknowledgements %v; want two", acks)
 	}
 	for _, w := range want {
 		if !strings.Contains(out, w) {
@@ -244,15 +252,18 @@ func TestEvidenceFullFlow(t *testing.T) {
 	// The ZIP of both: evidence check passes it, and fails it with
 	// zhangsan's proof or PDF edited, naming the file.
 	zr := getAPI(t, m, "/messages/"+msg+"/evidence.zip")
-	if crep, err := evidence.Check(bytes.NewReader(zr), int64(len(zr))); err != nil || crep.People != 2 || crep.Proofs < len(rec.Ledger) {
-		t.Errorf("Check(ZIP) = %+v, %v; want 2 people, every proof verified", crep, err)
+	_, vkey, err := LedgerKey(m.Config.Ledger)
+	testenv.Check(t, "key", err)
+	if crep, err := evidence.Check(bytes.NewReader(zr), int64(len(zr)), evidence.CheckOptions{Key: vkey}); err != nil || crep.People != 2 ||
+		crep.Proofs < len(rec.Ledger) || !crep.ManifestSigned {
+		t.Errorf("Check(ZIP) = %+v, %v; want 2 people, every proof verified, the manifest signed", crep, err)
 	}
 	for _, tc := range []struct{ file, from, to string }{
 		{"zhangsan/proofs.json", `"send"`, `"sent"`},
 		{"zhangsan/告知确认书.pdf", "/Producer", "/Producex"},
 	} {
 		edited := rewriteZIP(t, zr, tc.file, tc.from, tc.to)
-		crep, err := evidence.Check(bytes.NewReader(edited), int64(len(edited)))
+		crep, err := evidence.Check(bytes.NewReader(edited), int64(len(edited)), evidence.CheckOptions{Key: vkey})
 		if err == nil || !strings.Contains(strings.Join(crep.Problems, "\n"), tc.file) {
 			t.Errorf("Check(ZIP with %s edited) = %v, %v; want a failure naming it", tc.file, crep.Problems, err)
 		}
@@ -362,4 +373,69 @@ func (rd *reader) get(path string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// TestLedgerAPI: the corp's admin reads the newest signed checkpoint and
+// a consistency proof between two from the dashboard, as JSON that yidu
+// evidence check --checkpoint reads, and transparency-dev/merkle's
+// verifier accepts; another corp's token is refused.
+func TestLedgerAPI(t *testing.T) {
+	m := mustRunMainWith(t, func(c *config.Config) {
+		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "other", Token: "other-token-0123456789", Corps: []string{"wwother"}})
+	})
+	ctx := context.Background()
+	for i := range 2 {
+		tx, err := m.DB.BeginTx(ctx, nil)
+		testenv.Check(t, "begin", err)
+		_, err = m.Ledger.Append(ctx, tx, testCorp, []ledger.Fact{ledger.Recall{MsgID: fmt.Sprintf("m%d", i), At: time.Now(), By: "t"}.Fact()})
+		testenv.Check(t, "append", err)
+		testenv.Check(t, "commit", tx.Commit())
+		_, err = m.Ledger.Checkpoint(ctx, testCorp)
+		testenv.Check(t, "checkpoint", err)
+	}
+	var cp struct {
+		Origin string `json:"origin"`
+		Size   uint64 `json:"size"`
+		Root   string `json:"root"`
+		Note   string `json:"checkpoint"`
+	}
+	if code := api(t, m, "GET", "/ledger/"+testCorp+"/checkpoint", nil, &cp); code != 200 || cp.Size != 2 || !strings.HasPrefix(cp.Note, "yidu.test/"+testCorp+"\n2\n") {
+		t.Fatalf("checkpoint = %d %+v", code, cp)
+	}
+	var c struct {
+		From, To uint64
+		Old      string `json:"old_checkpoint"`
+		New      string `json:"new_checkpoint"`
+		Path     []string
+	}
+	if code := api(t, m, "GET", "/ledger/"+testCorp+"/consistency?from=1", nil, &c); code != 200 || c.From != 1 || c.To != 2 || len(c.Path) != 1 {
+		t.Fatalf("consistency = %d %+v", code, c)
+	}
+	var old, cur flog.Checkpoint
+	_, err1 := old.Unmarshal([]byte(c.Old))
+	_, err2 := cur.Unmarshal([]byte(c.New))
+	p, _ := hex.DecodeString(c.Path[0])
+	if err1 != nil || err2 != nil || proof.VerifyConsistency(rfc6962.DefaultHasher, 1, 2, [][]byte{p}, old.Hash, cur.Hash) != nil {
+		t.Errorf("consistency proof does not verify: %v %v", err1, err2)
+	}
+	for _, tc := range []struct {
+		path string
+		want int
+	}{
+		{"/ledger/" + testCorp + "/consistency?from=3", 404},
+		{"/ledger/" + testCorp + "/consistency?from=x", 400},
+		{"/ledger/" + testCorp + "/consistency?from=2&to=1", 400},
+	} {
+		if code := api(t, m, "GET", tc.path, nil, nil); code != tc.want {
+			t.Errorf("GET %s = %d; want %d", tc.path, code, tc.want)
+		}
+	}
+	req, _ := http.NewRequest("GET", "http://"+m.DashboardAddr+"/api/v1/ledger/"+testCorp+"/checkpoint", nil)
+	req.Header.Set("Authorization", "Bearer other-token-0123456789")
+	resp, err := http.DefaultClient.Do(req)
+	testenv.Check(t, "other", err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another corp's admin = %d; want 403", resp.StatusCode)
+	}
 }

@@ -96,7 +96,11 @@ func (m *Main) startFlushd(ctx context.Context, roles Roles, async bool) error {
 			m.flushErr = f.Run(fctx)
 		}()
 		if m.Ledger != nil {
-			go sealLoop(fctx, m.Ledger, log)
+			g, err := m.loopGuard("checkpoint", log, time.Now)
+			if err != nil {
+				return fmt.Errorf("flushd: %w", err)
+			}
+			go checkpointLoop(fctx, m.Ledger, g)
 		}
 		log.Info("flushd consuming", "topic", cfg.Kafka.Topic, "group", cfg.Kafka.Group)
 		if !roles.Receiver && !roles.Dashboard && cfg.Flushd.Listen != "" {
@@ -119,26 +123,4 @@ func (m *Main) startFlushd(ctx context.Context, roles Roles, async bool) error {
 		}
 	}
 	return nil
-}
-
-// sealInterval is how often flushd seals the evidence ledger's ended days.
-const sealInterval = 10 * time.Minute
-
-// sealLoop seals every ended day of the evidence ledger (ledger.SealDue)
-// at start and every sealInterval until ctx ends. Every flushd replica
-// runs it; a day is sealed once (under the corp's head lock).
-func sealLoop(ctx context.Context, l *ledger.Ledger, log *slog.Logger) {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := l.SealDue(ctx); err != nil && ctx.Err() == nil {
-			log.Error("ledger: seal ended days", "err", err)
-		}
-		t.Reset(sealInterval)
-	}
 }

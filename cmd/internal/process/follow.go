@@ -9,7 +9,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/bitmap"
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/tracker"
@@ -17,18 +17,18 @@ import (
 
 // The follow-up round engine's providers (issue 30).
 var (
-	_ campaign.LiveReads   = (*bitmap.Store)(nil)
-	_ campaign.RoundSender = (*tracker.Registry)(nil)
-	_ campaign.People      = (*idmap.Mapper)(nil)
-	_ campaign.OrgSource   = (*idmap.Mapper)(nil)
-	_ campaign.Seats       = (*idmap.Mapper)(nil)
+	_ loops.LiveReads   = (*bitmap.Store)(nil)
+	_ loops.RoundSender = (*tracker.Registry)(nil)
+	_ loops.People      = (*idmap.Mapper)(nil)
+	_ loops.OrgSource   = (*idmap.Mapper)(nil)
+	_ loops.Seats       = (*idmap.Mapper)(nil)
 )
 
 // followUpRounds builds the follow-up round engine (issue 30) from the
 // configuration: each app's zone and escalation fallback, the minimum
 // delay, the tracker as sender (the same cards and records as "remind
 // now") and the live bitmaps as the source of each round's people.
-func followUpRounds(m *Main, cfg config.Config, log *slog.Logger) *campaign.Rounds {
+func followUpRounds(m *Main, cfg config.Config, log *slog.Logger) *loops.Rounds {
 	zones := map[string]*time.Location{}
 	fallback := map[string][]string{}
 	quota := map[string]int{}
@@ -42,10 +42,10 @@ func followUpRounds(m *Main, cfg config.Config, log *slog.Logger) *campaign.Roun
 		fallback[a.Name] = a.EscalationFallback
 		quota[a.Name] = a.DailyQuota
 	}
-	return &campaign.Rounds{
+	return &loops.Rounds{
 		DB: m.DB, Reads: m.Store, People: m.Mapper, Org: m.Mapper, Seats: m.Mapper, Sender: m.Tracker,
-		Log: log.With("component", "follow-up"), Now: time.Now, Owner: campaign.DefaultOwner(),
-		TTL: campaign.DefaultLeaseTTL, MinGap: cfg.Dashboard.ReminderDelay(),
+		Log: log.With("component", "follow-up"), Now: time.Now, Owner: loops.DefaultOwner(),
+		TTL: loops.DefaultLeaseTTL, MinGap: cfg.Dashboard.ReminderDelay(),
 		Zone:       func(app string) *time.Location { return zones[app] },
 		Fallback:   func(app string) []string { return fallback[app] },
 		DailyQuota: func(app string) int { return quota[app] },

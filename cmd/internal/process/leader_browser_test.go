@@ -372,8 +372,8 @@ func TestBrowserLeaderSignIn(t *testing.T) {
 		if !sameUserIDs(to, unread) {
 			t.Errorf("the leader's reminder went to %q; want their unread people %v only", to, userIDsOf(unread))
 		}
-		if got := eval[string](t, b, `document.getElementById("remind-status").textContent`); got != "已提醒 "+strconv.Itoa(len(unread)) {
-			t.Errorf("remind status = %q; want 已提醒 %d", got, len(unread))
+		if got := eval[string](t, b, `document.getElementById("remind-status").textContent`); got != "已提醒 "+strconv.Itoa(len(unread))+" 人" {
+			t.Errorf("remind status = %q; want 已提醒 %d 人", got, len(unread))
 		}
 	})
 

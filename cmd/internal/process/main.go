@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/yidu-io/yidu/ledger"
+	"github.com/yidu-io/yidu/page"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -32,6 +33,7 @@ import (
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/jitter"
+	"github.com/yidu-io/yidu/internal/loop"
 	"github.com/yidu-io/yidu/internal/probe"
 	"github.com/yidu-io/yidu/tracker"
 )
@@ -118,6 +120,14 @@ type Main struct {
 	verifyBody []byte
 	mu         sync.Mutex // guards closing, Flusher and flushCancel once Run returned
 	closing    bool
+
+	// PageSessions are the reading page's sessions, which the directory
+	// ends when a member leaves.
+	PageSessions *page.Sessions
+
+	// wing is the notice side, built once for the dashboard and the
+	// receiver (notices).
+	wing *noticeWing
 }
 
 // NewMain returns a Main for cfg logging to logger.
@@ -227,6 +237,12 @@ func (m *Main) waitFor(ctx context.Context, what string, check func(context.Cont
 	}
 }
 
+// loopGuard is the guard of one background loop of this process, its
+// yidu_loop_* series on m.Registry (shared by every loop).
+func (m *Main) loopGuard(name string, log *slog.Logger, now func() time.Time) (*loop.Guard, error) {
+	return loop.New(name, loop.Options{Registerer: m.Registry, Logger: log, Now: now})
+}
+
 // WarmDone is closed once the receiver's background warm-up has loaded
 // every corp (or Close stopped it); nil without the receiver role.
 func (m *Main) WarmDone() <-chan struct{} { return m.warmDone }
@@ -281,7 +297,7 @@ func (m *Main) close() error {
 	}
 	if m.campaignCancel != nil {
 		// Sends in flight stop and release their lease: another replica
-		// resumes them (campaign.Runner.Run).
+		// resumes them (loops.Runner.Run).
 		m.campaignCancel()
 		<-m.campaignDone
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/ledger"
+	"github.com/yidu-io/yidu/page"
 	"net/http"
 	"strings"
 	"time"
@@ -153,10 +154,17 @@ func (m *Main) open() error {
 	}); err != nil {
 		return err
 	}
-	if m.Mapper, err = idmap.New(db, idmap.Options{Logger: log, Registerer: m.Registry}); err != nil {
+	// Members who leave lose their reading page sessions (issue 50).
+	m.PageSessions = page.NewSessions(m.Redis, cfg.Redis.Prefix, cfg.Receiver.SessionTTL.D())
+	if m.Mapper, err = idmap.New(db, idmap.Options{Logger: log, Registerer: m.Registry, Revoker: m.PageSessions}); err != nil {
 		return err
 	}
-	if m.Ledger, err = ledger.New(db, ledger.Options{Audit: audit.NewMySQL(db), Logger: log}); err != nil {
+	lopts, err := LedgerOptions(cfg.Ledger, log)
+	if err != nil {
+		return err
+	}
+	lopts.Audit = audit.NewMySQL(db)
+	if m.Ledger, err = ledger.New(db, lopts); err != nil {
 		return err
 	}
 	sender := m.Sender
@@ -205,7 +213,7 @@ func DomainApps(apps []config.App) []yidu.App { return each(apps, domainApp) }
 
 func domainApp(a config.App) yidu.App {
 	return yidu.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, ReadButtonKey: a.ReadButtonKey, ReadSignals: a.Signals(),
-		Timezone: a.Timezone, FollowUp: a.FollowUp, Approval: a.Approval.Rule()}
+		Timezone: a.Timezone, FollowUp: a.FollowUp, Approval: a.Approval.Rule(), NoReceipts: !a.ReceiptsOn()}
 }
 
 // WeComApps returns what the WeCom API clients need of the apps: their

@@ -31,6 +31,11 @@ func Check(cfg config.Config) error {
 	if err := FlushdOptions(cfg).Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	if s := cfg.Attachments.S3; s.Enabled() {
+		if err := S3Options(s).Validate(); err != nil {
+			return fmt.Errorf("config: attachments.s3: %w", err)
+		}
+	}
 	if dl := cfg.MySQL.Dialect; dl != config.DialectAuto && !flushd.Dialect(dl).Valid() {
 		return fmt.Errorf("config: mysql.dialect %q must be %s, %s, %s or %s", dl, config.DialectAuto, flushd.DialectMariaDB, flushd.DialectMySQL, flushd.DialectTiDB)
 	}

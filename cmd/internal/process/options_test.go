@@ -1,11 +1,15 @@
 package process
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/flushd"
@@ -29,6 +33,10 @@ func TestCheckRejects(t *testing.T) {
 		{"principal's queries over the whole", "dashboard: {max_queries_per_principal: 17}", "max_queries_per_principal"},
 		{"negative stream timeout", "dashboard: {stream_write_timeout: -1s}", "stream_write_timeout"},
 		{"small pool, zero queries: fitted", "mysql: {max_open_conns: 8}", ""},
+		{"s3", "attachments: {s3: {endpoint: minio:9000, bucket: b, access_key: a, secret_key: s}}", ""},
+		{"s3 without keys", "attachments: {s3: {endpoint: minio:9000, bucket: b}}", "attachments.s3"},
+		{"s3 endpoint a URL", "attachments: {s3: {endpoint: 'https://minio:9000', bucket: b, access_key: a, secret_key: s}}", "attachments.s3"},
+		{"s3 presign_ttl over 7 days", "attachments: {s3: {endpoint: minio:9000, bucket: b, access_key: a, secret_key: s, presign_ttl: 200h}}", "presign_ttl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,5 +80,31 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 	if f := FlushdOptions(cfg); f.BatchSize != 0 || f.Interval != 0 || f.Validate() != nil {
 		t.Errorf("flushd options = %+v; want zero values (flushd's defaults: %d per batch)", f, flushd.DefaultBatchSize)
+	}
+}
+
+// TestWeComMemberIsNotTheUserOfItsName (issue 46): approvers: [admin]
+// with a password user admin means that user. A WeCom member whose
+// UserID is admin may no longer approve the app's notices; the user
+// may. (On the old code the bare name matched either.)
+func TestWeComMemberIsNotTheUserOfItsName(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "yidu.yaml")
+	y := "dashboard: {public_url: 'https://d.example', users: [{name: admin, password_hash: h, corps: ['*']}]}\n" +
+		"apps: [{name: hr, corp_id: c, agent_id: 1, secret: s, approval: {over: 10, approvers: [admin]}}]"
+	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := yidu.Notice{App: DomainApps(cfg.Apps)[0], CreatedBy: "hr-author"}
+	member := &access.Principal{Name: "admin", Kind: access.KindWeCom, UserID: "admin", Corp: "c"}
+	if err := campaign.MayApprove(member, n); !errors.Is(err, campaign.ErrForbidden) {
+		t.Errorf("MayApprove(WeCom member admin) = %v; want ErrForbidden (the approver is the password user admin)", err)
+	}
+	user := access.NewPrincipal("admin", access.KindUser, true, nil)
+	if err := campaign.MayApprove(user, n); err != nil {
+		t.Errorf("MayApprove(password user admin) = %v; want nil", err)
 	}
 }

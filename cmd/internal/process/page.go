@@ -18,6 +18,7 @@ import (
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/clientip"
 	"github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/page"
 	"github.com/yidu-io/yidu/tracker"
@@ -27,6 +28,7 @@ var (
 	_ page.Reads   = (*bitmap.Recorder)(nil)
 	_ page.Notices = (*notice.Store)(nil)
 	_ page.Blobs   = (*attachment.Cache)(nil)
+	_ page.Links   = (*attachment.Store)(nil)
 	_ page.Auditor = (*audit.MySQL)(nil)
 	_ page.Archive = (*tracker.Registry)(nil)
 )
@@ -56,6 +58,25 @@ func (p pageReaders) Reader(ctx context.Context, corp, userID string) (page.Read
 	return page.Reader{UID: uid, Name: u.Name, Left: u.Status == yidu.StatusLeft}, true, nil
 }
 
+// NoticeApp names the app of msgID: the message's meta in Redis, MySQL
+// when Redis lacks it (the page remembers it: a notice keeps its app).
+func (p pageReaders) NoticeApp(ctx context.Context, corp, msgID string) (string, bool, error) {
+	if m, found, err := p.store.MessageMeta(ctx, corp, msgID); err == nil && found && m.App != "" {
+		return m.App, true, nil
+	}
+	g, ok := p.loader.(interface {
+		GetMessage(ctx context.Context, corps []string, msgID string) (yidu.Message, bool, error)
+	})
+	if !ok {
+		return "", false, nil
+	}
+	m, found, err := g.GetMessage(ctx, []string{corp}, msgID)
+	if err != nil {
+		return "", false, fmt.Errorf("page: app of %s: %w", msgID, err)
+	}
+	return m.App, found && m.App != "", nil
+}
+
 func (p pageReaders) IsRecipient(ctx context.Context, corp, msgID string, uid uint32) (bool, error) {
 	if is, found, err := p.store.IsRecipient(ctx, corp, msgID, uid); err == nil && found {
 		return is, nil
@@ -73,8 +94,12 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 	if cfg.Receiver.PublicURL == "" || oauth == nil {
 		return nil, nil
 	}
+	proxies, err := clientip.ParseProxies(cfg.Receiver.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
 	db := cmp.Or(m.ReceiverDB, m.DB)
-	atts, err := attachment.New(db, attachment.Options{Logger: log})
+	atts, err := attachments(cfg, db, log)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +125,7 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 		return nil, fmt.Errorf("reading page: the message loader %T does not read page_signals", loader)
 	}
 	// 我的记录 (issue 40): the member's own notices and evidence.
-	records, err := newEvidence(db, notices, m.Ledger, log)
+	records, err := newEvidence(db, notices, m.Ledger, m.Config.Ledger, log)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +140,10 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 			LoginBase: cmp.Or(cfg.WeCom.LoginBase, access.DefaultEndpoints.LoginBase),
 		},
 		States: access.NewStates(m.Redis, cfg.Redis.Prefix), Redis: m.Redis, Prefix: cfg.Redis.Prefix, Archive: archive, Logger: log,
-		Records: records, SignInRate: cfg.Receiver.SignInRate,
+		Registerer: m.Registry, Records: records, TrustedProxies: proxies,
+		SignInRate: cfg.Receiver.SignInRate, ClientSignInRate: cfg.Receiver.SignInClientRate, FailedSignInRate: cfg.Receiver.SignInFailureRate,
+		Sessions: m.PageSessions, SessionTTL: cfg.Receiver.SessionTTL.D(), Current: page.NewCurrentVersions(m.Redis, cfg.Redis.Prefix),
+		Links: attachmentLinks(atts),
 	})
 }
 
@@ -141,5 +169,46 @@ func readingPageURL(public string) func(app, msgID string) string {
 	base := strings.TrimRight(public, "/")
 	return func(app, msgID string) string {
 		return base + "/r/" + url.PathEscape(app) + "/" + url.PathEscape(msgID)
+	}
+}
+
+// announcing is the notice.Store campaign publishes versions through:
+// each version stored is announced to the reading pages' current version
+// (page.CurrentVersions), which every receiver reads on each request, so
+// an acknowledgement of a version a newer material one replaced is
+// refused from the moment the newer one is stored. A failed announcement
+// is logged; the page heals from MySQL within a minute.
+type announcing struct {
+	*notice.Store
+	current *page.CurrentVersions
+	log     *slog.Logger
+}
+
+// Create stores version 1 (notice.Store.Create) and announces it.
+func (a announcing) Create(ctx context.Context, corp, msgid string, v notice.Version, set notice.Settings, by string) (notice.Version, error) {
+	out, err := a.Store.Create(ctx, corp, msgid, v, set, by)
+	if err == nil {
+		a.announce(ctx, corp, msgid)
+	}
+	return out, err
+}
+
+// Update stores version N+1 (notice.Store.Update) and announces it; a
+// replay that made none announces again (a failure before is healed).
+func (a announcing) Update(ctx context.Context, corp, msgid string, v notice.Version, reacknowledge bool, by string) (notice.Version, bool, error) {
+	out, made, err := a.Store.Update(ctx, corp, msgid, v, reacknowledge, by)
+	if err == nil {
+		a.announce(ctx, corp, msgid)
+	}
+	return out, made, err
+}
+
+func (a announcing) announce(ctx context.Context, corp, msgid string) {
+	all, err := a.Store.List(ctx, corp, msgid)
+	if err == nil && len(all) > 0 {
+		err = a.current.Published(ctx, corp, msgid, all[len(all)-1].N, notice.Material(all))
+	}
+	if err != nil {
+		a.log.ErrorContext(ctx, "reading page: new version not announced (healed from MySQL within a minute)", "msgid", msgid, "err", err)
 	}
 }

@@ -220,7 +220,7 @@ func TestBrowserReadingPage(t *testing.T) {
 	for {
 		// Evaluations during the sign-in's redirects find no context:
 		// look again until the last page stands.
-		got, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`location.pathname === "/r/hr/perf-2026" && document.body.textContent.includes("not found")`))
+		got, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`location.pathname === "/r/hr/perf-2026" && document.body.textContent.includes("未找到该通知")`))
 		if err == nil && got {
 			break
 		}

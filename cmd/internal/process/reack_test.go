@@ -166,13 +166,18 @@ func TestMaterialVersion(t *testing.T) {
 		return testenv.Column[int](t, m.DB, "SELECT COUNT(*) FROM message_read_record WHERE msgid = 'rule-2026' AND is_read = 1")[0] == 0
 	})
 
-	// lisi reads version 1 (?v=1) after version 2 is out: archived as
-	// version 1's, not counted.
-	ack(ls, page+"?v=1", 1)
+	// lisi reads version 1 (?v=1) after version 2 is out: stale (issue
+	// 46), refused, nothing recorded.
+	old := ls.open(page + "?v=1")
+	for _, ev := range []string{"read_to_end", "acknowledged"} {
+		if code, e := ls.event(page, ev, 1, old); code != 409 || e != "stale_version" {
+			t.Errorf("lisi's %s of v1 after v2 = %d %s; want 409 stale_version", ev, code, e)
+		}
+	}
 	waitRead("an acknowledgement of v1 after v2 does not count", 0, 0)
-	// zhangsan acknowledges v1 again: a replay, refused.
-	if code, e := zs.event(page, "acknowledged", 1, zs.open(page+"?v=1")); code != 409 || e != "already_acknowledged" {
-		t.Errorf("zhangsan's second ack of v1 = %d %s; want 409 already_acknowledged", code, e)
+	// zhangsan acknowledges v1 again: stale now, refused.
+	if code, e := zs.event(page, "acknowledged", 1, zs.open(page+"?v=1")); code != 409 || e != "stale_version" {
+		t.Errorf("zhangsan's second ack of v1 = %d %s; want 409 stale_version", code, e)
 	}
 	ack(zs, page, 2)
 	waitRead("zhangsan's acknowledgement of v2 counts", 1, 1)
@@ -189,7 +194,7 @@ func TestMaterialVersion(t *testing.T) {
 	testenv.WaitFor(t, 20*time.Second, "MySQL: zhangsan read by acknowledging v2; page_signals keeps each version", func() bool {
 		read = testenv.Column[string](t, m.DB, "SELECT CONCAT(u.userid, '/', r.source) FROM message_read_record r JOIN users u ON u.corp_id = r.corp_id AND u.uid = r.uid WHERE r.msgid = 'rule-2026' AND r.is_read = 1")
 		acks = testenv.Column[string](t, m.DB, "SELECT CONCAT(u.userid, '/', p.version) FROM page_signals p JOIN users u ON u.corp_id = p.corp_id AND u.uid = p.uid WHERE p.msgid = 'rule-2026' AND p.source = 6 ORDER BY u.userid, p.version")
-		return len(read) == 1 && read[0] == "zhangsan/6" && strings.Join(acks, ",") == "lisi/1,zhangsan/1,zhangsan/2"
+		return len(read) == 1 && read[0] == "zhangsan/6" && strings.Join(acks, ",") == "zhangsan/1,zhangsan/2"
 	})
 	// Progress per version: version 1 acknowledged by two, version 2 by
 	// one (the current material version's count is progress's).
@@ -199,7 +204,7 @@ func TestMaterialVersion(t *testing.T) {
 		} `json:"by_version"`
 	}
 	if code := api(t, m, "GET", "/messages/rule-2026/content", nil, &c); code != http.StatusOK || len(c.ByVersion) != 2 ||
-		c.ByVersion[0].Version != 1 || c.ByVersion[0].Acknowledged != 2 || c.ByVersion[1].Version != 2 || c.ByVersion[1].Acknowledged != 1 {
-		t.Errorf("content by_version = %d %+v; want v1 acknowledged by 2, v2 by 1", code, c.ByVersion)
+		c.ByVersion[0].Version != 1 || c.ByVersion[0].Acknowledged != 1 || c.ByVersion[1].Version != 2 || c.ByVersion[1].Acknowledged != 1 {
+		t.Errorf("content by_version = %d %+v; want v1 acknowledged by 1, v2 by 1", code, c.ByVersion)
 	}
 }

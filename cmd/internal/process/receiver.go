@@ -42,17 +42,9 @@ func (m *Main) startReceiver(roles Roles) error {
 		}
 	}
 	m.ReceiverMapper = ids
-	var pub bitmap.Publisher = p
-	if dir := cfg.Receiver.SpoolDir; dir == config.SpoolOff || dir == "" {
-		log.Warn("receiver: no spool (receiver.spool_dir off, or no data_dir): a read Kafka does not acknowledge is answered 503, and WeCom gives up after 3 tries")
-	} else if dir := cfg.Receiver.SpoolDir; dir != "" {
-		if m.Spool, err = delta.NewSpool(p, delta.SpoolOptions{
-			Dir: dir, MaxBytes: cfg.Receiver.SpoolMaxBytes, Logger: log, Registerer: m.Registry,
-		}); err != nil {
-			return fmt.Errorf("receiver: %w", err)
-		}
-		pub = m.Spool
-		log.Info("receiver spool", "dir", dir, "max_bytes", cfg.Receiver.SpoolMaxBytes)
+	pub, err := m.receiverSpool(p)
+	if err != nil {
+		return err
 	}
 	if m.Recorder, err = bitmap.NewRecorder(m.Store, ids, pub, loader, bitmap.RecorderOptions{
 		Apps: DomainApps(cfg.Apps), Logger: log, Registerer: m.Registry,
@@ -114,14 +106,39 @@ func (m *Main) startReceiver(roles Roles) error {
 	}
 	m.warmDone = make(chan struct{})
 	if cfg.Receiver.Warm {
+		g, err := m.loopGuard("warm", log, time.Now)
+		if err != nil {
+			return fmt.Errorf("receiver: %w", err)
+		}
 		go func() {
 			defer close(m.warmDone)
-			m.warmRetrying(m.bg)
+			// A panic in the warm-up is logged and counted; the receiver
+			// answers on from MySQL (a cold cache).
+			_ = g.Run(m.bg, "userid warm-up", func(ctx context.Context) error { m.warmRetrying(ctx); return nil })
 		}()
 	} else {
 		close(m.warmDone)
 	}
 	return nil
+}
+
+// receiverSpool is what the receiver publishes reads to: the spool in
+// front of p (receiver.spool_dir), or p alone without one.
+func (m *Main) receiverSpool(p *delta.Producer) (bitmap.Publisher, error) {
+	cfg, log := m.Config, m.Logger
+	dir := cfg.Receiver.SpoolDir
+	if dir == config.SpoolOff || dir == "" {
+		log.Warn("receiver: no spool (receiver.spool_dir off, or no data_dir): a read Kafka does not acknowledge is answered 503, and WeCom gives up after 3 tries")
+		return p, nil
+	}
+	var err error
+	if m.Spool, err = delta.NewSpool(p, delta.SpoolOptions{
+		Dir: dir, MaxBytes: cfg.Receiver.SpoolMaxBytes, Logger: log, Registerer: m.Registry,
+	}); err != nil {
+		return nil, fmt.Errorf("receiver: %w", err)
+	}
+	log.Info("receiver spool", "dir", dir, "max_bytes", cfg.Receiver.SpoolMaxBytes)
+	return m.Spool, nil
 }
 
 // CallbackApps returns what the receiver needs of the apps: the callback
@@ -157,7 +174,11 @@ func (m *Main) openReceiverPool() (*idmap.Mapper, *tracker.Registry, error) {
 		return nil, nil, fmt.Errorf("mysql: receiver pool metrics: %w", err)
 	}
 	reg := metric.Shared(m.Registry)
-	ids, err := idmap.New(db, idmap.Options{Logger: m.Logger, Registerer: reg})
+	var revoker idmap.Revoker // members who leave lose their reading sessions
+	if m.PageSessions != nil {
+		revoker = m.PageSessions
+	}
+	ids, err := idmap.New(db, idmap.Options{Logger: m.Logger, Registerer: reg, Revoker: revoker})
 	if err != nil {
 		return nil, nil, err
 	}

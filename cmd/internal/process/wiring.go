@@ -7,6 +7,7 @@ import (
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/flushd"
@@ -71,4 +72,4 @@ func (a audienceDirectory) DirectoryIndex(ctx context.Context, corpID string) (c
 }
 
 // campaign checks a notice's audience with the registration's expansion.
-var _ campaign.Directory = (*idmap.Mapper)(nil)
+var _ store.Directory = (*idmap.Mapper)(nil)

@@ -94,6 +94,7 @@ catalogueReady.then(function () {
 
   // --- progress (SSE) -------------------------------------------------
   function showProgress(p) {
+    showStateCounts(p);
     $("read-count").textContent = p.read;
     $("recipient-count").textContent = p.recipients;
     $("unread-count").textContent = p.unread;
@@ -191,15 +192,21 @@ catalogueReady.then(function () {
     const at = (k, t) => coords[k].push(x(t).toFixed(1) + "," + y(cum[k]).toFixed(1));
     for (const k in coords) at(k, t0);
     curvePts = [{ t: t0, n: 0, by: { button: 0, link: 0, enter_agent: 0 } }];
+    // Time only moves forward (issue 49: the first bucket's point was
+    // drawn a whole bucket after the send, past the second bucket's start,
+    // so the line ran backwards): each bucket runs from its minute (not
+    // before the send, nor before the last point) to its end.
+    let prevEnd = t0;
     for (const c of pts) {
-      // The first bucket starts at the minute, before the send: the
-      // plot starts at the send.
-      const start = Math.max(t0, new Date(c.at).getTime());
+      const at0 = new Date(c.at).getTime();
+      const start = Math.max(prevEnd, at0);
+      const end = Math.max(start, at0 + bucket);
       for (const k in coords) at(k, start);
       cum.total += c.reads;
       for (const k of sigs) cum[k] += (c.by_signal && c.by_signal[k]) || 0;
-      for (const k in coords) at(k, start + bucket);
-      curvePts.push({ t: start + bucket, n: cum.total, by: { button: cum.button, link: cum.link, enter_agent: cum.enter_agent } });
+      for (const k in coords) at(k, end);
+      curvePts.push({ t: end, n: cum.total, by: { button: cum.button, link: cum.link, enter_agent: cum.enter_agent } });
+      prevEnd = end;
     }
     for (const k in coords) at(k, t1);
     for (const k of sigs) {
@@ -349,6 +356,58 @@ catalogueReady.then(function () {
   loadFollowUp();
   setInterval(loadFollowUp, 60000);
 
+  // --- a standing notice (issue 51): its badge, the joiners pending, the last 30
+  // days' joiners and each cycle. 404: not a standing notice.
+  function showStanding(st) {
+    $("standing").hidden = false;
+    $("standing-pending").textContent = trf("message.standing_pending", numFmt.format(st.pending_joiners));
+    $("standing-ended").hidden = st.in_force;
+    $("standing-cycles").textContent = (st.by_cycle || []).map((c) =>
+      trf("message.standing_cycle", c.cycle, numFmt.format(c.acknowledged), numFmt.format(c.recipients))).join(" · ");
+    const body = $("standing-rows");
+    while (body.firstChild) body.removeChild(body.firstChild);
+    for (const j of st.joiners || []) {
+      const row = document.createElement("tr");
+      cell(row, (j.name || j.userid) + (j.left ? "（" + tr("message.joiner_left") + "）" : ""));
+      cell(row, fullTime.format(new Date(j.joined_at)));
+      cell(row, fullTime.format(new Date(j.deadline)));
+      cell(row, j.read ? tr("message.joiner_read") : j.overdue ? tr("message.joiner_overdue") : tr("message.joiner_unread"));
+      body.appendChild(row);
+    }
+  }
+  function loadStanding() {
+    fetch(api + "/standing", { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then((r) => (r.ok ? r.json() : null))
+      .then((st) => { if (st) catalogueReady.then(() => showStanding(st)); })
+      .catch(() => {});
+  }
+  if ($("standing").dataset.standing === "true") {
+    loadStanding();
+    setInterval(loadStanding, 60000);
+  }
+
+  // --- reminder history: each reminder by hand and what it achieved ---
+  async function loadReminders() {
+    if (!$("reminders")) return; // a leader's page: the history counts the whole notice
+    let j;
+    try { j = await getJSON(api + "/reminders"); } catch (_) { return; } // a leader: not theirs to see
+    await catalogueReady;
+    const rs = j.reminders || [];
+    $("reminders").hidden = rs.length === 0;
+    const tb = $("reminder-rows").tBodies[0];
+    tb.replaceChildren();
+    for (const r of rs.slice().reverse()) {
+      const row = el("tr");
+      row.appendChild(el("td", fmtTime(r.at)));
+      row.appendChild(el("td", r.by));
+      row.appendChild(el("td", numFmt.format(r.people), "num"));
+      row.appendChild(el("td", numFmt.format(r.read_within_1h), "num"));
+      row.appendChild(el("td", numFmt.format(r.read_since), "num"));
+      tb.appendChild(row);
+    }
+  }
+  loadReminders();
+
   // --- full text and its versions (issue 39) ---------------------------
   // GET .../content?v=N: every version stays readable; the html is the
   // server's sanitized rendering (no script, image or event handler).
@@ -372,6 +431,7 @@ catalogueReady.then(function () {
     if (v.version > 1) meta += " · " + tr(v.reacknowledge ? "fulltext.material" : "fulltext.not_material");
     const rules = { app: tr("fulltext.rule.app"), link: tr("fulltext.rule.link"), read_to_end: tr("fulltext.rule.read_to_end"), acknowledged: tr("fulltext.rule.acknowledged") };
     meta += " · " + (rules[v.read_rule] || rules.app);
+    if (v.change_note) meta += " · " + trf("fulltext.change_note", v.change_note);
     $("version-meta").textContent = meta;
     $("version-title").textContent = v.title;
     // Parsed inert (DOMParser runs no script) and moved in as nodes.
@@ -384,10 +444,78 @@ catalogueReady.then(function () {
       ul.appendChild(li);
     }
     $("version-sha").textContent = v.sha256;
+    // Progress per version (by_version): who opened, read to the end and
+    // acknowledged each version.
+    const bv = v.by_version || [];
+    $("by-version").hidden = bv.length === 0;
+    const tb = $("by-version").tBodies[0];
+    tb.replaceChildren();
+    for (const c of bv.slice().reverse()) {
+      const tr0 = document.createElement("tr");
+      for (const [text, cls] of [[trf("fulltext.version_n", c.version), ""], [numFmt.format(c.link), "num"], [numFmt.format(c.read_to_end), "num"], [numFmt.format(c.acknowledged), "num"]]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        if (cls) td.className = cls;
+        tr0.appendChild(td);
+      }
+      tb.appendChild(tr0);
+    }
+    // Why the read count dropped: a version that asks everyone again.
+    const cur = v.versions;
+    if (v.version === cur && cur > 1 && v.material_version > 1) {
+      $("reack-note").hidden = false;
+      $("reack-note").textContent = trf("revise.reack_note", v.material_version);
+    } else {
+      $("reack-note").hidden = true;
+    }
+    // The top counters say which version they count once a version asked
+    // everyone again (issue 49); by_version below splits them.
+    if (v.version === cur) {
+      const cv = $("counter-version");
+      cv.hidden = !(v.material_version > 1);
+      cv.textContent = v.material_version === cur ? trf("message.counter_version", cur) : trf("message.counter_since", v.material_version, cur);
+    }
+    if (v.version === cur) current = v;
   }
+  let current = null;
   if ($("fulltext-card")) {
     $("version-pick").addEventListener("change", () => showVersion(+$("version-pick").value));
     showVersion(0);
+  }
+  // Publish a new version (PATCH with content): the reading page tells
+  // its readers the notice was updated and asks them again.
+  if ($("revise")) {
+    $("revise-open").addEventListener("click", () => {
+      if (!current) return;
+      $("revise-title").value = current.title;
+      $("revise-markdown").value = current.markdown;
+      $("revise-change-note").value = "";
+      $("revise").hidden = false;
+      $("revise-open").hidden = true;
+      $("revise-markdown").focus();
+    });
+    $("revise-cancel").addEventListener("click", () => { $("revise").hidden = true; $("revise-open").hidden = false; });
+    $("revise").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      if (!current) return;
+      $("revise-error").textContent = "";
+      const reack = $("revise-reack").checked;
+      if (!confirm(trf(reack ? "revise.confirm_reack" : "revise.confirm", current.versions + 1))) return;
+      $("revise-submit").disabled = true;
+      try {
+        const r = await fetch(api.replace(/\/$/, ""), { method: "PATCH", credentials: "same-origin",
+          headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+          body: JSON.stringify({ title: $("revise-title").value, reacknowledge: reack,
+            change_note: $("revise-change-note").value.trim(),
+            content: { markdown: $("revise-markdown").value, attachments: current.attachments.map((a) => a.id) } }) });
+        let j = null;
+        try { j = await r.json(); } catch (_) { j = null; }
+        if (!r.ok) { $("revise-error").textContent = (j && j.error) || ("HTTP " + r.status); return; }
+        location.reload();
+      } finally {
+        $("revise-submit").disabled = false;
+      }
+    });
   }
 
   // --- departments ----------------------------------------------------
@@ -476,6 +604,7 @@ catalogueReady.then(function () {
       const q = new URLSearchParams();
       q.set("state", st);
       if (department) q.set("department", department);
+      if (LANG === "zh-CN") q.set("labels", "zh-CN"); // the page's words and zone; programs get the machine's
       $(id).href = api + "/export.csv?" + q.toString();
     }
     const zq = new URLSearchParams({ state: "all" });
@@ -508,7 +637,11 @@ catalogueReady.then(function () {
       row.appendChild(el("td", r.userid));
       row.appendChild(el("td", r.name + (r.left ? " (" + tr("people.left") + ")" : "")));
       row.appendChild(el("td", r.departments.map((x) => x.name || x.id).join(", "), "hide-narrow"));
-      row.appendChild(el("td", r.read ? (r.read_time ? fmtTime(r.read_time) : tr("count.read")) : "–"));
+      let when = r.read ? (r.read_time ? fmtTime(r.read_time) : tr("count.read")) : "–";
+      // Under read_rule acknowledged: how far on the reading page.
+      const states = { unopened: tr("read_state.unopened"), opened: tr("read_state.opened"), read_to_end: tr("read_state.read_to_end"), acknowledged: tr("read_state.acknowledged") };
+      if (r.state && states[r.state]) when = states[r.state] + (r.read && r.read_time ? " · " + fmtTime(r.read_time) : "");
+      row.appendChild(el("td", when));
       const ev = el("td");
       const link = el("a", tr("evidence.pdf"));
       link.href = api + "/evidence/" + encodeURIComponent(r.userid) + ".pdf";
@@ -539,15 +672,53 @@ catalogueReady.then(function () {
   $("more").addEventListener("click", () => loadRecipients(true));
 
   // --- remind ---------------------------------------------------------
+  // Under read_rule acknowledged the reminder chooses whom by the reading
+  // page's states (issue 49): each choice names its number (by_state of
+  // GET /progress, in the caller's scope).
+  const remindTargets = { unopened: "remind.target.unopened", opened: "remind.target.opened", read_to_end: "remind.target.read_to_end" };
+  const remindWords = { unopened: "read_state.unopened", opened: "read_state.opened", read_to_end: "read_state.read_to_end" };
+  function showStateCounts(p) {
+    const sel = $("remind-state");
+    if (!sel || !p || !p.by_state) return;
+    for (const o of sel.options) {
+      o.textContent = o.value ? trf(remindTargets[o.value], numFmt.format(p.by_state[o.value] || 0)) : trf("remind.target.all", numFmt.format(p.unread));
+    }
+  }
   $("remind").addEventListener("click", async () => {
-    if (!confirm(tr("remind.confirm"))) return;
+    // The exact number, as the page shows it (issue 49: the question
+    // named none), fetched again for the state chosen; those the server
+    // leaves out are said after.
+    const sel = $("remind-state");
+    const st = sel ? sel.value : "";
+    let unread = lastProgress ? lastProgress.unread : null;
+    if (sel) {
+      try {
+        const p = await getJSON(api + "/progress");
+        showStateCounts(p);
+        unread = st ? (p.by_state ? p.by_state[st] : null) : p.unread;
+      } catch (_) {
+        if (st) unread = null;
+      }
+    }
+    if (st && unread === 0) { $("remind-status").textContent = trf("remind.none", tr(remindWords[st])); return; }
+    const question = st
+      ? (unread === null ? trf("remind.confirm_state", tr(remindWords[st])) : trf("remind.confirm_state_n", tr(remindWords[st]), numFmt.format(unread)))
+      : (unread === null ? tr("remind.confirm") : trf("remind.confirm_n", numFmt.format(unread)));
+    if (!confirm(question)) return;
     const btn = $("remind");
     btn.disabled = true;
     $("remind-status").textContent = "…";
     try {
-      const r = await fetch(api + "/remind", { method: "POST", credentials: "same-origin", headers: { "X-CSRF-Token": csrf } });
+      const r = await fetch(api + "/remind", { method: "POST", credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf }, body: JSON.stringify(st ? { state: st } : {}) });
       const d = await r.json();
-      if (r.ok) $("remind-status").textContent = tr("remind.done") + " " + numFmt.format(d.reminded);
+      if (r.ok) {
+        let msg = trf("remind.done_n", numFmt.format(d.reminded));
+        const left = unread === null ? 0 : unread - d.reminded;
+        if (left > 0) msg += trf("remind.not_reminded", numFmt.format(left));
+        $("remind-status").textContent = msg;
+        loadReminders();
+      }
       else if (r.status === 429) $("remind-status").textContent = tr("remind.too_soon") + " " + fmtTime(d.next_allowed_at);
       else $("remind-status").textContent = d.error || ("HTTP " + r.status);
     } catch (e) {
@@ -619,7 +790,7 @@ catalogueReady.then(function () {
     return window.confirm(text);
   }
   pending.addEventListener("click", async (ev) => {
-    const btn = ev.target.closest("button.notice-send, button.notice-cancel");
+    const btn = ev.target.closest("button.notice-send, button.notice-cancel, button.notice-nudge, button.notice-withdraw");
     if (!btn) return;
     const li = btn.closest("li.notice");
     const out = li.querySelector(".notice-error");
@@ -627,7 +798,14 @@ catalogueReady.then(function () {
     out.textContent = "";
     btn.disabled = true;
     try {
-      if (btn.classList.contains("notice-send")) {
+      if (btn.classList.contains("notice-nudge")) {
+        await call("POST", api + "/approval/nudge");
+        out.textContent = tr("approval.nudged");
+        return;
+      } else if (btn.classList.contains("notice-withdraw")) {
+        if (!window.confirm(tr("approval.withdraw_confirm"))) return;
+        await call("POST", api + "/approval/withdraw");
+      } else if (btn.classList.contains("notice-send")) {
         if (!(await confirmSend(await call("GET", api)))) return;
         await call("POST", api + "/send");
       } else {

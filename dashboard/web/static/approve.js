@@ -36,6 +36,30 @@
       err.textContent = (j && j.error) || res.statusText;
     }
   });
+  // The author's side: 催办 and 撤回申请.
+  async function author(path) {
+    const out = document.getElementById("author-error");
+    out.textContent = "";
+    const res = await fetch("/api/v1/messages/" + encodeURIComponent(view.dataset.msgid) + "/approval/" + path, {
+      method: "POST", headers: { "X-CSRF-Token": csrf },
+    });
+    let j = null;
+    try { j = await res.json(); } catch (e) { /* not JSON */ }
+    if (!res.ok) out.textContent = (j && j.error) || res.statusText;
+    return res.ok;
+  }
+  const nudge = document.getElementById("nudge");
+  if (nudge) nudge.addEventListener("click", async () => {
+    if (await author("nudge")) {
+      const st = document.getElementById("nudge-status");
+      st.textContent = st.dataset.sent;
+    }
+  });
+  const withdraw = document.getElementById("withdraw");
+  if (withdraw) withdraw.addEventListener("click", async () => {
+    if (!window.confirm(withdraw.dataset.confirm)) return;
+    if (await author("withdraw")) location.href = "/";
+  });
   const approve = document.getElementById("approve");
   if (approve) approve.addEventListener("click", () => decide(true, ""));
   const reject = document.getElementById("reject");

@@ -83,13 +83,14 @@
   const fieldBox = { app: "app", title: "title", body: "body", url: "url", send_at: "send_at",
     audience: "audience", userids: "audience", departments: "audience", tags: "audience", all: "audience",
     follow_up: "follow_up", content: "content", "content.markdown": "content", "content.attachments": "content",
-    read_rule: "read_rule", min_read_seconds: "read_rule" };
+    read_rule: "read_rule", min_read_seconds: "read_rule", standing: "standing" };
   // showError puts the API's {"error","field"} beside its field.
   function showError(j, fallback) {
     const msg = (j && j.error) || fallback;
     let f = j && j.field ? String(j.field) : "";
     if (f.startsWith("audience")) f = "audience";
     if (f.startsWith("follow_up")) f = "follow_up";
+    if (f.startsWith("standing")) f = "standing";
     const box = $((fieldBox[f] || "form") + "-error");
     box.textContent = msg;
     box.scrollIntoView({ block: "center" });
@@ -643,6 +644,7 @@
     showAttachments();
     contentChanged();
   });
+  $("standing").addEventListener("change", () => { $("standing-fields").hidden = !$("standing").checked; });
   // contentBody adds the full text, attachments and read rule to a POST
   // body when the notice has any.
   function contentBody(b) {
@@ -660,6 +662,11 @@
     const b = Object.assign({ app: state.app ? state.app.name : "", title: $("title").value, body: $("body").value,
       url: $("url").value.trim(), audience: audience() }, extra);
     b.follow_up = followUp(); // null: none, not the app's default
+    if ($("standing").checked) {
+      // A standing notice (issue 51): joiners of the audience are sent it.
+      b.standing = { join_deadline: $("join-deadline").value };
+      if ($("reack-every").value) b.standing.reacknowledge_every = $("reack-every").value;
+    }
     return contentBody(b);
   }
   // patch is PATCH's body: the same fields but the app (a notice keeps
@@ -702,6 +709,14 @@
       } else {
         [code, j] = await api("POST", "/api/v1/messages", body(extra));
       }
+      if (code === 202) {
+        // Held for approval (apps[].approval): saved, not failed. The
+        // approval page shows who approves and lets the author nudge them.
+        $("save-status").textContent = tr("compose.held_for_approval");
+        const id = (j && j.msgid) || (state.editing && state.editing.msgid);
+        location.href = id ? "/approve/" + encodeURIComponent(id) : "/";
+        return;
+      }
       if (code !== 200 && code !== 201) {
         $("save-status").textContent = "";
         hideConfirm();
@@ -726,7 +741,27 @@
 
   let pending = null;
   function hideConfirm() { $("confirm").hidden = true; pending = null; }
-  form.addEventListener("submit", (ev) => {
+  // approvalNeed asks the server whether this notice needs approval and
+  // who gives it ({needed, approvers, role}); null when it cannot say.
+  async function approvalNeed() {
+    try {
+      const b = { app: state.app.name, audience: audience() };
+      if (hasContent()) b.read_rule = $("read-rule").value;
+      const [code, j] = await api("POST", "/api/v1/audience/preview", b);
+      return code === 200 && j ? j.approval : null;
+    } catch (_) {
+      return null;
+    }
+  }
+  // approverWords are the approvers' names in the page's list form, with
+  // the role whose holders approve after them.
+  function approverWords(ap) {
+    const names = (ap.approvers || []).slice();
+    if (ap.role === "admin") names.push(tr("compose.approver_role.admin"));
+    if (ap.role === "sender") names.push(tr("compose.approver_role.sender"));
+    return names.join(tr("compose.list_sep"));
+  }
+  form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     clearErrors();
     if (!checkLocal()) return;
@@ -737,6 +772,11 @@
     const at = sendAt();
     if (at === null) { $("send_at-error").textContent = tr("compose.err_send_at"); return; }
     const n = state.recipients;
+    const ap = await approvalNeed();
+    const needs = !!(ap && ap.needed);
+    $("confirm-approval").hidden = !needs;
+    $("confirm-approval").textContent = needs ? trf("compose.confirm_approval", approverWords(ap)) : "";
+    $("confirm-ok").textContent = tr(needs ? "compose.confirm_ok_approval" : "compose.confirm_ok");
     pending = at ? { send: true, send_at: at } : { send: true };
     $("confirm-text").textContent = trf("compose.confirm", numFmt.format(n));
     if (at) {
@@ -792,8 +832,39 @@
     } catch (e) {
       // No templates on this server, or none for this app: nothing to pick.
     }
+    // The template this page was started from stays named in the picker
+    // (issue 49: it said no template after loading one), with its
+    // rename and delete.
+    if (templateID && [...pick.options].some((o) => o.value === templateID)) {
+      pick.value = templateID;
+      $("rename-template").hidden = false;
+      $("delete-template").hidden = false;
+    }
     $("template-bar").hidden = false;
   }
+  $("rename-template").addEventListener("click", async () => {
+    const pick = $("template-pick");
+    const old = pick.options[pick.selectedIndex].textContent;
+    const name = (prompt(tr("compose.template_name"), old) || "").trim();
+    if (!name || name === old) return;
+    try {
+      const t = await getJSON("/api/v1/templates/" + encodeURIComponent(templateID));
+      const b = { app: t.app, name: name, title: t.title, body: t.body, url: t.url, audience: t.audience, follow_up: t.follow_up,
+        markdown: t.markdown, attachments: t.attachments || [], read_rule: t.read_rule, min_read_seconds: t.min_read_seconds };
+      const [code, j] = await api("PUT", "/api/v1/templates/" + encodeURIComponent(templateID), b);
+      $("template-status").textContent = code === 200 ? tr("compose.template_renamed") : trf("compose.template_failed", (j && j.error) || code);
+      if (code === 200) loadTemplates();
+    } catch (e) {
+      $("template-status").textContent = trf("compose.template_failed", e.message);
+    }
+  });
+  $("delete-template").addEventListener("click", async () => {
+    const pick = $("template-pick");
+    if (!confirm(trf("compose.delete_template_confirm", pick.options[pick.selectedIndex].textContent))) return;
+    const [code, j] = await api("DELETE", "/api/v1/templates/" + encodeURIComponent(templateID));
+    if (code === 204) { location.href = "/new"; return; }
+    $("template-status").textContent = trf("compose.template_failed", (j && j.error) || code);
+  });
   $("template-pick").addEventListener("change", () => {
     const id = $("template-pick").value;
     if (id) location.href = "/new?template=" + encodeURIComponent(id);

@@ -1,0 +1,295 @@
+package bitmap
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/yidu-io/yidu"
+)
+
+// call is one script invocation (script nil: HDEL keys[0] args...); val
+// and err hold its reply after the request is done.
+//
+// Calls of one batch with the same non-empty merge key have the same
+// script, keys and first fixed args, and per-item args after them (uids,
+// fields): run sends them as one command with the items concatenated, in
+// batch order, and hands each call its own items' replies. In the 9:00
+// storm every callback marks the same message, so a pipeline of 64
+// callers' marks is one script call instead of 64: Redis pays the Lua
+// call, the key lookups and the TTL check once.
+type call struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+	merge  mergeKey
+	fixed  int
+
+	val any
+	err error
+}
+
+// mergeKey says which calls of a batch become one command (see call); op
+// "" never merges.
+type mergeKey struct {
+	op      string
+	msg     msgRef
+	agent   int64
+	signal  yidu.Signal
+	counted bool
+}
+
+// wire is one command of a pipeline and the calls it carries.
+type wire struct {
+	c     *call // the first call: script, keys, fixed args
+	args  []any
+	parts []part
+	cmd   *redis.Cmd
+}
+
+// part is a call's items within its wire's reply.
+type part struct {
+	c      *call
+	off, n int
+}
+
+// request is one caller's calls, sent together in one pipeline.
+type request struct {
+	ctx context.Context
+	// deadline, when set, is the caller's timeout (do): past it nobody
+	// waits for the calls.
+	deadline time.Time
+	calls    []call
+	done     chan error // buffered: the loop never blocks on a gone caller
+	// failed, when set, hears of an error too (AckAsync: nobody waits).
+	failed func(error)
+}
+
+// do queues calls and waits for their replies, ctx or timeout (0: none).
+func (s *Store) do(ctx context.Context, calls []call, timeout time.Duration) error {
+	r, err := s.enqueue(ctx, calls, nil)
+	if err != nil {
+		return err
+	}
+	var expired <-chan time.Time
+	if timeout > 0 {
+		r.deadline = time.Now().Add(timeout)
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	// The calls may still run after ctx or the timeout: a mark whose
+	// caller left keeps its lease, which expires and lets the retry
+	// re-emit.
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-expired:
+		return context.DeadlineExceeded
+	}
+}
+
+// enqueue queues calls for a loop; the request's done says when they ran.
+func (s *Store) enqueue(ctx context.Context, calls []call, failed func(error)) (*request, error) {
+	r := &request{ctx: ctx, calls: calls, done: make(chan error, 1), failed: failed}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	select {
+	case s.queue <- r:
+		return r, nil
+	default:
+		s.m.queueFull.Inc()
+		return nil, ErrQueueFull
+	}
+}
+
+// loop collects requests into pipelines until the queue is closed and
+// empty. It waits for nothing but the first request: what else is queued
+// goes with it, and the next batch gathers while that pipeline is in
+// flight, so batches grow with the load by themselves. A fixed linger for
+// more callers (1.5 ms, and two loops) made fewer pipelines but was
+// latency every callback waited: without it the 9:00 storm benchmark ran
+// 18 % faster (12,800 → 15,200 callbacks/s) at the same CPU per callback
+// (docs/benchmarks.md, issue 16).
+func (s *Store) loop() {
+	defer s.wg.Done()
+	var batch []*request
+	for {
+		r, ok := <-s.queue
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], r)
+		n := len(r.calls)
+	more:
+		for n < s.opts.MaxBatch {
+			select {
+			case r, ok := <-s.queue:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r)
+				n += len(r.calls)
+			default:
+				break more
+			}
+		}
+		s.runGuarded(batch)
+		clear(batch)
+	}
+}
+
+// runGuarded is run under a recover (issue 46): a panic in one pipeline
+// answers its callers not answered yet with the *loop.PanicError (the
+// receiver answers 503 and WeCom retries), calls their failed, and the
+// loop goes on.
+func (s *Store) runGuarded(batch []*request) {
+	err := s.guard.Recover("redis pipeline", func() error { s.run(batch); return nil })
+	if err == nil {
+		return
+	}
+	for _, r := range batch {
+		select {
+		case r.done <- err:
+			if r.failed != nil {
+				r.failed(err)
+			}
+		default: // answered before the panic (done holds one answer)
+		}
+	}
+}
+
+// run sends the batch as one pipeline of EVALSHA, retrying with EVAL the
+// calls Redis answered NOSCRIPT (a restarted or failed-over server).
+func (s *Store) run(batch []*request) {
+	live := batch[:0:0]
+	now := time.Now()
+	for _, r := range batch {
+		err := r.ctx.Err()
+		if err == nil && !r.deadline.IsZero() && now.After(r.deadline) {
+			err = context.DeadlineExceeded
+		}
+		if err != nil {
+			r.done <- err // the caller is gone or going: do not mark for it
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RoundTripTimeout)
+	defer cancel()
+	start := time.Now()
+	wires := s.wires(live)
+	p := s.rdb.Pipeline()
+	for _, w := range wires {
+		w.cmd = w.send(ctx, p, false)
+	}
+	_, _ = p.Exec(ctx) // errors are read per command below
+	var retry []*wire
+	for _, w := range wires {
+		if err := w.cmd.Err(); err != nil && w.c.script != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			retry = append(retry, w)
+		}
+	}
+	if len(retry) > 0 {
+		p := s.rdb.Pipeline()
+		for _, w := range retry {
+			w.cmd = w.send(ctx, p, true)
+		}
+		_, _ = p.Exec(ctx)
+	}
+	s.m.roundTrip.Observe(time.Since(start).Seconds())
+	calls := 0
+	for _, r := range live {
+		calls += len(r.calls)
+	}
+	s.m.batchCalls.Observe(float64(calls))
+	s.m.batchCmds.Observe(float64(len(wires)))
+	for _, w := range wires {
+		w.split()
+	}
+	for _, r := range live {
+		var err error
+		for i := range r.calls {
+			if err = r.calls[i].err; err != nil {
+				break
+			}
+		}
+		if err != nil {
+			s.m.redisErrors.Inc()
+			s.logErr.Do(func() { s.log.Warn("redis pipeline failed", "err", err, "commands", len(wires)) })
+			if r.failed != nil {
+				r.failed(err)
+			}
+		}
+		r.done <- err
+	}
+}
+
+// wires turns the batch's calls into commands, merging calls with the
+// same merge key (see call) in the order they were queued.
+func (s *Store) wires(live []*request) []*wire {
+	var wires []*wire
+	byKey := map[mergeKey]*wire{}
+	for _, r := range live {
+		for i := range r.calls {
+			c := &r.calls[i]
+			if w := byKey[c.merge]; w != nil && c.merge.op != "" {
+				w.parts = append(w.parts, part{c: c, off: len(w.args) - c.fixed, n: len(c.args) - c.fixed})
+				w.args = append(w.args, c.args[c.fixed:]...)
+				continue
+			}
+			w := &wire{c: c, args: c.args, parts: []part{{c: c, n: len(c.args) - c.fixed}}}
+			if c.merge.op != "" {
+				w.args = slices.Clip(c.args) // appending must not write into the caller's slice
+				byKey[c.merge] = w
+			}
+			wires = append(wires, w)
+		}
+	}
+	return wires
+}
+
+// send queues the wire's command on p: EVALSHA, EVAL (full) or HDEL.
+func (w *wire) send(ctx context.Context, p redis.Pipeliner, full bool) *redis.Cmd {
+	switch {
+	case w.c.script == nil:
+		return p.Do(ctx, append([]any{"HDEL", w.c.keys[0]}, w.args...)...)
+	case full:
+		return w.c.script.Eval(ctx, p, w.c.keys, w.args...)
+	}
+	return w.c.script.EvalSha(ctx, p, w.c.keys, w.args...)
+}
+
+// split hands each call of the wire its share of the reply: an array
+// reply is cut into the calls' items, any other reply (a mark's 0 or -1
+// for the whole message, HDEL's count) goes to each call whole.
+func (w *wire) split() {
+	v, err := w.cmd.Result()
+	if len(w.parts) == 1 {
+		w.parts[0].c.val, w.parts[0].c.err = v, err
+		return
+	}
+	arr, isArr := v.([]any)
+	for _, pt := range w.parts {
+		pt.c.err = err
+		switch {
+		case err != nil:
+		case isArr && pt.off+pt.n <= len(arr):
+			pt.c.val = arr[pt.off : pt.off+pt.n]
+		case isArr:
+			pt.c.err = fmt.Errorf("bitmap: merged reply of %d items, call wants %d from %d", len(arr), pt.n, pt.off)
+		default:
+			pt.c.val = v
+		}
+	}
+}

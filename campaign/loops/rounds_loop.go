@@ -1,0 +1,23 @@
+package loops
+
+import (
+	"context"
+	"time"
+)
+
+// Run ticks every interval until ctx ends: the round engine's loop. A
+// tick never ends it: each round runs under its own recover (Tick), and
+// the tick itself under one more (a panic in planning is logged and
+// counted, and the next tick comes).
+func (r *Rounds) Run(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		_ = r.guard().Run(ctx, "follow-up tick", r.Tick)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

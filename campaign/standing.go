@@ -1,0 +1,50 @@
+package campaign
+
+import (
+	"context"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+)
+
+// checkStanding checks a posted standing spec before anything is
+// written: its own rule (yidu.Standing.Validate), an audience that can
+// have newcomers, a notice that is sent, and cycles only where the page
+// can ask again (read_rule acknowledged, with content).
+func (s *Service) checkStanding(post Post) error {
+	if post.Standing == nil {
+		return nil
+	}
+	if s.o.Standing == nil {
+		return &yidu.StandingError{Field: "standing", Reason: "standing notices are not configured on this server"}
+	}
+	if err := post.Standing.Validate(s.o.Now()); err != nil {
+		return err
+	}
+	if err := yidu.CheckStandingAudience(post.Audience); err != nil {
+		return err
+	}
+	if !post.Send {
+		return &yidu.StandingError{Field: "standing", Reason: `a standing notice is sent ("send": true): joiners are sent its card`}
+	}
+	if post.Standing.ReacknowledgeEvery != "" && (!post.Content.Has || post.Content.ReadRule != string(yidu.ReadRuleAcknowledged)) {
+		return &yidu.StandingError{Field: "standing.reacknowledge_every",
+			Reason: `a cycle asks for acknowledgement on the reading page: the notice needs content and "read_rule": "acknowledged"`}
+	}
+	return nil
+}
+
+// keepStanding keeps the standing rule of a notice just registered or
+// composed by this post.
+func (s *Service) keepStanding(ctx context.Context, p *access.Principal, msgid string, post Post, pr Prepared) error {
+	return s.o.Standing.Save(ctx, post.App.CorpID, msgid, post.App.Name, pr.Audience, *post.Standing, p.By())
+}
+
+// MayEndStanding says whether p may end a standing notice of corp
+// (loops.StandingLoop.MayEnd): only an admin of the corp may.
+func MayEndStanding(p *access.Principal, corp string) error {
+	if !access.Decide(p, yidu.ActionEdit, access.Target{Corp: corp, Standing: true}).Allowed {
+		return ErrForbidden
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/campaign/store"
+	"github.com/yidu-io/yidu/internal/testenv"
+)
+
+// TestPostStanding (issue 51): a posted standing spec is checked before
+// anything is written (each field's StandingError, an audience of UserIDs
+// alone, a notice not sent, a cycle without acknowledgement); a good one
+// is kept with the audience as asked whichever way the notice goes: sent
+// now, scheduled, or held for approval (it enrols once sent).
+func TestPostStanding(t *testing.T) {
+	f := newServiceFixture(t)
+	approved := yidu.App{Name: "hr-big", CorpID: testApp.CorpID, AgentID: 1000003, Approval: &yidu.Approval{Over: 1, Approvers: []string{"boss"}}}
+	st, err := store.New(f.db, store.Options{Directory: directory{}, Apps: []yidu.App{testApp, approved}, Now: f.c.now})
+	testenv.Check(t, "store.New", err)
+	sender := principal(t, "hr", yidu.RoleSender, []string{testApp.Name, approved.Name}, nil)
+	s := f.service(t, "a")
+	s.o.Registrar, s.st = &echoRegistrar{seen: map[string]bool{}}, st
+	s.o.Standing = &loops.StandingLoop{DB: f.db, Now: f.c.now}
+	dept := yidu.Audience{Departments: []int64{2}}
+	post := func(id string, app yidu.App, a yidu.Audience, spec yidu.Standing) Post {
+		return Post{Outgoing: Outgoing{Registration: yidu.Registration{MsgID: id, App: app, Title: "员工手册", Audience: a, Send: true}}, Standing: &spec}
+	}
+	past := f.c.now().Add(-time.Hour)
+	refused := []struct {
+		name  string
+		post  Post
+		field string
+	}{
+		{"bad deadline", post("s-bad", testApp, dept, yidu.Standing{JoinDeadline: "7x"}), "standing.join_deadline"},
+		{"until in the past", post("s-past", testApp, dept, yidu.Standing{Until: &past}), "standing.until"},
+		{"userids only", post("s-ids", testApp, yidu.Audience{UserIDs: []string{"zhangsan"}}, yidu.Standing{}), "standing.audience"},
+		{"not sent", func() Post {
+			p := post("s-nosend", testApp, dept, yidu.Standing{})
+			p.Send, p.Draft = false, true
+			return p
+		}(), "standing"},
+		{"cycle without acknowledgement", post("s-cycle", testApp, dept, yidu.Standing{ReacknowledgeEvery: "1y"}), "standing.reacknowledge_every"},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.Post(context.Background(), sender, tc.post)
+			var se *yidu.StandingError
+			if !errors.As(err, &se) || se.Field != tc.field || !errors.Is(err, yidu.ErrInvalid) {
+				t.Fatalf("Post = %v; want a StandingError at %s", err, tc.field)
+			}
+			n := testenv.Column[int](t, f.db, "SELECT (SELECT COUNT(*) FROM standing_notices WHERE msgid = ?) + (SELECT COUNT(*) FROM campaigns WHERE msgid = ?)", tc.post.MsgID, tc.post.MsgID)
+			if n[0] != 0 {
+				t.Errorf("%d rows written; want none", n[0])
+			}
+		})
+	}
+	kept := []struct {
+		name string
+		post Post
+	}{
+		{"sent now", post("s-now", testApp, dept, yidu.Standing{})},
+		{"scheduled", func() Post {
+			p := post("s-later", testApp, dept, yidu.Standing{})
+			p.SendAt = f.c.now().Add(time.Hour)
+			return p
+		}()},
+		{"held for approval", post("s-approve", approved, yidu.Audience{All: true}, yidu.Standing{JoinDeadline: "14d"})},
+	}
+	for _, tc := range kept {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := s.Post(context.Background(), sender, tc.post); err != nil {
+				t.Fatalf("Post = %v", err)
+			}
+			got := testenv.Column[string](t, f.db, "SELECT CONCAT(app, ' ', audience, ' ', spec) FROM standing_notices WHERE msgid = ?", tc.post.MsgID)
+			if len(got) != 1 {
+				t.Fatalf("standing rows = %v; want one", got)
+			}
+			t.Log(got[0])
+		})
+	}
+	spec := testenv.Column[string](t, f.db, "SELECT spec FROM standing_notices WHERE msgid = 's-approve'")[0]
+	aud := testenv.Column[string](t, f.db, "SELECT audience FROM standing_notices WHERE msgid = 's-approve'")[0]
+	if want := `"join_deadline":"14d"`; !strings.Contains(spec, want) || !strings.Contains(aud, `"All":true`) {
+		t.Errorf("held notice's standing = %s %s; want 14d and the audience as asked (all)", spec, aud)
+	}
+}

@@ -1,0 +1,231 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
+	"github.com/yidu-io/yidu/dashboard/internal/disclose"
+	"github.com/yidu-io/yidu/progress"
+)
+
+// utf8BOM and neutralise are the CSV's (disclose's export, yidu.CSVCell).
+const utf8BOM = disclose.UTF8BOM
+
+var neutralise = yidu.CSVCell
+
+// Standing is what the dashboard asks of standing notices (issue 51;
+// loops.StandingLoop): a notice's standing view within a scope, its
+// end, and the rules in force.
+type Standing interface {
+	Info(ctx context.Context, corp, msgid string, scope *roaring.Bitmap) (loops.StandingInfo, error)
+	End(ctx context.Context, p *access.Principal, corp, msgid string, until *time.Time) error
+	InForce(ctx context.Context, corps []string) ([]string, error)
+	All(ctx context.Context, corps []string) ([]string, error)
+	IsStanding(ctx context.Context, corp, msgid string) (bool, error)
+	Cycles(ctx context.Context, corp, msgid string, scope *roaring.Bitmap) ([]loops.Cycle, error)
+}
+
+// byCycle is m's cycles within the caller's View for its progress; nil
+// for a notice that is not standing (or when they cannot be read: the
+// progress is answered without them, and the error logged).
+func (s *Server) byCycle(r *http.Request, m yidu.Message) []loops.Cycle {
+	if !s.isStanding(r.Context(), m) {
+		return nil
+	}
+	cs, err := s.standing.Cycles(r.Context(), m.CorpID, m.MsgID, viewFrom(r.Context()).UIDs())
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "progress: cycles", "msgid", m.MsgID, "err", err)
+		return nil
+	}
+	return cs
+}
+
+// isStanding says whether the message page shows m's standing section; an
+// error is logged, the page shown without it.
+func (s *Server) isStanding(ctx context.Context, m yidu.Message) bool {
+	if s.standing == nil {
+		return false
+	}
+	ok, err := s.standing.IsStanding(ctx, m.CorpID, m.MsgID)
+	if err != nil {
+		s.log.ErrorContext(ctx, "message page: standing", "err", err)
+	}
+	return ok
+}
+
+// handleStanding is GET /messages/{msgid}/standing: 常驻, 新入职待确认 N 人,
+// the last 30 days' joiners and by_cycle, within the caller's View.
+func (s *Server) handleStanding(w http.ResponseWriter, r *http.Request, m yidu.Message) {
+	if s.standing == nil {
+		s.fail(w, r, errNotFound)
+		return
+	}
+	info, err := s.standing.Info(r.Context(), m.CorpID, m.MsgID, viewFrom(r.Context()).UIDs())
+	if errors.Is(err, loops.ErrNotStanding) {
+		s.fail(w, r, errNotFound)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// handleEndStanding is PATCH /messages/{msgid}/standing {"until": time or
+// null}: an admin ends a standing notice (null: now); nobody is enrolled
+// after it.
+func (s *Server) handleEndStanding(w http.ResponseWriter, r *http.Request, m yidu.Message) {
+	if s.standing == nil {
+		s.fail(w, r, errNotFound)
+		return
+	}
+	var b struct {
+		Until *time.Time `json:"until"`
+	}
+	if err := decodeStrict(http.MaxBytesReader(w, r.Body, 4096), &b); err != nil {
+		s.failBody(w, r, err)
+		return
+	}
+	err := s.standing.End(r.Context(), principalFrom(r.Context()), m.CorpID, m.MsgID, b.Until)
+	s.recordActs(r, m.CorpID, m.App, []campaign.Act{{Action: yidu.ActionEdit, MsgID: m.MsgID, Detail: "standing: until", Err: err}})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.handleStanding(w, r, m)
+}
+
+// standingRuleJSON is one rule in force, as the caller sees it.
+type standingRuleJSON struct {
+	MsgID       string                `json:"msgid"`
+	App         string                `json:"app"`
+	Title       string                `json:"title"`
+	Spec        yidu.Standing         `json:"spec"`
+	Recipients  int64                 `json:"recipients"`
+	Current     int64                 `json:"current"`
+	NotCurrent  int64                 `json:"not_current"`
+	Pending     int                   `json:"pending_joiners"`
+	Cycle       int                   `json:"cycle"`
+	Departments []progress.Department `json:"departments"`
+}
+
+// handleStandingRules is GET /standing (and /standing.csv): every
+// standing rule in force the caller may see, who is current on it (has
+// acknowledged it in its current cycle, or read it), by department.
+func (s *Server) handleStandingRules(w http.ResponseWriter, r *http.Request) {
+	if s.standing == nil {
+		s.fail(w, r, errNotFound)
+		return
+	}
+	p := principalFrom(r.Context())
+	ids, err := s.standing.InForce(r.Context(), p.Corps())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := []standingRuleJSON{}
+	for _, id := range ids {
+		m, v, err := s.prog.Find(r.Context(), p, id)
+		if errors.Is(err, yidu.ErrNotFound) {
+			continue // outside the caller's scope
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		c, err := s.prog.Counts(r.Context(), m, v)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		info, err := s.standing.Info(r.Context(), m.CorpID, m.MsgID, v.UIDs())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		depts, _, err := s.prog.Departments(r.Context(), m, v, p)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		j := standingRuleJSON{MsgID: m.MsgID, App: m.App, Title: m.Title, Spec: info.Spec, Recipients: c.Recipients,
+			Current: c.Read, NotCurrent: c.Recipients - c.Read, Pending: info.PendingJoiners, Departments: depts}
+		if n := len(info.ByCycle); n > 0 {
+			j.Cycle = info.ByCycle[n-1].Cycle
+		}
+		out = append(out, j)
+	}
+	s.recordDone(r, withPeople(event(r, yidu.ActionExport, "", "", ""), int64(len(out)), "standing"), nil)
+	if r.URL.Path == "/api/v1/standing.csv" {
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		w.Header().Set("Content-Disposition", `attachment; filename="standing.csv"`)
+		_, _ = w.Write([]byte(utf8BOM))
+		cw := csv.NewWriter(w)
+		_ = cw.Write([]string{"msgid", "title", "cycle", "department_id", "department", "recipients", "current", "not_current"})
+		for _, j := range out {
+			_ = cw.Write([]string{j.MsgID, neutralise(j.Title), strconv.Itoa(j.Cycle), "", "全部", strconv.FormatInt(j.Recipients, 10),
+				strconv.FormatInt(j.Current, 10), strconv.FormatInt(j.NotCurrent, 10)})
+			for _, d := range j.Departments {
+				_ = cw.Write([]string{j.MsgID, neutralise(j.Title), strconv.Itoa(j.Cycle), strconv.FormatInt(d.ID, 10), neutralise(d.Name),
+					strconv.FormatUint(d.Recipients, 10), strconv.FormatUint(d.Read, 10), strconv.FormatUint(d.Unread, 10)})
+			}
+		}
+		cw.Flush()
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"rules": out})
+}
+
+func withPeople(ev audit.Event, n int64, detail string) audit.Event {
+	ev.People, ev.Detail = n, detail
+	return ev
+}
+
+// listStanding is the list of messages filtered to standing notices
+// (?standing=true): every one the caller sees, oldest first, one page,
+// narrowed by ?q= and ?app= as the list is.
+func (s *Server) listStanding(ctx context.Context, p *access.Principal, f listFilter) (listJSON, error) {
+	out := listJSON{Messages: []messageJSON{}}
+	if s.standing == nil {
+		return out, nil
+	}
+	ids, err := s.standing.All(ctx, p.Corps())
+	if err != nil {
+		return out, err
+	}
+	for _, id := range ids {
+		m, v, err := s.prog.Find(ctx, p, id)
+		if errors.Is(err, yidu.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		if (f.app != "" && m.App != f.app) || (f.title != "" && !strings.Contains(m.Title, f.title)) {
+			continue
+		}
+		c, err := s.prog.Counts(ctx, m, v)
+		if err != nil {
+			return out, err
+		}
+		j := toJSON(m)
+		j.setCounts(c)
+		out.Messages = append(out.Messages, j)
+	}
+	return out, nil
+}

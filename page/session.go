@@ -1,0 +1,129 @@
+package page
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/yidu-io/yidu/internal/webedge"
+)
+
+// Readers' sessions (issue 50). A member signs in once per corp and
+// reads every notice of the corp for DefaultSessionTTL, rolling: each use
+// pushes the end back, so a member who reads at least once a month never
+// signs in again. Sessions are in Redis, shared by the receivers and kept
+// across their restarts. Each member's sessions are indexed by uid, so the
+// directory can end them when the member leaves (Sessions.Revoke, called
+// by idmap's sync and change_contact delete_user).
+//
+// What a page needs of the reader (uid, name, whether they are in the
+// directory and still there) is kept in the session at sign-in, so an
+// open costs no MySQL; a member who leaves loses the session.
+
+// DefaultSessionTTL is Options.SessionTTL's default: 30 days, rolling.
+const DefaultSessionTTL = 30 * 24 * time.Hour
+
+// session is a reader's sign-in, kept in Redis under its id's hash.
+type session struct {
+	Corp   string `json:"corp"`
+	UserID string `json:"userid"`
+	// UID and Name are the member's at sign-in; Status is "" for a member
+	// of the directory, "left" or "unknown" (kept so the page answers
+	// them 404 with an audit row, as for a non-recipient).
+	UID    uint32 `json:"uid,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Status string `json:"status,omitempty"`
+	// Reader: the session carries the reader (uid 0 is a uid); false for
+	// a session made before it did.
+	Reader bool `json:"reader,omitempty"`
+}
+
+// Session statuses.
+const (
+	statusLeft    = "left"
+	statusUnknown = "unknown"
+)
+
+// Sessions keeps readers' sessions in Redis: the web edge's sessions
+// (internal/webedge) of the page's kind, rolling, with an index of each
+// member's sessions.
+type Sessions struct {
+	rdb    redis.UniversalClient
+	prefix string
+	store  *webedge.Sessions[session]
+}
+
+// NewSessions returns the readers' sessions in rdb under prefix, each
+// lasting ttl from its last use (0: DefaultSessionTTL).
+func NewSessions(rdb redis.UniversalClient, prefix string, ttl time.Duration) *Sessions {
+	if ttl <= 0 {
+		ttl = DefaultSessionTTL
+	}
+	return &Sessions{rdb: rdb, prefix: prefix, store: webedge.NewSessions[session](rdb, webedge.SessionKind{
+		Name: "page", Key: prefix + "page:session:", TTL: ttl, Rolling: true, Strict: true})}
+}
+
+// TTL is how long a session lasts from its last use.
+func (s *Sessions) TTL() time.Duration { return s.store.TTL() }
+
+// indexKey holds the session keys of one member.
+func (s *Sessions) indexKey(corp string, uid uint32) string {
+	return s.prefix + "page:sessions:{" + corp + "}:" + strconv.FormatUint(uint64(uid), 10)
+}
+
+// create stores sess and returns its id (the cookie's value).
+func (s *Sessions) create(ctx context.Context, sess session) (string, error) {
+	return s.store.Create(ctx, sess, func(p redis.Pipeliner, key string) {
+		if sess.Reader && sess.Status != statusUnknown {
+			idx := s.indexKey(sess.Corp, sess.UID)
+			p.SAdd(ctx, idx, key)
+			p.Expire(ctx, idx, s.TTL()+24*time.Hour)
+		}
+	})
+}
+
+// lookup returns the session id names and pushes its end back by the TTL.
+func (s *Sessions) lookup(ctx context.Context, id string) (session, bool, error) {
+	return s.store.Get(ctx, id)
+}
+
+// lookupWith is lookup, with more commands (also) in its round trip.
+func (s *Sessions) lookupWith(ctx context.Context, id string, also func(redis.Pipeliner)) (session, bool, error) {
+	return s.store.GetWith(ctx, id, also)
+}
+
+// Revoke ends every reading session of the corp's members uids (they
+// left the company): their next open signs them in again, and the
+// directory then answers them 404.
+func (s *Sessions) Revoke(ctx context.Context, corp string, uids []uint32) error {
+	for _, uid := range uids {
+		idx := s.indexKey(corp, uid)
+		keys, err := s.rdb.SMembers(ctx, idx).Result()
+		if err != nil {
+			return fmt.Errorf("page: revoke sessions of %d: %w", uid, err)
+		}
+		// One key a command: a cluster keeps them in different slots.
+		if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range append(keys, idx) {
+				p.Del(ctx, k)
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("page: revoke sessions of %d: %w", uid, err)
+		}
+	}
+	return nil
+}
+
+// SessionCookie is the name of the reading page's session cookie.
+const SessionCookie = "yidu_read"
+
+// Create makes a session of corp's member userID (uid, name), as a
+// sign-in does, and returns its id, the value of SessionCookie; yidu-bench
+// seeds the members who signed in before a storm with it.
+func (s *Sessions) Create(ctx context.Context, corp, userID string, uid uint32, name string) (string, error) {
+	return s.create(ctx, session{Corp: corp, UserID: userID, UID: uid, Name: name, Reader: true})
+}
