@@ -302,40 +302,6 @@ type Prepared struct {
 	Settings noticev.Settings
 }
 
-// prepare checks what p posted before anything is stored, registered or
-// sent: the audience p may address, the app's default follow-up, the
-// content (what makes it read is fixed now), a card linking to its
-// reading page, and, for a notice sent now (not Content.Later), its time
-// and its policy.
-func (s *Service) prepare(ctx context.Context, p *access.Principal, o Outgoing) (Prepared, error) {
-	out := Prepared{Registration: o.Registration, FollowUp: o.FollowUp}
-	if err := s.CheckAudience(ctx, p, o.App, o.Audience); err != nil {
-		return out, err
-	}
-	if d := s.DefaultFollowUp(o.App, o.FollowUpSet); d != nil {
-		out.FollowUp, out.FollowUpDefault = d, true
-	}
-	o.Content.Title = o.Title
-	ver, err := s.PrepareContent(ctx, o.App.CorpID, o.Content)
-	if err != nil {
-		return out, err
-	}
-	if out.Version = ver; ver != nil {
-		out.ReadRule, _ = yidu.ParseReadRule(o.Content.ReadRule)
-		out.Settings = noticev.Settings{ReadRule: out.ReadRule, MinReadSeconds: o.Content.MinReadSeconds}
-		if err := s.linkToPage(&out.Registration); err != nil {
-			return out, err
-		}
-	}
-	if o.Content.Later {
-		return out, nil
-	}
-	if out.SentAt.IsZero() {
-		out.SentAt = s.o.Now().UTC()
-	}
-	return out, s.CheckFollowUp(out.FollowUp, out.SentAt)
-}
-
 // linkToPage makes the card of a notice with content open its reading
 // page (Options.ReadingPage): the card's url is the page's,
 // through the tracked link like any card url, so a msgid is chosen now
@@ -360,44 +326,6 @@ func (s *Service) linkToPage(reg *yidu.Registration) error {
 
 // ErrNoRegistrar: the service was given no Registrar.
 var ErrNoRegistrar = errors.New("campaign: no registrar")
-
-// register registers what prepare checked and, when it asks to, sends
-// its cards now (the tracker's RegisterAndSend: a replay of the same
-// msgid finds the notice registered). keepContent and
-// registeredFollowUp keep the rest (Post).
-func (s *Service) register(ctx context.Context, pr Prepared) (yidu.Registered, error) {
-	if s.o.Registrar == nil {
-		return yidu.Registered{}, ErrNoRegistrar
-	}
-	return s.o.Registrar.RegisterAndSend(ctx, pr.Registration)
-}
-
-// keepContent keeps what pr registered as m sent: its content as
-// version 1 (a replay finds it stored).
-func (s *Service) keepContent(ctx context.Context, m yidu.Message, pr Prepared, by string) error {
-	if pr.Version == nil {
-		return nil
-	}
-	cs, err := s.contents()
-	if err != nil {
-		return err
-	}
-	if _, err := cs.Create(ctx, m.CorpID, m.MsgID, *pr.Version, pr.Settings, by); err != nil {
-		return fmt.Errorf("campaign: content of %s: %w", m.MsgID, err)
-	}
-	return nil
-}
-
-// registeredFollowUp stores the policy of what pr registered as m
-// (StoreFollowUp); created says the registration made m. The app's
-// default goes to a notice the registration created only: a replay must
-// not undo a policy changed since. tried: a policy was stored or refused.
-func (s *Service) registeredFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pr Prepared, created bool) (tried bool, err error) {
-	if pr.FollowUp == nil || (!created && pr.FollowUpDefault) {
-		return false, nil
-	}
-	return true, s.StoreFollowUp(ctx, p, m, *pr.FollowUp)
-}
 
 // checkDraftContent checks the full text d keeps until it is sent as a
 // notice sent now has its checked (PrepareContent: the text's limits,
@@ -431,16 +359,6 @@ func (s *Service) checkDraftContent(ctx context.Context, d *yidu.Draft) error {
 	}
 	d.MsgID, d.URL, d.Content = reg.MsgID, reg.URL, &c
 	return nil
-}
-
-// DraftContent is what content o keeps as a draft or scheduled notice
-// (Content.Later): nil without content.
-func DraftContent(c Content) *yidu.NoticeContent {
-	if !c.Has {
-		return nil
-	}
-	rr, _ := yidu.ParseReadRule(c.ReadRule)
-	return &yidu.NoticeContent{Markdown: c.Markdown, Attachments: c.Attachments, ReadRule: rr, MinReadSeconds: c.MinReadSeconds}
 }
 
 // PreviewContent renders n's kept full text as its version 1 will be

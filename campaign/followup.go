@@ -2,7 +2,9 @@ package campaign
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/yidu-io/yidu"
@@ -119,4 +121,14 @@ func (s *Service) CancelRound(ctx context.Context, p *access.Principal, m yidu.M
 		return false, err
 	}
 	return s.o.Rounds.CancelRound(ctx, m.CorpID, m.MsgID)
+}
+
+// InFollowUp names a policy's field as a field of the posted follow_up
+// ("deadline: ..." becomes "follow_up.deadline: ...").
+func InFollowUp(err error) error {
+	var fe *yidu.FieldError
+	if !errors.As(err, &fe) || strings.HasPrefix(fe.Field, "follow_up") {
+		return err
+	}
+	return &yidu.FieldError{Field: "follow_up." + fe.Field, Reason: "follow_up." + fe.Reason}
 }

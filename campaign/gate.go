@@ -311,3 +311,71 @@ func (s *Service) gate(ctx context.Context, act Verb, p *access.Principal, m yid
 	}
 	return s.mayReach(ctx, m)
 }
+
+// mustSend refuses a caller who may not send through app (an admin of the
+// corp or a sender of the app may).
+func mustSend(p *access.Principal, corp, app, what string) error {
+	if !access.Decide(p, yidu.ActionSend, access.Target{Corp: corp, App: app}).Allowed {
+		return fmt.Errorf("%w: your role may not %s through this app", ErrForbidden, what)
+	}
+	return nil
+}
+
+// CheckAudience refuses, with an *AudienceError naming the field, an
+// audience of app that the caller may not address (issue 41: a sender
+// kept to some departments and tags), and a caller who may not send
+// through app at all. It is authorize's decision for a send, and
+// writes nothing; compose, edit, send now, a scheduled notice at its
+// time and the dashboard's preview and registration call it before
+// anything is stored or sent.
+func (s *Service) CheckAudience(ctx context.Context, p *access.Principal, app yidu.App, au yidu.Audience) error {
+	return s.authorize(ctx, VerbSend, p, Target{CorpID: app.CorpID, App: app.Name, Audience: &au})
+}
+
+// audienceInside refuses an audience au of app outside what a sender
+// kept to an audience may address; without Audiences it fails closed.
+func (s *Service) audienceInside(ctx context.Context, p *access.Principal, corp, app string, au yidu.Audience) error {
+	if s.o.Audiences == nil {
+		return &AudienceError{Field: "audience", Reason: "your role is kept to an audience this server cannot check"}
+	}
+	m, key := memoOf(ctx), ""
+	if m != nil {
+		key = audienceKey(p, corp, app, au)
+		if err, ok := m.checked(key); ok {
+			return err
+		}
+	}
+	err := audienceErr(s.o.Audiences.CheckAudience(ctx, p, corp, app, au))
+	if ctx.Err() == nil {
+		m.check(key, err)
+	}
+	return err
+}
+
+// audienceErr turns access's OutsideError into an AudienceError.
+func audienceErr(err error) error {
+	var oe *access.OutsideError
+	if errors.As(err, &oe) {
+		return &AudienceError{Field: oe.Field, Reason: oe.Reason}
+	}
+	if err != nil {
+		return fmt.Errorf("campaign: check audience: %w", err)
+	}
+	return nil
+}
+
+// Limit is what the caller may address through app: the picker lists
+// only that. Everyone for a caller who is not kept to an audience.
+func (s *Service) Limit(ctx context.Context, p *access.Principal, app yidu.App) (access.Limit, error) {
+	if _, limited := p.SenderAudience(app.CorpID, app.Name); !limited || s.o.Audiences == nil {
+		if limited {
+			return access.Limit{}, &AudienceError{Field: "audience", Reason: "your role is kept to an audience this server cannot check"}
+		}
+		return access.Anyone, nil
+	}
+	l, err := s.o.Audiences.Limit(ctx, p, app.CorpID, app.Name)
+	if err != nil {
+		return access.Limit{}, fmt.Errorf("campaign: audience limit: %w", err)
+	}
+	return l, nil
+}

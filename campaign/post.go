@@ -3,11 +3,14 @@ package campaign
 import (
 	"cmp"
 	"context"
+	"database/sql"
+	"fmt"
 	"time"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign/store"
+	noticev "github.com/yidu-io/yidu/notice"
 )
 
 // Post is a notice as POST /messages carries it: sent now, scheduled
@@ -16,9 +19,6 @@ type Post struct {
 	Outgoing
 	SendAt time.Time
 	Draft  bool
-	// Kept is the posted full text as a notice not yet sent keeps it
-	// (published as version 1 when it is sent); nil: none.
-	Kept *yidu.NoticeContent
 	// Standing makes it a standing notice (issue 51); nil: an ordinary one.
 	Standing *yidu.Standing
 }
@@ -144,7 +144,7 @@ func (s *Service) postLater(ctx context.Context, p *access.Principal, post Post,
 	if !post.SentAt.IsZero() {
 		return Posted{}, yidu.Fieldf("sent_at", "sent_at is set when the notice is sent, not with send_at or draft")
 	}
-	n, err := s.Compose(ctx, p, s.composeOf(post, pr, yidu.Schedule{SendAt: post.SendAt, Draft: post.Draft}))
+	n, err := s.keep(ctx, p, s.draftOf(post, pr, yidu.Schedule{SendAt: post.SendAt, Draft: post.Draft}), pr.FollowUp)
 	if err == nil && post.Standing != nil {
 		err = s.keepStanding(ctx, p, n.MsgID, post, pr)
 	}
@@ -159,7 +159,7 @@ func (s *Service) postLater(ctx context.Context, p *access.Principal, post Post,
 // for it (SendNow of a notice not approved waits); it is sent when
 // approved.
 func (s *Service) postForApproval(ctx context.Context, p *access.Principal, post Post, pr Prepared) (Posted, error) {
-	n, err := s.Compose(ctx, p, s.composeOf(post, pr, yidu.Schedule{Draft: true}))
+	n, err := s.keep(ctx, p, s.draftOf(post, pr, yidu.Schedule{Draft: true}), pr.FollowUp)
 	if err == nil && post.Standing != nil {
 		err = s.keepStanding(ctx, p, n.MsgID, post, pr)
 	}
@@ -170,12 +170,178 @@ func (s *Service) postForApproval(ctx context.Context, p *access.Principal, post
 	return Posted{Notice: n, Approval: err == nil, Acts: []Act{act}}, err
 }
 
-// composeOf is the Compose of a prepared post kept for later: its full
-// text is kept with it and published as version 1 when it is sent.
-func (s *Service) composeOf(post Post, pr Prepared, sch yidu.Schedule) Compose {
+// draftOf is the draft of a prepared post kept for later: prepare
+// checked its audience, its text (kept with it and published as
+// version 1 when it is sent, its card linked to the reading page) and
+// chose its follow-up, so keep does not ask again.
+func (s *Service) draftOf(post Post, pr Prepared, sch yidu.Schedule) yidu.Draft {
 	sch.Timezone = post.App.Timezone
-	return Compose{Draft: yidu.Draft{
+	return yidu.Draft{
 		MsgID: pr.MsgID, App: post.App, Title: pr.Title, Body: pr.Body, URL: pr.URL, Audience: pr.Audience,
-		Content: post.Kept, Schedule: sch,
-	}, FollowUp: pr.FollowUp, FollowUpSet: post.FollowUpSet}
+		Content: keptContent(post.Content), Schedule: sch,
+	}
+}
+
+// Compose is a new draft or scheduled notice, stored with its follow-up
+// policy in one transaction: the posted one, else the app's default
+// (followUpSet: the request named one, null included).
+type Compose struct {
+	Draft       yidu.Draft
+	FollowUp    *yidu.Policy
+	FollowUpSet bool
+}
+
+// Compose stores a draft or a scheduled notice for the caller, who must
+// be allowed to send through its app; the notice and its follow-up
+// policy are written in one transaction, so a failure between them
+// leaves neither.
+func (s *Service) Compose(ctx context.Context, p *access.Principal, c Compose) (yidu.Notice, error) {
+	if s.st == nil {
+		return yidu.Notice{}, ErrNoCampaigns
+	}
+	app := c.Draft.App
+	if err := s.CheckAudience(ctx, p, app, c.Draft.Audience); err != nil {
+		return yidu.Notice{}, err
+	}
+	pol := c.FollowUp
+	if d := s.DefaultFollowUp(app, c.FollowUpSet); d != nil {
+		pol = d
+	}
+	// Its full text is checked now and kept with it, published as
+	// version 1 when it is sent (issue 39).
+	if err := s.checkDraftContent(ctx, &c.Draft); err != nil {
+		return yidu.Notice{}, err
+	}
+	return s.keep(ctx, p, c.Draft, pol)
+}
+
+// keep stores d, checked but for its follow-up policy pol, for p: pol
+// is checked against its send time (a draft's against now; the deadline
+// of one sent later than that is the deadline: plan stops it), the
+// notice and pol are written in one transaction, and a scheduled notice
+// that needs approval asks for it (issue 41).
+func (s *Service) keep(ctx context.Context, p *access.Principal, d yidu.Draft, pol *yidu.Policy) (yidu.Notice, error) {
+	if s.st == nil {
+		return yidu.Notice{}, ErrNoCampaigns
+	}
+	if !d.Schedule.Draft && d.Schedule.SendAt.IsZero() {
+		return yidu.Notice{}, yidu.Fieldf("send_at", "send_at is required unless draft")
+	}
+	sendAt := cmp.Or(d.Schedule.SendAt, s.o.Now())
+	if err := s.CheckFollowUp(pol, sendAt); err != nil {
+		return yidu.Notice{}, err
+	}
+	d.By = p.Name
+	n, err := s.compose(ctx, p, d, pol, sendAt)
+	if err != nil || n.State == yidu.StateDraft {
+		return n, err
+	}
+	n, _, err = s.review(ctx, p, n, false)
+	return n, err
+}
+
+func (s *Service) compose(ctx context.Context, p *access.Principal, d yidu.Draft, pol *yidu.Policy, sendAt time.Time) (yidu.Notice, error) {
+	app := d.App
+	if pol == nil {
+		return s.st.Create(ctx, d)
+	}
+	rounds, ok := s.o.Rounds.(txPolicies)
+	if !ok {
+		// A test's fake keeps policies elsewhere: stored after the notice.
+		n, err := s.st.Create(ctx, d)
+		if err != nil {
+			return n, err
+		}
+		return n, InFollowUp(s.o.Rounds.StorePolicy(ctx, app.CorpID, n.MsgID, *pol, sendAt, p.Name))
+	}
+	return s.st.CreateWith(ctx, d, func(ctx context.Context, tx *sql.Tx, d yidu.Draft) error {
+		return InFollowUp(rounds.StorePolicyIn(ctx, tx, app.CorpID, d.MsgID, *pol, sendAt, p.Name))
+	})
+}
+
+// prepare checks what p posted before anything is stored, registered or
+// sent: the audience p may address, the app's default follow-up, the
+// content (what makes it read is fixed now), a card linking to its
+// reading page, and, for a notice sent now (not Content.Later), its time
+// and its policy.
+func (s *Service) prepare(ctx context.Context, p *access.Principal, o Outgoing) (Prepared, error) {
+	out := Prepared{Registration: o.Registration, FollowUp: o.FollowUp}
+	if err := s.CheckAudience(ctx, p, o.App, o.Audience); err != nil {
+		return out, err
+	}
+	if d := s.DefaultFollowUp(o.App, o.FollowUpSet); d != nil {
+		out.FollowUp, out.FollowUpDefault = d, true
+	}
+	o.Content.Title = o.Title
+	ver, err := s.PrepareContent(ctx, o.App.CorpID, o.Content)
+	if err != nil {
+		return out, err
+	}
+	if out.Version = ver; ver != nil {
+		out.ReadRule, _ = yidu.ParseReadRule(o.Content.ReadRule)
+		out.Settings = noticev.Settings{ReadRule: out.ReadRule, MinReadSeconds: o.Content.MinReadSeconds}
+		if err := s.linkToPage(&out.Registration); err != nil {
+			return out, err
+		}
+	}
+	if o.Content.Later {
+		return out, nil
+	}
+	if out.SentAt.IsZero() {
+		out.SentAt = s.o.Now().UTC()
+	}
+	return out, s.CheckFollowUp(out.FollowUp, out.SentAt)
+}
+
+// register registers what prepare checked and, when it asks to, sends
+// its cards now (the tracker's RegisterAndSend: a replay of the same
+// msgid finds the notice registered). keepContent and
+// registeredFollowUp keep the rest (Post).
+func (s *Service) register(ctx context.Context, pr Prepared) (yidu.Registered, error) {
+	if s.o.Registrar == nil {
+		return yidu.Registered{}, ErrNoRegistrar
+	}
+	return s.o.Registrar.RegisterAndSend(ctx, pr.Registration)
+}
+
+// keepContent keeps what pr registered as m sent: its content as
+// version 1 (a replay finds it stored).
+func (s *Service) keepContent(ctx context.Context, m yidu.Message, pr Prepared, by string) error {
+	if pr.Version == nil {
+		return nil
+	}
+	cs, err := s.contents()
+	if err != nil {
+		return err
+	}
+	if _, err := cs.Create(ctx, m.CorpID, m.MsgID, *pr.Version, pr.Settings, by); err != nil {
+		return fmt.Errorf("campaign: content of %s: %w", m.MsgID, err)
+	}
+	return nil
+}
+
+// registeredFollowUp stores the policy of what pr registered as m
+// (StoreFollowUp); created says the registration made m. The app's
+// default goes to a notice the registration created only: a replay must
+// not undo a policy changed since. tried: a policy was stored or refused.
+func (s *Service) registeredFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pr Prepared, created bool) (tried bool, err error) {
+	if pr.FollowUp == nil || (!created && pr.FollowUpDefault) {
+		return false, nil
+	}
+	return true, s.StoreFollowUp(ctx, p, m, *pr.FollowUp)
+}
+
+// keptContent is the full text a draft or scheduled notice keeps of c
+// (Content.Later), as checkDraftContent leaves it: the read rule by its
+// name, no attachments an empty list; nil without content.
+func keptContent(c Content) *yidu.NoticeContent {
+	if !c.Has {
+		return nil
+	}
+	rr, _ := yidu.ParseReadRule(c.ReadRule) // PrepareContent checked it
+	kept := &yidu.NoticeContent{Markdown: c.Markdown, Attachments: c.Attachments, ReadRule: rr, MinReadSeconds: c.MinReadSeconds}
+	if kept.Attachments == nil {
+		kept.Attachments = []string{}
+	}
+	return kept
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -223,16 +222,6 @@ type Service struct {
 // ErrNoCampaigns: the server keeps no drafts or scheduled notices.
 var ErrNoCampaigns = errors.New("scheduled sending is not configured")
 
-// InFollowUp names a policy's field as a field of the posted follow_up
-// ("deadline: ..." becomes "follow_up.deadline: ...").
-func InFollowUp(err error) error {
-	var fe *yidu.FieldError
-	if !errors.As(err, &fe) || strings.HasPrefix(fe.Field, "follow_up") {
-		return err
-	}
-	return &yidu.FieldError{Field: "follow_up." + fe.Field, Reason: "follow_up." + fe.Reason}
-}
-
 // ErrNoReminderLog: the server has no ReminderLog to claim reminders and
 // recalls.
 var ErrNoReminderLog = errors.New("reminders and recalls are not configured")
@@ -268,142 +257,6 @@ func (s *Service) RemindInterval() time.Duration { return s.o.RemindInterval }
 
 // FollowUps reports whether the server runs follow-up rounds.
 func (s *Service) FollowUps() bool { return s.o.Rounds != nil }
-
-// mustSend refuses a caller who may not send through app (an admin of the
-// corp or a sender of the app may).
-func mustSend(p *access.Principal, corp, app, what string) error {
-	if !access.Decide(p, yidu.ActionSend, access.Target{Corp: corp, App: app}).Allowed {
-		return fmt.Errorf("%w: your role may not %s through this app", ErrForbidden, what)
-	}
-	return nil
-}
-
-// CheckAudience refuses, with an *AudienceError naming the field, an
-// audience of app that the caller may not address (issue 41: a sender
-// kept to some departments and tags), and a caller who may not send
-// through app at all. It is authorize's decision for a send, and
-// writes nothing; compose, edit, send now, a scheduled notice at its
-// time and the dashboard's preview and registration call it before
-// anything is stored or sent.
-func (s *Service) CheckAudience(ctx context.Context, p *access.Principal, app yidu.App, au yidu.Audience) error {
-	return s.authorize(ctx, VerbSend, p, Target{CorpID: app.CorpID, App: app.Name, Audience: &au})
-}
-
-// audienceInside refuses an audience au of app outside what a sender
-// kept to an audience may address; without Audiences it fails closed.
-func (s *Service) audienceInside(ctx context.Context, p *access.Principal, corp, app string, au yidu.Audience) error {
-	if s.o.Audiences == nil {
-		return &AudienceError{Field: "audience", Reason: "your role is kept to an audience this server cannot check"}
-	}
-	m, key := memoOf(ctx), ""
-	if m != nil {
-		key = audienceKey(p, corp, app, au)
-		if err, ok := m.checked(key); ok {
-			return err
-		}
-	}
-	err := audienceErr(s.o.Audiences.CheckAudience(ctx, p, corp, app, au))
-	if ctx.Err() == nil {
-		m.check(key, err)
-	}
-	return err
-}
-
-// audienceErr turns access's OutsideError into an AudienceError.
-func audienceErr(err error) error {
-	var oe *access.OutsideError
-	if errors.As(err, &oe) {
-		return &AudienceError{Field: oe.Field, Reason: oe.Reason}
-	}
-	if err != nil {
-		return fmt.Errorf("campaign: check audience: %w", err)
-	}
-	return nil
-}
-
-// Limit is what the caller may address through app: the picker lists
-// only that. Everyone for a caller who is not kept to an audience.
-func (s *Service) Limit(ctx context.Context, p *access.Principal, app yidu.App) (access.Limit, error) {
-	if _, limited := p.SenderAudience(app.CorpID, app.Name); !limited || s.o.Audiences == nil {
-		if limited {
-			return access.Limit{}, &AudienceError{Field: "audience", Reason: "your role is kept to an audience this server cannot check"}
-		}
-		return access.Anyone, nil
-	}
-	l, err := s.o.Audiences.Limit(ctx, p, app.CorpID, app.Name)
-	if err != nil {
-		return access.Limit{}, fmt.Errorf("campaign: audience limit: %w", err)
-	}
-	return l, nil
-}
-
-// Compose is a new draft or scheduled notice, stored with its follow-up
-// policy in one transaction: the posted one, else the app's default
-// (followUpSet: the request named one, null included).
-type Compose struct {
-	Draft       yidu.Draft
-	FollowUp    *yidu.Policy
-	FollowUpSet bool
-}
-
-// Compose stores a draft or a scheduled notice for the caller, who must
-// be allowed to send through its app; the notice and its follow-up
-// policy are written in one transaction, so a failure between them
-// leaves neither.
-func (s *Service) Compose(ctx context.Context, p *access.Principal, c Compose) (yidu.Notice, error) {
-	if s.st == nil {
-		return yidu.Notice{}, ErrNoCampaigns
-	}
-	app := c.Draft.App
-	if err := s.CheckAudience(ctx, p, app, c.Draft.Audience); err != nil {
-		return yidu.Notice{}, err
-	}
-	if !c.Draft.Schedule.Draft && c.Draft.Schedule.SendAt.IsZero() {
-		return yidu.Notice{}, yidu.Fieldf("send_at", "send_at is required unless draft")
-	}
-	pol := c.FollowUp
-	if d := s.DefaultFollowUp(app, c.FollowUpSet); d != nil {
-		pol = d
-	}
-	// A draft's policy is checked against now; the deadline of one sent
-	// later than that is the deadline (plan stops it).
-	sendAt := cmp.Or(c.Draft.Schedule.SendAt, s.o.Now())
-	if err := s.CheckFollowUp(pol, sendAt); err != nil {
-		return yidu.Notice{}, err
-	}
-	c.Draft.By = p.Name
-	// Its full text is checked now and kept with it, published as
-	// version 1 when it is sent (issue 39).
-	if err := s.checkDraftContent(ctx, &c.Draft); err != nil {
-		return yidu.Notice{}, err
-	}
-	n, err := s.compose(ctx, p, c.Draft, pol, sendAt)
-	if err != nil || n.State == yidu.StateDraft {
-		return n, err
-	}
-	// A scheduled notice that needs approval waits for it (issue 41).
-	n, _, err = s.review(ctx, p, n, false)
-	return n, err
-}
-
-func (s *Service) compose(ctx context.Context, p *access.Principal, d yidu.Draft, pol *yidu.Policy, sendAt time.Time) (yidu.Notice, error) {
-	app := d.App
-	if pol == nil {
-		return s.st.Create(ctx, d)
-	}
-	rounds, ok := s.o.Rounds.(txPolicies)
-	if !ok {
-		// A test's fake keeps policies elsewhere: stored after the notice.
-		n, err := s.st.Create(ctx, d)
-		if err != nil {
-			return n, err
-		}
-		return n, InFollowUp(s.o.Rounds.StorePolicy(ctx, app.CorpID, n.MsgID, *pol, sendAt, p.Name))
-	}
-	return s.st.CreateWith(ctx, d, func(ctx context.Context, tx *sql.Tx, d yidu.Draft) error {
-		return InFollowUp(rounds.StorePolicyIn(ctx, tx, app.CorpID, d.MsgID, *pol, sendAt, p.Name))
-	})
-}
 
 // Edit changes a draft, scheduled or held notice of the caller's app,
 // and with pol its follow-up policy, checked against the send time the

@@ -76,15 +76,6 @@ func noticeJSON(n yidu.Notice) messageJSON {
 	return j
 }
 
-// noticeContent is the full text a registration or a PATCH gives a
-// notice not yet sent: c with the read rule (nil c: none).
-func noticeContent(c *contentJSON, readRule string, minRead int) *yidu.NoticeContent {
-	if c == nil {
-		return nil
-	}
-	return &yidu.NoticeContent{Markdown: c.Markdown, Attachments: c.Attachments, ReadRule: yidu.ReadRule(readRule), MinReadSeconds: minRead}
-}
-
 // sentOrNotice answers a registered message with sent; otherwise it
 // finds the notice not yet registered. false: answered.
 func (s *Server) sentOrNotice(w http.ResponseWriter, r *http.Request, sent func(http.ResponseWriter, *http.Request, yidu.Message)) (yidu.Notice, *http.Request, bool) {

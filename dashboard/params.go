@@ -134,7 +134,6 @@ func decodeRegistration(r io.Reader) (string, campaign.Post, error) {
 	if b.Content != nil {
 		reg.Content.Markdown, reg.Content.Attachments = b.Content.Markdown, b.Content.Attachments
 	}
-	reg.Kept = noticeContent(b.Content, b.ReadRule, b.MinReadSeconds)
 	reg.FollowUp, reg.FollowUpSet = b.FollowUp.p, b.FollowUp.set
 	if sendAt != nil {
 		if sendAt.IsZero() {
