@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -71,6 +72,12 @@ func (s *Service) ApprovalHash(ctx context.Context, n yidu.Notice) (string, erro
 		// read rule and min_read_seconds. Left out when none, so the
 		// hashes of notices without it are as they were.
 		Draft *yidu.NoticeContent `json:",omitempty"`
+		// Standing is a standing notice's rule (issue 51): whom it
+		// enrols later, by when, and on which cycle everyone is asked
+		// again. Approved, it covers its joiners' cards and its cycles'
+		// versions (the approved text with the cycle's line). Left out
+		// for other notices.
+		Standing *approvedStanding `json:",omitempty"`
 	}{Title: n.Title, Body: n.Body, URL: n.URL, Audience: n.Audience, Draft: n.Content}
 	if !n.SendAt.IsZero() {
 		v.SendAt = n.SendAt.UTC().Format(time.RFC3339)
@@ -84,6 +91,15 @@ func (s *Service) ApprovalHash(ctx context.Context, n yidu.Notice) (string, erro
 		}
 		if has {
 			v.Policy = &fu.Policy
+		}
+	}
+	if s.o.Standing != nil {
+		spec, ok, err := s.o.Standing.Spec(ctx, n.App.CorpID, n.MsgID)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			v.Standing = &approvedStanding{JoinDeadline: cmp.Or(spec.JoinDeadline, yidu.DefaultJoinDeadline), ReacknowledgeEvery: spec.ReacknowledgeEvery}
 		}
 	}
 	if s.o.Versions != nil {
@@ -101,6 +117,13 @@ func (s *Service) ApprovalHash(ctx context.Context, n yidu.Notice) (string, erro
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// approvedStanding is what an approval binds of a standing rule: what
+// makes yidu send. Its end (until) only ever stops it, by an admin.
+type approvedStanding struct {
+	JoinDeadline       string
+	ReacknowledgeEvery string `json:",omitempty"`
 }
 
 // NeedsApproval reports whether n needs approval under its app's rule,

@@ -272,6 +272,9 @@ type ApprovalView struct {
 	// Approvers and ApproverRole are who approves it (Service.Approvers).
 	Approvers    []string
 	ApproverRole yidu.Role
+	// Standing is a standing notice's rule, which the approval binds
+	// (issue 51): a joiner's deadline and the cycle; nil for others.
+	Standing *yidu.Standing
 }
 
 // ApprovalView is p's view of n's approval.
@@ -294,6 +297,16 @@ func (s *Service) ApprovalView(ctx context.Context, p *access.Principal, n yidu.
 		}
 		if has {
 			v.ReadingPage = s.o.ReadingPage(n.App.Name, n.MsgID)
+		}
+	}
+	if s.o.Standing != nil {
+		spec, ok, err := s.o.Standing.Spec(ctx, n.App.CorpID, n.MsgID)
+		if err != nil {
+			return ApprovalView{}, err
+		}
+		if ok {
+			spec.JoinDeadline = cmp.Or(spec.JoinDeadline, yidu.DefaultJoinDeadline)
+			v.Standing = &spec
 		}
 	}
 	return v, nil

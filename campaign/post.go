@@ -144,10 +144,7 @@ func (s *Service) postLater(ctx context.Context, p *access.Principal, post Post,
 	if !post.SentAt.IsZero() {
 		return Posted{}, yidu.Fieldf("sent_at", "sent_at is set when the notice is sent, not with send_at or draft")
 	}
-	n, err := s.keep(ctx, p, s.draftOf(post, pr, yidu.Schedule{SendAt: post.SendAt, Draft: post.Draft}), pr.FollowUp)
-	if err == nil && post.Standing != nil {
-		err = s.keepStanding(ctx, p, n.MsgID, post, pr)
-	}
+	n, err := s.keep(ctx, p, s.draftOf(post, pr, yidu.Schedule{SendAt: post.SendAt, Draft: post.Draft}), pr.FollowUp, s.standingOf(p, post, pr))
 	act := Act{Action: yidu.ActionSchedule, MsgID: cmp.Or(n.MsgID, pr.MsgID), Err: err}
 	if post.Draft {
 		act.Action = yidu.ActionCompose
@@ -159,10 +156,7 @@ func (s *Service) postLater(ctx context.Context, p *access.Principal, post Post,
 // for it (SendNow of a notice not approved waits); it is sent when
 // approved.
 func (s *Service) postForApproval(ctx context.Context, p *access.Principal, post Post, pr Prepared) (Posted, error) {
-	n, err := s.keep(ctx, p, s.draftOf(post, pr, yidu.Schedule{Draft: true}), pr.FollowUp)
-	if err == nil && post.Standing != nil {
-		err = s.keepStanding(ctx, p, n.MsgID, post, pr)
-	}
+	n, err := s.keep(ctx, p, s.draftOf(post, pr, yidu.Schedule{Draft: true}), pr.FollowUp, s.standingOf(p, post, pr))
 	if err == nil {
 		n, err = s.SendNow(ctx, p, n)
 	}
@@ -212,7 +206,7 @@ func (s *Service) Compose(ctx context.Context, p *access.Principal, c Compose) (
 	if err := s.checkDraftContent(ctx, &c.Draft); err != nil {
 		return yidu.Notice{}, err
 	}
-	return s.keep(ctx, p, c.Draft, pol)
+	return s.keep(ctx, p, c.Draft, pol, nil)
 }
 
 // keep stores d, checked but for its follow-up policy pol, for p: pol
@@ -220,7 +214,11 @@ func (s *Service) Compose(ctx context.Context, p *access.Principal, c Compose) (
 // of one sent later than that is the deadline: plan stops it), the
 // notice and pol are written in one transaction, and a scheduled notice
 // that needs approval asks for it (issue 41).
-func (s *Service) keep(ctx context.Context, p *access.Principal, d yidu.Draft, pol *yidu.Policy) (yidu.Notice, error) {
+//
+// standing, when not nil, keeps the notice's standing rule once it is
+// stored and before approval is asked: the approval binds the rule
+// (ApprovalHash), so it must be there when the hash is taken.
+func (s *Service) keep(ctx context.Context, p *access.Principal, d yidu.Draft, pol *yidu.Policy, standing func(ctx context.Context, msgid string) error) (yidu.Notice, error) {
 	if s.st == nil {
 		return yidu.Notice{}, ErrNoCampaigns
 	}
@@ -233,6 +231,9 @@ func (s *Service) keep(ctx context.Context, p *access.Principal, d yidu.Draft, p
 	}
 	d.By = p.Name
 	n, err := s.compose(ctx, p, d, pol, sendAt)
+	if err == nil && standing != nil {
+		err = standing(ctx, n.MsgID)
+	}
 	if err != nil || n.State == yidu.StateDraft {
 		return n, err
 	}

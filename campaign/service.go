@@ -156,6 +156,8 @@ type Options struct {
 // (loops.StandingLoop.Save).
 type Standings interface {
 	Save(ctx context.Context, corp, msgid, app string, a yidu.Audience, spec yidu.Standing, by string) error
+	// Spec is the rule kept (ok false: none): an approval binds it.
+	Spec(ctx context.Context, corp, msgid string) (spec yidu.Standing, ok bool, err error)
 }
 
 // ReminderLog is what a person's acts on a sent notice need to act once

@@ -40,6 +40,17 @@ func (s *Service) keepStanding(ctx context.Context, p *access.Principal, msgid s
 	return s.o.Standing.Save(ctx, post.App.CorpID, msgid, post.App.Name, pr.Audience, *post.Standing, p.By())
 }
 
+// standingOf keeps post's standing rule for the notice keep stores (nil:
+// post is no standing notice).
+func (s *Service) standingOf(p *access.Principal, post Post, pr Prepared) func(context.Context, string) error {
+	if post.Standing == nil {
+		return nil
+	}
+	return func(ctx context.Context, msgid string) error {
+		return s.keepStanding(ctx, p, msgid, post, pr)
+	}
+}
+
 // MayEndStanding says whether p may end a standing notice of corp
 // (loops.StandingLoop.MayEnd): only an admin of the corp may.
 func MayEndStanding(p *access.Principal, corp string) error {

@@ -90,3 +90,64 @@ func TestPostStanding(t *testing.T) {
 		t.Errorf("held notice's standing = %s %s; want 14d and the audience as asked (all)", spec, aud)
 	}
 }
+
+// TestStandingApprovalBindsRule (issue 51: approval applies to a
+// standing notice like any other): the version an approver approves
+// binds the standing rule (a joiner's deadline, the cycle), so two
+// notices alike but for it ask two different approvals, and a notice
+// without one a third; the rule is kept before approval is asked, so
+// the hash asked for is the hash the notice has at its time (the
+// Runner sends it, no second request); the approver's view shows it.
+func TestStandingApprovalBindsRule(t *testing.T) {
+	f := newServiceFixture(t)
+	approved := yidu.App{Name: "hr-big", CorpID: testApp.CorpID, AgentID: 1000003, Approval: &yidu.Approval{Over: 1, Approvers: []string{"boss"}}}
+	st, err := store.New(f.db, store.Options{Directory: directory{}, Apps: []yidu.App{testApp, approved}, Now: f.c.now})
+	testenv.Check(t, "store.New", err)
+	sender := principal(t, "hr", yidu.RoleSender, []string{approved.Name}, nil)
+	s := f.service(t, "a")
+	s.o.Registrar, s.st = &echoRegistrar{seen: map[string]bool{}}, st
+	s.o.Standing = &loops.StandingLoop{DB: f.db, Now: f.c.now}
+	at := f.c.now().Add(time.Hour)
+	ctx := context.Background()
+	post := func(id string, spec *yidu.Standing) yidu.Notice {
+		t.Helper()
+		p := Post{Outgoing: Outgoing{Registration: yidu.Registration{MsgID: id, App: approved, Title: "员工手册", Audience: yidu.Audience{All: true}, Send: true}},
+			SendAt: at, Standing: spec}
+		res, err := s.Post(ctx, sender, p)
+		if err != nil {
+			t.Fatalf("Post %s = %v", id, err)
+		}
+		if res.Notice.Approval != yidu.ApprovalPending {
+			t.Fatalf("%s: approval %q; want pending", id, res.Notice.Approval)
+		}
+		n, err := st.Get(ctx, []string{approved.CorpID}, id)
+		testenv.Check(t, "Get "+id, err)
+		now, err := s.ApprovalHash(ctx, n)
+		testenv.Check(t, "ApprovalHash", err)
+		if now != n.ApprovalHash {
+			t.Errorf("%s: asked approval of %s, but its version is %s: the Runner would ask again at its time", id, n.ApprovalHash, now)
+		}
+		return n
+	}
+	week := post("s-week", &yidu.Standing{JoinDeadline: "7d"})
+	fortnight := post("s-fortnight", &yidu.Standing{JoinDeadline: "14d"})
+	plain := post("s-plain", nil)
+	if week.ApprovalHash == fortnight.ApprovalHash || week.ApprovalHash == plain.ApprovalHash {
+		t.Errorf("hashes 7d %s, 14d %s, none %s; want three (the approval binds the standing rule)", week.ApprovalHash, fortnight.ApprovalHash, plain.ApprovalHash)
+	}
+	v, err := s.ApprovalView(ctx, principal(t, "boss", yidu.RoleViewer, nil, []int64{1}), fortnight)
+	testenv.Check(t, "ApprovalView", err)
+	if v.Standing == nil || v.Standing.JoinDeadline != "14d" {
+		t.Errorf("approver's view of the standing rule = %+v; want join_deadline 14d", v.Standing)
+	}
+	if v, _ := s.ApprovalView(ctx, principal(t, "boss", yidu.RoleViewer, nil, []int64{1}), plain); v.Standing != nil {
+		t.Errorf("a notice without a standing rule shows %+v", v.Standing)
+	}
+	// An admin's end of the rule (until) only stops it: no new approval.
+	end := f.c.now().Add(48 * time.Hour)
+	_, err = f.db.Exec(`UPDATE standing_notices SET spec = JSON_SET(spec, '$.until', ?) WHERE msgid = 's-week'`, end.UTC().Format(time.RFC3339))
+	testenv.Check(t, "end the rule", err)
+	if h, _ := s.ApprovalHash(ctx, week); h != week.ApprovalHash {
+		t.Errorf("ending the rule changed the approved version %s → %s", week.ApprovalHash, h)
+	}
+}

@@ -44,6 +44,9 @@ type approvalJSON struct {
 	ApproverRole string   `json:"approver_role,omitempty"`
 	// Mine: the caller composed it (催办, 撤回申请 are theirs).
 	Mine bool `json:"mine"`
+	// Standing is a standing notice's rule, which the approval covers
+	// (its joiners' cards, its cycles); absent for others.
+	Standing *yidu.Standing `json:"standing,omitempty"`
 }
 
 // approvalNotice is the notice of the request for an approver: its
@@ -99,7 +102,7 @@ func (s *Server) approvalView(r *http.Request) (approvalJSON, error) {
 	}
 	j := approvalJSON{State: string(n.Approval), VersionHash: n.ApprovalHash, Recipients: v.Recipients, Departments: v.Departments,
 		Notice: noticeJSON(n), Trail: v.Trail, MayDecide: v.MayDecide, ReadingPage: v.ReadingPage,
-		Approvers: append([]string{}, v.Approvers...), ApproverRole: string(v.ApproverRole)}
+		Approvers: append([]string{}, v.Approvers...), ApproverRole: string(v.ApproverRole), Standing: v.Standing}
 	if p := principalFrom(ctx); p != nil && n.CreatedBy != "" && (p.Name == n.CreatedBy || p.UserID == n.CreatedBy) {
 		j.Mine = true
 	}

@@ -375,3 +375,41 @@ func TestApprovalWithContent(t *testing.T) {
 		t.Fatalf("notice = %v, %v; want sent", n.State, err)
 	}
 }
+
+// TestApprovalOfStandingRule (issue 51): the approver of a standing
+// notice sees the rule the approval binds: its joiners' deadline and
+// its cycle, in the view's JSON and on the approval page in words.
+func TestApprovalOfStandingRule(t *testing.T) {
+	f := newFixtureOpts(t, false, func(o *deps) {
+		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"alice"}}
+		db := testenv.MySQL(t)
+		s, err := store.New(db, store.Options{Directory: o.Mapper, Apps: o.Apps, Now: o.Now})
+		testenv.Check(t, "store.New", err)
+		o.Campaigns = s
+		o.Standings = &loops.StandingLoop{DB: db, Now: o.Now}
+		rec := audit.NewMySQL(db)
+		o.Audit, o.AuditLog = rec, rec
+	})
+	withAudienceDirectory(t, f)
+	code, j := f.api(t, "POST", "/messages", `{"msgid":"rules-1","app":"hr","title":"员工手册","audience":{"departments":[1]},"send":true,
+		"standing":{"join_deadline":"14d"}}`)
+	if code != http.StatusAccepted || j["approval"] != "pending" {
+		t.Fatalf("standing notice needing approval = %d %v; want 202 pending", code, j)
+	}
+	code, view := f.api(t, "GET", "/messages/rules-1/approval", "")
+	if st, _ := view["standing"].(map[string]any); code != 200 || st["join_deadline"] != "14d" {
+		t.Fatalf("approval view = %d %v; want its standing rule (14d)", code, view)
+	}
+	cookie, _ := f.login(t)
+	w := f.page(cookie, "/approve/rules-1")
+	if body := w.Body.String(); w.Code != 200 || !strings.Contains(body, `id="approval-standing"`) || !strings.Contains(body, "14 天内确认") {
+		t.Errorf("the approval page = %d, without the standing rule in words: %.600s", w.Code, body)
+	}
+	code, _ = f.api(t, "POST", "/messages", `{"msgid":"plain-1","app":"hr","title":"普通通知","audience":{"departments":[1]},"send":true}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("plain notice = %d; want 202", code)
+	}
+	if w := f.page(cookie, "/approve/plain-1"); strings.Contains(w.Body.String(), `id="approval-standing"`) {
+		t.Error("an ordinary notice's approval page shows a standing rule")
+	}
+}

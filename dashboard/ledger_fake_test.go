@@ -47,6 +47,9 @@ type deps struct {
 	FollowUps   campaign.Policies
 	Notices     campaign.Versions
 	ReadingPage func(app, msgID string) string
+	// Standings keeps standing notices' rules (campaign's
+	// Options.Standing; nil: none are taken).
+	Standings campaign.Standings
 	// Templates and Files are campaign's (Options.Templates, Files).
 	Templates *store.Templates
 	Files     campaign.Files
@@ -73,7 +76,7 @@ func (d deps) services(msgs messages, bms progress.Bitmaps, dir progress.Directo
 	popts := progress.Options{Logger: d.Logger, Directory: dir, History: msgs, Now: d.Now}
 	sopts := campaign.Options{Rounds: d.FollowUps, Messenger: msgs, Registrar: msgs,
 		Versions: d.Notices, Acknowledgements: d.Acknowledgements, ReadingPage: d.ReadingPage, Notify: d.Approvals,
-		Reminders: d.Ledger, RemindInterval: d.RemindInterval, Logger: d.Logger, Now: d.Now, Templates: d.Templates, Files: d.Files}
+		Reminders: d.Ledger, RemindInterval: d.RemindInterval, Logger: d.Logger, Now: d.Now, Templates: d.Templates, Files: d.Files, Standing: d.Standings}
 	if acc != nil {
 		popts.Viewer, sopts.Scope, sopts.Audiences = acc, acc, acc
 	}

@@ -157,6 +157,8 @@ func parsePages(cats map[string]i18n.Catalogue) (map[string]*template.Template, 
 		funcs := template.FuncMap{"t": c.T, "tf": c.TF, "lang": func() string { return lang },
 			"badge":  func(state string, lateBy int64) string { return stateBadge(c, state, lateBy) },
 			"detail": func(d string) string { return i18n.AuditDetail(c, d) },
+			// period is a standing rule's period ("7d", "1y") in words.
+			"period": func(p string) string { return periodWords(c, p) },
 			// tOr is t of prefix+word, or word itself when the catalogue
 			// has no such key (a value recorded before its words existed).
 			"tOr": func(prefix, word string) string {
@@ -372,4 +374,14 @@ func (s *Server) handleMessagePage(w http.ResponseWriter, r *http.Request) {
 		d.Error = "error.message_unavailable"
 	}
 	s.render(w, code, "message.html", d)
+}
+
+// periodWords is a standing rule's period ("7d", "6m", "1y": a number
+// and h, d, w, m or y, yidu.Standing) in c's words; p itself when it is
+// not one.
+func periodWords(c i18n.Catalogue, p string) string {
+	if len(p) < 2 || !c.Has("period."+p[len(p)-1:]) {
+		return p
+	}
+	return c.TF("period."+p[len(p)-1:], p[:len(p)-1])
 }

@@ -580,3 +580,20 @@ func withoutJoiners(ctx context.Context, db *sql.DB, corp, msgid string, uids *r
 func (l *StandingLoop) Save(ctx context.Context, corp, msgid, app string, a yidu.Audience, spec yidu.Standing, by string) error {
 	return SaveStanding(ctx, l.DB, corp, msgid, app, a, spec, by, l.Now())
 }
+
+// Spec is msgid's standing rule as it was posted (ok false: msgid is no
+// standing notice).
+func (l *StandingLoop) Spec(ctx context.Context, corp, msgid string) (spec yidu.Standing, ok bool, err error) {
+	var sj string
+	err = l.DB.QueryRowContext(ctx, `SELECT spec FROM standing_notices WHERE corp_id = ? AND msgid = ?`, corp, msgid).Scan(&sj)
+	if errors.Is(err, sql.ErrNoRows) {
+		return spec, false, nil
+	}
+	if err != nil {
+		return spec, false, fmt.Errorf("campaign: standing rule of %s: %w", msgid, err)
+	}
+	if err := json.Unmarshal([]byte(sj), &spec); err != nil {
+		return spec, false, fmt.Errorf("campaign: standing rule of %s: %w", msgid, err)
+	}
+	return spec, true, nil
+}
