@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -179,9 +180,15 @@ func TestDayCheckpointStampRetried(t *testing.T) {
 	first, err := ledger.NewTSA(proxy.URL, nil)
 	testenv.Check(t, "tsa", err)
 	var replicaGot []ledger.Checkpoint
-	var replicaErr error
+	var replicaErr, raceErr error
+	var raceAsked int
 	l, err := ledger.New(f.db, ledger.Options{Now: f.clk.now, Signer: mustSigner(t), Stamper: &duringStamp{Stamper: first, during: func() {
 		replicaGot, replicaErr = replica.StampDue(ctx)
+		// The replica picked the checkpoint in the same turn, before
+		// this one's claim: MySQL's conditional UPDATE refuses it.
+		before := proxy.requests()
+		_, raceErr = ledger.StampOne(replica, ctx, c)
+		raceAsked = proxy.requests() - before
 	}}})
 	testenv.Check(t, "ledger", err)
 	got, err := l.StampDue(ctx)
@@ -191,6 +198,9 @@ func TestDayCheckpointStampRetried(t *testing.T) {
 	}
 	if replicaErr != nil || len(replicaGot) != 0 {
 		t.Errorf("the other replica's StampDue during the try = %d, %v; want nothing (claimed)", len(replicaGot), replicaErr)
+	}
+	if !errors.Is(raceErr, ledger.ErrStampClaimed) || raceAsked != 0 {
+		t.Errorf("the other replica's try in the same turn = %v (TSA asked %d times); want ErrStampClaimed, not asked", raceErr, raceAsked)
 	}
 	tok := storedToken(t, f.db, c.Size)
 	if !bytes.Equal(tok, got[0].Timestamp) {
