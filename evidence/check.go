@@ -240,7 +240,8 @@ func (c *checker) checkpoint(v note.Verifier) log.Checkpoint {
 }
 
 // newerCheckpoint checks the pack's checkpoint cp is consistent with the
-// later one given (--checkpoint, --consistency), and reports that one.
+// later one given (--checkpoint: the JSON yidu evidence consistency
+// prints, its new checkpoint and path), and reports that one.
 func (c *checker) newerCheckpoint(v note.Verifier, cp log.Checkpoint) {
 	newer, err := openCheckpoint([]byte(c.opts.Newer), v)
 	switch {
@@ -253,7 +254,7 @@ func (c *checker) newerCheckpoint(v note.Verifier, cp log.Checkpoint) {
 		for _, h := range c.opts.Consistency {
 			b, err := parseHash(h)
 			if err != nil {
-				c.problem("--consistency: %v", err)
+				c.problem("--checkpoint: its consistency path: %v", err)
 			}
 			path = append(path, b[:])
 		}
