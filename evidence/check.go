@@ -20,8 +20,6 @@ import (
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 	"golang.org/x/mod/sumdb/note"
-
-	"github.com/yidu-io/yidu/internal/rfc3161"
 )
 
 // maxCheckedFile bounds one file Check reads from a ZIP (a PDF is tens of
@@ -242,7 +240,8 @@ func (c *checker) checkpoint(v note.Verifier) log.Checkpoint {
 }
 
 // newerCheckpoint checks the pack's checkpoint cp is consistent with the
-// later one given (--checkpoint, --consistency), and reports that one.
+// later one given (--checkpoint: the JSON yidu evidence consistency
+// prints, its new checkpoint and path), and reports that one.
 func (c *checker) newerCheckpoint(v note.Verifier, cp log.Checkpoint) {
 	newer, err := openCheckpoint([]byte(c.opts.Newer), v)
 	switch {
@@ -255,7 +254,7 @@ func (c *checker) newerCheckpoint(v note.Verifier, cp log.Checkpoint) {
 		for _, h := range c.opts.Consistency {
 			b, err := parseHash(h)
 			if err != nil {
-				c.problem("--consistency: %v", err)
+				c.problem("--checkpoint: its consistency path: %v", err)
 			}
 			path = append(path, b[:])
 		}
@@ -396,7 +395,7 @@ func checkPerson(rep *CheckReport, dir, corp, msgid string, recJSON, proofsJSON 
 		return
 	}
 	if rec.Stamp != nil {
-		checkStamp(rep, dir, rec, v, tsaRoots, problem)
+		checkStamp(rep, dir, rec, pf.Entries, v, tsaRoots, problem)
 	}
 	var proved []body
 	for _, e := range pf.Entries {
@@ -440,51 +439,6 @@ func checkPerson(rep *CheckReport, dir, corp, msgid string, recJSON, proofsJSON 
 			}
 			return false
 		})
-	}
-}
-
-// checkStamp checks the day checkpoint a record relies on for its TSA
-// time (record.json's day_checkpoint): the checkpoint is signed by the
-// log's key, of the pack's log, states the size and root the record
-// says and covers the person's entries; its RFC 3161 token's CMS
-// signature verifies (with tsaRoots, to one of them), its imprint is the
-// checkpoint's hash and its time is the one the record states.
-func checkStamp(rep *CheckReport, dir string, rec Record, v note.Verifier, tsaRoots *x509.CertPool, problem func(string, ...any)) {
-	st := rec.Stamp
-	name := fmt.Sprintf("%s/record.json: the day checkpoint of %s (%d entries)", dir, st.Day, st.Size)
-	if v == nil {
-		return // no key: already a problem of the pack
-	}
-	if st.Note == "" {
-		problem("%s: carries no signed checkpoint, so its TSA token stamps nothing the pack shows", name)
-		return
-	}
-	cp, err := openCheckpoint([]byte(st.Note), v)
-	if err != nil {
-		problem("%s: %v", name, err)
-		return
-	}
-	if int64(cp.Size) != st.Size || hex.EncodeToString(cp.Hash) != st.Root || (rep.Origin != "" && cp.Origin != rep.Origin) {
-		problem("%s: its signed checkpoint is %s of %d entries, root %x; the record says %d entries, root %s", name, cp.Origin, cp.Size, cp.Hash, st.Size, st.Root)
-		return
-	}
-	for _, e := range rec.Ledger {
-		if e.Seq > st.Size {
-			problem("%s: does not cover entry %d", name, e.Seq)
-			return
-		}
-	}
-	tok, err := rfc3161.Verify(st.Token, []byte(st.Note), tsaRoots)
-	if err != nil {
-		problem("%s: its TSA token is refused: %v", name, err)
-		return
-	}
-	if !tok.Time.Equal(st.Time) {
-		problem("%s: the record states TSA time %s; its token says %s", name, st.Time.UTC().Format(time.RFC3339), tok.Time.Format(time.RFC3339))
-		return
-	}
-	if !slices.ContainsFunc(rep.Stamps, func(s StampChecked) bool { return s.Size == st.Size }) {
-		rep.Stamps = append(rep.Stamps, StampChecked{Day: st.Day, Size: st.Size, Time: tok.Time, TSA: tok.TSA, RootChecked: tok.RootChecked})
 	}
 }
 

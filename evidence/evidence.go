@@ -100,23 +100,38 @@ type Ledger interface {
 }
 
 // DayStamps is what a Ledger may also do: name the day checkpoint with a
-// trusted timestamp (RFC 3161) that covers an entry (issue 48). cmd's
-// ledger adapter does; a Ledger without it prints no TSA time.
+// trusted timestamp (RFC 3161) that covers entry seq and is no larger
+// than the checkpoint of size to (the record's, which its proofs lead
+// to), with the consistency proof from the one to the other (issue 48).
+// cmd's ledger adapter does; a Ledger without it prints no TSA time.
 type DayStamps interface {
-	DayStamp(ctx context.Context, corp string, seq int64) (DayStamp, bool, error)
+	DayStamp(ctx context.Context, corp string, seq, to int64) (DayStamp, bool, error)
 }
 
 // DayStamp is a day's checkpoint and its TSA token: the day it closes,
 // its size and root, the TSA's time (genTime), the token (DER) and the
 // signed checkpoint the token stamps (its SHA-256 is the token's
-// imprint), so Check verifies the token without yidu.
+// imprint), so Check verifies the token without yidu; and the proof that
+// its tree is a prefix of the record's checkpoint's, so the entries
+// proved against that one are in the tree the TSA stamped.
 type DayStamp struct {
-	Day   string    `json:"day"`
-	Size  int64     `json:"size"`
-	Root  string    `json:"root"`
-	Time  time.Time `json:"tsa_time"`
-	Token []byte    `json:"tsa_token"`
-	Note  string    `json:"checkpoint,omitempty"`
+	Day         string          `json:"day"`
+	Size        int64           `json:"size"`
+	Root        string          `json:"root"`
+	Time        time.Time       `json:"tsa_time"`
+	Token       []byte          `json:"tsa_token"`
+	Note        string          `json:"checkpoint,omitempty"`
+	Consistency *ConsistencyDoc `json:"consistency,omitempty"`
+}
+
+// ConsistencyDoc is a consistency proof as JSON carries it (hex): RFC
+// 6962's PROOF(m, D[n]) from the day checkpoint's size m to TreeSize n,
+// the size of the checkpoint the person's newest entry is proved against
+// (record.json's checkpoint, the newest when the record was made; the
+// pack's checkpoint.txt too, unless the log grew while it was written).
+type ConsistencyDoc struct {
+	TreeSize int64    `json:"tree_size"`
+	Path     []string `json:"path"`
 }
 
 // PageEvents are the reading page's own records of a member's signals

@@ -127,8 +127,15 @@ func (s *Service) ledgerEntries(ctx context.Context, rec *Record) error {
 			}
 		}
 	}
-	if ds, ok := s.ledger.(DayStamps); ok && len(es) > 0 {
-		st, ok, err := ds.DayStamp(ctx, rec.CorpID, es[len(es)-1].Seq)
+	// The day checkpoint is proved a prefix of the checkpoint the newest
+	// entry is proved against: without that, any checkpoint signed with
+	// the log's key (a forked tree's) could carry the TSA time.
+	ds, stamps := s.ledger.(DayStamps)
+	if !stamps || len(es) == 0 {
+		return nil
+	}
+	if cp, ok := parseCheckpointText(rec.Ledger[len(rec.Ledger)-1].Proof.Checkpoint); ok {
+		st, ok, err := ds.DayStamp(ctx, rec.CorpID, es[len(es)-1].Seq, int64(cp.Size))
 		if err != nil {
 			return fmt.Errorf("evidence: day checkpoint: %w", err)
 		}

@@ -22,7 +22,7 @@ type stampedLedger struct {
 
 var stampAt = time.Date(2026, 3, 3, 16, 0, 2, 0, time.UTC)
 
-func (l *stampedLedger) DayStamp(_ context.Context, _ string, seq int64) (DayStamp, bool, error) {
+func (l *stampedLedger) DayStamp(_ context.Context, _ string, seq, _ int64) (DayStamp, bool, error) {
 	l.asked = append(l.asked, seq)
 	return DayStamp{Day: "2026-03-03", Size: int64(len(l.leaves)), Root: strings.Repeat("ab", 32), Time: stampAt, Token: []byte{0x30}}, true, nil
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/internal/tsatest"
+	"github.com/yidu-io/yidu/ledger"
 )
 
 // TestOfflineVerifier: the pack's verify.html, opened from the pack in
@@ -83,5 +85,32 @@ func TestOfflineVerifier(t *testing.T) {
 	}
 	if out := run(good, other.vkey); !strings.Contains(out, "未通过") || !strings.Contains(out, "not signed by the log's key") {
 		t.Errorf("verify.html with another key:\n%s", out)
+	}
+
+	// Day checkpoints (issue 48): each record's is proved consistent with
+	// the checkpoint of its entries; one of a forked tree, signed and
+	// stamped alike, is refused.
+	tsa := tsatest.Start(t)
+	stamper, err := ledger.NewTSA(tsa.URL, nil)
+	testenv.Check(t, "tsa", err)
+	f.ledger.add("user00003", 3, "signal", ledger.Body{"read_time": "2026-11-03T01:00:00Z", "source": 1})
+	tl := &tsaLedger{fakeLedger: f.ledger, tb: t, stamper: stamper}
+	st, err := New(f.db, f.versions, Options{PageEvents: f.page, Now: func() time.Time { return t0.Add(72 * time.Hour) },
+		Ledger: tl, Signer: f.ledger.signer, VerifierKey: f.ledger.vkey})
+	testenv.Check(t, "New", err)
+	stamped := filepath.Join(dir, "stamped.zip")
+	z, _ = buildZIP(t, st, everyone{}, Filter{})
+	testenv.Check(t, "write", os.WriteFile(stamped, z, 0o600))
+	tl.fork = true
+	forked := filepath.Join(dir, "forked.zip")
+	z, _ = buildZIP(t, st, everyone{}, Filter{})
+	testenv.Check(t, "write", os.WriteFile(forked, z, 0o600))
+	if out := run(stamped, f.ledger.vkey); !strings.Contains(out, "核验通过") || strings.Contains(out, "FAIL") ||
+		!strings.Contains(out, "zhangsan/record.json: the day checkpoint of 2026-11-02: consistent with the checkpoint of") {
+		t.Errorf("verify.html on a pack with day checkpoints:\n%s", out)
+	}
+	if out := run(forked, f.ledger.vkey); !strings.Contains(out, "未通过") ||
+		!strings.Contains(out, "zhangsan/record.json: the day checkpoint of 2026-11-02: is not consistent") {
+		t.Errorf("verify.html on a pack whose day checkpoint is of a forked tree:\n%s", out)
 	}
 }

@@ -394,7 +394,7 @@ checkpoint.txt  导出时账本的签名检查点（C2SP tlog-checkpoint：来�
 key.txt         账本的公钥（验证密钥）。请与 yidu 运营方另行公布的公钥比对，
                 不要只信任包内这一份。
 verify.html     离线核验页：用浏览器打开，选择本 ZIP、填入公钥，即按下列步骤核验
-                （不联网，无需 yidu）。
+                （不联网，无需 yidu；第 6 步的时间戳令牌须用 openssl 核验）。
 
 二、核验步骤（无需 yidu，也可用 yidu evidence check 本文件.zip --key 公钥）
 1. 用账本公钥核验 manifest.sig（golang.org/x/mod/sumdb/note 的签名文本格式），
@@ -408,15 +408,32 @@ verify.html     离线核验页：用浏览器打开，选择本 ZIP、填入公
 5. 每个条目的 body 中 corp、msgid、uid、userid 须为本目录的接收人；
    record.json 中的每项事实（已读时间、每批送达、每个版本的 sha256、
    每个阅读与确认信号）都须有一个这样的条目。
-6. 可再向运营方索取更新的检查点及一致性证明
-   （yidu evidence consistency），证明账本此后只增不改：
-   yidu evidence check 本文件.zip --key 公钥 --checkpoint 新检查点 --consistency 证明
+6. record.json 中有 day_checkpoint（覆盖本人条目的日检查点及其可信时间戳）时：
+   其 checkpoint 字段（签名检查点原文）用同一公钥核验，条目数、根哈希与
+   size、root 一致，且不小于本人每个条目的序号；其 consistency 为一致性证明
+   （RFC 6962 / RFC 9162 2.1.4.2），证明该日检查点的树是本人最新条目的证明所依
+   检查点（tree_size）之树的前缀；tsa_token 为 RFC 3161
+   时间戳令牌（DER 的 base64），其消息摘要为该签名检查点原文的 SHA-256
+   （注意：是 day_checkpoint.checkpoint，不是 checkpoint.txt）。用 openssl 核验：
+     jq -j .day_checkpoint.checkpoint record.json > day-checkpoint.txt
+     jq -r .day_checkpoint.tsa_token record.json | base64 -d > token.der
+     openssl ts -verify -data day-checkpoint.txt -in token.der -token_in -CAfile 时间戳机构的CA证书.pem
+   应输出 Verification: OK；令牌中的时间（openssl ts -reply -in token.der
+   -token_in -text 所列 Time stamp）应等于 tsa_time。
+7. 可再向运营方索取更新的检查点及一致性证明，证明账本此后只增不改：
+   yidu evidence consistency --corp 企业ID --from 本包条目数 > 一致性.json
+   yidu evidence check 本文件.zip --key 公钥 --checkpoint 一致性.json
 
 Evidence pack. Check with the log's public key obtained outside the pack:
 manifest.sig signs manifest.csv's SHA-256; every file matches the
 manifest; every entry's body hashes to its leaf (SHA-256(0x00||body)),
 names the person of its folder, and its RFC 6962 inclusion proof leads to
 the root of a checkpoint signed with that key; every fact record.json
-states is one of those entries. yidu evidence check FILE.zip --key KEY
-does all of it.
+states is one of those entries. A record's day_checkpoint carries a
+consistency proof to the checkpoint its newest entry is proved against,
+and an RFC 3161 token over the SHA-256 of its signed checkpoint (its
+"checkpoint" field, not checkpoint.txt): openssl ts -verify -data
+day-checkpoint.txt -in token.der -token_in -CAfile TSA-CA.pem. yidu
+evidence check FILE.zip --key KEY does all of it; --checkpoint FILE (what
+yidu evidence consistency prints) checks the log only grew since.
 `

@@ -223,9 +223,8 @@ func (l *Ledger) checkpointAt(ctx context.Context, corp string, size uint64, day
 	}
 	if err == nil && baseSize == size {
 		if day != "" && baseDay == "" {
-			if _, err := l.db.ExecContext(ctx, "UPDATE ledger_checkpoints SET day = ? WHERE corp_id = ? AND size = ? AND day IS NULL",
-				day, corp, size); err != nil {
-				return Checkpoint{}, fmt.Errorf("ledger: checkpoint of %s %s: %w", corp, day, err)
+			if err := l.markDay(ctx, corp, size, day); err != nil {
+				return Checkpoint{}, err
 			}
 		}
 		return l.CheckpointOf(ctx, corp, size)
@@ -265,24 +264,35 @@ func (l *Ledger) checkpointAt(ctx context.Context, corp string, size uint64, day
 	for _, h := range r.Hashes() {
 		st = append(st, h...)
 	}
-	var dayArg any
+	var dayArg, dueArg any
 	if day != "" {
-		dayArg = day
+		// A day's checkpoint owes its TSA token from now on.
+		dayArg, dueArg = day, c.At
 	}
 	// Replicas taking the same checkpoint write the same row (Ed25519
 	// signatures are deterministic): the first one stays.
-	if _, err := l.db.ExecContext(ctx, "INSERT IGNORE INTO ledger_checkpoints (corp_id, size, root, day, note, created_at, subtrees)"+
-		" VALUES (?, ?, ?, ?, ?, ?, ?)", corp, size, c.Root[:], dayArg, c.Note, c.At, nonNil(st)); err != nil {
+	if _, err := l.db.ExecContext(ctx, "INSERT IGNORE INTO ledger_checkpoints (corp_id, size, root, day, note, created_at, subtrees, tsa_due)"+
+		" VALUES (?, ?, ?, ?, ?, ?, ?, ?)", corp, size, c.Root[:], dayArg, c.Note, c.At, nonNil(st), dueArg); err != nil {
 		return Checkpoint{}, fmt.Errorf("ledger: checkpoint of %s: %w", corp, err)
 	}
 	if day != "" {
-		if _, err := l.db.ExecContext(ctx, "UPDATE ledger_checkpoints SET day = ? WHERE corp_id = ? AND size = ? AND day IS NULL",
-			day, corp, size); err != nil {
-			return Checkpoint{}, fmt.Errorf("ledger: checkpoint of %s %s: %w", corp, day, err)
+		if err := l.markDay(ctx, corp, size, day); err != nil {
+			return Checkpoint{}, err
 		}
 	}
 	l.log.Debug("ledger checkpoint", "corp", corp, "size", size, "day", day)
 	return l.CheckpointOf(ctx, corp, size)
+}
+
+// markDay makes corp's checkpoint of size (a minute's, taken as the day's
+// last entry arrived) the one closing day, which owes its TSA token from
+// now on (tsa_due).
+func (l *Ledger) markDay(ctx context.Context, corp string, size uint64, day string) error {
+	if _, err := l.db.ExecContext(ctx, "UPDATE ledger_checkpoints SET day = ?, tsa_due = ? WHERE corp_id = ? AND size = ? AND day IS NULL",
+		day, l.now().UTC().Truncate(time.Millisecond), corp, size); err != nil {
+		return fmt.Errorf("ledger: checkpoint of %s %s: %w", corp, day, err)
+	}
+	return nil
 }
 
 // CheckpointDue takes a checkpoint of every corp whose log grew since its

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -18,7 +17,8 @@ import (
 // join it afterwards even from a replica whose clock is behind, then
 // records the checkpoint whose last entry is the day's last (the day's
 // checkpoint, signed like every other), asks the TSA for a timestamp of
-// it when the ledger has a Stamper, and records it as an audit row. A day
+// it when the ledger has a Stamper (a failed try is asked again by
+// StampDue), and records it as an audit row. A day
 // closed before is returned as it was; a day without entries is
 // ErrNotFound.
 func (l *Ledger) Seal(ctx context.Context, corp, day string) (Checkpoint, error) {
@@ -69,16 +69,15 @@ func (l *Ledger) Seal(ctx context.Context, corp, day string) (Checkpoint, error)
 		return Checkpoint{}, err
 	}
 	if l.stamper != nil && c.Timestamp == nil {
-		sum := sha256.Sum256([]byte(c.Note))
-		tok, err := l.stamper.Stamp(ctx, sum[:])
-		if err != nil {
-			// The checkpoint stands without its token; the next
-			// SealDue asks again (StampDue).
-			l.log.Warn("ledger: timestamp of the day's checkpoint", "corp", corp, "day", day, "err", err)
-		} else if _, err := l.db.ExecContext(ctx, "UPDATE ledger_checkpoints SET tsa_token = ? WHERE corp_id = ? AND size = ? AND tsa_token IS NULL",
-			tok, corp, c.Size); err != nil {
-			return c, fmt.Errorf("ledger: seal %s of %s: timestamp: %w", day, corp, err)
-		} else {
+		tok, err := l.stamp(ctx, c)
+		switch {
+		case errors.Is(err, ErrStampClaimed):
+		case err != nil:
+			// The checkpoint stands without its token, which it still
+			// owes: StampDue asks again once the backoff ends.
+			l.log.Warn("ledger: timestamp of the day's checkpoint failed; asked again after a backoff",
+				"corp", corp, "day", day, "err", err)
+		default:
 			c.Timestamp = tok
 		}
 	}

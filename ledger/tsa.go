@@ -90,19 +90,31 @@ type signedData struct {
 	Rest             asn1.RawValue `asn1:"optional"`
 }
 
+// tstInfo is RFC 3161 section 2.4.2's TSTInfo up to its nonce (the tsa
+// name and extensions after it are not read).
 type tstInfo struct {
 	Version        int
 	Policy         asn1.ObjectIdentifier
 	MessageImprint messageImprint
 	SerialNumber   *big.Int
 	GenTime        time.Time `asn1:"generalized"`
+	Accuracy       accuracy  `asn1:"optional"`
+	Ordering       bool      `asn1:"optional"`
+	Nonce          *big.Int  `asn1:"optional"`
+}
+
+type accuracy struct {
+	Seconds int `asn1:"optional"`
+	Millis  int `asn1:"optional,tag:0"`
+	Micros  int `asn1:"optional,tag:1"`
 }
 
 // maxTSAAnswer bounds a TSA's answer (a token is a few kB).
 const maxTSAAnswer = 1 << 20
 
 // Stamp asks the TSA for a token over digest (SHA-256, 32 bytes) and
-// returns it (DER) once it checks that the token states that digest.
+// returns it (DER) once it checks that the token states that digest and
+// the request's nonce.
 func (t *TSA) Stamp(ctx context.Context, digest []byte) ([]byte, error) {
 	if len(digest) != sha256.Size {
 		return nil, fmt.Errorf("ledger: tsa: digest of %d bytes, want %d", len(digest), sha256.Size)
@@ -149,6 +161,12 @@ func (t *TSA) Stamp(ctx context.Context, digest []byte) ([]byte, error) {
 	if !bytes.Equal(info.Digest, digest) {
 		return nil, errors.New("ledger: tsa: the token stamps another digest")
 	}
+	// The nonce binds the reply to this request (RFC 3161 section 2.4.2:
+	// it must be the request's): a token of an earlier request over the
+	// same digest, replayed, states another time and another nonce.
+	if info.Nonce == nil || info.Nonce.Cmp(nonce) != 0 {
+		return nil, errors.New("ledger: tsa: the token does not carry this request's nonce (a replayed or foreign reply)")
+	}
 	return tr.TimeStampToken.FullBytes, nil
 }
 
@@ -159,6 +177,8 @@ type Timestamp struct {
 	Digest []byte
 	Time   time.Time
 	Serial *big.Int
+	// Nonce is the request's nonce the TSA copied (nil: none).
+	Nonce *big.Int
 }
 
 // ParseTimestamp reads a token's TSTInfo.
@@ -178,5 +198,5 @@ func ParseTimestamp(token []byte) (Timestamp, error) {
 	if !ti.MessageImprint.HashAlgorithm.Algorithm.Equal(oidSHA256) {
 		return Timestamp{}, errors.New("ledger: tsa token: not a SHA-256 imprint")
 	}
-	return Timestamp{Digest: ti.MessageImprint.HashedMessage, Time: ti.GenTime.UTC(), Serial: ti.SerialNumber}, nil
+	return Timestamp{Digest: ti.MessageImprint.HashedMessage, Time: ti.GenTime.UTC(), Serial: ti.SerialNumber, Nonce: ti.Nonce}, nil
 }

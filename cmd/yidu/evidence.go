@@ -134,6 +134,13 @@ func runEvidence(ctx context.Context, cfg config.Config, step string, a evidence
 		if err == nil && len(cps) == 0 {
 			fmt.Fprintln(out, "nothing to seal")
 		}
+		if err != nil {
+			return err
+		}
+		stamped, err := l.StampDue(ctx)
+		for _, c := range stamped {
+			fmt.Fprintf(out, "timestamped %s %s: checkpoint of %d entries\n", c.Corp, c.Day, c.Size)
+		}
 		return err
 	case "consistency":
 		c, err := l.Consistency(ctx, a.corp, a.from, a.to)

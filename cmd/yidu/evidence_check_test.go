@@ -146,7 +146,8 @@ func TestEvidenceCheckTSA(t *testing.T) {
 				}
 			}
 			c, _ := parseSigned(t, cp, vkey)
-			st := &evidence.DayStamp{Day: "2026-11-02", Size: int64(c.Size), Root: hex.EncodeToString(c.Hash), Time: goodTime, Token: bytes.Clone(goodToken), Note: cp}
+			st := &evidence.DayStamp{Day: "2026-11-02", Size: int64(c.Size), Root: hex.EncodeToString(c.Hash), Time: goodTime, Token: bytes.Clone(goodToken), Note: cp,
+				Consistency: &evidence.ConsistencyDoc{TreeSize: int64(c.Size), Path: []string{}}}
 			if edit != nil {
 				edit(st)
 			}
@@ -192,6 +193,19 @@ func TestEvidenceCheckTSA(t *testing.T) {
 	refused("the record's TSA time edited", "the record states TSA time", func(st *evidence.DayStamp) { st.Time = st.Time.Add(-time.Hour) })
 	refused("no checkpoint for the token", "carries no signed checkpoint", func(st *evidence.DayStamp) { st.Note = "" })
 	refused("the record's day root edited", "its signed checkpoint is", func(st *evidence.DayStamp) { st.Root = strings.Repeat("00", 32) })
+	// An operator holding the key signs and stamps a checkpoint of a
+	// forked tree (another leaf) as the day's: signature and token
+	// verify, the consistency proof to the pack's checkpoint does not.
+	refused("a day checkpoint of a forked tree", "is not consistent with the checkpoint the entries are proved against", func(st *evidence.DayStamp) {
+		signer, err := note.NewSigner(skey)
+		testenv.Check(t, "signer", err)
+		forked := sha256.Sum256([]byte("forged leaf"))
+		signed, err := note.Sign(&note.Note{Text: string(flog.Checkpoint{Origin: "yidu.test/wwc", Size: 1, Hash: forked[:]}.Marshal())}, signer)
+		testenv.Check(t, "sign", err)
+		st.Note, st.Root = string(signed), hex.EncodeToString(forked[:])
+		st.Token, st.Time = token(st.Note)
+	})
+	refused("no consistency proof", "carries no consistency proof", func(st *evidence.DayStamp) { st.Consistency = nil })
 }
 
 // parseSigned opens a signed checkpoint with vkey.

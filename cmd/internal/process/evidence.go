@@ -76,20 +76,32 @@ func (a evidenceLedger) Checkpoint(ctx context.Context, corp string) (string, er
 }
 
 // DayStamp is the day checkpoint with a TSA token that covers entry seq
-// (ledger.StampedCheckpoint) and the TSA's time in its token.
-func (a evidenceLedger) DayStamp(ctx context.Context, corp string, seq int64) (evidence.DayStamp, bool, error) {
-	if seq <= 0 {
+// (ledger.StampedCheckpoint), the TSA's time in its token, and its
+// consistency proof to the checkpoint of size to (the record's); none
+// when that checkpoint is older than the day's (a day closed while the
+// record was made).
+func (a evidenceLedger) DayStamp(ctx context.Context, corp string, seq, to int64) (evidence.DayStamp, bool, error) {
+	if seq <= 0 || to < seq {
 		return evidence.DayStamp{}, false, nil
 	}
 	c, ok, err := a.l.StampedCheckpoint(ctx, corp, uint64(seq))
-	if err != nil || !ok {
+	if err != nil || !ok || c.Size > uint64(to) {
 		return evidence.DayStamp{}, false, err
 	}
 	ts, err := ledger.ParseTimestamp(c.Timestamp)
 	if err != nil {
 		return evidence.DayStamp{}, false, fmt.Errorf("evidence: day checkpoint %d of %s: %w", c.Size, corp, err)
 	}
-	return evidence.DayStamp{Day: c.Day, Size: int64(c.Size), Root: c.Root.String(), Time: ts.Time, Token: c.Timestamp, Note: c.Note}, true, nil
+	cons, err := a.l.Consistency(ctx, corp, c.Size, uint64(to))
+	if err != nil {
+		return evidence.DayStamp{}, false, fmt.Errorf("evidence: day checkpoint %d of %s: %w", c.Size, corp, err)
+	}
+	doc := &evidence.ConsistencyDoc{TreeSize: to, Path: make([]string, 0, len(cons.Path))}
+	for _, h := range cons.Path {
+		doc.Path = append(doc.Path, h.String())
+	}
+	return evidence.DayStamp{Day: c.Day, Size: int64(c.Size), Root: c.Root.String(), Time: ts.Time, Token: c.Timestamp, Note: c.Note,
+		Consistency: doc}, true, nil
 }
 
 // pageEvents reads the reading page's signals through flushd, which

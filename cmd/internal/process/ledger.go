@@ -64,10 +64,13 @@ func LedgerOptions(cfg config.Ledger, log *slog.Logger) (ledger.Options, error) 
 const checkpointInterval = time.Minute
 
 // checkpointLoop checkpoints every corp's log that grew
-// (ledger.CheckpointDue) and closes every ended day (ledger.SealDue) at
-// start and every checkpointInterval until ctx ends. Every flushd
-// replica runs it; replicas taking the same checkpoint write the same
-// row once. A panic or failure is recovered, logged and counted by g
+// (ledger.CheckpointDue), closes every ended day (ledger.SealDue) and
+// asks the TSA again for the tokens day checkpoints still owe
+// (ledger.StampDue: the TSA was down or answered badly at the day's
+// close) at start and every checkpointInterval until ctx ends. Every
+// flushd replica runs it; replicas taking the same checkpoint write the
+// same row once, and only the replica whose claim MySQL takes asks the
+// TSA for a token. A panic or failure is recovered, logged and counted by g
 // (yidu_loop_*{loop="checkpoint"}); the next turn tries again.
 func checkpointLoop(ctx context.Context, l *ledger.Ledger, g *loop.Guard) {
 	t := time.NewTimer(0)
@@ -84,6 +87,10 @@ func checkpointLoop(ctx context.Context, l *ledger.Ledger, g *loop.Guard) {
 		})
 		_ = g.Run(ctx, "ledger: checkpoint", func(ctx context.Context) error {
 			_, err := l.CheckpointDue(ctx)
+			return err
+		})
+		_ = g.Run(ctx, "ledger: timestamp day checkpoints", func(ctx context.Context) error {
+			_, err := l.StampDue(ctx)
 			return err
 		})
 		t.Reset(checkpointInterval)
