@@ -54,12 +54,20 @@ func TestLedgerFlushdKill9(t *testing.T) {
 		// flushd's batch: rows updated, waiting for the head (Append's
 		// first statement on it; MariaDB may show the transaction
 		// RUNNING while it waits).
+		// The statement is looked for in both places that may show it
+		// (innodb_trx's trx_query, the processlist's info), and past
+		// InnoDB's lock wait timeout (50 s), which makes flushd retry
+		// the batch, waiting again.
 		var modified int
-		testenv.WaitFor(t, 60*time.Second, "flushd's batch waits for the ledger head", func() bool {
+		testenv.WaitFor(t, 150*time.Second, "flushd's batch waits for the ledger head", func() bool {
 			var waiting int
 			err := e.db.QueryRow(`SELECT COUNT(*), COALESCE(MAX(t.trx_rows_modified), 0) FROM information_schema.innodb_trx t
 				JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
-				WHERE p.db = ? AND p.info LIKE 'INSERT INTO ledger_heads%'`, cfg.DBName).Scan(&waiting, &modified)
+				WHERE p.db = ? AND t.trx_rows_modified > 0
+				AND (COALESCE(t.trx_query, '') LIKE 'INSERT INTO ledger_heads%' OR COALESCE(p.info, '') LIKE 'INSERT INTO ledger_heads%')`, cfg.DBName).Scan(&waiting, &modified)
+			if err != nil {
+				t.Logf("looking for the waiting batch: %v", err)
+			}
 			return err == nil && waiting > 0
 		})
 		fl.kill9(t)
