@@ -1,6 +1,7 @@
 package loops
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -95,6 +96,9 @@ type standingRow struct {
 	checked          uint64
 	cycle            int
 	cycleStart       sql.NullTime
+	// unreadable: its audience or spec does not decode; the notice is
+	// skipped as a failed one (counted, backed off).
+	unreadable error
 }
 
 // SaveStanding keeps msgid's standing rule (after Post registered or
@@ -134,8 +138,9 @@ func (l *StandingLoop) Run(ctx context.Context, every time.Duration) error {
 
 // Tick enrols the joiners of every standing notice still in force, sends
 // what a crash left unsent, starts the cycles that are due and runs the
-// joiners' rounds. One notice's failure (or panic) is logged and left to
-// the next tick; the others go on.
+// joiners' rounds. One notice's failure (or panic, or a row whose
+// audience or spec does not decode) is logged, counted and backed off
+// (Guard); the others go on.
 func (l *StandingLoop) Tick(ctx context.Context) error {
 	now := l.Now()
 	rows, err := l.DB.QueryContext(ctx, `SELECT s.corp_id, s.msgid, s.app, s.audience, s.spec, s.checked_version, s.cycle, s.cycle_started_at
@@ -152,9 +157,8 @@ func (l *StandingLoop) Tick(ctx context.Context) error {
 			rows.Close()
 			return fmt.Errorf("campaign: standing notices: %w", err)
 		}
-		if json.Unmarshal([]byte(aj), &r.audience) != nil || json.Unmarshal([]byte(sj), &r.spec) != nil {
-			l.Log.Error("standing notice unreadable; skipped", "corp", r.corp, "msgid", r.msgid)
-			continue
+		if err := cmp.Or(json.Unmarshal([]byte(aj), &r.audience), json.Unmarshal([]byte(sj), &r.spec)); err != nil {
+			r.unreadable = fmt.Errorf("campaign: standing notice %s unreadable: %w", r.msgid, err)
 		}
 		all = append(all, r)
 	}
@@ -163,7 +167,12 @@ func (l *StandingLoop) Tick(ctx context.Context) error {
 		return fmt.Errorf("campaign: standing notices: %w", err)
 	}
 	for _, r := range all {
-		if err := l.safely(ctx, r.msgid, func() error { return l.notice(ctx, r) }); err != nil && ctx.Err() == nil {
+		if err := l.safely(ctx, r.msgid, func() error {
+			if r.unreadable != nil {
+				return r.unreadable
+			}
+			return l.notice(ctx, r)
+		}); err != nil && ctx.Err() == nil {
 			l.Log.Error("standing notice", "corp", r.corp, "msgid", r.msgid, "err", err)
 		}
 	}
