@@ -445,24 +445,6 @@ func cycleMarkdown(md string, cycle int, now time.Time, loc *time.Location) stri
 	return fmt.Sprintf("%s%s%d 轮确认（%d年%d月%d日）", md, mark, cycle, l.Year(), int(l.Month()), l.Day())
 }
 
-// withoutJoiners leaves a standing notice's joiners out of uids: the
-// notice's own rounds are its first recipients'.
-func withoutJoiners(ctx context.Context, db *sql.DB, corp, msgid string, uids *roaring.Bitmap) error {
-	rows, err := db.QueryContext(ctx, `SELECT uid FROM standing_enrolments WHERE corp_id = ? AND msgid = ?`, corp, msgid)
-	if err != nil {
-		return fmt.Errorf("campaign: joiners of %s: %w", msgid, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var u uint32
-		if err := rows.Scan(&u); err != nil {
-			return fmt.Errorf("campaign: joiners of %s: %w", msgid, err)
-		}
-		uids.Remove(u)
-	}
-	return rows.Err()
-}
-
 // Save keeps msgid's standing rule (SaveStanding) by by, now.
 func (l *StandingLoop) Save(ctx context.Context, corp, msgid, app string, a yidu.Audience, spec yidu.Standing, by string) error {
 	return SaveStanding(ctx, l.DB, corp, msgid, app, a, spec, by, l.Now())
