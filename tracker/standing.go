@@ -134,7 +134,9 @@ func (r *Registry) recipientsAmong(ctx context.Context, tx *sql.Tx, m yidu.Messa
 	return out, nil
 }
 
-// Enrolled returns the members enrolled in m after its first send.
+// Enrolled returns the members enrolled in m after its first send: the
+// notice's own rounds (campaign/loops, Rounds.Joiners) and a resumed
+// first send (withoutJoiners) leave them out.
 func (r *Registry) Enrolled(ctx context.Context, corpID, msgID string) (*roaring.Bitmap, error) {
 	rows, err := r.db.QueryContext(ctx, "SELECT uid FROM standing_enrolments WHERE corp_id = ? AND msgid = ?", corpID, msgID)
 	if err != nil {

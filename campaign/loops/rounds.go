@@ -39,6 +39,14 @@ type People interface {
 	Active(ctx context.Context, corpID string, uids []uint32) (map[uint32]Member, error)
 }
 
+// Joiners are the members enrolled in a standing notice after its first
+// send (tracker.Registry.Enrolled: standing_enrolments is the tracker's).
+// Their rounds are their own, counted from their own card
+// (standing_joiners.go), so a notice's rounds leave them out.
+type Joiners interface {
+	Enrolled(ctx context.Context, corpID, msgID string) (*roaring.Bitmap, error)
+}
+
 // OrgSource gives the department tree with its leaders and memberships
 // (Escalate's input).
 type OrgSource interface {
@@ -80,11 +88,13 @@ type Rounds struct {
 	// 0 is unlimited, as for a corp with no synced directory.
 	Seats  Seats
 	Sender RoundSender
-	Log    *slog.Logger
-	Now    func() time.Time
-	Owner  string
-	TTL    time.Duration
-	MinGap time.Duration
+	// Joiners are each standing notice's joiners, left out of its rounds.
+	Joiners Joiners
+	Log     *slog.Logger
+	Now     func() time.Time
+	Owner   string
+	TTL     time.Duration
+	MinGap  time.Duration
 	// Zone is each app's time zone (apps[].timezone).
 	Zone func(app string) *time.Location
 	// Fallback is each app's apps[].escalation_fallback UserIDs.

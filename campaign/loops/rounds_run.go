@@ -117,8 +117,8 @@ func (r *Rounds) postpone(ctx context.Context, n notice, round int, s *yidu.Foll
 }
 
 // candidates are the round's people at this moment: the live recipients
-// not read, active in the directory, and (reminded) not already in the
-// round's reminder_log.
+// not read, not a standing notice's joiners, active in the directory, and
+// (reminded) not already in the round's reminder_log.
 func (r *Rounds) candidates(ctx context.Context, n notice, round int, reminded bool) ([]uint32, map[uint32]Member, error) {
 	rec, ok, err := r.Reads.RecipientBitmap(ctx, n.corpID, n.msgID)
 	if err != nil || !ok {
@@ -128,10 +128,12 @@ func (r *Rounds) candidates(ctx context.Context, n notice, round int, reminded b
 	if err != nil {
 		return nil, nil, fmt.Errorf("campaign: reads of %s: %w", n.msgID, err)
 	}
-	unread := roaring.AndNot(rec, read)
-	if err := withoutJoiners(ctx, r.DB, n.corpID, n.msgID, unread); err != nil {
-		return nil, nil, err // joiners of a standing notice have rounds of their own (standing.go)
+	joiners, err := r.Joiners.Enrolled(ctx, n.corpID, n.msgID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("campaign: joiners of %s: %w", n.msgID, err)
 	}
+	unread := roaring.AndNot(rec, read)
+	unread.AndNot(joiners) // a standing notice's joiners have rounds of their own (standing_joiners.go)
 	if reminded {
 		rows, err := r.DB.QueryContext(ctx, `SELECT uid FROM reminder_log WHERE corp_id = ? AND msgid = ? AND round = ? AND kind = 'reminder'`,
 			n.corpID, n.msgID, round)

@@ -82,6 +82,27 @@ func (s sqlSeats) CountActive(ctx context.Context, corpID string) (int, error) {
 	return n, err
 }
 
+// sqlJoiners reads the standing_enrolments rows the test writes
+// (tracker.Registry.Enrolled in production).
+type sqlJoiners struct{ db *sql.DB }
+
+func (j sqlJoiners) Enrolled(ctx context.Context, corpID, msgID string) (*roaring.Bitmap, error) {
+	out := roaring.New()
+	rows, err := j.db.QueryContext(ctx, `SELECT uid FROM standing_enrolments WHERE corp_id = ? AND msgid = ?`, corpID, msgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var u uint32
+		if err := rows.Scan(&u); err != nil {
+			return nil, err
+		}
+		out.Add(u)
+	}
+	return out, rows.Err()
+}
+
 // fakeSender records every call; failAt makes one task id fail once.
 type fakeSender struct {
 	mu      sync.Mutex
@@ -157,7 +178,7 @@ func newBenchFixture(t testing.TB, left ...uint32) *fixture {
 	f.rounds = &Rounds{DB: db, Reads: f.live, People: fakePeople{roaring.BitmapOf(left...)},
 		Org: fixedOrg{orgOf(map[int64]int64{1: 0}, map[int64][]uint32{1: {10}},
 			map[uint32][]int64{1: {1}, 2: {1}, 3: {1}, 4: {1}, 5: {1}, 10: {1}})},
-		Seats:  sqlSeats{db},
+		Seats: sqlSeats{db}, Joiners: sqlJoiners{db},
 		Sender: f.send, Log: slog.New(slog.DiscardHandler), Now: f.clock.Now, Owner: "a", TTL: time.Minute,
 		MinGap: time.Second, Zone: func(string) *time.Location { return sh }, Fallback: func(string) []string { return []string{"hr-lead"} }}
 	return f

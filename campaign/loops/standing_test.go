@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/loop"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -90,5 +93,42 @@ func TestStandingInfoScope(t *testing.T) {
 	}
 	if _, err := l.Info(ctx, "c1", "other", nil); !errors.Is(err, ErrNotStanding) {
 		t.Errorf("Info(not standing) = %v; want ErrNotStanding", err)
+	}
+}
+
+// TestStandingUnreadableRowCounted: a standing_notices row whose spec
+// does not decode is a failed notice of the loop: counted in
+// yidu_loop_item_failures_total{loop="standing"} and backed off (the
+// next tick does not count it again), and the tick goes on.
+func TestStandingUnreadableRowCounted(t *testing.T) {
+	db := testenv.MySQL(t)
+	now := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	_, err := db.Exec(`INSERT INTO messages (corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state)
+		VALUES ('c1', 'bad', 'hr', 1, '员工手册', ?, 1, '', 1)`, now)
+	testenv.Check(t, "message", err)
+	_, err = db.Exec(`INSERT INTO standing_notices (corp_id, msgid, app, audience, spec, created_at) VALUES ('c1', 'bad', 'hr', '{"departments":[2]}', '[]', ?)`, now)
+	testenv.Check(t, "standing row", err)
+	reg := prometheus.NewRegistry()
+	g, err := loop.New("standing", loop.Options{Registerer: reg, Now: func() time.Time { return now }})
+	testenv.Check(t, "guard", err)
+	l := &StandingLoop{DB: db, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }, Owner: "a", TTL: time.Minute, Guard: g}
+	failures := func() float64 {
+		mfs, err := reg.Gather()
+		testenv.Check(t, "gather", err)
+		for _, mf := range mfs {
+			if mf.GetName() == "yidu_loop_item_failures_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return -1
+	}
+	for range 2 {
+		testenv.Check(t, "Tick", l.Tick(context.Background()))
+	}
+	if got := failures(); got != 1 {
+		t.Errorf("yidu_loop_item_failures_total{loop=\"standing\"} = %v; want 1 (the unreadable row, once: backed off)", got)
+	}
+	if !g.BackedOff("bad") {
+		t.Errorf("the unreadable notice is not backed off")
 	}
 }

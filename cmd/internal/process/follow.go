@@ -43,7 +43,7 @@ func followUpRounds(m *Main, cfg config.Config, log *slog.Logger) *loops.Rounds 
 		quota[a.Name] = a.DailyQuota
 	}
 	return &loops.Rounds{
-		DB: m.DB, Reads: m.Store, People: m.Mapper, Org: m.Mapper, Seats: m.Mapper, Sender: m.Tracker,
+		DB: m.DB, Reads: m.Store, People: m.Mapper, Org: m.Mapper, Seats: m.Mapper, Sender: m.Tracker, Joiners: m.Tracker,
 		Log: log.With("component", "follow-up"), Now: time.Now, Owner: loops.DefaultOwner(),
 		TTL: loops.DefaultLeaseTTL, MinGap: cfg.Dashboard.ReminderDelay(),
 		Zone:       func(app string) *time.Location { return zones[app] },

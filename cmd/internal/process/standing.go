@@ -15,6 +15,7 @@ import (
 var (
 	_ loops.Enroller          = (*tracker.Registry)(nil)
 	_ loops.StandingDirectory = (*idmap.Mapper)(nil)
+	_ loops.Joiners           = (*tracker.Registry)(nil)
 )
 
 // standingLoop builds the enrolment of standing notices' joiners, their

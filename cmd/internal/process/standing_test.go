@@ -12,14 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/testenv"
 	"github.com/yidu-io/yidu/ledger"
-	"github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/wecom"
 )
 
@@ -120,12 +118,17 @@ func TestStandingNotice(t *testing.T) {
 
 	// A second replica's loop polls the same notice meanwhile: each
 	// joiner is still enrolled and sent once.
-	atts, err := attachment.New(m.DB, attachment.Options{})
-	testenv.Check(t, "attachment.New", err)
-	notices, err := notice.New(m.DB, atts, notice.Options{Ledger: m.Ledger})
-	testenv.Check(t, "notice.New", err)
-	replica := standingLoop(m, m.Config, notices, m.Logger)
-	replica.Owner = "replica-2"
+	// The loops of the test's own are the process's standing loop as it
+	// is wired (its versions published to the reading pages: announcing),
+	// with their own owner and clock.
+	wing, err := m.notices()
+	testenv.Check(t, "notice wing", err)
+	standingAs := func(owner string, now func() time.Time) *loops.StandingLoop {
+		l := *wing.standing
+		l.Owner, l.Now, l.Guard = owner, now, nil
+		return &l
+	}
+	replica := standingAs("replica-2", time.Now)
 	rctx, stopReplica := context.WithCancel(context.Background())
 	replicaDone := make(chan struct{})
 	go func() { defer close(replicaDone); _ = replica.Run(rctx, 100*time.Millisecond) }()
@@ -255,9 +258,7 @@ func TestStandingNotice(t *testing.T) {
 	})
 	qSent := testenv.Column[time.Time](t, m.DB, "SELECT sent_at FROM standing_enrolments WHERE msgid = ? AND userid = 'qianjiu'", msg)[0]
 	clock := qSent.Add(23 * time.Hour)
-	dayLoop := standingLoop(m, m.Config, notices, m.Logger)
-	dayLoop.Now = func() time.Time { return clock }
-	dayLoop.Owner = "test-day"
+	dayLoop := standingAs("test-day", func() time.Time { return clock })
 	sentBefore := len(fake.Sent())
 	testenv.Check(t, "Tick 23 h on", dayLoop.Tick(context.Background()))
 	if got := len(fake.Sent()) - sentBefore; got != 0 {
@@ -280,11 +281,13 @@ func TestStandingNotice(t *testing.T) {
 		t.Errorf("the notice's own rounds = %d; want none (its round 1 is a day after the first send, by the real clock)", n)
 	}
 
+	// lisi has the page open on version 1 when the cycle begins.
+	ls := newReader(t, addr, "lisi")
+	lsView := ls.open(page)
+
 	// A cycle, a year on.
 	later := time.Now().AddDate(1, 0, 1)
-	loop := standingLoop(m, m.Config, notices, m.Logger)
-	loop.Now = func() time.Time { return later }
-	loop.Owner = "test-clock"
+	loop := standingAs("test-clock", func() time.Time { return later })
 	sentBefore = len(fake.Sent())
 	testenv.Check(t, "Tick a year on", loop.Tick(context.Background()))
 	testenv.WaitFor(t, 10*time.Second, "cycle 2 asks everyone again", func() bool {
@@ -302,6 +305,15 @@ func TestStandingNotice(t *testing.T) {
 	}
 	if len(asked) != 1 || !strings.Contains(asked[0], `"touser":"lisi|qianjiu|zhangsan|zhaoliu"`) {
 		t.Errorf("cycle 2's cards = %q; want one to the four of 销售部", asked)
+	}
+	// The reading page asks for version 2 from the moment the cycle
+	// stored it: lisi's acknowledgement of version 1 is stale, and the
+	// page opened again shows version 2.
+	if code, e := ls.event(page, "acknowledged", 1, lsView); code != http.StatusConflict || e != "stale_version" {
+		t.Errorf("lisi's acknowledgement of version 1 after cycle 2 = %d %q; want 409 stale_version", code, e)
+	}
+	if _, body := ls.getPage(page); !strings.Contains(body, `data-version="2"`) {
+		t.Errorf("the page after cycle 2 does not serve version 2: %.300s", body)
 	}
 	var pc struct {
 		progressJSON
