@@ -181,6 +181,34 @@ func TestGlobalConfigBeforeCommand(t *testing.T) {
 	}
 }
 
+// TestServeRefusesAmbiguousApprover is issue 46's "a bare name is
+// refused at start where it is ambiguous": yidu serve with an approver
+// "admin" that names both a password user and a WeCom member with a role
+// exits 1 naming the entry and both typed spellings, before it listens
+// (its context is done: a serve that started would return at once).
+func TestServeRefusesAmbiguousApprover(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	testenv.Check(t, "bcrypt", err)
+	file := filepath.Join(t.TempDir(), "yidu.yaml")
+	y := fmt.Sprintf(`dashboard:
+  public_url: https://yidu.example.com
+  users: [{name: admin, password_hash: %q, corps: [wwcorp]}]
+  roles: [{userid: admin, role: viewer, corp: wwcorp, departments: [1]}]
+apps:
+  - {name: hr, corp_id: wwcorp, agent_id: 1000002, token: t, encoding_aes_key: jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C, secret: s,
+     approval: {over: 10, approvers: [admin]}}
+`, hash)
+	testenv.Check(t, "write config", os.WriteFile(file, []byte(y), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb bytes.Buffer
+	err = run(ctx, []string{"--config", file, "serve"}, strings.NewReader(""), &out, &errb, func(string) string { return "" })
+	if exitCode(err) != 1 || err == nil || !strings.Contains(err.Error(), `approval.approvers[0] "admin" is ambiguous`) ||
+		!strings.Contains(err.Error(), "user:admin or wecom:admin") {
+		t.Errorf("yidu serve with an ambiguous approver = exit %d, %v; want 1 naming the entry and user:admin or wecom:admin", exitCode(err), err)
+	}
+}
+
 func TestHealthcheck(t *testing.T) {
 	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer ok.Close()

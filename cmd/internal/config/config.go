@@ -200,7 +200,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
-	cfg.typeApprovers()
+	cfg.TypeApprovers()
 	return cfg, nil
 }
 

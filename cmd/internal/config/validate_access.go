@@ -118,9 +118,13 @@ func (c Config) typedApprovers(app string, a *Approval) ([]string, error) {
 	return out, nil
 }
 
-// typeApprovers writes every app's approvers with their kinds
-// (typedApprovers), once Validate passed.
-func (c *Config) typeApprovers() {
+// TypeApprovers writes every app's approvers with their kinds
+// (typedApprovers), once Validate passed: Load does, and so does
+// process.NewMain for a Config built otherwise (yidu-demo, the tests), so
+// a bare "admin" meant for the password user never names a WeCom member
+// admin in a running process. An entry Validate would refuse is left as
+// it is; a typed one stays as it is.
+func (c *Config) TypeApprovers() {
 	for i, a := range c.Apps {
 		if a.Approval == nil {
 			continue

@@ -33,22 +33,19 @@ const (
 // 3: mallory; 公司 1: zhangsan) with edit applied, the directory synced.
 func mustRunGate(t *testing.T, edit func(*config.Config)) (*Main, *fakewecom.Server) {
 	t.Helper()
-	fake := fakewecom.New(campaignCorp())
-	base := fakewecom.Start(t, fake)
-	m := mustRunMainWith(t, func(c *config.Config) {
-		c.WeCom.APIBase = base
-		c.Apps[0].Secret = campaignSecret
-		if edit != nil {
-			edit(c)
-		}
-	})
+	return mustRunSynced(t, campaignCorp(), edit)
+}
+
+// syncDirectory syncs m's corp from the fake WeCom its configuration
+// names, as `yidu directory sync` does.
+func syncDirectory(t *testing.T, m *Main) {
+	t.Helper()
 	dir, err := wecom.NewDirectory(wecom.App{CorpID: testCorp, AgentID: testAgent, Secret: campaignSecret}, wecom.DirectoryOptions{})
 	testenv.Check(t, "NewDirectory", err)
 	syncer, err := idmap.NewSyncer(m.Mapper, map[string]idmap.Directory{testCorp: dir}, idmap.Options{Registerer: prometheus.NewRegistry()})
 	testenv.Check(t, "NewSyncer", err)
 	_, err = syncer.Sync(context.Background(), testCorp)
 	testenv.Check(t, "directory sync", err)
-	return m, fake
 }
 
 // apiAs is api with another bearer token; it answers the status and the

@@ -18,6 +18,7 @@ import (
 	"github.com/yidu-io/yidu/page"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -130,8 +131,11 @@ type Main struct {
 	wing *noticeWing
 }
 
-// NewMain returns a Main for cfg logging to logger.
+// NewMain returns a Main for cfg logging to logger. cfg's approvers are
+// typed as Load types them (config.TypeApprovers), however cfg was made.
 func NewMain(cfg config.Config, logger *slog.Logger) *Main {
+	cfg.Apps = slices.Clone(cfg.Apps) // TypeApprovers writes the caller's slice otherwise
+	cfg.TypeApprovers()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 	ready, _ := probe.NewStatus(reg) // a fresh registry: cannot collide
