@@ -306,7 +306,7 @@ func (s *Store) AckAsync(targets []Target, failed func(error)) error {
 	if len(calls) == 0 {
 		return nil
 	}
-	if _, err := s.enqueue(context.Background(), calls, failed); err != nil {
+	if _, err := s.enqueue(context.Background(), calls, time.Time{}, failed); err != nil {
 		return fmt.Errorf("bitmap: ack: %w", err)
 	}
 	return nil

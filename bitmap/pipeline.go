@@ -69,13 +69,18 @@ type request struct {
 
 // do queues calls and waits for their replies, ctx or timeout (0: none).
 func (s *Store) do(ctx context.Context, calls []call, timeout time.Duration) error {
-	r, err := s.enqueue(ctx, calls, nil)
+	// The deadline is the request's before it is queued: the loop reads
+	// it from then on.
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	r, err := s.enqueue(ctx, calls, deadline, nil)
 	if err != nil {
 		return err
 	}
 	var expired <-chan time.Time
 	if timeout > 0 {
-		r.deadline = time.Now().Add(timeout)
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		expired = t.C
@@ -94,8 +99,8 @@ func (s *Store) do(ctx context.Context, calls []call, timeout time.Duration) err
 }
 
 // enqueue queues calls for a loop; the request's done says when they ran.
-func (s *Store) enqueue(ctx context.Context, calls []call, failed func(error)) (*request, error) {
-	r := &request{ctx: ctx, calls: calls, done: make(chan error, 1), failed: failed}
+func (s *Store) enqueue(ctx context.Context, calls []call, deadline time.Time, failed func(error)) (*request, error) {
+	r := &request{ctx: ctx, calls: calls, deadline: deadline, done: make(chan error, 1), failed: failed}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
