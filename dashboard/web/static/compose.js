@@ -644,7 +644,20 @@
     showAttachments();
     contentChanged();
   });
-  $("standing").addEventListener("change", () => { $("standing-fields").hidden = !$("standing").checked; });
+  // A standing notice is sent now or at its time, never kept as a draft
+  // (campaign refuses one not sent: its joiners are sent its card), so
+  // 保存草稿 waits while 常驻通知 is ticked, with a line saying why; it
+  // stays off while the page is busy or cannot save (submit off too).
+  function showStandingDraft() {
+    const standing = $("standing").checked;
+    $("save-draft").disabled = standing || $("submit").disabled;
+    $("save-draft").title = standing ? tr("compose.standing_no_draft") : "";
+    $("standing-no-draft").hidden = !standing;
+  }
+  $("standing").addEventListener("change", () => {
+    $("standing-fields").hidden = !$("standing").checked;
+    showStandingDraft();
+  });
   // contentBody adds the full text, attachments and read rule to a POST
   // body when the notice has any.
   function contentBody(b) {
@@ -689,6 +702,7 @@
   }
   function busy(on) {
     for (const id of ["submit", "save-draft", "confirm-ok", "cancel-notice"]) $(id).disabled = on;
+    if (!on) showStandingDraft();
   }
   async function save(extra, sendNow) {
     if (state.editing && state.editing.content && !hasContent()) {
@@ -734,6 +748,7 @@
     }
   }
   $("save-draft").addEventListener("click", () => {
+    if ($("standing").checked) return; // showStandingDraft: never a standing draft
     clearErrors();
     const at = sendAt();
     save(at ? { draft: true, send_at: at } : { draft: true }, false);
