@@ -646,8 +646,9 @@
   });
   // A standing notice is sent now or at its time, never kept as a draft
   // (campaign refuses one not sent: its joiners are sent its card), so
-  // 保存草稿 waits while 常驻通知 is ticked, with a line saying why; it
-  // stays off while the page is busy or cannot save (submit off too).
+  // the save-draft button is off while the standing box is ticked, with a
+  // line saying why; it stays off while the page is busy or cannot save
+  // (submit off too).
   function showStandingDraft() {
     const standing = $("standing").checked;
     $("save-draft").disabled = standing || $("submit").disabled;
@@ -748,7 +749,7 @@
     }
   }
   $("save-draft").addEventListener("click", () => {
-    if ($("standing").checked) return; // showStandingDraft: never a standing draft
+    if ($("standing").checked) return; // never a standing draft (showStandingDraft)
     clearErrors();
     const at = sendAt();
     save(at ? { draft: true, send_at: at } : { draft: true }, false);
