@@ -38,9 +38,29 @@ type Event struct {
 	People    int64
 	ClientIP  string
 	UserAgent string
-	Outcome   string // "ok", "refused", "failed"
+	Outcome   string // "ok", "refused", "failed"; "started" (OutcomeStarted)
 	// Detail is an optional summary, e.g. an export's scope.
 	Detail string
+}
+
+// OutcomeStarted is the outcome of the row a streamed download (an
+// export, a PDF, a ZIP) writes before its first byte, so nothing leaves
+// unaudited (fail closed); Ended is the row saying how it ended.
+const OutcomeStarted = "started"
+
+// Ended is the row of how the streamed download that e started ended,
+// written written people (rows, records): outcome "ok" when the whole
+// file was written to the client (err nil), else "failed" with how far it
+// got (detail written=N). A download cut short, by a backend error or a
+// client gone midway, never reads as a success. This is the one rule:
+// every streamed download records its end through it.
+func (e Event) Ended(written int64, err error) Event {
+	e.Outcome, e.People = "ok", written
+	if err != nil {
+		e.Outcome = "failed"
+		e.Detail += fmt.Sprintf(" written=%d", written)
+	}
+	return e
 }
 
 // Recorder writes audit events; the dashboard declares its own copy of

@@ -117,3 +117,24 @@ func TestList(t *testing.T) {
 		t.Errorf("limit over max: %v", err)
 	}
 }
+
+// TestEnded: a streamed download's end is ok only without an error, and
+// a cut-short one says how far it got.
+func TestEnded(t *testing.T) {
+	start := audit.Event{Action: yidu.ActionExport, People: 60000, Outcome: audit.OutcomeStarted, Detail: "state=all"}
+	tests := []struct {
+		name    string
+		written int64
+		err     error
+		want    audit.Event
+	}{
+		{"whole", 60000, nil, audit.Event{Action: yidu.ActionExport, People: 60000, Outcome: "ok", Detail: "state=all"}},
+		{"cut short", 2000, errors.New("write: broken pipe"),
+			audit.Event{Action: yidu.ActionExport, People: 2000, Outcome: "failed", Detail: "state=all written=2000"}},
+	}
+	for _, tt := range tests {
+		if got := start.Ended(tt.written, tt.err); got != tt.want {
+			t.Errorf("%s: Ended(%d, %v) = %+v; want %+v", tt.name, tt.written, tt.err, got, tt.want)
+		}
+	}
+}

@@ -9,7 +9,8 @@ import (
 
 // checkStanding checks a posted standing spec before anything is
 // written: its own rule (yidu.Standing.Validate), an audience that can
-// have newcomers, a notice that is sent, and cycles only where the page
+// have newcomers, a notice that is sent (now or at send_at, never kept
+// as a draft), and cycles only where the page
 // can ask again (read_rule acknowledged, with content).
 func (s *Service) checkStanding(post Post) error {
 	if post.Standing == nil {
@@ -24,8 +25,10 @@ func (s *Service) checkStanding(post Post) error {
 	if err := yidu.CheckStandingAudience(post.Audience); err != nil {
 		return err
 	}
-	if !post.Send {
-		return &yidu.StandingError{Field: "standing", Reason: `a standing notice is sent ("send": true): joiners are sent its card`}
+	if !post.Send || post.Draft {
+		// Never a draft: its joiners are sent its card, so it is sent now
+		// or at send_at (or held for approval, sent when approved).
+		return &yidu.StandingError{Field: "standing", Reason: `a standing notice is sent now or scheduled ("send": true, not a draft): joiners are sent its card`}
 	}
 	if post.Standing.ReacknowledgeEvery != "" && (!post.Content.Has || post.Content.ReadRule != string(yidu.ReadRuleAcknowledged)) {
 		return &yidu.StandingError{Field: "standing.reacknowledge_every",

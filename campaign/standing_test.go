@@ -15,9 +15,10 @@ import (
 
 // TestPostStanding (issue 51): a posted standing spec is checked before
 // anything is written (each field's StandingError, an audience of UserIDs
-// alone, a notice not sent, a cycle without acknowledgement); a good one
-// is kept with the audience as asked whichever way the notice goes: sent
-// now, scheduled, or held for approval (it enrols once sent).
+// alone, a notice not sent or kept as a draft, a cycle without
+// acknowledgement); a good one is kept with the audience as asked
+// whichever way the notice goes: sent now, scheduled, or held for
+// approval (it enrols once sent).
 func TestPostStanding(t *testing.T) {
 	f := newServiceFixture(t)
 	approved := yidu.App{Name: "hr-big", CorpID: testApp.CorpID, AgentID: 1000003, Approval: &yidu.Approval{Over: 1, Approvers: []string{"boss"}}}
@@ -43,6 +44,11 @@ func TestPostStanding(t *testing.T) {
 		{"not sent", func() Post {
 			p := post("s-nosend", testApp, dept, yidu.Standing{})
 			p.Send, p.Draft = false, true
+			return p
+		}(), "standing"},
+		{"a draft, though send", func() Post {
+			p := post("s-draft", testApp, dept, yidu.Standing{})
+			p.Draft = true // "send": true, "draft": true: kept as a draft before
 			return p
 		}(), "standing"},
 		{"cycle without acknowledgement", post("s-cycle", testApp, dept, yidu.Standing{ReacknowledgeEvery: "1y"}), "standing.reacknowledge_every"},

@@ -110,6 +110,7 @@ func TestAuditEndToEnd(t *testing.T) {
 		{"send", "e2e-draft", "acme", "token", "ok"}:           0,
 		{"remind", "hello", "acme", "token", "ok"}:             -1, // the fake's unread count
 		{"follow_up_change", "hello", "acme", "token", "ok"}:   0,
+		{"export", "hello", "acme", "token", "started"}:        10, // streamed: its start, then its end
 		{"export", "hello", "acme", "token", "ok"}:             10,
 		{"recall", "hello", "acme", "token", "ok"}:             -1,
 		{"sign_out", "", "alice", "password", "ok"}:            0,
@@ -170,7 +171,7 @@ func TestAuditEndToEnd(t *testing.T) {
 			break
 		}
 	}
-	if len(all) != 15 || all[0].Action != "sign_out" || all[14].Action != "sign_in_failed" {
+	if len(all) != 16 || all[0].Action != "sign_out" || all[15].Action != "sign_in_failed" {
 		t.Fatalf("admin read %d events (first %+v)", len(all), all[0])
 	}
 	w := f.do(t, "GET", "/api/v1/audit?action=send&msgid=e2e-send", acmeToken, nil)

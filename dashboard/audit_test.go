@@ -28,9 +28,10 @@ func (r *recorderFake) Record(_ context.Context, e audit.Event) error {
 	return nil
 }
 
-// TestAuditTrail: a sign-in, a failed one and an export leave one event
-// each, never the password or the token; an export whose event cannot be
-// written is refused (fail closed) and counted.
+// TestAuditTrail: a sign-in, a failed one and an export leave their
+// events (the export two: started, then ok), never the password or the
+// token; an export whose event cannot be written is refused (fail
+// closed) and counted.
 func TestAuditTrail(t *testing.T) {
 	rec := &recorderFake{}
 	f := newFixtureOpts(t, false, func(o *deps) { o.Audit = rec })
@@ -45,9 +46,14 @@ func TestAuditTrail(t *testing.T) {
 			t.Errorf("event %+v carries a secret", e)
 		}
 	}
-	if len(rec.events) != 3 || rec.events[0].Action != yidu.ActionSignInFailed || rec.events[1].Action != yidu.ActionSignIn ||
-		rec.events[2].Action != yidu.ActionExport || rec.events[2].MsgID != "hello" || rec.events[2].Detail != "state=all" {
+	// The export is streamed: a row before its first byte, one at its end.
+	if len(rec.events) != 4 || rec.events[0].Action != yidu.ActionSignInFailed || rec.events[1].Action != yidu.ActionSignIn {
 		t.Fatalf("events %v", got)
+	}
+	for i, outcome := range []string{"started", "ok"} {
+		if e := rec.events[2+i]; e.Action != yidu.ActionExport || e.MsgID != "hello" || e.Detail != "state=all" || e.Outcome != outcome {
+			t.Fatalf("events %v; want the export started, then ok", got)
+		}
 	}
 
 	rec.fail = true

@@ -288,7 +288,9 @@ func (w *certLines) recipient(rec Record) {
 		if j.SentAt != nil {
 			told = w.at(*j.SentAt)
 		}
-		w.text("加入发送范围：%s（常驻通知，首次发送后加入）　告知时间：%s　截止时间：%s", w.at(j.JoinedAt), told, w.at(j.Deadline))
+		// Two lines: on one, a wrap parted 截止时间 from its time.
+		w.text("加入发送范围：%s（常驻通知，首次发送后加入）", w.at(j.JoinedAt))
+		w.text("告知时间：%s　截止时间：%s", told, w.at(j.Deadline))
 	}
 }
 

@@ -154,7 +154,7 @@ func (s *Server) handleRecordPDF(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev := audit.Event{At: s.opts.Now(), Actor: userid, ActorKind: "wecom", Action: yidu.ActionEvidence,
-		CorpID: a.CorpID, App: a.Name, MsgID: msgID, People: 1, Outcome: "started", Detail: "own evidence format=pdf", UserAgent: yidu.Truncate(r.UserAgent(), 255)}
+		CorpID: a.CorpID, App: a.Name, MsgID: msgID, People: 1, Outcome: audit.OutcomeStarted, Detail: "own evidence format=pdf", UserAgent: yidu.Truncate(r.UserAgent(), 255)}
 	if err == nil {
 		// Streamed: "started" first (fail closed), then how it ended.
 		err = s.audit.Record(r.Context(), ev)
@@ -167,11 +167,9 @@ func (s *Server) handleRecordPDF(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/pdf")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-%s.pdf"`, msgID, userid))
 	err = s.opts.Records.PDF(w, rec)
-	ev.At, ev.Outcome = s.opts.Now(), "ok"
-	if err != nil {
-		ev.Outcome = "failed"
-	}
-	if aerr := s.audit.Record(context.WithoutCancel(r.Context()), ev); aerr != nil {
+	end := ev.Ended(1, err)
+	end.At = s.opts.Now()
+	if aerr := s.audit.Record(context.WithoutCancel(r.Context()), end); aerr != nil {
 		s.log.ErrorContext(r.Context(), "page: audit", "err", aerr)
 	}
 	if err != nil {

@@ -3,7 +3,9 @@
 // with its id, counted, and backed off (capped), so one poisoned notice
 // neither stops the others nor takes the process down (prometheus's
 // rule-group evaluation does the same per rule). docs/reliability.md has
-// the rule; the alerts are in deploy/prometheus/alerts.yml.
+// the rule; the alerts (YiduLoopPanics, YiduLoopItemsBackedOff) are in
+// deploy/monitoring/prometheusrule.yaml, what to do about them in
+// docs/deploy.md.
 package loop
 
 import (

@@ -23,7 +23,9 @@ import (
 // TestBrowserStandingNotice (issue 51): the message page of a standing
 // notice shows 常驻 and 新入职待确认 1 人 once a joiner arrived, with the
 // joiner in its table; the list filtered to 仅常驻通知 shows it alone;
-// the compose page posts a notice made standing with its checkbox.
+// the compose page posts a notice made standing with its checkbox, and
+// offers no 保存草稿 while it is ticked (a standing notice is never a
+// draft).
 func TestBrowserStandingNotice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test: skipped with -short")
@@ -98,7 +100,24 @@ func TestBrowserStandingNotice(t *testing.T) {
 	b.wait(t, "the tree", `document.querySelector('input[data-dept="2"]') !== null`)
 	b.do(t, "write", chromedp.SendKeys(chromedp.ID("title"), "保密制度"), chromedp.Click(chromedp.CSS(`input[data-dept="2"]`)))
 	b.wait(t, "the count", `document.getElementById("recipient-count").textContent === "2" && document.getElementById("count-state").textContent === ""`)
+	if off := eval[bool](t, b, `document.getElementById("save-draft").disabled`); off {
+		t.Error("保存草稿 is off before 常驻通知 is ticked")
+	}
 	b.do(t, "常驻通知", chromedp.Click(chromedp.ID("standing")))
+	b.wait(t, "its fields", `!document.getElementById("standing-fields").hidden`)
+	// A standing notice is sent now or at its time, never a draft (the
+	// server refuses one): 保存草稿 is off, and the page says why.
+	if off := eval[bool](t, b, `document.getElementById("save-draft").disabled`); !off {
+		t.Error("保存草稿 is on while 常驻通知 is ticked; the server refuses a standing draft (400)")
+	}
+	if hint := eval[string](t, b, `(() => { const e = document.getElementById("standing-no-draft"); return e && !e.hidden ? e.textContent : ""; })()`); !strings.Contains(hint, "不能保存为草稿") {
+		t.Errorf("hint beside 保存草稿 = %q; want it to say a standing notice cannot be saved as a draft", hint)
+	}
+	b.do(t, "常驻通知 off", chromedp.Click(chromedp.ID("standing")))
+	if off := eval[bool](t, b, `document.getElementById("save-draft").disabled || !document.getElementById("standing-no-draft").hidden`); off {
+		t.Error("保存草稿 stays off (or its hint shown) after 常驻通知 is unticked")
+	}
+	b.do(t, "常驻通知 again", chromedp.Click(chromedp.ID("standing")))
 	b.wait(t, "its fields", `!document.getElementById("standing-fields").hidden`)
 	eval[bool](t, b, `(() => { const e = document.getElementById("join-deadline"); e.value = "14d"; return e.dispatchEvent(new Event("change")); })()`)
 	b.screenshot(t, art, "standing-compose")

@@ -87,20 +87,16 @@ func download(w http.ResponseWriter, contentType, filename string) {
 // outcomeStarted is the outcome of the audit row a streamed download
 // writes before its first byte (fail closed); recordStreamed writes the
 // row of how it ended.
-const outcomeStarted = "started"
+const outcomeStarted = audit.OutcomeStarted
 
-// recordStreamed records how a streamed download that e started ended:
-// "ok" with the people it holds, or "failed" with how far it got, so a
-// ZIP cut short never reads as a success in the audit log.
-func (s *Handlers) recordStreamed(r *http.Request, e audit.Event, people int, err error) {
-	e.Outcome, e.People = "ok", int64(people)
-	if err != nil {
-		e.Outcome = "failed"
-		e.Detail += fmt.Sprintf(" written=%d", people)
-	}
+// recordStreamed records how a streamed download that e started ended
+// (audit.Event.Ended: "ok" with the people it holds, or "failed" with
+// how far it got), so a download cut short never reads as a success in
+// the audit log.
+func (s *Handlers) recordStreamed(r *http.Request, e audit.Event, people int64, err error) {
 	// The request's context may be gone with its client; the row is not.
 	ctx := context.WithoutCancel(r.Context())
-	_ = s.Record(r.WithContext(ctx), e)
+	_ = s.Record(r.WithContext(ctx), e.Ended(people, err))
 }
 
 // HandleEvidenceZIP streams GET …/evidence.zip?department=&state=: each
@@ -150,7 +146,7 @@ func (s *Handlers) HandleEvidenceZIP(w http.ResponseWriter, r *http.Request, m y
 		err = bw.Flush()
 	}
 	s.exportRows.Add(float64(n))
-	s.recordStreamed(r, e, n, err)
+	s.recordStreamed(r, e, int64(n), err)
 	if err != nil {
 		s.Log.WarnContext(ctx, "evidence zip cut short", "corp", m.CorpID, "msgid", m.MsgID, "people", n, "err", err)
 		panic(http.ErrAbortHandler)
@@ -169,7 +165,7 @@ func (sw stallWriter) Write(p []byte) (int, error) {
 	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.stall))
 	n, err := sw.w.Write(p)
 	if err == nil {
-		_ = sw.rc.Flush()
+		err = sw.rc.Flush() // a client gone shows here first
 	}
 	return n, err
 }

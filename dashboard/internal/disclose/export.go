@@ -41,8 +41,11 @@ func csvRow(b []byte, fields []string) []byte {
 
 // HandleExport streams the selection as CSV. Memory stays flat: the uids
 // are walked chunkSize at a time, each chunk's users and read times fetched
-// and written, then dropped. A failure mid-stream aborts the connection so
-// the client sees a broken download rather than a silently short file.
+// and written, then dropped. A failure mid-stream (a backend's, or the
+// client gone) aborts the connection so the client sees a broken download
+// rather than a silently short file, and the audit row of its end says
+// failed: as the evidence downloads, a "started" row before the first
+// byte, then "ok" only when the whole file was written.
 func (s *Handlers) HandleExport(w http.ResponseWriter, r *http.Request, m yidu.Message) {
 	rq, err := handle.ParseRecipientQuery(r, false)
 	if err != nil {
@@ -57,7 +60,7 @@ func (s *Handlers) HandleExport(w http.ResponseWriter, r *http.Request, m yidu.M
 	}
 	// Fail closed: no personal data leaves without its audit row.
 	e := event(r, yidu.ActionExport, m.CorpID, m.App, m.MsgID)
-	e.People, e.Detail = int64(sel.Total()), "state="+string(rq.State)
+	e.People, e.Detail, e.Outcome = int64(sel.Total()), "state="+string(rq.State), outcomeStarted
 	if !s.Disclose(w, r, e, "export") {
 		return
 	}
@@ -88,13 +91,17 @@ func (s *Handlers) HandleExport(w http.ResponseWriter, r *http.Request, m yidu.M
 		if err := bw.Flush(); err != nil {
 			return err
 		}
-		_ = rc.Flush()
-		return nil
+		return rc.Flush()
 	})
 	s.exportRows.Add(float64(rows))
 	if err == nil {
 		err = bw.Flush()
 	}
+	if err == nil {
+		// Out of net/http's buffers too: ok means the whole file went.
+		err = rc.Flush()
+	}
+	s.recordStreamed(r, e, rows, err)
 	if err != nil {
 		s.Log.WarnContext(ctx, "export cut short", "corp", m.CorpID, "msgid", m.MsgID, "rows", rows, "err", err)
 		panic(http.ErrAbortHandler)

@@ -644,7 +644,21 @@
     showAttachments();
     contentChanged();
   });
-  $("standing").addEventListener("change", () => { $("standing-fields").hidden = !$("standing").checked; });
+  // A standing notice is sent now or at its time, never kept as a draft
+  // (campaign refuses one not sent: its joiners are sent its card), so
+  // the save-draft button is off while the standing box is ticked, with a
+  // line saying why; it stays off while the page is busy or cannot save
+  // (submit off too).
+  function showStandingDraft() {
+    const standing = $("standing").checked;
+    $("save-draft").disabled = standing || $("submit").disabled;
+    $("save-draft").title = standing ? tr("compose.standing_no_draft") : "";
+    $("standing-no-draft").hidden = !standing;
+  }
+  $("standing").addEventListener("change", () => {
+    $("standing-fields").hidden = !$("standing").checked;
+    showStandingDraft();
+  });
   // contentBody adds the full text, attachments and read rule to a POST
   // body when the notice has any.
   function contentBody(b) {
@@ -689,6 +703,7 @@
   }
   function busy(on) {
     for (const id of ["submit", "save-draft", "confirm-ok", "cancel-notice"]) $(id).disabled = on;
+    if (!on) showStandingDraft();
   }
   async function save(extra, sendNow) {
     if (state.editing && state.editing.content && !hasContent()) {
@@ -734,6 +749,7 @@
     }
   }
   $("save-draft").addEventListener("click", () => {
+    if ($("standing").checked) return; // never a standing draft (showStandingDraft)
     clearErrors();
     const at = sendAt();
     save(at ? { draft: true, send_at: at } : { draft: true }, false);
