@@ -167,6 +167,17 @@ func leaderScope(t *testing.T, m *Main) (depts, users map[string]bool) {
 	return depts, users
 }
 
+// outside returns those of the comma-separated list that in lacks.
+func outside(list string, in map[string]bool) []string {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if !in[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // walkLeader signs in as the department leader with WeCom at a desk and
 // opens the notice to everyone: the counts, departments and people are
 // their subtree's only; in English the page's words are English. In
@@ -186,19 +197,15 @@ func walkLeader(t *testing.T, ctx context.Context, chromium string, m *Main, lan
 	if !ld.poll(`document.querySelectorAll("#departments a[data-dept]").length > 0`, 10*time.Second) {
 		t.Errorf("leader (%s): no departments: %q", lang, ld.eval(`document.getElementById("departments-state").textContent`))
 	}
-	for _, id := range strings.Split(ld.eval(`[...document.querySelectorAll("#departments a[data-dept]")].map((a) => a.dataset.dept).join(",")`), ",") {
-		if !depts[id] {
-			t.Errorf("leader (%s): the departments panel shows department %s, outside %s's subtree", lang, id, m.LeaderDept)
-		}
+	if out := outside(ld.eval(`[...document.querySelectorAll("#departments a[data-dept]")].map((a) => a.dataset.dept).join(",")`), depts); out != nil {
+		t.Errorf("leader (%s): the departments panel shows departments %v, outside %s's subtree", lang, out, m.LeaderDept)
 	}
 	ld.eval(`(() => { const s = document.getElementById("state"); s.value = "all"; s.dispatchEvent(new Event("change")); return s.value; })()`)
 	if !ld.poll(fmt.Sprintf(`document.getElementById("recipient-total").textContent.trim() === %q && document.querySelectorAll("#recipients tbody tr").length > 0`, strconv.Itoa(len(users))), 10*time.Second) {
 		t.Errorf("leader (%s): people (all) number %q; want %d", lang, ld.eval(`document.getElementById("recipient-total").textContent`), len(users))
 	}
-	for _, u := range strings.Split(ld.eval(`[...document.querySelectorAll("#recipients tbody tr td:first-child")].map((e) => e.textContent).join(",")`), ",") {
-		if !users[u] {
-			t.Errorf("leader (%s): the people panel shows %q, outside %s's subtree", lang, u, m.LeaderDept)
-		}
+	if out := outside(ld.eval(`[...document.querySelectorAll("#recipients tbody tr td:first-child")].map((e) => e.textContent).join(",")`), users); out != nil {
+		t.Errorf("leader (%s): the people panel shows %v, outside %s's subtree", lang, out, m.LeaderDept)
 	}
 	if lang == "en" {
 		cat := enCatalogue(t)
