@@ -535,5 +535,6 @@ func TestIssue49Browser(t *testing.T) {
 	if got := en.sideways(); got != "" {
 		t.Errorf("English message page at 390 px scrolls sideways: %s", got)
 	}
+	checkWholeWords(t, en)
 	en.shot("hr-message-en-390")
 }

@@ -316,3 +316,17 @@ func checkRemindNotAgain(t *testing.T, hr *persona, m *Main, byLeader int) {
 	}
 	hr.shot("hr-remind-not-again-zh-1280")
 }
+
+// checkWholeWords looks at the message page at 390 px as found by eye:
+// the send batches' status ("delivered") was broken inside the word, and
+// the export heading's colon stood apart ("Export whole notice :").
+func checkWholeWords(t *testing.T, p *persona) {
+	broken := p.eval(`[...document.querySelectorAll("#send-batches tbody td:nth-child(2)")].filter((td) => !/\s/.test(td.textContent.trim())).filter((td) => { const r = document.createRange(); r.selectNodeContents(td); return r.getClientRects().length > 1; }).map((td) => td.textContent).join(",")`)
+	if broken != "" {
+		t.Errorf("send batches at 390 px break the status %q inside the word", broken)
+	}
+	gap := p.eval(`(() => { const s = document.getElementById("export-scope"), c = s.nextSibling; if (!c || c.nodeType !== 3) return "no colon after the scope"; const r = document.createRange(); r.selectNodeContents(c); const g = r.getBoundingClientRect().left - s.getBoundingClientRect().right; return g > 2 ? "colon " + Math.round(g) + " px after the scope" : ""; })()`)
+	if gap != "" {
+		t.Errorf("the export heading at 390 px: %s", gap)
+	}
+}
