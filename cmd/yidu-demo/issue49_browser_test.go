@@ -158,10 +158,12 @@ func (p *persona) signInWithWeCom(target, fakeHost, userID string) {
 
 // TestIssue49Browser walks issue 49 on the embedded demo (the README's
 // `go run ./cmd/yidu-demo`, 200 employees): HR (password, 1280 px, Chinese
-// then English), the approver (WeCom sign-in on a phone, 390 px), a
-// department leader (WeCom, 1280 px) and employees (the reading page and
-// 我的记录 in WeCom on a phone). Each finding has an assertion; the
-// screenshots go to $YIDU_ARTIFACTS as issue49-*.png.
+// then English), the approver (WeCom sign-in on a phone, 390 px, from the
+// approval card's links, Chinese and English), a department leader
+// (WeCom, 1280 px, their subtree only, Chinese and English) and employees
+// (the reading page and 我的记录 in WeCom on a phone; Chinese only, so an
+// English phone gets them whole in Chinese). Each finding has an
+// assertion; the screenshots go to $YIDU_ARTIFACTS as issue49-*.png.
 func TestIssue49Browser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test: skipped with -short")
