@@ -40,23 +40,23 @@ func newPersona(t *testing.T, ctx context.Context, chromium, name, lang, ua stri
 	t.Helper()
 	tab, stop := startChromium(t, ctx, chromium)
 	p := &persona{t: t, name: name, tab: tab, stop: stop, dir: artifacts(t)}
+	al := "zh-CN,zh;q=0.9"
+	if lang == "en" {
+		al = "en-US,en;q=0.9"
+	}
 	setup := []chromedp.Action[chromedp.Void]{
 		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := cdp.Call(ctx, tg, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Shanghai"})
 			return err
 		}),
 		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			al := "zh-CN,zh;q=0.9"
-			if lang == "en" {
-				al = "en-US,en;q=0.9"
-			}
 			_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Accept-Language": al}})
 			return err
 		}),
 	}
 	if ua != "" {
 		setup = append(setup, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := cdp.Call(ctx, tg, emulation.SetUserAgentOverride, emulation.SetUserAgentOverrideParams{UserAgent: ua, AcceptLanguage: "zh-CN"})
+			_, err := cdp.Call(ctx, tg, emulation.SetUserAgentOverride, emulation.SetUserAgentOverrideParams{UserAgent: ua, AcceptLanguage: al})
 			return err
 		}))
 	}
@@ -158,10 +158,12 @@ func (p *persona) signInWithWeCom(target, fakeHost, userID string) {
 
 // TestIssue49Browser walks issue 49 on the embedded demo (the README's
 // `go run ./cmd/yidu-demo`, 200 employees): HR (password, 1280 px, Chinese
-// then English), the approver (WeCom sign-in on a phone, 390 px), a
-// department leader (WeCom, 1280 px) and employees (the reading page and
-// 我的记录 in WeCom on a phone). Each finding has an assertion; the
-// screenshots go to $YIDU_ARTIFACTS as issue49-*.png.
+// then English), the approver (WeCom sign-in on a phone, 390 px, from the
+// approval card's links, Chinese and English), a department leader
+// (WeCom, 1280 px, their subtree only, Chinese and English) and employees
+// (the reading page and 我的记录 in WeCom on a phone; Chinese only, so an
+// English phone gets them whole in Chinese). Each finding has an
+// assertion; the screenshots go to $YIDU_ARTIFACTS as issue49-*.png.
 func TestIssue49Browser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test: skipped with -short")
@@ -363,7 +365,11 @@ func TestIssue49Browser(t *testing.T) {
 	// ---- The approver: WeCom on a phone, from the card's link.
 	ap := newPersona(t, ctx, chromium, "approver", "zh", wecomPhoneUA, 390, 844)
 	defer ap.stop()
-	ap.signInWithWeCom(base+"/approve/"+held, fake, m.Approver)
+	cardBody, cardReject := cardLinks(t, m, held)
+	if !strings.HasSuffix(cardBody, "/approve/"+held) || cardReject != cardBody {
+		t.Errorf("finding 3: the approval card opens %q, its 驳回 %q; want both the approval page of %s", cardBody, cardReject, held)
+	}
+	ap.signInWithWeCom(cardReject, fake, m.Approver)
 	if !ap.poll(`document.getElementById("approval") !== null`, 10*time.Second) {
 		t.Fatalf("finding 3: the approver signed in with WeCom sees %q at %s; want the approval page",
 			ap.eval(`document.body.innerText.slice(0, 200)`), ap.eval(`location.href`))
@@ -371,10 +377,14 @@ func TestIssue49Browser(t *testing.T) {
 	if got := ap.eval(`document.getElementById("approval").innerText`); !strings.Contains(got, "年会安排通知") || !strings.Contains(got, "接收人") || !strings.Contains(got, "驳回（填写理由）") || !strings.Contains(got, "批准") {
 		t.Errorf("finding 3: the approver's page reads %.400q; want the notice, the recipients, 批准 and 驳回（填写理由）", got)
 	}
+	if got := ap.eval(`document.querySelector("#approval-card .card-body")?.textContent || ""`); !strings.Contains(got, "请各部门于周五前报名。") {
+		t.Errorf("finding 3: the approver's page shows the body %q; want the notice's text, not only its title", got)
+	}
 	if got := ap.sideways(); got != "" {
 		t.Errorf("finding 3: the approval page scrolls sideways at 390 px: %s", got)
 	}
 	ap.shot("approver-zh-390")
+	walkApproverEnglish(t, ctx, chromium, m, cardBody, "请各部门于周五前报名。")
 	ap.run("reject with a reason", chromedp.SendKeys(chromedp.ID("reject-reason"), "时间写错了，请改为周四"), chromedp.Click(chromedp.ID("reject")))
 	if !ap.poll(`document.getElementById("approval")?.dataset.state === "rejected"`, 10*time.Second) {
 		t.Errorf("finding 3: 驳回 with a reason left the page %q", ap.eval(`document.getElementById("approval-error")?.textContent || location.href`))
@@ -382,16 +392,12 @@ func TestIssue49Browser(t *testing.T) {
 	ap.shot("approver-rejected-zh-390")
 	ap.stop()
 
-	// ---- A department leader, WeCom sign-in at a desk.
-	ld := newPersona(t, ctx, chromium, "leader", "zh", "", 1280, 900)
-	defer ld.stop()
-	ld.signInWithWeCom(base+"/login/wecom?next="+url.QueryEscape("/m/"+m.MsgID), fake, m.Leader)
-	if !ld.poll(`document.getElementById("progress-bar") !== null`, 15*time.Second) {
-		t.Errorf("leader: no notice page at %s", ld.eval(`location.href`))
-	}
-	ld.poll(`document.querySelectorAll("#recipients tbody tr").length > 0`, 10*time.Second)
-	ld.shot("leader-zh-1280")
-	ld.stop()
+	// ---- A department leader, WeCom sign-in at a desk: their subtree only.
+	byLeader := walkLeader(t, ctx, chromium, m, "zh")
+	walkLeader(t, ctx, chromium, m, "en")
+	// Finding 8: HR reminds everyone next; the leader's reminded are not
+	// reminded twice, and the page says so.
+	checkRemindNotAgain(t, hr, m, byLeader)
 
 	// ---- Employees in WeCom on a phone: the reading page, 我的记录.
 	em := newPersona(t, ctx, chromium, "employee", "zh", wecomPhoneUA, 390, 844)
@@ -412,6 +418,8 @@ func TestIssue49Browser(t *testing.T) {
 	em.poll(`document.querySelectorAll(".pdf-pages canvas").length > 0`, 15*time.Second)
 	if em.eval(`String(document.querySelector(".pdf-zoom") !== null)`) != "true" {
 		t.Error("finding 11: at 390 px the PDF has no way to be read larger")
+	} else {
+		checkPDFZoom(t, em)
 	}
 	if got := em.sideways(); got != "" {
 		t.Errorf("employee: the reading page scrolls sideways at 390 px: %s", got)
@@ -434,6 +442,7 @@ func TestIssue49Browser(t *testing.T) {
 		t.Errorf("finding 4: 我的记录 scrolls sideways at 390 px: %s", got)
 	}
 	em.shot("employee-records-zh-390")
+	walkEmployeeEnglish(t, ctx, chromium, m, reader+"/r/"+demoApp+"/"+url.PathEscape(hosted))
 
 	// Finding 7: HR publishes version 2 from the message page, asking
 	// everyone again; the page explains the drop and counts per version;
@@ -528,5 +537,6 @@ func TestIssue49Browser(t *testing.T) {
 	if got := en.sideways(); got != "" {
 		t.Errorf("English message page at 390 px scrolls sideways: %s", got)
 	}
+	checkWholeWords(t, en)
 	en.shot("hr-message-en-390")
 }
