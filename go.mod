@@ -24,6 +24,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/silenceper/wechat/v2 v2.1.10
 	github.com/sirupsen/logrus v1.10.2
+	github.com/skip2/go-qrcode v0.0.0-20200617195104-da1b6568686e
 	github.com/transparency-dev/formats v0.1.1
 	github.com/transparency-dev/merkle v0.0.2
 	github.com/twmb/franz-go v1.22.3

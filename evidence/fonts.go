@@ -85,7 +85,8 @@ var templateText = func() string {
 			}
 		}
 	}
-	for _, m := range []map[string]string{statusWords, signalWords, sourceWords, followUpWords} {
+	b.WriteString(strings.Join(proofWords, ""))
+	for _, m := range []map[string]string{statusWords, signalWords, sourceWords, followUpWords, whyWords, entryWords, outcomeWords} {
 		for _, w := range m {
 			b.WriteString(w)
 		}

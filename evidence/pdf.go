@@ -113,6 +113,8 @@ func (s *Service) pdf(w io.Writer, rec Record, fc *fontCache) error {
 			p.Ln(4)
 		case lineSmall:
 			write(p, 7.5, 3.8, l.text)
+		case lineProof:
+			drawProof(p, l)
 		default:
 			write(p, 9.5, 5, l.text)
 		}
@@ -162,6 +164,9 @@ const (
 	// lineHash: a label, then an ASCII value (a hash) in Courier on the
 	// same line: 64 hex digits fit the width and extract as one word.
 	lineHash
+	// lineProof: the decisive entry's audit path and its QR code
+	// (proof; drawProof).
+	lineProof
 )
 
 type pdfLine struct {
@@ -172,13 +177,15 @@ type pdfLine struct {
 	// closing note); space for them is kept at the bottom of the page, and
 	// lines before them are left out instead when the page is full.
 	keep bool
+	// proof is a lineProof's proof.
+	proof *pdfProof
 }
 
 // extra estimates what l takes beyond its first line when it wraps.
 func extra(p *fpdf.Fpdf, width float64, l pdfLine) float64 {
 	size, h := 9.5, 5.0
 	switch l.kind {
-	case lineHeading, lineHash:
+	case lineHeading, lineHash, lineProof:
 		return 0
 	case lineSmall:
 		size, h = 7.5, 3.8
@@ -191,13 +198,17 @@ func extra(p *fpdf.Fpdf, width float64, l pdfLine) float64 {
 	return (n - 1) * h
 }
 
-// height is the space a kept line takes (it fits one line).
+// height is the space a kept line takes (a text line fits one line).
 func (l pdfLine) height() float64 {
 	switch l.kind {
 	case lineHeading:
 		return 8
 	case lineSmall:
 		return 2 * 3.8
+	case lineHash:
+		return 8 // the label's line, then the value's
+	case lineProof:
+		return l.proof.height()
 	default:
 		return 5
 	}
@@ -215,7 +226,7 @@ func (s *Service) pdfLines(rec Record) []pdfLine {
 	w.followUps(rec)
 	w.ledger(rec)
 	w.add(pdfLine{kind: lineSmall, keep: true,
-		text: "时间为北京时间（UTC+8）。版本的 sha256 为通知内容的规范哈希；条目、包含证明与签名检查点随证据包提供，可按证据包 README 用公开工具或 yidu evidence check 离线核验。"})
+		text: "时间为北京时间（UTC+8）。版本的 sha256 为通知内容的规范哈希；全部条目、证明与签名检查点随证据包提供，可按证据包 README 用公开工具或 yidu evidence check 离线核验。"})
 	return w.out
 }
 
@@ -373,8 +384,9 @@ func (w *certLines) followUps(rec Record) {
 // ledger is section 7, the ledger's, which comes last.
 func (w *certLines) ledger(rec Record) {
 	// The ledger's section comes last and its checkpoint is always
-	// printed: the heading, the checkpoint and the note are kept, and the
-	// person's entries are one compact line.
+	// printed: the heading, the checkpoint, the decisive entry's proof
+	// and the note are kept, and the person's entries are one compact
+	// line, left out first when the page is full.
 	w.add(pdfLine{kind: lineHeading, text: "七、防篡改账本", keep: true})
 	if !rec.LedgerConnected {
 		w.text("未接入账本：本确认书中的记录未附账本位置与包含证明。")
@@ -389,7 +401,8 @@ func (w *certLines) ledger(rec Record) {
 		if len(es) > 0 {
 			w.text("本人条目（日志位置 类型）：%s", strings.Join(es, "，"))
 		}
-		if cp, ok := parseCheckpointText(rec.Checkpoint); ok {
+		cp, hasCP := parseCheckpointText(rec.Checkpoint)
+		if hasCP {
 			signed := "已签名"
 			if !strings.Contains(rec.Checkpoint, "\n\n— ") {
 				signed = "未签名"
@@ -404,6 +417,7 @@ func (w *certLines) ledger(rec Record) {
 		} else {
 			w.add(pdfLine{kind: lineText, keep: true, text: "当日检查点尚无可信时间戳。"})
 		}
+		w.proof(rec, cp, hasCP)
 	}
 }
 

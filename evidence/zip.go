@@ -384,7 +384,7 @@ const readme = `yidu 证据包
 
 一、内容
 每位接收人一个目录（以其 UserID 命名，UserID 不合规时为 uid-N）：
-  告知确认书.pdf  一页告知确认书
+  告知确认书.pdf  一页告知确认书；印有关键条目的包含证明及其二维码（第 8 步）
   record.json     完整记录（JSON）：送达、版本、阅读与确认、提醒
   proofs.json     其存证账本条目：每条的规范正文（body）、叶哈希、
                   包含证明（path）与签名检查点（checkpoint）
@@ -423,6 +423,11 @@ verify.html     离线核验页：用浏览器打开，选择本 ZIP、填入公
 7. 可再向运营方索取更新的检查点及一致性证明，证明账本此后只增不改：
    yidu evidence consistency --corp 企业ID --from 本包条目数 > 一致性.json
    yidu evidence check 本文件.zip --key 公钥 --checkpoint 一致性.json
+8. 只有告知确认书时：其“七、防篡改账本”印有检查点的来源、条目数与根哈希，
+   关键条目（使本人计入的确认或阅读；无则送达）的日志位置（叶序号 index）、
+   叶哈希与审计路径（自叶向根的兄弟哈希，hex），按第 4 步由叶哈希沿路径
+   计算应得该根哈希。右侧二维码载有同一证明，文本逐行为：yidu-proof/1、
+   来源、条目数、根哈希、index、叶哈希、路径哈希（各一行，hex 小写）。
 
 Evidence pack. Check with the log's public key obtained outside the pack:
 manifest.sig signs manifest.csv's SHA-256; every file matches the
@@ -436,4 +441,7 @@ and an RFC 3161 token over the SHA-256 of its signed checkpoint (its
 day-checkpoint.txt -in token.der -token_in -CAfile TSA-CA.pem. yidu
 evidence check FILE.zip --key KEY does all of it; --checkpoint FILE (what
 yidu evidence consistency prints) checks the log only grew since.
+Each PDF prints its decisive entry's index, leaf hash and audit path
+against the signed checkpoint it shows, and a QR code of the same proof
+(lines: yidu-proof/1, origin, size, root, index, leaf, path hashes; hex).
 `
