@@ -4,7 +4,7 @@
 # Redis from Debian, root let in over TCP with an empty password (Debian's
 # root signs in by unix socket only), the `test` database; Debian's
 # chromium and a CJK font for the browser tests; poppler-utils (pdftotext)
-# for the evidence test; openssl for the test TSA; maven for the jars. Safe to run again: what is there is kept.
+# and zbar-tools (zbarimg) for the evidence tests; openssl for the test TSA; maven for the jars. Safe to run again: what is there is kept.
 # .ci/run sources it; a developer runs it once per machine.
 set -euo pipefail
 
@@ -24,6 +24,8 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 dpkg -s fonts-wqy-microhei >/dev/null 2>&1 || need+=(fonts-wqy-microhei)
 command -v pdftotext >/dev/null 2>&1 || need+=(poppler-utils)
+# zbarimg: an independent reader of the 告知确认书's QR code of its proof.
+command -v zbarimg >/dev/null 2>&1 || need+=(zbar-tools)
 # openssl: the test time-stamping authority (openssl ts -reply) and its
 # independent check (openssl ts -verify) of the log's RFC 3161 tokens.
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
