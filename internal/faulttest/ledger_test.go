@@ -46,6 +46,8 @@ func TestLedgerFlushdKill9(t *testing.T) {
 		testenv.Check(t, "begin", err)
 		var next uint64
 		testenv.Check(t, "hold the head", tx.QueryRow("SELECT next_seq FROM ledger_heads WHERE corp_id = ? FOR UPDATE", app.CorpID).Scan(&next))
+		var holder int64
+		testenv.Check(t, "the holder's connection", tx.QueryRow("SELECT CONNECTION_ID()").Scan(&holder))
 		if i == kills {
 			<-done
 			rest = e.wecom.goPlay(context.Background(), e.reads[half:], 8)
@@ -54,19 +56,34 @@ func TestLedgerFlushdKill9(t *testing.T) {
 		// flushd's batch: rows updated, waiting for the head (Append's
 		// first statement on it; MariaDB may show the transaction
 		// RUNNING while it waits).
-		// The statement is looked for in both places that may show it
-		// (innodb_trx's trx_query, the processlist's info), and past
-		// InnoDB's lock wait timeout (50 s), which makes flushd retry
-		// the batch, waiting again.
+		// Found two ways: a transaction waits for a lock this test's
+		// transaction holds (InnoDB's lock waits: the head is all it
+		// holds), or one shows Append's statement on the head
+		// (innodb_trx's trx_query, the processlist's info). It may have
+		// modified no row: a batch Kafka delivers again after a kill,
+		// whose reads are all on record, still takes the head. Looked
+		// for past InnoDB's lock wait timeout (50 s), after which flushd
+		// retries the batch and waits again; what the server shows is
+		// logged while nothing is found, for the next one to read.
 		var modified int
+		lastDump := time.Now()
 		testenv.WaitFor(t, 150*time.Second, "flushd's batch waits for the ledger head", func() bool {
 			var waiting int
-			err := e.db.QueryRow(`SELECT COUNT(*), COALESCE(MAX(t.trx_rows_modified), 0) FROM information_schema.innodb_trx t
-				JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
-				WHERE p.db = ? AND t.trx_rows_modified > 0
-				AND (COALESCE(t.trx_query, '') LIKE 'INSERT INTO ledger_heads%' OR COALESCE(p.info, '') LIKE 'INSERT INTO ledger_heads%')`, cfg.DBName).Scan(&waiting, &modified)
+			err := e.db.QueryRow(`SELECT COUNT(*), COALESCE(MAX(r.trx_rows_modified), 0) FROM information_schema.innodb_lock_waits w
+				JOIN information_schema.innodb_trx r ON r.trx_id = w.requesting_trx_id
+				JOIN information_schema.innodb_trx b ON b.trx_id = w.blocking_trx_id
+				WHERE b.trx_mysql_thread_id = ?`, holder).Scan(&waiting, &modified)
+			if err == nil && waiting == 0 {
+				err = e.db.QueryRow(`SELECT COUNT(*), COALESCE(MAX(t.trx_rows_modified), 0) FROM information_schema.innodb_trx t
+					JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
+					WHERE p.db = ? AND (COALESCE(t.trx_query, '') LIKE 'INSERT INTO ledger_heads%' OR COALESCE(p.info, '') LIKE 'INSERT INTO ledger_heads%')`, cfg.DBName).Scan(&waiting, &modified)
+			}
 			if err != nil {
 				t.Logf("looking for the waiting batch: %v", err)
+			}
+			if waiting == 0 && time.Since(lastDump) > 10*time.Second {
+				lastDump = time.Now()
+				dumpTransactions(t, e, cfg.DBName)
 			}
 			return err == nil && waiting > 0
 		})
@@ -143,4 +160,25 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// dumpTransactions logs the server's open transactions of db and what
+// their connections run (a batch not found waiting at the head).
+func dumpTransactions(t *testing.T, e *env, db string) {
+	t.Helper()
+	rows, err := e.db.Query(`SELECT t.trx_mysql_thread_id, t.trx_state, t.trx_rows_modified, COALESCE(t.trx_query, ''),
+		COALESCE(p.db, ''), COALESCE(p.command, ''), COALESCE(p.state, ''), COALESCE(p.info, '')
+		FROM information_schema.innodb_trx t LEFT JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id`)
+	if err != nil {
+		t.Logf("transactions: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, mod int64
+		var state, query, pdb, cmd, pstate, info string
+		if rows.Scan(&id, &state, &mod, &query, &pdb, &cmd, &pstate, &info) == nil {
+			t.Logf("transaction of connection %d: %s, %d rows modified, db %q, %s %q, query %.80q, info %.80q", id, state, mod, pdb, cmd, pstate, query, info)
+		}
+	}
 }
