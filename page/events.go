@@ -277,15 +277,22 @@ func (s *Server) record(ctx context.Context, sess session, a App, msgID string, 
 	}
 	// Durable now; what follows only spares a replay its write (and
 	// a lost mark falls back to the archive).
-	if _, err := s.opts.Redis.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, done, doneField(ev.Signal, v.Version), now.Unix())
-		p.Expire(ctx, done, s.opts.DoneTTL)
-		return nil
-	}); err != nil {
+	ttl := int64(s.opts.DoneTTL / time.Second)
+	if err := markDone.Run(ctx, s.opts.Redis, []string{done}, doneField(ev.Signal, v.Version), now.Unix(), max(ttl, 1)).Err(); err != nil {
 		s.log.WarnContext(ctx, "page: event recorded, its mark not kept", "err", err)
 	}
 	return nil
 }
+
+// markDone sets a reader's mark of what they did on a version and the
+// marks' TTL in one command, atomically (a MULTI of HSET and EXPIRE was
+// four commands and as many replies per event).
+// KEYS: the reader's done hash. ARGV: field, value, ttl in seconds.
+var markDone = redis.NewScript(`
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
+`)
 
 // isStale reports whether an event of version n, arriving when the
 // notice is at cur, is of a superseded version: older than the latest

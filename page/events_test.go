@@ -151,6 +151,13 @@ func TestEvents(t *testing.T) {
 		if len(keys) == 0 {
 			t.Fatal("no page:done keys")
 		}
+		for _, k := range keys {
+			// Marks expire (Options.DoneTTL, 30 days by default): a
+			// mark without a TTL would outlive every session.
+			if ttl := f.rdb.TTL(ctx, k).Val(); ttl <= 29*24*time.Hour || ttl > 30*24*time.Hour {
+				t.Errorf("TTL of %s = %v; want 30 days", k, ttl)
+			}
+		}
 		f.rdb.Del(ctx, keys...)
 		// wangwu read to the end and flushd archived it; Redis forgot.
 		f.archive.mu.Lock()

@@ -146,6 +146,28 @@ type Corp struct {
 	UnlicensedUsers []string
 	// Codes maps OAuth2 codes to the UserID getuserinfo returns.
 	Codes map[string]string
+
+	// userIx indexes Users by lower-cased UserID (userAt); nil until
+	// first used, and again whenever Users changes.
+	userIx map[string]int
+}
+
+// userAt is the index in Users of the member id names, matched as WeCom
+// matches UserIDs, without case; -1 when there is none. A corp of
+// 100,000 members answers message/send's touser in a map, not a scan.
+func (c *Corp) userAt(id string) int {
+	if c.userIx == nil {
+		c.userIx = make(map[string]int, len(c.Users))
+		for i, u := range c.Users {
+			if _, dup := c.userIx[strings.ToLower(u.UserID)]; !dup {
+				c.userIx[strings.ToLower(u.UserID)] = i
+			}
+		}
+	}
+	if i, ok := c.userIx[strings.ToLower(id)]; ok {
+		return i
+	}
+	return -1
 }
 
 // Sent is one recorded message/send call: a delivery.
@@ -220,6 +242,7 @@ func (s *Server) SetCorp(c Corp) {
 	cp := c
 	cp.Departments = slices.Clone(c.Departments)
 	cp.Users = slices.Clone(c.Users)
+	cp.userIx = nil
 	cp.Apps = slices.Clone(c.Apps)
 	s.corps[c.CorpID] = &cp
 }
@@ -473,7 +496,7 @@ func (s *Server) send(g grant, r *http.Request) reply {
 	valid := 0
 	if to, ok := body["touser"].(string); ok {
 		for _, id := range strings.Split(to, "|") {
-			i := slices.IndexFunc(c.Users, func(u User) bool { return strings.EqualFold(u.UserID, id) })
+			i := c.userAt(id)
 			switch {
 			case slices.Contains(c.InvalidUsers, id) || len(c.Users) > 0 && (i < 0 || !g.seesUser(c.Users[i])):
 				invalid = append(invalid, strings.ToLower(id))

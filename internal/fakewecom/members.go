@@ -18,5 +18,6 @@ func (s *Server) AddUser(corpID string, u User) bool {
 		}
 	}
 	c.Users = append(c.Users, u)
+	c.userIx = nil
 	return true
 }
