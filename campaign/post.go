@@ -218,7 +218,7 @@ func (s *Service) Compose(ctx context.Context, p *access.Principal, c Compose) (
 // standing, when not nil, keeps the notice's standing rule once it is
 // stored and before approval is asked: the approval binds the rule
 // (ApprovalHash), so it must be there when the hash is taken.
-func (s *Service) keep(ctx context.Context, p *access.Principal, d yidu.Draft, pol *yidu.Policy, standing func(ctx context.Context, msgid string) error) (yidu.Notice, error) {
+func (s *Service) keep(ctx context.Context, p *access.Principal, d yidu.Draft, pol *yidu.Policy, standing func(ctx context.Context, tx *sql.Tx, msgid string) error) (yidu.Notice, error) {
 	if s.st == nil {
 		return yidu.Notice{}, ErrNoCampaigns
 	}
@@ -230,10 +230,7 @@ func (s *Service) keep(ctx context.Context, p *access.Principal, d yidu.Draft, p
 		return yidu.Notice{}, err
 	}
 	d.By = p.Name
-	n, err := s.compose(ctx, p, d, pol, sendAt)
-	if err == nil && standing != nil {
-		err = standing(ctx, n.MsgID)
-	}
+	n, err := s.compose(ctx, p, d, pol, sendAt, standing)
 	if err != nil || n.State == yidu.StateDraft {
 		return n, err
 	}
@@ -241,23 +238,29 @@ func (s *Service) keep(ctx context.Context, p *access.Principal, d yidu.Draft, p
 	return n, err
 }
 
-func (s *Service) compose(ctx context.Context, p *access.Principal, d yidu.Draft, pol *yidu.Policy, sendAt time.Time) (yidu.Notice, error) {
+// compose stores the notice with its follow-up policy and its standing
+// rule (standing, when not nil) in one transaction: a compose writes all,
+// or none, so a crash never leaves a scheduled standing notice without its
+// rule. A test's fake that keeps them elsewhere has them stored after.
+func (s *Service) compose(ctx context.Context, p *access.Principal, d yidu.Draft, pol *yidu.Policy, sendAt time.Time,
+	standing func(ctx context.Context, tx *sql.Tx, msgid string) error) (yidu.Notice, error) {
 	app := d.App
-	if pol == nil {
-		return s.st.Create(ctx, d)
-	}
-	rounds, ok := s.o.Rounds.(txPolicies)
-	if !ok {
-		// A test's fake keeps policies elsewhere: stored after the notice.
-		n, err := s.st.Create(ctx, d)
-		if err != nil {
-			return n, err
+	rounds, txPol := s.o.Rounds.(txPolicies)
+	n, err := s.st.CreateWith(ctx, d, func(ctx context.Context, tx *sql.Tx, d yidu.Draft) error {
+		if pol != nil && txPol {
+			if err := InFollowUp(rounds.StorePolicyIn(ctx, tx, app.CorpID, d.MsgID, *pol, sendAt, p.Name)); err != nil {
+				return err
+			}
 		}
-		return n, InFollowUp(s.o.Rounds.StorePolicy(ctx, app.CorpID, n.MsgID, *pol, sendAt, p.Name))
-	}
-	return s.st.CreateWith(ctx, d, func(ctx context.Context, tx *sql.Tx, d yidu.Draft) error {
-		return InFollowUp(rounds.StorePolicyIn(ctx, tx, app.CorpID, d.MsgID, *pol, sendAt, p.Name))
+		if standing != nil {
+			return standing(ctx, tx, d.MsgID)
+		}
+		return nil
 	})
+	if err == nil && pol != nil && !txPol {
+		err = InFollowUp(s.o.Rounds.StorePolicy(ctx, app.CorpID, n.MsgID, *pol, sendAt, p.Name))
+	}
+	return n, err
 }
 
 // prepare checks what p posted before anything is stored, registered or

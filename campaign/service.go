@@ -202,6 +202,12 @@ type Policies interface {
 	FollowUpOf(ctx context.Context, corpID, msgID string) (loops.FollowUp, bool, error)
 }
 
+// txStandings keeps a standing rule in the transaction of its notice's
+// row (loops.StandingLoop).
+type txStandings interface {
+	SaveIn(ctx context.Context, tx *sql.Tx, corp, msgid, app string, a yidu.Audience, spec yidu.Standing, by string) error
+}
+
 // txPolicies stores a policy in the transaction of its notice's row
 // (loops.Rounds): a compose writes both, or neither.
 type txPolicies interface {

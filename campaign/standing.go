@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
@@ -43,14 +44,17 @@ func (s *Service) keepStanding(ctx context.Context, p *access.Principal, msgid s
 	return s.o.Standing.Save(ctx, post.App.CorpID, msgid, post.App.Name, pr.Audience, *post.Standing, p.By())
 }
 
-// standingOf keeps post's standing rule for the notice keep stores (nil:
-// post is no standing notice).
-func (s *Service) standingOf(p *access.Principal, post Post, pr Prepared) func(context.Context, string) error {
+// standingOf keeps post's standing rule for the notice keep stores, in
+// its transaction (nil: post is no standing notice).
+func (s *Service) standingOf(p *access.Principal, post Post, pr Prepared) func(context.Context, *sql.Tx, string) error {
 	if post.Standing == nil {
 		return nil
 	}
-	return func(ctx context.Context, msgid string) error {
-		return s.keepStanding(ctx, p, msgid, post, pr)
+	return func(ctx context.Context, tx *sql.Tx, msgid string) error {
+		if in, ok := s.o.Standing.(txStandings); ok {
+			return in.SaveIn(ctx, tx, post.App.CorpID, msgid, post.App.Name, pr.Audience, *post.Standing, p.By())
+		}
+		return s.keepStanding(ctx, p, msgid, post, pr) // a test's fake
 	}
 }
 

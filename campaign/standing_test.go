@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -155,5 +156,49 @@ func TestStandingApprovalBindsRule(t *testing.T) {
 	testenv.Check(t, "end the rule", err)
 	if h, _ := s.ApprovalHash(ctx, week); h != week.ApprovalHash {
 		t.Errorf("ending the rule changed the approved version %s → %s", week.ApprovalHash, h)
+	}
+}
+
+// failingStandings writes the rule in the notice's transaction, then
+// fails, as a process killed before its commit would.
+type failingStandings struct{ *loops.StandingLoop }
+
+func (f failingStandings) SaveIn(ctx context.Context, tx *sql.Tx, corp, msgid, app string, a yidu.Audience, spec yidu.Standing, by string) error {
+	if err := f.StandingLoop.SaveIn(ctx, tx, corp, msgid, app, a, spec, by); err != nil {
+		return err
+	}
+	return errors.New("killed before commit")
+}
+
+// TestStandingKeptWithItsNotice (issue 51): a scheduled standing notice
+// and its rule are stored in one transaction; when the rule cannot be
+// kept, neither is (never a notice the Runner sends later without the
+// rule that enrols its joiners), and posting it again works.
+func TestStandingKeptWithItsNotice(t *testing.T) {
+	f := newServiceFixture(t)
+	st, err := store.New(f.db, store.Options{Directory: directory{}, Apps: []yidu.App{testApp}, Now: f.c.now})
+	testenv.Check(t, "store.New", err)
+	sender := principal(t, "hr", yidu.RoleSender, []string{testApp.Name}, nil)
+	s := f.service(t, "a")
+	s.o.Registrar, s.st = &echoRegistrar{seen: map[string]bool{}}, st
+	loop := &loops.StandingLoop{DB: f.db, Now: f.c.now}
+	p := Post{Outgoing: Outgoing{Registration: yidu.Registration{MsgID: "s-tx", App: testApp, Title: "员工手册",
+		Audience: yidu.Audience{Departments: []int64{2}}, Send: true}}, SendAt: f.c.now().Add(time.Hour), Standing: &yidu.Standing{JoinDeadline: "7d"}}
+	rows := func() []int {
+		return testenv.Column[int](t, f.db, "SELECT (SELECT COUNT(*) FROM campaigns WHERE msgid = 's-tx') * 10 + (SELECT COUNT(*) FROM standing_notices WHERE msgid = 's-tx')")
+	}
+	s.o.Standing = failingStandings{loop}
+	if _, err := s.Post(context.Background(), sender, p); err == nil {
+		t.Fatal("Post with its rule failing = nil; want the error")
+	}
+	if got := rows(); got[0] != 0 {
+		t.Fatalf("rows after a failed compose = %02d (notice, rule); want 00", got[0])
+	}
+	s.o.Standing = loop
+	if _, err := s.Post(context.Background(), sender, p); err != nil {
+		t.Fatalf("Post again = %v", err)
+	}
+	if got := rows(); got[0] != 11 {
+		t.Errorf("rows = %02d (notice, rule); want 11", got[0])
 	}
 }

@@ -104,7 +104,9 @@ type standingRow struct {
 // SaveStanding keeps msgid's standing rule (after Post registered or
 // composed it): the audience as asked and the spec. A repeated post
 // keeps the first.
-func SaveStanding(ctx context.Context, db *sql.DB, corp, msgid, app string, a yidu.Audience, spec yidu.Standing, by string, now time.Time) error {
+func SaveStanding(ctx context.Context, db interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}, corp, msgid, app string, a yidu.Audience, spec yidu.Standing, by string, now time.Time) error {
 	aj, err := json.Marshal(a)
 	if err != nil {
 		return fmt.Errorf("campaign: standing audience: %w", err)
@@ -448,6 +450,11 @@ func cycleMarkdown(md string, cycle int, now time.Time, loc *time.Location) stri
 // Save keeps msgid's standing rule (SaveStanding) by by, now.
 func (l *StandingLoop) Save(ctx context.Context, corp, msgid, app string, a yidu.Audience, spec yidu.Standing, by string) error {
 	return SaveStanding(ctx, l.DB, corp, msgid, app, a, spec, by, l.Now())
+}
+
+// SaveIn is Save in tx, the transaction that stores the notice.
+func (l *StandingLoop) SaveIn(ctx context.Context, tx *sql.Tx, corp, msgid, app string, a yidu.Audience, spec yidu.Standing, by string) error {
+	return SaveStanding(ctx, tx, corp, msgid, app, a, spec, by, l.Now())
 }
 
 // Spec is msgid's standing rule as it was posted (ok false: msgid is no
