@@ -403,18 +403,6 @@ type Authors interface {
 // token, nor an active member with a role.
 var ErrNoAuthor = errors.New("the author is no longer a user, token or member with a role")
 
-// Reasons a scheduled notice is held at its time (state_reason), besides
-// loops.ReasonAwaitingApproval.
-const (
-	// ReasonOutsideAudience starts the reason of a notice outside its
-	// author's sender audience now (the configuration narrowed it since
-	// compose); the field and why follow.
-	ReasonOutsideAudience = "held: outside its author's sender audience now (超出发送范围); it was not sent: "
-	// ReasonAuthorMayNotSend: the author may no longer send through the
-	// app (role removed, or left the company).
-	ReasonAuthorMayNotSend = "held: its author may no longer send through this app; it was not sent"
-)
-
 // AtItsTime checks scheduled notice n when its time has come, before
 // the Runner claims it (RunnerOptions.Check), against what holds now
 // rather than at compose: its author must still send through its app,
@@ -431,17 +419,17 @@ func (s *Service) AtItsTime(ctx context.Context, n yidu.Notice) (string, error) 
 		p, err := s.o.Authors.Author(ctx, n.App.CorpID, n.CreatedBy)
 		switch {
 		case errors.Is(err, ErrNoAuthor):
-			return ReasonAuthorMayNotSend, nil
+			return loops.ReasonAuthorMayNotSend, nil
 		case err != nil:
 			return "", fmt.Errorf("campaign: author of %s: %w", n.MsgID, err)
 		}
 		if !p.MaySend(n.App.CorpID, n.App.Name) {
-			return ReasonAuthorMayNotSend, nil
+			return loops.ReasonAuthorMayNotSend, nil
 		}
 		var ae *AudienceError
 		switch err := s.CheckAudience(ctx, p, n.App, n.Audience); {
 		case errors.As(err, &ae):
-			return ReasonOutsideAudience + ae.Field + ": " + ae.Reason, nil
+			return loops.ReasonOutsideAudience + ae.Field + ": " + ae.Reason, nil
 		case err != nil:
 			return "", err
 		}

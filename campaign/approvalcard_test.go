@@ -15,6 +15,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign/cards"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/loop"
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -68,11 +69,11 @@ func TestApprovalCardPressedTwiceOnTwoReplicas(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{t: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
 	reg := &registrar{}
-	cards := &CardNotifier{Send: wecomSend(t, srv.URL), Page: func(app, msgID string) string {
+	wecomCards := &cards.Notifier{Send: wecomSend(t, srv.URL), Page: func(app, msgID string) string {
 		return "https://yidu.example.com/m/" + msgID + "?approve=1"
 	}}
 	a, b := newReplica(t, db, c, reg, &notifier{}, "replica-a"), newReplica(t, db, c, reg, &notifier{}, "replica-b")
-	a.svc.o.Notify, b.svc.o.Notify = cards, cards
+	a.svc.o.Notify, b.svc.o.Notify = wecomCards, wecomCards
 	lisi, wangwu := sender("lisi"), sender("wangwu")
 
 	n, err := a.svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: "年终奖发放通知", Body: "请阅读",
@@ -104,10 +105,10 @@ func TestApprovalCardPressedTwiceOnTwoReplicas(t *testing.T) {
 	n, err = a.svc.SendNow(ctx, lisi, n)
 	testenv.Check(t, "SendNow", err)
 	current := task(1)
-	if _, _, err := b.svc.Press(ctx, wangwu, approvalApp.CorpID, approvalApp.Name, old, ApproveKey); !errors.Is(err, ErrApproval) {
+	if _, _, err := b.svc.Press(ctx, wangwu, approvalApp.CorpID, approvalApp.Name, old, cards.ApproveKey); !errors.Is(err, ErrApproval) {
 		t.Fatalf("press on the old card = %v, want ErrApproval", err)
 	}
-	if _, _, err := a.svc.Press(ctx, lisi, approvalApp.CorpID, approvalApp.Name, current, ApproveKey); !errors.Is(err, ErrOwnNotice) {
+	if _, _, err := a.svc.Press(ctx, lisi, approvalApp.CorpID, approvalApp.Name, current, cards.ApproveKey); !errors.Is(err, ErrOwnNotice) {
 		t.Fatalf("the author's press = %v, want ErrOwnNotice", err)
 	}
 
@@ -119,7 +120,7 @@ func TestApprovalCardPressedTwiceOnTwoReplicas(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, again, err := r.svc.Press(ctx, wangwu, approvalApp.CorpID, approvalApp.Name, current, ApproveKey)
+			_, again, err := r.svc.Press(ctx, wangwu, approvalApp.CorpID, approvalApp.Name, current, cards.ApproveKey)
 			if err != nil {
 				t.Errorf("Press = %v", err)
 				return
@@ -210,10 +211,10 @@ func TestApprovalCardRetried(t *testing.T) {
 			db := testenv.MySQL(t)
 			ctx := context.Background()
 			c := &clock{t: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
-			cards := &CardNotifier{Send: wecomSend(t, srv.URL), Page: func(_, msgID string) string { return "https://yidu.example.com/m/" + msgID }}
+			wecomCards := &cards.Notifier{Send: wecomSend(t, srv.URL), Page: func(_, msgID string) string { return "https://yidu.example.com/m/" + msgID }}
 			reg := &registrar{}
 			a, b := newReplica(t, db, c, reg, &notifier{}, "replica-a"), newReplica(t, db, c, reg, &notifier{}, "replica-b")
-			a.svc.o.Notify, b.svc.o.Notify = cards, cards
+			a.svc.o.Notify, b.svc.o.Notify = wecomCards, wecomCards
 			fake.FailNext("/cgi-bin/message/send", 45009, tc.failures)
 			n, err := a.svc.Compose(ctx, sender("lisi"), Compose{Draft: yidu.Draft{App: approvalApp, Title: "年终奖发放通知", Body: "请阅读",
 				Audience: yidu.Audience{Departments: []int64{10}}, Schedule: yidu.Schedule{Draft: true}}})

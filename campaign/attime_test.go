@@ -133,8 +133,8 @@ func TestScheduledCheckedAtItsTime(t *testing.T) {
 		reason   string
 		approval yidu.ApprovalState
 	}{
-		{narrowed, yidu.StateHeld, ReasonOutsideAudience + "audience.departments", ""},
-		{removed, yidu.StateHeld, ReasonAuthorMayNotSend, ""},
+		{narrowed, yidu.StateHeld, loops.ReasonOutsideAudience + "audience.departments", ""},
+		{removed, yidu.StateHeld, loops.ReasonAuthorMayNotSend, ""},
 		{inside, yidu.StateSent, "", ""},
 	} {
 		got, err := st.Get(ctx, nil, tc.n.MsgID)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign/cards"
 	"github.com/yidu-io/yidu/internal/testenv"
 )
 
@@ -50,7 +51,7 @@ func TestPressCard(t *testing.T) {
 	task := yidu.ApprovalTaskID(yidu.MsgID(n.MsgID), n.ApprovalHash, 1)
 	old := yidu.ApprovalTaskID(yidu.MsgID(n.MsgID), "0123456789abcdef0123456789abcdef", 1)
 
-	got, err := a.svc.PressCard(ctx, approvalApp.CorpID, approvalApp.Name, "stranger", task, ApproveKey)
+	got, err := a.svc.PressCard(ctx, approvalApp.CorpID, approvalApp.Name, "stranger", task, cards.ApproveKey)
 	if err != nil || !got.Ignored || got.Audit != nil {
 		t.Fatalf("a stranger's press = %+v, %v; want ignored, no row", got, err)
 	}
@@ -61,7 +62,7 @@ func TestPressCard(t *testing.T) {
 		{"the author's own", "lisi", task, ErrOwnNotice},
 		{"an older version's card", "wangwu", old, ErrApproval},
 	} {
-		got, err := a.svc.PressCard(ctx, approvalApp.CorpID, approvalApp.Name, tc.by, tc.task, ApproveKey)
+		got, err := a.svc.PressCard(ctx, approvalApp.CorpID, approvalApp.Name, tc.by, tc.task, cards.ApproveKey)
 		if err != nil || !errors.Is(got.Refused, tc.want) || got.Audit == nil {
 			t.Fatalf("%s: %+v, %v; want refused with %v and its row", tc.name, got, err, tc.want)
 		}
@@ -72,12 +73,12 @@ func TestPressCard(t *testing.T) {
 		}
 	}
 	for i := range 2 {
-		got, err := a.svc.PressCard(ctx, approvalApp.CorpID, approvalApp.Name, "wangwu", task, ApproveKey)
+		got, err := a.svc.PressCard(ctx, approvalApp.CorpID, approvalApp.Name, "wangwu", task, cards.ApproveKey)
 		if err != nil || got.Refused != nil || got.Audit != nil || got.Again != (i == 1) || got.Notice.Approval != yidu.ApprovalApproved {
 			t.Fatalf("the approver's press %d = %+v, %v; want approved (again the second time), no refusal row", i, got, err)
 		}
 	}
-	if got, err := newService(t, a.svc.st, Options{}).PressCard(ctx, approvalApp.CorpID, approvalApp.Name, "wangwu", task, ApproveKey); err == nil {
+	if got, err := newService(t, a.svc.st, Options{}).PressCard(ctx, approvalApp.CorpID, approvalApp.Name, "wangwu", task, cards.ApproveKey); err == nil {
 		t.Errorf("a service without Members pressed: %+v; want an error", got)
 	}
 }

@@ -287,6 +287,9 @@ func (s *Service) Edit(ctx context.Context, p *access.Principal, n yidu.Notice, 
 	if err := s.CheckAudience(ctx, p, n.App, au); err != nil {
 		return yidu.Notice{}, err
 	}
+	if err := s.checkStandingEdit(ctx, n, patch); err != nil {
+		return yidu.Notice{}, err
+	}
 	patch.By = p.Name
 	if err := mergeKept(n, &patch); err != nil {
 		return yidu.Notice{}, err

@@ -1,8 +1,10 @@
 package campaign
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"slices"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
@@ -38,6 +40,23 @@ func (s *Service) checkStanding(post Post) error {
 	return nil
 }
 
+// checkStandingEdit keeps an edit of a standing notice inside its rule
+// (issue 51): never made a draft (joiners are sent its card), and its
+// audience, which the rule enrols joiners by, is not changed by an edit.
+func (s *Service) checkStandingEdit(ctx context.Context, n yidu.Notice, patch yidu.Patch) error {
+	draft := patch.Schedule != nil && patch.Schedule.Draft
+	if s.o.Standing == nil || !draft && (patch.Audience == nil || sameAudience(*patch.Audience, n.Audience)) {
+		return nil
+	}
+	if _, ok, err := s.o.Standing.Spec(ctx, n.App.CorpID, n.MsgID); err != nil || !ok {
+		return err
+	}
+	if !draft {
+		return &yidu.StandingError{Field: "audience", Reason: "a standing notice's audience is its rule for joiners: cancel it and post it again to change it"}
+	}
+	return &yidu.StandingError{Field: "standing", Reason: `a standing notice is sent now or scheduled, not a draft: joiners are sent its card`}
+}
+
 // keepStanding keeps the standing rule of a notice just registered or
 // composed by this post.
 func (s *Service) keepStanding(ctx context.Context, p *access.Principal, msgid string, post Post, pr Prepared) error {
@@ -65,4 +84,14 @@ func MayEndStanding(p *access.Principal, corp string) error {
 		return ErrForbidden
 	}
 	return nil
+}
+
+// sameAudience reports whether a and b name the same people the same
+// way (the order of their lists aside).
+func sameAudience(a, b yidu.Audience) bool {
+	return a.All == b.All && sameSet(a.UserIDs, b.UserIDs) && sameSet(a.Departments, b.Departments) && sameSet(a.Tags, b.Tags)
+}
+
+func sameSet[T cmp.Ordered](a, b []T) bool {
+	return slices.Equal(slices.Compact(slices.Sorted(slices.Values(a))), slices.Compact(slices.Sorted(slices.Values(b))))
 }

@@ -202,3 +202,59 @@ func TestStandingKeptWithItsNotice(t *testing.T) {
 		t.Errorf("rows = %02d (notice, rule); want 11", got[0])
 	}
 }
+
+// TestStandingEditKeepsRule (issue 51): an edit of a scheduled standing
+// notice cannot make it a draft (its joiners are sent its card) nor
+// change the audience its rule enrols joiners by; the audience sent back
+// as it is, with another title, is an edit like any other.
+func TestStandingEditKeepsRule(t *testing.T) {
+	f := newServiceFixture(t)
+	st, err := store.New(f.db, store.Options{Directory: directory{}, Apps: []yidu.App{testApp}, Now: f.c.now})
+	testenv.Check(t, "store.New", err)
+	sender := principal(t, "hr", yidu.RoleSender, []string{testApp.Name}, nil)
+	s := f.service(t, "a")
+	s.o.Registrar, s.st = &echoRegistrar{seen: map[string]bool{}}, st
+	s.o.Standing = &loops.StandingLoop{DB: f.db, Now: f.c.now}
+	ctx := context.Background()
+	dept := yidu.Audience{Departments: []int64{2, 3}}
+	for _, id := range []string{"s-edit", "plain-edit"} {
+		p := Post{Outgoing: Outgoing{Registration: yidu.Registration{MsgID: id, App: testApp, Title: "员工手册", Audience: dept, Send: true}},
+			SendAt: f.c.now().Add(time.Hour)}
+		if id == "s-edit" {
+			p.Standing = &yidu.Standing{JoinDeadline: "7d"}
+		}
+		if _, err := s.Post(ctx, sender, p); err != nil {
+			t.Fatalf("Post %s = %v", id, err)
+		}
+	}
+	title := "员工手册（修订）"
+	tests := []struct {
+		name, msgid string
+		patch       yidu.Patch
+		field       string // "": allowed
+	}{
+		{"made a draft", "s-edit", yidu.Patch{Schedule: &yidu.Schedule{Draft: true}}, "standing"},
+		{"another audience", "s-edit", yidu.Patch{Audience: &yidu.Audience{Departments: []int64{2}}}, "audience"},
+		{"the audience as it is, reordered, and a title", "s-edit", yidu.Patch{Audience: &yidu.Audience{Departments: []int64{3, 2}}, Title: &title}, ""},
+		{"a notice without a rule may become a draft", "plain-edit", yidu.Patch{Schedule: &yidu.Schedule{Draft: true}}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := st.Get(ctx, []string{testApp.CorpID}, tc.msgid)
+			testenv.Check(t, "Get", err)
+			_, err = s.Edit(ctx, sender, n, tc.patch, nil)
+			var se *yidu.StandingError
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("Edit = %v; want allowed", err)
+			case tc.field != "" && (!errors.As(err, &se) || se.Field != tc.field):
+				t.Fatalf("Edit = %v; want a StandingError at %s", err, tc.field)
+			}
+			after, err := st.Get(ctx, []string{testApp.CorpID}, tc.msgid)
+			testenv.Check(t, "Get", err)
+			if tc.field != "" && (after.State != n.State || !sameAudience(after.Audience, n.Audience) || after.Title != n.Title) {
+				t.Errorf("refused edit changed the notice: %v %v %q → %v %v %q", n.State, n.Audience, n.Title, after.State, after.Audience, after.Title)
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/cards"
 	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -105,7 +106,7 @@ func TestApprovalAuditRows(t *testing.T) {
 		Scope: yidu.Scope{Corp: "acme", Departments: []int64{4}}}})
 	task := yidu.ApprovalTaskID("big-a", v2, 2)
 	for i := range 2 {
-		if _, again, err := recv.Press(ctx, reviewer, "acme", "hr", task, campaign.ApproveKey); err != nil || again != (i == 1) {
+		if _, again, err := recv.Press(ctx, reviewer, "acme", "hr", task, cards.ApproveKey); err != nil || again != (i == 1) {
 			t.Fatalf("press %d: again %v, %v; want the second one again", i, again, err)
 		}
 	}

@@ -420,6 +420,19 @@ func HeldReason(minutes int64, maxLateness time.Duration) string {
 	return fmt.Sprintf("%s%d%s", head, minutes, tail)
 }
 
+// Reasons a scheduled notice is held at its time (state_reason), besides
+// ReasonAwaitingApproval and the lateness of HeldReason (set by
+// campaign.Service.AtItsTime).
+const (
+	// ReasonOutsideAudience starts the reason of a notice outside its
+	// author's sender audience now (the configuration narrowed it since
+	// compose); the field and why follow.
+	ReasonOutsideAudience = "held: outside its author's sender audience now (超出发送范围); it was not sent: "
+	// ReasonAuthorMayNotSend: the author may no longer send through the
+	// app (role removed, or left the company).
+	ReasonAuthorMayNotSend = "held: its author may no longer send through this app; it was not sent"
+)
+
 // LateReasonHead begins the reason of a notice held for lateness.
 const LateReasonHead = "held: sent "
 

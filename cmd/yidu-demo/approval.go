@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/cards"
 	"github.com/yidu-io/yidu/internal/wecomsim"
 )
 
@@ -90,8 +90,8 @@ func (m *Main) awaitApprovalCard(ctx context.Context, msgID string) (card, error
 			if !ok || string(id) != msgID || !slices.Contains(c.To, m.Approver) {
 				continue
 			}
-			if slices.Contains(c.Keys, campaign.ApproveKey) {
-				return card{TaskID: c.TaskID, Key: campaign.ApproveKey}, nil
+			if slices.Contains(c.Keys, cards.ApproveKey) {
+				return card{TaskID: c.TaskID, Key: cards.ApproveKey}, nil
 			}
 		}
 		select {

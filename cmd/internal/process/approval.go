@@ -12,6 +12,7 @@ import (
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/cards"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/internal/loop"
 	"github.com/yidu-io/yidu/tracker"
@@ -22,17 +23,21 @@ import (
 // asks approvers through WeCom (a card from the app) and the receiver
 // applies the card's 批准 press.
 
-var _ callback.Approvals = approvalPresses{}
+var (
+	_ callback.Approvals        = approvalPresses{}
+	_ campaign.ApprovalNotifier = (*cards.Notifier)(nil)
+	_ campaign.Previewer        = (*cards.Notifier)(nil)
+)
 
 // approvalCards is the WeCom notifier of approvals through the apps'
 // sender; nil without dashboard.public_url (the card opens the approval
 // page there) or an app with approval.
-func approvalCards(cfg config.Config, s tracker.Sender) *campaign.CardNotifier {
+func approvalCards(cfg config.Config, s tracker.Sender) *cards.Notifier {
 	if s == nil || cfg.Dashboard.PublicURL == "" || !anyApproval(cfg) {
 		return nil
 	}
 	base := strings.TrimRight(cfg.Dashboard.PublicURL, "/")
-	return &campaign.CardNotifier{
+	return &cards.Notifier{
 		Send: func(ctx context.Context, corpID string, agentID int64, body []byte) error {
 			res, err := s.SendMessage(ctx, corpID, agentID, body)
 			return cardOutcome(res, err)
@@ -56,7 +61,7 @@ func cardOutcome(res wecom.SendResult, err error) error {
 	case res.ErrCode == errTaskIDUsed, res.ErrCode == 0:
 		return nil
 	}
-	return &campaign.RefusedError{Code: res.ErrCode, Msg: res.ErrMsg}
+	return &cards.RefusedError{Code: res.ErrCode, Msg: res.ErrMsg}
 }
 
 // namedApprovers are the WeCom members apps[].approval names, by corp:

@@ -7,6 +7,7 @@ import (
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/attachment"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/cards"
 	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/dashboard"
@@ -31,7 +32,7 @@ type noticeWing struct {
 	atts      *attachment.Store
 	versions  *notice.Store
 	published announcing
-	cards     *campaign.CardNotifier
+	cards     *cards.Notifier
 	rounds    *loops.Rounds
 	standing  *loops.StandingLoop
 	wecom     *dashboard.WeComLogin
