@@ -97,6 +97,12 @@ type Grant struct {
 	Audience SenderAudience `yaml:"audience"`
 }
 
+// Scope is g's corp, apps, departments and audience as yidu takes them.
+func (g Grant) Scope() yidu.Scope {
+	return yidu.Scope{Corp: g.Corp, Apps: g.Apps, Departments: g.Departments,
+		Audience: yidu.SenderAudience{Departments: g.Audience.Departments, Tags: g.Audience.Tags}}
+}
+
 // SenderAudience is dashboard.roles[].audience.
 type SenderAudience struct {
 	Departments []int64 `yaml:"departments"`

@@ -135,7 +135,7 @@ func roleHolders(d config.Dashboard) []access.Holder {
 			return
 		}
 		for i := range gs {
-			gs[i].Scope.Audience = senderAudience(cg.Audience)
+			gs[i].Scope.Audience = cg.Scope().Audience
 		}
 		if all {
 			out = append(out, access.Holder{Kind: kind, Name: name, AllCorps: true})
@@ -168,8 +168,7 @@ func accessRoles(rs []config.RoleGrant) []access.RoleGrant {
 
 // accessGrant is a configured grant as package access takes it.
 func accessGrant(g config.Grant) access.Grant {
-	return access.Grant{Role: yidu.Role(g.Role),
-		Scope: yidu.Scope{Corp: g.Corp, Apps: g.Apps, Departments: g.Departments, Audience: senderAudience(g.Audience)}}
+	return access.Grant{Role: yidu.Role(g.Role), Scope: g.Scope()}
 }
 
 // weComLogin is sign-in with WeCom through dashboard.login_app (issue
@@ -220,9 +219,4 @@ func dashboardUsers(us []config.User) []access.User {
 	return each(us, func(u config.User) access.User {
 		return access.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps, Grant: accessGrant(u.Grant)}
 	})
-}
-
-// senderAudience is a configured audience as yidu takes it (issue 41).
-func senderAudience(a config.SenderAudience) yidu.SenderAudience {
-	return yidu.SenderAudience{Departments: a.Departments, Tags: a.Tags}
 }
