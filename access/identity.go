@@ -39,15 +39,9 @@ type Token struct {
 	Name  string
 	Token string
 	Corps []string
-
-	// Role, Corp, Apps and Departments grant one role instead of Corps
-	// (ConfigGrants).
-	Role        yidu.Role
-	Corp        string
-	Apps        []string
-	Departments []int64
-	// Audience keeps a sender to part of the directory (issue 41).
-	Audience yidu.SenderAudience
+	// Grant is one role instead of Corps (ConfigGrants); its
+	// Scope.Audience keeps a sender to part of the directory (issue 41).
+	Grant
 }
 
 // User is a person who may sign in with a password (dashboard.users[]).
@@ -56,15 +50,9 @@ type User struct {
 	// PasswordHash is a bcrypt hash (yidu hash-password prints one).
 	PasswordHash string
 	Corps        []string
-
-	// Role, Corp, Apps and Departments grant one role instead of Corps
-	// (ConfigGrants).
-	Role        yidu.Role
-	Corp        string
-	Apps        []string
-	Departments []int64
-	// Audience keeps a sender to part of the directory (issue 41).
-	Audience yidu.SenderAudience
+	// Grant is one role instead of Corps (ConfigGrants); its
+	// Scope.Audience keeps a sender to part of the directory (issue 41).
+	Grant
 }
 
 // SignIn is a live session resolved against the current users and the
@@ -176,7 +164,7 @@ func NewIdentities(o IdentityOptions) (*Identities, error) {
 		byAddr: newBuckets(perAddress, true), byPair: newBuckets(perPair, true), byName: newBuckets(perName, false),
 	}
 	for i, t := range o.Tokens {
-		p, err := configured(t.Name, KindToken, t.Corps, t.Role, t.Corp, t.Apps, t.Departments, t.Audience)
+		p, err := configured(t.Name, KindToken, t.Corps, t.Grant)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: tokens[%d] (%s): %w", i, t.Name, err)
 		}
@@ -191,7 +179,7 @@ func NewIdentities(o IdentityOptions) (*Identities, error) {
 		if i == 0 || c > cost {
 			cost = c
 		}
-		p, err := configured(u.Name, KindUser, u.Corps, u.Role, u.Corp, u.Apps, u.Departments, u.Audience)
+		p, err := configured(u.Name, KindUser, u.Corps, u.Grant)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: users[%d] (%s): %w", i, u.Name, err)
 		}
@@ -207,12 +195,12 @@ func NewIdentities(o IdentityOptions) (*Identities, error) {
 }
 
 // configured resolves one configured user's or token's grants.
-func configured(name string, kind Kind, corps []string, role yidu.Role, corp string, apps []string, depts []int64, au yidu.SenderAudience) (*Principal, error) {
-	gs, all, err := ConfigGrants(corps, role, corp, apps, depts)
+func configured(name string, kind Kind, corps []string, g Grant) (*Principal, error) {
+	gs, all, err := ConfigGrants(corps, g.Role, g.Scope.Corp, g.Scope.Apps, g.Scope.Departments)
 	if err != nil {
 		return nil, err
 	}
-	if au.Limited() {
+	if au := g.Scope.Audience; au.Limited() {
 		// A sender kept to an audience (issue 41): the scope says so.
 		if len(gs) == 0 {
 			return nil, fmt.Errorf("audience applies to a sender only: %w", yidu.ErrInvalid)

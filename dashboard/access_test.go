@@ -19,8 +19,8 @@ func TestScopedTokensGetNothingYet(t *testing.T) {
 	const viewerTok, senderTok = "viewer-token-0123456789", "sender-token-0123456789"
 	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Tokens = append(o.Tokens,
-			access.Token{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
-			access.Token{Name: "sops", Token: senderTok, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"ops"}},
+			access.Token{Name: "v4", Token: viewerTok, Grant: access.Grant{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: "acme", Departments: []int64{4}}}},
+			access.Token{Name: "sops", Token: senderTok, Grant: access.Grant{Role: yidu.RoleSender, Scope: yidu.Scope{Corp: "acme", Apps: []string{"ops"}}}},
 		)
 	})
 	routes := []struct{ method, path, body string }{
@@ -62,9 +62,9 @@ func TestScopedTokensGetNothingYet(t *testing.T) {
 
 func TestScopedTokenConfigRefused(t *testing.T) {
 	for _, tok := range []access.Token{
-		{Name: "both", Token: "both-token-0123456789", Corps: []string{"acme"}, Role: yidu.RoleAdmin, Corp: "acme"},
-		{Name: "nodept", Token: "nodept-token-0123456789", Role: yidu.RoleViewer, Corp: "acme"},
-		{Name: "badrole", Token: "badrole-token-0123456789", Role: "owner", Corp: "acme"},
+		{Name: "both", Token: "both-token-0123456789", Corps: []string{"acme"}, Grant: access.Grant{Role: yidu.RoleAdmin, Scope: yidu.Scope{Corp: "acme"}}},
+		{Name: "nodept", Token: "nodept-token-0123456789", Grant: access.Grant{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: "acme"}}},
+		{Name: "badrole", Token: "badrole-token-0123456789", Grant: access.Grant{Role: "owner", Scope: yidu.Scope{Corp: "acme"}}},
 	} {
 		f := newFixture(t)
 		if _, err := newServer(f.arch, f.bms, f.mapper, deps{Tokens: []access.Token{tok}}); err == nil || !strings.Contains(err.Error(), tok.Name) {

@@ -57,7 +57,7 @@ func TestApprovalAuditRows(t *testing.T) {
 	var st *store.Store
 	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Apps[0].Approval = &yidu.Approval{Over: 2, Approvers: []string{"reviewer", "acme"}}
-		o.Tokens = append(o.Tokens, access.Token{Name: "reviewer", Token: reviewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}})
+		o.Tokens = append(o.Tokens, access.Token{Name: "reviewer", Token: reviewerTok, Grant: access.Grant{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: "acme", Departments: []int64{4}}}})
 		db := testenv.MySQL(t)
 		s, err := store.New(db, store.Options{Directory: o.Mapper,
 			Apps: o.Apps, Now: o.Now})

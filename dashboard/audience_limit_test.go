@@ -20,8 +20,7 @@ import (
 func TestSenderAudienceHTTP(t *testing.T) {
 	const s4 = "sender-4-0123456789"
 	f := newFixtureOpts(t, false, func(o *deps) {
-		o.Tokens = append(o.Tokens, access.Token{Name: "s4", Token: s4, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr"},
-			Audience: yidu.SenderAudience{Departments: []int64{4}}})
+		o.Tokens = append(o.Tokens, access.Token{Name: "s4", Token: s4, Grant: access.Grant{Role: yidu.RoleSender, Scope: yidu.Scope{Corp: "acme", Apps: []string{"hr"}, Audience: yidu.SenderAudience{Departments: []int64{4}}}}})
 	})
 	m := withAudienceDirectory(t, f)
 	acc, err := access.New(access.Config{}, m, f.clock.Now)

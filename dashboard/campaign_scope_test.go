@@ -26,9 +26,9 @@ func TestCampaignScope(t *testing.T) {
 	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Apps = append(o.Apps, yidu.App{Name: "hr2", CorpID: "acme", AgentID: 1000009})
 		o.Tokens = append(o.Tokens,
-			access.Token{Name: "shr", Token: senderHR, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr"}},
-			access.Token{Name: "shr2", Token: senderHR2, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr2"}},
-			access.Token{Name: "v4", Token: viewer4, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
+			access.Token{Name: "shr", Token: senderHR, Grant: access.Grant{Role: yidu.RoleSender, Scope: yidu.Scope{Corp: "acme", Apps: []string{"hr"}}}},
+			access.Token{Name: "shr2", Token: senderHR2, Grant: access.Grant{Role: yidu.RoleSender, Scope: yidu.Scope{Corp: "acme", Apps: []string{"hr2"}}}},
+			access.Token{Name: "v4", Token: viewer4, Grant: access.Grant{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: "acme", Departments: []int64{4}}}},
 		)
 		db := testenv.MySQL(t)
 		st, err := store.New(db, store.Options{Directory: o.Mapper,

@@ -69,7 +69,7 @@ func TestRefusedWritesAudited(t *testing.T) {
 		testenv.Check(t, "notice.New", err)
 		o.Campaigns, o.Audit, o.AuditLog, o.Notices, o.Attachments = s, rec, rec, ns, atts
 		o.Templates = store.NewTemplates(db, o.Apps, o.Now)
-		o.Tokens = append(o.Tokens, access.Token{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}})
+		o.Tokens = append(o.Tokens, access.Token{Name: "v4", Token: viewerTok, Grant: access.Grant{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: "acme", Departments: []int64{4}}}})
 	})
 	acc, err := access.New(access.Config{LeadersSee: true}, f.mapper, f.clock.Now)
 	testenv.Check(t, "access.New", err)

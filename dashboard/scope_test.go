@@ -56,8 +56,8 @@ func scopeFixture(t *testing.T, enforce bool) (*fixture, []caller, caller) {
 	f := newFixtureOpts(t, false, func(o *deps) {
 		o.Apps = append(o.Apps, yidu.App{Name: "hr2", CorpID: "acme", AgentID: 1000009})
 		o.Tokens = append(o.Tokens,
-			access.Token{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: "acme", Departments: []int64{4}},
-			access.Token{Name: "s2", Token: senderTok, Role: yidu.RoleSender, Corp: "acme", Apps: []string{"hr2"}},
+			access.Token{Name: "v4", Token: viewerTok, Grant: access.Grant{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: "acme", Departments: []int64{4}}}},
+			access.Token{Name: "s2", Token: senderTok, Grant: access.Grant{Role: yidu.RoleSender, Scope: yidu.Scope{Corp: "acme", Apps: []string{"hr2"}}}},
 		)
 	})
 	acc, err := access.New(access.Config{LeadersSee: true}, f.mapper, f.clock.Now)

@@ -325,6 +325,28 @@ type Consistency struct {
 	Path []Hash `json:"path"`
 }
 
+// ConsistencyDoc is a Consistency as JSON: what `yidu evidence
+// consistency` prints and the dashboard's consistency route answers, and
+// what `yidu evidence check --checkpoint` reads (the two signed
+// checkpoints and the proof, hex).
+type ConsistencyDoc struct {
+	Origin string   `json:"origin"`
+	From   uint64   `json:"from"`
+	To     uint64   `json:"to"`
+	Old    string   `json:"old_checkpoint"`
+	New    string   `json:"new_checkpoint"`
+	Path   []string `json:"path"`
+}
+
+// Doc is c as its JSON document.
+func (c Consistency) Doc() ConsistencyDoc {
+	d := ConsistencyDoc{Origin: c.New.Origin, From: c.Old.Size, To: c.New.Size, Old: c.Old.Note, New: c.New.Note, Path: make([]string, 0, len(c.Path))}
+	for _, h := range c.Path {
+		d.Path = append(d.Path, h.String())
+	}
+	return d
+}
+
 // Consistency proves corp's checkpoint of size1 consistent with its
 // checkpoint of size2 (size2 0: the newest). ErrNotFound: no checkpoint
 // of that size; ErrTampered: the stored leaves no longer hash to them.

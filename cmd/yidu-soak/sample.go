@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/yidu-io/yidu/internal/loop"
 	"github.com/yidu-io/yidu/internal/rig"
 )
 
@@ -59,16 +60,7 @@ type sampler struct {
 }
 
 func (sp *sampler) run(ctx context.Context, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			sp.take(ctx)
-		}
-	}
+	loop.Every(ctx, period, sp.take)
 }
 
 func (sp *sampler) setDraining() {

@@ -81,18 +81,6 @@ func (e errTampered) Error() string {
 // maxPrinted bounds the problems verify prints after the first.
 const maxPrinted = 50
 
-// Consistency is what `yidu evidence consistency` prints and `yidu
-// evidence check --checkpoint` reads: two signed checkpoints of a log and
-// the proof that the first is a prefix of the second.
-type Consistency struct {
-	Origin string   `json:"origin"`
-	From   uint64   `json:"from"`
-	To     uint64   `json:"to"`
-	Old    string   `json:"old_checkpoint"`
-	New    string   `json:"new_checkpoint"`
-	Path   []string `json:"path"`
-}
-
 // runEvidence runs `yidu evidence verify|seal|key|consistency`.
 func runEvidence(ctx context.Context, cfg config.Config, step string, a evidenceArgs, logger *slog.Logger, out io.Writer) error {
 	if step == "key" {
@@ -147,11 +135,7 @@ func runEvidence(ctx context.Context, cfg config.Config, step string, a evidence
 		if err != nil {
 			return fmt.Errorf("evidence consistency: %w", err)
 		}
-		doc := Consistency{Origin: c.New.Origin, From: c.Old.Size, To: c.New.Size, Old: c.Old.Note, New: c.New.Note, Path: []string{}}
-		for _, h := range c.Path {
-			doc.Path = append(doc.Path, h.String())
-		}
-		b, _ := json.MarshalIndent(doc, "", "  ")
+		b, _ := json.MarshalIndent(c.Doc(), "", "  ")
 		fmt.Fprintf(out, "%s\n", b)
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/yidu-io/yidu/evidence"
 	"github.com/yidu-io/yidu/internal/rfc3161"
+	"github.com/yidu-io/yidu/ledger"
 )
 
 // maxConsistencyFile bounds --checkpoint's file (a few kB).
@@ -38,7 +39,7 @@ func evidenceCheck(path, key, consistency, tsaCA string, out io.Writer) error {
 		if len(b) > maxConsistencyFile {
 			return fmt.Errorf("evidence check: --checkpoint: larger than %d bytes", maxConsistencyFile)
 		}
-		var c Consistency
+		var c ledger.ConsistencyDoc
 		if err := json.Unmarshal(b, &c); err != nil || c.New == "" {
 			return fmt.Errorf("evidence check: --checkpoint %s: not what yidu evidence consistency prints (%v)", consistency, err)
 		}

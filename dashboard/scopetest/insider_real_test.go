@@ -122,8 +122,8 @@ func mustRunInsider(t *testing.T) *insiderStack {
 					States:    access.NewStates(s.rdb, s.prefix), OAuth: wecom.NewOAuth(wapps)}},
 			Sessions: webedge.DashboardSessions(s.rdb, s.prefix),
 			Tokens: []access.Token{
-				{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: s.corp, Departments: []int64{4}},
-				{Name: "sit", Token: senderITTok, Role: yidu.RoleSender, Corp: s.corp, Apps: []string{"it"}},
+				{Name: "v4", Token: viewerTok, Grant: access.Grant{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: s.corp, Departments: []int64{4}}}},
+				{Name: "sit", Token: senderITTok, Grant: access.Grant{Role: yidu.RoleSender, Scope: yidu.Scope{Corp: s.corp, Apps: []string{"it"}}}},
 				{Name: "admin", Token: adminTok, Corps: []string{s.corp}},
 			},
 			Users: []access.User{{Name: passUser, PasswordHash: string(hash), Corps: []string{s.corp}}},

@@ -257,8 +257,8 @@ func TestScopeOnRealServices(t *testing.T) {
 	srv, err := newServer(reg, bms, mapper, deps{
 		Access: acc, Ledger: ledger, Sessions: webedge.DashboardSessions(rdb, prefix),
 		Tokens: []access.Token{
-			{Name: "v4", Token: viewerTok, Role: yidu.RoleViewer, Corp: corp, Departments: []int64{4}},
-			{Name: "shr", Token: senderTok, Role: yidu.RoleSender, Corp: corp, Apps: []string{"hr"}},
+			{Name: "v4", Token: viewerTok, Grant: access.Grant{Role: yidu.RoleViewer, Scope: yidu.Scope{Corp: corp, Departments: []int64{4}}}},
+			{Name: "shr", Token: senderTok, Grant: access.Grant{Role: yidu.RoleSender, Scope: yidu.Scope{Corp: corp, Apps: []string{"hr"}}}},
 			{Name: "admin", Token: adminTok, Corps: []string{corp}},
 		},
 		Campaigns: camps,

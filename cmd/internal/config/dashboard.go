@@ -79,7 +79,14 @@ const LoginOff = "off"
 // corp, sender of apps (apps[].name) in corp, or viewer of departments'
 // subtrees in corp.
 type RoleGrant struct {
-	UserID      string   `yaml:"userid"`
+	UserID string `yaml:"userid"`
+	Grant  `yaml:",inline"`
+}
+
+// Grant is one role in one corp (issue 31): dashboard.roles[]'s, or
+// the one a dashboard.users[] or dashboard.tokens[] entry grants
+// instead of Corps ({role: viewer, corp: ww…, departments: [4]}).
+type Grant struct {
 	Role        string   `yaml:"role"`
 	Corp        string   `yaml:"corp"`
 	Apps        []string `yaml:"apps"`
@@ -88,6 +95,12 @@ type RoleGrant struct {
 	// {departments: [4], tags: [7]} allows those departments' subtrees
 	// and those tags, never 全员.
 	Audience SenderAudience `yaml:"audience"`
+}
+
+// Scope is g's corp, apps, departments and audience as yidu takes them.
+func (g Grant) Scope() yidu.Scope {
+	return yidu.Scope{Corp: g.Corp, Apps: g.Apps, Departments: g.Departments,
+		Audience: yidu.SenderAudience{Departments: g.Audience.Departments, Tags: g.Audience.Tags}}
 }
 
 // SenderAudience is dashboard.roles[].audience.
@@ -119,16 +132,9 @@ type Token struct {
 	Name  string   `yaml:"name"`
 	Token string   `yaml:"token"`
 	Corps []string `yaml:"corps"`
-
-	// Role, Corp, Apps and Departments grant one role instead of Corps
-	// (issue 31): {role: viewer, corp: ww…, departments: [4]}. Corps
-	// alone stays an admin of those corps.
-	Role        string   `yaml:"role"`
-	Corp        string   `yaml:"corp"`
-	Apps        []string `yaml:"apps"`
-	Departments []int64  `yaml:"departments"`
-	// Audience keeps a sender to part of the directory (issue 41).
-	Audience SenderAudience `yaml:"audience"`
+	// Grant is one role instead of Corps; Corps alone stays an admin of
+	// those corps.
+	Grant `yaml:",inline"`
 }
 
 // User is a person who may sign in to the dashboard.
@@ -137,16 +143,9 @@ type User struct {
 	// PasswordHash is a bcrypt hash (yidu hash-password prints one).
 	PasswordHash string   `yaml:"password_hash"`
 	Corps        []string `yaml:"corps"`
-
-	// Role, Corp, Apps and Departments grant one role instead of Corps
-	// (issue 31): {role: viewer, corp: ww…, departments: [4]}. Corps
-	// alone stays an admin of those corps.
-	Role        string   `yaml:"role"`
-	Corp        string   `yaml:"corp"`
-	Apps        []string `yaml:"apps"`
-	Departments []int64  `yaml:"departments"`
-	// Audience keeps a sender to part of the directory (issue 41).
-	Audience SenderAudience `yaml:"audience"`
+	// Grant is one role instead of Corps; Corps alone stays an admin of
+	// those corps.
+	Grant `yaml:",inline"`
 
 	// from says where the user came from in errors (default
 	// dashboard.users[i]).

@@ -190,9 +190,7 @@ func (c Config) checkSignIn() error {
 		if r.UserID == "" || len(r.UserID) > 64 {
 			return fmt.Errorf("config: %s: userid is required (a WeCom UserID, at most 64 bytes)", where)
 		}
-		sc := yidu.Scope{Corp: r.Corp, Apps: r.Apps, Departments: r.Departments,
-			Audience: yidu.SenderAudience{Departments: r.Audience.Departments, Tags: r.Audience.Tags}}
-		if err := sc.Validate(yidu.Role(r.Role)); err != nil {
+		if err := r.Scope().Validate(yidu.Role(r.Role)); err != nil {
 			return fmt.Errorf("config: %s (%s): %w", where, r.UserID, err)
 		}
 		if err := appsOf(where, r.UserID, r.Corp, r.Apps); err != nil {

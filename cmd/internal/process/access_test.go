@@ -41,7 +41,7 @@ func TestServeAccessFromConfig(t *testing.T) {
 		c.WeCom.VerifyFile = verify
 		c.Apps[0].Secret = campaignSecret
 		c.Dashboard.PublicURL = "https://yidu.example.com"
-		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "research-viewer", Token: viewerToken, Role: "viewer", Corp: testCorp, Departments: []int64{2}})
+		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "research-viewer", Token: viewerToken, Grant: config.Grant{Role: "viewer", Corp: testCorp, Departments: []int64{2}}})
 	})
 	dir, err := wecom.NewDirectory(wecom.App{CorpID: testCorp, AgentID: testAgent, Secret: campaignSecret}, wecom.DirectoryOptions{})
 	testenv.Check(t, "NewDirectory", err)

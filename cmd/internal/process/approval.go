@@ -154,7 +154,7 @@ func (a authors) Author(ctx context.Context, corp, name string) (*access.Princip
 // approval cards WeCom did not take (campaign.RetryApprovalCards); each
 // card is an item of g.
 func retryApprovalCards(ctx context.Context, acts *campaign.Service, g *loop.Guard, interval time.Duration) {
-	every(ctx, interval, func(ctx context.Context) {
+	loop.Every(ctx, interval, func(ctx context.Context) {
 		_ = g.Run(ctx, "approval card retries", func(ctx context.Context) error {
 			_, err := acts.RetryApprovalCards(ctx, g)
 			return err

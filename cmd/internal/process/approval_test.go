@@ -89,7 +89,7 @@ func TestApprovalEndToEnd(t *testing.T) {
 		c.Apps[0].Secret = campaignSecret
 		c.Apps[0].Approval = &config.Approval{Over: 1000, Approvers: []string{"wangwu", "reviewer"}}
 		c.Dashboard.PublicURL = "https://yidu.example.com"
-		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "reviewer", Token: reviewerTok, Role: "viewer", Corp: testCorp, Departments: []int64{1}})
+		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "reviewer", Token: reviewerTok, Grant: config.Grant{Role: "viewer", Corp: testCorp, Departments: []int64{1}}})
 	})
 	dir, err := wecom.NewDirectory(wecom.App{CorpID: testCorp, AgentID: testAgent, Secret: campaignSecret}, wecom.DirectoryOptions{})
 	testenv.Check(t, "NewDirectory", err)
@@ -297,8 +297,7 @@ func TestScheduledNarrowedAudienceHeld(t *testing.T) {
 	keptTo := func(dept int64) config.Config {
 		cfg := m.Config
 		cfg.Dashboard.Listen = "127.0.0.1:0"
-		cfg.Dashboard.Tokens = append(slices.Clone(cfg.Dashboard.Tokens), config.Token{Name: "hr-sender", Token: senderTok, Role: "sender",
-			Corp: testCorp, Apps: []string{"hr"}, Audience: config.SenderAudience{Departments: []int64{dept}}})
+		cfg.Dashboard.Tokens = append(slices.Clone(cfg.Dashboard.Tokens), config.Token{Name: "hr-sender", Token: senderTok, Grant: config.Grant{Role: "sender", Corp: testCorp, Apps: []string{"hr"}, Audience: config.SenderAudience{Departments: []int64{dept}}}})
 		return cfg
 	}
 	before := runDashboard(t, keptTo(2))
@@ -356,8 +355,7 @@ func TestSenderOutsideAudienceRefused(t *testing.T) {
 	m := mustRunMainWith(t, func(c *config.Config) {
 		c.WeCom.APIBase = base
 		c.Apps[0].Secret = campaignSecret
-		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "hr-sender", Token: senderTok, Role: "sender",
-			Corp: testCorp, Apps: []string{"hr"}, Audience: config.SenderAudience{Departments: []int64{2}}})
+		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "hr-sender", Token: senderTok, Grant: config.Grant{Role: "sender", Corp: testCorp, Apps: []string{"hr"}, Audience: config.SenderAudience{Departments: []int64{2}}}})
 	})
 	dir, err := wecom.NewDirectory(wecom.App{CorpID: testCorp, AgentID: testAgent, Secret: campaignSecret}, wecom.DirectoryOptions{})
 	testenv.Check(t, "NewDirectory", err)

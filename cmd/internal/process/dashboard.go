@@ -129,13 +129,13 @@ func (m *Main) startNoticeLoops(ctx context.Context, w *noticeWing) error {
 // holds none).
 func roleHolders(d config.Dashboard) []access.Holder {
 	var out []access.Holder
-	add := func(kind access.Kind, name string, corps []string, role, corp string, apps []string, depts []int64, au config.SenderAudience) {
-		gs, all, err := access.ConfigGrants(corps, yidu.Role(role), corp, apps, depts)
+	add := func(kind access.Kind, name string, corps []string, cg config.Grant) {
+		gs, all, err := access.ConfigGrants(corps, yidu.Role(cg.Role), cg.Corp, cg.Apps, cg.Departments)
 		if err != nil {
 			return
 		}
 		for i := range gs {
-			gs[i].Scope.Audience = senderAudience(au)
+			gs[i].Scope.Audience = cg.Scope().Audience
 		}
 		if all {
 			out = append(out, access.Holder{Kind: kind, Name: name, AllCorps: true})
@@ -145,10 +145,10 @@ func roleHolders(d config.Dashboard) []access.Holder {
 		}
 	}
 	for _, u := range d.Users {
-		add(access.KindUser, u.Name, u.Corps, u.Role, u.Corp, u.Apps, u.Departments, u.Audience)
+		add(access.KindUser, u.Name, u.Corps, u.Grant)
 	}
 	for _, t := range d.Tokens {
-		add(access.KindToken, t.Name, t.Corps, t.Role, t.Corp, t.Apps, t.Departments, t.Audience)
+		add(access.KindToken, t.Name, t.Corps, t.Grant)
 	}
 	for _, r := range accessRoles(d.Roles) {
 		out = append(out, access.Holder{Kind: access.KindWeCom, Name: r.UserID, Grant: r.Grant})
@@ -162,10 +162,13 @@ func roleHolders(d config.Dashboard) []access.Holder {
 // accessRoles are dashboard.roles[] as package access takes them.
 func accessRoles(rs []config.RoleGrant) []access.RoleGrant {
 	return each(rs, func(r config.RoleGrant) access.RoleGrant {
-		return access.RoleGrant{UserID: r.UserID, Grant: access.Grant{Role: yidu.Role(r.Role),
-			Scope: yidu.Scope{Corp: r.Corp, Apps: r.Apps, Departments: r.Departments,
-				Audience: senderAudience(r.Audience)}}}
+		return access.RoleGrant{UserID: r.UserID, Grant: accessGrant(r.Grant)}
 	})
+}
+
+// accessGrant is a configured grant as package access takes it.
+func accessGrant(g config.Grant) access.Grant {
+	return access.Grant{Role: yidu.Role(g.Role), Scope: g.Scope()}
 }
 
 // weComLogin is sign-in with WeCom through dashboard.login_app (issue
@@ -208,19 +211,12 @@ func verifyFile(name string, body []byte, next http.Handler) http.Handler {
 
 func dashboardTokens(ts []config.Token) []access.Token {
 	return each(ts, func(t config.Token) access.Token {
-		return access.Token{Name: t.Name, Token: t.Token, Corps: t.Corps,
-			Role: yidu.Role(t.Role), Corp: t.Corp, Apps: t.Apps, Departments: t.Departments, Audience: senderAudience(t.Audience)}
+		return access.Token{Name: t.Name, Token: t.Token, Corps: t.Corps, Grant: accessGrant(t.Grant)}
 	})
 }
 
 func dashboardUsers(us []config.User) []access.User {
 	return each(us, func(u config.User) access.User {
-		return access.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps,
-			Role: yidu.Role(u.Role), Corp: u.Corp, Apps: u.Apps, Departments: u.Departments, Audience: senderAudience(u.Audience)}
+		return access.User{Name: u.Name, PasswordHash: u.PasswordHash, Corps: u.Corps, Grant: accessGrant(u.Grant)}
 	})
-}
-
-// senderAudience is a configured audience as yidu takes it (issue 41).
-func senderAudience(a config.SenderAudience) yidu.SenderAudience {
-	return yidu.SenderAudience{Departments: a.Departments, Tags: a.Tags}
 }

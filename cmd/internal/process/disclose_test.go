@@ -145,7 +145,7 @@ func TestEvidenceDisclosedAsExport(t *testing.T) {
 	corp.Users = append(corp.Users, fakewecom.User{UserID: "eve", Name: formulaName, Departments: []int{2}},
 		fakewecom.User{UserID: "shuang", Name: "双岗", Departments: []int{2, 3}})
 	m, _ := mustRunSynced(t, corp, func(c *config.Config) {
-		c.Dashboard.Users = []config.User{{Name: leadUser, PasswordHash: string(hash), Role: "viewer", Corp: testCorp, Departments: []int64{2}}}
+		c.Dashboard.Users = []config.User{{Name: leadUser, PasswordHash: string(hash), Grant: config.Grant{Role: "viewer", Corp: testCorp, Departments: []int64{2}}}}
 	})
 	const msg = "ev-disclose"
 	if code := api(t, m, "POST", "/messages", map[string]any{"msgid": msg, "app": "hr", "title": "考勤制度",

@@ -127,7 +127,7 @@ func TestGateRevisionWaitsForApproval(t *testing.T) {
 	m, fake := mustRunGate(t, func(c *config.Config) {
 		c.Apps[0].Approval = &config.Approval{Over: 2, Approvers: []string{"wangwu", "reviewer"}}
 		c.Dashboard.PublicURL = "https://yidu.example.com"
-		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "reviewer", Token: gateReviewerTok, Role: "viewer", Corp: testCorp, Departments: []int64{1}})
+		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "reviewer", Token: gateReviewerTok, Grant: config.Grant{Role: "viewer", Corp: testCorp, Departments: []int64{1}}})
 	})
 	var n struct {
 		State        string `json:"state"`
@@ -231,8 +231,7 @@ func TestGateRevisionWaitsForApproval(t *testing.T) {
 // nothing. A notice to 研发 is theirs to act on.
 func TestGateSenderAudienceOnEveryAct(t *testing.T) {
 	m, fake := mustRunGate(t, func(c *config.Config) {
-		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "rd-sender", Token: gateSenderTok, Role: "sender",
-			Corp: testCorp, Apps: []string{"hr"}, Audience: config.SenderAudience{Departments: []int64{2}}})
+		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "rd-sender", Token: gateSenderTok, Grant: config.Grant{Role: "sender", Corp: testCorp, Apps: []string{"hr"}, Audience: config.SenderAudience{Departments: []int64{2}}}})
 	})
 	for _, id := range []string{"sales-1", "rd-1"} {
 		dept := int64(3)

@@ -19,7 +19,7 @@ import (
 func receiptLoop(ctx context.Context, t *tracker.Registry, g *loop.Guard, interval time.Duration) {
 	host, _ := os.Hostname()
 	owner := fmt.Sprintf("%s/%d", host, os.Getpid())
-	every(ctx, interval, func(ctx context.Context) {
+	loop.Every(ctx, interval, func(ctx context.Context) {
 		_ = g.Run(ctx, "receipts", func(ctx context.Context) error {
 			_, err := t.SendReceipts(ctx, owner)
 			return err

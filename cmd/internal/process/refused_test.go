@@ -42,7 +42,7 @@ func uploadAs(t *testing.T, m *Main, tok, app string) int {
 // TestGateSenderAudienceOnEveryAct).
 func TestRefusedActsAudited(t *testing.T) {
 	m, _ := mustRunGate(t, func(c *config.Config) {
-		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "viewer", Token: viewerTok, Role: "viewer", Corp: testCorp, Departments: []int64{1}})
+		c.Dashboard.Tokens = append(c.Dashboard.Tokens, config.Token{Name: "viewer", Token: viewerTok, Grant: config.Grant{Role: "viewer", Corp: testCorp, Departments: []int64{1}}})
 	})
 	if code := api(t, m, "POST", "/messages", map[string]any{"msgid": "sent-1", "app": "hr", "title": "考勤制度",
 		"audience": map[string]any{"departments": []int64{3}}, "send": true, "content": map[string]any{"markdown": "第一版"}}, nil); code != http.StatusCreated {

@@ -36,17 +36,6 @@ func checkpointOf(c ledger.Checkpoint) checkpointJSON {
 	return checkpointJSON{Origin: c.Origin, Size: c.Size, Root: c.Root.String(), Day: c.Day, At: c.At, Note: c.Note}
 }
 
-// consistencyJSON is `yidu evidence consistency`'s JSON: what `yidu
-// evidence check --checkpoint` reads.
-type consistencyJSON struct {
-	Origin string   `json:"origin"`
-	From   uint64   `json:"from"`
-	To     uint64   `json:"to"`
-	Old    string   `json:"old_checkpoint"`
-	New    string   `json:"new_checkpoint"`
-	Path   []string `json:"path"`
-}
-
 // ledgerCorp is the {corp} of a ledger route if the caller administers
 // it; otherwise it has answered (404 without a log, 403 for another
 // corp's or a non-admin).
@@ -120,9 +109,5 @@ func (s *Handlers) HandleConsistency(w http.ResponseWriter, r *http.Request) {
 		s.Fail(w, r, err)
 		return
 	}
-	out := consistencyJSON{Origin: c.New.Origin, From: c.Old.Size, To: c.New.Size, Old: c.Old.Note, New: c.New.Note, Path: make([]string, 0, len(c.Path))}
-	for _, h := range c.Path {
-		out.Path = append(out.Path, h.String())
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, c.Doc())
 }

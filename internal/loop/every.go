@@ -1,0 +1,23 @@
+package loop
+
+import (
+	"context"
+	"time"
+)
+
+// Every runs turn every interval until ctx ends (the first turn one
+// interval after the start; a turn longer than interval is followed by
+// the next at once, as time.Ticker drops the ticks it missed): the body
+// of the loops that each replica runs on a ticker.
+func Every(ctx context.Context, interval time.Duration, turn func(ctx context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		turn(ctx)
+	}
+}
