@@ -41,3 +41,10 @@ func Row(e audit.Event, err error) (audit.Event, bool) {
 	e.Outcome = o
 	return e, ok
 }
+
+// due appends to *acts the row a is due with the act's answer *err:
+// each act defers it, so its refusal or failure leaves its row too.
+func due(acts *[]Act, err *error, a Act) {
+	a.Err = *err
+	*acts = append(*acts, a)
+}
