@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/audit"
 )
 
 // Outcome is the audit outcome of an act the service answered err
@@ -32,14 +31,6 @@ func Outcome(err error) (outcome string, audited bool) {
 		return "refused", true
 	}
 	return "failed", true
-}
-
-// Row is e, the row of an act the service answered err, with its
-// Outcome; false when the act is due none (invalid input).
-func Row(e audit.Event, err error) (audit.Event, bool) {
-	o, ok := Outcome(err)
-	e.Outcome = o
-	return e, ok
 }
 
 // due appends to *acts the row a is due with the act's answer *err:

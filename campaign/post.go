@@ -23,8 +23,7 @@ type Post struct {
 	Standing *yidu.Standing
 }
 
-// Act is an audit row an act is due, with its outcome (Err nil: ok;
-// else Outcome's, none for invalid input).
+// Act is an audit row an act is due, with its answer (Outcome of Err).
 type Act struct {
 	Action yidu.Action
 	MsgID  string

@@ -52,8 +52,7 @@ type RemindReport struct {
 	NextAllowedAt time.Time
 	// Scope is "all" (a sender's reminder) or "led" (a leader's).
 	Scope string
-	// Acts are the audit rows due, the reminder's refusal included.
-	Acts []Act
+	Acts  []Act // the audit rows due, a refusal's included
 }
 
 // Remind sends a reminder card to the unread people in the caller's scope
@@ -95,12 +94,9 @@ func (s *Service) Remind(ctx context.Context, r Remind) (rep RemindReport, err e
 	if err := s.gate(ctx, VerbRemind, p, m); err != nil {
 		return RemindReport{}, err
 	}
-	release, ok, err := s.o.Reminders.Claim(ctx, m.CorpID, m.MsgID, "remind")
+	release, err := s.claim(ctx, m, "remind")
 	if err != nil {
 		return RemindReport{}, err
-	}
-	if !ok {
-		return RemindReport{}, ErrBusy
 	}
 	defer release()
 	unread, err := s.unreadIn(ctx, m, v, r.State)
@@ -228,12 +224,9 @@ func (s *Service) Recall(ctx context.Context, r Recall) (rep RecallReport, err e
 	if s.o.Reminders == nil || s.o.Readers == nil {
 		return RecallReport{}, ErrNoReminderLog
 	}
-	release, ok, err := s.o.Reminders.Claim(ctx, m.CorpID, m.MsgID, "recall")
+	release, err := s.claim(ctx, m, "recall")
 	if err != nil {
 		return RecallReport{}, err
-	}
-	if !ok {
-		return RecallReport{}, ErrBusy
 	}
 	defer release()
 	read, err := s.o.Readers.ReadNow(ctx, m)
@@ -244,12 +237,11 @@ func (s *Service) Recall(ctx context.Context, r Recall) (rep RecallReport, err e
 	return RecallReport{RecallReport: done, Read: read}, err
 }
 
-// RecallReport is what a recall did, with the read count it froze, and
-// the audit rows due.
+// RecallReport is what a recall did, with the read count it froze.
 type RecallReport struct {
 	yidu.RecallReport
 	Read int64
-	Acts []Act
+	Acts []Act // the audit rows due, a refusal's included
 }
 
 // Reconfirmer sends the 通知已更新，请重新确认 card (tracker.Registry); a
@@ -282,12 +274,9 @@ func (s *Service) Reconfirm(ctx context.Context, m yidu.Message, version int, by
 	if err := s.mayReach(ctx, m); err != nil {
 		return 0, err
 	}
-	release, ok, err := s.o.Reminders.Claim(ctx, m.CorpID, m.MsgID, "reconfirm")
+	release, err := s.claim(ctx, m, "reconfirm")
 	if err != nil {
 		return 0, err
-	}
-	if !ok {
-		return 0, ErrBusy
 	}
 	defer release()
 	people, err := who.Reconfirmable(ctx, m.CorpID, m.MsgID, version)
@@ -316,4 +305,13 @@ func (s *Service) Reconfirm(ctx context.Context, m yidu.Message, version int, by
 	}
 	s.log.InfoContext(ctx, "update card sent", "corp", m.CorpID, "msgid", m.MsgID, "version", version, "reminded", sent.Reminded, "by", by)
 	return sent.Reminded, nil
+}
+
+// claim claims m in MySQL for act: ErrBusy while another act holds it.
+func (s *Service) claim(ctx context.Context, m yidu.Message, act string) (release func(), err error) {
+	release, ok, err := s.o.Reminders.Claim(ctx, m.CorpID, m.MsgID, act)
+	if err == nil && !ok {
+		err = ErrBusy
+	}
+	return release, err
 }

@@ -93,9 +93,8 @@ func (s *Service) getTemplate(ctx context.Context, p *access.Principal, id int64
 	return tpl, err
 }
 
-// CreateTemplate saves tpl for p (an admin of its app's corp only).
-// Each change of a template, refused or failed too, is due a row
-// "template" naming it (issue 46).
+// CreateTemplate saves tpl for p (an admin of its app's corp only); each
+// change of a template, refused or failed too, is due its row (issue 46).
 func (s *Service) CreateTemplate(ctx context.Context, p *access.Principal, tpl yidu.Template) (got yidu.Template, acts []Act, err error) {
 	defer func() {
 		due(&acts, &err, Act{Action: yidu.ActionTemplate, Detail: fmt.Sprintf("create id=%d", got.ID)})
