@@ -116,7 +116,7 @@ func TestApprovalBeforeSending(t *testing.T) {
 	n, err := a.svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: "年终奖发放通知", Body: "请阅读",
 		Audience: yidu.Audience{Departments: []int64{10}}, Schedule: yidu.Schedule{Draft: true}}})
 	testenv.Check(t, "Compose", err)
-	n, err = a.svc.SendNow(ctx, lisi, n)
+	n, _, err = a.svc.SendNow(ctx, lisi, n)
 	testenv.Check(t, "SendNow", err)
 	if n.Approval != yidu.ApprovalPending || n.State != yidu.StateDraft {
 		t.Fatalf("after send now: approval %q state %s, want pending and still a draft", n.Approval, n.State)
@@ -165,9 +165,9 @@ func TestApprovalBeforeSending(t *testing.T) {
 
 	// The author fixes it and asks again: a new version.
 	title := "年终奖发放通知（更正）"
-	n, err = a.svc.Edit(ctx, lisi, n, yidu.Patch{Title: &title}, nil)
+	n, _, err = a.svc.Edit(ctx, lisi, n, yidu.Patch{Title: &title}, nil)
 	testenv.Check(t, "Edit", err)
-	n, err = a.svc.SendNow(ctx, lisi, n)
+	n, _, err = a.svc.SendNow(ctx, lisi, n)
 	testenv.Check(t, "SendNow again", err)
 	if n.Approval != yidu.ApprovalPending || n.ApprovalHash == first {
 		t.Fatalf("after the edit: approval %q hash %s, want pending on a new version", n.Approval, n.ApprovalHash)
@@ -229,7 +229,7 @@ func TestApprovalBeforeSending(t *testing.T) {
 		m, err := a.svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: "小范围", Audience: yidu.Audience{Departments: []int64{2}},
 			Schedule: yidu.Schedule{Draft: true}}})
 		testenv.Check(t, "Compose", err)
-		m, err = a.svc.SendNow(ctx, lisi, m)
+		m, _, err = a.svc.SendNow(ctx, lisi, m)
 		testenv.Check(t, "SendNow", err)
 		tick()
 		if m.Approval != yidu.ApprovalNone || reg.count(m.MsgID) != 1 {
@@ -263,7 +263,7 @@ func TestUnapprovedAtItsTimeIsHeld(t *testing.T) {
 	edited, _, err := a.svc.Decide(ctx, wangwu, edited, Decision{Hash: edited.ApprovalHash, Approve: true})
 	testenv.Check(t, "Decide", err)
 	body := "改了正文"
-	edited, err = a.svc.Edit(ctx, lisi, edited, yidu.Patch{Body: &body}, nil)
+	edited, _, err = a.svc.Edit(ctx, lisi, edited, yidu.Patch{Body: &body}, nil)
 	testenv.Check(t, "Edit", err)
 	if edited.Approval != yidu.ApprovalPending {
 		t.Fatalf("edited after approval: %q, want pending", edited.Approval)

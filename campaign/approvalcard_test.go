@@ -79,7 +79,7 @@ func TestApprovalCardPressedTwiceOnTwoReplicas(t *testing.T) {
 	n, err := a.svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: "年终奖发放通知", Body: "请阅读",
 		Audience: yidu.Audience{Departments: []int64{10}}, Schedule: yidu.Schedule{Draft: true}}})
 	testenv.Check(t, "Compose", err)
-	n, err = a.svc.SendNow(ctx, lisi, n)
+	n, _, err = a.svc.SendNow(ctx, lisi, n)
 	testenv.Check(t, "SendNow", err)
 	task := func(i int) string {
 		t.Helper()
@@ -100,9 +100,9 @@ func TestApprovalCardPressedTwiceOnTwoReplicas(t *testing.T) {
 
 	// An edit asks again, with a new card; the old card approves nothing.
 	body := "请于 12 月 10 日前阅读"
-	n, err = a.svc.Edit(ctx, lisi, n, yidu.Patch{Body: &body}, nil)
+	n, _, err = a.svc.Edit(ctx, lisi, n, yidu.Patch{Body: &body}, nil)
 	testenv.Check(t, "Edit", err)
-	n, err = a.svc.SendNow(ctx, lisi, n)
+	n, _, err = a.svc.SendNow(ctx, lisi, n)
 	testenv.Check(t, "SendNow", err)
 	current := task(1)
 	if _, _, err := b.svc.Press(ctx, wangwu, approvalApp.CorpID, approvalApp.Name, old, cards.ApproveKey); !errors.Is(err, ErrApproval) {
@@ -219,7 +219,7 @@ func TestApprovalCardRetried(t *testing.T) {
 			n, err := a.svc.Compose(ctx, sender("lisi"), Compose{Draft: yidu.Draft{App: approvalApp, Title: "年终奖发放通知", Body: "请阅读",
 				Audience: yidu.Audience{Departments: []int64{10}}, Schedule: yidu.Schedule{Draft: true}}})
 			testenv.Check(t, "Compose", err)
-			_, err = a.svc.SendNow(ctx, sender("lisi"), n)
+			_, _, err = a.svc.SendNow(ctx, sender("lisi"), n)
 			testenv.Check(t, "SendNow", err)
 			outcomes := func() []string {
 				return testenv.Column[string](t, db, `SELECT outcome FROM audit_events WHERE msgid = ? AND action = 'notify' ORDER BY id`, n.MsgID)

@@ -112,14 +112,14 @@ func TestSenderKeptToAudience(t *testing.T) {
 		{"compose to 全员", func() error { return compose(yidu.Audience{All: true}) }, "audience.all"},
 		{"compose to a member outside", func() error { return compose(yidu.Audience{UserIDs: []string{"lisi"}}) }, "audience.userids"},
 		{"edit a notice to 全员", func() error {
-			_, err := s.Edit(ctx, lisi, theirs, yidu.Patch{Title: &title}, nil)
+			_, _, err := s.Edit(ctx, lisi, theirs, yidu.Patch{Title: &title}, nil)
 			return err
 		}, "audience.all"},
 		{"move it to department 3", func() error {
-			_, err := s.Edit(ctx, lisi, theirs, yidu.Patch{Audience: &yidu.Audience{Departments: []int64{3}}}, nil)
+			_, _, err := s.Edit(ctx, lisi, theirs, yidu.Patch{Audience: &yidu.Audience{Departments: []int64{3}}}, nil)
 			return err
 		}, "audience.all"}, // the notice as it is is outside already (issue 46)
-		{"send it now", func() error { _, err := s.SendNow(ctx, lisi, theirs); return err }, "audience.all"},
+		{"send it now", func() error { _, _, err := s.SendNow(ctx, lisi, theirs); return err }, "audience.all"},
 		{"preview department 3", func() error {
 			return s.CheckAudience(ctx, lisi, testApp, yidu.Audience{Departments: []int64{3}})
 		}, "audience.departments"},

@@ -55,14 +55,14 @@ func TestDraftContentPublished(t *testing.T) {
 		"an unknown rule":   {Content: &yidu.NoticeContent{Markdown: "x", ReadRule: "glanced"}},
 		"over 200 KB":       {Content: &yidu.NoticeContent{Markdown: strings.Repeat("长", 70000)}},
 	} {
-		if _, err := svc.Edit(ctx, lisi, n, p, nil); !errors.Is(err, yidu.ErrInvalid) {
+		if _, _, err := svc.Edit(ctx, lisi, n, p, nil); !errors.Is(err, yidu.ErrInvalid) {
 			t.Errorf("Edit with %s = %v; want ErrInvalid", name, err)
 		}
 	}
 	if got, _ := st.Get(ctx, nil, n.MsgID); !got.UpdatedAt.Equal(n.UpdatedAt) || got.Content.Markdown != n.Content.Markdown {
 		t.Fatal("a refused edit wrote")
 	}
-	n, err = svc.Edit(ctx, lisi, n, yidu.Patch{Content: &yidu.NoticeContent{Markdown: "# 第四条\n\n考核周期为半年。", Attachments: []string{a.ID}, ReadRule: yidu.ReadRuleAcknowledged, MinReadSeconds: 5}}, nil)
+	n, _, err = svc.Edit(ctx, lisi, n, yidu.Patch{Content: &yidu.NoticeContent{Markdown: "# 第四条\n\n考核周期为半年。", Attachments: []string{a.ID}, ReadRule: yidu.ReadRuleAcknowledged, MinReadSeconds: 5}}, nil)
 	testenv.Check(t, "Edit", err)
 	if _, err := run.Tick(ctx); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestDraftContentPublished(t *testing.T) {
 		m, err := svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: "t", Audience: yidu.Audience{Departments: []int64{2}},
 			Schedule: yidu.Schedule{Draft: true}, Content: &yidu.NoticeContent{Markdown: "x"}}})
 		testenv.Check(t, "Compose", err)
-		_, err = svc.SendNow(ctx, lisi, m)
+		_, _, err = svc.SendNow(ctx, lisi, m)
 		testenv.Check(t, "SendNow", err)
 		if _, err := bare.Tick(ctx); err != nil {
 			t.Fatal(err)

@@ -83,17 +83,18 @@ func (s *Service) FollowUp(ctx context.Context, p *access.Principal, m yidu.Mess
 
 // SetFollowUp sets or changes the follow-up policy of a sent notice of the
 // caller's app (the whole notice's: rounds to every unread recipient).
-func (s *Service) SetFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pol yidu.Policy) error {
+func (s *Service) SetFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pol yidu.Policy) (acts []Act, err error) {
+	defer due(&acts, &err, Act{Action: yidu.ActionFollowUpChange, MsgID: m.MsgID, Detail: "policy"})
 	if err := s.MayFollowUp(p, m); err != nil {
-		return err
+		return nil, err
 	}
 	// Its rounds reach every unread recipient: a sender kept to an
 	// audience sets one only on a notice inside it. A notice not
 	// approved takes one, and its rounds wait (Rounds.Gate).
 	if err := s.authorize(ctx, VerbFollowUp, p, MessageTarget(m)); err != nil {
-		return err
+		return nil, err
 	}
-	return s.o.Rounds.SetPolicy(ctx, m.CorpID, m.MsgID, pol, p.Name)
+	return nil, s.o.Rounds.SetPolicy(ctx, m.CorpID, m.MsgID, pol, p.Name)
 }
 
 // StoreFollowUp stores the follow-up policy of a notice the caller just
@@ -112,15 +113,23 @@ func (s *Service) StoreFollowUp(ctx context.Context, p *access.Principal, m yidu
 }
 
 // CancelRound stops the notice's current round; false when none is due
-// or sending.
-func (s *Service) CancelRound(ctx context.Context, p *access.Principal, m yidu.Message) (bool, error) {
+// or sending (its row refused: nothing to cancel).
+func (s *Service) CancelRound(ctx context.Context, p *access.Principal, m yidu.Message) (ok bool, acts []Act, err error) {
+	defer func() {
+		a := Act{Action: yidu.ActionFollowUpChange, MsgID: m.MsgID, Detail: "cancel_round", Err: err}
+		if err == nil && !ok {
+			a.Err = fmt.Errorf("%w: no round is due or sending", yidu.ErrConflict)
+		}
+		acts = append(acts, a)
+	}()
 	if err := s.MayFollowUp(p, m); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if err := s.authorize(ctx, VerbFollowUp, p, MessageTarget(m)); err != nil {
-		return false, err
+		return false, nil, err
 	}
-	return s.o.Rounds.CancelRound(ctx, m.CorpID, m.MsgID)
+	ok, err = s.o.Rounds.CancelRound(ctx, m.CorpID, m.MsgID)
+	return ok, nil, err
 }
 
 // InFollowUp names a policy's field as a field of the posted follow_up

@@ -184,15 +184,16 @@ func TestEveryActChecksAudience(t *testing.T) {
 		name string
 		act  func() error
 	}{
-		{"send now", func() error { _, err := s.SendNow(ctx, kept, n); return err }},
-		{"edit", func() error { _, err := s.Edit(ctx, kept, n, yidu.Patch{Title: &title}, nil); return err }},
-		{"cancel", func() error { _, err := s.Cancel(ctx, kept, n); return err }},
+		{"send now", func() error { _, _, err := s.SendNow(ctx, kept, n); return err }},
+		{"edit", func() error { _, _, err := s.Edit(ctx, kept, n, yidu.Patch{Title: &title}, nil); return err }},
+		{"cancel", func() error { _, _, err := s.Cancel(ctx, kept, n); return err }},
 		{"remind", func() error { _, err := f.remind(s, kept); return err }},
 		{"recall", func() error { _, err := s.Recall(ctx, Recall{Caller: kept, Message: f.m}); return err }},
 		{"set follow-up", func() error {
-			return s.SetFollowUp(ctx, kept, f.m, yidu.Policy{Reminders: []string{"1h"}})
+			_, err := s.SetFollowUp(ctx, kept, f.m, yidu.Policy{Reminders: []string{"1h"}})
+			return err
 		}},
-		{"cancel round", func() error { _, err := s.CancelRound(ctx, kept, f.m); return err }},
+		{"cancel round", func() error { _, _, err := s.CancelRound(ctx, kept, f.m); return err }},
 		{"revise", func() error {
 			res, err := s.Revise(ctx, kept, f.m, true, Revision{Markdown: "改写", Reacknowledge: true})
 			if len(res.Acts) != 1 || res.Acts[0].Action != yidu.ActionEdit || !errors.Is(res.Acts[0].Err, ErrForbidden) {

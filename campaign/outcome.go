@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/audit"
 )
 
 // Outcome is the audit outcome of an act the service answered err
@@ -34,10 +33,9 @@ func Outcome(err error) (outcome string, audited bool) {
 	return "failed", true
 }
 
-// Row is e, the row of an act the service answered err, with its
-// Outcome; false when the act is due none (invalid input).
-func Row(e audit.Event, err error) (audit.Event, bool) {
-	o, ok := Outcome(err)
-	e.Outcome = o
-	return e, ok
+// due appends to *acts the row a is due with the act's answer *err:
+// each act defers it, so its refusal or failure leaves its row too.
+func due(acts *[]Act, err *error, a Act) {
+	a.Err = *err
+	*acts = append(*acts, a)
 }

@@ -23,7 +23,7 @@ type Post struct {
 	Standing *yidu.Standing
 }
 
-// Act is an audit row a Post is due, with its outcome (Err nil: ok).
+// Act is an audit row an act is due, with its answer (Outcome of Err).
 type Act struct {
 	Action yidu.Action
 	MsgID  string
@@ -158,7 +158,7 @@ func (s *Service) postLater(ctx context.Context, p *access.Principal, post Post,
 func (s *Service) postForApproval(ctx context.Context, p *access.Principal, post Post, pr Prepared) (Posted, error) {
 	n, err := s.keep(ctx, p, s.draftOf(post, pr, yidu.Schedule{Draft: true}), pr.FollowUp, s.standingOf(p, post, pr))
 	if err == nil {
-		n, err = s.SendNow(ctx, p, n)
+		n, _, err = s.SendNow(ctx, p, n)
 	}
 	act := Act{Action: yidu.ActionCompose, MsgID: cmp.Or(n.MsgID, pr.MsgID), Err: err}
 	return Posted{Notice: n, Approval: err == nil, Acts: []Act{act}}, err

@@ -43,7 +43,7 @@ func TestPressCard(t *testing.T) {
 	n, err := a.svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: "年终奖发放通知", Body: "请阅读",
 		Audience: yidu.Audience{Departments: []int64{10}}, Schedule: yidu.Schedule{Draft: true}}})
 	testenv.Check(t, "Compose", err)
-	n, err = a.svc.SendNow(ctx, lisi, n)
+	n, _, err = a.svc.SendNow(ctx, lisi, n)
 	testenv.Check(t, "SendNow", err)
 	if n.Approval != yidu.ApprovalPending {
 		t.Fatalf("approval = %q; want pending", n.Approval)

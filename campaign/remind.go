@@ -52,6 +52,7 @@ type RemindReport struct {
 	NextAllowedAt time.Time
 	// Scope is "all" (a sender's reminder) or "led" (a leader's).
 	Scope string
+	Acts  []Act // the audit rows due, a refusal's included
 }
 
 // Remind sends a reminder card to the unread people in the caller's scope
@@ -65,8 +66,15 @@ type RemindReport struct {
 // within the interval, the error is a *TooSoonError. A State keeps the
 // reminder to the unread people in that state (a *yidu.FieldError on
 // state for any other, before anything is read or sent).
-func (s *Service) Remind(ctx context.Context, r Remind) (RemindReport, error) {
+func (s *Service) Remind(ctx context.Context, r Remind) (rep RemindReport, err error) {
 	p, m := r.Caller, r.Message
+	defer func() {
+		a := Act{Action: yidu.ActionRemind, MsgID: m.MsgID, People: int64(rep.Reminded)}
+		if r.State != "" {
+			a.Detail = "state=" + string(r.State) // whom it chose, as a recipients read says
+		}
+		due(&rep.Acts, &err, a)
+	}()
 	if err := checkRemindState(r.State); err != nil {
 		return RemindReport{}, err
 	}
@@ -86,29 +94,14 @@ func (s *Service) Remind(ctx context.Context, r Remind) (RemindReport, error) {
 	if err := s.gate(ctx, VerbRemind, p, m); err != nil {
 		return RemindReport{}, err
 	}
-	release, ok, err := s.o.Reminders.Claim(ctx, m.CorpID, m.MsgID, "remind")
+	release, err := s.claim(ctx, m, "remind")
 	if err != nil {
 		return RemindReport{}, err
-	}
-	if !ok {
-		return RemindReport{}, ErrBusy
 	}
 	defer release()
-	unread, err := s.o.Readers.Unread(ctx, m, v)
+	unread, err := s.unreadIn(ctx, m, v, r.State)
 	if err != nil {
 		return RemindReport{}, err
-	}
-	if r.State != "" {
-		sr, ok := s.o.Readers.(StateReaders)
-		if !ok {
-			return RemindReport{}, fmt.Errorf("%w: reminders by state", ErrNoReminderLog)
-		}
-		in, err := sr.InState(ctx, m, v, r.State)
-		if err != nil {
-			return RemindReport{}, err
-		}
-		// Never anyone counted as read, whatever the notice's rule.
-		unread = roaring.And(unread, in)
 	}
 	now := s.o.Now().UTC().Truncate(time.Millisecond)
 	iv := s.o.RemindInterval
@@ -133,7 +126,7 @@ func (s *Service) Remind(ctx context.Context, r Remind) (RemindReport, error) {
 	if len(users) == 0 && !next.IsZero() {
 		return RemindReport{}, &TooSoonError{Next: next}
 	}
-	rep := RemindReport{Unread: len(users) + skipped, Skipped: skipped, NextAllowedAt: now.Add(iv), Scope: scope}
+	rep = RemindReport{Unread: len(users) + skipped, Skipped: skipped, NextAllowedAt: now.Add(iv), Scope: scope}
 	if len(users) == 0 {
 		rep.NextAllowedAt = now
 		return rep, nil
@@ -164,6 +157,24 @@ func (s *Service) Remind(ctx context.Context, r Remind) (RemindReport, error) {
 	s.log.InfoContext(ctx, "reminder sent", "corp", m.CorpID, "msgid", m.MsgID, "scope", scope,
 		"reminded", sent.Reminded, "refused", sent.Refused, "unknown", sent.Unknown, "skipped", rep.Skipped, "by", p.Name)
 	return rep, nil
+}
+
+// unreadIn is m's unread people within v, kept to those in state st
+// when it is set: never anyone counted as read, whatever the rule.
+func (s *Service) unreadIn(ctx context.Context, m yidu.Message, v access.View, st yidu.ReadState) (*roaring.Bitmap, error) {
+	unread, err := s.o.Readers.Unread(ctx, m, v)
+	if err != nil || st == "" {
+		return unread, err
+	}
+	sr, ok := s.o.Readers.(StateReaders)
+	if !ok {
+		return nil, fmt.Errorf("%w: reminders by state", ErrNoReminderLog)
+	}
+	in, err := sr.InState(ctx, m, v, st)
+	if err != nil {
+		return nil, err
+	}
+	return roaring.And(unread, in), nil
 }
 
 // remindView is whom p may remind of m and whose reminder it is: "all"
@@ -202,34 +213,35 @@ type Recall struct {
 // send through its app), claimed in MySQL as a reminder is: one recall
 // or reminder of a notice runs at a time across replicas (ErrBusy), so a
 // recall never misses a reminder's batches and WeCom is asked once.
-func (s *Service) Recall(ctx context.Context, r Recall) (RecallReport, error) {
+func (s *Service) Recall(ctx context.Context, r Recall) (rep RecallReport, err error) {
 	m := r.Message
+	defer func() {
+		due(&rep.Acts, &err, Act{Action: yidu.ActionRecall, MsgID: m.MsgID, People: int64(rep.Recalled)})
+	}()
 	if err := s.authorize(ctx, VerbRecall, r.Caller, MessageTarget(m)); err != nil {
 		return RecallReport{}, err
 	}
 	if s.o.Reminders == nil || s.o.Readers == nil {
 		return RecallReport{}, ErrNoReminderLog
 	}
-	release, ok, err := s.o.Reminders.Claim(ctx, m.CorpID, m.MsgID, "recall")
+	release, err := s.claim(ctx, m, "recall")
 	if err != nil {
 		return RecallReport{}, err
-	}
-	if !ok {
-		return RecallReport{}, ErrBusy
 	}
 	defer release()
 	read, err := s.o.Readers.ReadNow(ctx, m)
 	if err != nil {
 		return RecallReport{}, err
 	}
-	rep, err := s.o.Messenger.Recall(ctx, m, read)
-	return RecallReport{RecallReport: rep, Read: read}, err
+	done, err := s.o.Messenger.Recall(ctx, m, read)
+	return RecallReport{RecallReport: done, Read: read}, err
 }
 
 // RecallReport is what a recall did, with the read count it froze.
 type RecallReport struct {
 	yidu.RecallReport
 	Read int64
+	Acts []Act // the audit rows due, a refusal's included
 }
 
 // Reconfirmer sends the 通知已更新，请重新确认 card (tracker.Registry); a
@@ -262,12 +274,9 @@ func (s *Service) Reconfirm(ctx context.Context, m yidu.Message, version int, by
 	if err := s.mayReach(ctx, m); err != nil {
 		return 0, err
 	}
-	release, ok, err := s.o.Reminders.Claim(ctx, m.CorpID, m.MsgID, "reconfirm")
+	release, err := s.claim(ctx, m, "reconfirm")
 	if err != nil {
 		return 0, err
-	}
-	if !ok {
-		return 0, ErrBusy
 	}
 	defer release()
 	people, err := who.Reconfirmable(ctx, m.CorpID, m.MsgID, version)
@@ -296,4 +305,13 @@ func (s *Service) Reconfirm(ctx context.Context, m yidu.Message, version int, by
 	}
 	s.log.InfoContext(ctx, "update card sent", "corp", m.CorpID, "msgid", m.MsgID, "version", version, "reminded", sent.Reminded, "by", by)
 	return sent.Reminded, nil
+}
+
+// claim claims m in MySQL for act: ErrBusy while another act holds it.
+func (s *Service) claim(ctx context.Context, m yidu.Message, act string) (release func(), err error) {
+	release, ok, err := s.o.Reminders.Claim(ctx, m.CorpID, m.MsgID, act)
+	if err == nil && !ok {
+		err = ErrBusy
+	}
+	return release, err
 }

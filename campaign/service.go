@@ -269,41 +269,51 @@ func (s *Service) FollowUps() bool { return s.o.Rounds != nil }
 // Edit changes a draft, scheduled or held notice of the caller's app,
 // and with pol its follow-up policy, checked against the send time the
 // edit leaves (now for a draft) before anything is written. A notice
-// campaign already sent takes a policy and nothing else.
-func (s *Service) Edit(ctx context.Context, p *access.Principal, n yidu.Notice, patch yidu.Patch, pol *yidu.Policy) (yidu.Notice, error) {
+// campaign already sent takes a policy and nothing else. Its rows: the
+// edit (unless only pol was asked, or it failed with pol), and pol's
+// follow_up_change (issue 38: a policy changed on any route).
+func (s *Service) Edit(ctx context.Context, p *access.Principal, n yidu.Notice, patch yidu.Patch, pol *yidu.Policy) (_ yidu.Notice, acts []Act, err error) {
+	defer func(polOnly bool) {
+		if pol == nil || err == nil && !polOnly {
+			due(&acts, &err, Act{Action: yidu.ActionEdit, MsgID: n.MsgID})
+		}
+		if pol != nil {
+			due(&acts, &err, Act{Action: yidu.ActionFollowUpChange, MsgID: n.MsgID, Detail: "policy"})
+		}
+	}(patch == yidu.Patch{})
 	if s.st == nil {
-		return yidu.Notice{}, ErrNoCampaigns
+		return yidu.Notice{}, nil, ErrNoCampaigns
 	}
 	// The notice as it is, and as the edit leaves it, must both be
 	// inside the caller's audience: nobody rewrites a notice they could
 	// not have sent.
 	if err := s.authorize(ctx, VerbEdit, p, NoticeTarget(n)); err != nil {
-		return yidu.Notice{}, err
+		return yidu.Notice{}, nil, err
 	}
 	au := n.Audience
 	if patch.Audience != nil {
 		au = *patch.Audience
 	}
 	if err := s.CheckAudience(ctx, p, n.App, au); err != nil {
-		return yidu.Notice{}, err
+		return yidu.Notice{}, nil, err
 	}
 	if err := s.checkStandingEdit(ctx, n, patch); err != nil {
-		return yidu.Notice{}, err
+		return yidu.Notice{}, nil, err
 	}
 	patch.By = p.Name
 	if err := mergeKept(n, &patch); err != nil {
-		return yidu.Notice{}, err
+		return yidu.Notice{}, nil, err
 	}
 	if err := s.patchContent(ctx, n, &patch); err != nil {
-		return yidu.Notice{}, err
+		return yidu.Notice{}, nil, err
 	}
 	ed, err := s.edit(ctx, p, n, patch, pol)
 	if err != nil || ed.State != yidu.StateScheduled && ed.State != yidu.StateHeld {
-		return ed, err
+		return ed, nil, err
 	}
 	// Any edit after approval needs approval again (issue 41).
 	ed, _, err = s.review(ctx, p, ed, false)
-	return ed, err
+	return ed, nil, err
 }
 
 func (s *Service) edit(ctx context.Context, p *access.Principal, n yidu.Notice, patch yidu.Patch, pol *yidu.Policy) (yidu.Notice, error) {
@@ -409,34 +419,39 @@ func mergeKept(n yidu.Notice, patch *yidu.Patch) error {
 }
 
 // Cancel cancels a draft, scheduled or held notice of the caller's app.
-func (s *Service) Cancel(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error) {
+func (s *Service) Cancel(ctx context.Context, p *access.Principal, n yidu.Notice) (_ yidu.Notice, acts []Act, err error) {
+	defer due(&acts, &err, Act{Action: yidu.ActionCancel, MsgID: n.MsgID})
 	if s.st == nil {
-		return yidu.Notice{}, ErrNoCampaigns
+		return yidu.Notice{}, nil, ErrNoCampaigns
 	}
 	if err := s.authorize(ctx, VerbCancel, p, NoticeTarget(n)); err != nil {
-		return yidu.Notice{}, err
+		return yidu.Notice{}, nil, err
 	}
-	return s.st.Cancel(ctx, []string{n.App.CorpID}, n.MsgID, p.Name)
+	n, err = s.st.Cancel(ctx, []string{n.App.CorpID}, n.MsgID, p.Name)
+	return n, nil, err
 }
 
 // SendNow makes a draft, scheduled or held notice of the caller's app due
 // now; the Runner sends it once. Of concurrent requests one makes it due,
-// the others are ErrNotEditable (it is already being sent).
-func (s *Service) SendNow(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error) {
+// the others are ErrNotEditable (it is already being sent). Its row is
+// a send (send_now); the recipients are counted when it registers.
+func (s *Service) SendNow(ctx context.Context, p *access.Principal, n yidu.Notice) (_ yidu.Notice, acts []Act, err error) {
+	defer due(&acts, &err, Act{Action: yidu.ActionSend, MsgID: n.MsgID, Detail: "send_now"})
 	if s.st == nil {
-		return yidu.Notice{}, ErrNoCampaigns
+		return yidu.Notice{}, nil, ErrNoCampaigns
 	}
 	if err := s.authorize(ctx, VerbSendNow, p, NoticeTarget(n)); err != nil {
-		return yidu.Notice{}, err
+		return yidu.Notice{}, nil, err
 	}
 	// A notice that needs approval and has none for this version waits
 	// for it, and is sent when approved (issue 41).
 	if !n.State.Editable() {
-		return yidu.Notice{}, fmt.Errorf("%w: %s is %s", yidu.ErrNotEditable, n.MsgID, n.State)
+		return yidu.Notice{}, nil, fmt.Errorf("%w: %s is %s", yidu.ErrNotEditable, n.MsgID, n.State)
 	}
 	n, ok, err := s.review(ctx, p, n, true)
 	if err != nil || !ok {
-		return n, err
+		return n, nil, err
 	}
-	return s.st.SendNow(ctx, []string{n.App.CorpID}, n.MsgID, p.Name)
+	n, err = s.st.SendNow(ctx, []string{n.App.CorpID}, n.MsgID, p.Name)
+	return n, nil, err
 }

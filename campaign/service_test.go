@@ -394,7 +394,7 @@ func TestServiceSendNowOnce(t *testing.T) {
 	sender := principal(t, "hr-sender", yidu.RoleSender, []string{testApp.Name}, nil)
 	n, err := reps[0].Compose(context.Background(), sender, Compose{Draft: draft(f.c, time.Hour), FollowUpSet: true})
 	testenv.Check(t, "Compose", err)
-	if _, err := reps[0].SendNow(context.Background(), principal(t, "it", yidu.RoleSender, []string{"it"}, nil), n); !errors.Is(err, ErrForbidden) {
+	if _, _, err := reps[0].SendNow(context.Background(), principal(t, "it", yidu.RoleSender, []string{"it"}, nil), n); !errors.Is(err, ErrForbidden) {
 		t.Errorf("send now by another app's sender = %v; want ErrForbidden", err)
 	}
 	var ok, refused atomic.Int32
@@ -403,7 +403,7 @@ func TestServiceSendNowOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := reps[i%2].SendNow(context.Background(), sender, n)
+			_, _, err := reps[i%2].SendNow(context.Background(), sender, n)
 			switch {
 			case err == nil:
 				ok.Add(1)
@@ -503,14 +503,14 @@ func TestServiceWhoMay(t *testing.T) {
 	pol := yidu.Policy{Reminders: []string{"2h"}}
 	acts := map[string]func(p *access.Principal) error{
 		"edit": func(p *access.Principal) error {
-			_, err := s.Edit(ctx, p, n, yidu.Patch{Title: &title}, nil)
+			_, _, err := s.Edit(ctx, p, n, yidu.Patch{Title: &title}, nil)
 			return err
 		},
-		"edit policy":  func(p *access.Principal) error { _, err := s.Edit(ctx, p, n, yidu.Patch{}, &pol); return err },
-		"cancel":       func(p *access.Principal) error { _, err := s.Cancel(ctx, p, n); return err },
-		"send now":     func(p *access.Principal) error { _, err := s.SendNow(ctx, p, n); return err },
-		"set policy":   func(p *access.Principal) error { return s.SetFollowUp(ctx, p, f.m, pol) },
-		"cancel round": func(p *access.Principal) error { _, err := s.CancelRound(ctx, p, f.m); return err },
+		"edit policy":  func(p *access.Principal) error { _, _, err := s.Edit(ctx, p, n, yidu.Patch{}, &pol); return err },
+		"cancel":       func(p *access.Principal) error { _, _, err := s.Cancel(ctx, p, n); return err },
+		"send now":     func(p *access.Principal) error { _, _, err := s.SendNow(ctx, p, n); return err },
+		"set policy":   func(p *access.Principal) error { _, err := s.SetFollowUp(ctx, p, f.m, pol); return err },
+		"cancel round": func(p *access.Principal) error { _, _, err := s.CancelRound(ctx, p, f.m); return err },
 		"read policy":  func(p *access.Principal) error { _, _, err := s.FollowUp(ctx, p, f.m, true); return err },
 		"recall": func(p *access.Principal) error {
 			_, err := s.Recall(ctx, Recall{Caller: p, Message: f.m})
@@ -541,13 +541,13 @@ func TestServiceWhoMay(t *testing.T) {
 
 	// The sender: a bad policy with an edit writes neither; a good one both.
 	bad := yidu.Policy{Reminders: []string{"1s"}}
-	if _, err := s.Edit(ctx, sender, n, yidu.Patch{Title: &title}, &bad); !errors.Is(err, yidu.ErrInvalid) || !strings.Contains(err.Error(), "follow_up.") {
+	if _, _, err := s.Edit(ctx, sender, n, yidu.Patch{Title: &title}, &bad); !errors.Is(err, yidu.ErrInvalid) || !strings.Contains(err.Error(), "follow_up.") {
 		t.Errorf("edit with a bad policy = %v; want ErrInvalid naming follow_up", err)
 	}
 	if got, _ := f.store.Get(ctx, nil, n.MsgID); got.Title != n.Title {
 		t.Errorf("an edit with a bad policy changed the title to %q", got.Title)
 	}
-	if _, err := s.Edit(ctx, sender, n, yidu.Patch{Title: &title}, &pol); err != nil {
+	if _, _, err := s.Edit(ctx, sender, n, yidu.Patch{Title: &title}, &pol); err != nil {
 		t.Fatalf("edit with a policy: %v", err)
 	}
 	if got, _ := f.store.Get(ctx, nil, n.MsgID); got.Title != title {
@@ -556,7 +556,7 @@ func TestServiceWhoMay(t *testing.T) {
 	if p := testenv.Column[string](t, f.db, "SELECT policy FROM follow_ups WHERE msgid = ?", n.MsgID); len(p) != 1 || p[0] != `{"reminders":["2h"]}` {
 		t.Errorf("policy = %v; want the edit's", p)
 	}
-	if _, err := s.Cancel(ctx, sender, n); err != nil {
+	if _, _, err := s.Cancel(ctx, sender, n); err != nil {
 		t.Errorf("cancel by the sender: %v", err)
 	}
 }
@@ -577,7 +577,8 @@ func TestServiceFollowUpRead(t *testing.T) {
 	_, err := f.db.Exec(`INSERT INTO messages (corp_id, msgid, app, agent_id, title, sent_at, recipient_count, audience_hash, state)
 		VALUES (?, ?, ?, 1, 't', ?, 7, '', 1)`, f.m.CorpID, f.m.MsgID, f.m.App, f.m.SentAt)
 	testenv.Check(t, "message", err)
-	testenv.Check(t, "SetFollowUp", s.SetFollowUp(ctx, sender, f.m, yidu.Policy{Reminders: []string{"2h"}}))
+	_, err = s.SetFollowUp(ctx, sender, f.m, yidu.Policy{Reminders: []string{"2h"}})
+	testenv.Check(t, "SetFollowUp", err)
 	fu, ok, err := s.FollowUp(ctx, sender, f.m, true)
 	if err != nil || !ok || len(fu.Policy.Reminders) != 1 {
 		t.Errorf("loops.FollowUp by the sender = %+v, %v, %v; want the policy set", fu, ok, err)

@@ -242,7 +242,7 @@ func TestStandingEditKeepsRule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n, err := st.Get(ctx, []string{testApp.CorpID}, tc.msgid)
 			testenv.Check(t, "Get", err)
-			_, err = s.Edit(ctx, sender, n, tc.patch, nil)
+			_, _, err = s.Edit(ctx, sender, n, tc.patch, nil)
 			var se *yidu.StandingError
 			switch {
 			case tc.field == "" && err != nil:

@@ -93,22 +93,27 @@ func (s *Service) getTemplate(ctx context.Context, p *access.Principal, id int64
 	return tpl, err
 }
 
-// CreateTemplate saves tpl for p (an admin of its app's corp only).
-func (s *Service) CreateTemplate(ctx context.Context, p *access.Principal, tpl yidu.Template) (yidu.Template, error) {
+// CreateTemplate saves tpl for p (an admin of its app's corp only); each
+// change of a template, refused or failed too, is due its row (issue 46).
+func (s *Service) CreateTemplate(ctx context.Context, p *access.Principal, tpl yidu.Template) (got yidu.Template, acts []Act, err error) {
+	defer func() {
+		due(&acts, &err, Act{Action: yidu.ActionTemplate, Detail: fmt.Sprintf("create id=%d", got.ID)})
+	}()
 	if s.o.Templates == nil {
-		return yidu.Template{}, ErrNoTemplates
+		return yidu.Template{}, nil, ErrNoTemplates
 	}
 	if err := mayChange(p, tpl.App); err != nil {
-		return yidu.Template{}, err
+		return yidu.Template{}, nil, err
 	}
 	if err := s.checkTemplate(ctx, tpl); err != nil {
-		return yidu.Template{}, err
+		return yidu.Template{}, nil, err
 	}
 	id, err := s.o.Templates.Create(ctx, tpl, p.Name)
 	if err != nil {
-		return yidu.Template{}, err
+		return yidu.Template{}, nil, err
 	}
-	return s.getTemplate(ctx, p, id)
+	got, err = s.getTemplate(ctx, p, id)
+	return got, nil, err
 }
 
 // Template is template id as p may see it, with its attachments' names
@@ -123,41 +128,44 @@ func (s *Service) Template(ctx context.Context, p *access.Principal, id int64) (
 
 // UpdateTemplate replaces template id's fields and name for p (an admin
 // only; its app stays), answered as Template.
-func (s *Service) UpdateTemplate(ctx context.Context, p *access.Principal, id int64, tpl yidu.Template) (yidu.Template, []attachment.Attachment, error) {
+func (s *Service) UpdateTemplate(ctx context.Context, p *access.Principal, id int64, tpl yidu.Template) (_ yidu.Template, _ []attachment.Attachment, acts []Act, err error) {
+	defer due(&acts, &err, Act{Action: yidu.ActionTemplate, Detail: fmt.Sprintf("update id=%d", id)})
 	if s.o.Templates == nil {
-		return yidu.Template{}, nil, ErrNoTemplates
+		return yidu.Template{}, nil, nil, ErrNoTemplates
 	}
 	cur, err := s.getTemplate(ctx, p, id)
 	if err != nil {
-		return yidu.Template{}, nil, err
+		return yidu.Template{}, nil, nil, err
 	}
 	if err := mayChange(p, cur.App); err != nil {
-		return yidu.Template{}, nil, err
+		return yidu.Template{}, nil, nil, err
 	}
 	tpl.App = cur.App
 	if err := s.checkTemplate(ctx, tpl); err != nil {
-		return yidu.Template{}, nil, err
+		return yidu.Template{}, nil, nil, err
 	}
 	if err := s.o.Templates.Update(ctx, id, tpl, p.Name); err != nil {
-		return yidu.Template{}, nil, err
+		return yidu.Template{}, nil, nil, err
 	}
 	tpl, err = s.getTemplate(ctx, p, id)
-	return s.withFiles(ctx, tpl, err)
+	tpl, files, err := s.withFiles(ctx, tpl, err)
+	return tpl, files, nil, err
 }
 
 // DeleteTemplate removes template id from the list for p (an admin only).
-func (s *Service) DeleteTemplate(ctx context.Context, p *access.Principal, id int64) error {
+func (s *Service) DeleteTemplate(ctx context.Context, p *access.Principal, id int64) (acts []Act, err error) {
+	defer due(&acts, &err, Act{Action: yidu.ActionTemplate, Detail: fmt.Sprintf("delete id=%d", id)})
 	if s.o.Templates == nil {
-		return ErrNoTemplates
+		return nil, ErrNoTemplates
 	}
 	cur, err := s.getTemplate(ctx, p, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := mayChange(p, cur.App); err != nil {
-		return err
+		return nil, err
 	}
-	return s.o.Templates.Delete(ctx, id, p.Name)
+	return nil, s.o.Templates.Delete(ctx, id, p.Name)
 }
 
 func (s *Service) withFiles(ctx context.Context, tpl yidu.Template, err error) (yidu.Template, []attachment.Attachment, error) {

@@ -30,13 +30,13 @@ func TestTemplates(t *testing.T) {
 		Audience: yidu.Audience{Departments: []int64{2}}, FollowUp: &pol, Markdown: "# 考勤\n\n请确认。",
 		Attachments: []string{"att-1"}, ReadRule: yidu.ReadRuleAcknowledged, MinReadSeconds: 10}
 
-	if _, err := ts.CreateTemplate(ctx, lisi, tpl); !errors.Is(err, ErrForbidden) {
+	if _, _, err := ts.CreateTemplate(ctx, lisi, tpl); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("a sender creates a template: %v, want ErrForbidden", err)
 	}
-	if _, err := ts.CreateTemplate(ctx, admin, yidu.Template{App: approvalApp}); !errors.Is(err, yidu.ErrInvalid) {
+	if _, _, err := ts.CreateTemplate(ctx, admin, yidu.Template{App: approvalApp}); !errors.Is(err, yidu.ErrInvalid) {
 		t.Fatalf("a template without a name: %v, want ErrInvalid", err)
 	}
-	saved, err := ts.CreateTemplate(ctx, admin, tpl)
+	saved, _, err := ts.CreateTemplate(ctx, admin, tpl)
 	testenv.Check(t, "Create", err)
 
 	list, err := ts.ListTemplates(ctx, lisi, approvalApp)
@@ -55,8 +55,8 @@ func TestTemplates(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"a sender changes it", func() error { _, _, err := ts.UpdateTemplate(ctx, lisi, saved.ID, tpl); return err }(), ErrForbidden},
-		{"a sender deletes it", ts.DeleteTemplate(ctx, lisi, saved.ID), ErrForbidden},
+		{"a sender changes it", func() error { _, _, _, err := ts.UpdateTemplate(ctx, lisi, saved.ID, tpl); return err }(), ErrForbidden},
+		{"a sender deletes it", func() error { _, err := ts.DeleteTemplate(ctx, lisi, saved.ID); return err }(), ErrForbidden},
 		{"a sender of another app reads it", func() error { _, _, err := ts.Template(ctx, other, saved.ID); return err }(), yidu.ErrNotFound},
 		{"a sender of another app lists them", func() error { _, err := ts.ListTemplates(ctx, other, approvalApp); return err }(), ErrForbidden},
 	} {
@@ -65,12 +65,13 @@ func TestTemplates(t *testing.T) {
 		}
 	}
 	tpl.Name, tpl.Title = "月度考勤提醒（新）", "请确认上月考勤"
-	upd, _, err := ts.UpdateTemplate(ctx, admin, saved.ID, tpl)
+	upd, _, _, err := ts.UpdateTemplate(ctx, admin, saved.ID, tpl)
 	testenv.Check(t, "Update", err)
 	if upd.Title != "请确认上月考勤" || upd.UpdatedBy != "hr-admin" {
 		t.Errorf("updated = %+v", upd)
 	}
-	testenv.Check(t, "Delete", ts.DeleteTemplate(ctx, admin, saved.ID))
+	_, err = ts.DeleteTemplate(ctx, admin, saved.ID)
+	testenv.Check(t, "Delete", err)
 	if list, _ := ts.ListTemplates(ctx, lisi, approvalApp); len(list) != 0 {
 		t.Errorf("after delete the list has %d", len(list))
 	}

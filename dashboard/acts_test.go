@@ -17,16 +17,21 @@ type acting struct {
 	err error
 }
 
-func (c acting) Remind(context.Context, campaign.Remind) (campaign.RemindReport, error) {
-	return campaign.RemindReport{}, c.err
+func (c acting) Remind(_ context.Context, r campaign.Remind) (campaign.RemindReport, error) {
+	return campaign.RemindReport{Acts: c.acts(yidu.ActionRemind, r.Message.MsgID)}, c.err
 }
 
-func (c acting) Recall(context.Context, campaign.Recall) (campaign.RecallReport, error) {
-	return campaign.RecallReport{}, c.err
+func (c acting) Recall(_ context.Context, r campaign.Recall) (campaign.RecallReport, error) {
+	return campaign.RecallReport{Acts: c.acts(yidu.ActionRecall, r.Message.MsgID)}, c.err
+}
+
+// acts is the row campaign says the act is due, with its answer.
+func (c acting) acts(a yidu.Action, msgID string) []campaign.Act {
+	return []campaign.Act{{Action: a, MsgID: msgID, Err: c.err}}
 }
 
 // TestRemindRecallShareRule (issue 47): a reminder and a recall the
-// caller's role allows leave one audit row for whatever campaign
+// caller's role allows write the row campaign says is due, whatever it
 // answered, with the outcome campaign.Outcome gives it, and none for
 // invalid input: one rule for both (they had different exceptions: a
 // reminder busy, too soon or of a recalled notice, and a recall busy,

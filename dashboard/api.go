@@ -427,14 +427,9 @@ func (s *Server) handleRemind(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(registerTimeout))
 	rep, err := s.acts.Remind(ctx, campaign.Remind{Caller: principalFrom(r.Context()), Message: m, State: body.State})
 	// Remind and recall share one rule: the role's refusal is gate's
-	// (access.Decide), and whatever campaign answered leaves its row
+	// (access.Decide), and campaign gives the rows whatever it answered
 	// (busy, too soon, recalled: refused; invalid input: none).
-	ev := event(r, yidu.ActionRemind, m.CorpID, m.App, m.MsgID)
-	ev.People = int64(rep.Reminded)
-	if body.State != "" {
-		ev.Detail = "state=" + string(body.State) // whom it chose, as a recipients read says
-	}
-	s.recordDone(r, ev, err)
+	s.recordActs(r, m.CorpID, m.App, rep.Acts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -467,9 +462,7 @@ func (s *Server) handleRecall(w http.ResponseWriter, r *http.Request, m yidu.Mes
 	defer cancel()
 	rep, err := s.acts.Recall(ctx, campaign.Recall{Caller: principalFrom(r.Context()), Message: m})
 	// One rule with remind: every answer of campaign leaves its row.
-	ev := event(r, yidu.ActionRecall, m.CorpID, m.App, m.MsgID)
-	ev.People = int64(rep.Recalled)
-	s.recordDone(r, ev, err)
+	s.recordActs(r, m.CorpID, m.App, rep.Acts)
 	if err != nil && !errors.Is(err, yidu.ErrRecallIncomplete) {
 		// The tracker's error says why in words HR can act on (409);
 		// campaign's refusal is 403, its claim by another 429.

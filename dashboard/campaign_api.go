@@ -187,14 +187,8 @@ func (s *Server) handlePatchNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.acts.Edit(r.Context(), principalFrom(r.Context()), n, p, b.FollowUp)
-	if b.FollowUp == nil || (err == nil && p != (yidu.Patch{})) {
-		s.recordDone(r, event(r, yidu.ActionEdit, n.App.CorpID, n.App.Name, n.MsgID), err)
-	}
-	if b.FollowUp != nil {
-		// A policy changed on any route is a follow-up change (issue 38).
-		s.recordFollowUp(r, n.App.CorpID, n.App.Name, n.MsgID, err)
-	}
+	out, acts, err := s.acts.Edit(r.Context(), principalFrom(r.Context()), n, p, b.FollowUp)
+	s.recordActs(r, n.App.CorpID, n.App.Name, acts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -262,8 +256,8 @@ func (s *Server) handleCancelNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.acts.Cancel(r.Context(), principalFrom(r.Context()), n)
-	s.recordDone(r, event(r, yidu.ActionCancel, n.App.CorpID, n.App.Name, n.MsgID), err)
+	out, acts, err := s.acts.Cancel(r.Context(), principalFrom(r.Context()), n)
+	s.recordActs(r, n.App.CorpID, n.App.Name, acts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -277,12 +271,9 @@ func (s *Server) handleSendNotice(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.acts.SendNow(r.Context(), principalFrom(r.Context()), n)
-	// Send now: the notice is sent by campaign's Runner at once; its
-	// recipients are counted when it registers.
-	ev := event(r, yidu.ActionSend, n.App.CorpID, n.App.Name, n.MsgID)
-	ev.Detail = "send_now"
-	s.recordDone(r, ev, err)
+	// Send now: the notice is sent by campaign's Runner at once.
+	out, acts, err := s.acts.SendNow(r.Context(), principalFrom(r.Context()), n)
+	s.recordActs(r, n.App.CorpID, n.App.Name, acts)
 	if err != nil {
 		s.fail(w, r, err)
 		return

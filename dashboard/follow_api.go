@@ -37,14 +37,6 @@ func (s *Server) handleGetFollowUp(w http.ResponseWriter, r *http.Request, m yid
 	writeJSON(w, http.StatusOK, fu)
 }
 
-// recordFollowUp records a follow-up policy change on any route (PUT
-// follow_up, PATCH, a replayed POST: issue 38) as follow_up_change.
-func (s *Server) recordFollowUp(r *http.Request, corp, app, msgID string, err error) {
-	ev := event(r, yidu.ActionFollowUpChange, corp, app, msgID)
-	ev.Detail = "policy"
-	s.recordDone(r, ev, err)
-}
-
 // handlePutFollowUp is PUT /messages/{msgid}/follow_up: set or change the
 // policy of a sent notice. A policy the root's Validate refuses, or one on
 // a recalled notice, is a 400 naming the field; nothing is written.
@@ -61,8 +53,8 @@ func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yid
 		s.fail(w, r, err)
 		return
 	}
-	err := s.acts.SetFollowUp(r.Context(), principalFrom(r.Context()), m, p)
-	s.recordFollowUp(r, m.CorpID, m.App, m.MsgID, err) // a refusal (a sender's audience) included
+	acts, err := s.acts.SetFollowUp(r.Context(), principalFrom(r.Context()), m, p)
+	s.recordActs(r, m.CorpID, m.App, acts) // a refusal (a sender's audience) included
 	if failedFollowUp(w, r, s, err) {
 		return
 	}
@@ -72,13 +64,8 @@ func (s *Server) handlePutFollowUp(w http.ResponseWriter, r *http.Request, m yid
 // handleCancelRound is POST /messages/{msgid}/follow_up/cancel-round: the
 // round due or sending stops (after its current batch); 409 when none is.
 func (s *Server) handleCancelRound(w http.ResponseWriter, r *http.Request, m yidu.Message) {
-	ok, err := s.acts.CancelRound(r.Context(), principalFrom(r.Context()), m)
-	ev := event(r, yidu.ActionFollowUpChange, m.CorpID, m.App, m.MsgID)
-	ev.Detail = "cancel_round"
-	if err == nil && !ok {
-		ev.Outcome = "refused" // 409: nothing to cancel
-	}
-	s.recordDone(r, ev, err)
+	ok, acts, err := s.acts.CancelRound(r.Context(), principalFrom(r.Context()), m)
+	s.recordActs(r, m.CorpID, m.App, acts) // none due: refused
 	if failedFollowUp(w, r, s, err) {
 		return
 	}

@@ -86,9 +86,10 @@ type Scheduling interface {
 	ForApprover(ctx context.Context, p *access.Principal, msgID string) (yidu.Notice, error)
 	Locate(ctx context.Context, corps []string, msgID string) (yidu.Notice, bool, error)
 	Pending(ctx context.Context, p *access.Principal, app string) ([]yidu.Notice, error)
-	Edit(ctx context.Context, p *access.Principal, n yidu.Notice, patch yidu.Patch, pol *yidu.Policy) (yidu.Notice, error)
-	Cancel(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error)
-	SendNow(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error)
+	// Edit, Cancel and SendNow return the audit rows the act is due.
+	Edit(ctx context.Context, p *access.Principal, n yidu.Notice, patch yidu.Patch, pol *yidu.Policy) (yidu.Notice, []campaign.Act, error)
+	Cancel(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, []campaign.Act, error)
+	SendNow(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, []campaign.Act, error)
 	// PreviewContent renders a draft's kept full text as its version 1.
 	PreviewContent(ctx context.Context, n yidu.Notice) (noticev.Version, error)
 }
@@ -99,8 +100,10 @@ type Acting interface {
 	Remind(ctx context.Context, r campaign.Remind) (campaign.RemindReport, error)
 	Recall(ctx context.Context, r campaign.Recall) (campaign.RecallReport, error)
 	MayFollowUp(p *access.Principal, m yidu.Message) error
-	SetFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pol yidu.Policy) error
-	CancelRound(ctx context.Context, p *access.Principal, m yidu.Message) (bool, error)
+	// SetFollowUp and CancelRound, as Remind and Recall (their
+	// reports' Acts), return the audit rows the act is due.
+	SetFollowUp(ctx context.Context, p *access.Principal, m yidu.Message, pol yidu.Policy) ([]campaign.Act, error)
+	CancelRound(ctx context.Context, p *access.Principal, m yidu.Message) (bool, []campaign.Act, error)
 	FollowUp(ctx context.Context, p *access.Principal, m yidu.Message, whole bool) (loops.FollowUp, bool, error)
 	FollowUpOf(ctx context.Context, m yidu.Message) (loops.FollowUp, bool, error)
 	// DefaultFollowUp is app's default policy when follow-ups run (the

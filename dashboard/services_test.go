@@ -275,20 +275,20 @@ func (drafting) Notice(_ context.Context, _ *access.Principal, id string) (yidu.
 	return yidu.Notice{MsgID: "d1", App: yidu.App{Name: "hr", CorpID: "acme", AgentID: 1}, Title: "草稿", State: yidu.StateDraft}, nil
 }
 
-func (d drafting) Cancel(_ context.Context, _ *access.Principal, n yidu.Notice) (yidu.Notice, error) {
+func (d drafting) Cancel(_ context.Context, _ *access.Principal, n yidu.Notice) (yidu.Notice, []campaign.Act, error) {
 	n.State = yidu.StateCancelled
-	return n, d.err
+	return n, nil, d.err
 }
 
-func (d drafting) Edit(_ context.Context, _ *access.Principal, n yidu.Notice, p yidu.Patch, _ *yidu.Policy) (yidu.Notice, error) {
+func (d drafting) Edit(_ context.Context, _ *access.Principal, n yidu.Notice, p yidu.Patch, _ *yidu.Policy) (yidu.Notice, []campaign.Act, error) {
 	if p.Title != nil {
 		n.Title = *p.Title
 	}
-	return n, d.err
+	return n, nil, d.err
 }
 
-func (d drafting) SendNow(_ context.Context, _ *access.Principal, n yidu.Notice) (yidu.Notice, error) {
-	return n, d.err
+func (d drafting) SendNow(_ context.Context, _ *access.Principal, n yidu.Notice) (yidu.Notice, []campaign.Act, error) {
+	return n, nil, d.err
 }
 
 // TestNoticeActsTranslated: campaign's answers to an edit, cancel and
@@ -431,8 +431,8 @@ func (noTemplates) ListTemplates(context.Context, *access.Principal, yidu.App) (
 	return nil, nil
 }
 
-func (noTemplates) CreateTemplate(context.Context, *access.Principal, yidu.Template) (yidu.Template, error) {
-	return yidu.Template{}, campaign.ErrNoTemplates
+func (noTemplates) CreateTemplate(context.Context, *access.Principal, yidu.Template) (yidu.Template, []campaign.Act, error) {
+	return yidu.Template{}, nil, campaign.ErrNoTemplates
 }
 
 func (noTemplates) Template(context.Context, *access.Principal, int64) (yidu.Template, []attachment.Attachment, error) {

@@ -258,17 +258,24 @@ func (s *ReminderLog) Reconfirmable(ctx context.Context, corpID, msgID string, v
 	return out, nil
 }
 
-// ReminderRow is one person of one 提醒未读 and whether (and when) they
-// read the notice.
-type ReminderRow struct {
-	At, ReadTime time.Time
-	By, Scope    string
-	Read         bool
+// ManualReminder is one 提醒未读 of a notice, and what it achieved
+// (zh-CN.md: 提醒效果: 提醒后 1 小时内已读 N 人).
+type ManualReminder struct {
+	At time.Time `json:"at"`
+	// By is who reminded; Scope "all" (a sender's) or "led" (a leader's).
+	By    string `json:"by"`
+	Scope string `json:"scope"`
+	// People is how many it reminded; ReadWithin1h and ReadSince how
+	// many of them read (under read_rule acknowledged: acknowledged) at
+	// most an hour after it, and at all after it.
+	People       int `json:"people"`
+	ReadWithin1h int `json:"read_within_1h"`
+	ReadSince    int `json:"read_since"`
 }
 
-// ManualReminders are the rows of corp's msgID's 提醒未读 by hand (scope
-// all or led), oldest first, each with its person's read.
-func (s *ReminderLog) ManualReminders(ctx context.Context, corpID, msgID string) ([]ReminderRow, error) {
+// ManualReminders are corp's msgID's 提醒未读 by hand (scope all or
+// led), oldest first, each with what it achieved.
+func (s *ReminderLog) ManualReminders(ctx context.Context, corpID, msgID string) ([]ManualReminder, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT mr.reminded_at, mr.reminded_by, mr.scope, r.is_read, r.read_time
 		FROM manual_reminders mr
 		JOIN message_read_record r ON r.corp_id = mr.corp_id AND r.msgid = mr.msgid AND r.uid = mr.uid
@@ -278,16 +285,31 @@ func (s *ReminderLog) ManualReminders(ctx context.Context, corpID, msgID string)
 		return nil, fmt.Errorf("campaign: reminders of %s: %w", msgID, err)
 	}
 	defer rows.Close()
-	var out []ReminderRow
+	out := []ManualReminder{}
 	for rows.Next() {
-		var r ReminderRow
-		var readTime sql.NullTime
-		if err := rows.Scan(&r.At, &r.By, &r.Scope, &r.Read, &readTime); err != nil {
+		var (
+			at        time.Time
+			by, scope string
+			read      bool
+			readTime  sql.NullTime
+		)
+		if err := rows.Scan(&at, &by, &scope, &read, &readTime); err != nil {
 			return nil, fmt.Errorf("campaign: reminders of %s: %w", msgID, err)
 		}
-		r.ReadTime = readTime.Time
-		r.Read = r.Read && readTime.Valid
-		out = append(out, r)
+		at = at.UTC()
+		if n := len(out); n == 0 || !out[n-1].At.Equal(at) || out[n-1].By != by || out[n-1].Scope != scope {
+			out = append(out, ManualReminder{At: at, By: by, Scope: scope})
+		}
+		mr := &out[len(out)-1]
+		mr.People++
+		// read_time is in whole seconds: a read in the reminder's second
+		// counts as after it, as reminder_effect does.
+		if read && readTime.Valid && !readTime.Time.Before(at.Truncate(time.Second)) {
+			mr.ReadSince++
+			if !readTime.Time.After(at.Add(time.Hour)) {
+				mr.ReadWithin1h++
+			}
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("campaign: reminders of %s: %w", msgID, err)

@@ -32,10 +32,12 @@ type Acts interface {
 // who may use and change them.
 type Templating interface {
 	ListTemplates(ctx context.Context, p *access.Principal, app yidu.App) ([]yidu.Template, error)
-	CreateTemplate(ctx context.Context, p *access.Principal, t yidu.Template) (yidu.Template, error)
+	// CreateTemplate, UpdateTemplate and DeleteTemplate return the
+	// audit rows the change is due.
+	CreateTemplate(ctx context.Context, p *access.Principal, t yidu.Template) (yidu.Template, []campaign.Act, error)
 	Template(ctx context.Context, p *access.Principal, id int64) (yidu.Template, []attachment.Attachment, error)
-	UpdateTemplate(ctx context.Context, p *access.Principal, id int64, t yidu.Template) (yidu.Template, []attachment.Attachment, error)
-	DeleteTemplate(ctx context.Context, p *access.Principal, id int64) error
+	UpdateTemplate(ctx context.Context, p *access.Principal, id int64, t yidu.Template) (yidu.Template, []attachment.Attachment, []campaign.Act, error)
+	DeleteTemplate(ctx context.Context, p *access.Principal, id int64) ([]campaign.Act, error)
 }
 
 // Picking is the compose page's audience: what the caller may pick,

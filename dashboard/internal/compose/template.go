@@ -2,7 +2,6 @@ package compose
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/dashboard/internal/handle"
 )
 
@@ -108,8 +108,8 @@ func (s *Handlers) HandleCreateTemplate(w http.ResponseWriter, r *http.Request) 
 	if !ok {
 		return
 	}
-	got, err := s.Acts.CreateTemplate(r.Context(), principalFrom(r.Context()), t)
-	s.recordTemplate(r, t.App, fmt.Sprintf("create id=%d", got.ID), err)
+	got, acts, err := s.Acts.CreateTemplate(r.Context(), principalFrom(r.Context()), t)
+	s.RecordActs(r, t.App.CorpID, t.App.Name, acts)
 	if err != nil {
 		s.Fail(w, r, err)
 		return
@@ -145,11 +145,13 @@ func (s *Handlers) HandleTemplate(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		got, files, err = s.Acts.UpdateTemplate(r.Context(), p, id, t)
-		s.recordTemplate(r, t.App, fmt.Sprintf("update id=%d", id), err)
+		var acts []campaign.Act
+		got, files, acts, err = s.Acts.UpdateTemplate(r.Context(), p, id, t)
+		s.RecordActs(r, t.App.CorpID, t.App.Name, acts)
 	case http.MethodDelete:
-		err = s.Acts.DeleteTemplate(r.Context(), p, id)
-		s.recordTemplate(r, yidu.App{}, fmt.Sprintf("delete id=%d", id), err)
+		var acts []campaign.Act
+		acts, err = s.Acts.DeleteTemplate(r.Context(), p, id)
+		s.RecordActs(r, "", "", acts) // its app is not asked of a delete
 		if err == nil {
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -162,14 +164,4 @@ func (s *Handlers) HandleTemplate(w http.ResponseWriter, r *http.Request) {
 	j := toTemplateJSON(got)
 	j.AttachmentFiles = files
 	writeJSON(w, http.StatusOK, j)
-}
-
-// recordTemplate records a template change (create, update, delete) or
-// its refusal as an audit row "template" (issue 46: a refused change,
-// a template of another app's included, leaves its row; invalid input
-// none).
-func (s *Handlers) recordTemplate(r *http.Request, app yidu.App, detail string, err error) {
-	e := event(r, yidu.ActionTemplate, app.CorpID, app.Name, "")
-	e.Detail = detail // a 404 (hidden, or none) is refused all the same
-	s.RecordDone(r, e, err)
 }

@@ -120,7 +120,8 @@ func (b *Base) RecordDone(r *http.Request, e audit.Event, err error) {
 		_ = b.Record(r, e) // its outcome as set, else ok
 		return
 	}
-	if e, ok := campaign.Row(e, err); ok {
+	if o, ok := campaign.Outcome(err); ok {
+		e.Outcome = o
 		_ = b.Record(r, e)
 	}
 }
