@@ -60,7 +60,9 @@ func (s *Store) DueCards(ctx context.Context, now time.Time) ([]Card, error) {
 // holds it or it is not pending. Claimed, it answers the version hash,
 // recipients and how many tries this one is.
 func (s *Store) ClaimCard(ctx context.Context, l Lease, now time.Time, c Card) (hash string, recipients uint64, attempts int, ok bool, err error) {
-	ok, err = l.Claim(ctx, s.db, now, []yidu.NoticeState{"pending"}, "", cardWhere, c.CorpID, c.MsgID, c.TaskID)
+	// Due again only at its next try: a replica that listed it due before
+	// another sent it and put it back must not send it again at once.
+	ok, err = l.Claim(ctx, s.db, now, []yidu.NoticeState{"pending"}, "", cardWhere+" AND next_at <= ?", c.CorpID, c.MsgID, c.TaskID, now)
 	if err != nil || !ok {
 		return "", 0, 0, false, err
 	}

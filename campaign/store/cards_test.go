@@ -95,4 +95,12 @@ func TestCardRetries(t *testing.T) {
 	if got := due(expired.Add(time.Hour)); !slices.Contains(got, c1.TaskID) {
 		t.Errorf("DueCards at c1's next try = %v; want it due", got)
 	}
+	// A replica that listed c1 due before b put it back claims nothing
+	// until its next try: WeCom is not asked twice in a row.
+	if _, _, _, ok, err := s.ClaimCard(ctx, a, expired.Add(time.Minute), c1); err != nil || ok {
+		t.Errorf("a.ClaimCard before c1's next try = %v %v; want not claimed", ok, err)
+	}
+	if _, _, _, ok, err := s.ClaimCard(ctx, a, expired.Add(time.Hour), c1); err != nil || !ok {
+		t.Errorf("a.ClaimCard at c1's next try = %v %v; want claimed", ok, err)
+	}
 }
