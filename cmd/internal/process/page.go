@@ -34,13 +34,11 @@ var (
 )
 
 // pageReaders answers the reading page's who-is-it over the directory
-// and the recipients: a copy of the recipients in memory
-// (bitmap.Recipients), then Redis's bitmap (one round trip), MySQL when
+// and the recipients: Redis's bitmap first (one round trip), MySQL when
 // Redis lacks the message or is down.
 type pageReaders struct {
 	ids    *idmap.Mapper
 	store  *bitmap.Store
-	rcpt   *bitmap.Recipients // IsRecipient without a round trip per open
 	loader bitmap.MessageLoader
 }
 
@@ -80,7 +78,7 @@ func (p pageReaders) NoticeApp(ctx context.Context, corp, msgID string) (string,
 }
 
 func (p pageReaders) IsRecipient(ctx context.Context, corp, msgID string, uid uint32) (bool, error) {
-	if is, found, err := p.rcpt.IsRecipient(ctx, corp, msgID, uid); err == nil && found {
+	if is, found, err := p.store.IsRecipient(ctx, corp, msgID, uid); err == nil && found {
 		return is, nil
 	}
 	got, err := p.loader.RecipientOf(ctx, corp, uid, []string{msgID})
@@ -135,8 +133,7 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 	for _, a := range cfg.Apps {
 		apps = append(apps, page.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID})
 	}
-	rcpt := bitmap.NewRecipients(m.Store, 0, 0, nil)
-	return page.New(pageReaders{ids: ids, store: m.Store, rcpt: rcpt, loader: loader}, notices, cache, m.Recorder, oauth, audit.NewMySQL(db), page.Options{
+	return page.New(pageReaders{ids: ids, store: m.Store, loader: loader}, notices, cache, m.Recorder, oauth, audit.NewMySQL(db), page.Options{
 		PublicURL: cfg.Receiver.PublicURL, Apps: apps,
 		Endpoints: access.Endpoints{
 			OAuthBase: cmp.Or(cfg.WeCom.OAuthBase, access.DefaultEndpoints.OAuthBase),
