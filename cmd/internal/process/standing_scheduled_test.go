@@ -12,7 +12,8 @@ import (
 
 // TestScheduledStandingNotice (issue 51): a standing notice is sent now
 // or scheduled, never kept as a draft ("draft": true is a 400 at
-// standing, nothing written). Scheduled (send_at) to 研发, it is sent at
+// standing, nothing written), and an edit before its time keeps it so
+// (nor changes its audience). Scheduled (send_at) to 研发, it is sent at
 // its time to the department's members, none of them enrolled as a
 // joiner; a member who joins 研发 afterwards is enrolled and sent its
 // card within a poll, as for one sent now.
@@ -29,6 +30,28 @@ func TestScheduledStandingNotice(t *testing.T) {
 	}
 	if n := testenv.Column[int](t, m.DB, "SELECT (SELECT COUNT(*) FROM standing_notices WHERE msgid = 'rules-draft') + (SELECT COUNT(*) FROM campaigns WHERE msgid = 'rules-draft')")[0]; n != 0 {
 		t.Errorf("a refused standing draft wrote %d rows", n)
+	}
+
+	// Until it is sent, an edit keeps it inside its rule: never a
+	// draft, never another audience (the rule enrols joiners by it).
+	held := post("rules-edit")
+	held["send_at"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	if code, out := apiJSON(t, m, "POST", "/messages", held); code != http.StatusCreated {
+		t.Fatalf("scheduled standing notice = %d %v; want 201", code, out)
+	}
+	for _, tc := range []struct {
+		patch map[string]any
+		field string
+	}{
+		{map[string]any{"draft": true}, "standing"},
+		{map[string]any{"audience": map[string]any{"departments": []int{3}}}, "audience"},
+	} {
+		if code, out := apiJSON(t, m, "PATCH", "/messages/rules-edit", tc.patch); code != http.StatusBadRequest || out["field"] != tc.field {
+			t.Errorf("PATCH %v = %d %v; want 400 at %s", tc.patch, code, out, tc.field)
+		}
+	}
+	if code, out := apiJSON(t, m, "GET", "/messages/rules-edit", nil); code != http.StatusOK || out["state"] != "scheduled" {
+		t.Errorf("after refused edits = %d %v; want scheduled as posted", code, out["state"])
 	}
 
 	const msg = "rules-later"
