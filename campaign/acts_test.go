@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,6 +207,104 @@ func TestTemplateActsReturnRows(t *testing.T) {
 	} {
 		if got := actRows(tc.acts); !slices.Equal(got, []string{tc.want}) {
 			t.Errorf("%s: rows %q; want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestApprovalActsReturnRows: a decision (批准, 驳回), a nudge (催办) and
+// a withdrawal (撤回申请) return the rows they are due: none when done
+// (the step's row is written with it) or for invalid input; refused for
+// the role (the author, a sender who approves nothing, a sender of
+// another app), refused for the approval's state (a version not shown,
+// decided already, too soon, withdrawn already), failed on a server
+// keeping no notices. A decision's rows carry the version shown, a
+// refusal for the role of a step its reason.
+func TestApprovalActsReturnRows(t *testing.T) {
+	db := testenv.MySQL(t)
+	ctx := context.Background()
+	c := &clock{t: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
+	a := newReplica(t, db, c, &registrar{}, &notifier{}, "replica-a")
+	none := newService(t, nil, Options{Now: c.now})
+	lisi, wangwu, zhaoliu := sender("lisi"), sender("wangwu"), sender("zhaoliu")
+	other := access.NewPrincipal("it-sender", access.KindWeCom, false, []access.Grant{{Role: yidu.RoleSender,
+		Scope: yidu.Scope{Corp: approvalApp.CorpID, Apps: []string{"it"}}}})
+	pending := func() yidu.Notice {
+		t.Helper()
+		n, err := a.svc.Compose(ctx, lisi, Compose{Draft: yidu.Draft{App: approvalApp, Title: "年终奖发放通知", Body: "请阅读",
+			Audience: yidu.Audience{Departments: []int64{10}}, Schedule: yidu.Schedule{Draft: true}}})
+		testenv.Check(t, "Compose", err)
+		n, _, err = a.svc.SendNow(ctx, lisi, n)
+		testenv.Check(t, "SendNow", err)
+		if n.Approval != yidu.ApprovalPending {
+			t.Fatalf("after send now: approval %q, want pending", n.Approval)
+		}
+		return n
+	}
+	n, w := pending(), pending()
+	id, hash, long := n.MsgID, n.ApprovalHash, strings.Repeat("f", 80)
+	decide := func(s *Service, p *access.Principal, d Decision) []Act {
+		_, _, acts, _ := s.Decide(ctx, p, n, d)
+		return acts
+	}
+	nudge := func(s *Service, p *access.Principal) []Act { acts, _ := s.Nudge(ctx, p, n); return acts }
+	withdraw := func(s *Service, p *access.Principal) []Act { _, acts, _ := s.Withdraw(ctx, p, w); return acts }
+	for _, tc := range []struct {
+		name string
+		do   func() []Act
+		want []string
+	}{
+		{"approve by its author", func() []Act { return decide(a.svc, lisi, Decision{Hash: hash, Approve: true}) },
+			[]string{"approve refused " + id + " 0 version=" + hash}},
+		{"approve by a sender who approves nothing", func() []Act { return decide(a.svc, zhaoliu, Decision{Hash: hash, Approve: true}) },
+			[]string{"approve refused " + id + " 0 version=" + hash}},
+		{"reject with no reason", func() []Act { return decide(a.svc, wangwu, Decision{Hash: hash}) }, nil},
+		{"approve a version not shown", func() []Act { return decide(a.svc, wangwu, Decision{Hash: long, Approve: true}) },
+			[]string{"approve refused " + id + " 0 version=" + yidu.Truncate(long, 64)}},
+		{"approve, no notices kept", func() []Act { return decide(none, wangwu, Decision{Hash: hash, Approve: true}) },
+			[]string{"approve failed " + id + " 0 version=" + hash}},
+		{"nudge by another app's sender", func() []Act { return nudge(a.svc, other) },
+			[]string{"approval_nudge refused " + id + " 0 your role may not ask approvers of this notice through this app"}},
+		{"nudge, no notices kept", func() []Act { return nudge(none, lisi) }, []string{"approval_nudge failed " + id + " 0 "}},
+		{"nudge", func() []Act { c.add(NudgeEvery); return nudge(a.svc, lisi) }, nil},
+		{"nudge again too soon", func() []Act { return nudge(a.svc, lisi) }, []string{"approval_nudge refused " + id + " 0 "}},
+		{"approve", func() []Act { return decide(a.svc, wangwu, Decision{Hash: hash, Approve: true}) }, nil},
+		{"approve again", func() []Act { return decide(a.svc, wangwu, Decision{Hash: hash, Approve: true}) }, nil},
+		{"reject once approved", func() []Act { return decide(a.svc, wangwu, Decision{Hash: hash, Reason: "晚了"}) },
+			[]string{"reject refused " + id + " 0 version=" + hash}},
+		{"withdraw by another app's sender", func() []Act { return withdraw(a.svc, other) },
+			[]string{"approval_withdraw refused " + w.MsgID + " 0 your role may not withdraw this notice's approval request through this app"}},
+		{"withdraw, no notices kept", func() []Act { return withdraw(none, lisi) }, []string{"approval_withdraw failed " + w.MsgID + " 0 "}},
+		{"withdraw", func() []Act { return withdraw(a.svc, lisi) }, nil},
+		{"withdraw again", func() []Act { return withdraw(a.svc, lisi) }, []string{"approval_withdraw refused " + w.MsgID + " 0 "}},
+	} {
+		if got := actRows(tc.do()); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: rows %q; want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestTemplateChangeRefusals: a template change is decided before its
+// body is taken: an admin may; a sender of the app is refused with its
+// reason, one who does not send through it as such, each in the row's
+// words of its method.
+func TestTemplateChangeRefusals(t *testing.T) {
+	f := newServiceFixture(t)
+	roles := gateRoles(t, f)
+	for _, tc := range []struct {
+		name   string
+		p      *access.Principal
+		update bool
+		want   []string
+	}{
+		{"create by an admin", roles[0].p, false, nil},
+		{"create by a sender", roles[1].p, false, []string{"template refused  0 POST refused: only an admin may change the app's templates"}},
+		{"update by a sender", roles[1].p, true, []string{"template refused  0 PUT refused: only an admin may change the app's templates"}},
+		{"create by another app's sender", roles[2].p, false, []string{"template refused  0 POST refused: not a sender of the app"}},
+		{"update by nobody", nil, true, []string{"template refused  0 PUT refused: not a sender of the app"}},
+	} {
+		acts, err := TemplateChange(tc.p, testApp, tc.update)
+		if got := actRows(acts); !slices.Equal(got, tc.want) || (err == nil) != (tc.want == nil) || err != nil && !errors.Is(err, ErrForbidden) {
+			t.Errorf("%s: rows %q, %v; want %q", tc.name, got, err, tc.want)
 		}
 	}
 }

@@ -175,7 +175,7 @@ func MayApprove(p *access.Principal, n yidu.Notice) error {
 	case d.Own():
 		return ErrOwnNotice
 	}
-	return fmt.Errorf("%w: your role may not approve this notice", ErrForbidden)
+	return fmt.Errorf("%w: %s", ErrForbidden, d.Reason)
 }
 
 // review brings n's approval up to date after it was composed, edited
@@ -288,14 +288,31 @@ type Decision struct {
 // replayed, a callback delivered twice, on any replica) returns the
 // notice with again true and changes nothing. An approved notice whose
 // author asked to send it now is made due in the same transaction, so
-// the Runner sends it once; a scheduled one waits for its time.
-func (s *Service) Decide(ctx context.Context, p *access.Principal, n yidu.Notice, d Decision) (yidu.Notice, bool, error) {
-	if s.st == nil {
-		return yidu.Notice{}, false, ErrNoCampaigns
+// the Runner sends it once; a scheduled one waits for its time. A
+// decision taken is audited here with its step, in its transaction; one
+// refused (for p's role or n's approval) or failed is due the row acts
+// returns ("version=" the hash shown).
+func (s *Service) Decide(ctx context.Context, p *access.Principal, n yidu.Notice, d Decision) (_ yidu.Notice, again bool, acts []Act, err error) {
+	act := yidu.ActionApprove
+	if !d.Approve {
+		act = yidu.ActionReject
 	}
+	defer func() {
+		if err != nil {
+			due(&acts, &err, Act{Action: act, MsgID: n.MsgID, Detail: "version=" + yidu.Truncate(d.Hash, 64)})
+		}
+	}()
 	if err := MayApprove(p, n); err != nil {
-		return yidu.Notice{}, false, err
+		return yidu.Notice{}, false, nil, err
 	}
+	if s.st == nil {
+		return yidu.Notice{}, false, nil, ErrNoCampaigns
+	}
+	got, again, err := s.decide(ctx, p, n, d, act)
+	return got, again, nil, err
+}
+
+func (s *Service) decide(ctx context.Context, p *access.Principal, n yidu.Notice, d Decision, act yidu.Action) (yidu.Notice, bool, error) {
 	if err := s.notOwnRevision(ctx, p, n); err != nil {
 		return yidu.Notice{}, false, err
 	}
@@ -324,10 +341,6 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, n yidu.Notice
 		return yidu.Notice{}, false, fmt.Errorf("%w: %s changed since this version was shown; look at it again", ErrApproval, n.MsgID)
 	}
 	at := s.o.Now().UTC().Truncate(time.Millisecond)
-	act := yidu.ActionApprove
-	if !d.Approve {
-		act = yidu.ActionReject
-	}
 	detail := "version=" + d.Hash
 	if d.Via != "" {
 		detail += " via=" + d.Via

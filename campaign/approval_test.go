@@ -131,26 +131,26 @@ func TestApprovalBeforeSending(t *testing.T) {
 	first := n.ApprovalHash
 
 	t.Run("the author cannot approve their own", func(t *testing.T) {
-		_, _, err := a.svc.Decide(ctx, lisi, n, Decision{Hash: first, Approve: true})
+		_, _, _, err := a.svc.Decide(ctx, lisi, n, Decision{Hash: first, Approve: true})
 		if !errors.Is(err, ErrOwnNotice) || !errors.Is(err, ErrForbidden) {
 			t.Fatalf("Decide(author) = %v, want ErrOwnNotice", err)
 		}
 	})
 	t.Run("nor can a sender who is no approver", func(t *testing.T) {
-		_, _, err := a.svc.Decide(ctx, zhaoliu, n, Decision{Hash: first, Approve: true})
+		_, _, _, err := a.svc.Decide(ctx, zhaoliu, n, Decision{Hash: first, Approve: true})
 		if !errors.Is(err, ErrForbidden) {
 			t.Fatalf("Decide(zhaoliu) = %v, want ErrForbidden", err)
 		}
 	})
 	t.Run("a rejection needs a reason", func(t *testing.T) {
-		_, _, err := a.svc.Decide(ctx, wangwu, n, Decision{Hash: first})
+		_, _, _, err := a.svc.Decide(ctx, wangwu, n, Decision{Hash: first})
 		if !errors.Is(err, yidu.ErrInvalid) {
 			t.Fatalf("Decide(reject, no reason) = %v, want ErrInvalid", err)
 		}
 	})
 
 	// 驳回 blocks it.
-	n, again, err := b.svc.Decide(ctx, wangwu, n, Decision{Hash: first, Reason: "截止日期写错了"})
+	n, again, _, err := b.svc.Decide(ctx, wangwu, n, Decision{Hash: first, Reason: "截止日期写错了"})
 	testenv.Check(t, "Decide(reject)", err)
 	if again || n.Approval != yidu.ApprovalRejected {
 		t.Fatalf("rejected: again %v approval %q", again, n.Approval)
@@ -159,7 +159,7 @@ func TestApprovalBeforeSending(t *testing.T) {
 	if got := reg.count(n.MsgID); got != 0 {
 		t.Fatalf("a rejected notice was sent %d times", got)
 	}
-	if _, _, err := a.svc.Decide(ctx, wangwu, n, Decision{Hash: first, Approve: true}); !errors.Is(err, ErrApproval) {
+	if _, _, _, err := a.svc.Decide(ctx, wangwu, n, Decision{Hash: first, Approve: true}); !errors.Is(err, ErrApproval) {
 		t.Fatalf("approving a rejected version = %v, want ErrApproval", err)
 	}
 
@@ -172,7 +172,7 @@ func TestApprovalBeforeSending(t *testing.T) {
 	if n.Approval != yidu.ApprovalPending || n.ApprovalHash == first {
 		t.Fatalf("after the edit: approval %q hash %s, want pending on a new version", n.Approval, n.ApprovalHash)
 	}
-	if _, _, err := a.svc.Decide(ctx, wangwu, n, Decision{Hash: first, Approve: true}); !errors.Is(err, ErrApproval) {
+	if _, _, _, err := a.svc.Decide(ctx, wangwu, n, Decision{Hash: first, Approve: true}); !errors.Is(err, ErrApproval) {
 		t.Fatalf("approving the old version = %v, want ErrApproval", err)
 	}
 
@@ -185,7 +185,7 @@ func TestApprovalBeforeSending(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, again, err := r.svc.Decide(ctx, wangwu, n, Decision{Hash: n.ApprovalHash, Approve: true})
+			_, again, _, err := r.svc.Decide(ctx, wangwu, n, Decision{Hash: n.ApprovalHash, Approve: true})
 			if err != nil {
 				t.Errorf("Decide(approve) = %v", err)
 				return
@@ -260,7 +260,7 @@ func TestUnapprovedAtItsTimeIsHeld(t *testing.T) {
 	}
 	never := compose("全员通知")
 	edited := compose("全员通知二")
-	edited, _, err := a.svc.Decide(ctx, wangwu, edited, Decision{Hash: edited.ApprovalHash, Approve: true})
+	edited, _, _, err := a.svc.Decide(ctx, wangwu, edited, Decision{Hash: edited.ApprovalHash, Approve: true})
 	testenv.Check(t, "Decide", err)
 	body := "改了正文"
 	edited, _, err = a.svc.Edit(ctx, lisi, edited, yidu.Patch{Body: &body}, nil)
@@ -283,7 +283,7 @@ func TestUnapprovedAtItsTimeIsHeld(t *testing.T) {
 		t.Errorf("authors told of %v, want both", note.held)
 	}
 	// Approved late, it stays held: a person sends it.
-	late, _, err := a.svc.Decide(ctx, wangwu, never, Decision{Hash: never.ApprovalHash, Approve: true})
+	late, _, _, err := a.svc.Decide(ctx, wangwu, never, Decision{Hash: never.ApprovalHash, Approve: true})
 	testenv.Check(t, "Decide(late)", err)
 	c.add(time.Minute)
 	_, err = a.run.Tick(ctx)

@@ -41,7 +41,9 @@ func (s *Service) Press(ctx context.Context, p *access.Principal, corpID, app, t
 	if !strings.HasPrefix(n.ApprovalHash, prefix) {
 		return yidu.Notice{}, false, fmt.Errorf("%w: %s changed since this card was sent", ErrApproval, n.MsgID)
 	}
-	return s.Decide(ctx, p, n, Decision{Hash: n.ApprovalHash, Approve: true, Via: "card"})
+	// Its refusal's row is PressCard's (the card's version, its why).
+	n, again, _, err := s.Decide(ctx, p, n, Decision{Hash: n.ApprovalHash, Approve: true, Via: "card"})
+	return n, again, err
 }
 
 // Previewer sends 发给我预览 cards (cards.Notifier).

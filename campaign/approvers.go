@@ -59,14 +59,37 @@ const nudgeBase = 1 << 20
 
 // Nudge is 催办: a sender of n's app asks its approvers again, with a new
 // approval card of the version waiting, at most once per NudgeEvery
-// (*TooSoonError). n must be waiting for approval (ErrNotEditable).
-func (s *Service) Nudge(ctx context.Context, p *access.Principal, n yidu.Notice) error {
+// (*TooSoonError). n must be waiting for approval (ErrNotEditable). A
+// nudge done is audited with its step, in its transaction; one refused
+// or failed is due the row acts returns (approvalStep).
+func (s *Service) Nudge(ctx context.Context, p *access.Principal, n yidu.Notice) (acts []Act, err error) {
+	var why string
+	defer approvalStepDue(&acts, &err, yidu.ActionApprovalNudge, n.MsgID, &why)
+	if why = approvalStep(p, yidu.ActionApprovalNudge, n); why != "" {
+		return nil, fmt.Errorf("%w: %s", ErrForbidden, why)
+	}
 	if s.st == nil {
-		return ErrNoCampaigns
+		return nil, ErrNoCampaigns
 	}
-	if err := mustSend(p, n.App.CorpID, n.App.Name, "ask approvers of this notice"); err != nil {
-		return err
+	return nil, s.nudge(ctx, p, n)
+}
+
+// approvalStep is why access refuses p the author's step act on n (催办,
+// 撤回申请: a sender of its app); "" when it may.
+func approvalStep(p *access.Principal, act yidu.Action, n yidu.Notice) string {
+	return access.Decide(p, act, access.Target{Corp: n.App.CorpID, App: n.App.Name, MsgID: n.MsgID}).Reason
+}
+
+// approvalStepDue appends the row a step act on msgID refused or failed
+// with *err is due: the refusal's reason *why for the role's, none for
+// any other. A step done has its row from its transaction.
+func approvalStepDue(acts *[]Act, err *error, act yidu.Action, msgID string, why *string) {
+	if *err != nil {
+		due(acts, err, Act{Action: act, MsgID: msgID, Detail: *why})
 	}
+}
+
+func (s *Service) nudge(ctx context.Context, p *access.Principal, n yidu.Notice) error {
 	if n.Approval != yidu.ApprovalPending || n.App.Approval == nil {
 		return fmt.Errorf("%w: %s is not waiting for approval", yidu.ErrNotEditable, n.MsgID)
 	}
@@ -106,16 +129,19 @@ func (s *Service) Nudge(ctx context.Context, p *access.Principal, n yidu.Notice)
 
 // Withdraw is 撤回申请: a sender of n's app takes back the request for
 // approval; n stays, a draft (its send_at kept) with no approval asked:
-// sending or scheduling it again asks again. n must be waiting for approval (ErrNotEditable).
-func (s *Service) Withdraw(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error) {
-	if s.st == nil {
-		return yidu.Notice{}, ErrNoCampaigns
+// sending or scheduling it again asks again. n must be waiting for
+// approval (ErrNotEditable). Its rows as Nudge's.
+func (s *Service) Withdraw(ctx context.Context, p *access.Principal, n yidu.Notice) (_ yidu.Notice, acts []Act, err error) {
+	var why string
+	defer approvalStepDue(&acts, &err, yidu.ActionApprovalWithdraw, n.MsgID, &why)
+	if why = approvalStep(p, yidu.ActionApprovalWithdraw, n); why != "" {
+		return yidu.Notice{}, nil, fmt.Errorf("%w: %s", ErrForbidden, why)
 	}
-	if err := mustSend(p, n.App.CorpID, n.App.Name, "withdraw this notice's approval request"); err != nil {
-		return yidu.Notice{}, err
+	if s.st == nil {
+		return yidu.Notice{}, nil, ErrNoCampaigns
 	}
 	if n.Approval != yidu.ApprovalPending {
-		return yidu.Notice{}, fmt.Errorf("%w: %s is not waiting for approval", yidu.ErrNotEditable, n.MsgID)
+		return yidu.Notice{}, nil, fmt.Errorf("%w: %s is not waiting for approval", yidu.ErrNotEditable, n.MsgID)
 	}
 	at := s.o.Now().UTC().Truncate(time.Millisecond)
 	e := stepEvent(p, n, yidu.ActionApprovalWithdraw, at, "version="+n.ApprovalHash)
@@ -125,10 +151,10 @@ func (s *Service) Withdraw(ctx context.Context, p *access.Principal, n yidu.Noti
 	}
 	if err != nil {
 		if errors.Is(err, yidu.ErrNotEditable) {
-			return yidu.Notice{}, err
+			return yidu.Notice{}, nil, err
 		}
-		return yidu.Notice{}, fmt.Errorf("campaign: withdraw approval of %s: %w", n.MsgID, err)
+		return yidu.Notice{}, nil, fmt.Errorf("campaign: withdraw approval of %s: %w", n.MsgID, err)
 	}
 	n.Approval, n.ApprovalHash, n.ApprovalNow, n.State = yidu.ApprovalNone, "", false, yidu.StateDraft
-	return n, nil
+	return n, nil, nil
 }

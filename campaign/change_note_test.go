@@ -88,7 +88,7 @@ func TestRevisionChangeNote(t *testing.T) {
 	n, err = st.Get(ctx, nil, "note-1")
 	testenv.Check(t, "Get", err)
 	wangwu := access.NewPrincipal("wangwu", access.KindToken, false, nil)
-	_, _, err = s.Decide(ctx, wangwu, n, Decision{Hash: n.ApprovalHash, Approve: true})
+	_, _, _, err = s.Decide(ctx, wangwu, n, Decision{Hash: n.ApprovalHash, Approve: true})
 	testenv.Check(t, "Decide", err)
 	if got := notes(); len(got) != 3 || got[0] != "" || got[1] != "改正错别字" || got[2] != "上班时间由九点改为八点" {
 		t.Fatalf("notes once approved = %q; want none, 改正错别字, 上班时间由九点改为八点", got)

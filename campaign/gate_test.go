@@ -374,7 +374,7 @@ func TestMaterialRevisionHeldForApproval(t *testing.T) {
 	if len(res.Acts) != 1 || res.Acts[0].Action != yidu.ActionEdit || res.Acts[0].Err != nil {
 		t.Errorf("held revision's audit rows = %+v; want one edit, ok", res.Acts)
 	}
-	if _, _, err := s.Decide(ctx, sender, n, Decision{Hash: n.ApprovalHash, Approve: true}); !errors.Is(err, ErrOwnNotice) {
+	if _, _, _, err := s.Decide(ctx, sender, n, Decision{Hash: n.ApprovalHash, Approve: true}); !errors.Is(err, ErrOwnNotice) {
 		t.Errorf("the reviser approving their own version = %v; want ErrOwnNotice", err)
 	}
 	// Reminders of the approved version 1 go on while version 2 waits.
@@ -382,7 +382,7 @@ func TestMaterialRevisionHeldForApproval(t *testing.T) {
 		t.Errorf("mayReach while a revision waits = %v; want nil (version 1 was approved)", err)
 	}
 	wangwu := access.NewPrincipal("wangwu", access.KindToken, false, nil)
-	got, again, err := s.Decide(ctx, wangwu, n, Decision{Hash: n.ApprovalHash, Approve: true})
+	got, again, _, err := s.Decide(ctx, wangwu, n, Decision{Hash: n.ApprovalHash, Approve: true})
 	testenv.Check(t, "Decide", err)
 	if again || got.Approval != yidu.ApprovalApproved {
 		t.Fatalf("Decide = %s again %t; want approved", got.Approval, again)
@@ -391,7 +391,7 @@ func TestMaterialRevisionHeldForApproval(t *testing.T) {
 		t.Fatalf("versions %v, resets %d once approved; want version 2 material, one reset", got, acks.n)
 	}
 	// The same approval replayed publishes nothing more.
-	if _, again, err := s.Decide(ctx, wangwu, got, Decision{Hash: n.ApprovalHash, Approve: true}); err != nil || !again || len(versions()) != 2 {
+	if _, again, _, err := s.Decide(ctx, wangwu, got, Decision{Hash: n.ApprovalHash, Approve: true}); err != nil || !again || len(versions()) != 2 {
 		t.Errorf("replayed approval = again %t, %v, versions %v; want again, nothing more", again, err, versions())
 	}
 	res, err = s.Revise(ctx, sender, m, true, Revision{Markdown: "八点上班（错别字）。"})

@@ -33,6 +33,28 @@ func mayChange(p *access.Principal, app yidu.App) error {
 	return nil
 }
 
+// TemplateChange decides, before a template's body is taken, whether p
+// may create (update false) or update a template of app, one of the
+// server's apps: an admin of its corp only. A refusal is due its row,
+// in the words the audit log has always had ("POST refused: …", "PUT
+// refused: …"); one by a caller who does not send through app either
+// says so, and the edge answers it as an unknown app (issue 46).
+func TemplateChange(p *access.Principal, app yidu.App, update bool) ([]Act, error) {
+	d := access.Decide(p, yidu.ActionTemplate, access.Target{Corp: app.CorpID, App: app.Name})
+	if d.Allowed {
+		return nil, nil
+	}
+	why, err := d.Reason, fmt.Errorf("%w: %s", ErrForbidden, d.Reason)
+	if !access.Decide(p, yidu.ActionCompose, access.Target{Corp: app.CorpID, App: app.Name}).Allowed {
+		why = "not a sender of the app"
+	}
+	change := "POST"
+	if update {
+		change = "PUT"
+	}
+	return []Act{{Action: yidu.ActionTemplate, Detail: change + " refused: " + why, Err: err}}, err
+}
+
 // templateFiles returns tpl's attachments (name, type, size, hash) in
 // order, so a notice made from it carries them again (从模板新建, issue
 // 41); none without Files. An upload gone since is attachment.ErrNotFound.

@@ -8,7 +8,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/campaign/store"
 )
@@ -142,26 +141,9 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, "version_hash", "body must be {approve, version_hash, reason}")
 		return
 	}
-	act := yidu.ActionApprove
-	if !b.Approve {
-		act = yidu.ActionReject
-	}
-	d := s.decide(r, act, access.Target{Corp: n.App.CorpID, App: n.App.Name, MsgID: n.MsgID, Approval: n.App.Approval, Author: n.CreatedBy})
-	e := d.Event
-	e.Detail = "version=" + yidu.Truncate(b.VersionHash, 64)
-	if !d.Allowed {
-		_ = s.record(r, e)
-		s.fail(w, r, d.Err())
-		return
-	}
-	p := principalFrom(r.Context())
-	got, again, err := s.acts.Decide(r.Context(), p, n, campaign.Decision{Hash: b.VersionHash, Approve: b.Approve, Reason: b.Reason,
-		Via: "page", ClientIP: s.clientIP(r), UserAgent: r.UserAgent()})
-	if err != nil {
-		// A decision taken is audited by campaign, in its transaction
-		// (who, when, which version); one refused or failed here.
-		s.recordDone(r, e, err)
-	}
+	got, again, acts, err := s.acts.Decide(r.Context(), principalFrom(r.Context()), n, campaign.Decision{Hash: b.VersionHash,
+		Approve: b.Approve, Reason: b.Reason, Via: "page", ClientIP: s.clientIP(r), UserAgent: r.UserAgent()})
+	s.recordActs(r, n.App.CorpID, n.App.Name, acts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -197,9 +179,10 @@ func (s *Server) handleNudge(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.approvalStep(w, r, yidu.ActionApprovalNudge, n, func() error {
-		return s.acts.Nudge(r.Context(), principalFrom(r.Context()), n)
-	}); err != nil {
+	acts, err := s.acts.Nudge(r.Context(), principalFrom(r.Context()), n)
+	s.recordActs(r, n.App.CorpID, n.App.Name, acts)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"msgid": n.MsgID, "nudged": true})
@@ -213,28 +196,11 @@ func (s *Server) handleWithdraw(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.approvalStep(w, r, yidu.ActionApprovalWithdraw, n, func() (err error) {
-		n, err = s.acts.Withdraw(r.Context(), principalFrom(r.Context()), n)
-		return err
-	}); err != nil {
+	out, acts, err := s.acts.Withdraw(r.Context(), principalFrom(r.Context()), n)
+	s.recordActs(r, n.App.CorpID, n.App.Name, acts)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, noticeJSON(n))
-}
-
-// approvalStep is the author's step act on n (催办, 撤回申请): access
-// decides it (a refusal answered 403 with its row), then do runs it.
-// The step done is audited by campaign in its transaction; one refused
-// or failed there leaves its row here. It returns do's error, answered.
-func (s *Server) approvalStep(w http.ResponseWriter, r *http.Request, act yidu.Action, n yidu.Notice, do func() error) error {
-	d := s.decide(r, act, access.Target{Corp: n.App.CorpID, App: n.App.Name, MsgID: n.MsgID})
-	if s.refused(w, r, d) {
-		return d.Err()
-	}
-	if err := do(); err != nil {
-		s.recordDone(r, d.Event, err)
-		s.fail(w, r, err)
-		return err
-	}
-	return nil
+	writeJSON(w, http.StatusOK, noticeJSON(out))
 }

@@ -121,12 +121,14 @@ type Acting interface {
 // Approving is the approval of a notice that needs one (issue 41).
 type Approving interface {
 	ApprovalView(ctx context.Context, p *access.Principal, n yidu.Notice) (campaign.ApprovalView, error)
-	Decide(ctx context.Context, p *access.Principal, n yidu.Notice, d campaign.Decision) (yidu.Notice, bool, error)
+	// Decide, Nudge (催办) and Withdraw (撤回申请: these two are the
+	// author's side of a request waiting for approval) decide who may
+	// and return the audit rows a refusal or failure is due (a step
+	// done is audited by campaign with it).
+	Decide(ctx context.Context, p *access.Principal, n yidu.Notice, d campaign.Decision) (yidu.Notice, bool, []campaign.Act, error)
 	PreviewToMe(ctx context.Context, p *access.Principal, n yidu.Notice) (string, error)
-	// Nudge (催办) and Withdraw (撤回申请) are the author's side of a
-	// request waiting for approval.
-	Nudge(ctx context.Context, p *access.Principal, n yidu.Notice) error
-	Withdraw(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, error)
+	Nudge(ctx context.Context, p *access.Principal, n yidu.Notice) ([]campaign.Act, error)
+	Withdraw(ctx context.Context, p *access.Principal, n yidu.Notice) (yidu.Notice, []campaign.Act, error)
 }
 
 // Templating and Picking are what the compose page's API asks of
