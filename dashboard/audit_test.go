@@ -7,8 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/campaign/loops"
 )
 
 // recorderFake keeps the events, or fails every write.
@@ -34,7 +36,7 @@ func (r *recorderFake) Record(_ context.Context, e audit.Event) error {
 // closed) and counted.
 func TestAuditTrail(t *testing.T) {
 	rec := &recorderFake{}
-	f := newFixtureOpts(t, false, func(o *deps) { o.Audit = rec })
+	f := newFixtureOpts(t, false, func(o *deps) { o.Audit = rec; o.Standing = oneStanding{} })
 	f.postLogin("alice", "wrong-password", nil)
 	f.login(t)
 	f.ok(t, "GET", "/api/v1/messages/hello/export.csv?state=all")
@@ -61,4 +63,20 @@ func TestAuditTrail(t *testing.T) {
 	if w.Code != 503 || strings.Contains(w.Body.String(), "userid") {
 		t.Errorf("export with the audit down: %d %q; want 503 and no data", w.Code, w.Body.String())
 	}
+	// The standing notices' report too (issue 51): no row, no report.
+	for _, path := range []string{"/api/v1/standing", "/api/v1/standing.csv"} {
+		if w := f.do(t, "GET", path, acmeToken, nil); w.Code != 503 || strings.Contains(w.Body.String(), "msgid") {
+			t.Errorf("%s with the audit down: %d %q; want 503 and no report", path, w.Code, w.Body.String())
+		}
+	}
+}
+
+// oneStanding has one standing rule in force: hello's.
+type oneStanding struct{ Standing }
+
+func (oneStanding) InForce(context.Context, []string) ([]string, error) {
+	return []string{"hello"}, nil
+}
+func (oneStanding) Info(context.Context, string, string, *roaring.Bitmap) (loops.StandingInfo, error) {
+	return loops.StandingInfo{}, nil
 }

@@ -169,7 +169,10 @@ func (s *Server) handleStandingRules(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, j)
 	}
-	s.recordDone(r, withPeople(event(r, yidu.ActionExport, "", "", ""), int64(len(out)), "standing"), nil)
+	// Fail closed, as every export: no report leaves without its row.
+	if !s.base.Disclose(w, r, withPeople(event(r, yidu.ActionExport, "", "", ""), int64(len(out)), "standing"), "standing report") {
+		return
+	}
 	if r.URL.Path == "/api/v1/standing.csv" {
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 		w.Header().Set("Content-Disposition", `attachment; filename="standing.csv"`)
