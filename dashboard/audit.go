@@ -57,15 +57,11 @@ func (s *Server) decideRoute(r *http.Request, m yidu.Message) access.Decision {
 	return s.decide(r, a.act, t)
 }
 
-// decide, refused, record, event, recordDone and recordActs
+// decide, record, event, recordDone and recordActs
 // are the handler groups' Base's (dashboard/internal/handle): an act's
 // audit row written with the request's address.
 func (s *Server) decide(r *http.Request, act yidu.Action, t access.Target) access.Decision {
 	return handle.Decide(r, act, t)
-}
-
-func (s *Server) refused(w http.ResponseWriter, r *http.Request, d access.Decision) bool {
-	return s.base.Refused(w, r, d)
 }
 
 func (s *Server) record(r *http.Request, e audit.Event) error { return s.base.Record(r, e) }

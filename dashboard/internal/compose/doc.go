@@ -73,7 +73,6 @@ var (
 	writeJSON     = webedge.WriteJSON
 	writeError    = webedge.WriteError
 	principalFrom = webedge.Caller
-	event         = handle.Event
 	errNotFound   = handle.ErrNotFound
 )
 
