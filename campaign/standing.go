@@ -41,20 +41,19 @@ func (s *Service) checkStanding(post Post) error {
 }
 
 // checkStandingEdit keeps an edit of a standing notice inside its rule
-// (issue 51): never made a draft (joiners are sent its card), and its
-// audience, which the rule enrols joiners by, is not changed by an edit.
+// (issue 51): the audience its rule enrols joiners by is not changed by
+// an edit (the audience sent back as it is, in any order, passes). An
+// edit may keep it as a draft until it is sent: the compose page's 立即发送
+// of an edited notice does (PATCH draft, then POST …/send), and a
+// standing notice enrols nobody before it is sent.
 func (s *Service) checkStandingEdit(ctx context.Context, n yidu.Notice, patch yidu.Patch) error {
-	draft := patch.Schedule != nil && patch.Schedule.Draft
-	if s.o.Standing == nil || !draft && (patch.Audience == nil || sameAudience(*patch.Audience, n.Audience)) {
+	if s.o.Standing == nil || patch.Audience == nil || sameAudience(*patch.Audience, n.Audience) {
 		return nil
 	}
 	if _, ok, err := s.o.Standing.Spec(ctx, n.App.CorpID, n.MsgID); err != nil || !ok {
 		return err
 	}
-	if !draft {
-		return &yidu.StandingError{Field: "audience", Reason: "a standing notice's audience is its rule for joiners: cancel it and post it again to change it"}
-	}
-	return &yidu.StandingError{Field: "standing", Reason: `a standing notice is sent now or scheduled, not a draft: joiners are sent its card`}
+	return &yidu.StandingError{Field: "audience", Reason: "a standing notice's audience is its rule for joiners: cancel it and post it again to change it"}
 }
 
 // keepStanding keeps the standing rule of a notice just registered or

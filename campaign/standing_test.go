@@ -204,9 +204,10 @@ func TestStandingKeptWithItsNotice(t *testing.T) {
 }
 
 // TestStandingEditKeepsRule (issue 51): an edit of a scheduled standing
-// notice cannot make it a draft (its joiners are sent its card) nor
-// change the audience its rule enrols joiners by; the audience sent back
-// as it is, with another title, is an edit like any other.
+// notice cannot change the audience its rule enrols joiners by; the
+// audience sent back as it is, with another title, is an edit like any
+// other, and so is keeping it as a draft until it is sent (the compose
+// page's 立即发送 of an edited notice PATCHes it to a draft, then sends).
 func TestStandingEditKeepsRule(t *testing.T) {
 	f := newServiceFixture(t)
 	st, err := store.New(f.db, store.Options{Directory: directory{}, Apps: []yidu.App{testApp}, Now: f.c.now})
@@ -233,10 +234,10 @@ func TestStandingEditKeepsRule(t *testing.T) {
 		patch       yidu.Patch
 		field       string // "": allowed
 	}{
-		{"made a draft", "s-edit", yidu.Patch{Schedule: &yidu.Schedule{Draft: true}}, "standing"},
 		{"another audience", "s-edit", yidu.Patch{Audience: &yidu.Audience{Departments: []int64{2}}}, "audience"},
 		{"the audience as it is, reordered, and a title", "s-edit", yidu.Patch{Audience: &yidu.Audience{Departments: []int64{3, 2}}, Title: &title}, ""},
-		{"a notice without a rule may become a draft", "plain-edit", yidu.Patch{Schedule: &yidu.Schedule{Draft: true}}, ""},
+		{"another audience for a notice without a rule", "plain-edit", yidu.Patch{Audience: &yidu.Audience{Departments: []int64{2}}}, ""},
+		{"kept as a draft until sent (立即发送 of an edited notice)", "s-edit", yidu.Patch{Schedule: &yidu.Schedule{Draft: true}}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,8 +12,9 @@ import (
 
 // TestScheduledStandingNotice (issue 51): a standing notice is sent now
 // or scheduled, never kept as a draft ("draft": true is a 400 at
-// standing, nothing written), and an edit before its time keeps it so
-// (nor changes its audience). Scheduled (send_at) to 研发, it is sent at
+// standing, nothing written), and an edit before its time cannot change
+// its audience (立即发送 of an edited one sends it with its rule).
+// Scheduled (send_at) to 研发, it is sent at
 // its time to the department's members, none of them enrolled as a
 // joiner; a member who joins 研发 afterwards is enrolled and sent its
 // card within a poll, as for one sent now.
@@ -32,26 +33,35 @@ func TestScheduledStandingNotice(t *testing.T) {
 		t.Errorf("a refused standing draft wrote %d rows", n)
 	}
 
-	// Until it is sent, an edit keeps it inside its rule: never a
-	// draft, never another audience (the rule enrols joiners by it).
+	// Until it is sent, an edit keeps it inside its rule: never another
+	// audience (the rule enrols joiners by it). The compose page's 立即发送
+	// of an edited notice (PATCH to a draft, then POST …/send) sends it,
+	// its rule kept.
 	held := post("rules-edit")
 	held["send_at"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
 	if code, out := apiJSON(t, m, "POST", "/messages", held); code != http.StatusCreated {
 		t.Fatalf("scheduled standing notice = %d %v; want 201", code, out)
 	}
-	for _, tc := range []struct {
-		patch map[string]any
-		field string
-	}{
-		{map[string]any{"draft": true}, "standing"},
-		{map[string]any{"audience": map[string]any{"departments": []int{3}}}, "audience"},
-	} {
-		if code, out := apiJSON(t, m, "PATCH", "/messages/rules-edit", tc.patch); code != http.StatusBadRequest || out["field"] != tc.field {
-			t.Errorf("PATCH %v = %d %v; want 400 at %s", tc.patch, code, out, tc.field)
-		}
+	other := map[string]any{"audience": map[string]any{"departments": []int{3}}}
+	if code, out := apiJSON(t, m, "PATCH", "/messages/rules-edit", other); code != http.StatusBadRequest || out["field"] != "audience" {
+		t.Errorf("PATCH to another audience = %d %v; want 400 at audience", code, out)
 	}
 	if code, out := apiJSON(t, m, "GET", "/messages/rules-edit", nil); code != http.StatusOK || out["state"] != "scheduled" {
-		t.Errorf("after refused edits = %d %v; want scheduled as posted", code, out["state"])
+		t.Errorf("after a refused edit = %d %v; want scheduled as posted", code, out["state"])
+	}
+	if code, out := apiJSON(t, m, "PATCH", "/messages/rules-edit", map[string]any{"title": "考勤制度（修订）", "draft": true,
+		"audience": map[string]any{"departments": []int{2}}}); code != http.StatusOK {
+		t.Fatalf("PATCH for 立即发送 = %d %v; want 200", code, out)
+	}
+	if code, out := apiJSON(t, m, "POST", "/messages/rules-edit/send", nil); code != http.StatusAccepted || out["state"] != "scheduled" {
+		t.Fatalf("POST …/send = %d %v; want 202, due now", code, out)
+	}
+	testenv.WaitFor(t, 20*time.Second, "the edited standing notice sent", func() bool {
+		code, out := apiJSON(t, m, "GET", "/messages/rules-edit", nil)
+		return code == http.StatusOK && out["state"] == "sent"
+	})
+	if code, out := apiJSON(t, m, "GET", "/messages/rules-edit/standing", nil); code != http.StatusOK {
+		t.Errorf("GET …/standing after 立即发送 = %d %v; want its rule", code, out)
 	}
 
 	const msg = "rules-later"
