@@ -61,31 +61,35 @@ const nudgeBase = 1 << 20
 // approval card of the version waiting, at most once per NudgeEvery
 // (*TooSoonError). n must be waiting for approval (ErrNotEditable). A
 // nudge done is audited with its step, in its transaction; one refused
-// or failed is due the row acts returns (approvalStep).
+// or failed is due the row acts returns (refuseStep, stepFailed).
 func (s *Service) Nudge(ctx context.Context, p *access.Principal, n yidu.Notice) (acts []Act, err error) {
-	var why string
-	defer approvalStepDue(&acts, &err, yidu.ActionApprovalNudge, n.MsgID, &why)
-	if why = approvalStep(p, yidu.ActionApprovalNudge, n); why != "" {
-		return nil, fmt.Errorf("%w: %s", ErrForbidden, why)
+	if acts, err := refuseStep(p, yidu.ActionApprovalNudge, n); err != nil {
+		return acts, err
 	}
+	defer stepFailed(&acts, &err, yidu.ActionApprovalNudge, n.MsgID)
 	if s.st == nil {
 		return nil, ErrNoCampaigns
 	}
 	return nil, s.nudge(ctx, p, n)
 }
 
-// approvalStep is why access refuses p the author's step act on n (催办,
-// 撤回申请: a sender of its app); "" when it may.
-func approvalStep(p *access.Principal, act yidu.Action, n yidu.Notice) string {
-	return access.Decide(p, act, access.Target{Corp: n.App.CorpID, App: n.App.Name, MsgID: n.MsgID}).Reason
+// refuseStep is access's refusal of p's step act on n (催办, 撤回申请: a
+// sender of its app may), with the row it is due (its reason the
+// detail); nil when p may.
+func refuseStep(p *access.Principal, act yidu.Action, n yidu.Notice) ([]Act, error) {
+	d := access.Decide(p, act, access.Target{Corp: n.App.CorpID, App: n.App.Name, MsgID: n.MsgID})
+	if d.Allowed {
+		return nil, nil
+	}
+	err := fmt.Errorf("%w: %s", ErrForbidden, d.Reason)
+	return []Act{{Action: act, MsgID: n.MsgID, Detail: d.Reason, Err: err}}, err
 }
 
-// approvalStepDue appends the row a step act on msgID refused or failed
-// with *err is due: the refusal's reason *why for the role's, none for
-// any other. A step done has its row from its transaction.
-func approvalStepDue(acts *[]Act, err *error, act yidu.Action, msgID string, why *string) {
+// stepFailed appends the row a step act on msgID that failed with *err
+// is due; a step done has its row from its transaction.
+func stepFailed(acts *[]Act, err *error, act yidu.Action, msgID string) {
 	if *err != nil {
-		due(acts, err, Act{Action: act, MsgID: msgID, Detail: *why})
+		due(acts, err, Act{Action: act, MsgID: msgID})
 	}
 }
 
@@ -132,11 +136,10 @@ func (s *Service) nudge(ctx context.Context, p *access.Principal, n yidu.Notice)
 // sending or scheduling it again asks again. n must be waiting for
 // approval (ErrNotEditable). Its rows as Nudge's.
 func (s *Service) Withdraw(ctx context.Context, p *access.Principal, n yidu.Notice) (_ yidu.Notice, acts []Act, err error) {
-	var why string
-	defer approvalStepDue(&acts, &err, yidu.ActionApprovalWithdraw, n.MsgID, &why)
-	if why = approvalStep(p, yidu.ActionApprovalWithdraw, n); why != "" {
-		return yidu.Notice{}, nil, fmt.Errorf("%w: %s", ErrForbidden, why)
+	if acts, err := refuseStep(p, yidu.ActionApprovalWithdraw, n); err != nil {
+		return yidu.Notice{}, acts, err
 	}
+	defer stepFailed(&acts, &err, yidu.ActionApprovalWithdraw, n.MsgID)
 	if s.st == nil {
 		return yidu.Notice{}, nil, ErrNoCampaigns
 	}

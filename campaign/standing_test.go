@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -21,14 +22,8 @@ import (
 // whichever way the notice goes: sent now, scheduled, or held for
 // approval (it enrols once sent).
 func TestPostStanding(t *testing.T) {
-	f := newServiceFixture(t)
 	approved := yidu.App{Name: "hr-big", CorpID: testApp.CorpID, AgentID: 1000003, Approval: &yidu.Approval{Over: 1, Approvers: []string{"boss"}}}
-	st, err := store.New(f.db, store.Options{Directory: directory{}, Apps: []yidu.App{testApp, approved}, Now: f.c.now})
-	testenv.Check(t, "store.New", err)
-	sender := principal(t, "hr", yidu.RoleSender, []string{testApp.Name, approved.Name}, nil)
-	s := f.service(t, "a")
-	s.o.Registrar, s.st = &echoRegistrar{seen: map[string]bool{}}, st
-	s.o.Standing = &loops.StandingLoop{DB: f.db, Now: f.c.now}
+	f, _, sender, s := standingService(t, testApp, approved)
 	dept := yidu.Audience{Departments: []int64{2}}
 	post := func(id string, app yidu.App, a yidu.Audience, spec yidu.Standing) Post {
 		return Post{Outgoing: Outgoing{Registration: yidu.Registration{MsgID: id, App: app, Title: "员工手册", Audience: a, Send: true}}, Standing: &spec}
@@ -159,6 +154,23 @@ func TestStandingApprovalBindsRule(t *testing.T) {
 	}
 }
 
+// standingService is a service over a real store of apps with the
+// standing loop, and a sender through every one of them.
+func standingService(t *testing.T, apps ...yidu.App) (*serviceFixture, *store.Store, *access.Principal, *Service) {
+	t.Helper()
+	f := newServiceFixture(t)
+	st, err := store.New(f.db, store.Options{Directory: directory{}, Apps: apps, Now: f.c.now})
+	testenv.Check(t, "store.New", err)
+	var names []string
+	for _, a := range apps {
+		names = append(names, a.Name)
+	}
+	s := f.service(t, "a")
+	s.o.Registrar, s.st = &echoRegistrar{seen: map[string]bool{}}, st
+	s.o.Standing = &loops.StandingLoop{DB: f.db, Now: f.c.now}
+	return f, st, principal(t, "hr", yidu.RoleSender, names, nil), s
+}
+
 // failingStandings writes the rule in the notice's transaction, then
 // fails, as a process killed before its commit would.
 type failingStandings struct{ *loops.StandingLoop }
@@ -175,19 +187,14 @@ func (f failingStandings) SaveIn(ctx context.Context, tx *sql.Tx, corp, msgid, a
 // kept, neither is (never a notice the Runner sends later without the
 // rule that enrols its joiners), and posting it again works.
 func TestStandingKeptWithItsNotice(t *testing.T) {
-	f := newServiceFixture(t)
-	st, err := store.New(f.db, store.Options{Directory: directory{}, Apps: []yidu.App{testApp}, Now: f.c.now})
-	testenv.Check(t, "store.New", err)
-	sender := principal(t, "hr", yidu.RoleSender, []string{testApp.Name}, nil)
-	s := f.service(t, "a")
-	s.o.Registrar, s.st = &echoRegistrar{seen: map[string]bool{}}, st
-	loop := &loops.StandingLoop{DB: f.db, Now: f.c.now}
+	f, _, sender, s := standingService(t, testApp)
+	loop := s.o.Standing
 	p := Post{Outgoing: Outgoing{Registration: yidu.Registration{MsgID: "s-tx", App: testApp, Title: "员工手册",
 		Audience: yidu.Audience{Departments: []int64{2}}, Send: true}}, SendAt: f.c.now().Add(time.Hour), Standing: &yidu.Standing{JoinDeadline: "7d"}}
 	rows := func() []int {
 		return testenv.Column[int](t, f.db, "SELECT (SELECT COUNT(*) FROM campaigns WHERE msgid = 's-tx') * 10 + (SELECT COUNT(*) FROM standing_notices WHERE msgid = 's-tx')")
 	}
-	s.o.Standing = failingStandings{loop}
+	s.o.Standing = failingStandings{loop.(*loops.StandingLoop)}
 	if _, err := s.Post(context.Background(), sender, p); err == nil {
 		t.Fatal("Post with its rule failing = nil; want the error")
 	}
@@ -209,13 +216,7 @@ func TestStandingKeptWithItsNotice(t *testing.T) {
 // other, and so is keeping it as a draft until it is sent (the compose
 // page's 立即发送 of an edited notice PATCHes it to a draft, then sends).
 func TestStandingEditKeepsRule(t *testing.T) {
-	f := newServiceFixture(t)
-	st, err := store.New(f.db, store.Options{Directory: directory{}, Apps: []yidu.App{testApp}, Now: f.c.now})
-	testenv.Check(t, "store.New", err)
-	sender := principal(t, "hr", yidu.RoleSender, []string{testApp.Name}, nil)
-	s := f.service(t, "a")
-	s.o.Registrar, s.st = &echoRegistrar{seen: map[string]bool{}}, st
-	s.o.Standing = &loops.StandingLoop{DB: f.db, Now: f.c.now}
+	f, st, sender, s := standingService(t, testApp)
 	ctx := context.Background()
 	dept := yidu.Audience{Departments: []int64{2, 3}}
 	for _, id := range []string{"s-edit", "plain-edit"} {

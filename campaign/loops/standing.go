@@ -102,11 +102,9 @@ type standingRow struct {
 }
 
 // SaveStanding keeps msgid's standing rule (after Post registered or
-// composed it): the audience as asked and the spec. A repeated post
-// keeps the first.
-func SaveStanding(ctx context.Context, db interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}, corp, msgid, app string, a yidu.Audience, spec yidu.Standing, by string, now time.Time) error {
+// composed it, or in its compose's transaction): the audience as asked
+// and the spec. A repeated post keeps the first.
+func SaveStanding(ctx context.Context, db execer, corp, msgid, app string, a yidu.Audience, spec yidu.Standing, by string, now time.Time) error {
 	aj, err := json.Marshal(a)
 	if err != nil {
 		return fmt.Errorf("campaign: standing audience: %w", err)
