@@ -122,12 +122,17 @@ func (b *bench) page(ctx context.Context) (ArmResult, error) {
 	idle := b.mysqlIdle(ctx)
 	cpu0, ext0, my0, rd0 := selfCPU(), sumCPU(pids), sumCPU(b.mysqld), sumCPU(b.redisd)
 
+	// The profile covers what the CPU figures cover: the storm until
+	// exact, not the attachment phase after it.
+	stopProfile := func() {}
 	if b.cfg.CPUProfile != "" {
 		stop, err := startProfile(b.cfg.CPUProfile)
 		if err != nil {
 			return r, err
 		}
-		defer stop()
+		var once sync.Once
+		stopProfile = func() { once.Do(stop) }
+		defer stopProfile()
 	}
 	// The storm: C readers at a time, each member once.
 	b.logf("page: %d readers, %d at a time", R, b.cfg.Conns)
@@ -152,6 +157,7 @@ func (b *bench) page(ctx context.Context) (ArmResult, error) {
 	ext := sumCPU(pids) - ext0
 	cpu := selfCPU() - cpu0 + ext
 	my, rd := sumCPU(b.mysqld)-my0, sumCPU(b.redisd)-rd0
+	stopProfile()
 
 	s.figures(&r, &pf, elapsed, exactAt)
 	if idle.err == nil && qerr1 == nil && R > 0 {
