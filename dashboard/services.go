@@ -24,10 +24,11 @@ import (
 // password sign-in with its limits, and sessions.
 type Identities interface {
 	Bearer(tok string) (*access.Principal, bool)
-	// Known reports whether user is a configured password user (a
-	// refused sign-in of an unknown name is audited without one).
-	Known(user string) bool
-	SignIn(ctx context.Context, ip, user, password string) (id string, s *access.SignIn, err error)
+	// SignIn and SignInWeCom open a session and return the audit rows
+	// the attempt is due, refused and failed ones too (access decides
+	// them: no row names whatever a stranger typed).
+	SignIn(ctx context.Context, ip, user, password string) (access.Attempt, error)
+	SignInWeCom(ctx context.Context, members access.WeComMembers, home string, f access.WeComFinish) (access.Attempt, error)
 	OpenWeCom(ctx context.Context, corp, userID string) (string, *access.SignIn, error)
 	Lookup(ctx context.Context, id string) (*access.SignIn, bool, error)
 	SignOut(ctx context.Context, id string) error
