@@ -115,6 +115,9 @@ type Acting interface {
 	Content(ctx context.Context, m yidu.Message, n int, whole bool) (campaign.ContentView, error)
 	HasContent(ctx context.Context, corp, msgID string) (bool, error)
 	Revise(ctx context.Context, p *access.Principal, m yidu.Message, whole bool, rev campaign.Revision) (campaign.Revised, error)
+	// EndStanding ends a standing notice (issue 51) and returns the
+	// audit rows the act is due.
+	EndStanding(ctx context.Context, p *access.Principal, m yidu.Message, until *time.Time) ([]campaign.Act, error)
 	// ManualReminders is the notice's 提醒未读 history with what each achieved.
 	ManualReminders(ctx context.Context, m yidu.Message) ([]campaign.ManualReminder, error)
 }

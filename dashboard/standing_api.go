@@ -15,7 +15,6 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
-	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/dashboard/internal/disclose"
 	"github.com/yidu-io/yidu/progress"
@@ -27,11 +26,10 @@ const utf8BOM = disclose.UTF8BOM
 var neutralise = yidu.CSVCell
 
 // Standing is what the dashboard asks of standing notices (issue 51;
-// loops.StandingLoop): a notice's standing view within a scope, its
-// end, and the rules in force.
+// loops.StandingLoop): a notice's standing view within a scope and the
+// rules in force (their end is campaign's: Acting.EndStanding).
 type Standing interface {
 	Info(ctx context.Context, corp, msgid string, scope *roaring.Bitmap) (loops.StandingInfo, error)
-	End(ctx context.Context, p *access.Principal, corp, msgid string, until *time.Time) error
 	InForce(ctx context.Context, corps []string) ([]string, error)
 	All(ctx context.Context, corps []string) ([]string, error)
 	IsStanding(ctx context.Context, corp, msgid string) (bool, error)
@@ -100,8 +98,8 @@ func (s *Server) handleEndStanding(w http.ResponseWriter, r *http.Request, m yid
 		s.failBody(w, r, err)
 		return
 	}
-	err := s.standing.End(r.Context(), principalFrom(r.Context()), m.CorpID, m.MsgID, b.Until)
-	s.recordActs(r, m.CorpID, m.App, []campaign.Act{{Action: yidu.ActionEdit, MsgID: m.MsgID, Detail: "standing: until", Err: err}})
+	acts, err := s.acts.EndStanding(r.Context(), principalFrom(r.Context()), m, b.Until)
+	s.recordActs(r, m.CorpID, m.App, acts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
