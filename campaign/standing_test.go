@@ -291,7 +291,9 @@ func TestEndStandingActs(t *testing.T) {
 	}
 	admin := principal(t, "root", yidu.RoleAdmin, nil, nil)
 	past, later := f.c.now().Add(-time.Hour), f.c.now().Add(24*time.Hour)
-	msg := func(id string) yidu.Message { return yidu.Message{CorpID: testApp.CorpID, App: testApp.Name, MsgID: id} }
+	msg := func(id string) yidu.Message {
+		return yidu.Message{CorpID: testApp.CorpID, App: testApp.Name, MsgID: id}
+	}
 	ended := func() string {
 		return testenv.Column[string](t, f.db, "SELECT COALESCE(ended_by, '-') FROM standing_notices WHERE msgid = 's-end'")[0]
 	}
