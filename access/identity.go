@@ -254,11 +254,11 @@ func (a *Identities) Bearer(tok string) (*Principal, bool) {
 	return found.p, true
 }
 
-// SignIn checks a password and opens a session. The attempt is admitted
+// signIn checks a password and opens a session. The attempt is admitted
 // (see perAddress, perPair, perName) before bcrypt runs, and holds a
 // token of its (name, address) and its name while it does: concurrent
 // guesses cannot all slip through. A success gives them back.
-func (a *Identities) SignIn(ctx context.Context, ip, user, password string) (id string, s *SignIn, err error) {
+func (a *Identities) signIn(ctx context.Context, ip, user, password string) (id string, s *SignIn, err error) {
 	now := a.now()
 	pairKey := user + "\x00" + ip
 	a.mu.Lock()

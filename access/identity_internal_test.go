@@ -87,12 +87,13 @@ func TestNoGrantsNoRole(t *testing.T) {
 	if _, ok := ids.Bearer("0123456789abcdef-none"); ok {
 		t.Error("an unknown token was accepted")
 	}
-	_, s, err := ids.SignIn(context.Background(), "192.0.2.1", "bob", "pw")
+	at, err := ids.SignIn(context.Background(), "192.0.2.1", "bob", "pw")
+	s := at.Session
 	testenv.Check(t, "SignIn", err)
 	if s.Principal.Admin("acme") || s.Principal.Key() != "user:bob" || bare.Key() != "token:bare" {
 		t.Errorf("bob: admin %v, key %q; bare's key %q", s.Principal.Admin("acme"), s.Principal.Key(), bare.Key())
 	}
-	if _, _, err := ids.SignIn(context.Background(), "192.0.2.1", "bob", "wrong"); !errors.Is(err, ErrBadPassword) {
+	if _, err := ids.SignIn(context.Background(), "192.0.2.1", "bob", "wrong"); !errors.Is(err, ErrBadPassword) {
 		t.Errorf("wrong password: %v; want ErrBadPassword", err)
 	}
 }

@@ -153,11 +153,14 @@ type Options struct {
 }
 
 // Standings keeps a standing notice's rule when it is posted
-// (loops.StandingLoop.Save).
+// (loops.StandingLoop.Save), and ends it (End).
 type Standings interface {
 	Save(ctx context.Context, corp, msgid, app string, a yidu.Audience, spec yidu.Standing, by string) error
 	// Spec is the rule kept (ok false: none): an approval binds it.
 	Spec(ctx context.Context, corp, msgid string) (spec yidu.Standing, ok bool, err error)
+	// End ends msgid's standing at until (nil: now), by p: nobody is
+	// enrolled after it.
+	End(ctx context.Context, p *access.Principal, corp, msgid string, until *time.Time) error
 }
 
 // ReminderLog is what a person's acts on a sent notice need to act once

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"slices"
+	"time"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
@@ -74,6 +76,22 @@ func (s *Service) standingOf(p *access.Principal, post Post, pr Prepared) func(c
 		}
 		return s.keepStanding(ctx, p, msgid, post, pr) // a test's fake
 	}
+}
+
+// EndStanding ends m's standing at until (nil: now), by p, and returns
+// the row the act is due: an edit of its rule ("standing: until"),
+// refused when p is no admin of the corp (MayEndStanding), failed when
+// it could not be written; an until that is not valid or a notice that
+// is not standing is invalid input (campaign.Outcome: no row).
+func (s *Service) EndStanding(ctx context.Context, p *access.Principal, m yidu.Message, until *time.Time) (acts []Act, err error) {
+	defer due(&acts, &err, Act{Action: yidu.ActionEdit, MsgID: m.MsgID, Detail: "standing: until"})
+	if s.o.Standing == nil {
+		return nil, errors.New("campaign: standing notices are not configured")
+	}
+	if err := MayEndStanding(p, m.CorpID); err != nil {
+		return nil, err
+	}
+	return nil, s.o.Standing.End(ctx, p, m.CorpID, m.MsgID, until)
 }
 
 // MayEndStanding says whether p may end a standing notice of corp

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -256,6 +257,76 @@ func TestStandingEditKeepsRule(t *testing.T) {
 			testenv.Check(t, "Get", err)
 			if tc.field != "" && (after.State != n.State || !sameAudience(after.Audience, n.Audience) || after.Title != n.Title) {
 				t.Errorf("refused edit changed the notice: %v %v %q → %v %v %q", n.State, n.Audience, n.Title, after.State, after.Audience, after.Title)
+			}
+		})
+	}
+}
+
+// failingEnd is a standing loop whose end cannot be written.
+type failingEnd struct{ *loops.StandingLoop }
+
+func (failingEnd) End(context.Context, *access.Principal, string, string, *time.Time) error {
+	return errors.New("mysql: connection refused")
+}
+
+// TestEndStandingActs (issues 47, 51): ending a standing notice returns
+// the one row the act is due, decided by the service: an edit of its
+// rule, ok for an admin (the end written), refused for a sender, failed
+// when it cannot be written; an until in the past or a notice that is
+// not standing is invalid input, no row; only an admin's end is written.
+func TestEndStandingActs(t *testing.T) {
+	f, _, sender, s := standingService(t, testApp)
+	loop := s.o.Standing.(*loops.StandingLoop)
+	loop.MayEnd = MayEndStanding
+	ctx := context.Background()
+	for _, id := range []string{"s-end", "plain"} {
+		p := Post{Outgoing: Outgoing{Registration: yidu.Registration{MsgID: id, App: testApp, Title: "员工手册",
+			Audience: yidu.Audience{Departments: []int64{2}}, Send: true}}}
+		if id == "s-end" {
+			p.Standing = &yidu.Standing{JoinDeadline: "7d"}
+		}
+		if _, err := s.Post(ctx, sender, p); err != nil {
+			t.Fatalf("Post %s = %v", id, err)
+		}
+	}
+	admin := principal(t, "root", yidu.RoleAdmin, nil, nil)
+	past, later := f.c.now().Add(-time.Hour), f.c.now().Add(24*time.Hour)
+	msg := func(id string) yidu.Message {
+		return yidu.Message{CorpID: testApp.CorpID, App: testApp.Name, MsgID: id}
+	}
+	ended := func() string {
+		return testenv.Column[string](t, f.db, "SELECT COALESCE(ended_by, '-') FROM standing_notices WHERE msgid = 's-end'")[0]
+	}
+	tests := []struct {
+		name  string
+		p     *access.Principal
+		msgid string
+		until *time.Time
+		fail  bool
+		want  []string
+		ended string
+	}{
+		{"by a sender", sender, "s-end", nil, false, []string{"edit refused s-end 0 standing: until"}, "-"},
+		{"until in the past", admin, "s-end", &past, false, nil, "-"},
+		{"not a standing notice", admin, "plain", nil, false, nil, "-"},
+		{"cannot be written", admin, "s-end", nil, true, []string{"edit failed s-end 0 standing: until"}, "-"},
+		{"by an admin", admin, "s-end", &later, false, []string{"edit ok s-end 0 standing: until"}, "token:root"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s.o.Standing = loop
+			if tc.fail {
+				s.o.Standing = failingEnd{loop}
+			}
+			acts, err := s.EndStanding(ctx, tc.p, msg(tc.msgid), tc.until)
+			if got := actRows(acts); !slices.Equal(got, tc.want) {
+				t.Errorf("EndStanding rows %q (%v); want %q", got, err, tc.want)
+			}
+			if len(acts) != 1 || acts[0].Err != err {
+				t.Errorf("EndStanding = %v with acts %+v; want its one act carrying its answer", err, acts)
+			}
+			if got := ended(); got != tc.ended {
+				t.Errorf("ended_by = %q; want %q", got, tc.ended)
 			}
 		})
 	}

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/campaign/loops"
 )
@@ -58,6 +58,14 @@ func TestAuditTrail(t *testing.T) {
 		}
 	}
 
+	// The standing report leaves after the row its service returned.
+	if w := f.do(t, "GET", "/api/v1/standing", acmeToken, nil); w.Code != 200 || !strings.Contains(w.Body.String(), `"msgid":"hello"`) {
+		t.Errorf("standing report: %d %q; want 200 and hello's rule", w.Code, w.Body.String())
+	}
+	if e := rec.events[len(rec.events)-1]; e.Action != yidu.ActionExport || e.Detail != "standing" || e.People != 1 || e.Outcome != "ok" {
+		t.Errorf("standing report's row %+v; want the export its service returned", e)
+	}
+
 	rec.fail = true
 	w := f.do(t, "GET", "/api/v1/messages/hello/export.csv?state=all", acmeToken, nil)
 	if w.Code != 503 || strings.Contains(w.Body.String(), "userid") {
@@ -71,12 +79,12 @@ func TestAuditTrail(t *testing.T) {
 	}
 }
 
-// oneStanding has one standing rule in force: hello's.
+// oneStanding has one standing rule in force, hello's, reported with
+// its row.
 type oneStanding struct{ Standing }
 
-func (oneStanding) InForce(context.Context, []string) ([]string, error) {
-	return []string{"hello"}, nil
-}
-func (oneStanding) Info(context.Context, string, string, *roaring.Bitmap) (loops.StandingInfo, error) {
-	return loops.StandingInfo{}, nil
+func (oneStanding) Report(_ context.Context, who *access.Principal, _ loops.Seer) ([]loops.StandingRule, audit.Event, error) {
+	row := who.Event(yidu.ActionExport, "", "", "")
+	row.People, row.Detail = 1, "standing"
+	return []loops.StandingRule{{MsgID: "hello", App: "hr", Title: "hello"}}, row, nil
 }

@@ -7,9 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
-	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/internal/webedge"
 )
 
@@ -94,7 +92,12 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ip := s.clientIP(r)
-	id, sess, err := s.auth.SignIn(r.Context(), ip, user, pass)
+	// access decides the rows the attempt is due (Identities.SignIn: no
+	// row names whatever a stranger typed); they are written as given.
+	at, err := s.auth.SignIn(r.Context(), ip, user, pass)
+	for _, e := range at.Audit {
+		_ = s.record(r, e)
+	}
 	switch {
 	case errors.Is(err, access.ErrRateLimited):
 		s.met.logins.WithLabelValues("rate_limited").Inc()
@@ -104,14 +107,6 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, access.ErrBadPassword):
 		s.met.logins.WithLabelValues("bad_password").Inc()
 		s.log.InfoContext(r.Context(), "sign-in refused", "ip", ip)
-		// The name typed is anyone's input: a configured user's name is
-		// recorded (someone tried their password), anything else only as
-		// "unknown" (issue 38: no row names whatever a stranger typed).
-		actor := "unknown"
-		if s.auth.Known(user) {
-			actor = user
-		}
-		_ = s.record(r, audit.Event{Actor: actor, ActorKind: "password", Action: yidu.ActionSignInFailed, Outcome: "refused"})
 		s.renderLogin(w, r, http.StatusUnauthorized, "login.wrong")
 		return
 	case err != nil:
@@ -120,7 +115,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.met.logins.WithLabelValues("ok").Inc()
-	_ = s.record(r, audit.Event{Actor: user, ActorKind: "password", Action: yidu.ActionSignIn})
+	id, sess := at.ID, at.Session
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", Expires: sess.Expires,
 		MaxAge: int(s.auth.TTL().Seconds()), HttpOnly: true,

@@ -225,7 +225,7 @@ func init() {
 func TestOpenAPIContract(t *testing.T) {
 	doc := loadSpec(t)
 	f, _ := newCampaignFixture(t)
-	f.srv.comp.Attachments = &fakeAttachments{}
+	f.srv.comp.Attachments = newUploads(t)
 	f.srv.dis.Evidence = fakeEvidence{f}
 	tpls := store.NewTemplates(testenv.MySQL(t), []yidu.App{{Name: "hr", CorpID: "acme", AgentID: 1000002}}, f.clock.Now)
 	f.rewire(t, func(d *deps) { d.Templates = tpls })

@@ -24,10 +24,11 @@ import (
 // password sign-in with its limits, and sessions.
 type Identities interface {
 	Bearer(tok string) (*access.Principal, bool)
-	// Known reports whether user is a configured password user (a
-	// refused sign-in of an unknown name is audited without one).
-	Known(user string) bool
-	SignIn(ctx context.Context, ip, user, password string) (id string, s *access.SignIn, err error)
+	// SignIn and SignInWeCom open a session and return the audit rows
+	// the attempt is due, refused and failed ones too (access decides
+	// them: no row names whatever a stranger typed).
+	SignIn(ctx context.Context, ip, user, password string) (access.Attempt, error)
+	SignInWeCom(ctx context.Context, members access.WeComMembers, home string, f access.WeComFinish) (access.Attempt, error)
 	OpenWeCom(ctx context.Context, corp, userID string) (string, *access.SignIn, error)
 	Lookup(ctx context.Context, id string) (*access.SignIn, bool, error)
 	SignOut(ctx context.Context, id string) error
@@ -114,6 +115,9 @@ type Acting interface {
 	Content(ctx context.Context, m yidu.Message, n int, whole bool) (campaign.ContentView, error)
 	HasContent(ctx context.Context, corp, msgID string) (bool, error)
 	Revise(ctx context.Context, p *access.Principal, m yidu.Message, whole bool, rev campaign.Revision) (campaign.Revised, error)
+	// EndStanding ends a standing notice (issue 51) and returns the
+	// audit rows the act is due.
+	EndStanding(ctx context.Context, p *access.Principal, m yidu.Message, until *time.Time) ([]campaign.Act, error)
 	// ManualReminders is the notice's 提醒未读 history with what each achieved.
 	ManualReminders(ctx context.Context, m yidu.Message) ([]campaign.ManualReminder, error)
 }

@@ -150,28 +150,31 @@ func TestNoDirectoryTranslated(t *testing.T) {
 }
 
 // signingIn is Identities whose password sign-in answers err (nil: a
-// session "s1" of an admin of acme); Known names alice only.
+// session "s1" of an admin of acme), with one audit row it says the
+// attempt is due.
 type signingIn struct {
 	tokenOnly
 	err error
 }
 
-func (s signingIn) SignIn(context.Context, string, string, string) (string, *access.SignIn, error) {
+func (s signingIn) SignIn(_ context.Context, _, user, _ string) (access.Attempt, error) {
+	row := audit.Event{Actor: user, ActorKind: "password", Action: yidu.ActionSignInFailed, Outcome: "refused", Detail: "as access said"}
 	if s.err != nil {
-		return "", nil, s.err
+		return access.Attempt{Audit: []audit.Event{row}}, s.err
 	}
 	p, _ := s.Bearer(acmeToken)
-	return "s1", &access.SignIn{Principal: p, CSRF: "c1", Expires: time.Now().Add(time.Hour)}, nil
+	row.Action, row.Outcome = yidu.ActionSignIn, "ok"
+	return access.Attempt{ID: "s1", Session: &access.SignIn{Principal: p, CSRF: "c1", Expires: time.Now().Add(time.Hour)},
+		Audit: []audit.Event{row}}, nil
 }
 
-func (signingIn) Known(user string) bool { return user == "alice" }
-func (signingIn) TTL() time.Duration     { return time.Hour }
+func (signingIn) TTL() time.Duration { return time.Hour }
 
 // TestSignInTranslated: access's answer to a password sign-in is a
 // redirect with the session cookie, or the form again with 401 (wrong
 // name or password), 429 with Retry-After (its limits) or 503 (the
-// session store down), never a cookie; a bearer token it does not know
-// is 401.
+// session store down), never a cookie, and the rows access said it is
+// due are written as given; a bearer token it does not know is 401.
 func TestSignInTranslated(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -187,7 +190,8 @@ func TestSignInTranslated(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv, err := New(signingIn{err: tt.err}, reminding{}, oneNotice{}, Options{})
+			rec := &recorderFake{}
+			srv, err := New(signingIn{err: tt.err}, reminding{}, oneNotice{}, Options{Audit: rec})
 			testenv.Check(t, "New", err)
 			defer srv.Close()
 			r := httptest.NewRequest("POST", "/login", strings.NewReader(url.Values{"username": {"alice"}, "password": {"x"}}.Encode()))
@@ -197,6 +201,10 @@ func TestSignInTranslated(t *testing.T) {
 			got := slices.ContainsFunc(w.Result().Cookies(), func(c *http.Cookie) bool { return c.Name == sessionCookie && c.Value != "" })
 			if w.Code != tt.code || got != tt.cookie || w.Header().Get("Retry-After") != tt.retryAfter {
 				t.Errorf("sign-in = %d, cookie %v, Retry-After %q; want %d, %v, %q", w.Code, got, w.Header().Get("Retry-After"), tt.code, tt.cookie, tt.retryAfter)
+			}
+			// The rows access said the attempt is due are written as given.
+			if len(rec.events) != 1 || rec.events[0].Actor != "alice" || rec.events[0].Detail != "as access said" {
+				t.Errorf("rows %+v; want access's one row", rec.events)
 			}
 		})
 	}

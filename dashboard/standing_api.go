@@ -15,10 +15,8 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/audit"
-	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/dashboard/internal/disclose"
-	"github.com/yidu-io/yidu/progress"
 )
 
 // utf8BOM and neutralise are the CSV's (disclose's export, yidu.CSVCell).
@@ -27,12 +25,13 @@ const utf8BOM = disclose.UTF8BOM
 var neutralise = yidu.CSVCell
 
 // Standing is what the dashboard asks of standing notices (issue 51;
-// loops.StandingLoop): a notice's standing view within a scope, its
-// end, and the rules in force.
+// loops.StandingLoop): a notice's standing view within a scope and the
+// rules in force (their end is campaign's: Acting.EndStanding).
 type Standing interface {
 	Info(ctx context.Context, corp, msgid string, scope *roaring.Bitmap) (loops.StandingInfo, error)
-	End(ctx context.Context, p *access.Principal, corp, msgid string, until *time.Time) error
-	InForce(ctx context.Context, corps []string) ([]string, error)
+	// Report is the rules in force the caller sees, within its View
+	// (seer: progress), and the audit row of their disclosure.
+	Report(ctx context.Context, who *access.Principal, seer loops.Seer) ([]loops.StandingRule, audit.Event, error)
 	All(ctx context.Context, corps []string) ([]string, error)
 	IsStanding(ctx context.Context, corp, msgid string) (bool, error)
 	Cycles(ctx context.Context, corp, msgid string, scope *roaring.Bitmap) ([]loops.Cycle, error)
@@ -100,8 +99,8 @@ func (s *Server) handleEndStanding(w http.ResponseWriter, r *http.Request, m yid
 		s.failBody(w, r, err)
 		return
 	}
-	err := s.standing.End(r.Context(), principalFrom(r.Context()), m.CorpID, m.MsgID, b.Until)
-	s.recordActs(r, m.CorpID, m.App, []campaign.Act{{Action: yidu.ActionEdit, MsgID: m.MsgID, Detail: "standing: until", Err: err}})
+	acts, err := s.acts.EndStanding(r.Context(), principalFrom(r.Context()), m, b.Until)
+	s.recordActs(r, m.CorpID, m.App, acts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -109,68 +108,22 @@ func (s *Server) handleEndStanding(w http.ResponseWriter, r *http.Request, m yid
 	s.handleStanding(w, r, m)
 }
 
-// standingRuleJSON is one rule in force, as the caller sees it.
-type standingRuleJSON struct {
-	MsgID       string                `json:"msgid"`
-	App         string                `json:"app"`
-	Title       string                `json:"title"`
-	Spec        yidu.Standing         `json:"spec"`
-	Recipients  int64                 `json:"recipients"`
-	Current     int64                 `json:"current"`
-	NotCurrent  int64                 `json:"not_current"`
-	Pending     int                   `json:"pending_joiners"`
-	Cycle       int                   `json:"cycle"`
-	Departments []progress.Department `json:"departments"`
-}
-
 // handleStandingRules is GET /standing (and /standing.csv): every
 // standing rule in force the caller may see, who is current on it (has
-// acknowledged it in its current cycle, or read it), by department.
+// acknowledged it in its current cycle, or read it), by department
+// (loops.StandingLoop.Report, over progress).
 func (s *Server) handleStandingRules(w http.ResponseWriter, r *http.Request) {
 	if s.standing == nil {
 		s.fail(w, r, errNotFound)
 		return
 	}
-	p := principalFrom(r.Context())
-	ids, err := s.standing.InForce(r.Context(), p.Corps())
+	out, row, err := s.standing.Report(r.Context(), principalFrom(r.Context()), s.prog)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out := []standingRuleJSON{}
-	for _, id := range ids {
-		m, v, err := s.prog.Find(r.Context(), p, id)
-		if errors.Is(err, yidu.ErrNotFound) {
-			continue // outside the caller's scope
-		}
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		c, err := s.prog.Counts(r.Context(), m, v)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		info, err := s.standing.Info(r.Context(), m.CorpID, m.MsgID, v.UIDs())
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		depts, _, err := s.prog.Departments(r.Context(), m, v, p)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		j := standingRuleJSON{MsgID: m.MsgID, App: m.App, Title: m.Title, Spec: info.Spec, Recipients: c.Recipients,
-			Current: c.Read, NotCurrent: c.Recipients - c.Read, Pending: info.PendingJoiners, Departments: depts}
-		if n := len(info.ByCycle); n > 0 {
-			j.Cycle = info.ByCycle[n-1].Cycle
-		}
-		out = append(out, j)
-	}
 	// Fail closed, as every export: no report leaves without its row.
-	if !s.base.Disclose(w, r, withPeople(event(r, yidu.ActionExport, "", "", ""), int64(len(out)), "standing"), "standing report") {
+	if !s.base.Disclose(w, r, row, "standing report") {
 		return
 	}
 	if r.URL.Path == "/api/v1/standing.csv" {
@@ -192,11 +145,6 @@ func (s *Server) handleStandingRules(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"rules": out})
-}
-
-func withPeople(ev audit.Event, n int64, detail string) audit.Event {
-	ev.People, ev.Detail = n, detail
-	return ev
 }
 
 // listStanding is the list of messages filtered to standing notices

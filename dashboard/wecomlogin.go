@@ -1,15 +1,12 @@
 package dashboard
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"net/http"
 	"strings"
 
-	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
-	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/internal/webedge"
 )
 
@@ -81,27 +78,11 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 		return wl.OAuth.UserID(ctx, corp, wl.AgentID, code)
 	}
 	next, corp, userID, err := webedge.FinishWeCom(ctx, wl.States, exchange, webedge.ReturnOf(w, r, s.loginNonce(r)), nil)
-	var who *access.Principal
-	if err == nil {
-		who, err = wl.Access.WeCom(ctx, corp, userID)
-	}
-	// One audit row per sign-in, success or failure; the actor is the
-	// UserID when WeCom named one (never the code or the state).
-	ev := audit.Event{Actor: cmp.Or(userID, "unknown"), ActorKind: string(access.KindWeCom), CorpID: cmp.Or(corp, wl.CorpID), Action: yidu.ActionSignInFailed}
-	if err == nil && who != nil {
-		ev.Role = string(who.Role(corp))
-	}
-	// A state or code that is not a live sign-in's (forged, replayed,
-	// expired) is anyone's to send: counted, never an audit row.
-	forged := errors.Is(err, access.ErrBadState) || errors.Is(err, access.ErrCodeUsed)
-	if err != nil && !forged {
-		// access refused the member (not in the directory, no role), or
-		// failed to tell.
-		ev.Outcome = "failed"
-		if errors.Is(err, access.ErrNotMember) || errors.Is(err, access.ErrNoRole) {
-			ev.Outcome = "refused"
-		}
-		_ = s.record(r, ev)
+	// access resolves the member, opens the session and decides the row
+	// the attempt is due (none for a forged or replayed state).
+	at, err := s.auth.SignInWeCom(ctx, wl.Access, wl.CorpID, access.WeComFinish{Corp: corp, UserID: userID, Err: err})
+	for _, e := range at.Audit {
+		_ = s.record(r, e)
 	}
 	switch {
 	case errors.Is(err, access.ErrBadState), errors.Is(err, access.ErrCodeUsed):
@@ -117,17 +98,8 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, r, http.StatusServiceUnavailable, "login.unavailable")
 		return
 	}
-	id, sess, err := s.auth.OpenWeCom(ctx, corp, userID)
-	if err != nil {
-		ev.Outcome = "failed"
-		_ = s.record(r, ev)
-		s.log.ErrorContext(ctx, "wecom sign-in", "err", err)
-		s.renderLogin(w, r, http.StatusServiceUnavailable, "login.unavailable")
-		return
-	}
 	s.met.logins.WithLabelValues("ok").Inc()
-	ev.Action = yidu.ActionSignIn
-	_ = s.record(r, ev)
+	id, sess := at.ID, at.Session
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", Expires: sess.Expires,
 		MaxAge: int(s.auth.TTL().Seconds()), HttpOnly: true,

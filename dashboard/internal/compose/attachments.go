@@ -8,23 +8,27 @@ import (
 	"mime"
 	"net/http"
 
-	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/content"
 	"github.com/yidu-io/yidu/dashboard/internal/handle"
 )
 
 // Attachments keeps the uploads of a notice's attachments
-// (attachment.Store): the service checks the limits and sniffs the type,
-// the handler only finds the file part.
+// (attachment.Store): it decides who may upload, checks the limits and
+// sniffs the type, and returns the audit rows an upload is due; the
+// handler only finds the file part.
 type Attachments interface {
-	Put(ctx context.Context, corp, by, name string, r io.Reader) (attachment.Attachment, error)
+	Upload(ctx context.Context, p *access.Principal, t access.Target, open attachment.File) (attachment.Attachment, []audit.Event, error)
 }
 
 // maxUploadBody bounds a whole upload request: one file at the limit and
 // room for the multipart framing.
 const maxUploadBody = content.MaxAttachmentSize + 64<<10
+
+// errNotMultipart is a body that is not multipart/form-data (415).
+var errNotMultipart = errors.New("Content-Type must be multipart/form-data")
 
 // HandleUploadAttachment is POST /api/v1/attachments?app=NAME: a multipart
 // body whose part "file" is a PDF, PNG or JPEG of at most 20 MB, uploaded
@@ -35,32 +39,34 @@ func (s *Handlers) HandleUploadAttachment(w http.ResponseWriter, r *http.Request
 		writeError(w, http.StatusNotFound, "not found")
 		return
 	}
-	// access decides (an admin, or a sender of the app, who sees its
-	// notices whole); a refusal, an unknown app's included, leaves its row.
+	// The upload store decides (an admin, or a sender of the app; an
+	// unknown app is refused) before the body is read, and returns the
+	// rows the upload is due, a refusal's too.
 	app := s.apps[r.URL.Query().Get("app")]
-	d := handle.Decide(r, yidu.ActionUpload, access.Target{Corp: app.CorpID, App: app.Name})
-	if s.Refused(w, r, d) {
-		return
+	open := func() (string, io.Reader, error) {
+		mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+			return "", nil, errNotMultipart
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxUploadBody)
+		part, err := filePart(r)
+		if err != nil {
+			return "", nil, err
+		}
+		return part.FileName(), part, nil
 	}
-	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be multipart/form-data")
-		return
+	a, rows, err := s.Attachments.Upload(r.Context(), principalFrom(r.Context()), access.Target{Corp: app.CorpID, App: app.Name}, open)
+	for _, e := range rows {
+		_ = s.Record(r, e)
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxUploadBody)
-	part, err := filePart(r)
-	if err != nil {
-		s.Fail(w, r, err)
+	switch {
+	case errors.Is(err, errNotMultipart):
+		writeError(w, http.StatusUnsupportedMediaType, err.Error())
 		return
-	}
-	e := d.Event
-	a, err := s.Attachments.Put(r.Context(), app.CorpID, e.Actor, part.FileName(), part)
-	if err != nil {
+	case err != nil:
 		s.Fail(w, r, uploadError(err))
 		return
 	}
-	e.Detail = fmt.Sprintf("%s %s %d bytes", a.ID, a.Type, a.Size)
-	_ = s.Record(r, e)
 	writeJSON(w, http.StatusCreated, a)
 }
 
@@ -91,6 +97,9 @@ func filePart(r *http.Request) (interface {
 // uploadError maps the store's limit and a body past maxUploadBody to 413.
 func uploadError(err error) error {
 	var mbe *http.MaxBytesError
+	if errors.Is(err, handle.ErrTooLarge) {
+		return err // mapped already (filePart)
+	}
 	if errors.Is(err, attachment.ErrTooLarge) || errors.As(err, &mbe) {
 		return fmt.Errorf("%w: %w", handle.ErrTooLarge, attachment.ErrTooLarge)
 	}
