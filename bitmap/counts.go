@@ -1,6 +1,7 @@
 package bitmap
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,16 +160,28 @@ func (s *Store) RecipientBitmap(ctx context.Context, corpID, msgID string) (*roa
 
 // IsRecipient reports whether uid is a recipient of the message (one
 // round trip: EXISTS and GETBIT of its rcpt key); found=false when Redis
-// does not hold the message (ask MySQL). The reading page asks it per view.
+// does not hold the message (ask MySQL).
 func (s *Store) IsRecipient(ctx context.Context, corpID, msgID string, uid uint32) (is, found bool, err error) {
-	key := s.msgKey(corpID, msgID, "rcpt")
 	pipe := s.rdb.Pipeline()
-	ex := pipe.Exists(ctx, key)
-	bit := pipe.GetBit(ctx, key, int64(uid))
-	if _, err := pipe.Exec(ctx); err != nil {
-		return false, false, fmt.Errorf("bitmap: recipient %s: %w", key, err)
+	answer := s.QueueRecipient(ctx, pipe, corpID, msgID, uid)
+	_, _ = pipe.Exec(ctx) // each command's error is answer's
+	return answer()
+}
+
+// QueueRecipient queues IsRecipient's commands on p, a pipeline of the
+// store's Redis, so that they share a round trip with the caller's own
+// (the reading page's open, issue 50); answer is IsRecipient's once p
+// has run.
+func (s *Store) QueueRecipient(ctx context.Context, p redis.Pipeliner, corpID, msgID string, uid uint32) (answer func() (is, found bool, err error)) {
+	key := s.msgKey(corpID, msgID, "rcpt")
+	ex := p.Exists(ctx, key)
+	bit := p.GetBit(ctx, key, int64(uid))
+	return func() (bool, bool, error) {
+		if err := cmp.Or(ex.Err(), bit.Err()); err != nil {
+			return false, false, fmt.Errorf("bitmap: recipient %s: %w", key, err)
+		}
+		return bit.Val() == 1, ex.Val() == 1, nil
 	}
-	return bit.Val() == 1, ex.Val() == 1, nil
 }
 
 // MessageMeta returns the message's meta; found=false when not in Redis.

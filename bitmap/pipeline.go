@@ -98,6 +98,18 @@ func (s *Store) do(ctx context.Context, calls []call, timeout time.Duration) err
 	}
 }
 
+// Script runs script on keys with args in the store's shared pipeline,
+// with the concurrent callers' marks and acks: no round trip of its own
+// (the reading page's marks of what a reader did, issue 50). It waits for
+// the reply, ctx or the store's round-trip timeout.
+func (s *Store) Script(ctx context.Context, script *redis.Script, keys []string, args ...any) error {
+	calls := []call{{script: script, keys: keys, args: args}}
+	if err := s.do(ctx, calls, s.opts.RoundTripTimeout); err != nil {
+		return err
+	}
+	return calls[0].err
+}
+
 // enqueue queues calls for a loop; the request's done says when they ran.
 func (s *Store) enqueue(ctx context.Context, calls []call, deadline time.Time, failed func(error)) (*request, error) {
 	r := &request{ctx: ctx, calls: calls, deadline: deadline, done: make(chan error, 1), failed: failed}

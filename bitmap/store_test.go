@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/loop"
@@ -385,5 +388,43 @@ func TestMarkLoopSurvivesAPanic(t *testing.T) {
 	out, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: "m", AgentID: 7, Signal: yidu.SignalButton, Counted: true, UIDs: []uint32{1}}})
 	if err != nil || out[0][0] != OutcomeNew {
 		t.Fatalf("Mark after the panic = %v, %v; want a new read (the loop survived)", out, err)
+	}
+}
+
+// TestScriptInSharedPipeline: Store.Script runs a caller's script in the
+// marks' shared pipeline (the reading page's done marks, issue 50): each
+// of many concurrent callers' writes lands, alongside a mark, and a
+// failing script's error is its caller's alone.
+func TestScriptInSharedPipeline(t *testing.T) {
+	s, rdb := mustStore(t, Options{})
+	ctx := context.Background()
+	m := testMessage("m-script", 1000002, time.UnixMilli(1_700_000_000_000))
+	m.Recipients = 2
+	testenv.Check(t, "PutMessage", s.PutMessage(ctx, m, uids(1, 2)))
+	set := redis.NewScript(`redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) return 1`)
+	fail := redis.NewScript(`return redis.error_reply('refused')`)
+	key := s.opts.Prefix + ":script-test"
+	var wg sync.WaitGroup
+	errs := make(chan error, 65)
+	for i := range 64 {
+		wg.Go(func() { errs <- s.Script(ctx, set, []string{key}, strconv.Itoa(i), "done") })
+	}
+	wg.Go(func() {
+		_, err := s.Mark(ctx, []Target{{CorpID: testCorp, MsgID: m.MsgID, Signal: yidu.SignalLink, UIDs: []uint32{1}}})
+		errs <- err
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		testenv.Check(t, "Script or Mark", err)
+	}
+	if n, err := rdb.HLen(ctx, key).Result(); err != nil || n != 64 {
+		t.Errorf("fields written = %d, %v; want 64", n, err)
+	}
+	if err := s.Script(ctx, fail, []string{key}); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("failing script = %v; want its error", err)
+	}
+	if err := s.Script(ctx, set, []string{key}, "after", "done"); err != nil {
+		t.Errorf("a script after a failed one = %v", err)
 	}
 }

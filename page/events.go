@@ -2,6 +2,7 @@ package page
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -161,25 +162,36 @@ func doneField(sig yidu.Signal, version int) string {
 	return sig.String() + ":" + strconv.Itoa(version)
 }
 
-// beginView hands out a view of version n to the reader and returns its
-// token and what the reader already did on n (read_to_end,
-// acknowledged).
-func (s *Server) beginView(ctx context.Context, v view) (token string, ended, acked bool, err error) {
+// beginView hands out a view of version n to the reader, in the round
+// trip that asks whether they are a recipient of the notice, and returns
+// its token and what the reader already did on n (read_to_end,
+// acknowledged). A view handed to one who is not a recipient is
+// dropView's to take back.
+func (s *Server) beginView(ctx context.Context, v view) (token string, ended, acked, recipient bool, err error) {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	token = base64.RawURLEncoding.EncodeToString(b[:])
 	raw, _ := json.Marshal(v)
-	var done *redis.SliceCmd
-	_, err = s.opts.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, s.viewKey(token), raw, viewTTL)
-		done = p.HMGet(ctx, s.doneKey(v.Corp, v.MsgID, v.UserID), doneField(yidu.SignalReadToEnd, v.Version), doneField(yidu.SignalAcknowledged, v.Version))
-		return nil
-	})
-	if err != nil {
-		return "", false, false, fmt.Errorf("page: view: %w", err)
+	p := s.opts.Redis.Pipeline()
+	isRecipient := s.readers.QueueRecipient(ctx, p, v.Corp, v.MsgID, v.UID)
+	set := p.Set(ctx, s.viewKey(token), raw, viewTTL)
+	done := p.HMGet(ctx, s.doneKey(v.Corp, v.MsgID, v.UserID), doneField(yidu.SignalReadToEnd, v.Version), doneField(yidu.SignalAcknowledged, v.Version))
+	_, _ = p.Exec(ctx) // each command's error is read below
+	if recipient, err = isRecipient(); err != nil {
+		return "", false, false, false, err
+	}
+	if err := cmp.Or(set.Err(), done.Err()); err != nil {
+		return "", false, false, false, fmt.Errorf("page: view: %w", err)
 	}
 	vals := done.Val()
-	return token, len(vals) == 2 && vals[0] != nil, len(vals) == 2 && vals[1] != nil, nil
+	return token, len(vals) == 2 && vals[0] != nil, len(vals) == 2 && vals[1] != nil, recipient, nil
+}
+
+// dropView takes back a view handed out to one turned away.
+func (s *Server) dropView(ctx context.Context, token string) {
+	if err := s.opts.Redis.Del(ctx, s.viewKey(token)).Err(); err != nil {
+		s.log.WarnContext(ctx, "page: view of one turned away not dropped (it expires)", "err", err)
+	}
 }
 
 // record decides and records one event of the reader signed in as sess
@@ -278,7 +290,7 @@ func (s *Server) record(ctx context.Context, sess session, a App, msgID string, 
 	// Durable now; what follows only spares a replay its write (and
 	// a lost mark falls back to the archive).
 	ttl := int64(s.opts.DoneTTL / time.Second)
-	if err := markDone.Run(ctx, s.opts.Redis, []string{done}, doneField(ev.Signal, v.Version), now.Unix(), max(ttl, 1)).Err(); err != nil {
+	if err := s.opts.Marks.Script(ctx, markDone, []string{done}, doneField(ev.Signal, v.Version), now.Unix(), max(ttl, 1)); err != nil {
 		s.log.WarnContext(ctx, "page: event recorded, its mark not kept", "err", err)
 	}
 	return nil

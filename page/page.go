@@ -60,10 +60,26 @@ type Reader struct {
 // and the message's meta; cmd builds it over idmap and bitmap).
 type Readers interface {
 	Reader(ctx context.Context, corp, userID string) (Reader, bool, error)
-	IsRecipient(ctx context.Context, corp, msgID string, uid uint32) (bool, error)
+	// QueueRecipient queues on p, a pipeline of Options.Redis, the check
+	// that uid is a recipient of msgID, so that it shares the round trip
+	// of the page's own commands; answer says once p has run (asking
+	// MySQL when Redis lacks the notice). It may queue nothing.
+	QueueRecipient(ctx context.Context, p redis.Pipeliner, corp, msgID string, uid uint32) (answer func() (bool, error))
 	// NoticeApp names the app that sent msgID (found false: no such
 	// notice).
 	NoticeApp(ctx context.Context, corp, msgID string) (app string, found bool, err error)
+}
+
+// Marks runs a script in a pipeline shared with others (bitmap.Store).
+type Marks interface {
+	Script(ctx context.Context, script *redis.Script, keys []string, args ...any) error
+}
+
+// ownRoundTrip runs a script in a round trip of its own.
+type ownRoundTrip struct{ rdb redis.UniversalClient }
+
+func (o ownRoundTrip) Script(ctx context.Context, script *redis.Script, keys []string, args ...any) error {
+	return script.Run(ctx, o.rdb, keys, args...).Err()
 }
 
 // Notices are the versions of a notice's content (notice.Store).
@@ -146,6 +162,10 @@ type Options struct {
 	// DoneTTL is how long Redis keeps what a reader did on each version
 	// (default 30 days, the bitmaps' TTL); the archive answers after.
 	DoneTTL time.Duration
+	// Marks writes what a reader did in a pipeline shared with the read
+	// path's concurrent marks (bitmap.Store.Script): no round trip of
+	// its own per event. nil: a round trip of its own on Redis.
+	Marks Marks
 	// Records serve 我的记录 (evidence.Service); nil: 404.
 	Records Records
 	// Timeout bounds the recording of one signal (default
@@ -235,6 +255,9 @@ func New(readers Readers, notices Notices, blobs Blobs, reads Reads, oauth OAuth
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
+	}
+	if opts.Marks == nil {
+		opts.Marks = ownRoundTrip{opts.Redis}
 	}
 	tmpl, err := template.ParseFS(webFS, "web/page.html", "web/records.html", "web/wait.html")
 	if err != nil {

@@ -53,8 +53,10 @@ func (fakeReaders) Reader(_ context.Context, c, userID string) (Reader, bool, er
 	return Reader{}, false, nil
 }
 
-func (fakeReaders) IsRecipient(_ context.Context, c, msgID string, uid uint32) (bool, error) {
-	return (msgID == "perf" || msgID == "ops-notice") && (uid == 1 || uid == 3 || uid == 4), nil
+func (fakeReaders) QueueRecipient(_ context.Context, _ redis.Pipeliner, c, msgID string, uid uint32) func() (bool, error) {
+	return func() (bool, error) {
+		return (msgID == "perf" || msgID == "ops-notice") && (uid == 1 || uid == 3 || uid == 4), nil
+	}
 }
 
 // NoticeApp: perf is hr's, ops-notice ops's.
@@ -329,6 +331,8 @@ func TestReadingPage(t *testing.T) {
 	} {
 		t.Run(tc.name+" gets 404 and an audit row", func(t *testing.T) {
 			before, links := len(f.audit.events), len(f.reads.links)
+			keys, _ := f.rdb.Keys(t.Context(), f.prefix+"page:view:*").Result()
+			views := len(keys)
 			b := &browser{f: f, ua: wecomUA, cookies: map[string]*http.Cookie{}}
 			b.signIn(t, "/r/hr/perf", tc.userID)
 			w := b.get(t, "/r/hr/perf")
@@ -347,6 +351,11 @@ func TestReadingPage(t *testing.T) {
 			}
 			if len(f.reads.links) != links {
 				t.Errorf("a refused visit recorded a link signal")
+			}
+			// The view is asked for in the recipient check's round trip
+			// (issue 50): one turned away keeps none.
+			if keys, _ := f.rdb.Keys(t.Context(), f.prefix+"page:view:*").Result(); len(keys) != views {
+				t.Errorf("views after a refused visit = %d; want %d (none handed to %s)", len(keys), views, tc.userID)
 			}
 		})
 	}

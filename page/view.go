@@ -35,10 +35,25 @@ type prefetched struct {
 // visit is reader; withCurrent also reads the notice's current version
 // key in the session's round trip (the page's open).
 func (s *Server) visit(w http.ResponseWriter, r *http.Request, a App, msgID string, startSignIn, withCurrent bool) (session, Reader, prefetched, bool) {
-	ctx := r.Context()
-	var pre prefetched
-	var sess session
-	var ok bool
+	sess, rd, found, pre, ok := s.signedIn(w, r, a, msgID, startSignIn, withCurrent)
+	if !ok {
+		return session{}, Reader{}, pre, false
+	}
+	recipient, err := false, error(nil)
+	if found && !rd.Left {
+		recipient, err = s.isRecipient(r.Context(), a.CorpID, msgID, rd.UID)
+	}
+	if !s.admit(w, r, a, msgID, sess, rd, found, recipient, err, startSignIn) {
+		return session{}, Reader{}, pre, false
+	}
+	return sess, rd, pre, true
+}
+
+// signedIn is the reader signed in for a's notice msgID (found false:
+// not in the directory), or answers for the request itself (sign-in,
+// 404, 503) and returns ok false; withCurrent also reads the notice's
+// current version key in the session's round trip.
+func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, a App, msgID string, startSignIn, withCurrent bool) (sess session, rd Reader, found bool, pre prefetched, ok bool) {
 	var err error
 	if withCurrent {
 		sess, ok, pre, err = s.sessionWithCurrent(r, a.CorpID, msgID)
@@ -46,9 +61,9 @@ func (s *Server) visit(w http.ResponseWriter, r *http.Request, a App, msgID stri
 		sess, ok, err = s.sessionOf(r)
 	}
 	if err != nil {
-		s.log.ErrorContext(ctx, "page: session", "err", err)
+		s.log.ErrorContext(r.Context(), "page: session", "err", err)
 		http.Error(w, "暂时无法打开，请稍后再试", http.StatusServiceUnavailable)
-		return session{}, Reader{}, pre, false
+		return session{}, Reader{}, false, pre, false
 	}
 	if !ok || sess.Corp != a.CorpID {
 		if startSignIn {
@@ -56,18 +71,37 @@ func (s *Server) visit(w http.ResponseWriter, r *http.Request, a App, msgID stri
 		} else {
 			notFound(w)
 		}
-		return session{}, Reader{}, pre, false
+		return session{}, Reader{}, false, pre, false
 	}
-	rd := Reader{UID: sess.UID, Name: sess.Name, Left: sess.Status == statusLeft}
-	found := sess.Status != statusUnknown
+	rd = Reader{UID: sess.UID, Name: sess.Name, Left: sess.Status == statusLeft}
+	found = sess.Status != statusUnknown
 	if !sess.Reader {
 		// A session from before sessions carried the reader.
-		rd, found, err = s.readers.Reader(ctx, a.CorpID, sess.UserID)
+		if rd, found, err = s.readers.Reader(r.Context(), a.CorpID, sess.UserID); err != nil {
+			s.log.ErrorContext(r.Context(), "page: reader", "err", err)
+			http.Error(w, "暂时无法打开，请稍后再试", http.StatusServiceUnavailable)
+			return session{}, Reader{}, false, pre, false
+		}
 	}
-	recipient := false
-	if err == nil && found && !rd.Left {
-		recipient, err = s.readers.IsRecipient(ctx, a.CorpID, msgID, rd.UID)
-	}
+	return sess, rd, found, pre, true
+}
+
+// isRecipient asks Readers whether uid is a recipient of msgID, in a
+// round trip of its own.
+func (s *Server) isRecipient(ctx context.Context, corp, msgID string, uid uint32) (bool, error) {
+	p := s.opts.Redis.Pipeline()
+	answer := s.readers.QueueRecipient(ctx, p, corp, msgID, uid)
+	_, _ = p.Exec(ctx) // each command's error is answer's
+	return answer()
+}
+
+// admit lets the signed-in reader rd (found false: not in the
+// directory) on, given whether they are a recipient of a's notice msgID
+// (err: that could not be told), or answers for the request itself: 503,
+// 404 with the denial audited, or the notice's page under its own app
+// (issue 46) when startSignIn.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, a App, msgID string, sess session, rd Reader, found, recipient bool, err error, startSignIn bool) bool {
+	ctx := r.Context()
 	var app string
 	if err == nil && recipient {
 		app, err = s.noticeApp(ctx, a.CorpID, msgID)
@@ -75,7 +109,7 @@ func (s *Server) visit(w http.ResponseWriter, r *http.Request, a App, msgID stri
 	if err != nil {
 		s.log.ErrorContext(ctx, "page: reader", "err", err)
 		http.Error(w, "暂时无法打开，请稍后再试", http.StatusServiceUnavailable)
-		return session{}, Reader{}, pre, false
+		return false
 	}
 	if !recipient {
 		detail := "not a recipient"
@@ -89,7 +123,7 @@ func (s *Server) visit(w http.ResponseWriter, r *http.Request, a App, msgID stri
 			s.log.ErrorContext(ctx, "page: audit", "err", err)
 		}
 		notFound(w)
-		return session{}, Reader{}, pre, false
+		return false
 	}
 	if app != "" && app != a.Name {
 		// Opened under another app (issue 46): its page is the notice's
@@ -103,9 +137,9 @@ func (s *Server) visit(w http.ResponseWriter, r *http.Request, a App, msgID stri
 		} else {
 			notFound(w)
 		}
-		return session{}, Reader{}, pre, false
+		return false
 	}
-	return sess, rd, pre, true
+	return true
 }
 
 // noticeApp names the app that sent msgID ("" when unknown), remembered:
@@ -180,8 +214,15 @@ func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sess, rd, pre, ok := s.visit(w, r, a, msgID, true, true)
+	// One round trip for the session and the current version, one for
+	// the recipient check and the view: a signed-in open reads nothing
+	// else from Redis (issue 50).
+	sess, rd, found, pre, ok := s.signedIn(w, r, a, msgID, true, true)
 	if !ok {
+		return
+	}
+	if !found || rd.Left {
+		s.admit(w, r, a, msgID, sess, rd, found, false, nil, true)
 		return
 	}
 	ctx := r.Context()
@@ -197,21 +238,28 @@ func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
 			v, err = s.vers.get(ctx, a.CorpID, msgID, n)
 		}
 	}
-	if errors.Is(err, notice.ErrNotFound) {
-		notFound(w)
-		return
-	}
 	if err != nil {
+		// Who is not a recipient hears so first (and it is audited),
+		// whatever the version.
+		is, rerr := s.isRecipient(ctx, a.CorpID, msgID, rd.UID)
+		if !s.admit(w, r, a, msgID, sess, rd, found, is, rerr, true) {
+			return
+		}
+		if errors.Is(err, notice.ErrNotFound) {
+			notFound(w)
+			return
+		}
 		s.log.ErrorContext(ctx, "page: version", "err", err)
 		http.Error(w, "暂时无法打开，请稍后再试", http.StatusServiceUnavailable)
 		return
 	}
 	now := s.opts.Now()
-	token, ended, acked, err := s.beginView(ctx, view{App: a.Name, Corp: a.CorpID, MsgID: msgID, UserID: sess.UserID, UID: rd.UID,
+	token, ended, acked, recipient, err := s.beginView(ctx, view{App: a.Name, Corp: a.CorpID, MsgID: msgID, UserID: sess.UserID, UID: rd.UID,
 		Version: v.N, ShownMs: now.UnixMilli(), MinRead: v.Settings.MinReadSeconds, Material: cur.Material})
-	if err != nil {
-		s.log.ErrorContext(ctx, "page: view", "err", err)
-		http.Error(w, "暂时无法打开，请稍后再试", http.StatusServiceUnavailable)
+	if !s.admit(w, r, a, msgID, sess, rd, found, recipient, err, true) {
+		if err == nil {
+			s.dropView(ctx, token)
+		}
 		return
 	}
 	// The page was opened: the signal link with the version shown, as the

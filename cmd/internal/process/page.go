@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/attachment"
@@ -31,6 +32,8 @@ var (
 	_ page.Links   = (*attachment.Store)(nil)
 	_ page.Auditor = (*audit.MySQL)(nil)
 	_ page.Archive = (*tracker.Registry)(nil)
+	_ page.Marks   = (*bitmap.Store)(nil)
+	_ page.Readers = pageReaders{}
 )
 
 // pageReaders answers the reading page's who-is-it over the directory
@@ -77,15 +80,18 @@ func (p pageReaders) NoticeApp(ctx context.Context, corp, msgID string) (string,
 	return m.App, found && m.App != "", nil
 }
 
-func (p pageReaders) IsRecipient(ctx context.Context, corp, msgID string, uid uint32) (bool, error) {
-	if is, found, err := p.store.IsRecipient(ctx, corp, msgID, uid); err == nil && found {
-		return is, nil
+func (p pageReaders) QueueRecipient(ctx context.Context, pipe redis.Pipeliner, corp, msgID string, uid uint32) func() (bool, error) {
+	inRedis := p.store.QueueRecipient(ctx, pipe, corp, msgID, uid)
+	return func() (bool, error) {
+		if is, found, err := inRedis(); err == nil && found {
+			return is, nil
+		}
+		got, err := p.loader.RecipientOf(ctx, corp, uid, []string{msgID})
+		if err != nil {
+			return false, fmt.Errorf("page: recipient of %s: %w", msgID, err)
+		}
+		return len(got) == 1, nil
 	}
-	got, err := p.loader.RecipientOf(ctx, corp, uid, []string{msgID})
-	if err != nil {
-		return false, fmt.Errorf("page: recipient of %s: %w", msgID, err)
-	}
-	return len(got) == 1, nil
 }
 
 // readingPage builds the reading page of notices with content (issue 39)
@@ -143,7 +149,7 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 		Registerer: m.Registry, Records: records, TrustedProxies: proxies,
 		SignInRate: cfg.Receiver.SignInRate, ClientSignInRate: cfg.Receiver.SignInClientRate, FailedSignInRate: cfg.Receiver.SignInFailureRate,
 		Sessions: m.PageSessions, SessionTTL: cfg.Receiver.SessionTTL.D(), Current: page.NewCurrentVersions(m.Redis, cfg.Redis.Prefix),
-		Links: attachmentLinks(atts),
+		Links: attachmentLinks(atts), Marks: m.Store,
 	})
 }
 
