@@ -28,18 +28,23 @@ type Attempt struct {
 // refused sign_in_failed row naming user only when user is a configured
 // one (someone tried their password); any other name is "unknown", so
 // no row names whatever a stranger typed (issue 38). A success is due a
-// sign_in row. Over the limits (ErrRateLimited), or when the session
-// cannot be kept, no row: the caller logs the failure.
+// sign_in row. Over the limits (ErrRateLimited) is anyone's to cause:
+// no row. A sign-in that could not be told or whose session could not be
+// kept is due a failed sign_in_failed row, as one with WeCom is, its
+// actor by the same rule.
 func (a *Identities) SignIn(ctx context.Context, ip, user, password string) (Attempt, error) {
 	id, s, err := a.signIn(ctx, ip, user, password)
-	switch {
-	case errors.Is(err, ErrBadPassword):
-		actor := "unknown"
+	if err != nil && !errors.Is(err, ErrRateLimited) {
+		actor, outcome := "unknown", "failed"
 		if a.Known(user) {
 			actor = user
 		}
-		return Attempt{Audit: []audit.Event{{Actor: actor, ActorKind: "password", Action: yidu.ActionSignInFailed, Outcome: "refused"}}}, err
-	case err != nil:
+		if errors.Is(err, ErrBadPassword) {
+			outcome = "refused"
+		}
+		return Attempt{Audit: []audit.Event{{Actor: actor, ActorKind: "password", Action: yidu.ActionSignInFailed, Outcome: outcome}}}, err
+	}
+	if err != nil {
 		return Attempt{}, err
 	}
 	return Attempt{ID: id, Session: s, Audit: []audit.Event{{Actor: user, ActorKind: "password", Action: yidu.ActionSignIn, Outcome: "ok"}}}, nil

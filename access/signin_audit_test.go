@@ -62,7 +62,8 @@ func TestSignInRows(t *testing.T) {
 		{"signed in", "192.0.2.1", "bob", "pw", ids, []string{"sign_in ok bob password  "}, nil, true},
 		{"wrong password", "192.0.2.2", "bob", "guess", ids, []string{"sign_in_failed refused bob password  "}, access.ErrBadPassword, false},
 		{"a stranger's name", "192.0.2.3", "<script>alice", "pw", ids, []string{"sign_in_failed refused unknown password  "}, access.ErrBadPassword, false},
-		{"sessions down", "192.0.2.4", "bob", "pw", down, []string{}, nil, false},
+		{"sessions down", "192.0.2.4", "bob", "pw", down, []string{"sign_in_failed failed bob password  "}, nil, false},
+		{"sessions down, a stranger's name", "192.0.2.5", "<script>alice", "pw", down, []string{"sign_in_failed refused unknown password  "}, access.ErrBadPassword, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
