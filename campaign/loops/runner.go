@@ -145,22 +145,16 @@ func DefaultOwner() string { return store.DefaultOwner() }
 // batches and resends an interrupted one once, under WeCom's duplicate
 // check (tracker.Send).
 func (r *Runner) Run(ctx context.Context) error {
-	t := time.NewTicker(r.o.Poll)
-	defer t.Stop()
 	defer r.wg.Wait()
-	for {
-		// Each notice runs under its own recover (poll); the poll itself
-		// under one more, so nothing ends the loop but ctx.
+	// Each notice runs under its own recover (poll); the poll itself
+	// under one more, so nothing ends the loop but ctx.
+	loop.EveryFromStart(ctx, r.o.Poll, func(ctx context.Context) {
 		_ = r.o.Guard.Run(ctx, "campaign poll", func(ctx context.Context) error {
 			_, err := r.poll(ctx, false)
 			return err
 		})
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }
 
 // Tick is one poll that waits for the sends it started: it holds notices

@@ -123,18 +123,12 @@ func SaveStanding(ctx context.Context, db execer, corp, msgid, app string, a yid
 
 // Run ticks every interval until ctx ends.
 func (l *StandingLoop) Run(ctx context.Context, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
+	loop.EveryFromStart(ctx, every, func(ctx context.Context) {
 		if err := l.Tick(ctx); err != nil && ctx.Err() == nil {
 			l.Log.Error("standing notices", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+	})
+	return ctx.Err()
 }
 
 // Tick enrols the joiners of every standing notice still in force, sends
