@@ -381,29 +381,18 @@ func (r *Runner) finish(ctx context.Context, log interface {
 // heartbeat renews the lease every LeaseTTL/3 until stopped; a lost lease
 // cancels the send (another replica owns it now).
 func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, msgID string) (stop func()) {
-	done := make(chan struct{})
+	// beats ends with stop or ctx; a renewal in flight finishes under ctx.
+	beats, end := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(r.o.LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			ok, err := r.s.RenewSend(ctx, r.lease, msgID)
-			if err == nil && !ok {
+	wg.Go(func() {
+		loop.Every(beats, r.o.LeaseTTL/3, func(context.Context) {
+			if ok, err := r.s.RenewSend(ctx, r.lease, msgID); err == nil && !ok {
 				cancel(errors.New("lease lost"))
-				return
+				end()
 			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+		})
+	})
+	return func() { end(); wg.Wait() }
 }
 
 // HeldReason is the state_reason of a notice held minutes after its

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/loop"
 	"github.com/yidu-io/yidu/internal/sqlrows"
 	"github.com/yidu-io/yidu/ledger"
 )
@@ -86,29 +87,24 @@ func (s *ReminderLog) Claim(ctx context.Context, corpID, msgID, act string) (fun
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	stop, done := make(chan struct{}), make(chan struct{})
+	// The renewals outlive the request's context: release ends them.
+	beats, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(s.l.TTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				rctx, cancel := context.WithTimeout(context.Background(), s.l.TTL/3)
-				held, err := l.Renew(rctx, s.db, s.now(), actWhere, corpID, msgID)
-				cancel()
-				if err != nil || !held {
-					// The per-person record still keeps a replica that
-					// takes over from reminding these people again.
-					s.log.Warn("act claim not renewed", "corp", corpID, "msgid", msgID, "act", act, "held", held, "err", err)
-				}
+		loop.Every(beats, s.l.TTL/3, func(context.Context) {
+			rctx, cancel := context.WithTimeout(context.Background(), s.l.TTL/3)
+			held, err := l.Renew(rctx, s.db, s.now(), actWhere, corpID, msgID)
+			cancel()
+			if err != nil || !held {
+				// The per-person record still keeps a replica that
+				// takes over from reminding these people again.
+				s.log.Warn("act claim not renewed", "corp", corpID, "msgid", msgID, "act", act, "held", held, "err", err)
 			}
-		}
+		})
 	}()
 	release := func() {
-		close(stop)
+		stop()
 		<-done
 		// A fresh context: the claim must end even when the request's did.
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
