@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,11 +51,7 @@ func (r *Registry) snapshotDepartments(ctx context.Context, m yidu.Message) erro
 	if err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(sets))
-	for k := range sets {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(sets))
 	at := r.now().UTC().Truncate(time.Millisecond)
 	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {
