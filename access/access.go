@@ -447,11 +447,7 @@ func (a *Access) View(ctx context.Context, p *Principal, corp, app string) (View
 	if p.MaySend(corp, app) {
 		return Everyone, nil
 	}
-	ds := p.departments(corp)
-	if ds == nil {
-		return View{}, nil
-	}
-	return a.subtrees(ctx, corp, ds)
+	return a.subtrees(ctx, corp, p.departments(corp))
 }
 
 // RemindView returns whom p may remind of a notice of app in corp (the
@@ -463,17 +459,17 @@ func (a *Access) RemindView(ctx context.Context, p *Principal, corp, app string)
 	if p.MaySend(corp, app) {
 		return Everyone, nil
 	}
-	ds := p.ledDepartments(corp)
-	if ds == nil {
-		return View{}, nil
-	}
-	return a.subtrees(ctx, corp, ds)
+	return a.subtrees(ctx, corp, p.ledDepartments(corp))
 }
 
 // subtrees returns the active members of ds's subtrees, cached per corp
 // and department set until the directory's version changes (or ScopeTTL
-// passes, for a directory without versions).
+// passes, for a directory without versions); nobody for nil ds (a
+// principal with no grant there).
 func (a *Access) subtrees(ctx context.Context, corp string, ds []int64) (View, error) {
+	if ds == nil {
+		return View{}, nil
+	}
 	key := fmt.Sprint(corp, ds)
 	version := int64(-1)
 	if v, ok := a.dir.(Versioned); ok {

@@ -131,26 +131,9 @@ func (s *Service) Remind(ctx context.Context, r Remind) (rep RemindReport, err e
 		rep.NextAllowedAt = now
 		return rep, nil
 	}
-	uids := make([]uint32, 0, len(users))
-	ids := make([]string, 0, len(users))
-	for uid, id := range users {
-		uids = append(uids, uid)
-		ids = append(ids, id)
-	}
-	slices.Sort(uids)
-	if err := s.o.Reminders.Record(ctx, m.CorpID, m.MsgID, now, p.Name, scope, uids); err != nil {
-		return RemindReport{}, err
-	}
-	sent, err := s.o.Messenger.Remind(ctx, m, ids)
+	sent, err := s.recordThenSend(ctx, m, now, p.Name, scope, "remind", users, s.o.Messenger.Remind)
 	if err != nil {
-		if sent.Batches == 0 {
-			// Nothing left: the people are not reminded, and the interval
-			// does not hold them.
-			if uerr := s.o.Reminders.Unrecord(context.WithoutCancel(ctx), m.CorpID, m.MsgID, now); uerr != nil {
-				s.log.Warn("reminder not sent, its record kept", "corp", m.CorpID, "msgid", m.MsgID, "err", uerr)
-			}
-		}
-		return RemindReport{}, fmt.Errorf("campaign: remind: %w", err)
+		return RemindReport{}, err
 	}
 	rep.RemindReport = sent
 	rep.Skipped += sent.BadUserIDs + sent.Missing
@@ -283,6 +266,23 @@ func (s *Service) Reconfirm(ctx context.Context, m yidu.Message, version int, by
 	if err != nil || len(people) == 0 {
 		return 0, err
 	}
+	now := s.o.Now().UTC().Truncate(time.Millisecond)
+	sent, err := s.recordThenSend(ctx, m, now, by, store.ReconfirmScope(version), "reconfirm", people, rc.Reconfirm)
+	if err != nil {
+		return 0, err
+	}
+	s.log.InfoContext(ctx, "update card sent", "corp", m.CorpID, "msgid", m.MsgID, "version", version, "reminded", sent.Reminded, "by", by)
+	return sent.Reminded, nil
+}
+
+// recordThenSend records people (uid → UserID) as sent a card of m at
+// now under scope, by by, and then sends them the card with send:
+// recorded first, so that a second act, on any replica, finds them
+// recorded. When send fails before any batch left, the record is taken
+// back: the people were not reached, and the interval does not hold them.
+// act names the act in the error and the log.
+func (s *Service) recordThenSend(ctx context.Context, m yidu.Message, now time.Time, by, scope, act string, people map[uint32]string,
+	send func(context.Context, yidu.Message, []string) (yidu.RemindReport, error)) (yidu.RemindReport, error) {
 	uids := make([]uint32, 0, len(people))
 	ids := make([]string, 0, len(people))
 	for uid, id := range people {
@@ -290,21 +290,19 @@ func (s *Service) Reconfirm(ctx context.Context, m yidu.Message, version int, by
 		ids = append(ids, id)
 	}
 	slices.Sort(uids)
-	now := s.o.Now().UTC().Truncate(time.Millisecond)
-	if err := s.o.Reminders.Record(ctx, m.CorpID, m.MsgID, now, by, store.ReconfirmScope(version), uids); err != nil {
-		return 0, err
+	if err := s.o.Reminders.Record(ctx, m.CorpID, m.MsgID, now, by, scope, uids); err != nil {
+		return yidu.RemindReport{}, err
 	}
-	sent, err := rc.Reconfirm(ctx, m, ids)
+	sent, err := send(ctx, m, ids)
 	if err != nil {
 		if sent.Batches == 0 {
 			if uerr := s.o.Reminders.Unrecord(context.WithoutCancel(ctx), m.CorpID, m.MsgID, now); uerr != nil {
-				s.log.Warn("update card not sent, its record kept", "corp", m.CorpID, "msgid", m.MsgID, "err", uerr)
+				s.log.Warn("card not sent, its record kept", "act", act, "corp", m.CorpID, "msgid", m.MsgID, "err", uerr)
 			}
 		}
-		return 0, fmt.Errorf("campaign: reconfirm: %w", err)
+		return yidu.RemindReport{}, fmt.Errorf("campaign: %s: %w", act, err)
 	}
-	s.log.InfoContext(ctx, "update card sent", "corp", m.CorpID, "msgid", m.MsgID, "version", version, "reminded", sent.Reminded, "by", by)
-	return sent.Reminded, nil
+	return sent, nil
 }
 
 // claim claims m in MySQL for act: ErrBusy while another act holds it.

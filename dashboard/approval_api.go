@@ -191,16 +191,5 @@ func (s *Server) handleNudge(w http.ResponseWriter, r *http.Request) {
 // handleWithdraw: POST /messages/{msgid}/approval/withdraw, 撤回申请: the
 // notice goes back to a draft with no approval asked.
 func (s *Server) handleWithdraw(w http.ResponseWriter, r *http.Request) {
-	n, err := s.approvalNotice(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out, acts, err := s.acts.Withdraw(r.Context(), principalFrom(r.Context()), n)
-	s.recordActs(r, n.App.CorpID, n.App.Name, acts)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, noticeJSON(out))
+	s.noticeAct(w, r, s.approvalNotice, s.acts.Withdraw, http.StatusOK)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/dashboard/internal/handle"
 )
 
@@ -251,34 +252,33 @@ func (s *Server) noticeOrSent(r *http.Request) (yidu.Notice, error) {
 }
 
 func (s *Server) handleCancelNotice(w http.ResponseWriter, r *http.Request) {
-	n, err := s.noticeOrSent(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out, acts, err := s.acts.Cancel(r.Context(), principalFrom(r.Context()), n)
-	s.recordActs(r, n.App.CorpID, n.App.Name, acts)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, noticeJSON(out))
+	s.noticeAct(w, r, s.noticeOrSent, s.acts.Cancel, http.StatusOK)
 }
 
+// handleSendNotice: send now, the notice is sent by campaign's Runner at
+// once.
 func (s *Server) handleSendNotice(w http.ResponseWriter, r *http.Request) {
-	n, err := s.noticeOrSent(r)
+	s.noticeAct(w, r, s.noticeOrSent, s.acts.SendNow, http.StatusAccepted)
+}
+
+// noticeAct answers an act that turns one notice into another: load
+// finds the request's notice, act does it as the caller, the audit rows
+// it is due are written whether it succeeded or not, and the notice it
+// leaves is answered with status.
+func (s *Server) noticeAct(w http.ResponseWriter, r *http.Request, load func(*http.Request) (yidu.Notice, error),
+	act func(context.Context, *access.Principal, yidu.Notice) (yidu.Notice, []campaign.Act, error), status int) {
+	n, err := load(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	// Send now: the notice is sent by campaign's Runner at once.
-	out, acts, err := s.acts.SendNow(r.Context(), principalFrom(r.Context()), n)
+	out, acts, err := act(r.Context(), principalFrom(r.Context()), n)
 	s.recordActs(r, n.App.CorpID, n.App.Name, acts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, noticeJSON(out))
+	writeJSON(w, status, noticeJSON(out))
 }
 
 // listNotices is GET /messages?state= for a state other than sent.

@@ -85,6 +85,19 @@ func (p *perKey) acquireOwn(w http.ResponseWriter, r *http.Request, msg string) 
 	return func() { p.release(who) }
 }
 
+// acquireStream takes a slot of slots for a live stream; when none is
+// free it answers 503 with Retry-After and returns nil.
+func acquireStream(w http.ResponseWriter, slots chan struct{}) (release func()) {
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }
+	default:
+		w.Header().Set("Retry-After", "10")
+		writeError(w, http.StatusServiceUnavailable, "too many live streams")
+		return nil
+	}
+}
+
 // held is how many slots key holds.
 func (p *perKey) held(key string) int {
 	p.mu.Lock()

@@ -63,23 +63,17 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, m yidu.Mes
 		// Scoped callers (leaders, viewers) together hold at most half
 		// the slots: 32 leaders at their 8 each cannot fill them all and
 		// leave HR without a live view (issue 38).
-		select {
-		case s.scopedStreams <- struct{}{}:
-			defer func() { <-s.scopedStreams }()
-		default:
-			w.Header().Set("Retry-After", "10")
-			writeError(w, http.StatusServiceUnavailable, "too many live streams")
+		releaseScoped := acquireStream(w, s.scopedStreams)
+		if releaseScoped == nil {
 			return
 		}
+		defer releaseScoped()
 	}
-	select {
-	case s.streams <- struct{}{}:
-		defer func() { <-s.streams }()
-	default:
-		w.Header().Set("Retry-After", "10")
-		writeError(w, http.StatusServiceUnavailable, "too many live streams")
+	releaseAll := acquireStream(w, s.streams)
+	if releaseAll == nil {
 		return
 	}
+	defer releaseAll()
 	s.met.streams.Inc()
 	defer s.met.streams.Dec()
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	_ "embed"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -51,11 +52,7 @@ func (c *fontCache) fontFor(texts ...string) []byte {
 		}
 	}
 	if missing {
-		rs := make([]rune, 0, len(c.runes))
-		for r := range c.runes {
-			rs = append(rs, r)
-		}
-		slices.Sort(rs)
+		rs := slices.Sorted(maps.Keys(c.runes))
 		c.data = fpdf.UTF8CutFont(fontData, string(rs))
 	}
 	return c.data

@@ -20,21 +20,7 @@ type Querier interface {
 
 // DepartmentNames are corp's department names now, by id.
 func DepartmentNames(ctx context.Context, q Querier, corpID string) (map[int64]string, error) {
-	rows, err := q.QueryContext(ctx, "SELECT dept_id, name FROM departments WHERE corp_id = ?", corpID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[int64]string{}
-	for rows.Next() {
-		var id int64
-		var name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return nil, err
-		}
-		out[id] = name
-	}
-	return out, rows.Err()
+	return sqlrows.Map[int64, string](ctx, q, "SELECT dept_id, name FROM departments WHERE corp_id = ?", corpID)
 }
 
 // UIDs returns the uids users holds for the UserIDs, spelt exactly

@@ -14,6 +14,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/metric"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
 // Directory reads one corp's WeCom directory for Syncer. wecom.Directory
@@ -235,22 +236,8 @@ func sample(ids []string) []string {
 func (m *Mapper) writeDepartments(ctx context.Context, corpID string, depts []yidu.Department, complete bool) error {
 	return m.inTx(ctx, opSync, func(tx *sql.Tx) error {
 		m.metrics.query(opSync)
-		rows, err := tx.QueryContext(ctx, "SELECT dept_id, name FROM departments WHERE corp_id = ? FOR UPDATE", corpID)
+		old, err := sqlrows.Map[int64, string](ctx, tx, "SELECT dept_id, name FROM departments WHERE corp_id = ? FOR UPDATE", corpID)
 		if err != nil {
-			return fmt.Errorf("idmap: sync departments: %w", err)
-		}
-		old := map[int64]string{}
-		for rows.Next() {
-			var id int64
-			var name string
-			if err := rows.Scan(&id, &name); err != nil {
-				rows.Close()
-				return fmt.Errorf("idmap: sync departments: %w", err)
-			}
-			old[id] = name
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return fmt.Errorf("idmap: sync departments: %w", err)
 		}
 		if complete {

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -19,11 +20,7 @@ type Body map[string]any
 // lower-case hex). It is JCS restricted to strings, integers, booleans
 // and arrays of strings, so any JCS implementation reproduces the bytes.
 func Canonical(b Body) ([]byte, error) {
-	names := make([]string, 0, len(b))
-	for k := range b {
-		names = append(names, k)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(b))
 	out := make([]byte, 0, 64*len(names))
 	out = append(out, '{')
 	for i, k := range names {

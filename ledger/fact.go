@@ -158,11 +158,8 @@ func (s *Signal) appendBody(dst []byte, kind Kind, corp string, seq uint64, day 
 	dst = append(dst, day...)
 	dst = append(dst, `","index":`...)
 	dst = strconv.AppendUint(dst, index, 10)
-	if s.ClientIP != "" {
-		dst = append(dst, `,"ip":`...)
-		if dst, err = appendString(dst, s.ClientIP); err != nil {
-			return nil, err
-		}
+	if dst, err = appendSet(dst, `,"ip":`, s.ClientIP); err != nil {
+		return nil, err
 	}
 	dst = append(dst, `,"kind":"`...)
 	dst = append(dst, kind...)
@@ -174,19 +171,13 @@ func (s *Signal) appendBody(dst []byte, kind Kind, corp string, seq uint64, day 
 	dst = appendTime(dst, s.ReadTime)
 	dst = append(dst, `","seq":`...)
 	dst = strconv.AppendUint(dst, seq, 10)
-	if s.Signal != "" {
-		dst = append(dst, `,"signal":`...)
-		if dst, err = appendString(dst, s.Signal); err != nil {
-			return nil, err
-		}
+	if dst, err = appendSet(dst, `,"signal":`, s.Signal); err != nil {
+		return nil, err
 	}
 	dst = append(dst, `,"source":`...)
 	dst = strconv.AppendUint(dst, uint64(s.Source), 10)
-	if s.UserAgent != "" {
-		dst = append(dst, `,"ua":`...)
-		if dst, err = appendString(dst, s.UserAgent); err != nil {
-			return nil, err
-		}
+	if dst, err = appendSet(dst, `,"ua":`, s.UserAgent); err != nil {
+		return nil, err
 	}
 	dst = append(dst, `,"uid":`...)
 	dst = strconv.AppendUint(dst, uint64(s.UID), 10)
@@ -195,6 +186,15 @@ func (s *Signal) appendBody(dst []byte, kind Kind, corp string, seq uint64, day 
 		dst = strconv.AppendInt(dst, int64(s.Version), 10)
 	}
 	return append(dst, '}'), nil
+}
+
+// appendSet appends member (`,"name":`) and v when v is set: an empty
+// string member is left out of a signal's body (Members).
+func appendSet(dst []byte, member, v string) ([]byte, error) {
+	if v == "" {
+		return dst, nil
+	}
+	return appendString(append(dst, member...), v)
 }
 
 // Delivery is one recipient's part of a send or reminder batch: card

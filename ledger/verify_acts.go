@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -60,11 +61,7 @@ func (l *Ledger) verifyActs(ctx context.Context, corp, day string, gen time.Time
 	if err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(entries))
-	for k := range entries {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(entries))
 	for _, k := range keys {
 		msgid, _, _ := strings.Cut(k, "\x00")
 		msgid = msgid[2:]

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -215,11 +216,7 @@ func (p *Progress) Curve(ctx context.Context, m yidu.Message, v access.View) ([]
 	for _, t := range times {
 		per[t.Truncate(time.Minute).Unix()]++
 	}
-	keys := make([]int64, 0, len(per))
-	for k := range per {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(per))
 	out := make([]yidu.MinuteCount, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, yidu.MinuteCount{Minute: time.Unix(k, 0).UTC(), Reads: per[k]})

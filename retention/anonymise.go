@@ -54,22 +54,11 @@ type AnonymiseReport struct {
 }
 
 // anonymiseDeletes are the per-person rows of a notice, deleted in
-// batches through their tables' owners.
+// batches through their tables' owners: the ones Purge deletes too, and
+// the follow-up's batches (which list their people).
 func anonymiseDeletes(am *AnonymisedMessage) []ownedTable {
-	return []ownedTable{
-		{"message_read_record", reads, &am.Records},
-		{"read_orphans", reads, &am.Orphans},
-		// The reading page's signals: who, on which version, from
-		// which IP and User-Agent.
-		{"page_signals", reads, &am.Records},
-		// The members' acknowledgement receipts (issue 48).
-		{"ack_receipts", reads, &am.Records},
-		{"reminder_log", followUps, &am.Reminders},
-		{"manual_reminders", notices, &am.Reminders},
-		{"follow_up_batches", followUps, &am.Reminders},
-		// Each recipient's departments at send time.
-		{"send_departments", sends, &am.Records},
-	}
+	return append(personTables(&am.Records, &am.Orphans, &am.Reminders),
+		ownedTable{"follow_up_batches", followUps, &am.Reminders})
 }
 
 // Anonymise removes the personal data of the notices past their

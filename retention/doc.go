@@ -35,6 +35,26 @@ type ownedTable struct {
 	n      *int64
 }
 
+// personTables are a notice's rows that name its people one by one, each
+// through its table's owner, counted in records, orphans and reminders:
+// Anonymise and Purge both delete them, so a table of such rows added
+// here is gone after either.
+func personTables(records, orphans, reminders *int64) []ownedTable {
+	return []ownedTable{
+		{"message_read_record", reads, records},
+		{"read_orphans", reads, orphans},
+		// The reading page's signals: who, on which version, from
+		// which IP and User-Agent.
+		{"page_signals", reads, records},
+		// The members' acknowledgement receipts (issue 48).
+		{"ack_receipts", reads, records},
+		// Each recipient's departments at send time.
+		{"send_departments", sends, records},
+		{"reminder_log", followUps, reminders},
+		{"manual_reminders", notices, reminders},
+	}
+}
+
 // deleter deletes at most limit rows of a notice from table, one its
 // owner names, and returns how many it deleted.
 type deleter func(ctx context.Context, db DB, table, corpID, msgID string, limit int) (int64, error)

@@ -152,23 +152,14 @@ WHERE s.corp_id = ? AND s.msgid = ?`
 // msgid): each DELETE takes the next range of it, and is safe for
 // statement-based replication.
 func purgeTables(pm *PurgedMessage) []ownedTable {
-	return []ownedTable{
-		{"message_read_record", reads, &pm.Records},
-		{"read_orphans", reads, &pm.Orphans},
-		// The reading page's signals with their IPs and User-Agents.
-		{"page_signals", reads, &pm.Records},
-		// The members' acknowledgement receipts (issue 48).
-		{"ack_receipts", reads, &pm.Records},
-		{"message_sends", sends, &pm.Sends},
-		{"send_departments", sends, &pm.Records},
-		{"reminder_log", followUps, &pm.Reminders},
-		{"manual_reminders", notices, &pm.Reminders},
-		{"notice_acts", notices, &pm.FollowUps},
-		{"follow_up_batches", followUps, &pm.FollowUps},
-		{"follow_up_rounds", followUps, &pm.FollowUps},
-		{"follow_ups", followUps, &pm.FollowUps},
-		{"campaigns", notices, &pm.FollowUps},
-	}
+	return append(personTables(&pm.Records, &pm.Orphans, &pm.Reminders),
+		ownedTable{"message_sends", sends, &pm.Sends},
+		ownedTable{"notice_acts", notices, &pm.FollowUps},
+		ownedTable{"follow_up_batches", followUps, &pm.FollowUps},
+		ownedTable{"follow_up_rounds", followUps, &pm.FollowUps},
+		ownedTable{"follow_ups", followUps, &pm.FollowUps},
+		ownedTable{"campaigns", notices, &pm.FollowUps},
+	)
 }
 
 func purgeMessage(ctx context.Context, db DB, opts PurgeOptions, pm *PurgedMessage, rep *PurgeReport) error {

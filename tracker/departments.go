@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
 // deptSetsPerInsert bounds one INSERT of send_departments rows (each a
@@ -50,11 +52,7 @@ func (r *Registry) snapshotDepartments(ctx context.Context, m yidu.Message) erro
 	if err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(sets))
-	for k := range sets {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(sets))
 	at := r.now().UTC().Truncate(time.Millisecond)
 	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -175,7 +173,6 @@ func (r *Registry) departmentNames(ctx context.Context, corpID string) (map[stri
 func (r *Registry) bindingsAtSend(ctx context.Context, q interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }, m yidu.Message, uids []uint32) (map[uint32]string, map[uint32][]string, error) {
-	names := make(map[uint32]string, len(uids))
 	args := make([]any, 0, len(uids)+1)
 	args = append(args, m.CorpID)
 	for _, u := range uids {
@@ -184,26 +181,13 @@ func (r *Registry) bindingsAtSend(ctx context.Context, q interface {
 		}
 	}
 	if len(args) == 1 {
-		return names, nil, nil
+		return map[uint32]string{}, nil, nil
 	}
-	rows, err := q.QueryContext(ctx, "SELECT uid, name FROM users WHERE corp_id = ? AND uid IN (?"+strings.Repeat(",?", len(args)-2)+")", args...)
+	names, err := sqlrows.Map[uint32, string](ctx, q, "SELECT uid, name FROM users WHERE corp_id = ? AND uid IN (?"+strings.Repeat(",?", len(args)-2)+")", args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("tracker: names at send of %s: %w", m.MsgID, err)
 	}
-	for rows.Next() {
-		var uid uint32
-		var name string
-		if err := rows.Scan(&uid, &name); err != nil {
-			rows.Close()
-			return nil, nil, fmt.Errorf("tracker: names at send of %s: %w", m.MsgID, err)
-		}
-		names[uid] = name
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("tracker: names at send of %s: %w", m.MsgID, err)
-	}
-	rows, err = q.QueryContext(ctx, "SELECT depts, uids FROM send_departments WHERE corp_id = ? AND msgid = ?", m.CorpID, m.MsgID)
+	rows, err := q.QueryContext(ctx, "SELECT depts, uids FROM send_departments WHERE corp_id = ? AND msgid = ?", m.CorpID, m.MsgID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("tracker: departments at send of %s: %w", m.MsgID, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/internal/loop"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
 // RoundBatch is how many people one reminder batch addresses: WeCom's
@@ -174,26 +175,14 @@ func (r *Rounds) Tick(ctx context.Context) error {
 	if err := r.plan(ctx); err != nil {
 		return err
 	}
-	rows, err := r.DB.QueryContext(ctx, `SELECT corp_id, msgid, round FROM follow_up_rounds
-		WHERE (state = 'pending' AND due_at <= ?) OR (state = 'sending' AND lease_until < ?) ORDER BY due_at`, r.Now(), r.Now())
-	if err != nil {
-		return fmt.Errorf("campaign: due rounds: %w", err)
-	}
 	type key struct {
 		corp, msg string
 		round     int
 	}
-	var due []key
-	for rows.Next() {
-		var k key
-		if err := rows.Scan(&k.corp, &k.msg, &k.round); err != nil {
-			rows.Close()
-			return fmt.Errorf("campaign: due rounds: %w", err)
-		}
-		due = append(due, k)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	due, err := sqlrows.List(ctx, r.DB, func(rows *sql.Rows, k *key) error { return rows.Scan(&k.corp, &k.msg, &k.round) },
+		`SELECT corp_id, msgid, round FROM follow_up_rounds
+		WHERE (state = 'pending' AND due_at <= ?) OR (state = 'sending' AND lease_until < ?) ORDER BY due_at`, r.Now(), r.Now())
+	if err != nil {
 		return fmt.Errorf("campaign: due rounds: %w", err)
 	}
 	// Each round on its own: one that fails or panics is logged with its
@@ -210,7 +199,23 @@ func (r *Rounds) Tick(ctx context.Context) error {
 // plan writes the next due round of every running follow-up, and ends
 // those whose rounds are over or whose notice was recalled.
 func (r *Rounds) plan(ctx context.Context) error {
-	rows, err := r.DB.QueryContext(ctx, `SELECT f.corp_id, f.msgid, f.policy, m.app, m.title, m.sent_at, m.recalled_at IS NOT NULL,
+	type row struct {
+		n            notice
+		done, active int
+		// unreadable: its policy does not decode; the follow-up fails as
+		// a plan of its own, and never stops the others'.
+		unreadable error
+	}
+	all, err := sqlrows.List(ctx, r.DB, func(rows *sql.Rows, x *row) error {
+		var policy string
+		if err := rows.Scan(&x.n.corpID, &x.n.msgID, &policy, &x.n.app, &x.n.title, &x.n.sentAt, &x.n.recalled, &x.done, &x.active); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(policy), &x.n.policy); err != nil {
+			x.unreadable = fmt.Errorf("campaign: policy of %s: %w", x.n.msgID, err)
+		}
+		return nil
+	}, `SELECT f.corp_id, f.msgid, f.policy, m.app, m.title, m.sent_at, m.recalled_at IS NOT NULL,
 			(SELECT COUNT(*) FROM follow_up_rounds x WHERE x.corp_id = f.corp_id AND x.msgid = f.msgid),
 			(SELECT COUNT(*) FROM follow_up_rounds x WHERE x.corp_id = f.corp_id AND x.msgid = f.msgid AND x.state IN ('pending', 'sending'))
 		FROM follow_ups f JOIN messages m ON m.corp_id = f.corp_id AND m.msgid = f.msgid
@@ -218,36 +223,15 @@ func (r *Rounds) plan(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("campaign: follow-ups: %w", err)
 	}
-	type row struct {
-		n            notice
-		done, active int
-	}
-	var all []row
-	for rows.Next() {
-		var x row
-		var policy string
-		if err := rows.Scan(&x.n.corpID, &x.n.msgID, &policy, &x.n.app, &x.n.title, &x.n.sentAt, &x.n.recalled, &x.done, &x.active); err != nil {
-			rows.Close()
-			return fmt.Errorf("campaign: follow-ups: %w", err)
-		}
-		if err := json.Unmarshal([]byte(policy), &x.n.policy); err != nil {
-			// One notice's unreadable policy never stops the others'.
-			perr := fmt.Errorf("campaign: policy of %s: %w", x.n.msgID, err)
-			_, _ = r.guard().Do(ctx, "plan "+x.n.corpID+"/"+x.n.msgID, func(context.Context) error { return perr })
-			continue
-		}
-		all = append(all, x)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("campaign: follow-ups: %w", err)
-	}
 	now := r.Now()
 	for _, x := range all {
-		if x.active > 0 && !x.n.recalled {
+		if x.unreadable == nil && x.active > 0 && !x.n.recalled {
 			continue
 		}
 		_, _ = r.guard().Do(ctx, "plan "+x.n.corpID+"/"+x.n.msgID, func(ctx context.Context) error {
+			if x.unreadable != nil {
+				return x.unreadable
+			}
 			return r.planOne(ctx, x.n, x.done, now)
 		})
 	}

@@ -3,6 +3,8 @@ package loops
 import (
 	"context"
 	"time"
+
+	"github.com/yidu-io/yidu/internal/loop"
 )
 
 // Run ticks every interval until ctx ends: the round engine's loop. A
@@ -10,14 +12,8 @@ import (
 // the tick itself under one more (a panic in planning is logged and
 // counted, and the next tick comes).
 func (r *Rounds) Run(ctx context.Context, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
+	loop.EveryFromStart(ctx, every, func(ctx context.Context) {
 		_ = r.guard().Run(ctx, "follow-up tick", r.Tick)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+	})
+	return ctx.Err()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
 // run claims and sends one round (or resumes it). A round larger than
@@ -135,25 +136,12 @@ func (r *Rounds) candidates(ctx context.Context, n notice, round int, reminded b
 	unread := roaring.AndNot(rec, read)
 	unread.AndNot(joiners) // a standing notice's joiners have rounds of their own (standing_joiners.go)
 	if reminded {
-		rows, err := r.DB.QueryContext(ctx, `SELECT uid FROM reminder_log WHERE corp_id = ? AND msgid = ? AND round = ? AND kind = 'reminder'`,
-			n.corpID, n.msgID, round)
+		done, err := sqlrows.List(ctx, r.DB, func(rows *sql.Rows, uid *uint32) error { return rows.Scan(uid) },
+			`SELECT uid FROM reminder_log WHERE corp_id = ? AND msgid = ? AND round = ? AND kind = 'reminder'`, n.corpID, n.msgID, round)
 		if err != nil {
 			return nil, nil, fmt.Errorf("campaign: reminded: %w", err)
 		}
-		done := roaring.New()
-		for rows.Next() {
-			var uid uint32
-			if err := rows.Scan(&uid); err != nil {
-				rows.Close()
-				return nil, nil, fmt.Errorf("campaign: reminded: %w", err)
-			}
-			done.Add(uid)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, nil, fmt.Errorf("campaign: reminded: %w", err)
-		}
-		unread.AndNot(done)
+		unread.AndNot(roaring.BitmapOf(done...))
 	}
 	members, err := r.People.Active(ctx, n.corpID, unread.ToArray())
 	if err != nil {
@@ -254,32 +242,23 @@ func (r *Rounds) record(ctx context.Context, n notice, round, first int, q quota
 // marked sent after WeCom answered. stopped: the lease was lost or the
 // round cancelled, after the current batch.
 func (r *Rounds) sendBatches(ctx context.Context, n notice, round int) (stopped bool, err error) {
-	rows, err := r.DB.QueryContext(ctx, `SELECT batch, uids FROM follow_up_batches
-		WHERE corp_id = ? AND msgid = ? AND round = ? AND kind = 'reminder' AND state = 'pending' ORDER BY batch`, n.corpID, n.msgID, round)
-	if err != nil {
-		return false, fmt.Errorf("campaign: pending batches: %w", err)
-	}
 	type pending struct {
 		batch int
 		uids  *roaring.Bitmap
 	}
-	var todo []pending
-	for rows.Next() {
-		var p pending
+	todo, err := sqlrows.List(ctx, r.DB, func(rows *sql.Rows, p *pending) error {
 		var b []byte
 		if err := rows.Scan(&p.batch, &b); err != nil {
-			rows.Close()
-			return false, fmt.Errorf("campaign: pending batches: %w", err)
+			return err
 		}
 		p.uids = roaring.New()
 		if err := p.uids.UnmarshalBinary(b); err != nil {
-			rows.Close()
-			return false, fmt.Errorf("campaign: batch %d: %w", p.batch, err)
+			return fmt.Errorf("batch %d: %w", p.batch, err)
 		}
-		todo = append(todo, p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	}, `SELECT batch, uids FROM follow_up_batches
+		WHERE corp_id = ? AND msgid = ? AND round = ? AND kind = 'reminder' AND state = 'pending' ORDER BY batch`, n.corpID, n.msgID, round)
+	if err != nil {
 		return false, fmt.Errorf("campaign: pending batches: %w", err)
 	}
 	for _, p := range todo {

@@ -340,6 +340,29 @@ func TestPoisonedRoundOthersRun(t *testing.T) {
 	}
 }
 
+// TestUnreadablePolicyOthersPlan: a follow-up whose stored policy does
+// not decode fails as its own plan (backed off, no round written); the
+// other notices' rounds are planned and sent.
+func TestUnreadablePolicyOthersPlan(t *testing.T) {
+	f := newFixture(t)
+	f.notice("bad", []uint32{1, 2}, yidu.Policy{Reminders: []string{"1h"}})
+	f.notice("good", []uint32{3, 4}, yidu.Policy{Reminders: []string{"1h"}})
+	_, err := f.rounds.DB.Exec(`UPDATE follow_ups SET policy = '{"reminders": 7}' WHERE msgid = 'bad'`)
+	testenv.Check(t, "policy", err)
+	f.tick(time.Hour)
+	if got := f.send.batches["good@f1-0"]; !slices.Equal(got, []string{"u3", "u4"}) {
+		t.Errorf("the other notice's round went to %v; want u3, u4", got)
+	}
+	if !f.rounds.Guard.BackedOff("plan c/bad") {
+		t.Errorf("the unreadable follow-up's plan is not backed off")
+	}
+	var n int
+	testenv.Check(t, "rounds", f.rounds.DB.QueryRow(`SELECT COUNT(*) FROM follow_up_rounds WHERE msgid = 'bad'`).Scan(&n))
+	if n != 0 || f.stopped("bad") != "" {
+		t.Errorf("the unreadable follow-up has %d rounds, stopped %q; want none, running", n, f.stopped("bad"))
+	}
+}
+
 func TestEveryoneReadEndsThePolicy(t *testing.T) {
 	f := newFixture(t)
 	f.notice("n", []uint32{1, 2}, yidu.Policy{Reminders: []string{"1h", "2h"}})

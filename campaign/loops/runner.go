@@ -145,22 +145,16 @@ func DefaultOwner() string { return store.DefaultOwner() }
 // batches and resends an interrupted one once, under WeCom's duplicate
 // check (tracker.Send).
 func (r *Runner) Run(ctx context.Context) error {
-	t := time.NewTicker(r.o.Poll)
-	defer t.Stop()
 	defer r.wg.Wait()
-	for {
-		// Each notice runs under its own recover (poll); the poll itself
-		// under one more, so nothing ends the loop but ctx.
+	// Each notice runs under its own recover (poll); the poll itself
+	// under one more, so nothing ends the loop but ctx.
+	loop.EveryFromStart(ctx, r.o.Poll, func(ctx context.Context) {
 		_ = r.o.Guard.Run(ctx, "campaign poll", func(ctx context.Context) error {
 			_, err := r.poll(ctx, false)
 			return err
 		})
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }
 
 // Tick is one poll that waits for the sends it started: it holds notices
@@ -387,29 +381,18 @@ func (r *Runner) finish(ctx context.Context, log interface {
 // heartbeat renews the lease every LeaseTTL/3 until stopped; a lost lease
 // cancels the send (another replica owns it now).
 func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, msgID string) (stop func()) {
-	done := make(chan struct{})
+	// beats ends with stop or ctx; a renewal in flight finishes under ctx.
+	beats, end := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(r.o.LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			ok, err := r.s.RenewSend(ctx, r.lease, msgID)
-			if err == nil && !ok {
+	wg.Go(func() {
+		loop.Every(beats, r.o.LeaseTTL/3, func(context.Context) {
+			if ok, err := r.s.RenewSend(ctx, r.lease, msgID); err == nil && !ok {
 				cancel(errors.New("lease lost"))
-				return
+				end()
 			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+		})
+	})
+	return func() { end(); wg.Wait() }
 }
 
 // HeldReason is the state_reason of a notice held minutes after its

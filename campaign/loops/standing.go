@@ -16,6 +16,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/internal/loop"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 	noticev "github.com/yidu-io/yidu/notice"
 )
 
@@ -122,18 +123,12 @@ func SaveStanding(ctx context.Context, db execer, corp, msgid, app string, a yid
 
 // Run ticks every interval until ctx ends.
 func (l *StandingLoop) Run(ctx context.Context, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
+	loop.EveryFromStart(ctx, every, func(ctx context.Context) {
 		if err := l.Tick(ctx); err != nil && ctx.Err() == nil {
 			l.Log.Error("standing notices", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+	})
+	return ctx.Err()
 }
 
 // Tick enrols the joiners of every standing notice still in force, sends
@@ -143,27 +138,19 @@ func (l *StandingLoop) Run(ctx context.Context, every time.Duration) error {
 // (Guard); the others go on.
 func (l *StandingLoop) Tick(ctx context.Context) error {
 	now := l.Now()
-	rows, err := l.DB.QueryContext(ctx, `SELECT s.corp_id, s.msgid, s.app, s.audience, s.spec, s.checked_version, s.cycle, s.cycle_started_at
-		FROM standing_notices s JOIN messages m ON m.corp_id = s.corp_id AND m.msgid = s.msgid
-		WHERE m.state = 1 AND m.recalled_at IS NULL AND (s.owner IS NULL OR s.lease_until < ? OR s.owner = ?)`, now, l.Owner)
-	if err != nil {
-		return fmt.Errorf("campaign: standing notices: %w", err)
-	}
-	var all []standingRow
-	for rows.Next() {
-		var r standingRow
+	all, err := sqlrows.List(ctx, l.DB, func(rows *sql.Rows, r *standingRow) error {
 		var aj, sj string
 		if err := rows.Scan(&r.corp, &r.msgid, &r.app, &aj, &sj, &r.checked, &r.cycle, &r.cycleStart); err != nil {
-			rows.Close()
-			return fmt.Errorf("campaign: standing notices: %w", err)
+			return err
 		}
 		if err := cmp.Or(json.Unmarshal([]byte(aj), &r.audience), json.Unmarshal([]byte(sj), &r.spec)); err != nil {
 			r.unreadable = fmt.Errorf("campaign: standing notice %s unreadable: %w", r.msgid, err)
 		}
-		all = append(all, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	}, `SELECT s.corp_id, s.msgid, s.app, s.audience, s.spec, s.checked_version, s.cycle, s.cycle_started_at
+		FROM standing_notices s JOIN messages m ON m.corp_id = s.corp_id AND m.msgid = s.msgid
+		WHERE m.state = 1 AND m.recalled_at IS NULL AND (s.owner IS NULL OR s.lease_until < ? OR s.owner = ?)`, now, l.Owner)
+	if err != nil {
 		return fmt.Errorf("campaign: standing notices: %w", err)
 	}
 	for _, r := range all {

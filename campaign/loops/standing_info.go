@@ -13,6 +13,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
 // Cycle is one re-acknowledgement cycle of a standing notice: by_cycle.
@@ -184,22 +185,14 @@ func (l *StandingLoop) standings(ctx context.Context, corps []string, inForce bo
 			args = append(args, c)
 		}
 	}
-	rows, err := l.DB.QueryContext(ctx, `SELECT s.msgid FROM standing_notices s JOIN messages m ON m.corp_id = s.corp_id AND m.msgid = s.msgid
+	out, err := sqlrows.List(ctx, l.DB, func(rows *sql.Rows, id *string) error { return rows.Scan(id) },
+		`SELECT s.msgid FROM standing_notices s JOIN messages m ON m.corp_id = s.corp_id AND m.msgid = s.msgid
 		WHERE m.state = 1 AND m.recalled_at IS NULL AND (s.until_at IS NULL OR s.until_at > ? OR ?)`+where+`
 		ORDER BY s.created_at, s.msgid LIMIT 1000`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("campaign: standing notices in force: %w", err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("campaign: standing notices in force: %w", err)
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // End ends corp's msgid's standing at until (nil: now), by p (an admin).

@@ -2,6 +2,7 @@ package loops
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
 // A standing notice's joiners have reminder rounds of their own,
@@ -39,7 +41,16 @@ type joinerDue struct {
 // sent again with the same task_id (WeCom's duplicate check).
 func (l *StandingLoop) joinerRounds(ctx context.Context) error {
 	now := l.Now()
-	rows, err := l.DB.QueryContext(ctx, `SELECT e.corp_id, e.msgid, m.app, e.uid, e.userid, e.sent_at, e.deadline, f.policy,
+	due, err := sqlrows.List(ctx, l.DB, func(rows *sql.Rows, j *joinerDue) error {
+		var policy string
+		if err := rows.Scan(&j.corp, &j.msgid, &j.app, &j.uid, &j.userid, &j.sentAt, &j.deadline, &policy, &j.done); err != nil {
+			return err
+		}
+		if json.Unmarshal([]byte(policy), &j.policy) != nil {
+			j.policy = yidu.Policy{} // unreadable: no rounds
+		}
+		return nil
+	}, `SELECT e.corp_id, e.msgid, m.app, e.uid, e.userid, e.sent_at, e.deadline, f.policy,
 			(SELECT COUNT(*) FROM standing_rounds r WHERE r.corp_id = e.corp_id AND r.msgid = e.msgid AND r.uid = e.uid AND r.state <> 'sending')
 		FROM standing_enrolments e
 		JOIN follow_ups f ON f.corp_id = e.corp_id AND f.msgid = e.msgid
@@ -48,25 +59,11 @@ func (l *StandingLoop) joinerRounds(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("campaign: joiners' rounds: %w", err)
 	}
-	var due []joinerDue
-	for rows.Next() {
-		var j joinerDue
-		var policy string
-		if err := rows.Scan(&j.corp, &j.msgid, &j.app, &j.uid, &j.userid, &j.sentAt, &j.deadline, &policy, &j.done); err != nil {
-			rows.Close()
-			return fmt.Errorf("campaign: joiners' rounds: %w", err)
-		}
-		if json.Unmarshal([]byte(policy), &j.policy) != nil || len(j.policy.Reminders) == 0 {
-			continue
-		}
-		due = append(due, j)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("campaign: joiners' rounds: %w", err)
-	}
 	reads := map[string]*roaring.Bitmap{}
 	for _, j := range due {
+		if len(j.policy.Reminders) == 0 {
+			continue // no rounds, or a policy that does not decode
+		}
 		p := j.policy
 		d := j.deadline
 		p.Deadline = &d

@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
 // An approval card WeCom did not take (issue 46) is a row of
@@ -36,21 +38,10 @@ func (s *Store) CardFailed(ctx context.Context, c Card, hash string, recipients 
 // DueCards are the approval cards due for a retry at now (or whose
 // claim ran out), at most 50, the longest due first.
 func (s *Store) DueCards(ctx context.Context, now time.Time) ([]Card, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT corp_id, msgid, task_id FROM approval_card_retries
+	due, err := sqlrows.List(ctx, s.db, func(rows *sql.Rows, c *Card) error { return rows.Scan(&c.CorpID, &c.MsgID, &c.TaskID) },
+		`SELECT corp_id, msgid, task_id FROM approval_card_retries
 		WHERE (state = 'pending' AND next_at <= ?) OR (state = 'sending' AND lease_until <= ?) ORDER BY next_at LIMIT 50`, now, now)
 	if err != nil {
-		return nil, fmt.Errorf("campaign: due approval cards: %w", err)
-	}
-	defer rows.Close()
-	var due []Card
-	for rows.Next() {
-		var c Card
-		if err := rows.Scan(&c.CorpID, &c.MsgID, &c.TaskID); err != nil {
-			return nil, fmt.Errorf("campaign: due approval cards: %w", err)
-		}
-		due = append(due, c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("campaign: due approval cards: %w", err)
 	}
 	return due, nil

@@ -113,15 +113,7 @@ func (l Lease) Claim(ctx context.Context, db *sql.DB, now time.Time, from []yidu
 	stmt := fmt.Sprintf(`UPDATE %s SET state = 'sending', owner = ?, lease_until = ?, attempts = attempts + 1%s
 		WHERE %s AND (state IN (%s) OR (state = 'sending' AND lease_until <= ?))`,
 		l.Table, set, where, strings.Join(states, ", "))
-	res, err := execRetry(ctx, db, stmt, q...)
-	if err != nil {
-		return false, fmt.Errorf("campaign: claim %s: %w", l.Table, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("campaign: claim %s: %w", l.Table, err)
-	}
-	return n == 1, nil
+	return l.changedOne(ctx, db, "claim", stmt, q...)
 }
 
 // Renew extends l.Owner's lease of the row to now+TTL; false means the
@@ -130,18 +122,14 @@ func (l Lease) Claim(ctx context.Context, db *sql.DB, now time.Time, from []yidu
 func (l Lease) Renew(ctx context.Context, db *sql.DB, now time.Time, where string, args ...any) (bool, error) {
 	q := append([]any{now.Add(l.TTL)}, args...)
 	q = append(q, l.Owner)
-	res, err := execRetry(ctx, db, fmt.Sprintf(`UPDATE %s SET lease_until = ?
+	ok, err := l.changedOne(ctx, db, "renew", fmt.Sprintf(`UPDATE %s SET lease_until = ?
 		WHERE %s AND state = 'sending' AND owner = ?`, l.Table, where), q...)
 	if err != nil {
-		return false, fmt.Errorf("campaign: renew %s: %w", l.Table, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("campaign: renew %s: %w", l.Table, err)
+		return false, err
 	}
 	// MySQL counts a row whose values did not change as unaffected; a
 	// renewal in the same millisecond is still held.
-	return n == 1 || l.holds(ctx, db, where, args...), nil
+	return ok || l.holds(ctx, db, where, args...), nil
 }
 
 func (l Lease) holds(ctx context.Context, db *sql.DB, where string, args ...any) bool {
@@ -160,14 +148,20 @@ func (l Lease) Finish(ctx context.Context, db *sql.DB, state yidu.NoticeState, s
 	}
 	q := append([]any{string(state)}, args...)
 	q = append(q, l.Owner)
-	res, err := execRetry(ctx, db, fmt.Sprintf(`UPDATE %s SET state = ?, owner = NULL, lease_until = NULL%s
+	return l.changedOne(ctx, db, "finish", fmt.Sprintf(`UPDATE %s SET state = ?, owner = NULL, lease_until = NULL%s
 		WHERE %s AND state = 'sending' AND owner = ?`, l.Table, set, where), q...)
+}
+
+// changedOne runs stmt (execRetry) and reports whether it changed exactly
+// one row: the lease's row. Its errors name act and the table.
+func (l Lease) changedOne(ctx context.Context, db *sql.DB, act, stmt string, args ...any) (bool, error) {
+	res, err := execRetry(ctx, db, stmt, args...)
 	if err != nil {
-		return false, fmt.Errorf("campaign: finish %s: %w", l.Table, err)
+		return false, fmt.Errorf("campaign: %s %s: %w", act, l.Table, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, fmt.Errorf("campaign: finish %s: %w", l.Table, err)
+		return false, fmt.Errorf("campaign: %s %s: %w", act, l.Table, err)
 	}
 	return n == 1, nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/loop"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 	"github.com/yidu-io/yidu/ledger"
 )
 
@@ -85,29 +87,24 @@ func (s *ReminderLog) Claim(ctx context.Context, corpID, msgID, act string) (fun
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	stop, done := make(chan struct{}), make(chan struct{})
+	// The renewals outlive the request's context: release ends them.
+	beats, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(s.l.TTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				rctx, cancel := context.WithTimeout(context.Background(), s.l.TTL/3)
-				held, err := l.Renew(rctx, s.db, s.now(), actWhere, corpID, msgID)
-				cancel()
-				if err != nil || !held {
-					// The per-person record still keeps a replica that
-					// takes over from reminding these people again.
-					s.log.Warn("act claim not renewed", "corp", corpID, "msgid", msgID, "act", act, "held", held, "err", err)
-				}
+		loop.Every(beats, s.l.TTL/3, func(context.Context) {
+			rctx, cancel := context.WithTimeout(context.Background(), s.l.TTL/3)
+			held, err := l.Renew(rctx, s.db, s.now(), actWhere, corpID, msgID)
+			cancel()
+			if err != nil || !held {
+				// The per-person record still keeps a replica that
+				// takes over from reminding these people again.
+				s.log.Warn("act claim not renewed", "corp", corpID, "msgid", msgID, "act", act, "held", held, "err", err)
 			}
-		}
+		})
 	}()
 	release := func() {
-		close(stop)
+		stop()
 		<-done
 		// A fresh context: the claim must end even when the request's did.
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -123,25 +120,12 @@ func (s *ReminderLog) Claim(ctx context.Context, corpID, msgID, act string) (fun
 // (a person a round reminded is not reminded again by hand within the
 // interval, as before per notice).
 func (s *ReminderLog) Reminded(ctx context.Context, corpID, msgID string, since time.Time) (map[uint32]time.Time, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT uid, MAX(at) FROM (
+	out, err := sqlrows.Map[uint32, time.Time](ctx, s.db, `SELECT uid, MAX(at) FROM (
 			SELECT uid, reminded_at AS at FROM manual_reminders WHERE corp_id = ? AND msgid = ? AND reminded_at > ?
 			UNION ALL
 			SELECT uid, reminded_at AS at FROM reminder_log WHERE corp_id = ? AND msgid = ? AND kind = 'reminder' AND reminded_at > ?
 		) x GROUP BY uid`, corpID, msgID, since.UTC(), corpID, msgID, since.UTC())
 	if err != nil {
-		return nil, fmt.Errorf("campaign: reminded: %w", err)
-	}
-	defer rows.Close()
-	out := map[uint32]time.Time{}
-	for rows.Next() {
-		var uid uint32
-		var at time.Time
-		if err := rows.Scan(&uid, &at); err != nil {
-			return nil, fmt.Errorf("campaign: reminded: %w", err)
-		}
-		out[uid] = at
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("campaign: reminded: %w", err)
 	}
 	return out, nil
@@ -233,26 +217,13 @@ func ReconfirmScope(n int) string { return "reack:v" + strconv.Itoa(n) }
 // version of the notice older than version (page_signals), are still
 // members, and were not yet recorded as sent version's update card.
 func (s *ReminderLog) Reconfirmable(ctx context.Context, corpID, msgID string, version int) (map[uint32]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT p.uid, u.userid FROM page_signals p
+	out, err := sqlrows.Map[uint32, string](ctx, s.db, `SELECT DISTINCT p.uid, u.userid FROM page_signals p
 		JOIN users u ON u.corp_id = p.corp_id AND u.uid = p.uid
 		WHERE p.corp_id = ? AND p.msgid = ? AND p.source = 6 AND p.version < ? AND u.status = 1
 		  AND NOT EXISTS (SELECT 1 FROM manual_reminders r
 		    WHERE r.corp_id = p.corp_id AND r.msgid = p.msgid AND r.uid = p.uid AND r.scope = ?)`,
 		corpID, msgID, version, ReconfirmScope(version))
 	if err != nil {
-		return nil, fmt.Errorf("campaign: reconfirmable: %w", err)
-	}
-	defer rows.Close()
-	out := map[uint32]string{}
-	for rows.Next() {
-		var uid uint32
-		var id string
-		if err := rows.Scan(&uid, &id); err != nil {
-			return nil, fmt.Errorf("campaign: reconfirmable: %w", err)
-		}
-		out[uid] = id
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("campaign: reconfirmable: %w", err)
 	}
 	return out, nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
 // What the Runner (campaign/loops) reads and writes of the campaigns
@@ -60,20 +61,8 @@ func (s *Store) Unapproved(ctx context.Context, now time.Time, limit int) ([]str
 }
 
 func (s *Store) ids(ctx context.Context, what, q string, args ...any) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	ids, err := sqlrows.List(ctx, s.db, func(rows *sql.Rows, id *string) error { return rows.Scan(id) }, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("campaign: %s: %w", what, err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("campaign: %s: %w", what, err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("campaign: %s: %w", what, err)
 	}
 	return ids, nil

@@ -28,6 +28,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/metric"
 	"github.com/yidu-io/yidu/internal/namespace"
+	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
 // Directory is what the store needs from the directory (idmap.Mapper):
@@ -347,20 +348,11 @@ func (s *Store) list(ctx context.Context, corps []string, state yidu.NoticeState
 	}
 	q += " ORDER BY created_at DESC, msgid DESC LIMIT ?"
 	args = append(args, limit+1)
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	out, err := sqlrows.List(ctx, s.db, func(rows *sql.Rows, n *yidu.Notice) (err error) {
+		*n, err = scanNotice(rows, s.apps)
+		return err
+	}, q, args...)
 	if err != nil {
-		return nil, "", fmt.Errorf("campaign: list: %w", err)
-	}
-	defer rows.Close()
-	var out []yidu.Notice
-	for rows.Next() {
-		n, err := scanNotice(rows, s.apps)
-		if err != nil {
-			return nil, "", fmt.Errorf("campaign: list: %w", err)
-		}
-		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("campaign: list: %w", err)
 	}
 	next := ""

@@ -260,38 +260,47 @@ func (m *Main) Wait(ctx context.Context) error {
 			return fmt.Errorf("flushd stopped: %w", m.App.FlushdErr())
 		case <-done:
 			done = nil
-			if err := m.prog.err(); err != nil {
-				if m.ExitWhenDone {
-					return err
-				}
-				fmt.Fprintln(m.Stdout, "yidu-demo:", err)
-				continue
+			if stop, err := m.roundDone(ctx); stop {
+				return err
 			}
-			m.setStatus("演示：所有阅读记录已到达页面和 MySQL；接下来演示阅读页、证据和审批。",
-				"Demo: every read is on the dashboard and in MySQL; now the reading page, evidence and an approval.")
-			if err := m.showRound(ctx); err != nil {
-				if ctx.Err() != nil { // Ctrl-C during the steps
-					fmt.Fprintln(m.Stdout, "\nstopping…")
-					return nil
-				}
-				err = fmt.Errorf("this round's steps: %w", err)
-				if m.ExitWhenDone {
-					return err
-				}
-				fmt.Fprintln(m.Stdout, "yidu-demo:", err)
-				continue
-			}
-			m.setStatus("演示：所有阅读记录已到达页面和 MySQL；托管通知已审批、已确认知悉并已校验存证。",
-				"Demo: every read is on the dashboard and in MySQL; the hosted notice was approved, acknowledged and verified.")
-			if m.ExitWhenDone {
-				return nil
-			}
-			fmt.Fprintf(m.Stdout, "Every read is on the dashboard and in MySQL. The dashboard stays up at %s; Ctrl-C stops.\n", m.DashboardURL)
 		case <-timeout:
 			m.prog.stop()
 			return fmt.Errorf("not done after %v: %s", m.Timeout, m.prog.last().String())
 		}
 	}
+}
+
+// roundDone follows the storm once every read arrived: the round's
+// steps (reading page, evidence, approval). It reports whether Wait
+// returns, with what: Ctrl-C during the steps (nil); with ExitWhenDone,
+// the run's end (nil) or its failure. Without ExitWhenDone a failure is
+// printed and the dashboard stays up.
+func (m *Main) roundDone(ctx context.Context) (stop bool, err error) {
+	if err = m.prog.err(); err == nil {
+		m.setStatus("演示：所有阅读记录已到达页面和 MySQL；接下来演示阅读页、证据和审批。",
+			"Demo: every read is on the dashboard and in MySQL; now the reading page, evidence and an approval.")
+		if err = m.showRound(ctx); err != nil {
+			if ctx.Err() != nil { // Ctrl-C during the steps
+				fmt.Fprintln(m.Stdout, "\nstopping…")
+				return true, nil
+			}
+			err = fmt.Errorf("this round's steps: %w", err)
+		}
+	}
+	if err != nil {
+		if m.ExitWhenDone {
+			return true, err
+		}
+		fmt.Fprintln(m.Stdout, "yidu-demo:", err)
+		return false, nil
+	}
+	m.setStatus("演示：所有阅读记录已到达页面和 MySQL；托管通知已审批、已确认知悉并已校验存证。",
+		"Demo: every read is on the dashboard and in MySQL; the hosted notice was approved, acknowledged and verified.")
+	if m.ExitWhenDone {
+		return true, nil
+	}
+	fmt.Fprintf(m.Stdout, "Every read is on the dashboard and in MySQL. The dashboard stays up at %s; Ctrl-C stops.\n", m.DashboardURL)
+	return false, nil
 }
 
 // Close stops everything Run started: the simulated WeCom first (nothing

@@ -1,5 +1,5 @@
-// Package sqlrows reads a query's rows into a slice the same way in every
-// package that owns a table: the query and the scan of one row stay with
+// Package sqlrows reads a query's rows into a slice or a map the same way
+// in every package that owns a table: the query and the scan of one row stay with
 // the owner, the loop around them is one.
 package sqlrows
 
@@ -31,4 +31,28 @@ func List[T any](ctx context.Context, q Querier, scan func(*sql.Rows, *T) error,
 		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+// Map runs query on q, whose rows are two columns, a key and its value,
+// and reads them into a map (empty, not nil, for no rows; a key read
+// twice keeps its last value). The rows are closed when it returns.
+func Map[K comparable, V any](ctx context.Context, q Querier, query string, args ...any) (map[K]V, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[K]V{}
+	for rows.Next() {
+		var k K
+		var v V
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -11,10 +11,6 @@ import (
 	"github.com/yidu-io/yidu/page"
 )
 
-var (
-	_ attachment.Objects = (*s3.Bucket)(nil)
-)
-
 // S3Options maps attachments.s3 onto package s3's options (without the
 // logger). Zero values are s3's defaults.
 func S3Options(c config.S3) s3.Options {

@@ -8,20 +8,8 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/cmd/internal/config"
-	"github.com/yidu-io/yidu/idmap"
-	"github.com/yidu-io/yidu/tracker"
-)
-
-// The follow-up round engine's providers (issue 30).
-var (
-	_ loops.LiveReads   = (*bitmap.Store)(nil)
-	_ loops.RoundSender = (*tracker.Registry)(nil)
-	_ loops.People      = (*idmap.Mapper)(nil)
-	_ loops.OrgSource   = (*idmap.Mapper)(nil)
-	_ loops.Seats       = (*idmap.Mapper)(nil)
 )
 
 // followUpRounds builds the follow-up round engine (issue 30) from the

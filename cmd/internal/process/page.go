@@ -22,18 +22,6 @@ import (
 	"github.com/yidu-io/yidu/internal/clientip"
 	"github.com/yidu-io/yidu/notice"
 	"github.com/yidu-io/yidu/page"
-	"github.com/yidu-io/yidu/tracker"
-)
-
-var (
-	_ page.Reads   = (*bitmap.Recorder)(nil)
-	_ page.Notices = (*notice.Store)(nil)
-	_ page.Blobs   = (*attachment.Cache)(nil)
-	_ page.Links   = (*attachment.Store)(nil)
-	_ page.Auditor = (*audit.MySQL)(nil)
-	_ page.Archive = (*tracker.Registry)(nil)
-	_ page.Marks   = (*bitmap.Store)(nil)
-	_ page.Readers = pageReaders{}
 )
 
 // pageReaders answers the reading page's who-is-it over the directory

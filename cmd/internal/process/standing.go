@@ -7,15 +7,6 @@ import (
 	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/cmd/internal/config"
-	"github.com/yidu-io/yidu/idmap"
-	"github.com/yidu-io/yidu/tracker"
-)
-
-// Standing notices' providers (issue 51).
-var (
-	_ loops.Enroller          = (*tracker.Registry)(nil)
-	_ loops.StandingDirectory = (*idmap.Mapper)(nil)
-	_ loops.Joiners           = (*tracker.Registry)(nil)
 )
 
 // standingLoop builds the enrolment of standing notices' joiners, their

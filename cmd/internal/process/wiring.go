@@ -4,14 +4,20 @@ import (
 	"context"
 
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/attachment"
+	"github.com/yidu-io/yidu/attachment/s3"
+	"github.com/yidu-io/yidu/audit"
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/campaign"
+	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/campaign/store"
 	"github.com/yidu-io/yidu/dashboard"
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/flushd"
 	"github.com/yidu-io/yidu/idmap"
+	"github.com/yidu-io/yidu/notice"
+	"github.com/yidu-io/yidu/page"
 	"github.com/yidu-io/yidu/progress"
 	"github.com/yidu-io/yidu/reconcile"
 	"github.com/yidu-io/yidu/tracker"
@@ -49,6 +55,27 @@ var (
 	_ reconcile.Archive       = (*tracker.Registry)(nil)
 	_ reconcile.Bitmaps       = (*bitmap.Store)(nil)
 	_ reconcile.Publisher     = (*delta.Producer)(nil)
+	// The reading page's (issue 39).
+	_ page.Reads   = (*bitmap.Recorder)(nil)
+	_ page.Notices = (*notice.Store)(nil)
+	_ page.Blobs   = (*attachment.Cache)(nil)
+	_ page.Links   = (*attachment.Store)(nil)
+	_ page.Auditor = (*audit.MySQL)(nil)
+	_ page.Archive = (*tracker.Registry)(nil)
+	_ page.Marks   = (*bitmap.Store)(nil)
+	_ page.Readers = pageReaders{}
+	// Attachments' objects.
+	_ attachment.Objects = (*s3.Bucket)(nil)
+	// The follow-up round engine's (issue 30).
+	_ loops.LiveReads   = (*bitmap.Store)(nil)
+	_ loops.RoundSender = (*tracker.Registry)(nil)
+	_ loops.People      = (*idmap.Mapper)(nil)
+	_ loops.OrgSource   = (*idmap.Mapper)(nil)
+	_ loops.Seats       = (*idmap.Mapper)(nil)
+	// Standing notices' (issue 51).
+	_ loops.Enroller          = (*tracker.Registry)(nil)
+	_ loops.StandingDirectory = (*idmap.Mapper)(nil)
+	_ loops.Joiners           = (*tracker.Registry)(nil)
 )
 
 // The compose page's directory endpoints read idmap's Index and Expand,
