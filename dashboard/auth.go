@@ -114,14 +114,19 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, r, http.StatusServiceUnavailable, "login.unavailable")
 		return
 	}
+	s.signedIn(w, r, at, r.PostForm.Get("next"))
+}
+
+// signedIn gives the browser the session a sign-in opened (its cookie)
+// and sends it on to next, a path of this site's.
+func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, at access.Attempt, next string) {
 	s.met.logins.WithLabelValues("ok").Inc()
-	id, sess := at.ID, at.Session
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: id, Path: "/", Expires: sess.Expires,
+		Name: sessionCookie, Value: at.ID, Path: "/", Expires: at.Session.Expires,
 		MaxAge: int(s.auth.TTL().Seconds()), HttpOnly: true,
 		Secure: s.secure(r), SameSite: http.SameSiteLaxMode,
 	})
-	http.Redirect(w, r, access.SafeNext(r.PostForm.Get("next")), http.StatusSeeOther)
+	http.Redirect(w, r, access.SafeNext(next), http.StatusSeeOther)
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {

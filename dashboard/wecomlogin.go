@@ -98,12 +98,5 @@ func (s *Server) handleWeComCallback(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, r, http.StatusServiceUnavailable, "login.unavailable")
 		return
 	}
-	s.met.logins.WithLabelValues("ok").Inc()
-	id, sess := at.ID, at.Session
-	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: id, Path: "/", Expires: sess.Expires,
-		MaxAge: int(s.auth.TTL().Seconds()), HttpOnly: true,
-		Secure: s.secure(r), SameSite: http.SameSiteLaxMode,
-	})
-	http.Redirect(w, r, access.SafeNext(next), http.StatusSeeOther)
+	s.signedIn(w, r, at, next)
 }
