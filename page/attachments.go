@@ -1,14 +1,13 @@
 package page
 
 import (
-	"container/list"
 	"context"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/go-chi/chi/v5"
@@ -67,13 +66,9 @@ func notModified(r *http.Request, tag string) bool {
 // (a version published since, or a hash the notice never had). It keeps
 // the most recently asked max entries.
 type attachmentIndex struct {
-	load func(ctx context.Context, corp, msgid string) (map[content.Hash]attachment.Attachment, error)
-	max  int
-	fill singleflight.Group
-
-	mu    sync.Mutex
-	lru   *list.List // of *indexed, most recent first
-	items map[indexKey]*list.Element
+	load  func(ctx context.Context, corp, msgid string) (map[content.Hash]attachment.Attachment, error)
+	fill  singleflight.Group
+	items *lru.Cache[indexKey, attachment.Attachment]
 }
 
 type indexKey struct {
@@ -81,23 +76,19 @@ type indexKey struct {
 	sum         content.Hash
 }
 
-type indexed struct {
-	key indexKey
-	att attachment.Attachment
-}
-
 func newAttachmentIndex(max int, load func(ctx context.Context, corp, msgid string) (map[content.Hash]attachment.Attachment, error)) *attachmentIndex {
 	if max <= 0 {
 		max = DefaultAttachmentIndex
 	}
-	return &attachmentIndex{load: load, max: max, lru: list.New(), items: map[indexKey]*list.Element{}}
+	items, _ := lru.New[indexKey, attachment.Attachment](max) // max > 0: no error
+	return &attachmentIndex{load: load, items: items}
 }
 
 // find returns the attachment sum of corp's msgid, ok false if no version
 // of it has one.
 func (x *attachmentIndex) find(ctx context.Context, corp, msgid string, sum content.Hash) (attachment.Attachment, bool, error) {
 	k := indexKey{corp, msgid, sum}
-	if a, ok := x.get(k); ok {
+	if a, ok := x.items.Get(k); ok {
 		return a, true, nil
 	}
 	// Concurrent misses of one notice share one read.
@@ -107,41 +98,15 @@ func (x *attachmentIndex) find(ctx context.Context, corp, msgid string, sum cont
 			return nil, err
 		}
 		for s, a := range all {
-			x.put(indexKey{corp, msgid, s}, a)
+			x.items.Add(indexKey{corp, msgid, s}, a)
 		}
 		return nil, nil
 	})
 	if err != nil {
 		return attachment.Attachment{}, false, err
 	}
-	a, ok := x.get(k)
+	a, ok := x.items.Get(k)
 	return a, ok, nil
-}
-
-func (x *attachmentIndex) get(k indexKey) (attachment.Attachment, bool) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	e, ok := x.items[k]
-	if !ok {
-		return attachment.Attachment{}, false
-	}
-	x.lru.MoveToFront(e)
-	return e.Value.(*indexed).att, true
-}
-
-func (x *attachmentIndex) put(k indexKey, a attachment.Attachment) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if e, ok := x.items[k]; ok {
-		x.lru.MoveToFront(e)
-		return
-	}
-	x.items[k] = x.lru.PushFront(&indexed{key: k, att: a})
-	for x.lru.Len() > x.max {
-		e := x.lru.Back()
-		x.lru.Remove(e)
-		delete(x.items, e.Value.(*indexed).key)
-	}
 }
 
 // loadAttachments reads every version of corp's msgid and returns their
