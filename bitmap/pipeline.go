@@ -2,6 +2,7 @@ package bitmap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -101,10 +102,16 @@ func (s *Store) do(ctx context.Context, calls []call, timeout time.Duration) err
 // Script runs script on keys with args in the store's shared pipeline,
 // with the concurrent callers' marks and acks: no round trip of its own
 // (the reading page's marks of what a reader did, issue 50). It waits for
-// the reply, ctx or the store's round-trip timeout.
+// the reply, ctx or the store's round-trip timeout. With the pipeline's
+// queue full (or the store closing) it runs in a round trip of its own:
+// what the caller marks is not lost to the read path's load.
 func (s *Store) Script(ctx context.Context, script *redis.Script, keys []string, args ...any) error {
 	calls := []call{{script: script, keys: keys, args: args}}
-	if err := s.do(ctx, calls, s.opts.RoundTripTimeout); err != nil {
+	err := s.do(ctx, calls, s.opts.RoundTripTimeout)
+	if errors.Is(err, ErrQueueFull) || errors.Is(err, ErrClosed) {
+		return script.Run(ctx, s.rdb, keys, args...).Err()
+	}
+	if err != nil {
 		return err
 	}
 	return calls[0].err

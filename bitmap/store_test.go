@@ -427,4 +427,13 @@ func TestScriptInSharedPipeline(t *testing.T) {
 	if err := s.Script(ctx, set, []string{key}, "after", "done"); err != nil {
 		t.Errorf("a script after a failed one = %v", err)
 	}
+	// A store whose pipeline no longer takes requests (closing, or its
+	// queue full) runs the script in a round trip of its own.
+	s.Close()
+	if err := s.Script(ctx, set, []string{key}, "closed", "done"); err != nil {
+		t.Errorf("a script on a closed store = %v", err)
+	}
+	if v, err := rdb.HGet(ctx, key, "closed").Result(); err != nil || v != "done" {
+		t.Errorf("the closed store's script wrote %q, %v; want done", v, err)
+	}
 }
