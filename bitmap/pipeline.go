@@ -22,6 +22,10 @@ import (
 // callers' marks is one script call instead of 64: Redis pays the Lua
 // call, the key lookups and the TTL check once.
 type call struct {
+	// queue, when set, queues a caller's own commands on the batch's
+	// pipeline (Store.Pipelined); the call is no wire, and its commands'
+	// errors are its caller's to read.
+	queue  func(p redis.Pipeliner)
 	script *redis.Script
 	keys   []string
 	args   []any
@@ -115,6 +119,24 @@ func (s *Store) Script(ctx context.Context, script *redis.Script, keys []string,
 		return err
 	}
 	return calls[0].err
+}
+
+// Pipelined queues fn's commands on the store's shared pipeline, with
+// the concurrent callers' marks and acks: no round trip of its own (the
+// reading page's reads of a view, issue 50). It returns once they ran,
+// each command's error in its own result, or with ctx's or the store's
+// round-trip timeout's error, when fn's commands are not to be read.
+// With the pipeline's queue full (or the store closing) they run in a
+// round trip of their own. fn runs on another goroutine.
+func (s *Store) Pipelined(ctx context.Context, fn func(p redis.Pipeliner)) error {
+	err := s.do(ctx, []call{{queue: fn}}, s.opts.RoundTripTimeout)
+	if errors.Is(err, ErrQueueFull) || errors.Is(err, ErrClosed) {
+		p := s.rdb.Pipeline()
+		fn(p)
+		_, _ = p.Exec(ctx) // each command's error is its own
+		return nil
+	}
+	return err
 }
 
 // enqueue queues calls for a loop; the request's done says when they ran.
@@ -217,6 +239,13 @@ func (s *Store) run(batch []*request) {
 	for _, w := range wires {
 		w.cmd = w.send(ctx, p, false)
 	}
+	for _, r := range live {
+		for i := range r.calls {
+			if q := r.calls[i].queue; q != nil {
+				q(p)
+			}
+		}
+	}
 	_, _ = p.Exec(ctx) // errors are read per command below
 	var retry []*wire
 	for _, w := range wires {
@@ -267,6 +296,9 @@ func (s *Store) wires(live []*request) []*wire {
 	for _, r := range live {
 		for i := range r.calls {
 			c := &r.calls[i]
+			if c.queue != nil {
+				continue
+			}
 			if w := byKey[c.merge]; w != nil && c.merge.op != "" {
 				w.parts = append(w.parts, part{c: c, off: len(w.args) - c.fixed, n: len(c.args) - c.fixed})
 				w.args = append(w.args, c.args[c.fixed:]...)

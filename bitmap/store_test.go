@@ -437,3 +437,43 @@ func TestScriptInSharedPipeline(t *testing.T) {
 		t.Errorf("the closed store's script wrote %q, %v; want done", v, err)
 	}
 }
+
+// TestPipelinedInSharedPipeline: Store.Pipelined queues a caller's own
+// commands on the marks' shared pipeline (the reading page's reads,
+// issue 50): each of many concurrent callers reads its own replies, a
+// missing key is its caller's redis.Nil and no failure of the batch, and
+// a closed store runs them in a round trip of their own.
+func TestPipelinedInSharedPipeline(t *testing.T) {
+	s, rdb := mustStore(t, Options{})
+	ctx := context.Background()
+	key := func(i int) string { return s.opts.Prefix + ":pipelined:" + strconv.Itoa(i) }
+	for i := range 32 {
+		testenv.Check(t, "SET", rdb.Set(ctx, key(i), "v"+strconv.Itoa(i), time.Minute).Err())
+	}
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			var got *redis.StringCmd
+			if err := s.Pipelined(ctx, func(p redis.Pipeliner) { got = p.Get(ctx, key(i)) }); err != nil {
+				t.Errorf("Pipelined(%d) = %v", i, err)
+				return
+			}
+			v, err := got.Result()
+			switch {
+			case i < 32 && (err != nil || v != "v"+strconv.Itoa(i)):
+				t.Errorf("GET %d = %q, %v; want v%d", i, v, err, i)
+			case i >= 32 && !errors.Is(err, redis.Nil):
+				t.Errorf("GET of a missing key %d = %q, %v; want redis.Nil", i, v, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := testutil.ToFloat64(s.m.redisErrors); n != 0 {
+		t.Errorf("redis errors counted = %v; want 0 (a missing key is no failure)", n)
+	}
+	s.Close()
+	var got *redis.StringCmd
+	if err := s.Pipelined(ctx, func(p redis.Pipeliner) { got = p.Get(ctx, key(0)) }); err != nil || got.Val() != "v0" {
+		t.Errorf("Pipelined on a closed store = %v, %v; want v0", err, got)
+	}
+}

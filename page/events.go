@@ -172,11 +172,16 @@ func (s *Server) beginView(ctx context.Context, v view) (token string, ended, ac
 	_, _ = rand.Read(b[:])
 	token = base64.RawURLEncoding.EncodeToString(b[:])
 	raw, _ := json.Marshal(v)
-	p := s.opts.Redis.Pipeline()
-	isRecipient := s.readers.QueueRecipient(ctx, p, v.Corp, v.MsgID, v.UID)
-	set := p.Set(ctx, s.viewKey(token), raw, viewTTL)
-	done := p.HMGet(ctx, s.doneKey(v.Corp, v.MsgID, v.UserID), doneField(yidu.SignalReadToEnd, v.Version), doneField(yidu.SignalAcknowledged, v.Version))
-	_, _ = p.Exec(ctx) // each command's error is read below
+	var isRecipient func() (bool, error)
+	var set *redis.StatusCmd
+	var done *redis.SliceCmd
+	if err := s.opts.Marks.Pipelined(ctx, func(p redis.Pipeliner) {
+		isRecipient = s.readers.QueueRecipient(ctx, p, v.Corp, v.MsgID, v.UID)
+		set = p.Set(ctx, s.viewKey(token), raw, viewTTL)
+		done = p.HMGet(ctx, s.doneKey(v.Corp, v.MsgID, v.UserID), doneField(yidu.SignalReadToEnd, v.Version), doneField(yidu.SignalAcknowledged, v.Version))
+	}); err != nil {
+		return "", false, false, false, fmt.Errorf("page: view: %w", err)
+	}
 	if recipient, err = isRecipient(); err != nil {
 		return "", false, false, false, err
 	}
@@ -206,15 +211,17 @@ func (s *Server) record(ctx context.Context, sess session, a App, msgID string, 
 		return ErrNotRecorded
 	}
 	done := s.doneKey(sess.Corp, msgID, sess.UserID)
-	// One round trip: the view, what the reader did, what is current.
+	// One round trip, shared with the read path's concurrent marks: the
+	// view, what the reader did, what is current.
 	var viewCmd, curCmd *redis.StringCmd
 	var doneCmd *redis.SliceCmd
-	_, _ = s.opts.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+	if err := s.opts.Marks.Pipelined(ctx, func(p redis.Pipeliner) {
 		viewCmd = p.Get(ctx, s.viewKey(ev.View))
 		doneCmd = p.HMGet(ctx, done, doneField(yidu.SignalReadToEnd, ev.Version), doneField(yidu.SignalAcknowledged, ev.Version))
 		curCmd = p.Get(ctx, s.opts.Current.key(a.CorpID, msgID))
-		return nil
-	})
+	}); err != nil {
+		return fmt.Errorf("page: view: %w", err)
+	}
 	raw, err := viewCmd.Bytes()
 	if errors.Is(err, redis.Nil) {
 		return ErrUnknownView

@@ -70,16 +70,27 @@ type Readers interface {
 	NoticeApp(ctx context.Context, corp, msgID string) (app string, found bool, err error)
 }
 
-// Marks runs a script in a pipeline shared with others (bitmap.Store).
+// Marks runs a script, or a pipeline's commands, in a pipeline shared
+// with others (bitmap.Store): Pipelined returns once fn's commands ran
+// (each command's error its own), or with an error when they are not to
+// be read.
 type Marks interface {
 	Script(ctx context.Context, script *redis.Script, keys []string, args ...any) error
+	Pipelined(ctx context.Context, fn func(p redis.Pipeliner)) error
 }
 
-// ownRoundTrip runs a script in a round trip of its own.
+// ownRoundTrip runs each in a round trip of its own.
 type ownRoundTrip struct{ rdb redis.UniversalClient }
 
 func (o ownRoundTrip) Script(ctx context.Context, script *redis.Script, keys []string, args ...any) error {
 	return script.Run(ctx, o.rdb, keys, args...).Err()
+}
+
+func (o ownRoundTrip) Pipelined(ctx context.Context, fn func(p redis.Pipeliner)) error {
+	p := o.rdb.Pipeline()
+	fn(p)
+	_, _ = p.Exec(ctx) // each command's error is its own
+	return nil
 }
 
 // Notices are the versions of a notice's content (notice.Store).
