@@ -90,9 +90,10 @@ func (s *Sessions) lookup(ctx context.Context, id string) (session, bool, error)
 	return s.store.Get(ctx, id)
 }
 
-// lookupWith is lookup, with more commands (also) in its round trip.
-func (s *Sessions) lookupWith(ctx context.Context, id string, also func(redis.Pipeliner)) (session, bool, error) {
-	return s.store.GetWith(ctx, id, also)
+// queueLookup queues lookup's command on p; answer is lookup's once p
+// has run.
+func (s *Sessions) queueLookup(ctx context.Context, p redis.Pipeliner, id string) (answer func() (session, bool, error)) {
+	return s.store.QueueGet(ctx, p, id)
 }
 
 // Revoke ends every reading session of the corp's members uids (they

@@ -37,21 +37,24 @@ func (s *Server) sessionOf(r *http.Request) (session, bool, error) {
 }
 
 // sessionWithCurrent is sessionOf, reading msgID's current version key
-// in the same round trip.
+// in the same round trip, shared with the read path's (Options.Marks).
 func (s *Server) sessionWithCurrent(r *http.Request, corp, msgID string) (session, bool, prefetched, error) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" || len(c.Value) > 128 {
 		return session{}, false, prefetched{}, nil
 	}
 	ctx := r.Context()
+	var answer func() (session, bool, error)
 	var curCmd *redis.StringCmd
-	sess, ok, err := s.sessions.lookupWith(ctx, c.Value, func(p redis.Pipeliner) {
+	if err := s.opts.Marks.Pipelined(ctx, func(p redis.Pipeliner) {
+		answer = s.sessions.queueLookup(ctx, p, c.Value)
 		curCmd = p.Get(ctx, s.opts.Current.key(corp, msgID))
-	})
-	var pre prefetched
-	if curCmd != nil {
-		pre.cur, pre.found, pre.err = parseCurrent(curCmd.Val(), curCmd.Err(), msgID)
+	}); err != nil {
+		return session{}, false, prefetched{}, fmt.Errorf("page: session: %w", err)
 	}
+	sess, ok, err := answer()
+	var pre prefetched
+	pre.cur, pre.found, pre.err = parseCurrent(curCmd.Val(), curCmd.Err(), msgID)
 	return sess, ok, pre, err
 }
 

@@ -103,23 +103,19 @@ func (s *Sessions[T]) Put(ctx context.Context, id string, v T, ttl time.Duration
 // none (never stored, expired or deleted). A Rolling kind's end is
 // pushed back by TTL.
 func (s *Sessions[T]) Get(ctx context.Context, id string) (v T, ok bool, err error) {
-	return s.GetWith(ctx, id, nil)
+	return s.decode(s.get(ctx, s.rdb, id))
 }
 
-// GetWith is Get, with also's commands in its round trip (the page's
-// open reads the notice's current version with its session).
-func (s *Sessions[T]) GetWith(ctx context.Context, id string, also func(redis.Pipeliner)) (v T, ok bool, err error) {
-	var get *redis.StringCmd
-	switch {
-	case also != nil:
-		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			get = s.get(ctx, p, id)
-			also(p)
-			return nil
-		})
-	default:
-		get = s.get(ctx, s.rdb, id)
-	}
+// QueueGet queues Get's command on p, a pipeline of the store's Redis
+// (the reading page's open shares it with the read path's, issue 50);
+// answer is Get's once p has run.
+func (s *Sessions[T]) QueueGet(ctx context.Context, p redis.Pipeliner, id string) (answer func() (T, bool, error)) {
+	get := s.get(ctx, p, id)
+	return func() (T, bool, error) { return s.decode(get) }
+}
+
+// decode is the session get answered.
+func (s *Sessions[T]) decode(get *redis.StringCmd) (v T, ok bool, err error) {
 	raw, err := get.Bytes()
 	if errors.Is(err, redis.Nil) {
 		return v, false, nil

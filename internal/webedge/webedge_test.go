@@ -179,10 +179,13 @@ func TestSessions(t *testing.T) {
 			t.Errorf("Create: id %q, also given %q; want 43 characters and the session's key", sid, also)
 		}
 		testenv.Check(t, "EXPIRE", rdb.Expire(ctx, store.Key(sid), time.Minute).Err())
-		var cmd *redis.StringCmd
-		s, ok, err := store.GetWith(ctx, sid, func(p redis.Pipeliner) { cmd = p.Get(ctx, "nothing-"+prefix) })
-		if err != nil || !ok || s.UserID != "zhangsan" || cmd == nil || !errors.Is(cmd.Err(), redis.Nil) {
-			t.Fatalf("GetWith = %+v, %v, %v; want the session and also's command run", s, ok, err)
+		p := rdb.Pipeline()
+		answer := store.QueueGet(ctx, p, sid)
+		cmd := p.Get(ctx, "nothing-"+prefix)
+		_, _ = p.Exec(ctx)
+		s, ok, err := answer()
+		if err != nil || !ok || s.UserID != "zhangsan" || !errors.Is(cmd.Err(), redis.Nil) {
+			t.Fatalf("QueueGet = %+v, %v, %v; want the session beside the pipeline's other command", s, ok, err)
 		}
 		if ttl := rdb.TTL(ctx, store.Key(sid)).Val(); ttl <= time.Minute {
 			t.Errorf("TTL after Get = %v; want pushed back to an hour", ttl)
