@@ -108,4 +108,10 @@
 // one Lua call instead of one per caller. A full queue is ErrQueueFull
 // (the receiver answers 503), never a silent drop; AckAsync, which nobody
 // waits for, counts a full queue or a failed pipeline as an ack error.
+//
+// The reading page's own commands travel in the same pipelines (issue
+// 50): Pipelined queues a caller's commands (a session, a view, a
+// reader's marks) and Script a caller's script (a reader's done mark),
+// each answered once the batch has run, so a signed-in reader makes no
+// round trip of its own; with the queue full they go in one of their own.
 package bitmap
