@@ -214,9 +214,9 @@ func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// One round trip for the session and the current version, one for
-	// the recipient check and the view: a signed-in open reads nothing
-	// else from Redis (issue 50).
+	// Two rounds of Redis commands, both in the read path's shared
+	// pipeline (issue 50): the session with the current version, then the
+	// recipient check with the view handed out.
 	sess, rd, found, pre, ok := s.signedIn(w, r, a, msgID, true, true)
 	if !ok {
 		return
