@@ -112,7 +112,7 @@ func (s *Store) do(ctx context.Context, calls []call, timeout time.Duration) err
 func (s *Store) Script(ctx context.Context, script *redis.Script, keys []string, args ...any) error {
 	calls := []call{{script: script, keys: keys, args: args}}
 	err := s.do(ctx, calls, s.opts.RoundTripTimeout)
-	if errors.Is(err, ErrQueueFull) || errors.Is(err, ErrClosed) {
+	if ownRoundTrip(err) {
 		return script.Run(ctx, s.rdb, keys, args...).Err()
 	}
 	if err != nil {
@@ -130,13 +130,20 @@ func (s *Store) Script(ctx context.Context, script *redis.Script, keys []string,
 // round trip of their own. fn runs on another goroutine.
 func (s *Store) Pipelined(ctx context.Context, fn func(p redis.Pipeliner)) error {
 	err := s.do(ctx, []call{{queue: fn}}, s.opts.RoundTripTimeout)
-	if errors.Is(err, ErrQueueFull) || errors.Is(err, ErrClosed) {
+	if ownRoundTrip(err) {
 		p := s.rdb.Pipeline()
 		fn(p)
 		_, _ = p.Exec(ctx) // each command's error is its own
 		return nil
 	}
 	return err
+}
+
+// ownRoundTrip reports whether a caller's commands go in a round trip
+// of their own: the shared pipeline takes no more requests (its queue
+// full, the store closing).
+func ownRoundTrip(err error) bool {
+	return errors.Is(err, ErrQueueFull) || errors.Is(err, ErrClosed)
 }
 
 // enqueue queues calls for a loop; the request's done says when they ran.
