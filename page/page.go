@@ -173,9 +173,10 @@ type Options struct {
 	// DoneTTL is how long Redis keeps what a reader did on each version
 	// (default 30 days, the bitmaps' TTL); the archive answers after.
 	DoneTTL time.Duration
-	// Marks writes what a reader did in a pipeline shared with the read
-	// path's concurrent marks (bitmap.Store.Script): no round trip of
-	// its own per event. nil: a round trip of its own on Redis.
+	// Marks runs the page's Redis commands in a pipeline shared with the
+	// read path's concurrent marks (bitmap.Store's Script and Pipelined),
+	// on the same Redis as Redis: no round trip of their own. nil: round
+	// trips of their own on Redis.
 	Marks Marks
 	// Records serve 我的记录 (evidence.Service); nil: 404.
 	Records Records
