@@ -48,6 +48,9 @@ func TestLedgerFlushdKill9(t *testing.T) {
 		testenv.Check(t, "hold the head", tx.QueryRow("SELECT next_seq FROM ledger_heads WHERE corp_id = ? FOR UPDATE", app.CorpID).Scan(&next))
 		var holder int64
 		testenv.Check(t, "the holder's connection", tx.QueryRow("SELECT CONNECTION_ID()").Scan(&holder))
+		// A failed wait below must not keep the head (and the database's
+		// DROP at cleanup) held; after the Rollback below this is a no-op.
+		t.Cleanup(func() { _ = tx.Rollback() })
 		if i == kills {
 			<-done
 			rest = e.wecom.goPlay(context.Background(), e.reads[half:], 8)
@@ -65,9 +68,13 @@ func TestLedgerFlushdKill9(t *testing.T) {
 		// for past InnoDB's lock wait timeout (50 s), after which flushd
 		// retries the batch and waits again; what the server shows is
 		// logged while nothing is found, for the next one to read.
+		// Polled every 250 ms: MariaDB refreshes innodb_trx and
+		// innodb_lock_waits only when they have not been read for 100 ms
+		// (at WaitFor's 20 ms they stayed the snapshot of the first look,
+		// taken before the batch arrived: CI, stop 54).
 		var modified int
 		lastDump := time.Now()
-		testenv.WaitFor(t, 150*time.Second, "flushd's batch waits for the ledger head", func() bool {
+		testenv.WaitEvery(t, 150*time.Second, 250*time.Millisecond, "flushd's batch waits for the ledger head", func() bool {
 			var waiting int
 			err := e.db.QueryRow(`SELECT COUNT(*), COALESCE(MAX(r.trx_rows_modified), 0) FROM information_schema.innodb_lock_waits w
 				JOIN information_schema.innodb_trx r ON r.trx_id = w.requesting_trx_id
