@@ -44,19 +44,6 @@ const pageSignInTries = 20
 // first share of each hundred.
 func signsIn(i int, share float64) bool { return float64(i%100) < share*100 }
 
-// fromAddress is the ingress in front of the receiver: it names reader's
-// address in X-Forwarded-For over a shared pool of connections.
-type fromAddress struct {
-	rt   http.RoundTripper
-	addr string
-}
-
-func (f fromAddress) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("X-Forwarded-For", f.addr)
-	return f.rt.RoundTrip(r)
-}
-
 // readerAddr is reader i's address (10.0.0.0/8).
 func readerAddr(i int) string { return fmt.Sprintf("10.%d.%d.%d", (i>>16)&255, (i>>8)&255, i&255) }
 
@@ -321,7 +308,9 @@ type readerLatencies struct{ signIn, view, end, ack []time.Duration }
 func (s *pageStorm) read(lctx context.Context, i int, l *readerLatencies) {
 	u := userIDs.ID(i)
 	rd := pagereader.New(s.receiver, s.b.app.Name, s.msgID, 30*time.Second)
-	rd.UseTransport(fromAddress{rt: s.pool, addr: readerAddr(i)})
+	// The ingress in front of the receiver names the reader's address.
+	rd.UseTransport(s.pool)
+	rd.SetHeader("X-Forwarded-For", readerAddr(i))
 	if s.sessions[i] != "" {
 		rd.SetSession(page.SessionCookie, s.sessions[i])
 	}

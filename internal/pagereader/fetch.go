@@ -21,10 +21,11 @@ func (r *Reader) Fetch(ctx context.Context, path string, header http.Header, buf
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := r.c.Do(req)
+	resp, cancel, err := r.do(req)
 	if err != nil {
 		return 0, nil, buf, fmt.Errorf("pagereader: GET %s: %w", path, err)
 	}
+	defer cancel()
 	defer resp.Body.Close()
 	buf = buf[:0]
 	if headersOnly {

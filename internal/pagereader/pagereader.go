@@ -14,43 +14,97 @@ import (
 	"html"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
-	"regexp"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// Reader is one member's browser: its own cookie jar (session and
-// sign-in nonce), redirects not followed.
+// Reader is one member's browser: its own cookies for the receiver
+// (session and sign-in nonce), redirects not followed. It speaks to the
+// transport directly, with the few cookies it holds in a list, so the
+// simulated phones of yidu-bench's page arm cost about what the card
+// arm's simulated WeCom costs per request (a cookie jar, a client's
+// redirect machinery and a cloned request each were more than yidu's own
+// handling of the request).
 type Reader struct {
 	base, app, msgID string
-	c                *http.Client
+	rt               http.RoundTripper
+	timeout          time.Duration
+	cookies          []*http.Cookie
+	header           http.Header
+	body             []byte // the last page's body, reused
 	// View and Version are what the last Open was shown.
 	View    string
 	Version int
 }
 
 // New returns a reader of app's msgid on the receiver at base
-// ("http://host:port").
+// ("http://host:port"); each request gives up after timeout (0: never).
 func New(base, app, msgID string, timeout time.Duration) *Reader {
-	jar, _ := cookiejar.New(nil)
-	return &Reader{base: base, app: app, msgID: msgID, c: &http.Client{Jar: jar, Timeout: timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	return &Reader{base: base, app: app, msgID: msgID, rt: http.DefaultTransport, timeout: timeout}
 }
 
 // UseTransport makes the reader's requests through rt (a shared pool of
-// keep-alive connections, or a proxy adding X-Forwarded-For).
-func (r *Reader) UseTransport(rt http.RoundTripper) { r.c.Transport = rt }
+// keep-alive connections).
+func (r *Reader) UseTransport(rt http.RoundTripper) { r.rt = rt }
+
+// SetHeader sends name: value with every request (X-Forwarded-For, as
+// an ingress in front of the receiver adds it).
+func (r *Reader) SetHeader(name, value string) {
+	if r.header == nil {
+		r.header = http.Header{}
+	}
+	r.header.Set(name, value)
+}
 
 // SetSession gives the reader a session cookie name=value for the
 // receiver, as a member signed in earlier holds.
 func (r *Reader) SetSession(name, value string) {
-	u, err := url.Parse(r.base + "/r/")
-	if err != nil {
-		return
+	r.keep(&http.Cookie{Name: name, Value: value})
+}
+
+// keep stores c as a browser would (a negative MaxAge, or an empty
+// value, deletes it).
+func (r *Reader) keep(c *http.Cookie) {
+	for i, old := range r.cookies {
+		if old.Name == c.Name {
+			r.cookies = append(r.cookies[:i], r.cookies[i+1:]...)
+			break
+		}
 	}
-	r.c.Jar.SetCookies(u, []*http.Cookie{{Name: name, Value: value, Path: "/r/"}})
+	if c.MaxAge >= 0 && c.Value != "" {
+		r.cookies = append(r.cookies, &http.Cookie{Name: c.Name, Value: c.Value})
+	}
+}
+
+// do sends req with the reader's cookies and headers and keeps the
+// cookies the answer sets; cancel ends the request's timeout once its
+// body is read.
+func (r *Reader) do(req *http.Request) (resp *http.Response, cancel func(), err error) {
+	cancel = func() {}
+	if r.timeout > 0 {
+		var ctx context.Context
+		ctx, cancel = context.WithTimeout(req.Context(), r.timeout)
+		req = req.WithContext(ctx)
+	}
+	for _, c := range r.cookies {
+		req.AddCookie(c)
+	}
+	for k, v := range r.header {
+		req.Header[k] = v
+	}
+	resp, err = r.rt.RoundTrip(req)
+	if err != nil {
+		cancel()
+		return nil, func() {}, err
+	}
+	for _, line := range resp.Header["Set-Cookie"] {
+		if c, err := http.ParseSetCookie(line); err == nil {
+			r.keep(c)
+		}
+	}
+	return resp, cancel, nil
 }
 
 // Status is an answer that was not the one wanted.
@@ -73,10 +127,19 @@ func CodeOf(err error) int {
 	return 0
 }
 
-var (
-	viewRe    = regexp.MustCompile(`data-view="([^"]+)"`)
-	versionRe = regexp.MustCompile(`data-version="([0-9]+)"`)
-)
+// attr returns the value of the first attribute name="…" in page.
+func attr(page []byte, name string) (string, bool) {
+	i := bytes.Index(page, []byte(name+`="`))
+	if i < 0 {
+		return "", false
+	}
+	rest := page[i+len(name)+2:]
+	j := bytes.IndexByte(rest, '"')
+	if j <= 0 {
+		return "", false
+	}
+	return string(rest[:j]), true
+}
 
 // Open GETs the page; without a session it follows the sign-in with code
 // (one use) and GETs the page again. It keeps the view shown.
@@ -88,7 +151,7 @@ func (r *Reader) Open(ctx context.Context, code func() string) error {
 // session.
 func (r *Reader) open(ctx context.Context, code func() string, signedIn func()) error {
 	page := r.base + "/r/" + url.PathEscape(r.app) + "/" + url.PathEscape(r.msgID)
-	code1, loc, body, err := r.get(ctx, page)
+	code1, loc, err := r.get(ctx, page)
 	if err != nil {
 		return err
 	}
@@ -99,27 +162,28 @@ func (r *Reader) open(ctx context.Context, code func() string, signedIn func()) 
 		}
 		state := u.Query().Get("state")
 		back := r.base + "/r/" + url.PathEscape(r.app) + "/signin?" + url.Values{"code": {code()}, "state": {state}}.Encode()
-		st, _, b, err := r.get(ctx, back)
+		st, _, err := r.get(ctx, back)
 		if err != nil {
 			return err
 		}
 		if st != http.StatusFound {
-			return &Status{"sign-in", st, b}
+			return &Status{"sign-in", st, string(r.body)}
 		}
 		signedIn()
-		if code1, _, body, err = r.get(ctx, page); err != nil {
+		if code1, _, err = r.get(ctx, page); err != nil {
 			return err
 		}
 	}
 	if code1 != http.StatusOK {
-		return &Status{"page", code1, body}
+		return &Status{"page", code1, string(r.body)}
 	}
-	v, n := viewRe.FindStringSubmatch(body), versionRe.FindStringSubmatch(body)
-	if v == nil || n == nil {
+	v, okV := attr(r.body, "data-view")
+	n, okN := attr(r.body, "data-version")
+	version, err := strconv.Atoi(n)
+	if !okV || !okN || err != nil {
 		return &Status{"page without a view", code1, ""}
 	}
-	r.View = html.UnescapeString(v[1])
-	r.Version, _ = strconv.Atoi(n[1])
+	r.View, r.Version = html.UnescapeString(v), version
 	return nil
 }
 
@@ -128,35 +192,44 @@ func (r *Reader) open(ctx context.Context, code func() string, signedIn func()) 
 func (r *Reader) Signal(ctx context.Context, signal string) error {
 	body := fmt.Sprintf(`{"view":%q,"version":%d,"event":%q}`, r.View, r.Version, signal)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/r/"+url.PathEscape(r.app)+"/"+url.PathEscape(r.msgID)+"/events",
-		bytes.NewReader([]byte(body)))
+		strings.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := r.c.Do(req)
+	resp, cancel, err := r.do(req)
 	if err != nil {
 		return fmt.Errorf("pagereader: %s: %w", signal, err)
 	}
+	defer cancel()
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		return &Status{signal, resp.StatusCode, string(b)}
 	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	return nil
 }
 
-func (r *Reader) get(ctx context.Context, target string) (code int, location, body string, err error) {
+// get GETs target, its body read into r.body.
+func (r *Reader) get(ctx context.Context, target string) (code int, location string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return 0, "", "", err
+		return 0, "", err
 	}
-	resp, err := r.c.Do(req)
+	resp, cancel, err := r.do(req)
 	if err != nil {
-		return 0, "", "", fmt.Errorf("pagereader: GET: %w", err)
+		return 0, "", fmt.Errorf("pagereader: GET: %w", err)
 	}
+	defer cancel()
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	return resp.StatusCode, resp.Header.Get("Location"), string(b), nil
+	buf := bytes.NewBuffer(r.body[:0])
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, 4<<20))
+	r.body = buf.Bytes()
+	if err != nil {
+		return 0, "", fmt.Errorf("pagereader: GET: %w", err)
+	}
+	return resp.StatusCode, resp.Header.Get("Location"), nil
 }
 
 // Steps are how long the parts of an Open took.
