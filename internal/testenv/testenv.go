@@ -104,6 +104,9 @@ func MySQLDSN(tb testing.TB) string {
 	cfg.DBName = name
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
+	// As process.OpenDB opens production's pools: statements interpolated
+	// (the text protocol), so tests read rows as production does.
+	cfg.InterpolateParams = true
 	dsn := cfg.FormatDSN()
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {

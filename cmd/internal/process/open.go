@@ -45,8 +45,9 @@ func PointWeCom(c config.WeCom) {
 }
 
 // OpenDB opens the MySQL pool for dsn with the settings yidu relies on:
-// parseTime, UTC, and no multi-statements; config.DefaultMySQLConns
-// connections (SetMaxOpenConns changes it).
+// parseTime, UTC, no multi-statements, and parameters interpolated by
+// the driver (Interpolate); config.DefaultMySQLConns connections
+// (SetMaxOpenConns changes it).
 func OpenDB(dsn string) (*sql.DB, error) {
 	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -55,6 +56,7 @@ func OpenDB(dsn string) (*sql.DB, error) {
 	c.ParseTime = true
 	c.Loc = time.UTC
 	c.MultiStatements = false
+	Interpolate(dsn, c)
 	if c.Params == nil {
 		c.Params = map[string]string{}
 	}
@@ -229,4 +231,43 @@ func each[S, T any](in []S, f func(S) T) []T {
 		out[i] = f(v)
 	}
 	return out
+}
+
+// Interpolate turns on go-sql-driver's interpolateParams for the DSN
+// parsed into c, unless dsn says interpolateParams itself or names a
+// charset other than utf8mb4/utf8 (the driver's escaping is safe only
+// there). A statement with arguments is then one round trip, not three
+// (prepare, execute, close): a third of mysqld's CPU per sign-in and per
+// flushd batch (issue 50, docs/benchmarks.md). The driver falls back to a
+// prepared statement for a statement too large to send interpolated.
+func Interpolate(dsn string, c *mysql.Config) {
+	if strings.Contains(dsn, "interpolateParams=") {
+		return
+	}
+	if cs, ok := dsnParam(dsn, "charset"); ok {
+		for _, name := range strings.Split(cs, ",") {
+			if name != "utf8mb4" && name != "utf8" && name != "utf8mb3" {
+				return
+			}
+		}
+	}
+	c.InterpolateParams = true
+	if _, err := mysql.ParseDSN(c.FormatDSN()); err != nil {
+		// A collation the driver will not interpolate for.
+		c.InterpolateParams = false
+	}
+}
+
+// dsnParam is the value of the DSN's query parameter name.
+func dsnParam(dsn, name string) (string, bool) {
+	_, query, ok := strings.Cut(dsn, "?")
+	if !ok {
+		return "", false
+	}
+	for _, kv := range strings.Split(query, "&") {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v, true
+		}
+	}
+	return "", false
 }
