@@ -367,7 +367,14 @@ func (s *Server) handleEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "event": ev.Signal.String(), "version": ev.Version})
+	// {"ok":true,"event":…,"version":…}, built without reflection: one
+	// answer per event of the storm.
+	b := make([]byte, 0, 64)
+	b = append(b, `{"event":`...)
+	b = strconv.AppendQuote(b, ev.Signal.String())
+	b = append(b, `,"ok":true,"version":`...)
+	b = strconv.AppendInt(b, int64(ev.Version), 10)
+	_, _ = w.Write(append(b, "}\n"...))
 }
 
 // eventErrors maps the events' outcomes to their answers (one table,

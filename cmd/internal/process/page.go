@@ -146,7 +146,9 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 // receiver's), one without is the reading page's.
 func pageFront(pages, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/r/") && !r.URL.Query().Has("sig") {
+		// Most of the storm's requests have no query: parsed only when
+		// there is one.
+		if strings.HasPrefix(r.URL.Path, "/r/") && (r.URL.RawQuery == "" || !r.URL.Query().Has("sig")) {
 			pages.ServeHTTP(w, r)
 			return
 		}
