@@ -253,8 +253,9 @@ func (s *Service) compose(ctx context.Context, p *access.Principal, d yidu.Draft
 // sent: its standing rule, the audience p may address, the content (what
 // makes it read is fixed now), a card linking to its reading page, the
 // app's default follow-up, and, for a notice sent now (not
-// Content.Later), its time, its policy and whether it needs approval.
-func (s *Service) prepare(ctx context.Context, p *access.Principal, post Post) (pr Prepared, approval bool, err error) {
+// Content.Later), its time, its policy and whether it needs approval
+// (the bool: it is kept for approval, not sent).
+func (s *Service) prepare(ctx context.Context, p *access.Principal, post Post) (Prepared, bool, error) {
 	if err := s.checkStanding(post); err != nil {
 		return Prepared{}, false, err
 	}
