@@ -62,26 +62,37 @@ const (
 // ApproverUser, ApproverToken; "" for a bare name) and name. An entry
 // with another prefix, or a kind without a name, wraps ErrInvalid.
 func ParseApprover(entry string) (kind, name string, err error) {
+	if k, n, ok := splitApprover(entry); ok {
+		return k, n, nil
+	}
+	switch k, _, _ := strings.Cut(entry, ":"); k {
+	case ApproverWeCom, ApproverUser, ApproverToken:
+		return "", "", fmt.Errorf("approval.approvers: %q names no %s: %w", Truncate(entry, 64), k, ErrInvalid)
+	}
+	return "", "", fmt.Errorf("approval.approvers: %q: the kind must be wecom:, user: or token: %w", Truncate(entry, 64), ErrInvalid)
+}
+
+// splitApprover is ParseApprover without the error's words: ok is false
+// for an entry it refuses. Who an entry names is asked of every approver
+// at each decision (Names), of entries Validate checked.
+func splitApprover(entry string) (kind, name string, ok bool) {
 	k, n, typed := strings.Cut(entry, ":")
 	if !typed {
-		return "", entry, nil
+		return "", entry, true
 	}
 	switch k {
 	case ApproverWeCom, ApproverUser, ApproverToken:
-		if n == "" {
-			return "", "", fmt.Errorf("approval.approvers: %q names no %s: %w", Truncate(entry, 64), k, ErrInvalid)
-		}
-		return k, n, nil
+		return k, n, n != ""
 	}
-	return "", "", fmt.Errorf("approval.approvers: %q: the kind must be wecom:, user: or token: %w", Truncate(entry, 64), ErrInvalid)
+	return "", "", false
 }
 
 // Names reports whether a names the principal of kind (ApproverWeCom,
 // ApproverUser, ApproverToken) called name (a WeCom member's UserID).
 func (a Approval) Names(kind, name string) bool {
 	for _, e := range a.Approvers {
-		k, n, err := ParseApprover(e)
-		if err == nil && n == name && (k == kind || k == "") {
+		k, n, ok := splitApprover(e)
+		if ok && n == name && (k == kind || k == "") {
 			return true
 		}
 	}
@@ -94,7 +105,7 @@ func (a Approval) Names(kind, name string) bool {
 func (a Approval) WeComApprovers() []string {
 	var out []string
 	for _, e := range a.Approvers {
-		if k, n, err := ParseApprover(e); err == nil && (k == ApproverWeCom || k == "") {
+		if k, n, ok := splitApprover(e); ok && (k == ApproverWeCom || k == "") {
 			out = append(out, n)
 		}
 	}

@@ -102,24 +102,30 @@ func (s *Standing) Validate(now time.Time) error {
 	if s.JoinDeadline == "" {
 		s.JoinDeadline = DefaultJoinDeadline
 	}
-	p, ok := parsePeriod(s.JoinDeadline)
-	if !ok {
-		return standingErr("join_deadline", "%q: want %s", Truncate(s.JoinDeadline, 16), standingPeriodHelp)
-	}
-	if d := p.add(now, nil).Sub(now); d < minJoinDeadline || d > maxJoinDeadline {
-		return standingErr("join_deadline", "%q: between an hour and a year", s.JoinDeadline)
+	if err := checkPeriod("join_deadline", s.JoinDeadline, now, minJoinDeadline, maxJoinDeadline, "an hour and a year"); err != nil {
+		return err
 	}
 	s.ReacknowledgeEvery = strings.TrimSpace(s.ReacknowledgeEvery)
 	if s.ReacknowledgeEvery != "" {
-		c, ok := parsePeriod(s.ReacknowledgeEvery)
-		if !ok {
-			return standingErr("reacknowledge_every", "%q: want %s", Truncate(s.ReacknowledgeEvery, 16), standingPeriodHelp)
-		}
-		if d := c.add(now, nil).Sub(now); d < minCycle || d > maxCycle {
-			return standingErr("reacknowledge_every", "%q: between a day and five years", s.ReacknowledgeEvery)
+		if err := checkPeriod("reacknowledge_every", s.ReacknowledgeEvery, now, minCycle, maxCycle, "a day and five years"); err != nil {
+			return err
 		}
 	}
 	return s.ValidateUntil(now)
+}
+
+// checkPeriod is the one rule for a period of Standing (field): it
+// parses, and from now lasts between lo and hi (between says so in
+// words).
+func checkPeriod(field, v string, now time.Time, lo, hi time.Duration, between string) error {
+	p, ok := parsePeriod(v)
+	if !ok {
+		return standingErr(field, "%q: want %s", Truncate(v, 16), standingPeriodHelp)
+	}
+	if d := p.add(now, nil).Sub(now); d < lo || d > hi {
+		return standingErr(field, "%q: between %s", v, between)
+	}
+	return nil
 }
 
 // ValidateUntil checks Until alone (an admin ending a standing notice):

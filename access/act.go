@@ -98,6 +98,8 @@ func refusal(p *Principal, act yidu.Action, t Target) string {
 		return fmt.Sprintf("%s: the corp of the act is unknown", act)
 	}
 	switch act {
+	case yidu.ActionApprove, yidu.ActionReject:
+		return approveRefusal(p, t)
 	case yidu.ActionSend, yidu.ActionCompose, yidu.ActionSchedule, yidu.ActionEdit, yidu.ActionCancel, yidu.ActionRecall,
 		yidu.ActionFollowUpChange, yidu.ActionUpload, yidu.ActionApprovalRequest, yidu.ActionApprovalNudge, yidu.ActionApprovalWithdraw:
 		if act == yidu.ActionEdit && t.Standing {
@@ -124,8 +126,6 @@ func refusal(p *Principal, act yidu.Action, t Target) string {
 		if !p.MaySend(t.Corp, t.App) && p.Departments(t.Corp) == nil {
 			return "your role does not see this app's notices"
 		}
-	case yidu.ActionApprove, yidu.ActionReject:
-		return approveRefusal(p, t)
 	default:
 		return fmt.Sprintf("%q is not an act anyone may do", act)
 	}

@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -114,7 +115,9 @@ func (s *Service) authorize(ctx context.Context, act Verb, p *access.Principal, 
 	default:
 		return fmt.Errorf("%w: unknown act %q", ErrForbidden, act)
 	}
-	// The role's rule is access's, one function per act.
+	// What p is, here, is access's: whether it is kept to an audience,
+	// and the role's rule, one function per act.
+	_, limited := p.SenderAudience(t.CorpID, t.App)
 	if !access.Decide(p, act.Action(), access.Target{Corp: t.CorpID, App: t.App}).Allowed {
 		return fmt.Errorf("%w: your role may not %s through this app", ErrForbidden, act)
 	}
@@ -126,23 +129,24 @@ func (s *Service) authorize(ctx context.Context, act Verb, p *access.Principal, 
 		}
 		return nil
 	}
+	if !limited {
+		return nil
+	}
 	return s.inside(ctx, act, p, t)
 }
 
-// inside refuses an act of a sender kept to an audience that would reach
-// someone outside it: a notice's audience as asked, else the message's
-// recipients (for a reminder, those it would remind: the unread ones).
+// inside refuses an act of a sender kept to an audience (authorize asked)
+// that would reach someone outside it: a notice's audience as asked, else
+// the message's recipients (for a reminder, those it would remind: the
+// unread ones).
 func (s *Service) inside(ctx context.Context, act Verb, p *access.Principal, t Target) error {
-	if _, limited := p.SenderAudience(t.CorpID, t.App); !limited {
-		return nil
-	}
 	if t.Audience != nil {
 		return s.audienceInside(ctx, p, t.CorpID, t.App, *t.Audience)
 	}
 	if t.Message == nil {
 		return &AudienceError{Field: "audience", Reason: "the notice's recipients cannot be checked against your role's audience"}
 	}
-	l, err := s.Limit(ctx, p, yidu.App{CorpID: t.CorpID, Name: t.App})
+	l, err := s.limit(ctx, p, t.CorpID, t.App)
 	if err != nil {
 		return err
 	}
@@ -352,6 +356,20 @@ func (s *Service) audienceInside(ctx context.Context, p *access.Principal, corp,
 	return err
 }
 
+// audienceKey names audience au of corp's app and the caller p within a
+// memo.
+func audienceKey(p *access.Principal, corp, app string, au yidu.Audience) string {
+	b, err := json.Marshal(au)
+	if err != nil {
+		return "" // never: an Audience is plain data; "" is never remembered
+	}
+	who := ""
+	if p != nil {
+		who = string(p.Kind) + ":" + p.Name
+	}
+	return who + "\x00" + corp + "\x00" + app + "\x00" + string(b)
+}
+
 // audienceErr turns access's OutsideError into an AudienceError.
 func audienceErr(err error) error {
 	var oe *access.OutsideError
@@ -367,13 +385,19 @@ func audienceErr(err error) error {
 // Limit is what the caller may address through app: the picker lists
 // only that. Everyone for a caller who is not kept to an audience.
 func (s *Service) Limit(ctx context.Context, p *access.Principal, app yidu.App) (access.Limit, error) {
-	if _, limited := p.SenderAudience(app.CorpID, app.Name); !limited || s.o.Audiences == nil {
-		if limited {
-			return access.Limit{}, &AudienceError{Field: "audience", Reason: "your role is kept to an audience this server cannot check"}
-		}
+	if _, limited := p.SenderAudience(app.CorpID, app.Name); !limited {
 		return access.Anyone, nil
 	}
-	l, err := s.o.Audiences.Limit(ctx, p, app.CorpID, app.Name)
+	return s.limit(ctx, p, app.CorpID, app.Name)
+}
+
+// limit is what a caller kept to an audience may address through app of
+// corp; without Audiences it fails closed.
+func (s *Service) limit(ctx context.Context, p *access.Principal, corp, app string) (access.Limit, error) {
+	if s.o.Audiences == nil {
+		return access.Limit{}, &AudienceError{Field: "audience", Reason: "your role is kept to an audience this server cannot check"}
+	}
+	l, err := s.o.Audiences.Limit(ctx, p, corp, app)
 	if err != nil {
 		return access.Limit{}, fmt.Errorf("campaign: audience limit: %w", err)
 	}

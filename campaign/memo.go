@@ -2,11 +2,7 @@ package campaign
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
-
-	"github.com/yidu-io/yidu"
-	"github.com/yidu-io/yidu/access"
 )
 
 // actMemo keeps, for the length of one act (a Post), whether the caller
@@ -35,20 +31,6 @@ func withActMemo(ctx context.Context) context.Context {
 func memoOf(ctx context.Context) *actMemo {
 	m, _ := ctx.Value(actMemoKey{}).(*actMemo)
 	return m
-}
-
-// audienceKey names audience au of corp's app and the caller p within a
-// memo.
-func audienceKey(p *access.Principal, corp, app string, au yidu.Audience) string {
-	b, err := json.Marshal(au)
-	if err != nil {
-		return "" // never: an Audience is plain data; "" is never remembered
-	}
-	who := ""
-	if p != nil {
-		who = string(p.Kind) + ":" + p.Name
-	}
-	return who + "\x00" + corp + "\x00" + app + "\x00" + string(b)
 }
 
 // checked returns the remembered answer of key, if any.

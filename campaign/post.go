@@ -63,24 +63,12 @@ func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Pos
 	// (actMemo) and counted (the store's) once, however many steps ask.
 	ctx = store.RememberCounts(withActMemo(ctx))
 	post.Content.Later = post.Draft || !post.SendAt.IsZero()
-	if err := s.checkStanding(post); err != nil {
-		return Posted{}, err
-	}
-	pr, err := s.prepare(ctx, p, post.Outgoing)
+	pr, approval, err := s.prepare(ctx, p, post)
 	if err != nil {
 		return Posted{}, err
 	}
-	if post.Content.Later {
-		return s.postLater(ctx, p, post, pr)
-	}
-	if post.Send && post.App.Approval != nil {
-		need, _, err := s.NeedsApprovalFor(ctx, post.App, pr.Audience, pr.ReadRule)
-		if err != nil {
-			return Posted{}, err
-		}
-		if need {
-			return s.postForApproval(ctx, p, post, pr)
-		}
+	if post.Content.Later || approval {
+		return s.postKept(ctx, p, post, pr, approval)
 	}
 	// A notice with its full text is registered, its version 1 kept,
 	// then sent: no card links to a reading page without its text, and
@@ -94,7 +82,7 @@ func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Pos
 	}
 	if err == nil && post.Standing != nil {
 		// Before the cards: a joiner found from now on is enrolled.
-		err = s.keepStanding(ctx, p, res.Message.MsgID, post, pr)
+		err = s.keepStanding(ctx, nil, p, res.Message.MsgID, post, pr)
 	}
 	if err == nil && first.Send != pr.Send {
 		var sent yidu.Registered
@@ -131,37 +119,35 @@ func (s *Service) Post(ctx context.Context, p *access.Principal, post Post) (Pos
 	return out, err
 }
 
-// postLater composes a draft or a scheduled notice (its follow-up in the
-// same transaction) for the Runner, which registers and sends it at its
-// time.
-func (s *Service) postLater(ctx context.Context, p *access.Principal, post Post, pr Prepared) (Posted, error) {
-	if s.st == nil {
-		return Posted{}, ErrNoCampaigns
+// postKept keeps a notice that is not sent now: a draft or a scheduled
+// notice (Content.Later), composed with its follow-up in one
+// transaction for the Runner, which registers and sends it at its time;
+// or, approval, one that needs approval, kept as a draft asking for it
+// (SendNow of a notice not approved waits) and sent when approved.
+func (s *Service) postKept(ctx context.Context, p *access.Principal, post Post, pr Prepared, approval bool) (Posted, error) {
+	sch, act := yidu.Schedule{Draft: true}, yidu.ActionCompose
+	if !approval {
+		if s.st == nil {
+			return Posted{}, ErrNoCampaigns
+		}
+		if !post.Draft && !post.Send {
+			return Posted{}, yidu.Fieldf("send", "send: send_at needs \"send\": true (a scheduled notice is sent)")
+		}
+		if !post.SentAt.IsZero() {
+			return Posted{}, yidu.Fieldf("sent_at", "sent_at is set when the notice is sent, not with send_at or draft")
+		}
+		sch = yidu.Schedule{SendAt: post.SendAt, Draft: post.Draft}
+		if !post.Draft {
+			act = yidu.ActionSchedule
+		}
 	}
-	if !post.Draft && !post.Send {
-		return Posted{}, yidu.Fieldf("send", "send: send_at needs \"send\": true (a scheduled notice is sent)")
-	}
-	if !post.SentAt.IsZero() {
-		return Posted{}, yidu.Fieldf("sent_at", "sent_at is set when the notice is sent, not with send_at or draft")
-	}
-	n, err := s.keep(ctx, p, s.draftOf(post, pr, yidu.Schedule{SendAt: post.SendAt, Draft: post.Draft}), pr.FollowUp, s.standingOf(p, post, pr))
-	act := Act{Action: yidu.ActionSchedule, MsgID: cmp.Or(n.MsgID, pr.MsgID), Err: err}
-	if post.Draft {
-		act.Action = yidu.ActionCompose
-	}
-	return Posted{Notice: n, Acts: []Act{act}}, err
-}
-
-// postForApproval keeps a notice that needs approval as a draft and asks
-// for it (SendNow of a notice not approved waits); it is sent when
-// approved.
-func (s *Service) postForApproval(ctx context.Context, p *access.Principal, post Post, pr Prepared) (Posted, error) {
-	n, err := s.keep(ctx, p, s.draftOf(post, pr, yidu.Schedule{Draft: true}), pr.FollowUp, s.standingOf(p, post, pr))
-	if err == nil {
+	d := s.draftOf(post, pr, sch)
+	n, err := s.keep(ctx, p, d, pr.FollowUp, s.standingOf(p, post, pr))
+	if err == nil && approval {
 		n, _, err = s.SendNow(ctx, p, n)
 	}
-	act := Act{Action: yidu.ActionCompose, MsgID: cmp.Or(n.MsgID, pr.MsgID), Err: err}
-	return Posted{Notice: n, Approval: err == nil, Acts: []Act{act}}, err
+	kept := Act{Action: act, MsgID: cmp.Or(n.MsgID, pr.MsgID), Err: err}
+	return Posted{Notice: n, Approval: approval && err == nil, Acts: []Act{kept}}, err
 }
 
 // draftOf is the draft of a prepared post kept for later: prepare
@@ -172,7 +158,7 @@ func (s *Service) draftOf(post Post, pr Prepared, sch yidu.Schedule) yidu.Draft 
 	sch.Timezone = post.App.Timezone
 	return yidu.Draft{
 		MsgID: pr.MsgID, App: post.App, Title: pr.Title, Body: pr.Body, URL: pr.URL, Audience: pr.Audience,
-		Content: keptContent(post.Content), Schedule: sch,
+		Content: keptContent(post.Content, pr.ReadRule), Schedule: sch,
 	}
 }
 
@@ -264,37 +250,79 @@ func (s *Service) compose(ctx context.Context, p *access.Principal, d yidu.Draft
 }
 
 // prepare checks what p posted before anything is stored, registered or
-// sent: the audience p may address, the app's default follow-up, the
-// content (what makes it read is fixed now), a card linking to its
-// reading page, and, for a notice sent now (not Content.Later), its time
-// and its policy.
-func (s *Service) prepare(ctx context.Context, p *access.Principal, o Outgoing) (Prepared, error) {
+// sent: its standing rule, the audience p may address, the content (what
+// makes it read is fixed now), a card linking to its reading page, the
+// app's default follow-up, and, for a notice sent now (not
+// Content.Later), its time, its policy and whether it needs approval
+// (the bool: it is kept for approval, not sent).
+func (s *Service) prepare(ctx context.Context, p *access.Principal, post Post) (Prepared, bool, error) {
+	if err := s.checkStanding(post); err != nil {
+		return Prepared{}, false, err
+	}
+	o := post.Outgoing
 	out := Prepared{Registration: o.Registration, FollowUp: o.FollowUp}
 	if err := s.CheckAudience(ctx, p, o.App, o.Audience); err != nil {
-		return out, err
-	}
-	if d := s.DefaultFollowUp(o.App, o.FollowUpSet); d != nil {
-		out.FollowUp, out.FollowUpDefault = d, true
+		return out, false, err
 	}
 	o.Content.Title = o.Title
 	ver, err := s.PrepareContent(ctx, o.App.CorpID, o.Content)
 	if err != nil {
-		return out, err
+		return out, false, err
 	}
 	if out.Version = ver; ver != nil {
 		out.ReadRule, _ = yidu.ParseReadRule(o.Content.ReadRule)
 		out.Settings = noticev.Settings{ReadRule: out.ReadRule, MinReadSeconds: o.Content.MinReadSeconds}
 		if err := s.linkToPage(&out.Registration); err != nil {
-			return out, err
+			return out, false, err
 		}
 	}
+	if d := s.DefaultFollowUp(o.App, o.FollowUpSet); d != nil {
+		out.FollowUp, out.FollowUpDefault = d, true
+	}
 	if o.Content.Later {
-		return out, nil
+		return out, false, nil
 	}
 	if out.SentAt.IsZero() {
 		out.SentAt = s.o.Now().UTC()
 	}
-	return out, s.CheckFollowUp(out.FollowUp, out.SentAt)
+	if err := s.CheckFollowUp(out.FollowUp, out.SentAt); err != nil {
+		return out, false, err
+	}
+	if !post.Send || post.App.Approval == nil {
+		return out, false, nil
+	}
+	need, _, err := s.NeedsApprovalFor(ctx, post.App, out.Audience, out.ReadRule)
+	return out, need, err
+}
+
+// checkStanding checks a posted standing spec before anything is
+// written: its own rule (yidu.Standing.Validate), an audience that can
+// have newcomers, a notice that is sent (now or at send_at, never kept
+// as a draft), and cycles only where the page
+// can ask again (read_rule acknowledged, with content).
+func (s *Service) checkStanding(post Post) error {
+	if post.Standing == nil {
+		return nil
+	}
+	if s.o.Standing == nil {
+		return &yidu.StandingError{Field: "standing", Reason: "standing notices are not configured on this server"}
+	}
+	if err := post.Standing.Validate(s.o.Now()); err != nil {
+		return err
+	}
+	if err := yidu.CheckStandingAudience(post.Audience); err != nil {
+		return err
+	}
+	if !post.Send || post.Draft {
+		// Never a draft: its joiners are sent its card, so it is sent now
+		// or at send_at (or held for approval, sent when approved).
+		return &yidu.StandingError{Field: "standing", Reason: `a standing notice is sent now or scheduled ("send": true, not a draft): joiners are sent its card`}
+	}
+	if post.Standing.ReacknowledgeEvery != "" && (!post.Content.Has || post.Content.ReadRule != string(yidu.ReadRuleAcknowledged)) {
+		return &yidu.StandingError{Field: "standing.reacknowledge_every",
+			Reason: `a cycle asks for acknowledgement on the reading page: the notice needs content and "read_rule": "acknowledged"`}
+	}
+	return nil
 }
 
 // register registers what prepare checked and, when it asks to, sends
@@ -336,13 +364,13 @@ func (s *Service) registeredFollowUp(ctx context.Context, p *access.Principal, m
 }
 
 // keptContent is the full text a draft or scheduled notice keeps of c
-// (Content.Later), as checkDraftContent leaves it: the read rule by its
-// name, no attachments an empty list; nil without content.
-func keptContent(c Content) *yidu.NoticeContent {
+// (Content.Later), as checkDraftContent leaves it: the read rule rr
+// (PrepareContent checked it; prepare parsed it), no attachments an
+// empty list; nil without content.
+func keptContent(c Content, rr yidu.ReadRule) *yidu.NoticeContent {
 	if !c.Has {
 		return nil
 	}
-	rr, _ := yidu.ParseReadRule(c.ReadRule) // PrepareContent checked it
 	kept := &yidu.NoticeContent{Markdown: c.Markdown, Attachments: c.Attachments, ReadRule: rr, MinReadSeconds: c.MinReadSeconds}
 	if kept.Attachments == nil {
 		kept.Attachments = []string{}

@@ -12,36 +12,6 @@ import (
 	"github.com/yidu-io/yidu/access"
 )
 
-// checkStanding checks a posted standing spec before anything is
-// written: its own rule (yidu.Standing.Validate), an audience that can
-// have newcomers, a notice that is sent (now or at send_at, never kept
-// as a draft), and cycles only where the page
-// can ask again (read_rule acknowledged, with content).
-func (s *Service) checkStanding(post Post) error {
-	if post.Standing == nil {
-		return nil
-	}
-	if s.o.Standing == nil {
-		return &yidu.StandingError{Field: "standing", Reason: "standing notices are not configured on this server"}
-	}
-	if err := post.Standing.Validate(s.o.Now()); err != nil {
-		return err
-	}
-	if err := yidu.CheckStandingAudience(post.Audience); err != nil {
-		return err
-	}
-	if !post.Send || post.Draft {
-		// Never a draft: its joiners are sent its card, so it is sent now
-		// or at send_at (or held for approval, sent when approved).
-		return &yidu.StandingError{Field: "standing", Reason: `a standing notice is sent now or scheduled ("send": true, not a draft): joiners are sent its card`}
-	}
-	if post.Standing.ReacknowledgeEvery != "" && (!post.Content.Has || post.Content.ReadRule != string(yidu.ReadRuleAcknowledged)) {
-		return &yidu.StandingError{Field: "standing.reacknowledge_every",
-			Reason: `a cycle asks for acknowledgement on the reading page: the notice needs content and "read_rule": "acknowledged"`}
-	}
-	return nil
-}
-
 // checkStandingEdit keeps an edit of a standing notice inside its rule
 // (issue 51): the audience its rule enrols joiners by is not changed by
 // an edit (the audience sent back as it is, in any order, passes). An
@@ -58,9 +28,14 @@ func (s *Service) checkStandingEdit(ctx context.Context, n yidu.Notice, patch yi
 	return &yidu.StandingError{Field: "audience", Reason: "a standing notice's audience is its rule for joiners: cancel it and post it again to change it"}
 }
 
-// keepStanding keeps the standing rule of a notice just registered or
-// composed by this post.
-func (s *Service) keepStanding(ctx context.Context, p *access.Principal, msgid string, post Post, pr Prepared) error {
+// keepStanding keeps the standing rule of a notice this post registered
+// or composed: in tx, the transaction of the notice's row, when it is
+// written in one (nil: registered already) and the rule's keeper can
+// write there (not a test's fake).
+func (s *Service) keepStanding(ctx context.Context, tx *sql.Tx, p *access.Principal, msgid string, post Post, pr Prepared) error {
+	if in, ok := s.o.Standing.(txStandings); ok && tx != nil {
+		return in.SaveIn(ctx, tx, post.App.CorpID, msgid, post.App.Name, pr.Audience, *post.Standing, p.By())
+	}
 	return s.o.Standing.Save(ctx, post.App.CorpID, msgid, post.App.Name, pr.Audience, *post.Standing, p.By())
 }
 
@@ -71,10 +46,7 @@ func (s *Service) standingOf(p *access.Principal, post Post, pr Prepared) func(c
 		return nil
 	}
 	return func(ctx context.Context, tx *sql.Tx, msgid string) error {
-		if in, ok := s.o.Standing.(txStandings); ok {
-			return in.SaveIn(ctx, tx, post.App.CorpID, msgid, post.App.Name, pr.Audience, *post.Standing, p.By())
-		}
-		return s.keepStanding(ctx, p, msgid, post, pr) // a test's fake
+		return s.keepStanding(ctx, tx, p, msgid, post, pr)
 	}
 }
 

@@ -30,6 +30,19 @@ func RememberCounts(ctx context.Context) context.Context {
 	return context.WithValue(ctx, countMemoKey{}, &countMemo{n: map[string]uint64{}})
 }
 
+// Recipients is how many people au reaches in corp now; known is false
+// without a Directory (nothing is counted).
+func (s *Store) Recipients(ctx context.Context, corp string, au yidu.Audience) (count uint64, known bool, err error) {
+	if s.dir == nil {
+		return 0, false, nil
+	}
+	n, err := s.count(ctx, corp, au)
+	if err != nil {
+		return 0, false, fmt.Errorf("campaign: count recipients: %w", err)
+	}
+	return n, true, nil
+}
+
 // count is how many people au of corp reaches now, from ctx's memory
 // when it remembers it.
 func (s *Store) count(ctx context.Context, corp string, au yidu.Audience) (uint64, error) {

@@ -184,16 +184,17 @@ func (s *Store) CreateWith(ctx context.Context, d yidu.Draft, also func(ctx cont
 // checkColumns checks d (see check) and returns its audience and content
 // columns, as Create and Update store them.
 func (s *Store) checkColumns(ctx context.Context, d *yidu.Draft) (aud []byte, body any, err error) {
+	// The content is plain data, as written (check leaves it as it is).
+	body, err = contentColumn(d.Content)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := s.check(ctx, d); err != nil {
 		return nil, nil, err
 	}
 	aud, err = json.Marshal(d.Audience)
 	if err != nil {
 		return nil, nil, fmt.Errorf("campaign: audience: %w", err)
-	}
-	body, err = contentColumn(d.Content)
-	if err != nil {
-		return nil, nil, err
 	}
 	return aud, body, nil
 }
@@ -485,19 +486,6 @@ const reasonSendNow = "send now"
 func (s *Store) App(name string) (yidu.App, bool) {
 	a, ok := s.apps[name]
 	return a, ok
-}
-
-// Recipients is how many people au reaches in corp now; known is false
-// without a Directory (nothing is counted).
-func (s *Store) Recipients(ctx context.Context, corp string, au yidu.Audience) (count uint64, known bool, err error) {
-	if s.dir == nil {
-		return 0, false, nil
-	}
-	n, err := s.count(ctx, corp, au)
-	if err != nil {
-		return 0, false, fmt.Errorf("campaign: count recipients: %w", err)
-	}
-	return n, true, nil
 }
 
 // Now is the store's clock.
