@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/opt"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -150,9 +151,7 @@ func NewIdentities(o IdentityOptions) (*Identities, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	opt.Clock(&o.Now)
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 12 * time.Hour
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/content"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // ChunkSize is the most bytes one attachment_chunks row holds: far below
@@ -90,12 +91,8 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("attachment: a database is required")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opt.Logger(&opts.Logger)
+	opt.Clock(&opts.Now)
 	return &Store{db: db, log: opts.Logger.With("component", "attachment"), now: opts.Now, spool: opts.SpoolDir, objects: opts.Objects}, nil
 }
 

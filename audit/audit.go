@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/noticedel"
 )
 
 // Event is one audited action.
@@ -120,11 +121,8 @@ func Insert(ctx context.Context, ex Execer, e Event) error {
 // anonymisation of a notice past its retention), and returns how many
 // events had any.
 func Anonymise(ctx context.Context, ex Execer, corpID, msgID string) (int64, error) {
-	res, err := ex.ExecContext(ctx, "UPDATE audit_events SET client_ip = '', user_agent = '', detail = '' WHERE corp_id = ? AND msgid = ? AND (client_ip <> '' OR user_agent <> '' OR detail <> '')", corpID, msgID)
-	if err != nil {
-		return 0, fmt.Errorf("audit: anonymise events of %s: %w", msgID, err)
-	}
-	return res.RowsAffected()
+	return noticedel.Blank(ctx, ex, "audit", "events",
+		"UPDATE audit_events SET client_ip = '', user_agent = '', detail = '' WHERE corp_id = ? AND msgid = ? AND (client_ip <> '' OR user_agent <> '' OR detail <> '')", corpID, msgID)
 }
 
 // Purge deletes the events older than before, in chunks (for

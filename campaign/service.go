@@ -16,6 +16,7 @@ import (
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/campaign/store"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // ErrForbidden: the caller's role does not allow the act (the
@@ -250,12 +251,8 @@ func New(st *store.Store, o Options) *Service {
 	if o.Acknowledgements == nil {
 		o.Acknowledgements = noAcknowledgements{}
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	opt.Logger(&o.Logger)
+	opt.Clock(&o.Now)
 	if o.RemindInterval <= 0 {
 		o.RemindInterval = time.Hour
 	}

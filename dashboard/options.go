@@ -2,10 +2,9 @@ package dashboard
 
 import (
 	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // Validate fills o's zero values with the defaults documented on Options
@@ -15,12 +14,8 @@ import (
 // configuration too, so that a bad file is refused before anything
 // starts. Errors name the option as the configuration spells it.
 func (o *Options) Validate() error {
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	opt.Logger(&o.Logger)
+	opt.Clock(&o.Now)
 	if o.MaxStreams == 0 {
 		o.MaxStreams = DefaultMaxStreams
 	}

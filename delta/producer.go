@@ -51,9 +51,7 @@ func NewProducer(brokers []string, topic string, opts ProducerOptions) (*Produce
 	}
 	opt.Positive(&opts.Linger, 300*time.Microsecond)
 	opt.Positive(&opts.DeliveryTimeout, 2*time.Second)
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&opts.Logger)
 	kopts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.DefaultProduceTopic(topic),

@@ -141,9 +141,7 @@ func NewSpool(pub publisher, opts SpoolOptions) (*Spool, error) {
 	opt.Positive(&opts.DrainInterval, time.Second)
 	opt.Positive(&opts.DrainBatch, 1000)
 	opt.Positive(&opts.DrainTimeout, 10*time.Second)
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&opts.Logger)
 	if opts.create == nil {
 		opts.create = createSegment
 	}

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/opt"
 	"github.com/yidu-io/yidu/notice"
 )
 
@@ -193,12 +194,8 @@ func New(db *sql.DB, versions Versions, opts Options) (*Service, error) {
 	if db == nil || versions == nil {
 		return nil, errors.New("evidence: a database and the notices' versions are required")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opt.Logger(&opts.Logger)
+	opt.Clock(&opts.Now)
 	if opts.Zone == nil {
 		opts.Zone = yidu.Shanghai
 	}

@@ -163,9 +163,7 @@ func New(db DB, opts Options) (*Flusher, error) {
 	opt.Positive(&opts.DrainTimeout, 20*time.Second)
 	opt.Positive(&opts.SessionTimeout, DefaultSessionTimeout)
 	opt.Positive(&opts.FetchWait, DefaultFetchWait)
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&opts.Logger)
 	logger := opts.Logger.With("component", "flushd")
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {

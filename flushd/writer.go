@@ -14,6 +14,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/delta"
+	"github.com/yidu-io/yidu/internal/opt"
 	"github.com/yidu-io/yidu/ledger"
 )
 
@@ -87,9 +88,7 @@ type WriterOptions struct {
 
 // NewWriter returns a Writer on db.
 func NewWriter(db DB, opts WriterOptions) (*Writer, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&opts.Logger)
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err

@@ -35,6 +35,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/jitter"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // Sentinel errors for input that can never be stored; callers map them to a
@@ -128,9 +129,7 @@ func New(db *sql.DB, opts Options) (*Mapper, error) {
 	if db == nil {
 		return nil, errors.New("idmap: a database is required")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&opts.Logger)
 	met, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/metric"
+	"github.com/yidu-io/yidu/internal/opt"
 	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
@@ -92,9 +93,7 @@ func NewSyncer(m *Mapper, dirs map[string]Directory, opts Options) (*Syncer, err
 	if m == nil {
 		return nil, errors.New("idmap: sync: a Mapper is required")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&opts.Logger)
 	f := metric.New(opts.Registerer)
 	s := &Syncer{
 		m:       m,

@@ -21,6 +21,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/audit"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // Errors the ledger returns.
@@ -129,12 +130,8 @@ func New(db *sql.DB, opts Options) (*Ledger, error) {
 	if db == nil {
 		return nil, errors.New("ledger: db is required")
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Clock(&opts.Now)
+	opt.Logger(&opts.Logger)
 	l := &Ledger{db: db, now: opts.Now, audit: opts.Audit, log: opts.Logger.With("component", "ledger"),
 		signer: opts.Signer, verifier: opts.Verifier, stamper: opts.Stamper, tsaRoots: opts.TSARoots}
 	if l.verifier == nil && l.signer != nil {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/yidu-io/yidu/internal/opt"
 	"github.com/yidu-io/yidu/ledger"
 	"log/slog"
 	"strings"
@@ -119,12 +120,8 @@ func New(db *sql.DB, atts Attachments, opts Options) (*Store, error) {
 	if db == nil || atts == nil {
 		return nil, errors.New("notice: a database and attachments are required")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opt.Logger(&opts.Logger)
+	opt.Clock(&opts.Now)
 	return &Store{db: db, atts: atts, log: opts.Logger.With("component", "notice"), now: opts.Now, ledger: opts.Ledger}, nil
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/access"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // ErrUnavailable: a notice's keys are still missing from Redis after a
@@ -106,12 +107,8 @@ func New(archive Archive, bms Bitmaps, opts Options) (*Progress, error) {
 	if archive == nil || bms == nil {
 		return nil, errors.New("progress: archive and bitmaps are required")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opt.Logger(&opts.Logger)
+	opt.Clock(&opts.Now)
 	p := &Progress{archive: archive, bms: bms, dir: opts.Directory, history: opts.History, viewer: opts.Viewer, now: opts.Now,
 		log: opts.Logger.With("component", "progress")}
 	p.depts = newDeptCache(opts.Directory, opts.Now, time.Minute)

@@ -33,6 +33,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/delta"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // Archive reads a message back from MySQL; tracker.Registry provides it.
@@ -75,12 +76,8 @@ func New(a Archive, b Bitmaps, p Publisher, opts Options) (*Reconciler, error) {
 	if a == nil || b == nil || p == nil {
 		return nil, errors.New("reconcile: archive, bitmaps and publisher are required")
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Clock(&opts.Now)
+	opt.Logger(&opts.Logger)
 	return &Reconciler{archive: a, bitmaps: b, pub: p, log: opts.Logger.With("component", "reconcile"), now: opts.Now}, nil
 }
 

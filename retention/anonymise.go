@@ -39,25 +39,35 @@ type AnonymisedMessage struct {
 	CorpID, MsgID string
 	SentAt        time.Time
 	Retention     yidu.Retention
-	// Records and Orphans: message_read_record and read_orphans rows;
-	// Reminders: reminder_log, manual_reminders and follow_up_batches
-	// rows (each names people); Sends: message_sends rows whose
-	// invaliduser list is blanked; Audit: audit_events rows whose IP,
-	// User-Agent and detail are blanked.
-	Records, Orphans, Reminders, Sends, Audit int64
+	// PersonRows are its rows that name people, deleted (Reminders
+	// counts its follow_up_batches rows too: each lists its people).
+	PersonRows
+	// Sends: message_sends rows whose invaliduser list is blanked;
+	// Audit: audit_events rows whose IP, User-Agent and detail are
+	// blanked.
+	Sends, Audit int64
 }
 
 // AnonymiseReport sums Anonymise.
 type AnonymiseReport struct {
-	Messages                                  int
-	Records, Orphans, Reminders, Sends, Audit int64
+	Messages int
+	PersonRows
+	Sends, Audit int64
+}
+
+// add counts am in r.
+func (r *AnonymiseReport) add(am AnonymisedMessage) {
+	r.Messages++
+	r.PersonRows.add(am.PersonRows)
+	r.Sends += am.Sends
+	r.Audit += am.Audit
 }
 
 // anonymiseDeletes are the per-person rows of a notice, deleted in
 // batches through their tables' owners: the ones Purge deletes too, and
 // the follow-up's batches (which list their people).
 func anonymiseDeletes(am *AnonymisedMessage) []ownedTable {
-	return append(personTables(&am.Records, &am.Orphans, &am.Reminders),
+	return append(personTables(&am.PersonRows),
 		ownedTable{"follow_up_batches", followUps, &am.Reminders})
 }
 
@@ -91,12 +101,7 @@ func Anonymise(ctx context.Context, db DB, opts AnonymiseOptions, each func(Anon
 		if err := anonymiseMessage(ctx, db, opts, &am); err != nil {
 			return rep, err
 		}
-		rep.Messages++
-		rep.Records += am.Records
-		rep.Orphans += am.Orphans
-		rep.Reminders += am.Reminders
-		rep.Sends += am.Sends
-		rep.Audit += am.Audit
+		rep.add(am)
 		if opts.Execute {
 			opts.Logger.Info("notice anonymised", "component", "retention", "corp_id", am.CorpID, "msgid", am.MsgID, "records", am.Records)
 		}

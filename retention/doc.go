@@ -35,23 +35,43 @@ type ownedTable struct {
 	n      *int64
 }
 
+// PersonRows counts a notice's rows that name its people one by one,
+// which Anonymise and Purge both delete (personTables).
+type PersonRows struct {
+	// Records: its message_read_record rows, with the page_signals,
+	// ack_receipts and send_departments rows about its recipients.
+	Records int64
+	// Orphans: its read_orphans rows.
+	Orphans int64
+	// Reminders: its reminder_log rows (one per person reminded per
+	// follow-up round, and per leader's digest) and manual_reminders rows
+	// (one per person per manual reminder).
+	Reminders int64
+}
+
+// add sums q into p.
+func (p *PersonRows) add(q PersonRows) {
+	p.Records += q.Records
+	p.Orphans += q.Orphans
+	p.Reminders += q.Reminders
+}
+
 // personTables are a notice's rows that name its people one by one, each
-// through its table's owner, counted in records, orphans and reminders:
-// Anonymise and Purge both delete them, so a table of such rows added
-// here is gone after either.
-func personTables(records, orphans, reminders *int64) []ownedTable {
+// through its table's owner, counted in p: Anonymise and Purge both
+// delete them, so a table of such rows added here is gone after either.
+func personTables(p *PersonRows) []ownedTable {
 	return []ownedTable{
-		{"message_read_record", reads, records},
-		{"read_orphans", reads, orphans},
+		{"message_read_record", reads, &p.Records},
+		{"read_orphans", reads, &p.Orphans},
 		// The reading page's signals: who, on which version, from
 		// which IP and User-Agent.
-		{"page_signals", reads, records},
+		{"page_signals", reads, &p.Records},
 		// The members' acknowledgement receipts (issue 48).
-		{"ack_receipts", reads, records},
+		{"ack_receipts", reads, &p.Records},
 		// Each recipient's departments at send time.
-		{"send_departments", sends, records},
-		{"reminder_log", followUps, reminders},
-		{"manual_reminders", notices, reminders},
+		{"send_departments", sends, &p.Records},
+		{"reminder_log", followUps, &p.Reminders},
+		{"manual_reminders", notices, &p.Reminders},
 	}
 }
 

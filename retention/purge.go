@@ -43,29 +43,37 @@ type PurgeOptions struct {
 type PurgedMessage struct {
 	CorpID, MsgID string
 	SentAt        time.Time
-	// Records, Orphans and Sends count the notice's rows in
-	// message_read_record, read_orphans and message_sends.
-	Records, Orphans, Sends int64
-	// Reminders counts its reminder_log rows (one per person reminded
-	// per follow-up round, and per leader's digest) and manual_reminders
-	// rows (one per person per manual reminder); FollowUps its rows in
+	// PersonRows are its rows that name people.
+	PersonRows
+	// Sends counts its message_sends rows; FollowUps its rows in
 	// follow_ups, follow_up_rounds, follow_up_batches, campaigns and
 	// notice_acts (issues 29, 30 and 37).
-	Reminders, FollowUps int64
+	Sends, FollowUps int64
 	// Summarized: its summary is in message_summaries.
 	Summarized bool
 }
 
 // PurgeReport sums a purge.
 type PurgeReport struct {
-	Messages                int
-	Records, Orphans, Sends int64
-	Reminders, FollowUps    int64
-	Summaries               int
+	Messages int
+	PersonRows
+	Sends, FollowUps int64
+	Summaries        int
 	// Statements counts the batched DELETEs run (the messages rows'
 	// one-row DELETEs aside); Longest is the longest of them.
 	Statements int
 	Longest    time.Duration
+}
+
+// add counts pm in r (Statements and Longest are counted as they run).
+func (r *PurgeReport) add(pm PurgedMessage) {
+	r.Messages++
+	r.PersonRows.add(pm.PersonRows)
+	r.Sends += pm.Sends
+	r.FollowUps += pm.FollowUps
+	if pm.Summarized {
+		r.Summaries++
+	}
 }
 
 // Purge deletes the notices sent before opts.Before: their recipient rows
@@ -103,15 +111,7 @@ func Purge(ctx context.Context, db DB, opts PurgeOptions, each func(PurgedMessag
 		if err := purgeMessage(ctx, db, opts, &pm, &rep); err != nil {
 			return rep, err
 		}
-		rep.Messages++
-		rep.Records += pm.Records
-		rep.Orphans += pm.Orphans
-		rep.Sends += pm.Sends
-		rep.Reminders += pm.Reminders
-		rep.FollowUps += pm.FollowUps
-		if pm.Summarized {
-			rep.Summaries++
-		}
+		rep.add(pm)
 		if opts.Execute {
 			log.Info("notice purged", "corp_id", pm.CorpID, "msgid", pm.MsgID, "records", pm.Records)
 		}
@@ -152,7 +152,7 @@ WHERE s.corp_id = ? AND s.msgid = ?`
 // msgid): each DELETE takes the next range of it, and is safe for
 // statement-based replication.
 func purgeTables(pm *PurgedMessage) []ownedTable {
-	return append(personTables(&pm.Records, &pm.Orphans, &pm.Reminders),
+	return append(personTables(&pm.PersonRows),
 		ownedTable{"message_sends", sends, &pm.Sends},
 		ownedTable{"notice_acts", notices, &pm.FollowUps},
 		ownedTable{"follow_up_batches", followUps, &pm.FollowUps},

@@ -45,11 +45,8 @@ func DeleteMessage(ctx context.Context, db execer, corpID, msgID string) error {
 // answered for message msgID's send batches, and returns how many
 // batches had one.
 func AnonymiseSends(ctx context.Context, db execer, corpID, msgID string) (int64, error) {
-	res, err := db.ExecContext(ctx, "UPDATE message_sends SET invalid = NULL, unlicensed = NULL WHERE corp_id = ? AND msgid = ? AND (invalid IS NOT NULL OR unlicensed IS NOT NULL)", corpID, msgID)
-	if err != nil {
-		return 0, fmt.Errorf("tracker: anonymise sends of %s: %w", msgID, err)
-	}
-	return res.RowsAffected()
+	return noticedel.Blank(ctx, db, "tracker", "sends",
+		"UPDATE message_sends SET invalid = NULL, unlicensed = NULL WHERE corp_id = ? AND msgid = ? AND (invalid IS NOT NULL OR unlicensed IS NOT NULL)", corpID, msgID)
 }
 
 // MarkAnonymised records that message msgID's personal data went at at

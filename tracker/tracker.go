@@ -17,6 +17,7 @@ package tracker
 import (
 	"context"
 	"database/sql"
+	"github.com/yidu-io/yidu/internal/opt"
 	"github.com/yidu-io/yidu/ledger"
 	"log/slog"
 	"sync"
@@ -162,12 +163,8 @@ type Registry struct {
 // New returns a Registry over db (the migrated yidu schema; the DSN must set
 // parseTime=true and loc=UTC), ids and store.
 func New(db *sql.DB, ids Directory, store Store, opts Options) (*Registry, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opt.Logger(&opts.Logger)
+	opt.Clock(&opts.Now)
 	if opts.Retry.Attempts <= 0 {
 		opts.Retry = DefaultRetry
 	}

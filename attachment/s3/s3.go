@@ -18,6 +18,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // DefaultPresignTTL is Options.PresignTTL's default: long enough for a
@@ -92,9 +94,7 @@ func New(opts Options) (*Bucket, error) {
 	if opts.PresignTTL == 0 {
 		opts.PresignTTL = DefaultPresignTTL
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&opts.Logger)
 	lookup := minio.BucketLookupAuto
 	switch opts.Addressing {
 	case AddressingPath:

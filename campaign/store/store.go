@@ -28,6 +28,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/metric"
 	"github.com/yidu-io/yidu/internal/namespace"
+	"github.com/yidu-io/yidu/internal/opt"
 	"github.com/yidu-io/yidu/internal/sqlrows"
 )
 
@@ -79,12 +80,8 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("campaign store: db is required")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opt.Logger(&opts.Logger)
+	opt.Clock(&opts.Now)
 	f := metric.New(opts.Registerer)
 	m := &metrics{
 		transitions: f.CounterVec("yidu_campaign_transitions_total", "Notices entering a state.", "state"),

@@ -23,6 +23,7 @@ import (
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/idmap"
 	"github.com/yidu-io/yidu/internal/kafkatest"
+	"github.com/yidu-io/yidu/internal/opt"
 	"github.com/yidu-io/yidu/internal/rig"
 	"github.com/yidu-io/yidu/migrations"
 )
@@ -211,9 +212,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			return nil, fmt.Errorf("yidu-bench: unknown arm %q (want %s)", a, strings.Join(allArms, ","))
 		}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&cfg.Logger)
 	if cfg.Partitions <= 0 {
 		cfg.Partitions = 4
 	}

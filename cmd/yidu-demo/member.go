@@ -124,15 +124,23 @@ func (m *Main) saveEvidence(ctx context.Context, userID string) error {
 	if !bytes.HasPrefix(pdf, []byte("%PDF-")) {
 		return errors.New("evidence PDF: not a PDF")
 	}
-	r.EvidenceJSON = filepath.Join(r.EvidenceDir, "evidence-"+userID+".json")
-	r.EvidencePDF = filepath.Join(r.EvidenceDir, "evidence-"+userID+".pdf")
-	if err := os.WriteFile(r.EvidenceJSON, rec, 0o644); err != nil {
+	if r.EvidenceJSON, err = r.save("evidence-"+userID+".json", rec); err != nil {
 		return fmt.Errorf("evidence: %w", err)
 	}
-	if err := os.WriteFile(r.EvidencePDF, pdf, 0o644); err != nil {
+	if r.EvidencePDF, err = r.save("evidence-"+userID+".pdf", pdf); err != nil {
 		return fmt.Errorf("evidence: %w", err)
 	}
 	return nil
+}
+
+// save writes b into the round's EvidenceDir as name and returns its
+// path.
+func (r *Round) save(name string, b []byte) (string, error) {
+	path := filepath.Join(r.EvidenceDir, name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // acknowledgedIn reports whether an evidence record shows the member

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
-	"path/filepath"
 
 	"github.com/yidu-io/yidu/evidence"
 )
@@ -28,11 +26,10 @@ func (m *Main) checkPack(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("evidence zip: %w", err)
 	}
-	r.PackZIP = filepath.Join(r.EvidenceDir, r.MsgID+"-evidence.zip")
-	if err := os.WriteFile(r.PackZIP, z, 0o644); err != nil {
+	if r.PackZIP, err = r.save(r.MsgID+"-evidence.zip", z); err != nil {
 		return fmt.Errorf("evidence zip: %w", err)
 	}
-	rep, err := evidence.Check(bytes.NewReader(z), int64(len(z)), evidence.CheckOptions{Key: m.LedgerKey})
+	rep, err := m.checkZIP(z)
 	if err != nil {
 		return fmt.Errorf("evidence check of the pack: %v %q", err, rep.Problems)
 	}
@@ -42,16 +39,21 @@ func (m *Main) checkPack(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("forged pack: %w", err)
 	}
-	r.ForgedZIP = filepath.Join(r.EvidenceDir, r.MsgID+"-evidence-forged.zip")
-	if err := os.WriteFile(r.ForgedZIP, forged, 0o644); err != nil {
+	if r.ForgedZIP, err = r.save(r.MsgID+"-evidence-forged.zip", forged); err != nil {
 		return fmt.Errorf("forged pack: %w", err)
 	}
-	frep, err := evidence.Check(bytes.NewReader(forged), int64(len(forged)), evidence.CheckOptions{Key: m.LedgerKey})
+	frep, err := m.checkZIP(forged)
 	if err == nil || len(frep.Problems) == 0 {
 		return fmt.Errorf("evidence check passed a forged pack: %+v", frep)
 	}
 	r.ForgedProblems = frep.Problems
 	return nil
+}
+
+// checkZIP checks evidence ZIP z as `yidu evidence check --key` would,
+// with the log's verifier key.
+func (m *Main) checkZIP(z []byte) (evidence.CheckReport, error) {
+	return evidence.Check(bytes.NewReader(z), int64(len(z)), evidence.CheckOptions{Key: m.LedgerKey})
 }
 
 // forgePack copies from's record.json and proofs.json over to's and

@@ -1,7 +1,8 @@
-// Package noticedel runs the batched DELETE of a notice's rows that each
-// owner of a table group offers the retention package (flushd the read
-// archive, tracker the sends): the statements stay with their owner, the
-// way they are run is one.
+// Package noticedel runs the batched DELETE of a notice's rows, and the
+// UPDATE that blanks what names people in them, that each owner of a
+// table group offers the retention package (flushd the read archive,
+// tracker the sends, audit the audit trail): the statements stay with
+// their owner, the way they are run is one.
 package noticedel
 
 import (
@@ -27,6 +28,18 @@ func Batch(ctx context.Context, db Execer, owner string, deletes map[string]stri
 	res, err := db.ExecContext(ctx, q, corpID, msgID, limit)
 	if err != nil {
 		return 0, fmt.Errorf("%s: delete from %s: %w", owner, table, err)
+	}
+	return res.RowsAffected()
+}
+
+// Blank runs owner's statement q, an UPDATE that blanks what names people
+// in message msgID's rows ("UPDATE … WHERE corp_id = ? AND msgid = ? AND
+// (… not yet blank)"), and returns how many rows it changed; what names
+// the rows in the error.
+func Blank(ctx context.Context, db Execer, owner, what, q, corpID, msgID string) (int64, error) {
+	res, err := db.ExecContext(ctx, q, corpID, msgID)
+	if err != nil {
+		return 0, fmt.Errorf("%s: anonymise %s of %s: %w", owner, what, msgID, err)
 	}
 	return res.RowsAffected()
 }

@@ -44,3 +44,29 @@ func TestBatch(t *testing.T) {
 		t.Errorf("failed statement: err %v; want it wrapped with owner and table", err)
 	}
 }
+
+func TestBlank(t *testing.T) {
+	const q = "UPDATE t SET ip = '' WHERE corp_id = ? AND msgid = ? AND ip <> ''"
+	boom := errors.New("boom")
+	tests := []struct {
+		name    string
+		err     error
+		want    int64
+		wantErr string
+	}{
+		{"blanked", nil, 3, ""},
+		{"failed statement", boom, 0, "owner: anonymise rows of m: boom"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := &fakeExec{err: tt.err}
+			n, err := Blank(context.Background(), db, "owner", "rows", q, "c", "m")
+			if n != tt.want || (err == nil) != (tt.wantErr == "") || (err != nil && (err.Error() != tt.wantErr || !errors.Is(err, tt.err))) {
+				t.Errorf("Blank = %d, %v; want %d, %q", n, err, tt.want, tt.wantErr)
+			}
+			if db.query != q || len(db.args) != 2 || db.args[0] != "c" || db.args[1] != "m" {
+				t.Errorf("ran %q %v; want the owner's statement with corp and msgid", db.query, db.args)
+			}
+		})
+	}
+}

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
+
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // Check reports whether one dependency answers; it must honour ctx.
@@ -80,9 +82,7 @@ func Mount(r chi.Router, o Options) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&o.Logger)
 	p := &prober{o: o, warn: map[string]*rate.Sometimes{}}
 	for name := range o.Ready {
 		p.warn[name] = &rate.Sometimes{Interval: 10 * time.Second}

@@ -39,6 +39,7 @@ import (
 
 	"github.com/yidu-io/yidu/callback"
 	"github.com/yidu-io/yidu/callback/wxcrypt"
+	"github.com/yidu-io/yidu/internal/opt"
 	"github.com/yidu-io/yidu/internal/rig"
 )
 
@@ -88,9 +89,7 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = 64 << 10
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&opts.Logger)
 	return &Server{app: opts.App, crypt: c, db: opts.DB, ids: opts.IDs, opts: opts,
 		log: opts.Logger.With("component", "naive")}, nil
 }
