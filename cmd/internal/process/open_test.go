@@ -2,7 +2,14 @@ package process
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -62,5 +69,45 @@ func TestOpenDBInterpolates(t *testing.T) {
 	}
 	if after := prepared(); after != before {
 		t.Fatalf("%d statements prepared for one query with arguments; want 0", after-before)
+	}
+}
+
+// TestWeComClientKeepsConnections: a burst of concurrent WeCom calls
+// (a sign-in storm's code exchanges) reuses its connections for the next
+// burst instead of dialling again.
+func TestWeComClientKeepsConnections(t *testing.T) {
+	var dials atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(5 * time.Millisecond) // the burst overlaps
+		_, _ = w.Write([]byte(`{"errcode":0}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := wecomClient()
+	burst := func() {
+		var wg sync.WaitGroup
+		for range 32 {
+			wg.Go(func() {
+				resp, err := c.Get(srv.URL)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			})
+		}
+		wg.Wait()
+	}
+	burst()
+	first := dials.Load()
+	burst()
+	if again := dials.Load() - first; again > 0 {
+		t.Fatalf("the second burst of 32 dialled %d new connections (the first %d); want 0", again, first)
 	}
 }
