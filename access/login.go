@@ -123,11 +123,38 @@ var (
 type States struct {
 	rdb    redis.UniversalClient
 	prefix string
+	// run, when set, runs each command in a pipeline shared with other
+	// callers (Through).
+	run func(ctx context.Context, fn func(p redis.Pipeliner)) error
 }
 
 // NewStates returns the state store under the Redis key prefix.
 func NewStates(rdb redis.UniversalClient, prefix string) *States {
 	return &States{rdb: rdb, prefix: prefix}
+}
+
+// Through returns the store with each of its commands run by run, a
+// pipeline of the same Redis shared with other callers (the reading
+// page's sign-ins ride the read path's, bitmap.Store.Pipelined: a
+// sign-in storm's states and codes travel in batches, issue 50). run
+// returns once fn's commands ran, each command's error its own.
+func (s *States) Through(run func(ctx context.Context, fn func(p redis.Pipeliner)) error) *States {
+	c := *s
+	c.run = run
+	return &c
+}
+
+// do runs fn's commands: through run when set, else in a round trip of
+// their own.
+func (s *States) do(ctx context.Context, fn func(p redis.Pipeliner)) error {
+	if s.run != nil {
+		return s.run(ctx, fn)
+	}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { fn(p); return nil })
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	return nil // each command's error is its own
 }
 
 type stateRecord struct {
@@ -145,7 +172,12 @@ func (s *States) Begin(ctx context.Context, corp, next string) (state, nonce str
 	if err != nil {
 		return "", "", fmt.Errorf("access: encode state: %w", err)
 	}
-	if err := s.rdb.Set(ctx, s.prefix+"login:state:"+state, rec, StateTTL).Err(); err != nil {
+	var set *redis.StatusCmd
+	err = s.do(ctx, func(p redis.Pipeliner) { set = p.Set(ctx, s.prefix+"login:state:"+state, rec, StateTTL) })
+	if err == nil {
+		err = set.Err()
+	}
+	if err != nil {
 		return "", "", fmt.Errorf("access: store state: %w", err)
 	}
 	return state, nonce, nil
@@ -157,7 +189,12 @@ func (s *States) Finish(ctx context.Context, state, nonce string) (next, corp st
 	if state == "" || len(state) > 128 || nonce == "" || len(nonce) > 128 {
 		return "", "", ErrBadState
 	}
-	raw, err := s.rdb.GetDel(ctx, s.prefix+"login:state:"+state).Bytes()
+	var get *redis.StringCmd
+	err = s.do(ctx, func(p redis.Pipeliner) { get = p.GetDel(ctx, s.prefix+"login:state:"+state) })
+	var raw []byte
+	if err == nil {
+		raw, err = get.Bytes()
+	}
 	if errors.Is(err, redis.Nil) {
 		return "", "", ErrBadState
 	}
@@ -180,7 +217,14 @@ func (s *States) Finish(ctx context.Context, state, nonce string) (next, corp st
 // refuse it anyway. Only the code's hash is stored.
 func (s *States) UseCode(ctx context.Context, code string) error {
 	sum := sha256.Sum256([]byte(code))
-	ok, err := s.rdb.SetNX(ctx, s.prefix+"login:code:"+base64.RawURLEncoding.EncodeToString(sum[:]), 1, StateTTL).Result()
+	var set *redis.BoolCmd
+	err := s.do(ctx, func(p redis.Pipeliner) {
+		set = p.SetNX(ctx, s.prefix+"login:code:"+base64.RawURLEncoding.EncodeToString(sum[:]), 1, StateTTL)
+	})
+	var ok bool
+	if err == nil {
+		ok, err = set.Result()
+	}
 	if err != nil {
 		return fmt.Errorf("access: mark code used: %w", err)
 	}

@@ -3,9 +3,13 @@ package access_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/yidu-io/yidu/access"
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -104,13 +108,39 @@ func TestSignInURLs(t *testing.T) {
 	}
 }
 
+// TestStatesOnceAndBound: a state is good once, for the browser that
+// started it, and a code once, whether the store sends its commands
+// itself or through a pipeline shared with other callers (Through: the
+// reading page's, which must carry every one of them).
 func TestStatesOnceAndBound(t *testing.T) {
 	if !testenv.Real() {
 		t.Skip("YIDU_TEST_REAL=1 runs it against Redis")
 	}
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			rdb, prefix := testenv.Redis(t)
+			s := access.NewStates(rdb, prefix)
+			var runs atomic.Int64
+			if shared {
+				s = s.Through(func(ctx context.Context, fn func(p redis.Pipeliner)) error {
+					runs.Add(1)
+					p := rdb.Pipeline()
+					fn(p)
+					_, _ = p.Exec(ctx)
+					return nil
+				})
+			}
+			statesOnceAndBound(t, s)
+			// Begin 2, Finish 5 (the forged state and the replay included), UseCode 3.
+			if want := map[bool]int64{false: 0, true: 10}[shared]; runs.Load() != want {
+				t.Errorf("%d commands through the shared pipeline; want %d", runs.Load(), want)
+			}
+		})
+	}
+}
+
+func statesOnceAndBound(t *testing.T, s *access.States) {
 	ctx := context.Background()
-	rdb, prefix := testenv.Redis(t)
-	s := access.NewStates(rdb, prefix)
 
 	state, nonce, err := s.Begin(ctx, "wwcorp", "//evil.example")
 	if err != nil {

@@ -173,7 +173,8 @@ type Options struct {
 	// DoneTTL is how long Redis keeps what a reader did on each version
 	// (default 30 days, the bitmaps' TTL); the archive answers after.
 	DoneTTL time.Duration
-	// Marks runs the page's Redis commands in a pipeline shared with the
+	// Marks runs the page's Redis commands (a sign-in's state, code and
+	// session too) in a pipeline shared with the
 	// read path's concurrent marks (bitmap.Store's Script and Pipelined),
 	// on the same Redis as Redis: no round trip of their own. nil: round
 	// trips of their own on Redis.
@@ -271,6 +272,8 @@ func New(readers Readers, notices Notices, blobs Blobs, reads Reads, oauth OAuth
 	if opts.Marks == nil {
 		opts.Marks = ownRoundTrip{opts.Redis}
 	}
+	// A sign-in's state and code ride the shared pipeline too.
+	opts.States = opts.States.Through(opts.Marks.Pipelined)
 	tmpl, err := template.ParseFS(webFS, "web/page.html", "web/records.html", "web/wait.html")
 	if err != nil {
 		return nil, fmt.Errorf("page: template: %w", err)

@@ -184,6 +184,20 @@ type fixture struct {
 	audit   *fakeAudit
 	pdf     []byte
 	pdfAt   attachment.Attachment
+	// marks counts the shared pipeline's uses (Options.Marks).
+	marks *countingMarks
+}
+
+// countingMarks is the shared pipeline of the tests: each use a round
+// trip of its own, counted.
+type countingMarks struct {
+	ownRoundTrip
+	pipelined atomic.Int64
+}
+
+func (c *countingMarks) Pipelined(ctx context.Context, fn func(p redis.Pipeliner)) error {
+	c.pipelined.Add(1)
+	return c.ownRoundTrip.Pipelined(ctx, fn)
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -203,12 +217,13 @@ func newFixture(t testing.TB) *fixture {
 		{N: 2, Title: "2026年度绩效考核办法", HTML: html2, Attachments: []attachment.Attachment{att}, Reacknowledge: true,
 			Settings: notice.Settings{ReadRule: yidu.ReadRuleAcknowledged, MinReadSeconds: 30}, Note: changeNote},
 	}}
-	f := &fixture{reads: &fakeReads{}, archive: &fakeArchive{rows: map[string]bool{}}, rdb: rdb, prefix: prefix, now: &atomic.Int64{}, audit: &fakeAudit{}, pdf: pdf, pdfAt: att}
+	f := &fixture{reads: &fakeReads{}, archive: &fakeArchive{rows: map[string]bool{}}, rdb: rdb, prefix: prefix, now: &atomic.Int64{}, audit: &fakeAudit{}, pdf: pdf, pdfAt: att,
+		marks: &countingMarks{ownRoundTrip: ownRoundTrip{rdb}}}
 	f.now.Store(time.Date(2026, 12, 3, 1, 5, 0, 0, time.UTC).UnixMilli())
 	s, err := New(fakeReaders{}, ns, fakeBlobs{dir}, f.reads, fakeOAuth{}, f.audit, Options{
 		PublicURL: "https://read.example.com", Apps: []App{{Name: "hr", CorpID: corp, AgentID: 1000002}},
 		Endpoints: access.DefaultEndpoints, States: access.NewStates(rdb, prefix), Redis: rdb, Prefix: prefix,
-		Archive: f.archive,
+		Archive: f.archive, Marks: f.marks,
 		Now:     func() time.Time { return time.UnixMilli(f.now.Load()).UTC() },
 		Records: fakeRecords{},
 	})
@@ -264,7 +279,19 @@ func (b *browser) signIn(t testing.TB, target, userID string) *httptest.Response
 	if strings.Contains(to.String(), "zhangsan") || strings.Contains(to.String(), "perf") {
 		t.Fatalf("sign-in URL %s carries the page or an identity", to)
 	}
-	return b.get(t, "/r/hr/signin?code=code-"+userID+"&state="+q.Get("state"))
+	// The way back from WeCom: the state, the code and the new session
+	// each in the read path's shared pipeline, no round trip of its own.
+	var before int64
+	if b.f.marks != nil {
+		before = b.f.marks.pipelined.Load()
+	}
+	w = b.get(t, "/r/hr/signin?code=code-"+userID+"&state="+q.Get("state"))
+	if w.Code == http.StatusFound && b.f.marks != nil {
+		if n := b.f.marks.pipelined.Load() - before; n != 3 {
+			t.Errorf("a sign-in used the shared pipeline %d times; want 3 (state, code, session)", n)
+		}
+	}
+	return w
 }
 
 func TestReadingPage(t *testing.T) {

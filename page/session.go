@@ -1,6 +1,7 @@
 package page
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -83,6 +84,27 @@ func (s *Sessions) create(ctx context.Context, sess session) (string, error) {
 			p.Expire(ctx, idx, s.TTL()+24*time.Hour)
 		}
 	})
+}
+
+// queueCreate queues create's commands on p (the sign-in's, in the read
+// path's shared pipeline); answer is create's once p has run.
+func (s *Sessions) queueCreate(ctx context.Context, p redis.Pipeliner, sess session) (id string, answer func() error) {
+	id, set := s.store.QueueCreate(ctx, p, sess)
+	if id == "" || !sess.Reader || sess.Status == statusUnknown {
+		return id, set
+	}
+	idx := s.indexKey(sess.Corp, sess.UID)
+	add := p.SAdd(ctx, idx, s.store.Key(id))
+	exp := p.Expire(ctx, idx, s.TTL()+24*time.Hour)
+	return id, func() error {
+		if err := set(); err != nil {
+			return err
+		}
+		if err := cmp.Or(add.Err(), exp.Err()); err != nil {
+			return fmt.Errorf("page: session index: %w", err)
+		}
+		return nil
+	}
 }
 
 // lookup returns the session id names and pushes its end back by the TTL.

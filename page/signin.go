@@ -168,7 +168,12 @@ func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		case rd.Left:
 			sess.Status = statusLeft
 		}
-		id, err = s.sessions.create(ctx, sess)
+		// In the read path's shared pipeline, as the state and the code
+		// were (issue 50).
+		var created func() error
+		if err = s.opts.Marks.Pipelined(ctx, func(p redis.Pipeliner) { id, created = s.sessions.queueCreate(ctx, p, sess) }); err == nil {
+			err = created()
+		}
 	}
 	switch {
 	case errors.Is(err, access.ErrBadState), errors.Is(err, access.ErrCodeUsed):

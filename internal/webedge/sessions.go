@@ -87,6 +87,25 @@ func (s *Sessions[T]) Create(ctx context.Context, v T, also func(p redis.Pipelin
 	return id, nil
 }
 
+// QueueCreate queues Create's command on p, a pipeline of the store's
+// Redis (the reading page's sign-in shares the read path's, issue 50):
+// id is the new session's (its key Key(id)), and answer is Create's
+// error once p has run.
+func (s *Sessions[T]) QueueCreate(ctx context.Context, p redis.Pipeliner, v T) (id string, answer func() error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return "", func() error { return fmt.Errorf("%s: encode session: %w", s.kind.Name, err) }
+	}
+	id = NewID()
+	set := p.Set(ctx, s.Key(id), raw, s.kind.TTL)
+	return id, func() error {
+		if err := set.Err(); err != nil {
+			return fmt.Errorf("%s: session: %w", s.kind.Name, err)
+		}
+		return nil
+	}
+}
+
 // Put stores v under id until ttl passes.
 func (s *Sessions[T]) Put(ctx context.Context, id string, v T, ttl time.Duration) error {
 	b, err := json.Marshal(v)
