@@ -75,15 +75,19 @@ func (s *Sessions) indexKey(corp string, uid uint32) string {
 	return s.prefix + "page:sessions:{" + corp + "}:" + strconv.FormatUint(uint64(uid), 10)
 }
 
-// create stores sess and returns its id (the cookie's value).
+// create stores sess and returns its id (the cookie's value), in a
+// round trip of its own.
 func (s *Sessions) create(ctx context.Context, sess session) (string, error) {
-	return s.store.Create(ctx, sess, func(p redis.Pipeliner, key string) {
-		if sess.Reader && sess.Status != statusUnknown {
-			idx := s.indexKey(sess.Corp, sess.UID)
-			p.SAdd(ctx, idx, key)
-			p.Expire(ctx, idx, s.TTL()+24*time.Hour)
-		}
+	var id string
+	var answer func() error
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // each command's error is answer's
+		id, answer = s.queueCreate(ctx, p, sess)
+		return nil
 	})
+	if err := answer(); err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
 // queueCreate queues create's commands on p (the sign-in's, in the read

@@ -68,19 +68,17 @@ func NewID() string {
 // Create stores v under a new id for TTL, with also's commands (given
 // the session's key) in the same round trip, and returns the id.
 func (s *Sessions[T]) Create(ctx context.Context, v T, also func(p redis.Pipeliner, key string)) (string, error) {
-	id := NewID()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("%s: encode session: %w", s.kind.Name, err)
-	}
-	key := s.Key(id)
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, key, raw, s.kind.TTL)
-		if also != nil {
-			also(p, key)
+	var id string
+	var answer func() error
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if id, answer = s.QueueCreate(ctx, p, v); id != "" && also != nil {
+			also(p, s.Key(id))
 		}
 		return nil
 	})
+	if id == "" {
+		return "", answer() // not encoded: nothing was sent
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s: session: %w", s.kind.Name, err)
 	}
