@@ -60,7 +60,7 @@ func wecomClient() *http.Client {
 
 // OpenDB opens the MySQL pool for dsn with the settings yidu relies on:
 // parseTime, UTC, no multi-statements, and parameters interpolated by
-// the driver (Interpolate); config.DefaultMySQLConns connections
+// the driver (interpolate); config.DefaultMySQLConns connections
 // (SetMaxOpenConns changes it).
 func OpenDB(dsn string) (*sql.DB, error) {
 	c, err := mysql.ParseDSN(dsn)
@@ -70,7 +70,7 @@ func OpenDB(dsn string) (*sql.DB, error) {
 	c.ParseTime = true
 	c.Loc = time.UTC
 	c.MultiStatements = false
-	Interpolate(dsn, c)
+	interpolate(dsn, c)
 	if c.Params == nil {
 		c.Params = map[string]string{}
 	}
@@ -247,14 +247,14 @@ func each[S, T any](in []S, f func(S) T) []T {
 	return out
 }
 
-// Interpolate turns on go-sql-driver's interpolateParams for the DSN
+// interpolate turns on go-sql-driver's interpolateParams for the DSN
 // parsed into c, unless dsn says interpolateParams itself or names a
 // charset other than utf8mb4/utf8 (the driver's escaping is safe only
 // there). A statement with arguments is then one round trip, not three
 // (prepare, execute, close): a third of mysqld's CPU per sign-in and per
 // flushd batch (issue 50, docs/benchmarks.md). The driver falls back to a
 // prepared statement for a statement too large to send interpolated.
-func Interpolate(dsn string, c *mysql.Config) {
+func interpolate(dsn string, c *mysql.Config) {
 	if strings.Contains(dsn, "interpolateParams=") {
 		return
 	}

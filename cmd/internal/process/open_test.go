@@ -37,9 +37,9 @@ func TestInterpolate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.dsn, err)
 		}
-		Interpolate(c.dsn, cfg)
+		interpolate(c.dsn, cfg)
 		if cfg.InterpolateParams != c.want {
-			t.Errorf("Interpolate(%s) = %v; want %v", c.dsn, cfg.InterpolateParams, c.want)
+			t.Errorf("interpolate(%s) = %v; want %v", c.dsn, cfg.InterpolateParams, c.want)
 		}
 	}
 }
