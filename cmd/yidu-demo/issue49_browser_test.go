@@ -87,6 +87,16 @@ func (p *persona) run(what string, actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// pdfsDrawn waits until the page's PDFs are drawn (or failed): pdf.js
+// adds their pages after the page loads, which moves what is below them,
+// so a click aimed before that can land where a link no longer is.
+func (p *persona) pdfsDrawn() {
+	p.t.Helper()
+	if !p.poll(`[...document.querySelectorAll(".pdf-pages[data-src]")].every((b) => b.dataset.pages || b.dataset.error)`, 15*time.Second) {
+		p.t.Fatalf("%s: the page's PDFs were not drawn in 15 s", p.name)
+	}
+}
+
 func (p *persona) poll(cond string, d time.Duration) bool {
 	p.t.Helper()
 	deadline := time.Now().Add(d)
@@ -425,6 +435,7 @@ func TestIssue49Browser(t *testing.T) {
 		t.Errorf("employee: the reading page scrolls sideways at 390 px: %s", got)
 	}
 	em.shot("employee-reading-zh-390")
+	em.pdfsDrawn()
 	em.run("我的记录", chromedp.Click(chromedp.ID("my-records")))
 	if !em.poll(`document.getElementById("records") !== null`, 10*time.Second) {
 		t.Fatalf("finding 4: 我的记录 did not open: %q", em.eval(`document.body.innerText.slice(0, 200)`))

@@ -249,6 +249,7 @@ func walkEmployeeEnglish(t *testing.T, ctx context.Context, chromium string, m *
 	}
 	oneLanguage("the reading page")
 	em.shot("employee-reading-en-390")
+	em.pdfsDrawn()
 	em.run("我的记录", chromedp.Click(chromedp.ID("my-records")))
 	if !em.poll(`document.getElementById("records") !== null`, 10*time.Second) {
 		t.Fatalf("employee (en): 我的记录 did not open: %q", em.eval(`document.body.innerText.slice(0, 200)`))
