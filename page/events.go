@@ -171,7 +171,7 @@ func (s *Server) beginView(ctx context.Context, v view) (token string, ended, ac
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	token = base64.RawURLEncoding.EncodeToString(b[:])
-	raw, _ := json.Marshal(v)
+	raw := v.encode()
 	var isRecipient func() (bool, error)
 	var set *redis.StatusCmd
 	var done *redis.SliceCmd
@@ -232,8 +232,8 @@ func (s *Server) record(ctx context.Context, sess session, a App, msgID string, 
 	if err != nil {
 		return fmt.Errorf("page: view: %w", err)
 	}
-	var v view
-	if err := json.Unmarshal(raw, &v); err != nil {
+	v, err := decodeView(raw)
+	if err != nil {
 		return fmt.Errorf("page: view: %w", err)
 	}
 	if v.UserID != sess.UserID || v.Corp != sess.Corp || v.Corp != a.CorpID || v.App != a.Name || v.MsgID != msgID {
