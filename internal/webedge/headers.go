@@ -54,17 +54,21 @@ type Headers struct {
 }
 
 // Middleware sets the headers on every answer: the policy, no framing
-// (X-Frame-Options DENY), no MIME sniffing, the referrer policy.
+// (X-Frame-Options DENY), no MIME sniffing, the referrer policy. Their
+// values are built once and shared by every answer, each a slice of
+// capacity one, so a handler's Set or Add makes a new one and never
+// writes into another answer's (five allocations less per request).
 func (hs Headers) Middleware(next http.Handler) http.Handler {
-	csp := hs.CSP.String()
+	one := func(v string) []string { return []string{v}[:1:1] }
+	csp, frame, sniff, ref, store := one(hs.CSP.String()), one("DENY"), one("nosniff"), one(hs.Referrer), one("no-store")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", csp)
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", hs.Referrer)
+		h["Content-Security-Policy"] = csp
+		h["X-Frame-Options"] = frame
+		h["X-Content-Type-Options"] = sniff
+		h["Referrer-Policy"] = ref
 		if hs.NoStore {
-			h.Set("Cache-Control", "no-store")
+			h["Cache-Control"] = store
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,28 @@ func TestCSP(t *testing.T) {
 	h := w.Header()
 	if h.Get("X-Frame-Options") != "DENY" || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Referrer-Policy") != "no-referrer" || h.Get("Cache-Control") != "no-store" {
 		t.Errorf("headers = %v", h)
+	}
+	// The values are shared between answers: one answer's Add or edit
+	// must not reach the next.
+	mw := webedge.Headers{Referrer: "no-referrer", NoStore: true}.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/edit" {
+			w.Header().Add("Cache-Control", "private")
+			w.Header().Add("X-Frame-Options", "SAMEORIGIN")
+		}
+	}))
+	for _, path := range []string{"/edit", "/next"} {
+		w := httptest.NewRecorder()
+		mw.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		want := []string{"no-store"}
+		if path == "/edit" {
+			want = append(want, "private")
+		}
+		if got := w.Header().Values("Cache-Control"); !slices.Equal(got, want) {
+			t.Errorf("%s: Cache-Control = %q; want %q", path, got, want)
+		}
+		if path == "/next" && !slices.Equal(w.Header().Values("X-Frame-Options"), []string{"DENY"}) {
+			t.Errorf("%s: X-Frame-Options = %q after another answer added to it", path, w.Header().Values("X-Frame-Options"))
+		}
 	}
 }
 
