@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -250,6 +251,11 @@ func (b *browser) get(t testing.TB, target string) *httptest.ResponseRecorder {
 	}
 	w := httptest.NewRecorder()
 	b.f.h.ServeHTTP(w, r)
+	// A page states its length (render.go): it must be the body's, and a
+	// reader's escaped name or UserID must not change it.
+	if n := w.Header().Get("Content-Length"); n != "" && n != strconv.Itoa(w.Body.Len()) {
+		t.Fatalf("GET %s: Content-Length %s, body %d bytes", target, n, w.Body.Len())
+	}
 	for _, c := range w.Result().Cookies() {
 		if c.MaxAge < 0 {
 			delete(b.cookies, c.Name)

@@ -7,7 +7,9 @@ import (
 	"html"
 	"html/template"
 	"io"
+	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/yidu-io/yidu/notice"
 )
@@ -46,20 +48,24 @@ type rendered struct {
 	slots []int // 0 reader, 1 userid, 2 at, 3 view
 }
 
-func (p *rendered) write(w io.Writer, v slotValues) {
+func (p *rendered) write(w http.ResponseWriter, v slotValues) {
 	vals := [4]string{html.EscapeString(v.Reader), html.EscapeString(v.UserID), html.EscapeString(v.At), html.EscapeString(v.View)}
 	size := 0
 	for _, b := range p.parts {
 		size += len(b)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+len(p.slots)*32))
+	for _, i := range p.slots {
+		size += len(vals[i])
+	}
+	// With its length stated the page goes out unchunked, piece by piece
+	// through the connection's own buffer: no copy of it per reader.
+	w.Header().Set("Content-Length", strconv.Itoa(size))
 	for i, b := range p.parts {
-		buf.Write(b)
+		_, _ = w.Write(b)
 		if i < len(p.slots) {
-			buf.WriteString(vals[p.slots[i]])
+			_, _ = io.WriteString(w, vals[p.slots[i]])
 		}
 	}
-	_, _ = w.Write(buf.Bytes())
 }
 
 // rendered returns version v's page for k, rendering it the first time.
