@@ -52,7 +52,7 @@ func (a *Audience) Validate() error {
 	}
 	for _, u := range a.UserIDs {
 		if !UserID(u).Valid() {
-			return Fieldf("audience.userids", "audience.userids: %q is not a WeCom UserID", Truncate(u, 70))
+			return &FieldError{Field: "audience.userids", Value: u, Echo: 70, Reason: "audience.userids: %q is not a WeCom UserID"}
 		}
 	}
 	for _, d := range a.Departments {
