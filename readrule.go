@@ -29,7 +29,8 @@ func ParseReadRule(s string) (ReadRule, error) {
 	case ReadRuleApp, ReadRuleLink, ReadRuleReadToEnd, ReadRuleAcknowledged:
 		return r, nil
 	}
-	return "", Fieldf("read_rule", "read_rule %q is not one of app, link, read_to_end, acknowledged", Truncate(s, 32))
+	return "", &FieldError{Field: "read_rule", Value: s, Echo: 32,
+		Reason: "read_rule %q is not one of app, link, read_to_end, acknowledged"}
 }
 
 // Acknowledging reports whether r counts only acknowledgements, so that a

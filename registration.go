@@ -2,29 +2,16 @@ package yidu
 
 import (
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/RoaringBitmap/roaring/v2"
 )
 
-// Bounds on one registration. They keep a single request from holding
-// MySQL for minutes, and fit the API's 8 MiB body (100,000 UserIDs of 64
-// bytes, quoted).
+// Bounds on one registration (its audience's are in audience.go).
 const (
 	// MaxTitle is in characters: messages.title is VARCHAR(512).
-	MaxTitle       = 512
-	MaxUserIDs     = 100_000
-	MaxDepartments = 1_000
-	// MaxTags bounds audience.tags like departments (WeCom's totag takes
-	// 100 per message/send call, doc path 90236; yidu expands tags to
-	// UserIDs, so more is fine).
-	MaxTags = 1_000
-	// MaxRecipients bounds the expanded audience.
-	MaxRecipients = 1_000_000
+	MaxTitle = 512
 	// MaxSentAtAhead is how far a registration's sent_at may be ahead of
 	// yidu's clock: a message is registered when it is sent, and a sent_at
 	// in the future would sort it first in every list for years.
@@ -98,48 +85,6 @@ type Registration struct {
 	Retention Retention
 }
 
-// Audience is who receives a message: the union of UserIDs, every member of
-// Departments and their sub-departments, and (All) every active member, as
-// message/send's touser and toparty combine (doc path 90236). It is
-// snapshotted at registration: later directory changes do not move it.
-type Audience struct {
-	UserIDs     []string
-	Departments []int64
-	// Tags are WeCom tag ids (标签, message/send's totag): each adds its
-	// users and every member of its departments' subtrees.
-	Tags []int64
-	All  bool
-}
-
-// Expansion is an audience expanded against the synced directory.
-type Expansion struct {
-	// Recipients are the active members the audience reaches: the union
-	// of its UserIDs, its departments' subtrees, its tags (users and
-	// departments' subtrees) and, with All, every active member.
-	Recipients *roaring.Bitmap
-	// Unknown are the audience's UserIDs that name no member at all, as
-	// given; Left those naming members who left. Neither is a recipient.
-	Unknown, Left []string
-}
-
-// CheckRecipients is the rule for an audience's expansion (n active
-// members, idmap.Mapper.Expand): it must reach someone and at most
-// MaxRecipients. The tracker applies it when a registration snapshots the
-// audience and campaign when a notice is stored, so a notice that would
-// not register is refused when it is written, not when it fires. The
-// error names the field: audience.userids when only UserIDs were given.
-func (a Audience) CheckRecipients(n uint64) error {
-	switch {
-	case n == 0 && !a.All && len(a.Departments) == 0 && len(a.Tags) == 0:
-		return Fieldf("audience.userids", "audience.userids: none of the %d UserIDs is an active member", len(a.UserIDs))
-	case n == 0:
-		return Fieldf("audience", "audience has no members: its departments, tags and UserIDs reach no active member")
-	case n > MaxRecipients:
-		return Fieldf("audience", "audience has %d members, at most %d", n, MaxRecipients)
-	}
-	return nil
-}
-
 // Validate checks r, fills its defaults (a generated MsgID, SentAt = now)
 // and puts it in canonical form: the title and body trimmed, SentAt in UTC
 // to the millisecond (DATETIME(3)), UserIDs and Departments sorted and
@@ -190,41 +135,6 @@ func (r *Registration) Validate(now time.Time) error {
 		return Fieldf("sent_at", "sent_at must be after 2000 and at most %v ahead of now", MaxSentAtAhead)
 	}
 	return r.Audience.Validate()
-}
-
-// Validate checks a and puts it in canonical form: UserIDs, Departments
-// and Tags sorted and unique. It is the audience part of
-// Registration.Validate, and the one rule for an audience wherever one is
-// checked (a stored notice, the compose page's preview). Every error wraps
-// ErrInvalid and starts with the field.
-func (a *Audience) Validate() error {
-	if len(a.UserIDs) == 0 && len(a.Departments) == 0 && len(a.Tags) == 0 && !a.All {
-		return Fieldf("audience", "audience needs userids, departments, tags or all")
-	}
-	if len(a.UserIDs) > MaxUserIDs || len(a.Departments) > MaxDepartments || len(a.Tags) > MaxTags {
-		return Fieldf("audience", "audience too large (at most %d userids, %d departments, %d tags)", MaxUserIDs, MaxDepartments, MaxTags)
-	}
-	for _, t := range a.Tags {
-		if t < 0 { // tagid is a non-negative integer (tag/create, doc path 90210)
-			return Fieldf("audience.tags", "audience.tags: %d is not a tag id", t)
-		}
-	}
-	for _, u := range a.UserIDs {
-		if !UserID(u).Valid() {
-			return Fieldf("audience.userids", "audience.userids: %q is not a WeCom UserID", Truncate(u, 70))
-		}
-	}
-	for _, d := range a.Departments {
-		if d <= 0 {
-			return Fieldf("audience.departments", "audience.departments: %d is not a department id", d)
-		}
-	}
-	a.UserIDs = slices.Compact(slices.Sorted(slices.Values(a.UserIDs)))
-	a.Departments = slices.Compact(slices.Sorted(slices.Values(a.Departments)))
-	if a.Tags != nil {
-		a.Tags = slices.Compact(slices.Sorted(slices.Values(a.Tags)))
-	}
-	return nil
 }
 
 // CheckCard checks that a message with title, body and url fits the

@@ -77,7 +77,7 @@ func (s *Schedule) Validate(now time.Time) error {
 		s.Timezone = DefaultTimezone
 	}
 	if _, err := time.LoadLocation(s.Timezone); err != nil {
-		return Fieldf("timezone", "timezone %q is not an IANA time zone", Truncate(s.Timezone, 64))
+		return &FieldError{Field: "timezone", Value: s.Timezone, Echo: 64, Reason: "timezone %q is not an IANA time zone"}
 	}
 	if s.Draft {
 		if !s.SendAt.IsZero() {

@@ -11,6 +11,8 @@ package yidu
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -117,11 +119,29 @@ func Invalidf(format string, args ...any) error {
 // an edge finds it with errors.As and never by reading the message;
 // Reason is the sentence that says why, starting with the field as the
 // API has always answered ("title is required, ..."). It wraps ErrInvalid.
+//
+// A sentence that quotes the input refused holds it in Value, whole, and
+// marks its place in Reason with %q: the error shows it quoted (as fmt's
+// %q) and cut to Echo bytes (Truncate), so that it is safe to echo however
+// long the input was. The check says what it refused; how much of it may
+// be shown is the error's rule, applied when the error is shown.
 type FieldError struct {
 	Field, Reason string
+	// Value is the input refused; Echo is how many bytes of it the
+	// sentence shows (0: Reason quotes no input).
+	Value string
+	Echo  int
 }
 
-func (e *FieldError) Error() string { return ErrInvalid.Error() + ": " + e.Reason }
+func (e *FieldError) Error() string { return ErrInvalid.Error() + ": " + e.Why() }
+
+// Why is the sentence that says why: Reason, with Value in its place.
+func (e *FieldError) Why() string {
+	if e.Echo <= 0 {
+		return e.Reason
+	}
+	return strings.Replace(e.Reason, "%q", strconv.Quote(Truncate(e.Value, e.Echo)), 1)
+}
 
 // Unwrap makes a FieldError an ErrInvalid (400).
 func (e *FieldError) Unwrap() error { return ErrInvalid }

@@ -139,5 +139,7 @@ func InFollowUp(err error) error {
 	if !errors.As(err, &fe) || strings.HasPrefix(fe.Field, "follow_up") {
 		return err
 	}
-	return &yidu.FieldError{Field: "follow_up." + fe.Field, Reason: "follow_up." + fe.Reason}
+	in := *fe // the input it quotes, if any, with it
+	in.Field, in.Reason = "follow_up."+fe.Field, "follow_up."+fe.Reason
+	return &in
 }
