@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // setWrittenScript ORs the bits flushd wrote into MySQL into the read and
@@ -101,9 +102,7 @@ func NewHealer(store *Store, loader MessageLoader, log *slog.Logger) (*Healer, e
 	if store == nil || loader == nil {
 		return nil, errors.New("bitmap: healer: store and loader are required")
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&log)
 	return &Healer{store: store, loader: loader, log: log.With("component", "bitmap.healer")}, nil
 }
 

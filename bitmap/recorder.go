@@ -117,9 +117,7 @@ func NewRecorder(store *Store, ids UIDLookup, pub Publisher, loader MessageLoade
 	opt.Positive(&opts.CursorSlack, 2*time.Minute)
 	opt.Positive(&opts.AckTimeout, time.Second)
 	opt.Positive(&opts.MarkTimeout, time.Second)
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&opts.Logger)
 	m, err := newRecorderMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/loop"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // Options configures a Store. Zero fields take the documented defaults.
@@ -70,9 +71,7 @@ func (o *Options) setDefaults() {
 	if o.RoundTripTimeout <= 0 {
 		o.RoundTripTimeout = 2 * time.Second
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&o.Logger)
 }
 
 // ErrQueueFull is returned when the mark/ack queue is full; the receiver

@@ -26,6 +26,7 @@ import (
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/callback/wxcrypt"
 	"github.com/yidu-io/yidu/internal/clientip"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // ReadRecorder turns read signals into reads; bitmap.Recorder implements it.
@@ -204,13 +205,9 @@ func New(reads ReadRecorder, opts Options) (*Receiver, error) {
 		maxBody:   orDefault(opts.MaxBody, DefaultMaxBody),
 		timeout:   orDefault(opts.Timeout, DefaultTimeout),
 	}
-	if rc.log == nil {
-		rc.log = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&rc.log)
 	rc.log = rc.log.With("component", "callback")
-	if rc.now == nil {
-		rc.now = time.Now
-	}
+	opt.Clock(&rc.now)
 	if opts.MemberRate < 0 || opts.MemberBurst < 0 {
 		return nil, errors.New("callback: negative member rate or burst")
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/yidu-io/yidu/bitmap"
 	"github.com/yidu-io/yidu/content"
 	"github.com/yidu-io/yidu/internal/clientip"
+	"github.com/yidu-io/yidu/internal/opt"
 	"github.com/yidu-io/yidu/internal/webedge"
 	"github.com/yidu-io/yidu/notice"
 )
@@ -244,12 +245,8 @@ func New(readers Readers, notices Notices, blobs Blobs, reads Reads, oauth OAuth
 	if _, err := url.Parse(opts.PublicURL); err != nil || !strings.HasPrefix(opts.PublicURL, "http") {
 		return nil, errors.New("page: public_url must be an absolute http(s) URL")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opt.Logger(&opts.Logger)
+	opt.Clock(&opts.Now)
 	if opts.Sessions == nil {
 		opts.Sessions = NewSessions(opts.Redis, opts.Prefix, opts.SessionTTL)
 	}

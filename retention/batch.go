@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/yidu-io/yidu/internal/opt"
 	"log/slog"
 	"time"
 )
@@ -18,9 +19,7 @@ func checkBatch(op string, batch *int, logger **slog.Logger) error {
 	if *batch < 1 || *batch > MaxPurgeBatch {
 		return fmt.Errorf("retention: %s: batch size %d must be in 1..%d", op, *batch, MaxPurgeBatch)
 	}
-	if *logger == nil {
-		*logger = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(logger)
 	return nil
 }
 

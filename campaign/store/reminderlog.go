@@ -14,6 +14,7 @@ import (
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/loop"
+	"github.com/yidu-io/yidu/internal/opt"
 	"github.com/yidu-io/yidu/internal/sqlrows"
 	"github.com/yidu-io/yidu/ledger"
 )
@@ -52,12 +53,8 @@ func NewReminderLog(db *sql.DB, owner string, ttl time.Duration, now func() time
 	if owner == "" {
 		owner = DefaultOwner()
 	}
-	if now == nil {
-		now = time.Now
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	opt.Clock(&now)
+	opt.Logger(&log)
 	return &ReminderLog{db: db, l: Lease{Table: "notice_acts", Owner: owner, TTL: or(ttl, DefaultLeaseTTL)}, now: now, log: log}, nil
 }
 

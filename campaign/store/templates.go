@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/yidu-io/yidu"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // Templates keeps notice templates (issue 41, 从模板新建; migration
@@ -23,9 +24,7 @@ type Templates struct {
 // NewTemplates returns the templates over db for apps; nil now is
 // time.Now.
 func NewTemplates(db *sql.DB, apps []yidu.App, now func() time.Time) *Templates {
-	if now == nil {
-		now = time.Now
-	}
+	opt.Clock(&now)
 	m := make(map[string]yidu.App, len(apps))
 	for _, a := range apps {
 		m[a.Name] = a

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yidu-io/yidu/internal/metric"
+	"github.com/yidu-io/yidu/internal/opt"
 )
 
 // Backoff bounds: an item's first retry waits MinBackoff, each failure
@@ -89,13 +90,9 @@ func New(name string, o Options) (*Guard, error) {
 	}
 	g := &Guard{name: name, log: o.Logger, now: o.Now, min: o.MinBackoff, max: o.MaxBackoff, items: map[string]*item{},
 		m: metrics{panics: panics.WithLabelValues(name), failures: failures.WithLabelValues(name), backedOff: backedOff.WithLabelValues(name)}}
-	if g.log == nil {
-		g.log = slog.New(slog.DiscardHandler)
-	}
+	opt.Logger(&g.log)
 	g.log = g.log.With("loop", name)
-	if g.now == nil {
-		g.now = time.Now
-	}
+	opt.Clock(&g.now)
 	if g.min <= 0 {
 		g.min = MinBackoff
 	}
