@@ -52,7 +52,7 @@ func (s *Service) standingOf(p *access.Principal, post Post, pr Prepared) func(c
 
 // EndStanding ends m's standing at until (nil: now), by p, and returns
 // the row the act is due: an edit of its rule ("standing: until"),
-// refused when p is no admin of the corp (MayEndStanding), failed when
+// refused when p is no admin of the corp (mayEndStanding), failed when
 // it could not be written; an until that is not valid or a notice that
 // is not standing is invalid input (campaign.Outcome: no row).
 func (s *Service) EndStanding(ctx context.Context, p *access.Principal, m yidu.Message, until *time.Time) (acts []Act, err error) {
@@ -60,15 +60,15 @@ func (s *Service) EndStanding(ctx context.Context, p *access.Principal, m yidu.M
 	if s.o.Standing == nil {
 		return nil, errors.New("campaign: standing notices are not configured")
 	}
-	if err := MayEndStanding(p, m.CorpID); err != nil {
+	if err := mayEndStanding(p, m.CorpID); err != nil {
 		return nil, err
 	}
 	return nil, s.o.Standing.End(ctx, p, m.CorpID, m.MsgID, until)
 }
 
-// MayEndStanding says whether p may end a standing notice of corp
-// (loops.StandingLoop.MayEnd): only an admin of the corp may.
-func MayEndStanding(p *access.Principal, corp string) error {
+// mayEndStanding says whether p may end a standing notice of corp: only
+// an admin of the corp may.
+func mayEndStanding(p *access.Principal, corp string) error {
 	if !access.Decide(p, yidu.ActionEdit, access.Target{Corp: corp, Standing: true}).Allowed {
 		return ErrForbidden
 	}

@@ -277,7 +277,6 @@ func (failingEnd) End(context.Context, *access.Principal, string, string, *time.
 func TestEndStandingActs(t *testing.T) {
 	f, _, sender, s := standingService(t, testApp)
 	loop := s.o.Standing.(*loops.StandingLoop)
-	loop.MayEnd = MayEndStanding
 	ctx := context.Background()
 	for _, id := range []string{"s-end", "plain"} {
 		p := Post{Outgoing: Outgoing{Registration: yidu.Registration{MsgID: id, App: testApp, Title: "员工手册",

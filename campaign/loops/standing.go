@@ -80,9 +80,6 @@ type StandingLoop struct {
 	// own recover and backoff, counted in yidu_loop_*{loop="standing"}
 	// (issue 46); nil: loop.Nop.
 	Guard *loop.Guard
-	// MayEnd is the notice service's rule whether p may end a standing
-	// notice of corp (campaign.MayEndStanding); nil: nobody may.
-	MayEnd func(p *access.Principal, corp string) error
 }
 
 // standingRoundBatch numbers the reminder batches of joiners' rounds
@@ -323,7 +320,7 @@ func (l *StandingLoop) enrol(ctx context.Context, r standingRow, m yidu.Message,
 
 // EndStanding ends msgid's standing at until (nil: now), by p: nobody
 // is enrolled after it. Whether p may is the caller's decision
-// (StandingLoop.MayEnd).
+// (campaign.Service.EndStanding).
 func EndStanding(ctx context.Context, db *sql.DB, p *access.Principal, corp, msgid string, until *time.Time, now time.Time) error {
 	at := now.UTC().Truncate(time.Millisecond)
 	if until != nil {

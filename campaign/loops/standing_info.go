@@ -195,14 +195,10 @@ func (l *StandingLoop) standings(ctx context.Context, corps []string, inForce bo
 	return out, nil
 }
 
-// End ends corp's msgid's standing at until (nil: now), by p (an admin).
+// End ends corp's msgid's standing at until (nil: now), by p. Whether p
+// may is decided once, by the notice service (campaign.Service.EndStanding,
+// its only caller), not again here.
 func (l *StandingLoop) End(ctx context.Context, p *access.Principal, corp, msgid string, until *time.Time) error {
-	if l.MayEnd == nil {
-		return errors.New("campaign: ending standing notices is not configured")
-	}
-	if err := l.MayEnd(p, corp); err != nil {
-		return err
-	}
 	return EndStanding(ctx, l.DB, p, corp, msgid, until, l.Now())
 }
 

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/yidu-io/yidu/campaign"
 	"github.com/yidu-io/yidu/campaign/loops"
 	"github.com/yidu-io/yidu/cmd/internal/config"
 )
@@ -19,6 +18,5 @@ func standingLoop(m *Main, cfg config.Config, notices loops.Versions, log *slog.
 		DB: m.DB, Directory: m.Mapper, Tracker: m.Tracker, Contents: notices, Reads: m.Store,
 		Log: log.With("component", "standing"), Now: time.Now, Owner: loops.DefaultOwner(),
 		TTL: loops.DefaultLeaseTTL, MinGap: rounds.MinGap, Zone: rounds.Zone,
-		MayEnd: campaign.MayEndStanding,
 	}
 }
