@@ -17,7 +17,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -34,7 +33,7 @@ type Reader struct {
 	timeout          time.Duration
 	cookies          []*http.Cookie
 	header           http.Header
-	body             []byte // the page's body while open reads it
+	body             []byte // the last page's body, reused
 	// View and Version are what the last Open was shown.
 	View    string
 	Version int
@@ -151,14 +150,6 @@ func (r *Reader) Open(ctx context.Context, code func() string) error {
 // open is Open; signedIn is called before the GET of the page with a
 // session.
 func (r *Reader) open(ctx context.Context, code func() string, signedIn func()) error {
-	// The pages' bodies are read into a buffer of the readers' pool, given
-	// back once read: a storm's readers are many, each opens once.
-	buf := bodies.Get().(*[]byte)
-	r.body = (*buf)[:0]
-	defer func() {
-		*buf, r.body = r.body[:0], nil
-		bodies.Put(buf)
-	}()
 	page := r.base + "/r/" + url.PathEscape(r.app) + "/" + url.PathEscape(r.msgID)
 	code1, loc, err := r.get(ctx, page)
 	if err != nil {
@@ -219,9 +210,6 @@ func (r *Reader) Signal(ctx context.Context, signal string) error {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	return nil
 }
-
-// bodies are the buffers pages are read into.
-var bodies = sync.Pool{New: func() any { return new([]byte) }}
 
 // get GETs target, its body read into r.body.
 func (r *Reader) get(ctx context.Context, target string) (code int, location string, err error) {
