@@ -73,7 +73,10 @@ func (w *Writer) writeLedgered(ctx context.Context, corpID, msgID string, reads 
 	if err != nil {
 		return 0, 0, err
 	}
-	var facts []ledger.Fact
+	// Sized for the common case, a read's signal and one seen entry and a
+	// page event's entry: a storm's batch is thousands of them, and a
+	// slice grown from nothing copied each of them again and again.
+	facts := make([]ledger.Fact, 0, 2*len(reads)+len(pages))
 	for _, r := range reads {
 		made := r.Source != 0 && unread[r.UID]
 		if made {
@@ -86,7 +89,7 @@ func (w *Writer) writeLedgered(ctx context.Context, corpID, msgID string, reads 
 			return 0, 0, err
 		}
 	}
-	var fresh []pageRow
+	fresh := make([]pageRow, 0, len(pages))
 	var receipts []receipt // acknowledgements, seq: their fact's position until Append
 	for _, p := range pages {
 		if k := (pageKey{p.uid, p.Source, p.Version}); !kept[k] {
