@@ -111,6 +111,7 @@ func Default() Config {
 			SignInFailureRate:    DefaultSignInFailureRate,
 			SessionTTL:           Duration(DefaultSessionTTL),
 			AttachmentCacheBytes: DefaultAttachmentCacheBytes,
+			GOGC:                 DefaultGOGC,
 		},
 		Dashboard: Dashboard{
 			Listen:           "127.0.0.1:8081",

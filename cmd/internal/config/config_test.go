@@ -131,6 +131,9 @@ func TestLoadRejects(t *testing.T) {
 		{"session ttl too short", "receiver: {session_ttl: 1m}", "receiver.session_ttl"},
 		{"session ttl too long", "receiver: {session_ttl: 10000h}", "receiver.session_ttl"},
 		{"attachment cache under an attachment", "receiver: {attachment_cache_bytes: 1048576}", "receiver.attachment_cache_bytes"},
+		{"gogc too low", "receiver: {gogc: 10}", "receiver.gogc"},
+		{"gogc too high", "receiver: {gogc: 5000}", "receiver.gogc"},
+		{"gogc negative", "receiver: {gogc: -1}", "receiver.gogc"},
 		{"relative spool dir", "receiver: {spool_dir: spool}", "receiver.spool_dir"},
 		{"dot spool dir", "receiver: {spool_dir: ./var/spool}", "receiver.spool_dir"},
 		{"blank spool dir", "receiver: {spool_dir: ' '}", "receiver.spool_dir"},
@@ -570,8 +573,13 @@ func TestImportsNoLibrary(t *testing.T) {
 // TestReadingPageKeys: receiver.signin_rate and attachment_cache_bytes
 // default to 100/s and 1 GiB and take the file's values.
 func TestReadingPageKeys(t *testing.T) {
-	if d := Default().Receiver; d.SignInRate != 1000 || d.SignInClientRate != 50 || d.SignInFailureRate != 1 || d.SessionTTL.D() != 30*24*time.Hour || d.AttachmentCacheBytes != 1<<30 {
-		t.Errorf("defaults = %+v; want 1000, 50, 1, 30 days, 1 GiB", d)
+	if d := Default().Receiver; d.SignInRate != 1000 || d.SignInClientRate != 50 || d.SignInFailureRate != 1 || d.SessionTTL.D() != 30*24*time.Hour || d.AttachmentCacheBytes != 1<<30 || d.GOGC != 400 {
+		t.Errorf("defaults = %+v; want 1000, 50, 1, 30 days, 1 GiB, gogc 400", d)
+	}
+	for text, want := range map[string]int{"receiver: {gogc: 0}\n": 0, "receiver: {gogc: 200}\n": 200} {
+		if cfg, err := Load(writeConfig(t, text), nil); err != nil || cfg.Receiver.GOGC != want {
+			t.Errorf("Load(%q) = %d, %v; want gogc %d", text, cfg.Receiver.GOGC, err, want)
+		}
 	}
 	p := writeConfig(t, "receiver: {signin_rate: 12.5, attachment_cache_bytes: 104857600}\n")
 	cfg, err := Load(p, nil)

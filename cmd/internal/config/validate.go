@@ -183,6 +183,9 @@ func (c Config) checkReceiver() error {
 	if b := c.Receiver.AttachmentCacheBytes; b < MinAttachmentCacheBytes {
 		return fmt.Errorf("config: receiver.attachment_cache_bytes %d must be at least %d (the largest attachment)", b, MinAttachmentCacheBytes)
 	}
+	if g := c.Receiver.GOGC; g != 0 && (g < 25 || g > 2000) {
+		return fmt.Errorf("config: receiver.gogc %d must be 0 (Go's own) or from 25 to 2000 percent", g)
+	}
 	return nil
 }
 

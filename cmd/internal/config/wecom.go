@@ -86,6 +86,15 @@ type Receiver struct {
 	// on disk (<data_dir>/attachments); past it the least recently opened
 	// are removed and read again from MySQL when asked for.
 	AttachmentCacheBytes int64 `yaml:"attachment_cache_bytes"`
+	// GOGC is the Go collector's target (percent of the live heap
+	// allocated between collections) of a process that receives, when
+	// its environment sets no GOGC: a callback or a reading page
+	// allocates tens of KB, so at the 9:00 storm's rate Go's default
+	// (100) collects several times a second. 0 leaves Go's own. The
+	// process also takes a memory limit from its container's (cgroup)
+	// when its environment sets no GOMEMLIMIT, so the larger heap stays
+	// under it (package process, collector.go).
+	GOGC int `yaml:"gogc"`
 }
 
 // Reading page defaults (issue 39).
@@ -105,6 +114,9 @@ const (
 	DefaultAttachmentCacheBytes = 1 << 30
 	// MinAttachmentCacheBytes holds the largest attachment (20 MiB).
 	MinAttachmentCacheBytes = 20 << 20
+	// DefaultGOGC is receiver.gogc's default, what deploy/ had set in
+	// the receiver's environment since issue 16 (docs/benchmarks.md).
+	DefaultGOGC = 400
 )
 
 // App is one WeCom application whose callbacks yidu receives.

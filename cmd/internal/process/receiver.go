@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/yidu-io/yidu/access"
@@ -26,6 +28,7 @@ import (
 func (m *Main) startReceiver(roles Roles) error {
 	cfg := m.Config
 	log := m.Logger
+	collector{getenv: os.Getenv, provider: memlimit.FromCgroup, log: log}.tune(cfg.Receiver.GOGC)
 	kopts, err := KafkaOpts(cfg.Kafka, m.Registry, "producer")
 	if err != nil {
 		return err
