@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/yidu-io/yidu/cmd/internal/config"
 	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/delta"
 	"github.com/yidu-io/yidu/idmap"
@@ -158,9 +159,13 @@ type ArmResult struct {
 
 // Report is the whole run.
 type Report struct {
-	When          time.Time          `json:"when"`
-	GoVersion     string             `json:"go_version"`
-	GOMAXPROCS    int                `json:"gomaxprocs"`
+	When       time.Time `json:"when"`
+	GoVersion  string    `json:"go_version"`
+	GOMAXPROCS int       `json:"gomaxprocs"`
+	// GOGC and MemoryLimit are the collector's target percent and memory
+	// limit (bytes) the arms ran under (process.TuneCollector).
+	GOGC          int                `json:"gogc"`
+	MemoryLimit   int64              `json:"memory_limit"`
 	Recipients    int                `json:"recipients"`
 	Conns         int                `json:"conns"`
 	Extra         float64            `json:"extra"`
@@ -224,6 +229,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			Recipients: cfg.Recipients, Conns: cfg.Conns, Extra: cfg.Extra, FlushInterval: cfg.FlushInterval.String(), Cold: cfg.Cold, NoLedger: cfg.NoLedger,
 			Rate: cfg.Rate, LoadAvgBefore: rig.LoadAvg(), Ratios: map[string]float64{}},
 	}
+	// Every arm runs under the collector the receiver sets itself
+	// (receiver.gogc unless GOGC is set): the yidu and page arms' receiver
+	// would set it for the rest of the run anyway, and the ceiling is the
+	// receiver's HTTP stack.
+	b.report.GOGC, b.report.MemoryLimit = process.TuneCollector(config.Default().Receiver.GOGC, cfg.Logger)
 	b.mysqld, b.redisd = procsNamed("mariadbd", "mysqld"), procsNamed("redis-server")
 	defer b.cleanup()
 	if err := b.setup(ctx); err != nil {

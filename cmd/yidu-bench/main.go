@@ -99,8 +99,8 @@ func writeTable(w io.Writer, rep *Report) {
 	if rep.NoLedger {
 		cold += " flushd without ledger"
 	}
-	fmt.Fprintf(w, "\nR=%d C=%d extra=%.0f%% flush=%s rate=%s%s Kafka: %s GOMAXPROCS=%d %s load avg before %.2f %.2f %.2f\n\n",
-		rep.Recipients, rep.Conns, rep.Extra*100, rep.FlushInterval, rateString(rep.Rate), cold, rep.Kafka, rep.GOMAXPROCS, rep.GoVersion,
+	fmt.Fprintf(w, "\nR=%d C=%d extra=%.0f%% flush=%s rate=%s%s Kafka: %s GOMAXPROCS=%d GOGC=%d %s load avg before %.2f %.2f %.2f\n\n",
+		rep.Recipients, rep.Conns, rep.Extra*100, rep.FlushInterval, rateString(rep.Rate), cold, rep.Kafka, rep.GOMAXPROCS, rep.GOGC, rep.GoVersion,
 		rep.LoadAvgBefore[0], rep.LoadAvgBefore[1], rep.LoadAvgBefore[2])
 	fmt.Fprintln(w, "| arm | accepted/s | p50 ms | p99 ms | p999 ms | errors | dashboard exact | MySQL exact | exact | MySQL UPDATEs | Redis msg / dedup | peak RSS MB | CPU s/1k: bench proc (Kafka) / mysqld (its threads of the bench's database) / redis | load avg |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---|---|")

@@ -2,6 +2,7 @@ package process
 
 import (
 	"log/slog"
+	"os"
 	"runtime/debug"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -15,7 +16,15 @@ import (
 // collected harder near the limit instead of being killed at it. An
 // environment's GOGC or GOMEMLIMIT always wins: Go's runtime has read it.
 
-// collector is what tuneCollector reads and sets; tests replace it.
+// TuneCollector sets this process's collector as a receiver's (gogc:
+// receiver.gogc) and returns the target percent and memory limit in
+// force. The receiver calls it at start; yidu-bench at its own, so every
+// arm runs under the collector the receiver runs with.
+func TuneCollector(gogc int, log *slog.Logger) (percent int, limit int64) {
+	return collector{getenv: os.Getenv, provider: memlimit.FromCgroup, log: log}.tune(gogc)
+}
+
+// collector is what TuneCollector reads and sets; tests replace it.
 type collector struct {
 	getenv   func(string) string
 	provider memlimit.Provider

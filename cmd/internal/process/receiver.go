@@ -4,11 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
-	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/yidu-io/yidu/access"
@@ -28,7 +26,7 @@ import (
 func (m *Main) startReceiver(roles Roles) error {
 	cfg := m.Config
 	log := m.Logger
-	collector{getenv: os.Getenv, provider: memlimit.FromCgroup, log: log}.tune(cfg.Receiver.GOGC)
+	TuneCollector(cfg.Receiver.GOGC, log)
 	kopts, err := KafkaOpts(cfg.Kafka, m.Registry, "producer")
 	if err != nil {
 		return err
