@@ -68,6 +68,16 @@ func TestCSP(t *testing.T) {
 		if path == "/next" && !slices.Equal(w.Header().Values("X-Frame-Options"), []string{"DENY"}) {
 			t.Errorf("%s: X-Frame-Options = %q after another answer added to it", path, w.Header().Values("X-Frame-Options"))
 		}
+		// Answered in turn, an Add into spare capacity would not show
+		// above, but two answers at once would write the same array: each
+		// shared value must leave none.
+		if path == "/next" {
+			for _, k := range []string{"Content-Security-Policy", "X-Frame-Options", "X-Content-Type-Options", "Referrer-Policy", "Cache-Control"} {
+				if v := w.Header()[k]; len(v) != 1 || cap(v) != 1 {
+					t.Errorf("%s: %s is %q with capacity %d; want one value and no spare capacity", path, k, v, cap(v))
+				}
+			}
+		}
 	}
 }
 
