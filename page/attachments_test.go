@@ -83,7 +83,7 @@ func newAttachmentFixture(t *testing.T, links Links) *attachmentFixture {
 	}}}
 	f := &fixture{reads: &fakeReads{}, archive: &fakeArchive{rows: map[string]bool{}}, rdb: rdb, now: &atomic.Int64{}, audit: &fakeAudit{}, pdf: pdf, pdfAt: att}
 	s, err := New(fakeReaders{}, ns, fakeBlobs{dir}, f.reads, fakeOAuth{}, f.audit, Options{
-		PublicURL: "https://read.example.com", Apps: []App{{Name: "hr", CorpID: corp, AgentID: 1000002}},
+		PublicURL: "https://read.example.com", Apps: []App{{Name: "hr", CorpID: corp, AgentID: 1000002, ViewKey: testViewKey}},
 		Endpoints: access.DefaultEndpoints, States: access.NewStates(rdb, prefix), Redis: rdb, Prefix: prefix,
 		Archive: f.archive, Links: links,
 	})

@@ -2,12 +2,7 @@ package page
 
 import (
 	"bytes"
-	"cmp"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,13 +20,13 @@ import (
 
 // The page's events (POST /r/<app>/<msgid>/events) and what they decide.
 //
-// Every page view hands the reader a view: a random token kept in Redis
-// with who was shown which version of which notice and when. An event
-// names its view and the version; the session cookie must be the view's
-// reader. So an event is bound to a session (SameSite=Lax cookie, JSON
-// body: a cross-site form cannot send it), to what the page showed, and
-// to the time it was shown (min_read_seconds is checked here, not only
-// in the browser).
+// Every page view hands the reader a view: a token signed with the app's
+// view key naming who was shown which version of which notice and when
+// (viewtoken.go). An event names its view and the version; the session
+// cookie must be the view's reader. So an event is bound to a session
+// (SameSite=Lax cookie, JSON body: a cross-site form cannot send it), to
+// what the page showed, and to the time it was shown (min_read_seconds is
+// checked here, not only in the browser).
 //
 // What a reader did on each version is kept in Redis beside the view
 // (done:<signal>:<version>), written only once the signal is durable:
@@ -78,22 +73,21 @@ type Archive interface {
 	HasPageSignal(ctx context.Context, corpID, msgID string, uid uint32, sig yidu.Signal, version int) (bool, error)
 }
 
-// view is what a page view handed out, kept under its token.
+// view is what a page view handed out, signed into its token.
 type view struct {
-	App     string `json:"app"`
-	Corp    string `json:"corp"`
-	MsgID   string `json:"msgid"`
-	UserID  string `json:"userid"`
-	UID     uint32 `json:"uid"`
-	Version int    `json:"v"`
+	// App, Corp, MsgID and UserID are whose view it is: the token
+	// carries their bind, not them.
+	App, Corp, MsgID, UserID string
+	UID                      uint32
+	Version                  int
 	// ShownMs is when the page was served (unix ms); MinRead the
 	// notice's min_read_seconds then.
-	ShownMs int64 `json:"shown"`
-	MinRead int   `json:"min_read"`
+	ShownMs int64
+	MinRead int
 	// Material is the notice's current material version when the page
 	// was served: an acknowledgement of an older version is archived and
 	// does not count (yidu.ReadRule.Acknowledging).
-	Material int `json:"material,omitempty"`
+	Material int
 }
 
 // Event is one event the reading page posts.
@@ -149,11 +143,6 @@ func strictJSON(body []byte, v any) error {
 	return nil
 }
 
-func (s *Server) viewKey(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return s.opts.Prefix + "page:view:" + hex.EncodeToString(sum[:])
-}
-
 func (s *Server) doneKey(corp, msgID, userID string) string {
 	return s.opts.Prefix + "page:done:{" + corp + "/" + msgID + "}:" + userID
 }
@@ -165,19 +154,12 @@ func doneField(sig yidu.Signal, version int) string {
 // beginView hands out a view of version n to the reader, in the round
 // trip that asks whether they are a recipient of the notice, and returns
 // its token and what the reader already did on n (read_to_end,
-// acknowledged). A view handed to one who is not a recipient is
-// dropView's to take back.
-func (s *Server) beginView(ctx context.Context, v view) (token string, ended, acked, recipient bool, err error) {
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	token = base64.RawURLEncoding.EncodeToString(b[:])
-	raw := v.encode()
+// acknowledged). The token is to be served only to a recipient.
+func (s *Server) beginView(ctx context.Context, a App, v view) (token string, ended, acked, recipient bool, err error) {
 	var isRecipient func() (bool, error)
-	var set *redis.StatusCmd
 	var done *redis.SliceCmd
 	if err := s.opts.Marks.Pipelined(ctx, func(p redis.Pipeliner) {
 		isRecipient = s.readers.QueueRecipient(ctx, p, v.Corp, v.MsgID, v.UID)
-		set = p.Set(ctx, s.viewKey(token), raw, viewTTL)
 		done = p.HMGet(ctx, s.doneKey(v.Corp, v.MsgID, v.UserID), doneField(yidu.SignalReadToEnd, v.Version), doneField(yidu.SignalAcknowledged, v.Version))
 	}); err != nil {
 		return "", false, false, false, fmt.Errorf("page: view: %w", err)
@@ -185,18 +167,25 @@ func (s *Server) beginView(ctx context.Context, v view) (token string, ended, ac
 	if recipient, err = isRecipient(); err != nil {
 		return "", false, false, false, err
 	}
-	if err := cmp.Or(set.Err(), done.Err()); err != nil {
+	if err := done.Err(); err != nil {
 		return "", false, false, false, fmt.Errorf("page: view: %w", err)
 	}
 	vals := done.Val()
-	return token, len(vals) == 2 && vals[0] != nil, len(vals) == 2 && vals[1] != nil, recipient, nil
+	return s.views[a.Name].sign(v), len(vals) == 2 && vals[0] != nil, len(vals) == 2 && vals[1] != nil, recipient, nil
 }
 
-// dropView takes back a view handed out to one turned away.
-func (s *Server) dropView(ctx context.Context, token string) {
-	if err := s.opts.Redis.Del(ctx, s.viewKey(token)).Err(); err != nil {
-		s.log.WarnContext(ctx, "page: view of one turned away not dropped (it expires)", "err", err)
+// openView returns the view ev names, signed for app a, which must be
+// sess's on msgID.
+func (s *Server) openView(sess session, a App, msgID string, ev Event) (view, error) {
+	v, bind, err := s.views[a.Name].open(ev.View, s.opts.Now())
+	if err != nil {
+		return view{}, ErrUnknownView
 	}
+	if sess.Corp != a.CorpID || bind != viewBind(a.CorpID, a.Name, msgID, sess.UserID) {
+		return view{}, ErrNotYourView
+	}
+	v.App, v.Corp, v.MsgID, v.UserID = a.Name, a.CorpID, msgID, sess.UserID
+	return v, nil
 }
 
 // record decides and records one event of the reader signed in as sess
@@ -210,37 +199,26 @@ func (s *Server) record(ctx context.Context, sess session, a App, msgID string, 
 	} else if app != "" && app != a.Name {
 		return ErrNotRecorded
 	}
+	v, err := s.openView(sess, a, msgID, ev)
+	if err != nil {
+		return err
+	}
+	if v.Version != ev.Version {
+		return ErrVersionNotShown
+	}
 	done := s.doneKey(sess.Corp, msgID, sess.UserID)
-	// One round trip, shared with the read path's concurrent marks: the
-	// view, what the reader did, what is current.
-	var viewCmd, curCmd *redis.StringCmd
+	// One round trip, shared with the read path's concurrent marks: what
+	// the reader did, what is current.
+	var curCmd *redis.StringCmd
 	var doneCmd *redis.SliceCmd
 	if err := s.opts.Marks.Pipelined(ctx, func(p redis.Pipeliner) {
-		viewCmd = p.Get(ctx, s.viewKey(ev.View))
 		doneCmd = p.HMGet(ctx, done, doneField(yidu.SignalReadToEnd, ev.Version), doneField(yidu.SignalAcknowledged, ev.Version))
 		curCmd = p.Get(ctx, s.opts.Current.key(a.CorpID, msgID))
 	}); err != nil {
 		return fmt.Errorf("page: view: %w", err)
 	}
-	raw, err := viewCmd.Bytes()
-	if errors.Is(err, redis.Nil) {
-		return ErrUnknownView
-	}
-	if err == nil {
-		err = doneCmd.Err()
-	}
-	if err != nil {
+	if err := doneCmd.Err(); err != nil {
 		return fmt.Errorf("page: view: %w", err)
-	}
-	v, err := decodeView(raw)
-	if err != nil {
-		return fmt.Errorf("page: view: %w", err)
-	}
-	if v.UserID != sess.UserID || v.Corp != sess.Corp || v.Corp != a.CorpID || v.App != a.Name || v.MsgID != msgID {
-		return ErrNotYourView
-	}
-	if v.Version != ev.Version {
-		return ErrVersionNotShown
 	}
 	c, found, err := parseCurrent(curCmd.Val(), curCmd.Err(), msgID)
 	cur, err := s.vers.currentOr(ctx, v.Corp, v.MsgID, c, found, err)

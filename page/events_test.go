@@ -57,6 +57,17 @@ func (b *browser) post(t testing.TB, path, body string, mod func(*http.Request))
 	return w.Code, e.Error
 }
 
+// tamper changes the middle character of a view token.
+func tamper(tok string) string {
+	b := []byte(tok)
+	if b[len(b)/2] == 'A' {
+		b[len(b)/2] = 'B'
+	} else {
+		b[len(b)/2] = 'A'
+	}
+	return string(b)
+}
+
 func event(name string, v int, view string) string {
 	b, _ := json.Marshal(map[string]any{"event": name, "version": v, "view": view})
 	return string(b)
@@ -88,6 +99,9 @@ func TestEvents(t *testing.T) {
 		{"someone else's view", ww, event("read_to_end", 2, v2), nil, 403, "not_your_view"},
 		{"someone else's ack", zs, event("acknowledged", 2, wwView), nil, 403, "not_your_view"},
 		{"a view never handed out", zs, event("read_to_end", 2, "forged-view-token"), nil, 403, "unknown_view"},
+		{"a view with a character changed", zs, event("read_to_end", 2, tamper(v2)), nil, 403, "unknown_view"},
+		{"a view signed with another key", zs, event("read_to_end", 2, newViewSigner(ViewKey("hr", "a guessed secret")).sign(
+			view{App: "hr", Corp: corp, MsgID: "perf", UserID: "zhangsan", UID: 1, Version: 2, ShownMs: f.now.Load() - 60_000})), nil, 403, "unknown_view"},
 		{"a version the page did not show", zs, event("read_to_end", 1, v2), nil, 409, "version_not_shown"},
 		{"an ack for a version the page did not show", zs, event("acknowledged", 2, v1), nil, 409, "version_not_shown"},
 		{"an ack before read_to_end", zs, event("acknowledged", 2, v2), nil, 409, "not_read_to_end"},

@@ -128,6 +128,9 @@ type App struct {
 	Name    string
 	CorpID  string
 	AgentID int64
+	// ViewKey signs the app's views (viewtoken.go): the same on every
+	// replica, ViewKey(Name, secret, EncodingAESKey); at least 16 bytes.
+	ViewKey []byte
 }
 
 // Options configures a Server.
@@ -225,6 +228,8 @@ type Server struct {
 	recent *memo[string, recentSession]
 	slots  slotNames
 	apps   map[string]App
+	// views signs and checks each app's views.
+	views  map[string]*viewSigner
 	tmpl   *template.Template
 	log    *slog.Logger
 	secure bool
@@ -283,10 +288,14 @@ func New(readers Readers, notices Notices, blobs Blobs, reads Reads, oauth OAuth
 		sessions: opts.Sessions, vers: &versions{notices: notices, cur: opts.Current, byN: newMemo[versionKey, notice.Version](4096)},
 		lim: newLimits(opts), m: m, noticeApps: newMemo[string, string](1 << 16), pages: newMemo[pageKey, *rendered](1024), slots: newSlotNames(),
 		recent: newMemo[string, recentSession](1 << 16),
-		apps:   map[string]App{}, tmpl: tmpl, log: opts.Logger.With("component", "page"),
+		apps:   map[string]App{}, views: map[string]*viewSigner{}, tmpl: tmpl, log: opts.Logger.With("component", "page"),
 		secure: webedge.HTTPS(opts.PublicURL), origin: webedge.Origin(opts.PublicURL)}
 	for _, a := range opts.Apps {
+		if len(a.ViewKey) < minViewKey {
+			return nil, fmt.Errorf("page: app %q has no view key (its secret signs the views)", a.Name)
+		}
 		s.apps[a.Name] = a
+		s.views[a.Name] = newViewSigner(a.ViewKey)
 	}
 	s.attachments = newAttachmentIndex(opts.AttachmentIndex, s.loadAttachments)
 	return s, nil

@@ -254,12 +254,9 @@ func (s *Server) handleView(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.opts.Now()
-	token, ended, acked, recipient, err := s.beginView(ctx, view{App: a.Name, Corp: a.CorpID, MsgID: msgID, UserID: sess.UserID, UID: rd.UID,
+	token, ended, acked, recipient, err := s.beginView(ctx, a, view{App: a.Name, Corp: a.CorpID, MsgID: msgID, UserID: sess.UserID, UID: rd.UID,
 		Version: v.N, ShownMs: now.UnixMilli(), MinRead: v.Settings.MinReadSeconds, Material: cur.Material})
 	if !s.admit(w, r, a, msgID, sess, rd, found, recipient, err, true) {
-		if err == nil {
-			s.dropView(ctx, token)
-		}
 		return
 	}
 	// The page was opened: the signal link with the version shown, as the

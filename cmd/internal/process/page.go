@@ -125,7 +125,7 @@ func (m *Main) readingPage(cfg config.Config, ids *idmap.Mapper, loader bitmap.M
 	}
 	var apps []page.App
 	for _, a := range cfg.Apps {
-		apps = append(apps, page.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID})
+		apps = append(apps, page.App{Name: a.Name, CorpID: a.CorpID, AgentID: a.AgentID, ViewKey: page.ViewKey(a.Name, a.Secret, a.EncodingAESKey)})
 	}
 	return page.New(pageReaders{ids: ids, store: m.Store, loader: loader}, notices, cache, m.Recorder, oauth, audit.NewMySQL(db), page.Options{
 		PublicURL: cfg.Receiver.PublicURL, Apps: apps,
