@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/yidu-io/yidu"
 	"github.com/yidu-io/yidu/internal/testenv"
@@ -129,5 +132,64 @@ func TestMarkWithinTimeout(t *testing.T) {
 	testenv.Check(t, "MarkWithin", err)
 	if !slices.Equal(out[0], []Outcome{OutcomeNew}) {
 		t.Errorf("MarkWithin = %v; want [new]", out[0])
+	}
+}
+
+// TestScriptMerged: callers of ScriptMerged with the same group in one
+// batch become one command whose keys are theirs in batch order and whose
+// items follow the fixed args in the same order; each caller gets the
+// whole reply; another group stays apart. Through the running store the
+// callers' writes all land.
+func TestScriptMerged(t *testing.T) {
+	s, _ := mustStore(t, Options{})
+	ctx := context.Background()
+	// KEYS: one per caller; ARGV: a prefix, then one value per key.
+	script := redis.NewScript(`
+for i, k in ipairs(KEYS) do
+  redis.call('SET', k, ARGV[1] .. ARGV[1 + i])
+end
+return #KEYS
+`)
+	key := func(n string) string { return s.opts.Prefix + "merged:{m}:" + n }
+	type caller struct{ group, key, item string }
+	callers := []caller{{"a", key("1"), "x"}, {"b", key("2"), "y"}, {"a", key("3"), "z"}, {"a", key("4"), "w"}}
+	var batch []*request
+	for _, c := range callers {
+		prefix := c.group + ":"
+		batch = append(batch, &request{ctx: ctx, calls: []call{mergedCall(c.group, script, c.key, []any{prefix}, []any{c.item})}, done: make(chan error, 1)})
+	}
+	if got := len(s.wires(batch)); got != 2 {
+		t.Errorf("wires = %d; want 2 (group a's three callers as one)", got)
+	}
+	s.run(batch)
+	for i, c := range callers {
+		testenv.Check(t, "done", <-batch[i].done)
+		want := int64(3)
+		if c.group == "b" {
+			want = 1
+		}
+		if got := batch[i].calls[0].val; got != want {
+			t.Errorf("caller %d's reply = %v; want %d (its group's keys)", i, got, want)
+		}
+		if got, _ := s.rdb.Get(ctx, c.key).Result(); got != c.group+":"+c.item {
+			t.Errorf("%s = %q; want %q", c.key, got, c.group+":"+c.item)
+		}
+	}
+
+	// Through the store's loop, concurrently.
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			k := key("c" + strconv.Itoa(i))
+			if err := s.ScriptMerged(ctx, "c", script, k, []any{"c:"}, strconv.Itoa(i)); err != nil {
+				t.Errorf("ScriptMerged %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range 50 {
+		if got, _ := s.rdb.Get(ctx, key("c"+strconv.Itoa(i))).Result(); got != "c:"+strconv.Itoa(i) {
+			t.Errorf("caller %d's key = %q; want %q", i, got, "c:"+strconv.Itoa(i))
+		}
 	}
 }

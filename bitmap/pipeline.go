@@ -37,18 +37,21 @@ type call struct {
 }
 
 // mergeKey says which calls of a batch become one command (see call); op
-// "" never merges.
+// "" never merges. keyed calls bring a key each: the command's keys are
+// theirs in batch order (ScriptMerged).
 type mergeKey struct {
 	op      string
 	msg     msgRef
 	agent   int64
 	signal  yidu.Signal
 	counted bool
+	keyed   bool
 }
 
 // wire is one command of a pipeline and the calls it carries.
 type wire struct {
 	c     *call // the first call: script, keys, fixed args
+	keys  []string
 	args  []any
 	parts []part
 	cmd   *redis.Cmd
@@ -119,6 +122,33 @@ func (s *Store) Script(ctx context.Context, script *redis.Script, keys []string,
 		return err
 	}
 	return calls[0].err
+}
+
+// ScriptMerged is Script for a script that takes any number of keys,
+// one per caller: the calls of one batch with the same group run as one
+// command, KEYS the callers' keys in batch order and ARGV fixed followed
+// by each caller's items in the same order (so every call of a group
+// must bring the same fixed args and as many items). Each caller gets
+// the whole reply. The group names the script and everything fixed; in
+// a Redis cluster its keys must share a hash tag (one message's). The
+// page's marks of what each reader did are one script call a batch
+// instead of one a reader (issue 50).
+func (s *Store) ScriptMerged(ctx context.Context, group string, script *redis.Script, key string, fixed []any, items ...any) error {
+	calls := []call{mergedCall(group, script, key, fixed, items)}
+	err := s.do(ctx, calls, s.opts.RoundTripTimeout)
+	if ownRoundTrip(err) {
+		return script.Run(ctx, s.rdb, calls[0].keys, calls[0].args...).Err()
+	}
+	if err != nil {
+		return err
+	}
+	return calls[0].err
+}
+
+// mergedCall is ScriptMerged's call.
+func mergedCall(group string, script *redis.Script, key string, fixed, items []any) call {
+	args := append(append(make([]any, 0, len(fixed)+len(items)), fixed...), items...)
+	return call{script: script, keys: []string{key}, args: args, fixed: len(fixed), merge: mergeKey{op: "merged:" + group, keyed: true}}
 }
 
 // Pipelined queues fn's commands on the store's shared pipeline, with
@@ -309,11 +339,15 @@ func (s *Store) wires(live []*request) []*wire {
 			if w := byKey[c.merge]; w != nil && c.merge.op != "" {
 				w.parts = append(w.parts, part{c: c, off: len(w.args) - c.fixed, n: len(c.args) - c.fixed})
 				w.args = append(w.args, c.args[c.fixed:]...)
+				if c.merge.keyed {
+					w.keys = append(w.keys, c.keys...)
+				}
 				continue
 			}
-			w := &wire{c: c, args: c.args, parts: []part{{c: c, n: len(c.args) - c.fixed}}}
+			w := &wire{c: c, keys: c.keys, args: c.args, parts: []part{{c: c, n: len(c.args) - c.fixed}}}
 			if c.merge.op != "" {
 				w.args = slices.Clip(c.args) // appending must not write into the caller's slice
+				w.keys = slices.Clip(c.keys)
 				byKey[c.merge] = w
 			}
 			wires = append(wires, w)
@@ -326,11 +360,11 @@ func (s *Store) wires(live []*request) []*wire {
 func (w *wire) send(ctx context.Context, p redis.Pipeliner, full bool) *redis.Cmd {
 	switch {
 	case w.c.script == nil:
-		return p.Do(ctx, append([]any{"HDEL", w.c.keys[0]}, w.args...)...)
+		return p.Do(ctx, append([]any{"HDEL", w.keys[0]}, w.args...)...)
 	case full:
-		return w.c.script.Eval(ctx, p, w.c.keys, w.args...)
+		return w.c.script.Eval(ctx, p, w.keys, w.args...)
 	}
-	return w.c.script.EvalSha(ctx, p, w.c.keys, w.args...)
+	return w.c.script.EvalSha(ctx, p, w.keys, w.args...)
 }
 
 // split hands each call of the wire its share of the reply: an array

@@ -274,20 +274,26 @@ func (s *Server) record(ctx context.Context, sess session, a App, msgID string, 
 	}
 	// Durable now; what follows only spares a replay its write (and
 	// a lost mark falls back to the archive).
-	ttl := int64(s.opts.DoneTTL / time.Second)
-	if err := s.opts.Marks.Script(ctx, markDone, []string{done}, doneField(ev.Signal, v.Version), now.Unix(), max(ttl, 1)); err != nil {
+	ttl := strconv.FormatInt(max(int64(s.opts.DoneTTL/time.Second), 1), 10)
+	group := "page-done:" + ttl + ":" + a.CorpID + "/" + msgID
+	if err := s.opts.Marks.ScriptMerged(ctx, group, markDone, done, []any{ttl}, doneField(ev.Signal, v.Version), now.Unix()); err != nil {
 		s.log.WarnContext(ctx, "page: event recorded, its mark not kept", "err", err)
 	}
 	return nil
 }
 
-// markDone sets a reader's mark of what they did on a version and the
-// marks' TTL in one command, atomically (a MULTI of HSET and EXPIRE was
-// four commands and as many replies per event).
-// KEYS: the reader's done hash. ARGV: field, value, ttl in seconds.
+// markDone sets readers' marks of what they did on a version and the
+// marks' TTL, each hash in one command, atomically (a MULTI of HSET and
+// EXPIRE was four commands and as many replies per event). The readers of
+// one notice marked in one batch of the shared pipeline are one call
+// (ScriptMerged): their hashes share the notice's hash tag.
+// KEYS: the readers' done hashes. ARGV: ttl in seconds, then a field and
+// its value for each key in turn.
 var markDone = redis.NewScript(`
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
+for i, k in ipairs(KEYS) do
+  redis.call('HSET', k, ARGV[2 * i], ARGV[2 * i + 1])
+  redis.call('EXPIRE', k, ARGV[1])
+end
 return 1
 `)
 

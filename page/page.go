@@ -77,6 +77,10 @@ type Readers interface {
 // be read.
 type Marks interface {
 	Script(ctx context.Context, script *redis.Script, keys []string, args ...any) error
+	// ScriptMerged runs script on key with fixed and items; the calls of
+	// one group may run as one call with every caller's key and items
+	// (bitmap.Store.ScriptMerged).
+	ScriptMerged(ctx context.Context, group string, script *redis.Script, key string, fixed []any, items ...any) error
 	Pipelined(ctx context.Context, fn func(p redis.Pipeliner)) error
 }
 
@@ -85,6 +89,10 @@ type ownRoundTrip struct{ rdb redis.UniversalClient }
 
 func (o ownRoundTrip) Script(ctx context.Context, script *redis.Script, keys []string, args ...any) error {
 	return script.Run(ctx, o.rdb, keys, args...).Err()
+}
+
+func (o ownRoundTrip) ScriptMerged(ctx context.Context, _ string, script *redis.Script, key string, fixed []any, items ...any) error {
+	return script.Run(ctx, o.rdb, []string{key}, append(append([]any{}, fixed...), items...)...).Err()
 }
 
 func (o ownRoundTrip) Pipelined(ctx context.Context, fn func(p redis.Pipeliner)) error {
