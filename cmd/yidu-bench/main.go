@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop at this many callbacks/s (0: closed loop, each connection sends when answered)")
 	arms := fs.String("arms", strings.Join(defaultArms, ","), "arms to run, in order ceiling,naive,yidu,page (page: the reading page, issue 39)")
 	fs.DurationVar(&cfg.ArmTimeout, "arm-timeout", 3*time.Minute, "bound on one arm's load phase")
-	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the yidu arm here (generator goroutines carry the label role=generator)")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the yidu arm here (generator goroutines carry the label role=generator), and its allocations to this path .allocs0 (start) and .allocs (end)")
 	fs.IntVar(&cfg.AttachmentReaders, "attachment-readers", DefaultAttachmentReaders, "page arm: readers that fetch a 2 MiB PDF in ranges, then again with its ETag, in a phase of their own (0: none, -1: all)")
 	fs.Float64Var(&cfg.PageSignIn, "page-signin", 0.2, "page arm: share of the readers without a session, who sign in first (the others signed in earlier)")
 	fs.BoolVar(&cfg.NoLedger, "no-ledger", false, "run the yidu arm's flushd without the evidence ledger (the comparison arm of its cost)")

@@ -146,8 +146,14 @@ func (b *bench) costs(a arm) costs {
 	return c
 }
 
-// startProfile starts a CPU profile into path; stop ends it.
+// startProfile starts a CPU profile into path; stop ends it. The heap's
+// allocations at the start and at the stop go to path.allocs0 and
+// path.allocs (go tool pprof -base path.allocs0 path.allocs: what the
+// span allocated).
 func startProfile(path string) (stop func(), err error) {
+	if err := writeAllocs(path + ".allocs0"); err != nil {
+		return nil, err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
@@ -159,7 +165,18 @@ func startProfile(path string) (stop func(), err error) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		_ = writeAllocs(path + ".allocs")
 	}, nil
+}
+
+// writeAllocs writes the allocs profile to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
 // exactness polls an arm's dashboard and MySQL until both show every read,
