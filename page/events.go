@@ -104,12 +104,8 @@ type Event struct {
 // ParseEvent decodes an event's body: {"event": "read_to_end" |
 // "acknowledged", "version": N, "view": "<token>"}, nothing else.
 func ParseEvent(body []byte) (Event, error) {
-	var b struct {
-		Event   string `json:"event"`
-		Version int    `json:"version"`
-		View    string `json:"view"`
-	}
-	if err := strictJSON(body, &b); err != nil {
+	var b eventBody
+	if err := decodeEvent(body, &b); err != nil {
 		return Event{}, fmt.Errorf("%w: %w", ErrBadEvent, err)
 	}
 	var ev Event
