@@ -46,4 +46,9 @@ func TestAttachmentIndexBounded(t *testing.T) {
 			t.Errorf("find(%s, %c) = %q %v after %d loads; want %q %v after %d", step.msgid, step.b, name, ok, loads[step.msgid], step.name, step.ok, step.loads)
 		}
 	}
+	// A miss that reaches the read after another's read filled the index
+	// (its Get ran first) reads nothing again.
+	if err := x.read(t.Context(), indexKey{"corp", "c", sum('c')}); err != nil || loads["c"] != 2 {
+		t.Errorf("a late miss of c: %v after %d loads; want none more than 2", err, loads["c"])
+	}
 }

@@ -91,22 +91,31 @@ func (x *attachmentIndex) find(ctx context.Context, corp, msgid string, sum cont
 	if a, ok := x.items.Get(k); ok {
 		return a, true, nil
 	}
-	// Concurrent misses of one notice share one read.
-	_, err, _ := x.fill.Do(corp+"\x00"+msgid, func() (any, error) {
-		all, err := x.load(context.WithoutCancel(ctx), corp, msgid)
-		if err != nil {
-			return nil, err
-		}
-		for s, a := range all {
-			x.items.Add(indexKey{corp, msgid, s}, a)
-		}
-		return nil, nil
-	})
-	if err != nil {
+	if err := x.read(ctx, k); err != nil {
 		return attachment.Attachment{}, false, err
 	}
 	a, ok := x.items.Get(k)
 	return a, ok, nil
+}
+
+// read fills the index with k's notice after a miss of k. Concurrent
+// misses of one notice share one read; a miss whose read starts after
+// another's filled the index finds k there and reads nothing.
+func (x *attachmentIndex) read(ctx context.Context, k indexKey) error {
+	_, err, _ := x.fill.Do(k.corp+"\x00"+k.msgid, func() (any, error) {
+		if _, ok := x.items.Get(k); ok {
+			return nil, nil
+		}
+		all, err := x.load(context.WithoutCancel(ctx), k.corp, k.msgid)
+		if err != nil {
+			return nil, err
+		}
+		for s, a := range all {
+			x.items.Add(indexKey{k.corp, k.msgid, s}, a)
+		}
+		return nil, nil
+	})
+	return err
 }
 
 // loadAttachments reads every version of corp's msgid and returns their
