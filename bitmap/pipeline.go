@@ -153,7 +153,7 @@ func mergedCall(group string, script *redis.Script, key string, fixed, items []a
 
 // Pipelined queues fn's commands on the store's shared pipeline, with
 // the concurrent callers' marks and acks: no round trip of its own (the
-// reading page's reads of a view, issue 50). It returns once they ran,
+// reading page's reads of a reader's marks, issue 50). It returns once they ran,
 // each command's error in its own result, or with ctx's or the store's
 // round-trip timeout's error, when fn's commands are not to be read.
 // With the pipeline's queue full (or the store closing) they run in a

@@ -28,7 +28,7 @@ import (
 // what the page showed, and to the time it was shown (min_read_seconds is
 // checked here, not only in the browser).
 //
-// What a reader did on each version is kept in Redis beside the view
+// What a reader did on each version is kept in Redis
 // (done:<signal>:<version>), written only once the signal is durable:
 // an acknowledgement needs read_to_end of the same version first (Redis,
 // else the archive, page_signals), and a second acknowledgement of a
