@@ -67,7 +67,9 @@ type Mapper struct {
 	corps   sync.Map // corp_id → *corpCache
 	sf      singleflight.Group
 	indexes indexCache // per corp, the directory Index of the last version read
+	rosters sync.Map   // corp_id → *rosterState (roster.go)
 	revoker Revoker
+	now     func() time.Time
 }
 
 // Revoker ends what members who left still hold: their reading page
@@ -76,9 +78,13 @@ type Revoker interface {
 	Revoke(ctx context.Context, corpID string, uids []uint32) error
 }
 
-// revoke tells the Revoker that uids left; a failure is logged (the
-// member is left in MySQL: the page asks again at their next sign-in).
+// revoke tells the roster and the Revoker that uids left; a failure is
+// logged (the member is left in MySQL: the page asks again at their next
+// sign-in).
 func (m *Mapper) revoke(ctx context.Context, corpID string, uids []uint32) {
+	if len(uids) > 0 {
+		m.rosterMoved(corpID, uids)
+	}
 	if m.revoker == nil || len(uids) == 0 {
 		return
 	}
@@ -122,6 +128,8 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Revoker, when set, is told of members who leave (sync, delete_user).
 	Revoker Revoker
+	// Now is the clock of the roster's version checks (time.Now if nil).
+	Now func() time.Time
 }
 
 // New returns a Mapper over db (the migrated yidu schema).
@@ -130,6 +138,9 @@ func New(db *sql.DB, opts Options) (*Mapper, error) {
 		return nil, errors.New("idmap: a database is required")
 	}
 	opt.Logger(&opts.Logger)
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	met, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
@@ -140,6 +151,7 @@ func New(db *sql.DB, opts Options) (*Mapper, error) {
 		metrics: met,
 		seed:    maphash.MakeSeed(),
 		revoker: opts.Revoker,
+		now:     opts.Now,
 	}, nil
 }
 

@@ -41,8 +41,10 @@ type indexCache struct {
 }
 
 // dropIndex forgets corpID's Index (after this process wrote the
-// directory); other processes notice the version.
+// directory) and has the roster check the version again; other processes
+// notice the version.
 func (m *Mapper) dropIndex(corpID string) {
+	m.rosterMoved(corpID, nil)
 	m.indexes.mu.Lock()
 	delete(m.indexes.m, corpID)
 	m.indexes.mu.Unlock()

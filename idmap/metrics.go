@@ -27,7 +27,16 @@ type metrics struct {
 	assignSeconds prometheus.Histogram
 	cacheEntries  prometheus.Gauge
 	contact       *prometheus.CounterVec
+	// roster: the sign-ins' Member answers, from the roster or MySQL.
+	roster        [2]prometheus.Counter
+	rosterEntries prometheus.Gauge
 }
+
+// Indexes of metrics.roster.
+const (
+	rosterHit = iota
+	rosterRead
+)
 
 func (m *metrics) query(op int) { m.queries[op].Inc() }
 
@@ -46,9 +55,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		assigned:      f.Counter("yidu_idmap_assigned_total", "New uids created."),
 		assignSeconds: f.Histogram("yidu_idmap_assign_seconds", "Duration of one uid assignment transaction (≤1000 ids).",
 			prometheus.ExponentialBuckets(0.0005, 2, 14)),
-		cacheEntries: f.Gauge("yidu_idmap_cache_entries", "UserIDs held in the in-memory cache, all corps."),
-		contact:      f.CounterVec("yidu_idmap_contact_changes_total", "change_contact callbacks applied, by result.", "result"),
+		cacheEntries:  f.Gauge("yidu_idmap_cache_entries", "UserIDs held in the in-memory cache, all corps."),
+		contact:       f.CounterVec("yidu_idmap_contact_changes_total", "change_contact callbacks applied, by result.", "result"),
+		rosterEntries: f.Gauge("yidu_idmap_roster_entries", "Active members in the last roster read (the reading page's sign-ins)."),
 	}
+	members := f.CounterVec("yidu_idmap_members_total", "Members looked up at a sign-in, by answer: roster (memory) or mysql.", "from")
+	mt.roster[rosterHit], mt.roster[rosterRead] = members.WithLabelValues("roster"), members.WithLabelValues("mysql")
 	for i, name := range opNames {
 		mt.queries[i] = queries.WithLabelValues(name)
 	}

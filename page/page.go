@@ -60,7 +60,9 @@ type Reader struct {
 // notice, and which app sent it (the directory, the recipients bitmap
 // and the message's meta; cmd builds it over idmap and bitmap).
 type Readers interface {
-	Reader(ctx context.Context, corp, userID string) (Reader, bool, error)
+	// Reader may answer from a copy of the directory kept current
+	// (idmap's roster); fresh asks the directory itself (MySQL).
+	Reader(ctx context.Context, corp, userID string, fresh bool) (Reader, bool, error)
 	// QueueRecipient queues on p, a pipeline of Options.Redis, the check
 	// that uid is a recipient of msgID, so that it shares the round trip
 	// of the page's own commands; answer says once p has run (asking

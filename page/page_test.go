@@ -40,7 +40,7 @@ const (
 
 type fakeReaders struct{}
 
-func (fakeReaders) Reader(_ context.Context, c, userID string) (Reader, bool, error) {
+func (fakeReaders) Reader(_ context.Context, c, userID string, fresh bool) (Reader, bool, error) {
 	switch userID {
 	case "zhangsan":
 		return Reader{UID: 1, Name: "张三"}, true, nil
@@ -50,13 +50,20 @@ func (fakeReaders) Reader(_ context.Context, c, userID string) (Reader, bool, er
 		return Reader{UID: 3, Name: "Dave", Left: true}, true, nil
 	case "wangwu":
 		return Reader{UID: 4, Name: "王五"}, true, nil
+	case "eve":
+		// Left, but a copy of the directory (idmap's roster) has not seen
+		// it yet.
+		return Reader{UID: 5, Name: "Eve", Left: fresh}, true, nil
+	case "frank":
+		// Left and came back.
+		return Reader{UID: 6, Name: "Frank"}, true, nil
 	}
 	return Reader{}, false, nil
 }
 
 func (fakeReaders) QueueRecipient(_ context.Context, _ redis.Pipeliner, c, msgID string, uid uint32) func() (bool, error) {
 	return func() (bool, error) {
-		return (msgID == "perf" || msgID == "ops-notice") && (uid == 1 || uid == 3 || uid == 4), nil
+		return (msgID == "perf" || msgID == "ops-notice") && (uid == 1 || uid == 3 || uid == 4 || uid == 5 || uid == 6), nil
 	}
 }
 
@@ -150,11 +157,13 @@ func (f *fakeArchive) HasPageSignal(_ context.Context, c, msgID string, uid uint
 	return f.rows[fmt.Sprintf("%d/%s/%d", uid, sig, version)], nil
 }
 
-// fakeOAuth knows codes "code-<userid>".
+// fakeOAuth knows codes "code-<userid>", and "code-<userid>~<n>" for a
+// member's later sign-ins (a code is used once).
 type fakeOAuth struct{}
 
 func (fakeOAuth) UserID(_ context.Context, c string, agentID int64, code string) (string, error) {
 	if u, ok := strings.CutPrefix(code, "code-"); ok && c == corp && agentID == 1000002 {
+		u, _, _ = strings.Cut(u, "~")
 		if u == "outsider" {
 			return "", nil
 		}
@@ -240,6 +249,9 @@ type browser struct {
 	f       *fixture
 	ua      string
 	cookies map[string]*http.Cookie
+	// againAfterRevoke: its sign-ins make the session a second time
+	// (the member's sessions were revoked).
+	againAfterRevoke int
 }
 
 func (b *browser) get(t testing.TB, target string) *httptest.ResponseRecorder {
@@ -270,6 +282,12 @@ func (b *browser) get(t testing.TB, target string) *httptest.ResponseRecorder {
 // returns the answer of the sign-in's return.
 func (b *browser) signIn(t testing.TB, target, userID string) *httptest.ResponseRecorder {
 	t.Helper()
+	return b.signInCode(t, target, "code-"+userID)
+}
+
+// signInCode is signIn with WeCom's code.
+func (b *browser) signInCode(t testing.TB, target, code string) *httptest.ResponseRecorder {
+	t.Helper()
 	w := b.get(t, target)
 	if w.Code != http.StatusFound {
 		t.Fatalf("GET %s without a session = %d; want 302 to WeCom", target, w.Code)
@@ -291,10 +309,10 @@ func (b *browser) signIn(t testing.TB, target, userID string) *httptest.Response
 	if b.f.marks != nil {
 		before = b.f.marks.pipelined.Load()
 	}
-	w = b.get(t, "/r/hr/signin?code=code-"+userID+"&state="+q.Get("state"))
+	w = b.get(t, "/r/hr/signin?code="+url.QueryEscape(code)+"&state="+q.Get("state"))
 	if w.Code == http.StatusFound && b.f.marks != nil {
-		if n := b.f.marks.pipelined.Load() - before; n != 3 {
-			t.Errorf("a sign-in used the shared pipeline %d times; want 3 (state, code, session)", n)
+		if n, want := b.f.marks.pipelined.Load()-before, 3+int64(b.againAfterRevoke); n != want {
+			t.Errorf("a sign-in used the shared pipeline %d times; want %d (state, code, session, again after a revocation)", n, want)
 		}
 	}
 	return w

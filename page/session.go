@@ -122,11 +122,52 @@ func (s *Sessions) queueLookup(ctx context.Context, p redis.Pipeliner, id string
 	return s.store.QueueGet(ctx, p, id)
 }
 
+// revokedKey marks a member whose sessions were ended within RevokedTTL.
+func (s *Sessions) revokedKey(corp string, uid uint32) string {
+	return s.prefix + "page:revoked:{" + corp + "}:" + strconv.FormatUint(uint64(uid), 10)
+}
+
+// RevokedTTL is how long a revocation is remembered: a sign-in that
+// began before it (from a copy of the directory, idmap's roster) and
+// made its session after it asks the directory itself. It covers the
+// roster's version check (idmap.RosterCheck) and the time a sync takes
+// between marking members left and moving the directory's version.
+const RevokedTTL = 10 * time.Minute
+
+// queueRevoked queues on p whether uid's sessions were revoked within
+// RevokedTTL; queued after a new session's index entry, it sees any
+// revocation that missed the session.
+func (s *Sessions) queueRevoked(ctx context.Context, p redis.Pipeliner, corp string, uid uint32) (answer func() (bool, error)) {
+	ex := p.Exists(ctx, s.revokedKey(corp, uid))
+	return func() (bool, error) {
+		n, err := ex.Result()
+		if err != nil {
+			return false, fmt.Errorf("page: revoked: %w", err)
+		}
+		return n > 0, nil
+	}
+}
+
+// end deletes the session id of sess and its index entry.
+func (s *Sessions) end(ctx context.Context, sess session, id string) error {
+	if err := s.store.Delete(ctx, id); err != nil {
+		return err
+	}
+	if err := s.rdb.SRem(ctx, s.indexKey(sess.Corp, sess.UID), s.store.Key(id)).Err(); err != nil {
+		return fmt.Errorf("page: session index: %w", err)
+	}
+	return nil
+}
+
 // Revoke ends every reading session of the corp's members uids (they
 // left the company): their next open signs them in again, and the
-// directory then answers them 404.
+// directory then answers them 404. Each member's revocation is marked
+// for RevokedTTL first, so a sign-in racing it notices (queueRevoked).
 func (s *Sessions) Revoke(ctx context.Context, corp string, uids []uint32) error {
 	for _, uid := range uids {
+		if err := s.rdb.Set(ctx, s.revokedKey(corp, uid), "1", RevokedTTL).Err(); err != nil {
+			return fmt.Errorf("page: revoke sessions of %d: %w", uid, err)
+		}
 		idx := s.indexKey(corp, uid)
 		keys, err := s.rdb.SMembers(ctx, idx).Result()
 		if err != nil {

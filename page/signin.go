@@ -154,26 +154,9 @@ func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	}, ret, func(next, corp string) bool {
 		return corp == a.CorpID && strings.HasPrefix(next, "/r/"+a.Name+"/")
 	})
-	var rd Reader
-	found := false
-	if err == nil {
-		rd, found, err = s.readers.Reader(ctx, a.CorpID, userID)
-	}
 	var id string
 	if err == nil {
-		sess := session{Corp: a.CorpID, UserID: userID, UID: rd.UID, Name: rd.Name, Reader: true}
-		switch {
-		case !found:
-			sess.UID, sess.Status = 0, statusUnknown
-		case rd.Left:
-			sess.Status = statusLeft
-		}
-		// In the read path's shared pipeline, as the state and the code
-		// were (issue 50).
-		var created func() error
-		if err = s.opts.Marks.Pipelined(ctx, func(p redis.Pipeliner) { id, created = s.sessions.queueCreate(ctx, p, sess) }); err == nil {
-			err = created()
-		}
+		id, err = s.newSession(ctx, a, userID)
 	}
 	switch {
 	case errors.Is(err, access.ErrBadState), errors.Is(err, access.ErrCodeUsed):
@@ -198,4 +181,52 @@ func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	}
 	s.setSession(w, id)
 	http.Redirect(w, r, next, http.StatusFound)
+}
+
+// newSession makes the session of userID, a member WeCom just vouched
+// for, and returns its id. Who they are comes from Readers, which may
+// answer from a copy of the directory (idmap's roster); when their
+// sessions were revoked around the sign-in (they left, on another
+// replica), the directory itself decides and the session is made again.
+func (s *Server) newSession(ctx context.Context, a App, userID string) (string, error) {
+	var id string
+	for fresh := false; ; fresh = true {
+		rd, found, err := s.readers.Reader(ctx, a.CorpID, userID, fresh)
+		if err != nil {
+			return "", err
+		}
+		sess := session{Corp: a.CorpID, UserID: userID, UID: rd.UID, Name: rd.Name, Reader: true}
+		switch {
+		case !found:
+			sess.UID, sess.Status = 0, statusUnknown
+		case rd.Left:
+			sess.Status = statusLeft
+		}
+		// In the read path's shared pipeline, as the state and the code
+		// were (issue 50); whether the member's sessions were revoked is
+		// asked after the session's index entry, so a revocation that
+		// missed the session is seen here.
+		var created func() error
+		var revoked func() (bool, error)
+		if err := s.opts.Marks.Pipelined(ctx, func(p redis.Pipeliner) {
+			id, created = s.sessions.queueCreate(ctx, p, sess)
+			if sess.Status == "" && !fresh {
+				revoked = s.sessions.queueRevoked(ctx, p, sess.Corp, sess.UID)
+			}
+		}); err != nil {
+			return "", err
+		}
+		if err := created(); err != nil {
+			return "", err
+		}
+		if revoked == nil {
+			return id, nil
+		}
+		if gone, err := revoked(); err == nil && !gone {
+			return id, nil
+		}
+		if err := s.sessions.end(ctx, sess, id); err != nil {
+			return "", err
+		}
+	}
 }

@@ -77,7 +77,7 @@ func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, a App, msgID s
 	found = sess.Status != statusUnknown
 	if !sess.Reader {
 		// A session from before sessions carried the reader.
-		if rd, found, err = s.readers.Reader(r.Context(), a.CorpID, sess.UserID); err != nil {
+		if rd, found, err = s.readers.Reader(r.Context(), a.CorpID, sess.UserID, true); err != nil {
 			s.log.ErrorContext(r.Context(), "page: reader", "err", err)
 			http.Error(w, "暂时无法打开，请稍后再试", http.StatusServiceUnavailable)
 			return session{}, Reader{}, false, pre, false

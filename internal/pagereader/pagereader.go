@@ -33,7 +33,7 @@ type Reader struct {
 	timeout          time.Duration
 	cookies          []*http.Cookie
 	header           http.Header
-	body             []byte // the last page's body, reused
+	body             []byte // the last page's body, reused until the page is shown
 	// View and Version are what the last Open was shown.
 	View    string
 	Version int
@@ -184,6 +184,9 @@ func (r *Reader) open(ctx context.Context, code func() string, signedIn func()) 
 		return &Status{"page without a view", code1, ""}
 	}
 	r.View, r.Version = html.UnescapeString(v), version
+	// A phone lets the page go once shown; a storm of readers kept for
+	// later phases (yidu-bench) must not hold every page.
+	r.body = nil
 	return nil
 }
 

@@ -978,6 +978,12 @@ func TestKubernetesConfig(t *testing.T) {
 			checkConfig(t, where, cfg, read, env)
 			checkRole(t, where, ct.Args[0], cfg)
 			checkSecretEnv(t, where, ct.Args[0], cfg, env)
+			// The sync ends the reading page sessions of members it finds
+			// gone (page.Sessions.Revoke): without Redis's password a
+			// managed Redis refuses it and they read on for 30 days.
+			if _, ok := env["YIDU_REDIS_PASSWORD"]; ct.Args[0] == "directory" && !ok {
+				t.Errorf("%s: the directory sync has no YIDU_REDIS_PASSWORD; members it finds gone keep their reading sessions", where)
+			}
 			checkProbes(t, cfg, ct)
 			checkScrape(t, cfg, ct.Args[0], w.Spec.Template.Metadata.Annotations)
 		})

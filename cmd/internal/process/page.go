@@ -33,7 +33,13 @@ type pageReaders struct {
 	loader bitmap.MessageLoader
 }
 
-func (p pageReaders) Reader(ctx context.Context, corp, userID string) (page.Reader, bool, error) {
+// Reader is who userID is: from idmap's roster (memory, current to
+// idmap.RosterCheck) unless fresh, else MySQL.
+func (p pageReaders) Reader(ctx context.Context, corp, userID string, fresh bool) (page.Reader, bool, error) {
+	if !fresh {
+		uid, name, active, found, err := p.ids.Member(ctx, corp, userID)
+		return page.Reader{UID: uid, Name: name, Left: !active}, found, err
+	}
 	uid, ok, err := p.ids.Lookup(ctx, corp, userID)
 	if err != nil || !ok {
 		return page.Reader{}, false, err

@@ -172,3 +172,81 @@ func TestDeferredSignInCompletes(t *testing.T) {
 	}
 	t.Logf("signed in after %d deferrals", waits)
 }
+
+// membersFrom reads yidu_idmap_members_total{from} from m's registry.
+func membersFrom(tb testing.TB, m *Main, from string) float64 {
+	tb.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		tb.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "yidu_idmap_members_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "from" && l.GetValue() == from {
+					return mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestReadingSignInFromRosterEndsAtLeave (issue 50): on a receiver
+// whose sign-ins are answered from idmap's roster in memory (no MySQL),
+// a member who leaves through another process (its change_contact) is
+// refused at once when they sign in again, though the roster has not yet
+// seen it: the revocation's mark sends that sign-in to MySQL.
+func TestReadingSignInFromRosterEndsAtLeave(t *testing.T) {
+	pageAddr := freeAddr(t)
+	m, _, _ := pageProcesses(t, []fakewecom.App{{AgentID: testAgent, Secret: pageSecret}}, nil)
+	members := []string{"zhangsan", "lisi"}
+	var users []fakewecom.User
+	for _, u := range members {
+		users = append(users, fakewecom.User{UserID: u, Departments: []int{1}})
+	}
+	fake := fakewecom.New(fakewecom.Corp{CorpID: testCorp, Apps: []fakewecom.App{{AgentID: testAgent, Secret: pageSecret, RedirectDomain: pageAddr}},
+		Users: users, Departments: []fakewecom.Department{{ID: 1, Name: "总公司"}}})
+	base := fakewecom.Start(t, fake)
+	cfg := m.Config
+	cfg.WeCom.APIBase, cfg.WeCom.OAuthBase, cfg.WeCom.LoginBase = base, base, base
+	cfg.Receiver.Listen, cfg.Receiver.PublicURL = pageAddr, "http://"+pageAddr
+	reg := map[string]any{"msgid": "roster-a", "app": "hr", "title": "考勤制度", "send": true,
+		"audience": map[string]any{"userids": members},
+		"content":  map[string]any{"markdown": "九点上班。"}, "read_rule": "link"}
+	if code := api(t, m, "POST", "/messages", reg, nil); code != http.StatusCreated {
+		t.Fatalf("send = %d; want 201", code)
+	}
+	rcv := mustRunReceiver(t, cfg)
+	// The first sign-in reads the roster in the background; the next
+	// ones are answered from it.
+	newReader(t, pageAddr, "lisi").open("/r/hr/roster-a")
+	deadline := time.Now().Add(10 * time.Second)
+	for membersFrom(t, rcv, "roster") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no sign-in was answered from the roster")
+		}
+		time.Sleep(20 * time.Millisecond)
+		newReader(t, pageAddr, "lisi").open("/r/hr/roster-a")
+	}
+	zs := newReader(t, pageAddr, "zhangsan")
+	zs.open("/r/hr/roster-a")
+
+	// zhangsan leaves, told to the other process (m), not to rcv.
+	leave := fmt.Sprintf(`<xml><ToUserName><![CDATA[%s]]></ToUserName><FromUserName><![CDATA[sys]]></FromUserName><CreateTime>%d</CreateTime><MsgType><![CDATA[event]]></MsgType><Event><![CDATA[change_contact]]></Event><ChangeType>delete_user</ChangeType><UserID><![CDATA[zhangsan]]></UserID><AgentID>%d</AgentID></xml>`,
+		testCorp, time.Now().Unix(), testAgent)
+	if code, _ := deliverReply(t, m, leave); code != http.StatusOK {
+		t.Fatalf("delete_user callback = %d; want 200", code)
+	}
+	resp, body := zs.getPage("/r/hr/roster-a")
+	if resp.StatusCode != http.StatusNotFound || strings.Contains(body, "九点上班") {
+		t.Errorf("the page right after leaving = %d; want 404 without the text", resp.StatusCode)
+	}
+	// The others read on.
+	if resp, _ := newReader(t, pageAddr, "lisi").getPage("/r/hr/roster-a"); resp.StatusCode != http.StatusOK {
+		t.Errorf("lisi's page = %d; want 200", resp.StatusCode)
+	}
+}
