@@ -120,7 +120,7 @@ func (m *Mapper) rosterName(ctx context.Context, corpID string, uid uint32) (str
 // checkVersion reads the directory version, one read per corp at a time
 // (concurrent sign-ins share it), and notes when.
 func (m *Mapper) checkVersion(ctx context.Context, corpID string) (uint64, error) {
-	v, err, _ := m.sf.Do("rosterversion\x00"+corpID, func() (any, error) {
+	v, err, _ := m.sf.Do("\x00rosterversion\x00"+corpID, func() (any, error) {
 		at := m.now()
 		v, err := m.Version(ctx, corpID)
 		if err != nil {
@@ -142,7 +142,7 @@ func (m *Mapper) checkVersion(ctx context.Context, corpID string) (uint64, error
 
 // loadRoster reads corpID's roster in the background, once at a time.
 func (m *Mapper) loadRoster(ctx context.Context, corpID string) {
-	m.sf.DoChan("roster\x00"+corpID, func() (any, error) {
+	m.sf.DoChan("\x00roster\x00"+corpID, func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 6*lookupTimeout)
 		defer cancel()
 		at := m.now()
