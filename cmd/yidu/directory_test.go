@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/yidu-io/yidu/cmd/internal/process"
 	"github.com/yidu-io/yidu/internal/fakewecom"
 	"github.com/yidu-io/yidu/internal/testenv"
+	"github.com/yidu-io/yidu/page"
 )
 
 // TestDirectorySync runs `yidu directory sync --app hr` as an operator
@@ -132,5 +134,63 @@ func TestDirectorySync(t *testing.T) {
 				t.Errorf("error %q reveals the secret", err)
 			}
 		})
+	}
+}
+
+// TestDirectorySyncEndsReadingSessions: `yidu directory sync` that finds a
+// member gone ends their reading page sessions in Redis and marks the
+// revocation, so a receiver's sign-in answered from its roster (idmap)
+// asks MySQL for them (issue 50).
+func TestDirectorySyncEndsReadingSessions(t *testing.T) {
+	const corp = "wwdirsess"
+	c := fakewecom.Corp{
+		CorpID:      corp,
+		Apps:        []fakewecom.App{{AgentID: 1000002, Secret: "s3cret"}},
+		Departments: []fakewecom.Department{{ID: 1, Name: "总部"}},
+		Users: []fakewecom.User{
+			{UserID: "zhangsan", Name: "张三", Departments: []int{1}},
+			{UserID: "lisi", Name: "李四", Departments: []int{1}},
+		},
+	}
+	srv := fakewecom.New(c)
+	url := fakewecom.Start(t, srv)
+	dsn := testenv.MySQLDSN(t)
+	rdb, prefix := testenv.Redis(t)
+	cfgPath := filepath.Join(t.TempDir(), "yidu.yaml")
+	cfgText := "mysql: {dsn: \"" + dsn + "\"}\nwecom: {api_base: \"" + url + "\"}\n" +
+		"redis: {addr: \"" + testenv.RedisAddr(t) + "\", prefix: \"" + prefix + "\"}\n" +
+		"apps:\n  - {name: hr, corp_id: " + corp + ", agent_id: 1000002, token: t0k, encoding_aes_key: jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C}\n"
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"YIDU_APP_HR_SECRET": "s3cret"}
+	if _, _, err := runCmd(t, env, "", "directory", "sync", "--app", "hr", "--config", cfgPath); err != nil {
+		t.Fatalf("directory sync: %v", err)
+	}
+	db, err := process.OpenDB(dsn)
+	testenv.Check(t, "open", err)
+	defer db.Close()
+	ctx := context.Background()
+	var uid uint32
+	if err := db.QueryRowContext(ctx, "SELECT uid FROM users WHERE corp_id = ? AND userid = 'lisi'", corp).Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := page.NewSessions(rdb, prefix, 0).Create(ctx, corp, "lisi", uid, "李四"); err != nil {
+		t.Fatal(err)
+	}
+
+	// lisi is gone from the corp.
+	gone := c
+	gone.Users = c.Users[:1]
+	srv.SetCorp(gone)
+	out, _, err := runCmd(t, env, "", "directory", "sync", "--app", "hr", "--config", cfgPath)
+	if err != nil || !strings.Contains(out, "left=1") {
+		t.Fatalf("directory sync = %q, %v; want left=1", out, err)
+	}
+	if keys, err := rdb.Keys(ctx, prefix+"page:session:*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("reading sessions after the sync: %v, %v; want none", keys, err)
+	}
+	if n, err := rdb.Exists(ctx, fmt.Sprintf("%spage:revoked:{%s}:%d", prefix, corp, uid)).Result(); err != nil || n != 1 {
+		t.Errorf("revocation mark of lisi: %d, %v; want 1", n, err)
 	}
 }
