@@ -61,19 +61,22 @@ func (m *Mapper) rosterOf(corpID string) *rosterState {
 }
 
 // Member returns who userID is in the corp: uid, name and status, found
-// false when the directory has no such UserID. Active members come from
-// the roster while it is current (no MySQL); anyone else, and everyone
-// while the roster is being read, from MySQL.
-func (m *Mapper) Member(ctx context.Context, corpID, userID string) (uid uint32, name string, active, found bool, err error) {
+// false when the directory has no such UserID. Unless fresh, active
+// members come from the roster while it is current (no MySQL); anyone
+// else, everyone while the roster is being read, and every fresh ask
+// from MySQL.
+func (m *Mapper) Member(ctx context.Context, corpID, userID string, fresh bool) (uid uint32, name string, active, found bool, err error) {
 	uid, ok, err := m.Lookup(ctx, corpID, userID)
 	if err != nil || !ok {
 		return 0, "", false, false, err
 	}
-	if name, ok := m.rosterName(ctx, corpID, uid); ok {
-		m.metrics.roster[rosterHit].Inc()
-		return uid, name, true, true, nil
+	if !fresh {
+		if name, ok := m.rosterName(ctx, corpID, uid); ok {
+			m.metrics.roster[rosterHit].Inc()
+			return uid, name, true, true, nil
+		}
+		m.metrics.roster[rosterRead].Inc()
 	}
-	m.metrics.roster[rosterRead].Inc()
 	users, err := m.Users(ctx, corpID, []uint32{uid})
 	if err != nil {
 		return 0, "", false, false, err
@@ -94,7 +97,7 @@ func (m *Mapper) rosterName(ctx context.Context, corpID string, uid uint32) (str
 	st.mu.Lock()
 	r, checked, seen := st.r, st.checked, st.seen
 	st.mu.Unlock()
-	if now.Sub(checked) >= RosterCheck || checked.IsZero() {
+	if now.Sub(checked) >= RosterCheck {
 		v, err := m.checkVersion(ctx, corpID)
 		if err != nil {
 			return "", false

@@ -38,7 +38,7 @@ func TestRoster(t *testing.T) {
 
 	member := func(m *idmap.Mapper, userID string) (string, bool) {
 		t.Helper()
-		uid, name, active, found, err := m.Member(ctx, corp, userID)
+		uid, name, active, found, err := m.Member(ctx, corp, userID, false)
 		testenv.Check(t, "Member", err)
 		if !found || uid != ids[userID] {
 			t.Fatalf("Member(%s) = uid %d found %v; want %d", userID, uid, found, ids[userID])

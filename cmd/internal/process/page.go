@@ -33,26 +33,11 @@ type pageReaders struct {
 	loader bitmap.MessageLoader
 }
 
-// Reader is who userID is: from idmap's roster (memory, current to
-// idmap.RosterCheck) unless fresh, else MySQL.
+// Reader is who userID is (idmap.Mapper.Member): from idmap's roster
+// (memory, current to idmap.RosterCheck) unless fresh, else MySQL.
 func (p pageReaders) Reader(ctx context.Context, corp, userID string, fresh bool) (page.Reader, bool, error) {
-	if !fresh {
-		uid, name, active, found, err := p.ids.Member(ctx, corp, userID)
-		return page.Reader{UID: uid, Name: name, Left: !active}, found, err
-	}
-	uid, ok, err := p.ids.Lookup(ctx, corp, userID)
-	if err != nil || !ok {
-		return page.Reader{}, false, err
-	}
-	users, err := p.ids.Users(ctx, corp, []uint32{uid})
-	if err != nil {
-		return page.Reader{}, false, err
-	}
-	u, ok := users[uid]
-	if !ok {
-		return page.Reader{}, false, nil
-	}
-	return page.Reader{UID: uid, Name: u.Name, Left: u.Status == yidu.StatusLeft}, true, nil
+	uid, name, active, found, err := p.ids.Member(ctx, corp, userID, fresh)
+	return page.Reader{UID: uid, Name: name, Left: found && !active}, found, err
 }
 
 // NoticeApp names the app of msgID: the message's meta in Redis, MySQL

@@ -173,28 +173,6 @@ func TestDeferredSignInCompletes(t *testing.T) {
 	t.Logf("signed in after %d deferrals", waits)
 }
 
-// membersFrom reads yidu_idmap_members_total{from} from m's registry.
-func membersFrom(tb testing.TB, m *Main, from string) float64 {
-	tb.Helper()
-	mfs, err := m.Registry.Gather()
-	if err != nil {
-		tb.Fatalf("Gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "yidu_idmap_members_total" {
-			continue
-		}
-		for _, mt := range mf.GetMetric() {
-			for _, l := range mt.GetLabel() {
-				if l.GetName() == "from" && l.GetValue() == from {
-					return mt.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
 // TestReadingSignInFromRosterEndsAtLeave (issue 50): on a receiver
 // whose sign-ins are answered from idmap's roster in memory (no MySQL),
 // a member who leaves through another process (its change_contact) is
@@ -225,7 +203,7 @@ func TestReadingSignInFromRosterEndsAtLeave(t *testing.T) {
 	// ones are answered from it.
 	newReader(t, pageAddr, "lisi").open("/r/hr/roster-a")
 	deadline := time.Now().Add(10 * time.Second)
-	for membersFrom(t, rcv, "roster") == 0 {
+	for counterOf(t, rcv, "yidu_idmap_members_total", "from", "roster") == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("no sign-in was answered from the roster")
 		}

@@ -11,23 +11,29 @@ import (
 // lookupsByResult reads yidu_idmap_lookups_total{result} from m's registry.
 func lookupsByResult(tb testing.TB, m *Main, result string) float64 {
 	tb.Helper()
+	return counterOf(tb, m, "yidu_idmap_lookups_total", "result", result)
+}
+
+// counterOf reads the counter name{label=value} from m's registry.
+func counterOf(tb testing.TB, m *Main, name, label, value string) float64 {
+	tb.Helper()
 	mfs, err := m.Registry.Gather()
 	if err != nil {
 		tb.Fatalf("Gather: %v", err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "yidu_idmap_lookups_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, mt := range mf.GetMetric() {
 			for _, l := range mt.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
+				if l.GetName() == label && l.GetValue() == value {
 					return mt.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	tb.Fatalf("no yidu_idmap_lookups_total{result=%q}", result)
+	tb.Fatalf("no %s{%s=%q}", name, label, value)
 	return 0
 }
 
